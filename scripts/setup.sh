@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Idempotent set-up: .venv, requirements.txt, `pip install -e .`, embedded models.
+#   bash scripts/setup.sh               # everything (models: ~1.6 GB download + one-off de-quantization)
+#   bash scripts/setup.sh --no-models   # env only (also: SPECBENCH_SKIP_MODELS=1)
+# Env: PYTHON (interpreter used to create .venv, default python3), SPECBENCH_CACHE (model cache,
+# default ~/.cache/specbench). Re-running is fast: the env step is skipped while a stamp keyed by
+# sha256(requirements.txt + pyproject.toml + python version) matches, and installed models are skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+models=1
+for a in "$@"; do
+  case "$a" in
+    --no-models) models=0 ;;
+    -h|--help) sed -n 2,7p "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$a' (valid: --no-models)" >&2; exit 2 ;;
+  esac
+done
+[ "${SPECBENCH_SKIP_MODELS:-0}" = 1 ] && models=0
+
+PY=.venv/bin/python
+if [ ! -x "$PY" ]; then
+  echo "[setup] creating .venv with ${PYTHON:-python3}"
+  "${PYTHON:-python3}" -m venv .venv
+fi
+
+stamp=.venv/.specbench-env.sha256
+want="$( { cat requirements.txt pyproject.toml; "$PY" -V; } | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null || true)" = "$want" ] && "$PY" -c "import specbench" 2>/dev/null; then
+  echo "[setup] environment up to date (.venv)"
+else
+  echo "[setup] installing requirements.txt and specbench into .venv"
+  "$PY" -m pip install --quiet -r requirements.txt
+  "$PY" -m pip install --quiet --no-deps -e .
+  echo "$want" > "$stamp"
+fi
+
+if [ "$models" = 1 ]; then
+  "$PY" -m specbench.embedded install
+else
+  echo "[setup] skipping embedded models (--no-models)"
+fi

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Run the test suite: set up the env (not the models), then pytest with passthrough args.
+# Tests marked `real` skip unless the embedded models are installed (bash scripts/setup.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --no-models
+if ! .venv/bin/python -m specbench.embedded status; then
+  echo "[test] embedded models not installed: tests marked 'real' will be skipped"
+fi
+exec .venv/bin/python -m pytest -q "$@"

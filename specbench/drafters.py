@@ -1,0 +1,160 @@
+"""Drafters: grow a DraftTree for the current step.
+
+Every drafter has the same three calls, used by the decode loop:
+
+    reset(prompt_ids)                 new prompt
+    draft(plan, children, rng)        -> DraftTree for this step
+    commit(tree, path, next_token)    the verifier's verdict
+
+The model drafter grows the tree level by level: one draft forward per depth
+covers the whole frontier (tree mask + the draft's KV cache), so it never
+re-runs the prefix and makes no forward per node.  Dynamic shapes (EAGLE-2)
+and other drafters build on the same two primitives, ``begin`` and ``extend``.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from transformers import DynamicCache
+
+from . import kv
+from .registry import Registry
+from .sampling import choose_children, probs
+from .trees import DraftTree, TreePlan, depths
+
+DRAFTERS: Registry = Registry("drafter")
+DYNAMIC: Registry = Registry("dynamic tree")   # name -> fn(drafter, plan, children, rng) -> DraftTree
+
+
+class Drafter:
+    """Base class; keeps the committed token history (prompt + output)."""
+
+    def reset(self, prompt_ids: Sequence[int]) -> None:
+        self.history = list(prompt_ids)
+
+    def draft(self, plan: TreePlan, children: str, rng: torch.Generator) -> DraftTree:
+        raise NotImplementedError
+
+    def commit(self, tree: DraftTree, path: Sequence[int], next_token: int) -> None:
+        self.history += [int(tree.tokens[n]) for n in path] + [int(next_token)]
+
+
+@DRAFTERS.register("model")
+class ModelDrafter(Drafter):
+    """A small causal LM drafting with tree attention over its own KV cache."""
+
+    def __init__(self, model, temperature: float = 0.0, top_p: float = 1.0):
+        self.model = model
+        self.temperature = temperature
+        self.top_p = top_p
+
+    # -- cache state ------------------------------------------------------
+    def reset(self, prompt_ids: Sequence[int]) -> None:
+        super().reset(prompt_ids)
+        self.cache, self.past_len = prefill(self.model, prompt_ids)
+        self.pending = [int(prompt_ids[-1])]   # committed tokens not yet in the cache
+
+    def begin(self) -> torch.Tensor:
+        """Forward the pending tokens (a chain; the last is the tree root).
+        Starts the draft-side tree and returns the root's logits [V]."""
+        m = len(self.pending)
+        self.side_parents = list(range(-1, m - 1))
+        self.side_tokens = list(self.pending)
+        self.root_slot = m - 1
+        logits = kv.forward_nodes(self.model, self.cache, self.past_len,
+                                  self.side_parents, self.side_tokens, 0, m)
+        return logits[-1]
+
+    def extend(self, parents: Sequence[int], tokens: Sequence[int]) -> torch.Tensor:
+        """Append nodes (parents are draft-side slots) and forward them in one
+        call.  Returns their logits [k, V]; their slots are the next k indices."""
+        start = len(self.side_parents)
+        self.side_parents += list(parents)
+        self.side_tokens += [int(t) for t in tokens]
+        return kv.forward_nodes(self.model, self.cache, self.past_len, self.side_parents,
+                                self.side_tokens, start, len(self.side_parents))
+
+    def q(self, logits: torch.Tensor) -> torch.Tensor:
+        return probs(logits, self.temperature, self.top_p)
+
+    def commit(self, tree: DraftTree, path: Sequence[int], next_token: int) -> None:
+        super().commit(tree, path, next_token)
+        slots = tree.slots
+        keep = list(range(self.root_slot + 1))          # pending chain + root
+        rest: list[int] = []
+        for n in path:
+            if not rest and slots[n] >= 0:
+                keep.append(slots[n])
+            else:
+                rest.append(int(tree.tokens[n]))
+        self.past_len = kv.keep(self.cache, self.past_len, keep)
+        self.pending = rest + [int(next_token)]
+
+    # -- tree building ----------------------------------------------------
+    def draft(self, plan: TreePlan, children: str, rng: torch.Generator) -> DraftTree:
+        if plan.dynamic:
+            return DYNAMIC.get(plan.name)(self, plan, children, rng)
+        return self.expand_static(plan.paths(), children, rng)
+
+    def expand_static(self, paths, children: str, rng: torch.Generator) -> DraftTree:
+        """Grow a static rank-path shape: one draft forward per depth."""
+        n = len(paths)
+        q_rows: dict[int, torch.Tensor] = {0: self.q(self.begin())}
+        parents = [-1] + [0] * n
+        tokens = [self.pending[-1]] + [0] * n
+        ranks = [0] * (n + 1)
+        slots = [self.root_slot] + [-1] * n
+        index = {(): 0}
+        frontier = [0]
+        by_depth: dict[int, list] = {}
+        for i, p in enumerate(paths):
+            by_depth.setdefault(len(p), []).append((i + 1, p))
+        for d in sorted(by_depth):
+            level = by_depth[d]
+            for node in frontier:                      # choose children of this level
+                kids = [(i, p) for i, p in level if index.get(p[:-1]) == node]
+                if not kids:
+                    continue
+                width = max(p[-1] for _, p in kids) + 1
+                toks, rks = choose_children(q_rows[node], width, children, rng)
+                for i, p in kids:
+                    parents[i], tokens[i], ranks[i] = node, int(toks[p[-1]]), int(rks[p[-1]])
+            for i, p in level:
+                index[p] = i
+            expand = [i for i, p in level if (d + 1) in by_depth
+                      and any(c[:-1] == p for _, c in by_depth[d + 1])]
+            if expand:
+                logits = self.extend([slots[parents[i]] for i in expand], [tokens[i] for i in expand])
+                base = len(self.side_parents) - len(expand)
+                for j, i in enumerate(expand):
+                    slots[i] = base + j
+                    q_rows[i] = self.q(logits[j])
+            frontier = expand
+        return self.make_tree(parents, tokens, ranks, slots, q_rows)
+
+    @staticmethod
+    def make_tree(parents, tokens, ranks, slots, q_rows: dict) -> DraftTree:
+        vocab = q_rows[0].shape[-1]
+        q = torch.zeros(len(parents), vocab)
+        for i, row in q_rows.items():
+            q[i] = row
+        return DraftTree(parents=list(parents), tokens=torch.tensor(tokens, dtype=torch.long),
+                         ranks=list(ranks), q=q, slots=list(slots))
+
+
+def prefill(model, prompt_ids: Sequence[int]) -> tuple[DynamicCache, int]:
+    """A fresh cache holding every prompt token but the last (the first root)."""
+    if len(prompt_ids) == 0:
+        raise ValueError("empty prompt: every prompt needs at least one token")
+    cache, n = DynamicCache(), len(prompt_ids) - 1
+    if n:
+        kv.forward_nodes(model, cache, 0, list(range(-1, n - 1)), prompt_ids, 0, n)
+    return cache, n
+
+
+def check_bfs(parents: Sequence[int]) -> None:
+    """A DraftTree must list nodes breadth-first (each depth contiguous)."""
+    d = depths(parents)
+    if d != sorted(d):
+        raise ValueError("tree nodes must be listed breadth-first")

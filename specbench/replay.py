@@ -1,0 +1,207 @@
+"""The replay engine: exact greedy figures for every static shape, no model call per shape.
+
+Under greedy verification the output is the target's own greedy continuation c
+of the prompt, whatever the tree.  A static shape is a prefix-closed set of
+draft rank paths, so at position t the tree accepts the longest run
+(rank_t, ..., rank_{t+i-1}) that is a path of the shape, where rank_j is the
+rank of c[j] under the draft given prompt + c[:j].  The step then emits
+c[t : t+i+1] (fewer at EOS / the length limit) and t <- t + emitted.
+
+Per prompt this costs one target greedy decode (cached on disk) plus ONE
+teacher-forced draft forward over prompt + c (cached too); every shape and
+budget is then a pure walk over the rank sequence.
+
+Ranks use the live drafter's exact arithmetic: ``sampling.probs`` at the
+draft temperature / top-p, ties broken by token id (``sampling.choose_children``
+orders children with a stable descending argsort).  So replay equals live up to
+floating-point differences between the teacher-forced forward and the drafter's
+cached tree forwards (none observed in fp32; see tests/test_replay.py).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from transformers import DynamicCache
+
+from . import kv
+from .decode import StepRecord
+from .diskcache import DiskCache, cache_root, ids_digest
+from .sampling import probs
+
+REPLAY_MODES = ("greedy",)      # verify modes whose output is the target's greedy continuation
+NAN = float("nan")
+
+
+# --------------------------------------------------------------------------
+# when replay is exact
+# --------------------------------------------------------------------------
+def why_not_replayable(cfg, drafter_kind: str | None = None) -> str | None:
+    """None when replay is exact for this job config, else the reason."""
+    kind = drafter_kind or cfg.pair.get("drafter", "model")
+    if cfg.verify.name not in REPLAY_MODES:
+        return f"verify={cfg.verify.name} is not greedy"
+    if float(cfg.verify.get("temperature", 0.0) or 0.0) != 0.0:
+        return "verify.temperature != 0 (first_token_tv would need the target's distributions)"
+    if kind != "model":
+        return f"drafter={kind} is not a model drafter"
+    from .plans import make_plan
+    if make_plan(cfg.tree).dynamic:
+        return f"tree={cfg.tree.name} is dynamic (depends on off-path draft scores)"
+    return None
+
+
+def replayable(cfg, drafter_kind: str | None = None) -> bool:
+    return why_not_replayable(cfg, drafter_kind) is None
+
+
+# --------------------------------------------------------------------------
+# the pure part: ranks and the decode trajectory
+# --------------------------------------------------------------------------
+def ranks_from_probs(q: torch.Tensor, tokens: Sequence[int]) -> list[int]:
+    """Row j: the rank of tokens[j] under q[j] in ``choose_children(..., "topk")``
+    order, i.e. #(strictly more likely tokens) + #(equally likely, smaller id)."""
+    tok = torch.as_tensor(list(tokens), dtype=torch.long, device=q.device)[:, None]
+    qx = q.gather(1, tok)
+    greater = (q > qx).sum(1)
+    ids = torch.arange(q.shape[1], device=q.device)[None]
+    ties = ((q == qx) & (ids < tok)).sum(1)
+    return (greater + ties).tolist()
+
+
+def accept_run(ranks: Sequence[int], t: int, paths: set, limit: int) -> int:
+    """Longest i <= limit with (ranks[t], ..., ranks[t+i-1]) a path of the shape."""
+    i = 0
+    while i < limit and tuple(ranks[t:t + i + 1]) in paths:
+        i += 1
+    return i
+
+
+def replay_prompt(prompt_id: str, ranks: Sequence[int], plan) -> list[StepRecord]:
+    """The live engine's step records for one prompt, from the draft ranks of c.
+
+    ``len(ranks) == len(c)``; c already stops at EOS (inclusive) or at
+    max_new_tokens, exactly where the live loop stops.  ``plan.observe`` is
+    called after every step like the live loop does (adaptive shapes)."""
+    n, t, records = len(ranks), 0, []
+    while t < n:
+        paths = plan.paths()
+        shape = set(map(tuple, paths))
+        size, depth = len(paths), max((len(p) for p in paths), default=0)
+        i = accept_run(ranks, t, shape, n - t)       # beyond c, live would truncate anyway
+        emitted = min(i + 1, n - t)
+        accepted = min(i, emitted)
+        records.append(StepRecord(
+            prompt_id=prompt_id, step=len(records), tree_size=size, tree_depth=depth,
+            accepted=accepted, emitted=emitted,
+            accept_path=".".join(str(r) for r in ranks[t:t + accepted]),
+            draft_s=NAN, verify_s=NAN, first_token_tv=greedy_first_token_tv(),
+            expected_accepted=float(accepted)))
+        plan.observe(i, size)
+        t += emitted
+    return records
+
+
+def greedy_first_token_tv() -> float:
+    """Greedy is lossless w.r.t. the greedy target: its first-token shift is 0."""
+    return 0.0
+
+
+# --------------------------------------------------------------------------
+# the model part: c and the rank sequence (both cached on disk)
+# --------------------------------------------------------------------------
+@torch.inference_mode()
+def greedy_continuation(model, prompt_ids: Sequence[int], max_new_tokens: int, eos: set[int],
+                        temperature: float = 0.0, top_p: float = 1.0) -> list[int]:
+    """The target's greedy continuation, computed like the live target scores a
+    1-node tree each step: up to max_new_tokens, stopping after the first EOS."""
+    prompt_ids = [int(x) for x in prompt_ids]
+    cache, past = DynamicCache(), len(prompt_ids) - 1
+    if past:
+        kv.forward_nodes(model, cache, 0, list(range(-1, past - 1)), prompt_ids, 0, past)
+    root, out = prompt_ids[-1], []
+    while len(out) < max_new_tokens and not (out and out[-1] in eos):
+        logits = kv.forward_nodes(model, cache, past, [-1], [root], 0, 1)[-1]
+        root = int(probs(logits, temperature, top_p).argmax())
+        past += 1
+        out.append(root)
+    return out
+
+
+@torch.inference_mode()
+def draft_ranks(model, prompt_ids: Sequence[int], cont: Sequence[int],
+                temperature: float = 0.0, top_p: float = 1.0, chunk: int = 256) -> list[int]:
+    """Ranks of cont[j] under the draft given prompt + cont[:j], from one
+    teacher-forced forward over prompt + cont[:-1] (the prompt part keeps no logits)."""
+    if not cont:
+        return []
+    prompt_ids = [int(x) for x in prompt_ids]
+    cache, past = DynamicCache(), len(prompt_ids) - 1
+    if past:
+        model(input_ids=torch.tensor([prompt_ids[:-1]], device=model.device),
+              past_key_values=cache, use_cache=True, logits_to_keep=1)
+    seq = [prompt_ids[-1]] + [int(x) for x in cont[:-1]]
+    ranks: list[int] = []
+    for s in range(0, len(seq), chunk):                 # bounded [chunk, V] logits
+        part = seq[s:s + chunk]
+        logits = kv.forward_nodes(model, cache, past + s, list(range(-1, len(part) - 1)), part, 0, len(part))
+        ranks += ranks_from_probs(probs(logits, temperature, top_p), cont[s:s + len(part)])
+    return ranks
+
+
+def _model_key(spec) -> dict:
+    """A model's identity inside a cache key: its resolved pair spec."""
+    try:
+        from omegaconf import OmegaConf
+        if OmegaConf.is_config(spec):
+            return OmegaConf.to_container(spec, resolve=True)
+    except ImportError:  # pragma: no cover
+        pass
+    return dict(spec)
+
+
+def continuation_key(cfg, prompt_ids, eos) -> dict:
+    v = cfg.verify
+    return {"target": _model_key(cfg.pair.target), "prompt": ids_digest(prompt_ids),
+            "prompt_len": len(prompt_ids), "max_new_tokens": int(cfg.max_new_tokens),
+            "dtype": str(cfg.dtype), "device": str(cfg.device), "eos": sorted(int(e) for e in eos),
+            "temperature": float(v.get("temperature", 0.0) or 0.0), "top_p": float(v.get("top_p", 1.0) or 1.0)}
+
+
+def ranks_key(cfg, ckey: dict) -> dict:
+    v = cfg.verify
+    t = v.get("draft_temperature", v.get("temperature", 0.0))
+    return {**ckey, "draft": _model_key(cfg.pair.draft),
+            "draft_temperature": float(t or 0.0), "draft_top_p": float(v.get("top_p", 1.0) or 1.0)}
+
+
+def prompt_ranks(cfg, pair, prompt_ids, eos, store: DiskCache) -> list[int]:
+    """Cached (or computed and cached) draft ranks of the target's continuation."""
+    v = cfg.verify
+    ckey = continuation_key(cfg, prompt_ids, eos)
+    rkey = ranks_key(cfg, ckey)
+    ranks = store.get("ranks", rkey)
+    if ranks is not None:
+        return ranks
+    cont = store.get_or_compute("continuation", ckey, lambda: greedy_continuation(
+        pair.target, prompt_ids, int(cfg.max_new_tokens), eos, ckey["temperature"], ckey["top_p"]))
+    ranks = draft_ranks(pair.draft, prompt_ids, cont, rkey["draft_temperature"], rkey["draft_top_p"])
+    store.put("ranks", rkey, ranks)
+    return ranks
+
+
+def decode_replay(cfg, pair, prompts, eos: set[int]) -> list[StepRecord]:
+    """The replay engine's hook for run.py: the step records of every prompt.
+
+    ``prompts``: objects with ``.id`` and ``.ids``; a fresh plan per prompt,
+    like the live loop."""
+    from tqdm import tqdm
+    from .plans import make_plan
+    store = DiskCache(cache_root(cfg))
+    records: list[StepRecord] = []
+    for pr in tqdm(prompts, desc=f"replay {cfg.tree.name}/{cfg.tree.budget}",
+                   disable=not cfg.get("progress", False)):
+        ranks = prompt_ranks(cfg, pair, pr.ids, eos, store)
+        records += replay_prompt(pr.id, ranks, make_plan(cfg.tree))
+    return records
+

@@ -1,0 +1,134 @@
+"""Probabilities from logits, the residual distribution, and child selection.
+
+Shared by the drafter (``choose_children``), the verifier (``residual``,
+``accept_prob``, ``sequoia_next_q``) and the exact distribution-shift code, so
+that all three use the very same arithmetic.
+
+Conventions
+-----------
+* ``probs(logits, temperature, top_p)`` returns float32 probabilities.  At
+  temperature 0 it returns the one-hot argmax distribution (greedy).
+* ``residual(p, q)`` = norm(max(0, p - q)).  If that has no mass (p <= q
+  everywhere, i.e. p == q up to rounding, where a rejection has probability 0)
+  it returns p unchanged.
+* ``choose_children(q_row, k, how, rng)`` returns ``(tokens, ranks)`` in the
+  order the drafter must store the children (the verifier of ``sequoia`` tries
+  children in that order).  ``ranks`` are the tokens' draft ranks under
+  ``q_row`` (0 = most likely; ties broken by token id).
+"""
+from __future__ import annotations
+
+import torch
+
+CHILD_RULES = ("topk", "sample", "sample_noreplace")
+
+
+def probs(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0) -> torch.Tensor:
+    """Softmax of ``logits / temperature`` restricted to the top-p nucleus (float32, last dim).
+
+    temperature 0 gives the one-hot argmax distribution.  top_p = 1 keeps every token.
+    """
+    temperature = 0.0 if temperature is None else float(temperature)
+    top_p = 1.0 if top_p is None else float(top_p)
+    if temperature < 0:
+        raise ValueError(f"verify.temperature={temperature}: must be >= 0 (0 = greedy)")
+    if not 0.0 < top_p <= 1.0:
+        raise ValueError(f"verify.top_p={top_p}: must be in (0, 1]")
+    logits = logits.float()
+    if temperature == 0:
+        out = torch.zeros_like(logits)
+        return out.scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+    out = torch.softmax(logits / temperature, dim=-1)
+    if top_p < 1.0:
+        srt, idx = out.sort(dim=-1, descending=True)
+        before = srt.cumsum(-1) - srt            # mass strictly before each sorted token
+        srt = srt.masked_fill(before >= top_p, 0.0)   # the top token always survives
+        out = torch.zeros_like(out).scatter_(-1, idx, srt)
+        out = out / out.sum(-1, keepdim=True)
+    return out
+
+
+def as_dist(row: torch.Tensor) -> torch.Tensor:
+    """float64 copy renormalised to sum 1 (a zero row stays zero)."""
+    r = row.double()
+    s = r.sum()
+    return r / s if s > 0 else r.clone()
+
+
+def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """norm(max(0, p - q)); p itself when that has no mass."""
+    r = (p - q).clamp_min(0)
+    s = r.sum()
+    return p.clone() if s <= 0 else r / s
+
+
+def accept_prob(p_row: torch.Tensor, q_row: torch.Tensor, x: int) -> float:
+    """min(1, p(x)/q(x)); a token the draft gave probability 0 is accepted iff p(x) > 0."""
+    px, qx = float(p_row[x]), float(q_row[x])
+    if qx <= 0:
+        return 1.0 if px > 0 else 0.0
+    return min(1.0, px / qx)
+
+
+def sequoia_next_q(q_row: torch.Tensor, rejected: torch.Tensor) -> torch.Tensor:
+    """Sequoia's draft update: zero the rejected tokens and renormalise; if no
+    mass is left, uniform over the tokens not yet rejected."""
+    q = q_row.masked_fill(rejected, 0.0)
+    s = q.sum()
+    if s > 0:
+        return q / s
+    free = (~rejected).to(q_row.dtype)
+    if free.sum() <= 0:
+        raise ValueError("sequoia: every vocabulary token was rejected; the tree has more "
+                         "children at one node than the vocabulary has tokens")
+    return free / free.sum()
+
+
+def ranks_of(q_row: torch.Tensor, tokens: torch.Tensor) -> list[int]:
+    """Draft rank of each token under q_row (0 = most likely; ties by token id)."""
+    order = torch.argsort(-q_row.double(), stable=True)
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(order.numel())
+    return rank[tokens].tolist()
+
+
+def choose_children(q_row: torch.Tensor, k: int, how: str,
+                    rng: torch.Generator | None = None) -> tuple[list[int], list[int]]:
+    """Pick k child tokens from the draft distribution ``q_row``.
+
+    how = "topk": the k most likely tokens (deterministic);
+          "sample": k i.i.d. draws from q (duplicates possible, SpecInfer MSS);
+          "sample_noreplace": k sequential draws without replacement, each from q
+          with the earlier draws zeroed and renormalised, falling back to uniform
+          over the not-yet-drawn tokens when q has no mass left (Sequoia; this is
+          exactly the distribution ``verify.sequoia`` assumes).
+    Returns (tokens, ranks) as Python lists in storage order.
+    """
+    if how not in CHILD_RULES:
+        raise ValueError(f"unknown child rule '{how}'. Valid: {', '.join(CHILD_RULES)}")
+    q_row = q_row.reshape(-1)
+    v = q_row.numel()
+    if k < 1:
+        raise ValueError(f"choose_children: k={k} must be >= 1")
+    if how != "sample" and k > v:
+        raise ValueError(f"choose_children: k={k} children but only {v} vocabulary tokens")
+    if how == "topk":
+        tokens = torch.argsort(-q_row.double(), stable=True)[:k]
+    elif how == "sample":
+        tokens = torch.multinomial(q_row.double(), k, replacement=True, generator=rng)
+    else:
+        drawn = torch.zeros(v, dtype=torch.bool)
+        picks = []
+        qd = q_row.double()
+        for _ in range(k):
+            w = sequoia_next_q(qd, drawn)
+            x = int(torch.multinomial(w, 1, generator=rng))
+            picks.append(x)
+            drawn[x] = True
+        tokens = torch.tensor(picks, dtype=torch.long)
+    return tokens.tolist(), ranks_of(q_row, tokens)
+
+
+def sample(row: torch.Tensor, rng: torch.Generator | None) -> int:
+    """One token from a probability row."""
+    return int(torch.multinomial(row.double(), 1, generator=rng))

@@ -1,0 +1,252 @@
+"""Draft-tree shapes and the one tree-attention mask.
+
+A tree is a list of parent pointers.  Node 0 is the *root*: the last committed
+token, which is not yet in any KV cache.  Nodes 1..N are the N draft tokens
+(the budget).  Nodes are stored breadth-first, so a parent always has a smaller
+index than its children and each depth is a contiguous index range.
+
+A *static shape* is a prefix-closed set of draft rank paths, Medusa style:
+``(0,)`` is the draft's top-1 first token, ``(0, 1)`` the runner-up child of
+that token, and so on.
+
+Budget rule (documented in README.md): every static shape lists its rank paths
+breadth-first, ordered by (depth, rank path); a budget of N keeps the first N.
+Because a parent is shorter than its children it always comes first, so the
+kept set is still a tree.  A finite shape (``specinfer``, ``paths``,
+``medusa63``) with fewer than N paths is padded by lengthening its all-zero
+(top-1) chain until it has N nodes.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import torch
+
+from .registry import Registry
+
+RankPath = tuple[int, ...]
+
+SHAPES: Registry = Registry("tree shape")
+
+
+# --------------------------------------------------------------------------
+# the mask, written once
+# --------------------------------------------------------------------------
+def depths(parents: Sequence[int]) -> list[int]:
+    """Depth of every node; the root (parent -1) has depth 0."""
+    out: list[int] = []
+    for i, p in enumerate(parents):
+        if p >= i:
+            raise ValueError(f"node {i} has parent {p}: parents must precede children")
+        out.append(0 if p < 0 else out[p] + 1)
+    return out
+
+
+def ancestor_mask(parents: Sequence[int], device=None) -> torch.Tensor:
+    """Boolean [T, T]: row i is True at i and at every ancestor of i.
+
+    EAGLE's construction: each node's row is its parent's row plus itself.
+    """
+    t = len(parents)
+    mask = torch.zeros(t, t, dtype=torch.bool)
+    for i, p in enumerate(parents):
+        if p >= 0:
+            mask[i] = mask[p]
+        mask[i, i] = True
+    return mask.to(device) if device is not None else mask
+
+
+def tree_attention_mask(parents: Sequence[int], past_len: int, start: int = 0,
+                        stop: int | None = None, dtype=torch.float32,
+                        device=None) -> torch.Tensor:
+    """Additive 4-D mask [1, 1, stop-start, past_len+stop] for the tree's nodes
+    ``start:stop`` as queries.
+
+    Keys are the ``past_len`` cached prefix tokens (always visible) followed by
+    tree nodes ``0:stop`` in index order; a node sees itself and its ancestors.
+    0 means "may attend", the dtype's minimum means "masked".
+    """
+    stop = len(parents) if stop is None else stop
+    allowed = torch.ones(stop - start, past_len + stop, dtype=torch.bool)
+    allowed[:, past_len:] = ancestor_mask(parents[:stop])[start:stop]
+    mask = torch.zeros(allowed.shape, dtype=dtype)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    mask = mask[None, None]
+    return mask.to(device) if device is not None else mask
+
+
+def tree_position_ids(parents: Sequence[int], past_len: int, start: int = 0,
+                      stop: int | None = None, device=None) -> torch.Tensor:
+    """Position ids [1, stop-start]: prefix length plus node depth."""
+    d = depths(parents)[start:stop]
+    return torch.tensor([[past_len + x for x in d]], dtype=torch.long, device=device)
+
+
+# --------------------------------------------------------------------------
+# rank paths <-> parent pointers
+# --------------------------------------------------------------------------
+def sort_paths(paths) -> list[RankPath]:
+    """Deduplicate and order breadth-first by (depth, rank path)."""
+    return sorted({tuple(int(r) for r in p) for p in paths}, key=lambda p: (len(p), p))
+
+
+def check_prefix_closed(paths: Sequence[RankPath]) -> None:
+    have = set(paths)
+    for p in paths:
+        if len(p) == 0:
+            raise ValueError("empty rank path: the root is implicit, list only draft nodes")
+        if len(p) > 1 and p[:-1] not in have:
+            raise ValueError(f"rank path {list(p)} has no parent {list(p[:-1])}: "
+                             "a shape must be prefix-closed")
+
+
+def fit_budget(paths, budget: int) -> list[RankPath]:
+    """Apply the budget rule: keep the first N breadth-first, or pad the top-1 chain."""
+    if budget < 1:
+        raise ValueError(f"tree.budget={budget}: the budget (number of draft tokens) must be >= 1")
+    ordered = sort_paths(paths)
+    check_prefix_closed(ordered)
+    if len(ordered) >= budget:
+        return ordered[:budget]
+    have = set(ordered)
+    chain: RankPath = ()
+    while len(ordered) < budget:
+        chain = chain + (0,)
+        if chain not in have:
+            ordered.append(chain)
+    return sort_paths(ordered)
+
+
+def paths_to_parents(paths: Sequence[RankPath]) -> list[int]:
+    """Parent pointers with the root at index 0; node i+1 is paths[i]."""
+    index = {(): 0}
+    parents = [-1]
+    for i, p in enumerate(paths):
+        parents.append(index[p[:-1]])
+        index[p] = i + 1
+    return parents
+
+
+def max_depth(paths: Sequence[RankPath]) -> int:
+    return max((len(p) for p in paths), default=0)
+
+
+# --------------------------------------------------------------------------
+# static shapes: each returns rank paths (possibly more than the budget)
+# --------------------------------------------------------------------------
+def _full_tree(expansion: Sequence[int], budget: int) -> list[RankPath]:
+    """All paths of a tree whose level-d nodes have expansion[d] children,
+    stopping once a level would already exceed the budget."""
+    paths: list[RankPath] = []
+    level: list[RankPath] = [()]
+    for k in expansion:
+        level = [p + (r,) for p in level for r in range(int(k))]
+        paths += level
+        if len(paths) >= budget or not level:
+            break
+    return paths
+
+
+@SHAPES.register("chain")
+def chain(budget: int, **_) -> list[RankPath]:
+    return [(0,) * d for d in range(1, budget + 1)]
+
+
+@SHAPES.register("kary")
+def kary(budget: int, width: int = 2, **_) -> list[RankPath]:
+    if width < 1:
+        raise ValueError(f"tree.width={width}: must be >= 1")
+    levels = budget if width == 1 else math.ceil(math.log(budget * (width - 1) + 1, width)) + 1
+    return _full_tree([width] * levels, budget)
+
+
+@SHAPES.register("binary")
+def binary(budget: int, **_) -> list[RankPath]:
+    return kary(budget, width=2)
+
+
+@SHAPES.register("topk_wide")
+def topk_wide(budget: int, width: int = 4, **_) -> list[RankPath]:
+    """The top-`width` first tokens, each continued as a top-1 chain."""
+    if width < 1:
+        raise ValueError(f"tree.width={width}: must be >= 1")
+    length = math.ceil(budget / width)
+    return [(r,) + (0,) * d for r in range(width) for d in range(length)]
+
+
+@SHAPES.register("specinfer")
+def specinfer(budget: int, expansion: Sequence[int] = (1, 1, 3, 1, 1, 1, 1, 1), **_) -> list[RankPath]:
+    if not expansion or any(int(k) < 1 for k in expansion):
+        raise ValueError(f"tree.expansion={list(expansion)}: needs one or more factors >= 1")
+    return _full_tree(list(expansion), budget)
+
+
+@SHAPES.register("paths")
+def explicit_paths(budget: int, paths: Sequence[Sequence[int]] = (), **_) -> list[RankPath]:
+    if not paths:
+        raise ValueError("tree=paths needs tree.paths, a rank-path list such as [[0],[1],[0,0]]")
+    return sort_paths(paths)
+
+
+def static_paths(name: str, budget: int, **params) -> list[RankPath]:
+    """The rank paths of a static shape at exactly `budget` nodes."""
+    fn: Callable = SHAPES.get(name)
+    if budget is None or int(budget) < 1:
+        raise ValueError(f"tree.budget={budget}: the budget (number of draft tokens) must be >= 1")
+    return fit_budget(fn(int(budget), **params), int(budget))
+
+
+# --------------------------------------------------------------------------
+# a drafted tree and the per-step plan
+# --------------------------------------------------------------------------
+from dataclasses import dataclass, field  # noqa: E402
+
+
+@dataclass
+class DraftTree:
+    """One drafted tree.  Index 0 is the root (the last committed token).
+
+    ``q[i]`` is the draft distribution the children of node i were chosen from
+    (after draft temperature); rows of nodes that were never expanded are zero.
+    ``ranks[i]`` is node i's sibling rank (0 for the root).
+    """
+    parents: list[int]
+    tokens: torch.Tensor                 # LongTensor [N+1], tokens[0] = root
+    ranks: list[int]
+    q: torch.Tensor | None = None        # [N+1, V] float32, or None (n-gram drafts)
+    slots: list[int] | None = None       # drafter-side cache slot per node, -1 if never forwarded
+
+    @property
+    def size(self) -> int:
+        return len(self.parents) - 1
+
+    @property
+    def depth(self) -> int:
+        return max(depths(self.parents))
+
+    def children(self, i: int) -> list[int]:
+        return [j for j, p in enumerate(self.parents) if p == i]
+
+    def rank_path(self, nodes: Sequence[int]) -> str:
+        return ".".join(str(self.ranks[n]) for n in nodes)
+
+
+@dataclass
+class TreePlan:
+    """What the drafter should build this step.
+
+    Static shapes give ``paths``.  Dynamic shapes (``dynamic=True``) let the
+    drafter build the tree itself from ``budget`` and ``params``.  ``observe``
+    is called after every step (adaptive shapes change their paths there).
+    """
+    name: str
+    budget: int
+    params: dict = field(default_factory=dict)
+    dynamic: bool = False
+
+    def paths(self) -> list[RankPath]:
+        return static_paths(self.name, self.budget, **self.params)
+
+    def observe(self, accepted: int, tree_size: int) -> None:
+        pass

@@ -1,0 +1,116 @@
+"""Shared fixtures: tiny random Qwen2 models and a tiny tokenizer, built locally.
+
+No test downloads anything.  The draft is the target with noise added to its
+weights, so the two agree often enough for acceptance to be interesting.
+"""
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+import torch
+
+CORPUS = [
+    "def add(a, b):\n    return a + b\n",
+    "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n",
+    "The quick brown fox jumps over the lazy dog.",
+    "for i in range(10):\n    print(i)\n",
+    "Write a short poem about the sea. Translate 'hello' into French.",
+]
+
+
+def build_tokenizer(vocab_size: int = 320, corpus=CORPUS):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(corpus, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>",
+                                   pad_token="<|endoftext|>")
+
+
+def build_model(vocab_size: int, seed: int, layers: int = 2):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(vocab_size=vocab_size, hidden_size=64, intermediate_size=128,
+                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=1024, initializer_range=0.3,
+                      tie_word_embeddings=False, eos_token_id=0, bos_token_id=0, pad_token_id=0)
+    cfg._attn_implementation = "sdpa"
+    return Qwen2ForCausalLM(cfg).eval()
+
+
+def noisy_copy(model, scale: float, seed: int):
+    torch.manual_seed(seed)
+    out = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in out.parameters():
+            p.add_(torch.randn_like(p) * scale * p.std())
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    return build_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def tiny_target(tiny_tokenizer):
+    return build_model(len(tiny_tokenizer), seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_draft(tiny_target):
+    return noisy_copy(tiny_target, 0.3, seed=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_pair_dirs(tmp_path_factory, tiny_tokenizer, tiny_target, tiny_draft):
+    """Local HF folders (model + tokenizer) for the draft and the target."""
+    root = tmp_path_factory.mktemp("tiny_pair")
+    dirs = []
+    for name, model in (("draft", tiny_draft), ("target", tiny_target)):
+        d = root / name
+        model.save_pretrained(d)
+        tiny_tokenizer.save_pretrained(d)
+        dirs.append(str(d))
+    return tuple(dirs)
+
+
+@pytest.fixture(scope="session")
+def tiny_other_tokenizer_dir(tmp_path_factory):
+    """A model folder whose tokenizer differs from the tiny pair's."""
+    d = tmp_path_factory.mktemp("other_tok")
+    tok = build_tokenizer(300, corpus=["completely different text", "zebra yak quokka"])
+    build_model(len(tok), seed=5).save_pretrained(d)
+    tok.save_pretrained(d)
+    return str(d)
+
+
+def tiny_pair_overrides(dirs) -> list[str]:
+    """Hydra overrides that point pair=local at the tiny folders (fp32, cpu)."""
+    return ["pair=local", f"pair.draft.path={dirs[0]}", f"pair.target.path={dirs[1]}",
+            "dtype=float32", "device=cpu", "progress=false"]
+
+
+def greedy_reference(target, prompt_ids, n: int, eos: int = 0) -> list[int]:
+    """The target's own plain greedy decode (HF generate), new tokens only."""
+    ids = torch.tensor([list(prompt_ids)])
+    out = target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
+                          do_sample=False, eos_token_id=eos, pad_token_id=eos)
+    return out[0, ids.shape[1]:].tolist()
+
+
+def real_models_installed() -> bool:
+    try:
+        from specbench.embedded import installed
+    except ImportError:
+        return False
+    return installed()
+
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,0 +1,213 @@
+"""Advanced drafters and trees: n-gram, merged, EAGLE-2, Sequoia DP, adaptive chain, medusa63."""
+import itertools
+import os
+
+import pytest
+import torch
+import yaml
+
+from conftest import greedy_reference
+from specbench.decode import TargetVerifier, decode_prompt
+from specbench.drafters import ModelDrafter
+from specbench.eagle2 import grow, select
+from specbench.merged import MergedDrafter
+from specbench.ngram import NgramDrafter, continuations
+from specbench.plans import AdaptiveChainPlan, make_plan
+from specbench.sequoia_tree import expected_accepted, load_vector, optimal_paths
+from specbench.trees import TreePlan, depths, max_depth, static_paths
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GREEDY = type("V", (), {"name": "greedy", "get": lambda self, k, d=None: d})()
+VECTORS = [[0.62, 0.14, 0.06, 0.04, 0.02, 0.01],
+           [0.3, 0.25, 0.2, 0.1, 0.05],
+           [0.9, 0.05, 0.02],
+           [0.45, 0.3, 0.1, 0.05, 0.04, 0.03, 0.02]]
+STATIC = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("kary", {"width": 4}),
+          ("topk_wide", {"width": 4}), ("specinfer", {})]
+
+
+# ------------------------------------------------------------------ Sequoia DP
+def brute_force_best(vector, budget, depth):
+    """Best expected value over all prefix-closed trees (tiny sizes only)."""
+    k = len(vector)
+    universe = [p for d in range(1, depth + 1) for p in itertools.product(range(k), repeat=d)]
+    best = 0.0
+    for combo in itertools.combinations(universe, budget):
+        s = set(combo)
+        if all(len(p) == 1 or p[:-1] in s for p in combo):
+            best = max(best, expected_accepted(combo, vector))
+    return best
+
+
+def test_expected_accepted_is_exact_for_small_trees():
+    v = [0.5, 0.3]
+    assert expected_accepted([(0,), (1,), (0, 0)], v) == pytest.approx(0.5 + 0.3 + 0.25)
+    assert expected_accepted([(0,), (0, 0), (0, 0, 0)], v) == pytest.approx(0.5 + 0.25 + 0.125)
+    assert expected_accepted([(5,)], v) == 0.0
+
+
+@pytest.mark.parametrize("vector", VECTORS)
+def test_dp_tree_beats_every_static_shape(vector):
+    for budget in (1, 2, 4, 8, 16, 32, 64):
+        for name, params in STATIC:
+            shape = static_paths(name, budget, **params)
+            d = max_depth(shape)
+            dp = optimal_paths(vector, budget, d)
+            assert len(dp) == budget and max_depth(dp) <= d
+            assert expected_accepted(dp, vector) >= expected_accepted(shape, vector) - 1e-12, \
+                (name, params, budget)
+
+
+@pytest.mark.parametrize("budget,depth", [(3, 2), (4, 3), (5, 3), (6, 2)])
+def test_dp_matches_brute_force(budget, depth):
+    v = [0.5, 0.3, 0.1]
+    dp = optimal_paths(v, budget, depth)
+    assert expected_accepted(dp, v) == pytest.approx(brute_force_best(v, budget, depth))
+
+
+def test_sequoia_shape_reads_the_calibrated_csv(tmp_path):
+    csv = tmp_path / "acceptance_vector.csv"
+    csv.write_text("pair,dataset,verify,temperature,rank,p_accept,n\n"
+                   "a,d,greedy,0.0,0,0.7,100\na,d,greedy,0.0,1,0.1,100\n"
+                   "b,d,greedy,0.0,0,0.2,100\n")
+    assert load_vector(csv, "a", "d", "greedy", 0.0) == [0.7, 0.1]
+    paths = static_paths("sequoia", 6, depth=4, vector=str(csv), calib_pair="a",
+                         calib_dataset="d", calib_verify="greedy", calib_temperature=0.0)
+    assert paths == optimal_paths([0.7, 0.1], 6, 4)
+    with pytest.raises(FileNotFoundError, match="python -m specbench.calibrate"):
+        static_paths("sequoia", 6, vector=str(csv), calib_pair="zzz")
+    with pytest.raises(FileNotFoundError, match="python -m specbench.calibrate"):
+        make_plan({"name": "sequoia", "budget": 6, "vector": str(tmp_path / "none.csv")})
+
+
+# ------------------------------------------------------------------ n-gram
+def test_ngram_finds_repeated_spans_and_branches():
+    h = [5, 6, 7, 8, 1, 2, 9, 5, 6, 7, 3, 5, 6, 7]
+    conts = continuations(h, max_len=3)
+    # no earlier 4-gram (3,5,6,7); the 3-gram (5,6,7) occurs twice: most recent first
+    assert conts == [[3, 5, 6], [8, 1, 2]]
+    d = NgramDrafter()
+    d.reset(h)
+    tree = d.draft(TreePlan("binary", 6), "topk", None)
+    assert tree.size == 6 and int(tree.tokens[0]) == 7 and tree.q is None
+    kids = sorted(int(tree.tokens[c]) for c in tree.children(0))
+    assert kids[:2] == [3, 8]             # two matches -> two branches at the root
+    assert depths(tree.parents) == sorted(depths(tree.parents))
+    chain = d.draft(TreePlan("chain", 3), "topk", None)
+    assert chain.tokens[1:].tolist() == [3, 5, 6]
+
+
+def test_ngram_proposes_nothing_without_a_match():
+    d = NgramDrafter()
+    d.reset([1, 2, 3, 4, 5])
+    tree = d.draft(TreePlan("chain", 8), "topk", None)
+    assert tree.size == 0 and tree.parents == [-1] and tree.depth == 0
+
+
+# ------------------------------------------------------------------ EAGLE-2
+@pytest.mark.parametrize("budget,width,depth", [(1, 2, 1), (5, 3, 3), (16, 4, 5), (40, 5, 4)])
+def test_eagle2_keeps_the_top_n_connected(tiny_draft, tiny_tokenizer, budget, width, depth):
+    d = ModelDrafter(tiny_draft)
+    d.reset(tiny_tokenizer.encode("def fibonacci(n):"))
+    cand = grow(d, width, depth)
+    tree = select(cand, budget)
+    assert tree.size == budget and tree.depth <= depth
+    ds = depths(tree.parents)                         # connected, breadth-first
+    assert ds == sorted(ds) and all(p < i for i, p in enumerate(tree.parents) if i)
+    mapped = {0: -1}                                   # tree node -> candidate index
+    for i in range(1, budget + 1):
+        mapped[i] = next(c for c in range(len(cand.token)) if cand.parent[c] == mapped[tree.parents[i]]
+                         and cand.token[c] == int(tree.tokens[i]))
+    assert sorted(mapped[i] for i in range(1, budget + 1)) == sorted(cand.order()[:budget])
+    kept = sorted((cand.score[mapped[i]] for i in range(1, budget + 1)), reverse=True)
+    assert kept == pytest.approx(sorted(cand.score, reverse=True)[:budget])
+    # every node was expanded from its parent: its parent has a q row, forwarded nodes have slots
+    for i in range(1, budget + 1):
+        assert tree.q[tree.parents[i]].sum() == pytest.approx(1.0, abs=1e-4)
+
+
+def test_make_plan_kinds():
+    assert make_plan({"name": "eagle2", "budget": 8, "width": 4, "depth": 3}).dynamic
+    assert isinstance(make_plan({"name": "adaptive_chain", "budget": 8}), AdaptiveChainPlan)
+    with pytest.raises(ValueError, match="raise tree.width or tree.depth"):
+        make_plan({"name": "eagle2", "budget": 100, "width": 2, "depth": 2})
+    with pytest.raises(KeyError, match="Valid:.*eagle2"):
+        make_plan({"name": "eagel2", "budget": 8})
+
+
+def test_adaptive_chain_heuristic():
+    plan = AdaptiveChainPlan("adaptive_chain", 6, {"start": 4})
+    lengths = []
+    for accepted in (4, 6, 6, 2, 0, 0, 0, 0, 1):
+        plan.observe(accepted, len(plan.paths()))
+        lengths.append(len(plan.paths()))
+    assert lengths == [6, 6, 6, 5, 4, 3, 2, 1, 3]
+
+
+def test_medusa63_config_is_the_63_node_tree():
+    cfg = yaml.safe_load(open(os.path.join(ROOT, "conf", "tree", "medusa63.yaml")))
+    paths = static_paths(cfg["name"], 63, paths=cfg["paths"])
+    assert len(paths) == 63 and max_depth(paths) == 4 and max(p[-1] for p in paths) == 9
+    assert static_paths(cfg["name"], 8, paths=cfg["paths"]) == [(r,) for r in range(8)]
+
+
+# ------------------------------------------------------------------ greedy losslessness
+PROMPTS = ("def add(a, b):\n    return a + b\ndef add(a, b):", "The quick brown fox. The quick")
+CASES = [("model", "sequoia", {"depth": 4, "vector": [0.5, 0.2, 0.1, 0.05]}),
+         ("model", "paths", "medusa63"),
+         ("model", "eagle2", {"width": 4, "depth": 4}),
+         ("model", "adaptive_chain", {"start": 2}),
+         ("ngram", "chain", {}), ("ngram", "binary", {}),
+         ("merged", "chain", {}), ("merged", "binary", {}), ("merged", "eagle2", {"width": 3, "depth": 3})]
+
+
+REFS: dict = {}
+
+
+@pytest.mark.parametrize("kind,name,params", CASES)
+def test_greedy_is_token_identical_to_plain_greedy(tiny_draft, tiny_target, tiny_tokenizer,
+                                                   kind, name, params):
+    if params == "medusa63":
+        params = {"paths": yaml.safe_load(open(os.path.join(ROOT, "conf/tree/medusa63.yaml")))["paths"]}
+    for budget in (1, 5, 21):
+        for text in PROMPTS:
+            prompt = tiny_tokenizer.encode(text)
+            if (text, id(tiny_target)) not in REFS:
+                REFS[(text, id(tiny_target))] = greedy_reference(tiny_target, prompt, 24)
+            ref = REFS[(text, id(tiny_target))]
+            drafter = {"model": lambda: ModelDrafter(tiny_draft, 1.0), "ngram": NgramDrafter,
+                       "merged": lambda: MergedDrafter(ModelDrafter(tiny_draft, 1.0))}[kind]()
+            plan = make_plan({"name": name, "budget": budget, **params})
+            recs, out = decode_prompt("p", prompt, drafter, TargetVerifier(tiny_target), plan,
+                                      GREEDY, 24, {0}, torch.Generator().manual_seed(0))
+            assert out == ref, (kind, name, budget, text)
+            assert all(r.tree_size <= budget for r in recs)
+            if kind == "model" and name != "adaptive_chain":
+                assert all(r.tree_size == budget for r in recs)
+
+
+# ------------------------------------------------------------------ calibration
+@pytest.mark.parametrize("verify", ["greedy", "sequoia"])
+def test_calibrate_writes_a_vector_the_sequoia_shape_reads(tiny_draft, tiny_target, tiny_tokenizer,
+                                                           tmp_path, verify):
+    from omegaconf import OmegaConf
+    from specbench.calibrate import measure, write_vector
+    from specbench.data import Prompt
+    from specbench.models import Pair
+    vcfg = yaml.safe_load(open(os.path.join(ROOT, "conf", "verify", f"{verify}.yaml")))
+    cfg = OmegaConf.create({"verify": vcfg, "max_new_tokens": 12, "seed": 0, "progress": False})
+    pair = Pair("tiny", "d", "t", tiny_draft, tiny_target, tiny_tokenizer, False)
+    prompts = [Prompt(str(i), t, tiny_tokenizer.encode(t), "x") for i, t in enumerate(PROMPTS)]
+    vec, n = measure(cfg, pair, prompts, 4, {0})
+    assert len(vec) == 4 and n > 0 and 0 < sum(vec) <= 1 + 1e-9
+    out = tmp_path / "acceptance_vector.csv"
+    key = {"pair": "tiny", "dataset": "smoke", "verify": verify, "temperature": 0.0}
+    write_vector(out, {**key, "pair": "other"}, [0.5], 3)
+    write_vector(out, key, [0.1] * 4, 1)
+    write_vector(out, key, vec, n)               # replaces its own rows, keeps the other pair's
+    lines = out.read_text().splitlines()
+    assert lines[0] == "pair,dataset,verify,temperature,rank,p_accept,n" and len(lines) == 6
+    assert load_vector(out, "tiny", "smoke", verify) == pytest.approx(vec, abs=1e-6)
+    paths = static_paths("sequoia", 8, depth=4, vector=str(out), calib_pair="tiny",
+                         calib_dataset="smoke", calib_verify=verify)
+    assert len(paths) == 8

@@ -1,0 +1,63 @@
+"""The live engine on tiny fp32 models: greedy is lossless, the mask is right."""
+import pytest
+import torch
+
+from conftest import greedy_reference
+from specbench import kv
+from specbench.decode import TargetVerifier, decode_prompt
+from specbench.drafters import ModelDrafter
+from specbench.trees import TreePlan, paths_to_parents, static_paths
+
+SHAPES = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("topk_wide", {"width": 3}),
+          ("specinfer", {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}),
+          ("paths", {"paths": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]})]
+GREEDY = type("V", (), {"name": "greedy", "get": lambda self, k, d=None: d})()
+
+
+def run(draft, target, prompt, plan, n=24):
+    recs, out = decode_prompt("p0", prompt, ModelDrafter(draft), TargetVerifier(target), plan,
+                              GREEDY, n, {0}, torch.Generator().manual_seed(0))
+    return recs, out
+
+
+@pytest.mark.parametrize("name,params", SHAPES)
+def test_greedy_is_token_identical_to_plain_greedy(tiny_draft, tiny_target, tiny_tokenizer, name, params):
+    prompts = [tiny_tokenizer.encode(t) for t in ("def add(a, b):", "The quick brown")]
+    for budget in (1, 2, 3, 5, 8, 13, 21, 32):
+        for prompt in prompts:
+            ref = greedy_reference(tiny_target, prompt, 24)
+            recs, out = run(tiny_draft, tiny_target, prompt, TreePlan(name, budget, params))
+            assert out == ref, (name, budget)
+            assert sum(r.emitted for r in recs) == len(out)
+            assert all(r.tree_size == budget for r in recs)
+            assert all(r.emitted == r.accepted + 1 for r in recs[:-1])
+
+
+def test_tree_logits_equal_sequential_forward_of_each_path(tiny_target, tiny_tokenizer):
+    from transformers import DynamicCache
+    prompt = tiny_tokenizer.encode("def fibonacci(n):")
+    paths = static_paths("binary", 14)
+    parents = paths_to_parents(paths)
+    torch.manual_seed(3)
+    tokens = [prompt[-1]] + torch.randint(0, len(tiny_tokenizer), (len(paths),)).tolist()
+    target = TargetVerifier(tiny_target)
+    target.reset(prompt)
+    logits = kv.forward_nodes(tiny_target, target.cache, target.past_len, parents, tokens, 0, len(parents))
+    for i in range(len(parents)):
+        path, j = [], i
+        while j >= 0:
+            path.append(tokens[j])
+            j = parents[j]
+        seq = torch.tensor([prompt[:-1] + path[::-1]])
+        ref = tiny_target(seq, use_cache=False).logits[0, -1]
+        torch.testing.assert_close(logits[i], ref, atol=1e-5, rtol=1e-5)
+
+
+def test_self_pair_chain_accepts_everything(tiny_target, tiny_tokenizer):
+    prompt = tiny_tokenizer.encode("for i in range(10):")
+    for budget in (1, 4, 7):
+        recs, out = run(tiny_target, tiny_target, prompt, TreePlan("chain", budget), n=40)
+        assert len(recs) > 1
+        for r in recs[:-1]:                 # only the sequence end may cut a step short
+            assert (r.accepted, r.emitted, r.tree_size) == (budget, budget + 1, budget)
+        assert recs[-1].accepted == min(budget, recs[-1].emitted)

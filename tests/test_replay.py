@@ -1,0 +1,204 @@
+"""The replay engine: pure rank/trajectory logic, the disk cache, and replay == live
+step records on tiny fp32 models for every static shape."""
+import dataclasses
+import math
+import os
+
+import pytest
+import torch
+
+from specbench import replay
+from specbench.decode import StepRecord, TargetVerifier, decode_prompt
+from specbench.diskcache import DiskCache, cache_root
+from specbench.drafters import ModelDrafter
+from specbench.sampling import choose_children, probs, ranks_of
+from specbench.trees import TreePlan
+
+TIMING = ("draft_s", "verify_s")
+STATIC = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("topk_wide", {"width": 3}),
+          ("specinfer", {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}),
+          ("paths", {"paths": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]})]
+# shapes that live in specbench/plans.py (built with make_plan from a tree config)
+PLANNED = [{"name": "medusa63"}, {"name": "sequoia", "vector": None}, {"name": "adaptive_chain"}]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models on a loaded 2-core box: 2 OpenMP threads spin-wait ~50x slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+class V(dict):
+    """A verify config stand-in (dict with attribute access)."""
+    __getattr__ = dict.get
+
+
+# --------------------------------------------------------------------------
+# pure parts
+# --------------------------------------------------------------------------
+def test_ranks_match_the_drafters_topk_order_including_ties():
+    g = torch.Generator().manual_seed(0)
+    q = torch.randint(0, 4, (50, 37), generator=g).float()      # many exact ties
+    q = q / q.sum(1, keepdim=True)
+    tokens = torch.randint(0, 37, (50,), generator=g).tolist()
+    got = replay.ranks_from_probs(q, tokens)
+    assert got == [ranks_of(q[j], torch.tensor([tokens[j]]))[0] for j in range(50)]
+    for j in range(50):          # the token of rank r is the r-th child choose_children picks
+        kids, _ = choose_children(q[j], got[j] + 1, "topk")
+        assert kids[got[j]] == tokens[j]
+
+
+def test_one_hot_draft_ranks_follow_token_ids():
+    q = probs(torch.tensor([[0.1, 0.5, 3.0, 0.2]]), 0.0)      # greedy drafter: one-hot
+    assert [replay.ranks_from_probs(q, [t])[0] for t in range(4)] == [1, 2, 0, 3]
+
+
+def rec(step, size, depth, acc, emit, path):
+    return (step, size, depth, acc, emit, path)
+
+
+def short(records):
+    return [rec(r.step, r.tree_size, r.tree_depth, r.accepted, r.emitted, r.accept_path) for r in records]
+
+
+def test_chain_trajectory_by_hand():
+    ranks = [0, 0, 1, 0, 0, 0, 2, 0, 0]
+    got = short(replay.replay_prompt("p", ranks, TreePlan("chain", 3)))
+    # t=0: accept 0,0 (rank 1 breaks) -> emit 3; t=3: 0,0,0 -> emit 4; t=7: 0,0 then end of c
+    assert got == [rec(0, 3, 3, 2, 3, "0.0"), rec(1, 3, 3, 3, 4, "0.0.0"), rec(2, 3, 3, 2, 2, "0.0")]
+
+
+def test_tree_accepts_longest_rank_run_in_the_shape():
+    plan = TreePlan("paths", 4, {"paths": [[0], [1], [1, 0], [1, 0, 2]]})
+    got = short(replay.replay_prompt("p", [1, 0, 2, 5, 0, 3, 4, 9, 1, 1], plan))
+    # rank 5 and 3 are bonus tokens (never looked up); (1, 1) is not a path
+    assert got == [rec(0, 4, 3, 3, 4, "1.0.2"), rec(1, 4, 3, 1, 2, "0"), rec(2, 4, 3, 0, 1, ""),
+                   rec(3, 4, 3, 0, 1, ""), rec(4, 4, 3, 1, 2, "1")]
+
+
+def test_length_limit_and_eos_cut_emitted_and_accepted():
+    # c has 5 tokens (ends at EOS or the limit): a long chain accepts all 5, no bonus
+    assert short(replay.replay_prompt("p", [0] * 5, TreePlan("chain", 8))) == [rec(0, 8, 8, 5, 5, "0.0.0.0.0")]
+    assert short(replay.replay_prompt("p", [0] * 5, TreePlan("chain", 4))) == [rec(0, 4, 4, 4, 5, "0.0.0.0")]
+    assert replay.replay_prompt("p", [], TreePlan("chain", 4)) == []
+
+
+def test_observe_is_called_after_every_step():
+    class Spy(TreePlan):
+        seen: list
+
+        def observe(self, accepted, tree_size):
+            self.seen.append((accepted, tree_size))
+            self.budget += 1                       # adaptive: the shape changes per step
+    plan = Spy("chain", 1)
+    plan.seen = []
+    recs = replay.replay_prompt("p", [0] * 10, plan)
+    assert [r.tree_size for r in recs] == [1, 2, 3, 4]          # emits 2 + 3 + 4 + 1 tokens
+    assert plan.seen == [(1, 1), (2, 2), (3, 3), (1, 4)]
+    assert [r.emitted for r in recs] == [2, 3, 4, 1]
+
+
+# --------------------------------------------------------------------------
+# disk cache
+# --------------------------------------------------------------------------
+def test_disk_cache_roundtrip_miss_and_atomicity(tmp_path):
+    store = DiskCache(tmp_path)
+    key = {"target": {"source": "local", "path": "/x"}, "prompt": "abc", "max_new_tokens": 8}
+    assert store.get("continuation", key) is None
+    calls = []
+    assert store.get_or_compute("continuation", key, lambda: calls.append(1) or [5, 6]) == [5, 6]
+    assert store.get_or_compute("continuation", key, lambda: calls.append(1) or [0]) == [5, 6]
+    assert calls == [1]
+    assert store.get("continuation", {**key, "max_new_tokens": 9}) is None
+    assert store.get("ranks", key) is None
+    path = store.path("continuation", key)
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".tmp-")]
+    path.write_text('{"key": ')                            # a torn file is a miss, not an error
+    assert store.get("continuation", key) is None
+
+
+def test_cache_location(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "env"))
+    assert cache_root({"out_root": "o"}) == tmp_path / "env" / "replay"
+    assert cache_root({"replay_cache": str(tmp_path / "k")}) == tmp_path / "k"
+    monkeypatch.delenv("SPECBENCH_CACHE")
+    assert str(cache_root({"out_root": "o"})) == os.path.join("o", ".cache", "replay")
+
+
+# --------------------------------------------------------------------------
+# replay == live on tiny fp32 models
+# --------------------------------------------------------------------------
+def same_records(live, rep):
+    assert len(live) == len(rep)
+    for a, b in zip(live, rep):
+        for f in dataclasses.fields(StepRecord):
+            if f.name in TIMING:
+                continue
+            x, y = getattr(a, f.name), getattr(b, f.name)
+            if isinstance(x, float) and math.isnan(x):
+                assert isinstance(y, float) and math.isnan(y), (f.name, a, b)
+            else:
+                assert x == y, (f.name, a, b)
+
+
+def live_and_replay(draft, target, prompt, make, n, draft_t):
+    verify = V(name="greedy", temperature=0.0, draft_temperature=draft_t)
+    live, out = decode_prompt("p0", prompt, ModelDrafter(draft, draft_t), TargetVerifier(target),
+                              make(), verify, n, {0}, torch.Generator().manual_seed(0))
+    cont = replay.greedy_continuation(target, prompt, n, {0})
+    assert cont == out
+    ranks = replay.draft_ranks(draft, prompt, cont, draft_t)
+    return live, replay.replay_prompt("p0", ranks, make())
+
+
+PROMPTS = ("def add(a, b):", "The quick brown")
+
+
+@pytest.mark.parametrize("draft_t", [0.0, 1.0])
+@pytest.mark.parametrize("name,params", STATIC)
+def test_replay_equals_live_static_shapes(tiny_draft, tiny_target, tiny_tokenizer, name, params, draft_t):
+    for budget in (3, 13):
+        for text in PROMPTS:
+            prompt = tiny_tokenizer.encode(text)
+            live, rep = live_and_replay(tiny_draft, tiny_target, prompt,
+                                        lambda: TreePlan(name, budget, dict(params)), 24, draft_t)
+            same_records(live, rep)
+
+
+@pytest.mark.parametrize("tree", PLANNED, ids=lambda t: t["name"])
+def test_replay_equals_live_planned_shapes(tiny_draft, tiny_target, tiny_tokenizer, tree):
+    plans = pytest.importorskip("specbench.plans")
+    from omegaconf import OmegaConf
+    tree = dict(tree)
+    if tree["name"] == "sequoia":
+        tree["vector"] = [3, 2, 1, 1, 1, 1]
+    for budget in (4, 12):
+        cfg = OmegaConf.create({**tree, "budget": budget})
+        try:
+            plan = plans.make_plan(cfg)
+        except Exception as e:           # pragma: no cover - the plan's own contract
+            pytest.skip(f"make_plan({tree['name']}) not available: {e}")
+        assert not plan.dynamic
+        for text in PROMPTS:
+            live, rep = live_and_replay(tiny_draft, tiny_target, tiny_tokenizer.encode(text),
+                                        lambda: plans.make_plan(cfg), 32, 1.0)
+            same_records(live, rep)
+
+
+def test_prompt_ranks_are_cached_on_disk(tiny_draft, tiny_target, tiny_tokenizer, tmp_path):
+    from omegaconf import OmegaConf
+    cfg = OmegaConf.create({"pair": {"draft": {"source": "local", "path": "d"},
+                                     "target": {"source": "local", "path": "t"}},
+                            "verify": {"name": "greedy", "temperature": 0.0, "draft_temperature": 1.0},
+                            "max_new_tokens": 16, "dtype": "float32", "device": "cpu"})
+    pair = type("P", (), {"draft": tiny_draft, "target": tiny_target})()
+    store = DiskCache(tmp_path)
+    prompt = tiny_tokenizer.encode("def add(a, b):")
+    first = replay.prompt_ranks(cfg, pair, prompt, {0}, store)
+    broken = type("P", (), {"draft": None, "target": None})()       # no model call on a hit
+    assert replay.prompt_ranks(cfg, broken, prompt, {0}, store) == first
+    cont = replay.greedy_continuation(tiny_target, prompt, 16, {0})
+    assert first == replay.draft_ranks(tiny_draft, prompt, cont, 1.0)

@@ -1,0 +1,205 @@
+"""Verification modes (specbench/verify.py) and sampling helpers (specbench/sampling.py)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from scipy.stats import chisquare
+
+from specbench.registry import UnknownName
+from specbench.sampling import choose_children, probs
+from specbench.trees import DraftTree
+from specbench.verify import MODES, Verdict, get_mode, mode_info
+
+ALL = ["greedy", "speculative", "mss", "sequoia", "naive", "typical", "ratio", "conservative", "epsilon"]
+CONF = Path(__file__).resolve().parents[1] / "conf" / "verify"
+
+
+# --------------------------------------------------------------------------
+# a tiny synthetic "model pair": next-token tables indexed by the last token
+# --------------------------------------------------------------------------
+def draft_tree(root: int, expansion, how: str, P: torch.Tensor, Q: torch.Tensor, rng):
+    """Grow a breadth-first tree under ``expansion`` (children per level) from the
+    draft table Q with the mode's child rule; return (tree, p rows, q rows)."""
+    parents, tokens, ranks, level = [-1], [root], [0], [0]
+    for k in expansion:
+        nxt = []
+        for node in level:
+            toks, rks = choose_children(Q[tokens[node]], k, how, rng)
+            for t, r in zip(toks, rks):
+                parents.append(node)
+                tokens.append(t)
+                ranks.append(r)
+                nxt.append(len(tokens) - 1)
+        level = nxt
+    tok = torch.tensor(tokens)
+    q = Q[tok].clone()
+    q[[i for i in range(len(parents)) if i not in parents]] = 0.0
+    return DraftTree(parents, tok, ranks, q), P[tok], q
+
+
+def two_token_counts(mode: str, expansion, P, Q, n: int, seed: int) -> torch.Tensor:
+    """Empirical distribution of the first two emitted tokens after context token 0."""
+    rng = torch.Generator().manual_seed(seed)
+    fn, how = MODES.get(mode), MODES.meta(mode)["children"]
+    v = P.shape[0]
+    counts = torch.zeros(v * v)
+    for _ in range(n):
+        out: list[int] = []
+        while len(out) < 2:
+            tree, p, q = draft_tree(out[-1] if out else 0, expansion, how, P, Q, rng)
+            verdict = fn(tree, p, q, rng, {"temperature": 1.0})
+            out += [int(tree.tokens[i]) for i in verdict.path] + [verdict.next_token]
+        counts[out[0] * v + out[1]] += 1
+    return counts
+
+
+def target_two_token(P: torch.Tensor) -> torch.Tensor:
+    return (P[0][:, None] * P).flatten()
+
+
+def tables(seed: int, v: int = 4):
+    g = torch.Generator().manual_seed(seed)
+    P = torch.softmax(0.8 * torch.randn(v, v, generator=g), -1)
+    Q = torch.softmax(1.5 * torch.randn(v, v, generator=g), -1)
+    Q[0] = torch.tensor([0.7, 0.3, 0.0, 0.0])     # zero draft mass: exercises the fallbacks
+    return P, Q
+
+
+@pytest.mark.parametrize("mode,expansion", [("speculative", [1, 1]), ("mss", [3, 1]),
+                                            ("sequoia", [3, 1])])
+def test_chi2_lossless_modes_reproduce_target(mode, expansion):
+    P, Q = tables(0)
+    n = 2500
+    counts = two_token_counts(mode, expansion, P, Q, n, seed=11)
+    assert chisquare(counts, target_two_token(P) * n).pvalue > 0.01
+
+
+def test_chi2_rejects_ratio():
+    """The draft's top token 0 has q = 0.4 <= p = 0.5, so `ratio` always accepts it."""
+    P, Q = tables(0)
+    P[0] = torch.tensor([0.5, 0.2, 0.2, 0.1])
+    Q[0] = torch.tensor([0.4, 0.3, 0.2, 0.1])
+    n = 2500
+    counts = two_token_counts("ratio", [1, 1], P, Q, n, seed=11)
+    assert chisquare(counts, target_two_token(P) * n).pvalue < 1e-6
+
+
+@pytest.mark.parametrize("mode", ["speculative", "mss", "sequoia"])
+def test_chain_with_draft_equal_target_accepts_everything(mode):
+    g = torch.Generator().manual_seed(5)
+    P = torch.softmax(torch.randn(50, 50, generator=g), -1)
+    for seed in range(5):
+        rng = torch.Generator().manual_seed(seed)
+        tree, p, q = draft_tree(3, [1] * 6, MODES.meta(mode)["children"], P, P, rng)
+        verdict = MODES.get(mode)(tree, p, q, rng, {"temperature": 1.0})
+        assert verdict.path == [1, 2, 3, 4, 5, 6]
+
+
+def test_greedy_unchanged():
+    p = probs(torch.tensor([[0., 3, 1], [5, 0, 0], [0, 0, 2], [1, 0, 0]]), 0.0)
+    tree = DraftTree([-1, 0, 0, 2], torch.tensor([0, 2, 1, 2]), [0, 0, 1, 0], None)
+    assert get_mode("greedy")(tree, p, None, torch.Generator(), {}) == Verdict([2, 3], 0)
+
+
+def test_unknown_mode_lists_valid_ones():
+    with pytest.raises(UnknownName, match="Valid: .*mss.*sequoia.*Did you mean 'mss'"):
+        get_mode("msss")
+
+
+def test_chain_only_mode_on_branching_tree():
+    q = torch.full((3, 4), 0.25)
+    tree = DraftTree([-1, 0, 0], torch.tensor([0, 1, 2]), [0, 0, 1], q)
+    with pytest.raises(ValueError, match="tree=chain"):
+        get_mode("speculative")(tree, q, q, torch.Generator(), {})
+    assert mode_info("speculative")["chain_only"] is True
+
+
+def test_seeded_runs_are_reproducible():
+    P, Q = tables(1)
+    for mode in ALL[1:]:
+        a = two_token_counts(mode, [2, 1] if mode != "speculative" else [1, 1], P, Q, 20, seed=3)
+        b = two_token_counts(mode, [2, 1] if mode != "speculative" else [1, 1], P, Q, 20, seed=3)
+        assert torch.equal(a, b), mode
+
+
+def test_modes_need_q_or_say_so():
+    tree = DraftTree([-1, 0], torch.tensor([0, 1]), [0, 0], None)
+    p = torch.full((2, 3), 1 / 3)
+    with pytest.raises(ValueError, match="needs the draft distributions"):
+        get_mode("mss")(tree, p, None, torch.Generator(), {})
+    assert isinstance(get_mode("naive")(tree, p, None, torch.Generator(), {}), Verdict)
+
+
+def test_registry_meta_and_configs():
+    assert set(MODES.names()) == set(ALL)
+    for name in ALL:
+        info = mode_info(name)
+        assert info["children"] in ("topk", "sample", "sample_noreplace")
+        assert info["lossless"] == (name in ALL[:5])
+        cfg = OmegaConf.load(CONF / f"{name}.yaml")
+        assert cfg.name == name
+        for key in ("temperature", "draft_temperature", "top_p"):
+            assert key in cfg, (name, key)
+    assert OmegaConf.load(CONF / "greedy.yaml").temperature == 0
+
+
+# --------------------------------------------------------------------------
+# sampling helpers
+# --------------------------------------------------------------------------
+def test_probs_temperature_and_top_p():
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
+    assert torch.equal(probs(logits, 0.0), torch.tensor([[1.0, 0, 0, 0]]))
+    full = probs(logits, 1.0)
+    assert torch.allclose(full, torch.softmax(logits, -1))
+    nucleus = probs(logits, 1.0, top_p=0.8)          # top two hold 0.64 + 0.24 >= 0.8
+    assert (nucleus[0, 2:] == 0).all() and torch.isclose(nucleus.sum(), torch.tensor(1.0))
+    assert torch.allclose(probs(logits, 0.5), torch.softmax(logits / 0.5, -1))
+    with pytest.raises(ValueError, match="top_p"):
+        probs(logits, 1.0, top_p=0.0)
+
+
+def test_choose_children_rules():
+    q = torch.tensor([0.1, 0.6, 0.3, 0.0])
+    rng = torch.Generator().manual_seed(0)
+    assert choose_children(q, 2, "topk", rng) == ([1, 2], [0, 1])
+    toks, ranks = choose_children(q, 8, "sample", rng)
+    assert len(toks) == 8 and 3 not in toks
+    toks, _ = choose_children(q, 4, "sample_noreplace", rng)
+    assert sorted(toks) == [0, 1, 2, 3]              # the zero-mass token comes last, uniformly
+    assert toks[-1] == 3
+    with pytest.raises(ValueError, match="Valid: topk"):
+        choose_children(q, 2, "beam", rng)
+
+
+# --------------------------------------------------------------------------
+# real pair (skipped unless the embedded Qwen models are installed)
+#   flock /tmp/specbench-real.lock .venv/bin/python -m pytest -q -m real tests/test_verify.py
+# --------------------------------------------------------------------------
+def _real_installed() -> bool:
+    try:
+        from specbench.embedded import installed
+        return installed()
+    except ImportError:
+        return False
+
+
+@pytest.mark.real
+@pytest.mark.skipif(not _real_installed(), reason="embedded models not installed (bash scripts/setup.sh)")
+def test_real_mss_smoke(tmp_path):
+    import subprocess
+    import sys
+
+    import pandas as pd
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "specbench.run", "verify=mss", "verify.temperature=1.0",
+           "verify.draft_temperature=1.0", "tree=binary", "tree.budget=8", "dataset=humaneval",
+           "dataset.limit=2", "max_new_tokens=32", "dtype=float32", "engine=live", "progress=false",
+           f"out_root={tmp_path}"]
+    subprocess.run(cmd, cwd=root, check=True)
+    steps = pd.read_csv(next(tmp_path.rglob("steps.csv")))
+    summary = pd.read_csv(next(tmp_path.rglob("summary.csv")))
+    assert steps.first_token_tv.max() < 1e-6
+    assert 0 < summary.acceptance_rate.iloc[0] <= 1
