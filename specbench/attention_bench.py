@@ -16,6 +16,7 @@ over a tree against one forward per branch (run it under the real-model lock).
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import statistics
 import tempfile
@@ -37,6 +38,7 @@ DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 POINT = ["level", "batch", "kv_len", "tree_size", "shape", "dtype"]
 KEY = POINT + ["impl"]
 GRID_AXES = ("batch", "kv_len", "tree_size", "shape", "dtype")
+COLORS = {"fused": "C0", "flex": "C1", "flex_compiled": "C2", "sequential": "C3"}
 
 
 # --------------------------------------------------------------------------
@@ -170,8 +172,8 @@ def model_view(cfg) -> list[dict]:
         base = {"level": "model", "batch": 1, "kv_len": mc.kv_len, "tree_size": mc.tree_size,
                 "shape": shape, "dtype": mc.dtype, "nodes": len(parents), "n_branches": len(brs),
                 "branch_tokens": sum(map(len, brs)), "note": f"real {mc.target} forward"}
-        for name, fn in (("model_tree", tree), ("model_branches", per_branch)):
-            rows.append(dict(base, impl=name, **time_call(fn, 1, mc.repeats, 1, 0.0)))
+        for name, fn, warmup in (("model_tree", tree, 1), ("model_branches", per_branch, 0)):
+            rows.append(dict(base, impl=name, **time_call(fn, warmup, mc.repeats, mc.repeats, math.inf)))
     return rows
 
 
@@ -196,6 +198,9 @@ def atomic_write(path: Path, write) -> None:
     os.close(fd)
     try:
         write(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)          # mkstemp makes 0600 files
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -235,14 +240,15 @@ def draw_figures(df: pd.DataFrame, out: Path, fc) -> list[Path]:
                 ax = axes[i][j]
                 for impl, g in line[(line["shape"] == s) & (line.batch == b)].groupby("impl"):
                     g = g.sort_values("tree_size")
-                    ax.errorbar(g.tree_size, g.median_s * 1e3, yerr=g.iqr_s * 1e3 / 2, marker="o",
-                                ms=3, capsize=2, label=impl)
+                    ax.errorbar(g.tree_size, g.median_s * 1e3, yerr=[(g.median_s - g.q25_s) * 1e3,
+                                (g.q75_s - g.median_s) * 1e3], marker="o", ms=3, capsize=2,
+                                label=impl, color=COLORS.get(impl))
                 ax.set(xscale="log", yscale="log", title=f"{s}, batch {b}")
                 ticks = sorted(line.tree_size.unique())
                 ax.set_xticks(ticks, [str(t) for t in ticks])
                 ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
                 if j == 0:
-                    ax.set_ylabel("ms (median, IQR bar)")
+                    ax.set_ylabel("ms (median, bar = IQR)")
                 if i == len(shapes) - 1:
                     ax.set_xlabel("tree size N (draft tokens)")
             axes[0][0].legend(fontsize=7)
@@ -308,7 +314,8 @@ def main_run(cfg: DictConfig) -> pd.DataFrame:
         raise ValueError(f"grid={cfg.grid} with model_view=false measures nothing and {out} "
                          "does not exist to redraw from")
     draw_figures(df, Path(to_absolute_path(cfg.fig_dir)), cfg.figures)
-    print(f"wrote {cfg.out_csv} ({len(df)} rows) in {time.perf_counter() - t0:.0f}s")
+    print(f"{'wrote' if rows else 'redrew figures from'} {cfg.out_csv} ({len(df)} rows) "
+          f"in {time.perf_counter() - t0:.0f}s")
     return df
 
 

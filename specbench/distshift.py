@@ -34,7 +34,16 @@ for every mode (verifier randomness only).
   residual; if more than 1e-7 mass would be skipped, or more than 20000 branches
   are needed, the result is NaN.
 * typical, ratio, conservative, epsilon, greedy: deterministic paths; the token
-  after the path is the target's (argmax at temperature 0).
+  after the path is the target's (argmax at temperature 0).  naive: x ~ p either way.
+
+Caveat: from any state (p_i, q_i) a last child emits min(p_i, q_i) + max(p_i - q_i, 0)
+= p_i; applied level by level this IS the losslessness proof, so for a correctly
+wired drafter (children really drawn from the q rows the verifier is given) the
+lossless modes' marginal TV is ~1e-16 by construction: it certifies the
+arithmetic and the rows' normalisation, not the drafter.  The conditional
+(``marginal=False``) values and ``expected_accepted`` do depend on the drawn tokens.
+``expected_accepted`` is exact for every mode (NaN: mss node with > 16 children,
+or a mode that needs q when q is None).
 """
 from __future__ import annotations
 

@@ -4,7 +4,8 @@
 assembles each GGUF in numeric part order into ``$SPECBENCH_CACHE/<key>/``
 (default ``~/.cache/specbench``), checks its sha256, de-quantizes it once to
 fp32 safetensors (``<key>/hf/``, model + tokenizer) and writes a ``done``
-marker last.  The marker records the verified sha256 and the size of every
+marker last; it then adds a bf16 copy (``<key>/hf-bfloat16/``, the same fp32
+values rounded once, so bf16 loads need no conversion).  The marker records the verified sha256 and the size of every
 file in ``hf/``, so a later load can tell a complete cache from a broken one
 in milliseconds.  The assembled GGUF is then deleted (``--keep-gguf`` keeps
 it): the part packages stay installed, so it can always be rebuilt and

@@ -8,8 +8,15 @@ from __future__ import annotations
 import copy
 import os
 
-import pytest
-import torch
+# Tiny models run fastest single-threaded, and the 2-core CI box is shared by
+# subprocess jobs: OpenMP spinning across oversubscribed threads costs ~30x.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
 
 CORPUS = [
     "def add(a, b):\n    return a + b\n",
@@ -112,5 +119,3 @@ def real_models_installed() -> bool:
         return False
     return installed()
 
-
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

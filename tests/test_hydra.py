@@ -19,7 +19,9 @@ def specbench(*args, cwd=ROOT):
 
 
 def job_args(dirs, out, *extra):
-    return ["specbench.run", *tiny_pair_overrides(dirs), "dataset=smoke", "dataset.limit=2",
+    flags = [a for a in extra if a.startswith("-")]
+    extra = [a for a in extra if not a.startswith("-")]
+    return ["specbench.run", *flags, *tiny_pair_overrides(dirs), "dataset=smoke", "dataset.limit=2",
             "max_new_tokens=12", f"out_root={out}", *extra]
 
 

@@ -196,3 +196,22 @@ def test_install_corrupt_part_writes_nothing(tmp_path, monkeypatch):
     left = sorted(p.name for p in (tmp_path / "cache" / "fake").iterdir())
     assert left == [".install.lock"]
     assert embedded.main(["status"]) == 1
+
+
+def test_embedded_cache_dtype_variant(tmp_path, monkeypatch):
+    """bf16 loads use the cached bf16 copy when intact, else fall back to the fp32 folder."""
+    monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path))
+    m = embedded.EMBEDDED.get("qwen2.5-coder-0.5b-instruct")
+    d = tmp_path / m.key
+    for sub in ("hf", "hf-bfloat16"):
+        (d / sub).mkdir(parents=True)
+        (d / sub / "config.json").write_text("{}")
+    marker = {"sha256": m.sha256, "hf_files": {"config.json": 2},
+              "variants": {"bfloat16": {"config.json": 2}}}
+    (d / "done").write_text(json.dumps(marker))
+    assert embedded.installed([m.key])
+    assert embedded.hf_path(m.key, "bfloat16") == d / "hf-bfloat16"
+    assert embedded.hf_path(m.key, "float32") == d / "hf"
+    assert embedded.hf_path(m.key, "float16") == d / "hf"
+    (d / "hf-bfloat16" / "config.json").write_text("{ }")          # truncated/changed copy
+    assert embedded.hf_path(m.key, "bfloat16") == d / "hf"

@@ -1,0 +1,133 @@
+"""Wall tokens/s of the live engine against the tools users already have, on the real pair.
+
+    flock /tmp/specbench-real.lock .venv/bin/python scripts/bench_live.py
+
+Same prompts, bf16, greedy, one process:
+  (a) the target's plain greedy `generate`
+  (b) HF assisted generation, the 0.5B as assistant, a constant 4-token chain
+  (c) specbench live, tree=chain budget 4
+  (d) specbench live, the best tree (--best, default binary budget 8)
+Prints (c)/(b), (d)/(a), (c)/(a) and whether the four produce identical tokens; bf16 kernels
+round differently per call shape, so a divergence is reported (rate and first position), not hidden.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+from omegaconf import OmegaConf
+from tqdm import tqdm
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from specbench import data, models  # noqa: E402
+from specbench.decode import TargetVerifier, decode_prompt  # noqa: E402
+from specbench.drafters import ModelDrafter  # noqa: E402
+from specbench.plans import make_plan  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GREEDY = OmegaConf.create({"name": "greedy", "temperature": 0.0, "draft_temperature": 1.0, "top_p": 1.0})
+
+
+def hf_generate(target, ids, n, eos, assistant=None) -> list[int]:
+    x = torch.tensor([ids])
+    kw = dict(max_new_tokens=n, do_sample=False, num_beams=1, eos_token_id=sorted(eos),
+              pad_token_id=sorted(eos)[0], temperature=None, top_p=None, top_k=None,
+              repetition_penalty=None)
+    if assistant is not None:
+        kw["assistant_model"] = assistant
+    out = target.generate(x, attention_mask=torch.ones_like(x), **kw)
+    return out[0, len(ids):].tolist()
+
+
+def specbench_live(pair, tree: dict, ids, n, eos) -> tuple[list[int], list]:
+    drafter = ModelDrafter(pair.draft, GREEDY.draft_temperature, GREEDY.top_p)
+    recs, out = decode_prompt("p", ids, drafter, TargetVerifier(pair.target), make_plan(OmegaConf.create(tree)),
+                              GREEDY, n, eos, torch.Generator().manual_seed(0))
+    return out, recs
+
+
+def first_diff(a: list[int], b: list[int]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def parse_tree(s: str) -> dict:
+    """'binary,budget=8' or 'topk_wide,budget=12,width=3' -> tree config dict."""
+    name, *kv = s.split(",")
+    tree = {"name": name}
+    for item in kv:
+        k, _, v = item.partition("=")
+        tree[k] = int(v) if v.lstrip("-").isdigit() else v
+    return tree
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", type=int, default=4)
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--best", default="binary,budget=8", help="(d)'s tree: NAME,key=value,...")
+    ap.add_argument("--pair", default="qwen_coder", help="a conf/pair/*.yaml name or a pair yaml path")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+
+    path = args.pair if args.pair.endswith(".yaml") else os.path.join(ROOT, "conf", "pair", f"{args.pair}.yaml")
+    pair_cfg = OmegaConf.load(path)
+    pair = models.load_pair(pair_cfg, args.dtype, "cpu")
+    ds = OmegaConf.load(os.path.join(ROOT, "conf", "dataset", "humaneval.yaml"))
+    ds.limit = args.prompts
+    prompts = data.load_prompts(ds, pair.tokenizer, pair.chat_template, None)
+    eos = pair.target.generation_config.eos_token_id
+    eos = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else
+              [pair.tokenizer.eos_token_id])
+    gc = pair.draft.generation_config
+    gc.num_assistant_tokens = 4
+    gc.num_assistant_tokens_schedule = "constant"
+    gc.assistant_confidence_threshold = 0.0          # never stop a chain early: exactly 4 tokens
+
+    best = parse_tree(args.best)
+    methods = {
+        "a": ("plain greedy generate", lambda ids: hf_generate(pair.target, ids, args.tokens, eos)),
+        "b": ("HF assisted, 4-token chain", lambda ids: hf_generate(pair.target, ids, args.tokens, eos, pair.draft)),
+        "c": ("specbench live chain/4", lambda ids: specbench_live(pair, {"name": "chain", "budget": 4},
+                                                                   ids, args.tokens, eos)[0]),
+        "d": (f"specbench live {args.best}", lambda ids: specbench_live(pair, best, ids, args.tokens, eos)[0]),
+    }
+    warm = prompts[0].ids[:16]
+    for _, fn in methods.values():                   # first-call overheads out of the timing
+        fn(warm)
+    outs, secs = {}, {}
+    for key, (label, fn) in methods.items():
+        outs[key], t0 = [], time.perf_counter()
+        for pr in tqdm(prompts, desc=label):
+            outs[key].append(fn(pr.ids))
+        secs[key] = time.perf_counter() - t0
+    tps = {k: sum(map(len, outs[k])) / secs[k] for k in methods}
+    for k, (label, _) in methods.items():
+        print(f"({k}) {label:32s} {sum(map(len, outs[k])):5d} tokens {secs[k]:8.2f} s {tps[k]:7.2f} tok/s")
+
+    same = True
+    for k in "bcd":
+        diffs = [(pr.id, first_diff(outs["a"][i], outs[k][i])) for i, pr in enumerate(prompts)]
+        bad = [(pid, d) for pid, d in diffs if d is not None]
+        if bad:
+            same = False
+            agree = sum(min(d, len(outs["a"][i])) if d is not None else len(outs["a"][i])
+                        for i, (_, d) in enumerate(diffs))
+            total = sum(map(len, outs["a"]))
+            print(f"({k}) vs (a): {len(bad)}/{len(prompts)} prompts differ; first differing position "
+                  f"{', '.join(f'{p}@{d}' for p, d in bad)}; {agree}/{total} tokens before the first "
+                  f"divergence ({100 * (1 - agree / total):.1f}% of tokens after a divergence, {args.dtype})")
+    print("tokens: (a), (b), (c), (d) identical" if same else "tokens: NOT identical (see above)")
+    print(f"(c)/(b) = {tps['c'] / tps['b']:.2f}  (d)/(a) = {tps['d'] / tps['a']:.2f}  "
+          f"(c)/(a) = {tps['c'] / tps['a']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

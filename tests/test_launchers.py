@@ -1,0 +1,39 @@
+"""The same 4-job sweep gives the same summary rows with Hydra's basic launcher, the joblib
+launcher (2 parallel processes) and submitit_local (the SLURM launcher's local twin)."""
+import pandas as pd
+import pytest
+
+from test_resume import run, summaries, summary_rows, sweep_cmd
+
+GRID = ["tree=chain,binary", "tree.budget=2,4", "engine=live"]
+LAUNCHERS = {
+    "basic": [],
+    "joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+    "submitit_local": ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10"],
+}
+
+
+@pytest.fixture(scope="module")
+def basic_rows(tiny_pair_dirs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("basic")
+    run(sweep_cmd(tiny_pair_dirs, out, *GRID))
+    assert len(summaries(out)) == 4
+    return summary_rows(out)
+
+
+@pytest.mark.parametrize("launcher", ["joblib", "submitit_local"])
+def test_launchers_give_the_basic_launchers_rows(tiny_pair_dirs, tmp_path, basic_rows, launcher):
+    run(sweep_cmd(tiny_pair_dirs, tmp_path, *GRID, *LAUNCHERS[launcher]))
+    assert len(summaries(tmp_path)) == 4
+    pd.testing.assert_frame_equal(summary_rows(tmp_path), basic_rows)
+
+
+def test_slurm_preset_composes(tiny_pair_dirs, tmp_path):
+    import subprocess
+    import sys
+    from test_resume import ROOT, env
+    r = subprocess.run([sys.executable, "-m", "specbench.run", "hydra/launcher=slurm",
+                        "hydra.launcher.partition=gpu", "--cfg", "hydra", "--package", "hydra.launcher"],
+                       cwd=ROOT, env=env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "SlurmLauncher" in r.stdout and "partition: gpu" in r.stdout
