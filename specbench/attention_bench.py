@@ -181,12 +181,13 @@ def model_view(cfg) -> list[dict]:
 # output
 # --------------------------------------------------------------------------
 def finish(df: pd.DataFrame) -> pd.DataFrame:
-    """Derived columns: roofline fractions and times relative to fused."""
+    """Derived columns: roofline fractions and times relative to fused (model_tree
+    for the model-level rows)."""
     df = df.copy()
     bound = df[["bw_bound_s", "compute_bound_s"]].max(axis=1)
     df["bw_frac"] = df["bw_bound_s"] / df["median_s"]
     df["roofline_frac"] = bound / df["median_s"]
-    fused = df[df.impl == "fused"].set_index(POINT)["median_s"]
+    fused = df[df.impl.isin(["fused", "model_tree"])].set_index(POINT)["median_s"]
     ref = df.set_index(POINT).index.map(lambda k: fused.get(k, float("nan")))
     df["vs_fused"] = df["median_s"].to_numpy() / np.asarray(ref, dtype=float)
     return df
@@ -308,8 +309,8 @@ def main_run(cfg: DictConfig) -> pd.DataFrame:
         df["threads"], df["torch"] = torch.get_num_threads(), torch.__version__
         df["run_wall_s"] = time.perf_counter() - t0
         df = save_csv(df, out, cfg.merge)
-    elif out.is_file():                       # grid=none, model_view=false: redraw the figures
-        df = pd.read_csv(out)
+    elif out.is_file():      # grid=none, model_view=false: refresh derived columns, redraw figures
+        df = save_csv(pd.read_csv(out), out, merge=False)
     else:
         raise ValueError(f"grid={cfg.grid} with model_view=false measures nothing and {out} "
                          "does not exist to redraw from")

@@ -13,6 +13,7 @@ import hydra
 import pandas as pd
 import torch
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 from tqdm import tqdm
 
@@ -111,11 +112,13 @@ def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
+    hc = HydraConfig.get()
     try:
-        run_job(cfg, HydraConfig.get().runtime.output_dir)
+        run_job(cfg, hc.runtime.output_dir)
     except USER_ERRORS as e:
         print(f"specbench: error: {e}", file=sys.stderr)
-        sys.exit(2)
+        if hc.mode != RunMode.MULTIRUN:
+            sys.exit(2)             # a sweep goes on past one invalid combination
 
 
 GROUPS = ("pair", "tree", "verify", "dataset", "sweep")

@@ -182,6 +182,7 @@ def specinfer(budget: int, expansion: Sequence[int] = (1, 1, 3, 1, 1, 1, 1, 1), 
     return _full_tree(list(expansion), budget)
 
 
+@SHAPES.register("medusa63")    # conf/tree/medusa63.yaml carries Medusa's mc_sim_7b_63 list
 @SHAPES.register("paths")
 def explicit_paths(budget: int, paths: Sequence[Sequence[int]] = (), **_) -> list[RankPath]:
     if not paths:

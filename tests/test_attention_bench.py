@@ -143,3 +143,15 @@ def test_tiny_grid_app_writes_csv_and_figures(tmp_path):
     assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == [
         f"attention_{kind}_{dt}.png" for kind in ("speedup", "time") for dt in ("bfloat16", "float32")]
     assert not list(tmp_path.glob("*.csv.tmp*")) and not list(out.parent.glob("tmp*"))
+
+
+def test_model_view_rows_with_a_tiny_model(monkeypatch, tiny_target):
+    """The model-level view's plumbing (tree forward vs per-branch forwards), on the tiny model."""
+    from specbench import models
+    monkeypatch.setattr(models, "load_model", lambda spec, dtype="bfloat16", device="cpu": tiny_target)
+    cfg = cfg_for("model.kv_len=16", "model.tree_size=6", "model.repeats=1")
+    rows = ab.model_view(cfg)
+    assert [(r["shape"], r["impl"]) for r in rows] == [
+        (s, i) for s in ("binary", "topk_wide") for i in ("model_tree", "model_branches")]
+    assert all(r["level"] == "model" and r["median_s"] > 0 and r["repeats"] == 1 for r in rows)
+    assert rows[0]["n_branches"] == 4 and rows[0]["branch_tokens"] == 12

@@ -41,3 +41,54 @@ def test_real_pair_loads_and_generates(pair_cfg):
     text = p.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
     assert out.shape[1] > ids.shape[1] and text.strip()
 
+
+
+def _decode(pair, prompt, tree, verify, n, seed=0):
+    from omegaconf import OmegaConf
+
+    from specbench.decode import TargetVerifier, decode_prompt
+    from specbench.drafters import ModelDrafter
+    from specbench.plans import make_plan
+    from specbench.run import eos_ids
+    v = OmegaConf.create(verify)
+    t = v.get("temperature", 0.0)
+    return decode_prompt(prompt.id, prompt.ids, ModelDrafter(pair.draft, v.get("draft_temperature", t)),
+                         TargetVerifier(pair.target, t), make_plan(OmegaConf.create(tree)), v, n,
+                         eos_ids(pair), torch.Generator().manual_seed(seed))
+
+
+@pytest.fixture(scope="module")
+def real_fp32(pair_cfg):
+    from specbench import data
+    p = models.load_pair(pair_cfg, dtype="float32", device="cpu")
+    prompts = data.load_prompts({"name": "humaneval", "limit": 2}, p.tokenizer)
+    return p, prompts
+
+
+@pytest.mark.parametrize("tree", [{"name": "chain", "budget": 4}, {"name": "binary", "budget": 8}])
+def test_real_pair_greedy_is_lossless(real_fp32, tree):
+    from specbench.run import eos_ids
+    pair, prompts = real_fp32
+    recs = []
+    for pr in prompts:
+        r, out = _decode(pair, pr, tree, {"name": "greedy"}, 32)
+        ids = torch.tensor([pr.ids])
+        with torch.no_grad():                      # the target's plain greedy decode
+            ref = pair.target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=32,
+                                       do_sample=False, eos_token_id=sorted(eos_ids(pair)),
+                                       pad_token_id=pair.tokenizer.pad_token_id)
+        assert out == ref[0, ids.shape[1]:].tolist()
+        recs += r
+    rate = sum(r.accepted for r in recs) / sum(r.tree_size for r in recs)
+    assert 0 < rate <= 1
+
+
+def test_real_pair_mss_is_lossless_per_step(real_fp32):
+    pair, prompts = real_fp32
+    recs = []
+    for pr in prompts:
+        recs += _decode(pair, pr, {"name": "binary", "budget": 8},
+                        {"name": "mss", "temperature": 1.0, "draft_temperature": 1.0}, 32)[0]
+    assert max(r.first_token_tv for r in recs) < 1e-5
+    rate = sum(r.accepted for r in recs) / sum(r.tree_size for r in recs)
+    assert 0 < rate <= 1

@@ -18,8 +18,11 @@ TIMING = ("draft_s", "verify_s")
 STATIC = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("topk_wide", {"width": 3}),
           ("specinfer", {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}),
           ("paths", {"paths": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]})]
-# shapes that live in specbench/plans.py (built with make_plan from a tree config)
-PLANNED = [{"name": "medusa63"}, {"name": "sequoia", "vector": None}, {"name": "adaptive_chain"}]
+# shapes built by specbench/plans.py or given as conf/tree presets
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLANNED = {"medusa63": None,                                   # conf/tree/medusa63.yaml
+           "sequoia": {"name": "sequoia", "vector": [0.6, 0.2, 0.1, 0.05], "depth": 6},
+           "adaptive_chain": {"name": "adaptive_chain", "start": 2}}
 
 
 @pytest.fixture(autouse=True)
@@ -154,37 +157,32 @@ def live_and_replay(draft, target, prompt, make, n, draft_t):
     return live, replay.replay_prompt("p0", ranks, make())
 
 
-PROMPTS = ("def add(a, b):", "The quick brown")
+PROMPTS = ("def add(a, b):", "The quick brown", "for i in range(10):")
 
 
 @pytest.mark.parametrize("draft_t", [0.0, 1.0])
 @pytest.mark.parametrize("name,params", STATIC)
 def test_replay_equals_live_static_shapes(tiny_draft, tiny_target, tiny_tokenizer, name, params, draft_t):
-    for budget in (3, 13):
-        for text in PROMPTS:
+    for budget in (1, 3, 8, 21):
+        for text, n in zip(PROMPTS, (24, 7, 40)):          # 7: the length limit cuts long trees
             prompt = tiny_tokenizer.encode(text)
             live, rep = live_and_replay(tiny_draft, tiny_target, prompt,
-                                        lambda: TreePlan(name, budget, dict(params)), 24, draft_t)
+                                        lambda: TreePlan(name, budget, dict(params)), n, draft_t)
             same_records(live, rep)
 
 
-@pytest.mark.parametrize("tree", PLANNED, ids=lambda t: t["name"])
-def test_replay_equals_live_planned_shapes(tiny_draft, tiny_target, tiny_tokenizer, tree):
-    plans = pytest.importorskip("specbench.plans")
+@pytest.mark.parametrize("shape", sorted(PLANNED))
+def test_replay_equals_live_planned_shapes(tiny_draft, tiny_target, tiny_tokenizer, shape):
     from omegaconf import OmegaConf
-    tree = dict(tree)
-    if tree["name"] == "sequoia":
-        tree["vector"] = [3, 2, 1, 1, 1, 1]
-    for budget in (4, 12):
+    from specbench.plans import make_plan
+    tree = PLANNED[shape] or OmegaConf.to_container(OmegaConf.load(os.path.join(ROOT, "conf", "tree",
+                                                                               f"{shape}.yaml")))
+    for budget in (5, 16):
         cfg = OmegaConf.create({**tree, "budget": budget})
-        try:
-            plan = plans.make_plan(cfg)
-        except Exception as e:           # pragma: no cover - the plan's own contract
-            pytest.skip(f"make_plan({tree['name']}) not available: {e}")
-        assert not plan.dynamic
+        assert not make_plan(cfg).dynamic
         for text in PROMPTS:
             live, rep = live_and_replay(tiny_draft, tiny_target, tiny_tokenizer.encode(text),
-                                        lambda: plans.make_plan(cfg), 32, 1.0)
+                                        lambda: make_plan(cfg), 32, 1.0)
             same_records(live, rep)
 
 
@@ -202,3 +200,14 @@ def test_prompt_ranks_are_cached_on_disk(tiny_draft, tiny_target, tiny_tokenizer
     assert replay.prompt_ranks(cfg, broken, prompt, {0}, store) == first
     cont = replay.greedy_continuation(tiny_target, prompt, 16, {0})
     assert first == replay.draft_ranks(tiny_draft, prompt, cont, 1.0)
+
+
+def test_replay_equals_live_when_the_length_limit_cuts_an_accepted_path(tiny_target, tiny_tokenizer):
+    """Self pair: every draft token is accepted, so the last step's tree reaches past the
+    limit.  Live must then record what replay can know: accepted = emitted tokens and
+    expected_accepted (greedy: deterministic) clipped the same way."""
+    prompt = tiny_tokenizer.encode("def add")
+    for budget, n in ((8, 5), (4, 11)):
+        live, rep = live_and_replay(tiny_target, tiny_target, prompt, lambda: TreePlan("chain", budget), n, 1.0)
+        assert live[-1].accepted == rep[-1].accepted == live[-1].emitted
+        same_records(live, rep)

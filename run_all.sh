@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Reproduce results/ and REPORT.md from real runs of the embedded Qwen pair.
+#   bash run_all.sh            # set-up, reference study, attention benchmark, collect, report
+# Idempotent and resumable: finished jobs (same config hash) are skipped on a rerun, and the
+# replay engine's target continuations are cached on disk ($SPECBENCH_CACHE, ~/.cache/specbench).
+set -euo pipefail
+cd "$(dirname "$0")"
+START=$(date +%s)
+OUT=${SPECBENCH_OUT:-outputs/reference}
+step() { echo; echo "== [run_all $(( $(date +%s) - START ))s] $*"; }
+
+step "set-up (environment + embedded models)"
+bash scripts/setup.sh
+PY=.venv/bin/python
+
+step "forward costs and environment (results/costs.csv, results/environment.json)"
+$PY -m specbench.costs hydra.run.dir="$OUT/costs"
+
+step "Sequoia acceptance vectors (results/acceptance_vector.csv), one per dataset"
+for ds in humaneval stdlib_code chat; do
+  $PY -m specbench.calibrate pair=qwen_coder verify=greedy dataset=$ds dataset.limit=4 max_new_tokens=64
+done
+
+for sweep in reference reference_live reference_modes reference_pairs; do
+  step "study: sweep=$sweep"
+  $PY -m specbench.run -m sweep=$sweep out_root="$OUT" hydra.sweep.dir="$OUT/$sweep"
+done
+
+step "tree-attention benchmark (results/attention.csv)"
+$PY -m specbench.attention_bench
+
+step "collect + report"
+$PY -m specbench.collect "$OUT" --out results --fresh
+$PY -m specbench.report
+step "done in $(( $(date +%s) - START ))s: see REPORT.md"
