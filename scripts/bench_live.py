@@ -67,12 +67,27 @@ def parse_tree(s: str) -> dict:
     return tree
 
 
+def best_from(folder: str) -> dict:
+    """The tree of the fastest live job (summary tokens_per_s) under folder/live."""
+    import glob
+    import json
+    import pandas as pd
+    files = glob.glob(os.path.join(folder, "live", "**", "summary.csv"), recursive=True)
+    if not files:
+        sys.exit(f"bench_live: no live summaries under {folder}/live: run scripts/bench_engine.py first")
+    rows = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    top = rows.loc[rows.tokens_per_s.idxmax()]
+    return {"name": top.tree, "budget": int(top.budget), **json.loads(top.tree_params)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--best", default="binary,budget=8", help="(d)'s tree: NAME,key=value,...")
+    ap.add_argument("--best-from", default=None,
+                    help="a bench_engine.py scratch folder: (d) = its live job with the most tokens/s")
     ap.add_argument("--pair", default="qwen_coder", help="a conf/pair/*.yaml name or a pair yaml path")
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -91,7 +106,8 @@ def main() -> None:
     gc.num_assistant_tokens_schedule = "constant"
     gc.assistant_confidence_threshold = 0.0          # never stop a chain early: exactly 4 tokens
 
-    best = parse_tree(args.best)
+    best = best_from(args.best_from) if args.best_from else parse_tree(args.best)
+    args.best = ",".join(f"{k}={v}" if k != "name" else str(v) for k, v in best.items())
     methods = {
         "a": ("plain greedy generate", lambda ids: hf_generate(pair.target, ids, args.tokens, eos)),
         "b": ("HF assisted, 4-token chain", lambda ids: hf_generate(pair.target, ids, args.tokens, eos, pair.draft)),

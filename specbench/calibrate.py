@@ -8,12 +8,14 @@ overrides are the study's own (``conf/config.yaml``), e.g.
     flock /tmp/specbench-real.lock python -m specbench.calibrate \
         pair=qwen_coder dataset=humaneval dataset.limit=8 max_new_tokens=64 verify=greedy
 
-Per prompt, the target generates its continuation (greedy, or sampled at the
+For sampling modes, per prompt, the target generates its continuation (greedy, or sampled at the
 verify temperature/top-p); one teacher-forced forward of each model over
 prompt + continuation then gives the target and draft distributions at every
 position.
-* greedy: the accepted sibling is the draft rank of the target's argmax token
-  (rank by draft logits, ties by token id), exactly.
+* greedy: the accepted sibling is the draft rank of the target's greedy token
+  (ties by token id), exactly -- taken from the replay engine's rank cache
+  (``replay.prompt_ranks``: computed once, shared with replay study jobs of
+  the same pair / dataset / max_new_tokens / dtype).
 * other modes: at every position a one-level tree of K children is drawn the
   way that mode's drafts are (``children`` meta: top-k / sampling with or
   without replacement) and the mode itself verifies it; the recorded rank is
@@ -66,15 +68,6 @@ def continuation(target, prompt_ids, n: int, eos: set[int], temperature: float, 
     return out[0, ids.shape[1]:].tolist()
 
 
-def greedy_ranks(draft_logits: torch.Tensor, cont) -> list[int]:
-    """Draft rank of every target token (0 = the draft's argmax; ties by token id)."""
-    tok = torch.tensor(cont, device=draft_logits.device)
-    mine = draft_logits.gather(1, tok[:, None])
-    ids = torch.arange(draft_logits.shape[1], device=draft_logits.device)
-    ahead = (draft_logits > mine) | ((draft_logits == mine) & (ids[None] < tok[:, None]))
-    return ahead.sum(1).tolist()
-
-
 def star_trial(mode, verify_cfg, how: str, k: int, root: int, p_row, q_row,
                rng: torch.Generator) -> int | None:
     """Draw k children of one node as the mode's drafts would, verify; the
@@ -98,15 +91,20 @@ def measure(cfg, pair, prompts, ranks: int, eos: set[int]) -> tuple[list[float],
     top_p = float(cfg.verify.get("top_p", 1.0) or 1.0)
     counts: Counter = Counter()
     n = 0
+    store = None
+    if name == "greedy":
+        from .diskcache import DiskCache, cache_root
+        from .replay import prompt_ranks
+        store = DiskCache(cache_root(cfg))
     for i, pr in enumerate(tqdm(prompts, desc=f"calibrate {pair.name}/{name}", disable=not cfg.progress)):
-        cont = continuation(pair.target, pr.ids, int(cfg.max_new_tokens), eos, temp, top_p,
-                            int(cfg.seed) * 100_003 + i)
-        if not cont:
-            continue
-        dlog = position_logits(pair.draft, pr.ids, cont)
-        if name == "greedy":
-            got = [r if r < ranks else None for r in greedy_ranks(dlog, cont)]
+        if store is not None:                  # the replay engine's (cached) ranks: exact for greedy
+            got = [r if r < ranks else None for r in prompt_ranks(cfg, pair, pr.ids, eos, store)]
         else:
+            cont = continuation(pair.target, pr.ids, int(cfg.max_new_tokens), eos, temp, top_p,
+                                int(cfg.seed) * 100_003 + i)
+            if not cont:
+                continue
+            dlog = position_logits(pair.draft, pr.ids, cont)
             tlog = position_logits(pair.target, pr.ids, cont)
             rng = torch.Generator().manual_seed(int(cfg.seed) * 100_003 + i)
             roots = [pr.ids[-1]] + cont[:-1]

@@ -90,7 +90,10 @@ def decode_prompt(prompt_id: str, prompt_ids: Sequence[int], drafter: Drafter,
             accepted=accepted, emitted=len(new), accept_path=tree.rank_path(verdict.path[:accepted]),
             draft_s=t1 - t0, verify_s=t2 - t1,
             first_token_tv=distshift.first_token_tv(verify_cfg.name, tree, p, tree.q, verify_cfg),
-            expected_accepted=distshift.expected_accepted(verify_cfg.name, tree, p, tree.q, verify_cfg)))
+            # capped like `accepted` at the tokens emitted (EOS / length limit): exact for
+            # greedy, a bound on a sampling mode's last step
+            expected_accepted=min(float(len(new)), distshift.expected_accepted(
+                verify_cfg.name, tree, p, tree.q, verify_cfg))))
         out += new
         plan.observe(len(verdict.path), tree.size)
     return records, out

@@ -19,6 +19,8 @@ cached tree forwards (none observed in fp32; see tests/test_replay.py).
 """
 from __future__ import annotations
 
+import glob
+import os
 from typing import Sequence
 
 import torch
@@ -150,14 +152,17 @@ def draft_ranks(model, prompt_ids: Sequence[int], cont: Sequence[int],
 
 
 def _model_key(spec) -> dict:
-    """A model's identity inside a cache key: its resolved pair spec."""
-    try:
-        from omegaconf import OmegaConf
-        if OmegaConf.is_config(spec):
-            return OmegaConf.to_container(spec, resolve=True)
-    except ImportError:  # pragma: no cover
-        pass
-    return dict(spec)
+    """A model's identity inside a cache key: its resolved pair spec, plus for a
+    local folder the size and mtime of its weight/config files (a retrained model
+    saved over the same folder must not hit the old records)."""
+    from omegaconf import OmegaConf
+    key = OmegaConf.to_container(spec, resolve=True) if OmegaConf.is_config(spec) else dict(spec)
+    if key.get("source") == "local" and key.get("path"):
+        folder = os.path.abspath(os.path.expanduser(str(key["path"])))
+        files = sorted(glob.glob(os.path.join(folder, "*.safetensors")) + glob.glob(os.path.join(folder, "*.bin"))
+                       + glob.glob(os.path.join(folder, "config.json")))
+        key["files"] = [[os.path.basename(f), os.stat(f).st_size, os.stat(f).st_mtime_ns] for f in files]
+    return key
 
 
 def continuation_key(cfg, prompt_ids, eos) -> dict:
@@ -177,7 +182,6 @@ def ranks_key(cfg, ckey: dict) -> dict:
 
 def prompt_ranks(cfg, pair, prompt_ids, eos, store: DiskCache) -> list[int]:
     """Cached (or computed and cached) draft ranks of the target's continuation."""
-    v = cfg.verify
     ckey = continuation_key(cfg, prompt_ids, eos)
     rkey = ranks_key(cfg, ckey)
     ranks = store.get("ranks", rkey)

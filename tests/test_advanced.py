@@ -195,7 +195,10 @@ def test_calibrate_writes_a_vector_the_sequoia_shape_reads(tiny_draft, tiny_targ
     from specbench.data import Prompt
     from specbench.models import Pair
     vcfg = yaml.safe_load(open(os.path.join(ROOT, "conf", "verify", f"{verify}.yaml")))
-    cfg = OmegaConf.create({"verify": vcfg, "max_new_tokens": 12, "seed": 0, "progress": False})
+    cfg = OmegaConf.create({"verify": vcfg, "max_new_tokens": 12, "seed": 0, "progress": False,
+                            "dtype": "float32", "device": "cpu", "replay_cache": str(tmp_path / "cache"),
+                            "pair": {"draft": {"source": "test", "id": "tiny-draft"},
+                                     "target": {"source": "test", "id": "tiny-target"}}})
     pair = Pair("tiny", "d", "t", tiny_draft, tiny_target, tiny_tokenizer, False)
     prompts = [Prompt(str(i), t, tiny_tokenizer.encode(t), "x") for i, t in enumerate(PROMPTS)]
     vec, n = measure(cfg, pair, prompts, 4, {0})

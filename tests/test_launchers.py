@@ -1,5 +1,8 @@
 """The same 4-job sweep gives the same summary rows with Hydra's basic launcher, the joblib
 launcher (2 parallel processes) and submitit_local (the SLURM launcher's local twin)."""
+import os
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -37,3 +40,19 @@ def test_slurm_preset_composes(tiny_pair_dirs, tmp_path):
                        cwd=ROOT, env=env(), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "SlurmLauncher" in r.stdout and "partition: gpu" in r.stdout
+
+
+def test_replay_in_parallel_workers_gives_the_live_acceptance_columns(tiny_pair_dirs, tmp_path, basic_rows):
+    """engine=replay under joblib: two processes share the on-disk cache (atomic writes)."""
+    grid = [a for a in GRID if not a.startswith("engine=")] + ["engine=replay"]
+    run(sweep_cmd(tiny_pair_dirs, tmp_path, *grid, *LAUNCHERS["joblib"]))
+    rep = summary_rows(tmp_path)
+    assert set(rep.engine) == {"replay"}
+    cols = ["tree", "budget", "n_steps", "new_tokens", "acceptance_rate", "acceptance_length",
+            "tokens_per_step", "accept_hist", "alpha_1", "alpha_2"]
+    key = ["tree", "budget"]
+    pd.testing.assert_frame_equal(rep[cols].sort_values(key).reset_index(drop=True),
+                                  basic_rows[cols].sort_values(key).reset_index(drop=True))
+    cache = os.path.join(os.environ["SPECBENCH_CACHE"], "replay") if os.environ.get("SPECBENCH_CACHE") \
+        else tmp_path / ".cache" / "replay"
+    assert list(Path(cache).rglob("*.json"))                          # c and ranks were cached
