@@ -31,14 +31,17 @@ def sweep(out: str, engine: str, args, cache: str) -> tuple[float, pd.DataFrame,
     cmd = [sys.executable, "-m", "specbench.run", "-m", "sweep=engine_bench", f"engine={engine}",
            f"out_root={out}", f"dataset.limit={args.prompts}", f"max_new_tokens={args.tokens}",
            f"dtype={args.dtype}", f"tree={args.shapes}", f"tree.budget={args.budgets}", "progress=false",
-           "resume=false", *args.overrides]
-    env = dict(os.environ, SPECBENCH_CACHE=cache, TOKENIZERS_PARALLELISM="false")
+           "resume=false", f"+replay_cache={cache}", *args.overrides]
+    env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
     t0 = time.perf_counter()
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if r.returncode != 0:
         sys.exit(f"bench_engine: {engine} sweep failed:\n{r.stderr[-3000:]}")
     files = sorted(glob.glob(os.path.join(out, "**", "summary.csv"), recursive=True))
+    expected = len(args.shapes.split(",")) * len(args.budgets.split(","))
+    if len(files) != expected:
+        sys.exit(f"bench_engine: {engine} sweep finished {len(files)} of {expected} jobs:\n{r.stderr[-3000:]}")
     summary = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
     steps = pd.concat([pd.read_csv(os.path.join(os.path.dirname(f), "steps.csv")) for f in files],
                       ignore_index=True)

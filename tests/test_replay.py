@@ -25,15 +25,6 @@ PLANNED = {"medusa63": None,                                   # conf/tree/medus
            "adaptive_chain": {"name": "adaptive_chain", "start": 2}}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models on a loaded 2-core box: 2 OpenMP threads spin-wait ~50x slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 class V(dict):
     """A verify config stand-in (dict with attribute access)."""
     __getattr__ = dict.get
@@ -57,6 +48,21 @@ def test_ranks_match_the_drafters_topk_order_including_ties():
 def test_one_hot_draft_ranks_follow_token_ids():
     q = probs(torch.tensor([[0.1, 0.5, 3.0, 0.2]]), 0.0)      # greedy drafter: one-hot
     assert [replay.ranks_from_probs(q, [t])[0] for t in range(4)] == [1, 2, 0, 3]
+
+
+def test_replayable_only_for_greedy_static_model_drafts():
+    from omegaconf import OmegaConf
+
+    def cfg(tree="chain", verify="greedy", t=0.0, drafter="model"):
+        return OmegaConf.create({"pair": {"drafter": drafter}, "tree": {"name": tree, "budget": 8},
+                                 "verify": {"name": verify, "temperature": t}})
+    assert replay.replayable(cfg()) and replay.replayable(cfg("binary"))
+    assert replay.replayable(cfg("adaptive_chain"))
+    assert not replay.replayable(cfg("eagle2"))
+    assert not replay.replayable(cfg(verify="mss")) and not replay.replayable(cfg(verify="typical"))
+    assert not replay.replayable(cfg(t=0.7))
+    assert not replay.replayable(cfg(drafter="ngram")) and not replay.replayable(cfg(), "merged")
+    assert "dynamic" in replay.why_not_replayable(cfg("eagle2"))
 
 
 def rec(step, size, depth, acc, emit, path):
