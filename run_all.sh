@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
 # Reproduce results/ and REPORT.md from real runs of the embedded Qwen pair.
 #   bash run_all.sh            # set-up, reference study, attention benchmark, collect, report
-# Idempotent and resumable: finished jobs (same config hash) are skipped on a rerun, and the
-# replay engine's target continuations are cached on disk ($SPECBENCH_CACHE, ~/.cache/specbench).
+# Idempotent and resumable: finished sweep jobs (same config hash) are skipped on a rerun, other
+# finished steps leave a marker in $OUT, and the replay engine's target continuations are cached
+# on disk ($SPECBENCH_CACHE, default ~/.cache/specbench).  Start over: rm -r outputs/reference
 set -euo pipefail
 cd "$(dirname "$0")"
 START=$(date +%s)
 OUT=${SPECBENCH_OUT:-outputs/reference}
+mkdir -p "$OUT"
 step() { echo; echo "== [run_all $(( $(date +%s) - START ))s] $*"; }
+once() {  # once NAME CMD...: run CMD unless an earlier run_all finished it
+  local marker="$OUT/$1.done"; shift
+  if [ -f "$marker" ]; then echo "already done ($marker)"; else "$@"; touch "$marker"; fi
+}
 
 step "set-up (environment + embedded models)"
 bash scripts/setup.sh
 PY=.venv/bin/python
 
 step "forward costs and environment (results/costs.csv, results/environment.json)"
-$PY -m specbench.costs hydra.run.dir="$OUT/costs"
+once costs $PY -m specbench.costs hydra.run.dir="$OUT/costs"
 
 step "Sequoia acceptance vectors (results/acceptance_vector.csv), one per dataset"
 for ds in humaneval stdlib_code chat; do
-  $PY -m specbench.calibrate pair=qwen_coder verify=greedy dataset=$ds dataset.limit=4 max_new_tokens=64
+  once "calibrate_$ds" $PY -m specbench.calibrate pair=qwen_coder verify=greedy dataset=$ds \
+    dataset.limit=4 max_new_tokens=64
 done
 
 for sweep in reference reference_live reference_modes reference_pairs; do
@@ -26,8 +33,8 @@ for sweep in reference reference_live reference_modes reference_pairs; do
   $PY -m specbench.run -m sweep=$sweep out_root="$OUT" hydra.sweep.dir="$OUT/$sweep"
 done
 
-step "tree-attention benchmark (results/attention.csv)"
-$PY -m specbench.attention_bench
+step "tree-attention benchmark + real 1.5B model view (results/attention.csv)"
+once attention $PY -m specbench.attention_bench model_view=true merge=false
 
 step "collect + report"
 $PY -m specbench.collect "$OUT" --out results --fresh
