@@ -47,6 +47,9 @@ def why_not_replayable(cfg, drafter_kind: str | None = None) -> str | None:
         return "verify.temperature != 0 (first_token_tv would need the target's distributions)"
     if kind != "model":
         return f"drafter={kind} is not a model drafter"
+    if str(cfg.get("dtype", "float32")) != "float32":
+        return (f"dtype={cfg.dtype}: replay equals live only in float32 (bf16 tree and "
+                "teacher-forced forwards round differently and can reorder draft ranks)")
     from .plans import make_plan
     if make_plan(cfg.tree).dynamic:
         return f"tree={cfg.tree.name} is dynamic (depends on off-path draft scores)"
