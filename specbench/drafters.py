@@ -148,8 +148,10 @@ def prefill(model, prompt_ids: Sequence[int]) -> tuple[DynamicCache, int]:
     if len(prompt_ids) == 0:
         raise ValueError("empty prompt: every prompt needs at least one token")
     cache, n = DynamicCache(), len(prompt_ids) - 1
-    if n:
-        kv.forward_nodes(model, cache, 0, list(range(-1, n - 1)), prompt_ids, 0, n)
+    if n:                       # a plain causal forward; only the cache is kept
+        with torch.inference_mode():
+            model(input_ids=torch.tensor([list(prompt_ids[:-1])], device=model.device),
+                  past_key_values=cache, use_cache=True, logits_to_keep=1)
     return cache, n
 
 

@@ -24,10 +24,10 @@ import os
 from typing import Sequence
 
 import torch
-from transformers import DynamicCache
 
 from . import kv
 from .decode import StepRecord
+from .drafters import prefill
 from .diskcache import DiskCache, cache_root, ids_digest
 from .sampling import probs
 
@@ -121,9 +121,7 @@ def greedy_continuation(model, prompt_ids: Sequence[int], max_new_tokens: int, e
     """The target's greedy continuation, computed like the live target scores a
     1-node tree each step: up to max_new_tokens, stopping after the first EOS."""
     prompt_ids = [int(x) for x in prompt_ids]
-    cache, past = DynamicCache(), len(prompt_ids) - 1
-    if past:
-        kv.forward_nodes(model, cache, 0, list(range(-1, past - 1)), prompt_ids, 0, past)
+    cache, past = prefill(model, prompt_ids)
     root, out = prompt_ids[-1], []
     while len(out) < max_new_tokens and not (out and out[-1] in eos):
         logits = kv.forward_nodes(model, cache, past, [-1], [root], 0, 1)[-1]
@@ -141,10 +139,7 @@ def draft_ranks(model, prompt_ids: Sequence[int], cont: Sequence[int],
     if not cont:
         return []
     prompt_ids = [int(x) for x in prompt_ids]
-    cache, past = DynamicCache(), len(prompt_ids) - 1
-    if past:
-        model(input_ids=torch.tensor([prompt_ids[:-1]], device=model.device),
-              past_key_values=cache, use_cache=True, logits_to_keep=1)
+    cache, past = prefill(model, prompt_ids)
     seq = [prompt_ids[-1]] + [int(x) for x in cont[:-1]]
     ranks: list[int] = []
     for s in range(0, len(seq), chunk):                 # bounded [chunk, V] logits
