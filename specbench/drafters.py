@@ -44,7 +44,7 @@ class Drafter:
 class ModelDrafter(Drafter):
     """A small causal LM drafting with tree attention over its own KV cache."""
 
-    def __init__(self, model, temperature: float = 0.0, top_p: float = 1.0):
+    def __init__(self, model, temperature: float = 1.0, top_p: float = 1.0):
         self.model = model
         self.temperature = temperature
         self.top_p = top_p

@@ -46,6 +46,9 @@ def validate(cfg) -> None:
     info = MODES.meta(cfg.verify.name)        # unknown mode
     if info.get("chain_only") and cfg.tree.name != "chain":
         raise ValueError(f"verify={cfg.verify.name} verifies a single chain only: use tree=chain")
+    if info["children"] == "topk" and float(cfg.verify.get("draft_temperature", 1.0)) <= 0:
+        raise ValueError(f"verify.draft_temperature=0 with verify={cfg.verify.name}: top-k siblings "
+                         "would tie; use verify.draft_temperature=1 (the ranking is the same at any T > 0)")
     DRAFTERS.get(cfg.pair.get("drafter", "model"))
     if int(cfg.max_new_tokens) < 1:
         raise ValueError(f"max_new_tokens={cfg.max_new_tokens}: must be >= 1")

@@ -9,10 +9,12 @@ A *static shape* is a prefix-closed set of draft rank paths, Medusa style:
 ``(0,)`` is the draft's top-1 first token, ``(0, 1)`` the runner-up child of
 that token, and so on.
 
-Budget rule (documented in README.md): every static shape lists its rank paths
+Budget rule (documented in README.md): a generated shape lists its rank paths
 breadth-first, ordered by (depth, rank path); a budget of N keeps the first N.
 Because a parent is shorter than its children it always comes first, so the
-kept set is still a tree.  A finite shape (``specinfer``, ``paths``,
+kept set is still a tree.  An explicit list (``paths``, ``medusa63``) is
+trimmed in its listed order instead (Medusa lists paths by priority); every
+prefix of the kept list must be a tree.  A finite shape (``specinfer``, ``paths``,
 ``medusa63``) with fewer than N paths is padded by lengthening its all-zero
 (top-1) chain until it has N nodes.
 """
@@ -101,14 +103,18 @@ def check_prefix_closed(paths: Sequence[RankPath]) -> None:
                              "a shape must be prefix-closed")
 
 
-def fit_budget(paths, budget: int) -> list[RankPath]:
-    """Apply the budget rule: keep the first N breadth-first, or pad the top-1 chain."""
+def fit_budget(paths, budget: int, listed_order: bool = False) -> list[RankPath]:
+    """Apply the budget rule: keep the first N (breadth-first, or in the listed
+    order for explicit path lists), or pad the top-1 chain; store breadth-first."""
     if budget < 1:
         raise ValueError(f"tree.budget={budget}: the budget (number of draft tokens) must be >= 1")
-    ordered = sort_paths(paths)
-    check_prefix_closed(ordered)
+    ordered = list(dict.fromkeys(tuple(int(r) for r in p) for p in paths)) if listed_order \
+        else sort_paths(paths)
     if len(ordered) >= budget:
-        return ordered[:budget]
+        kept = ordered[:budget]
+        check_prefix_closed(kept)
+        return sort_paths(kept)
+    check_prefix_closed(ordered)
     have = set(ordered)
     chain: RankPath = ()
     while len(ordered) < budget:
@@ -182,12 +188,13 @@ def specinfer(budget: int, expansion: Sequence[int] = (1, 1, 3, 1, 1, 1, 1, 1), 
     return _full_tree(list(expansion), budget)
 
 
-@SHAPES.register("medusa63")    # conf/tree/medusa63.yaml carries Medusa's mc_sim_7b_63 list
-@SHAPES.register("paths")
+@SHAPES.register("medusa63", listed_order=True)  # conf/tree/medusa63.yaml: Medusa's mc_sim_7b_63
+@SHAPES.register("paths", listed_order=True)
 def explicit_paths(budget: int, paths: Sequence[Sequence[int]] = (), **_) -> list[RankPath]:
+    """The list as given: its order is the priority order the budget trims by."""
     if not paths:
         raise ValueError("tree=paths needs tree.paths, a rank-path list such as [[0],[1],[0,0]]")
-    return sort_paths(paths)
+    return [tuple(int(r) for r in p) for p in paths]
 
 
 def static_paths(name: str, budget: int, **params) -> list[RankPath]:
@@ -195,7 +202,7 @@ def static_paths(name: str, budget: int, **params) -> list[RankPath]:
     fn: Callable = SHAPES.get(name)
     if budget is None or int(budget) < 1:
         raise ValueError(f"tree.budget={budget}: the budget (number of draft tokens) must be >= 1")
-    return fit_budget(fn(int(budget), **params), int(budget))
+    return fit_budget(fn(int(budget), **params), int(budget), SHAPES.meta(name).get("listed_order", False))
 
 
 # --------------------------------------------------------------------------

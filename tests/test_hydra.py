@@ -53,6 +53,7 @@ BAD = {
     "budget zero": (["tree.budget=0"], "budget"),
     "unknown mode": (["verify.name=gredy"], "Valid:"),
     "empty dataset": (["dataset.limit=0"], "no prompts"),
+    "top-k siblings at draft temperature 0": (["verify.draft_temperature=0"], "draft_temperature"),
 }
 
 

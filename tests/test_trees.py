@@ -28,6 +28,10 @@ def test_shapes_match_their_definitions():
     assert static_paths("topk_wide", 6, width=3) == [(0,), (1,), (2,), (0, 0), (1, 0), (2, 0)]
     si = static_paths("specinfer", 20)
     assert max(len(p) for p in si) == 8 and sum(len(p) == 3 for p in si) == 3
+    # an explicit list is trimmed in its listed order, and each kept prefix must be a tree
+    assert static_paths("paths", 3, paths=[[0], [0, 0], [1], [0, 0, 0]]) == [(0,), (1,), (0, 0)]
+    with pytest.raises(ValueError, match="prefix-closed"):
+        static_paths("paths", 1, paths=[[0, 0], [0]])
     # a finite shape smaller than the budget is padded along its top-1 chain
     assert static_paths("specinfer", 22)[-2:] == [(0,) * 9, (0,) * 10]
 
