@@ -29,7 +29,7 @@ from . import kv
 from .decode import StepRecord
 from .drafters import prefill
 from .diskcache import DiskCache, cache_root, ids_digest
-from .sampling import probs
+from .sampling import probs, token_ranks
 
 REPLAY_MODES = ("greedy",)      # verify modes whose output is the target's greedy continuation
 NAN = float("nan")
@@ -67,11 +67,7 @@ def ranks_from_probs(q: torch.Tensor, tokens: Sequence[int]) -> list[int]:
     """Row j: the rank of tokens[j] under q[j] in ``choose_children(..., "topk")``
     order, i.e. #(strictly more likely tokens) + #(equally likely, smaller id)."""
     tok = torch.as_tensor(list(tokens), dtype=torch.long, device=q.device)[:, None]
-    qx = q.gather(1, tok)
-    greater = (q > qx).sum(1)
-    ids = torch.arange(q.shape[1], device=q.device)[None]
-    ties = ((q == qx) & (ids < tok)).sum(1)
-    return (greater + ties).tolist()
+    return token_ranks(q, tok)[:, 0].tolist()
 
 
 def accept_run(ranks: Sequence[int], t: int, paths: set, limit: int) -> int:

@@ -84,12 +84,27 @@ def sequoia_next_q(q_row: torch.Tensor, rejected: torch.Tensor) -> torch.Tensor:
     return free / free.sum()
 
 
+def token_ranks(q: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Draft rank of ``tokens[..., j]`` under the rows of ``q`` (0 = most likely;
+    ties by token id): #(more likely tokens) + #(equally likely, smaller id).
+    O(V) per token, no sort."""
+    qx = q.gather(-1, tokens)[..., None]                    # [..., k, 1]
+    ids = torch.arange(q.shape[-1], device=q.device)
+    rows = q[..., None, :]                                  # [..., 1, V]
+    return (rows > qx).sum(-1) + ((rows == qx) & (ids < tokens[..., None])).sum(-1)
+
+
 def ranks_of(q_row: torch.Tensor, tokens: torch.Tensor) -> list[int]:
     """Draft rank of each token under q_row (0 = most likely; ties by token id)."""
-    order = torch.argsort(-q_row.double(), stable=True)
-    rank = torch.empty_like(order)
-    rank[order] = torch.arange(order.numel())
-    return rank[tokens].tolist()
+    return token_ranks(q_row.reshape(-1), torch.as_tensor(tokens).reshape(-1)).tolist()
+
+
+def top_tokens(q_row: torch.Tensor, k: int) -> torch.Tensor:
+    """The k most likely tokens, ties by token id (the order `token_ranks` counts),
+    sorting only the tokens at or above the k-th largest probability."""
+    cut = torch.topk(q_row, k).values[-1]
+    cand = (q_row >= cut).nonzero().flatten()               # ascending ids
+    return cand[torch.argsort(-q_row[cand].double(), stable=True)][:k]
 
 
 def choose_children(q_row: torch.Tensor, k: int, how: str,
@@ -113,7 +128,8 @@ def choose_children(q_row: torch.Tensor, k: int, how: str,
     if how != "sample" and k > v:
         raise ValueError(f"choose_children: k={k} children but only {v} vocabulary tokens")
     if how == "topk":
-        tokens = torch.argsort(-q_row.double(), stable=True)[:k]
+        tokens = top_tokens(q_row, k)
+        return tokens.tolist(), list(range(k))
     elif how == "sample":
         tokens = torch.multinomial(q_row.double(), k, replacement=True, generator=rng)
     else:
