@@ -24,7 +24,7 @@ from omegaconf import OmegaConf
 KEY_COLUMNS = ["config_hash", "pair", "draft", "target", "tree", "tree_params", "budget",
                "verify", "lossless", "temperature", "draft_temperature", "top_p", "dataset",
                "seed", "max_new_tokens", "dtype", "device", "engine"]
-HASH_EXCLUDE = ("hydra", "out_root", "progress")
+HASH_EXCLUDE = ("hydra", "out_root", "progress", "resume", "replay_cache")  # run-location keys
 N_BOOT = 1000
 
 
