@@ -17,6 +17,7 @@ re-hash the parts without touching the cache).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib
 import json
@@ -230,13 +231,32 @@ def _strip_gguf_quantizer(model) -> None:
         del model.config.quantization_config
 
 
+@contextlib.contextmanager
+def _building(out: Path):
+    """Yield a temp folder next to ``out``; on success it replaces ``out`` whole,
+    on failure it is removed: readers never see a half-written folder."""
+    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", suffix=".tmp", dir=out.parent))
+    try:
+        yield tmp
+        if out.exists():
+            shutil.rmtree(out)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def _sizes(folder: Path) -> dict[str, int]:
+    return {str(f.relative_to(folder)): f.stat().st_size for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
 def dequantize(gguf: Path, out: Path) -> dict[str, int]:
     """De-quantize once to fp32 safetensors; returns {file name: size} of ``out``."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tmp = Path(tempfile.mkdtemp(prefix="hf.", suffix=".tmp", dir=out.parent))
-    try:
+    with _building(out) as tmp:
         t0 = time.perf_counter()
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         t1 = time.perf_counter()
@@ -250,14 +270,7 @@ def dequantize(gguf: Path, out: Path) -> dict[str, int]:
         print(f"[specbench] {gguf.parent.name}: GGUF tokenizer {t1 - t0:.1f}s, "
               f"GGUF model load+dequantize {t2 - t1:.1f}s, save {time.perf_counter() - t2:.1f}s",
               file=sys.stderr)
-        if out.exists():
-            shutil.rmtree(out)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-    return {str(f.relative_to(out)): f.stat().st_size for f in sorted(out.rglob("*")) if f.is_file()}
+    return _sizes(out)
 
 
 def add_variant(key: str, dtype: str) -> None:
@@ -267,9 +280,8 @@ def add_variant(key: str, dtype: str) -> None:
     from transformers import AutoModelForCausalLM
 
     src, out = model_dir(key) / "hf", model_dir(key) / VARIANTS[dtype]
-    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", suffix=".tmp", dir=out.parent))
-    try:
-        t0 = time.perf_counter()
+    t0 = time.perf_counter()
+    with _building(out) as tmp:
         model = AutoModelForCausalLM.from_pretrained(src, dtype=getattr(torch, dtype))
         model.save_pretrained(tmp, safe_serialization=True)
         del model
@@ -277,16 +289,8 @@ def add_variant(key: str, dtype: str) -> None:
             if f.is_file() and f.suffix != ".safetensors" and f.name not in ("config.json",
                                                                           "model.safetensors.index.json"):
                 shutil.copy2(f, tmp / f.name)
-        if out.exists():
-            shutil.rmtree(out)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     info = _read_marker(key)
-    info.setdefault("variants", {})[dtype] = {
-        str(f.relative_to(out)): f.stat().st_size for f in sorted(out.rglob("*")) if f.is_file()}
+    info.setdefault("variants", {})[dtype] = _sizes(out)
     _write_json(_marker(key), info)
     print(f"[specbench] {key}: cached {dtype} copy in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
 
