@@ -49,26 +49,34 @@ def _budget_axis(ax, budgets):
     ax.set_xlabel("budget N (draft tokens)")
 
 
-def fig_metric_vs_budget(df: pd.DataFrame, out_dir: str, metric: str):
-    if df.empty or metric not in df:
-        return None
+def _pair_mode_panels(df: pd.DataFrame, out_dir: str, name: str, draw) -> str:
+    """One panel per (pair, mode); draw(ax, rows of that panel) fills it."""
     panels = sorted(df.groupby(["pair", "mode"]).groups)
     with plt.rc_context(RC):
         fig, axes = _grid(len(panels))
         for ax, (pair, mode) in zip(axes, panels):
-            g = df[(df.pair == pair) & (df["mode"] == mode)]
-            for shape, s in g.groupby("shape", sort=True):
-                m = s.groupby("budget", sort=True).agg(v=(metric, "mean"),
-                                                        lo=(f"{metric}_lo", "mean") if f"{metric}_lo" in s else (metric, "mean"),
-                                                        hi=(f"{metric}_hi", "mean") if f"{metric}_hi" in s else (metric, "mean"))
-                ax.errorbar(m.index, m.v, yerr=[m.v - m.lo, m.hi - m.v], marker="o", ms=3, capsize=2,
-                            label=shape)
-            _budget_axis(ax, g.budget.unique())
+            draw(ax, df[(df.pair == pair) & (df["mode"] == mode)])
             ax.set_title(f"{pair} · {mode}")
-            ax.set_ylabel(metric)
             ax.legend(loc="best")
         fig.tight_layout()
-        name = save(fig, out_dir, f"{metric}_vs_budget.png")
+        return save(fig, out_dir, name)
+
+
+def fig_metric_vs_budget(df: pd.DataFrame, out_dir: str, metric: str):
+    if df.empty or metric not in df:
+        return None
+
+    def draw(ax, g):
+        for shape, s in g.groupby("shape", sort=True):
+            m = s.groupby("budget", sort=True).agg(v=(metric, "mean"),
+                                                    lo=(f"{metric}_lo", "mean") if f"{metric}_lo" in s else (metric, "mean"),
+                                                    hi=(f"{metric}_hi", "mean") if f"{metric}_hi" in s else (metric, "mean"))
+            ax.errorbar(m.index, m.v, yerr=[m.v - m.lo, m.hi - m.v], marker="o", ms=3, capsize=2,
+                        label=shape)
+        _budget_axis(ax, g.budget.unique())
+        ax.set_ylabel(metric)
+
+    name = _pair_mode_panels(df, out_dir, f"{metric}_vs_budget.png", draw)
     return name, (f"{metric} against budget, one line per shape, a panel per pair × mode "
                   "(mean over datasets and engines; bars: 95% bootstrap CI).")
 
@@ -77,24 +85,19 @@ def fig_alpha(df: pd.DataFrame, out_dir: str):
     cols = A.alpha_cols(df)
     if df.empty or not cols:
         return None
-    panels = sorted(df.groupby(["pair", "mode"]).groups)
-    with plt.rc_context(RC):
-        fig, axes = _grid(len(panels))
-        for ax, (pair, mode) in zip(axes, panels):
-            g = df[(df.pair == pair) & (df["mode"] == mode)]
-            for shape, s in g.groupby("shape", sort=True):
-                top = s[s.budget == s.budget.max()]
-                a = top[cols].mean()
-                d = [int(c[6:]) for c in cols if a[c] == a[c]]
-                ax.plot(d, [a[f"alpha_{i}"] for i in d], marker="o", ms=3,
-                        label=f"{shape} N={int(s.budget.max())}")
-            ax.set_title(f"{pair} · {mode}")
-            ax.set_xlabel("depth d")
-            ax.set_ylabel("alpha_d")
-            ax.set_ylim(0, 1.05)
-            ax.legend(loc="best")
-        fig.tight_layout()
-        name = save(fig, out_dir, "alpha_by_depth.png")
+
+    def draw(ax, g):
+        for shape, s in g.groupby("shape", sort=True):
+            top = s[s.budget == s.budget.max()]
+            a = top[cols].mean()
+            d = [int(c[6:]) for c in cols if a[c] == a[c]]
+            ax.plot(d, [a[f"alpha_{i}"] for i in d], marker="o", ms=3,
+                    label=f"{shape} N={int(s.budget.max())}")
+        ax.set_xlabel("depth d")
+        ax.set_ylabel("alpha_d")
+        ax.set_ylim(0, 1.05)
+
+    name = _pair_mode_panels(df, out_dir, "alpha_by_depth.png", draw)
     return name, ("Per-depth conditional acceptance alpha_d = P(accepted ≥ d | accepted ≥ d−1, "
                   "tree_depth ≥ d) at each shape's largest budget.")
 
