@@ -46,7 +46,7 @@ def hf_generate(target, ids, n, eos, assistant=None) -> list[int]:
 def specbench_live(pair, tree: dict, ids, n, eos) -> tuple[list[int], list]:
     drafter = ModelDrafter(pair.draft, GREEDY.draft_temperature, GREEDY.top_p)
     recs, out = decode_prompt("p", ids, drafter, TargetVerifier(pair.target), make_plan(OmegaConf.create(tree)),
-                              GREEDY, n, eos, torch.Generator().manual_seed(0))
+                              GREEDY, n, eos, torch.Generator().manual_seed(0), measure_shift=False)
     return out, recs
 
 

@@ -65,8 +65,12 @@ def truncate(tokens: Sequence[int], remaining: int, eos: set[int]) -> list[int]:
 
 def decode_prompt(prompt_id: str, prompt_ids: Sequence[int], drafter: Drafter,
                   target: TargetVerifier, plan: TreePlan, verify_cfg, max_new_tokens: int,
-                  eos: set[int], rng: torch.Generator) -> tuple[list[StepRecord], list[int]]:
-    """Speculatively decode one prompt.  Returns the step records and the new tokens."""
+                  eos: set[int], rng: torch.Generator,
+                  measure_shift: bool = True) -> tuple[list[StepRecord], list[int]]:
+    """Speculatively decode one prompt.  Returns the step records and the new tokens.
+
+    ``measure_shift`` computes the exact first_token_tv / expected_accepted of
+    every step (analysis work outside draft_s/verify_s; off for pure speed runs)."""
     mode = MODES.get(verify_cfg.name)
     children = MODES.meta(verify_cfg.name)["children"]
     drafter.reset(prompt_ids)
@@ -85,15 +89,17 @@ def decode_prompt(prompt_id: str, prompt_ids: Sequence[int], drafter: Drafter,
         target.commit(verdict.path)
         drafter.commit(tree, verdict.path, verdict.next_token)
         t2 = time.perf_counter()
-        records.append(StepRecord(
+        rec = StepRecord(
             prompt_id=prompt_id, step=len(records), tree_size=tree.size, tree_depth=tree.depth,
             accepted=accepted, emitted=len(new), accept_path=tree.rank_path(verdict.path[:accepted]),
-            draft_s=t1 - t0, verify_s=t2 - t1,
-            first_token_tv=distshift.first_token_tv(verify_cfg.name, tree, p, tree.q, verify_cfg),
+            draft_s=t1 - t0, verify_s=t2 - t1)
+        if measure_shift:
+            rec.first_token_tv = distshift.first_token_tv(verify_cfg.name, tree, p, tree.q, verify_cfg)
             # capped like `accepted` at the tokens emitted (EOS / length limit): exact for
             # greedy, a bound on a sampling mode's last step
-            expected_accepted=min(float(len(new)), distshift.expected_accepted(
-                verify_cfg.name, tree, p, tree.q, verify_cfg))))
+            rec.expected_accepted = min(float(len(new)), distshift.expected_accepted(
+                verify_cfg.name, tree, p, tree.q, verify_cfg))
+        records.append(rec)
         out += new
         plan.observe(len(verdict.path), tree.size)
     return records, out
