@@ -205,8 +205,8 @@ def fig_lossy(table: pd.DataFrame, out_dir: str):
                   "(over greedy where none ran) against first-token total-variation distance.")
 
 
-ATTN_TIME = ("ms", "mean_ms", "time_ms", "median_ms", "seconds", "mean_s", "time_s")
-ATTN_X = ("batch", "batch_size", "seq_len", "draft_len", "tree_size", "budget")
+ATTN_TIME = ("median_s", "ms", "mean_ms", "time_ms", "median_ms", "seconds", "mean_s", "time_s")
+ATTN_X = ("batch", "batch_size", "kv_len", "seq_len", "draft_len", "tree_size", "budget")
 ATTN_SERIES = ("impl", "method", "kind", "variant", "mode")
 
 
