@@ -30,13 +30,20 @@ def alpha_cols(df: pd.DataFrame) -> list[str]:
     return sorted(cols, key=lambda c: int(c[6:]))
 
 
+# parameters that say where a shape comes from, not what it is: a named path list
+# (medusa63) is its name; sequoia's vector is calibrated per dataset
+LABEL_SKIP = ("name", "budget", "vector", "max_children")
+
+
 def shape_label(tree: str, params) -> str:
-    """``kary(width=3)``: the shape name plus its non-null parameters."""
+    """``kary(width=3)``: the shape name plus its shape-defining parameters."""
     try:
         p = json.loads(params) if isinstance(params, str) and params else {}
     except json.JSONDecodeError:
         p = {}
-    items = [f"{k}={v}" for k, v in sorted(p.items()) if v is not None and k not in ("name", "budget")]
+    items = [f"{k}={v}" for k, v in sorted(p.items())
+             if v is not None and k not in LABEL_SKIP and not k.startswith("calib_")
+             and not (k == "paths" and tree != "paths")]
     return f"{tree}({', '.join(items)})" if items else str(tree)
 
 
@@ -137,16 +144,18 @@ def measured_speedup(summary: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
 # analysis sentences
 # --------------------------------------------------------------------------
 def best_shape_sentences(df: pd.DataFrame) -> list[str]:
+    """Per dataset, so a shape run on one dataset only is compared like for like."""
     out = []
-    t = by_shape(df, "tokens_per_step")
-    for (pair, mode), g in t.groupby(["pair", "mode"], sort=True):
+    t = (df.groupby(["pair", "mode", "dataset", "shape", "budget"], sort=True)["tokens_per_step"]
+         .mean().reset_index())
+    for (pair, mode, dataset), g in t.groupby(["pair", "mode", "dataset"], sort=True):
         parts = []
         for budget, gb in g.groupby("budget", sort=True):
             gb = gb.sort_values(["tokens_per_step", "shape"], ascending=[False, True], kind="mergesort")
             best = gb.iloc[0]
             runner = f", ahead of {gb.iloc[1]['shape']} ({fmt(gb.iloc[1].tokens_per_step, 2)})" if len(gb) > 1 else ""
             parts.append(f"N={int(budget)}: {best['shape']} ({fmt(best.tokens_per_step, 2)}{runner})")
-        out.append(f"Best shape by tokens_per_step for {pair}, {mode}: " + "; ".join(parts) + ".")
+        out.append(f"Best shape by tokens_per_step for {pair}, {mode} on {dataset}: " + "; ".join(parts) + ".")
     return out
 
 
