@@ -15,6 +15,8 @@ import pandas as pd
 
 from .results import write_csv
 
+# a hash such as 3726142e8142 would otherwise be read as a float
+READ = {"dtype": {"config_hash": str, "prompt_id": str}, "keep_default_na": True}
 SUMMARY_ORDER = ["pair", "dataset", "verify", "temperature", "tree", "budget", "engine", "config_hash"]
 
 
@@ -32,11 +34,11 @@ def merge(dirs, existing: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame
         for name, acc in (("summary.csv", summaries), ("steps.csv", steps)):
             path = os.path.join(existing, name)
             if os.path.exists(path):
-                acc.append(pd.read_csv(path))
+                acc.append(pd.read_csv(path, **READ))
     for d in dirs:
-        summaries.append(pd.read_csv(os.path.join(d, "summary.csv")))
+        summaries.append(pd.read_csv(os.path.join(d, "summary.csv"), **READ))
         if os.path.exists(os.path.join(d, "steps.csv")):
-            steps.append(pd.read_csv(os.path.join(d, "steps.csv")))
+            steps.append(pd.read_csv(os.path.join(d, "steps.csv"), **READ))
     if not summaries:
         raise ValueError("no finished jobs (summary.csv) found: run `python -m specbench.run` first")
     summary = pd.concat(summaries, ignore_index=True).drop_duplicates("config_hash", keep="last")
