@@ -22,6 +22,8 @@ import time
 import pandas as pd
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from specbench.results import read_csv  # noqa: E402
 ACCEPT_COLS = ["n_steps", "new_tokens", "acceptance_rate", "acceptance_length", "tokens_per_step",
                "accept_hist"]
 STEP_COLS = ["prompt_id", "step", "tree_size", "tree_depth", "accepted", "emitted", "accept_path"]
@@ -42,8 +44,8 @@ def sweep(out: str, engine: str, args, cache: str) -> tuple[float, pd.DataFrame,
     expected = len(args.shapes.split(",")) * len(args.budgets.split(","))
     if len(files) != expected:
         sys.exit(f"bench_engine: {engine} sweep finished {len(files)} of {expected} jobs:\n{r.stderr[-3000:]}")
-    summary = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
-    steps = pd.concat([pd.read_csv(os.path.join(os.path.dirname(f), "steps.csv")) for f in files],
+    summary = pd.concat([read_csv(f) for f in files], ignore_index=True)
+    steps = pd.concat([read_csv(os.path.join(os.path.dirname(f), "steps.csv")) for f in files],
                       ignore_index=True)
     return wall, summary, steps
 

@@ -27,6 +27,7 @@ from specbench import data, models  # noqa: E402
 from specbench.decode import TargetVerifier, decode_prompt  # noqa: E402
 from specbench.drafters import ModelDrafter  # noqa: E402
 from specbench.plans import make_plan  # noqa: E402
+from specbench.results import read_csv  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GREEDY = OmegaConf.create({"name": "greedy", "temperature": 0.0, "draft_temperature": 1.0, "top_p": 1.0})
@@ -75,7 +76,7 @@ def best_from(folder: str) -> dict:
     files = glob.glob(os.path.join(folder, "live", "**", "summary.csv"), recursive=True)
     if not files:
         sys.exit(f"bench_live: no live summaries under {folder}/live: run scripts/bench_engine.py first")
-    rows = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    rows = pd.concat([read_csv(f) for f in files], ignore_index=True)
     top = rows.loc[rows.tokens_per_s.idxmax()]
     return {"name": top.tree, "budget": int(top.budget), **json.loads(top.tree_params)}
 

@@ -13,10 +13,8 @@ import os
 
 import pandas as pd
 
-from .results import write_csv
+from .results import read_csv, write_csv
 
-# a hash such as 3726142e8142 would otherwise be read as a float
-READ = {"dtype": {"config_hash": str, "prompt_id": str}, "keep_default_na": True}
 SUMMARY_ORDER = ["pair", "dataset", "verify", "temperature", "tree", "budget", "engine", "config_hash"]
 
 
@@ -34,11 +32,11 @@ def merge(dirs, existing: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame
         for name, acc in (("summary.csv", summaries), ("steps.csv", steps)):
             path = os.path.join(existing, name)
             if os.path.exists(path):
-                acc.append(pd.read_csv(path, **READ))
+                acc.append(read_csv(path))
     for d in dirs:
-        summaries.append(pd.read_csv(os.path.join(d, "summary.csv"), **READ))
+        summaries.append(read_csv(os.path.join(d, "summary.csv")))
         if os.path.exists(os.path.join(d, "steps.csv")):
-            steps.append(pd.read_csv(os.path.join(d, "steps.csv"), **READ))
+            steps.append(read_csv(os.path.join(d, "steps.csv")))
     if not summaries:
         raise ValueError("no finished jobs (summary.csv) found: run `python -m specbench.run` first")
     summary = pd.concat(summaries, ignore_index=True).drop_duplicates("config_hash", keep="last")

@@ -20,7 +20,7 @@ import pandas as pd
 
 from . import analysis as A
 from . import figures as F
-from .results import atomic_write
+from .results import atomic_write, read_csv
 
 REQUIRED = ["config_hash", "pair", "tree", "budget", "verify", "dataset",
             "acceptance_rate", "acceptance_length", "tokens_per_step"]
@@ -87,13 +87,9 @@ REFERENCES = """\
 # --------------------------------------------------------------------------
 # inputs
 # --------------------------------------------------------------------------
-TEXT_COLUMNS = {c: str for c in ("config_hash", "pair", "draft", "target", "tree", "tree_params", "verify",
-                                  "dataset", "engine", "prompt_id", "accept_path", "role")}
-
-
 def _csv(path: str) -> pd.DataFrame | None:
     """A CSV with identifier columns kept as text (a hash like 0123e45 is not a number)."""
-    return pd.read_csv(path, dtype=TEXT_COLUMNS, keep_default_na=False, na_values=[""]) if os.path.isfile(path) else None
+    return read_csv(path) if os.path.isfile(path) else None
 
 
 def load(results: str) -> dict:

@@ -121,6 +121,16 @@ def atomic_write(path: str, write) -> None:
         raise
 
 
+# identifier columns stay text: a hash like 3726142e8142 would otherwise be read as a float
+TEXT_COLUMNS = {c: str for c in ("config_hash", "pair", "draft", "target", "tree", "tree_params", "verify",
+                                  "dataset", "engine", "prompt_id", "accept_path", "role")}
+
+
+def read_csv(path: str) -> pd.DataFrame:
+    """A specbench CSV (summary, steps, calibration) with identifier columns kept as text."""
+    return pd.read_csv(path, dtype=TEXT_COLUMNS, keep_default_na=False, na_values=[""])
+
+
 def write_csv(df: pd.DataFrame, path: str) -> None:
     atomic_write(path, lambda tmp: df.to_csv(tmp, index=False, float_format="%.6g"))
 

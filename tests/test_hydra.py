@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from conftest import tiny_pair_overrides
+from specbench.results import read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,7 +33,7 @@ def test_multirun_four_jobs_then_collect_twice(tiny_pair_dirs, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     summaries = glob.glob(str(out / "**" / "summary.csv"), recursive=True)
     assert len(summaries) == 4
-    rows = pd.concat([pd.read_csv(s) for s in summaries])
+    rows = pd.concat([read_csv(s) for s in summaries])
     assert rows.config_hash.nunique() == 4
     assert set(zip(rows.tree, rows.budget)) == {("chain", 2), ("chain", 4), ("binary", 2), ("binary", 4)}
     assert ((rows.acceptance_rate >= 0) & (rows.acceptance_rate <= 1)).all()
@@ -43,7 +44,7 @@ def test_multirun_four_jobs_then_collect_twice(tiny_pair_dirs, tmp_path):
         assert r.returncode == 0, r.stderr[-2000:]
         files.append([(res / f).read_bytes() for f in ("summary.csv", "steps.csv")])
     assert files[0] == files[1]
-    merged = pd.read_csv(res / "summary.csv")
+    merged = read_csv(res / "summary.csv")
     assert len(merged) == 4 and merged.config_hash.is_unique
 
 

@@ -13,6 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from make_results import make_results  # noqa: E402
+from specbench.results import read_csv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,7 +64,7 @@ def test_every_linked_figure_exists(built):
 def test_every_configuration_appears(built):
     d = built[0]
     text = (d / "REPORT.md").read_text()
-    summary = pd.read_csv(d / "results" / "summary.csv", dtype={"config_hash": str})
+    summary = read_csv(d / "results" / "summary.csv")
     for h in summary.config_hash:
         assert f"| {h} |" in text, h
 
@@ -96,7 +97,7 @@ def test_degrades_with_summary_only(tmp_path):
     make_results(str(src))
     res = tmp_path / "results"
     res.mkdir()
-    summary = pd.read_csv(src / "summary.csv")
+    summary = read_csv(src / "summary.csv")
     keep = ["config_hash", "pair", "tree", "budget", "verify", "dataset", "acceptance_rate",
             "acceptance_length", "tokens_per_step"]
     summary.loc[0, "config_hash"] = "0123e4567890"  # looks like a float: must stay text

@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 from scipy.stats import chisquare
 
 from specbench.registry import UnknownName
+from specbench.results import read_csv
 from specbench.sampling import choose_children, probs
 from specbench.trees import DraftTree
 from specbench.verify import MODES, Verdict, get_mode, mode_info
@@ -192,14 +193,13 @@ def test_real_mss_smoke(tmp_path):
     import subprocess
     import sys
 
-    import pandas as pd
     root = Path(__file__).resolve().parents[1]
     cmd = [sys.executable, "-m", "specbench.run", "verify=mss", "verify.temperature=1.0",
            "verify.draft_temperature=1.0", "tree=binary", "tree.budget=8", "dataset=humaneval",
            "dataset.limit=2", "max_new_tokens=32", "dtype=float32", "engine=live", "progress=false",
            f"out_root={tmp_path}"]
     subprocess.run(cmd, cwd=root, check=True)
-    steps = pd.read_csv(next(tmp_path.rglob("steps.csv")))
-    summary = pd.read_csv(next(tmp_path.rglob("summary.csv")))
+    steps = read_csv(next(tmp_path.rglob("steps.csv")))
+    summary = read_csv(next(tmp_path.rglob("summary.csv")))
     assert steps.first_token_tv.max() < 1e-6
     assert 0 < summary.acceptance_rate.iloc[0] <= 1
