@@ -40,6 +40,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from .decode import prompt_rng
 from .sampling import choose_children, probs
 from .trees import DraftTree
 
@@ -106,7 +107,7 @@ def measure(cfg, pair, prompts, ranks: int, eos: set[int]) -> tuple[list[float],
                 continue
             dlog = position_logits(pair.draft, pr.ids, cont)
             tlog = position_logits(pair.target, pr.ids, cont)
-            rng = torch.Generator().manual_seed(int(cfg.seed) * 100_003 + i)
+            rng = prompt_rng(cfg.seed, i)
             roots = [pr.ids[-1]] + cont[:-1]
             got = [star_trial(mode, cfg.verify, how, ranks, roots[j], probs(tlog[j], temp, top_p),
                               probs(dlog[j], dtemp, top_p), rng) for j in range(len(cont))]

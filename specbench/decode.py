@@ -53,6 +53,11 @@ class TargetVerifier:
         self.past_len = kv.keep(self.cache, self.past_len, [0, *path])
 
 
+def prompt_rng(seed: int, i: int) -> torch.Generator:
+    """The generator of the i-th prompt of a job (live and replay engines alike)."""
+    return torch.Generator().manual_seed(int(seed) * 100_003 + i)
+
+
 def truncate(tokens: Sequence[int], remaining: int, eos: set[int]) -> list[int]:
     """The tokens actually appended: up to the length limit and the first EOS."""
     out = []

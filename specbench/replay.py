@@ -16,20 +16,27 @@ draft temperature / top-p, ties broken by token id (``sampling.choose_children``
 orders children with a stable descending argsort).  So replay equals live up to
 floating-point differences between the teacher-forced forward and the drafter's
 cached tree forwards (none observed in fp32; see tests/test_replay.py).
+
+Drafters that are not a static shape over one model's ranks (n-gram, merged,
+dynamic trees such as eagle2) replay *drafted*: the drafter runs as in the
+live loop, but the target's verdict is read off c (greedy accepts the longest
+root path of the tree that spells c[t:]), so no target forward is made.
 """
 from __future__ import annotations
 
 import glob
 import os
+import time
 from typing import Sequence
 
 import torch
 
 from . import kv
-from .decode import StepRecord
-from .drafters import prefill
+from .decode import StepRecord, prompt_rng
+from .drafters import Drafter, prefill
 from .diskcache import DiskCache, cache_root, ids_digest
 from .sampling import probs, token_ranks
+from .trees import DraftTree
 
 REPLAY_MODES = ("greedy",)      # verify modes whose output is the target's greedy continuation
 NAN = float("nan")
@@ -38,26 +45,28 @@ NAN = float("nan")
 # --------------------------------------------------------------------------
 # when replay is exact
 # --------------------------------------------------------------------------
-def why_not_replayable(cfg, drafter_kind: str | None = None) -> str | None:
+def why_not_replayable(cfg) -> str | None:
     """None when replay is exact for this job config, else the reason."""
-    kind = drafter_kind or cfg.pair.get("drafter", "model")
     if cfg.verify.name not in REPLAY_MODES:
         return f"verify={cfg.verify.name} is not greedy"
     if float(cfg.verify.get("temperature", 0.0) or 0.0) != 0.0:
         return "verify.temperature != 0 (first_token_tv would need the target's distributions)"
-    if kind != "model":
-        return f"drafter={kind} is not a model drafter"
     if str(cfg.get("dtype", "float32")) != "float32":
         return (f"dtype={cfg.dtype}: replay equals live only in float32 (bf16 tree and "
                 "teacher-forced forwards round differently and can reorder draft ranks)")
-    from .plans import make_plan
-    if make_plan(cfg.tree).dynamic:
-        return f"tree={cfg.tree.name} is dynamic (depends on off-path draft scores)"
     return None
 
 
-def replayable(cfg, drafter_kind: str | None = None) -> bool:
-    return why_not_replayable(cfg, drafter_kind) is None
+def replayable(cfg) -> bool:
+    return why_not_replayable(cfg) is None
+
+
+def by_ranks(cfg, drafter_kind: str | None = None) -> bool:
+    """A static shape over a model drafter: replay from the rank sequence, no model
+    call at all.  Anything else (n-gram, merged, dynamic trees) replays drafted."""
+    from .plans import make_plan
+    kind = drafter_kind or cfg.pair.get("drafter", "model")
+    return kind == "model" and not make_plan(cfg.tree).dynamic
 
 
 # --------------------------------------------------------------------------
@@ -100,6 +109,47 @@ def replay_prompt(prompt_id: str, ranks: Sequence[int], plan) -> list[StepRecord
             expected_accepted=float(accepted)))
         plan.observe(i, size)
         t += emitted
+    return records
+
+
+def follow(tree: DraftTree, tokens: Sequence[int]) -> list[int]:
+    """Node ids of the longest root path of tree spelling a prefix of tokens:
+    what greedy verification accepts when the target's continuation is tokens."""
+    kids: dict[tuple[int, int], int] = {}
+    for i in range(1, len(tree.parents)):
+        kids.setdefault((tree.parents[i], int(tree.tokens[i])), i)
+    path, node = [], 0
+    for tok in tokens:
+        node = kids.get((node, int(tok)), -1)
+        if node < 0:
+            break
+        path.append(node)
+    return path
+
+
+def replay_drafted(prompt_id: str, prompt_ids: Sequence[int], cont: Sequence[int], drafter: Drafter,
+                   plan, children: str, rng: torch.Generator) -> list[StepRecord]:
+    """The live engine's step records for one prompt with the drafter run for real
+    and the target replaced by its continuation c (no target forward)."""
+    drafter.reset(prompt_ids)
+    n, t, records = len(cont), 0, []
+    while t < n:
+        t0 = time.perf_counter()
+        tree = drafter.draft(plan, children, rng)
+        draft_s = time.perf_counter() - t0
+        path = follow(tree, cont[t:])
+        i = len(path)
+        emitted = min(i + 1, n - t)
+        accepted = min(i, emitted)
+        records.append(StepRecord(
+            prompt_id=prompt_id, step=len(records), tree_size=tree.size, tree_depth=tree.depth,
+            accepted=accepted, emitted=emitted, accept_path=tree.rank_path(path[:accepted]),
+            draft_s=draft_s, verify_s=NAN, first_token_tv=greedy_first_token_tv(),
+            expected_accepted=float(accepted)))
+        plan.observe(i, tree.size)
+        t += emitted
+        if t < n:
+            drafter.commit(tree, path, int(cont[t - 1]))
     return records
 
 
@@ -174,6 +224,13 @@ def ranks_key(cfg, ckey: dict) -> dict:
             "draft_temperature": float(t or 0.0), "draft_top_p": float(v.get("top_p", 1.0) or 1.0)}
 
 
+def prompt_continuation(cfg, pair, prompt_ids, eos, store: DiskCache) -> list[int]:
+    """Cached (or computed and cached) target continuation c of the prompt."""
+    ckey = continuation_key(cfg, prompt_ids, eos)
+    return store.get_or_compute("continuation", ckey, lambda: greedy_continuation(
+        pair.target, prompt_ids, int(cfg.max_new_tokens), eos, ckey["temperature"], ckey["top_p"]))
+
+
 def prompt_ranks(cfg, pair, prompt_ids, eos, store: DiskCache) -> list[int]:
     """Cached (or computed and cached) draft ranks of the target's continuation."""
     ckey = continuation_key(cfg, prompt_ids, eos)
@@ -181,25 +238,30 @@ def prompt_ranks(cfg, pair, prompt_ids, eos, store: DiskCache) -> list[int]:
     ranks = store.get("ranks", rkey)
     if ranks is not None:
         return ranks
-    cont = store.get_or_compute("continuation", ckey, lambda: greedy_continuation(
-        pair.target, prompt_ids, int(cfg.max_new_tokens), eos, ckey["temperature"], ckey["top_p"]))
+    cont = prompt_continuation(cfg, pair, prompt_ids, eos, store)
     ranks = draft_ranks(pair.draft, prompt_ids, cont, rkey["draft_temperature"], rkey["draft_top_p"])
     store.put("ranks", rkey, ranks)
     return ranks
 
 
-def decode_replay(cfg, pair, prompts, eos: set[int]) -> list[StepRecord]:
+def decode_replay(cfg, pair, prompts, eos: set[int], drafter: Drafter | None = None) -> list[StepRecord]:
     """The replay engine's hook for run.py: the step records of every prompt.
 
     ``prompts``: objects with ``.id`` and ``.ids``; a fresh plan per prompt,
-    like the live loop."""
+    like the live loop.  ``drafter`` None: from ranks (``by_ranks``); else drafted,
+    with the live loop's per-prompt generator."""
     from tqdm import tqdm
     from .plans import make_plan
+    from .verify import MODES
     store = DiskCache(cache_root(cfg))
     records: list[StepRecord] = []
-    for pr in tqdm(prompts, desc=f"replay {cfg.tree.name}/{cfg.tree.budget}",
-                   disable=not cfg.get("progress", False)):
-        ranks = prompt_ranks(cfg, pair, pr.ids, eos, store)
-        records += replay_prompt(pr.id, ranks, make_plan(cfg.tree))
+    for i, pr in enumerate(tqdm(prompts, desc=f"replay {cfg.tree.name}/{cfg.tree.budget}",
+                                disable=not cfg.get("progress", False))):
+        if drafter is None:
+            records += replay_prompt(pr.id, prompt_ranks(cfg, pair, pr.ids, eos, store), make_plan(cfg.tree))
+        else:
+            records += replay_drafted(pr.id, pr.ids, prompt_continuation(cfg, pair, pr.ids, eos, store),
+                                      drafter, make_plan(cfg.tree), MODES.meta(cfg.verify.name)["children"],
+                                      prompt_rng(cfg.seed, i))
     return records
 

@@ -52,9 +52,10 @@ target's next token (the bonus). The lossless sampling modes (`speculative`, `ms
 sampling against the target distribution; the lossy rules (`typical` and the seed rules such as
 p_target ≥ p_draft) accept more but drift from the target distribution, which `first_token_tv` measures.
 
-**Engines.** `live` runs real speculative decoding and measures wall time. `replay` is exact for greedy and
-static shapes: from one cached target greedy continuation and one teacher-forced draft forward per prompt it
-derives every static shape and budget (tests check that it reproduces the live step records)."""
+**Engines.** `live` runs real speculative decoding and measures wall time. `replay` is exact for greedy
+verification in float32: from one cached target greedy continuation and one teacher-forced draft forward per
+prompt it derives every static shape and budget; n-gram, merged and dynamic (EAGLE-2) drafters run for real
+against the cached continuation, with no target forward (tests check that both reproduce the live step records)."""
 
 METRICS = """\
 Per decode step (a row of `steps.csv`): `tree_size` = draft tokens N verified in the step; `accepted` = draft

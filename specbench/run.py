@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from . import data, models, results
-from .decode import TargetVerifier, accept_histogram, decode_prompt
+from .decode import TargetVerifier, accept_histogram, decode_prompt, prompt_rng
 from .drafters import DRAFTERS
 from .plans import make_plan
 from .registry import UnknownName
@@ -28,15 +28,15 @@ CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 USER_ERRORS = (ValueError, UnknownName, OSError, FloatingPointError)
 
 
-def resolve_engine(cfg, drafter_kind: str) -> str:
+def resolve_engine(cfg) -> str:
     if cfg.engine not in ("live", "replay", "auto"):
         raise ValueError(f"engine={cfg.engine}: valid engines are live, replay, auto")
     from .replay import replayable
-    exact = replayable(cfg, drafter_kind)
+    exact = replayable(cfg)
     if cfg.engine == "replay" and not exact:
-        raise ValueError(f"engine=replay is exact only for greedy verification of static shapes "
-                         f"with a model drafter (got verify={cfg.verify.name}, tree={cfg.tree.name}, "
-                         f"drafter={drafter_kind}): use engine=live or engine=auto")
+        from .replay import why_not_replayable
+        raise ValueError(f"engine=replay is exact only for greedy verification in float32 "
+                         f"({why_not_replayable(cfg)}): use engine=live or engine=auto")
     return "replay" if cfg.engine == "replay" or (cfg.engine == "auto" and exact) else "live"
 
 
@@ -75,9 +75,8 @@ def decode_live(cfg, pair, prompts) -> list:
     eos, records = eos_ids(pair), []
     for i, pr in enumerate(tqdm(prompts, desc=f"live {cfg.tree.name}/{cfg.tree.budget}",
                                 disable=not cfg.progress)):
-        rng = torch.Generator().manual_seed(int(cfg.seed) * 100_003 + i)
         recs, _ = decode_prompt(pr.id, pr.ids, drafter, target, make_plan(cfg.tree), cfg.verify,
-                                int(cfg.max_new_tokens), eos, rng)
+                                int(cfg.max_new_tokens), eos, prompt_rng(cfg.seed, i))
         records += recs
     return records
 
@@ -93,11 +92,12 @@ def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
     prompts = data.load_prompts(cfg.dataset, pair.tokenizer, pair.chat_template,
                                 cfg.dataset.get("max_prompt_tokens"))
     kind = cfg.pair.get("drafter", "model")
-    engine = resolve_engine(cfg, kind)
+    engine = resolve_engine(cfg)
     t0 = time.perf_counter()
     if engine == "replay":
         from . import replay
-        records = replay.decode_replay(cfg, pair, prompts, eos_ids(pair))
+        drafter = None if replay.by_ranks(cfg, kind) else make_drafter(cfg, pair)
+        records = replay.decode_replay(cfg, pair, prompts, eos_ids(pair), drafter)
     else:
         records = decode_live(cfg, pair, prompts)
     wall = time.perf_counter() - t0

@@ -50,19 +50,21 @@ def test_one_hot_draft_ranks_follow_token_ids():
     assert [replay.ranks_from_probs(q, [t])[0] for t in range(4)] == [1, 2, 0, 3]
 
 
-def test_replayable_only_for_greedy_static_model_drafts():
+def test_replayable_for_greedy_float32_ranks_only_for_static_model_drafts():
     from omegaconf import OmegaConf
 
     def cfg(tree="chain", verify="greedy", t=0.0, drafter="model"):
         return OmegaConf.create({"pair": {"drafter": drafter}, "tree": {"name": tree, "budget": 8},
-                                 "verify": {"name": verify, "temperature": t}})
+                                 "verify": {"name": verify, "temperature": t}, "dtype": "float32"})
     assert replay.replayable(cfg()) and replay.replayable(cfg("binary"))
-    assert replay.replayable(cfg("adaptive_chain"))
-    assert not replay.replayable(cfg("eagle2"))
+    assert replay.replayable(cfg("adaptive_chain")) and replay.replayable(cfg("eagle2"))
+    assert replay.replayable(cfg(drafter="ngram")) and replay.replayable(cfg(drafter="merged"))
     assert not replay.replayable(cfg(verify="mss")) and not replay.replayable(cfg(verify="typical"))
     assert not replay.replayable(cfg(t=0.7))
-    assert not replay.replayable(cfg(drafter="ngram")) and not replay.replayable(cfg(), "merged")
-    assert "dynamic" in replay.why_not_replayable(cfg("eagle2"))
+    assert "float32" in replay.why_not_replayable(OmegaConf.merge(cfg(), {"dtype": "bfloat16"}))
+    assert replay.by_ranks(cfg()) and replay.by_ranks(cfg("adaptive_chain"))
+    assert not replay.by_ranks(cfg("eagle2")) and not replay.by_ranks(cfg(drafter="ngram"))
+    assert not replay.by_ranks(cfg(drafter="merged"))
 
 
 def rec(step, size, depth, acc, emit, path):
@@ -217,3 +219,39 @@ def test_replay_equals_live_when_the_length_limit_cuts_an_accepted_path(tiny_tar
         live, rep = live_and_replay(tiny_target, tiny_target, prompt, lambda: TreePlan("chain", budget), n, 1.0)
         assert live[-1].accepted == rep[-1].accepted == live[-1].emitted
         same_records(live, rep)
+
+
+# --------------------------------------------------------------------------
+# drafted replay (n-gram, merged, dynamic trees): the drafter runs, the target is c
+# --------------------------------------------------------------------------
+DRAFTED = [("ngram", "chain", {}), ("ngram", "binary", {}), ("model", "eagle2", {"width": 3, "depth": 3}),
+           ("merged", "binary", {}), ("merged", "eagle2", {"width": 3, "depth": 3})]
+REPEATS = ("def add(a, b):\n    return a + b\ndef add(a, b):", "The quick brown fox. The quick")
+
+
+@pytest.mark.parametrize("kind,name,params", DRAFTED)
+def test_drafted_replay_equals_live(tiny_draft, tiny_target, tiny_tokenizer, kind, name, params):
+    from specbench.merged import MergedDrafter
+    from specbench.ngram import NgramDrafter
+    from specbench.plans import make_plan
+    make = {"model": lambda: ModelDrafter(tiny_draft, 1.0), "ngram": NgramDrafter,
+            "merged": lambda: MergedDrafter(ModelDrafter(tiny_draft, 1.0))}[kind]
+    verify = V(name="greedy", temperature=0.0, draft_temperature=1.0)
+    for budget in (1, 5, 16):
+        for text, n in zip(REPEATS, (24, 9)):
+            prompt = tiny_tokenizer.encode(text)
+            plan = lambda: make_plan({"name": name, "budget": budget, **params})  # noqa: E731
+            live, out = decode_prompt("p0", prompt, make(), TargetVerifier(tiny_target), plan(), verify,
+                                      n, {0}, torch.Generator().manual_seed(0))
+            rep = replay.replay_drafted("p0", prompt, out, make(), plan(), "topk",
+                                        torch.Generator().manual_seed(0))
+            same_records(live, rep)
+            assert all(math.isnan(r.verify_s) for r in rep)          # no target forward
+
+
+def test_follow_reads_the_greedy_verdict_off_the_continuation():
+    from specbench.trees import DraftTree
+    tree = DraftTree(parents=[-1, 0, 0, 1, 2], tokens=torch.tensor([9, 5, 6, 7, 7]), ranks=[0, 0, 1, 0, 0])
+    assert replay.follow(tree, [6, 7, 1]) == [2, 4]
+    assert replay.follow(tree, [5, 7]) == [1, 3]
+    assert replay.follow(tree, [4]) == [] and replay.follow(tree, []) == []
