@@ -70,7 +70,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--shapes", default="chain,binary,kary,topk_wide")
     ap.add_argument("--budgets", default="4,8,16")
-    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--dtype", default="float32", help="replay equals live only in float32 (see README)")
     ap.add_argument("--out", default=None, help="scratch folder (default: a new temp dir)")
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. pair=local ...")
     args = ap.parse_args()

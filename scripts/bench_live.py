@@ -6,7 +6,8 @@ Same prompts, bf16, greedy, one process:
   (a) the target's plain greedy `generate`
   (b) HF assisted generation, the 0.5B as assistant, a constant 4-token chain
   (c) specbench live, tree=chain budget 4
-  (d) specbench live, the best tree (--best, default binary budget 8)
+  (d) specbench live, the best tree: by default the fastest of --candidates, timed first on
+      --search-prompts held-out HumanEval prompts (the ones after the measured ones)
 Prints (c)/(b), (d)/(a), (c)/(a) and whether the four produce identical tokens; bf16 kernels
 round differently per call shape, so a divergence is reported (rate and first position), not hidden.
 """
@@ -81,12 +82,42 @@ def best_from(folder: str) -> dict:
     return {"name": top.tree, "budget": int(top.budget), **json.loads(top.tree_params)}
 
 
+CANDIDATES = ("[{name: chain, budget: 3}, {name: chain, budget: 4}, {name: chain, budget: 5},"
+              " {name: specinfer, budget: 8, expansion: [2, 1, 1, 1]},"
+              " {name: paths, budget: 5, paths: [[0], [1], [0, 0], [0, 0, 0], [0, 0, 0, 0]]}]")
+
+
+def tree_label(tree: dict) -> str:
+    return ",".join(f"{k}={v}" if k != "name" else str(v) for k, v in tree.items()).replace(" ", "")
+
+
+def timed(fn, prompts) -> tuple[list[list[int]], float]:
+    t0 = time.perf_counter()
+    outs = [fn(pr.ids) for pr in prompts]
+    return outs, time.perf_counter() - t0
+
+
+def search_best(pair, candidates: list[dict], prompts, n, eos) -> dict:
+    """The candidate tree with the most tokens/s on held-out prompts (live, bf16)."""
+    best, best_tps = None, -1.0
+    for tree in tqdm(candidates, desc="(d) tree search on held-out prompts"):
+        outs, secs = timed(lambda ids: specbench_live(pair, tree, ids, n, eos)[0], prompts)
+        tps = sum(map(len, outs)) / secs
+        print(f"    search {tree_label(tree):60s} {tps:7.2f} tok/s")
+        if tps > best_tps:
+            best, best_tps = tree, tps
+    return best
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--best", default="binary,budget=8", help="(d)'s tree: NAME,key=value,...")
+    ap.add_argument("--best", default="search",
+                    help="(d)'s tree: 'search' (the fastest of --candidates on held-out prompts) or NAME,key=value,...")
+    ap.add_argument("--candidates", default=CANDIDATES, help="YAML list of tree configs searched for (d)")
+    ap.add_argument("--search-prompts", type=int, default=2, help="held-out prompts timed per candidate")
     ap.add_argument("--best-from", default=None,
                     help="a bench_engine.py scratch folder: (d) = its live job with the most tokens/s")
     ap.add_argument("--pair", default="qwen_coder", help="a conf/pair/*.yaml name or a pair yaml path")
@@ -97,8 +128,9 @@ def main() -> None:
     pair_cfg = OmegaConf.load(path)
     pair = models.load_pair(pair_cfg, args.dtype, "cpu")
     ds = OmegaConf.load(os.path.join(ROOT, "conf", "dataset", "humaneval.yaml"))
-    ds.limit = args.prompts
-    prompts = data.load_prompts(ds, pair.tokenizer, pair.chat_template, None)
+    ds.limit = args.prompts + args.search_prompts
+    loaded = data.load_prompts(ds, pair.tokenizer, pair.chat_template, None)
+    prompts, held_out = loaded[:args.prompts], loaded[args.prompts:]
     eos = pair.target.generation_config.eos_token_id
     eos = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else
               [pair.tokenizer.eos_token_id])
@@ -107,8 +139,18 @@ def main() -> None:
     gc.num_assistant_tokens_schedule = "constant"
     gc.assistant_confidence_threshold = 0.0          # never stop a chain early: exactly 4 tokens
 
-    best = best_from(args.best_from) if args.best_from else parse_tree(args.best)
-    args.best = ",".join(f"{k}={v}" if k != "name" else str(v) for k, v in best.items())
+    warm = prompts[0].ids[:16]
+    specbench_live(pair, {"name": "chain", "budget": 4}, warm, args.tokens, eos)   # first-call overheads
+    if args.best_from:
+        best = best_from(args.best_from)
+    elif args.best == "search":
+        if not held_out:
+            sys.exit("bench_live: --best search needs --search-prompts >= 1 held-out prompts")
+        best = search_best(pair, [dict(t) for t in OmegaConf.to_container(OmegaConf.create(args.candidates))],
+                           held_out, args.tokens, eos)
+    else:
+        best = parse_tree(args.best)
+    args.best = tree_label(best)
     methods = {
         "a": ("plain greedy generate", lambda ids: hf_generate(pair.target, ids, args.tokens, eos)),
         "b": ("HF assisted, 4-token chain", lambda ids: hf_generate(pair.target, ids, args.tokens, eos, pair.draft)),
@@ -116,15 +158,11 @@ def main() -> None:
                                                                    ids, args.tokens, eos)[0]),
         "d": (f"specbench live {args.best}", lambda ids: specbench_live(pair, best, ids, args.tokens, eos)[0]),
     }
-    warm = prompts[0].ids[:16]
     for _, fn in methods.values():                   # first-call overheads out of the timing
         fn(warm)
     outs, secs = {}, {}
     for key, (label, fn) in methods.items():
-        outs[key], t0 = [], time.perf_counter()
-        for pr in tqdm(prompts, desc=label):
-            outs[key].append(fn(pr.ids))
-        secs[key] = time.perf_counter() - t0
+        outs[key], secs[key] = timed(fn, tqdm(prompts, desc=label))
     tps = {k: sum(map(len, outs[k])) / secs[k] for k in methods}
     for k, (label, _) in methods.items():
         print(f"({k}) {label:32s} {sum(map(len, outs[k])):5d} tokens {secs[k]:8.2f} s {tps[k]:7.2f} tok/s")
