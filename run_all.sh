@@ -25,7 +25,7 @@ once costs $PY -m specbench.costs hydra.run.dir="$OUT/costs"
 step "Sequoia acceptance vectors (results/acceptance_vector.csv), one per dataset"
 for ds in humaneval stdlib_code chat; do
   once "calibrate_$ds" $PY -m specbench.calibrate pair=qwen_coder verify=greedy dtype=float32 dataset=$ds \
-    dataset.limit=4 max_new_tokens=64
+    dataset.limit=4 max_new_tokens=64 out_root="$OUT"     # its cached continuations serve sweep=reference
 done
 
 for sweep in reference reference_live reference_modes reference_pairs; do
