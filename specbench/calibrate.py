@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .decode import prompt_rng
+from .decode import prompt_rng, prompt_seed
 from .sampling import choose_children, probs
 from .trees import DraftTree
 
@@ -102,7 +102,7 @@ def measure(cfg, pair, prompts, ranks: int, eos: set[int]) -> tuple[list[float],
             got = [r if r < ranks else None for r in prompt_ranks(cfg, pair, pr.ids, eos, store)]
         else:
             cont = continuation(pair.target, pr.ids, int(cfg.max_new_tokens), eos, temp, top_p,
-                                int(cfg.seed) * 100_003 + i)
+                                prompt_seed(cfg.seed, i))
             if not cont:
                 continue
             dlog = position_logits(pair.draft, pr.ids, cont)

@@ -53,9 +53,14 @@ class TargetVerifier:
         self.past_len = kv.keep(self.cache, self.past_len, [0, *path])
 
 
+def prompt_seed(seed: int, i: int) -> int:
+    """The random seed of the i-th prompt of a job."""
+    return int(seed) * 100_003 + i
+
+
 def prompt_rng(seed: int, i: int) -> torch.Generator:
     """The generator of the i-th prompt of a job (live and replay engines alike)."""
-    return torch.Generator().manual_seed(int(seed) * 100_003 + i)
+    return torch.Generator().manual_seed(prompt_seed(seed, i))
 
 
 def truncate(tokens: Sequence[int], remaining: int, eos: set[int]) -> list[int]:

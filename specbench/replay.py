@@ -99,17 +99,24 @@ def replay_prompt(prompt_id: str, ranks: Sequence[int], plan) -> list[StepRecord
         shape = set(map(tuple, paths))
         size, depth = len(paths), max((len(p) for p in paths), default=0)
         i = accept_run(ranks, t, shape, n - t)       # beyond c, live would truncate anyway
-        emitted = min(i + 1, n - t)
-        accepted = min(i, emitted)
-        records.append(StepRecord(
-            prompt_id=prompt_id, step=len(records), tree_size=size, tree_depth=depth,
-            accepted=accepted, emitted=emitted,
-            accept_path=".".join(str(r) for r in ranks[t:t + accepted]),
-            draft_s=NAN, verify_s=NAN, first_token_tv=greedy_first_token_tv(),
-            expected_accepted=float(accepted)))
+        rec = greedy_record(prompt_id, len(records), size, depth, ranks[t:t + i], n - t)
+        records.append(rec)
         plan.observe(i, size)
-        t += emitted
+        t += rec.emitted
     return records
+
+
+def greedy_record(prompt_id: str, step: int, size: int, depth: int, run_ranks: Sequence[int],
+                  left: int, draft_s: float = NAN) -> StepRecord:
+    """A replayed greedy step: the tree accepted the draft run with these sibling
+    ranks, ``left`` tokens of c remain; emitted/accepted are capped like live's."""
+    emitted = min(len(run_ranks) + 1, left)
+    accepted = min(len(run_ranks), emitted)
+    return StepRecord(prompt_id=prompt_id, step=step, tree_size=size, tree_depth=depth,
+                      accepted=accepted, emitted=emitted,
+                      accept_path=".".join(str(r) for r in run_ranks[:accepted]),
+                      draft_s=draft_s, verify_s=NAN, first_token_tv=greedy_first_token_tv(),
+                      expected_accepted=float(accepted))
 
 
 def follow(tree: DraftTree, tokens: Sequence[int]) -> list[int]:
@@ -138,16 +145,11 @@ def replay_drafted(prompt_id: str, prompt_ids: Sequence[int], cont: Sequence[int
         tree = drafter.draft(plan, children, rng)
         draft_s = time.perf_counter() - t0
         path = follow(tree, cont[t:])
-        i = len(path)
-        emitted = min(i + 1, n - t)
-        accepted = min(i, emitted)
-        records.append(StepRecord(
-            prompt_id=prompt_id, step=len(records), tree_size=tree.size, tree_depth=tree.depth,
-            accepted=accepted, emitted=emitted, accept_path=tree.rank_path(path[:accepted]),
-            draft_s=draft_s, verify_s=NAN, first_token_tv=greedy_first_token_tv(),
-            expected_accepted=float(accepted)))
-        plan.observe(i, tree.size)
-        t += emitted
+        rec = greedy_record(prompt_id, len(records), tree.size, tree.depth,
+                            [tree.ranks[node] for node in path], n - t, draft_s)
+        records.append(rec)
+        plan.observe(len(path), tree.size)
+        t += rec.emitted
         if t < n:
             drafter.commit(tree, path, int(cont[t - 1]))
     return records

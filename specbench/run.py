@@ -31,12 +31,12 @@ USER_ERRORS = (ValueError, UnknownName, OSError, FloatingPointError)
 def resolve_engine(cfg) -> str:
     if cfg.engine not in ("live", "replay", "auto"):
         raise ValueError(f"engine={cfg.engine}: valid engines are live, replay, auto")
-    from .replay import replayable
-    exact = replayable(cfg)
+    from .replay import why_not_replayable
+    reason = why_not_replayable(cfg)
+    exact = reason is None
     if cfg.engine == "replay" and not exact:
-        from .replay import why_not_replayable
         raise ValueError(f"engine=replay is exact only for greedy verification in float32 "
-                         f"({why_not_replayable(cfg)}): use engine=live or engine=auto")
+                         f"({reason}): use engine=live or engine=auto")
     return "replay" if cfg.engine == "replay" or (cfg.engine == "auto" and exact) else "live"
 
 
