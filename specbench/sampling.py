@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import torch
 
-CHILD_RULES = ("topk", "sample", "sample_noreplace")
+CHILD_RULES = ("topk", "sample", "sample_noreplace")   # how a drafter can pick children from q
+TREE_CHILD_RULES = CHILD_RULES + ("fixed",)              # + candidates not drawn from q (n-gram, merged)
 
 
 def probs(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0) -> torch.Tensor:

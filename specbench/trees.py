@@ -218,12 +218,18 @@ class DraftTree:
     ``q[i]`` is the draft distribution the children of node i were chosen from
     (after draft temperature); rows of nodes that were never expanded are zero.
     ``ranks[i]`` is node i's sibling rank (0 for the root).
+    ``child_rule`` records how children were chosen (``sampling.CHILD_RULES``):
+    "topk" (the draft's top-k of q), "sample" (i.i.d. from q, with replacement),
+    "sample_noreplace" (from q without replacement, Sequoia), or "fixed"
+    (candidates not drawn from q at all: n-gram or merged nodes).  Verification
+    modes are lossless only for the child rules they were derived for.
     """
     parents: list[int]
     tokens: torch.Tensor                 # LongTensor [N+1], tokens[0] = root
     ranks: list[int]
     q: torch.Tensor | None = None        # [N+1, V] float32, or None (n-gram drafts)
     slots: list[int] | None = None       # drafter-side cache slot per node, -1 if never forwarded
+    child_rule: str = "topk"             # how children were chosen (see above)
 
     @property
     def size(self) -> int:
