@@ -18,67 +18,123 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from . import data, models, results
-from .decode import TargetVerifier, accept_histogram, decode_prompt, prompt_rng
-from .drafters import DRAFTERS
-from .plans import make_plan
+from .diskcache import DiskCache, cache_root
+from .drafters import DRAFTERS, check_supported
+from .engine import ContinuationVerifier, Decoding, LiveVerifier, accept_histogram, decode as run_loop
+from .modes import get_mode
+from .policies import make_policy, policy_kind
 from .registry import UnknownName
-from .verify import MODES
 
 CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
 USER_ERRORS = (ValueError, UnknownName, OSError, FloatingPointError)
+REPLAY_MODES = ("greedy",)      # verify modes whose output is the target's greedy continuation
+
+
+def why_not_replayable(cfg) -> str | None:
+    """None when replay is exact for this job config, else the reason."""
+    if cfg.verify.name not in REPLAY_MODES:
+        return f"verify={cfg.verify.name} is not greedy"
+    if float(cfg.verify.get("temperature", 0.0) or 0.0) != 0.0:
+        return "verify.temperature != 0 (first_token_tv would need the target's distributions)"
+    if str(cfg.get("dtype", "float32")) != "float32":
+        return (f"dtype={cfg.dtype}: replay equals live only in float32 (bf16 tree and "
+                "teacher-forced forwards round differently and can reorder draft ranks)")
+    return None
+
+
+def by_ranks(cfg) -> bool:
+    """Rank replay (the pure fast path) fits static shapes over a model drafter."""
+    return cfg.pair.get("drafter", "model") == "model" and policy_kind(cfg.tree.name) == "paths"
 
 
 def resolve_engine(cfg) -> str:
     if cfg.engine not in ("live", "replay", "auto"):
         raise ValueError(f"engine={cfg.engine}: valid engines are live, replay, auto")
-    from .replay import why_not_replayable
     reason = why_not_replayable(cfg)
-    exact = reason is None
-    if cfg.engine == "replay" and not exact:
+    if cfg.engine == "replay" and reason is not None:
         raise ValueError(f"engine=replay is exact only for greedy verification in float32 "
                          f"({reason}): use engine=live or engine=auto")
-    return "replay" if cfg.engine == "replay" or (cfg.engine == "auto" and exact) else "live"
+    return "replay" if cfg.engine == "replay" or (cfg.engine == "auto" and reason is None) else "live"
+
+
+def tree_args(cfg) -> tuple[str, object, dict]:
+    tree = dict(results.job_config(cfg)["tree"])
+    return tree.pop("name"), tree.pop("budget", None), tree
+
+
+def new_policy(cfg):
+    name, budget, params = tree_args(cfg)
+    return make_policy(name, budget, params)
 
 
 def validate(cfg) -> None:
     """Cheap checks before any model is loaded or file written."""
-    make_plan(cfg.tree)                       # unknown shape, bad budget
-    info = MODES.meta(cfg.verify.name)        # unknown mode
-    if info.get("chain_only") and cfg.tree.name != "chain":
+    policy = new_policy(cfg)                  # unknown policy, bad budget / params
+    mode = get_mode(cfg.verify.name)          # unknown mode
+    if mode.chain_only and cfg.tree.name != "chain":
         raise ValueError(f"verify={cfg.verify.name} verifies a single chain only: use tree=chain")
-    if info["children"] == "topk" and float(cfg.verify.get("draft_temperature", 1.0)) <= 0:
+    if mode.child_rule == "topk" and float(cfg.verify.get("draft_temperature", 1.0)) <= 0:
         raise ValueError(f"verify.draft_temperature=0 with verify={cfg.verify.name}: top-k siblings "
                          "would tie; use verify.draft_temperature=1 (the ranking is the same at any T > 0)")
-    DRAFTERS.get(cfg.pair.get("drafter", "model"))
+    check_supported(DRAFTERS.get(cfg.pair.get("drafter", "model")), policy.kind, policy.name)
     if int(cfg.max_new_tokens) < 1:
         raise ValueError(f"max_new_tokens={cfg.max_new_tokens}: must be >= 1")
 
 
+def verify_params(cfg) -> dict:
+    params = {k: v for k, v in results.job_config(cfg)["verify"].items() if k != "name"}
+    params.setdefault("temperature", 0.0)
+    params.setdefault("top_p", 1.0)
+    params.setdefault("draft_temperature", params["temperature"])
+    return params
+
+
 def make_drafter(cfg, pair):
-    kind = cfg.pair.get("drafter", "model")
-    cls = DRAFTERS.get(kind)
-    t = cfg.verify.get("draft_temperature", cfg.verify.get("temperature", 0.0))
-    return cls.from_pair(pair, t, cfg.verify.get("top_p", 1.0)) if hasattr(cls, "from_pair") \
-        else cls(pair.draft, t, cfg.verify.get("top_p", 1.0))
+    v = verify_params(cfg)
+    return DRAFTERS.get(cfg.pair.get("drafter", "model")).from_pair(pair, v["draft_temperature"], v["top_p"])
 
 
-def eos_ids(pair) -> set[int]:
+def eos_ids(pair) -> frozenset[int]:
     eos = pair.target.generation_config.eos_token_id
     if eos is None:
         eos = pair.tokenizer.eos_token_id
-    return set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
+    return frozenset(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
 
 
-def decode_live(cfg, pair, prompts) -> list:
-    drafter = make_drafter(cfg, pair)
-    target = TargetVerifier(pair.target, cfg.verify.get("temperature", 0.0), cfg.verify.get("top_p", 1.0))
-    eos, records = eos_ids(pair), []
-    for i, pr in enumerate(tqdm(prompts, desc=f"live {cfg.tree.name}/{cfg.tree.budget}",
-                                disable=not cfg.progress)):
-        recs, _ = decode_prompt(pr.id, pr.ids, drafter, target, make_plan(cfg.tree), cfg.verify,
-                                int(cfg.max_new_tokens), eos, prompt_rng(cfg.seed, i))
-        records += recs
-    return records
+def cache_keys(cfg, eos) -> tuple[dict, dict]:
+    """(continuation key, draft-rank key additions) for the replay caches."""
+    v = verify_params(cfg)
+    key = {"target": replay_model_key(cfg.pair.target), "max_new_tokens": int(cfg.max_new_tokens),
+           "dtype": str(cfg.dtype), "device": str(cfg.device), "eos": sorted(int(e) for e in eos),
+           "temperature": float(v["temperature"]), "top_p": float(v["top_p"])}
+    draft = {"draft": replay_model_key(cfg.pair.draft) if cfg.pair.get("draft") else None,
+             "draft_temperature": float(v["draft_temperature"]), "draft_top_p": float(v["top_p"])}
+    return key, draft
+
+
+def replay_model_key(spec) -> dict:
+    from .replay import model_key
+    return model_key(spec)
+
+
+def decode(cfg, pair, prompts, engine: str) -> list:
+    """Every prompt through the engine: the one loop (live or drafted replay), or
+    rank replay for static shapes over a model drafter (the pure fast path)."""
+    from . import replay
+    eos = eos_ids(pair)
+    run = Decoding(get_mode(cfg.verify.name), verify_params(cfg), int(cfg.max_new_tokens), eos, int(cfg.seed))
+    bar = (lambda it: tqdm(it, desc=f"{engine} {cfg.tree.name}/{cfg.tree.budget}", disable=not cfg.progress))
+    if engine == "live":
+        verifier = LiveVerifier(pair.target, run.params["temperature"], run.params["top_p"])
+        return run_loop(prompts, make_drafter(cfg, pair), verifier, lambda: new_policy(cfg), run, bar)
+    store = DiskCache(cache_root(cfg))
+    key, draft_key = cache_keys(cfg, eos)
+    if by_ranks(cfg):
+        return replay.replay_by_ranks(bar(prompts), lambda ids: replay.cached_ranks(
+            store, pair.target, pair.draft, key, draft_key, ids), lambda: new_policy(cfg))
+    verifier = ContinuationVerifier(lambda ids: replay.cached_continuation(store, pair.target, key, ids),
+                                    pair.target.get_output_embeddings().weight.shape[0])
+    return run_loop(prompts, make_drafter(cfg, pair), verifier, lambda: new_policy(cfg), run, bar)
 
 
 def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
@@ -91,18 +147,13 @@ def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
     pair = models.load_pair(cfg.pair, cfg.dtype, cfg.device)
     prompts = data.load_prompts(cfg.dataset, pair.tokenizer, pair.chat_template,
                                 cfg.dataset.get("max_prompt_tokens"))
-    kind = cfg.pair.get("drafter", "model")
     engine = resolve_engine(cfg)
     t0 = time.perf_counter()
-    if engine == "replay":
-        from . import replay
-        drafter = None if replay.by_ranks(cfg, kind) else make_drafter(cfg, pair)
-        records = replay.decode_replay(cfg, pair, prompts, eos_ids(pair), drafter)
-    else:
-        records = decode_live(cfg, pair, prompts)
+    done = decode(cfg, pair, prompts, engine)
     wall = time.perf_counter() - t0
+    records = [r for d in done for r in d.records]
     keys = results.row_keys(cfg, (pair.name, pair.draft_name, pair.target_name),
-                            MODES.meta(cfg.verify.name)["lossless"], engine)
+                            get_mode(cfg.verify.name).lossless, engine)
     steps = results.steps_frame(keys, records)
     summary = results.summarize(keys, steps, wall, accept_histogram(records))
     results.write_job(out_dir, cfg, steps, summary)
