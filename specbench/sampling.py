@@ -22,6 +22,21 @@ import torch
 
 CHILD_RULES = ("topk", "sample", "sample_noreplace")   # how a drafter can pick children from q
 TREE_CHILD_RULES = CHILD_RULES + ("fixed",)              # + candidates not drawn from q (n-gram, merged)
+MIN_TEMPERATURE = 1e-6   # below this (but > 0) logits / T can overflow float32: NaN probabilities
+
+
+def check_temperature(temperature, key: str = "verify.temperature") -> float:
+    """``temperature`` as a float, or a one-line ValueError naming ``key``: it must be
+    finite and either 0 (greedy) or >= MIN_TEMPERATURE (a positive temperature below
+    that overflows ``logits / T`` in float32 and ``probs`` would return NaN rows)."""
+    t = float(temperature)
+    if not t == t or t in (float("inf"), float("-inf")) or t < 0:
+        raise ValueError(f"{key}={temperature}: must be a finite number >= 0 (0 = greedy)")
+    if 0 < t < MIN_TEMPERATURE:
+        raise ValueError(f"{key}={temperature}: a positive temperature below {MIN_TEMPERATURE:g} "
+                         "overflows the logits (NaN probabilities); use 0 for greedy")
+    return t
+
 
 
 def probs(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0) -> torch.Tensor:
