@@ -42,7 +42,6 @@ from .sampling import as_dist, residual, sequoia_next_q
 from .trees import DraftTree
 
 MAX_DP_CHILDREN = 16
-SEQUOIA_TOL, SEQUOIA_MAX_DROP, SEQUOIA_MAX_BRANCHES = 1e-12, 1e-7, 20000
 
 
 class TooBig(Exception):
@@ -89,50 +88,36 @@ def fixed_path(path_fn: Callable, next_fn: Callable) -> Callable[..., PathLaw]:
 # --------------------------------------------------------------------------
 # marginals over the drafter's draw of the root's children
 # --------------------------------------------------------------------------
-def mss_marginal(p_row: torch.Tensor, q_row: torch.Tensor, k: int, params=None) -> torch.Tensor:
-    """Children i.i.d. from q: the i-th tried child accepts y with prob min(p_i, q)(y),
-    p_{i+1} = norm(max(0, p_i - q)): dist = sum_i R_i min(p_i, q) + R_k p_k."""
-    pr, qr = p_row.double(), as_dist(q_row)
-    out, reach = torch.zeros_like(pr), 1.0
-    for _ in range(k):
-        acc = torch.minimum(pr, qr)
-        out += reach * acc
-        reach *= max(0.0, 1.0 - float(acc.sum()))
-        pr = residual(pr, qr)
-    return out + reach * pr
+def _first_stage(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """min(p, q) + (1 - sum min(p, q)) * norm(max(0, p - q))."""
+    acc = torch.minimum(p, q)
+    return acc + max(0.0, 1.0 - float(acc.sum())) * residual(p, q)
 
 
-def sequoia_marginal(p_row: torch.Tensor, q_row: torch.Tensor, k: int, params=None) -> torch.Tensor:
-    """Enumerate the ordered draws without replacement (only rejected tokens branch);
-    NaN-raising (``TooBig``) past SEQUOIA_MAX_BRANCHES or SEQUOIA_MAX_DROP skipped mass."""
-    v = p_row.numel()
-    out = torch.zeros(v, dtype=torch.float64)
-    state = {"drop": 0.0, "branches": 0}
+def marginal_sample(p_row: torch.Tensor, q_row: torch.Tensor, k: int = 1, params=None) -> torch.Tensor:
+    """First-token law averaged over k children drawn i.i.d. from q (rule "sample").
 
-    def rec(pr, qr, rejected, m, w):
-        acc = torch.minimum(pr, qr)
-        out.add_(w * acc)
-        rej = w * (qr - acc)
-        pn = residual(pr, qr)
-        if m <= 2:
-            out.add_(float(rej.sum()) * pn)
-            return
-        big = rej >= SEQUOIA_TOL
-        small = float(rej[~big].sum())
-        state["drop"] += small
-        out.add_(small * pn)
-        ys = torch.nonzero(big).flatten().tolist()
-        state["branches"] += len(ys)
-        if state["branches"] > SEQUOIA_MAX_BRANCHES or state["drop"] > SEQUOIA_MAX_DROP:
-            raise TooBig
-        for y in ys:
-            rj = rejected.clone()
-            rj[y] = True
-            rec(pn, sequoia_next_q(qr, rj), rj, m - 1, float(rej[y]))
+    Exact for any k and vocabulary by this lemma: from a verifier state (p, q) whose
+    next child is drawn from q, the rest of the node emits exactly p.  Induction on the
+    children left: the child x ~ q is accepted with mass min(p, q)(x); a rejection
+    (mass 1 - sum min(p, q) = sum max(0, p - q)) leads to the state (p', q'') with
+    p' = norm(max(0, p - q)), which emits p' (one child left: the correction is drawn
+    from p'); min(p, q) + max(0, p - q) = p.  q'' is q for i.i.d. children (mss tries
+    them in random order, and i.i.d. children are exchangeable) and q without the
+    rejected token for draws without replacement (Sequoia): the induction holds for
+    any q''.  So only the first stage is computed: no enumeration, never NaN.
+    Block and traversal verification behave the same way at the root (its weight
+    stays 1; see verify_block).  The brute-force test over every drafted tuple
+    (tests/test_distshift.py) checks the conditional laws independently.
+    """
+    return _first_stage(p_row.double(), as_dist(q_row))
 
-    rec(p_row.double(), sequoia_next_q(q_row.double(), torch.zeros(v, dtype=torch.bool)),
-        torch.zeros(v, dtype=torch.bool), k, 1.0)
-    return out
+
+def marginal_noreplace(p_row: torch.Tensor, q_row: torch.Tensor, k: int = 1, params=None) -> torch.Tensor:
+    """As ``marginal_sample`` for children drawn without replacement (rule
+    "sample_noreplace"): the first draw is from q (uniform when q has no mass)."""
+    q = sequoia_next_q(q_row.double(), torch.zeros(q_row.numel(), dtype=torch.bool))
+    return _first_stage(p_row.double(), q)
 
 
 # --------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from .distshift import TooBig, MAX_DP_CHILDREN, fixed_path, mss_marginal, sequoia_marginal, top_down
+from .distshift import MAX_DP_CHILDREN, TooBig, fixed_path, marginal_noreplace, marginal_sample, top_down
 from .modespec import MODES, Law, ModeSpec, Verdict, register
 from .sampling import TREE_CHILD_RULES, accept_prob, as_dist, residual, sample, sequoia_next_q
 from .trees import DraftTree
@@ -67,8 +67,9 @@ def _multi_step(tree: DraftTree, p: torch.Tensor, q: torch.Tensor, rng: torch.Ge
     At each node try the children (random order if ``shuffle``, else storage
     order), accept child x with prob min(1, p(x)/q(x)); on rejection
     p <- norm(max(0, p - q)) and, if ``update_q`` (Sequoia), q[x] <- 0 renormalised
-    (uniform over not-yet-rejected tokens once q has no mass).  When every child is
-    rejected, or at a leaf, the next token is drawn from the current p.
+    (uniform over not-yet-rejected tokens once q has no mass).  A child with q(x) = 0
+    (it cannot have been drawn from q) is skipped: never accepted, no update.  When
+    every child is rejected, or at a leaf, the next token is drawn from the current p.
     """
     tokens = tree.tokens.tolist()
     node, path = 0, []
@@ -85,6 +86,8 @@ def _multi_step(tree: DraftTree, p: torch.Tensor, q: torch.Tensor, rng: torch.Ge
         chosen = None
         for j in order:
             x = tokens[kids[j]]
+            if qr[x] <= 0:
+                continue
             if float(torch.rand((), generator=rng, dtype=torch.float64)) < accept_prob(pr, qr, x):
                 chosen = kids[j]
                 break
@@ -116,13 +119,14 @@ def sequoia(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -
 def node_mss(tree, node, p, q, params, final=True):
     """mss at one node, conditional on its children's tokens: a dynamic programme over
     the SET of children already rejected (p_i depends only on how many were rejected;
-    each untried child is next with prob 1/#untried); 2^k states (TooBig past 16)."""
-    kids = tree.children(node)
+    each untried child is next with prob 1/#untried); 2^k states (TooBig past 16).
+    Children with q(x) = 0 are skipped by the verifier, so they drop out here."""
+    qr = q[node]
+    kids = [c for c in tree.children(node) if qr[int(tree.tokens[c])] > 0]
     xs = [int(tree.tokens[c]) for c in kids]
     k = len(kids)
     if k > MAX_DP_CHILDREN:
         raise TooBig
-    qr = q[node]
     ps = [p[node]]
     for _ in range(k if final else k - 1):      # p_k only matters for the emitted token
         ps.append(residual(ps[-1], qr))
@@ -143,7 +147,8 @@ def node_mss(tree, node, p, q, params, final=True):
 
 
 def node_sequoia(tree, node, p, q, params, final=True):
-    """Sequoia at one node: children in storage order, p and q updated on rejection."""
+    """Sequoia at one node: children in storage order, p and q updated on rejection
+    (a child with q(x) = 0 at its turn is skipped)."""
     kids = tree.children(node)
     pr = p[node]
     qr = sequoia_next_q(q[node], torch.zeros(pr.numel(), dtype=torch.bool))
@@ -151,6 +156,9 @@ def node_sequoia(tree, node, p, q, params, final=True):
     acc, reach = {}, 1.0
     for i, c in enumerate(kids):
         x = int(tree.tokens[c])
+        if qr[x] <= 0:
+            acc[c] = 0.0
+            continue
         a = accept_prob(pr, qr, x)
         acc[c] = reach * a
         reach *= 1.0 - a
@@ -163,7 +171,7 @@ def node_sequoia(tree, node, p, q, params, final=True):
     return acc, pr, reach
 
 
-_SAMPLED = {"sample": mss_marginal, "sample_noreplace": mss_marginal}   # one child: same draw
+_SAMPLED = {"sample": marginal_sample, "sample_noreplace": marginal_noreplace}   # one child: same draw
 register(ModeSpec(
     name="speculative", verdict=speculative, child_rule="sample",
     lossless_for=frozenset(_SAMPLED), law=Law(top_down(node_mss), _SAMPLED),
@@ -171,12 +179,12 @@ register(ModeSpec(
     doc="Speculative sampling (Leviathan et al.; Chen et al.) on a chain."))
 register(ModeSpec(
     name="mss", verdict=mss, child_rule="sample", lossless_for=frozenset({"sample"}),
-    law=Law(top_down(node_mss), {"sample": mss_marginal}), needs_q=True,
+    law=Law(top_down(node_mss), {"sample": marginal_sample}), needs_q=True,
     doc="SpecInfer multi-step speculative sampling (children i.i.d. from q, random order)."))
 register(ModeSpec(
     name="sequoia", verdict=sequoia, child_rule="sample_noreplace",
     lossless_for=frozenset({"sample_noreplace"}),
-    law=Law(top_down(node_sequoia), {"sample_noreplace": sequoia_marginal}), needs_q=True,
+    law=Law(top_down(node_sequoia), {"sample_noreplace": marginal_noreplace}), needs_q=True,
     doc="Sequoia (children without replacement; p and q both updated on rejection)."))
 
 

@@ -28,25 +28,26 @@ def typical_set(p_row: torch.Tensor, params) -> torch.Tensor:
 
 
 def typical_path(tree: DraftTree, p: torch.Tensor, q=None, params=None) -> list[int]:
-    """Longest root path whose every token is typical under its parent's p
-    (Medusa picks the longest accepted candidate); ties go to the lower rank path."""
+    """Medusa's choice: the longest root path whose every token is typical under its
+    parent's p; among equally long ones the most likely (largest sum of log p, as
+    Medusa's ``evaluate_posterior``); exact likelihood ties go to the lower rank path."""
     tokens = tree.tokens.tolist()
-    masks: dict[int, torch.Tensor] = {}
-    best: list[int] = []
+    best: tuple[int, float, list[int]] = (0, 0.0, [])
 
-    def walk(node: int, path: list[int]) -> None:
+    def walk(node: int, path: list[int], loglik: float) -> None:
         nonlocal best
-        if len(path) > len(best):
-            best = list(path)
+        if (len(path), loglik) > best[:2]:
+            best = (len(path), loglik, list(path))
         kids = children_by_rank(tree, node)
-        if kids and node not in masks:
-            masks[node] = typical_set(p[node], params)
+        if not kids:
+            return
+        mask, logp = typical_set(p[node], params), p[node].double().clamp_min(1e-300).log()
         for c in kids:
-            if masks[node][tokens[c]]:
-                walk(c, path + [c])
+            if mask[tokens[c]]:
+                walk(c, path + [c], loglik + float(logp[tokens[c]]))
 
-    walk(0, [])
-    return best
+    walk(0, [], 0.0)
+    return best[2]
 
 
 def typical_next(p_row: torch.Tensor, params) -> torch.Tensor:
