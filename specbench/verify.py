@@ -224,4 +224,4 @@ register(ModeSpec(
     law=Law(top_down(node_naive), draw_free=True),
     doc="SpecInfer naive sampling: draw x ~ p; accept it if it is a child, else emit it."))
 
-from . import verify_lossy  # noqa: E402,F401  (register the other modes)
+from . import verify_block, verify_lossy  # noqa: E402,F401  (register the other modes)

@@ -16,7 +16,9 @@ from specbench.modespec import check_compatible, modes_for
 from specbench.sampling import CHILD_RULES, TREE_CHILD_RULES
 from specbench.verify import MODES, Verdict, get_mode
 
-ALL = ["greedy", "speculative", "mss", "sequoia", "naive", "typical", "ratio", "conservative", "epsilon"]
+LOSSLESS = ["greedy", "speculative", "mss", "sequoia", "naive", "block", "traversal"]
+ALL = LOSSLESS + ["typical", "ratio", "conservative", "epsilon"]
+CHAIN_ONLY = ("speculative", "block")
 CONF = Path(__file__).resolve().parents[1] / "conf" / "verify"
 
 
@@ -91,7 +93,7 @@ def test_chi2_rejects_ratio():
     assert chisquare(counts, target_two_token(P) * n).pvalue < 1e-6
 
 
-@pytest.mark.parametrize("mode", ["speculative", "mss", "sequoia"])
+@pytest.mark.parametrize("mode", ["speculative", "mss", "sequoia", "block", "traversal"])
 def test_chain_with_draft_equal_target_accepts_everything(mode):
     g = torch.Generator().manual_seed(5)
     P = torch.softmax(torch.randn(50, 50, generator=g), -1)
@@ -126,8 +128,8 @@ def test_chain_only_mode_on_branching_tree():
 def test_seeded_runs_are_reproducible():
     P, Q = tables(1)
     for mode in ALL[1:]:
-        a = two_token_counts(mode, [2, 1] if mode != "speculative" else [1, 1], P, Q, 20, seed=3)
-        b = two_token_counts(mode, [2, 1] if mode != "speculative" else [1, 1], P, Q, 20, seed=3)
+        a = two_token_counts(mode, [1, 1] if mode in CHAIN_ONLY else [2, 1], P, Q, 20, seed=3)
+        b = two_token_counts(mode, [1, 1] if mode in CHAIN_ONLY else [2, 1], P, Q, 20, seed=3)
         assert torch.equal(a, b), mode
 
 
@@ -146,7 +148,8 @@ def test_registry_meta_and_configs():
         spec = get_mode(name)
         assert spec.name == name and spec.doc
         assert spec.child_rule in CHILD_RULES
-        assert spec.lossless == (name in ALL[:5])
+        assert spec.lossless == (name in LOSSLESS)
+        assert spec.chain_only == (name in CHAIN_ONLY)
         cfg = OmegaConf.to_container(OmegaConf.load(CONF / f"{name}.yaml"))
         assert cfg.pop("name") == name
         assert cfg == spec.params(), name          # the yaml shows exactly the spec's defaults
@@ -171,6 +174,8 @@ def test_compatibility_names_the_modes_that_fit():
     assert set(modes_for("fixed")) == {"greedy", "naive", "typical"}
     assert "mss" in modes_for("sample") and "sequoia" not in modes_for("sample")
     assert "sequoia" in modes_for("sample_noreplace") and "mss" not in modes_for("sample_noreplace")
+    for rule in ("sample", "sample_noreplace"):
+        assert {"block", "traversal", "speculative"} <= set(modes_for(rule))
     with pytest.raises(ValueError, match="verify=mss is lossless only on .*sample.*'topk' trees; "
                                          "modes that fit: conservative, epsilon, greedy, naive"):
         check_compatible(get_mode("mss"), "topk")
