@@ -129,8 +129,7 @@ def _rows(x: torch.Tensor | None) -> torch.Tensor | None:
     if x is None:
         return None
     x = x.double()
-    s = x.sum(-1, keepdim=True)
-    return torch.where(s > 0, x / s.clamp_min(1e-300), x)
+    return x / x.sum(-1, keepdim=True).clamp_min(1e-300)      # a zero row stays zero
 
 
 def path_law(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
