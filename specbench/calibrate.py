@@ -74,7 +74,7 @@ def star_trial(mode, params: dict, k: int, root: int, p_row, q_row,
 
 
 def measure(cfg, pair, prompts, ranks: int, eos) -> tuple[list[float], int]:
-    from .modes import get_mode
+    from .verify import get_mode
     from .run import cache_keys, verify_params
     mode, params = get_mode(cfg.verify.name), verify_params(cfg)
     temp, dtemp, top_p = params["temperature"], params["draft_temperature"], params["top_p"]

@@ -22,8 +22,8 @@ from transformers import DynamicCache
 from . import eagle2, kv
 from .registry import Registry
 from .policies import KINDS, POLICIES
-from .sampling import choose_children, probs
-from .trees import DraftTree, check_gapless, depths
+from .sampling import choose_slots, probs
+from .trees import DraftTree, depths
 
 DRAFTERS: Registry = Registry("drafter")
 
@@ -140,10 +140,7 @@ class ModelDrafter(Drafter):
 
     def expand_static(self, paths, children: str, rng: torch.Generator) -> DraftTree:
         """Grow a static rank-path shape: one draft forward per depth.  A node's
-        children are the first max-rank+1 picks of ``children`` (the child rule);
-        under draws without replacement the shape must have no rank gaps."""
-        if children == "sample_noreplace":
-            check_gapless(paths)
+        children fill its rank slots by the child rule (``sampling.choose_slots``)."""
         n = len(paths)
         q_rows: dict[int, torch.Tensor] = {0: self.q(self.begin())}
         parents = [-1] + [0] * n
@@ -161,10 +158,10 @@ class ModelDrafter(Drafter):
                 kids = [(i, p) for i, p in level if index.get(p[:-1]) == node]
                 if not kids:
                     continue
-                width = max(p[-1] for _, p in kids) + 1
-                toks, rks = choose_children(q_rows[node], width, children, rng)
-                for i, p in kids:
-                    parents[i], tokens[i], ranks[i] = node, int(toks[p[-1]]), int(rks[p[-1]])
+                kids.sort(key=lambda ip: ip[1][-1])
+                toks, rks = choose_slots(q_rows[node], [p[-1] for _, p in kids], children, rng)
+                for (i, p), tok, rk in zip(kids, toks, rks):
+                    parents[i], tokens[i], ranks[i] = node, int(tok), int(rk)
             for i, p in level:
                 index[p] = i
             expand = [i for i, p in level if (d + 1) in by_depth

@@ -32,12 +32,13 @@ from typing import Callable, Sequence
 
 import torch
 
+from . import distshift as law
 from . import kv
 from .drafters import Drafter, prefill
-from .modes import get_mode, law
 from .policies import make_policy
 from .sampling import probs
 from .trees import DraftTree
+from .verify import get_mode
 
 NAN = float("nan")
 
@@ -68,8 +69,8 @@ class PromptResult:
 @dataclass(frozen=True)
 class Decoding:
     """What a job decodes with, besides drafter, verifier and tree policy."""
-    mode: object                       # a verify mode spec (``modes.get_mode``)
-    params: dict                       # the mode's parameters (temperature, top_p, ...)
+    mode: object                       # a verify mode spec (``verify.get_mode``)
+    params: dict                       # ``mode.params(...)``: temperature, top_p, ...
     max_new_tokens: int
     eos: frozenset = frozenset()
     seed: int = 0
@@ -205,7 +206,7 @@ def continuation(model, prompt_ids: Sequence[int], max_new_tokens: int, eos, tem
     """The target's own continuation: greedy at temperature 0, else sampled with
     ``rng`` at the temperature / top-p: the one loop with ``tree=none``."""
     mode = get_mode("greedy" if float(temperature) == 0 else "naive")
-    run = Decoding(mode, {"temperature": float(temperature), "top_p": float(top_p)}, int(max_new_tokens),
+    run = Decoding(mode, mode.params({"temperature": float(temperature), "top_p": float(top_p)}), int(max_new_tokens),
                    frozenset(int(e) for e in eos), measure_shift=False)
     verifier = LiveVerifier(model, float(temperature), float(top_p))
     rng = rng if rng is not None else torch.Generator().manual_seed(0)

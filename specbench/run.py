@@ -21,9 +21,10 @@ from . import data, models, results
 from .diskcache import DiskCache, cache_root
 from .drafters import DRAFTERS, check_supported
 from .engine import ContinuationVerifier, Decoding, LiveVerifier, accept_histogram, decode as run_loop
-from .modes import get_mode
+from .modespec import check_compatible
 from .policies import make_policy, policy_kind
 from .registry import UnknownName
+from .verify import get_mode
 
 CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
 USER_ERRORS = (ValueError, UnknownName, OSError, FloatingPointError)
@@ -71,22 +72,21 @@ def validate(cfg) -> None:
     """Cheap checks before any model is loaded or file written."""
     policy = new_policy(cfg)                  # unknown policy, bad budget / params
     mode = get_mode(cfg.verify.name)          # unknown mode
-    if mode.chain_only and cfg.tree.name != "chain":
+    params = verify_params(cfg)               # unknown keys, bad temperatures
+    if mode.chain_only and cfg.tree.name not in ("chain", "adaptive_chain", "none"):
         raise ValueError(f"verify={cfg.verify.name} verifies a single chain only: use tree=chain")
-    if mode.child_rule == "topk" and float(cfg.verify.get("draft_temperature", 1.0)) <= 0:
+    if mode.child_rule == "topk" and float(params["draft_temperature"]) <= 0:
         raise ValueError(f"verify.draft_temperature=0 with verify={cfg.verify.name}: top-k siblings "
                          "would tie; use verify.draft_temperature=1 (the ranking is the same at any T > 0)")
-    check_supported(DRAFTERS.get(cfg.pair.get("drafter", "model")), policy.kind, policy.name)
+    drafter = DRAFTERS.get(cfg.pair.get("drafter", "model"))
+    check_supported(drafter, policy.kind, policy.name)
+    check_compatible(mode, drafter.child_rule(policy.kind, mode.child_rule))
     if int(cfg.max_new_tokens) < 1:
         raise ValueError(f"max_new_tokens={cfg.max_new_tokens}: must be >= 1")
 
 
 def verify_params(cfg) -> dict:
-    params = {k: v for k, v in results.job_config(cfg)["verify"].items() if k != "name"}
-    params.setdefault("temperature", 0.0)
-    params.setdefault("top_p", 1.0)
-    params.setdefault("draft_temperature", params["temperature"])
-    return params
+    return get_mode(cfg.verify.name).params(results.job_config(cfg)["verify"])
 
 
 def make_drafter(cfg, pair):

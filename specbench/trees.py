@@ -219,18 +219,6 @@ def static_paths(fn: Callable, name: str, budget: int, listed_order: bool = Fals
     return fit_budget(paths, int(budget), listed_order)
 
 
-def check_gapless(paths: Sequence[RankPath]) -> None:
-    """Each node's children have sibling ranks 0..k-1 (no gaps): required where the
-    drafter's k-th child must be its k-th draw (Sequoia's draws without replacement)."""
-    kids: dict[RankPath, set[int]] = {}
-    for p in paths:
-        kids.setdefault(p[:-1], set()).add(p[-1])
-    for parent, ranks in kids.items():
-        if ranks != set(range(len(ranks))):
-            raise ValueError(f"the shape's node {list(parent)} has children of ranks {sorted(ranks)} with a gap: "
-                             "sequoia draws children in rank order; use a shape without rank gaps")
-
-
 # --------------------------------------------------------------------------
 # a drafted tree
 # --------------------------------------------------------------------------

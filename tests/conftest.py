@@ -125,9 +125,10 @@ def decode_one(drafter, target, prompt_ids, policy, n: int = 24, mode: str = "gr
                eos=(0,), seed: int = 0, verifier=None):
     """One prompt through the engine's one loop: (step records, new tokens)."""
     from specbench.engine import Decoding, LiveVerifier, decode_prompt
-    from specbench.modes import get_mode
-    params = {"temperature": 0.0, "top_p": 1.0, **(params or {})}
+    from specbench.verify import get_mode
+    spec = get_mode(mode)
+    params = spec.params({"temperature": 0.0, **(params or {})})
     verifier = verifier or LiveVerifier(target, params["temperature"], params["top_p"])
     res = decode_prompt("p0", prompt_ids, drafter, verifier, policy,
-                        Decoding(get_mode(mode), params, n, frozenset(eos)), torch.Generator().manual_seed(seed))
+                        Decoding(spec, params, n, frozenset(eos)), torch.Generator().manual_seed(seed))
     return res.records, res.tokens

@@ -151,8 +151,6 @@ def test_sequoia_rank_gap_chi2_through_choose_slots():
     assert chisquare(counts[:4], want * n).pvalue > 1e-3
 
 
-@pytest.mark.xfail(strict=True, reason="drafters.ModelDrafter.expand_static must call "
-                   "sampling.choose_slots (the lead's change); remove this mark when it does")
 def test_model_drafter_draws_exactly_the_kept_slots(tiny_draft):
     from specbench.drafters import ModelDrafter
     drafter = ModelDrafter(tiny_draft, temperature=1.0)
