@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from . import data, models, results
+from .api import eos_ids
 from .diskcache import DiskCache, cache_root
 from .drafters import DRAFTERS, check_supported
 from .engine import ContinuationVerifier, Decoding, LiveVerifier, accept_histogram, decode as run_loop
@@ -92,13 +93,6 @@ def verify_params(cfg) -> dict:
 def make_drafter(cfg, pair):
     v = verify_params(cfg)
     return DRAFTERS.get(cfg.pair.get("drafter", "model")).from_pair(pair, v["draft_temperature"], v["top_p"])
-
-
-def eos_ids(pair) -> frozenset[int]:
-    eos = pair.target.generation_config.eos_token_id
-    if eos is None:
-        eos = pair.tokenizer.eos_token_id
-    return frozenset(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
 
 
 def cache_keys(cfg, eos) -> tuple[dict, dict]:
