@@ -10,10 +10,11 @@ def test_float_looking_hashes_survive_collect(tmp_path):
         d = tmp_path / f"job{i}"
         d.mkdir()
         pd.DataFrame([{"config_hash": h, "pair": "p", "dataset": "d", "verify": "greedy",
-                       "temperature": 0.0, "tree": "chain", "budget": i + 1, "engine": "live"}]
-                     ).to_csv(d / "summary.csv", index=False)
-        pd.DataFrame([{"config_hash": h, "prompt_id": "0", "step": 0}]).to_csv(d / "steps.csv", index=False)
-    summary, steps = merge(job_dirs([str(tmp_path)]))
+                       "temperature": 0.0, "tree": "chain", "budget": i + 1, "engine": "live",
+                       "n_steps": 1, "new_tokens": 1}]).to_csv(d / "summary.csv", index=False)
+        pd.DataFrame([{"config_hash": h, "prompt_id": "0", "step": 0, "emitted": 1}]
+                     ).to_csv(d / "steps.csv", index=False)
+    summary, steps, _ = merge(job_dirs([str(tmp_path)])[0])
     assert sorted(summary.config_hash) == ["0af82bef9817", "123456789012", "1e5", "3726142e8142"]
     assert len(steps) == 4
 
