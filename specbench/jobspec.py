@@ -237,11 +237,24 @@ def _choice(value, key: str, valid) -> str:
     return str(value)
 
 
+def _missing(node, prefix: str = "") -> list[str]:
+    """Dotted keys whose value is ??? (interpolations left unresolved)."""
+    out = []
+    for key in node.keys() if isinstance(node, DictConfig) else []:
+        if key == "hydra":
+            continue
+        if OmegaConf.is_missing(node, key):
+            out.append(f"{prefix}{key}")
+        elif not OmegaConf.is_interpolation(node, key) and isinstance(node._get_node(key), DictConfig):
+            out += _missing(node._get_node(key), f"{prefix}{key}.")
+    return out
+
+
 def resolved(cfg) -> dict:
     """The config as a plain dict; a ??? value or a broken interpolation is a ConfigError."""
     if isinstance(cfg, Mapping) and not isinstance(cfg, DictConfig):
         cfg = OmegaConf.create(dict(cfg))
-    missing = sorted(k for k in OmegaConf.missing_keys(cfg) if not k.startswith("hydra"))
+    missing = _missing(cfg)
     if missing:
         k = missing[0]
         hint = "DIR (a Hugging Face model folder)" if k.endswith(".path") else "VALUE"
