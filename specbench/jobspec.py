@@ -254,6 +254,8 @@ def resolved(cfg) -> dict:
     """The config as a plain dict; a ??? value or a broken interpolation is a ConfigError."""
     if isinstance(cfg, Mapping) and not isinstance(cfg, DictConfig):
         cfg = OmegaConf.create(dict(cfg))
+    if "hydra" in cfg:                        # compose(..., return_hydra_config=True)
+        cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
     missing = _missing(cfg)
     if missing:
         k = missing[0]
@@ -264,7 +266,6 @@ def resolved(cfg) -> dict:
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", "") or "config"
         raise ConfigError(f"{key}: {str(e).splitlines()[0]}") from None
-    d.pop("hydra", None)
     return d
 
 
