@@ -130,11 +130,10 @@ def read_collected(out: str) -> tuple[list[JobRows], int]:
     return jobs, sum(len(g) for g in by_hash.values())
 
 
-def merge(dirs, existing: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
-    """summary, steps and outputs of the newest run of every config hash."""
-    jobs: dict[str, JobRows] = {}
-    if existing:
-        jobs.update((j.config_hash, j) for j in read_collected(existing)[0])
+def merge(dirs, existing: list[JobRows] = ()) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
+    """summary, steps and outputs of the newest run of every config hash; a job folder's
+    rows replace those of its hash in ``existing`` (jobs already collected)."""
+    jobs = {j.config_hash: j for j in existing}
     fresh: dict[str, JobRows] = {}
     for d in dirs:
         j = read_job(d)
@@ -163,8 +162,8 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     done, failed = job_dirs(args.dirs)
     try:
-        orphans = 0 if args.fresh else read_collected(args.out)[1]
-        summary, steps, outputs = merge(done, None if args.fresh else args.out)
+        existing, orphans = ([], 0) if args.fresh else read_collected(args.out)
+        summary, steps, outputs = merge(done, existing)
     except CollectError as e:
         raise SystemExit(f"specbench: error: {e}")
     if failed:
