@@ -14,6 +14,7 @@ from specbench.results import read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMING = ["wall_s", "tokens_per_s", "draft_s", "verify_s"]
+RUN = ["run_id"]                 # differs between any two runs of a config, by design
 GRID = ["tree=chain,binary,kary", "tree.budget=2,4"]
 
 
@@ -41,13 +42,13 @@ def summaries(out) -> list[str]:
 def summary_rows(out) -> pd.DataFrame:
     """Every summary row under out (one per file), timing columns dropped, by config hash."""
     rows = pd.concat([read_csv(p) for p in summaries(out)], ignore_index=True)
-    return rows.drop(columns=[c for c in TIMING if c in rows]).sort_values("config_hash").reset_index(drop=True)
+    return rows.drop(columns=[c for c in TIMING + RUN if c in rows]).sort_values("config_hash").reset_index(drop=True)
 
 
 def steps_rows(out) -> pd.DataFrame:
     """The steps.csv beside every finished summary, timing dropped."""
     frames = [read_csv(os.path.join(os.path.dirname(p), "steps.csv")) for p in summaries(out)]
-    rows = pd.concat(frames, ignore_index=True).drop(columns=TIMING[2:])
+    rows = pd.concat(frames, ignore_index=True).drop(columns=TIMING[2:] + RUN)
     return rows.sort_values(["config_hash", "prompt_id", "step"]).reset_index(drop=True)
 
 
