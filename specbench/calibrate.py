@@ -73,22 +73,23 @@ def star_trial(mode, params: dict, k: int, root: int, p_row, q_row,
     return verdict.path[0] - 1 if verdict.path else None
 
 
-def measure(cfg, pair, prompts, ranks: int, eos) -> tuple[list[float], int]:
+def measure(job, ident, pair, prompts, ranks: int, eos) -> tuple[list[float], int]:
+    from .run import cache_keys
     from .verify import get_mode
-    from .run import cache_keys, verify_params
-    mode, params = get_mode(cfg.verify.name), verify_params(cfg)
+    mode = get_mode(job.verify.name)
+    params = mode.params(job.verify.params)
     temp, dtemp, top_p = params["temperature"], params["draft_temperature"], params["top_p"]
     counts: Counter = Counter()
     n = 0
-    store = DiskCache(cache_root(cfg))
-    key, draft_key = cache_keys(cfg, eos)
-    for i, pr in enumerate(tqdm(prompts, desc=f"calibrate {pair.name}/{mode.name}", disable=not cfg.progress)):
+    store = DiskCache(cache_root(job.replay_cache, job.out_root))
+    key, draft_key = cache_keys(job, ident, eos)
+    for i, pr in enumerate(tqdm(prompts, desc=f"calibrate {pair.name}/{mode.name}", disable=not job.progress)):
         if mode.name == "greedy":              # the replay engine's (cached) ranks: exact for greedy
             got = [r if r < ranks else None for r in cached_ranks(store, pair.target, pair.draft, key, draft_key,
                                                                   pr.ids)[0]]
         else:
-            rng = prompt_rng(cfg.seed, i)
-            cont = continuation(pair.target, pr.ids, int(cfg.max_new_tokens), eos, temp, top_p, rng)
+            rng = prompt_rng(job.seed, i)
+            cont = continuation(pair.target, pr.ids, job.max_new_tokens, eos, temp, top_p, rng)
             if not cont:
                 continue
             dlog = position_logits(pair.draft, pr.ids, cont)
@@ -129,17 +130,19 @@ def main(argv=None) -> None:
         sys.exit("specbench: error: --ranks must be >= 1")
     from hydra import compose, initialize_config_dir
 
-    from . import data, models
-    from .run import eos_ids
+    from . import data, identity, jobspec, models
+    from .api import eos_ids
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     try:
-        if cfg.pair.get("drafter", "model") == "ngram":
-            raise ValueError(f"pair={cfg.pair.name} has no draft model: calibrate a model pair")
-        pair = models.load_pair(cfg.pair, cfg.dtype, cfg.device)
-        prompts = data.load_prompts(cfg.dataset, pair.tokenizer, pair.chat_template,
-                                    cfg.dataset.get("max_prompt_tokens"))
-        vector, n = measure(cfg, pair, prompts, args.ranks, eos_ids(pair))
+        job = jobspec.from_config(cfg)
+        if job.pair.drafter != "model":
+            raise ValueError(f"pair={job.pair.name} drafts with '{job.pair.drafter}': calibrate a model pair")
+        ident = identity.job_identity(job)
+        pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
+        prompts = data.load_prompts(job.dataset.config, pair.tokenizer, pair.chat_template,
+                                    job.dataset.max_prompt_tokens)
+        vector, n = measure(job, ident, pair, prompts, args.ranks, eos_ids(pair))
     except (ValueError, KeyError, FileNotFoundError) as e:
         sys.exit(f"specbench: error: {e}")
     out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out

@@ -132,17 +132,3 @@ def cached_ranks(store: DiskCache, target, draft, key: dict, draft_key: dict,
         draft, prompt_ids, cont, draft_key["draft_temperature"], draft_key["draft_top_p"]))
     return ranks, cont
 
-
-def model_key(spec) -> dict:
-    """A model's identity inside a cache key: its resolved pair spec, plus for a
-    local folder the size and mtime of its weight/config files."""
-    import glob
-    import os
-    from omegaconf import OmegaConf
-    key = OmegaConf.to_container(spec, resolve=True) if OmegaConf.is_config(spec) else dict(spec)
-    if key.get("source") == "local" and key.get("path"):
-        folder = os.path.abspath(os.path.expanduser(str(key["path"])))
-        files = sorted(glob.glob(os.path.join(folder, "*.safetensors")) + glob.glob(os.path.join(folder, "*.bin"))
-                       + glob.glob(os.path.join(folder, "config.json")))
-        key["files"] = [[os.path.basename(f), os.stat(f).st_size, os.stat(f).st_mtime_ns] for f in files]
-    return key

@@ -232,18 +232,20 @@ def test_greedy_is_token_identical_to_plain_greedy(tiny_draft, tiny_target, tiny
 @pytest.mark.parametrize("verify", ["greedy", "sequoia"])
 def test_calibrate_writes_a_vector_the_sequoia_shape_reads(tiny_draft, tiny_target, tiny_tokenizer,
                                                            tmp_path, verify):
-    from omegaconf import OmegaConf
     from specbench.calibrate import measure, write_vector
     from specbench.data import Prompt
     from specbench.models import Pair
     vcfg = yaml.safe_load(open(os.path.join(ROOT, "conf", "verify", f"{verify}.yaml")))
-    cfg = OmegaConf.create({"verify": vcfg, "max_new_tokens": 12, "seed": 0, "progress": False,
-                            "dtype": "float32", "device": "cpu", "replay_cache": str(tmp_path / "cache"),
-                            "pair": {"draft": {"source": "test", "id": "tiny-draft"},
-                                     "target": {"source": "test", "id": "tiny-target"}}})
+    from specbench.identity import Identity
+    from specbench.jobspec import from_config
+    job = from_config({"verify": vcfg, "max_new_tokens": 12, "seed": 0, "progress": False,
+                       "dtype": "float32", "device": "cpu", "replay_cache": str(tmp_path / "cache"),
+                       "tree": {"name": "chain", "budget": 4}, "dataset": {"name": "smoke"},
+                       "pair": {"name": "tiny", "draft": {"source": "hub", "id": "tiny-draft"},
+                                "target": {"source": "hub", "id": "tiny-target"}}})
     pair = Pair("tiny", "d", "t", tiny_draft, tiny_target, tiny_tokenizer, False)
     prompts = [Prompt(str(i), t, tiny_tokenizer.encode(t), "x") for i, t in enumerate(PROMPTS)]
-    vec, n = measure(cfg, pair, prompts, 4, {0})
+    vec, n = measure(job, Identity("d", "t", "x"), pair, prompts, 4, {0})
     assert len(vec) == 4 and n > 0 and 0 < sum(vec) <= 1 + 1e-9
     out = tmp_path / "acceptance_vector.csv"
     key = {"pair": "tiny", "dataset": "smoke", "verify": verify, "temperature": 0.0}

@@ -52,21 +52,23 @@ def test_one_hot_draft_ranks_follow_token_ids():
 
 
 def test_replayable_for_greedy_float32_ranks_only_for_static_model_drafts():
-    from omegaconf import OmegaConf
-    from specbench.run import by_ranks, why_not_replayable
+    from specbench.jobspec import from_config, why_not_replayable
+    from specbench.run import by_ranks
 
-    def cfg(tree="chain", verify="greedy", t=0.0, drafter="model"):
-        return OmegaConf.create({"pair": {"drafter": drafter}, "tree": {"name": tree, "budget": 8},
-                                 "verify": {"name": verify, "temperature": t}, "dtype": "float32"})
-    for ok in (cfg(), cfg("binary"), cfg("adaptive_chain"), cfg("eagle2"), cfg(drafter="ngram"),
-               cfg("merged", drafter="merged")):
+    def job(tree="chain", verify="greedy", t=0.0, drafter="model", dtype="float32"):
+        model = {"source": "local", "path": "m"}
+        return from_config({"pair": {"name": "p", "draft": model, "target": model, "drafter": drafter},
+                            "tree": {"name": tree, "budget": 8}, "dataset": {"name": "smoke"},
+                            "verify": {"name": verify, "temperature": t}, "dtype": dtype})
+    for ok in (job(), job("binary"), job("adaptive_chain"), job("eagle2"), job(drafter="ngram"),
+               job("merged", drafter="merged")):
         assert why_not_replayable(ok) is None
-    assert why_not_replayable(cfg(verify="mss")) and why_not_replayable(cfg(verify="typical"))
-    assert why_not_replayable(cfg(t=0.7))
-    assert "float32" in why_not_replayable(OmegaConf.merge(cfg(), {"dtype": "bfloat16"}))
-    assert by_ranks(cfg()) and by_ranks(cfg("adaptive_chain"))
-    assert not by_ranks(cfg("eagle2")) and not by_ranks(cfg(drafter="ngram"))
-    assert not by_ranks(cfg("merged", drafter="merged"))
+    assert why_not_replayable(job(verify="mss", t=1.0)) and why_not_replayable(job(verify="typical"))
+    assert why_not_replayable(job(t=0.7))
+    assert "float32" in why_not_replayable(job(dtype="bfloat16"))
+    assert by_ranks(job()) and by_ranks(job("adaptive_chain"))
+    assert not by_ranks(job("eagle2")) and not by_ranks(job(drafter="ngram"))
+    assert not by_ranks(job("merged", drafter="merged"))
 
 
 def rec(step, size, depth, acc, emit, path):
@@ -140,10 +142,10 @@ def test_disk_cache_roundtrip_miss_and_atomicity(tmp_path):
 
 def test_cache_location(monkeypatch, tmp_path):
     monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "env"))
-    assert cache_root({"out_root": "o"}) == tmp_path / "env" / "replay"
-    assert cache_root({"replay_cache": str(tmp_path / "k")}) == tmp_path / "k"
+    assert cache_root(None, "o") == tmp_path / "env" / "replay"
+    assert cache_root(str(tmp_path / "k"), "o") == tmp_path / "k"
     monkeypatch.delenv("SPECBENCH_CACHE")
-    assert str(cache_root({"out_root": "o"})) == os.path.join("o", ".cache", "replay")
+    assert str(cache_root(None, "o")) == os.path.join("o", ".cache", "replay")
 
 
 # --------------------------------------------------------------------------
