@@ -197,6 +197,7 @@ def _rank_lists(value, key: str, fix: str) -> None:
 
 def _tree(d: Mapping) -> TreeSpec:
     t = _section(d, "tree")
+    # >= 0 here (tree=none is budget 0); whether a policy accepts 0 is the registry's call
     budget = _int(t.get("budget"), "tree.budget", 0, "the number of draft tokens, e.g. tree.budget=16")
     params = {k: v for k, v in t.items() if k not in ("name", "budget")}
     for k in POSITIVE_TREE_PARAMS:

@@ -15,15 +15,17 @@ import os
 import time
 import uuid
 from dataclasses import asdict
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
 from .atomic import atomic_write, write_jsonl, write_text
-from .identity import Identity, config_hash, pair_id
-from .jobspec import JobSpec
+
+if TYPE_CHECKING:        # the report reads CSVs through this module: no torch import here
+    from .identity import Identity
+    from .jobspec import JobSpec
 
 KEY_COLUMNS = ["config_hash", "run_id", "pair", "pair_id", "draft", "target", "tree", "tree_params",
                "budget", "verify", "lossless", "temperature", "draft_temperature", "top_p", "dataset",
@@ -39,6 +41,7 @@ def new_run_id() -> str:
 def row_keys(job: JobSpec, ident: Identity, names: tuple[str, str], lossless: bool, engine: str,
              run_id: str) -> dict:
     """The configuration columns every row carries; ``names`` = (draft, target) labels."""
+    from .identity import config_hash, pair_id
     v = job.verify
     return {
         "config_hash": config_hash(job, ident), "run_id": run_id, "pair": job.pair.name,
