@@ -28,10 +28,15 @@ for ds in humaneval stdlib_code chat; do
     dataset.limit=4 max_new_tokens=64 out_root="$OUT"     # its cached continuations serve sweep=reference
 done
 
-for sweep in reference reference_live reference_modes reference_pairs; do
+for sweep in reference reference_live reference_modes reference_modes_chain reference_pairs reference_merged; do
   step "study: sweep=$sweep"
   $PY -m specbench.run -m sweep=$sweep out_root="$OUT" hydra.sweep.dir="$OUT/$sweep"
 done
+
+step "study: measured speed (live bf16: plain-decoding baseline, chain/4, binary/16)"
+$PY -m specbench.run -m sweep=reference_speed tree=none out_root="$OUT" hydra.sweep.dir="$OUT/speed_baseline"
+$PY -m specbench.run -m sweep=reference_speed tree=chain,binary tree.budget=4,16 out_root="$OUT" \
+  hydra.sweep.dir="$OUT/speed"
 
 step "tree-attention benchmark + real 1.5B model view (results/attention.csv)"
 once attention $PY -m specbench.attention_bench model_view=true merge=false
