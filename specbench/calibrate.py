@@ -152,8 +152,7 @@ def main(argv=None) -> None:
         if cfg.pair.get("drafter", "model") == "ngram":
             raise ValueError(f"pair={cfg.pair.name} has no draft model: calibrate a model pair")
         pair = models.load_pair(cfg.pair, cfg.dtype, cfg.device)
-        prompts = data.load_prompts(cfg.dataset, pair.tokenizer, pair.chat_template,
-                                    cfg.dataset.get("max_prompt_tokens"))
+        prompts = data.load_prompts(cfg.dataset, pair.tokenizer)
         vector, n = measure(cfg, pair, prompts, args.ranks, eos_ids(pair))
     except (ValueError, KeyError, FileNotFoundError) as e:
         sys.exit(f"specbench: error: {e}")

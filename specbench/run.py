@@ -89,8 +89,7 @@ def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
         print(f"specbench: skip {chash}: already finished in {done}")
         return None
     pair = models.load_pair(cfg.pair, cfg.dtype, cfg.device)
-    prompts = data.load_prompts(cfg.dataset, pair.tokenizer, pair.chat_template,
-                                cfg.dataset.get("max_prompt_tokens"))
+    prompts = data.load_prompts(cfg.dataset, pair.tokenizer)
     kind = cfg.pair.get("drafter", "model")
     engine = resolve_engine(cfg)
     t0 = time.perf_counter()
