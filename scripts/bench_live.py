@@ -25,13 +25,11 @@ from tqdm import tqdm
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from specbench import data, models  # noqa: E402
-from specbench.decode import TargetVerifier, decode_prompt  # noqa: E402
-from specbench.drafters import ModelDrafter  # noqa: E402
-from specbench.plans import make_plan  # noqa: E402
+from specbench.api import decode_prompts  # noqa: E402
 from specbench.results import read_csv  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GREEDY = OmegaConf.create({"name": "greedy", "temperature": 0.0, "draft_temperature": 1.0, "top_p": 1.0})
+GREEDY = {"name": "greedy", "temperature": 0.0, "draft_temperature": 1.0, "top_p": 1.0}
 
 
 def hf_generate(target, ids, n, eos, assistant=None) -> list[int]:
@@ -46,10 +44,9 @@ def hf_generate(target, ids, n, eos, assistant=None) -> list[int]:
 
 
 def specbench_live(pair, tree: dict, ids, n, eos) -> tuple[list[int], list]:
-    drafter = ModelDrafter(pair.draft, GREEDY.draft_temperature, GREEDY.top_p)
-    recs, out = decode_prompt("p", ids, drafter, TargetVerifier(pair.target), make_plan(OmegaConf.create(tree)),
-                              GREEDY, n, eos, torch.Generator().manual_seed(0), measure_shift=False)
-    return out, recs
+    prompt = data.Prompt("p", "", list(ids), "bench")
+    done = decode_prompts(pair, [prompt], tree, GREEDY, n, measure_shift=False)[0]
+    return done.tokens, done.records
 
 
 def first_diff(a: list[int], b: list[int]) -> int | None:

@@ -32,7 +32,8 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from . import attention_impls as ai
-from .trees import paths_to_parents, static_paths
+from .policies import shape_paths
+from .trees import paths_to_parents
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 POINT = ["level", "batch", "kv_len", "tree_size", "shape", "dtype"]
@@ -68,7 +69,7 @@ def grid_points(cfg: DictConfig) -> dict[tuple, list[str]]:
 
 
 def tree_parents(shape: str, tree_size: int) -> list[int]:
-    return paths_to_parents(static_paths(shape, int(tree_size)))
+    return paths_to_parents(shape_paths(shape, int(tree_size)))
 
 
 # --------------------------------------------------------------------------

@@ -8,13 +8,13 @@ overrides are the study's own (``conf/config.yaml``), e.g.
     flock /tmp/specbench-real.lock python -m specbench.calibrate \
         pair=qwen_coder dataset=humaneval dataset.limit=8 max_new_tokens=64 verify=greedy
 
-For sampling modes, per prompt, the target generates its continuation (greedy, or sampled at the
-verify temperature/top-p); one teacher-forced forward of each model over
+For sampling modes, per prompt, the target generates its continuation (``engine.continuation``:
+greedy, or sampled at the verify temperature/top-p with the prompt's generator); one teacher-forced forward of each model over
 prompt + continuation then gives the target and draft distributions at every
 position.
 * greedy: the accepted sibling is the draft rank of the target's greedy token
   (ties by token id), exactly -- taken from the replay engine's rank cache
-  (``replay.prompt_ranks``: computed once, shared with replay study jobs of
+  (``replay.cached_ranks``: computed once, shared with replay study jobs of
   the same pair / dataset / max_new_tokens / dtype).
 * other modes: at every position a one-level tree of K children is drawn the
   way that mode's drafts are (``children`` meta: top-k / sampling with or
@@ -40,7 +40,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .decode import prompt_rng, prompt_seed
+from .diskcache import DiskCache, cache_root
+from .engine import continuation, prompt_rng
+from .replay import cached_ranks
 from .sampling import choose_children, probs
 from .trees import DraftTree
 
@@ -56,60 +58,44 @@ def position_logits(model, prompt_ids, cont) -> torch.Tensor:
     return out[len(prompt_ids) - 1:len(prompt_ids) - 1 + len(cont)]
 
 
-@torch.inference_mode()
-def continuation(target, prompt_ids, n: int, eos: set[int], temperature: float, top_p: float,
-                 seed: int) -> list[int]:
-    """The target's own continuation: greedy, or sampled (HF generate)."""
-    ids = torch.tensor([list(prompt_ids)], device=target.device)
-    kw = dict(do_sample=False) if temperature == 0 else dict(do_sample=True, temperature=temperature,
-                                                              top_p=top_p, top_k=0)
-    torch.manual_seed(seed)
-    out = target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
-                          eos_token_id=sorted(eos) or None, pad_token_id=min(eos) if eos else None, **kw)
-    return out[0, ids.shape[1]:].tolist()
-
-
-def star_trial(mode, verify_cfg, how: str, k: int, root: int, p_row, q_row,
+def star_trial(mode, params: dict, k: int, root: int, p_row, q_row,
                rng: torch.Generator) -> int | None:
     """Draw k children of one node as the mode's drafts would, verify; the
     accepted child's sibling position, or None."""
-    toks, ranks = choose_children(q_row, k, how, rng)
+    toks, ranks = choose_children(q_row, k, mode.child_rule, rng)
     v = p_row.shape[-1]
     tree = DraftTree(parents=[-1] + [0] * k, tokens=torch.tensor([root] + list(toks)),
-                     ranks=[0] + list(ranks), q=torch.zeros(k + 1, v), slots=[-1] * (k + 1))
+                     ranks=[0] + list(ranks), q=torch.zeros(k + 1, v), slots=[-1] * (k + 1),
+                     child_rule=mode.child_rule)
     tree.q[0] = q_row
     p = p_row.expand(k + 1, v).clone()
-    verdict = mode(tree, p, tree.q, rng, verify_cfg)
+    verdict = mode.verdict(tree, p, tree.q, rng, params)
     return verdict.path[0] - 1 if verdict.path else None
 
 
-def measure(cfg, pair, prompts, ranks: int, eos: set[int]) -> tuple[list[float], int]:
-    from .verify import MODES
-    name = cfg.verify.name
-    mode, how = MODES.get(name), MODES.meta(name)["children"]
-    temp = float(cfg.verify.get("temperature", 0.0) or 0.0)
-    dtemp = float(cfg.verify.get("draft_temperature", temp) or 0.0)
-    top_p = float(cfg.verify.get("top_p", 1.0) or 1.0)
+def measure(job, ident, pair, prompts, ranks: int, eos) -> tuple[list[float], int]:
+    from .run import cache_keys
+    from .verify import get_mode
+    mode = get_mode(job.verify.name)
+    params = mode.params(job.verify.params)
+    temp, dtemp, top_p = params["temperature"], params["draft_temperature"], params["top_p"]
     counts: Counter = Counter()
     n = 0
-    store = None
-    if name == "greedy":
-        from .diskcache import DiskCache, cache_root
-        from .replay import prompt_ranks
-        store = DiskCache(cache_root(cfg))
-    for i, pr in enumerate(tqdm(prompts, desc=f"calibrate {pair.name}/{name}", disable=not cfg.progress)):
-        if store is not None:                  # the replay engine's (cached) ranks: exact for greedy
-            got = [r if r < ranks else None for r in prompt_ranks(cfg, pair, pr.ids, eos, store)]
+    store = DiskCache(cache_root(job.replay_cache, job.out_root))
+    key, draft_key = cache_keys(job, ident, eos)
+    for i, pr in enumerate(tqdm(prompts, desc=f"calibrate {pair.name}/{mode.name}", disable=not job.progress)):
+        if mode.name == "greedy":              # the replay engine's (cached) ranks: exact for greedy
+            got = [r if r < ranks else None for r in cached_ranks(store, pair.target, pair.draft, key, draft_key,
+                                                                  pr.ids)[0]]
         else:
-            cont = continuation(pair.target, pr.ids, int(cfg.max_new_tokens), eos, temp, top_p,
-                                prompt_seed(cfg.seed, i))
+            rng = prompt_rng(job.seed, i)
+            cont = continuation(pair.target, pr.ids, job.max_new_tokens, eos, temp, top_p, rng)
             if not cont:
                 continue
             dlog = position_logits(pair.draft, pr.ids, cont)
             tlog = position_logits(pair.target, pr.ids, cont)
-            rng = prompt_rng(cfg.seed, i)
             roots = [pr.ids[-1]] + cont[:-1]
-            got = [star_trial(mode, cfg.verify, how, ranks, roots[j], probs(tlog[j], temp, top_p),
+            got = [star_trial(mode, params, ranks, roots[j], probs(tlog[j], temp, top_p),
                               probs(dlog[j], dtemp, top_p), rng) for j in range(len(cont))]
         n += len(got)
         counts.update(r for r in got if r is not None)
@@ -144,16 +130,19 @@ def main(argv=None) -> None:
         sys.exit("specbench: error: --ranks must be >= 1")
     from hydra import compose, initialize_config_dir
 
-    from . import data, models
-    from .run import eos_ids
+    from . import data, identity, jobspec, models
+    from .api import eos_ids
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     try:
-        if cfg.pair.get("drafter", "model") == "ngram":
-            raise ValueError(f"pair={cfg.pair.name} has no draft model: calibrate a model pair")
-        pair = models.load_pair(cfg.pair, cfg.dtype, cfg.device)
-        prompts = data.load_prompts(cfg.dataset, pair.tokenizer)
-        vector, n = measure(cfg, pair, prompts, args.ranks, eos_ids(pair))
+        job = jobspec.from_config(cfg)
+        if job.pair.drafter != "model":
+            raise ValueError(f"pair={job.pair.name} drafts with '{job.pair.drafter}': calibrate a model pair")
+        ident = identity.job_identity(job)
+        pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
+        prompts = data.load_prompts(job.dataset.config, pair.tokenizer,
+                                    max_prompt_tokens=job.dataset.max_prompt_tokens)
+        vector, n = measure(job, ident, pair, prompts, args.ranks, eos_ids(pair))
     except (ValueError, KeyError, FileNotFoundError) as e:
         sys.exit(f"specbench: error: {e}")
     out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out

@@ -23,14 +23,15 @@ from . import models
 from .drafters import prefill
 from .kv import forward_nodes
 from .results import atomic_write, write_csv
-from .trees import paths_to_parents, static_paths
+from .policies import shape_paths
+from .trees import paths_to_parents
 
 SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
 def forward_cost(model, kv_len: int, n: int, repeats: int) -> float:
     """Best-of-`repeats` seconds for one forward over an n-node binary tree."""
-    parents = paths_to_parents(static_paths("binary", n - 1)) if n > 1 else [-1]
+    parents = paths_to_parents(shape_paths("binary", n - 1)) if n > 1 else [-1]
     tokens = torch.randint(100, 1000, (len(parents),)).tolist()
     prompt = torch.randint(100, 1000, (kv_len + 1,)).tolist()
     best = float("inf")

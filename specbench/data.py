@@ -80,6 +80,14 @@ def _get(cfg: Any, key: str, default: Any = None) -> Any:
 
 
 def _read_jsonl(path: Path | str, opener=open) -> Iterable[tuple[int, dict]]:
+    try:
+        yield from _jsonl_rows(path, opener)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"dataset.path: {path} is not UTF-8 text ({exc.reason}); "
+                         "save the file as UTF-8") from None
+
+
+def _jsonl_rows(path: Path | str, opener=open) -> Iterable[tuple[int, dict]]:
     with opener(path, "rt", encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():

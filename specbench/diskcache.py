@@ -30,16 +30,14 @@ from typing import Any, Sequence
 VERSION = 1          # bump when the meaning of a record changes
 
 
-def cache_root(cfg=None) -> Path:
+def cache_root(explicit: str | None = None, out_root: str = "outputs") -> Path:
     """Where replay records live (see the module docstring for the order)."""
-    get = (lambda k, d=None: cfg.get(k, d)) if cfg is not None else (lambda k, d=None: d)
-    explicit = get("replay_cache")
     if explicit:
         return Path(str(explicit)).expanduser()
     env = os.environ.get("SPECBENCH_CACHE")
     if env:
         return Path(env).expanduser() / "replay"
-    return Path(str(get("out_root", "outputs"))) / ".cache" / "replay"
+    return Path(str(out_root)) / ".cache" / "replay"
 
 
 def ids_digest(ids: Sequence[int]) -> str:

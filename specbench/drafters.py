@@ -1,9 +1,10 @@
 """Drafters: grow a DraftTree for the current step.
 
-Every drafter has the same three calls, used by the decode loop:
+Every drafter has the same three calls, used by the decode loop (``engine``):
 
     reset(prompt_ids)                 new prompt
-    draft(plan, children, rng)        -> DraftTree for this step
+    draft(policy, rule, rng)          -> DraftTree for this step (policy: ``policies``;
+                                         rule: how the verify mode wants children chosen)
     commit(tree, path, next_token)    the verifier's verdict
 
 The model drafter grows the tree level by level: one draft forward per depth
@@ -18,36 +19,72 @@ from typing import Sequence
 import torch
 from transformers import DynamicCache
 
-from . import kv
+from . import eagle2, kv
 from .registry import Registry
-from .sampling import choose_children, probs
-from .trees import DraftTree, TreePlan, depths
+from .policies import KINDS, POLICIES
+from .sampling import choose_slots, probs
+from .trees import DraftTree, depths
 
 DRAFTERS: Registry = Registry("drafter")
-DYNAMIC: Registry = Registry("dynamic tree")   # name -> fn(drafter, plan, children, rng) -> DraftTree
 
 
 class Drafter:
-    """Base class; keeps the committed token history (prompt + output)."""
+    """Base class: keeps the committed token history (prompt + output) and grows
+    ``tree=none`` (no draft tokens).  A subclass grows a policy kind by defining
+    ``grow_<kind>(policy, rule, rng)``; ``draft`` dispatches on ``policy.kind``."""
 
     def reset(self, prompt_ids: Sequence[int]) -> None:
         self.history = list(prompt_ids)
 
-    def draft(self, plan: TreePlan, children: str, rng: torch.Generator) -> DraftTree:
-        raise NotImplementedError
+    def draft(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+        check_supported(type(self), policy.kind, policy.name)
+        return getattr(self, f"grow_{policy.kind}")(policy, rule, rng)
+
+    def grow_none(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+        return DraftTree.root_only(self.history[-1], rule)
 
     def commit(self, tree: DraftTree, path: Sequence[int], next_token: int) -> None:
         self.history += [int(tree.tokens[n]) for n in path] + [int(next_token)]
+
+    @classmethod
+    def child_rule(cls, kind: str, rule: str) -> str:
+        """The child rule of the trees this drafter grows for a policy kind when a
+        mode asks for ``rule`` (what job validation checks the mode against)."""
+        return rule
+
+
+def supported_kinds(cls) -> list[str]:
+    return [k for k in KINDS if hasattr(cls, f"grow_{k}")]
+
+
+def check_supported(cls, kind: str, name: str) -> None:
+    """One line naming the tree policies a drafter supports."""
+    if not hasattr(cls, f"grow_{kind}"):
+        ok = [n for n in POLICIES.names() if POLICIES.meta(n)["kind"] in supported_kinds(cls)]
+        drafter = getattr(cls, "registry_name", cls.__name__)
+        raise ValueError(f"tree={name} is not supported by the {drafter} drafter: use one of {', '.join(ok)}")
 
 
 @DRAFTERS.register("model")
 class ModelDrafter(Drafter):
     """A small causal LM drafting with tree attention over its own KV cache."""
+    registry_name = "model"
 
     def __init__(self, model, temperature: float = 1.0, top_p: float = 1.0):
         self.model = model
         self.temperature = temperature
         self.top_p = top_p
+
+    @classmethod
+    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0) -> "ModelDrafter":
+        if pair.draft is None:
+            raise ValueError(f"pair={pair.name} has no draft model (pair.draft): the {cls.registry_name} "
+                             "drafter needs one")
+        return cls(pair.draft, temperature, top_p)
+
+    @classmethod
+    def child_rule(cls, kind: str, rule: str) -> str:
+        return "topk" if kind == "eagle2" else rule
 
     # -- cache state ------------------------------------------------------
     def reset(self, prompt_ids: Sequence[int]) -> None:
@@ -80,6 +117,9 @@ class ModelDrafter(Drafter):
 
     def commit(self, tree: DraftTree, path: Sequence[int], next_token: int) -> None:
         super().commit(tree, path, next_token)
+        if tree.slots is None:                          # nothing was forwarded (tree=none)
+            self.pending += [int(next_token)]
+            return
         slots = tree.slots
         keep = list(range(self.root_slot + 1))          # pending chain + root
         rest: list[int] = []
@@ -92,13 +132,15 @@ class ModelDrafter(Drafter):
         self.pending = rest + [int(next_token)]
 
     # -- tree building ----------------------------------------------------
-    def draft(self, plan: TreePlan, children: str, rng: torch.Generator) -> DraftTree:
-        if plan.dynamic:
-            return DYNAMIC.get(plan.name)(self, plan, children, rng)
-        return self.expand_static(plan.paths(), children, rng)
+    def grow_paths(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+        return self.expand_static(policy.paths(), rule, rng)
+
+    def grow_eagle2(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+        return eagle2.select(eagle2.grow(self, policy.width, policy.depth), policy.budget)
 
     def expand_static(self, paths, children: str, rng: torch.Generator) -> DraftTree:
-        """Grow a static rank-path shape: one draft forward per depth."""
+        """Grow a static rank-path shape: one draft forward per depth.  A node's
+        children fill its rank slots by the child rule (``sampling.choose_slots``)."""
         n = len(paths)
         q_rows: dict[int, torch.Tensor] = {0: self.q(self.begin())}
         parents = [-1] + [0] * n
@@ -116,10 +158,10 @@ class ModelDrafter(Drafter):
                 kids = [(i, p) for i, p in level if index.get(p[:-1]) == node]
                 if not kids:
                     continue
-                width = max(p[-1] for _, p in kids) + 1
-                toks, rks = choose_children(q_rows[node], width, children, rng)
-                for i, p in kids:
-                    parents[i], tokens[i], ranks[i] = node, int(toks[p[-1]]), int(rks[p[-1]])
+                kids.sort(key=lambda ip: ip[1][-1])
+                toks, rks = choose_slots(q_rows[node], [p[-1] for _, p in kids], children, rng)
+                for (i, p), tok, rk in zip(kids, toks, rks):
+                    parents[i], tokens[i], ranks[i] = node, int(tok), int(rk)
             for i, p in level:
                 index[p] = i
             expand = [i for i, p in level if (d + 1) in by_depth
@@ -131,16 +173,16 @@ class ModelDrafter(Drafter):
                     slots[i] = base + j
                     q_rows[i] = self.q(logits[j])
             frontier = expand
-        return self.make_tree(parents, tokens, ranks, slots, q_rows)
+        return self.make_tree(parents, tokens, ranks, slots, q_rows, children)
 
     @staticmethod
-    def make_tree(parents, tokens, ranks, slots, q_rows: dict) -> DraftTree:
+    def make_tree(parents, tokens, ranks, slots, q_rows: dict, rule: str) -> DraftTree:
         vocab = q_rows[0].shape[-1]
         q = torch.zeros(len(parents), vocab)
         for i, row in q_rows.items():
             q[i] = row
         return DraftTree(parents=list(parents), tokens=torch.tensor(tokens, dtype=torch.long),
-                         ranks=list(ranks), q=q, slots=list(slots))
+                         ranks=list(ranks), q=q, slots=list(slots), child_rule=rule)
 
 
 def prefill(model, prompt_ids: Sequence[int]) -> tuple[DynamicCache, int]:

@@ -19,10 +19,12 @@ tree depth = number of draft forwards per step).
    candidates, so the kept set is prefix-closed: a connected tree.  It is
    re-listed breadth-first; forwarded nodes keep their draft-cache slot.
 
-Children are always the draft's top-k, as in EAGLE-2, also under sampling
-verify modes (the ``children`` argument is ignored): a sampling mode then
-verifies deterministic top-k children, as EAGLE-2 does; it is not the i.i.d.
-sampling those modes' lossless proofs assume.
+Children are always the draft's top-k, as in EAGLE-2: the tree's
+``child_rule`` is "topk" whatever the verify mode asks, so job validation
+refuses sampling modes that are lossless only for sampled children.
+
+The policy (``policies.Eagle2Policy``) holds the parameters; a model drafter
+grows it with ``grow`` + ``select`` over its ``begin`` / ``extend`` primitives.
 """
 from __future__ import annotations
 
@@ -30,9 +32,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .drafters import DYNAMIC, ModelDrafter
 from .sampling import top_tokens
-from .trees import DraftTree, TreePlan
+from .trees import DraftTree
 
 DEFAULT_WIDTH = 10
 DEFAULT_DEPTH = 6
@@ -47,10 +48,11 @@ def check_params(budget: int, width: int, depth: int) -> None:
                          f"depth={depth}: raise tree.width or tree.depth")
 
 
-def params_of(plan: TreePlan) -> tuple[int, int]:
-    width = int(plan.params.get("width") or DEFAULT_WIDTH)
-    depth = int(plan.params.get("depth") or DEFAULT_DEPTH)
-    check_params(int(plan.budget), width, depth)
+def params_of(budget: int, params: dict) -> tuple[int, int]:
+    """(width, depth) from the tree parameters, validated against the budget."""
+    width = int(DEFAULT_WIDTH if params.get("width") is None else params["width"])
+    depth = int(DEFAULT_DEPTH if params.get("depth") is None else params["depth"])
+    check_params(int(budget), width, depth)
     return width, depth
 
 
@@ -88,7 +90,7 @@ class Candidates:
         return sorted(range(len(self.token)), key=lambda c: (-self.score[c], self.depth[c], c))
 
 
-def grow(drafter: ModelDrafter, width: int, depth: int) -> Candidates:
+def grow(drafter, width: int, depth: int) -> Candidates:
     """Run the expansion phase: `depth` draft forwards, k nodes each after the first."""
     root_logits = drafter.begin()
     cand = Candidates(root_token=int(drafter.side_tokens[drafter.root_slot]),
@@ -135,10 +137,4 @@ def select(cand: Candidates, n: int) -> DraftTree:
     return DraftTree(parents=[-1] + [pos[cand.parent[c]] for c in order],
                      tokens=torch.tensor([cand.root_token] + [cand.token[c] for c in order]),
                      ranks=[0] + [cand.rank[c] for c in order], q=q,
-                     slots=[cand.root_slot] + [cand.slot[c] for c in order])
-
-
-@DYNAMIC.register("eagle2")
-def eagle2(drafter: ModelDrafter, plan: TreePlan, children: str, rng: torch.Generator) -> DraftTree:
-    width, depth = params_of(plan)
-    return select(grow(drafter, width, depth), int(plan.budget))
+                     slots=[cand.root_slot] + [cand.slot[c] for c in order], child_rule="topk")

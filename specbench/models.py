@@ -92,16 +92,24 @@ def resolve_device(device: str = "cpu") -> torch.device:
     raise ValueError(f"device '{device}' is not one of cpu, cuda, cuda:N, auto")
 
 
-def _location(source: str, ref: str, dtype: torch.dtype = torch.float32) -> str:
+def _location(source: str, ref: str, dtype: torch.dtype = torch.float32, key: str = "the model") -> str:
     if source == "embedded":                      # one-line error if missing/corrupt
         return str(embedded.hf_path(ref, str(dtype).removeprefix("torch.")))
     if source == "local":
         p = Path(ref).expanduser()
         if not (p / "config.json").is_file():
-            raise ValueError(f"local model folder {p} has no config.json: "
-                             "point path at a Hugging Face model folder")
+            raise ValueError(f"{key}.path={p}: the folder has no config.json; "
+                             "point it at a Hugging Face model folder")
         return str(p)
     return ref
+
+
+def model_folder(source: str, ref: str, dtype="float32", key: str = "the model") -> str | None:
+    """The folder a model loads from (local/embedded), or None for a hub id
+    (identified by its id only).  One-line ValueError naming ``key`` if absent."""
+    if source == "hub":
+        return None
+    return _location(source, ref, resolve_dtype(dtype), key)
 
 
 # --------------------------------------------------------------------------
@@ -118,7 +126,12 @@ def load_model(spec: Mapping, dtype="bfloat16", device="cpu"):
         return _MODELS[key]
     where = _location(source, ref, tdtype)
     t0 = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(where, dtype=tdtype, attn_implementation="sdpa")
+    from safetensors import SafetensorError
+    try:
+        model = AutoModelForCausalLM.from_pretrained(where, dtype=tdtype, attn_implementation="sdpa")
+    except (OSError, ValueError, RuntimeError, SafetensorError) as e:
+        raise ValueError(f"cannot load model {where}: {str(e).splitlines()[0] if str(e) else type(e).__name__}; "
+                         "re-save or re-download it, or fix the pair's draft/target path") from e
     if tdevice.type != "cpu":
         model = model.to(tdevice)
     model.eval().requires_grad_(False)

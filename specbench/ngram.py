@@ -7,18 +7,20 @@
     earlier occurrence of the history's last n tokens, most recent first, and
     take the tokens that followed it as a proposed continuation;
   * the continuations, in that priority order, are inserted into a token trie
-    (identical prefixes are shared, a new token makes a new branch) until the
-    tree holds ``plan.budget`` nodes; no node is deeper than
-    ``plan.params['depth']`` (default: the budget);
-  * ``tree=chain`` keeps only the best continuation (PLD's single chain); any
-    other tree name is just a budget for the trie (the shape is the data's).
+    (identical prefixes are shared, a new token makes a new branch); a node's
+    sibling rank is its insertion order (0 = from the highest-priority match);
+  * a static shape (``tree=chain``, ``binary``, ...: rank paths) keeps exactly
+    the trie nodes whose rank path is in the shape, so ``binary`` has at most 2
+    children per node ranked by match priority and ``chain`` follows the best
+    match (extended by later matches that share it);
+  * ``tree=ngram_trie`` (its own policy) inserts continuations until the trie
+    holds ``budget`` nodes, no node deeper than ``tree.depth`` (default: budget);
   * No match -> a tree with 0 draft nodes: the step then emits only the
     target's own token.
 
-There is no draft model: ``DraftTree.q`` is None (verification modes treat an
-n-gram draft as deterministic) and every node's draft-cache slot is -1.
-A node's rank is its insertion order among its siblings (0 = from the
-highest-priority match).
+There is no draft model: ``DraftTree.q`` is None, the tree's child rule is
+"fixed" (candidates not drawn from any q: only greedy and other fixed-candidate
+modes verify it losslessly) and every node's draft-cache slot is -1.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from typing import Sequence
 import torch
 
 from .drafters import DRAFTERS, Drafter
-from .trees import DraftTree, TreePlan
+from .trees import DraftTree, RankPath
 
 
 def continuations(history: Sequence[int], max_len: int, max_ngram: int = 4,
@@ -79,24 +81,30 @@ class Trie:
         i = len(self.parents)
         self.parents.append(parent)
         self.tokens.append(token)
-        self.ranks.append(len(self.kids[parent]))
+        self.ranks.append(len(self.kids[parent]))       # dropped siblings (-1) count too
         self.meta.append(meta)
         self.kids.append({})
         self.kids[parent][token] = i
         return i
 
-    def insert(self, seq: Sequence[int], limit: int, max_depth: int) -> None:
-        """Walk/extend the path spelled by seq while the trie has < limit nodes."""
-        node = 0
-        for d, tok in enumerate(seq):
-            if d >= max_depth:
-                return
+    def insert(self, seq: Sequence[int], limit: int, max_depth: int, shape: set | None = None) -> None:
+        """Walk/extend the path spelled by seq while the trie has < limit nodes.
+        With ``shape`` (a set of rank paths) a new node is kept only if its rank
+        path is in the shape; a dropped node still takes its sibling rank."""
+        node, path = 0, ()
+        for d, tok in enumerate(seq[:max_depth]):
             nxt = self.kids[node].get(int(tok))
             if nxt is None:
                 if self.size >= limit:
                     return
+                rank = len(self.kids[node])
+                if shape is not None and path + (rank,) not in shape:
+                    self.kids[node][int(tok)] = -1          # a rank taken by a node outside the shape
+                    return
                 nxt = self.add(node, tok)
-            node = nxt
+            if nxt < 0:
+                return
+            node, path = nxt, path + (self.ranks[nxt],)
 
     @classmethod
     def from_tree(cls, tree: DraftTree) -> "Trie":
@@ -113,7 +121,8 @@ class Trie:
         """Node ids breadth-first; siblings by rank."""
         order, level = [0], [0]
         while level:
-            level = [c for n in level for c in sorted(self.kids[n].values(), key=lambda c: self.ranks[c])]
+            level = [c for n in level for c in sorted((c for c in self.kids[n].values() if c >= 0),
+                                                      key=lambda c: self.ranks[c])]
             order += level
         return order
 
@@ -135,32 +144,32 @@ class Trie:
             m = self.meta[o]
             if m is None:
                 continue
-            if q is not None and self.kids[o]:
+            if q is not None and any(c >= 0 for c in self.kids[o].values()):
                 q[k] = q_source[m]
             if slot_source is not None:
                 slots[k] = slot_source[m]
-        return DraftTree(parents=parents, tokens=tokens, ranks=ranks, q=q, slots=slots)
+        return DraftTree(parents=parents, tokens=tokens, ranks=ranks, q=q, slots=slots, child_rule="fixed")
 
 
-def ngram_trie(history: Sequence[int], plan: TreePlan, limit: int, max_ngram: int = 4,
-               min_ngram: int = 1, into: Trie | None = None) -> Trie:
+def ngram_trie(history: Sequence[int], limit: int, max_depth: int, max_ngram: int = 4,
+               min_ngram: int = 1, into: Trie | None = None,
+               shape: Sequence[RankPath] | None = None) -> Trie:
     """Insert the history's n-gram continuations into `into` (or a new trie
-    rooted at the last history token) until it holds `limit` nodes."""
+    rooted at the last history token) until it holds `limit` nodes; with
+    ``shape``, only nodes whose rank path is in it."""
     trie = into if into is not None else Trie(history[-1])
-    max_depth = int(plan.params.get("depth") or plan.budget)
-    conts = continuations(history, max_depth, max_ngram, min_ngram)
-    if plan.name == "chain":
-        conts = conts[:1]
-    for c in conts:
+    allowed = None if shape is None else set(map(tuple, shape))
+    for c in continuations(history, max_depth, max_ngram, min_ngram):
         if trie.size >= limit:
             break
-        trie.insert(c, limit, max_depth)
+        trie.insert(c, limit, max_depth, allowed)
     return trie
 
 
 @DRAFTERS.register("ngram")
 class NgramDrafter(Drafter):
     """Prompt-lookup drafting: no model, a token trie of n-gram continuations."""
+    registry_name = "ngram"
 
     def __init__(self, max_ngram: int = 4, min_ngram: int = 1):
         if not 1 <= min_ngram <= max_ngram:
@@ -171,6 +180,14 @@ class NgramDrafter(Drafter):
     def from_pair(cls, pair, temperature: float = 0.0, top_p: float = 1.0) -> "NgramDrafter":
         return cls()
 
-    def draft(self, plan: TreePlan, children: str, rng: torch.Generator) -> DraftTree:
-        trie = ngram_trie(self.history, plan, plan.budget, self.max_ngram, self.min_ngram)
-        return trie.to_tree()
+    @classmethod
+    def child_rule(cls, kind: str, rule: str) -> str:
+        return rule if kind == "none" else "fixed"
+
+    def grow_paths(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+        paths = policy.paths()
+        return ngram_trie(self.history, len(paths), max(map(len, paths)), self.max_ngram,
+                          self.min_ngram, shape=paths).to_tree()
+
+    def grow_ngram_trie(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+        return ngram_trie(self.history, policy.budget, policy.depth, self.max_ngram, self.min_ngram).to_tree()

@@ -1,4 +1,4 @@
-"""Per-job CSVs: row keys from the resolved config, the metrics, atomic writes.
+"""Per-job files: row keys from the job spec, the metrics, steps/summary/outputs writers.
 
 Metric definitions (also in README.md and REPORT.md):
   acceptance_rate   = sum(accepted) / sum(tree_size)       (verified / drafted)
@@ -10,49 +10,47 @@ CIs are 95% percentile bootstraps over prompts (seeded, 1000 resamples).
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
-import tempfile
+import time
+import uuid
 from dataclasses import asdict
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-KEY_COLUMNS = ["config_hash", "pair", "draft", "target", "tree", "tree_params", "budget",
-               "verify", "lossless", "temperature", "draft_temperature", "top_p", "dataset",
-               "seed", "max_new_tokens", "dtype", "device", "engine"]
-HASH_EXCLUDE = ("hydra", "out_root", "progress", "resume", "replay_cache")  # run-location keys
+from .atomic import atomic_write, write_jsonl, write_text
+
+if TYPE_CHECKING:        # the report reads CSVs through this module: no torch import here
+    from .identity import Identity
+    from .jobspec import JobSpec
+
+KEY_COLUMNS = ["config_hash", "run_id", "pair", "pair_id", "draft", "target", "tree", "tree_params",
+               "budget", "verify", "lossless", "temperature", "draft_temperature", "top_p", "dataset",
+               "seed", "max_new_tokens", "dtype", "device", "engine", "batch_size"]
 N_BOOT = 1000
 
 
-def job_config(cfg) -> dict:
-    """The resolved config as a plain dict, without run-location keys."""
-    d = OmegaConf.to_container(cfg, resolve=True) if not isinstance(cfg, dict) else dict(cfg)
-    return {k: v for k, v in d.items() if k not in HASH_EXCLUDE}
+def new_run_id() -> str:
+    """Sortable by finish time, unique: collect keeps a config's newest run."""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{uuid.uuid4().hex[:8]}"
 
 
-def config_hash(cfg) -> str:
-    blob = json.dumps(job_config(cfg), sort_keys=True, default=str)
-    return hashlib.sha1(blob.encode()).hexdigest()[:12]
-
-
-def row_keys(cfg, pair_names: tuple[str, str, str], lossless: bool, engine: str) -> dict:
-    """The configuration columns every row carries."""
-    tree = dict(job_config(cfg)["tree"])
-    name, budget = tree.pop("name"), tree.pop("budget")
-    v = cfg.verify
+def row_keys(job: JobSpec, ident: Identity, names: tuple[str, str], lossless: bool, engine: str,
+             run_id: str) -> dict:
+    """The configuration columns every row carries; ``names`` = (draft, target) labels."""
+    from .identity import config_hash, pair_id
+    v = job.verify
     return {
-        "config_hash": config_hash(cfg), "pair": pair_names[0], "draft": pair_names[1],
-        "target": pair_names[2], "tree": name, "tree_params": json.dumps(tree, sort_keys=True),
-        "budget": int(budget), "verify": v.name, "lossless": bool(lossless),
-        "temperature": float(v.get("temperature", 0.0)),
-        "draft_temperature": float(v.get("draft_temperature", v.get("temperature", 0.0))),
-        "top_p": float(v.get("top_p", 1.0)), "dataset": cfg.dataset.name, "seed": int(cfg.seed),
-        "max_new_tokens": int(cfg.max_new_tokens), "dtype": str(cfg.dtype),
-        "device": str(cfg.device), "engine": engine,
+        "config_hash": config_hash(job, ident), "run_id": run_id, "pair": job.pair.name,
+        "pair_id": pair_id(ident, job.pair.drafter), "draft": names[0], "target": names[1],
+        "tree": job.tree.name, "tree_params": json.dumps(job.tree.params, sort_keys=True),
+        "budget": job.tree.budget, "verify": v.name, "lossless": bool(lossless),
+        "temperature": v.temperature, "draft_temperature": v.draft_temperature, "top_p": v.top_p,
+        "dataset": job.dataset.name, "seed": job.seed, "max_new_tokens": job.max_new_tokens,
+        "dtype": job.dtype, "device": job.device, "engine": engine, "batch_size": job.batch_size,
     }
 
 
@@ -106,23 +104,8 @@ def summarize(keys: dict, steps: pd.DataFrame, wall_s: float, hist: list[int]) -
     return pd.DataFrame([row])
 
 
-def atomic_write(path: str, write) -> None:
-    """Call write(tmp_path), then rename over path: readers never see half a file."""
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=os.path.basename(path))
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
 # identifier columns stay text: a hash like 3726142e8142 would otherwise be read as a float
-TEXT_COLUMNS = {c: str for c in ("config_hash", "pair", "draft", "target", "tree", "tree_params", "verify",
+TEXT_COLUMNS = {c: str for c in ("config_hash", "run_id", "pair", "pair_id", "draft", "target", "tree", "tree_params", "verify",
                                   "dataset", "engine", "prompt_id", "accept_path", "role")}
 
 
@@ -135,11 +118,14 @@ def write_csv(df: pd.DataFrame, path: str) -> None:
     atomic_write(path, lambda tmp: df.to_csv(tmp, index=False, float_format="%.6g"))
 
 
-def write_job(out_dir: str, cfg, steps: pd.DataFrame, summary: pd.DataFrame) -> None:
-    """steps.csv, config.yaml, then summary.csv last: a summary marks a finished job."""
+def write_job(out_dir: str, job: JobSpec, ident: Identity, steps: pd.DataFrame,
+              summary: pd.DataFrame, outputs: Sequence[dict]) -> None:
+    """steps.csv, outputs.jsonl, config.yaml, then summary.csv last: a summary marks a
+    finished job (collect reads nothing else without it)."""
     write_csv(steps, os.path.join(out_dir, "steps.csv"))
-    atomic_write(os.path.join(out_dir, "config.yaml"),
-                 lambda tmp: OmegaConf.save(OmegaConf.create(job_config(cfg)), tmp))
+    write_jsonl(os.path.join(out_dir, "outputs.jsonl"), outputs)
+    config = {**job.to_dict(), "identity": ident.as_dict()}
+    write_text(os.path.join(out_dir, "config.yaml"), OmegaConf.to_yaml(OmegaConf.create(config)))
     write_csv(summary, os.path.join(out_dir, "summary.csv"))
 
 
@@ -148,7 +134,7 @@ def find_finished(root: str, chash: str) -> str | None:
     for path in sorted(glob.glob(os.path.join(root, "**", "summary.csv"), recursive=True)):
         try:
             head = pd.read_csv(path, usecols=["config_hash"], dtype=str)
-        except (ValueError, pd.errors.EmptyDataError):
+        except (ValueError, pd.errors.EmptyDataError, pd.errors.ParserError):
             continue
         if chash in set(head.config_hash):
             return os.path.dirname(path)

@@ -1,110 +1,121 @@
 """`python -m specbench.run [overrides]`: one study job (a Hydra app).
 
-A job: load the pair and prompts, decode every prompt with the chosen engine,
-write steps.csv + summary.csv (+ config.yaml) into the Hydra job folder.
+A job: read the config once into a JobSpec and check it (no model yet), take
+the content identity of its models and dataset (the config hash), skip it if
+a finished job with that hash exists (``resume``), load the pair and prompts,
+check the context length, ``decode`` every prompt, and write steps.csv,
+outputs.jsonl, config.yaml and summary.csv into the Hydra job folder.
+``decode`` is the one place this module calls into the engine.
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 
 import hydra
-import pandas as pd
-import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from . import data, models, results
-from .decode import TargetVerifier, accept_histogram, decode_prompt, prompt_rng
+from . import data, identity, jobspec, launch, models, replay, results
+from .api import eos_ids
+from .diskcache import DiskCache, cache_root
 from .drafters import DRAFTERS
-from .plans import make_plan
-from .registry import UnknownName
-from .verify import MODES
-
-CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
-USER_ERRORS = (ValueError, UnknownName, OSError, FloatingPointError)
-
-
-def resolve_engine(cfg) -> str:
-    if cfg.engine not in ("live", "replay", "auto"):
-        raise ValueError(f"engine={cfg.engine}: valid engines are live, replay, auto")
-    from .replay import why_not_replayable
-    reason = why_not_replayable(cfg)
-    exact = reason is None
-    if cfg.engine == "replay" and not exact:
-        raise ValueError(f"engine=replay is exact only for greedy verification in float32 "
-                         f"({reason}): use engine=live or engine=auto")
-    return "replay" if cfg.engine == "replay" or (cfg.engine == "auto" and exact) else "live"
+from .engine import ContinuationVerifier, Decoding, LiveVerifier, PromptResult, accept_histogram
+from .engine import decode as run_loop
+from .jobspec import ConfigError, JobSpec
+from .policies import make_policy, policy_kind
+from .verify import get_mode
 
 
-def validate(cfg) -> None:
-    """Cheap checks before any model is loaded or file written."""
-    make_plan(cfg.tree)                       # unknown shape, bad budget
-    info = MODES.meta(cfg.verify.name)        # unknown mode
-    if info.get("chain_only") and cfg.tree.name != "chain":
-        raise ValueError(f"verify={cfg.verify.name} verifies a single chain only: use tree=chain")
-    if info["children"] == "topk" and float(cfg.verify.get("draft_temperature", 1.0)) <= 0:
-        raise ValueError(f"verify.draft_temperature=0 with verify={cfg.verify.name}: top-k siblings "
-                         "would tie; use verify.draft_temperature=1 (the ranking is the same at any T > 0)")
-    DRAFTERS.get(cfg.pair.get("drafter", "model"))
-    if int(cfg.max_new_tokens) < 1:
-        raise ValueError(f"max_new_tokens={cfg.max_new_tokens}: must be >= 1")
+def new_policy(job: JobSpec):
+    return make_policy(job.tree.name, job.tree.budget, job.tree.params)
 
 
-def make_drafter(cfg, pair):
-    kind = cfg.pair.get("drafter", "model")
-    cls = DRAFTERS.get(kind)
-    t = cfg.verify.get("draft_temperature", cfg.verify.get("temperature", 0.0))
-    return cls.from_pair(pair, t, cfg.verify.get("top_p", 1.0)) if hasattr(cls, "from_pair") \
-        else cls(pair.draft, t, cfg.verify.get("top_p", 1.0))
+def by_ranks(job: JobSpec) -> bool:
+    """Rank replay (the pure fast path) fits static shapes over a model drafter."""
+    return job.pair.drafter == "model" and policy_kind(job.tree.name) == "paths"
 
 
-def eos_ids(pair) -> set[int]:
-    eos = pair.target.generation_config.eos_token_id
-    if eos is None:
-        eos = pair.tokenizer.eos_token_id
-    return set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
+def cache_keys(job: JobSpec, ident, eos) -> tuple[dict, dict]:
+    """(continuation key, draft-rank key additions) for the replay caches: content
+    identities of the models, not their names."""
+    v = job.verify
+    key = {"target": ident.target, "max_new_tokens": job.max_new_tokens, "dtype": job.dtype,
+           "device": job.device, "eos": sorted(int(e) for e in eos),
+           "temperature": v.temperature, "top_p": v.top_p}
+    return key, {"draft": ident.draft, "draft_temperature": v.draft_temperature, "draft_top_p": v.top_p}
 
 
-def decode_live(cfg, pair, prompts) -> list:
-    drafter = make_drafter(cfg, pair)
-    target = TargetVerifier(pair.target, cfg.verify.get("temperature", 0.0), cfg.verify.get("top_p", 1.0))
-    eos, records = eos_ids(pair), []
-    for i, pr in enumerate(tqdm(prompts, desc=f"live {cfg.tree.name}/{cfg.tree.budget}",
-                                disable=not cfg.progress)):
-        recs, _ = decode_prompt(pr.id, pr.ids, drafter, target, make_plan(cfg.tree), cfg.verify,
-                                int(cfg.max_new_tokens), eos, prompt_rng(cfg.seed, i))
-        records += recs
-    return records
+def decode(job: JobSpec, ident, pair, prompts, engine: str) -> list[PromptResult]:
+    """Every prompt through the engine (the one place this module calls it): the one
+    loop, live or drafted replay, or rank replay for static shapes over a model drafter."""
+    mode = get_mode(job.verify.name)
+    eos = eos_ids(pair)
+    run = Decoding(mode, mode.params(job.verify.params), job.max_new_tokens, eos, job.seed)
+    bar = (lambda it: tqdm(it, desc=f"{engine} {job.tree.name}/{job.tree.budget}", disable=not job.progress))
+    drafter = DRAFTERS.get(job.pair.drafter).from_pair(pair, run.params["draft_temperature"], run.params["top_p"])
+    if engine == "live":
+        verifier = LiveVerifier(pair.target, run.params["temperature"], run.params["top_p"])
+        return run_loop(prompts, drafter, verifier, lambda: new_policy(job), run, bar)
+    store = DiskCache(cache_root(job.replay_cache, job.out_root))
+    key, draft_key = cache_keys(job, ident, eos)
+    if by_ranks(job):
+        return replay.replay_by_ranks(bar(prompts), lambda ids: replay.cached_ranks(
+            store, pair.target, pair.draft, key, draft_key, ids), lambda: new_policy(job))
+    verifier = ContinuationVerifier(lambda ids: replay.cached_continuation(store, pair.target, key, ids),
+                                    pair.target.get_output_embeddings().weight.shape[0])
+    return run_loop(prompts, drafter, verifier, lambda: new_policy(job), run, bar)
 
 
-def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
+def context_length(model) -> int | None:
+    """The number of positions a model was built for (None if its config does not say)."""
+    for attr in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        n = getattr(model.config, attr, None)
+        if isinstance(n, int) and n > 0:
+            return n
+    return None
+
+
+def check_context(job: JobSpec, pair, prompts) -> None:
+    """prompt + max_new_tokens + a tree of tree.budget nodes must fit both models' positions."""
+    for role, model in (("target", pair.target), ("draft", pair.draft)):
+        n = context_length(model) if model is not None else None
+        for pr in prompts if n else []:
+            need = len(pr.ids) + job.max_new_tokens + job.tree.budget
+            if need > n:
+                raise ConfigError(
+                    f"dataset {job.dataset.name}: prompt '{pr.id}' has {len(pr.ids)} tokens; with "
+                    f"max_new_tokens={job.max_new_tokens} and tree.budget={job.tree.budget} that is {need} "
+                    f"positions > the {role}'s {n}: lower max_new_tokens, or set dataset.max_prompt_tokens="
+                    f"{max(n - job.max_new_tokens - job.tree.budget, 0)} to refuse such prompts")
+
+
+def run_job(cfg: DictConfig, out_dir: str):
     """Run one job into out_dir; returns its summary row (None if resumed)."""
-    validate(cfg)
-    chash = results.config_hash(cfg)
-    if cfg.resume and (done := results.find_finished(cfg.out_root, chash)):
+    job = jobspec.from_config(cfg)
+    engine, mode = jobspec.validate(job)
+    ident = identity.job_identity(job)
+    chash = identity.config_hash(job, ident)
+    if job.resume and (done := results.find_finished(job.out_root, chash)):
         print(f"specbench: skip {chash}: already finished in {done}")
         return None
-    pair = models.load_pair(cfg.pair, cfg.dtype, cfg.device)
-    prompts = data.load_prompts(cfg.dataset, pair.tokenizer)
-    kind = cfg.pair.get("drafter", "model")
-    engine = resolve_engine(cfg)
+    pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
+    prompts = data.load_prompts(job.dataset.config, pair.tokenizer,
+                                max_prompt_tokens=job.dataset.max_prompt_tokens)
+    check_context(job, pair, prompts)
     t0 = time.perf_counter()
-    if engine == "replay":
-        from . import replay
-        drafter = None if replay.by_ranks(cfg, kind) else make_drafter(cfg, pair)
-        records = replay.decode_replay(cfg, pair, prompts, eos_ids(pair), drafter)
-    else:
-        records = decode_live(cfg, pair, prompts)
+    done = decode(job, ident, pair, prompts, engine)
     wall = time.perf_counter() - t0
-    keys = results.row_keys(cfg, (pair.name, pair.draft_name, pair.target_name),
-                            MODES.meta(cfg.verify.name)["lossless"], engine)
+    records = [r for d in done for r in d.records]
+    outputs = [{"prompt_id": d.prompt_id, "token_ids": [int(t) for t in d.tokens]} for d in done]
+    keys = results.row_keys(job, ident, (pair.draft_name, pair.target_name), mode.lossless, engine,
+                            results.new_run_id())
     steps = results.steps_frame(keys, records)
     summary = results.summarize(keys, steps, wall, accept_histogram(records))
-    results.write_job(out_dir, cfg, steps, summary)
+    texts = [{**o, "text": pair.tokenizer.decode(o["token_ids"])} for o in outputs]
+    results.write_job(out_dir, job, ident, steps, summary, texts)
     s = summary.iloc[0]
     print(f"specbench: {chash} {keys['pair']} {keys['tree']}/{keys['budget']} {keys['verify']} "
           f"[{engine}] acceptance_rate={s.acceptance_rate:.3f} acceptance_length={s.acceptance_length:.3f} "
@@ -115,29 +126,11 @@ def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
-    try:
-        run_job(cfg, hc.runtime.output_dir)
-    except USER_ERRORS as e:
-        print(f"specbench: error: {e}", file=sys.stderr)
-        if hc.mode != RunMode.MULTIRUN:
-            sys.exit(2)             # a sweep goes on past one invalid combination
-
-
-GROUPS = ("pair", "tree", "verify", "dataset", "sweep")
-
-
-def check_group_overrides(argv) -> None:
-    """`tree=foo` with no conf/tree/foo.yaml: one line naming the valid choices."""
-    for arg in argv:
-        group, eq, value = arg.lstrip("+~").partition("=")
-        if not eq or group not in GROUPS:
-            continue
-        valid = sorted(f[:-5] for f in os.listdir(os.path.join(CONF_DIR, group)) if f.endswith(".yaml"))
-        for v in value.split(","):
-            if v and v not in valid:
-                sys.exit(f"specbench: error: unknown {group} '{v}'. Valid: {', '.join(valid)}")
+    code = launch.run_guarded(lambda: run_job(cfg, hc.runtime.output_dir), hc.runtime.output_dir)
+    if code and hc.mode != RunMode.MULTIRUN:
+        sys.exit(code)        # a multirun goes on; FailureReport counts the failures at its end
 
 
 if __name__ == "__main__":
-    check_group_overrides(sys.argv[1:])
+    launch.check_argv(sys.argv[1:])
     main()

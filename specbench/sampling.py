@@ -22,6 +22,20 @@ import torch
 
 CHILD_RULES = ("topk", "sample", "sample_noreplace")   # how a drafter can pick children from q
 TREE_CHILD_RULES = CHILD_RULES + ("fixed",)              # + candidates not drawn from q (n-gram, merged)
+MIN_TEMPERATURE = 1e-6   # below this (but > 0) logits / T can overflow float32: NaN probabilities
+
+
+def check_temperature(temperature, key: str = "verify.temperature") -> float:
+    """``temperature`` as a float, or a one-line ValueError naming ``key``: it must be
+    finite and either 0 (greedy) or >= MIN_TEMPERATURE (a positive temperature below
+    that overflows ``logits / T`` in float32 and ``probs`` would return NaN rows)."""
+    t = float(temperature)
+    if not t == t or t in (float("inf"), float("-inf")) or t < 0:
+        raise ValueError(f"{key}={temperature}: must be a finite number >= 0 (0 = greedy)")
+    if 0 < t < MIN_TEMPERATURE:
+        raise ValueError(f"{key}={temperature}: a positive temperature below {MIN_TEMPERATURE:g} "
+                         "overflows the logits (NaN probabilities); use 0 for greedy")
+    return t
 
 
 def probs(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0) -> torch.Tensor:
@@ -29,10 +43,8 @@ def probs(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0) ->
 
     temperature 0 gives the one-hot argmax distribution.  top_p = 1 keeps every token.
     """
-    temperature = 0.0 if temperature is None else float(temperature)
+    temperature = 0.0 if temperature is None else check_temperature(temperature)
     top_p = 1.0 if top_p is None else float(top_p)
-    if temperature < 0:
-        raise ValueError(f"verify.temperature={temperature}: must be >= 0 (0 = greedy)")
     if not 0.0 < top_p <= 1.0:
         raise ValueError(f"verify.top_p={top_p}: must be in (0, 1]")
     logits = logits.float()
@@ -64,10 +76,12 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
 
 def accept_prob(p_row: torch.Tensor, q_row: torch.Tensor, x: int) -> float:
-    """min(1, p(x)/q(x)); a token the draft gave probability 0 is accepted iff p(x) > 0."""
+    """min(1, p(x)/q(x)).  A token the draft gave probability 0 cannot have been drawn
+    from q, so it is never accepted (0.0); the sampling verifiers skip such a child
+    without a residual update, which keeps them lossless on the remaining children."""
     px, qx = float(p_row[x]), float(q_row[x])
     if qx <= 0:
-        return 1.0 if px > 0 else 0.0
+        return 0.0
     return min(1.0, px / qx)
 
 
@@ -144,6 +158,27 @@ def choose_children(q_row: torch.Tensor, k: int, how: str,
             drawn[x] = True
         tokens = torch.tensor(picks, dtype=torch.long)
     return tokens.tolist(), ranks_of(q_row, tokens)
+
+
+def choose_slots(q_row: torch.Tensor, slots, how: str,
+                 rng: torch.Generator | None = None) -> tuple[list[int], list[int]]:
+    """Children for the sibling slots ``slots`` (strictly increasing: the last element of
+    each kept rank path under one parent, e.g. [0, 2] for ``[[0], [2]]``).
+
+    "topk": slot r is the r-th most likely token (a gap skips tokens);
+    "sample" / "sample_noreplace": len(slots) draws in order, the j-th draw filling the
+    j-th slot.  A gap never discards a draw: without replacement, a discarded draw
+    would change the law of the later ones, which the Sequoia verifier assumes.
+    Without gaps this is exactly ``choose_children(q_row, len(slots), how, rng)``.
+    Returns (tokens, ranks) aligned with ``slots``.
+    """
+    slots = [int(s) for s in slots]
+    if not slots or slots[0] < 0 or any(b <= a for a, b in zip(slots, slots[1:])):
+        raise ValueError(f"choose_slots: slots {slots} must be strictly increasing ranks >= 0")
+    if how != "topk":
+        return choose_children(q_row, len(slots), how, rng)
+    tokens, ranks = choose_children(q_row, slots[-1] + 1, how, rng)
+    return [tokens[s] for s in slots], [ranks[s] for s in slots]
 
 
 def sample(row: torch.Tensor, rng: torch.Generator | None) -> int:

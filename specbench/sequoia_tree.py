@@ -30,7 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .trees import SHAPES, RankPath, sort_paths
+from .trees import RankPath, shape, sort_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VECTOR = "results/acceptance_vector.csv"
@@ -147,7 +147,7 @@ def load_vector(path: str | os.PathLike = DEFAULT_VECTOR, pair: str | None = Non
     return [by_rank.get(r, 0.0) for r in range(max(by_rank) + 1)]
 
 
-@SHAPES.register("sequoia")
+@shape("sequoia")
 def sequoia(budget: int, depth: int | None = None, vector=DEFAULT_VECTOR, max_children: int | None = None,
             calib_pair: str | None = None, calib_dataset: str | None = None,
             calib_verify: str | None = None, calib_temperature: float | None = None, **_) -> list[RankPath]:

@@ -21,15 +21,24 @@ prefix of the kept list must be a tree.  A finite shape (``specinfer``, ``paths`
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
 
-from .registry import Registry
-
 RankPath = tuple[int, ...]
 
-SHAPES: Registry = Registry("tree shape")
+SHAPE_FNS: dict[str, tuple[Callable, bool]] = {}   # static shape name -> (fn, listed_order); see policies
+
+
+def shape(name: str, listed_order: bool = False) -> Callable:
+    """Register a static shape fn(budget, **params) -> rank paths (``policies`` makes it a policy)."""
+    def deco(fn: Callable) -> Callable:
+        if name in SHAPE_FNS:
+            raise ValueError(f"tree shape '{name}' is registered twice")
+        SHAPE_FNS[name] = (fn, listed_order)
+        return fn
+    return deco
 
 
 # --------------------------------------------------------------------------
@@ -154,12 +163,12 @@ def _full_tree(expansion: Sequence[int], budget: int) -> list[RankPath]:
     return paths
 
 
-@SHAPES.register("chain")
+@shape("chain")
 def chain(budget: int, **_) -> list[RankPath]:
     return [(0,) * d for d in range(1, budget + 1)]
 
 
-@SHAPES.register("kary")
+@shape("kary")
 def kary(budget: int, width: int = 2, **_) -> list[RankPath]:
     if width < 1:
         raise ValueError(f"tree.width={width}: must be >= 1")
@@ -167,12 +176,12 @@ def kary(budget: int, width: int = 2, **_) -> list[RankPath]:
     return _full_tree([width] * levels, budget)
 
 
-@SHAPES.register("binary")
+@shape("binary")
 def binary(budget: int, **_) -> list[RankPath]:
     return kary(budget, width=2)
 
 
-@SHAPES.register("topk_wide")
+@shape("topk_wide")
 def topk_wide(budget: int, width: int = 4, **_) -> list[RankPath]:
     """The top-`width` first tokens, each continued as a top-1 chain."""
     if width < 1:
@@ -181,15 +190,15 @@ def topk_wide(budget: int, width: int = 4, **_) -> list[RankPath]:
     return [(r,) + (0,) * d for r in range(width) for d in range(length)]
 
 
-@SHAPES.register("specinfer")
+@shape("specinfer")
 def specinfer(budget: int, expansion: Sequence[int] = (1, 1, 3, 1, 1, 1, 1, 1), **_) -> list[RankPath]:
     if not expansion or any(int(k) < 1 for k in expansion):
         raise ValueError(f"tree.expansion={list(expansion)}: needs one or more factors >= 1")
     return _full_tree(list(expansion), budget)
 
 
-@SHAPES.register("medusa63", listed_order=True)  # conf/tree/medusa63.yaml: Medusa's mc_sim_7b_63
-@SHAPES.register("paths", listed_order=True)
+@shape("medusa63", listed_order=True)  # conf/tree/medusa63.yaml: Medusa's mc_sim_7b_63
+@shape("paths", listed_order=True)
 def explicit_paths(budget: int, paths: Sequence[Sequence[int]] = (), **_) -> list[RankPath]:
     """The list as given: its order is the priority order the budget trims by."""
     if not paths:
@@ -197,18 +206,22 @@ def explicit_paths(budget: int, paths: Sequence[Sequence[int]] = (), **_) -> lis
     return [tuple(int(r) for r in p) for p in paths]
 
 
-def static_paths(name: str, budget: int, **params) -> list[RankPath]:
-    """The rank paths of a static shape at exactly `budget` nodes."""
-    fn: Callable = SHAPES.get(name)
+def static_paths(fn: Callable, name: str, budget: int, listed_order: bool = False,
+                 **params) -> list[RankPath]:
+    """The rank paths of the static shape ``fn`` at exactly `budget` nodes (by
+    name: ``policies.shape_paths``)."""
     if budget is None or int(budget) < 1:
         raise ValueError(f"tree.budget={budget}: the budget (number of draft tokens) must be >= 1")
-    return fit_budget(fn(int(budget), **params), int(budget), SHAPES.meta(name).get("listed_order", False))
+    paths = fn(int(budget), **params)
+    for p in paths:
+        if any(int(r) < 0 for r in p):
+            raise ValueError(f"tree={name}: rank path {list(p)} has a negative rank; ranks are 0, 1, 2, ...")
+    return fit_budget(paths, int(budget), listed_order)
 
 
 # --------------------------------------------------------------------------
-# a drafted tree and the per-step plan
+# a drafted tree
 # --------------------------------------------------------------------------
-from dataclasses import dataclass, field  # noqa: E402
 
 
 @dataclass
@@ -245,22 +258,8 @@ class DraftTree:
     def rank_path(self, nodes: Sequence[int]) -> str:
         return ".".join(str(self.ranks[n]) for n in nodes)
 
-
-@dataclass
-class TreePlan:
-    """What the drafter should build this step.
-
-    Static shapes give ``paths``.  Dynamic shapes (``dynamic=True``) let the
-    drafter build the tree itself from ``budget`` and ``params``.  ``observe``
-    is called after every step (adaptive shapes change their paths there).
-    """
-    name: str
-    budget: int
-    params: dict = field(default_factory=dict)
-    dynamic: bool = False
-
-    def paths(self) -> list[RankPath]:
-        return static_paths(self.name, self.budget, **self.params)
-
-    def observe(self, accepted: int, tree_size: int) -> None:
-        pass
+    @classmethod
+    def root_only(cls, token: int, rule: str = "topk") -> "DraftTree":
+        """A tree with no draft nodes (tree=none, or a drafter with nothing to propose)."""
+        return cls(parents=[-1], tokens=torch.tensor([int(token)]), ranks=[0], q=None, slots=None,
+                   child_rule=rule)

@@ -1,103 +1,65 @@
-"""Verification modes: one registered function per mode, one signature.
+"""Token-level lossless verification modes: greedy, speculative, mss, sequoia, naive.
 
-``fn(tree, p, q, rng, cfg) -> Verdict(path, next_token)``
+Each mode is one ``ModeSpec`` registration (verdict + exact per-node law + child
+rules + defaults; conventions in ``modespec``).  Importing this module registers
+every mode, including the lossy rules (``verify_lossy``) and block / traversal
+verification (``verify_block``); callers use ``get_mode(name)``.
 
-* ``p[i]``: target next-token probabilities after node i (temperature / top-p
-  already applied with ``sampling.probs``); ``q[i]``: the draft distribution
-  node i's children were chosen from (zero rows where not expanded).
-* ``rng``: a CPU ``torch.Generator``; every random choice uses it.
-* ``cfg``: the ``verify`` config group (DictConfig, dict or None); mode
-  parameters are read with ``cfg.get(key, default)``.
-
-Registry meta: ``children`` (how the drafter picks children: "topk", "sample",
-"sample_noreplace"), ``lossless`` and ``chain_only``.
-
-Lossless: greedy (w.r.t. the greedy target), speculative, mss, sequoia, naive.
+Lossless: greedy (w.r.t. the greedy target, on any tree), speculative (chains),
+mss, sequoia, naive (any tree), block (chains), traversal.
 Lossy: typical, ratio, conservative, epsilon.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 
-from .registry import Registry
-from .sampling import accept_prob, as_dist, residual, sample, sequoia_next_q
+from .distshift import MAX_DP_CHILDREN, TooBig, fixed_path, marginal_noreplace, marginal_sample, top_down
+from .modespec import MODES, Law, ModeSpec, Verdict, register
+from .sampling import TREE_CHILD_RULES, accept_prob, as_dist, residual, sample, sequoia_next_q
 from .trees import DraftTree
 
-MODES: Registry = Registry("verify mode")
+ANY_TREE = frozenset(TREE_CHILD_RULES)
 
 
-class Verdict(NamedTuple):
-    path: list[int]       # accepted node indices, root excluded, in depth order
-    next_token: int       # bonus / correction token appended after the path
-
-
-def get_mode(name: str):
-    """The mode function; an unknown name lists the valid ones."""
+def get_mode(name: str) -> ModeSpec:
+    """The mode's spec; an unknown name lists the valid ones."""
     return MODES.get(name)
 
 
-def mode_info(name: str) -> dict:
-    """{"name", "children", "lossless", "chain_only", "doc"} for a mode."""
-    fn = MODES.get(name)
-    return {"name": name, **MODES.meta(name), "doc": (fn.__doc__ or "").strip().splitlines()[0]}
-
-
-def param(cfg, key: str, default):
-    """cfg.get(key, default) for a DictConfig / dict / None."""
-    if cfg is None:
-        return default
-    val = cfg.get(key, default)
-    return default if val is None else val
-
-
-def children_by_rank(tree: DraftTree, node: int) -> list[int]:
-    """Children of ``node`` in sibling-rank order (stable by index)."""
-    kids = tree.children(node)
-    return sorted(kids, key=lambda c: tree.ranks[c]) if tree.ranks else kids
-
-
-def need_q(tree: DraftTree, q: torch.Tensor | None, mode: str) -> torch.Tensor:
-    if q is None:
-        raise ValueError(f"verify={mode} needs the draft distributions q (tree.q is None, e.g. an "
-                         "n-gram drafter); use verify=greedy, naive or typical with that drafter")
-    return q
-
-
-def check_chain(tree: DraftTree, mode: str) -> None:
-    for i in range(len(tree.parents)):
-        k = len(tree.children(i))
-        if k > 1:
-            raise ValueError(f"verify={mode} works on a chain only, but node {i} has {k} children; "
-                             f"use tree=chain (or verify=mss / sequoia for trees)")
-
-
-def target_token(p_row: torch.Tensor, rng: torch.Generator, cfg) -> int:
-    """The target's own token: argmax at temperature 0, else a sample from p."""
-    if float(param(cfg, "temperature", 1.0)) == 0:
-        return int(p_row.argmax())
-    return sample(p_row, rng)
-
-
 # --------------------------------------------------------------------------
-# lossless
+# greedy
 # --------------------------------------------------------------------------
-@MODES.register("greedy", children="topk", lossless=True, chain_only=False)
-def greedy(tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-           rng: torch.Generator, cfg=None) -> Verdict:
-    """Longest path whose tokens equal the target's argmax, then the argmax bonus."""
+def greedy_path(tree: DraftTree, p: torch.Tensor, q=None, params=None) -> list[int]:
+    """Longest path whose tokens equal the target's argmax after their parent."""
     best = p.argmax(-1).tolist()
     tokens = tree.tokens.tolist()
     node, path = 0, []
-    while True:
-        nxt = [c for c in tree.children(node) if tokens[c] == best[node]]
-        if not nxt:
-            return Verdict(path, best[node])
+    while nxt := [c for c in tree.children(node) if tokens[c] == best[node]]:
         node = nxt[0]
         path.append(node)
+    return path
 
 
+def greedy(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> Verdict:
+    """Longest path whose tokens equal the target's argmax, then the argmax bonus."""
+    path = greedy_path(tree, p)
+    return Verdict(path, int(p[path[-1] if path else 0].argmax()))
+
+
+def _argmax_dist(p_row: torch.Tensor, params=None) -> torch.Tensor:
+    pr = p_row.double()
+    return torch.zeros_like(pr).scatter_(0, pr.argmax().view(1), 1.0)
+
+
+register(ModeSpec(
+    name="greedy", verdict=greedy, child_rule="topk", lossless_for=ANY_TREE,
+    law=Law(fixed_path(greedy_path, _argmax_dist), draw_free=True),
+    defaults={"temperature": 0.0}, doc="Longest path of target-argmax tokens, then the argmax bonus."))
+
+
+# --------------------------------------------------------------------------
+# multi-step speculative sampling: speculative (chain), mss, sequoia
+# --------------------------------------------------------------------------
 def _multi_step(tree: DraftTree, p: torch.Tensor, q: torch.Tensor, rng: torch.Generator,
                 shuffle: bool, update_q: bool) -> Verdict:
     """Multi-step speculative sampling down the tree.
@@ -105,8 +67,9 @@ def _multi_step(tree: DraftTree, p: torch.Tensor, q: torch.Tensor, rng: torch.Ge
     At each node try the children (random order if ``shuffle``, else storage
     order), accept child x with prob min(1, p(x)/q(x)); on rejection
     p <- norm(max(0, p - q)) and, if ``update_q`` (Sequoia), q[x] <- 0 renormalised
-    (uniform over not-yet-rejected tokens once q has no mass).  When every child is
-    rejected, or at a leaf, the next token is drawn from the current p.
+    (uniform over not-yet-rejected tokens once q has no mass).  A child with q(x) = 0
+    (it cannot have been drawn from q) is skipped: never accepted, no update.  When
+    every child is rejected, or at a leaf, the next token is drawn from the current p.
     """
     tokens = tree.tokens.tolist()
     node, path = 0, []
@@ -123,6 +86,8 @@ def _multi_step(tree: DraftTree, p: torch.Tensor, q: torch.Tensor, rng: torch.Ge
         chosen = None
         for j in order:
             x = tokens[kids[j]]
+            if qr[x] <= 0:
+                continue
             if float(torch.rand((), generator=rng, dtype=torch.float64)) < accept_prob(pr, qr, x):
                 chosen = kids[j]
                 break
@@ -136,31 +101,97 @@ def _multi_step(tree: DraftTree, p: torch.Tensor, q: torch.Tensor, rng: torch.Ge
         path.append(node)
 
 
-@MODES.register("speculative", children="sample", lossless=True, chain_only=True)
-def speculative(tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-                rng: torch.Generator, cfg=None) -> Verdict:
+def speculative(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> Verdict:
     """Speculative sampling (Leviathan et al.; Chen et al.) on a chain."""
-    check_chain(tree, "speculative")
-    return _multi_step(tree, p, need_q(tree, q, "speculative"), rng, shuffle=False, update_q=False)
+    return _multi_step(tree, p, q, rng, shuffle=False, update_q=False)
 
 
-@MODES.register("mss", children="sample", lossless=True, chain_only=False)
-def mss(tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-        rng: torch.Generator, cfg=None) -> Verdict:
+def mss(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> Verdict:
     """SpecInfer multi-step speculative sampling (children i.i.d. from q, random order)."""
-    return _multi_step(tree, p, need_q(tree, q, "mss"), rng, shuffle=True, update_q=False)
+    return _multi_step(tree, p, q, rng, shuffle=True, update_q=False)
 
 
-@MODES.register("sequoia", children="sample_noreplace", lossless=True, chain_only=False)
-def sequoia(tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-            rng: torch.Generator, cfg=None) -> Verdict:
+def sequoia(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> Verdict:
     """Sequoia (children without replacement; p and q both updated on rejection)."""
-    return _multi_step(tree, p, need_q(tree, q, "sequoia"), rng, shuffle=False, update_q=True)
+    return _multi_step(tree, p, q, rng, shuffle=False, update_q=True)
 
 
-@MODES.register("naive", children="topk", lossless=True, chain_only=False)
-def naive(tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-          rng: torch.Generator, cfg=None) -> Verdict:
+def node_mss(tree, node, p, q, params, final=True):
+    """mss at one node, conditional on its children's tokens: a dynamic programme over
+    the SET of children already rejected (p_i depends only on how many were rejected;
+    each untried child is next with prob 1/#untried); 2^k states (TooBig past 16).
+    Children with q(x) = 0 are skipped by the verifier, so they drop out here."""
+    qr = q[node]
+    kids = [c for c in tree.children(node) if qr[int(tree.tokens[c])] > 0]
+    xs = [int(tree.tokens[c]) for c in kids]
+    k = len(kids)
+    if k > MAX_DP_CHILDREN:
+        raise TooBig
+    ps = [p[node]]
+    for _ in range(k if final else k - 1):      # p_k only matters for the emitted token
+        ps.append(residual(ps[-1], qr))
+    a = [[accept_prob(ps[i], qr, x) for x in xs] for i in range(k)]
+    f = [0.0] * (1 << k)
+    f[0] = 1.0
+    acc = dict.fromkeys(kids, 0.0)
+    for s in range(1 << k):
+        n = bin(s).count("1")
+        if f[s] == 0.0 or n == k:
+            continue
+        share = f[s] / (k - n)
+        for j in range(k):
+            if not s >> j & 1:
+                acc[kids[j]] += share * a[n][j]
+                f[s | 1 << j] += share * (1.0 - a[n][j])
+    return acc, ps[-1], f[-1]
+
+
+def node_sequoia(tree, node, p, q, params, final=True):
+    """Sequoia at one node: children in storage order, p and q updated on rejection
+    (a child with q(x) = 0 at its turn is skipped)."""
+    kids = tree.children(node)
+    pr = p[node]
+    qr = sequoia_next_q(q[node], torch.zeros(pr.numel(), dtype=torch.bool))
+    rejected = torch.zeros(pr.numel(), dtype=torch.bool)
+    acc, reach = {}, 1.0
+    for i, c in enumerate(kids):
+        x = int(tree.tokens[c])
+        if qr[x] <= 0:
+            acc[c] = 0.0
+            continue
+        a = accept_prob(pr, qr, x)
+        acc[c] = reach * a
+        reach *= 1.0 - a
+        if i == len(kids) - 1 and not final:
+            break
+        pr = residual(pr, qr)
+        rejected[x] = True
+        if i < len(kids) - 1:
+            qr = sequoia_next_q(qr, rejected)
+    return acc, pr, reach
+
+
+_SAMPLED = {"sample": marginal_sample, "sample_noreplace": marginal_noreplace}   # one child: same draw
+register(ModeSpec(
+    name="speculative", verdict=speculative, child_rule="sample",
+    lossless_for=frozenset(_SAMPLED), law=Law(top_down(node_mss), _SAMPLED),
+    needs_q=True, chain_only=True,
+    doc="Speculative sampling (Leviathan et al.; Chen et al.) on a chain."))
+register(ModeSpec(
+    name="mss", verdict=mss, child_rule="sample", lossless_for=frozenset({"sample"}),
+    law=Law(top_down(node_mss), {"sample": marginal_sample}), needs_q=True,
+    doc="SpecInfer multi-step speculative sampling (children i.i.d. from q, random order)."))
+register(ModeSpec(
+    name="sequoia", verdict=sequoia, child_rule="sample_noreplace",
+    lossless_for=frozenset({"sample_noreplace"}),
+    law=Law(top_down(node_sequoia), {"sample_noreplace": marginal_noreplace}), needs_q=True,
+    doc="Sequoia (children without replacement; p and q both updated on rejection)."))
+
+
+# --------------------------------------------------------------------------
+# naive
+# --------------------------------------------------------------------------
+def naive(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> Verdict:
     """SpecInfer naive sampling: draw x ~ p; accept it if it is a child, else emit it."""
     tokens = tree.tokens.tolist()
     node, path = 0, []
@@ -173,105 +204,24 @@ def naive(tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
         path.append(node)
 
 
-# --------------------------------------------------------------------------
-# lossy
-# --------------------------------------------------------------------------
-def typical_set(p_row: torch.Tensor, cfg) -> torch.Tensor:
-    """Medusa's typical tokens: p(x) > min(eps, delta * exp(-H(p))) (bool mask).
-
-    H uses 0 log 0 = 0.  The argmax is always typical (max p >= exp(-H)).
-    """
-    eps, delta = float(param(cfg, "eps", 0.09)), float(param(cfg, "delta", 0.3))
-    pr = p_row.double()
-    ent = -(pr * pr.clamp_min(1e-300).log()).sum()
-    thr = min(eps, delta * float(torch.exp(-ent)))
-    return pr > thr
-
-
-def typical_path(tree: DraftTree, p: torch.Tensor, cfg) -> list[int]:
-    """Longest root path whose every token is typical under its parent's p
-    (Medusa picks the longest accepted candidate); ties go to the lower rank path."""
-    tokens = tree.tokens.tolist()
-    masks: dict[int, torch.Tensor] = {}
-    best: list[int] = []
-
-    def walk(node: int, path: list[int]) -> None:
-        nonlocal best
-        if len(path) > len(best):
-            best = list(path)
-        kids = children_by_rank(tree, node)
-        if kids and node not in masks:
-            masks[node] = typical_set(p[node], cfg)
-        for c in kids:
-            if masks[node][tokens[c]]:
-                walk(c, path + [c])
-
-    walk(0, [])
-    return best
-
-
-def typical_next(p_row: torch.Tensor, cfg) -> torch.Tensor:
-    """Distribution of typical's next token: p restricted to its typical set."""
-    keep = typical_set(p_row, cfg)
-    pr = p_row.double() * keep
-    return pr / pr.sum()
-
-
-@MODES.register("typical", children="topk", lossless=False, chain_only=False)
-def typical(tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-            rng: torch.Generator, cfg=None) -> Verdict:
-    """Medusa typical acceptance (lossy): longest typical path, then a token from
-    p restricted to the typical set (argmax at temperature 0)."""
-    path = typical_path(tree, p, cfg)
-    last = path[-1] if path else 0
-    return Verdict(path, target_token(typical_next(p[last], cfg), rng, cfg))
-
-
-def seed_rule(name: str) -> tuple[str, float]:
-    """(kind, constant) of the seeds' lossy rules."""
-    return {"ratio": ("factor", 1.0), "conservative": ("factor", 0.5),
-            "epsilon": ("eps", 0.05)}[name]
-
-
-def seed_accepts(name: str, px: float, qx: float, cfg) -> bool:
-    """ratio: p >= factor*q (1.0); conservative: same with factor 0.5; epsilon: q >= p - eps."""
-    kind, default = seed_rule(name)
-    c = float(param(cfg, kind, default))
-    return px >= c * qx if kind == "factor" else qx >= px - c
-
-
-def seed_child(name: str, tree: DraftTree, node: int, p: torch.Tensor, q: torch.Tensor,
-               cfg=None) -> int | None:
-    """The first child of ``node`` in rank order that the rule accepts, or None."""
-    for c in children_by_rank(tree, node):
+def node_naive(tree, node, p, q, params, final=True):
+    """naive at one node: the first child holding token x is accepted with prob p(x)."""
+    pr = p[node].double()
+    acc, seen = {}, set()
+    for c in tree.children(node):
         x = int(tree.tokens[c])
-        if seed_accepts(name, float(p[node, x]), float(q[node, x]), cfg):
-            return c
-    return None
+        if x not in seen:
+            seen.add(x)
+            acc[c] = float(pr[x])
+    rest = pr.clone()
+    rest[list(seen)] = 0.0
+    none = float(rest.sum())
+    return acc, (rest / none if none > 0 else pr), none
 
 
-def seed_path(name: str, tree: DraftTree, p: torch.Tensor, q: torch.Tensor, cfg=None) -> list[int]:
-    """Walk down taking ``seed_child``; stop at the first node with none (or a leaf)."""
-    node, path = 0, []
-    while (node := seed_child(name, tree, node, p, q, cfg)) is not None:
-        path.append(node)
-    return path
+register(ModeSpec(
+    name="naive", verdict=naive, child_rule="topk", lossless_for=ANY_TREE,
+    law=Law(top_down(node_naive), draw_free=True),
+    doc="SpecInfer naive sampling: draw x ~ p; accept it if it is a child, else emit it."))
 
-
-_SEED_DOCS = {"ratio": "accept x if p(x) >= q(x)", "conservative": "accept x if p(x) >= 0.5 q(x)",
-              "epsilon": "accept x if q(x) >= p(x) - 0.05"}
-
-
-def _seed_mode(name: str):
-    def fn(tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-           rng: torch.Generator, cfg=None) -> Verdict:
-        path = seed_path(name, tree, p, need_q(tree, q, name), cfg)
-        return Verdict(path, target_token(p[path[-1] if path else 0], rng, cfg))
-    fn.__name__ = name
-    fn.__doc__ = (f"Seed rule '{name}' (lossy): {_SEED_DOCS[name]}; children tried in rank order, "
-                  "stop at the first rejection, then the target's token (argmax at temperature 0).")
-    return fn
-
-
-for _name in ("ratio", "conservative", "epsilon"):
-    MODES.register(_name, children="topk", lossless=False, chain_only=False)(_seed_mode(_name))
+from . import verify_block, verify_lossy  # noqa: E402,F401  (register the other modes)

@@ -119,3 +119,16 @@ def real_models_installed() -> bool:
         return False
     return installed()
 
+
+
+def decode_one(drafter, target, prompt_ids, policy, n: int = 24, mode: str = "greedy", params=None,
+               eos=(0,), seed: int = 0, verifier=None):
+    """One prompt through the engine's one loop: (step records, new tokens)."""
+    from specbench.engine import Decoding, LiveVerifier, decode_prompt
+    from specbench.verify import get_mode
+    spec = get_mode(mode)
+    params = spec.params({"temperature": 0.0, **(params or {})})
+    verifier = verifier or LiveVerifier(target, params["temperature"], params["top_p"])
+    res = decode_prompt("p0", prompt_ids, drafter, verifier, policy,
+                        Decoding(spec, params, n, frozenset(eos)), torch.Generator().manual_seed(seed))
+    return res.records, res.tokens

@@ -6,18 +6,16 @@ import pytest
 import torch
 import yaml
 
-from conftest import greedy_reference
-from specbench.decode import TargetVerifier, decode_prompt
+from conftest import decode_one, greedy_reference
 from specbench.drafters import ModelDrafter
 from specbench.eagle2 import grow, select
 from specbench.merged import MergedDrafter
 from specbench.ngram import NgramDrafter, continuations
-from specbench.plans import AdaptiveChainPlan, make_plan
+from specbench.policies import AdaptiveChain, Eagle2Policy, make_policy, shape_paths
 from specbench.sequoia_tree import expected_accepted, load_vector, optimal_paths
-from specbench.trees import TreePlan, depths, max_depth, static_paths
+from specbench.trees import depths, max_depth
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GREEDY = type("V", (), {"name": "greedy", "get": lambda self, k, d=None: d})()
 VECTORS = [[0.62, 0.14, 0.06, 0.04, 0.02, 0.01],
            [0.3, 0.25, 0.2, 0.1, 0.05],
            [0.9, 0.05, 0.02],
@@ -50,7 +48,7 @@ def test_expected_accepted_is_exact_for_small_trees():
 def test_dp_tree_beats_every_static_shape(vector):
     for budget in (1, 2, 4, 8, 16, 32, 64):
         for name, params in STATIC:
-            shape = static_paths(name, budget, **params)
+            shape = shape_paths(name, budget, **params)
             d = max_depth(shape)
             dp = optimal_paths(vector, budget, d)
             assert len(dp) == budget and max_depth(dp) <= d
@@ -71,13 +69,13 @@ def test_sequoia_shape_reads_the_calibrated_csv(tmp_path):
                    "a,d,greedy,0.0,0,0.7,100\na,d,greedy,0.0,1,0.1,100\n"
                    "b,d,greedy,0.0,0,0.2,100\n")
     assert load_vector(csv, "a", "d", "greedy", 0.0) == [0.7, 0.1]
-    paths = static_paths("sequoia", 6, depth=4, vector=str(csv), calib_pair="a",
+    paths = shape_paths("sequoia", 6, depth=4, vector=str(csv), calib_pair="a",
                          calib_dataset="d", calib_verify="greedy", calib_temperature=0.0)
     assert paths == optimal_paths([0.7, 0.1], 6, 4)
     with pytest.raises(FileNotFoundError, match="python -m specbench.calibrate"):
-        static_paths("sequoia", 6, vector=str(csv), calib_pair="zzz")
+        shape_paths("sequoia", 6, vector=str(csv), calib_pair="zzz")
     with pytest.raises(FileNotFoundError, match="python -m specbench.calibrate"):
-        make_plan({"name": "sequoia", "budget": 6, "vector": str(tmp_path / "none.csv")})
+        make_policy("sequoia", 6, {"vector": str(tmp_path / "none.csv")})
 
 
 # ------------------------------------------------------------------ n-gram
@@ -88,19 +86,55 @@ def test_ngram_finds_repeated_spans_and_branches():
     assert conts == [[3, 5, 6], [8, 1, 2]]
     d = NgramDrafter()
     d.reset(h)
-    tree = d.draft(TreePlan("binary", 6), "topk", None)
-    assert tree.size == 6 and int(tree.tokens[0]) == 7 and tree.q is None
+    tree = d.draft(make_policy("ngram_trie", 6), "topk", None)
+    assert tree.size == 6 and int(tree.tokens[0]) == 7 and tree.q is None and tree.child_rule == "fixed"
     kids = sorted(int(tree.tokens[c]) for c in tree.children(0))
     assert kids[:2] == [3, 8]             # two matches -> two branches at the root
     assert depths(tree.parents) == sorted(depths(tree.parents))
-    chain = d.draft(TreePlan("chain", 3), "topk", None)
+    chain = d.draft(make_policy("chain", 3), "topk", None)
     assert chain.tokens[1:].tolist() == [3, 5, 6]
+
+
+@pytest.mark.parametrize("name,params", [("binary", {}), ("kary", {"width": 3}), ("chain", {}),
+                                         ("topk_wide", {"width": 2})])
+def test_ngram_builds_the_requested_shape_from_its_candidates(name, params):
+    """Every node's rank path is a path of the shape: binary has <= 2 children per node."""
+    h = [1, 2, 3, 4, 1, 2, 5, 6, 1, 2, 7, 8, 1, 2, 3, 9, 1, 2, 4, 4, 1, 2]
+    d = NgramDrafter()
+    d.reset(h)
+    for budget in (1, 3, 6, 12):
+        policy = make_policy(name, budget, params)
+        tree = d.draft(policy, "topk", None)
+        shape = set(policy.paths())
+        path_of = {0: ()}
+        for i in range(1, len(tree.parents)):
+            path_of[i] = path_of[tree.parents[i]] + (tree.ranks[i],)
+            assert path_of[i] in shape, (name, budget, path_of[i])
+        assert 0 < tree.size <= budget
+        if name == "binary":
+            assert max(len(tree.children(i)) for i in range(len(tree.parents))) <= 2
+    # priority: the 3-gram (4, 1, 2) matched at index 3 (-> 5), then the 2-gram (1, 2), most
+    # recent first (-> 4, 3, 7, 5): binary keeps the 2 best-priority distinct root children
+    tree = d.draft(make_policy("binary", 2), "topk", None)
+    assert [int(t) for t in tree.tokens[1:]] == [5, 4]
+
+
+def test_unsupported_drafter_policy_pairs_are_one_line_errors():
+    from specbench.drafters import check_supported
+    check_supported(NgramDrafter, "paths", "binary")
+    for cls, name in ((NgramDrafter, "eagle2"), (ModelDrafter, "ngram_trie"), (MergedDrafter, "chain")):
+        with pytest.raises(ValueError, match=f"tree={name} is not supported by the .* drafter: use one of") as e:
+            check_supported(cls, make_policy(name, 8).kind if name != "merged" else "merged", name)
+        assert "\n" not in str(e.value)
+    with pytest.raises(KeyError, match="unknown tree policy 'bnary'.*Valid:.*binary") as e:
+        make_policy("bnary", 4)
+    assert "\n" not in str(e.value)
 
 
 def test_ngram_proposes_nothing_without_a_match():
     d = NgramDrafter()
     d.reset([1, 2, 3, 4, 5])
-    tree = d.draft(TreePlan("chain", 8), "topk", None)
+    tree = d.draft(make_policy("chain", 8), "topk", None)
     assert tree.size == 0 and tree.parents == [-1] and tree.depth == 0
 
 
@@ -126,17 +160,24 @@ def test_eagle2_keeps_the_top_n_connected(tiny_draft, tiny_tokenizer, budget, wi
         assert tree.q[tree.parents[i]].sum() == pytest.approx(1.0, abs=1e-4)
 
 
-def test_make_plan_kinds():
-    assert make_plan({"name": "eagle2", "budget": 8, "width": 4, "depth": 3}).dynamic
-    assert isinstance(make_plan({"name": "adaptive_chain", "budget": 8}), AdaptiveChainPlan)
+def test_make_policy_kinds():
+    assert isinstance(make_policy("eagle2", 8, {"width": 4, "depth": 3}), Eagle2Policy)
+    assert make_policy("eagle2", 8, {"width": 4, "depth": 3}).kind == "eagle2"
+    assert isinstance(make_policy("adaptive_chain", 8), AdaptiveChain)
     with pytest.raises(ValueError, match="raise tree.width or tree.depth"):
-        make_plan({"name": "eagle2", "budget": 100, "width": 2, "depth": 2})
+        make_policy("eagle2", 100, {"width": 2, "depth": 2})
+    with pytest.raises(ValueError, match="tree.width=0"):
+        make_policy("eagle2", 8, {"width": 0, "depth": 2})
+    with pytest.raises(ValueError, match="whole number"):
+        make_policy("chain", 2.5)
+    with pytest.raises(ValueError, match="negative rank"):
+        make_policy("paths", 2, {"paths": [[0], [-1]]})
     with pytest.raises(KeyError, match="Valid:.*eagle2"):
-        make_plan({"name": "eagel2", "budget": 8})
+        make_policy("eagel2", 8)
 
 
 def test_adaptive_chain_heuristic():
-    plan = AdaptiveChainPlan("adaptive_chain", 6, {"start": 4})
+    plan = AdaptiveChain("adaptive_chain", 6, {"start": 4})
     lengths = []
     for accepted in (4, 6, 6, 2, 0, 0, 0, 0, 1):
         plan.observe(accepted, len(plan.paths()))
@@ -146,10 +187,10 @@ def test_adaptive_chain_heuristic():
 
 def test_medusa63_config_is_the_63_node_tree():
     cfg = yaml.safe_load(open(os.path.join(ROOT, "conf", "tree", "medusa63.yaml")))
-    paths = static_paths(cfg["name"], 63, paths=cfg["paths"])
+    paths = shape_paths(cfg["name"], 63, paths=cfg["paths"])
     assert len(paths) == 63 and max_depth(paths) == 4 and max(p[-1] for p in paths) == 9
     # trimmed in Medusa's listed (priority) order, stored breadth-first
-    assert static_paths(cfg["name"], 8, paths=cfg["paths"]) == sorted(
+    assert shape_paths(cfg["name"], 8, paths=cfg["paths"]) == sorted(
         [tuple(p) for p in cfg["paths"][:8]], key=lambda p: (len(p), p))
 
 
@@ -159,8 +200,9 @@ CASES = [("model", "sequoia", {"depth": 4, "vector": [0.5, 0.2, 0.1, 0.05]}),
          ("model", "paths", "medusa63"),
          ("model", "eagle2", {"width": 4, "depth": 4}),
          ("model", "adaptive_chain", {"start": 2}),
-         ("ngram", "chain", {}), ("ngram", "binary", {}),
-         ("merged", "chain", {}), ("merged", "binary", {}), ("merged", "eagle2", {"width": 3, "depth": 3})]
+         ("ngram", "chain", {}), ("ngram", "binary", {}), ("ngram", "ngram_trie", {}),
+         ("merged", "merged", {"shape": "chain"}), ("merged", "merged", {"shape": "binary"}),
+         ("merged", "merged", {"shape": "eagle2", "width": 3, "depth": 3})]
 
 
 REFS: dict = {}
@@ -179,9 +221,7 @@ def test_greedy_is_token_identical_to_plain_greedy(tiny_draft, tiny_target, tiny
             ref = REFS[(text, id(tiny_target))]
             drafter = {"model": lambda: ModelDrafter(tiny_draft, 1.0), "ngram": NgramDrafter,
                        "merged": lambda: MergedDrafter(ModelDrafter(tiny_draft, 1.0))}[kind]()
-            plan = make_plan({"name": name, "budget": budget, **params})
-            recs, out = decode_prompt("p", prompt, drafter, TargetVerifier(tiny_target), plan,
-                                      GREEDY, 24, {0}, torch.Generator().manual_seed(0))
+            recs, out = decode_one(drafter, tiny_target, prompt, make_policy(name, budget, params), 24)
             assert out == ref, (kind, name, budget, text)
             assert all(r.tree_size <= budget for r in recs)
             if kind == "model" and name != "adaptive_chain":
@@ -192,18 +232,20 @@ def test_greedy_is_token_identical_to_plain_greedy(tiny_draft, tiny_target, tiny
 @pytest.mark.parametrize("verify", ["greedy", "sequoia"])
 def test_calibrate_writes_a_vector_the_sequoia_shape_reads(tiny_draft, tiny_target, tiny_tokenizer,
                                                            tmp_path, verify):
-    from omegaconf import OmegaConf
     from specbench.calibrate import measure, write_vector
     from specbench.data import Prompt
     from specbench.models import Pair
     vcfg = yaml.safe_load(open(os.path.join(ROOT, "conf", "verify", f"{verify}.yaml")))
-    cfg = OmegaConf.create({"verify": vcfg, "max_new_tokens": 12, "seed": 0, "progress": False,
-                            "dtype": "float32", "device": "cpu", "replay_cache": str(tmp_path / "cache"),
-                            "pair": {"draft": {"source": "test", "id": "tiny-draft"},
-                                     "target": {"source": "test", "id": "tiny-target"}}})
+    from specbench.identity import Identity
+    from specbench.jobspec import from_config
+    job = from_config({"verify": vcfg, "max_new_tokens": 12, "seed": 0, "progress": False,
+                       "dtype": "float32", "device": "cpu", "replay_cache": str(tmp_path / "cache"),
+                       "tree": {"name": "chain", "budget": 4}, "dataset": {"name": "smoke"},
+                       "pair": {"name": "tiny", "draft": {"source": "hub", "id": "tiny-draft"},
+                                "target": {"source": "hub", "id": "tiny-target"}}})
     pair = Pair("tiny", "d", "t", tiny_draft, tiny_target, tiny_tokenizer, False)
     prompts = [Prompt(str(i), t, tiny_tokenizer.encode(t), "x") for i, t in enumerate(PROMPTS)]
-    vec, n = measure(cfg, pair, prompts, 4, {0})
+    vec, n = measure(job, Identity("d", "t", "x"), pair, prompts, 4, {0})
     assert len(vec) == 4 and n > 0 and 0 < sum(vec) <= 1 + 1e-9
     out = tmp_path / "acceptance_vector.csv"
     key = {"pair": "tiny", "dataset": "smoke", "verify": verify, "temperature": 0.0}
@@ -213,6 +255,6 @@ def test_calibrate_writes_a_vector_the_sequoia_shape_reads(tiny_draft, tiny_targ
     lines = out.read_text().splitlines()
     assert lines[0] == "pair,dataset,verify,temperature,rank,p_accept,n" and len(lines) == 6
     assert load_vector(out, "tiny", "smoke", verify) == pytest.approx(vec, abs=1e-6)
-    paths = static_paths("sequoia", 8, depth=4, vector=str(out), calib_pair="tiny",
+    paths = shape_paths("sequoia", 8, depth=4, vector=str(out), calib_pair="tiny",
                          calib_dataset="smoke", calib_verify=verify)
     assert len(paths) == 8

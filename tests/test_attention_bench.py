@@ -16,7 +16,8 @@ from hydra import compose, initialize_config_dir
 from specbench import attention_bench as ab
 from specbench import attention_impls as ai
 from specbench.registry import UnknownName
-from specbench.trees import ancestor_mask, paths_to_parents, static_paths
+from specbench.policies import shape_paths
+from specbench.trees import ancestor_mask, paths_to_parents
 
 ROOT = Path(__file__).resolve().parents[1]
 GQA = {"heads": 6, "kv_heads": 2, "head_dim": 16}
@@ -63,7 +64,7 @@ def test_impls_agree_with_reference(impl, batch, past, dims, seed, dtype):
 
 
 def test_flex_compiled_agrees_or_records_failure():
-    case = ai.make_case(paths_to_parents(static_paths("binary", 6)), 9, 2, GQA, torch.float32)
+    case = ai.make_case(paths_to_parents(shape_paths("binary", 6)), 9, 2, GQA, torch.float32)
     prep = ai.flex_compiled(case)
     if prep.run is None:
         assert prep.note.startswith("compile failed")
@@ -87,9 +88,9 @@ def test_compile_failure_is_a_nan_row_not_a_crash(monkeypatch):
 
 
 def test_branches_are_root_to_leaf_paths():
-    parents = paths_to_parents(static_paths("binary", 6))   # root, 2 children, 4 grandchildren
+    parents = paths_to_parents(shape_paths("binary", 6))   # root, 2 children, 4 grandchildren
     assert ai.branches(parents) == [[0, 1, 3], [0, 1, 4], [0, 2, 5], [0, 2, 6]]
-    assert ai.branches(paths_to_parents(static_paths("chain", 3))) == [[0, 1, 2, 3]]
+    assert ai.branches(paths_to_parents(shape_paths("chain", 3))) == [[0, 1, 2, 3]]
     assert ai.branches([-1]) == [[0]]
 
 

@@ -2,22 +2,20 @@
 import pytest
 import torch
 
-from conftest import greedy_reference
+from conftest import decode_one, greedy_reference
 from specbench import kv
-from specbench.decode import TargetVerifier, decode_prompt
 from specbench.drafters import ModelDrafter
-from specbench.trees import TreePlan, paths_to_parents, static_paths
+from specbench.engine import LiveVerifier
+from specbench.policies import make_policy, shape_paths
+from specbench.trees import paths_to_parents
 
 SHAPES = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("topk_wide", {"width": 3}),
           ("specinfer", {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}),
           ("paths", {"paths": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]})]
-GREEDY = type("V", (), {"name": "greedy", "get": lambda self, k, d=None: d})()
 
 
-def run(draft, target, prompt, plan, n=24):
-    recs, out = decode_prompt("p0", prompt, ModelDrafter(draft), TargetVerifier(target), plan,
-                              GREEDY, n, {0}, torch.Generator().manual_seed(0))
-    return recs, out
+def run(draft, target, prompt, policy, n=24):
+    return decode_one(ModelDrafter(draft), target, prompt, policy, n)
 
 
 @pytest.mark.parametrize("name,params", SHAPES)
@@ -26,7 +24,7 @@ def test_greedy_is_token_identical_to_plain_greedy(tiny_draft, tiny_target, tiny
     for budget in (1, 2, 3, 5, 8, 13, 21, 32):
         for prompt in prompts:
             ref = greedy_reference(tiny_target, prompt, 24)
-            recs, out = run(tiny_draft, tiny_target, prompt, TreePlan(name, budget, params))
+            recs, out = run(tiny_draft, tiny_target, prompt, make_policy(name, budget, params))
             assert out == ref, (name, budget)
             assert sum(r.emitted for r in recs) == len(out)
             assert all(r.tree_size == budget for r in recs)
@@ -36,11 +34,11 @@ def test_greedy_is_token_identical_to_plain_greedy(tiny_draft, tiny_target, tiny
 def test_tree_logits_equal_sequential_forward_of_each_path(tiny_target, tiny_tokenizer):
     from transformers import DynamicCache
     prompt = tiny_tokenizer.encode("def fibonacci(n):")
-    paths = static_paths("binary", 14)
+    paths = shape_paths("binary", 14)
     parents = paths_to_parents(paths)
     torch.manual_seed(3)
     tokens = [prompt[-1]] + torch.randint(0, len(tiny_tokenizer), (len(paths),)).tolist()
-    target = TargetVerifier(tiny_target)
+    target = LiveVerifier(tiny_target)
     target.reset(prompt)
     logits = kv.forward_nodes(tiny_target, target.cache, target.past_len, parents, tokens, 0, len(parents))
     for i in range(len(parents)):
@@ -56,8 +54,19 @@ def test_tree_logits_equal_sequential_forward_of_each_path(tiny_target, tiny_tok
 def test_self_pair_chain_accepts_everything(tiny_target, tiny_tokenizer):
     prompt = tiny_tokenizer.encode("for i in range(10):")
     for budget in (1, 4, 7):
-        recs, out = run(tiny_target, tiny_target, prompt, TreePlan("chain", budget), n=40)
+        recs, out = run(tiny_target, tiny_target, prompt, make_policy("chain", budget), n=40)
         assert len(recs) > 1
         for r in recs[:-1]:                 # only the sequence end may cut a step short
             assert (r.accepted, r.emitted, r.tree_size) == (budget, budget + 1, budget)
         assert recs[-1].accepted == min(budget, recs[-1].emitted)
+
+
+def test_tree_none_is_plain_decoding(tiny_draft, tiny_target, tiny_tokenizer):
+    """tree=none: budget 0, one token per step, identical to plain greedy; no draft forward."""
+    prompt = tiny_tokenizer.encode("def add(a, b):")
+    recs, out = run(tiny_draft, tiny_target, prompt, make_policy("none", 0))
+    assert out == greedy_reference(tiny_target, prompt, 24)
+    assert all((r.tree_size, r.accepted, r.emitted, r.accept_path) == (0, 0, 1, "") for r in recs)
+    assert len(recs) == len(out)
+    with pytest.raises(ValueError, match="tree.budget=0"):
+        make_policy("none", 4)

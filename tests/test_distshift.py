@@ -1,6 +1,7 @@
 """Exact first-token distribution shift and expected acceptance (specbench/distshift.py)."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -11,10 +12,23 @@ from hypothesis import assume, given, settings, strategies as st
 from specbench import distshift
 from specbench.sampling import probs, sequoia_next_q
 from specbench.trees import DraftTree
-from specbench.verify import MODES
+from specbench.verify import get_mode
 
 LOSSLESS_TREE = ["mss", "sequoia", "naive", "greedy"]
 LOSSY = ["typical", "ratio", "conservative", "epsilon"]
+
+
+def tv(mode: str, tree, p, q, overrides=None, marginal=True) -> float:
+    """first_token_tv of ``mode`` on ``tree`` drafted by the mode's own child rule."""
+    spec = get_mode(mode)
+    tree = dataclasses.replace(tree, child_rule=spec.child_rule)
+    return distshift.first_token_tv(spec, tree, p, q, spec.params(overrides), marginal)
+
+
+def expected(mode: str, tree, p, q) -> float:
+    spec = get_mode(mode)
+    tree = dataclasses.replace(tree, child_rule=spec.child_rule)
+    return distshift.expected_accepted(spec, tree, p, q, spec.params())
 
 
 def dist_rows(draw, n: int, v: int, zeros: bool = True) -> torch.Tensor:
@@ -64,16 +78,16 @@ def cases(draw, chain: bool = False, distinct: bool = False):
 def test_lossless_tree_modes_have_zero_tv(case):
     tree, p, q = case
     for mode in ("mss", "sequoia", "naive"):
-        assert distshift.first_token_tv(mode, tree, p, q, {}) < 1e-6, mode
+        assert tv(mode, tree, p, q) < 1e-6, mode
     greedy_p = probs(p.log(), 0.0)               # greedy is lossless w.r.t. the argmax target
-    assert distshift.first_token_tv("greedy", tree, greedy_p, q, {"temperature": 0}) < 1e-6
+    assert tv("greedy", tree, greedy_p, q, {"temperature": 0}) < 1e-6
 
 
 @settings(max_examples=40, deadline=None)
 @given(cases(chain=True))
 def test_speculative_chain_zero_tv(case):
     tree, p, q = case
-    assert distshift.first_token_tv("speculative", tree, p, q, {}) < 1e-6
+    assert tv("speculative", tree, p, q) < 1e-6
 
 
 def _draw_prob(q_row: torch.Tensor, xs, replace: bool) -> float:
@@ -104,8 +118,9 @@ def test_conditional_dists_average_to_target(case, mode):
             continue
         t = tree.tokens.clone()
         t[1:k + 1] = torch.tensor(xs)
-        sub = DraftTree(tree.parents, t, tree.ranks, q)
-        total += w * distshift.first_token_dist(mode, sub, p, q, {}, marginal=False)
+        spec = get_mode(mode)
+        sub = DraftTree(tree.parents, t, tree.ranks, q, child_rule=spec.child_rule)
+        total += w * distshift.first_token_dist(spec, sub, p, q, spec.params(), marginal=False)
     assert torch.allclose(total, p[0], atol=1e-9)
 
 
@@ -115,9 +130,8 @@ def test_lossy_modes_shift_the_distribution():
     q = torch.tensor([[0.50, 0.45, 0.05], [0.0, 0.0, 0.0]])
     tree = DraftTree([-1, 0], torch.tensor([0, 0]), [0, 0], q)
     for mode in LOSSY:
-        cfg = {"temperature": 1.0}
-        assert distshift.first_token_tv(mode, tree, p, q, cfg) > 0.1, mode
-    assert not any(MODES.meta(m)["lossless"] for m in LOSSY)
+        assert tv(mode, tree, p, q, {"temperature": 1.0}) > 0.1, mode
+    assert not any(get_mode(m).lossless for m in LOSSY)
 
 
 def test_conditional_is_not_the_target():
@@ -125,8 +139,8 @@ def test_conditional_is_not_the_target():
     accepts it with certainty, so the conditional TV is 1 - p(x)."""
     p = torch.tensor([[0.6, 0.4], [0.5, 0.5]])
     tree = DraftTree([-1, 0], torch.tensor([0, 1]), [0, 1], p.clone())
-    assert distshift.first_token_tv("speculative", tree, p, p, {}, marginal=False) == pytest.approx(0.6)
-    assert distshift.first_token_tv("speculative", tree, p, p, {}) < 1e-12
+    assert tv("speculative", tree, p, p, marginal=False) == pytest.approx(0.6)
+    assert tv("speculative", tree, p, p) < 1e-12
 
 
 def test_expected_accepted_chain_draft_equals_target():
@@ -135,8 +149,8 @@ def test_expected_accepted_chain_draft_equals_target():
     q[-1] = 0
     tree = DraftTree([-1, 0, 1, 2, 3], torch.tensor([0, 1, 2, 3, 4]), [0] * 5, q)
     for mode in ("speculative", "mss", "sequoia"):
-        assert distshift.expected_accepted(mode, tree, p, q, {}) == pytest.approx(4.0)
-    assert distshift.expected_accepted("naive", tree, p, q, {}) == pytest.approx(
+        assert expected(mode, tree, p, q) == pytest.approx(4.0)
+    assert expected("naive", tree, p, q) == pytest.approx(
         float(p[0, 1] * (1 + p[1, 2] * (1 + p[2, 3] * (1 + p[3, 4])))))
 
 
@@ -150,10 +164,10 @@ def test_expected_accepted_matches_monte_carlo(mode):
     q[3:] = 0
     tokens = torch.tensor([0, 1, 1, 2, 0, 3, 2])          # a duplicate root child
     tree = DraftTree(parents, tokens, [0, 0, 1, 2, 0, 1, 0], q)
-    exact = distshift.expected_accepted(mode, tree, p, q, {})
-    fn = MODES.get(mode)
+    exact = expected(mode, tree, p, q)
+    spec = get_mode(mode)
     n = 4000
-    got = [len(fn(tree, p, q, g, {}).path) for _ in range(n)]
+    got = [len(spec.verdict(tree, p, q, g, spec.params()).path) for _ in range(n)]
     mean = sum(got) / n
     sd = (sum((x - mean) ** 2 for x in got) / n) ** 0.5
     assert abs(mean - exact) <= 4 * sd / n ** 0.5 + 1e-9
@@ -165,11 +179,12 @@ def test_first_token_dist_matches_monte_carlo_for_mss_order():
     p = torch.tensor([[0.1, 0.2, 0.3, 0.4]] + [[0.25] * 4] * 3)
     q = torch.tensor([[0.4, 0.3, 0.2, 0.1]] + [[0.0] * 4] * 3)
     tree = DraftTree([-1, 0, 0, 0], torch.tensor([0, 0, 0, 1]), [0, 0, 0, 1], q)
-    dist = distshift.first_token_dist("mss", tree, p, q, {}, marginal=False)
+    mss = get_mode("mss")
+    dist = distshift.first_token_dist(mss, tree, p, q, mss.params(), marginal=False)
     n = 6000
     counts = torch.zeros(4)
     for _ in range(n):
-        v = MODES.get("mss")(tree, p, q, g, {})
+        v = mss.verdict(tree, p, q, g, mss.params())
         counts[int(tree.tokens[v.path[0]]) if v.path else v.next_token] += 1
     assert torch.allclose(counts / n, dist.float(), atol=4 * math.sqrt(0.25 / n))
 
@@ -182,11 +197,21 @@ def test_large_vocab_is_exact_and_not_nan():
     q[1:] = 0
     tree = DraftTree([-1, 0, 0], torch.tensor([0, 1, 2]), [0, 0, 1], q)
     for mode in ("mss", "sequoia"):
-        assert distshift.first_token_tv(mode, tree, p, q, {}) < 1e-6
-        assert not math.isnan(distshift.expected_accepted(mode, tree, p, q, {}))
+        assert tv(mode, tree, p, q) < 1e-6
+        assert not math.isnan(expected(mode, tree, p, q))
 
 
-def test_unknown_mode_lists_valid_ones():
-    tree = DraftTree([-1, 0], torch.tensor([0, 1]), [0, 0], None)
-    with pytest.raises(KeyError, match="Valid: .*sequoia"):
-        distshift.first_token_tv("nope", tree, torch.ones(2, 2) / 2, None, {})
+def test_law_follows_the_trees_child_rule_not_the_modes():
+    """A top-k tree has no draft randomness: its exact law is the conditional one,
+    whatever child rule the mode expects (here mss's exact TV is far from 0)."""
+    p = torch.tensor([[0.2, 0.3, 0.5], [1 / 3] * 3])
+    q = torch.tensor([[0.7, 0.2, 0.1], [0.0] * 3])
+    mss = get_mode("mss")
+    topk = DraftTree([-1, 0], torch.tensor([0, 0]), [0, 0], q, child_rule="topk")
+    sampled = dataclasses.replace(topk, child_rule="sample")
+    assert distshift.first_token_tv(mss, sampled, p, q, mss.params()) < 1e-12
+    # token 0 accepted w.p. min(1, .2/.7); else the residual (0, .1, .4)/.5 * (1 - 2/7)
+    want = torch.tensor([2 / 7, 5 / 7 * 0.2, 5 / 7 * 0.8], dtype=torch.float64)
+    assert torch.allclose(distshift.first_token_dist(mss, topk, p, q, mss.params()), want)
+    assert distshift.first_token_tv(mss, topk, p, q, mss.params()) == pytest.approx(
+        0.5 * float((want - p[0].double()).abs().sum()))

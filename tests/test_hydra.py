@@ -53,7 +53,7 @@ BAD = {
     "unknown tree name": (["tree.name=bnary"], "Valid:"),
     "budget zero": (["tree.budget=0"], "budget"),
     "unknown mode": (["verify.name=gredy"], "Valid:"),
-    "empty dataset": (["dataset.limit=0"], "no prompts"),
+    "empty dataset": (["dataset.limit=0"], "dataset.limit=0"),
     "top-k siblings at draft temperature 0": (["verify.draft_temperature=0"], "draft_temperature"),
 }
 

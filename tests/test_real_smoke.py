@@ -44,17 +44,9 @@ def test_real_pair_loads_and_generates(pair_cfg):
 
 
 def _decode(pair, prompt, tree, verify, n, seed=0):
-    from omegaconf import OmegaConf
-
-    from specbench.decode import TargetVerifier, decode_prompt
-    from specbench.drafters import ModelDrafter
-    from specbench.plans import make_plan
-    from specbench.run import eos_ids
-    v = OmegaConf.create(verify)
-    t = v.get("temperature", 0.0)
-    return decode_prompt(prompt.id, prompt.ids, ModelDrafter(pair.draft, v.get("draft_temperature", t)),
-                         TargetVerifier(pair.target, t), make_plan(OmegaConf.create(tree)), v, n,
-                         eos_ids(pair), torch.Generator().manual_seed(seed))
+    from specbench.api import decode_prompts
+    done = decode_prompts(pair, [prompt], tree, verify, n, seed)[0]
+    return done.records, done.tokens
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +59,7 @@ def real_fp32(pair_cfg):
 
 @pytest.mark.parametrize("tree", [{"name": "chain", "budget": 4}, {"name": "binary", "budget": 8}])
 def test_real_pair_greedy_is_lossless(real_fp32, tree):
-    from specbench.run import eos_ids
+    from specbench.api import eos_ids
     pair, prompts = real_fp32
     recs = []
     for pr in prompts:

@@ -7,12 +7,13 @@ import os
 import pytest
 import torch
 
+from conftest import decode_one
 from specbench import replay
-from specbench.decode import StepRecord, TargetVerifier, decode_prompt
 from specbench.diskcache import DiskCache, cache_root
 from specbench.drafters import ModelDrafter
+from specbench.engine import ContinuationVerifier, StepRecord, continuation, follow
+from specbench.policies import make_policy, policy_kind
 from specbench.sampling import choose_children, probs, ranks_of
-from specbench.trees import TreePlan
 
 TIMING = ("draft_s", "verify_s")
 STATIC = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("topk_wide", {"width": 3}),
@@ -51,20 +52,23 @@ def test_one_hot_draft_ranks_follow_token_ids():
 
 
 def test_replayable_for_greedy_float32_ranks_only_for_static_model_drafts():
-    from omegaconf import OmegaConf
+    from specbench.jobspec import from_config, why_not_replayable
+    from specbench.run import by_ranks
 
-    def cfg(tree="chain", verify="greedy", t=0.0, drafter="model"):
-        return OmegaConf.create({"pair": {"drafter": drafter}, "tree": {"name": tree, "budget": 8},
-                                 "verify": {"name": verify, "temperature": t}, "dtype": "float32"})
-    assert replay.replayable(cfg()) and replay.replayable(cfg("binary"))
-    assert replay.replayable(cfg("adaptive_chain")) and replay.replayable(cfg("eagle2"))
-    assert replay.replayable(cfg(drafter="ngram")) and replay.replayable(cfg(drafter="merged"))
-    assert not replay.replayable(cfg(verify="mss")) and not replay.replayable(cfg(verify="typical"))
-    assert not replay.replayable(cfg(t=0.7))
-    assert "float32" in replay.why_not_replayable(OmegaConf.merge(cfg(), {"dtype": "bfloat16"}))
-    assert replay.by_ranks(cfg()) and replay.by_ranks(cfg("adaptive_chain"))
-    assert not replay.by_ranks(cfg("eagle2")) and not replay.by_ranks(cfg(drafter="ngram"))
-    assert not replay.by_ranks(cfg(drafter="merged"))
+    def job(tree="chain", verify="greedy", t=0.0, drafter="model", dtype="float32"):
+        model = {"source": "local", "path": "m"}
+        return from_config({"pair": {"name": "p", "draft": model, "target": model, "drafter": drafter},
+                            "tree": {"name": tree, "budget": 8}, "dataset": {"name": "smoke"},
+                            "verify": {"name": verify, "temperature": t}, "dtype": dtype})
+    for ok in (job(), job("binary"), job("adaptive_chain"), job("eagle2"), job(drafter="ngram"),
+               job("merged", drafter="merged")):
+        assert why_not_replayable(ok) is None
+    assert why_not_replayable(job(verify="mss", t=1.0)) and why_not_replayable(job(verify="typical"))
+    assert why_not_replayable(job(t=0.7))
+    assert "float32" in why_not_replayable(job(dtype="bfloat16"))
+    assert by_ranks(job()) and by_ranks(job("adaptive_chain"))
+    assert not by_ranks(job("eagle2")) and not by_ranks(job(drafter="ngram"))
+    assert not by_ranks(job("merged", drafter="merged"))
 
 
 def rec(step, size, depth, acc, emit, path):
@@ -77,13 +81,13 @@ def short(records):
 
 def test_chain_trajectory_by_hand():
     ranks = [0, 0, 1, 0, 0, 0, 2, 0, 0]
-    got = short(replay.replay_prompt("p", ranks, TreePlan("chain", 3)))
+    got = short(replay.replay_prompt("p", ranks, make_policy("chain", 3)))
     # t=0: accept 0,0 (rank 1 breaks) -> emit 3; t=3: 0,0,0 -> emit 4; t=7: 0,0 then end of c
     assert got == [rec(0, 3, 3, 2, 3, "0.0"), rec(1, 3, 3, 3, 4, "0.0.0"), rec(2, 3, 3, 2, 2, "0.0")]
 
 
 def test_tree_accepts_longest_rank_run_in_the_shape():
-    plan = TreePlan("paths", 4, {"paths": [[0], [1], [1, 0], [1, 0, 2]]})
+    plan = make_policy("paths", 4, {"paths": [[0], [1], [1, 0], [1, 0, 2]]})
     got = short(replay.replay_prompt("p", [1, 0, 2, 5, 0, 3, 4, 9, 1, 1], plan))
     # rank 5 and 3 are bonus tokens (never looked up); (1, 1) is not a path
     assert got == [rec(0, 4, 3, 3, 4, "1.0.2"), rec(1, 4, 3, 1, 2, "0"), rec(2, 4, 3, 0, 1, ""),
@@ -92,14 +96,19 @@ def test_tree_accepts_longest_rank_run_in_the_shape():
 
 def test_length_limit_and_eos_cut_emitted_and_accepted():
     # c has 5 tokens (ends at EOS or the limit): a long chain accepts all 5, no bonus
-    assert short(replay.replay_prompt("p", [0] * 5, TreePlan("chain", 8))) == [rec(0, 8, 8, 5, 5, "0.0.0.0.0")]
-    assert short(replay.replay_prompt("p", [0] * 5, TreePlan("chain", 4))) == [rec(0, 4, 4, 4, 5, "0.0.0.0")]
-    assert replay.replay_prompt("p", [], TreePlan("chain", 4)) == []
+    assert short(replay.replay_prompt("p", [0] * 5, make_policy("chain", 8))) == [rec(0, 8, 8, 5, 5, "0.0.0.0.0")]
+    assert short(replay.replay_prompt("p", [0] * 5, make_policy("chain", 4))) == [rec(0, 4, 4, 4, 5, "0.0.0.0")]
+    assert replay.replay_prompt("p", [], make_policy("chain", 4)) == []
 
 
 def test_observe_is_called_after_every_step():
-    class Spy(TreePlan):
+    from specbench.policies import TreePolicy
+
+    class Spy(TreePolicy):
         seen: list
+
+        def paths(self):
+            return [(0,) * d for d in range(1, self.budget + 1)]
 
         def observe(self, accepted, tree_size):
             self.seen.append((accepted, tree_size))
@@ -133,10 +142,10 @@ def test_disk_cache_roundtrip_miss_and_atomicity(tmp_path):
 
 def test_cache_location(monkeypatch, tmp_path):
     monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "env"))
-    assert cache_root({"out_root": "o"}) == tmp_path / "env" / "replay"
-    assert cache_root({"replay_cache": str(tmp_path / "k")}) == tmp_path / "k"
+    assert cache_root(None, "o") == tmp_path / "env" / "replay"
+    assert cache_root(str(tmp_path / "k"), "o") == tmp_path / "k"
     monkeypatch.delenv("SPECBENCH_CACHE")
-    assert str(cache_root({"out_root": "o"})) == os.path.join("o", ".cache", "replay")
+    assert str(cache_root(None, "o")) == os.path.join("o", ".cache", "replay")
 
 
 # --------------------------------------------------------------------------
@@ -156,10 +165,9 @@ def same_records(live, rep):
 
 
 def live_and_replay(draft, target, prompt, make, n, draft_t):
-    verify = V(name="greedy", temperature=0.0, draft_temperature=draft_t)
-    live, out = decode_prompt("p0", prompt, ModelDrafter(draft, draft_t), TargetVerifier(target),
-                              make(), verify, n, {0}, torch.Generator().manual_seed(0))
-    cont = replay.greedy_continuation(target, prompt, n, {0})
+    verify = {"temperature": 0.0, "draft_temperature": draft_t}
+    live, out = decode_one(ModelDrafter(draft, draft_t), target, prompt, make(), n, params=verify)
+    cont = continuation(target, prompt, n, {0})
     assert cont == out
     ranks = replay.draft_ranks(draft, prompt, cont, draft_t)
     return live, replay.replay_prompt("p0", ranks, make())
@@ -175,39 +183,34 @@ def test_replay_equals_live_static_shapes(tiny_draft, tiny_target, tiny_tokenize
         for text, n in zip(PROMPTS, (24, 7, 40)):          # 7: the length limit cuts long trees
             prompt = tiny_tokenizer.encode(text)
             live, rep = live_and_replay(tiny_draft, tiny_target, prompt,
-                                        lambda: TreePlan(name, budget, dict(params)), n, draft_t)
+                                        lambda: make_policy(name, budget, dict(params)), n, draft_t)
             same_records(live, rep)
 
 
 @pytest.mark.parametrize("shape", sorted(PLANNED))
 def test_replay_equals_live_planned_shapes(tiny_draft, tiny_target, tiny_tokenizer, shape):
     from omegaconf import OmegaConf
-    from specbench.plans import make_plan
     tree = PLANNED[shape] or OmegaConf.to_container(OmegaConf.load(os.path.join(ROOT, "conf", "tree",
                                                                                f"{shape}.yaml")))
     for budget in (5, 16):
-        cfg = OmegaConf.create({**tree, "budget": budget})
-        assert not make_plan(cfg).dynamic
+        cfg = {k: v for k, v in tree.items() if k not in ("name", "budget")}
+        name = tree["name"]
+        assert policy_kind(name) == "paths"
         for text in PROMPTS:
             live, rep = live_and_replay(tiny_draft, tiny_target, tiny_tokenizer.encode(text),
-                                        lambda: make_plan(cfg), 32, 1.0)
+                                        lambda: make_policy(name, budget, cfg), 32, 1.0)
             same_records(live, rep)
 
 
 def test_prompt_ranks_are_cached_on_disk(tiny_draft, tiny_target, tiny_tokenizer, tmp_path):
-    from omegaconf import OmegaConf
-    cfg = OmegaConf.create({"pair": {"draft": {"source": "local", "path": "d"},
-                                     "target": {"source": "local", "path": "t"}},
-                            "verify": {"name": "greedy", "temperature": 0.0, "draft_temperature": 1.0},
-                            "max_new_tokens": 16, "dtype": "float32", "device": "cpu"})
-    pair = type("P", (), {"draft": tiny_draft, "target": tiny_target})()
+    key = {"target": "t", "max_new_tokens": 16, "dtype": "float32", "eos": [0], "temperature": 0.0, "top_p": 1.0}
+    draft_key = {"draft": "d", "draft_temperature": 1.0, "draft_top_p": 1.0}
     store = DiskCache(tmp_path)
     prompt = tiny_tokenizer.encode("def add(a, b):")
-    first = replay.prompt_ranks(cfg, pair, prompt, {0}, store)
-    broken = type("P", (), {"draft": None, "target": None})()       # no model call on a hit
-    assert replay.prompt_ranks(cfg, broken, prompt, {0}, store) == first
-    cont = replay.greedy_continuation(tiny_target, prompt, 16, {0})
-    assert first == replay.draft_ranks(tiny_draft, prompt, cont, 1.0)
+    first = replay.cached_ranks(store, tiny_target, tiny_draft, key, draft_key, prompt)
+    assert replay.cached_ranks(store, None, None, key, draft_key, prompt) == first   # no model call on a hit
+    cont = continuation(tiny_target, prompt, 16, {0})
+    assert first == (replay.draft_ranks(tiny_draft, prompt, cont, 1.0), cont)
 
 
 def test_replay_equals_live_when_the_length_limit_cuts_an_accepted_path(tiny_target, tiny_tokenizer):
@@ -216,7 +219,7 @@ def test_replay_equals_live_when_the_length_limit_cuts_an_accepted_path(tiny_tar
     expected_accepted (greedy: deterministic) clipped the same way."""
     prompt = tiny_tokenizer.encode("def add")
     for budget, n in ((8, 5), (4, 11)):
-        live, rep = live_and_replay(tiny_target, tiny_target, prompt, lambda: TreePlan("chain", budget), n, 1.0)
+        live, rep = live_and_replay(tiny_target, tiny_target, prompt, lambda: make_policy("chain", budget), n, 1.0)
         assert live[-1].accepted == rep[-1].accepted == live[-1].emitted
         same_records(live, rep)
 
@@ -224,8 +227,9 @@ def test_replay_equals_live_when_the_length_limit_cuts_an_accepted_path(tiny_tar
 # --------------------------------------------------------------------------
 # drafted replay (n-gram, merged, dynamic trees): the drafter runs, the target is c
 # --------------------------------------------------------------------------
-DRAFTED = [("ngram", "chain", {}), ("ngram", "binary", {}), ("model", "eagle2", {"width": 3, "depth": 3}),
-           ("merged", "binary", {}), ("merged", "eagle2", {"width": 3, "depth": 3})]
+DRAFTED = [("ngram", "chain", {}), ("ngram", "binary", {}), ("ngram", "ngram_trie", {}),
+           ("model", "eagle2", {"width": 3, "depth": 3}), ("model", "none", {}),
+           ("merged", "merged", {"shape": "binary"}), ("merged", "merged", {"shape": "eagle2", "width": 3, "depth": 3})]
 REPEATS = ("def add(a, b):\n    return a + b\ndef add(a, b):", "The quick brown fox. The quick")
 
 
@@ -233,18 +237,17 @@ REPEATS = ("def add(a, b):\n    return a + b\ndef add(a, b):", "The quick brown 
 def test_drafted_replay_equals_live(tiny_draft, tiny_target, tiny_tokenizer, kind, name, params):
     from specbench.merged import MergedDrafter
     from specbench.ngram import NgramDrafter
-    from specbench.plans import make_plan
     make = {"model": lambda: ModelDrafter(tiny_draft, 1.0), "ngram": NgramDrafter,
             "merged": lambda: MergedDrafter(ModelDrafter(tiny_draft, 1.0))}[kind]
-    verify = V(name="greedy", temperature=0.0, draft_temperature=1.0)
-    for budget in (1, 5, 16):
+    verify = {"temperature": 0.0, "draft_temperature": 1.0}
+    for budget in ((0,) if name == "none" else (1, 5, 16)):
         for text, n in zip(REPEATS, (24, 9)):
             prompt = tiny_tokenizer.encode(text)
-            plan = lambda: make_plan({"name": name, "budget": budget, **params})  # noqa: E731
-            live, out = decode_prompt("p0", prompt, make(), TargetVerifier(tiny_target), plan(), verify,
-                                      n, {0}, torch.Generator().manual_seed(0))
-            rep = replay.replay_drafted("p0", prompt, out, make(), plan(), "topk",
-                                        torch.Generator().manual_seed(0))
+            policy = lambda: make_policy(name, budget, params)  # noqa: E731
+            live, out = decode_one(make(), tiny_target, prompt, policy(), n, params=verify)
+            cont = ContinuationVerifier(lambda ids: out, tiny_target.config.vocab_size)
+            rep, rep_out = decode_one(make(), None, prompt, policy(), n, params=verify, verifier=cont)
+            assert rep_out == out
             same_records(live, rep)
             assert all(math.isnan(r.verify_s) for r in rep)          # no target forward
 
@@ -252,6 +255,6 @@ def test_drafted_replay_equals_live(tiny_draft, tiny_target, tiny_tokenizer, kin
 def test_follow_reads_the_greedy_verdict_off_the_continuation():
     from specbench.trees import DraftTree
     tree = DraftTree(parents=[-1, 0, 0, 1, 2], tokens=torch.tensor([9, 5, 6, 7, 7]), ranks=[0, 0, 1, 0, 0])
-    assert replay.follow(tree, [6, 7, 1]) == [2, 4]
-    assert replay.follow(tree, [5, 7]) == [1, 3]
-    assert replay.follow(tree, [4]) == [] and replay.follow(tree, []) == []
+    assert follow(tree, [6, 7, 1]) == [2, 4]
+    assert follow(tree, [5, 7]) == [1, 3]
+    assert follow(tree, [4]) == [] and follow(tree, []) == []

@@ -2,6 +2,7 @@
 exactly the rows of an uninterrupted run (nothing lost, nothing duplicated)."""
 import glob
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from specbench.results import read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMING = ["wall_s", "tokens_per_s", "draft_s", "verify_s"]
+RUN = ["run_id"]                 # differs between any two runs of a config, by design
 GRID = ["tree=chain,binary,kary", "tree.budget=2,4"]
 
 
@@ -41,13 +43,13 @@ def summaries(out) -> list[str]:
 def summary_rows(out) -> pd.DataFrame:
     """Every summary row under out (one per file), timing columns dropped, by config hash."""
     rows = pd.concat([read_csv(p) for p in summaries(out)], ignore_index=True)
-    return rows.drop(columns=[c for c in TIMING if c in rows]).sort_values("config_hash").reset_index(drop=True)
+    return rows.drop(columns=[c for c in TIMING + RUN if c in rows]).sort_values("config_hash").reset_index(drop=True)
 
 
 def steps_rows(out) -> pd.DataFrame:
     """The steps.csv beside every finished summary, timing dropped."""
     frames = [read_csv(os.path.join(os.path.dirname(p), "steps.csv")) for p in summaries(out)]
-    rows = pd.concat(frames, ignore_index=True).drop(columns=TIMING[2:])
+    rows = pd.concat(frames, ignore_index=True).drop(columns=TIMING[2:] + RUN)
     return rows.sort_values(["config_hash", "prompt_id", "step"]).reset_index(drop=True)
 
 
@@ -75,3 +77,33 @@ def test_sigkilled_sweep_resumes_to_exactly_the_uninterrupted_rows(tiny_pair_dir
 
     run(sweep_cmd(tiny_pair_dirs, out, "engine=live", *GRID))        # a third run adds nothing
     assert len(summaries(out)) == 6
+
+
+def collected(out, res) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """collect's summary and steps (timing and run ids aside)."""
+    run([sys.executable, "-m", "specbench.collect", str(out), "--out", str(res), "--fresh"])
+    summary = read_csv(os.path.join(res, "summary.csv"))
+    steps = read_csv(os.path.join(res, "steps.csv"))
+    return (summary.drop(columns=[c for c in TIMING + RUN if c in summary]),
+            steps.drop(columns=TIMING[2:] + RUN))
+
+
+def test_random_sigkill_points_then_rerun_and_collect_equal_an_uninterrupted_run(tiny_pair_dirs, tmp_path):
+    """Property: whatever the kill points (seeded, printed on failure), rerun + collect = no kill."""
+    grid = ["engine=live", "tree=chain,binary", "tree.budget=2,4", "max_new_tokens=8"]
+    t0 = time.time()
+    run(sweep_cmd(tiny_pair_dirs, tmp_path / "ref", *grid))
+    wall = time.time() - t0
+    rng = random.Random(int(os.environ.get("SPECBENCH_KILL_SEED", "14")))
+    out, kills = tmp_path / "out", []
+    for _ in range(3):
+        kills.append(round(rng.uniform(0.2, wall), 2))
+        proc = subprocess.Popen(sweep_cmd(tiny_pair_dirs, out, *grid), cwd=ROOT, env=env(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(kills[-1])
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    run(sweep_cmd(tiny_pair_dirs, out, *grid))
+    want, got = collected(tmp_path / "ref", tmp_path / "ref_res"), collected(out, tmp_path / "res")
+    for w, g in zip(want, got):
+        pd.testing.assert_frame_equal(g, w, obj=f"collected rows after kills at {kills} s")

@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from specbench.registry import UnknownName
-from specbench.trees import (ancestor_mask, depths, paths_to_parents, static_paths,
-                             tree_attention_mask, tree_position_ids)
+from specbench.policies import shape_paths
+from specbench.trees import ancestor_mask, depths, paths_to_parents, tree_attention_mask, tree_position_ids
 
 STATIC = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("topk_wide", {"width": 4}),
           ("specinfer", {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}),
@@ -13,7 +13,7 @@ STATIC = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("topk_wide", {
 @pytest.mark.parametrize("name,params", STATIC)
 @pytest.mark.parametrize("budget", [1, 2, 3, 5, 8, 16, 33, 64])
 def test_every_shape_has_exactly_budget_nodes_and_is_prefix_closed(name, params, budget):
-    paths = static_paths(name, budget, **params)
+    paths = shape_paths(name, budget, **params)
     assert len(paths) == budget
     assert len(set(paths)) == budget
     have = set(paths)
@@ -23,17 +23,17 @@ def test_every_shape_has_exactly_budget_nodes_and_is_prefix_closed(name, params,
 
 
 def test_shapes_match_their_definitions():
-    assert static_paths("chain", 3) == [(0,), (0, 0), (0, 0, 0)]
-    assert static_paths("binary", 6) == [(0,), (1,), (0, 0), (0, 1), (1, 0), (1, 1)]
-    assert static_paths("topk_wide", 6, width=3) == [(0,), (1,), (2,), (0, 0), (1, 0), (2, 0)]
-    si = static_paths("specinfer", 20)
+    assert shape_paths("chain", 3) == [(0,), (0, 0), (0, 0, 0)]
+    assert shape_paths("binary", 6) == [(0,), (1,), (0, 0), (0, 1), (1, 0), (1, 1)]
+    assert shape_paths("topk_wide", 6, width=3) == [(0,), (1,), (2,), (0, 0), (1, 0), (2, 0)]
+    si = shape_paths("specinfer", 20)
     assert max(len(p) for p in si) == 8 and sum(len(p) == 3 for p in si) == 3
     # an explicit list is trimmed in its listed order, and each kept prefix must be a tree
-    assert static_paths("paths", 3, paths=[[0], [0, 0], [1], [0, 0, 0]]) == [(0,), (1,), (0, 0)]
+    assert shape_paths("paths", 3, paths=[[0], [0, 0], [1], [0, 0, 0]]) == [(0,), (1,), (0, 0)]
     with pytest.raises(ValueError, match="prefix-closed"):
-        static_paths("paths", 1, paths=[[0, 0], [0]])
+        shape_paths("paths", 1, paths=[[0, 0], [0]])
     # a finite shape smaller than the budget is padded along its top-1 chain
-    assert static_paths("specinfer", 22)[-2:] == [(0,) * 9, (0,) * 10]
+    assert shape_paths("specinfer", 22)[-2:] == [(0,) * 9, (0,) * 10]
 
 
 def test_mask_rows_are_ancestors_and_positions_are_depths():
@@ -51,8 +51,8 @@ def test_mask_rows_are_ancestors_and_positions_are_depths():
 
 def test_bad_shapes_and_budgets_give_clear_errors():
     with pytest.raises(UnknownName, match="Valid: .*binary.*chain"):
-        static_paths("bnary", 4)
+        shape_paths("bnary", 4)
     with pytest.raises(ValueError, match="budget"):
-        static_paths("chain", 0)
+        shape_paths("chain", 0)
     with pytest.raises(ValueError, match="prefix-closed"):
-        static_paths("paths", 2, paths=[[0], [1, 0]])
+        shape_paths("paths", 2, paths=[[0], [1, 0]])

@@ -12,9 +12,13 @@ from specbench.registry import UnknownName
 from specbench.results import read_csv
 from specbench.sampling import choose_children, probs
 from specbench.trees import DraftTree
-from specbench.verify import MODES, Verdict, get_mode, mode_info
+from specbench.modespec import check_compatible, modes_for
+from specbench.sampling import CHILD_RULES, TREE_CHILD_RULES
+from specbench.verify import MODES, Verdict, get_mode
 
-ALL = ["greedy", "speculative", "mss", "sequoia", "naive", "typical", "ratio", "conservative", "epsilon"]
+LOSSLESS = ["greedy", "speculative", "mss", "sequoia", "naive", "block", "traversal"]
+ALL = LOSSLESS + ["typical", "ratio", "conservative", "epsilon"]
+CHAIN_ONLY = ("speculative", "block")
 CONF = Path(__file__).resolve().parents[1] / "conf" / "verify"
 
 
@@ -38,20 +42,21 @@ def draft_tree(root: int, expansion, how: str, P: torch.Tensor, Q: torch.Tensor,
     tok = torch.tensor(tokens)
     q = Q[tok].clone()
     q[[i for i in range(len(parents)) if i not in parents]] = 0.0
-    return DraftTree(parents, tok, ranks, q), P[tok], q
+    return DraftTree(parents, tok, ranks, q, child_rule=how), P[tok], q
 
 
 def two_token_counts(mode: str, expansion, P, Q, n: int, seed: int) -> torch.Tensor:
     """Empirical distribution of the first two emitted tokens after context token 0."""
     rng = torch.Generator().manual_seed(seed)
-    fn, how = MODES.get(mode), MODES.meta(mode)["children"]
+    spec = get_mode(mode)
+    params = spec.params({"temperature": 1.0})
     v = P.shape[0]
     counts = torch.zeros(v * v)
     for _ in range(n):
         out: list[int] = []
         while len(out) < 2:
-            tree, p, q = draft_tree(out[-1] if out else 0, expansion, how, P, Q, rng)
-            verdict = fn(tree, p, q, rng, {"temperature": 1.0})
+            tree, p, q = draft_tree(out[-1] if out else 0, expansion, spec.child_rule, P, Q, rng)
+            verdict = spec.verdict(tree, p, q, rng, params)
             out += [int(tree.tokens[i]) for i in verdict.path] + [verdict.next_token]
         counts[out[0] * v + out[1]] += 1
     return counts
@@ -88,21 +93,23 @@ def test_chi2_rejects_ratio():
     assert chisquare(counts, target_two_token(P) * n).pvalue < 1e-6
 
 
-@pytest.mark.parametrize("mode", ["speculative", "mss", "sequoia"])
+@pytest.mark.parametrize("mode", ["speculative", "mss", "sequoia", "block", "traversal"])
 def test_chain_with_draft_equal_target_accepts_everything(mode):
     g = torch.Generator().manual_seed(5)
     P = torch.softmax(torch.randn(50, 50, generator=g), -1)
     for seed in range(5):
         rng = torch.Generator().manual_seed(seed)
-        tree, p, q = draft_tree(3, [1] * 6, MODES.meta(mode)["children"], P, P, rng)
-        verdict = MODES.get(mode)(tree, p, q, rng, {"temperature": 1.0})
+        spec = get_mode(mode)
+        tree, p, q = draft_tree(3, [1] * 6, spec.child_rule, P, P, rng)
+        verdict = spec.verdict(tree, p, q, rng, spec.params())
         assert verdict.path == [1, 2, 3, 4, 5, 6]
 
 
 def test_greedy_unchanged():
     p = probs(torch.tensor([[0., 3, 1], [5, 0, 0], [0, 0, 2], [1, 0, 0]]), 0.0)
     tree = DraftTree([-1, 0, 0, 2], torch.tensor([0, 2, 1, 2]), [0, 0, 1, 0], None)
-    assert get_mode("greedy")(tree, p, None, torch.Generator(), {}) == Verdict([2, 3], 0)
+    spec = get_mode("greedy")
+    assert spec.verdict(tree, p, None, torch.Generator(), spec.params()) == Verdict([2, 3], 0)
 
 
 def test_unknown_mode_lists_valid_ones():
@@ -114,15 +121,15 @@ def test_chain_only_mode_on_branching_tree():
     q = torch.full((3, 4), 0.25)
     tree = DraftTree([-1, 0, 0], torch.tensor([0, 1, 2]), [0, 0, 1], q)
     with pytest.raises(ValueError, match="tree=chain"):
-        get_mode("speculative")(tree, q, q, torch.Generator(), {})
-    assert mode_info("speculative")["chain_only"] is True
+        get_mode("speculative").verdict(tree, q, q, torch.Generator(), get_mode("speculative").params())
+    assert get_mode("speculative").chain_only is True
 
 
 def test_seeded_runs_are_reproducible():
     P, Q = tables(1)
     for mode in ALL[1:]:
-        a = two_token_counts(mode, [2, 1] if mode != "speculative" else [1, 1], P, Q, 20, seed=3)
-        b = two_token_counts(mode, [2, 1] if mode != "speculative" else [1, 1], P, Q, 20, seed=3)
+        a = two_token_counts(mode, [1, 1] if mode in CHAIN_ONLY else [2, 1], P, Q, 20, seed=3)
+        b = two_token_counts(mode, [1, 1] if mode in CHAIN_ONLY else [2, 1], P, Q, 20, seed=3)
         assert torch.equal(a, b), mode
 
 
@@ -130,21 +137,56 @@ def test_modes_need_q_or_say_so():
     tree = DraftTree([-1, 0], torch.tensor([0, 1]), [0, 0], None)
     p = torch.full((2, 3), 1 / 3)
     with pytest.raises(ValueError, match="needs the draft distributions"):
-        get_mode("mss")(tree, p, None, torch.Generator(), {})
-    assert isinstance(get_mode("naive")(tree, p, None, torch.Generator(), {}), Verdict)
+        get_mode("mss").verdict(tree, p, None, torch.Generator(), get_mode("mss").params())
+    naive = get_mode("naive")
+    assert isinstance(naive.verdict(tree, p, None, torch.Generator(), naive.params()), Verdict)
 
 
 def test_registry_meta_and_configs():
     assert set(MODES.names()) == set(ALL)
     for name in ALL:
-        info = mode_info(name)
-        assert info["children"] in ("topk", "sample", "sample_noreplace")
-        assert info["lossless"] == (name in ALL[:5])
-        cfg = OmegaConf.load(CONF / f"{name}.yaml")
-        assert cfg.name == name
+        spec = get_mode(name)
+        assert spec.name == name and spec.doc
+        assert spec.child_rule in CHILD_RULES
+        assert spec.lossless == (name in LOSSLESS)
+        assert spec.chain_only == (name in CHAIN_ONLY)
+        cfg = OmegaConf.to_container(OmegaConf.load(CONF / f"{name}.yaml"))
+        assert cfg.pop("name") == name
+        assert cfg == spec.params(), name          # the yaml shows exactly the spec's defaults
         for key in ("temperature", "draft_temperature", "top_p"):
             assert key in cfg, (name, key)
     assert OmegaConf.load(CONF / "greedy.yaml").temperature == 0
+
+
+def test_params_merge_defaults_and_reject_unknown_keys():
+    spec = get_mode("typical")
+    assert spec.params({"name": "typical", "eps": 0.2, "delta": None}) == {
+        "temperature": 1.0, "draft_temperature": 1.0, "top_p": 1.0, "eps": 0.2, "delta": 0.3}
+    assert spec.params(OmegaConf.create({"temperature": 0.5}))["temperature"] == 0.5
+    with pytest.raises(ValueError, match="verify.factor: not a parameter of verify=typical"):
+        spec.params({"factor": 2})
+    with pytest.raises(TypeError):
+        spec.defaults["eps"] = 1.0                 # frozen
+
+
+def test_compatibility_names_the_modes_that_fit():
+    assert set(modes_for("topk")) == {"greedy", "naive", "typical", "ratio", "conservative", "epsilon"}
+    assert set(modes_for("fixed")) == {"greedy", "naive", "typical"}
+    assert "mss" in modes_for("sample") and "sequoia" not in modes_for("sample")
+    assert "sequoia" in modes_for("sample_noreplace") and "mss" not in modes_for("sample_noreplace")
+    for rule in ("sample", "sample_noreplace"):
+        assert {"block", "traversal", "speculative"} <= set(modes_for(rule))
+    with pytest.raises(ValueError, match="verify=mss is lossless only on .*sample.*'topk' trees; "
+                                         "modes that fit: conservative, epsilon, greedy, naive"):
+        check_compatible(get_mode("mss"), "topk")
+    with pytest.raises(ValueError, match="verify=ratio needs the draft distributions q"):
+        check_compatible(get_mode("ratio"), "fixed")
+    for name in ALL:
+        spec = get_mode(name)
+        check_compatible(spec, spec.child_rule)    # every mode fits its own child rule
+        assert spec.lossless_for <= set(TREE_CHILD_RULES)
+    with pytest.raises(ValueError, match="unknown child rule"):
+        modes_for("beam")
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,120 @@
+"""Every bad input of issue #14: exit status != 0, ONE line naming the key and the fix,
+no result file written, and no model loaded where the check needs none."""
+import glob
+import json
+import os
+import shutil
+
+import pytest
+import torch
+
+from test_hydra import job_args, specbench
+
+RESULT_FILES = ("summary.csv", "steps.csv", "outputs.jsonl", "config.yaml")
+
+
+def written(out) -> list[str]:
+    """Result files under out (Hydra's own .hydra/config.yaml aside)."""
+    return [p for name in RESULT_FILES for p in glob.glob(os.path.join(str(out), "**", name), recursive=True)
+            if os.sep + ".hydra" + os.sep not in p]
+
+
+def one_line_error(r) -> str:
+    assert r.returncode != 0, r.stdout[-1000:]
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+    assert lines and lines[-1].startswith("specbench: error:"), r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    return lines[-1]
+
+
+@pytest.fixture(scope="module")
+def bad_files(tiny_pair_dirs, tmp_path_factory):
+    """A truncated-weights target, a 16-position target and a non-UTF-8 jsonl."""
+    root = tmp_path_factory.mktemp("bad")
+    trunc = root / "truncated"
+    shutil.copytree(tiny_pair_dirs[1], trunc)
+    data = (trunc / "model.safetensors").read_bytes()
+    (trunc / "model.safetensors").write_bytes(data[:len(data) // 2])
+    short = root / "short"
+    shutil.copytree(tiny_pair_dirs[1], short)
+    cfg = json.loads((short / "config.json").read_text())
+    (short / "config.json").write_text(json.dumps({**cfg, "max_position_embeddings": 16}))
+    latin = root / "latin1.jsonl"
+    latin.write_bytes('{"id": "a", "text": "caf\u00e9 cr\u00e8me"}\n'.encode("latin-1"))
+    long_prompt = root / "long.jsonl"
+    long_prompt.write_text(json.dumps({"id": "long/0", "text": "def add(a, b): " * 40}) + "\n")
+    return {"truncated": str(trunc), "short": str(short), "latin": str(latin), "long": str(long_prompt)}
+
+
+# case -> (overrides, text the one line must contain, needs a loaded model)
+CASES = {
+    "local pair without paths": (["pair.draft.path=???", "pair.target.path=???"],
+                                 "pair.draft.path is not set", False),
+    "budget not a number": (["tree.budget=abc"], "tree.budget='abc'", False),
+    "budget not an integer": (["tree.budget=2.5"], "tree.budget=2.5", False),
+    "eagle2 width 0": (["tree=eagle2", "tree.width=0"], "tree.width=0", False),
+    "negative rank path": (["tree=paths", "tree.paths=[[0],[-1]]"], "tree.paths[1]=[-1]", False),
+    "top_p above 1": (["verify=mss", "verify.top_p=1.5"], "verify.top_p=1.5", False),
+    "unknown dtype": (["dtype=float8"], "dtype='float8'", False),
+    "replay with a sampling mode": (["engine=replay", "verify=mss"], "engine=replay", False),
+    "batch size 0": (["batch_size=0"], "batch_size=0", False),
+    "out_root under a file": (["out_root=/dev/null/x"], "out_root=/dev/null/x", False),
+    "truncated safetensors": (["pair.target.path={truncated}"], "truncated", False),
+    "non-UTF-8 jsonl": (["dataset=jsonl", "dataset.path={latin}"], "not UTF-8", False),
+    "prompt past the context": (["pair.target.path={short}"], "positions > the target's 16", True),
+    "max_new_tokens past the context": (["max_new_tokens=2000"], "positions > the target's 1024", True),
+    "long jsonl prompt past the context": (["pair.target.path={short}", "dataset=jsonl",
+                                            "dataset.path={long}"], "prompt 'long/0'", True),
+}
+if not torch.cuda.is_available():
+    CASES["cuda without CUDA"] = (["device=cuda"], "device=cuda", False)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_one_line_nothing_written(tiny_pair_dirs, bad_files, tmp_path, case):
+    extra, needle, loads = CASES[case]
+    extra = [e.format(**bad_files) for e in extra]
+    out = tmp_path / "outputs"
+    keys = {e.partition("=")[0] for e in extra}
+    args = [a for a in job_args(tiny_pair_dirs, out) if a.partition("=")[0] not in keys] + extra
+    r = specbench(*args)
+    line = one_line_error(r)
+    assert needle in line, line
+    assert not written(out)
+    assert ("loaded local model" in r.stdout + r.stderr) == loads, "a model was loaded for a config check"
+
+
+def test_a_failed_job_leaves_error_txt_with_reason_and_traceback(tiny_pair_dirs, tmp_path):
+    out = tmp_path / "outputs"
+    r = specbench(*job_args(tiny_pair_dirs, out, "tree.budget=abc"))
+    line = one_line_error(r)
+    errors = glob.glob(str(out / "**" / "error.txt"), recursive=True)
+    assert len(errors) == 1
+    text = open(errors[0]).read()
+    assert text.splitlines()[0] == line.removeprefix("specbench: error: ")
+    assert "Traceback" in text
+
+
+def test_multirun_with_failing_jobs_exits_nonzero_and_counts_them(tiny_pair_dirs, tmp_path):
+    """The issue's repro: speculative verifies chains only, so both jobs fail."""
+    out = tmp_path / "outputs"
+    r = specbench(*job_args(tiny_pair_dirs, out, "-m", "verify=speculative", "tree=binary,kary"))
+    assert r.returncode != 0
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("specbench: 2 of 2 jobs failed"), r.stderr[-2000:]
+    errors = sorted(glob.glob(str(out / "**" / "error.txt"), recursive=True))
+    assert len(errors) == 2 and all(os.path.dirname(e) in last for e in errors)
+    assert not written(out)
+
+
+def test_long_override_values_give_short_job_folders(tiny_pair_dirs, tmp_path):
+    """A 60-entry tree.paths sweep runs; its folder name holds a hash, not the list."""
+    paths = "[" + ",".join(["[0]"] + [f"[0,{'0,' * (i // 10)}{i % 10}]" for i in range(59)]) + "]"
+    out = tmp_path / "outputs"
+    r = specbench(*job_args(tiny_pair_dirs, out, "-m", "tree=paths", "tree.budget=2,3",
+                            f"tree.paths={paths}", "max_new_tokens=4", "dataset.limit=1"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    summaries = glob.glob(str(out / "**" / "summary.csv"), recursive=True)
+    assert len(summaries) == 2
+    assert all(len(os.path.basename(os.path.dirname(s))) < 200 for s in summaries)
+    assert not any("[0," in s for s in summaries)

@@ -1,0 +1,79 @@
+"""A job's identity covers the content it reads: models swapped in place are a new job,
+collect keeps exactly one run's rows per config, two local pairs stay apart in the report,
+and every file is written with the process umask."""
+import glob
+import os
+import shutil
+
+from specbench import identity
+from specbench.atomic import umask
+from specbench.results import read_csv
+from test_hydra import job_args, specbench
+
+
+def test_fingerprints_are_cached_beside_the_files_and_follow_size_and_mtime(tiny_pair_dirs, tmp_path,
+                                                                            monkeypatch):
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_pair_dirs[1], folder)
+    (folder / identity.CACHE_NAME).unlink(missing_ok=True)     # an earlier test may have hashed the fixture
+    hashed = []
+    real = identity.file_sha256
+    monkeypatch.setattr(identity, "file_sha256", lambda p: hashed.append(p.name) or real(p))
+    first = identity.folder_digests(folder, "pair.target.path")
+    assert (folder / identity.CACHE_NAME).is_file() and "model.safetensors" in hashed
+    hashed.clear()
+    assert identity.folder_digests(folder, "pair.target.path") == first and hashed == []
+    st = (folder / "config.json").stat()
+    os.utime(folder / "config.json", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert identity.folder_digests(folder, "pair.target.path") == first and hashed == ["config.json"]
+
+
+def summaries(out) -> list[str]:
+    return sorted(glob.glob(os.path.join(str(out), "**", "summary.csv"), recursive=True))
+
+
+def test_model_swapped_in_place_is_recomputed_and_collect_keeps_one_run_per_config(tiny_pair_dirs, tmp_path):
+    draft, target = tmp_path / "draft", tmp_path / "target"
+    shutil.copytree(tiny_pair_dirs[0], draft)
+    shutil.copytree(tiny_pair_dirs[1], target)
+    out = tmp_path / "outputs"
+    args = [a for a in job_args((str(draft), str(target)), out) if "dataset.limit" not in a]
+    assert specbench(*args, "dataset.limit=1").returncode == 0
+    shutil.copy(draft / "model.safetensors", target / "model.safetensors")    # same size, new content
+    r = specbench(*args, "dataset.limit=1")
+    assert r.returncode == 0 and "skip" not in r.stdout, r.stderr[-2000:]
+    r = specbench(*args, "dataset.limit=1", "resume=false")                   # same config again
+    assert r.returncode == 0
+    hashes = [read_csv(s).config_hash.iloc[0] for s in summaries(out)]
+    assert len(hashes) == 3 and len(set(hashes)) == 2
+    res = tmp_path / "results"
+    assert specbench("specbench.collect", str(out), "--out", str(res)).returncode == 0
+    summary, steps = read_csv(res / "summary.csv"), read_csv(res / "steps.csv")
+    assert sorted(summary.config_hash) == sorted(set(hashes))
+    for row in summary.itertuples():
+        mine = steps[steps.config_hash == row.config_hash]
+        assert len(mine) == row.n_steps and mine.emitted.sum() == row.new_tokens
+        assert set(mine.run_id) == {row.run_id}
+    assert summary.pair_id.nunique() == 2                     # same folders, different content
+    mode = 0o666 & ~umask()
+    for f in [*summaries(out), res / "summary.csv", res / "steps.csv", res / "outputs.jsonl"]:
+        assert os.stat(f).st_mode & 0o777 == mode, f
+
+
+def test_two_local_pairs_stay_apart_in_collect_and_report(tiny_pair_dirs, tmp_path):
+    other = tmp_path / "other_draft"
+    shutil.copytree(tiny_pair_dirs[1], other)                 # a second pair: the target drafts for itself
+    out = tmp_path / "outputs"
+    for d in (tiny_pair_dirs[0], str(other)):
+        r = specbench(*job_args(tiny_pair_dirs, out, f"pair.draft.path={d}", "dataset.limit=1"))
+        assert r.returncode == 0, r.stderr[-2000:]
+    res = tmp_path / "results"
+    assert specbench("specbench.collect", str(out), "--out", str(res)).returncode == 0
+    summary = read_csv(res / "summary.csv")
+    assert summary.pair.nunique() == 2 and summary.pair_id.nunique() == 2
+    assert all(str(other) in p or tiny_pair_dirs[0] in p for p in summary.pair)
+    report = tmp_path / "REPORT.md"
+    r = specbench("specbench.report", "--results", str(res), "--out", str(report))
+    assert r.returncode == 0, r.stderr[-2000:]
+    text = report.read_text()
+    assert all(p in text for p in summary.pair)
