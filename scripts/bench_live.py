@@ -126,7 +126,7 @@ def main() -> None:
     pair = models.load_pair(pair_cfg, args.dtype, "cpu")
     ds = OmegaConf.load(os.path.join(ROOT, "conf", "dataset", "humaneval.yaml"))
     ds.limit = args.prompts + args.search_prompts
-    loaded = data.load_prompts(ds, pair.tokenizer, pair.chat_template, None)
+    loaded = data.load_prompts(ds, pair.tokenizer)
     prompts, held_out = loaded[:args.prompts], loaded[args.prompts:]
     eos = pair.target.generation_config.eos_token_id
     eos = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else

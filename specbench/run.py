@@ -102,8 +102,8 @@ def run_job(cfg: DictConfig, out_dir: str):
         print(f"specbench: skip {chash}: already finished in {done}")
         return None
     pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
-    prompts = data.load_prompts(job.dataset.config, pair.tokenizer, pair.chat_template,
-                                job.dataset.max_prompt_tokens)
+    prompts = data.load_prompts(job.dataset.config, pair.tokenizer,
+                                max_prompt_tokens=job.dataset.max_prompt_tokens)
     check_context(job, pair, prompts)
     t0 = time.perf_counter()
     done = decode(job, ident, pair, prompts, engine)

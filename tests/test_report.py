@@ -1,4 +1,5 @@
-"""python -m specbench.report: determinism, links, coverage, no torch, graceful degradation."""
+"""python -m specbench.report: determinism, links, coverage, no empty tables or sections, paired
+comparisons (refusals and a hand-computed bootstrap), losslessness, no torch, graceful degradation."""
 from __future__ import annotations
 
 import os
@@ -13,6 +14,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from make_results import make_results  # noqa: E402
+from specbench import compare as C  # noqa: E402
+from specbench.report_sections import md_table  # noqa: E402
 from specbench.results import read_csv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,9 +58,9 @@ def test_every_linked_figure_exists(built):
     assert len(links) >= 8
     for link in links:
         assert (d / link).is_file(), link
-    expected = {"tokens_per_step_vs_budget.png", "acceptance_rate_vs_budget.png", "alpha_by_depth.png",
-                "heatmap_shape_budget.png", "acceptance_vector.png", "acceptance_by_dataset.png",
-                "lossy_tradeoff.png", "attention_timing.png", "projected_speedup.png"}
+    expected = {"tokens_per_step_vs_budget.png", "gain_vs_chain.png", "alpha_by_depth.png",
+                "acceptance_vector.png", "mode_gains.png", "lossy_tradeoff.png", "attention_timing.png",
+                "projected_speedup.png", "pareto_live.png"}
     assert expected <= {Path(link).name for link in links}
 
 
@@ -71,15 +74,105 @@ def test_every_configuration_appears(built):
 
 def test_sections_and_definitions(built):
     text = (built[0] / "REPORT.md").read_text()
-    for heading in ("## Method", "## Setup", "## Metric definitions", "## Results", "## Figures",
-                    "## Tree attention", "## Projected speedup", "## Analysis", "## References"):
-        assert heading in text
+    headings = re.findall(r"^## (.+)$", text, flags=re.M)
+    assert headings[0] == "Headline: best shape per budget"  # the answer comes first
+    for heading in ("Verification modes at T>0", "Measured and projected speedup", "Losslessness on the real pair",
+                    "Method", "Setup", "Metric definitions", "Tree attention", "Appendix A: every configuration",
+                    "References"):
+        assert heading in headings
+    assert headings.index("Appendix A: every configuration") > headings.index("Losslessness on the real pair")
     assert "bonus token is **not** counted" in text and "bonus token **is** counted" in text
+    assert "ratio of sums" in text and "paired" in text
     for ref in ("Leviathan", "Chen", "SpecInfer", "Sequoia", "EAGLE-2", "Medusa", "Spec-Bench"):
         assert ref in text
-    assert "Best shape by tokens_per_step" in text and "stops paying" in text
-    assert "(lossy) changes acceptance_rate" in text and "accepts" in text
-    assert "| synthetic |" in text  # environment.json rendered
+    assert "Δ vs chain [95% paired CI]" in text and "stops paying" in text
+    assert "interval includes zero" in text                          # said where an interval spans 0
+    assert "block T=1 (lossless) vs speculative T=1" in text and "traversal T=1 (lossless) vs mss T=1" in text
+    assert "ran 3 of the 6 prompts" in text                          # eagle2 subset never ranked with the rest
+    assert "measured ×" in text and "| synthetic |" in text
+
+
+def _tables(text: str) -> list[list[str]]:
+    blocks, cur = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            cur.append(line)
+        elif cur:
+            blocks.append(cur)
+            cur = []
+    return blocks
+
+
+def _assert_no_empty_parts(text: str) -> None:
+    for t in _tables(text):
+        assert len(t) >= 3 and set(t[1]) <= set("|-"), t[:2]       # header, rule, at least one row
+    sections = re.split(r"^#{2,3} .+$", text, flags=re.M)[1:]
+    assert all(s.strip() for s in sections), "a heading with nothing under it"
+
+
+def test_no_empty_table_or_section(built):
+    _assert_no_empty_parts((built[0] / "REPORT.md").read_text())
+    with pytest.raises(RuntimeError, match="empty table"):
+        md_table([], ["a", "b"])
+
+
+def test_losslessness_section(built):
+    text = (built[0] / "REPORT.md").read_text()
+    assert "| 83.3% | mt_bench/0@5 |" in text                        # the one divergent output, located
+    assert "53 of 54" in text and "zero by its algebra" in text and "not evidence by itself" in text
+    assert "| synth | mss | 1.000 | humaneval/0 | 2000 |" in text     # lossless_check.csv shown
+
+
+# --------------------------------------------------------------------------
+# the comparison helper
+# --------------------------------------------------------------------------
+def _steps(config: str, per_prompt: dict) -> pd.DataFrame:
+    return pd.DataFrame([dict(config_hash=config, prompt_id=p, emitted=e)
+                         for p, emitted in per_prompt.items() for e in emitted])
+
+
+ROW = dict(dataset="humaneval", temperature=0.0, dtype="float32", max_new_tokens=64)
+
+
+def test_paired_bootstrap_hand_computed():
+    """a: p0 emits 2,2 and p1 1,1 -> 6/4 = 1.5; b: 1 everywhere -> 1.0; p2 only in a is ignored.
+    Resampling two prompts: {p0,p0} gives Δ=1, {p1,p1} Δ=0, mixed Δ=0.5 (prob 1/4, 1/4, 1/2), so the
+    2.5th and 97.5th percentiles of the bootstrap are exactly 0 and 1."""
+    steps = pd.concat([_steps("a", {"p0": [2, 2], "p1": [1, 1], "p2": [5]}),
+                       _steps("b", {"p0": [1, 1], "p1": [1, 1]})])
+    p = C.paired_difference(C.prompt_sums(steps), dict(ROW, config_hash="a"), dict(ROW, config_hash="b"))
+    assert (p.n_prompts, p.a_value, p.b_value, p.diff) == (2, 1.5, 1.0, 0.5)
+    assert (p.lo, p.hi) == (0.0, 1.0) and p.includes_zero
+    # ratio of sums, not a mean of per-prompt means: p0 3 steps of 3, p1 1 step of 1 -> 10/4, not 2;
+    # resamples {p0,p0} Δ=2, {p1,p1} Δ=0, mixed Δ=10/4-1=1.5 -> interval [0, 2]
+    steps = pd.concat([_steps("a", {"p0": [3, 3, 3], "p1": [1]}), _steps("b", {"p0": [1, 1, 1], "p1": [1]})])
+    p = C.paired_difference(C.prompt_sums(steps), dict(ROW, config_hash="a"), dict(ROW, config_hash="b"))
+    assert (p.a_value, p.diff, p.lo, p.hi) == (2.5, 1.5, 0.0, 2.0)
+
+
+@pytest.mark.parametrize("key,value", [("temperature", 1.0), ("dtype", "bfloat16"), ("max_new_tokens", 128),
+                                       ("dataset", "mt_bench")])
+def test_comparison_refuses_mismatched_settings(key, value):
+    sums = C.prompt_sums(pd.concat([_steps("a", {"p0": [2]}), _steps("b", {"p0": [1]})]))
+    with pytest.raises(C.Incomparable, match=key) as e:
+        C.paired_difference(sums, dict(ROW, config_hash="a"), dict(ROW, config_hash="b", **{key: value}))
+    assert "\n" not in str(e.value)
+
+
+def test_comparison_refuses_no_shared_prompts():
+    sums = C.prompt_sums(pd.concat([_steps("a", {"p0": [2]}), _steps("b", {"p1": [1]})]))
+    with pytest.raises(C.Incomparable, match="share no prompts") as e:
+        C.paired_difference(sums, dict(ROW, config_hash="a"), dict(ROW, config_hash="b"))
+    assert "\n" not in str(e.value)
+
+
+def test_output_equality():
+    assert C.first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert C.first_divergence([1, 2, 3], [1, 5, 3]) == 1
+    assert C.first_divergence([1, 2], [1, 2, 7]) == 2
+    outs = {("a", "p0"): [1, 2], ("a", "p1"): [3, 4], ("base", "p0"): [1, 2], ("base", "p1"): [3, 9],
+            ("base", "p2"): [0]}
+    assert C.output_equality(outs, "a", "base") == dict(n_prompts=2, identical=1, diverged=[("p1", 1)])
 
 
 def test_report_does_not_import_torch(tmp_path):
@@ -106,7 +199,9 @@ def test_degrades_with_summary_only(tmp_path):
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "REPORT.md").read_text()
     assert "attention.csv is absent" in text and "costs.csv is absent" in text
-    assert "environment.json is absent" in text
+    assert "environment.json is absent" in text and "outputs.jsonl is absent" in text
+    assert "no mode comparison" in text
+    _assert_no_empty_parts(text)
     for h in summary.config_hash:
         assert f"| {h} |" in text
     for link in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
@@ -132,4 +227,4 @@ def test_notebook_executes(tmp_path, monkeypatch):
     NotebookClient(nb, timeout=300, kernel_name="python3",
                    resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    assert "configurations" in text and "Best shape by tokens_per_step" in text
+    assert "configurations" in text and "vs chain" in text and "stops paying" in text

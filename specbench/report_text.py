@@ -1,0 +1,64 @@
+"""The fixed prose of REPORT.md: method, metric definitions, references (no code)."""
+
+METHOD = """\
+**Trees.** A draft tree is stored as parent pointers in breadth-first order: node 0 is the root (the last
+committed token, not yet in any KV cache) and nodes 1..N are the N draft tokens, N being the budget. A static
+shape is a prefix-closed set of draft *rank paths* (Medusa style: the path `0.1` is the runner-up child of the
+draft's top-1 token): `chain` follows the top-1 token, `binary` and `kary` expand the top-2 / top-`width`
+children of every node, `topk_wide` continues each of the top-k first tokens as a chain, `specinfer` expands
+by a per-depth factor list and `paths` takes an explicit rank-path list. Every shape lists its paths by
+(depth, rank path) and the budget keeps the first N, so a budget always yields a tree of exactly N nodes.
+
+**Drafters.** The model drafter grows the tree level by level with one draft forward per depth over the whole
+frontier, using the draft's KV cache and the tree mask; it never re-runs the prefix. Children are chosen as the
+verification mode requires: the draft's top-k (greedy, typical and the lossy rules), samples from q with
+replacement (SpecInfer multi-step speculative sampling, `mss`) or without replacement (`sequoia`).
+
+**Tree attention.** One mask function builds the additive mask from the parent pointers: each node attends to
+the whole prefix, to itself and to its ancestors (its row is its parent's row plus itself, as in EAGLE), and
+its position id is prefix length + depth. The target scores all N+1 nodes in one forward over its prefix
+cache; afterwards both caches keep only the root and the accepted path.
+
+**Verification.** Greedy accepts the longest path whose tokens equal the target's argmax and appends the
+target's next token (the bonus). The lossless sampling modes (`speculative`, `mss`, `sequoia`) use rejection
+sampling against the target distribution; the lossy rules (`typical` and the seed rules such as
+p_target ≥ p_draft) accept more but drift from the target distribution, which `first_token_tv` measures.
+
+**Engines.** `live` runs real speculative decoding and measures wall time. `replay` is exact for greedy
+verification in float32: from one cached target greedy continuation and one teacher-forced draft forward per
+prompt it derives every static shape and budget; n-gram, merged and dynamic (EAGLE-2) drafters run for real
+against the cached continuation, with no target forward (tests check that both reproduce the live step records)."""
+
+METRICS = """\
+Per decode step (a row of `steps.csv`): `tree_size` = draft tokens N verified in the step; `accepted` = draft
+tokens accepted, **excluding** the bonus/correction token; `emitted` = tokens appended (normally accepted + 1,
+less only at EOS or the length limit).
+
+Per configuration (a row of `summary.csv`):
+- `acceptance_rate` = Σ accepted / Σ tree_size (verified tokens ÷ all draft tokens).
+- `acceptance_length` = mean `accepted` per step — the bonus token is **not** counted.
+- `tokens_per_step` = mean `emitted` per step — the bonus token **is** counted (Spec-Bench's τ).
+- `alpha_d` = P(accepted ≥ d | accepted ≥ d−1 and tree_depth ≥ d), the per-depth conditional acceptance (EAGLE).
+- `first_token_tv` = mean total-variation distance between the mode's first-token output distribution and
+  the target's (zero for lossless modes).
+- Brackets give 95% bootstrap confidence intervals, resampling prompts (seeded).
+
+**Comparisons.** Two configurations are compared only when they ran the same dataset at the same temperature,
+dtype and max_new_tokens, and only on the prompts both ran (from steps.csv); T=0 and T>0 are never ranked
+together. Over a prompt set P, tokens_per_step(P) = Σ_P emitted ÷ Σ_P steps (ratio of sums, as in summary.csv).
+A difference Δ = tokens_per_step_a(P) − tokens_per_step_b(P) on the shared prompts P carries a 95% paired
+bootstrap interval: P is resampled with replacement, the same resample for both configurations (seeded, 1000
+draws). "(includes 0)" marks an interval that contains zero: that difference is not resolved by these prompts."""
+
+REFERENCES = """\
+1. Y. Leviathan, M. Kalman, Y. Matias. *Fast Inference from Transformers via Speculative Decoding.* ICML 2023.
+2. C. Chen, S. Borgeaud, G. Irving, J.-B. Lespiau, L. Sifre, J. Jumper. *Accelerating Large Language Model
+   Decoding with Speculative Sampling.* arXiv:2302.01318, 2023.
+3. X. Miao et al. *SpecInfer: Accelerating Large Language Model Serving with Tree-based Speculative Inference
+   and Verification.* ASPLOS '24. doi:10.1145/3620666.3651335.
+4. Z. Chen et al. *Sequoia: Scalable, Robust, and Hardware-aware Speculative Decoding.* arXiv:2402.12374, 2024.
+5. Y. Li, F. Wei, C. Zhang, H. Zhang. *EAGLE-2: Faster Inference of Language Models with Dynamic Draft Trees.*
+   EMNLP 2024.
+6. T. Cai et al. *Medusa: Simple LLM Inference Acceleration Framework with Multiple Decoding Heads.* ICML 2024.
+7. H. Xia et al. *Unlocking Efficiency in Large Language Model Inference: A Comprehensive Survey of
+   Speculative Decoding* (Spec-Bench). Findings of ACL 2024."""

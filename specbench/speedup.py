@@ -1,0 +1,175 @@
+"""Speedup (projected and measured) and losslessness against the plain-decoding baseline.
+
+Both are measured against the baseline row (tree none, budget 0) of the same
+pair, dataset, dtype and max_new_tokens (`BASELINE_MATCH`).  pandas only.
+
+Projected speedup = tokens_per_step · t_target(1) / (draft_cost + verify_cost)
+with t_role(n) the median measured forward time for n query tokens
+(results/costs.csv, interpolated linearly), verify_cost = t_target(N+1), and a
+draft cost that charges each drafter what it does per step (`draft_cost`).
+Measured speedup = live tokens_per_s ÷ the baseline's tokens_per_s.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from . import analysis as A
+from . import compare as C
+
+BASELINE_MATCH = ["pair", "dataset", "dtype", "max_new_tokens"]
+MEASURED_DRAFTERS = ("ngram",)   # drafters with no draft model: charged their measured draft_s per step
+
+DRAFT_COST_RULE = ("draft_cost charges each drafter what it does per step: an n-gram drafter its measured "
+                   "lookup time (mean draft_s per step in steps.csv); EAGLE-2 one draft forward per depth over "
+                   "its frontier of `width` nodes, D × t_draft(min(width, N)); every other model drafter one "
+                   "draft forward per depth over a frontier of about N/D nodes, D × t_draft(⌈N/D⌉), with D "
+                   "the config's deepest tree in steps.csv.")
+
+
+def _cost_fn(costs: pd.DataFrame, pair: str, role: str):
+    """seconds(n_tokens) by linear interpolation of the measured points (clamped)."""
+    c = costs[costs.role == role]
+    if "pair" in c.columns and (c.pair == pair).any():
+        c = c[c.pair == pair]
+    if c.empty:
+        return None
+    pts = c.groupby("n_tokens", sort=True).seconds.median()
+    xs, ys = pts.index.to_numpy(float), pts.to_numpy(float)
+    return lambda n: float(np.interp(n, xs, ys))
+
+
+def _width(params) -> int | None:
+    try:
+        return int(json.loads(params).get("width"))
+    except (TypeError, ValueError, json.JSONDecodeError):
+        return None
+
+
+def draft_cost(r, depth: int, t_draft, lookup_s: float | None) -> float | None:
+    """Seconds of drafting per step for one config (see DRAFT_COST_RULE); None if unknown."""
+    n = int(r["budget"])
+    if str(r.get("draft", "")) in MEASURED_DRAFTERS:
+        return lookup_s if lookup_s is not None and math.isfinite(lookup_s) else None
+    if t_draft is None:
+        return None
+    if r["tree"] == "eagle2" and _width(r["tree_params"]):
+        return depth * t_draft(min(_width(r["tree_params"]), n))
+    return depth * t_draft(math.ceil(n / depth))
+
+
+def projected_speedup(df: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.DataFrame | None) -> pd.DataFrame:
+    need = {"role", "n_tokens", "seconds"}
+    if costs is None or not need <= set(costs.columns) or df.empty:
+        return pd.DataFrame()
+    depth, lookup = {}, {}
+    if steps is not None and {"config_hash", "tree_depth"} <= set(steps.columns):
+        depth = steps.groupby("config_hash").tree_depth.max().to_dict()
+        if "draft_s" in steps:
+            lookup = steps.groupby("config_hash").draft_s.mean().to_dict()
+    rows = []
+    for r in df.to_dict("records"):
+        t_target = _cost_fn(costs, r["pair"], "target")
+        if t_target is None:
+            continue
+        n = int(r["budget"])
+        d = max(1, int(depth.get(r["config_hash"], n if r["tree"] == "chain" else math.ceil(math.log2(n + 1)))))
+        dc = draft_cost(r, d, _cost_fn(costs, r["pair"], "draft"), lookup.get(r["config_hash"]))
+        if dc is None:
+            continue
+        vc = t_target(n + 1)
+        rows.append({**r, "depth": d, "draft_cost": dc, "verify_cost": vc,
+                     "projected": r["tokens_per_step"] * t_target(1) / (dc + vc)})
+    return pd.DataFrame(rows)
+
+
+def match_baseline(base: pd.DataFrame, r) -> dict | None:
+    """The baseline row (lowest hash on ties) with the same BASELINE_MATCH keys as r, or None."""
+    m = base
+    for k in BASELINE_MATCH:
+        if k in base and k in r:
+            m = m[m[k].astype(str) == str(r[k])]
+    return None if m.empty else m.iloc[0].to_dict()
+
+
+def measured_speedup(df: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """Live configs with tokens_per_s beside their live baseline: measured = ratio of tokens_per_s."""
+    base = A.baselines(summary)
+    if base.empty or "tokens_per_s" not in df or "engine" not in df:
+        return pd.DataFrame()
+    base = base[(base.engine == "live") & base.tokens_per_s.notna()]
+    rows = []
+    for r in df[(df.engine == "live") & df.tokens_per_s.notna()].to_dict("records"):
+        b = match_baseline(base, r)
+        if b is not None:
+            rows.append({**r, "baseline_hash": b["config_hash"], "baseline_tokens_per_s": b["tokens_per_s"],
+                         "measured": r["tokens_per_s"] / b["tokens_per_s"]})
+    return pd.DataFrame(rows)
+
+
+def speedup_table(df, summary, steps, costs) -> pd.DataFrame:
+    """Projected speedup for every config with costs, and measured speedup where a live baseline matches."""
+    proj = projected_speedup(df, steps, costs)
+    meas = measured_speedup(df, summary)
+    if proj.empty and meas.empty:
+        return pd.DataFrame()
+    if proj.empty:
+        return meas.assign(projected=float("nan"))
+    if meas.empty:
+        return proj.assign(measured=float("nan"), baseline_tokens_per_s=float("nan"), baseline_hash="")
+    extra = meas[["config_hash", "baseline_hash", "baseline_tokens_per_s", "measured"]]
+    return proj.merge(extra, on="config_hash", how="left")
+
+
+def lossless_table(df: pd.DataFrame, summary: pd.DataFrame, outputs: dict) -> pd.DataFrame:
+    """Every greedy configuration's outputs against its baseline's on the same prompts."""
+    base = A.baselines(summary)
+    if not outputs or base.empty:
+        return pd.DataFrame()
+    rows = []
+    for r in df[(df.verify == "greedy") & (df.temperature == 0)].to_dict("records"):
+        b = match_baseline(base, r)
+        if b is None:
+            continue
+        eq = C.output_equality(outputs, r["config_hash"], b["config_hash"])
+        if eq["n_prompts"]:
+            rows.append({**r, **eq, "baseline_hash": b["config_hash"]})
+    return pd.DataFrame(rows)
+
+
+def speedup_sentences(table: pd.DataFrame) -> list[str]:
+    out = []
+    if table.empty:
+        return out
+    for key, g in table.groupby(A.GROUP + ["mode"], sort=True):
+        where = f"{key[0]} on {key[1]} ({key[2]}, {int(key[3])} new tokens), {key[4]}"
+        if g.projected.notna().any():
+            b = g.sort_values(["projected", "config_hash"], ascending=[False, True], kind="mergesort").iloc[0]
+            out.append(f"{where}: the highest projected speedup is {A.fmt(b.projected, 2)}× ({b['shape']}, "
+                       f"N={int(b.budget)}); {int((g.projected > 1).sum())} of {int(g.projected.notna().sum())} "
+                       "configurations project above 1×.")
+        m = g[g.measured.notna()]
+        if len(m):
+            b = m.sort_values(["measured", "config_hash"], ascending=[False, True], kind="mergesort").iloc[0]
+            out.append(f"{where}: measured speedup over plain decoding peaks at {A.fmt(b.measured, 2)}× "
+                       f"({b['shape']}, N={int(b.budget)}; projected {A.fmt(b.projected, 2)}×).")
+    return out
+
+
+def lossless_sentences(table: pd.DataFrame) -> list[str]:
+    out = []
+    if table.empty:
+        return out
+    for key, g in table.groupby(BASELINE_MATCH, sort=True):
+        n, same = int(g.n_prompts.sum()), int(g.identical.sum())
+        bad = g[g.identical < g.n_prompts]
+        tail = "every output is token-identical to plain decoding." if bad.empty else \
+            (f"{len(bad)} of {len(g)} configurations differ somewhere; the earliest divergence is at token "
+             f"{min(pos for d in bad.diverged for _, pos in d)}.")
+        out.append(f"{key[0]} on {key[1]} ({key[2]}, {int(key[3])} new tokens): {same} of {n} "
+                   f"(configuration, prompt) outputs of {len(g)} greedy configurations equal the baseline's "
+                   f"({same / n:.1%}); " + tail)
+    return out
