@@ -1,7 +1,8 @@
 """Per-job files: row keys from the job spec, the metrics, steps/summary/outputs writers.
 
 Metric definitions (also in README.md and REPORT.md):
-  acceptance_rate   = sum(accepted) / sum(tree_size)       (verified / drafted)
+  acceptance_rate   = sum(accepted) / sum(tree_size)       (verified / drafted; NaN when nothing
+                                                          was drafted, e.g. tree=none)
   acceptance_length = mean accepted per step               (bonus token NOT counted)
   tokens_per_step   = mean emitted per step                (bonus token counted; Spec-Bench's tau)
   alpha_d           = P(accepted >= d | accepted >= d-1 and tree_depth >= d)   (EAGLE)
@@ -60,7 +61,8 @@ def steps_frame(keys: dict, records: Sequence) -> pd.DataFrame:
 
 
 def _metrics(df: pd.DataFrame) -> dict:
-    return {"acceptance_rate": df.accepted.sum() / max(df.tree_size.sum(), 1),
+    drafted = df.tree_size.sum()
+    return {"acceptance_rate": df.accepted.sum() / drafted if drafted > 0 else float("nan"),
             "acceptance_length": df.accepted.mean(),
             "tokens_per_step": df.emitted.mean()}
 
@@ -72,12 +74,15 @@ def bootstrap(df: pd.DataFrame, seed: int = 0) -> dict:
     sums = np.array([[g.accepted.sum(), g.tree_size.sum(), g.emitted.sum(), len(g)] for g in groups], float)
     idx = rng.integers(0, len(groups), size=(N_BOOT, len(groups)))
     s = sums[idx].sum(axis=1)                      # [N_BOOT, 4]
-    stats = {"acceptance_rate": s[:, 0] / np.maximum(s[:, 1], 1),
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(s[:, 1] > 0, s[:, 0] / np.maximum(s[:, 1], 1), np.nan)
+    stats = {"acceptance_rate": rate,
              "acceptance_length": s[:, 0] / s[:, 3],
              "tokens_per_step": s[:, 2] / s[:, 3]}
     out = {}
     for k, v in stats.items():
-        out[f"{k}_lo"], out[f"{k}_hi"] = np.percentile(v, [2.5, 97.5])
+        v = v[~np.isnan(v)]                       # resamples with nothing drafted have no rate
+        out[f"{k}_lo"], out[f"{k}_hi"] = np.percentile(v, [2.5, 97.5]) if len(v) else (np.nan, np.nan)
     return out
 
 
