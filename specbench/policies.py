@@ -23,7 +23,7 @@ from typing import Callable, ClassVar
 
 from . import eagle2, sequoia_tree  # noqa: F401  (registration of eagle2 / sequoia)
 from .registry import Registry
-from .trees import RankPath, static_paths
+from .trees import SHAPE_FNS, RankPath, static_paths
 
 POLICIES: Registry = Registry("tree policy")   # name -> factory(name, budget, params) -> TreePolicy
 KINDS = ("paths", "eagle2", "ngram_trie", "merged", "none")
@@ -135,13 +135,8 @@ for _name, _cls in (("adaptive_chain", AdaptiveChain), ("eagle2", Eagle2Policy),
     POLICIES.register(_name, kind=_cls.kind)(_cls)
 
 
-def _register_static() -> None:
-    from .trees import SHAPE_FNS
-    for name, (fn, listed) in SHAPE_FNS.items():
-        register_shape(name, fn, listed)
-
-
-_register_static()
+for _name, (_fn, _listed) in SHAPE_FNS.items():
+    register_shape(_name, _fn, _listed)
 
 
 def make_policy(name: str, budget, params: dict | None = None) -> TreePolicy:

@@ -28,10 +28,9 @@ import torch
 from . import kv
 from .diskcache import DiskCache, ids_digest
 from .drafters import prefill
-from .engine import PromptResult, StepRecord, continuation
+from .engine import NAN, PromptResult, StepRecord, continuation
 from .sampling import probs, token_ranks
 
-NAN = float("nan")
 
 
 # --------------------------------------------------------------------------

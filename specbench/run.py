@@ -15,7 +15,7 @@ import time
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tqdm import tqdm
 
 from . import data, identity, jobspec, launch, models, replay, results
@@ -55,17 +55,17 @@ def decode(job: JobSpec, ident, pair, prompts, engine: str) -> list[PromptResult
     eos = eos_ids(pair)
     run = Decoding(mode, mode.params(job.verify.params), job.max_new_tokens, eos, job.seed)
     bar = (lambda it: tqdm(it, desc=f"{engine} {job.tree.name}/{job.tree.budget}", disable=not job.progress))
-    drafter = DRAFTERS.get(job.pair.drafter).from_pair(pair, run.params["draft_temperature"], run.params["top_p"])
     if engine == "live":
         verifier = LiveVerifier(pair.target, run.params["temperature"], run.params["top_p"])
-        return run_loop(prompts, drafter, verifier, lambda: new_policy(job), run, bar)
-    store = DiskCache(cache_root(job.replay_cache, job.out_root))
-    key, draft_key = cache_keys(job, ident, eos)
-    if by_ranks(job):
-        return replay.replay_by_ranks(bar(prompts), lambda ids: replay.cached_ranks(
-            store, pair.target, pair.draft, key, draft_key, ids), lambda: new_policy(job))
-    verifier = ContinuationVerifier(lambda ids: replay.cached_continuation(store, pair.target, key, ids),
-                                    pair.target.get_output_embeddings().weight.shape[0])
+    else:
+        store = DiskCache(cache_root(job.replay_cache, job.out_root))
+        key, draft_key = cache_keys(job, ident, eos)
+        if by_ranks(job):
+            return replay.replay_by_ranks(bar(prompts), lambda ids: replay.cached_ranks(
+                store, pair.target, pair.draft, key, draft_key, ids), lambda: new_policy(job))
+        verifier = ContinuationVerifier(lambda ids: replay.cached_continuation(store, pair.target, key, ids),
+                                        pair.target.get_output_embeddings().weight.shape[0])
+    drafter = DRAFTERS.get(job.pair.drafter).from_pair(pair, run.params["draft_temperature"], run.params["top_p"])
     return run_loop(prompts, drafter, verifier, lambda: new_policy(job), run, bar)
 
 
