@@ -20,11 +20,11 @@ bash scripts/setup.sh
 PY=.venv/bin/python
 
 step "forward costs and environment (results/costs.csv, results/environment.json)"
-once costs $PY -m specbench.costs hydra.run.dir="$OUT/costs"
+once costs $PY -m specbench.study.costs hydra.run.dir="$OUT/costs"
 
 step "Sequoia acceptance vectors (results/acceptance_vector.csv), one per dataset"
 for ds in humaneval stdlib_code chat; do
-  once "calibrate_$ds" $PY -m specbench.calibrate pair=qwen_coder verify=greedy dtype=float32 dataset=$ds \
+  once "calibrate_$ds" $PY -m specbench.study.calibrate pair=qwen_coder verify=greedy dtype=float32 dataset=$ds \
     dataset.limit=4 max_new_tokens=64 out_root="$OUT"     # its cached continuations serve sweep=reference
 done
 

@@ -23,7 +23,7 @@ import pandas as pd
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from specbench.results import read_csv  # noqa: E402
+from specbench.study.results import read_csv  # noqa: E402
 ACCEPT_COLS = ["n_steps", "new_tokens", "acceptance_rate", "acceptance_length", "tokens_per_step",
                "accept_hist"]
 STEP_COLS = ["prompt_id", "step", "tree_size", "tree_depth", "accepted", "emitted", "accept_path"]

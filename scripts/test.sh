@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --no-models
-if ! .venv/bin/python -m specbench.embedded status; then
+if ! .venv/bin/python -m specbench.inputs.embedded status; then
   echo "[test] embedded models not installed: tests marked 'real' will be skipped"
 fi
 exec .venv/bin/python -m pytest -q -rs "$@"     # -rs: one line per skip reason

@@ -114,7 +114,7 @@ def greedy_reference(target, prompt_ids, n: int, eos: int = 0) -> list[int]:
 
 def real_models_installed() -> bool:
     try:
-        from specbench.embedded import installed
+        from specbench.inputs.embedded import installed
     except ImportError:
         return False
     return installed()
@@ -124,8 +124,8 @@ def real_models_installed() -> bool:
 def decode_one(drafter, target, prompt_ids, policy, n: int = 24, mode: str = "greedy", params=None,
                eos=(0,), seed: int = 0, verifier=None):
     """One prompt through the engine's one loop: (step records, new tokens)."""
-    from specbench.engine import Decoding, LiveVerifier, decode_prompt
-    from specbench.verify import get_mode
+    from specbench.engine.loop import Decoding, LiveVerifier, decode_prompt
+    from specbench.verify.modes import get_mode
     spec = get_mode(mode)
     params = spec.params({"temperature": 0.0, **(params or {})})
     verifier = verifier or LiveVerifier(target, params["temperature"], params["top_p"])

@@ -7,13 +7,13 @@ import torch
 import yaml
 
 from conftest import decode_one, greedy_reference
-from specbench.drafters import ModelDrafter
-from specbench.eagle2 import grow, select
-from specbench.merged import MergedDrafter
-from specbench.ngram import NgramDrafter, continuations
-from specbench.policies import AdaptiveChain, Eagle2Policy, make_policy, shape_paths
-from specbench.sequoia_tree import expected_accepted, load_vector, optimal_paths
-from specbench.trees import depths, max_depth
+from specbench.drafting.drafters import ModelDrafter
+from specbench.trees.eagle2 import grow, select
+from specbench.drafting.merged import MergedDrafter
+from specbench.drafting.ngram import NgramDrafter, continuations
+from specbench.trees.policies import AdaptiveChain, Eagle2Policy, make_policy, shape_paths
+from specbench.trees.sequoia import expected_accepted, load_vector, optimal_paths
+from specbench.core.tree import depths, max_depth
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VECTORS = [[0.62, 0.14, 0.06, 0.04, 0.02, 0.01],
@@ -72,9 +72,9 @@ def test_sequoia_shape_reads_the_calibrated_csv(tmp_path):
     paths = shape_paths("sequoia", 6, depth=4, vector=str(csv), calib_pair="a",
                          calib_dataset="d", calib_verify="greedy", calib_temperature=0.0)
     assert paths == optimal_paths([0.7, 0.1], 6, 4)
-    with pytest.raises(FileNotFoundError, match="python -m specbench.calibrate"):
+    with pytest.raises(FileNotFoundError, match="python -m specbench.study.calibrate"):
         shape_paths("sequoia", 6, vector=str(csv), calib_pair="zzz")
-    with pytest.raises(FileNotFoundError, match="python -m specbench.calibrate"):
+    with pytest.raises(FileNotFoundError, match="python -m specbench.study.calibrate"):
         make_policy("sequoia", 6, {"vector": str(tmp_path / "none.csv")})
 
 
@@ -120,7 +120,7 @@ def test_ngram_builds_the_requested_shape_from_its_candidates(name, params):
 
 
 def test_unsupported_drafter_policy_pairs_are_one_line_errors():
-    from specbench.drafters import check_supported
+    from specbench.drafting.drafters import check_supported
     check_supported(NgramDrafter, "paths", "binary")
     for cls, name in ((NgramDrafter, "eagle2"), (ModelDrafter, "ngram_trie"), (MergedDrafter, "chain")):
         with pytest.raises(ValueError, match=f"tree={name} is not supported by the .* drafter: use one of") as e:
@@ -232,12 +232,12 @@ def test_greedy_is_token_identical_to_plain_greedy(tiny_draft, tiny_target, tiny
 @pytest.mark.parametrize("verify", ["greedy", "sequoia"])
 def test_calibrate_writes_a_vector_the_sequoia_shape_reads(tiny_draft, tiny_target, tiny_tokenizer,
                                                            tmp_path, verify):
-    from specbench.calibrate import measure, write_vector
-    from specbench.data import Prompt
-    from specbench.models import Pair
+    from specbench.study.calibrate import measure, write_vector
+    from specbench.inputs.data import Prompt
+    from specbench.inputs.models import Pair
     vcfg = yaml.safe_load(open(os.path.join(ROOT, "conf", "verify", f"{verify}.yaml")))
-    from specbench.identity import Identity
-    from specbench.jobspec import from_config
+    from specbench.study.identity import Identity
+    from specbench.study.jobspec import from_config
     job = from_config({"verify": vcfg, "max_new_tokens": 12, "seed": 0, "progress": False,
                        "dtype": "float32", "device": "cpu", "replay_cache": str(tmp_path / "cache"),
                        "tree": {"name": "chain", "budget": 4}, "dataset": {"name": "smoke"},

@@ -13,11 +13,11 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from specbench import attention_bench as ab
-from specbench import attention_impls as ai
-from specbench.registry import UnknownName
-from specbench.policies import shape_paths
-from specbench.trees import ancestor_mask, paths_to_parents
+from specbench.attention import bench as ab
+from specbench.attention import impls as ai
+from specbench.core.registry import UnknownName
+from specbench.trees.policies import shape_paths
+from specbench.core.tree import ancestor_mask, paths_to_parents
 
 ROOT = Path(__file__).resolve().parents[1]
 GQA = {"heads": 6, "kv_heads": 2, "head_dim": 16}
@@ -148,7 +148,7 @@ def test_tiny_grid_app_writes_csv_and_figures(tmp_path):
 
 def test_model_view_rows_with_a_tiny_model(monkeypatch, tiny_target):
     """The model-level view's plumbing (tree forward vs per-branch forwards), on the tiny model."""
-    from specbench import models
+    from specbench.inputs import models
     monkeypatch.setattr(models, "load_model", lambda spec, dtype="bfloat16", device="cpu": tiny_target)
     cfg = cfg_for("model.kv_len=16", "model.tree_size=6", "model.repeats=1")
     rows = ab.model_view(cfg)

@@ -1,4 +1,4 @@
-"""Block (Sun et al. 2025) and traversal (Weng et al. 2025) verification (specbench/verify_block.py).
+"""Block (Sun et al. 2025) and traversal (Weng et al. 2025) verification (specbench/verify/block.py).
 
 Exact checks enumerate every drafted tree of a small Markov "model pair" (next-token
 tables P, Q indexed by the last token) with its draw probability.
@@ -11,10 +11,11 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specbench import distshift, verify_block
-from specbench.sampling import sequoia_next_q
-from specbench.trees import DraftTree
-from specbench.verify import get_mode
+from specbench.verify import distshift
+from specbench.verify import block as verify_block
+from specbench.core.sampling import sequoia_next_q
+from specbench.core.tree import DraftTree
+from specbench.verify.modes import get_mode
 from test_verify import draft_tree
 
 CHAIN3 = [-1, 0, 1, 2]

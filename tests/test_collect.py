@@ -1,8 +1,8 @@
 """collect keeps config hashes as text: '3726142e8142' is not a number."""
 import pandas as pd
 
-from specbench.collect import job_dirs, merge
-from specbench.results import read_csv
+from specbench.study.collect import job_dirs, merge
+from specbench.study.results import read_csv
 
 
 def test_float_looking_hashes_survive_collect(tmp_path):
@@ -34,7 +34,7 @@ import json  # noqa: E402
 
 import pytest  # noqa: E402
 
-from specbench.collect import CollectError, main as collect_main  # noqa: E402
+from specbench.study.collect import CollectError, main as collect_main  # noqa: E402
 
 
 def fake_job(root, name, h="abc123abc123", run_id="20260101T000000-aaaa", n_steps=3, emitted=2):

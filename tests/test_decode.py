@@ -3,11 +3,11 @@ import pytest
 import torch
 
 from conftest import decode_one, greedy_reference
-from specbench import kv
-from specbench.drafters import ModelDrafter
-from specbench.engine import LiveVerifier
-from specbench.policies import make_policy, shape_paths
-from specbench.trees import paths_to_parents
+from specbench.core import kv
+from specbench.drafting.drafters import ModelDrafter
+from specbench.engine.loop import LiveVerifier
+from specbench.trees.policies import make_policy, shape_paths
+from specbench.core.tree import paths_to_parents
 
 SHAPES = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("topk_wide", {"width": 3}),
           ("specinfer", {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}),
@@ -76,7 +76,7 @@ def test_tree_none_summary_has_no_acceptance_rate(tiny_draft, tiny_target, tiny_
     """Nothing drafted: acceptance_rate (and its CI) is NaN, tokens_per_step is exactly 1."""
     import math
 
-    from specbench import results
+    from specbench.study import results
     recs, _ = run(tiny_draft, tiny_target, tiny_tokenizer.encode("for i in"), make_policy("none", 0), n=6)
     steps = results.steps_frame({"seed": 0}, recs)
     row = results.summarize({"seed": 0}, steps, 1.0, [len(recs)]).iloc[0]

@@ -9,10 +9,10 @@ import pytest
 import torch
 from hypothesis import assume, given, settings, strategies as st
 
-from specbench import distshift
-from specbench.sampling import probs, sequoia_next_q
-from specbench.trees import DraftTree
-from specbench.verify import get_mode
+from specbench.verify import distshift
+from specbench.core.sampling import probs, sequoia_next_q
+from specbench.core.tree import DraftTree
+from specbench.verify.modes import get_mode
 
 LOSSLESS_TREE = ["mss", "sequoia", "naive", "greedy"]
 LOSSY = ["typical", "ratio", "conservative", "epsilon"]

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from conftest import tiny_pair_overrides
-from specbench.results import read_csv
+from specbench.study.results import read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -5,9 +5,9 @@ import glob
 import os
 import shutil
 
-from specbench import identity
-from specbench.atomic import umask
-from specbench.results import read_csv
+from specbench.study import identity
+from specbench.core.atomic import umask
+from specbench.study.results import read_csv
 from test_hydra import job_args, specbench
 
 

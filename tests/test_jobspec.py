@@ -6,8 +6,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from specbench import jobspec
-from specbench.identity import Identity, config_hash
+from specbench.study import jobspec
+from specbench.study.identity import Identity, config_hash
 
 CONF = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
 LOCAL = ["pair.draft.path=/models/draft", "pair.target.path=/models/target"]

@@ -16,12 +16,12 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specbench import distshift
-from specbench.modespec import check_compatible
-from specbench.sampling import (accept_prob, check_temperature, choose_children, choose_slots, probs,
+from specbench.verify import distshift
+from specbench.verify.modespec import check_compatible
+from specbench.core.sampling import (accept_prob, check_temperature, choose_children, choose_slots, probs,
                                 sequoia_next_q)
-from specbench.trees import DraftTree
-from specbench.verify import get_mode
+from specbench.core.tree import DraftTree
+from specbench.verify.modes import get_mode
 
 
 def first_tokens(spec, tree, p, q, n: int, seed: int) -> torch.Tensor:
@@ -152,7 +152,7 @@ def test_sequoia_rank_gap_chi2_through_choose_slots():
 
 
 def test_model_drafter_draws_exactly_the_kept_slots(tiny_draft):
-    from specbench.drafters import ModelDrafter
+    from specbench.drafting.drafters import ModelDrafter
     drafter = ModelDrafter(tiny_draft, temperature=1.0)
     drafter.reset([1, 2, 3])
     tree = drafter.expand_static([(0,), (2,)], "sample_noreplace", torch.Generator().manual_seed(0))

@@ -7,9 +7,10 @@ import json
 import pytest
 import torch
 
-from specbench import embedded, models
-from specbench.registry import Registry
-from specbench.trees import tree_attention_mask, tree_position_ids
+from specbench.inputs import embedded
+from specbench.inputs import models
+from specbench.core.registry import Registry
+from specbench.core.tree import tree_attention_mask, tree_position_ids
 
 
 @pytest.fixture(autouse=True)

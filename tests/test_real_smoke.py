@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from specbench import embedded, models
+from specbench.inputs import embedded
+from specbench.inputs import models
 
 pytestmark = [
     pytest.mark.real,
@@ -44,14 +45,14 @@ def test_real_pair_loads_and_generates(pair_cfg):
 
 
 def _decode(pair, prompt, tree, verify, n, seed=0):
-    from specbench.api import decode_prompts
+    from specbench.engine.api import decode_prompts
     done = decode_prompts(pair, [prompt], tree, verify, n, seed)[0]
     return done.records, done.tokens
 
 
 @pytest.fixture(scope="module")
 def real_fp32(pair_cfg):
-    from specbench import data
+    from specbench.inputs import data
     p = models.load_pair(pair_cfg, dtype="float32", device="cpu")
     prompts = data.load_prompts({"name": "humaneval", "limit": 2}, p.tokenizer)
     return p, prompts
@@ -59,7 +60,7 @@ def real_fp32(pair_cfg):
 
 @pytest.mark.parametrize("tree", [{"name": "chain", "budget": 4}, {"name": "binary", "budget": 8}])
 def test_real_pair_greedy_is_lossless(real_fp32, tree):
-    from specbench.api import eos_ids
+    from specbench.engine.api import eos_ids
     pair, prompts = real_fp32
     recs = []
     for pr in prompts:

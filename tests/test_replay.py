@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from conftest import decode_one
-from specbench import replay
-from specbench.diskcache import DiskCache, cache_root
-from specbench.drafters import ModelDrafter
-from specbench.engine import ContinuationVerifier, StepRecord, continuation, follow
-from specbench.policies import make_policy, policy_kind
-from specbench.sampling import choose_children, probs, ranks_of
+from specbench.engine import replay
+from specbench.core.diskcache import DiskCache, cache_root
+from specbench.drafting.drafters import ModelDrafter
+from specbench.engine.loop import ContinuationVerifier, StepRecord, continuation, follow
+from specbench.trees.policies import make_policy, policy_kind
+from specbench.core.sampling import choose_children, probs, ranks_of
 
 TIMING = ("draft_s", "verify_s")
 STATIC = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("topk_wide", {"width": 3}),
@@ -52,8 +52,8 @@ def test_one_hot_draft_ranks_follow_token_ids():
 
 
 def test_replayable_for_greedy_float32_ranks_only_for_static_model_drafts():
-    from specbench.jobspec import from_config, why_not_replayable
-    from specbench.run import by_ranks
+    from specbench.study.jobspec import from_config, why_not_replayable
+    from specbench.study.run import by_ranks
 
     def job(tree="chain", verify="greedy", t=0.0, drafter="model", dtype="float32"):
         model = {"source": "local", "path": "m"}
@@ -102,7 +102,7 @@ def test_length_limit_and_eos_cut_emitted_and_accepted():
 
 
 def test_observe_is_called_after_every_step():
-    from specbench.policies import TreePolicy
+    from specbench.trees.policies import TreePolicy
 
     class Spy(TreePolicy):
         seen: list
@@ -235,8 +235,8 @@ REPEATS = ("def add(a, b):\n    return a + b\ndef add(a, b):", "The quick brown 
 
 @pytest.mark.parametrize("kind,name,params", DRAFTED)
 def test_drafted_replay_equals_live(tiny_draft, tiny_target, tiny_tokenizer, kind, name, params):
-    from specbench.merged import MergedDrafter
-    from specbench.ngram import NgramDrafter
+    from specbench.drafting.merged import MergedDrafter
+    from specbench.drafting.ngram import NgramDrafter
     make = {"model": lambda: ModelDrafter(tiny_draft, 1.0), "ngram": NgramDrafter,
             "merged": lambda: MergedDrafter(ModelDrafter(tiny_draft, 1.0))}[kind]
     verify = {"temperature": 0.0, "draft_temperature": 1.0}
@@ -253,7 +253,7 @@ def test_drafted_replay_equals_live(tiny_draft, tiny_target, tiny_tokenizer, kin
 
 
 def test_follow_reads_the_greedy_verdict_off_the_continuation():
-    from specbench.trees import DraftTree
+    from specbench.core.tree import DraftTree
     tree = DraftTree(parents=[-1, 0, 0, 1, 2], tokens=torch.tensor([9, 5, 6, 7, 7]), ranks=[0, 0, 1, 0, 0])
     assert follow(tree, [6, 7, 1]) == [2, 4]
     assert follow(tree, [5, 7]) == [1, 3]

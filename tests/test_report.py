@@ -14,9 +14,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from make_results import make_results  # noqa: E402
-from specbench import compare as C  # noqa: E402
-from specbench.report_sections import md_table  # noqa: E402
-from specbench.results import read_csv  # noqa: E402
+from specbench.report import compare as C  # noqa: E402
+from specbench.report.sections import md_table  # noqa: E402
+from specbench.study.results import read_csv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -177,7 +177,7 @@ def test_output_equality():
 
 def test_report_does_not_import_torch(tmp_path):
     make_results(str(tmp_path / "results"))
-    code = ("import sys; from specbench import report; "
+    code = ("import sys; from specbench.report import build as report; "
             f"rc = report.main(['--results', {str(tmp_path / 'results')!r}, '--out', {str(tmp_path / 'R.md')!r}]); "
             "assert rc == 0; print('torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)

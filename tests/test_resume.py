@@ -11,7 +11,7 @@ import time
 import pandas as pd
 
 from conftest import tiny_pair_overrides
-from specbench.results import read_csv
+from specbench.study.results import read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMING = ["wall_s", "tokens_per_s", "draft_s", "verify_s"]

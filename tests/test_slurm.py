@@ -10,7 +10,7 @@ import pytest
 
 from test_launchers import GRID, basic_rows  # noqa: F401  (fixture)
 from test_resume import ROOT, TIMING, RUN, run, sweep_cmd
-from specbench.results import read_csv
+from specbench.study.results import read_csv
 
 pytestmark = pytest.mark.slurm
 SCRIPT = os.path.join(ROOT, "scripts", "slurm_local.sh")

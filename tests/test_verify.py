@@ -8,13 +8,13 @@ import torch
 from omegaconf import OmegaConf
 from scipy.stats import chisquare
 
-from specbench.registry import UnknownName
-from specbench.results import read_csv
-from specbench.sampling import choose_children, probs
-from specbench.trees import DraftTree
-from specbench.modespec import check_compatible, modes_for
-from specbench.sampling import CHILD_RULES, TREE_CHILD_RULES
-from specbench.verify import MODES, Verdict, get_mode
+from specbench.core.registry import UnknownName
+from specbench.study.results import read_csv
+from specbench.core.sampling import choose_children, probs
+from specbench.core.tree import DraftTree
+from specbench.verify.modespec import check_compatible, modes_for
+from specbench.core.sampling import CHILD_RULES, TREE_CHILD_RULES
+from specbench.verify.modes import MODES, Verdict, get_mode
 
 LOSSLESS = ["greedy", "speculative", "mss", "sequoia", "naive", "block", "traversal"]
 ALL = LOSSLESS + ["typical", "ratio", "conservative", "epsilon"]
@@ -223,7 +223,7 @@ def test_choose_children_rules():
 # --------------------------------------------------------------------------
 def _real_installed() -> bool:
     try:
-        from specbench.embedded import installed
+        from specbench.inputs.embedded import installed
         return installed()
     except ImportError:
         return False

@@ -1,0 +1,2 @@
+"""The tree-attention benchmark (beside the study): fused / sequential / flex attention over one tree
+mask across batch, KV length and draft length.  Imports core, trees, inputs."""

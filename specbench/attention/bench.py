@@ -1,0 +1,331 @@
+"""`python -m specbench.attention_bench [overrides]`: the tree-attention benchmark.
+
+Times fused / sequential / flex tree attention (`specbench.attention.impls`) over
+a grid of batch size x KV length x tree size x tree shape x dtype, checks each
+against the reference, measures this machine's memory bandwidth (large tensor
+copy) and peak matmul FLOP/s, and writes ``results/attention.csv`` (one row per
+point and implementation) plus ``results/figures/attention_*.png``.
+
+Conventions: ``tree_size`` = N draft tokens; attention runs over N+1 nodes (the
+root is the last committed token).  ``bw_frac`` = (ideal bytes moved / measured
+bandwidth) / median time, i.e. the fraction of the memory-bandwidth roofline
+reached; ``roofline_frac`` uses max(bandwidth bound, FLOP bound).
+``model_view=true`` adds rows (level=model) timing one real target forward
+over a tree against one forward per branch (run it under the real-model lock).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import hydra
+import numpy as np
+import pandas as pd
+import torch
+from hydra.utils import to_absolute_path
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from . import impls as ai
+from ..trees.policies import shape_paths
+from ..core.tree import paths_to_parents
+
+DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+POINT = ["level", "batch", "kv_len", "tree_size", "shape", "dtype"]
+KEY = POINT + ["impl"]
+GRID_AXES = ("batch", "kv_len", "tree_size", "shape", "dtype")
+COLORS = {"fused": "C0", "flex": "C1", "flex_compiled": "C2", "sequential": "C3"}
+
+
+# --------------------------------------------------------------------------
+# grid
+# --------------------------------------------------------------------------
+def grid_points(cfg: DictConfig) -> dict[tuple, list[str]]:
+    """{(batch, kv_len, tree_size, shape, dtype): [impl, ...]} for cfg.grid."""
+    grids = cfg.grids
+    if cfg.grid not in grids:
+        raise ValueError(f"grid={cfg.grid} is unknown; valid: {', '.join(grids)} "
+                         "(or add a list of slices under grids.<name>)")
+    points: dict[tuple, list[str]] = {}
+    for sl in grids[cfg.grid]:
+        missing = [a for a in GRID_AXES if a not in sl]
+        if missing:
+            raise ValueError(f"grids.{cfg.grid}: a slice lacks {missing}; every slice needs {GRID_AXES}")
+        impls = list(sl.get("impls") or cfg.impls)
+        for name in impls:
+            ai.IMPLS.get(name)                       # unknown name -> one-line error
+        for dt in sl.dtype:
+            if dt not in DTYPES:
+                raise ValueError(f"dtype '{dt}' is not one of {', '.join(DTYPES)}")
+        for pt in itertools.product(*(list(sl[a]) for a in GRID_AXES)):
+            have = points.setdefault(tuple(pt), [])
+            have += [i for i in impls if i not in have]
+    return dict(sorted(points.items(), key=lambda kv: (kv[0][4], kv[0][3], kv[0][0], kv[0][1], kv[0][2])))
+
+
+def tree_parents(shape: str, tree_size: int) -> list[int]:
+    return paths_to_parents(shape_paths(shape, int(tree_size)))
+
+
+# --------------------------------------------------------------------------
+# timing and machine limits
+# --------------------------------------------------------------------------
+def time_call(run, warmup: int, repeats: int, min_repeats: int, max_seconds: float) -> dict:
+    for _ in range(warmup):
+        run()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < repeats:
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+        if len(times) >= min_repeats and time.perf_counter() - start > max_seconds:
+            break
+    q25, q75 = np.percentile(times, [25, 75])
+    return {"median_s": statistics.median(times), "q25_s": q25, "q75_s": q75,
+            "iqr_s": q75 - q25, "repeats": len(times)}
+
+
+def memory_bandwidth(megabytes: int) -> float:
+    """Bytes/s of a large tensor copy (read + write counted)."""
+    src = torch.ones(int(megabytes) * 2**20 // 4)
+    dst = torch.empty_like(src)
+    t = time_call(lambda: dst.copy_(src), 2, 7, 7, 1e9)["median_s"]
+    return 2 * src.numel() * 4 / t
+
+
+def peak_flops(n: int, dtype: torch.dtype) -> float:
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    return 2 * n**3 / time_call(lambda: a @ b, 1, 5, 3, 5.0)["median_s"]
+
+
+# --------------------------------------------------------------------------
+# one grid point
+# --------------------------------------------------------------------------
+def bench_point(cfg, point, impls, dims, limits) -> list[dict]:
+    batch, kv_len, tree_size, shape, dt = point
+    dtype = DTYPES[dt]
+    case = ai.make_case(tree_parents(shape, tree_size), int(kv_len), int(batch), dims, dtype, cfg.seed)
+    base = {"level": "kernel", "batch": batch, "kv_len": kv_len, "tree_size": tree_size, "shape": shape,
+            "dtype": dt, **case.describe(), **dims, **ai.cost(case),
+            "bandwidth_gbs": limits["bw"] / 1e9, "peak_gflops": limits[dt] / 1e9}
+    base["bw_bound_s"] = base["bytes_moved"] / limits["bw"]
+    base["compute_bound_s"] = base["flops"] / limits[dt]
+    ref = None
+    scores = batch * dims["heads"] * case.nodes * (kv_len + case.nodes)
+    if cfg.check and scores <= cfg.check_max_elems:
+        ref = ai.reference(case).run()
+    rows = []
+    for name in impls:
+        row = dict(base, impl=name, note="", compile_s=float("nan"), max_abs_err=float("nan"),
+                   median_s=float("nan"))
+        try:
+            prep = ai.IMPLS.get(name)(case)
+            row.update(note=prep.note, compile_s=prep.compile_s)
+            if prep.run is not None:
+                warmup = cfg.warmup
+                if ref is not None:               # the checked call doubles as one warm-up
+                    row["max_abs_err"] = ai.max_abs_err(case, prep, ref)
+                    warmup = max(0, warmup - 1)
+                row.update(time_call(prep.run, warmup, cfg.repeats, cfg.min_repeats, cfg.max_seconds))
+        except Exception as e:  # noqa: BLE001 - one failing implementation must not end the grid
+            row["note"] = f"failed: {type(e).__name__}: {str(e).strip()[:160]}"
+        rows.append(row)
+    return rows
+
+
+# --------------------------------------------------------------------------
+# model-level view (real target model; run under the lock)
+# --------------------------------------------------------------------------
+def model_view(cfg) -> list[dict]:
+    from transformers import DynamicCache
+
+    from ..core import kv
+    from ..inputs import models
+
+    mc = cfg.model
+    model = models.load_model({"source": "embedded", "id": mc.target}, mc.dtype)
+    vocab = model.config.vocab_size
+    g = torch.Generator().manual_seed(cfg.seed)
+    cache = DynamicCache()
+    with torch.inference_mode():
+        model(input_ids=torch.randint(0, vocab, (1, mc.kv_len), generator=g),
+              past_key_values=cache, use_cache=True)
+    rows = []
+    for shape in mc.shapes:
+        parents = tree_parents(shape, mc.tree_size)
+        tokens = torch.randint(0, vocab, (len(parents),), generator=g).tolist()
+        brs = ai.branches(parents)
+
+        def tree():
+            kv.forward_nodes(model, cache, mc.kv_len, parents, tokens, 0, len(parents))
+            cache.crop(-len(parents))
+
+        def per_branch():
+            for nodes in brs:
+                kv.forward_nodes(model, cache, mc.kv_len, ai.chain_parents(len(nodes)),
+                                 [tokens[i] for i in nodes], 0, len(nodes))
+                cache.crop(-len(nodes))
+        base = {"level": "model", "batch": 1, "kv_len": mc.kv_len, "tree_size": mc.tree_size,
+                "shape": shape, "dtype": mc.dtype, "nodes": len(parents), "n_branches": len(brs),
+                "branch_tokens": sum(map(len, brs)), "note": f"real {mc.target} forward"}
+        for name, fn, warmup in (("model_tree", tree, 1), ("model_branches", per_branch, 0)):
+            rows.append(dict(base, impl=name, **time_call(fn, warmup, mc.repeats, mc.repeats, math.inf)))
+    return rows
+
+
+# --------------------------------------------------------------------------
+# output
+# --------------------------------------------------------------------------
+def finish(df: pd.DataFrame) -> pd.DataFrame:
+    """Derived columns: roofline fractions and times relative to fused (model_tree
+    for the model-level rows)."""
+    df = df.copy()
+    bound = df[["bw_bound_s", "compute_bound_s"]].max(axis=1)
+    df["bw_frac"] = df["bw_bound_s"] / df["median_s"]
+    df["roofline_frac"] = bound / df["median_s"]
+    fused = df[df.impl.isin(["fused", "model_tree"])].set_index(POINT)["median_s"]
+    ref = df.set_index(POINT).index.map(lambda k: fused.get(k, float("nan")))
+    df["vs_fused"] = df["median_s"].to_numpy() / np.asarray(ref, dtype=float)
+    return df
+
+
+def atomic_write(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=path.suffix)
+    os.close(fd)
+    try:
+        write(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)          # mkstemp makes 0600 files
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def save_csv(df: pd.DataFrame, path: Path, merge: bool) -> pd.DataFrame:
+    if merge and path.is_file():
+        old = pd.read_csv(path)
+        if set(KEY) <= set(old.columns):
+            new_keys = set(map(tuple, df[KEY].astype(str).to_numpy()))
+            keep = [tuple(k) not in new_keys for k in old[KEY].astype(str).to_numpy()]
+            df = pd.concat([old[keep], df], ignore_index=True)
+    df = finish(df.sort_values(KEY, kind="stable").reset_index(drop=True))
+    atomic_write(path, lambda tmp: df.to_csv(tmp, index=False))
+    return df
+
+
+def draw_figures(df: pd.DataFrame, out: Path, fc) -> list[Path]:
+    """attention_time_<dtype>.png: time vs tree size, one line per implementation,
+    one panel per (shape, batch) at kv_len=fc.kv_len.  attention_speedup_<dtype>.png:
+    sequential/fused time over kv_len x tree size at batch=fc.batch, one panel per shape."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    k = df[(df.level == "kernel") & df.median_s.notna()]
+    written = []
+    for dt, d in k.groupby("dtype"):
+        line = d[d.kv_len == fc.kv_len]
+        shapes, batches = sorted(line["shape"].unique()), sorted(line.batch.unique())
+        if shapes:
+            fig, axes = plt.subplots(len(shapes), len(batches), squeeze=False, sharex=True,
+                                     figsize=(3.2 * len(batches), 2.6 * len(shapes)))
+            for (i, s), (j, b) in itertools.product(enumerate(shapes), enumerate(batches)):
+                ax = axes[i][j]
+                for impl, g in line[(line["shape"] == s) & (line.batch == b)].groupby("impl"):
+                    g = g.sort_values("tree_size")
+                    ax.errorbar(g.tree_size, g.median_s * 1e3, yerr=[(g.median_s - g.q25_s) * 1e3,
+                                (g.q75_s - g.median_s) * 1e3], marker="o", ms=3, capsize=2,
+                                label=impl, color=COLORS.get(impl))
+                ax.set(xscale="log", yscale="log", title=f"{s}, batch {b}")
+                ticks = sorted(line.tree_size.unique())
+                ax.set_xticks(ticks, [str(t) for t in ticks])
+                ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+                if j == 0:
+                    ax.set_ylabel("ms (median, bar = IQR)")
+                if i == len(shapes) - 1:
+                    ax.set_xlabel("tree size N (draft tokens)")
+            axes[0][0].legend(fontsize=7)
+            fig.suptitle(f"tree attention time, kv_len {fc.kv_len}, {dt}")
+            written.append(_save(fig, out / f"attention_time_{dt}.png"))
+        heat = d[(d.batch == fc.batch) & d.impl.isin(["fused", "sequential"])]
+        shapes = sorted(heat["shape"].unique())
+        if shapes:
+            fig, axes = plt.subplots(1, len(shapes), squeeze=False, figsize=(4.2 * len(shapes), 3.6))
+            for ax, s in zip(axes[0], shapes):
+                t = heat[heat["shape"] == s].pivot_table(index="kv_len", columns=["tree_size", "impl"],
+                                                         values="median_s")
+                sp = (t.xs("sequential", axis=1, level="impl") / t.xs("fused", axis=1, level="impl"))
+                im = ax.imshow(sp.to_numpy(), cmap="viridis", origin="lower", aspect="auto")
+                ax.set(xticks=range(sp.shape[1]), xticklabels=sp.columns, yticks=range(sp.shape[0]),
+                       yticklabels=sp.index, xlabel="tree size N", ylabel="kv_len", title=s)
+                for (r, c), val in np.ndenumerate(sp.to_numpy()):
+                    dark = im.norm(val) < 0.6 if np.isfinite(val) else True
+                    ax.text(c, r, f"{val:.1f}", ha="center", va="center", fontsize=7,
+                            color="w" if dark else "k")
+                fig.colorbar(im, ax=ax, label="sequential / fused time")
+            fig.suptitle(f"fused speedup over per-branch attention, batch {fc.batch}, {dt}")
+            written.append(_save(fig, out / f"attention_speedup_{dt}.png"))
+    return written
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    plt.close(fig)
+    return path
+
+
+def main_run(cfg: DictConfig) -> pd.DataFrame:
+    if cfg.threads:
+        torch.set_num_threads(int(cfg.threads))
+    points = grid_points(cfg)
+    dims, source = (dict(cfg.dims), "config") if cfg.dims else ai.target_dims(cfg.model.target)
+    t0 = time.perf_counter()
+    rows = []
+    if points:
+        limits = {"bw": memory_bandwidth(cfg.bandwidth_mb)}
+        for dt in {p[4] for p in points}:
+            limits[dt] = peak_flops(cfg.matmul_n, DTYPES[dt])
+        print(f"bandwidth {limits['bw'] / 1e9:.1f} GB/s, peak "
+              + ", ".join(f"{k} {v / 1e9:.0f} GFLOP/s" for k, v in limits.items() if k != "bw"))
+        for point, impls in tqdm(points.items(), desc="attention grid", disable=not cfg.progress):
+            rows += bench_point(cfg, point, impls, dims, limits)
+    if cfg.model_view:
+        rows += model_view(cfg)
+    out = Path(to_absolute_path(cfg.out_csv))
+    if rows:
+        df = pd.DataFrame(rows)
+        df["dims_source"], df["grid"] = source, cfg.grid
+        df["threads"], df["torch"] = torch.get_num_threads(), torch.__version__
+        df["run_wall_s"] = time.perf_counter() - t0
+        df = save_csv(df, out, cfg.merge)
+    elif out.is_file():      # grid=none, model_view=false: refresh derived columns, redraw figures
+        df = save_csv(pd.read_csv(out), out, merge=False)
+    else:
+        raise ValueError(f"grid={cfg.grid} with model_view=false measures nothing and {out} "
+                         "does not exist to redraw from")
+    draw_figures(df, Path(to_absolute_path(cfg.fig_dir)), cfg.figures)
+    print(f"{'wrote' if rows else 'redrew figures from'} {cfg.out_csv} ({len(df)} rows) "
+          f"in {time.perf_counter() - t0:.0f}s")
+    return df
+
+
+@hydra.main(version_base="1.3", config_path="../../conf", config_name="attention_bench")
+def main(cfg: DictConfig) -> None:
+    main_run(cfg)
+
+
+if __name__ == "__main__":
+    main()

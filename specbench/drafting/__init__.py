@@ -1,0 +1,4 @@
+"""Layer 3, drafters: the reset / draft / commit protocol and its model, n-gram and merged drafters;
+each grows the tree-policy kinds it supports.  Imports core, trees."""
+
+from . import drafters, merged, ngram  # noqa: E402,F401  (each registers itself in drafters.DRAFTERS)

@@ -1,0 +1,205 @@
+"""Drafters: grow a DraftTree for the current step.
+
+Every drafter has the same three calls, used by the decode loop (``engine``):
+
+    reset(prompt_ids)                 new prompt
+    draft(policy, rule, rng)          -> DraftTree for this step (policy: ``policies``;
+                                         rule: how the verify mode wants children chosen)
+    commit(tree, path, next_token)    the verifier's verdict
+
+The model drafter grows the tree level by level: one draft forward per depth
+covers the whole frontier (tree mask + the draft's KV cache), so it never
+re-runs the prefix and makes no forward per node.  Dynamic shapes (EAGLE-2)
+and other drafters build on the same two primitives, ``begin`` and ``extend``.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from transformers import DynamicCache
+
+from ..trees import eagle2
+from ..core import kv
+from ..core.registry import Registry
+from ..trees.policies import KINDS, POLICIES
+from ..core.sampling import choose_slots, probs
+from ..core.tree import DraftTree, depths
+
+DRAFTERS: Registry = Registry("drafter")
+
+
+class Drafter:
+    """Base class: keeps the committed token history (prompt + output) and grows
+    ``tree=none`` (no draft tokens).  A subclass grows a policy kind by defining
+    ``grow_<kind>(policy, rule, rng)``; ``draft`` dispatches on ``policy.kind``."""
+
+    def reset(self, prompt_ids: Sequence[int]) -> None:
+        self.history = list(prompt_ids)
+
+    def draft(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+        check_supported(type(self), policy.kind, policy.name)
+        return getattr(self, f"grow_{policy.kind}")(policy, rule, rng)
+
+    def grow_none(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+        return DraftTree.root_only(self.history[-1], rule)
+
+    def commit(self, tree: DraftTree, path: Sequence[int], next_token: int) -> None:
+        self.history += [int(tree.tokens[n]) for n in path] + [int(next_token)]
+
+    @classmethod
+    def child_rule(cls, kind: str, rule: str) -> str:
+        """The child rule of the trees this drafter grows for a policy kind when a
+        mode asks for ``rule`` (what job validation checks the mode against)."""
+        return rule
+
+
+def supported_kinds(cls) -> list[str]:
+    return [k for k in KINDS if hasattr(cls, f"grow_{k}")]
+
+
+def check_supported(cls, kind: str, name: str) -> None:
+    """One line naming the tree policies a drafter supports."""
+    if not hasattr(cls, f"grow_{kind}"):
+        ok = [n for n in POLICIES.names() if POLICIES.meta(n)["kind"] in supported_kinds(cls)]
+        drafter = getattr(cls, "registry_name", cls.__name__)
+        raise ValueError(f"tree={name} is not supported by the {drafter} drafter: use one of {', '.join(ok)}")
+
+
+@DRAFTERS.register("model")
+class ModelDrafter(Drafter):
+    """A small causal LM drafting with tree attention over its own KV cache."""
+    registry_name = "model"
+
+    def __init__(self, model, temperature: float = 1.0, top_p: float = 1.0):
+        self.model = model
+        self.temperature = temperature
+        self.top_p = top_p
+
+    @classmethod
+    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0) -> "ModelDrafter":
+        if pair.draft is None:
+            raise ValueError(f"pair={pair.name} has no draft model (pair.draft): the {cls.registry_name} "
+                             "drafter needs one")
+        return cls(pair.draft, temperature, top_p)
+
+    @classmethod
+    def child_rule(cls, kind: str, rule: str) -> str:
+        return "topk" if kind == "eagle2" else rule
+
+    # -- cache state ------------------------------------------------------
+    def reset(self, prompt_ids: Sequence[int]) -> None:
+        super().reset(prompt_ids)
+        self.cache, self.past_len = prefill(self.model, prompt_ids)
+        self.pending = [int(prompt_ids[-1])]   # committed tokens not yet in the cache
+
+    def begin(self) -> torch.Tensor:
+        """Forward the pending tokens (a chain; the last is the tree root).
+        Starts the draft-side tree and returns the root's logits [V]."""
+        m = len(self.pending)
+        self.side_parents = list(range(-1, m - 1))
+        self.side_tokens = list(self.pending)
+        self.root_slot = m - 1
+        logits = kv.forward_nodes(self.model, self.cache, self.past_len,
+                                  self.side_parents, self.side_tokens, 0, m)
+        return logits[-1]
+
+    def extend(self, parents: Sequence[int], tokens: Sequence[int]) -> torch.Tensor:
+        """Append nodes (parents are draft-side slots) and forward them in one
+        call.  Returns their logits [k, V]; their slots are the next k indices."""
+        start = len(self.side_parents)
+        self.side_parents += list(parents)
+        self.side_tokens += [int(t) for t in tokens]
+        return kv.forward_nodes(self.model, self.cache, self.past_len, self.side_parents,
+                                self.side_tokens, start, len(self.side_parents))
+
+    def q(self, logits: torch.Tensor) -> torch.Tensor:
+        return probs(logits, self.temperature, self.top_p)
+
+    def commit(self, tree: DraftTree, path: Sequence[int], next_token: int) -> None:
+        super().commit(tree, path, next_token)
+        if tree.slots is None:                          # nothing was forwarded (tree=none)
+            self.pending += [int(next_token)]
+            return
+        slots = tree.slots
+        keep = list(range(self.root_slot + 1))          # pending chain + root
+        rest: list[int] = []
+        for n in path:
+            if not rest and slots[n] >= 0:
+                keep.append(slots[n])
+            else:
+                rest.append(int(tree.tokens[n]))
+        self.past_len = kv.keep(self.cache, self.past_len, keep)
+        self.pending = rest + [int(next_token)]
+
+    # -- tree building ----------------------------------------------------
+    def grow_paths(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+        return self.expand_static(policy.paths(), rule, rng)
+
+    def grow_eagle2(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+        return eagle2.select(eagle2.grow(self, policy.width, policy.depth), policy.budget)
+
+    def expand_static(self, paths, children: str, rng: torch.Generator) -> DraftTree:
+        """Grow a static rank-path shape: one draft forward per depth.  A node's
+        children fill its rank slots by the child rule (``sampling.choose_slots``)."""
+        n = len(paths)
+        q_rows: dict[int, torch.Tensor] = {0: self.q(self.begin())}
+        parents = [-1] + [0] * n
+        tokens = [self.pending[-1]] + [0] * n
+        ranks = [0] * (n + 1)
+        slots = [self.root_slot] + [-1] * n
+        index = {(): 0}
+        frontier = [0]
+        by_depth: dict[int, list] = {}
+        for i, p in enumerate(paths):
+            by_depth.setdefault(len(p), []).append((i + 1, p))
+        for d in sorted(by_depth):
+            level = by_depth[d]
+            for node in frontier:                      # choose children of this level
+                kids = [(i, p) for i, p in level if index.get(p[:-1]) == node]
+                if not kids:
+                    continue
+                kids.sort(key=lambda ip: ip[1][-1])
+                toks, rks = choose_slots(q_rows[node], [p[-1] for _, p in kids], children, rng)
+                for (i, p), tok, rk in zip(kids, toks, rks):
+                    parents[i], tokens[i], ranks[i] = node, int(tok), int(rk)
+            for i, p in level:
+                index[p] = i
+            expand = [i for i, p in level if (d + 1) in by_depth
+                      and any(c[:-1] == p for _, c in by_depth[d + 1])]
+            if expand:
+                logits = self.extend([slots[parents[i]] for i in expand], [tokens[i] for i in expand])
+                base = len(self.side_parents) - len(expand)
+                for j, i in enumerate(expand):
+                    slots[i] = base + j
+                    q_rows[i] = self.q(logits[j])
+            frontier = expand
+        return self.make_tree(parents, tokens, ranks, slots, q_rows, children)
+
+    @staticmethod
+    def make_tree(parents, tokens, ranks, slots, q_rows: dict, rule: str) -> DraftTree:
+        vocab = q_rows[0].shape[-1]
+        q = torch.zeros(len(parents), vocab)
+        for i, row in q_rows.items():
+            q[i] = row
+        return DraftTree(parents=list(parents), tokens=torch.tensor(tokens, dtype=torch.long),
+                         ranks=list(ranks), q=q, slots=list(slots), child_rule=rule)
+
+
+def prefill(model, prompt_ids: Sequence[int]) -> tuple[DynamicCache, int]:
+    """A fresh cache holding every prompt token but the last (the first root)."""
+    if len(prompt_ids) == 0:
+        raise ValueError("empty prompt: every prompt needs at least one token")
+    cache, n = DynamicCache(), len(prompt_ids) - 1
+    if n:                       # a plain causal forward; only the cache is kept
+        with torch.inference_mode():
+            model(input_ids=torch.tensor([list(prompt_ids[:-1])], device=model.device),
+                  past_key_values=cache, use_cache=True, logits_to_keep=1)
+    return cache, n
+
+
+def check_bfs(parents: Sequence[int]) -> None:
+    """A DraftTree must list nodes breadth-first (each depth contiguous)."""
+    d = depths(parents)
+    if d != sorted(d):
+        raise ValueError("tree nodes must be listed breadth-first")

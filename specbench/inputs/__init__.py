@@ -1,0 +1,2 @@
+"""Layer 5, inputs: model loading, embedded GGUF installs, datasets and prompt templates.
+Imports core."""

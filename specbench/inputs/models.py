@@ -1,0 +1,200 @@
+"""Load draft/target models and their tokenizer from a pair config.
+
+A model spec is ``{source: embedded|hub|local, id|path}``:
+- ``embedded``: ``id`` is a key of ``specbench.inputs.embedded.EMBEDDED`` (installed by
+  ``bash scripts/setup.sh``; loads the cached de-quantized safetensors);
+- ``hub``: ``id`` is a Hugging Face hub id, passed to ``from_pretrained``;
+- ``local``: ``path`` is a folder in Hugging Face format.
+
+Models are loaded in eval mode with SDPA attention (which honours the 4-D
+additive tree mask) and kept in a process-wide cache keyed by
+(spec, dtype, device), so the jobs of one multirun reuse them.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+from . import embedded
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
+SOURCES = ("embedded", "hub", "local")
+DRAFTERS = ("model", "ngram", "merged")     # ngram needs no draft model
+
+_MODELS: dict[tuple, Any] = {}
+_TOKENIZERS: dict[tuple, Any] = {}
+
+
+@dataclass
+class Pair:
+    name: str
+    draft_name: str           # spec id/path, or "ngram" when there is no draft model
+    target_name: str
+    draft: Any | None         # None for drafter=ngram
+    target: Any
+    tokenizer: Any            # the target's tokenizer (shared with the draft, checked)
+    chat_template: bool
+    drafter: str = "model"
+
+
+# --------------------------------------------------------------------------
+# spec / dtype / device resolution
+# --------------------------------------------------------------------------
+def _get(cfg, key, default=None):
+    return cfg.get(key, default) if cfg is not None else default
+
+
+def spec_key(spec: Mapping) -> tuple[str, str]:
+    """(source, id-or-path) with a one-line error for a malformed spec."""
+    source = _get(spec, "source")
+    if source not in SOURCES:
+        raise ValueError(f"model source '{source}' is not one of {', '.join(SOURCES)}")
+    field = "path" if source == "local" else "id"
+    ref = _get(spec, field)
+    if not ref:
+        raise ValueError(f"a model spec with source={source} needs '{field}' (got {dict(spec)})")
+    return source, str(ref)
+
+
+def spec_name(spec: Mapping) -> str:
+    return spec_key(spec)[1]
+
+
+def resolve_dtype(dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype '{dtype}' is not one of {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def resolve_device(device: str = "cpu") -> torch.device:
+    device = str(device or "cpu")
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        return torch.device("cpu")
+    if device == "cuda" or device.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={device} but torch.cuda.is_available() is False "
+                             f"(torch {torch.__version__}): use device=cpu or device=auto")
+        d = torch.device(device)
+        if d.index is not None and d.index >= torch.cuda.device_count():
+            raise ValueError(f"device={device} but only {torch.cuda.device_count()} CUDA device(s) exist")
+        return d
+    raise ValueError(f"device '{device}' is not one of cpu, cuda, cuda:N, auto")
+
+
+def _location(source: str, ref: str, dtype: torch.dtype = torch.float32, key: str = "the model") -> str:
+    if source == "embedded":                      # one-line error if missing/corrupt
+        return str(embedded.hf_path(ref, str(dtype).removeprefix("torch.")))
+    if source == "local":
+        p = Path(ref).expanduser()
+        if not (p / "config.json").is_file():
+            raise ValueError(f"{key}.path={p}: the folder has no config.json; "
+                             "point it at a Hugging Face model folder")
+        return str(p)
+    return ref
+
+
+def model_folder(source: str, ref: str, dtype="float32", key: str = "the model") -> str | None:
+    """The folder a model loads from (local/embedded), or None for a hub id
+    (identified by its id only).  One-line ValueError naming ``key`` if absent."""
+    if source == "hub":
+        return None
+    return _location(source, ref, resolve_dtype(dtype), key)
+
+
+# --------------------------------------------------------------------------
+# loading
+# --------------------------------------------------------------------------
+def load_model(spec: Mapping, dtype="bfloat16", device="cpu"):
+    """A causal LM in eval mode with SDPA attention, cached per (spec, dtype, device)."""
+    from transformers import AutoModelForCausalLM
+
+    source, ref = spec_key(spec)
+    tdtype, tdevice = resolve_dtype(dtype), resolve_device(device)
+    key = (source, ref, tdtype, str(tdevice))
+    if key in _MODELS:
+        return _MODELS[key]
+    where = _location(source, ref, tdtype)
+    t0 = time.perf_counter()
+    from safetensors import SafetensorError
+    try:
+        model = AutoModelForCausalLM.from_pretrained(where, dtype=tdtype, attn_implementation="sdpa")
+    except (OSError, ValueError, RuntimeError, SafetensorError) as e:
+        raise ValueError(f"cannot load model {where}: {str(e).splitlines()[0] if str(e) else type(e).__name__}; "
+                         "re-save or re-download it, or fix the pair's draft/target path") from e
+    if tdevice.type != "cpu":
+        model = model.to(tdevice)
+    model.eval().requires_grad_(False)
+    log.info("loaded %s model %s (%s, %s) in %.1fs", source, ref, dtype, tdevice,
+             time.perf_counter() - t0)
+    _MODELS[key] = model
+    return model
+
+
+def load_tokenizer(spec: Mapping):
+    """The tokenizer stored with a model spec, cached per spec."""
+    from transformers import AutoTokenizer
+
+    key = spec_key(spec)
+    if key not in _TOKENIZERS:
+        t0 = time.perf_counter()
+        _TOKENIZERS[key] = AutoTokenizer.from_pretrained(_location(*key))
+        log.info("loaded tokenizer of %s in %.1fs", key[1], time.perf_counter() - t0)
+    return _TOKENIZERS[key]
+
+
+def check_same_tokenizer(draft_tok, target_tok, draft_name: str, target_name: str) -> None:
+    """ValueError unless the two tokenizers map the same strings to the same ids."""
+    if draft_tok is target_tok:
+        return
+    dv, tv = draft_tok.get_vocab(), target_tok.get_vocab()
+    if dv == tv:
+        return
+    if len(dv) != len(tv):
+        why = f"vocab sizes {len(dv)} vs {len(tv)}"
+    else:
+        tok = next(t for t in sorted(dv) if dv[t] != tv.get(t))
+        why = f"token {tok!r} is id {dv[tok]} vs {tv.get(tok)}"
+    raise ValueError(f"draft tokenizer {draft_name} and target tokenizer {target_name} differ "
+                     f"({why}): pick a pair that shares a tokenizer")
+
+
+def load_pair(pair_cfg: Mapping, dtype="bfloat16", device="cpu") -> Pair:
+    """Target (+ draft unless drafter=ngram) and the shared tokenizer."""
+    drafter = _get(pair_cfg, "drafter", "model")
+    if drafter not in DRAFTERS:
+        raise ValueError(f"pair.drafter '{drafter}' is not one of {', '.join(DRAFTERS)}")
+    tspec = _get(pair_cfg, "target")
+    if tspec is None:
+        raise ValueError("pair config has no 'target' model spec")
+    target_name = spec_name(tspec)
+    tokenizer = load_tokenizer(tspec)
+    draft, draft_name = None, "ngram"
+    if drafter != "ngram":
+        dspec = _get(pair_cfg, "draft")
+        if dspec is None:
+            raise ValueError(f"pair.drafter={drafter} needs a 'draft' model spec")
+        draft_name = spec_name(dspec)
+        check_same_tokenizer(load_tokenizer(dspec), tokenizer, draft_name, target_name)
+        draft = load_model(dspec, dtype, device)
+    target = load_model(tspec, dtype, device)
+    return Pair(name=_get(pair_cfg, "name", f"{draft_name}->{target_name}"),
+                draft_name=draft_name, target_name=target_name, draft=draft, target=target,
+                tokenizer=tokenizer, chat_template=bool(_get(pair_cfg, "chat_template", False)),
+                drafter=drafter)
+
+
+def clear_cache() -> None:
+    """Forget every loaded model and tokenizer (tests; freeing memory)."""
+    _MODELS.clear()
+    _TOKENIZERS.clear()

@@ -1,1 +1,0 @@
-"""Package data: our own prompt sets (chat.jsonl, math.jsonl), read by specbench.data."""

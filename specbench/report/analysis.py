@@ -1,0 +1,307 @@
+"""Every number REPORT.md states, computed from results/*.csv (pandas only, no torch).
+
+Labels and groups, the headline (best shape per budget and its paired
+difference to chain), the mode comparison at T>0 (paired gains over the
+token-level rules), the saturation of extra budget, and the analysis
+sentences.  Comparisons go through `compare.paired_difference`, so two
+configurations are only ever compared on the prompts both ran, within one
+comparison group (`GROUP`: pair, dataset, dtype, max_new_tokens) and one
+temperature.  Speedup and losslessness tables live in `specbench.report.speedup`.
+Functions return empty frames when their inputs are missing, so the report
+omits a section (and says why) rather than printing an empty one.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from . import compare as C
+
+MARGINAL_GAIN = 0.05        # extra budget "stops paying" below +5% tokens_per_step per budget step
+BASELINE_TREES = ("none",)
+GROUP = ["pair", "dataset", "dtype", "max_new_tokens"]
+# the token-level rule each mode is compared with at T>0: the chain rule for chains, SpecInfer's for trees
+REFERENCE_MODE = {"chain": "speculative", "tree": "mss"}
+
+
+def fmt(x, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    return f"{float(x):.{digits}f}"
+
+
+def fmt_ci(v, lo, hi, digits: int = 2) -> str:
+    if lo is None or hi is None or lo != lo or hi != hi:
+        return fmt(v, digits)
+    return f"{fmt(v, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
+
+
+def fmt_diff(p: C.Paired | None, digits: int = 2) -> str:
+    if p is None:
+        return "n/a"
+    return f"{p.diff:+.{digits}f} [{p.lo:+.{digits}f}, {p.hi:+.{digits}f}]" + (" (includes 0)" if p.includes_zero else "")
+
+
+def alpha_cols(df: pd.DataFrame) -> list[str]:
+    cols = [c for c in df.columns if c.startswith("alpha_") and c[6:].isdigit()]
+    return sorted(cols, key=lambda c: int(c[6:]))
+
+
+# parameters that say where a shape comes from, not what it is: a named path list
+# (medusa63) is its name; sequoia's vector is calibrated per dataset
+LABEL_SKIP = ("name", "budget", "vector", "max_children")
+
+
+def shape_label(tree: str, params) -> str:
+    """``kary(width=3)``: the shape name plus its shape-defining parameters."""
+    try:
+        p = json.loads(params) if isinstance(params, str) and params else {}
+    except json.JSONDecodeError:
+        p = {}
+    items = [f"{k}={v}" for k, v in sorted(p.items())
+             if v is not None and k not in LABEL_SKIP and not k.startswith("calib_")
+             and not (k == "paths" and tree != "paths")]
+    return f"{tree}({', '.join(items)})" if items else str(tree)
+
+
+def mode_label(verify: str, temperature) -> str:
+    t = float(temperature) if temperature == temperature else 0.0
+    return f"{verify} T={t:g}"
+
+
+def _with_defaults(summary: pd.DataFrame) -> pd.DataFrame:
+    df = summary.copy()
+    for col, default in (("tree_params", "{}"), ("temperature", 0.0), ("dataset", "?"), ("pair", "?"),
+                         ("verify", "?"), ("engine", "?"), ("dtype", "?"), ("max_new_tokens", 0)):
+        if col not in df.columns:
+            df[col] = default
+    df["temperature"] = df.temperature.astype(float)
+    df["shape"] = [shape_label(t, p) for t, p in zip(df.tree, df.tree_params)]
+    df["mode"] = [mode_label(v, t) for v, t in zip(df.verify, df.temperature)]
+    return df
+
+
+def prepare(summary: pd.DataFrame) -> pd.DataFrame:
+    """Summary rows with label columns (shape, mode), in a fixed order; baseline rows dropped."""
+    df = _with_defaults(summary)
+    df = df[~df.tree.isin(BASELINE_TREES) & (df.budget > 0)]
+    keys = [c for c in ("pair", "dataset", "mode", "shape", "budget", "engine", "config_hash") if c in df]
+    return df.sort_values(keys, kind="mergesort").reset_index(drop=True)
+
+
+def baselines(summary: pd.DataFrame) -> pd.DataFrame:
+    """Plain-decoding rows (tree none, budget 0), with label columns."""
+    if "tree" not in summary or "budget" not in summary:
+        return summary.iloc[0:0]
+    df = _with_defaults(summary)
+    return df[df.tree.isin(BASELINE_TREES) | (df.budget <= 0)].sort_values("config_hash", kind="mergesort")
+
+
+def main_pair(df: pd.DataFrame) -> str | None:
+    """The pair with the most greedy configurations (ties: first by name)."""
+    g = df[df.temperature == 0]
+    if g.empty:
+        return None
+    counts = g.groupby("pair").size()
+    return str(sorted(counts.index, key=lambda p: (-counts[p], p))[0])
+
+
+def prompt_key(sums: pd.DataFrame, row) -> frozenset | tuple:
+    """The set of prompts a config ran (steps.csv), or its prompt count when steps.csv is absent."""
+    got = C.prompts_of(sums, row["config_hash"])
+    return got if got else ("n_prompts", row.get("n_prompts"))
+
+
+def main_set(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
+    """The rows of one comparison group that ran its most common prompt set (ties: the larger set)."""
+    keys = [prompt_key(sums, r) for r in df.to_dict("records")]
+    counts: dict = {}
+    for k in keys:
+        counts[k] = counts.get(k, 0) + 1
+    best = max(counts, key=lambda k: (counts[k], len(k) if isinstance(k, frozenset) else 0, str(sorted(k, key=str))))
+    return df[[k == best for k in keys]]
+
+
+def _pair_or_none(sums, a, b) -> C.Paired | None:
+    try:
+        return C.paired_difference(sums, a, b)
+    except C.Incomparable:
+        return None
+
+
+def greedy_groups(df: pd.DataFrame, main_only: bool = False) -> list:
+    """(group key, rows) for the T=0 configurations, one comparison group at a time; with main_only,
+    per (pair, dataset) only the group with the most configurations (the sweep, not the live set)."""
+    g = df[df.temperature == 0]
+    groups = list(g.groupby(GROUP, sort=True)) if len(g) else []
+    if not main_only:
+        return groups
+    best: dict = {}
+    for k, rows in groups:
+        if k[:2] not in best or len(rows) > len(best[k[:2]][1]):
+            best[k[:2]] = (k, rows)
+    return [best[k] for k in sorted(best)]
+
+
+def main_groups(df: pd.DataFrame, sums: pd.DataFrame, pair: str | None) -> list[tuple[str, pd.DataFrame]]:
+    """(dataset, rows) for one pair at T=0: per dataset its main comparison group on its main prompt set."""
+    return [(k[1], main_set(g, sums)) for k, g in greedy_groups(df, main_only=True) if k[0] == pair]
+
+
+# --------------------------------------------------------------------------
+# headline: best shape per budget, paired difference to chain
+# --------------------------------------------------------------------------
+def headline(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
+    """Per (pair, dataset) at T=0, in its main comparison group, and per budget: the best shape among
+    the configurations that ran the group's main prompt set, and its paired difference to chain."""
+    rows = []
+    for key, g in greedy_groups(df, main_only=True):
+        main = main_set(g, sums)
+        for budget, gb in main.groupby("budget", sort=True):
+            gb = gb.sort_values(["tokens_per_step", "shape", "config_hash"], ascending=[False, True, True],
+                                kind="mergesort")
+            best = gb.iloc[0].to_dict()
+            chain = gb[gb.tree == "chain"]
+            paired = None if chain.empty or best["tree"] == "chain" else \
+                _pair_or_none(sums, best, chain.iloc[0].to_dict())
+            rows.append(dict(zip(GROUP, key), budget=int(budget), shape=best["shape"],
+                             config_hash=best["config_hash"], n_prompts=best.get("n_prompts"),
+                             n_shapes=gb["shape"].nunique(),
+                             tokens_per_step=best["tokens_per_step"], lo=best.get("tokens_per_step_lo"),
+                             hi=best.get("tokens_per_step_hi"), has_chain=not chain.empty,
+                             chain_tps=chain.iloc[0]["tokens_per_step"] if len(chain) else float("nan"),
+                             paired=paired))
+    return pd.DataFrame(rows)
+
+
+def versus(df: pd.DataFrame, sums: pd.DataFrame, select, reference) -> pd.DataFrame:
+    """Paired difference of every row chosen by select(rows) to its reference row (reference(rows, row)
+    returns the matching reference rows of the same group), on their shared prompts."""
+    rows = []
+    for r in select(df).to_dict("records"):
+        ref = reference(df, r)
+        if ref.empty:
+            continue
+        ref = ref.sort_values("config_hash", kind="mergesort").iloc[0].to_dict()
+        p = _pair_or_none(sums, r, ref)
+        if p is not None:
+            rows.append(dict(r, ref_hash=ref["config_hash"], ref_mode=ref["mode"], ref_shape=ref["shape"],
+                             paired=p, diff=p.diff, lo=p.lo, hi=p.hi, n_shared=p.n_prompts))
+    return pd.DataFrame(rows)
+
+
+def _same(df: pd.DataFrame, r: dict, keys) -> pd.DataFrame:
+    m = np.ones(len(df), bool)
+    for k in keys:
+        m &= (df[k] == r[k]).to_numpy()
+    return df[m]
+
+
+def vs_chain(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
+    """Every T=0 non-chain configuration against chain at the same budget (same group and mode)."""
+    keys = GROUP + ["mode", "budget"]
+    return versus(df, sums, lambda d: d[(d.temperature == 0) & (d.tree != "chain")],
+                  lambda d, r: _same(d[d.tree == "chain"], r, keys))
+
+
+def reference_mode(tree: str) -> str:
+    return REFERENCE_MODE["chain" if tree == "chain" else "tree"]
+
+
+def mode_gains(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
+    """Every T>0 configuration against the token-level rule (speculative on a chain, mss on a tree)
+    on the same shape, budget, temperature and group: the paired gain in tokens_per_step."""
+    keys = GROUP + ["tree", "tree_params", "budget", "temperature"]
+
+    def select(d):
+        hot = d[d.temperature > 0]
+        return hot[[v != reference_mode(t) for v, t in zip(hot.verify, hot.tree)]]
+
+    return versus(df, sums, select, lambda d, r: _same(d[d.verify == reference_mode(r["tree"])], r, keys))
+
+
+# --------------------------------------------------------------------------
+# analysis sentences
+# --------------------------------------------------------------------------
+def _zero(p: C.Paired) -> str:
+    return "; the interval includes zero, so this difference is not resolved" if p.includes_zero else ""
+
+
+def _where(r) -> str:
+    return f"{r['pair']} on {r['dataset']} ({r['dtype']}, {int(r['max_new_tokens'])} new tokens)"
+
+
+def headline_sentences(head: pd.DataFrame) -> list[str]:
+    out = []
+    if head.empty:
+        return out
+    for _, g in head.groupby(GROUP, sort=True):
+        first = g.iloc[0]
+        parts = []
+        for r in g.itertuples(index=False):
+            if r.paired is not None:
+                parts.append(f"N={r.budget}: {r.shape} {fmt(r.tokens_per_step, 2)}, "
+                             f"{r.paired.diff:+.2f} [{r.paired.lo:+.2f}, {r.paired.hi:+.2f}] vs chain"
+                             f"{' (interval includes zero)' if r.paired.includes_zero else ''}")
+            elif r.has_chain:
+                parts.append(f"N={r.budget}: chain is best ({fmt(r.tokens_per_step, 2)})")
+            else:
+                parts.append(f"N={r.budget}: {r.shape} {fmt(r.tokens_per_step, 2)} (no chain at this budget)")
+        top = g.sort_values(["tokens_per_step", "budget"], ascending=[False, True], kind="mergesort").iloc[0]
+        out.append(f"{_where(first)}, greedy: " + "; ".join(parts) + f". Highest overall: {top['shape']} at "
+                   f"N={top['budget']} ({fmt_ci(top['tokens_per_step'], top['lo'], top['hi'])} tokens/step).")
+    return out
+
+
+def subset_sentences(chain_diffs: pd.DataFrame, head: pd.DataFrame) -> list[str]:
+    """Configurations that ran fewer prompts than their group's main set, compared with chain on those."""
+    if chain_diffs.empty:
+        return []
+    main_n = {tuple(r[k] for k in GROUP): r["n_prompts"] for r in head.to_dict("records")} if len(head) else {}
+    out = []
+    for r in chain_diffs.to_dict("records"):
+        n = main_n.get(tuple(r[k] for k in GROUP))
+        if n is not None and r["n_shared"] < n:
+            out.append(f"{_where(r)}: {r['shape']} N={int(r['budget'])} ran {r['n_shared']} of the {n} prompts; "
+                       f"on those it differs from chain by {fmt_diff(r['paired'])} tokens/step{_zero(r['paired'])}.")
+    return out
+
+
+def mode_sentences(gains: pd.DataFrame) -> list[str]:
+    out = []
+    if gains.empty:
+        return out
+    for r in gains.sort_values(GROUP + ["mode", "shape", "budget"], kind="mergesort").to_dict("records"):
+        kind = "lossless" if str(r.get("lossless")).lower() in ("true", "1") else "lossy"
+        tv = f", first_token_tv {fmt(r.get('first_token_tv'))}" if kind == "lossy" else ""
+        out.append(f"{_where(r)}, {r['shape']} N={int(r['budget'])}: {r['mode']} ({kind}) vs {r['ref_mode']}: "
+                   f"{fmt_diff(r['paired'])} tokens/step on {r['n_shared']} shared prompts{tv}{_zero(r['paired'])}.")
+    return out
+
+
+def saturation_sentences(df: pd.DataFrame, sums: pd.DataFrame, threshold: float = MARGINAL_GAIN) -> list[str]:
+    """Per comparison group and shape at T=0, on the group's main prompt set (never across datasets)."""
+    out = []
+    for _, g in greedy_groups(df, main_only=True):
+        main = main_set(g, sums)
+        for (mode, shape), s in main.groupby(["mode", "shape"], sort=True):
+            s = s.groupby("budget", sort=True).tokens_per_step.max()
+            if len(s) < 2:
+                continue
+            b, v = s.index.to_numpy(), s.to_numpy(float)
+            gains = v[1:] / v[:-1] - 1.0
+            stop = next((i for i, x in enumerate(gains) if x < threshold), None)
+            where = _where(g.iloc[0])
+            if stop is None:
+                out.append(f"{where}, {shape}: every budget step up to N={b[-1]} still adds at least "
+                           f"{threshold:.0%} tokens_per_step (last step {gains[-1]:+.1%}).")
+            else:
+                out.append(f"{where}, {shape}: N={b[stop]} → N={b[stop + 1]} changes tokens_per_step by "
+                           f"{gains[stop]:+.1%} ({fmt(v[stop], 2)} → {fmt(v[stop + 1], 2)}), under "
+                           f"{threshold:+.0%}; extra budget stops paying at N={b[stop]}.")
+    return out

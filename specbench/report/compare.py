@@ -1,0 +1,136 @@
+"""Paired comparisons of two configurations on the prompts both ran (pandas/numpy only).
+
+Two configurations are comparable only when they ran the same dataset at the
+same temperature, dtype and max_new_tokens (`check_comparable`), and they are
+compared only on the prompts both ran, read from steps.csv.
+
+Definition (used for every difference in REPORT.md): over a set of prompts P,
+``tokens_per_step(P) = Σ_{p∈P} emitted_p / Σ_{p∈P} steps_p`` (ratio of sums,
+the same formula as summary.csv's tokens_per_step over all of a config's
+prompts).  The paired difference is ``tokens_per_step_a(P) -
+tokens_per_step_b(P)`` with P the shared prompts; its 95% interval is a
+percentile bootstrap that resamples P with replacement, the same resample for
+both configurations (seeded, `N_BOOT` draws).
+
+The module also compares generated tokens with a baseline's (`output_equality`,
+Spec-Bench ``equal.py`` style).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..study.results import N_BOOT
+
+COMPARABLE_KEYS = ("dataset", "temperature", "dtype", "max_new_tokens")
+
+
+class Incomparable(ValueError):
+    """Two configurations that must not be ranked against each other."""
+
+
+def _same(key: str, x, y) -> bool:
+    if key in ("temperature", "max_new_tokens"):
+        return math.isclose(float(x), float(y))
+    return str(x) == str(y)
+
+
+def check_comparable(a: Mapping, b: Mapping) -> None:
+    """Raise `Incomparable` (one line) unless a and b share dataset, temperature, dtype, max_new_tokens."""
+    for key in COMPARABLE_KEYS:
+        if key in a and key in b and not _same(key, a[key], b[key]):
+            raise Incomparable(f"configs {a['config_hash']} and {b['config_hash']} differ in {key} "
+                               f"({a[key]} vs {b[key]}); compare only configurations with the same "
+                               f"{', '.join(COMPARABLE_KEYS)}")
+
+
+def prompt_sums(steps: pd.DataFrame | None) -> pd.DataFrame:
+    """Per (config_hash, prompt_id): Σ emitted and the number of steps."""
+    if steps is None or not {"config_hash", "prompt_id", "emitted"} <= set(steps.columns):
+        return pd.DataFrame(columns=["emitted", "steps"])
+    return steps.groupby(["config_hash", "prompt_id"], sort=True).emitted.agg(["sum", "size"]) \
+        .rename(columns={"sum": "emitted", "size": "steps"})
+
+
+def prompts_of(sums: pd.DataFrame, config_hash: str) -> frozenset:
+    if sums.empty or config_hash not in sums.index.get_level_values(0):
+        return frozenset()
+    return frozenset(sums.loc[config_hash].index)
+
+
+@dataclass(frozen=True)
+class Paired:
+    a: str                 # config_hash of a
+    b: str                 # config_hash of b
+    n_prompts: int         # shared prompts
+    a_value: float         # tokens_per_step of a over the shared prompts
+    b_value: float
+    diff: float            # a_value - b_value
+    lo: float              # 95% paired bootstrap interval of diff
+    hi: float
+
+    @property
+    def includes_zero(self) -> bool:
+        return self.lo <= 0.0 <= self.hi
+
+
+def paired_difference(sums: pd.DataFrame, a: Mapping, b: Mapping, seed: int = 0,
+                      n_boot: int = N_BOOT) -> Paired:
+    """tokens_per_step of a minus b on their shared prompts, with a paired bootstrap interval."""
+    check_comparable(a, b)
+    ha, hb = str(a["config_hash"]), str(b["config_hash"])
+    shared = sorted(prompts_of(sums, ha) & prompts_of(sums, hb))
+    if not shared:
+        raise Incomparable(f"configs {ha} and {hb} share no prompts in steps.csv; "
+                           "compare only configurations run on the same prompts")
+    x = sums.loc[ha].loc[shared, ["emitted", "steps"]].to_numpy(float)
+    y = sums.loc[hb].loc[shared, ["emitted", "steps"]].to_numpy(float)
+    idx = np.random.default_rng(seed).integers(0, len(shared), size=(n_boot, len(shared)))
+    xs, ys = x[idx].sum(axis=1), y[idx].sum(axis=1)                     # [n_boot, 2]
+    boot = xs[:, 0] / xs[:, 1] - ys[:, 0] / ys[:, 1]
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    av, bv = x[:, 0].sum() / x[:, 1].sum(), y[:, 0].sum() / y[:, 1].sum()
+    return Paired(ha, hb, len(shared), float(av), float(bv), float(av - bv), float(lo), float(hi))
+
+
+# --------------------------------------------------------------------------
+# generated outputs
+# --------------------------------------------------------------------------
+def read_outputs(path: str) -> dict[tuple[str, str], list[int]]:
+    """results/outputs.jsonl -> {(config_hash, prompt_id): token_ids}; {} if absent."""
+    if not os.path.isfile(path):
+        return {}
+    out = {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                out[(str(row["config_hash"]), str(row["prompt_id"]))] = [int(t) for t in row["token_ids"]]
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                raise ValueError(f"{path}:{lineno}: expected a JSON object with config_hash, prompt_id "
+                                 "and token_ids; regenerate it with `python -m specbench.collect`") from None
+    return out
+
+
+def first_divergence(x: list[int], y: list[int]) -> int | None:
+    """The first position where two token sequences differ (a length difference counts); None if equal."""
+    for i, (u, v) in enumerate(zip(x, y)):
+        if u != v:
+            return i
+    return None if len(x) == len(y) else min(len(x), len(y))
+
+
+def output_equality(outputs: Mapping, config_hash: str, baseline_hash: str) -> dict:
+    """Share of the shared prompts whose tokens equal the baseline's, and where the others diverge."""
+    prompts = sorted({p for h, p in outputs if h == config_hash} & {p for h, p in outputs if h == baseline_hash})
+    diverged = [(p, first_divergence(outputs[(config_hash, p)], outputs[(baseline_hash, p)])) for p in prompts]
+    diverged = [(p, pos) for p, pos in diverged if pos is not None]
+    return dict(n_prompts=len(prompts), identical=len(prompts) - len(diverged), diverged=diverged)

@@ -1,0 +1,2 @@
+"""Layer 6, the study: typed job spec (the config read once, validated before any model loads), run,
+calibrate, costs, identity, launch, collect.  Imports every layer below; nothing imports it but report."""

@@ -1,0 +1,160 @@
+"""`python -m specbench.study.calibrate [--ranks K] [--out CSV] [hydra overrides]`
+
+Measures Sequoia's *acceptance vector* for one pair / dataset / verify mode:
+p_accept[k] = probability that, at an accepted node, the child of sibling
+rank k is the one the verifier accepts (Sequoia's ``test_accept``).  The
+overrides are the study's own (``conf/config.yaml``), e.g.
+
+    flock /tmp/specbench-real.lock python -m specbench.study.calibrate \
+        pair=qwen_coder dataset=humaneval dataset.limit=8 max_new_tokens=64 verify=greedy
+
+For sampling modes, per prompt, the target generates its continuation (``engine.continuation``:
+greedy, or sampled at the verify temperature/top-p with the prompt's generator); one teacher-forced forward of each model over
+prompt + continuation then gives the target and draft distributions at every
+position.
+* greedy: the accepted sibling is the draft rank of the target's greedy token
+  (ties by token id), exactly -- taken from the replay engine's rank cache
+  (``replay.cached_ranks``: computed once, shared with replay study jobs of
+  the same pair / dataset / max_new_tokens / dtype).
+* other modes: at every position a one-level tree of K children is drawn the
+  way that mode's drafts are (``children`` meta: top-k / sampling with or
+  without replacement) and the mode itself verifies it; the recorded rank is
+  the accepted child's position among its siblings (the order in which a tree
+  stores them, which is what a static shape's rank paths address).
+n = the number of positions measured; ranks with no acceptance get 0.
+
+Writes results/acceptance_vector.csv (columns pair, dataset, verify,
+temperature, rank, p_accept, n) atomically, replacing the rows of the same
+(pair, dataset, verify, temperature).  ``tree=sequoia`` reads it.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from ..core.diskcache import DiskCache, cache_root
+from ..engine.loop import continuation, prompt_rng
+from ..engine.replay import cached_ranks
+from ..core.sampling import choose_children, probs
+from ..core.tree import DraftTree
+
+ROOT = Path(__file__).resolve().parents[2]
+COLUMNS = ["pair", "dataset", "verify", "temperature", "rank", "p_accept", "n"]
+
+
+@torch.inference_mode()
+def position_logits(model, prompt_ids, cont) -> torch.Tensor:
+    """Logits [len(cont), V] predicting each continuation token (teacher forcing)."""
+    ids = torch.tensor([list(prompt_ids) + list(cont)], device=model.device)
+    out = model(input_ids=ids, use_cache=False).logits[0].float()
+    return out[len(prompt_ids) - 1:len(prompt_ids) - 1 + len(cont)]
+
+
+def star_trial(mode, params: dict, k: int, root: int, p_row, q_row,
+               rng: torch.Generator) -> int | None:
+    """Draw k children of one node as the mode's drafts would, verify; the
+    accepted child's sibling position, or None."""
+    toks, ranks = choose_children(q_row, k, mode.child_rule, rng)
+    v = p_row.shape[-1]
+    tree = DraftTree(parents=[-1] + [0] * k, tokens=torch.tensor([root] + list(toks)),
+                     ranks=[0] + list(ranks), q=torch.zeros(k + 1, v), slots=[-1] * (k + 1),
+                     child_rule=mode.child_rule)
+    tree.q[0] = q_row
+    p = p_row.expand(k + 1, v).clone()
+    verdict = mode.verdict(tree, p, tree.q, rng, params)
+    return verdict.path[0] - 1 if verdict.path else None
+
+
+def measure(job, ident, pair, prompts, ranks: int, eos) -> tuple[list[float], int]:
+    from .run import cache_keys
+    from ..verify.modes import get_mode
+    mode = get_mode(job.verify.name)
+    params = mode.params(job.verify.params)
+    temp, dtemp, top_p = params["temperature"], params["draft_temperature"], params["top_p"]
+    counts: Counter = Counter()
+    n = 0
+    store = DiskCache(cache_root(job.replay_cache, job.out_root))
+    key, draft_key = cache_keys(job, ident, eos)
+    for i, pr in enumerate(tqdm(prompts, desc=f"calibrate {pair.name}/{mode.name}", disable=not job.progress)):
+        if mode.name == "greedy":              # the replay engine's (cached) ranks: exact for greedy
+            got = [r if r < ranks else None for r in cached_ranks(store, pair.target, pair.draft, key, draft_key,
+                                                                  pr.ids)[0]]
+        else:
+            rng = prompt_rng(job.seed, i)
+            cont = continuation(pair.target, pr.ids, job.max_new_tokens, eos, temp, top_p, rng)
+            if not cont:
+                continue
+            dlog = position_logits(pair.draft, pr.ids, cont)
+            tlog = position_logits(pair.target, pr.ids, cont)
+            roots = [pr.ids[-1]] + cont[:-1]
+            got = [star_trial(mode, params, ranks, roots[j], probs(tlog[j], temp, top_p),
+                              probs(dlog[j], dtemp, top_p), rng) for j in range(len(cont))]
+        n += len(got)
+        counts.update(r for r in got if r is not None)
+    if n == 0:
+        raise ValueError("calibrate: no positions measured (empty continuations): raise max_new_tokens")
+    return [counts.get(k, 0) / n for k in range(ranks)], n
+
+
+def write_vector(path: Path, key: dict, vector: list[float], n: int) -> None:
+    """Replace the rows of `key` in the CSV (atomic: temp file + os.replace)."""
+    rows = []
+    if path.exists():
+        with open(path, newline="") as f:
+            rows = [r for r in csv.DictReader(f)
+                    if any(r[c] != str(key[c]) for c in ("pair", "dataset", "verify", "temperature"))]
+    rows += [{**key, "rank": k, "p_accept": f"{p:.6f}", "n": n} for k, p in enumerate(vector)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(tmp, path)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m specbench.study.calibrate", description=__doc__.split("\n\n")[1])
+    ap.add_argument("--ranks", type=int, default=16, help="sibling ranks measured (K)")
+    ap.add_argument("--out", default="results/acceptance_vector.csv", help="CSV (relative: repo root)")
+    args, overrides = ap.parse_known_args(argv)
+    if args.ranks < 1:
+        sys.exit("specbench: error: --ranks must be >= 1")
+    from hydra import compose, initialize_config_dir
+
+    from ..inputs import data
+    from . import identity
+    from . import jobspec
+    from ..inputs import models
+    from ..engine.api import eos_ids
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    try:
+        job = jobspec.from_config(cfg)
+        if job.pair.drafter != "model":
+            raise ValueError(f"pair={job.pair.name} drafts with '{job.pair.drafter}': calibrate a model pair")
+        ident = identity.job_identity(job)
+        pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
+        prompts = data.load_prompts(job.dataset.config, pair.tokenizer,
+                                    max_prompt_tokens=job.dataset.max_prompt_tokens)
+        vector, n = measure(job, ident, pair, prompts, args.ranks, eos_ids(pair))
+    except (ValueError, KeyError, FileNotFoundError) as e:
+        sys.exit(f"specbench: error: {e}")
+    out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
+    key = {"pair": cfg.pair.name, "dataset": cfg.dataset.name, "verify": cfg.verify.name,
+           "temperature": float(cfg.verify.get("temperature", 0.0) or 0.0)}
+    write_vector(out, key, vector, n)
+    print(f"specbench: acceptance vector ({n} positions) -> {out}")
+    print("  " + " ".join(f"{k}:{p:.3f}" for k, p in enumerate(vector)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""A job's identity: the normalised config plus the content of what it reads.
+
+* ``model_fingerprint(spec, dtype)``: sha256 over a model folder's files (weights,
+  config, tokenizer); each file's digest is cached beside it in
+  ``.specbench-sha256.json`` and recomputed when its size or mtime changes.
+  A ``.safetensors`` file whose header promises more bytes than it holds is a
+  one-line error naming the config key (before any model loads).  A hub model
+  not on disk is identified by its id only (``hub:<id>``).
+* ``dataset_fingerprint(dataset)``: sha256 of the prompts the job reads (ids
+  and texts, after ``dataset.limit``), so an edited jsonl is a new job.
+* ``config_hash(job, ident)``: 12 hex digits over both; resume and collect key
+  jobs by it.  ``pair_id(ident)``: 12 hex digits over the draft and target
+  fingerprints and the drafter: the identity of a pair, whatever its name.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.atomic import atomic_write
+from .jobspec import ConfigError, DatasetSpec, JobSpec, ModelSpec
+
+CACHE_NAME = ".specbench-sha256.json"
+CHUNK = 1 << 22
+
+
+@dataclass(frozen=True)
+class Identity:
+    draft: str | None       # model fingerprints (None: no draft model)
+    target: str
+    dataset: str
+
+    def as_dict(self) -> dict:
+        return {"draft": self.draft, "target": self.target, "dataset": self.dataset}
+
+
+# --------------------------------------------------------------------------
+# files
+# --------------------------------------------------------------------------
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(CHUNK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_safetensors(path: Path, key: str) -> None:
+    """A one-line ConfigError if the file is shorter than its header says."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        n = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
+        try:
+            header = json.loads(fh.read(n)) if 0 < n <= size - 8 else None
+        except (ValueError, UnicodeDecodeError):
+            header = None
+    ends = [v["data_offsets"][1] for k, v in (header or {}).items()
+            if k != "__metadata__" and isinstance(v, dict) and "data_offsets" in v]
+    want = 8 + n + max(ends, default=0)
+    if header is None or size < want:
+        raise ConfigError(f"{key}: {path} is truncated or not a safetensors file ({size} of "
+                          f"{max(want, size + 1)} bytes): re-save or re-download the model")
+
+
+def folder_digests(folder: Path, key: str) -> dict[str, str]:
+    """{file name: sha256} of a model folder's regular files, cached beside them."""
+    cache_path = folder / CACHE_NAME
+    try:
+        cache = json.loads(cache_path.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    out, changed = {}, False
+    for path in sorted(folder.iterdir()):
+        if path.name.startswith(".") or not path.is_file():
+            continue
+        if path.suffix == ".safetensors":
+            check_safetensors(path, key)
+        st = path.stat()
+        hit = cache.get(path.name)
+        if not (isinstance(hit, list) and hit[:2] == [st.st_size, st.st_mtime_ns]):
+            hit, changed = [st.st_size, st.st_mtime_ns, file_sha256(path)], True
+            cache[path.name] = hit
+        out[path.name] = hit[2]
+    if changed:
+        try:
+            atomic_write(cache_path, lambda tmp: Path(tmp).write_text(json.dumps(cache, indent=1)))
+        except OSError:
+            pass                       # a read-only folder: recompute next time
+    return out
+
+
+def model_fingerprint(spec: ModelSpec, dtype: str) -> str:
+    """The content identity of one model (see the module docstring)."""
+    from ..inputs.models import model_folder
+    folder = model_folder(spec.source, spec.ref, dtype, spec.key)
+    if folder is None:
+        return f"hub:{spec.ref}"
+    digests = folder_digests(Path(folder), f"{spec.key}.{'path' if spec.source == 'local' else 'id'}")
+    return hashlib.sha256(json.dumps(digests, sort_keys=True).encode()).hexdigest()
+
+
+def dataset_fingerprint(dataset: DatasetSpec) -> str:
+    """sha256 of the (id, text, task) rows the job will read; a bad file is a one-line error."""
+    from ..inputs.data import DATASETS
+    rows = DATASETS.get(dataset.name)(dataset.config)
+    if dataset.limit is not None:
+        rows = rows[:dataset.limit]
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+def job_identity(job: JobSpec) -> Identity:
+    draft = model_fingerprint(job.pair.draft, job.dtype) if job.pair.draft else None
+    return Identity(draft, model_fingerprint(job.pair.target, job.dtype), dataset_fingerprint(job.dataset))
+
+
+# --------------------------------------------------------------------------
+# hashes
+# --------------------------------------------------------------------------
+def short_hash(obj) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def config_hash(job: JobSpec, ident: Identity) -> str:
+    return short_hash({"config": job.to_dict(identity_only=True), "content": ident.as_dict()})
+
+
+def pair_id(ident: Identity, drafter: str) -> str:
+    """The identity of a pair: its draft and target content and the drafter kind."""
+    return short_hash({"draft": ident.draft, "target": ident.target, "drafter": drafter})
+
+
+def pair_lookup_key(row) -> str:
+    """The key report/calibration lookups should group a pair's rows by: the row's
+    ``pair_id`` where it has one (rows collected before identities: its ``pair`` name)."""
+    pid = row.get("pair_id") if hasattr(row, "get") else None
+    return str(pid) if pid and pid == pid else str(row["pair"])

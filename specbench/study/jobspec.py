@@ -1,0 +1,344 @@
+"""The typed job spec: the resolved Hydra config, read ONCE, checked before any model loads.
+
+``from_config(cfg) -> JobSpec`` turns the composed config into frozen
+dataclasses (every default is written here, nowhere else), with one-line
+``ConfigError``s naming the key and the fix.  ``validate(job)`` adds the
+cross-field checks (registries, engine, device, dtype).  Modules below the
+study layer take the spec's plain fields, never ``cfg``.
+
+``JobSpec.to_dict()`` is the normalised config: what the config hash covers
+(with the content identity, see ``identity.py``) and what ``config.yaml`` holds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from ..inputs.models import DTYPES, SOURCES
+
+ENGINES = ("live", "replay", "auto")
+DEFAULTS: dict[str, Any] = {"max_new_tokens": 64, "seed": 0, "device": "cpu", "dtype": "bfloat16",
+                            "engine": "live", "batch_size": 1, "resume": True, "out_root": "outputs",
+                            "progress": True, "replay_cache": None}
+PAIR_KEYS = ("name", "draft", "target", "drafter", "chat_template")
+RUN_LOCATION = ("resume", "out_root", "progress", "replay_cache")   # not part of a job's identity
+POSITIVE_TREE_PARAMS = ("width", "depth", "start", "max_children")   # null = the shape's default
+RANK_LIST_PARAMS = {"paths": "tree.paths=[[0],[1],[0,0]]", "expansion": "tree.expansion=[2,2,1]"}
+
+
+class ConfigError(ValueError):
+    """A bad config value: the message is one line naming the key and the fix."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    source: str                 # embedded | hub | local
+    ref: str                    # the embedded/hub id, or the local folder
+    key: str                    # its config key, e.g. pair.target (for messages)
+
+    def as_dict(self) -> dict:
+        return {"source": self.source, "path" if self.source == "local" else "id": self.ref}
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    name: str
+    draft: ModelSpec | None     # None for a drafter without a draft model (ngram)
+    target: ModelSpec
+    drafter: str = "model"
+    drafter_params: dict = field(default_factory=dict)
+    chat_template: bool = False
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "draft": self.draft.as_dict() if self.draft else None,
+                "target": self.target.as_dict(), "drafter": self.drafter,
+                "chat_template": self.chat_template, **self.drafter_params}
+
+
+@dataclass(frozen=True)
+class TreeSpec:
+    name: str
+    budget: int
+    params: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "budget": self.budget, **self.params}
+
+
+@dataclass(frozen=True)
+class VerifySpec:
+    name: str
+    temperature: float
+    draft_temperature: float
+    top_p: float
+    params: dict = field(default_factory=dict)     # every key, the three above included
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, **self.params}
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    limit: int | None
+    max_prompt_tokens: int | None
+    config: dict = field(default_factory=dict)     # every key, for the loader
+
+    def as_dict(self) -> dict:
+        return dict(self.config)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    pair: PairSpec
+    tree: TreeSpec
+    verify: VerifySpec
+    dataset: DatasetSpec
+    max_new_tokens: int = DEFAULTS["max_new_tokens"]
+    seed: int = DEFAULTS["seed"]
+    device: str = DEFAULTS["device"]
+    dtype: str = DEFAULTS["dtype"]
+    engine: str = DEFAULTS["engine"]
+    batch_size: int = DEFAULTS["batch_size"]
+    resume: bool = DEFAULTS["resume"]
+    out_root: str = DEFAULTS["out_root"]
+    progress: bool = DEFAULTS["progress"]
+    replay_cache: str | None = DEFAULTS["replay_cache"]
+    extra: dict = field(default_factory=dict)      # other top-level keys (e.g. costs_*), kept verbatim
+
+    def to_dict(self, identity_only: bool = False) -> dict:
+        """The normalised config; ``identity_only`` drops the run-location keys."""
+        d = {"pair": self.pair.as_dict(), "tree": self.tree.as_dict(), "verify": self.verify.as_dict(),
+             "dataset": self.dataset.as_dict(), **self.extra}
+        d.update({k: getattr(self, k) for k in DEFAULTS})
+        return {k: v for k, v in d.items() if not (identity_only and k in RUN_LOCATION)}
+
+    def with_engine(self, engine: str) -> "JobSpec":
+        return replace(self, engine=engine)
+
+
+# --------------------------------------------------------------------------
+# typed reads: every failure names its key
+# --------------------------------------------------------------------------
+def _int(value, key: str, minimum: int | None = None, fix: str = "") -> int:
+    ok = isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(value, float) and value.is_integer():
+        value, ok = int(value), True
+    if not ok or (minimum is not None and value < minimum):
+        need = "an integer" + (f" >= {minimum}" if minimum is not None else "")
+        raise ConfigError(f"{key}={value!r}: must be {need}{'; ' + fix if fix else ''}")
+    return value
+
+
+def _float(value, key: str, lo: float, hi: float | None, fix: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{key}={value!r}: must be a number; {fix}")
+    if value < lo or (hi is not None and value > hi) or value != value:
+        rng = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+        raise ConfigError(f"{key}={value!r}: must be {rng}; {fix}")
+    return float(value)
+
+
+def _bool(value, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}={value!r}: must be true or false")
+    return value
+
+
+def _section(d: Mapping, key: str) -> dict:
+    value = d.get(key)
+    if not isinstance(value, Mapping) or not value.get("name"):
+        raise ConfigError(f"{key} has no name: pick one with {key}=<option> (see conf/{key}/)")
+    return dict(value)
+
+
+def _model(spec, key: str) -> ModelSpec:
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"{key}={spec!r}: must be a model spec {{source: local, path: DIR}} "
+                          f"or {{source: embedded|hub, id: NAME}}")
+    source = spec.get("source")
+    if source not in SOURCES:
+        raise ConfigError(f"{key}.source={source!r}: must be one of {', '.join(SOURCES)}")
+    field_ = "path" if source == "local" else "id"
+    ref = spec.get(field_)
+    if not ref:
+        raise ConfigError(f"{key}.{field_} is not set: add {key}.{field_}=" +
+                          ("DIR (a Hugging Face model folder)" if source == "local" else "NAME"))
+    return ModelSpec(str(source), str(ref), key)
+
+
+def _pair(d: Mapping) -> PairSpec:
+    p = _section(d, "pair")
+    drafter = str(p.get("drafter") or "model")
+    draft = p.get("draft")
+    needs_draft = drafter != "ngram"
+    if needs_draft and draft is None:
+        raise ConfigError(f"pair.draft is not set: pair.drafter={drafter} needs a draft model spec")
+    return PairSpec(name=str(p["name"]), draft=_model(draft, "pair.draft") if needs_draft else None,
+                    target=_model(p.get("target"), "pair.target"), drafter=drafter,
+                    drafter_params={k: v for k, v in p.items() if k not in PAIR_KEYS},
+                    chat_template=_bool(p.get("chat_template", False), "pair.chat_template"))
+
+
+def _rank_lists(value, key: str, fix: str) -> None:
+    """tree.paths: non-empty lists of ranks >= 0; tree.expansion: counts >= 0."""
+    nested = key.endswith("paths")
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{key}={value!r}: must be a non-empty list; e.g. {fix}")
+    for i, row in enumerate(value):
+        items = row if nested else [row]
+        if not isinstance(items, list) or not items or any(
+                isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in items):
+            raise ConfigError(f"{key}[{i}]={row!r}: must be integers >= 0; e.g. {fix}")
+
+
+def _tree(d: Mapping) -> TreeSpec:
+    t = _section(d, "tree")
+    # >= 0 here (tree=none is budget 0); whether a policy accepts 0 is the registry's call
+    budget = _int(t.get("budget"), "tree.budget", 0, "the number of draft tokens, e.g. tree.budget=16")
+    params = {k: v for k, v in t.items() if k not in ("name", "budget")}
+    for k in POSITIVE_TREE_PARAMS:
+        if params.get(k) is not None:
+            params[k] = _int(params[k], f"tree.{k}", 1, f"set tree.{k} to 1 or more (null = default)")
+    for k, fix in RANK_LIST_PARAMS.items():
+        if k in params:
+            _rank_lists(params[k], f"tree.{k}", fix)
+    return TreeSpec(str(t["name"]), budget, params)
+
+
+def _verify(d: Mapping) -> VerifySpec:
+    """The verify group merged over the mode spec's defaults (the only place they live)."""
+    from ..verify.modes import get_mode
+    v = _section(d, "verify")
+    name = str(v.pop("name"))
+    try:
+        params = get_mode(name).params(v)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    top_p = _float(params["top_p"], "verify.top_p", 0.0, 1.0, "use a value in (0, 1], e.g. verify.top_p=1")
+    if top_p == 0:
+        raise ConfigError("verify.top_p=0: must be in (0, 1]; e.g. verify.top_p=1")
+    return VerifySpec(name, params["temperature"], params["draft_temperature"], top_p, params)
+
+
+def _dataset(d: Mapping) -> DatasetSpec:
+    ds = _section(d, "dataset")
+    limit = ds.get("limit")
+    limit = None if limit is None else _int(limit, "dataset.limit", 1, "use a positive number, or null for all")
+    mpt = ds.get("max_prompt_tokens")
+    mpt = None if mpt is None else _int(mpt, "dataset.max_prompt_tokens", 1, "or null for no check")
+    ds.update(limit=limit, max_prompt_tokens=mpt)
+    return DatasetSpec(str(ds["name"]), limit, mpt, ds)
+
+
+def _choice(value, key: str, valid) -> str:
+    if str(value) not in valid:
+        raise ConfigError(f"{key}={value!r}: must be one of {', '.join(valid)}")
+    return str(value)
+
+
+def _missing(node, prefix: str = "") -> list[str]:
+    """Dotted keys whose value is ??? (interpolations left unresolved)."""
+    out = []
+    for key in node.keys() if isinstance(node, DictConfig) else []:
+        if key == "hydra":
+            continue
+        if OmegaConf.is_missing(node, key):
+            out.append(f"{prefix}{key}")
+        elif not OmegaConf.is_interpolation(node, key) and isinstance(node._get_node(key), DictConfig):
+            out += _missing(node._get_node(key), f"{prefix}{key}.")
+    return out
+
+
+def resolved(cfg) -> dict:
+    """The config as a plain dict; a ??? value or a broken interpolation is a ConfigError."""
+    if isinstance(cfg, Mapping) and not isinstance(cfg, DictConfig):
+        cfg = OmegaConf.create(dict(cfg))
+    if "hydra" in cfg:                        # compose(..., return_hydra_config=True)
+        cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    missing = _missing(cfg)
+    if missing:
+        k = missing[0]
+        hint = "DIR (a Hugging Face model folder)" if k.endswith(".path") else "VALUE"
+        raise ConfigError(f"{k} is not set: add {k}={hint}")
+    try:
+        d = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", "") or "config"
+        raise ConfigError(f"{key}: {str(e).splitlines()[0]}") from None
+    return d
+
+
+def from_config(cfg) -> JobSpec:
+    """The typed spec of a composed config (DictConfig or dict)."""
+    d = resolved(cfg)
+    top = {**DEFAULTS, **{k: d[k] for k in DEFAULTS if k in d and d[k] is not None}}
+    return JobSpec(
+        pair=_pair(d), tree=_tree(d), verify=_verify(d), dataset=_dataset(d),
+        max_new_tokens=_int(top["max_new_tokens"], "max_new_tokens", 1, "e.g. max_new_tokens=64"),
+        seed=_int(top["seed"], "seed", 0, "e.g. seed=0"),
+        device=str(top["device"]), dtype=_choice(top["dtype"], "dtype", DTYPES),
+        engine=_choice(top["engine"], "engine", ENGINES),
+        batch_size=_int(top["batch_size"], "batch_size", 1, "prompts per target forward, e.g. batch_size=1"),
+        resume=_bool(top["resume"], "resume"), out_root=str(top["out_root"]),
+        progress=_bool(top["progress"], "progress"),
+        replay_cache=None if top["replay_cache"] is None else str(top["replay_cache"]),
+        extra={k: v for k, v in d.items() if k not in DEFAULTS and k not in ("pair", "tree", "verify", "dataset")})
+
+
+# --------------------------------------------------------------------------
+# cross-field checks (no model needed)
+# --------------------------------------------------------------------------
+def check_registries(job: JobSpec):
+    """Tree policy, verification mode and drafter exist and fit together; returns the
+    mode spec.  The ONE place the study layer asks the engine's registries about a job."""
+    from ..drafting.drafters import DRAFTERS, check_supported
+    from ..verify.modespec import check_compatible
+    from ..trees.policies import make_policy
+    from ..verify.modes import get_mode
+    policy = make_policy(job.tree.name, job.tree.budget, job.tree.params)   # bad params, calibration
+    mode = get_mode(job.verify.name)
+    drafter = DRAFTERS.get(job.pair.drafter)
+    check_supported(drafter, policy.kind, policy.name)
+    if mode.chain_only and job.tree.name not in ("chain", "adaptive_chain", "none"):
+        raise ConfigError(f"verify={job.verify.name} verifies a single chain only: use tree=chain")
+    if mode.child_rule == "topk" and job.verify.draft_temperature <= 0:
+        raise ConfigError(f"verify.draft_temperature=0 with verify={job.verify.name}: top-k siblings "
+                          "would tie; use verify.draft_temperature=1 (the ranking is the same at any T > 0)")
+    check_compatible(mode, drafter.child_rule(policy.kind, mode.child_rule))
+    return mode
+
+
+def why_not_replayable(job: JobSpec) -> str | None:
+    """None when replay is exact for this job, else the reason."""
+    if job.verify.name != "greedy":
+        return f"verify={job.verify.name} is not greedy"
+    if job.verify.temperature != 0.0:
+        return "verify.temperature != 0 (first_token_tv would need the target's distributions)"
+    if job.dtype != "float32":
+        return (f"dtype={job.dtype}: replay equals live only in float32 (bf16 tree and "
+                "teacher-forced forwards round differently and can reorder draft ranks)")
+    return None
+
+
+def resolve_engine(job: JobSpec) -> str:
+    """live or replay: ``engine=auto`` replays where exact; ``engine=replay`` elsewhere is an error."""
+    reason = why_not_replayable(job)
+    if job.engine == "replay" and reason is not None:
+        raise ConfigError(f"engine=replay is exact only for greedy verification in float32 "
+                          f"({reason}): use engine=live or engine=auto")
+    return "replay" if job.engine == "replay" or (job.engine == "auto" and reason is None) else "live"
+
+
+def validate(job: JobSpec) -> tuple[str, object]:
+    """Every check that needs no model: returns (engine, mode spec)."""
+    from ..inputs.models import resolve_device
+    try:
+        resolve_device(job.device)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    info = check_registries(job)
+    return resolve_engine(job), info

@@ -1,0 +1,146 @@
+"""Per-job files: row keys from the job spec, the metrics, steps/summary/outputs writers.
+
+Metric definitions (also in README.md and REPORT.md):
+  acceptance_rate   = sum(accepted) / sum(tree_size)       (verified / drafted; NaN when nothing
+                                                          was drafted, e.g. tree=none)
+  acceptance_length = mean accepted per step               (bonus token NOT counted)
+  tokens_per_step   = mean emitted per step                (bonus token counted; Spec-Bench's tau)
+  alpha_d           = P(accepted >= d | accepted >= d-1 and tree_depth >= d)   (EAGLE)
+CIs are 95% percentile bootstraps over prompts (seeded, 1000 resamples).
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import time
+import uuid
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+import pandas as pd
+from omegaconf import OmegaConf
+
+from ..core.atomic import atomic_write, write_jsonl, write_text
+
+if TYPE_CHECKING:        # the report reads CSVs through this module: no torch import here
+    from .identity import Identity
+    from .jobspec import JobSpec
+
+KEY_COLUMNS = ["config_hash", "run_id", "pair", "pair_id", "draft", "target", "tree", "tree_params",
+               "budget", "verify", "lossless", "temperature", "draft_temperature", "top_p", "dataset",
+               "seed", "max_new_tokens", "dtype", "device", "engine", "batch_size"]
+N_BOOT = 1000
+
+
+def new_run_id() -> str:
+    """Sortable by finish time, unique: collect keeps a config's newest run."""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{uuid.uuid4().hex[:8]}"
+
+
+def row_keys(job: JobSpec, ident: Identity, names: tuple[str, str], lossless: bool, engine: str,
+             run_id: str) -> dict:
+    """The configuration columns every row carries; ``names`` = (draft, target) labels."""
+    from .identity import config_hash, pair_id
+    v = job.verify
+    return {
+        "config_hash": config_hash(job, ident), "run_id": run_id, "pair": job.pair.name,
+        "pair_id": pair_id(ident, job.pair.drafter), "draft": names[0], "target": names[1],
+        "tree": job.tree.name, "tree_params": json.dumps(job.tree.params, sort_keys=True),
+        "budget": job.tree.budget, "verify": v.name, "lossless": bool(lossless),
+        "temperature": v.temperature, "draft_temperature": v.draft_temperature, "top_p": v.top_p,
+        "dataset": job.dataset.name, "seed": job.seed, "max_new_tokens": job.max_new_tokens,
+        "dtype": job.dtype, "device": job.device, "engine": engine, "batch_size": job.batch_size,
+    }
+
+
+def steps_frame(keys: dict, records: Sequence) -> pd.DataFrame:
+    rows = [{**keys, **asdict(r)} for r in records]
+    return pd.DataFrame(rows)
+
+
+def _metrics(df: pd.DataFrame) -> dict:
+    drafted = df.tree_size.sum()
+    return {"acceptance_rate": df.accepted.sum() / drafted if drafted > 0 else float("nan"),
+            "acceptance_length": df.accepted.mean(),
+            "tokens_per_step": df.emitted.mean()}
+
+
+def bootstrap(df: pd.DataFrame, seed: int = 0) -> dict:
+    """95% percentile CIs of the job metrics, resampling prompts."""
+    groups = [g for _, g in df.groupby("prompt_id", sort=True)]
+    rng = np.random.default_rng(seed)
+    sums = np.array([[g.accepted.sum(), g.tree_size.sum(), g.emitted.sum(), len(g)] for g in groups], float)
+    idx = rng.integers(0, len(groups), size=(N_BOOT, len(groups)))
+    s = sums[idx].sum(axis=1)                      # [N_BOOT, 4]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(s[:, 1] > 0, s[:, 0] / np.maximum(s[:, 1], 1), np.nan)
+    stats = {"acceptance_rate": rate,
+             "acceptance_length": s[:, 0] / s[:, 3],
+             "tokens_per_step": s[:, 2] / s[:, 3]}
+    out = {}
+    for k, v in stats.items():
+        v = v[~np.isnan(v)]                       # resamples with nothing drafted have no rate
+        out[f"{k}_lo"], out[f"{k}_hi"] = np.percentile(v, [2.5, 97.5]) if len(v) else (np.nan, np.nan)
+    return out
+
+
+def alphas(df: pd.DataFrame) -> dict:
+    out = {}
+    for d in range(1, (int(df.tree_depth.max()) if len(df) else 0) + 1):
+        at_risk = df[(df.accepted >= d - 1) & (df.tree_depth >= d)]
+        out[f"alpha_{d}"] = (at_risk.accepted >= d).mean() if len(at_risk) else float("nan")
+    return out
+
+
+def summarize(keys: dict, steps: pd.DataFrame, wall_s: float, hist: list[int]) -> pd.DataFrame:
+    row = dict(keys)
+    row.update(n_prompts=steps.prompt_id.nunique(), n_steps=len(steps),
+               new_tokens=int(steps.emitted.sum()))
+    row.update(_metrics(steps))
+    row.update(bootstrap(steps, seed=int(keys["seed"])))
+    row.update(first_token_tv=steps.first_token_tv.mean(),
+               expected_accepted=steps.expected_accepted.mean(),
+               draft_s=steps.draft_s.sum(), verify_s=steps.verify_s.sum(), wall_s=wall_s,
+               tokens_per_s=(steps.emitted.sum() / wall_s) if wall_s > 0 else float("nan"),
+               accept_hist=json.dumps(hist))
+    row.update(alphas(steps))
+    return pd.DataFrame([row])
+
+
+# identifier columns stay text: a hash like 3726142e8142 would otherwise be read as a float
+TEXT_COLUMNS = {c: str for c in ("config_hash", "run_id", "pair", "pair_id", "draft", "target", "tree", "tree_params", "verify",
+                                  "dataset", "engine", "prompt_id", "accept_path", "role")}
+
+
+def read_csv(path: str) -> pd.DataFrame:
+    """A specbench CSV (summary, steps, calibration) with identifier columns kept as text."""
+    return pd.read_csv(path, dtype=TEXT_COLUMNS, keep_default_na=False, na_values=[""])
+
+
+def write_csv(df: pd.DataFrame, path: str) -> None:
+    atomic_write(path, lambda tmp: df.to_csv(tmp, index=False, float_format="%.6g"))
+
+
+def write_job(out_dir: str, job: JobSpec, ident: Identity, steps: pd.DataFrame,
+              summary: pd.DataFrame, outputs: Sequence[dict]) -> None:
+    """steps.csv, outputs.jsonl, config.yaml, then summary.csv last: a summary marks a
+    finished job (collect reads nothing else without it)."""
+    write_csv(steps, os.path.join(out_dir, "steps.csv"))
+    write_jsonl(os.path.join(out_dir, "outputs.jsonl"), outputs)
+    config = {**job.to_dict(), "identity": ident.as_dict()}
+    write_text(os.path.join(out_dir, "config.yaml"), OmegaConf.to_yaml(OmegaConf.create(config)))
+    write_csv(summary, os.path.join(out_dir, "summary.csv"))
+
+
+def find_finished(root: str, chash: str) -> str | None:
+    """The folder of a finished job with this config hash under root, if any."""
+    for path in sorted(glob.glob(os.path.join(root, "**", "summary.csv"), recursive=True)):
+        try:
+            head = pd.read_csv(path, usecols=["config_hash"], dtype=str)
+        except (ValueError, pd.errors.EmptyDataError, pd.errors.ParserError):
+            continue
+        if chash in set(head.config_hash):
+            return os.path.dirname(path)
+    return None

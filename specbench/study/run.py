@@ -1,0 +1,147 @@
+"""`python -m specbench.run [overrides]`: one study job (a Hydra app).
+
+A job: read the config once into a JobSpec and check it (no model yet), take
+the content identity of its models and dataset (the config hash), skip it if
+a finished job with that hash exists (``resume``), load the pair and prompts,
+check the context length, ``decode`` every prompt, and write steps.csv,
+outputs.jsonl, config.yaml and summary.csv into the Hydra job folder.
+``decode`` is the one place this module calls into the engine.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+from tqdm import tqdm
+
+from ..inputs import data
+from . import identity
+from . import jobspec
+from . import launch
+from ..inputs import models
+from ..engine import replay
+from . import results
+from ..engine.api import eos_ids
+from ..core.diskcache import DiskCache, cache_root
+from ..drafting.drafters import DRAFTERS
+from ..engine.loop import ContinuationVerifier, Decoding, LiveVerifier, PromptResult, accept_histogram
+from ..engine.loop import decode as run_loop
+from .jobspec import ConfigError, JobSpec
+from ..trees.policies import make_policy, policy_kind
+from ..verify.modes import get_mode
+
+
+def new_policy(job: JobSpec):
+    return make_policy(job.tree.name, job.tree.budget, job.tree.params)
+
+
+def by_ranks(job: JobSpec) -> bool:
+    """Rank replay (the pure fast path) fits static shapes over a model drafter."""
+    return job.pair.drafter == "model" and policy_kind(job.tree.name) == "paths"
+
+
+def cache_keys(job: JobSpec, ident, eos) -> tuple[dict, dict]:
+    """(continuation key, draft-rank key additions) for the replay caches: content
+    identities of the models, not their names."""
+    v = job.verify
+    key = {"target": ident.target, "max_new_tokens": job.max_new_tokens, "dtype": job.dtype,
+           "device": job.device, "eos": sorted(int(e) for e in eos),
+           "temperature": v.temperature, "top_p": v.top_p}
+    return key, {"draft": ident.draft, "draft_temperature": v.draft_temperature, "draft_top_p": v.top_p}
+
+
+def decode(job: JobSpec, ident, pair, prompts, engine: str) -> list[PromptResult]:
+    """Every prompt through the engine (the one place this module calls it): the one
+    loop, live or drafted replay, or rank replay for static shapes over a model drafter."""
+    mode = get_mode(job.verify.name)
+    eos = eos_ids(pair)
+    run = Decoding(mode, mode.params(job.verify.params), job.max_new_tokens, eos, job.seed)
+    bar = (lambda it: tqdm(it, desc=f"{engine} {job.tree.name}/{job.tree.budget}", disable=not job.progress))
+    if engine == "live":
+        verifier = LiveVerifier(pair.target, run.params["temperature"], run.params["top_p"])
+    else:
+        store = DiskCache(cache_root(job.replay_cache, job.out_root))
+        key, draft_key = cache_keys(job, ident, eos)
+        if by_ranks(job):
+            return replay.replay_by_ranks(bar(prompts), lambda ids: replay.cached_ranks(
+                store, pair.target, pair.draft, key, draft_key, ids), lambda: new_policy(job))
+        verifier = ContinuationVerifier(lambda ids: replay.cached_continuation(store, pair.target, key, ids),
+                                        pair.target.get_output_embeddings().weight.shape[0])
+    drafter = DRAFTERS.get(job.pair.drafter).from_pair(pair, run.params["draft_temperature"], run.params["top_p"])
+    return run_loop(prompts, drafter, verifier, lambda: new_policy(job), run, bar)
+
+
+def context_length(model) -> int | None:
+    """The number of positions a model was built for (None if its config does not say)."""
+    for attr in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        n = getattr(model.config, attr, None)
+        if isinstance(n, int) and n > 0:
+            return n
+    return None
+
+
+def check_context(job: JobSpec, pair, prompts) -> None:
+    """prompt + max_new_tokens + a tree of tree.budget nodes must fit both models' positions."""
+    for role, model in (("target", pair.target), ("draft", pair.draft)):
+        n = context_length(model) if model is not None else None
+        for pr in prompts if n else []:
+            need = len(pr.ids) + job.max_new_tokens + job.tree.budget
+            if need > n:
+                raise ConfigError(
+                    f"dataset {job.dataset.name}: prompt '{pr.id}' has {len(pr.ids)} tokens; with "
+                    f"max_new_tokens={job.max_new_tokens} and tree.budget={job.tree.budget} that is {need} "
+                    f"positions > the {role}'s {n}: lower max_new_tokens, or set dataset.max_prompt_tokens="
+                    f"{max(n - job.max_new_tokens - job.tree.budget, 0)} to refuse such prompts")
+
+
+def run_job(cfg: DictConfig, out_dir: str):
+    """Run one job into out_dir; returns its summary row (None if resumed)."""
+    job = jobspec.from_config(cfg)
+    engine, mode = jobspec.validate(job)
+    ident = identity.job_identity(job)
+    chash = identity.config_hash(job, ident)
+    if job.resume and (done := results.find_finished(job.out_root, chash)):
+        print(f"specbench: skip {chash}: already finished in {done}")
+        return None
+    pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
+    prompts = data.load_prompts(job.dataset.config, pair.tokenizer,
+                                max_prompt_tokens=job.dataset.max_prompt_tokens)
+    check_context(job, pair, prompts)
+    t0 = time.perf_counter()
+    done = decode(job, ident, pair, prompts, engine)
+    wall = time.perf_counter() - t0
+    records = [r for d in done for r in d.records]
+    outputs = [{"prompt_id": d.prompt_id, "token_ids": [int(t) for t in d.tokens]} for d in done]
+    keys = results.row_keys(job, ident, (pair.draft_name, pair.target_name), mode.lossless, engine,
+                            results.new_run_id())
+    steps = results.steps_frame(keys, records)
+    summary = results.summarize(keys, steps, wall, accept_histogram(records))
+    texts = [{**o, "text": pair.tokenizer.decode(o["token_ids"])} for o in outputs]
+    results.write_job(out_dir, job, ident, steps, summary, texts)
+    s = summary.iloc[0]
+    print(f"specbench: {chash} {keys['pair']} {keys['tree']}/{keys['budget']} {keys['verify']} "
+          f"[{engine}] acceptance_rate={s.acceptance_rate:.3f} acceptance_length={s.acceptance_length:.3f} "
+          f"tokens_per_step={s.tokens_per_step:.3f} ({s.n_steps} steps, {wall:.1f}s) -> {out_dir}")
+    return summary
+
+
+@hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
+def main(cfg: DictConfig) -> None:
+    hc = HydraConfig.get()
+    code = launch.run_guarded(lambda: run_job(cfg, hc.runtime.output_dir), hc.runtime.output_dir)
+    if code and hc.mode != RunMode.MULTIRUN:
+        sys.exit(code)        # a multirun goes on; FailureReport counts the failures at its end
+
+
+def cli() -> None:
+    """`python -m specbench.run`: bad overrides fail in one line before Hydra starts."""
+    launch.check_argv(sys.argv[1:])
+    main()
+
+
+if __name__ == "__main__":
+    cli()

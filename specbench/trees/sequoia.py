@@ -1,0 +1,162 @@
+"""Sequoia's optimal static tree (Chen et al. 2024, "Sequoia", Sec. 3.1).
+
+Acceptance vector P: P[k] = probability that the sibling of rank k is the
+accepted child of an accepted node (measured by ``python -m
+specbench.study.calibrate``; Sequoia's positional acceptance assumption says it does
+not depend on the node).  Under that assumption the expected number of
+accepted draft tokens of a tree is exactly
+
+    E = sum over draft nodes v of  prod over the nodes u on v's path of P[rank(u)]
+
+(`expected_accepted`).  The DP maximises E over trees of N draft nodes, at
+most K = len(P) children per node and depth <= D.  With G_d[m] the best value
+of a subtree of m nodes (its root counted as 1) and depth <= d below its root,
+and T_d[n, b] the best value of n nodes whose root has b children,
+
+    T_d[n, b] = max_m  T_d[n - m, b - 1] + P[b-1] * G_{d-1}[m],    T_d[1, 0] = 1
+    G_d[n]    = max_b  T_d[n, b]
+
+(Sequoia's T[n,b] = max_m T[n-m, b-1] + P[b]·Tmax[m] with a depth index;
+ranks here are 0-based).  The tree of N draft tokens is G_D[N + 1] - 1.
+"""
+from __future__ import annotations
+
+import csv
+import functools
+import math
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..core.tree import RankPath, shape, sort_paths
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_VECTOR = "results/acceptance_vector.csv"
+CALIBRATE_HINT = "python -m specbench.study.calibrate"
+
+
+def expected_accepted(paths: Sequence[Sequence[int]], vector: Sequence[float]) -> float:
+    """Exact expected accepted draft tokens of a rank-path tree under `vector`
+    (ranks beyond the vector have probability 0)."""
+    value: dict[RankPath, float] = {(): 1.0}
+    total = 0.0
+    for p in sort_paths(paths):
+        r = p[-1]
+        v = value[p[:-1]] * (float(vector[r]) if r < len(vector) else 0.0)
+        value[p] = v
+        total += v
+    return total
+
+
+@functools.lru_cache(maxsize=256)
+def _solve(vector: tuple[float, ...], n_nodes: int, depth: int):
+    """DP tables for subtrees of up to n_nodes nodes (root included)."""
+    K, P = len(vector), np.asarray(vector, dtype=np.float64)
+    size = n_nodes + 1
+    g_prev = np.full(size, -np.inf)
+    g_prev[1] = 1.0                                    # depth 0: a lone node
+    tables = []                                        # per d: (arg_m [size, K+1], best_b [size])
+    for _ in range(depth):
+        t = np.full((size, K + 1), -np.inf)
+        t[1, 0] = 1.0
+        arg_m = np.zeros((size, K + 1), dtype=np.int64)
+        feasible = np.isfinite(g_prev)
+        for b in range(1, K + 1):
+            child = np.where(feasible, P[b - 1] * np.where(feasible, g_prev, 0.0), -np.inf)
+            for n in range(2, size):
+                m = np.arange(1, n)                    # size of the rank-(b-1) child's subtree
+                vals = t[n - m, b - 1] + child[m]
+                j = int(np.argmax(vals))
+                t[n, b], arg_m[n, b] = vals[j], m[j]
+        best_b = np.argmax(t, axis=1)
+        g_prev = t[np.arange(size), best_b]
+        tables.append((arg_m, best_b))
+    return tables, g_prev
+
+
+def optimal_paths(vector: Sequence[float], budget: int, depth: int | None = None) -> list[RankPath]:
+    """Rank paths of the tree with `budget` draft nodes and depth <= `depth`
+    (default: unbounded) that maximises `expected_accepted`.  Children per
+    node are limited to len(vector), unless that cannot hold `budget` nodes
+    within the depth; then zero-probability ranks are appended as needed."""
+    vec = tuple(float(x) for x in vector)
+    if not vec or any(not (0.0 <= x <= 1.0) for x in vec):
+        raise ValueError(f"acceptance vector {list(vec)}: needs >= 1 probabilities in [0, 1]")
+    budget = int(budget)
+    depth = budget if depth is None else min(int(depth), budget)
+    if budget < 1 or depth < 1:
+        raise ValueError(f"sequoia: budget={budget} and depth={depth} must be >= 1")
+    while sum(len(vec) ** d for d in range(1, depth + 1)) < budget:
+        vec += (0.0,)                 # too few ranks to place N nodes: extra ranks are worth 0
+    tables, g = _solve(vec, budget + 1, depth)
+    assert math.isfinite(g[budget + 1])
+    paths: list[RankPath] = []
+
+    def build(prefix: RankPath, n: int, d: int) -> None:     # subtree of n nodes, depth budget d
+        if n == 1:
+            return
+        arg_m, best_b = tables[d - 1]
+        b = int(best_b[n])
+        while b > 0:                                          # peel children b-1, b-2, ..., 0
+            m = int(arg_m[n, b])
+            child = prefix + (b - 1,)
+            paths.append(child)
+            build(child, m, d - 1)
+            n, b = n - m, b - 1
+
+    build((), budget + 1, depth)
+    return sort_paths(paths)
+
+
+def _resolve(path: str | os.PathLike) -> Path:
+    p = Path(path)
+    return p if p.is_absolute() or p.exists() else ROOT / p
+
+
+@functools.lru_cache(maxsize=8)
+def _read_rows(file: str, mtime_ns: int) -> tuple[dict, ...]:
+    with open(file, newline="") as f:
+        return tuple(csv.DictReader(f))
+
+
+def load_vector(path: str | os.PathLike = DEFAULT_VECTOR, pair: str | None = None,
+                dataset: str | None = None, verify: str | None = None,
+                temperature: float | None = None) -> list[float]:
+    """The calibrated vector (p_accept by rank) for one pair/dataset/verify/temperature
+    from an acceptance_vector.csv; None keys match anything (first match wins)."""
+    want = {"pair": pair, "dataset": dataset, "verify": verify}
+    file = _resolve(path)
+    what = ", ".join(f"{k}={v}" for k, v in {**want, "temperature": temperature}.items() if v is not None)
+    hint = (f"no calibrated acceptance vector for {what or 'any pair'} in {file}: run "
+            f"`{CALIBRATE_HINT} pair={pair or '...'} dataset={dataset or '...'} verify={verify or '...'}` first")
+    if not file.exists():
+        raise FileNotFoundError(hint)
+    rows: dict[tuple, dict[int, float]] = {}
+    for row in _read_rows(str(file), file.stat().st_mtime_ns):
+        if any(v is not None and row[k] != str(v) for k, v in want.items()):
+            continue
+        if temperature is not None and not math.isclose(float(row["temperature"]), float(temperature)):
+            continue
+        key = (row["pair"], row["dataset"], row["verify"], row["temperature"])
+        rows.setdefault(key, {})[int(row["rank"])] = float(row["p_accept"])
+    if not rows:
+        raise FileNotFoundError(hint)
+    by_rank = next(iter(rows.values()))
+    return [by_rank.get(r, 0.0) for r in range(max(by_rank) + 1)]
+
+
+@shape("sequoia")
+def sequoia(budget: int, depth: int | None = None, vector=DEFAULT_VECTOR, max_children: int | None = None,
+            calib_pair: str | None = None, calib_dataset: str | None = None,
+            calib_verify: str | None = None, calib_temperature: float | None = None, **_) -> list[RankPath]:
+    """The DP-optimal tree.  `vector` is a list of probabilities or the path of an
+    acceptance_vector.csv (rows picked by the calib_* keys)."""
+    if isinstance(vector, (str, os.PathLike)):
+        vec = load_vector(vector, calib_pair, calib_dataset, calib_verify, calib_temperature)
+    else:
+        vec = [float(x) for x in vector]
+    if max_children:
+        vec = vec[:int(max_children)]
+    return optimal_paths(vec, budget, depth)

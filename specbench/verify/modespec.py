@@ -1,0 +1,193 @@
+"""Verification-mode specs: everything about one mode in one frozen object.
+
+A ``ModeSpec`` holds a mode's verdict function, how the drafter must choose children
+for it, the tree child rules it is lossless for, its flags, its parameter defaults
+(the only place they live) and its exact law (used by ``distshift``).  ``MODES`` is
+the registry of specs; adding a mode is one ``register(ModeSpec(...))`` call next to
+its verdict (modes.py: token-level lossless modes; lossy.py: lossy rules;
+block.py: block and traversal verification).
+
+Conventions shared by every mode
+--------------------------------
+``verdict(tree, p, q, rng, params) -> Verdict(path, next_token)``
+
+* ``p[i]``: target next-token probabilities after node i (temperature / top-p already
+  applied with ``sampling.probs``); ``q[i]``: the draft distribution node i's children
+  were chosen from (zero rows where not expanded; None for drafters without q).
+* ``rng``: a CPU ``torch.Generator``; every random choice uses it.
+* ``params``: a plain dict, ``spec.params(overrides)`` (the ``verify`` config group
+  minus ``name``, merged over ``spec.defaults``).
+* ``Verdict.path``: the accepted draft nodes (root excluded) in depth order; their
+  tokens are the *accepted* tokens.  ``Verdict.next_token``: the token appended after
+  the path, the *bonus* token when the path ends at a leaf that was fully accepted and
+  the *correction* (recovered) token when it ends after a rejection; either way one
+  token from the target side, so a step emits ``len(path) + 1`` tokens.
+
+Child rules (``sampling.TREE_CHILD_RULES``; ``DraftTree.child_rule`` records the one a
+tree was drafted with): "topk", "sample" (i.i.d. from q), "sample_noreplace" (Sequoia),
+"fixed" (candidates not drawn from q: n-gram, merged).  A sampling verifier is lossless
+only on trees drawn by the rule it was derived for; ``check_compatible`` refuses the rest.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Callable, Mapping, NamedTuple
+
+import torch
+
+from ..core.registry import Registry
+from ..core.sampling import CHILD_RULES, TREE_CHILD_RULES, check_temperature
+from ..core.tree import DraftTree
+
+MODES: Registry = Registry("verify mode")
+RANDOM_RULES = ("sample", "sample_noreplace")     # child rules with draft randomness
+COMMON_DEFAULTS = {"temperature": 1.0, "draft_temperature": 1.0, "top_p": 1.0}
+
+
+class Verdict(NamedTuple):
+    path: list[int]       # accepted node indices, root excluded, in depth order
+    next_token: int       # bonus / correction token appended after the path
+
+
+class PathLaw(NamedTuple):
+    """A mode's exact law on one drafted tree, over the verifier's randomness.
+
+    ``reach[i]`` = P(node i is on the accepted path) (``reach[0] = 1``); so the expected
+    number of accepted tokens is ``sum(reach[1:])``.  ``root_next``: distribution
+    (float64 [V]) of the token emitted when the path ends at the root; None unless asked.
+    """
+    reach: list[float]
+    root_next: torch.Tensor | None
+
+
+@dataclass(frozen=True)
+class Law:
+    """How ``distshift`` computes a mode's exact law.
+
+    ``path(tree, p, q, params, need_next) -> PathLaw``: conditional on the drawn tokens.
+    ``marginal``: child rule -> ``fn(p_row, q_row, k, params)``, the first-token law
+    averaged over the drafter's draw of the root's k children under that rule.
+    ``draw_free``: the conditional first-token law does not depend on the drawn tokens
+    (greedy, naive), so it is also the marginal under every rule.
+    """
+    path: Callable[..., PathLaw]
+    marginal: Mapping[str, Callable[..., torch.Tensor]] = field(default_factory=dict)
+    draw_free: bool = False
+
+
+@dataclass(frozen=True)
+class ModeSpec:
+    """One verification mode (see the module docstring for the conventions)."""
+    name: str
+    verdict: Callable[..., Verdict]
+    child_rule: str                       # how the drafter must choose children for this mode
+    lossless_for: frozenset               # tree child rules this mode is lossless on (empty: lossy)
+    law: Law
+    needs_q: bool = False
+    chain_only: bool = False
+    defaults: Mapping = field(default_factory=dict)
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if self.child_rule not in CHILD_RULES:
+            raise ValueError(f"mode {self.name}: child_rule '{self.child_rule}' not in {CHILD_RULES}")
+        bad = set(self.lossless_for) - set(TREE_CHILD_RULES)
+        if bad:
+            raise ValueError(f"mode {self.name}: unknown child rules {sorted(bad)}")
+        if self.lossless_for and self.child_rule not in self.lossless_for:
+            raise ValueError(f"mode {self.name}: not lossless on its own child rule")
+        object.__setattr__(self, "lossless_for", frozenset(self.lossless_for))
+        object.__setattr__(self, "defaults", MappingProxyType({**COMMON_DEFAULTS, **self.defaults}))
+        raw = self.verdict
+
+        def verdict(tree, p, q, rng, params):
+            self.check_tree(tree, q)
+            return raw(tree, p, q, rng, params)
+        verdict.__doc__, verdict.__name__ = raw.__doc__, raw.__name__
+        object.__setattr__(self, "verdict", verdict)
+
+    @property
+    def lossless(self) -> bool:
+        return bool(self.lossless_for)
+
+    def params(self, overrides: Mapping | None = None) -> dict:
+        """``defaults`` updated with ``overrides`` (a dict or the ``verify`` DictConfig;
+        ``name`` and None values are ignored).  Unknown keys and bad temperatures give
+        a one-line ValueError naming the key."""
+        out = dict(self.defaults)
+        for key in (overrides or {}):
+            val = overrides[key]
+            if key == "name" or val is None:
+                continue
+            if key not in out:
+                raise ValueError(f"verify.{key}: not a parameter of verify={self.name}; "
+                                 f"valid: {', '.join(sorted(out))}")
+            out[key] = val
+        for key in ("temperature", "draft_temperature"):
+            out[key] = check_temperature(out[key], f"verify.{key}")
+        return out
+
+    def check_tree(self, tree: DraftTree, q: torch.Tensor | None) -> None:
+        """One-line ValueError when the tree cannot be verified by this mode at all."""
+        if self.needs_q and q is None:
+            fit = ", ".join(n for n in MODES.names() if not MODES.get(n).needs_q)
+            raise ValueError(f"verify={self.name} needs the draft distributions q (tree.q is None, "
+                             f"e.g. an n-gram drafter); use verify={fit} with that drafter")
+        if self.chain_only:
+            for i in range(len(tree.parents)):
+                k = len(tree.children(i))
+                if k > 1:
+                    raise ValueError(f"verify={self.name} works on a chain only, but node {i} has "
+                                     f"{k} children; use tree=chain (or a tree mode)")
+
+
+def register(spec: ModeSpec) -> ModeSpec:
+    """Add a mode to ``MODES``."""
+    return MODES.register(spec.name)(spec)
+
+
+def fits(spec: ModeSpec, tree_child_rule: str) -> bool:
+    """Whether ``spec`` may verify trees drafted by ``tree_child_rule``: a lossless mode
+    only on the rules it is lossless for; a mode that needs q never on "fixed" trees."""
+    if tree_child_rule not in TREE_CHILD_RULES:
+        raise ValueError(f"unknown child rule '{tree_child_rule}'. Valid: {', '.join(TREE_CHILD_RULES)}")
+    if spec.needs_q and tree_child_rule == "fixed":
+        return False
+    return not spec.lossless or tree_child_rule in spec.lossless_for
+
+
+def modes_for(tree_child_rule: str) -> list[str]:
+    """Names of the modes that may verify trees drafted by ``tree_child_rule``."""
+    return [n for n in MODES.names() if fits(MODES.get(n), tree_child_rule)]
+
+
+def check_compatible(spec: ModeSpec, tree_child_rule: str) -> None:
+    """One-line ValueError when a drafter that builds ``tree_child_rule`` trees cannot
+    feed ``spec`` (e.g. mss on eagle2's top-k trees); it names the modes that fit."""
+    if not fits(spec, tree_child_rule):
+        why = (f"is lossless only on trees drafted by {'/'.join(sorted(spec.lossless_for))}"
+               if spec.lossless else "needs the draft distributions q")
+        raise ValueError(f"verify={spec.name} {why}, but this drafter builds '{tree_child_rule}' "
+                         f"trees; modes that fit: {', '.join(modes_for(tree_child_rule))}")
+
+
+def children_by_rank(tree: DraftTree, node: int) -> list[int]:
+    """Children of ``node`` in sibling-rank order (stable by index)."""
+    kids = tree.children(node)
+    return sorted(kids, key=lambda c: tree.ranks[c]) if tree.ranks else kids
+
+
+def target_dist(p_row: torch.Tensor, params: Mapping) -> torch.Tensor:
+    """Law of the target's own token (float64): one-hot argmax at temperature 0, else p."""
+    pr = p_row.double()
+    if float(params["temperature"]) == 0:
+        return torch.zeros_like(pr).scatter_(0, pr.argmax().view(1), 1.0)
+    return pr
+
+
+def target_token(p_row: torch.Tensor, rng: torch.Generator, params: Mapping) -> int:
+    """The target's own token: argmax at temperature 0, else a sample from p."""
+    if float(params["temperature"]) == 0:
+        return int(p_row.argmax())
+    return int(torch.multinomial(p_row.double(), 1, generator=rng))
