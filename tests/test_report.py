@@ -228,3 +228,24 @@ def test_notebook_executes(tmp_path, monkeypatch):
                    resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "configurations" in text and "vs chain" in text and "stops paying" in text
+
+
+def test_paired_rows_are_compared_on_their_own_trees(tmp_path):
+    """block/traversal at N=4 verified the token-level rule's trees (pair_key): their reference is
+    that decode, the gain is paired per prompt and the sentence says so; at N=8 each decoded alone."""
+    from specbench.report import analysis as A
+    src = Path(make_results(str(tmp_path / "results")))
+    summary, steps = read_csv(src / "summary.csv"), read_csv(src / "steps.csv")
+    df, sums = A.prepare(summary), C.prompt_sums(steps)
+    gains = A.mode_gains(df, sums).set_index(["verify", "budget"])
+    for mode, ref in (("block", "speculative"), ("traversal", "mss")):
+        paired, alone = gains.loc[(mode, 4)], gains.loc[(mode, 8)]
+        assert paired.same_trees and not alone.same_trees
+        assert paired.ref_hash == paired.pair_key
+        assert summary.set_index("config_hash").loc[paired.ref_hash, "verify"] == ref
+        # the fixture's paired rows accept >= their reference on every step: a positive paired gain
+        assert paired["diff"] > 0 and paired["lo"] >= 0 and paired["n_shared"] == 6
+    sent = A.mode_sentences(gains.reset_index())
+    assert any("block T=1 (lossless) vs speculative T=1 (the same drafted trees): +" in s for s in sent)
+    old = summary.drop(columns=["pair_key", "pair_role"])              # CSVs from before pairing
+    assert not A.mode_gains(A.prepare(old), sums).empty
