@@ -245,8 +245,10 @@ def test_paired_rows_are_compared_on_their_own_trees(tmp_path):
         assert summary.set_index("config_hash").loc[paired.ref_hash, "verify"] == ref
         # the fixture's paired rows accept >= their reference on every step: a positive paired gain
         assert paired["diff"] > 0 and paired["lo"] >= 0 and paired["n_shared"] == 6
+        assert paired["exact_gain"] > 0 and alone["exact_gain"] != alone["exact_gain"]     # NaN on own trees
     sent = A.mode_sentences(gains.reset_index())
-    assert any("block T=1 (lossless) vs speculative T=1 (the same drafted trees): +" in s for s in sent)
+    assert any("block T=1 (lossless) vs speculative T=1 (the same drafted trees): +" in s
+               and "by the exact laws on those trees, +" in s for s in sent)
     old = summary.drop(columns=["pair_key", "pair_role"])              # CSVs from before pairing
     assert not A.mode_gains(A.prepare(old), sums).empty
 

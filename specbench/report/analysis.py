@@ -229,7 +229,9 @@ def _reference_row(d: pd.DataFrame, r: dict, keys) -> pd.DataFrame:
 def mode_gains(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     """Every T>0 configuration against the token-level rule (speculative on a chain, mss on a tree)
     on the same shape, budget, temperature and group: the paired gain in tokens_per_step.
-    ``same_trees``: both rows verified the same drafted trees (verify.paired_with)."""
+    ``same_trees``: both rows verified the same drafted trees (verify.paired_with); ``exact_gain``:
+    then the difference of their mean exact expected accepted per step (``expected_accepted``, the
+    law of each verdict on each tree: no verifier noise), else NaN."""
     keys = GROUP + ["tree", "tree_params", "budget", "temperature"]
 
     def select(d):
@@ -240,6 +242,9 @@ def mode_gains(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     if len(out):
         key_of = dict(zip(df.config_hash, df.pair_key))
         out["same_trees"] = [key_of.get(h) == k for h, k in zip(out.ref_hash, out.pair_key)]
+        ea = dict(zip(df.config_hash, df.get("expected_accepted", pd.Series(np.nan, index=df.index))))
+        out["exact_gain"] = [ea.get(a, np.nan) - ea.get(b, np.nan) if same else np.nan
+                             for a, b, same in zip(out.config_hash, out.ref_hash, out.same_trees)]
     return out
 
 
@@ -294,8 +299,11 @@ def _mode_sentence(r: dict) -> str:
     kind = "lossless" if str(r.get("lossless")).lower() in ("true", "1") else "lossy"
     tv = f", first_token_tv {fmt(r.get('first_token_tv'))}" if kind == "lossy" else ""
     trees = " (the same drafted trees)" if r.get("same_trees") is True else ""
+    exact = r.get("exact_gain", math.nan)
+    exact = (f"; by the exact laws on those trees, {exact:+.3f} expected accepted tokens/step"
+             if exact == exact and exact is not None else "")
     return (f"{_where(r)}, {r['shape']} N={int(r['budget'])}: {r['mode']} ({kind}) vs {r['ref_mode']}{trees}: "
-            f"{fmt_diff(r['paired'])} tokens/step on {r['n_shared']} shared prompts{tv}{_zero(r['paired'])}.")
+            f"{fmt_diff(r['paired'])} tokens/step on {r['n_shared']} shared prompts{tv}{_zero(r['paired'])}{exact}.")
 
 
 def mode_sentences(gains: pd.DataFrame) -> list[str]:
