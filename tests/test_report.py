@@ -60,7 +60,7 @@ def test_every_linked_figure_exists(built):
         assert (d / link).is_file(), link
     expected = {"tokens_per_step_vs_budget.png", "gain_vs_chain.png", "alpha_by_depth.png",
                 "acceptance_vector.png", "mode_gains.png", "lossy_tradeoff.png", "attention_timing.png",
-                "projected_speedup.png", "pareto_live.png"}
+                "projected_speedup.png", "pareto_live.png", "gap_to_optimum.png"}
     assert expected <= {Path(link).name for link in links}
 
 
@@ -228,3 +228,41 @@ def test_notebook_executes(tmp_path, monkeypatch):
                    resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "configurations" in text and "vs chain" in text and "stops paying" in text
+
+
+def test_paired_rows_are_compared_on_their_own_trees(tmp_path):
+    """block/traversal at N=4 verified the token-level rule's trees (pair_key): their reference is
+    that decode, the gain is paired per prompt and the sentence says so; at N=8 each decoded alone."""
+    from specbench.report import analysis as A
+    src = Path(make_results(str(tmp_path / "results")))
+    summary, steps = read_csv(src / "summary.csv"), read_csv(src / "steps.csv")
+    df, sums = A.prepare(summary), C.prompt_sums(steps)
+    gains = A.mode_gains(df, sums).set_index(["verify", "budget"])
+    for mode, ref in (("block", "speculative"), ("traversal", "mss")):
+        paired, alone = gains.loc[(mode, 4)], gains.loc[(mode, 8)]
+        assert paired.same_trees and not alone.same_trees
+        assert paired.ref_hash == paired.pair_key
+        assert summary.set_index("config_hash").loc[paired.ref_hash, "verify"] == ref
+        # the fixture's paired rows accept >= their reference on every step: a positive paired gain
+        assert paired["diff"] > 0 and paired["lo"] >= 0 and paired["n_shared"] == 6
+        assert paired["exact_gain"] > 0 and alone["exact_gain"] != alone["exact_gain"]     # NaN on own trees
+    sent = A.mode_sentences(gains.reset_index())
+    assert any("block T=1 (lossless) vs speculative T=1 (the same drafted trees): +" in s
+               and "by the exact laws on those trees, +" in s for s in sent)
+    old = summary.drop(columns=["pair_key", "pair_role"])              # CSVs from before pairing
+    assert not A.mode_gains(A.prepare(old), sums).empty
+
+
+def test_gap_to_optimum_section(built):
+    """The DP optimum per budget, each shape's measured fraction of it, and sentences from the rows."""
+    d = built[0]
+    text = (d / "REPORT.md").read_text()
+    gap = read_csv(d / "results" / "gap_to_optimum.csv")
+    section = text.split("## Gap to the optimum", 1)[1].split("\n## ", 1)[0]
+    assert "| **DP optimum** |" in section and "synth on humaneval: the best static shape per budget" in section
+    r = gap[(gap.dataset == "humaneval") & (gap.tree == "chain") & (gap.budget == 4) & (gap.dtype == "float32")].iloc[0]
+    assert f"{r.tokens_per_step:.2f} ({r.fraction:.0%}; pred {r.predicted:.2f})" in section
+    assert set(gap.tree) == {"chain", "binary", "kary"}            # eagle2 is not a static shape
+    assert (gap.predicted <= gap.optimum + 1e-6).all()
+    matrix = read_csv(d / "results" / "acceptance_matrix.csv")
+    assert set(matrix.scope) == {"config", "pooled"} and matrix.conditional.dropna().between(0, 1).all()

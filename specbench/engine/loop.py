@@ -18,6 +18,10 @@ Verifiers (same protocol ``reset / score / commit``):
   known wherever the node lies on the tree path spelling c; p is one-hot there
   (rows off that path are never read by greedy).  No target forward.
 
+Paired verdicts (``Decoding.paired``): the same drafted tree and the same target
+rows are also verified by each extra mode, with its own generator; the decode
+follows the primary mode only (see ``paired_generators``).
+
 ``continuation`` (the target's own continuation of a prompt: greedy or sampled)
 is this same loop with ``tree=none``; replay, calibration and costs use it.
 ``decode`` runs a prompt set through the loop: the public entry point.
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
@@ -53,6 +57,7 @@ class StepRecord:
     accepted: int          # draft tokens accepted AND emitted (bonus / correction token excluded)
     emitted: int           # tokens appended this step (accepted + 1, less only at EOS/limit)
     accept_path: str       # sibling ranks of the accepted nodes, e.g. "0.0.1"
+    path_children: str = ""  # children counts of the root and each accepted node, e.g. "2.2.1"
     draft_s: float = float("nan")
     verify_s: float = float("nan")
     first_token_tv: float = float("nan")
@@ -64,6 +69,7 @@ class PromptResult:
     prompt_id: str
     records: list[StepRecord]
     tokens: list[int]      # the new tokens, in order
+    paired: list[list[StepRecord]] = field(default_factory=list)   # per ``Decoding.paired`` mode
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,7 @@ class Decoding:
     eos: frozenset = frozenset()
     seed: int = 0
     measure_shift: bool = True         # exact first_token_tv / expected_accepted per step
+    paired: tuple = ()                 # ((mode spec, params), ...) verified on the same trees
 
 
 class LiveVerifier:
@@ -156,6 +163,50 @@ def truncate(tokens: Sequence[int], remaining: int, eos: frozenset) -> list[int]
     return out
 
 
+PAIRED_SEED_OFFSET = 0x9E3779B9 << 20     # paired generators never share the drafting stream
+
+
+def paired_generators(rng: torch.Generator, n: int) -> list[torch.Generator]:
+    """The generators of ``n`` paired modes for one prompt: all seeded alike
+    (common random numbers across the paired modes) from the prompt's seed, apart
+    from the drafting stream.
+
+    Why paired verdicts ride on the primary's decode, not separate decodes: the
+    modes' accepted paths differ, so separate decodes draft the same tree only
+    until their first different step.  Here every step's tree and target rows
+    are verified by every paired mode, so a paired difference is a difference
+    per drafted tree (the papers' claim: block / traversal accept more from the
+    very same draft), with no drafting noise.  Estimand: the mean over the
+    trees the primary's decode drafts; a mode's own decode starts its steps at
+    other contexts, so its own tokens_per_step can differ (run it as the
+    primary for that).  A paired generator must not be the drafting stream
+    (a verdict whose uniforms drew the tree would be biased); to share uniforms
+    with the token-level rule as well, list that rule among the paired modes."""
+    seed = rng.initial_seed() + PAIRED_SEED_OFFSET
+    return [torch.Generator().manual_seed(seed) for _ in range(n)]
+
+
+def step_record(prompt_id: str, step: int, tree: DraftTree, p: torch.Tensor, verdict, new: list[int],
+                mode, params: dict, measure_shift: bool) -> StepRecord:
+    """The record of one verdict on one tree (timing left NaN); ``new`` = tokens appended."""
+    accepted = min(len(verdict.path), len(new))
+    path = verdict.path[:accepted]
+    rec = StepRecord(prompt_id=prompt_id, step=step, tree_size=tree.size, tree_depth=tree.depth,
+                     accepted=accepted, emitted=len(new), accept_path=tree.rank_path(path),
+                     path_children=".".join(str(len(tree.children(n))) for n in [0, *path]))
+    if measure_shift:
+        rec.first_token_tv = law.first_token_tv(mode, tree, p, tree.q, params)
+        # capped like `accepted` at the tokens emitted (EOS / length limit): exact for
+        # greedy, a bound on a sampling mode's last step
+        rec.expected_accepted = min(float(len(new)), law.expected_accepted(mode, tree, p, tree.q, params))
+    return rec
+
+
+def appended(tree: DraftTree, verdict, remaining: int, eos: frozenset) -> list[int]:
+    """The tokens a verdict appends: its path's tokens and next token, truncated."""
+    return truncate([int(tree.tokens[n]) for n in verdict.path] + [verdict.next_token], remaining, eos)
+
+
 def decode_prompt(prompt_id: str, prompt_ids: Sequence[int], drafter: Drafter, verifier, policy,
                   run: Decoding, rng: torch.Generator) -> PromptResult:
     """Speculatively decode one prompt: the one loop (see the module docstring)."""
@@ -163,31 +214,27 @@ def decode_prompt(prompt_id: str, prompt_ids: Sequence[int], drafter: Drafter, v
     verifier.reset(prompt_ids)
     out: list[int] = []
     records: list[StepRecord] = []
+    gens, paired = paired_generators(rng, len(run.paired)), [[] for _ in run.paired]
     while len(out) < run.max_new_tokens and not (out and out[-1] in run.eos):
         t0 = time.perf_counter()
         tree = drafter.draft(policy, run.mode.child_rule, rng)
         t1 = time.perf_counter()
         p = verifier.score(tree)
         verdict = run.mode.verdict(tree, p, tree.q, rng, run.params)
-        proposal = [int(tree.tokens[n]) for n in verdict.path] + [verdict.next_token]
-        new = truncate(proposal, run.max_new_tokens - len(out), run.eos)
-        accepted = min(len(verdict.path), len(new))
+        new = appended(tree, verdict, run.max_new_tokens - len(out), run.eos)
         verifier.commit(verdict.path)
         drafter.commit(tree, verdict.path, verdict.next_token)
         t2 = time.perf_counter()
-        rec = StepRecord(prompt_id=prompt_id, step=len(records), tree_size=tree.size, tree_depth=tree.depth,
-                         accepted=accepted, emitted=len(new), accept_path=tree.rank_path(verdict.path[:accepted]),
-                         draft_s=t1 - t0, verify_s=t2 - t1 if verifier.timed else NAN)
-        if run.measure_shift:
-            rec.first_token_tv = law.first_token_tv(run.mode, tree, p, tree.q, run.params)
-            # capped like `accepted` at the tokens emitted (EOS / length limit): exact for
-            # greedy, a bound on a sampling mode's last step
-            rec.expected_accepted = min(float(len(new)),
-                                        law.expected_accepted(run.mode, tree, p, tree.q, run.params))
+        rec = step_record(prompt_id, len(records), tree, p, verdict, new, run.mode, run.params, run.measure_shift)
+        rec.draft_s, rec.verify_s = t1 - t0, t2 - t1 if verifier.timed else NAN
+        for (mode, params), g, recs in zip(run.paired, gens, paired):
+            v = mode.verdict(tree, p, tree.q, g, params)
+            recs.append(step_record(prompt_id, rec.step, tree, p, v, appended(tree, v, run.max_new_tokens - len(out),
+                                    run.eos), mode, params, run.measure_shift))
         records.append(rec)
         out += new
         policy.observe(len(verdict.path), tree.size)
-    return PromptResult(prompt_id, records, out)
+    return PromptResult(prompt_id, records, out, paired)
 
 
 def decode(prompts, drafter: Drafter, verifier, new_policy: Callable[[], object], run: Decoding,
@@ -221,4 +268,5 @@ def accept_histogram(records: Sequence[StepRecord]) -> list[int]:
 
 __all__ = ["StepRecord", "PromptResult", "Decoding", "LiveVerifier", "ContinuationVerifier", "decode",
            "decode_prompt", "continuation", "prompt_rng", "prompt_seed", "truncate", "follow",
+           "paired_generators", "step_record", "appended",
            "accept_histogram"]

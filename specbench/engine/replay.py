@@ -21,6 +21,7 @@ content (``diskcache``); ``keys`` says what identifies them.
 """
 from __future__ import annotations
 
+from collections import Counter
 from typing import Sequence
 
 import torch
@@ -63,7 +64,8 @@ def replay_prompt(prompt_id: str, ranks: Sequence[int], policy) -> list[StepReco
         shape = set(map(tuple, paths))
         size, depth = len(paths), max((len(p) for p in paths), default=0)
         i = accept_run(ranks, t, shape, n - t)       # beyond c, live would truncate anyway
-        rec = greedy_record(prompt_id, len(records), size, depth, ranks[t:t + i], n - t)
+        kids = Counter(p[:-1] for p in shape)        # rank prefix -> number of children
+        rec = greedy_record(prompt_id, len(records), size, depth, ranks[t:t + i], n - t, kids)
         records.append(rec)
         policy.observe(i, size)
         t += rec.emitted
@@ -71,14 +73,16 @@ def replay_prompt(prompt_id: str, ranks: Sequence[int], policy) -> list[StepReco
 
 
 def greedy_record(prompt_id: str, step: int, size: int, depth: int, run_ranks: Sequence[int],
-                  left: int) -> StepRecord:
+                  left: int, kids: Counter) -> StepRecord:
     """A replayed greedy step: the tree accepted the draft run with these sibling
-    ranks, ``left`` tokens of c remain; emitted/accepted are capped like live's."""
+    ranks, ``left`` tokens of c remain; emitted/accepted are capped like live's.
+    ``kids[prefix]``: the number of children of the shape's node at that rank prefix."""
     emitted = min(len(run_ranks) + 1, left)
     accepted = min(len(run_ranks), emitted)
+    run = tuple(run_ranks[:accepted])
     return StepRecord(prompt_id=prompt_id, step=step, tree_size=size, tree_depth=depth,
-                      accepted=accepted, emitted=emitted,
-                      accept_path=".".join(str(r) for r in run_ranks[:accepted]),
+                      accepted=accepted, emitted=emitted, accept_path=".".join(map(str, run)),
+                      path_children=".".join(str(kids[run[:d]]) for d in range(accepted + 1)),
                       draft_s=NAN, verify_s=NAN, first_token_tv=0.0,   # greedy is lossless: no shift
                       expected_accepted=float(accepted))
 

@@ -76,6 +76,8 @@ def mode_label(verify: str, temperature) -> str:
 
 def _with_defaults(summary: pd.DataFrame) -> pd.DataFrame:
     df = summary.copy()
+    df["pair_key"] = df.get("pair_key", pd.Series(index=df.index, dtype=object)).fillna(df.get("config_hash"))
+    df["pair_role"] = df.get("pair_role", pd.Series(index=df.index, dtype=object)).fillna("decode")
     for col, default in (("tree_params", "{}"), ("temperature", 0.0), ("dataset", "?"), ("pair", "?"),
                          ("verify", "?"), ("engine", "?"), ("dtype", "?"), ("max_new_tokens", 0)):
         if col not in df.columns:
@@ -213,16 +215,37 @@ def reference_mode(tree: str) -> str:
     return REFERENCE_MODE["chain" if tree == "chain" else "tree"]
 
 
+def _reference_row(d: pd.DataFrame, r: dict, keys) -> pd.DataFrame:
+    """The token-level row a T>0 row is compared with: on the same drafted trees when one
+    shares its pair_key (a paired re-verification first: it shares the row's random
+    numbers too), else the token-level rule's own decode with the same keys."""
+    ref = _same(d[d.verify == reference_mode(r["tree"])], r, keys)
+    same_trees = ref[ref.pair_key == r["pair_key"]]
+    if len(same_trees):
+        return same_trees.sort_values(["pair_role", "config_hash"], ascending=[False, True], kind="mergesort").iloc[:1]
+    return ref[ref.pair_role == "decode"]
+
+
 def mode_gains(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     """Every T>0 configuration against the token-level rule (speculative on a chain, mss on a tree)
-    on the same shape, budget, temperature and group: the paired gain in tokens_per_step."""
+    on the same shape, budget, temperature and group: the paired gain in tokens_per_step.
+    ``same_trees``: both rows verified the same drafted trees (verify.paired_with); ``exact_gain``:
+    then the difference of their mean exact expected accepted per step (``expected_accepted``, the
+    law of each verdict on each tree: no verifier noise), else NaN."""
     keys = GROUP + ["tree", "tree_params", "budget", "temperature"]
 
     def select(d):
         hot = d[d.temperature > 0]
         return hot[[v != reference_mode(t) for v, t in zip(hot.verify, hot.tree)]]
 
-    return versus(df, sums, select, lambda d, r: _same(d[d.verify == reference_mode(r["tree"])], r, keys))
+    out = versus(df, sums, select, lambda d, r: _reference_row(d, r, keys))
+    if len(out):
+        key_of = dict(zip(df.config_hash, df.pair_key))
+        out["same_trees"] = [key_of.get(h) == k for h, k in zip(out.ref_hash, out.pair_key)]
+        ea = dict(zip(df.config_hash, df.get("expected_accepted", pd.Series(np.nan, index=df.index))))
+        out["exact_gain"] = [ea.get(a, np.nan) - ea.get(b, np.nan) if same else np.nan
+                             for a, b, same in zip(out.config_hash, out.ref_hash, out.same_trees)]
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -275,8 +298,12 @@ def subset_sentences(chain_diffs: pd.DataFrame, head: pd.DataFrame) -> list[str]
 def _mode_sentence(r: dict) -> str:
     kind = "lossless" if str(r.get("lossless")).lower() in ("true", "1") else "lossy"
     tv = f", first_token_tv {fmt(r.get('first_token_tv'))}" if kind == "lossy" else ""
-    return (f"{_where(r)}, {r['shape']} N={int(r['budget'])}: {r['mode']} ({kind}) vs {r['ref_mode']}: "
-            f"{fmt_diff(r['paired'])} tokens/step on {r['n_shared']} shared prompts{tv}{_zero(r['paired'])}.")
+    trees = " (the same drafted trees)" if r.get("same_trees") is True else ""
+    exact = r.get("exact_gain", math.nan)
+    exact = (f"; by the exact laws on those trees, {exact:+.3f} expected accepted tokens/step"
+             if exact == exact and exact is not None else "")
+    return (f"{_where(r)}, {r['shape']} N={int(r['budget'])}: {r['mode']} ({kind}) vs {r['ref_mode']}{trees}: "
+            f"{fmt_diff(r['paired'])} tokens/step on {r['n_shared']} shared prompts{tv}{_zero(r['paired'])}{exact}.")
 
 
 def mode_sentences(gains: pd.DataFrame) -> list[str]:

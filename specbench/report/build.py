@@ -10,6 +10,7 @@ section with no data says why in one line.  Inputs (only summary.csv is required
   results/attention.csv                           (python -m specbench.attention_bench)
   results/acceptance_vector*.csv                  (rank, p[, pair, dataset])
   results/costs.csv                               (role=draft|target, n_tokens, seconds[, pair])
+  results/gap_to_optimum.csv                      (python -m specbench.collect, with acceptance vectors)
   results/environment.json                        (hardware, versions, models, commands)
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pandas as pd
 from . import analysis as A
 from . import compare as C
 from . import figures as F
+from . import optimum as O
 from . import sections as R
 from . import speedup as S
 from .sections import bullets, md_table
@@ -61,6 +63,7 @@ def load(results: str) -> dict:
                 lossless_check=_csv(os.path.join(results, "lossless_check.csv")),
                 attention=_csv(os.path.join(results, "attention.csv")),
                 costs=_csv(os.path.join(results, "costs.csv")),
+                gap=_csv(os.path.join(results, "gap_to_optimum.csv")),
                 vector=pd.concat([_csv(f) for f in vec_files], ignore_index=True) if vec_files else None,
                 env=env)
 
@@ -184,6 +187,7 @@ def build(data: dict, fig_dir: str, rel: str) -> str:
         md += ["## Acceptance by depth and rank", ""]
         R.figure(md, alpha, rel)
         R.figure(md, vec, rel)
+    md += ["## Gap to the optimum", "", O.section(data.get("gap"), df, sums, fig_dir, rel), ""]
     md += ["## Method", "", METHOD, "", "## Setup", "", setup_section(data, df), "",
            "## Metric definitions", "", METRICS, "",
            "## Tree attention", "", attention_section(data["attention"], fig_dir, rel), "",

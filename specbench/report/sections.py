@@ -79,12 +79,15 @@ def modes_section(gains, fig_dir, rel) -> str:
                 "on shared prompts, so there is no mode comparison._")
     out = ["Each mode at T>0 against the token-level rule on the same shape, budget, temperature, dtype and "
            "max_new_tokens: speculative (Leviathan et al.) on chains, SpecInfer's mss on trees; Δ is paired on "
-           "the prompts both ran."]
+           "the prompts both ran.  Trees *same*: the mode verified the token-level rule's own drafted trees and "
+           "target rows (`verify.paired_with`), so Δ is the gain per drafted tree; *own*: each rule drafted "
+           "and decoded on its own (same prompts and seeds)."]
     rows = [[r["pair"], r["dataset"], r["dtype"], r["shape"], int(r["budget"]), r["mode"], r["ref_mode"],
+             "same" if r.get("same_trees") is True else "own",
              "yes" if _is_true(r.get("lossless")) else "no", r["n_shared"], A.fmt(r["paired"].a_value, 2),
              A.fmt(r["paired"].b_value, 2), A.fmt_diff(r["paired"]), A.fmt(r.get("first_token_tv"))]
             for r in gains.sort_values(A.GROUP + ["mode", "shape", "budget"], kind="mergesort").to_dict("records")]
-    out.append(md_table(rows, ["pair", "dataset", "dtype", "shape", "N", "mode", "vs", "lossless", "prompts",
+    out.append(md_table(rows, ["pair", "dataset", "dtype", "shape", "N", "mode", "vs", "trees", "lossless", "prompts",
                                "tokens_per_step", "ref tokens_per_step", "Δ [95% paired CI]", "first_token_tv"]))
     sent = A.mode_sentences(gains)
     focus = [s for s in sent if any(f": {m} T=" in s for m in FOCUS_MODES)]

@@ -9,6 +9,11 @@ that cannot be read completely (header only, truncated, steps that disagree
 with their summary) is a one-line error naming it, and nothing is written.
 Failed jobs (``error.txt``, no summary) are skipped and listed.  Sorted
 deterministically: running it twice gives identical files.
+
+Derived tables, rebuilt from the merged rows on every collect:
+``acceptance_matrix.csv`` (``study.acceptance``) and, where ``--out`` holds
+greedy acceptance vectors (``acceptance_vector*.csv``), ``gap_to_optimum.csv``
+(``study.optimum``).
 """
 from __future__ import annotations
 
@@ -154,6 +159,17 @@ def merge(dirs, existing: list[JobRows] = ()) -> tuple[pd.DataFrame, pd.DataFram
     return summary, steps, outputs
 
 
+def write_derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> None:
+    """acceptance_matrix.csv and (with greedy acceptance vectors in ``out``) gap_to_optimum.csv."""
+    from .acceptance import acceptance_matrix
+    write_csv(acceptance_matrix(summary, steps), os.path.join(out, "acceptance_matrix.csv"))
+    files = sorted(glob.glob(os.path.join(out, "acceptance_vector*.csv")))
+    if files:
+        from .optimum import gap_to_optimum
+        vectors = pd.concat([read_csv(f) for f in files], ignore_index=True)
+        write_csv(gap_to_optimum(summary, vectors), os.path.join(out, "gap_to_optimum.csv"))
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dirs", nargs="*", default=["outputs"], help="folders to search for jobs")
@@ -173,6 +189,7 @@ def main(argv=None) -> None:
     write_csv(steps, os.path.join(args.out, "steps.csv"))       # summary last: it lists the jobs
     write_jsonl(os.path.join(args.out, "outputs.jsonl"), outputs)
     write_csv(summary, os.path.join(args.out, "summary.csv"))
+    write_derived(args.out, summary, steps)
     print(f"specbench: collected {len(summary)} configurations, {len(steps)} steps, "
           f"{len(outputs)} outputs -> {args.out}/")
 

@@ -129,6 +129,11 @@ def config_hash(job: JobSpec, ident: Identity) -> str:
     return short_hash({"config": job.to_dict(identity_only=True), "content": ident.as_dict()})
 
 
+def paired_hash(decode_hash: str, mode: str) -> str:
+    """The config hash of a ``verify.paired_with`` mode's rows in the job ``decode_hash``."""
+    return short_hash({"paired_on": decode_hash, "verify": mode})
+
+
 def pair_id(ident: Identity, drafter: str) -> str:
     """The identity of a pair: its draft and target content and the drafter kind."""
     return short_hash({"draft": ident.draft, "target": ident.target, "drafter": drafter})

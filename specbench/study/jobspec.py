@@ -26,6 +26,7 @@ DEFAULTS: dict[str, Any] = {"max_new_tokens": 64, "seed": 0, "device": "cpu", "d
 PAIR_KEYS = ("name", "draft", "target", "drafter", "chat_template")
 RUN_LOCATION = ("resume", "out_root", "progress", "replay_cache")   # not part of a job's identity
 POSITIVE_TREE_PARAMS = ("width", "depth", "start", "max_children")   # null = the shape's default
+CHAIN_TREES = ("chain", "adaptive_chain", "none")                    # where chain-only modes may run
 RANK_LIST_PARAMS = {"paths": "tree.paths=[[0],[1],[0,0]]", "expansion": "tree.expansion=[2,2,1]"}
 
 
@@ -75,9 +76,11 @@ class VerifySpec:
     draft_temperature: float
     top_p: float
     params: dict = field(default_factory=dict)     # every key, the three above included
+    paired_with: tuple = ()                        # modes verified on the same drafted trees
 
     def as_dict(self) -> dict:
-        return {"name": self.name, **self.params}
+        extra = {"paired_with": list(self.paired_with)} if self.paired_with else {}
+        return {"name": self.name, **self.params, **extra}
 
 
 @dataclass(frozen=True)
@@ -214,6 +217,7 @@ def _verify(d: Mapping) -> VerifySpec:
     from ..verify.modes import get_mode
     v = _section(d, "verify")
     name = str(v.pop("name"))
+    paired = _names(v.pop("paired_with", None), "verify.paired_with")
     try:
         params = get_mode(name).params(v)
     except ValueError as e:
@@ -221,7 +225,16 @@ def _verify(d: Mapping) -> VerifySpec:
     top_p = _float(params["top_p"], "verify.top_p", 0.0, 1.0, "use a value in (0, 1], e.g. verify.top_p=1")
     if top_p == 0:
         raise ConfigError("verify.top_p=0: must be in (0, 1]; e.g. verify.top_p=1")
-    return VerifySpec(name, params["temperature"], params["draft_temperature"], top_p, params)
+    return VerifySpec(name, params["temperature"], params["draft_temperature"], top_p, params, paired)
+
+
+def _names(value, key: str) -> tuple:
+    """A list of distinct names (a single name or null allowed)."""
+    items = [] if value is None else [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(x, str) and x for x in items) \
+            or len(set(items)) != len(items):
+        raise ConfigError(f"{key}={value!r}: must be a list of distinct mode names, e.g. {key}=[block]")
+    return tuple(items)
 
 
 def _dataset(d: Mapping) -> DatasetSpec:
@@ -303,19 +316,52 @@ def check_registries(job: JobSpec):
     mode = get_mode(job.verify.name)
     drafter = DRAFTERS.get(job.pair.drafter)
     check_supported(drafter, policy.kind, policy.name)
-    if mode.chain_only and job.tree.name not in ("chain", "adaptive_chain", "none"):
+    if mode.chain_only and job.tree.name not in CHAIN_TREES:
         raise ConfigError(f"verify={job.verify.name} verifies a single chain only: use tree=chain")
     if mode.child_rule == "topk" and job.verify.draft_temperature <= 0:
         raise ConfigError(f"verify.draft_temperature=0 with verify={job.verify.name}: top-k siblings "
                           "would tie; use verify.draft_temperature=1 (the ranking is the same at any T > 0)")
-    check_compatible(mode, drafter.child_rule(policy.kind, mode.child_rule))
+    tree_rule = drafter.child_rule(policy.kind, mode.child_rule)
+    check_compatible(mode, tree_rule)
+    check_paired(job, mode, tree_rule)
     return mode
+
+
+def paired_fits(mode, other, tree_rule: str, chain: bool) -> bool:
+    """Whether ``other`` may verify the trees drafted for ``mode`` (same child rule)."""
+    from ..verify.modespec import fits
+    return other.child_rule == mode.child_rule and fits(other, tree_rule) and (chain or not other.chain_only)
+
+
+def check_paired(job: JobSpec, mode, tree_rule: str) -> None:
+    """verify.paired_with: every mode chooses children like the primary and fits its trees."""
+    from ..verify.modes import MODES, get_mode
+    chain = job.tree.name in CHAIN_TREES
+    for name in job.verify.paired_with:
+        try:
+            other = get_mode(name)
+        except KeyError as e:                      # registry.UnknownName: lists the valid names
+            raise ConfigError(f"verify.paired_with: {e}") from None
+        if not paired_fits(mode, other, tree_rule, chain):
+            fit = [n for n in MODES.names() if paired_fits(mode, MODES.get(n), tree_rule, chain)]
+            raise ConfigError(f"verify.paired_with: {name} cannot verify the trees drafted for "
+                              f"verify={job.verify.name} on tree={job.tree.name}; modes that fit: {', '.join(fit)}")
+
+
+def paired_params(job: JobSpec, name: str) -> dict:
+    """A paired mode's parameters: its defaults with the primary's temperatures and top-p
+    (the target rows are shared, so these must be too)."""
+    from ..verify.modes import get_mode
+    from ..verify.modespec import COMMON_DEFAULTS
+    return get_mode(name).params({k: job.verify.params[k] for k in COMMON_DEFAULTS})
 
 
 def why_not_replayable(job: JobSpec) -> str | None:
     """None when replay is exact for this job, else the reason."""
     if job.verify.name != "greedy":
         return f"verify={job.verify.name} is not greedy"
+    if job.verify.paired_with:
+        return "verify.paired_with needs the target's distributions at every node"
     if job.verify.temperature != 0.0:
         return "verify.temperature != 0 (first_token_tv would need the target's distributions)"
     if job.dtype != "float32":

@@ -30,7 +30,10 @@ if TYPE_CHECKING:        # the report reads CSVs through this module: no torch i
 
 KEY_COLUMNS = ["config_hash", "run_id", "pair", "pair_id", "draft", "target", "tree", "tree_params",
                "budget", "verify", "lossless", "temperature", "draft_temperature", "top_p", "dataset",
-               "seed", "max_new_tokens", "dtype", "device", "engine", "batch_size"]
+               "seed", "max_new_tokens", "dtype", "device", "engine", "batch_size", "pair_key", "pair_role"]
+# pair_key: the config_hash of the decode whose drafted trees (and target rows) the row verified;
+# pair_role: "decode" (the mode the decode followed) or "paired" (a verify.paired_with mode on
+# those trees).  Rows sharing a pair_key were verified on the same trees.
 N_BOOT = 1000
 
 
@@ -52,6 +55,7 @@ def row_keys(job: JobSpec, ident: Identity, names: tuple[str, str], lossless: bo
         "temperature": v.temperature, "draft_temperature": v.draft_temperature, "top_p": v.top_p,
         "dataset": job.dataset.name, "seed": job.seed, "max_new_tokens": job.max_new_tokens,
         "dtype": job.dtype, "device": job.device, "engine": engine, "batch_size": job.batch_size,
+        "pair_key": config_hash(job, ident), "pair_role": "decode",
     }
 
 
@@ -111,7 +115,8 @@ def summarize(keys: dict, steps: pd.DataFrame, wall_s: float, hist: list[int]) -
 
 # identifier columns stay text: a hash like 3726142e8142 would otherwise be read as a float
 TEXT_COLUMNS = {c: str for c in ("config_hash", "run_id", "pair", "pair_id", "draft", "target", "tree", "tree_params", "verify",
-                                  "dataset", "engine", "prompt_id", "accept_path", "role")}
+                                  "dataset", "engine", "prompt_id", "accept_path", "role",
+                                  "path_children", "pair_key", "pair_role")}
 
 
 def read_csv(path: str) -> pd.DataFrame:
@@ -131,6 +136,13 @@ def write_job(out_dir: str, job: JobSpec, ident: Identity, steps: pd.DataFrame,
     write_jsonl(os.path.join(out_dir, "outputs.jsonl"), outputs)
     config = {**job.to_dict(), "identity": ident.as_dict()}
     write_text(os.path.join(out_dir, "config.yaml"), OmegaConf.to_yaml(OmegaConf.create(config)))
+    write_csv(summary, os.path.join(out_dir, "summary.csv"))
+
+
+def write_paired(out_dir: str, steps: pd.DataFrame, summary: pd.DataFrame) -> None:
+    """A paired mode's rows, in their own folder (collect reads one summary row per folder);
+    written before the primary's summary, which marks the job finished."""
+    write_csv(steps, os.path.join(out_dir, "steps.csv"))
     write_csv(summary, os.path.join(out_dir, "summary.csv"))
 
 

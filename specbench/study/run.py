@@ -5,10 +5,14 @@ the content identity of its models and dataset (the config hash), skip it if
 a finished job with that hash exists (``resume``), load the pair and prompts,
 check the context length, ``decode`` every prompt, and write steps.csv,
 outputs.jsonl, config.yaml and summary.csv into the Hydra job folder.
-``decode`` is the one place this module calls into the engine.
+``decode`` is the one place this module calls into the engine.  With
+``verify.paired_with``, each paired mode's rows (verdicts on the same drafted
+trees, see ``engine.loop.paired_generators``) go to ``paired/<mode>/`` under
+the job folder, with their own config hash and the job's as ``pair_key``.
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -60,7 +64,8 @@ def decode(job: JobSpec, ident, pair, prompts, engine: str) -> list[PromptResult
     loop, live or drafted replay, or rank replay for static shapes over a model drafter."""
     mode = get_mode(job.verify.name)
     eos = eos_ids(pair)
-    run = Decoding(mode, mode.params(job.verify.params), job.max_new_tokens, eos, job.seed)
+    paired = tuple((get_mode(n), jobspec.paired_params(job, n)) for n in job.verify.paired_with)
+    run = Decoding(mode, mode.params(job.verify.params), job.max_new_tokens, eos, job.seed, paired=paired)
     bar = (lambda it: tqdm(it, desc=f"{engine} {job.tree.name}/{job.tree.budget}", disable=not job.progress))
     if engine == "live":
         verifier = LiveVerifier(pair.target, run.params["temperature"], run.params["top_p"])
@@ -122,6 +127,13 @@ def run_job(cfg: DictConfig, out_dir: str):
     steps = results.steps_frame(keys, records)
     summary = results.summarize(keys, steps, wall, accept_histogram(records))
     texts = [{**o, "text": pair.tokenizer.decode(o["token_ids"])} for o in outputs]
+    for k, name in enumerate(job.verify.paired_with):
+        recs = [r for d in done for r in d.paired[k]]
+        pkeys = {**keys, "config_hash": identity.paired_hash(chash, name), "verify": name,
+                 "lossless": get_mode(name).lossless, "pair_role": "paired"}
+        psteps = results.steps_frame(pkeys, recs)
+        results.write_paired(os.path.join(out_dir, "paired", name), psteps,
+                             results.summarize(pkeys, psteps, float("nan"), accept_histogram(recs)))
     results.write_job(out_dir, job, ident, steps, summary, texts)
     s = summary.iloc[0]
     print(f"specbench: {chash} {keys['pair']} {keys['tree']}/{keys['budget']} {keys['verify']} "
