@@ -322,7 +322,7 @@ def main_run(cfg: DictConfig) -> pd.DataFrame:
     return df
 
 
-@hydra.main(version_base="1.3", config_path="../../conf", config_name="attention_bench")
+@hydra.main(version_base="1.3", config_path=os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf"), config_name="attention_bench")
 def main(cfg: DictConfig) -> None:
     main_run(cfg)
 

@@ -129,7 +129,8 @@ def run_job(cfg: DictConfig, out_dir: str):
     return summary
 
 
-@hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
+# absolute: main() is imported by the specbench.run entry, so a relative path would resolve as a package
+@hydra.main(version_base="1.3", config_path=launch.CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
     code = launch.run_guarded(lambda: run_job(cfg, hc.runtime.output_dir), hc.runtime.output_dir)
