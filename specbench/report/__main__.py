@@ -1,4 +1,6 @@
 """`python -m specbench.report`: rebuild results/figures/ and REPORT.md (specbench.report.build)."""
+import sys
+
 from specbench.report.build import main
 
-main()
+sys.exit(main())
