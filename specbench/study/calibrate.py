@@ -131,15 +131,13 @@ def main(argv=None) -> None:
     args, overrides = ap.parse_known_args(argv)
     if args.ranks < 1:
         sys.exit("specbench: error: --ranks must be >= 1")
-    from hydra import compose, initialize_config_dir
-
     from ..inputs import data
     from . import identity
     from . import jobspec
     from ..inputs import models
     from ..engine.api import eos_ids
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
+    from .launch import compose
+    cfg = compose(overrides)
     try:
         job = jobspec.from_config(cfg)
         if job.pair.drafter != "model":
