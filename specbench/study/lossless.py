@@ -19,7 +19,8 @@ logits after the prefix, at ``--temperature`` / ``--top-p``):
 * ``chi2``, ``chi2_p``: Pearson's χ² goodness of fit (scipy) over the tokens with
   expected count N·p ≥ 5, plus one bin pooling the rest (``n_bins`` bins);
 * ``tv``: ½ Σ |count/N − p|, the empirical total variation distance;
-* ``tv_null``: the mean of that TV over 200 samples of N draws from p itself: what
+* ``tv_null``: the mean of that TV over 200 samples of N draws from p itself (its
+  tail past 1 - 1e-4 of the mass pooled into one token): what
   an exact sampler shows at this N (the empirical TV is biased upwards).
 
 A lossless mode gives p-values spread uniformly on [0, 1] and tv ≈ tv_null.  (The
@@ -58,6 +59,7 @@ COLUMNS = ["pair", "pair_id", "draft", "target", "dataset", "prefix_id", "prefix
 REPLACE_KEY = ["pair_id", "dataset"]
 MIN_EXPECTED = 5.0          # χ² bins: expected count >= 5 (the usual rule)
 NULL_SAMPLES = 200
+TAIL_MASS = 1e-4            # tv_null pools the tokens past 1 - TAIL_MASS of p (changes it by < TAIL_MASS)
 
 
 def sampling_modes() -> list[str]:
@@ -98,7 +100,8 @@ def fit(tokens, p: torch.Tensor, seed: int = 0) -> dict:
         i = int(np.argmin(exp))
         obs[i], exp[i] = obs[i] + rest_obs, exp[i] + rest_exp
     chi2, chi2_p = (chisquare(obs, np.asarray(exp) * n / sum(exp)) if len(obs) > 1 else (np.nan, np.nan))
-    keep = np.argsort(-p)[:int(np.searchsorted(np.cumsum(np.sort(p)[::-1]), 1 - 1e-6)) + 1]
+    order = np.argsort(-p)                        # tv_null over the head of p plus one tail bin
+    keep = order[:int(np.searchsorted(np.cumsum(p[order]), 1 - TAIL_MASS)) + 1]
     p_small = np.append(p[keep], max(0.0, 1 - p[keep].sum()))
     null = np.random.default_rng(seed).multinomial(n, p_small / p_small.sum(), size=NULL_SAMPLES) / n
     return {"n_draws": n, "n_bins": len(obs), "chi2": float(chi2), "chi2_p": float(chi2_p),
