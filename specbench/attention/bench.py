@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from ..core.atomic import atomic_write
 from . import impls as ai
+from .. import CONF_DIR
 from ..trees.policies import shape_paths
 from ..core.tree import paths_to_parents
 
@@ -307,7 +308,7 @@ def main_run(cfg: DictConfig) -> pd.DataFrame:
     return df
 
 
-@hydra.main(version_base="1.3", config_path=os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf"), config_name="attention_bench")
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="attention_bench")
 def main(cfg: DictConfig) -> None:
     main_run(cfg)
 

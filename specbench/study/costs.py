@@ -19,6 +19,7 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from .. import CONF_DIR
 from ..inputs import models
 from ..drafting.drafters import prefill
 from ..core.kv import forward_nodes
@@ -52,7 +53,7 @@ def environment(pair) -> dict:
             "device": str(pair.target.device), "dtype": str(pair.target.dtype).replace("torch.", "")}
 
 
-@hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     pair = models.load_pair(cfg.pair, cfg.dtype, cfg.device)
     kv_len, repeats = int(cfg.get("costs_kv_len", 256)), int(cfg.get("costs_repeats", 3))
