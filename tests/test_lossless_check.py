@@ -13,6 +13,7 @@ from specbench.inputs.data import Prompt
 from specbench.inputs.models import Pair
 from specbench.study import lossless as L
 from specbench.study.results import read_csv
+from specbench.verify.modes import get_mode
 from test_hydra import specbench
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
@@ -38,6 +39,12 @@ def test_memoised_draws_equal_the_plain_engines_draws(pair_and_prompt, mode, tre
     memo = replace(pair, draft=MemoModel(pair.draft), target=MemoModel(pair.target))
     assert L.first_tokens(memo, pr.ids, 0, mode, tree, 25, T1) == plain
     assert 0 < memo.target.forwards <= 25
+    warmed = replace(pair, draft=MemoModel(pair.draft), target=MemoModel(pair.target))
+    for m in (warmed.draft, warmed.target):
+        m.set_base(pr.ids[:-1])
+    L.warm(warmed, pr.ids[-1], get_mode(mode).params(T1), (16, 64))    # one batched forward per depth
+    assert warmed.target.forwards == 1 and len(warmed.target.memo) == 1 + 16 + 64
+    assert L.first_tokens(warmed, pr.ids, 0, mode, tree, 25, T1) == plain
 
 
 def test_every_lossless_sampling_mode_passes_and_a_lossy_rule_fails(pair_and_prompt):
