@@ -12,6 +12,7 @@ from specbench.trees.eagle2 import grow, select
 from specbench.drafting.merged import MergedDrafter
 from specbench.drafting.ngram import NgramDrafter, continuations
 from specbench.trees.policies import AdaptiveChain, Eagle2Policy, make_policy, shape_paths
+from specbench.core.atomic import umask
 from specbench.trees.sequoia import expected_accepted, load_vector, optimal_paths
 from specbench.core.tree import depths, max_depth
 
@@ -65,15 +66,18 @@ def test_dp_matches_brute_force(budget, depth):
 
 def test_sequoia_shape_reads_the_calibrated_csv(tmp_path):
     csv = tmp_path / "acceptance_vector.csv"
-    csv.write_text("pair,dataset,verify,temperature,rank,p_accept,n\n"
-                   "a,d,greedy,0.0,0,0.7,100\na,d,greedy,0.0,1,0.1,100\n"
-                   "b,d,greedy,0.0,0,0.2,100\n")
-    assert load_vector(csv, "a", "d", "greedy", 0.0) == [0.7, 0.1]
-    paths = shape_paths("sequoia", 6, depth=4, vector=str(csv), calib_pair="a",
+    csv.write_text("pair,pair_id,dataset,verify,temperature,rank,p_accept,n\n"
+                   "a,id_a,d,greedy,0.0,0,0.7,100\na,id_a,d,greedy,0.0,1,0.1,100\n"
+                   "a,id_b,d,greedy,0.0,0,0.2,100\n")                 # same name, another pair
+    assert load_vector(csv, "id_a", "d", "greedy", 0.0) == [0.7, 0.1]
+    assert load_vector(csv, "id_b", "d", "greedy", 0.0) == [0.2]
+    paths = shape_paths("sequoia", 6, depth=4, vector=str(csv), calib_pair_id="id_a",
                          calib_dataset="d", calib_verify="greedy", calib_temperature=0.0)
     assert paths == optimal_paths([0.7, 0.1], 6, 4)
     with pytest.raises(FileNotFoundError, match="python -m specbench.study.calibrate"):
-        shape_paths("sequoia", 6, vector=str(csv), calib_pair="zzz")
+        shape_paths("sequoia", 6, vector=str(csv), calib_pair_id="a")      # a name is not a pair_id
+    with pytest.raises(ValueError, match="calib_pair_id=auto"):
+        shape_paths("sequoia", 6, vector=str(csv), calib_pair_id="auto")
     with pytest.raises(FileNotFoundError, match="python -m specbench.study.calibrate"):
         make_policy("sequoia", 6, {"vector": str(tmp_path / "none.csv")})
 
@@ -248,13 +252,15 @@ def test_calibrate_writes_a_vector_the_sequoia_shape_reads(tiny_draft, tiny_targ
     vec, n = measure(job, Identity("d", "t", "x"), pair, prompts, 4, {0})
     assert len(vec) == 4 and n > 0 and 0 < sum(vec) <= 1 + 1e-9
     out = tmp_path / "acceptance_vector.csv"
-    key = {"pair": "tiny", "dataset": "smoke", "verify": verify, "temperature": 0.0}
-    write_vector(out, {**key, "pair": "other"}, [0.5], 3)
+    key = {"pair": "tiny", "pair_id": "id_tiny", "dataset": "smoke", "verify": verify, "temperature": 0.0}
+    write_vector(out, {**key, "pair_id": "id_other"}, [0.5], 3)         # same name, another pair
     write_vector(out, key, [0.1] * 4, 1)
     write_vector(out, key, vec, n)               # replaces its own rows, keeps the other pair's
     lines = out.read_text().splitlines()
-    assert lines[0] == "pair,dataset,verify,temperature,rank,p_accept,n" and len(lines) == 6
-    assert load_vector(out, "tiny", "smoke", verify) == pytest.approx(vec, abs=1e-6)
-    paths = shape_paths("sequoia", 8, depth=4, vector=str(out), calib_pair="tiny",
+    assert lines[0] == "pair,pair_id,dataset,verify,temperature,rank,p_accept,n" and len(lines) == 6
+    assert load_vector(out, "id_tiny", "smoke", verify) == pytest.approx(vec, abs=1e-6)
+    assert load_vector(out, "id_other", "smoke", verify) == [0.5]
+    assert os.stat(out).st_mode & 0o777 == 0o666 & ~umask()
+    paths = shape_paths("sequoia", 8, depth=4, vector=str(out), calib_pair_id="id_tiny",
                          calib_dataset="smoke", calib_verify=verify)
     assert len(paths) == 8

@@ -63,6 +63,7 @@ CASES = {
     "non-UTF-8 jsonl": (["dataset=jsonl", "dataset.path={latin}"], "not UTF-8", False),
     "prompt past the context": (["pair.target.path={short}"], "positions > the target's 16", True),
     "max_new_tokens past the context": (["max_new_tokens=2000"], "positions > the target's 1024", True),
+    "prompt past the draft's context": (["pair.draft.path={short}"], "positions > the draft's 16", True),
     "long jsonl prompt past the context": (["pair.target.path={short}", "dataset=jsonl",
                                             "dataset.path={long}"], "prompt 'long/0'", True),
 }

@@ -77,3 +77,21 @@ def test_two_local_pairs_stay_apart_in_collect_and_report(tiny_pair_dirs, tmp_pa
     assert r.returncode == 0, r.stderr[-2000:]
     text = report.read_text()
     assert all(p in text for p in summary.pair)
+
+
+def test_an_edited_prompt_file_is_a_new_job(tmp_path):
+    """The dataset's content is part of the identity: same path, other prompts, other hash."""
+    from specbench.study.jobspec import from_config
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"id": "a", "text": "def f(x):"}\n')
+    job = from_config({"pair": {"name": "p", "draft": {"source": "hub", "id": "d"},
+                                "target": {"source": "hub", "id": "t"}},
+                       "tree": {"name": "chain", "budget": 2}, "verify": {"name": "greedy"},
+                       "dataset": {"name": "jsonl", "path": str(prompts)}})
+    first = identity.job_identity(job)
+    assert identity.job_identity(job) == first
+    prompts.write_text('{"id": "a", "text": "def g(x):"}\n')
+    second = identity.job_identity(job)
+    assert second.dataset != first.dataset and (second.draft, second.target) == (first.draft, first.target)
+    assert identity.config_hash(job, second) != identity.config_hash(job, first)
+    assert identity.pair_id(second, "model") == identity.pair_id(first, "model")

@@ -19,7 +19,6 @@ import itertools
 import math
 import os
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
+from ..core.atomic import atomic_write
 from . import impls as ai
 from .. import CONF_DIR
 from ..trees.policies import shape_paths
@@ -194,21 +194,6 @@ def finish(df: pd.DataFrame) -> pd.DataFrame:
     ref = df.set_index(POINT).index.map(lambda k: fused.get(k, float("nan")))
     df["vs_fused"] = df["median_s"].to_numpy() / np.asarray(ref, dtype=float)
     return df
-
-
-def atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=path.suffix)
-    os.close(fd)
-    try:
-        write(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)          # mkstemp makes 0600 files
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def save_csv(df: pd.DataFrame, path: Path, merge: bool) -> pd.DataFrame:

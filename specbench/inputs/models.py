@@ -9,6 +9,15 @@ A model spec is ``{source: embedded|hub|local, id|path}``:
 Models are loaded in eval mode with SDPA attention (which honours the 4-D
 additive tree mask) and kept in a process-wide cache keyed by
 (spec, dtype, device), so the jobs of one multirun reuse them.
+
+Draft and target must share a tokenizer (``check_same_tokenizer``).  Their output
+layers may still differ in size (Qwen2.5 0.5B has 151936 rows, 7B 152064): the rows
+past the tokenizer are padding ids with no text.  ``load_pair`` then gives the pair a
+draft seen through the target's vocabulary (``TargetVocab``): its logits are cut or
+padded (padding ids the draft lacks get probability 0) to the target's rows, and a
+target padding id the draft cannot embed is fed to it as the tokenizer's unk/pad/eos
+id.  The draft's distribution q is defined on the target's ids, so every lossless mode
+stays lossless.  A tokenizer larger than either output layer is refused in one line.
 """
 from __future__ import annotations
 
@@ -169,6 +178,53 @@ def check_same_tokenizer(draft_tok, target_tok, draft_name: str, target_name: st
                      f"({why}): pick a pair that shares a tokenizer")
 
 
+def output_rows(model) -> int:
+    return int(model.get_output_embeddings().weight.shape[0])
+
+
+class TargetVocab:
+    """A draft model seen through the target's vocabulary (see the module docstring).
+    Behaves as the wrapped model for everything the engine calls."""
+
+    def __init__(self, model, vocab: int, unknown_id: int):
+        self.model, self.vocab, self.unknown_id = model, int(vocab), int(unknown_id)
+        self.own = output_rows(model)
+
+    def __getattr__(self, name):             # device, dtype, config, ...: the wrapped model's
+        if name == "model":
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+    def __call__(self, input_ids, **kw):
+        ids = torch.where(input_ids < self.own, input_ids, torch.full_like(input_ids, self.unknown_id))
+        out = self.model(input_ids=ids, **kw)
+        logits = out.logits[..., :self.vocab]
+        if logits.shape[-1] < self.vocab:     # ids the draft lacks: the lowest finite logit (p = 0)
+            pad = logits.new_full((*logits.shape[:-1], self.vocab - logits.shape[-1]),
+                                  torch.finfo(logits.dtype).min)
+            logits = torch.cat([logits, pad], dim=-1)
+        out.logits = logits
+        return out
+
+
+def fit_draft_vocab(draft, target, tokenizer, draft_name: str, target_name: str):
+    """The draft as the engine should use it: itself when both output layers have the same
+    rows, else a ``TargetVocab``; ValueError if the tokenizer has ids either model lacks."""
+    d, t, n = output_rows(draft), output_rows(target), len(tokenizer)
+    if n > min(d, t):
+        role, name, rows = ("draft", draft_name, d) if d < n else ("target", target_name, t)
+        raise ValueError(f"pair.{role} {name} has {rows} output rows but the shared tokenizer has {n} "
+                         f"tokens: the {role} cannot score every token; pick a pair whose models cover "
+                         "the tokenizer")
+    if d == t:
+        return draft
+    unknown = next((i for i in (tokenizer.unk_token_id, tokenizer.pad_token_id, tokenizer.eos_token_id)
+                    if i is not None), 0)
+    log.info("draft %s has %d output rows, target %s %d: draft logits mapped onto the target's",
+             draft_name, d, target_name, t)
+    return TargetVocab(draft, t, unknown)
+
+
 def load_pair(pair_cfg: Mapping, dtype="bfloat16", device="cpu") -> Pair:
     """Target (+ draft unless drafter=ngram) and the shared tokenizer."""
     drafter = _get(pair_cfg, "drafter", "model")
@@ -188,6 +244,8 @@ def load_pair(pair_cfg: Mapping, dtype="bfloat16", device="cpu") -> Pair:
         check_same_tokenizer(load_tokenizer(dspec), tokenizer, draft_name, target_name)
         draft = load_model(dspec, dtype, device)
     target = load_model(tspec, dtype, device)
+    if draft is not None:
+        draft = fit_draft_vocab(draft, target, tokenizer, draft_name, target_name)
     return Pair(name=_get(pair_cfg, "name", f"{draft_name}->{target_name}"),
                 draft_name=draft_name, target_name=target_name, draft=draft, target=target,
                 tokenizer=tokenizer, chat_template=bool(_get(pair_cfg, "chat_template", False)),

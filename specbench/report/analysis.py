@@ -47,6 +47,39 @@ def fmt_diff(p: C.Paired | None, digits: int = 2) -> str:
     return f"{p.diff:+.{digits}f} [{p.lo:+.{digits}f}, {p.hi:+.{digits}f}]" + (" (includes 0)" if p.includes_zero else "")
 
 
+def pair_keys(df: pd.DataFrame) -> pd.Series:
+    """A row's pair identity: its ``pair_id`` (draft + target content), else (rows collected
+    before pair ids) its pair name."""
+    name = df["pair"].astype(str)
+    if "pair_id" not in df:
+        return name
+    pid = df["pair_id"]
+    return pid.where(pid.notna() & (pid.astype(str) != ""), name).astype(str)
+
+
+def pair_labels(df: pd.DataFrame) -> dict[str, str]:
+    """{pair identity: label}: the identity's first name; where two identities share a name
+    (a model folder changed in place, one config name for two pairs) each gets its id
+    appended, so the report never merges two pairs nor splits one."""
+    key = pair_keys(df)
+    first = {k: min(g) for k, g in df["pair"].astype(str).groupby(key, sort=True)}
+    used = pd.Series(list(first.values())).value_counts()
+    return {k: (f"{n} [{k}]" if used[n] > 1 else n) for k, n in first.items()}
+
+
+def relabel_pairs(df: pd.DataFrame | None, labels: dict[str, str], by_hash: dict | None = None):
+    """``df`` with its ``pair`` column set from ``labels`` (through ``pair_id``, or through the
+    config hash with ``by_hash`` for files without one, such as steps.csv)."""
+    if df is None or "pair" not in df or not labels:
+        return df
+    out = df.copy()
+    if by_hash is not None and "config_hash" in out and "pair_id" not in out:
+        out["pair"] = out["config_hash"].astype(str).map(by_hash).fillna(out["pair"])
+    else:
+        out["pair"] = pair_keys(out).map(labels).fillna(out["pair"])
+    return out
+
+
 def alpha_cols(df: pd.DataFrame) -> list[str]:
     cols = [c for c in df.columns if c.startswith("alpha_") and c[6:].isdigit()]
     return sorted(cols, key=lambda c: int(c[6:]))

@@ -58,9 +58,12 @@ def load(results: str) -> dict:
     vec_files = sorted(glob.glob(os.path.join(results, "acceptance_vector*.csv")))
     env_path = os.path.join(results, "environment.json")
     env = json.load(open(env_path, encoding="utf-8")) if os.path.isfile(env_path) else None
-    return dict(summary=summary, steps=_csv(os.path.join(results, "steps.csv")),
+    labels = A.pair_labels(summary)            # a pair is its pair_id; its name only a label
+    summary = A.relabel_pairs(summary, labels)
+    by_hash = dict(zip(summary.config_hash.astype(str), summary.pair))
+    return dict(summary=summary, steps=A.relabel_pairs(_csv(os.path.join(results, "steps.csv")), labels, by_hash),
                 outputs=C.read_outputs(os.path.join(results, "outputs.jsonl")),
-                lossless_check=_csv(os.path.join(results, "lossless_check.csv")),
+                lossless_check=A.relabel_pairs(_csv(os.path.join(results, "lossless_check.csv")), labels),
                 attention=_csv(os.path.join(results, "attention.csv")),
                 costs=_csv(os.path.join(results, "costs.csv")),
                 gap=_csv(os.path.join(results, "gap_to_optimum.csv")),

@@ -173,3 +173,23 @@ def lossless_sentences(table: pd.DataFrame) -> list[str]:
                    f"(configuration, prompt) outputs of {len(g)} greedy configurations equal the baseline's "
                    f"({same / n:.1%}); " + tail)
     return out
+
+
+CHECK_ALPHA = 0.01          # a χ² p-value below this flags a (pair, mode, prefix) check
+
+
+def lossless_check_sentences(check: pd.DataFrame) -> list[str]:
+    """Per pair and mode: how many prefixes' χ² p-values fall below CHECK_ALPHA, and the
+    empirical TV beside the TV an exact sampler shows at the same N (``tv_null``)."""
+    out = []
+    if check is None or check.empty or "chi2_p" not in check:
+        return out
+    for (pair, mode), g in check.groupby(["pair", "verify"], sort=True):
+        p = g.chi2_p.astype(float)
+        low = int((p < CHECK_ALPHA).sum())
+        tv = (f"; empirical TV {A.fmt(g.tv.astype(float).mean(), 4)} against {A.fmt(g.tv_null.astype(float).mean(), 4)}"
+              " for exact sampling at the same N" if "tv_null" in g and g.tv_null.notna().any() else "")
+        out.append(f"{pair}, {mode}: {low} of {len(g)} prefixes reject the target's first-token distribution at "
+                   f"p < {CHECK_ALPHA:g} (smallest p = {A.fmt(p.min())}, over {int(g.n_draws.min())}+ draws each)"
+                   f"{tv}; {'consistent with a lossless sampler' if low == 0 else 'look at these prefixes'}.")
+    return out

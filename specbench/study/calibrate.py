@@ -23,23 +23,24 @@ position.
   stores them, which is what a static shape's rank paths address).
 n = the number of positions measured; ranks with no acceptance get 0.
 
-Writes results/acceptance_vector.csv (columns pair, dataset, verify,
+Writes results/acceptance_vector.csv (columns pair, pair_id, dataset, verify,
 temperature, rank, p_accept, n) atomically, replacing the rows of the same
-(pair, dataset, verify, temperature).  ``tree=sequoia`` reads it.
+(pair_id, dataset, verify, temperature): a pair is its draft + target content
+(``identity.pair_id``), its config name only a label.  ``tree=sequoia`` reads
+the rows of its own job's pair_id.
 """
 from __future__ import annotations
 
 import argparse
 import csv
-import os
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
+from ..core.atomic import atomic_write
 from ..core.diskcache import DiskCache, cache_root
 from ..engine.loop import continuation, prompt_rng
 from ..engine.replay import cached_ranks
@@ -47,7 +48,8 @@ from ..core.sampling import choose_children, probs
 from ..core.tree import DraftTree
 
 ROOT = Path(__file__).resolve().parents[2]
-COLUMNS = ["pair", "dataset", "verify", "temperature", "rank", "p_accept", "n"]
+COLUMNS = ["pair", "pair_id", "dataset", "verify", "temperature", "rank", "p_accept", "n"]
+KEY = ("pair_id", "dataset", "verify", "temperature")     # a vector's identity; pair is its label
 
 
 @torch.inference_mode()
@@ -105,20 +107,21 @@ def measure(job, ident, pair, prompts, ranks: int, eos) -> tuple[list[float], in
 
 
 def write_vector(path: Path, key: dict, vector: list[float], n: int) -> None:
-    """Replace the rows of `key` in the CSV (atomic: temp file + os.replace)."""
+    """Replace the rows of `key` (its pair_id, dataset, verify, temperature) in the CSV,
+    atomically (``core.atomic``); rows written before pair ids (no pair_id) are dropped."""
     rows = []
     if path.exists():
         with open(path, newline="") as f:
-            rows = [r for r in csv.DictReader(f)
-                    if any(r[c] != str(key[c]) for c in ("pair", "dataset", "verify", "temperature"))]
+            rows = [r for r in csv.DictReader(f) if r.get("pair_id")
+                    and any(r[c] != str(key[c]) for c in KEY)]
     rows += [{**key, "rank": k, "p_accept": f"{p:.6f}", "n": n} for k, p in enumerate(vector)]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, path)
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=COLUMNS)
+            w.writeheader()
+            w.writerows(rows)
+    atomic_write(path, write)
 
 
 def main(argv=None) -> None:
@@ -128,15 +131,13 @@ def main(argv=None) -> None:
     args, overrides = ap.parse_known_args(argv)
     if args.ranks < 1:
         sys.exit("specbench: error: --ranks must be >= 1")
-    from hydra import compose, initialize_config_dir
-
     from ..inputs import data
     from . import identity
     from . import jobspec
     from ..inputs import models
     from ..engine.api import eos_ids
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
+    from .launch import compose
+    cfg = compose(overrides)
     try:
         job = jobspec.from_config(cfg)
         if job.pair.drafter != "model":
@@ -149,7 +150,8 @@ def main(argv=None) -> None:
     except (ValueError, KeyError, FileNotFoundError) as e:
         sys.exit(f"specbench: error: {e}")
     out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
-    key = {"pair": cfg.pair.name, "dataset": cfg.dataset.name, "verify": cfg.verify.name,
+    key = {"pair": cfg.pair.name, "pair_id": identity.pair_id(ident, job.pair.drafter),
+           "dataset": cfg.dataset.name, "verify": cfg.verify.name,
            "temperature": float(cfg.verify.get("temperature", 0.0) or 0.0)}
     write_vector(out, key, vector, n)
     print(f"specbench: acceptance vector ({n} positions) -> {out}")

@@ -11,14 +11,16 @@
 * ``config_hash(job, ident)``: 12 hex digits over both; resume and collect key
   jobs by it.  ``pair_id(ident)``: 12 hex digits over the draft and target
   fingerprints and the drafter: the identity of a pair, whatever its name.
+* ``bind(job, ident)``: the job with ``tree.calib_pair_id=auto`` (Sequoia's
+  calibrated vector) replaced by its pair_id, so a vector measured on one pair
+  is never read for another that shares its config name.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..core.atomic import atomic_write
@@ -144,3 +146,11 @@ def pair_lookup_key(row) -> str:
     ``pair_id`` where it has one (rows collected before identities: its ``pair`` name)."""
     pid = row.get("pair_id") if hasattr(row, "get") else None
     return str(pid) if pid and pid == pid else str(row["pair"])
+
+
+def bind(job: JobSpec, ident: Identity) -> JobSpec:
+    """``job`` with ``tree.calib_pair_id=auto`` set to the job's own pair_id (see the docstring)."""
+    if job.tree.params.get("calib_pair_id") != "auto":
+        return job
+    params = {**job.tree.params, "calib_pair_id": pair_id(ident, job.pair.drafter)}
+    return replace(job, tree=replace(job.tree, params=params))

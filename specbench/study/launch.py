@@ -11,6 +11,8 @@
   a non-zero exit status if there was any.
 * ``check_argv``: one-line errors for an unknown group option or an unusable
   ``out_root`` before Hydra creates any folder.
+* ``compose(overrides)``: the study config for tools that are not Hydra apps
+  (``study.calibrate``, ``study.lossless``).
 
 Lives outside run.py so launcher workers (joblib, submitit) import it by name,
 which registers the resolver there too.
@@ -54,6 +56,13 @@ def job_dirname(overrides, exclude=()) -> str:
 
 
 OmegaConf.register_new_resolver("specbench_jobdir", job_dirname, replace=True)
+
+
+def compose(overrides):
+    """conf/config.yaml composed with ``overrides`` (no job folder, no Hydra run)."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return hydra_compose("config", overrides=list(overrides))
 
 
 def one_line(e: BaseException) -> str:

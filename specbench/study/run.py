@@ -1,7 +1,7 @@
 """`python -m specbench.run [overrides]`: one study job (a Hydra app).
 
-A job: read the config once into a JobSpec and check it (no model yet), take
-the content identity of its models and dataset (the config hash), skip it if
+A job: read the config once into a JobSpec, take the content identity of its
+models and dataset (the config hash), check it (no model yet), skip it if
 a finished job with that hash exists (``resume``), load the pair and prompts,
 check the context length, ``decode`` every prompt, and write steps.csv,
 outputs.jsonl, config.yaml and summary.csv into the Hydra job folder.
@@ -107,8 +107,9 @@ def check_context(job: JobSpec, pair, prompts) -> None:
 def run_job(cfg: DictConfig, out_dir: str):
     """Run one job into out_dir; returns its summary row (None if resumed)."""
     job = jobspec.from_config(cfg)
+    ident = identity.job_identity(job)          # content fingerprints: no model loads
+    job = identity.bind(job, ident)
     engine, mode = jobspec.validate(job)
-    ident = identity.job_identity(job)
     chash = identity.config_hash(job, ident)
     if job.resume and (done := results.find_finished(job.out_root, chash)):
         print(f"specbench: skip {chash}: already finished in {done}")

@@ -35,6 +35,7 @@ from ..core.tree import RankPath, shape, sort_paths
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VECTOR = "results/acceptance_vector.csv"
 CALIBRATE_HINT = "python -m specbench.study.calibrate"
+AUTO = "auto"           # tree.calib_pair_id: the job's own pair_id
 
 
 def expected_accepted(paths: Sequence[Sequence[int]], vector: Sequence[float]) -> float:
@@ -121,25 +122,26 @@ def _read_rows(file: str, mtime_ns: int) -> tuple[dict, ...]:
         return tuple(csv.DictReader(f))
 
 
-def load_vector(path: str | os.PathLike = DEFAULT_VECTOR, pair: str | None = None,
+def load_vector(path: str | os.PathLike = DEFAULT_VECTOR, pair_id: str | None = None,
                 dataset: str | None = None, verify: str | None = None,
                 temperature: float | None = None) -> list[float]:
     """The calibrated vector (p_accept by rank) for one pair/dataset/verify/temperature
-    from an acceptance_vector.csv; None keys match anything (first match wins)."""
-    want = {"pair": pair, "dataset": dataset, "verify": verify}
+    from an acceptance_vector.csv; None keys match anything (first match wins).  A pair is
+    matched by its ``pair_id`` (draft + target content, ``study.identity``), never by name."""
+    want = {"pair_id": pair_id, "dataset": dataset, "verify": verify}
     file = _resolve(path)
     what = ", ".join(f"{k}={v}" for k, v in {**want, "temperature": temperature}.items() if v is not None)
     hint = (f"no calibrated acceptance vector for {what or 'any pair'} in {file}: run "
-            f"`{CALIBRATE_HINT} pair={pair or '...'} dataset={dataset or '...'} verify={verify or '...'}` first")
+            f"`{CALIBRATE_HINT} pair=... dataset={dataset or '...'} verify={verify or '...'}` for this pair first")
     if not file.exists():
         raise FileNotFoundError(hint)
     rows: dict[tuple, dict[int, float]] = {}
     for row in _read_rows(str(file), file.stat().st_mtime_ns):
-        if any(v is not None and row[k] != str(v) for k, v in want.items()):
+        if any(v is not None and row.get(k) != str(v) for k, v in want.items()):
             continue
         if temperature is not None and not math.isclose(float(row["temperature"]), float(temperature)):
             continue
-        key = (row["pair"], row["dataset"], row["verify"], row["temperature"])
+        key = (row.get("pair_id"), row["dataset"], row["verify"], row["temperature"])
         rows.setdefault(key, {})[int(row["rank"])] = float(row["p_accept"])
     if not rows:
         raise FileNotFoundError(hint)
@@ -149,12 +151,16 @@ def load_vector(path: str | os.PathLike = DEFAULT_VECTOR, pair: str | None = Non
 
 @shape("sequoia")
 def sequoia(budget: int, depth: int | None = None, vector=DEFAULT_VECTOR, max_children: int | None = None,
-            calib_pair: str | None = None, calib_dataset: str | None = None,
+            calib_pair_id: str | None = None, calib_dataset: str | None = None,
             calib_verify: str | None = None, calib_temperature: float | None = None, **_) -> list[RankPath]:
     """The DP-optimal tree.  `vector` is a list of probabilities or the path of an
-    acceptance_vector.csv (rows picked by the calib_* keys)."""
+    acceptance_vector.csv (rows picked by the calib_* keys; ``calib_pair_id=auto`` is the
+    job's own pair, filled in by the study layer before the policy is made)."""
     if isinstance(vector, (str, os.PathLike)):
-        vec = load_vector(vector, calib_pair, calib_dataset, calib_verify, calib_temperature)
+        if calib_pair_id == AUTO:
+            raise ValueError("tree.calib_pair_id=auto names the job's own pair and is resolved by "
+                             "`python -m specbench.run`: pass a pair_id from the acceptance_vector.csv")
+        vec = load_vector(vector, calib_pair_id, calib_dataset, calib_verify, calib_temperature)
     else:
         vec = [float(x) for x in vector]
     if max_children:

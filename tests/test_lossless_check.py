@@ -1,0 +1,87 @@
+"""The empirical first-token check of the sampling modes (`python -m specbench.study.lossless`):
+memoised draws equal plain ones, lossless modes pass and a lossy rule fails on tiny models,
+the CLI writes results/lossless_check.csv atomically and the report shows it."""
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from specbench.core.atomic import umask
+from specbench.inputs.data import Prompt
+from specbench.inputs.models import Pair
+from specbench.study import lossless as L
+from specbench.study.results import read_csv
+from specbench.verify.modes import get_mode
+from test_hydra import specbench
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+from make_results import make_results  # noqa: E402
+
+TREES = {"chain": ("chain", 3), "tree": ("binary", 4)}
+T1 = {"temperature": 1.0, "top_p": 1.0}
+
+
+@pytest.fixture(scope="module")
+def pair_and_prompt(tiny_draft, tiny_target, tiny_tokenizer):
+    pair = Pair("tiny", "d", "t", tiny_draft, tiny_target, tiny_tokenizer, False)
+    return pair, Prompt("p0", "", tiny_tokenizer.encode("def fibonacci(n):\n    if n"), "x")
+
+
+@pytest.mark.parametrize("mode,tree", [("mss", TREES["tree"]), ("traversal", TREES["tree"]),
+                                       ("block", TREES["chain"])])
+def test_memoised_draws_equal_the_plain_engines_draws(pair_and_prompt, mode, tree):
+    from dataclasses import replace
+    from specbench.engine.memo import MemoModel
+    pair, pr = pair_and_prompt
+    plain = L.first_tokens(pair, pr.ids, 0, mode, tree, 25, T1)
+    memo = replace(pair, draft=MemoModel(pair.draft), target=MemoModel(pair.target))
+    assert L.first_tokens(memo, pr.ids, 0, mode, tree, 25, T1) == plain
+    assert 0 < memo.target.forwards <= 25
+    warmed = replace(pair, draft=MemoModel(pair.draft), target=MemoModel(pair.target))
+    for m in (warmed.draft, warmed.target):
+        m.set_base(pr.ids[:-1])
+    L.warm(warmed, pr.ids[-1], get_mode(mode).params(T1), (16, 64))    # one batched forward per depth
+    assert warmed.target.forwards == 1 and len(warmed.target.memo) == 1 + 16 + 64
+    assert L.first_tokens(warmed, pr.ids, 0, mode, tree, 25, T1) == plain
+
+
+def test_every_lossless_sampling_mode_passes_and_a_lossy_rule_fails(pair_and_prompt):
+    pair, pr = pair_and_prompt
+    assert set(L.sampling_modes()) >= {"speculative", "mss", "sequoia", "block", "traversal"}
+    assert "greedy" not in L.sampling_modes()
+    rows = L.check_prompt(pair, pr, 0, L.sampling_modes() + ["typical"], TREES, 600, T1, seed=0)
+    by_mode = {r["verify"]: r for r in rows}
+    for name in L.sampling_modes():
+        r = by_mode[name]
+        assert r["chi2_p"] > 1e-3 and r["tv"] < r["tv_null"] + 0.05, r
+    assert by_mode["typical"]["chi2_p"] < 1e-10 and by_mode["typical"]["tv"] > by_mode["typical"]["tv_null"] + 0.05
+    assert by_mode["block"]["tree"] == "chain" and by_mode["mss"]["tree"] == "binary"
+
+
+def test_cli_writes_the_csv_atomically_replaces_its_rows_and_the_report_shows_it(tiny_pair_dirs, tmp_path):
+    out = tmp_path / "results" / "lossless_check.csv"
+    make_results(str(tmp_path / "results"))
+    os.remove(out)
+    common = [f"--out={out}", "pair=local", f"pair.draft.path={tiny_pair_dirs[0]}",
+              f"pair.target.path={tiny_pair_dirs[1]}", "dtype=float32", "device=cpu", "dataset=smoke",
+              "dataset.limit=2"]
+    r = specbench("specbench.study.lossless", "--draws=40", "--modes=mss,speculative", *common)
+    assert r.returncode == 0, r.stderr[-2000:]
+    table = read_csv(out)
+    assert list(table.columns) == L.COLUMNS and len(table) == 4
+    assert os.stat(out).st_mode & 0o777 == 0o666 & ~umask()
+    r = specbench("specbench.study.lossless", "--draws=30", "--modes=block", *common)
+    assert r.returncode == 0, r.stderr[-2000:]
+    table = read_csv(out)
+    assert sorted(table.verify) == ["block", "block"] and set(table.n_draws) == {30}   # replaced as a unit
+    bad = specbench("specbench.study.lossless", "--modes=typical", *common)
+    assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1].startswith("specbench: error: --modes")
+    report = tmp_path / "REPORT.md"
+    r = specbench("specbench.report", "--results", str(tmp_path / "results"), "--out", str(report))
+    assert r.returncode == 0, r.stderr[-2000:]
+    text = report.read_text()
+    assert "| pair | verify | temperature | prefix_id | n_draws | tree | budget | chi2_p | tv | tv_null |" in text
+    assert "block: 0 of 2 prefixes reject" in text and "not evidence by itself" in text
+    shutil.rmtree(tmp_path / "results" / "figures", ignore_errors=True)
