@@ -17,10 +17,9 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-from transformers import DynamicCache
-
 from ..trees import eagle2
 from ..core import kv
+from ..core.kv import prefill  # noqa: F401  (re-exported: drafters and verifiers prefill alike)
 from ..core.registry import Registry
 from ..trees.policies import KINDS, POLICIES
 from ..core.sampling import choose_slots, probs
@@ -184,18 +183,6 @@ class ModelDrafter(Drafter):
             q[i] = row
         return DraftTree(parents=list(parents), tokens=torch.tensor(tokens, dtype=torch.long),
                          ranks=list(ranks), q=q, slots=list(slots), child_rule=rule)
-
-
-def prefill(model, prompt_ids: Sequence[int]) -> tuple[DynamicCache, int]:
-    """A fresh cache holding every prompt token but the last (the first root)."""
-    if len(prompt_ids) == 0:
-        raise ValueError("empty prompt: every prompt needs at least one token")
-    cache, n = DynamicCache(), len(prompt_ids) - 1
-    if n:                       # a plain causal forward; only the cache is kept
-        with torch.inference_mode():
-            model(input_ids=torch.tensor([list(prompt_ids[:-1])], device=model.device),
-                  past_key_values=cache, use_cache=True, logits_to_keep=1)
-    return cache, n
 
 
 def check_bfs(parents: Sequence[int]) -> None:

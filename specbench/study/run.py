@@ -66,13 +66,16 @@ def decode(job: JobSpec, ident, pair, prompts, engine: str) -> list[PromptResult
     else:
         store = DiskCache(cache_root(job.replay_cache, job.out_root))
         key, draft_key = cache_keys(job, ident, eos)
+        ids, b = [pr.ids for pr in prompts], job.continuation_batch
         if by_ranks(job):
-            return replay.replay_by_ranks(bar(prompts), lambda ids: replay.cached_ranks(
-                store, pair.target, pair.draft, key, draft_key, ids), lambda: new_policy(job))
-        verifier = ContinuationVerifier(lambda ids: replay.cached_continuation(store, pair.target, key, ids),
+            table = replay.cached_ranks_many(store, pair.target, pair.draft, key, draft_key, ids, b, bar)
+            return replay.replay_by_ranks(prompts, table, lambda: new_policy(job))
+        conts = dict(zip(map(tuple, ids), replay.cached_continuations(store, pair.target, key, ids, b, bar)))
+        verifier = ContinuationVerifier(lambda prompt_ids: conts[tuple(prompt_ids)],
                                         pair.target.get_output_embeddings().weight.shape[0])
-    drafter = DRAFTERS.get(job.pair.drafter).from_pair(pair, run.params["draft_temperature"], run.params["top_p"])
-    return run_loop(prompts, drafter, verifier, lambda: new_policy(job), run, bar)
+    drafter_cls = DRAFTERS.get(job.pair.drafter)
+    new_drafter = lambda: drafter_cls.from_pair(pair, run.params["draft_temperature"], run.params["top_p"])  # noqa: E731
+    return run_loop(prompts, new_drafter, verifier, lambda: new_policy(job), run, bar, job.batch_size)
 
 
 def context_length(model) -> int | None:
