@@ -313,5 +313,5 @@ def accept_histogram(records: Sequence[StepRecord]) -> list[int]:
 
 
 __all__ = ["StepRecord", "PromptResult", "Decoding", "LiveVerifier", "ContinuationVerifier", "decode",
-           "decode_prompt", "run_rows", "continuation", "continuations", "prompt_rng", "prompt_seed", "truncate", "follow",
-           "accept_histogram"]
+           "decode_prompt", "run_rows", "continuation", "continuations", "prompt_rng", "prompt_seed", "truncate",
+           "follow", "accept_histogram"]

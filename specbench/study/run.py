@@ -74,7 +74,8 @@ def decode(job: JobSpec, ident, pair, prompts, engine: str) -> list[PromptResult
         verifier = ContinuationVerifier(lambda prompt_ids: conts[tuple(prompt_ids)],
                                         pair.target.get_output_embeddings().weight.shape[0])
     drafter_cls = DRAFTERS.get(job.pair.drafter)
-    new_drafter = lambda: drafter_cls.from_pair(pair, run.params["draft_temperature"], run.params["top_p"])  # noqa: E731
+    params = run.params
+    new_drafter = lambda: drafter_cls.from_pair(pair, params["draft_temperature"], params["top_p"])  # noqa: E731
     return run_loop(prompts, new_drafter, verifier, lambda: new_policy(job), run, bar, job.batch_size)
 
 
