@@ -199,3 +199,26 @@ def test_seeded_batched_sampling_is_reproducible_and_equal_to_batch1(tiny_draft,
     same_results(first, one, laws_tol=1e-5)
     same_results(run_batched(*args, n=12, seed=3, batch_size=3), first)
     assert [r.tokens for r in run_batched(*args, n=12, seed=4, batch_size=3)] != [r.tokens for r in one]
+
+
+@pytest.mark.parametrize("tree,drafter", [("chain", "model"), ("eagle2", "model"), ("binary", "ngram")])
+def test_study_jobs_batched_live_and_replay_equal_batch1(tiny_draft, tiny_target, tiny_tokenizer, prompts, tmp_path,
+                                                         tree, drafter):
+    """study.run.decode: live at batch 3, and replay (rank or drafted) with batched or
+    exact (batch-1) continuations, give batch-1 live's tokens and records."""
+    from specbench.study import run as study
+    from specbench.study.jobspec import from_config
+    pair = SimpleNamespace(target=tiny_target, draft=tiny_draft, tokenizer=tiny_tokenizer, name="tiny")
+    ident = SimpleNamespace(target="t", draft="d")
+    model = {"source": "local", "path": "m"}
+
+    def job(engine, batch_size, exact=False):
+        return from_config({"pair": {"name": "p", "draft": model, "target": model, "drafter": drafter},
+                            "tree": {"name": tree, "budget": 6}, "dataset": {"name": "smoke"},
+                            "verify": {"name": "greedy"}, "dtype": "float32", "max_new_tokens": 12,
+                            "engine": engine, "batch_size": batch_size, "progress": False,
+                            "exact_continuations": exact, "replay_cache": str(tmp_path / f"c{int(exact)}")})
+    ref = study.decode(job("live", 1), ident, pair, items(prompts), "live")
+    for engine, b, exact in (("live", 3, False), ("replay", 4, False), ("replay", 4, True)):
+        got = study.decode(job(engine, b, exact), ident, pair, items(prompts), engine)
+        same_results(got, ref, laws_tol=0.0)
