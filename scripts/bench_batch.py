@@ -3,7 +3,8 @@
     flock /tmp/specbench-real.lock .venv/bin/python scripts/bench_batch.py
     flock /tmp/specbench-real.lock .venv/bin/python scripts/bench_batch.py --cont-prompts 32 --cont-tokens 128
 
-(1) bf16, live greedy, the same --prompts HumanEval prompts: tokens/s (new tokens / wall
+(1) bf16, live greedy, the same --prompts HumanEval prompts (optionally their last
+    --prompt-tokens tokens): tokens/s (new tokens / wall
     seconds, prefill included) and tokens_per_step at B = --batches, for plain decoding
     (tree=none), chain/4 and --best (default binary/16, the best tree of bench_live.py).
 (2) float32: the target's greedy continuations of --cont-prompts prompts x --cont-tokens
@@ -113,6 +114,8 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=8, help="HumanEval prompts for the live table")
     ap.add_argument("--tokens", type=int, default=32, help="new tokens per prompt, live table")
     ap.add_argument("--batches", default="1,2,4,8")
+    ap.add_argument("--prompt-tokens", type=int, default=0,
+                    help="live table: keep the last N tokens of each prompt (0 = whole; bf16 prefill is slow here)")
     ap.add_argument("--best", default="binary/16", help="the tree beside none and chain/4, e.g. binary/16")
     ap.add_argument("--cont-prompts", type=int, default=8)
     ap.add_argument("--cont-tokens", type=int, default=32)
@@ -126,7 +129,8 @@ def main() -> None:
     ratio_live = float("nan")
     if not args.skip_live:
         pair = models.load_pair(pair_cfg, "bfloat16", "cpu")
-        prompts = data.load_prompts(ds, pair.tokenizer)
+        prompts = [data.Prompt(pr.id, "", pr.ids[-args.prompt_tokens:] if args.prompt_tokens else pr.ids, "bench")
+                   for pr in data.load_prompts(ds, pair.tokenizer)]
         trees = {"none": {"name": "none", "budget": 0}, "chain/4": {"name": "chain", "budget": 4},
                  args.best: parse_tree(args.best)}
         table = live_table(pair, prompts[:args.prompts], trees, batches, args.tokens)

@@ -199,6 +199,8 @@ def run_rows(pending: Iterator[tuple[Row, Sequence[int]]], verifier, run: Decodi
              batch_size: int = 1) -> list[PromptResult]:
     """THE loop: up to ``batch_size`` rows in flight, one ``step`` of all of them at a
     time; a finished row leaves and the next pending prompt takes its place."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size}: must be >= 1 (prompts per target forward)")
     rows: list[Row] = []
     done: dict[int, PromptResult] = {}
     while True:
