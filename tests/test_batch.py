@@ -14,6 +14,7 @@ from specbench.core.diskcache import DiskCache
 from specbench.core.sampling import probs
 from specbench.core.tree import paths_to_parents
 from specbench.drafting.drafters import ModelDrafter
+from specbench.drafting.group import DraftGroup
 from specbench.drafting.merged import MergedDrafter
 from specbench.drafting.ngram import NgramDrafter
 from specbench.engine import replay
@@ -45,8 +46,12 @@ def items(prompts):
     return [SimpleNamespace(id=f"p{i}", ids=ids) for i, ids in enumerate(prompts)]
 
 
-def run_batched(new_drafter, target, prompts, policy, mode="greedy", params=None, n=20, eos=(0,),
-                batch_size=1, seed=0, measure_shift=True):
+def run_batched(make_drafter, target, prompts, policy, mode="greedy", params=None, n=20, eos=(0,),
+                batch_size=1, seed=0, measure_shift=True, draft=None):
+    """decode() with ``make_drafter(group)``: the rows share one DraftGroup over ``draft``
+    (their draft forwards batched) when it is given."""
+    group = DraftGroup(draft) if draft is not None else None
+    new_drafter = lambda: make_drafter(group)  # noqa: E731
     spec = get_mode(mode)
     params = spec.params({"temperature": 0.0, **(params or {})} if mode == "greedy" else (params or {}))
     run = Decoding(spec, params, n, frozenset(eos), seed, measure_shift)
@@ -90,16 +95,17 @@ def test_batchkv_rows_equal_sequential_forwards_before_and_after_keep(tiny_targe
     g = torch.Generator().manual_seed(0)
     trees = [(paths_to_parents(s), [p[-1]] + torch.randint(1, 300, (len(s),), generator=g).tolist())
              for p, s in zip(chosen, shapes)]
-    logits = rows.forward(trees)
+    logits = rows.forward([(parents, tokens, 0) for parents, tokens in trees])
     for b, (parents, tokens) in enumerate(trees):
         for i in range(len(parents)):
             torch.testing.assert_close(logits[b, i], reference_logits(tiny_target, chosen[b], parents, tokens, i),
                                        atol=1e-5, rtol=1e-5)
-    rows.keep([(0, [0, 1, 3]), (2, [0, 1])])          # row 1 leaves; rows keep an accepted path
+    n0, n2 = rows.lens[0], rows.lens[2]                 # row 1 leaves; rows keep an accepted path
+    rows.keep([(0, [*range(n0), n0, n0 + 1, n0 + 3]), (2, [*range(n2), n2, n2 + 1])])
     grown = [chosen[0] + [trees[0][1][1], trees[0][1][3], 7], chosen[2] + [trees[2][1][1], 9]]
     assert rows.lens == [len(g) - 1 for g in grown]
     again = [([-1, 0], [7, 11]), ([-1], [9])]
-    logits = rows.forward(again)
+    logits = rows.forward([(parents, tokens, 0) for parents, tokens in again])
     for b, (parents, tokens) in enumerate(again):
         for i in range(len(parents)):
             torch.testing.assert_close(logits[b, i], reference_logits(tiny_target, grown[b], parents, tokens, i),
@@ -145,25 +151,29 @@ def test_batched_cache_records_match_batch1_under_the_same_keys(tiny_draft, tiny
 @pytest.mark.parametrize("name,params", SHAPES)
 def test_batched_live_greedy_equals_batch1_static_shapes(tiny_draft, tiny_target, prompts, eos, name, params):
     for budget in (3, 8):
-        new = (lambda: ModelDrafter(tiny_draft, 1.0), tiny_target, prompts, lambda: make_policy(name, budget, params))
+        new = (lambda g: ModelDrafter(tiny_draft, 1.0, group=g), tiny_target, prompts,
+               lambda: make_policy(name, budget, params))
         one = run_batched(*new, eos=eos, params={"draft_temperature": 1.0})
         assert min(len(r.tokens) for r in one) < 20
-        same_results(run_batched(*new, eos=eos, params={"draft_temperature": 1.0}, batch_size=4), one)
+        for draft in (None, tiny_draft):           # draft forwards row by row, then batched
+            same_results(run_batched(*new, eos=eos, params={"draft_temperature": 1.0}, batch_size=4, draft=draft),
+                         one)
 
 
-DRAFTED = [("eagle2", lambda d: ModelDrafter(d, 1.0), "eagle2", {"width": 3, "depth": 3}, 10),
-           ("ngram", lambda d: NgramDrafter(), "ngram_trie", {}, 6),
-           ("merged", lambda d: MergedDrafter(ModelDrafter(d, 1.0)), "merged", {"shape": "binary"}, 8),
-           ("none", lambda d: ModelDrafter(d, 1.0), "none", {}, 0)]
+DRAFTED = [("eagle2", lambda d, g: ModelDrafter(d, 1.0, group=g), "eagle2", {"width": 3, "depth": 3}, 10),
+           ("ngram", lambda d, g: NgramDrafter(), "ngram_trie", {}, 6),
+           ("merged", lambda d, g: MergedDrafter(ModelDrafter(d, 1.0, group=g)), "merged", {"shape": "binary"}, 8),
+           ("none", lambda d, g: ModelDrafter(d, 1.0, group=g), "none", {}, 0)]
 
 
 @pytest.mark.parametrize("label,make,name,params,budget", DRAFTED, ids=[d[0] for d in DRAFTED])
 def test_batched_live_greedy_equals_batch1_drafters(tiny_draft, tiny_target, prompts, eos, label, make, name,
                                                     params, budget):
-    new = (lambda: make(tiny_draft), tiny_target, prompts, lambda: make_policy(name, budget, params))
+    new = (lambda g: make(tiny_draft, g), tiny_target, prompts, lambda: make_policy(name, budget, params))
     one = run_batched(*new, eos=eos)
     for b in (2, 5):
-        same_results(run_batched(*new, eos=eos, batch_size=b), one)
+        same_results(run_batched(*new, eos=eos, batch_size=b, draft=tiny_draft), one)
+    same_results(run_batched(*new, eos=eos, batch_size=3), one)
 
 
 LOSSLESS = [m for m in MODES.names() if get_mode(m).lossless_for and m != "greedy"]
@@ -178,8 +188,8 @@ def test_sampling_modes_stay_lossless_batched(tiny_draft, tiny_target, prompts, 
     """First emitted token of 400 runs of one prompt, 25 rows per forward: exact law
     (first_token_tv = 0) and chi-square against the target's distribution at T=1."""
     prompt, n = prompts[3], 400
-    done = run_batched(lambda: ModelDrafter(tiny_draft, 1.0), tiny_target, [prompt] * n, lambda: policy_for(mode),
-                       mode, n=1, batch_size=25, seed=7)
+    done = run_batched(lambda g: ModelDrafter(tiny_draft, 1.0, group=g), tiny_target, [prompt] * n,
+                       lambda: policy_for(mode), mode, n=1, batch_size=25, seed=7, draft=tiny_draft)
     assert max(r.records[0].first_token_tv for r in done) < 1e-6
     with torch.no_grad():
         p = probs(tiny_target(torch.tensor([prompt])).logits[0, -1], 1.0).double()
@@ -193,11 +203,11 @@ def test_sampling_modes_stay_lossless_batched(tiny_draft, tiny_target, prompts, 
 
 @pytest.mark.parametrize("mode", ["mss", "sequoia", "speculative", "naive"])
 def test_seeded_batched_sampling_is_reproducible_and_equal_to_batch1(tiny_draft, tiny_target, prompts, mode):
-    args = (lambda: ModelDrafter(tiny_draft, 1.0), tiny_target, prompts, lambda: policy_for(mode), mode)
+    args = (lambda g: ModelDrafter(tiny_draft, 1.0, group=g), tiny_target, prompts, lambda: policy_for(mode), mode)
     one = run_batched(*args, n=12, seed=3)
-    first = run_batched(*args, n=12, seed=3, batch_size=3)
+    first = run_batched(*args, n=12, seed=3, batch_size=3, draft=tiny_draft)
     same_results(first, one, laws_tol=1e-5)
-    same_results(run_batched(*args, n=12, seed=3, batch_size=3), first)
+    same_results(run_batched(*args, n=12, seed=3, batch_size=3, draft=tiny_draft), first)
     assert [r.tokens for r in run_batched(*args, n=12, seed=4, batch_size=3)] != [r.tokens for r in one]
 
 
@@ -222,3 +232,18 @@ def test_study_jobs_batched_live_and_replay_equal_batch1(tiny_draft, tiny_target
     for engine, b, exact in (("live", 3, False), ("replay", 4, False), ("replay", 4, True)):
         got = study.decode(job(engine, b, exact), ident, pair, items(prompts), engine)
         same_results(got, ref, laws_tol=0.0)
+
+
+def test_rows_sharing_a_draft_group_batch_their_draft_forwards(tiny_draft, tiny_target, prompts):
+    """chain/4 at B=6 over one DraftGroup: one draft forward per depth for all rows, so
+    about a sixth of batch 1's draft forwards (rows finish at different steps)."""
+    def forwards(batch_size):
+        group = DraftGroup(tiny_draft)
+        items_ = items(prompts)
+        spec = get_mode("greedy")
+        run = Decoding(spec, spec.params({"temperature": 0.0}), 16, frozenset({0}), 0, False)
+        decode(items_, lambda: ModelDrafter(tiny_draft, 1.0, group=group), LiveVerifier(tiny_target),
+               lambda: make_policy("chain", 4), run, batch_size=batch_size)
+        return group.forwards
+    one, six = forwards(1), forwards(len(prompts))
+    assert six * 3 < one, (six, one)

@@ -92,10 +92,12 @@ class BatchKV:
     Layout: left padding.  Row b's ``lens[b]`` cached tokens (its position count)
     are the LAST ``lens[b]`` of the cache's ``width`` slots; the slots in front of
     them are masked out.  ``add`` splices a new row in (a batch-1 prefill); after
-    each forward ``keep`` keeps or drops rows and compacts the cache."""
+    each forward ``keep`` keeps or drops rows and compacts the cache (also on its
+    own, to trim rows).  With one row and no padding this is exactly ``forward_nodes``
+    and ``keep`` on a batch-1 cache."""
 
     def __init__(self, model):
-        self.model, self.cache, self.lens, self.width = model, DynamicCache(), [], 0
+        self.model, self.cache, self.lens, self.width, self.fresh = model, DynamicCache(), [], 0, 0
 
     def add(self, prompt_ids: Sequence[int]) -> None:
         """A new last row holding every prompt token but the last (``prefill``)."""
@@ -112,32 +114,39 @@ class BatchKV:
         self.lens.append(n)
 
     @torch.inference_mode()
-    def forward(self, trees: Sequence[tuple[Sequence[int], Sequence[int]]]) -> torch.Tensor:
-        """One forward over every row's tree nodes ``(parents, tokens)`` (row order),
-        padded to the largest tree: float32 logits [rows, T, V] (row b's first
-        len(parents_b) are its nodes); the cache gains T slots per row."""
+    def forward(self, trees: Sequence[tuple[Sequence[int], Sequence[int], int]]) -> torch.Tensor:
+        """One forward over every row's new tree nodes: ``(parents, tokens, start)`` per
+        row (row order) names nodes ``0:len(parents)`` of the row's tree, of which
+        ``start:`` are new (``0:start`` are already the last ``start`` of its cached
+        tokens).  New nodes are padded to the most any row has, T.  Returns float32
+        logits [rows, T, V] (row b's first len(parents_b) - start_b are its nodes); the
+        cache gains T slots per row, read by ``keep`` as the row's next logical slots."""
         if len(trees) != len(self.lens):
             raise ValueError(f"{len(trees)} trees for {len(self.lens)} cache rows")
-        t = max(len(parents) for parents, _ in trees)
+        t = max(max(len(parents) - start for parents, _, start in trees), 1)
         dtype, device = self.model.dtype, self.model.device
         masks, pos, ids = [], [], []
-        for n, (parents, tokens) in zip(self.lens, trees):
-            padded = list(parents) + [-1] * (t - len(parents))     # padding nodes: roots
-            mask = tree_attention_mask(padded, self.width, dtype=dtype)
-            mask[..., :self.width - n] = torch.finfo(dtype).min    # the row's left padding
-            masks.append(mask)
-            pos.append(tree_position_ids(padded, n))
-            ids.append([int(x) for x in tokens] + [0] * (t - len(parents)))
+        for n, (parents, tokens, start) in zip(self.lens, trees):
+            pad = t - (len(parents) - start)
+            padded = list(parents) + [-1] * pad                 # padding nodes: roots
+            mask = tree_attention_mask(padded, n - start, start, start + t, dtype=dtype)
+            masks.append(torch.nn.functional.pad(mask, (self.width - n, 0), value=torch.finfo(dtype).min))
+            pos.append(tree_position_ids(padded, n - start, start, start + t))
+            ids.append([int(x) for x in tokens[start:]] + [0] * pad)
         out = self.model(input_ids=torch.tensor(ids, device=device), attention_mask=torch.cat(masks).to(device),
                          position_ids=torch.cat(pos).to(device), past_key_values=self.cache, use_cache=True)
+        self.fresh = t
         return checked(out.logits.float())
 
     def keep(self, rows: Sequence[tuple[int, Sequence[int]]]) -> None:
-        """After ``forward``: the rows are now ``rows`` = [(old row, kept tree slots)],
-        in that order; each keeps its prefix plus those slots (offsets into its tree,
-        in order).  Rows not listed are dropped."""
-        index = [list(range(self.width - self.lens[b], self.width)) + [self.width + int(s) for s in slots]
-                 for b, slots in rows]
+        """The rows are now ``rows`` = [(old row, kept logical slots)], in that order.
+        A row's logical slots are its cached tokens 0..lens-1, then (right after a
+        ``forward``) its T new nodes.  Rows not listed are dropped; the cache is compacted."""
+        fresh, self.fresh = self.fresh, 0
+        index = [[self.width - self.lens[b] + k if k < self.lens[b] else self.width + k - self.lens[b]
+                  for k in map(int, slots)] for b, slots in rows]
+        if any(k >= self.width + fresh for ix in index for k in ix):
+            raise IndexError("BatchKV.keep: a slot past the row's cached and new tokens")
         width = max(map(len, index), default=0)
         layers = filled(self.cache)
         device = layers[0].keys.device if layers else None

@@ -13,6 +13,7 @@ Live engine only (wall-clock figures); the study job (``run``) adds replay and c
 from __future__ import annotations
 
 from ..drafting.drafters import DRAFTERS
+from ..drafting.group import DraftGroup
 from .loop import Decoding, LiveVerifier, PromptResult, decode
 from ..trees.policies import make_policy
 from ..verify.modes import get_mode
@@ -36,7 +37,8 @@ def decode_prompts(pair, prompts, tree: dict, verify: dict, max_new_tokens: int,
     mode = get_mode(verify.pop("name"))
     params = mode.params(verify)
     drafter_cls = DRAFTERS.get(getattr(pair, "drafter", "model"))
-    new_drafter = lambda: drafter_cls.from_pair(pair, params["draft_temperature"], params["top_p"])  # noqa: E731
+    group = DraftGroup(pair.draft) if getattr(pair, "draft", None) is not None else None
+    new_drafter = lambda: drafter_cls.from_pair(pair, params["draft_temperature"], params["top_p"], group)  # noqa: E731
     run = Decoding(mode, params, int(max_new_tokens), eos_ids(pair), int(seed), measure_shift)
     verifier = LiveVerifier(pair.target, params["temperature"], params["top_p"])
     return decode(prompts, new_drafter, verifier, lambda: make_policy(name, budget, tree), run, progress, batch_size)

@@ -106,13 +106,15 @@ class LiveVerifier:
     def score(self, trees: Sequence[DraftTree]) -> list[torch.Tensor]:
         """Target distributions after every node of each row's tree ([N_b+1, V] per
         row), all rows in one forward."""
-        logits = self.rows.forward([(tree.parents, tree.tokens.tolist()) for tree in trees])
+        logits = self.rows.forward([(tree.parents, tree.tokens.tolist(), 0) for tree in trees])
         return [probs(logits[b, :len(tree.parents)], self.temperature, self.top_p)
                 for b, tree in enumerate(trees)]
 
     def commit(self, paths: Sequence[Sequence[int] | None]) -> None:
         """Row b keeps its root and accepted path ``paths[b]``; None drops a finished row."""
-        self.rows.keep([(b, [0, *path]) for b, path in enumerate(paths) if path is not None])
+        lens = self.rows.lens
+        self.rows.keep([(b, [*range(lens[b]), *(lens[b] + s for s in (0, *path))])
+                        for b, path in enumerate(paths) if path is not None])
 
 
 class ContinuationVerifier:
@@ -217,17 +219,14 @@ def run_rows(pending: Iterator[tuple[Row, Sequence[int]]], verifier, run: Decodi
         finished = step(rows, verifier, run)
         for row, fin in zip(rows, finished):
             if fin:
+                row.drafter.close()
                 done[row.index] = PromptResult(row.prompt_id, row.records, row.out)
         rows = [row for row, fin in zip(rows, finished) if not fin]
 
 
 def step(rows: Sequence[Row], verifier, run: Decoding) -> list[bool]:
     """One decode step of every row (see the module docstring): returns which rows finished."""
-    trees, draft_s = [], []
-    for row in rows:                   # the draft side: row by row
-        t0 = time.perf_counter()
-        trees.append(row.drafter.draft(row.policy, run.mode.child_rule, row.rng))
-        draft_s.append(time.perf_counter() - t0)
+    trees, draft_s = draft_rows(rows, run)
     t1 = time.perf_counter()
     ps = verifier.score(trees)         # every row's tree in one call
     verdicts = [run.mode.verdict(tree, p, tree.q, row.rng, run.params) for row, tree, p in zip(rows, trees, ps)]
@@ -239,6 +238,24 @@ def step(rows: Sequence[Row], verifier, run: Decoding) -> list[bool]:
     for row, tree, p, v, new, ds in zip(rows, trees, ps, verdicts, news, draft_s):
         record(row, tree, p, v, new, run, ds, verify_s)
     return finished
+
+
+def draft_rows(rows: Sequence[Row], run: Decoding) -> tuple[list[DraftTree], list[float]]:
+    """Every row's tree and drafting seconds.  Rows whose drafters share a ``DraftGroup``
+    draft in lockstep, their draft-model forwards batched (``draft_s``: the phase's time)."""
+    def draft(row: Row) -> Callable[[], DraftTree]:
+        return lambda: row.drafter.draft(row.policy, run.mode.child_rule, row.rng)
+    group = rows[0].drafter.group
+    if group is not None and all(row.drafter.group is group for row in rows):
+        t0 = time.perf_counter()
+        trees = group.run([draft(row) for row in rows])
+        return trees, [time.perf_counter() - t0] * len(rows)
+    trees, secs = [], []
+    for row in rows:
+        t0 = time.perf_counter()
+        trees.append(draft(row)())
+        secs.append(time.perf_counter() - t0)
+    return trees, secs
 
 
 def record(row: Row, tree: DraftTree, p: torch.Tensor, verdict, new: list[int], run: Decoding,

@@ -111,12 +111,12 @@ def teacher_forced_ranks(model, prompts, conts, temperature: float, top_p: float
     ranks: list[list[int]] = [[] for _ in prompts]
     for s in range(0, max(map(len, seqs), default=0), chunk):
         parts = [seq[s:s + chunk] for seq in seqs]
-        logits = rows.forward([(list(range(-1, len(part) - 1)), part) for part in parts])
+        logits = rows.forward([(list(range(-1, len(part) - 1)), part, 0) for part in parts])
         for b, part in enumerate(parts):
             if part:
                 q = probs(logits[b, :len(part)], temperature, top_p)
                 ranks[b] += ranks_from_probs(q, conts[b][s:s + len(part)])
-        rows.keep([(b, range(len(part))) for b, part in enumerate(parts)])
+        rows.keep([(b, range(n + len(part))) for b, (n, part) in enumerate(zip(rows.lens, parts))])
     return ranks
 
 
