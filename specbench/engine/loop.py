@@ -5,7 +5,7 @@ each row has its own drafter, tree policy and generator (``prompt_rng``), so a
 row's result does not depend on the batch or its neighbours.  Per step
 (``step``), for every row::
 
-    tree    = row.drafter.draft(policy, mode.child_rule, rng)   # drafting + trees (row by row)
+    tree    = row.drafter.draft(policy, mode.child_rule, rng)   # drafting + trees (lockstep: draft_rows)
     p       = verifier.score(trees)[row]                        # ONE target forward for all rows
     verdict = mode.verdict(tree, p, tree.q, rng, params)        # verify: accepted path + next token
     emitted = truncate(path tokens + next token)                # EOS / max_new_tokens
@@ -26,7 +26,9 @@ Verifiers (same protocol ``start / score / commit``, rows in flight order):
   known wherever the node lies on the tree path spelling c; p is one-hot there
   (rows off that path are never read by greedy).  No target forward.
 
-Timing: ``draft_s`` is the row's own drafting; ``verify_s`` is the step's shared
+Rows whose drafters share a ``drafting.group.DraftGroup`` draft in lockstep: one
+draft-model forward per depth for all of them.  Timing: ``draft_s`` is the row's
+own drafting (the shared draft phase when rows draft in lockstep); ``verify_s`` is the step's shared
 verification (the one target forward, every row's verdict, the cache update),
 the same for every row of the step.
 
