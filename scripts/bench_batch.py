@@ -52,9 +52,10 @@ def live_point(pair, prompts, tree: dict, b: int, n: int) -> dict:
     done = decode_prompts(pair, prompts, tree, GREEDY, n, measure_shift=False, batch_size=b)
     secs = time.perf_counter() - t0
     tokens, steps = sum(len(d.tokens) for d in done), sum(len(d.records) for d in done)
-    draft = sum(r.draft_s for d in done for r in d.records)
+    draft = sum(r.draft_s for d in done for r in d.records)       # both shared by a step's rows:
+    verify = sum(r.verify_s for d in done for r in d.records)     # their ratio is the time split
     return {"tokens": tokens, "s": secs, "tok/s": tokens / secs, "tokens/step": tokens / steps,
-            "draft_s": draft, "outs": [d.tokens for d in done]}
+            "draft share": draft / max(draft + verify, 1e-9), "outs": [d.tokens for d in done]}
 
 
 def live_table(pair, prompts, trees: dict, batches, n: int) -> dict:
@@ -67,7 +68,7 @@ def live_table(pair, prompts, trees: dict, batches, n: int) -> dict:
             pt = table[label, b] = live_point(pair, prompts, tree, b, n)
             same = "" if pt["outs"] == table[label, batches[0]]["outs"] else f"  (tokens differ from B={batches[0]})"
             print(f"{label:12s} B={b:<2d} {pt['tokens']:5d} tokens {pt['s']:7.1f} s {pt['tok/s']:6.2f} tok/s "
-                  f"tokens/step {pt['tokens/step']:5.2f}  draft {pt['draft_s']:6.1f} s{same}", flush=True)
+                  f"tokens/step {pt['tokens/step']:5.2f}  draft share {pt['draft share']:4.2f}{same}", flush=True)
     return table
 
 
