@@ -5,7 +5,6 @@ import torch
 from conftest import decode_one, greedy_reference
 from specbench.core import kv
 from specbench.drafting.drafters import ModelDrafter
-from specbench.engine.loop import LiveVerifier
 from specbench.trees.policies import make_policy, shape_paths
 from specbench.core.tree import paths_to_parents
 
@@ -32,15 +31,13 @@ def test_greedy_is_token_identical_to_plain_greedy(tiny_draft, tiny_target, tiny
 
 
 def test_tree_logits_equal_sequential_forward_of_each_path(tiny_target, tiny_tokenizer):
-    from transformers import DynamicCache
     prompt = tiny_tokenizer.encode("def fibonacci(n):")
     paths = shape_paths("binary", 14)
     parents = paths_to_parents(paths)
     torch.manual_seed(3)
     tokens = [prompt[-1]] + torch.randint(0, len(tiny_tokenizer), (len(paths),)).tolist()
-    target = LiveVerifier(tiny_target)
-    target.reset(prompt)
-    logits = kv.forward_nodes(tiny_target, target.cache, target.past_len, parents, tokens, 0, len(parents))
+    cache, past_len = kv.prefill(tiny_target, prompt)
+    logits = kv.forward_nodes(tiny_target, cache, past_len, parents, tokens, 0, len(parents))
     for i in range(len(parents)):
         path, j = [], i
         while j >= 0:

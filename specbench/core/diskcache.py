@@ -90,3 +90,13 @@ class DiskCache:
             value = compute()
             self.put(kind, key, value)
         return value
+
+    def get_or_compute_many(self, kind: str, keys: Sequence[dict], compute_missing) -> list:
+        """The cached values of ``keys``; the missing ones computed together by
+        ``compute_missing(indices) -> values`` (e.g. in batches), stored and returned."""
+        values = [self.get(kind, key) for key in keys]
+        miss = [i for i, v in enumerate(values) if v is None]
+        for i, value in zip(miss, compute_missing(miss) if miss else []):
+            self.put(kind, keys[i], value)
+            values[i] = value
+        return values

@@ -17,10 +17,9 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-from transformers import DynamicCache
-
 from ..trees import eagle2
-from ..core import kv
+from ..core.kv import prefill  # noqa: F401  (re-exported: drafters and verifiers prefill alike)
+from .group import DraftGroup
 from ..core.registry import Registry
 from ..trees.policies import KINDS, POLICIES
 from ..core.sampling import choose_slots, probs
@@ -34,6 +33,8 @@ class Drafter:
     ``tree=none`` (no draft tokens).  A subclass grows a policy kind by defining
     ``grow_<kind>(policy, rule, rng)``; ``draft`` dispatches on ``policy.kind``."""
 
+    group = None          # the ``DraftGroup`` whose rows draft in lockstep (None: on its own)
+
     def reset(self, prompt_ids: Sequence[int]) -> None:
         self.history = list(prompt_ids)
 
@@ -46,6 +47,10 @@ class Drafter:
 
     def commit(self, tree: DraftTree, path: Sequence[int], next_token: int) -> None:
         self.history += [int(tree.tokens[n]) for n in path] + [int(next_token)]
+
+    def close(self) -> None:
+        """The prompt is done: release what the drafter holds for it."""
+
 
     @classmethod
     def child_rule(cls, kind: str, rule: str) -> str:
@@ -68,20 +73,23 @@ def check_supported(cls, kind: str, name: str) -> None:
 
 @DRAFTERS.register("model")
 class ModelDrafter(Drafter):
-    """A small causal LM drafting with tree attention over its own KV cache."""
+    """A small causal LM drafting with tree attention over its KV cache: a row of a
+    ``DraftGroup`` (shared by the rows of a batched run; its own group by default)."""
     registry_name = "model"
 
-    def __init__(self, model, temperature: float = 1.0, top_p: float = 1.0):
+    def __init__(self, model, temperature: float = 1.0, top_p: float = 1.0, group: DraftGroup | None = None):
         self.model = model
         self.temperature = temperature
         self.top_p = top_p
+        self.group = group if group is not None else DraftGroup(model)
+        self.row = None
 
     @classmethod
-    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0) -> "ModelDrafter":
+    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, group=None) -> "ModelDrafter":
         if pair.draft is None:
             raise ValueError(f"pair={pair.name} has no draft model (pair.draft): the {cls.registry_name} "
                              "drafter needs one")
-        return cls(pair.draft, temperature, top_p)
+        return cls(pair.draft, temperature, top_p, group)
 
     @classmethod
     def child_rule(cls, kind: str, rule: str) -> str:
@@ -90,8 +98,14 @@ class ModelDrafter(Drafter):
     # -- cache state ------------------------------------------------------
     def reset(self, prompt_ids: Sequence[int]) -> None:
         super().reset(prompt_ids)
-        self.cache, self.past_len = prefill(self.model, prompt_ids)
+        self.close()
+        self.row, self.past_len = self.group.add(prompt_ids), len(prompt_ids) - 1
         self.pending = [int(prompt_ids[-1])]   # committed tokens not yet in the cache
+
+    def close(self) -> None:
+        if self.row is not None:
+            self.group.drop(self.row)
+            self.row = None
 
     def begin(self) -> torch.Tensor:
         """Forward the pending tokens (a chain; the last is the tree root).
@@ -100,9 +114,7 @@ class ModelDrafter(Drafter):
         self.side_parents = list(range(-1, m - 1))
         self.side_tokens = list(self.pending)
         self.root_slot = m - 1
-        logits = kv.forward_nodes(self.model, self.cache, self.past_len,
-                                  self.side_parents, self.side_tokens, 0, m)
-        return logits[-1]
+        return self.group.forward(self.row, self.side_parents, self.side_tokens, 0)[-1]
 
     def extend(self, parents: Sequence[int], tokens: Sequence[int]) -> torch.Tensor:
         """Append nodes (parents are draft-side slots) and forward them in one
@@ -110,8 +122,7 @@ class ModelDrafter(Drafter):
         start = len(self.side_parents)
         self.side_parents += list(parents)
         self.side_tokens += [int(t) for t in tokens]
-        return kv.forward_nodes(self.model, self.cache, self.past_len, self.side_parents,
-                                self.side_tokens, start, len(self.side_parents))
+        return self.group.forward(self.row, self.side_parents, self.side_tokens, start)
 
     def q(self, logits: torch.Tensor) -> torch.Tensor:
         return probs(logits, self.temperature, self.top_p)
@@ -129,7 +140,8 @@ class ModelDrafter(Drafter):
                 keep.append(slots[n])
             else:
                 rest.append(int(tree.tokens[n]))
-        self.past_len = kv.keep(self.cache, self.past_len, keep)
+        self.group.select(self.row, [*range(self.past_len), *(self.past_len + s for s in keep)])
+        self.past_len += len(keep)
         self.pending = rest + [int(next_token)]
 
     # -- tree building ----------------------------------------------------
@@ -184,18 +196,6 @@ class ModelDrafter(Drafter):
             q[i] = row
         return DraftTree(parents=list(parents), tokens=torch.tensor(tokens, dtype=torch.long),
                          ranks=list(ranks), q=q, slots=list(slots), child_rule=rule)
-
-
-def prefill(model, prompt_ids: Sequence[int]) -> tuple[DynamicCache, int]:
-    """A fresh cache holding every prompt token but the last (the first root)."""
-    if len(prompt_ids) == 0:
-        raise ValueError("empty prompt: every prompt needs at least one token")
-    cache, n = DynamicCache(), len(prompt_ids) - 1
-    if n:                       # a plain causal forward; only the cache is kept
-        with torch.inference_mode():
-            model(input_ids=torch.tensor([list(prompt_ids[:-1])], device=model.device),
-                  past_key_values=cache, use_cache=True, logits_to_keep=1)
-    return cache, n
 
 
 def check_bfs(parents: Sequence[int]) -> None:

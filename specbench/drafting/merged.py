@@ -39,8 +39,15 @@ class MergedDrafter(Drafter):
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
 
     @classmethod
-    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0) -> "MergedDrafter":
-        return cls(ModelDrafter.from_pair(pair, temperature, top_p))
+    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, group=None) -> "MergedDrafter":
+        return cls(ModelDrafter.from_pair(pair, temperature, top_p, group))
+
+    @property
+    def group(self):
+        return self.model.group
+
+    def close(self) -> None:
+        self.model.close()
 
     @classmethod
     def child_rule(cls, kind: str, rule: str) -> str:

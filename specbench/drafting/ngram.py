@@ -177,7 +177,7 @@ class NgramDrafter(Drafter):
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
 
     @classmethod
-    def from_pair(cls, pair, temperature: float = 0.0, top_p: float = 1.0) -> "NgramDrafter":
+    def from_pair(cls, pair, temperature: float = 0.0, top_p: float = 1.0, group=None) -> "NgramDrafter":
         return cls()
 
     @classmethod

@@ -13,6 +13,7 @@ Live engine only (wall-clock figures); the study job (``run``) adds replay and c
 from __future__ import annotations
 
 from ..drafting.drafters import DRAFTERS
+from ..drafting.group import DraftGroup
 from .loop import Decoding, LiveVerifier, PromptResult, decode
 from ..trees.policies import make_policy
 from ..verify.modes import get_mode
@@ -27,16 +28,17 @@ def eos_ids(pair) -> frozenset[int]:
 
 
 def decode_prompts(pair, prompts, tree: dict, verify: dict, max_new_tokens: int, seed: int = 0,
-                   measure_shift: bool = True, progress=None) -> list[PromptResult]:
+                   measure_shift: bool = True, progress=None, batch_size: int = 1) -> list[PromptResult]:
     """Decode ``prompts`` (objects with ``.id`` and ``.ids``) live with the pair's drafter,
     the tree policy ``tree`` ({"name", "budget", ...}) and the verify mode ``verify``
-    ({"name", ...mode parameters})."""
+    ({"name", ...mode parameters}), ``batch_size`` prompts per target forward."""
     tree, verify = dict(tree), dict(verify)
     name, budget = tree.pop("name"), tree.pop("budget", 0)
     mode = get_mode(verify.pop("name"))
     params = mode.params(verify)
-    drafter = DRAFTERS.get(getattr(pair, "drafter", "model")).from_pair(pair, params["draft_temperature"],
-                                                                        params["top_p"])
+    drafter_cls = DRAFTERS.get(getattr(pair, "drafter", "model"))
+    group = DraftGroup(pair.draft) if getattr(pair, "draft", None) is not None else None
+    new_drafter = lambda: drafter_cls.from_pair(pair, params["draft_temperature"], params["top_p"], group)  # noqa: E731
     run = Decoding(mode, params, int(max_new_tokens), eos_ids(pair), int(seed), measure_shift)
     verifier = LiveVerifier(pair.target, params["temperature"], params["top_p"])
-    return decode(prompts, drafter, verifier, lambda: make_policy(name, budget, tree), run, progress)
+    return decode(prompts, new_drafter, verifier, lambda: make_policy(name, budget, tree), run, progress, batch_size)

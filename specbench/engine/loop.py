@@ -1,18 +1,26 @@
 """The engine: ONE decode loop, with the verifier and drafter plugged in.
 
-Per step (``decode_prompt``)::
+The loop (``run_rows``) keeps up to ``batch_size`` prompts in flight as *rows*;
+each row has its own drafter, tree policy and generator (``prompt_rng``), so a
+row's result does not depend on the batch or its neighbours.  Per step
+(``step``), for every row::
 
-    tree    = drafter.draft(policy, mode.child_rule, rng)    # drafting + trees
-    p       = verifier.score(tree)                           # target rows after every node
-    verdict = mode.verdict(tree, p, tree.q, rng, params)     # verify: accepted path + next token
-    emitted = truncate(path tokens + next token)             # EOS / max_new_tokens
-    record a StepRecord; verifier.commit(path); drafter.commit(tree, path, next); policy.observe(...)
+    tree    = row.drafter.draft(policy, mode.child_rule, rng)   # drafting + trees (lockstep: draft_rows)
+    p       = verifier.score(trees)[row]                        # ONE target forward for all rows
+    verdict = mode.verdict(tree, p, tree.q, rng, params)        # verify: accepted path + next token
+    emitted = truncate(path tokens + next token)                # EOS / max_new_tokens
+    verifier.commit(paths)            # every row keeps its accepted path; finished rows leave
+    record a StepRecord; drafter.commit(tree, path, next); policy.observe(...)
 
-Verifiers (same protocol ``reset / score / commit``):
+A finished row's slot is refilled with the next prompt.  Batch 1 is the same
+code with one row (``decode_prompt``).
 
-* ``LiveVerifier``: the target model; one forward over prefix cache + tree per
-  step (tree mask and position ids from ``trees``), keeps only the accepted
-  path's KV.  Sampling modes and wall-clock figures need it.
+Verifiers (same protocol ``start / score / commit``, rows in flight order):
+
+* ``LiveVerifier``: the target model; one forward over every row's prefix cache
+  + tree per step (per-row tree mask and position ids from ``core.tree``, padded
+  to the largest tree: ``kv.BatchKV``), keeps only each row's accepted path.
+  Sampling modes and wall-clock figures need it.
 * ``ContinuationVerifier``: replay.  Under greedy verification the output is the
   target's own greedy continuation c, so the target's argmax after a node is
   known wherever the node lies on the tree path spelling c; p is one-hot there
@@ -22,9 +30,15 @@ Paired verdicts (``Decoding.paired``): the same drafted tree and the same target
 rows are also verified by each extra mode, with its own generator; the decode
 follows the primary mode only (see ``paired_generators``).
 
-``continuation`` (the target's own continuation of a prompt: greedy or sampled)
-is this same loop with ``tree=none``; replay, calibration and costs use it.
-``decode`` runs a prompt set through the loop: the public entry point.
+Rows whose drafters share a ``drafting.group.DraftGroup`` draft in lockstep: one
+draft-model forward per depth for all of them.  Timing: ``draft_s`` is the row's
+own drafting (the shared draft phase when rows draft in lockstep); ``verify_s`` is the step's shared
+verification (the one target forward, every row's verdict, the cache update),
+the same for every row of the step.
+
+``continuation`` / ``continuations`` (the target's own continuation of prompts:
+greedy or sampled) are this same loop with ``tree=none``; replay, calibration and
+costs use them.  ``decode`` runs a prompt set through the loop: the entry point.
 Definitions (accepted / emitted / bonus) are in ``StepRecord``.
 """
 from __future__ import annotations
@@ -32,13 +46,14 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from types import SimpleNamespace
+from typing import Callable, Iterator, Sequence
 
 import torch
 
 from ..verify import distshift as law
 from ..core import kv
-from ..drafting.drafters import Drafter, prefill
+from ..drafting.drafters import Drafter
 from ..trees.policies import make_policy
 from ..core.sampling import probs
 from ..core.tree import DraftTree
@@ -85,46 +100,56 @@ class Decoding:
 
 
 class LiveVerifier:
-    """The target model's side: its KV cache and the one tree forward per step."""
+    """The target model's side: the rows' prefix caches (``kv.BatchKV``) and ONE tree
+    forward per step for every row in flight; each row keeps only its accepted path."""
     timed = True                       # verify_s is the target's time (NaN for replay)
 
     def __init__(self, model, temperature: float = 0.0, top_p: float = 1.0):
         self.model, self.temperature, self.top_p = model, temperature, top_p
+        self.rows = kv.BatchKV(model)
 
-    def reset(self, prompt_ids: Sequence[int]) -> None:
-        self.cache, self.past_len = prefill(self.model, prompt_ids)
+    def start(self, prompt_ids: Sequence[int]) -> None:
+        """A new last row: the prompt prefilled."""
+        self.rows.add(prompt_ids)
 
-    def score(self, tree: DraftTree) -> torch.Tensor:
-        """Target distributions after every node [N+1, V], in one forward."""
-        logits = kv.forward_nodes(self.model, self.cache, self.past_len, tree.parents,
-                                  tree.tokens.tolist(), 0, len(tree.parents))
-        return probs(logits, self.temperature, self.top_p)
+    def score(self, trees: Sequence[DraftTree]) -> list[torch.Tensor]:
+        """Target distributions after every node of each row's tree ([N_b+1, V] per
+        row), all rows in one forward."""
+        logits = self.rows.forward([(tree.parents, tree.tokens.tolist(), 0) for tree in trees])
+        return [probs(logits[b, :len(tree.parents)], self.temperature, self.top_p)
+                for b, tree in enumerate(trees)]
 
-    def commit(self, path: Sequence[int]) -> None:
-        self.past_len = kv.keep(self.cache, self.past_len, [0, *path])
+    def commit(self, paths: Sequence[Sequence[int] | None]) -> None:
+        """Row b keeps its root and accepted path ``paths[b]``; None drops a finished row."""
+        lens = self.rows.lens
+        self.rows.keep([(b, [*range(lens[b]), *(lens[b] + s for s in (0, *path))])
+                        for b, path in enumerate(paths) if path is not None])
 
 
 class ContinuationVerifier:
-    """Replay: the target's greedy continuation c stands in for the target."""
+    """Replay: the target's greedy continuation c of each row's prompt stands in for the target."""
     timed = False
 
     def __init__(self, continuation_of: Callable[[Sequence[int]], list[int]], vocab_size: int):
         self.continuation_of, self.vocab_size = continuation_of, vocab_size
+        self.rows: list[tuple[list[int], int]] = []         # (c, tokens of c emitted so far)
 
-    def reset(self, prompt_ids: Sequence[int]) -> None:
-        self.cont, self.t = list(self.continuation_of(prompt_ids)), 0
+    def start(self, prompt_ids: Sequence[int]) -> None:
+        self.rows.append((list(self.continuation_of(prompt_ids)), 0))
 
-    def score(self, tree: DraftTree) -> torch.Tensor:
-        """One-hot target rows along the tree path spelling c[t:] (zero rows elsewhere)."""
-        rest = self.cont[self.t:]
+    def score(self, trees: Sequence[DraftTree]) -> list[torch.Tensor]:
+        return [self.one_hot(tree, cont[t:]) for (cont, t), tree in zip(self.rows, trees)]
+
+    def one_hot(self, tree: DraftTree, rest: Sequence[int]) -> torch.Tensor:
+        """One-hot target rows along the tree path spelling ``rest`` (zero rows elsewhere)."""
         nodes = [0, *follow(tree, rest)]
         p = torch.zeros(len(tree.parents), self.vocab_size)
         for j, node in enumerate(nodes[:len(rest)]):
             p[node, rest[j]] = 1.0
         return p
 
-    def commit(self, path: Sequence[int]) -> None:
-        self.t += len(path) + 1
+    def commit(self, paths: Sequence[Sequence[int] | None]) -> None:
+        self.rows = [(cont, t + len(path) + 1) for (cont, t), path in zip(self.rows, paths) if path is not None]
 
 
 def follow(tree: DraftTree, tokens: Sequence[int]) -> list[int]:
@@ -207,57 +232,154 @@ def appended(tree: DraftTree, verdict, remaining: int, eos: frozenset) -> list[i
     return truncate([int(tree.tokens[n]) for n in verdict.path] + [verdict.next_token], remaining, eos)
 
 
-def decode_prompt(prompt_id: str, prompt_ids: Sequence[int], drafter: Drafter, verifier, policy,
-                  run: Decoding, rng: torch.Generator) -> PromptResult:
-    """Speculatively decode one prompt: the one loop (see the module docstring)."""
-    drafter.reset(prompt_ids)
-    verifier.reset(prompt_ids)
-    out: list[int] = []
-    records: list[StepRecord] = []
-    gens, paired = paired_generators(rng, len(run.paired)), [[] for _ in run.paired]
-    while len(out) < run.max_new_tokens and not (out and out[-1] in run.eos):
+@dataclass
+class Row:
+    """One prompt in flight: its own drafter, tree policy and generator, and its output."""
+    index: int                         # the prompt's place in the job (results come back in this order)
+    prompt_id: str
+    drafter: Drafter
+    policy: object
+    rng: torch.Generator
+    out: list[int] = field(default_factory=list)
+    records: list[StepRecord] = field(default_factory=list)
+    gens: list[torch.Generator] = field(default_factory=list)      # one per ``Decoding.paired`` mode
+    paired: list[list[StepRecord]] = field(default_factory=list)   # their records
+
+    def result(self) -> PromptResult:
+        return PromptResult(self.prompt_id, self.records, self.out, self.paired)
+
+    def finished(self, run: Decoding, new: Sequence[int] = ()) -> bool:
+        """Done once ``new`` is appended: the length limit or EOS reached."""
+        n = len(self.out) + len(new)
+        last = new[-1] if new else (self.out[-1] if self.out else None)
+        return n >= run.max_new_tokens or last in run.eos
+
+
+def run_rows(pending: Iterator[tuple[Row, Sequence[int]]], verifier, run: Decoding,
+             batch_size: int = 1) -> list[PromptResult]:
+    """THE loop: up to ``batch_size`` rows in flight, one ``step`` of all of them at a
+    time; a finished row leaves and the next pending prompt takes its place."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size}: must be >= 1 (prompts per target forward)")
+    rows: list[Row] = []
+    done: dict[int, PromptResult] = {}
+    while True:
+        while len(rows) < batch_size and (nxt := next(pending, None)) is not None:
+            row, prompt_ids = nxt
+            row.drafter.reset(prompt_ids)
+            row.gens, row.paired = paired_generators(row.rng, len(run.paired)), [[] for _ in run.paired]
+            if row.finished(run):
+                done[row.index] = row.result()
+                continue
+            verifier.start(prompt_ids)
+            rows.append(row)
+        if not rows:
+            return [done[i] for i in sorted(done)]
+        finished = step(rows, verifier, run)
+        for row, fin in zip(rows, finished):
+            if fin:
+                row.drafter.close()
+                done[row.index] = row.result()
+        rows = [row for row, fin in zip(rows, finished) if not fin]
+
+
+def step(rows: Sequence[Row], verifier, run: Decoding) -> list[bool]:
+    """One decode step of every row (see the module docstring): returns which rows finished."""
+    trees, draft_s = draft_rows(rows, run)
+    t1 = time.perf_counter()
+    ps = verifier.score(trees)         # every row's tree in one call
+    verdicts = [run.mode.verdict(tree, p, tree.q, row.rng, run.params) for row, tree, p in zip(rows, trees, ps)]
+    news = [appended(tree, v, run.max_new_tokens - len(row.out), run.eos) for row, tree, v in zip(rows, trees, verdicts)]
+    finished = [row.finished(run, new) for row, new in zip(rows, news)]
+    verifier.commit([None if fin else v.path for v, fin in zip(verdicts, finished)])
+    verify_s = time.perf_counter() - t1 if verifier.timed else NAN
+    for row, tree, p, v, new, ds in zip(rows, trees, ps, verdicts, news, draft_s):
+        record(row, tree, p, v, new, run, ds, verify_s)
+    return finished
+
+
+def draft_rows(rows: Sequence[Row], run: Decoding) -> tuple[list[DraftTree], list[float]]:
+    """Every row's tree and drafting seconds.  Rows whose drafters share a ``DraftGroup``
+    draft in lockstep, their draft-model forwards batched (``draft_s``: the phase's time)."""
+    def draft(row: Row) -> Callable[[], DraftTree]:
+        return lambda: row.drafter.draft(row.policy, run.mode.child_rule, row.rng)
+    group = rows[0].drafter.group
+    if group is not None and all(row.drafter.group is group for row in rows):
         t0 = time.perf_counter()
-        tree = drafter.draft(policy, run.mode.child_rule, rng)
-        t1 = time.perf_counter()
-        p = verifier.score(tree)
-        verdict = run.mode.verdict(tree, p, tree.q, rng, run.params)
-        new = appended(tree, verdict, run.max_new_tokens - len(out), run.eos)
-        verifier.commit(verdict.path)
-        drafter.commit(tree, verdict.path, verdict.next_token)
-        t2 = time.perf_counter()
-        rec = step_record(prompt_id, len(records), tree, p, verdict, new, run.mode, run.params, run.measure_shift)
-        rec.draft_s, rec.verify_s = t1 - t0, t2 - t1 if verifier.timed else NAN
-        for (mode, params), g, recs in zip(run.paired, gens, paired):
-            v = mode.verdict(tree, p, tree.q, g, params)
-            recs.append(step_record(prompt_id, rec.step, tree, p, v, appended(tree, v, run.max_new_tokens - len(out),
-                                    run.eos), mode, params, run.measure_shift))
-        records.append(rec)
-        out += new
-        policy.observe(len(verdict.path), tree.size)
-    return PromptResult(prompt_id, records, out, paired)
+        trees = group.run([draft(row) for row in rows])
+        return trees, [time.perf_counter() - t0] * len(rows)
+    trees, secs = [], []
+    for row in rows:
+        t0 = time.perf_counter()
+        trees.append(draft(row)())
+        secs.append(time.perf_counter() - t0)
+    return trees, secs
 
 
-def decode(prompts, drafter: Drafter, verifier, new_policy: Callable[[], object], run: Decoding,
-           progress: Callable | None = None) -> list[PromptResult]:
-    """Every prompt (objects with ``.id`` and ``.ids``) through the one loop, with a
-    fresh policy and the prompt's own generator each.  ``progress`` wraps the
-    prompt iterator (e.g. a tqdm partial)."""
+def record(row: Row, tree: DraftTree, p: torch.Tensor, verdict, new: list[int], run: Decoding,
+           draft_s: float, verify_s: float) -> None:
+    """Append the step's record and tokens to the row (and each paired mode's verdict on
+    the same tree and rows); commit the verdict to its drafter and policy."""
+    remaining = run.max_new_tokens - len(row.out)
+    row.drafter.commit(tree, verdict.path, verdict.next_token)
+    rec = step_record(row.prompt_id, len(row.records), tree, p, verdict, new, run.mode, run.params, run.measure_shift)
+    rec.draft_s, rec.verify_s = draft_s, verify_s
+    for (mode, params), g, recs in zip(run.paired, row.gens, row.paired):
+        v = mode.verdict(tree, p, tree.q, g, params)
+        recs.append(step_record(row.prompt_id, rec.step, tree, p, v, appended(tree, v, remaining, run.eos),
+                                mode, params, run.measure_shift))
+    row.records.append(rec)
+    row.out += new
+    row.policy.observe(len(verdict.path), tree.size)
+
+
+def decode(prompts, new_drafter: Callable[[], Drafter], verifier, new_policy: Callable[[], object],
+           run: Decoding, progress: Callable | None = None, batch_size: int = 1) -> list[PromptResult]:
+    """Every prompt (objects with ``.id`` and ``.ids``) through the one loop, ``batch_size``
+    at a time, each with a fresh drafter and policy and the prompt's own generator
+    (``prompt_rng``), so a prompt's result does not depend on the batch.  ``progress``
+    wraps the prompt iterator (e.g. a tqdm partial)."""
     items = list(enumerate(prompts))
     it = progress(items) if progress else items
-    return [decode_prompt(pr.id, pr.ids, drafter, verifier, new_policy(), run, prompt_rng(run.seed, i))
-            for i, pr in it]
+    pending = ((Row(i, pr.id, new_drafter(), new_policy(), prompt_rng(run.seed, i)), pr.ids) for i, pr in it)
+    return run_rows(iter(pending), verifier, run, batch_size)
+
+
+def decode_prompt(prompt_id: str, prompt_ids: Sequence[int], drafter: Drafter, verifier, policy,
+                  run: Decoding, rng: torch.Generator) -> PromptResult:
+    """One prompt with the given generator: the one loop at batch 1."""
+    return run_rows(iter([(Row(0, prompt_id, drafter, policy, rng), prompt_ids)]), verifier, run)[0]
+
+
+def plain(max_new_tokens: int, eos, temperature: float, top_p: float, seed: int = 0) -> Decoding:
+    """How the target continues a prompt on its own: greedy at temperature 0, else sampled."""
+    mode = get_mode("greedy" if float(temperature) == 0 else "naive")
+    return Decoding(mode, mode.params({"temperature": float(temperature), "top_p": float(top_p)}),
+                    int(max_new_tokens), frozenset(int(e) for e in eos), int(seed), measure_shift=False)
 
 
 def continuation(model, prompt_ids: Sequence[int], max_new_tokens: int, eos, temperature: float = 0.0,
                  top_p: float = 1.0, rng: torch.Generator | None = None) -> list[int]:
     """The target's own continuation: greedy at temperature 0, else sampled with
     ``rng`` at the temperature / top-p: the one loop with ``tree=none``."""
-    mode = get_mode("greedy" if float(temperature) == 0 else "naive")
-    run = Decoding(mode, mode.params({"temperature": float(temperature), "top_p": float(top_p)}), int(max_new_tokens),
-                   frozenset(int(e) for e in eos), measure_shift=False)
-    verifier = LiveVerifier(model, float(temperature), float(top_p))
+    run = plain(max_new_tokens, eos, temperature, top_p)
     rng = rng if rng is not None else torch.Generator().manual_seed(0)
-    return decode_prompt("c", prompt_ids, Drafter(), verifier, make_policy("none", 0), run, rng).tokens
+    return decode_prompt("c", prompt_ids, Drafter(), LiveVerifier(model, float(temperature), float(top_p)),
+                         make_policy("none", 0), run, rng).tokens
+
+
+def continuations(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, eos, temperature: float = 0.0,
+                  top_p: float = 1.0, seed: int = 0, batch_size: int = 1,
+                  progress: Callable | None = None) -> list[list[int]]:
+    """The target's own continuations of many prompts, ``batch_size`` per forward (left
+    padding, per-row EOS and length limit): the one loop with ``tree=none``.  Sampled
+    at temperature > 0 with prompt i's generator ``prompt_rng(seed, i)``.  In float32 a
+    batched greedy continuation can differ from the batch-1 one at exact near-ties."""
+    run = plain(max_new_tokens, eos, temperature, top_p, seed)
+    items = [SimpleNamespace(id=str(i), ids=list(ids)) for i, ids in enumerate(prompts)]
+    done = decode(items, Drafter, LiveVerifier(model, float(temperature), float(top_p)),
+                  lambda: make_policy("none", 0), run, progress, batch_size)
+    return [d.tokens for d in done]
 
 
 def accept_histogram(records: Sequence[StepRecord]) -> list[int]:
@@ -267,6 +389,5 @@ def accept_histogram(records: Sequence[StepRecord]) -> list[int]:
 
 
 __all__ = ["StepRecord", "PromptResult", "Decoding", "LiveVerifier", "ContinuationVerifier", "decode",
-           "decode_prompt", "continuation", "prompt_rng", "prompt_seed", "truncate", "follow",
-           "paired_generators", "step_record", "appended",
-           "accept_histogram"]
+           "decode_prompt", "run_rows", "continuation", "continuations", "prompt_rng", "prompt_seed", "truncate",
+           "follow", "paired_generators", "step_record", "appended", "accept_histogram"]

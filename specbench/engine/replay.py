@@ -28,8 +28,7 @@ import torch
 
 from ..core import kv
 from ..core.diskcache import DiskCache, ids_digest
-from ..drafting.drafters import prefill
-from .loop import NAN, PromptResult, StepRecord, continuation
+from .loop import NAN, PromptResult, StepRecord, continuations
 from ..core.sampling import probs, token_ranks
 
 
@@ -87,51 +86,91 @@ def greedy_record(prompt_id: str, step: int, size: int, depth: int, run_ranks: S
                       expected_accepted=float(accepted))
 
 
+def draft_ranks(model, prompt_ids: Sequence[int], cont: Sequence[int], temperature: float = 0.0,
+                top_p: float = 1.0) -> list[int]:
+    """Ranks of cont[j] under the draft given prompt + cont[:j] (``draft_ranks_many``, one prompt)."""
+    return draft_ranks_many(model, [prompt_ids], [cont], temperature, top_p)[0]
+
+
+def draft_ranks_many(model, prompts: Sequence[Sequence[int]], conts: Sequence[Sequence[int]],
+                     temperature: float = 0.0, top_p: float = 1.0, batch_size: int = 1,
+                     chunk: int = 256) -> list[list[int]]:
+    """Draft ranks of every continuation, ``batch_size`` prompts per teacher-forced
+    forward: each prompt is prefilled, then prompt[-1] + cont[:-1] goes through as a
+    chain, in chunks of ``chunk // batch_size`` positions (bounded [rows, chunk, V] logits)."""
+    out: list[list[int]] = []
+    for s in range(0, len(prompts), batch_size):
+        out += teacher_forced_ranks(model, prompts[s:s + batch_size], conts[s:s + batch_size], temperature,
+                                    top_p, max(1, chunk // batch_size))
+    return out
+
+
 @torch.inference_mode()
-def draft_ranks(model, prompt_ids: Sequence[int], cont: Sequence[int],
-                temperature: float = 0.0, top_p: float = 1.0, chunk: int = 256) -> list[int]:
-    """Ranks of cont[j] under the draft given prompt + cont[:j], from one
-    teacher-forced forward over prompt + cont[:-1] (the prompt part keeps no logits)."""
-    if not cont:
-        return []
-    prompt_ids = [int(x) for x in prompt_ids]
-    cache, past = prefill(model, prompt_ids)
-    seq = [prompt_ids[-1]] + [int(x) for x in cont[:-1]]
-    ranks: list[int] = []
-    for s in range(0, len(seq), chunk):                 # bounded [chunk, V] logits
-        part = seq[s:s + chunk]
-        logits = kv.forward_nodes(model, cache, past + s, list(range(-1, len(part) - 1)), part, 0, len(part))
-        ranks += ranks_from_probs(probs(logits, temperature, top_p), cont[s:s + len(part)])
+def teacher_forced_ranks(model, prompts, conts, temperature: float, top_p: float, chunk: int) -> list[list[int]]:
+    """One batch of ``draft_ranks_many`` (per-row caches and masks: ``kv.BatchKV``)."""
+    rows = kv.BatchKV(model)
+    for prompt_ids in prompts:
+        rows.add([int(x) for x in prompt_ids])
+    seqs = [[int(p[-1])] + [int(x) for x in c[:-1]] if c else [] for p, c in zip(prompts, conts)]
+    ranks: list[list[int]] = [[] for _ in prompts]
+    for s in range(0, max(map(len, seqs), default=0), chunk):
+        parts = [seq[s:s + chunk] for seq in seqs]
+        logits = rows.forward([(list(range(-1, len(part) - 1)), part, 0) for part in parts])
+        for b, part in enumerate(parts):
+            if part:
+                q = probs(logits[b, :len(part)], temperature, top_p)
+                ranks[b] += ranks_from_probs(q, conts[b][s:s + len(part)])
+        rows.keep([(b, range(n + len(part))) for b, (n, part) in enumerate(zip(rows.lens, parts))])
     return ranks
 
 
-def replay_by_ranks(prompts, ranks_and_cont, new_policy) -> list[PromptResult]:
-    """Rank replay of every prompt: ``ranks_and_cont(prompt_ids) -> (ranks, c)``."""
-    out = []
-    for pr in prompts:
-        ranks, cont = ranks_and_cont(pr.ids)
-        out.append(PromptResult(pr.id, replay_prompt(pr.id, ranks, new_policy()), list(cont)))
-    return out
+def replay_by_ranks(prompts, ranks_and_conts: Sequence[tuple[list[int], list[int]]],
+                    new_policy) -> list[PromptResult]:
+    """Rank replay of every prompt, from its (ranks, c) (``cached_ranks_many``)."""
+    return [PromptResult(pr.id, replay_prompt(pr.id, ranks, new_policy()), list(cont))
+            for pr, (ranks, cont) in zip(prompts, ranks_and_conts)]
 
 
 # --------------------------------------------------------------------------
 # cached records: keys are plain dicts built by the study layer
 # --------------------------------------------------------------------------
+def prompt_key(key: dict, prompt_ids: Sequence[int]) -> dict:
+    return {**key, "prompt": ids_digest(prompt_ids), "prompt_len": len(prompt_ids)}
+
+
 def cached_continuation(store: DiskCache, model, key: dict, prompt_ids: Sequence[int]) -> list[int]:
     """The target's greedy continuation (``engine.continuation``), cached on disk.
     ``key`` identifies the target and the decoding (max_new_tokens, dtype, eos, ...)."""
-    ckey = {**key, "prompt": ids_digest(prompt_ids), "prompt_len": len(prompt_ids)}
-    return store.get_or_compute("continuation", ckey, lambda: continuation(
-        model, prompt_ids, int(key["max_new_tokens"]), key["eos"], key["temperature"], key["top_p"]))
+    return cached_continuations(store, model, key, [prompt_ids])[0]
+
+
+def cached_continuations(store: DiskCache, model, key: dict, prompts: Sequence[Sequence[int]],
+                         batch_size: int = 1, progress=None) -> list[list[int]]:
+    """The target's greedy continuations of ``prompts``, cached on disk; the missing ones
+    computed ``batch_size`` per forward (``engine.continuations``).  A batched
+    continuation is stored under the same key as a batch-1 one (batch_size=1: bit-exact
+    with batch-1 live decoding; in float32 a batched one can differ at exact near-ties)."""
+    if float(key["temperature"]) != 0:
+        raise ValueError(f"verify.temperature={key['temperature']}: cached continuations are greedy (temperature 0)")
+    return store.get_or_compute_many("continuation", [prompt_key(key, ids) for ids in prompts], lambda miss: (
+        continuations(model, [prompts[i] for i in miss], int(key["max_new_tokens"]), key["eos"], 0.0,
+                      key["top_p"], batch_size=batch_size, progress=progress)))
 
 
 def cached_ranks(store: DiskCache, target, draft, key: dict, draft_key: dict,
                  prompt_ids: Sequence[int]) -> tuple[list[int], list[int]]:
-    """(draft ranks of c, c), both cached; ``draft_key`` adds the draft's identity and
-    its temperature / top-p to ``key``."""
-    cont = cached_continuation(store, target, key, prompt_ids)
-    rkey = {**key, **draft_key, "prompt": ids_digest(prompt_ids), "prompt_len": len(prompt_ids)}
-    ranks = store.get_or_compute("ranks", rkey, lambda: draft_ranks(
-        draft, prompt_ids, cont, draft_key["draft_temperature"], draft_key["draft_top_p"]))
-    return ranks, cont
+    """(draft ranks of c, c) of one prompt (``cached_ranks_many``)."""
+    return cached_ranks_many(store, target, draft, key, draft_key, [prompt_ids])[0]
 
+
+def cached_ranks_many(store: DiskCache, target, draft, key: dict, draft_key: dict, prompts: Sequence[Sequence[int]],
+                      batch_size: int = 1, progress=None) -> list[tuple[list[int], list[int]]]:
+    """(draft ranks of c, c) of every prompt, both cached, the missing ones computed
+    ``batch_size`` prompts per forward; ``draft_key`` adds the draft's identity and its
+    temperature / top-p to ``key``."""
+    conts = cached_continuations(store, target, key, prompts, batch_size, progress)
+    ranks = store.get_or_compute_many("ranks", [prompt_key({**key, **draft_key}, ids) for ids in prompts],
+                                      lambda miss: draft_ranks_many(
+                                          draft, [prompts[i] for i in miss], [conts[i] for i in miss],
+                                          draft_key["draft_temperature"], draft_key["draft_top_p"], batch_size))
+    return list(zip(ranks, conts))

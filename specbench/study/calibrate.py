@@ -8,13 +8,14 @@ overrides are the study's own (``conf/config.yaml``), e.g.
     flock /tmp/specbench-real.lock python -m specbench.study.calibrate \
         pair=qwen_coder dataset=humaneval dataset.limit=8 max_new_tokens=64 verify=greedy
 
-For sampling modes, per prompt, the target generates its continuation (``engine.continuation``:
-greedy, or sampled at the verify temperature/top-p with the prompt's generator); one teacher-forced forward of each model over
+For sampling modes, per prompt, the target generates its continuation (``engine.continuations``,
+``batch_size`` prompts per forward: sampled at the verify temperature/top-p with the prompt's
+generator); one teacher-forced forward of each model over
 prompt + continuation then gives the target and draft distributions at every
 position.
 * greedy: the accepted sibling is the draft rank of the target's greedy token
   (ties by token id), exactly -- taken from the replay engine's rank cache
-  (``replay.cached_ranks``: computed once, shared with replay study jobs of
+  (``replay.cached_ranks_many``: computed once, shared with replay study jobs of
   the same pair / dataset / max_new_tokens / dtype).
 * other modes: at every position a one-level tree of K children is drawn the
   way that mode's drafts are (``children`` meta: top-k / sampling with or
@@ -35,6 +36,7 @@ import argparse
 import csv
 import sys
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -42,8 +44,8 @@ from tqdm import tqdm
 
 from ..core.atomic import atomic_write
 from ..core.diskcache import DiskCache, cache_root
-from ..engine.loop import continuation, prompt_rng
-from ..engine.replay import cached_ranks
+from ..engine.loop import continuations, prompt_seed
+from ..engine.replay import cached_ranks_many
 from ..core.sampling import choose_children, probs
 from ..core.tree import DraftTree
 
@@ -81,29 +83,38 @@ def measure(job, ident, pair, prompts, ranks: int, eos) -> tuple[list[float], in
     mode = get_mode(job.verify.name)
     params = mode.params(job.verify.params)
     temp, dtemp, top_p = params["temperature"], params["draft_temperature"], params["top_p"]
-    counts: Counter = Counter()
-    n = 0
-    store = DiskCache(cache_root(job.replay_cache, job.out_root))
-    key, draft_key = cache_keys(job, ident, eos)
-    for i, pr in enumerate(tqdm(prompts, desc=f"calibrate {pair.name}/{mode.name}", disable=not job.progress)):
-        if mode.name == "greedy":              # the replay engine's (cached) ranks: exact for greedy
-            got = [r if r < ranks else None for r in cached_ranks(store, pair.target, pair.draft, key, draft_key,
-                                                                  pr.ids)[0]]
-        else:
-            rng = prompt_rng(job.seed, i)
-            cont = continuation(pair.target, pr.ids, job.max_new_tokens, eos, temp, top_p, rng)
-            if not cont:
-                continue
-            dlog = position_logits(pair.draft, pr.ids, cont)
-            tlog = position_logits(pair.target, pr.ids, cont)
-            roots = [pr.ids[-1]] + cont[:-1]
-            got = [star_trial(mode, params, ranks, roots[j], probs(tlog[j], temp, top_p),
-                              probs(dlog[j], dtemp, top_p), rng) for j in range(len(cont))]
-        n += len(got)
-        counts.update(r for r in got if r is not None)
+    ids, batch = [pr.ids for pr in prompts], job.continuation_batch
+    bar = partial(tqdm, desc=f"calibrate {pair.name}/{mode.name}", disable=not job.progress)
+    if mode.name == "greedy":              # the replay engine's (cached) ranks: exact for greedy
+        store = DiskCache(cache_root(job.replay_cache, job.out_root))
+        key, draft_key = cache_keys(job, ident, eos)
+        table = cached_ranks_many(store, pair.target, pair.draft, key, draft_key, ids, batch, bar)
+        got = [[r if r < ranks else None for r in rk] for rk, _ in table]
+    else:
+        conts = continuations(pair.target, ids, job.max_new_tokens, eos, temp, top_p, job.seed, batch, bar)
+        got = [star_ranks(mode, params, pair, pr.ids, cont, ranks, trial_rng(job.seed, i))
+               for i, (pr, cont) in enumerate(zip(prompts, conts)) if cont]
+    n = sum(map(len, got))
+    counts = Counter(r for g in got for r in g if r is not None)
     if n == 0:
         raise ValueError("calibrate: no positions measured (empty continuations): raise max_new_tokens")
     return [counts.get(k, 0) / n for k in range(ranks)], n
+
+
+def trial_rng(seed: int, i: int) -> torch.Generator:
+    """Prompt i's generator for the star trials: a stream apart from its continuation's
+    (``prompt_rng``), which the batched continuations consume on their own."""
+    return torch.Generator().manual_seed(prompt_seed(seed, i) + 2 ** 40)
+
+
+def star_ranks(mode, params: dict, pair, prompt_ids, cont, ranks: int, rng: torch.Generator) -> list[int | None]:
+    """A one-level tree of ``ranks`` children verified at every position of ``cont``."""
+    temp, dtemp, top_p = params["temperature"], params["draft_temperature"], params["top_p"]
+    dlog = position_logits(pair.draft, prompt_ids, cont)
+    tlog = position_logits(pair.target, prompt_ids, cont)
+    roots = [prompt_ids[-1]] + cont[:-1]
+    return [star_trial(mode, params, ranks, roots[j], probs(tlog[j], temp, top_p),
+                       probs(dlog[j], dtemp, top_p), rng) for j in range(len(cont))]
 
 
 def write_vector(path: Path, key: dict, vector: list[float], n: int) -> None:

@@ -22,9 +22,11 @@ from ..inputs.models import DTYPES, SOURCES
 ENGINES = ("live", "replay", "auto")
 DEFAULTS: dict[str, Any] = {"max_new_tokens": 64, "seed": 0, "device": "cpu", "dtype": "bfloat16",
                             "engine": "live", "batch_size": 1, "resume": True, "out_root": "outputs",
-                            "progress": True, "replay_cache": None}
+                            "progress": True, "replay_cache": None, "exact_continuations": False}
 PAIR_KEYS = ("name", "draft", "target", "drafter", "chat_template")
-RUN_LOCATION = ("resume", "out_root", "progress", "replay_cache")   # not part of a job's identity
+# not part of a job's identity (exact_continuations: how missing replay records are computed;
+# the records' cache keys do not say it either)
+RUN_LOCATION = ("resume", "out_root", "progress", "replay_cache", "exact_continuations")
 POSITIVE_TREE_PARAMS = ("width", "depth", "start", "max_children")   # null = the shape's default
 CHAIN_TREES = ("chain", "adaptive_chain", "none")                    # where chain-only modes may run
 RANK_LIST_PARAMS = {"paths": "tree.paths=[[0],[1],[0,0]]", "expansion": "tree.expansion=[2,2,1]"}
@@ -110,6 +112,7 @@ class JobSpec:
     out_root: str = DEFAULTS["out_root"]
     progress: bool = DEFAULTS["progress"]
     replay_cache: str | None = DEFAULTS["replay_cache"]
+    exact_continuations: bool = DEFAULTS["exact_continuations"]
     extra: dict = field(default_factory=dict)      # other top-level keys (e.g. costs_*), kept verbatim
 
     def to_dict(self, identity_only: bool = False) -> dict:
@@ -118,6 +121,12 @@ class JobSpec:
              "dataset": self.dataset.as_dict(), **self.extra}
         d.update({k: getattr(self, k) for k in DEFAULTS})
         return {k: v for k, v in d.items() if not (identity_only and k in RUN_LOCATION)}
+
+    @property
+    def continuation_batch(self) -> int:
+        """Prompts per forward for replay's continuations and draft ranks (1: bit-exact
+        with batch-1 live decoding, ``exact_continuations=true``)."""
+        return 1 if self.exact_continuations else self.batch_size
 
     def with_engine(self, engine: str) -> "JobSpec":
         return replace(self, engine=engine)
@@ -299,6 +308,7 @@ def from_config(cfg) -> JobSpec:
         resume=_bool(top["resume"], "resume"), out_root=str(top["out_root"]),
         progress=_bool(top["progress"], "progress"),
         replay_cache=None if top["replay_cache"] is None else str(top["replay_cache"]),
+        exact_continuations=_bool(top["exact_continuations"], "exact_continuations"),
         extra={k: v for k, v in d.items() if k not in DEFAULTS and k not in ("pair", "tree", "verify", "dataset")})
 
 

@@ -33,6 +33,7 @@ from . import results
 from ..engine.api import eos_ids
 from ..core.diskcache import DiskCache, cache_root
 from ..drafting.drafters import DRAFTERS
+from ..drafting.group import DraftGroup
 from ..engine.loop import ContinuationVerifier, Decoding, LiveVerifier, PromptResult, accept_histogram
 from ..engine.loop import decode as run_loop
 from .jobspec import ConfigError, JobSpec
@@ -72,13 +73,17 @@ def decode(job: JobSpec, ident, pair, prompts, engine: str) -> list[PromptResult
     else:
         store = DiskCache(cache_root(job.replay_cache, job.out_root))
         key, draft_key = cache_keys(job, ident, eos)
+        ids, b = [pr.ids for pr in prompts], job.continuation_batch
         if by_ranks(job):
-            return replay.replay_by_ranks(bar(prompts), lambda ids: replay.cached_ranks(
-                store, pair.target, pair.draft, key, draft_key, ids), lambda: new_policy(job))
-        verifier = ContinuationVerifier(lambda ids: replay.cached_continuation(store, pair.target, key, ids),
+            table = replay.cached_ranks_many(store, pair.target, pair.draft, key, draft_key, ids, b, bar)
+            return replay.replay_by_ranks(prompts, table, lambda: new_policy(job))
+        conts = dict(zip(map(tuple, ids), replay.cached_continuations(store, pair.target, key, ids, b, bar)))
+        verifier = ContinuationVerifier(lambda prompt_ids: conts[tuple(prompt_ids)],
                                         pair.target.get_output_embeddings().weight.shape[0])
-    drafter = DRAFTERS.get(job.pair.drafter).from_pair(pair, run.params["draft_temperature"], run.params["top_p"])
-    return run_loop(prompts, drafter, verifier, lambda: new_policy(job), run, bar)
+    drafter_cls = DRAFTERS.get(job.pair.drafter)
+    params, group = run.params, DraftGroup(pair.draft) if pair.draft is not None else None
+    new_drafter = lambda: drafter_cls.from_pair(pair, params["draft_temperature"], params["top_p"], group)  # noqa: E731
+    return run_loop(prompts, new_drafter, verifier, lambda: new_policy(job), run, bar, job.batch_size)
 
 
 def context_length(model) -> int | None:
