@@ -93,12 +93,18 @@ class ModelDrafter(Drafter):
         self.cache, self.past_len = prefill(self.model, prompt_ids)
         self.pending = [int(prompt_ids[-1])]   # committed tokens not yet in the cache
 
+    def chain(self) -> list[int]:
+        """The draft-model tokens ``begin`` forwards: the pending tokens (the tree root
+        ``pending[-1]`` last).  A drafter with its own vocabulary returns its own ids."""
+        return self.pending
+
     def begin(self) -> torch.Tensor:
-        """Forward the pending tokens (a chain; the last is the tree root).
+        """Forward the ``chain`` (the committed tokens not yet in the cache).
         Starts the draft-side tree and returns the root's logits [V]."""
-        m = len(self.pending)
+        chain = self.chain()
+        m = len(chain)
         self.side_parents = list(range(-1, m - 1))
-        self.side_tokens = list(self.pending)
+        self.side_tokens = list(chain)
         self.root_slot = m - 1
         logits = kv.forward_nodes(self.model, self.cache, self.past_len,
                                   self.side_parents, self.side_tokens, 0, m)
