@@ -2,4 +2,4 @@
 cross-vocabulary (tli) and layer-skip drafters; each grows the tree-policy kinds it supports.
 Imports core, trees."""
 
-from . import crossvocab, drafters, merged, ngram  # noqa: E402,F401  (each registers itself in drafters.DRAFTERS)
+from . import crossvocab, drafters, layerskip, merged, ngram  # noqa: E402,F401  (each registers itself in drafters.DRAFTERS)

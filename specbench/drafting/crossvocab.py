@@ -221,6 +221,7 @@ def output_size(model) -> int:
 class TLIDrafter(ModelDrafter):
     """A drafter with its own vocabulary, restricted to the tokens it shares with the target."""
     registry_name = "tli"
+    own_tokenizer = True
 
     def __init__(self, model, vocab: VocabMap, temperature: float = 1.0, top_p: float = 1.0):
         super().__init__(model, temperature, top_p)

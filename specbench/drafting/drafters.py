@@ -14,7 +14,7 @@ and other drafters build on the same two primitives, ``begin`` and ``extend``.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import torch
 from transformers import DynamicCache
@@ -32,7 +32,22 @@ DRAFTERS: Registry = Registry("drafter")
 class Drafter:
     """Base class: keeps the committed token history (prompt + output) and grows
     ``tree=none`` (no draft tokens).  A subclass grows a policy kind by defining
-    ``grow_<kind>(policy, rule, rng)``; ``draft`` dispatches on ``policy.kind``."""
+    ``grow_<kind>(policy, rule, rng)``; ``draft`` dispatches on ``policy.kind``.
+
+    What a drafter needs from its pair (read by job validation and ``load_pair``):
+    ``draft_model`` (a separate draft model, ``pair.draft``), ``own_tokenizer`` (the
+    draft model keeps its own vocabulary; otherwise it must share the target's) and
+    ``check_params`` (its own ``pair.*`` keys, checked before any model loads)."""
+    draft_model: ClassVar[bool] = False
+    own_tokenizer: ClassVar[bool] = False
+
+    @classmethod
+    def check_params(cls, params: dict) -> None:
+        """ValueError (one line naming the key) for a bad drafter parameter in ``pair``."""
+
+    def forward_model(self):
+        """The model this drafter runs a forward of per tree depth (forward costs), or None."""
+        return None
 
     def reset(self, prompt_ids: Sequence[int]) -> None:
         self.history = list(prompt_ids)
@@ -70,6 +85,7 @@ def check_supported(cls, kind: str, name: str) -> None:
 class ModelDrafter(Drafter):
     """A small causal LM drafting with tree attention over its own KV cache."""
     registry_name = "model"
+    draft_model = True
 
     def __init__(self, model, temperature: float = 1.0, top_p: float = 1.0):
         self.model = model
@@ -86,6 +102,9 @@ class ModelDrafter(Drafter):
     @classmethod
     def child_rule(cls, kind: str, rule: str) -> str:
         return "topk" if kind == "eagle2" else rule
+
+    def forward_model(self):
+        return self.model
 
     # -- cache state ------------------------------------------------------
     def reset(self, prompt_ids: Sequence[int]) -> None:

@@ -9,8 +9,9 @@
 * ``dataset_fingerprint(dataset)``: sha256 of the prompts the job reads (ids
   and texts, after ``dataset.limit``), so an edited jsonl is a new job.
 * ``config_hash(job, ident)``: 12 hex digits over both; resume and collect key
-  jobs by it.  ``pair_id(ident)``: 12 hex digits over the draft and target
-  fingerprints and the drafter: the identity of a pair, whatever its name.
+  jobs by it.  ``pair_id(ident, drafter, params)``: 12 hex digits over the draft and
+  target fingerprints and the drafter (with its pair keys, e.g. ``layers``): the identity
+  of a pair, whatever its name.
 """
 from __future__ import annotations
 
@@ -129,9 +130,11 @@ def config_hash(job: JobSpec, ident: Identity) -> str:
     return short_hash({"config": job.to_dict(identity_only=True), "content": ident.as_dict()})
 
 
-def pair_id(ident: Identity, drafter: str) -> str:
-    """The identity of a pair: its draft and target content and the drafter kind."""
-    return short_hash({"draft": ident.draft, "target": ident.target, "drafter": drafter})
+def pair_id(ident: Identity, drafter: str, drafter_params: dict | None = None) -> str:
+    """The identity of a pair: its draft and target content, the drafter kind and the
+    drafter's own pair keys where it has any (e.g. a layer-skip drafter's ``layers``)."""
+    key = {"draft": ident.draft, "target": ident.target, "drafter": drafter}
+    return short_hash({**key, "params": drafter_params} if drafter_params else key)
 
 
 def pair_lookup_key(row) -> str:
