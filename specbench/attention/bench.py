@@ -32,6 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from . import impls as ai
+from .. import CONF_DIR
 from ..trees.policies import shape_paths
 from ..core.tree import paths_to_parents
 
@@ -322,7 +323,7 @@ def main_run(cfg: DictConfig) -> pd.DataFrame:
     return df
 
 
-@hydra.main(version_base="1.3", config_path="../../conf", config_name="attention_bench")
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="attention_bench")
 def main(cfg: DictConfig) -> None:
     main_run(cfg)
 

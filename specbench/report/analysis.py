@@ -272,16 +272,18 @@ def subset_sentences(chain_diffs: pd.DataFrame, head: pd.DataFrame) -> list[str]
     return out
 
 
+def _mode_sentence(r: dict) -> str:
+    kind = "lossless" if str(r.get("lossless")).lower() in ("true", "1") else "lossy"
+    tv = f", first_token_tv {fmt(r.get('first_token_tv'))}" if kind == "lossy" else ""
+    return (f"{_where(r)}, {r['shape']} N={int(r['budget'])}: {r['mode']} ({kind}) vs {r['ref_mode']}: "
+            f"{fmt_diff(r['paired'])} tokens/step on {r['n_shared']} shared prompts{tv}{_zero(r['paired'])}.")
+
+
 def mode_sentences(gains: pd.DataFrame) -> list[str]:
-    out = []
     if gains.empty:
-        return out
-    for r in gains.sort_values(GROUP + ["mode", "shape", "budget"], kind="mergesort").to_dict("records"):
-        kind = "lossless" if str(r.get("lossless")).lower() in ("true", "1") else "lossy"
-        tv = f", first_token_tv {fmt(r.get('first_token_tv'))}" if kind == "lossy" else ""
-        out.append(f"{_where(r)}, {r['shape']} N={int(r['budget'])}: {r['mode']} ({kind}) vs {r['ref_mode']}: "
-                   f"{fmt_diff(r['paired'])} tokens/step on {r['n_shared']} shared prompts{tv}{_zero(r['paired'])}.")
-    return out
+        return []
+    rows = gains.sort_values(GROUP + ["mode", "shape", "budget"], kind="mergesort").to_dict("records")
+    return [_mode_sentence(r) for r in rows]
 
 
 def saturation_sentences(df: pd.DataFrame, sums: pd.DataFrame, threshold: float = MARGINAL_GAIN) -> list[str]:

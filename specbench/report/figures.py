@@ -88,16 +88,19 @@ def _ci(v, lo, hi):
     return [np.maximum(v - lo, 0), np.maximum(hi - v, 0)]
 
 
-def _dataset_panels(groups, out_dir: str, name: str, draw, sharey: bool = True, w=3.6, h=2.8) -> str:
-    """One panel per (dataset, rows) in groups; draw(ax, rows) fills it; one legend outside."""
+def _panels(groups, out_dir: str, name: str, draw, sharey: bool = True, sharex: bool = False, w=3.6, h=2.8,
+            legend: str = "shape") -> str:
+    """One panel per (title, rows) in groups; draw(ax, rows) fills it; one legend outside; saved as name."""
     with plt.rc_context(RC):
-        fig, axes = _grid(len(groups), w=w, h=h, sharey=sharey)
+        fig, axes = _grid(len(groups), w=w, h=h, sharey=sharey, sharex=sharex)
         for ax, (title, rows) in zip(axes, groups):
             draw(ax, rows)
             ax.set_title(title)
             if sharey:
                 ax.yaxis.set_tick_params(labelleft=True)
-        _legend_outside(fig, axes[:len(groups)], "shape")
+            if sharex:
+                ax.xaxis.set_tick_params(labelbottom=True)
+        _legend_outside(fig, axes[:len(groups)], legend)
         fig.tight_layout()
         return save(fig, out_dir, name)
 
@@ -119,7 +122,7 @@ def fig_tokens_per_step(groups, pair: str, out_dir: str):
         _budget_axis(ax, g.budget.unique())
         ax.set_ylabel("tokens_per_step")
 
-    name = _dataset_panels(groups, out_dir, "tokens_per_step_vs_budget.png", draw)
+    name = _panels(groups, out_dir, "tokens_per_step_vs_budget.png", draw)
     return name, (f"tokens_per_step against budget for {pair}, greedy, one panel per dataset (each on its "
                   "own prompt set, never averaged); bars: 95% bootstrap CI over prompts.")
 
@@ -141,7 +144,7 @@ def fig_gain_vs_chain(diffs: pd.DataFrame, pair: str, out_dir: str):
         _budget_axis(ax, g.budget.unique())
         ax.set_ylabel("Δ tokens_per_step vs chain")
 
-    name = _dataset_panels(groups, out_dir, "gain_vs_chain.png", draw)
+    name = _panels(groups, out_dir, "gain_vs_chain.png", draw)
     return name, (f"Paired difference in tokens_per_step of each shape over chain at the same budget "
                   f"({pair}, greedy), on the prompts both ran; bars: 95% paired bootstrap interval.")
 
@@ -161,7 +164,7 @@ def fig_alpha(groups, pair: str, out_dir: str):
         ax.set_ylabel("alpha_d")
         ax.set_ylim(0, 1.05)
 
-    name = _dataset_panels(groups, out_dir, "alpha_by_depth.png", draw)
+    name = _panels(groups, out_dir, "alpha_by_depth.png", draw)
     return name, (f"Per-depth conditional acceptance alpha_d = P(accepted ≥ d | accepted ≥ d−1, tree_depth ≥ d) "
                   f"for {pair}, greedy, at each shape's largest budget; one panel per dataset.")
 
@@ -185,15 +188,7 @@ def fig_acceptance_vector(steps: pd.DataFrame | None, out_dir: str):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("share of accepted tokens")
 
-    with plt.rc_context(RC):
-        fig, axes = _grid(len(groups), sharey=True)
-        for ax, (title, g) in zip(axes, groups):
-            draw(ax, g)
-            ax.set_title(title)
-            ax.yaxis.set_tick_params(labelleft=True)
-        _legend_outside(fig, axes[:len(groups)], "pair")
-        fig.tight_layout()
-        name = save(fig, out_dir, "acceptance_vector.png")
+    name = _panels(groups, out_dir, "acceptance_vector.png", draw, legend="pair")
     return name, ("Empirical acceptance vector: share of accepted draft tokens by draft rank (greedy, all "
                   "shapes of each pair; accept_path in steps.csv), one panel per dataset.")
 
@@ -224,15 +219,7 @@ def fig_mode_gains(gains: pd.DataFrame, out_dir: str):
         ax.axvline(0, color="k", lw=0.6)
         ax.set_xlabel("Δ tokens_per_step (paired)")
 
-    with plt.rc_context(RC):
-        fig, axes = _grid(len(groups), w=4.6, h=0.8 + 0.28 * rows, sharex=True)
-        for ax, (title, g) in zip(axes, groups):
-            draw(ax, g)
-            ax.set_title(title)
-            ax.xaxis.set_tick_params(labelbottom=True)
-        _legend_outside(fig, axes[:len(groups)], "shape")
-        fig.tight_layout()
-        name = save(fig, out_dir, "mode_gains.png")
+    name = _panels(groups, out_dir, "mode_gains.png", draw, sharey=False, sharex=True, w=4.6, h=0.8 + 0.28 * rows)
     return name, ("Mode comparison at T>0: paired gain in tokens_per_step of each mode over the token-level "
                   "rule on the same shape and budget (speculative on chains, mss on trees), on the prompts both "
                   "ran; bars: 95% paired bootstrap interval.")
@@ -256,14 +243,7 @@ def fig_lossy(gains: pd.DataFrame, out_dir: str):
         ax.set_xlabel("first_token_tv (drift from the target distribution)")
         ax.set_ylabel("Δ tokens_per_step vs token-level rule")
 
-    with plt.rc_context(RC):
-        fig, axes = _grid(len(groups), sharey=True)
-        for ax, (title, g) in zip(axes, groups):
-            draw(ax, g)
-            ax.set_title(title)
-        _legend_outside(fig, axes[:len(groups)], "shape (colour) · mode (marker)")
-        fig.tight_layout()
-        name = save(fig, out_dir, "lossy_tradeoff.png")
+    name = _panels(groups, out_dir, "lossy_tradeoff.png", draw, legend="shape (colour) · mode (marker)")
     return name, ("Lossy rules: paired gain in tokens_per_step over the lossless token-level rule against the "
                   "first-token total-variation distance from the target distribution.")
 
@@ -288,7 +268,7 @@ def fig_speedup(table: pd.DataFrame, keys: list[tuple], out_dir: str):
         _budget_axis(ax, g.budget.unique())
         ax.set_ylabel("projected speedup ×")
 
-    name = _dataset_panels(groups, out_dir, "projected_speedup.png", draw)
+    name = _panels(groups, out_dir, "projected_speedup.png", draw)
     return name, (f"Projected speedup against budget for {keys[0][0]}, greedy, one panel per dataset "
                   "(its main sweep; definition above).")
 
@@ -320,14 +300,7 @@ def fig_pareto(live: pd.DataFrame, out_dir: str):
         ax.set_xlabel("tokens_per_step")
         ax.set_ylabel("measured tokens/s")
 
-    with plt.rc_context(RC):
-        fig, axes = _grid(len(groups))
-        for ax, (title, g) in zip(axes, groups):
-            draw(ax, g)
-            ax.set_title(title)
-        _legend_outside(fig, axes[:len(groups)], "shape")
-        fig.tight_layout()
-        name = save(fig, out_dir, "pareto_live.png")
+    name = _panels(groups, out_dir, "pareto_live.png", draw, sharey=False)
     return name, ("Live runs: measured tokens/s against tokens_per_step (plain decoding = shape none at 1 "
                   "token/step); dashed: the Pareto frontier. Every mode of a group shares its panel.")
 

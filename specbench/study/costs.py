@@ -22,6 +22,7 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from .. import CONF_DIR
 from ..inputs import models
 from ..drafting.drafters import DRAFTERS, prefill
 from ..core.kv import forward_nodes
@@ -81,7 +82,7 @@ def merge_rows(path: str, rows: list[dict]) -> pd.DataFrame:
     return pd.concat([old, new], ignore_index=True)
 
 
-@hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     pair = models.load_pair(cfg.pair, cfg.dtype, cfg.device)
     rows = cost_rows(pair, int(cfg.get("costs_kv_len", 256)), int(cfg.get("costs_repeats", 3)),

@@ -29,7 +29,7 @@ from omegaconf import OmegaConf
 from ..core.atomic import write_text
 from ..core.registry import UnknownName
 
-CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf")
+from .. import CONF_DIR
 GROUPS = ("pair", "tree", "verify", "dataset", "sweep")
 USER_ERRORS = (ValueError, UnknownName, OSError, FloatingPointError)
 MAX_VALUE_CHARS = 32

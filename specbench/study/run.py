@@ -18,6 +18,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from .. import CONF_DIR
 from ..inputs import data
 from . import identity
 from . import jobspec
@@ -129,7 +130,7 @@ def run_job(cfg: DictConfig, out_dir: str):
     return summary
 
 
-@hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
     code = launch.run_guarded(lambda: run_job(cfg, hc.runtime.output_dir), hc.runtime.output_dir)
