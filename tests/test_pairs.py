@@ -414,3 +414,37 @@ def test_pair_identity_covers_the_layer_subset():
     ident = Identity(None, "t" * 64, "d")
     assert pair_id(ident, "layerskip", {"layers": "0-9"}) != pair_id(ident, "layerskip", {"layers": "0-11"})
     assert pair_id(ident, "model", {}) == short_hash({"draft": None, "target": "t" * 64, "drafter": "model"})
+
+
+# --------------------------------------------------------------------------
+# real smoke tests: each new embedded pair (skipped when its models are absent)
+#   flock /tmp/specbench-real.lock .venv/bin/python -m pytest -q -m real tests/test_pairs.py
+# --------------------------------------------------------------------------
+QWEN15 = "qwen2.5-coder-1.5b-instruct"
+REAL_PAIRS = {"smollm_qwen": [QWEN15, "smollm2-135m-instruct"], "gemma_qwen": [QWEN15, "gemma-3-270m"],
+              "qwen_skip": [QWEN15]}
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("name", sorted(REAL_PAIRS))
+def test_real_new_pair_greedy_is_lossless(name):
+    """One HumanEval prompt, 12 tokens, binary/8 in fp32: the pair's drafter through the one
+    loop gives the target's own greedy tokens and accepts some drafts."""
+    import os
+
+    from omegaconf import OmegaConf
+
+    from specbench.engine.api import decode_prompts, eos_ids
+    from specbench.inputs import data, models
+    from test_jobspec import CONF
+    if not embedded.installed(REAL_PAIRS[name]):
+        pytest.skip(f"{name}: embedded models {REAL_PAIRS[name]} not installed (bash scripts/setup.sh)")
+    pair = models.load_pair(OmegaConf.load(os.path.join(CONF, "pair", f"{name}.yaml")), "float32", "cpu")
+    pr = data.load_prompts({"name": "humaneval", "limit": 1}, pair.tokenizer)[0]
+    done = decode_prompts(pair, [pr], {"name": "binary", "budget": 8}, {"name": "greedy"}, 12)[0]
+    ids = torch.tensor([pr.ids])
+    with torch.no_grad():
+        ref = pair.target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, do_sample=False,
+                                   eos_token_id=sorted(eos_ids(pair)), pad_token_id=pair.tokenizer.pad_token_id)
+    assert done.tokens == ref[0, ids.shape[1]:].tolist()
+    assert sum(r.accepted for r in done.records) > 0
