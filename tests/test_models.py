@@ -117,7 +117,7 @@ def test_embedded_not_installed(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path))
     with pytest.raises(ValueError, match="is not installed: run bash scripts/setup.sh"):
         models.load_model({"source": "embedded", "id": "qwen2.5-coder-0.5b-instruct"})
-    with pytest.raises(KeyError, match="Valid: qwen2.5-coder"):
+    with pytest.raises(KeyError, match="Valid: .*qwen2.5-coder"):
         models.load_model({"source": "embedded", "id": "qwen-nope"})
     assert not embedded.installed()
 

@@ -15,8 +15,8 @@ from specbench.inputs import models
 
 pytestmark = [
     pytest.mark.real,
-    pytest.mark.skipif(not embedded.installed(),
-                       reason="embedded models not installed (bash scripts/setup.sh)"),
+    pytest.mark.skipif(not embedded.installed(["qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"]),
+                       reason="embedded Qwen pair not installed (bash scripts/setup.sh)"),
 ]
 
 PAIR_YAML = Path(__file__).resolve().parents[1] / "conf" / "pair" / "qwen_coder.yaml"

@@ -14,7 +14,7 @@ and other drafters build on the same two primitives, ``begin`` and ``extend``.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import torch
 from ..trees import eagle2
@@ -31,7 +31,22 @@ DRAFTERS: Registry = Registry("drafter")
 class Drafter:
     """Base class: keeps the committed token history (prompt + output) and grows
     ``tree=none`` (no draft tokens).  A subclass grows a policy kind by defining
-    ``grow_<kind>(policy, rule, rng)``; ``draft`` dispatches on ``policy.kind``."""
+    ``grow_<kind>(policy, rule, rng)``; ``draft`` dispatches on ``policy.kind``.
+
+    What a drafter needs from its pair (read by job validation and ``load_pair``):
+    ``draft_model`` (a separate draft model, ``pair.draft``), ``own_tokenizer`` (the
+    draft model keeps its own vocabulary; otherwise it must share the target's) and
+    ``check_params`` (its own ``pair.*`` keys, checked before any model loads)."""
+    draft_model: ClassVar[bool] = False
+    own_tokenizer: ClassVar[bool] = False
+
+    @classmethod
+    def check_params(cls, params: dict) -> None:
+        """ValueError (one line naming the key) for a bad drafter parameter in ``pair``."""
+
+    def forward_model(self):
+        """The model this drafter runs a forward of per tree depth (forward costs), or None."""
+        return None
 
     group = None          # the ``DraftGroup`` whose rows draft in lockstep (None: on its own)
 
@@ -76,6 +91,7 @@ class ModelDrafter(Drafter):
     """A small causal LM drafting with tree attention over its KV cache: a row of a
     ``DraftGroup`` (shared by the rows of a batched run; its own group by default)."""
     registry_name = "model"
+    draft_model = True
 
     def __init__(self, model, temperature: float = 1.0, top_p: float = 1.0, group: DraftGroup | None = None):
         self.model = model
@@ -95,6 +111,9 @@ class ModelDrafter(Drafter):
     def child_rule(cls, kind: str, rule: str) -> str:
         return "topk" if kind == "eagle2" else rule
 
+    def forward_model(self):
+        return self.model
+
     # -- cache state ------------------------------------------------------
     def reset(self, prompt_ids: Sequence[int]) -> None:
         super().reset(prompt_ids)
@@ -107,12 +126,18 @@ class ModelDrafter(Drafter):
             self.group.drop(self.row)
             self.row = None
 
+    def chain(self) -> list[int]:
+        """The draft-model tokens ``begin`` forwards: the pending tokens (the tree root
+        ``pending[-1]`` last).  A drafter with its own vocabulary returns its own ids."""
+        return self.pending
+
     def begin(self) -> torch.Tensor:
-        """Forward the pending tokens (a chain; the last is the tree root).
+        """Forward the ``chain`` (the committed tokens not yet in the cache).
         Starts the draft-side tree and returns the root's logits [V]."""
-        m = len(self.pending)
+        chain = self.chain()
+        m = len(chain)
         self.side_parents = list(range(-1, m - 1))
-        self.side_tokens = list(self.pending)
+        self.side_tokens = list(chain)
         self.root_slot = m - 1
         return self.group.forward(self.row, self.side_parents, self.side_tokens, 0)[-1]
 

@@ -33,6 +33,7 @@ from ..core.tree import DraftTree
 class MergedDrafter(Drafter):
     """Model drafter + n-gram drafter, merged into one tree (``tree=merged``)."""
     registry_name = "merged"
+    draft_model = True
 
     def __init__(self, model_drafter: ModelDrafter, max_ngram: int = 4, min_ngram: int = 1):
         self.model = model_drafter
@@ -52,6 +53,9 @@ class MergedDrafter(Drafter):
     @classmethod
     def child_rule(cls, kind: str, rule: str) -> str:
         return rule if kind == "none" else "fixed"
+
+    def forward_model(self):
+        return self.model.forward_model()
 
     def reset(self, prompt_ids) -> None:
         super().reset(prompt_ids)

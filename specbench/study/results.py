@@ -49,7 +49,7 @@ def row_keys(job: JobSpec, ident: Identity, names: tuple[str, str], lossless: bo
     v = job.verify
     return {
         "config_hash": config_hash(job, ident), "run_id": run_id, "pair": job.pair.name,
-        "pair_id": pair_id(ident, job.pair.drafter), "draft": names[0], "target": names[1],
+        "pair_id": pair_id(ident, job.pair.drafter, job.pair.drafter_params), "draft": names[0], "target": names[1],
         "tree": job.tree.name, "tree_params": json.dumps(job.tree.params, sort_keys=True),
         "budget": job.tree.budget, "verify": v.name, "lossless": bool(lossless),
         "temperature": v.temperature, "draft_temperature": v.draft_temperature, "top_p": v.top_p,

@@ -93,7 +93,7 @@ class Candidates:
 def grow(drafter, width: int, depth: int) -> Candidates:
     """Run the expansion phase: `depth` draft forwards, k nodes each after the first."""
     root_logits = drafter.begin()
-    cand = Candidates(root_token=int(drafter.side_tokens[drafter.root_slot]),
+    cand = Candidates(root_token=int(drafter.pending[-1]),
                       root_slot=drafter.root_slot)
     cand.q_rows[-1] = drafter.q(root_logits)
     frontier = cand.add_children(-1, root_logits, width)
