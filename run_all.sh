@@ -23,12 +23,13 @@ step "forward costs and environment (results/costs.csv, results/environment.json
 once costs $PY -m specbench.study.costs hydra.run.dir="$OUT/costs"
 
 step "Sequoia acceptance vectors (results/acceptance_vector.csv), one per dataset"
-for ds in humaneval stdlib_code chat; do
+for ds in humaneval stdlib_code mt_bench; do
   once "calibrate_$ds" $PY -m specbench.study.calibrate pair=qwen_coder verify=greedy dtype=float32 dataset=$ds \
     dataset.limit=4 max_new_tokens=64 out_root="$OUT"     # its cached continuations serve sweep=reference
 done
 
-for sweep in reference reference_live reference_modes reference_modes_chain reference_pairs reference_merged; do
+for sweep in reference reference_live reference_modes reference_modes_chain reference_modes_tree reference_pairs \
+             reference_merged reference_xpairs; do
   step "study: sweep=$sweep"
   $PY -m specbench.run -m sweep=$sweep out_root="$OUT" hydra.sweep.dir="$OUT/$sweep"
 done
@@ -37,6 +38,9 @@ step "study: measured speed (live bf16: plain-decoding baseline, chain/4, binary
 $PY -m specbench.run -m sweep=reference_speed tree=none out_root="$OUT" hydra.sweep.dir="$OUT/speed_baseline"
 $PY -m specbench.run -m sweep=reference_speed tree=chain,binary tree.budget=4,16 out_root="$OUT" \
   hydra.sweep.dir="$OUT/speed"
+
+step "losslessness on the real pair: first emitted token of each lossless sampling mode vs the target (results/lossless_check.csv)"
+once lossless $PY -m specbench.study.lossless --draws 1000 pair=qwen_coder dataset=humaneval dataset.limit=3 dtype=float32
 
 step "tree-attention benchmark + real 1.5B model view (results/attention.csv)"
 once attention $PY -m specbench.attention_bench model_view=true merge=false
