@@ -40,7 +40,7 @@ $PY -m specbench.run -m sweep=reference_speed tree=chain,binary tree.budget=4,16
   hydra.sweep.dir="$OUT/speed"
 
 step "losslessness on the real pair: first emitted token of each lossless sampling mode vs the target (results/lossless_check.csv)"
-once lossless $PY -m specbench.study.lossless --draws 1000 pair=qwen_coder dataset=humaneval dataset.limit=3 dtype=float32
+once lossless $PY -m specbench.study.lossless --draws 600 pair=qwen_coder dataset=humaneval dataset.limit=3 dtype=float32
 
 step "tree-attention benchmark + real 1.5B model view (results/attention.csv)"
 once attention $PY -m specbench.attention_bench model_view=true merge=false

@@ -33,7 +33,7 @@ DRAFT_COST_RULE = ("draft_cost charges each drafter what it does per step: an n-
 def _cost_fn(costs: pd.DataFrame, pair: str, role: str):
     """seconds(n_tokens) by linear interpolation of the measured points (clamped)."""
     c = costs[costs.role == role]
-    if "pair" in c.columns and (c.pair == pair).any():
+    if "pair" in c.columns:        # never another pair's costs: no rows, no projection
         c = c[c.pair == pair]
     if c.empty:
         return None
