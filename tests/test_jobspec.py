@@ -6,7 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from specbench.study import jobspec
+from specbench.study import checks, jobspec
 from specbench.study.identity import Identity, config_hash
 
 CONF = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
@@ -45,7 +45,7 @@ def test_every_config_builds_a_job_spec(overrides):
     assert 0 < job.verify.top_p <= 1 and job.verify.temperature >= 0
     assert job.to_dict()["tree"]["name"] == job.tree.name
     if job.tree.name != "sequoia":                 # sequoia needs a calibrated vector for its pair
-        jobspec.check_registries(job)
+        checks.check_registries(job)
 
 
 def test_defaults_are_filled_in_one_place_and_equal_values_hash_equal():

@@ -11,7 +11,7 @@ import torch
 from conftest import tiny_pair_overrides
 from specbench.drafting.drafters import ModelDrafter
 from specbench.engine.loop import Decoding, LiveVerifier, decode_prompt, paired_generators
-from specbench.study import jobspec
+from specbench.study import checks, jobspec
 from specbench.study.results import read_csv
 from specbench.trees.policies import make_policy
 from specbench.verify.modes import get_mode
@@ -77,14 +77,14 @@ def spec(**over):
 def test_validation_names_the_modes_that_fit():
     job = spec(verify={"paired_with": ["block", "speculative"]})
     assert job.verify.paired_with == ("block", "speculative")
-    assert jobspec.validate(job)[0] == "live"               # auto never replays a paired job
+    assert checks.validate(job)[0] == "live"               # auto never replays a paired job
     assert "paired_with" in job.to_dict()["verify"] and "paired_with" not in spec().to_dict()["verify"]
     for over, needle in (({"tree": {"name": "binary"}, "verify": {"name": "mss", "paired_with": ["block"]}},
                           "modes that fit: mss, traversal"),
                          ({"verify": {"name": "greedy", "paired_with": ["mss"]}}, "modes that fit: conservative"),
                          ({"verify": {"paired_with": ["nope"]}}, "Valid:")):
         with pytest.raises(jobspec.ConfigError) as e:
-            jobspec.validate(spec(**over))
+            checks.validate(spec(**over))
         assert "verify.paired_with" in str(e.value) and needle in str(e.value)
         assert "\n" not in str(e.value)
     with pytest.raises(jobspec.ConfigError, match="distinct"):

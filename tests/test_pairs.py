@@ -322,7 +322,8 @@ NEW_DRAFTERS = {"tli": ["pair.drafter=tli"], "layerskip": ["pair.drafter=layersk
 def test_run_job_replays_the_new_drafters_drafted_and_equal_to_live(drafter, cross_dirs, tmp_path):
     import pandas as pd
 
-    from specbench.study.jobspec import from_config, validate
+    from specbench.study.jobspec import from_config
+    from specbench.study.checks import validate
     from specbench.study.run import by_ranks, run_job
     rows = {}
     for engine in ("live", "replay"):

@@ -2,7 +2,7 @@
 
 ``from_config(cfg) -> JobSpec`` turns the composed config into frozen
 dataclasses (every default is written here, nowhere else), with one-line
-``ConfigError``s naming the key and the fix.  ``validate(job)`` adds the
+``ConfigError``s naming the key and the fix.  ``checks.validate(job)`` adds the
 cross-field checks (registries, engine, device, dtype).  Modules below the
 study layer take the spec's plain fields, never ``cfg``.
 
@@ -323,91 +323,3 @@ def from_config(cfg) -> JobSpec:
         replay_cache=None if top["replay_cache"] is None else str(top["replay_cache"]),
         exact_continuations=_bool(top["exact_continuations"], "exact_continuations"),
         extra={k: v for k, v in d.items() if k not in DEFAULTS and k not in ("pair", "tree", "verify", "dataset")})
-
-
-# --------------------------------------------------------------------------
-# cross-field checks (no model needed)
-# --------------------------------------------------------------------------
-def check_registries(job: JobSpec):
-    """Tree policy, verification mode and drafter exist and fit together; returns the
-    mode spec.  The ONE place the study layer asks the engine's registries about a job."""
-    from ..drafting.drafters import DRAFTERS, check_supported
-    from ..verify.modespec import check_compatible
-    from ..trees.policies import make_policy
-    from ..verify.modes import get_mode
-    policy = make_policy(job.tree.name, job.tree.budget, job.tree.params)   # bad params, calibration
-    mode = get_mode(job.verify.name)
-    drafter = DRAFTERS.get(job.pair.drafter)
-    check_supported(drafter, policy.kind, policy.name)
-    if mode.chain_only and job.tree.name not in CHAIN_TREES:
-        raise ConfigError(f"verify={job.verify.name} verifies a single chain only: use tree=chain")
-    if mode.child_rule == "topk" and job.verify.draft_temperature <= 0:
-        raise ConfigError(f"verify.draft_temperature=0 with verify={job.verify.name}: top-k siblings "
-                          "would tie; use verify.draft_temperature=1 (the ranking is the same at any T > 0)")
-    tree_rule = drafter.child_rule(policy.kind, mode.child_rule)
-    check_compatible(mode, tree_rule)
-    check_paired(job, mode, tree_rule)
-    return mode
-
-
-def paired_fits(mode, other, tree_rule: str, chain: bool) -> bool:
-    """Whether ``other`` may verify the trees drafted for ``mode`` (same child rule)."""
-    from ..verify.modespec import fits
-    return other.child_rule == mode.child_rule and fits(other, tree_rule) and (chain or not other.chain_only)
-
-
-def check_paired(job: JobSpec, mode, tree_rule: str) -> None:
-    """verify.paired_with: every mode chooses children like the primary and fits its trees."""
-    from ..verify.modes import MODES, get_mode
-    chain = job.tree.name in CHAIN_TREES
-    for name in job.verify.paired_with:
-        try:
-            other = get_mode(name)
-        except KeyError as e:                      # registry.UnknownName: lists the valid names
-            raise ConfigError(f"verify.paired_with: {e}") from None
-        if not paired_fits(mode, other, tree_rule, chain):
-            fit = [n for n in MODES.names() if paired_fits(mode, MODES.get(n), tree_rule, chain)]
-            raise ConfigError(f"verify.paired_with: {name} cannot verify the trees drafted for "
-                              f"verify={job.verify.name} on tree={job.tree.name}; modes that fit: {', '.join(fit)}")
-
-
-def paired_params(job: JobSpec, name: str) -> dict:
-    """A paired mode's parameters: its defaults with the primary's temperatures and top-p
-    (the target rows are shared, so these must be too)."""
-    from ..verify.modes import get_mode
-    from ..verify.modespec import COMMON_DEFAULTS
-    return get_mode(name).params({k: job.verify.params[k] for k in COMMON_DEFAULTS})
-
-
-def why_not_replayable(job: JobSpec) -> str | None:
-    """None when replay is exact for this job, else the reason."""
-    if job.verify.name != "greedy":
-        return f"verify={job.verify.name} is not greedy"
-    if job.verify.paired_with:
-        return "verify.paired_with needs the target's distributions at every node"
-    if job.verify.temperature != 0.0:
-        return "verify.temperature != 0 (first_token_tv would need the target's distributions)"
-    if job.dtype != "float32":
-        return (f"dtype={job.dtype}: replay equals live only in float32 (bf16 tree and "
-                "teacher-forced forwards round differently and can reorder draft ranks)")
-    return None
-
-
-def resolve_engine(job: JobSpec) -> str:
-    """live or replay: ``engine=auto`` replays where exact; ``engine=replay`` elsewhere is an error."""
-    reason = why_not_replayable(job)
-    if job.engine == "replay" and reason is not None:
-        raise ConfigError(f"engine=replay is exact only for greedy verification in float32 "
-                          f"({reason}): use engine=live or engine=auto")
-    return "replay" if job.engine == "replay" or (job.engine == "auto" and reason is None) else "live"
-
-
-def validate(job: JobSpec) -> tuple[str, object]:
-    """Every check that needs no model: returns (engine, mode spec)."""
-    from ..inputs.models import resolve_device
-    try:
-        resolve_device(job.device)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    info = check_registries(job)
-    return resolve_engine(job), info

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from .. import CONF_DIR
 from ..inputs import data
+from . import checks
 from . import identity
 from . import jobspec
 from . import launch
@@ -65,7 +66,7 @@ def decode(job: JobSpec, ident, pair, prompts, engine: str) -> list[PromptResult
     loop, live or drafted replay, or rank replay for static shapes over a model drafter."""
     mode = get_mode(job.verify.name)
     eos = eos_ids(pair)
-    paired = tuple((get_mode(n), jobspec.paired_params(job, n)) for n in job.verify.paired_with)
+    paired = tuple((get_mode(n), checks.paired_params(job, n)) for n in job.verify.paired_with)
     run = Decoding(mode, mode.params(job.verify.params), job.max_new_tokens, eos, job.seed, paired=paired)
     bar = (lambda it: tqdm(it, desc=f"{engine} {job.tree.name}/{job.tree.budget}", disable=not job.progress))
     if engine == "live":
@@ -114,7 +115,7 @@ def run_job(cfg: DictConfig, out_dir: str):
     job = jobspec.from_config(cfg)
     ident = identity.job_identity(job)          # content fingerprints: no model loads
     job = identity.bind(job, ident)
-    engine, mode = jobspec.validate(job)
+    engine, mode = checks.validate(job)
     chash = identity.config_hash(job, ident)
     if job.resume and (done := results.find_finished(job.out_root, chash)):
         print(f"specbench: skip {chash}: already finished in {done}")
