@@ -102,14 +102,16 @@ class BatchKV:
     def add(self, prompt_ids: Sequence[int]) -> None:
         """A new last row holding every prompt token but the last (``prefill``)."""
         row, n = prefill(self.model, prompt_ids)
-        old, new = filled(self.cache), filled(row)
-        if old or new:
-            width = max(self.width, n)
-            old_kv = [(x.keys, x.values) for x in old] or blank(new, len(self.lens))
-            new_kv = [(x.keys, x.values) for x in new] or blank(old, 1)
-            self.cache = DynamicCache([(torch.cat([pad_left(ko, width), pad_left(kn, width)]),
-                                        torch.cat([pad_left(vo, width), pad_left(vn, width)]))
-                                       for (ko, vo), (kn, vn) in zip(old_kv, new_kv)])
+        if not self.lens:                    # the first row: its prefill cache is the batch's
+            self.cache, self.width = row, n
+        else:
+            old, new, width = filled(self.cache), filled(row), max(self.width, n)
+            if old or new:
+                old_kv = [(x.keys, x.values) for x in old] or blank(new, len(self.lens))
+                new_kv = [(x.keys, x.values) for x in new] or blank(old, 1)
+                self.cache = DynamicCache([(torch.cat([pad_left(ko, width), pad_left(kn, width)]),
+                                            torch.cat([pad_left(vo, width), pad_left(vn, width)]))
+                                           for (ko, vo), (kn, vn) in zip(old_kv, new_kv)])
             self.width = width
         self.lens.append(n)
 
