@@ -14,7 +14,7 @@ from specbench.study.results import read_csv
 from test_bad_input import one_line_error, written
 from test_hydra import job_args, specbench
 
-TIMING = ["draft_s", "verify_s", "run_id", "config_hash", "engine"]
+TIMING = ["draft_s", "verify_s", "run_id", "config_hash", "pair_key", "engine"]   # differ by engine (pair_key: the job hash)
 
 
 def resized(model, rows: int):
