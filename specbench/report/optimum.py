@@ -75,7 +75,7 @@ def pivot(rows: pd.DataFrame) -> tuple[list[list], list[str]]:
         opt = g.drop_duplicates("budget").set_index("budget").optimum
         table.append([pair, dataset, "**DP optimum**"] + [A.fmt(opt.get(b), 2) for b in budgets])
         for shape, s in g.groupby("shape", sort=True):
-            s = s.set_index("budget")
+            s = s.drop_duplicates("budget").set_index("budget")   # one row per budget (first config)
             table.append([pair, dataset, shape] + [
                 f"{A.fmt(s.tokens_per_step[b], 2)} ({s.fraction[b]:.0%}; pred {A.fmt(s.predicted[b], 2)})"
                 if b in s.index else "" for b in budgets])
