@@ -22,6 +22,9 @@ def main_rows(gap: pd.DataFrame | None, df: pd.DataFrame, sums: pd.DataFrame) ->
     for _, g in A.greedy_groups(df, main_only=True):
         keep |= set(A.main_set(g, sums).config_hash)
     rows = gap[gap.config_hash.isin(keep)].copy()
+    # the report's pair label (a pair_id is appended where two pairs share a name), so no table,
+    # sentence or panel mixes them
+    rows["pair"] = rows.config_hash.map(df.drop_duplicates("config_hash").set_index("config_hash").pair)
     rows["shape"] = [A.shape_label(t, p) for t, p in zip(rows.tree, rows.tree_params)]
     return rows.sort_values(["pair", "dataset", "budget", "fraction", "shape"], ascending=[True, True, True, False, True],
                             kind="mergesort").reset_index(drop=True)
@@ -75,7 +78,7 @@ def pivot(rows: pd.DataFrame) -> tuple[list[list], list[str]]:
         opt = g.drop_duplicates("budget").set_index("budget").optimum
         table.append([pair, dataset, "**DP optimum**"] + [A.fmt(opt.get(b), 2) for b in budgets])
         for shape, s in g.groupby("shape", sort=True):
-            s = s.drop_duplicates("budget").set_index("budget")   # one row per budget (first config)
+            s = s.set_index("budget")
             table.append([pair, dataset, shape] + [
                 f"{A.fmt(s.tokens_per_step[b], 2)} ({s.fraction[b]:.0%}; pred {A.fmt(s.predicted[b], 2)})"
                 if b in s.index else "" for b in budgets])
