@@ -73,6 +73,8 @@ def relabel_pairs(df: pd.DataFrame | None, labels: dict[str, str], by_hash: dict
     if df is None or "pair" not in df or not labels:
         return df
     out = df.copy()
+    if "pair_name" not in out:       # the config name stays: files keyed by it (costs.csv) are read by it
+        out["pair_name"] = out["pair"]
     if by_hash is not None and "config_hash" in out and "pair_id" not in out:
         out["pair"] = out["config_hash"].astype(str).map(by_hash).fillna(out["pair"])
     else:

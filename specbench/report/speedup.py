@@ -72,12 +72,13 @@ def projected_speedup(df: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.Da
             lookup = steps.groupby("config_hash").draft_s.mean().to_dict()
     rows = []
     for r in df.to_dict("records"):
-        t_target = _cost_fn(costs, r["pair"], "target")
+        name = r.get("pair_name", r["pair"])      # costs.csv is keyed by the pair's config name
+        t_target = _cost_fn(costs, name, "target")
         if t_target is None:
             continue
         n = int(r["budget"])
         d = max(1, int(depth.get(r["config_hash"], n if r["tree"] == "chain" else math.ceil(math.log2(n + 1)))))
-        dc = draft_cost(r, d, _cost_fn(costs, r["pair"], "draft"), lookup.get(r["config_hash"]))
+        dc = draft_cost(r, d, _cost_fn(costs, name, "draft"), lookup.get(r["config_hash"]))
         if dc is None:
             continue
         vc = t_target(n + 1)
