@@ -19,8 +19,12 @@ step "set-up (environment + embedded models)"
 bash scripts/setup.sh
 PY=.venv/bin/python
 
-step "forward costs and environment (results/costs.csv, results/environment.json)"
-once costs $PY -m specbench.study.costs hydra.run.dir="$OUT/costs"
+step "forward costs per pair and dtype, and the environment (results/costs.csv, results/environment.json)"
+for pair in smollm_qwen gemma_qwen qwen_skip qwen_coder; do   # qwen_coder last: environment.json names it
+  for dt in bfloat16 float32; do
+    once "costs_${pair}_$dt" $PY -m specbench.study.costs pair=$pair dtype=$dt hydra.run.dir="$OUT/costs/${pair}_$dt"
+  done
+done
 
 step "Sequoia acceptance vectors (results/acceptance_vector.csv), one per dataset"
 for ds in humaneval stdlib_code mt_bench; do
@@ -34,8 +38,11 @@ for sweep in reference reference_live reference_modes reference_modes_chain refe
   $PY -m specbench.run -m sweep=$sweep out_root="$OUT" hydra.sweep.dir="$OUT/$sweep"
 done
 
-step "study: measured speed (live bf16: plain-decoding baseline, chain/4, binary/16)"
-$PY -m specbench.run -m sweep=reference_speed tree=none out_root="$OUT" hydra.sweep.dir="$OUT/speed_baseline"
+step "study: measured speed (live bf16: plain-decoding baselines, chain/4, binary/16; smollm_qwen chain/4)"
+$PY -m specbench.run -m sweep=reference_speed pair=qwen_coder,smollm_qwen tree=none out_root="$OUT" \
+  hydra.sweep.dir="$OUT/speed_baseline"
+$PY -m specbench.run -m sweep=reference_speed pair=smollm_qwen tree=chain tree.budget=4 out_root="$OUT" \
+  hydra.sweep.dir="$OUT/speed_smollm"
 $PY -m specbench.run -m sweep=reference_speed tree=chain,binary tree.budget=4,16 out_root="$OUT" \
   hydra.sweep.dir="$OUT/speed"
 

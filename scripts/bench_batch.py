@@ -6,20 +6,23 @@
 (1) bf16, live greedy, the same --prompts HumanEval prompts (optionally their last
     --prompt-tokens tokens): tokens/s (new tokens / wall
     seconds, prefill included) and tokens_per_step at B = --batches, for plain decoding
-    (tree=none), chain/4 and --best (default binary/16, the best tree of bench_live.py).
+    (tree=none), chain/4 and binary/16 (the best tree of bench_live.py), or --trees.
 (2) float32: the target's greedy continuations of --cont-prompts prompts x --cont-tokens
     tokens at batch 1 and at --cont-batch (default: all prompts in one batch); their
     speed, and where they differ (batched fp32 kernels round differently: at exact
     near-ties a batched continuation can take the other token): the first divergent
     position and the batch-1 target's logit margin (top-1 minus top-2) there.
+Part 2 also writes its row to results/continuation_divergence.csv (REPORT.md, Setup).
 Prints the table, the divergences and, LAST, the two ratios: live chain/4 tokens/s at B=4
 over B=1, and batched continuation generation over batch-1.  Goals: >= 2x and >= 4x.
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
 import os
+import pstats
 import sys
 import time
 
@@ -87,8 +90,9 @@ def margin(model, ids, cont, pos: int) -> float:
     return float(top[0] - top[1])
 
 
-def continuation_bench(target, prompts, n: int, b: int, eos) -> float:
-    """Batch-1 vs batch-b fp32 continuations: prints speed and divergences, returns the speed ratio."""
+def continuation_bench(target, prompts, n: int, b: int, eos) -> dict:
+    """Batch-1 vs batch-b fp32 continuations: prints speed and divergences, returns the
+    row of results/continuation_divergence.csv (``speedup`` = batch-1 s / batched s)."""
     ids = [pr.ids for pr in prompts]
     continuations(target, [ids[0][:8]], 2, eos)                                      # warm-up
     t0 = time.perf_counter()
@@ -100,13 +104,30 @@ def continuation_bench(target, prompts, n: int, b: int, eos) -> float:
     print(f"continuations fp32 {len(ids)} prompts x {n}: batch 1 {t1 - t0:.1f} s ({tokens / (t1 - t0):.2f} tok/s), "
           f"batch {b} {t2 - t1:.1f} s ({sum(map(len, many)) / (t2 - t1):.2f} tok/s)", flush=True)
     diffs = [(i, d) for i, d in ((i, first_diff(x, y)) for i, (x, y) in enumerate(zip(one, many))) if d is not None]
+    where = []
     for i, d in diffs:
+        m = margin(target, ids[i], one[i], d)
+        where.append(f"{prompts[i].id}@{d} (margin {m:.4f})")
         print(f"  prompt {prompts[i].id}: first divergent position {d} of {len(one[i])}, batch-1 target logit "
-              f"margin there {margin(target, ids[i], one[i], d):.4f}")
+              f"margin there {m:.4f}")
     agree = sum(d for _, d in diffs) + sum(len(one[i]) for i in range(len(one)) if i not in dict(diffs))
     print(f"divergence: {len(diffs)}/{len(ids)} batched continuations differ from batch-1; "
           f"{agree}/{tokens} tokens before the first divergence")
-    return (t1 - t0) / (t2 - t1)
+    return {"dtype": "float32", "dataset": "humaneval", "n_prompts": len(ids), "max_new_tokens": n, "batch_size": b,
+            "tokens": tokens, "diverged": len(diffs), "tokens_before_divergence": agree,
+            "divergences": "; ".join(where), "batch1_s": round(t1 - t0, 2), "batched_s": round(t2 - t1, 2),
+            "speedup": round((t1 - t0) / (t2 - t1), 3)}
+
+
+def write_divergence(path: str, row: dict) -> None:
+    """Replace the row of the same (n_prompts, max_new_tokens, batch_size) in the CSV."""
+    import pandas as pd
+
+    from specbench.study.results import write_csv
+    key = ("n_prompts", "max_new_tokens", "batch_size")
+    old = pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=list(row))
+    old = old[[tuple(int(v) for v in r) != tuple(row[k] for k in key) for r in old[list(key)].to_numpy()]]
+    write_csv(pd.concat([old, pd.DataFrame([row])], ignore_index=True), path)
 
 
 def main() -> None:
@@ -117,11 +138,17 @@ def main() -> None:
     ap.add_argument("--batches", default="1,2,4,8")
     ap.add_argument("--prompt-tokens", type=int, default=0,
                     help="live table: keep the last N tokens of each prompt (0 = whole; bf16 prefill is slow here)")
-    ap.add_argument("--best", default="binary/16", help="the tree beside none and chain/4, e.g. binary/16")
+    ap.add_argument("--trees", nargs="+", default=["none", "chain/4", "binary/16"],
+                    help="trees of the live table (binary/16: the best tree of bench_live.py), e.g. topk_wide/12,width=3")
     ap.add_argument("--cont-prompts", type=int, default=8)
     ap.add_argument("--cont-tokens", type=int, default=32)
     ap.add_argument("--cont-batch", type=int, default=0, help="0: all --cont-prompts in one batch")
     ap.add_argument("--skip-live", action="store_true")
+    ap.add_argument("--skip-cont", action="store_true", help="no continuation benchmark (part 2)")
+    ap.add_argument("--divergence-out", default="results/continuation_divergence.csv",
+                    help="part 2's row goes here (relative: repo root), for REPORT.md's setup section")
+    ap.add_argument("--profile", type=int, default=0, metavar="K",
+                    help="cProfile the live table; print its K costliest functions (cumulative time)")
     args = ap.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     pair_cfg = OmegaConf.load(os.path.join(ROOT, "conf", "pair", f"{args.pair}.yaml"))
@@ -132,21 +159,28 @@ def main() -> None:
         pair = models.load_pair(pair_cfg, "bfloat16", "cpu")
         prompts = [data.Prompt(pr.id, "", pr.ids[-args.prompt_tokens:] if args.prompt_tokens else pr.ids, "bench")
                    for pr in data.load_prompts(ds, pair.tokenizer)]
-        trees = {"none": {"name": "none", "budget": 0}, "chain/4": {"name": "chain", "budget": 4},
-                 args.best: parse_tree(args.best)}
-        table = live_table(pair, prompts[:args.prompts], trees, batches, args.tokens)
+        trees = {t: parse_tree(t) for t in args.trees}
+        prof = cProfile.Profile() if args.profile else None
+        table = (prof.runcall if prof else lambda f, *a: f(*a))(
+            live_table, pair, prompts[:args.prompts], trees, batches, args.tokens)
+        if prof:
+            pstats.Stats(prof).sort_stats("cumulative").print_stats(args.profile)
         if ("chain/4", 4) in table and ("chain/4", 1) in table:
             ratio_live = table["chain/4", 4]["tok/s"] / table["chain/4", 1]["tok/s"]
         del pair
         models.clear_cache()
         gc.collect()
-    target = models.load_model(pair_cfg.target, "float32", "cpu")
-    tokenizer = models.load_tokenizer(pair_cfg.target)
-    prompts = data.load_prompts(ds, tokenizer)[:args.cont_prompts]
-    eos = eos_ids(argparse.Namespace(target=target, tokenizer=tokenizer))
-    ratio_cont = continuation_bench(target, prompts, args.cont_tokens, args.cont_batch or len(prompts), eos)
+    ratio_cont = float("nan")
+    if not args.skip_cont:
+        target = models.load_model(pair_cfg.target, "float32", "cpu")
+        tokenizer = models.load_tokenizer(pair_cfg.target)
+        prompts = data.load_prompts(ds, tokenizer)[:args.cont_prompts]
+        eos = eos_ids(argparse.Namespace(target=target, tokenizer=tokenizer))
+        row = continuation_bench(target, prompts, args.cont_tokens, args.cont_batch or len(prompts), eos)
+        write_divergence(os.path.join(ROOT, args.divergence_out), {"pair": args.pair, **row})
+        ratio_cont = row["speedup"]
     print(f"live chain/4 bf16 tokens/s, B=4 over B=1: {ratio_live:.2f}x (goal >= 2x)")
-    print(f"batched continuations fp32 ({len(prompts)} x {args.cont_tokens}) over batch-1: {ratio_cont:.2f}x "
+    print(f"batched continuations fp32 ({args.cont_prompts} x {args.cont_tokens}) over batch-1: {ratio_cont:.2f}x "
           f"(goal >= 4x)")
 
 

@@ -72,16 +72,35 @@ def test_cli_writes_the_csv_atomically_replaces_its_rows_and_the_report_shows_it
     table = read_csv(out)
     assert list(table.columns) == L.COLUMNS and len(table) == 4
     assert os.stat(out).st_mode & 0o777 == 0o666 & ~umask()
-    r = specbench("specbench.study.lossless", "--draws=30", "--modes=block", *common)
+    r = specbench("specbench.study.lossless", "--draws=30", "--modes=block,mss", *common)
     assert r.returncode == 0, r.stderr[-2000:]
-    table = read_csv(out)
-    assert sorted(table.verify) == ["block", "block"] and set(table.n_draws) == {30}   # replaced as a unit
+    table = read_csv(out)                  # a (prefix, mode, seed) check's row is replaced, the others kept
+    assert sorted(table.verify) == ["block", "block", "mss", "mss", "speculative", "speculative"]
+    assert table.groupby("verify").n_draws.max().to_dict() == {"block": 30, "mss": 30, "speculative": 40}
     bad = specbench("specbench.study.lossless", "--modes=typical", *common)
     assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1].startswith("specbench: error: --modes")
     report = tmp_path / "REPORT.md"
     r = specbench("specbench.report", "--results", str(tmp_path / "results"), "--out", str(report))
     assert r.returncode == 0, r.stderr[-2000:]
     text = report.read_text()
-    assert "| pair | verify | temperature | prefix_id | n_draws | tree | budget | chi2_p | tv | tv_null |" in text
-    assert "block: 0 of 2 prefixes reject" in text and "not evidence by itself" in text
+    assert "| pair | verify | temperature | prefix_id | seed | n_draws | tree | budget | chi2_p | holm_p | tv | tv_null |" in text
+    assert "block: 0 of 2 checks (prefix × seed) have p < 0.01" in text and "not evidence by itself" in text
+    assert "Holm-adjusted over the pair's 6 checks" in text
     shutil.rmtree(tmp_path / "results" / "figures", ignore_errors=True)
+
+
+def test_holm_adjusts_the_family_and_only_a_surviving_check_is_flagged():
+    import pandas as pd
+
+    from specbench.report.speedup import holm, lossless_check_sentences
+    p = pd.Series([0.04, 0.001, 0.03, 0.5], index=[3, 1, 2, 0])
+    # by hand, ascending: 4 x 0.001, 3 x 0.03 = 0.09, max(2 x 0.04, 0.09) = 0.09, 0.5
+    assert holm(p).to_dict() == pytest.approx({3: 0.09, 1: 0.004, 2: 0.09, 0: 0.5})
+    rows = [dict(pair="x", verify=m, chi2_p=q, n_draws=600, tv=0.1, tv_null=0.1)
+            for m, q in (("a", 0.003), ("a", 0.5), ("b", 0.2), ("b", 0.9))]
+    text = " ".join(lossless_check_sentences(pd.DataFrame(rows)))
+    assert "a: 1 of 2 checks" in text and "Holm-adjusted over the pair's 4 checks 0.012" in text
+    assert "look at" not in text                          # 0.003 x 4 = 0.012 survives no 0.01 test
+    rows[0]["chi2_p"] = 0.001
+    assert "1 reject the target's distribution after adjustment" in " ".join(
+        lossless_check_sentences(pd.DataFrame(rows)))

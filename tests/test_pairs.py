@@ -302,6 +302,26 @@ def test_forward_costs_cover_the_new_drafters(cross_dirs, tmp_path):
     merge_rows(str(path), rows[:4]).to_csv(path, index=False)
     merged = merge_rows(str(path), rows)                  # this run's pairs replace their old rows
     assert len(merged) == len(rows) and set(merged.pair) == {"tli", "layerskip", "ngram"}
+    assert set(merged.dtype) == {"float32"}
+    merged.to_csv(path, index=False)                      # another dtype's rows sit beside them
+    both = merge_rows(str(path), [{**r, "dtype": "bfloat16"} for r in rows])
+    assert len(both) == 2 * len(rows) and set(both.dtype) == {"float32", "bfloat16"}
+
+
+def test_projection_charges_the_costs_of_the_rows_dtype():
+    import pandas as pd
+
+    from specbench.report.speedup import projected_speedup
+    row = dict(config_hash="h", pair="p", tree="chain", budget=4, tree_params="{}", tokens_per_step=3.0,
+               drafter="model")
+    df = pd.DataFrame([{**row, "dtype": "float32"}, {**row, "config_hash": "g", "dtype": "bfloat16"}])
+    costs = pd.DataFrame([dict(role=role, pair="p", dtype="float32", n_tokens=n, seconds=s * n ** 0.5)
+                          for role, s in (("draft", 0.1), ("target", 0.3)) for n in (1, 2, 4, 8)])
+    got = projected_speedup(df, None, costs)
+    assert list(got.config_hash) == ["h"]                 # no bfloat16 costs: no bfloat16 projection
+    costs2 = pd.concat([costs, costs.assign(dtype="bfloat16", seconds=0.3)])
+    got2 = projected_speedup(df, None, costs2).set_index("config_hash").projected
+    assert got2["h"] == pytest.approx(got.projected.iloc[0]) and got2["g"] != pytest.approx(got2["h"])
 
 
 def composed_job(dirs, extra, tmp_path):
@@ -396,3 +416,28 @@ def test_real_new_pair_greedy_is_lossless(name):
                                    eos_token_id=sorted(eos_ids(pair)), pad_token_id=pair.tokenizer.pad_token_id)
     assert done.tokens == ref[0, ids.shape[1]:].tolist()
     assert sum(r.accepted for r in done.records) > 0
+
+
+@pytest.mark.parametrize("drafter,extra", [("tli", []), ("layerskip", ["+pair.layers=2"])])
+def test_calibrate_measures_the_new_drafters_by_a_star_replay(drafter, extra, cross_dirs, tmp_path):
+    """Greedy acceptance vectors for drafters without a same-vocabulary draft model: one rank
+    per step of a one-level star tree (drafted replay); layer-skip with every layer is the
+    target itself, so its top child is always accepted."""
+    from specbench.engine.api import eos_ids
+    from specbench.inputs import data, models
+    from specbench.study import identity
+    from specbench.study.calibrate import measure
+    from specbench.study.jobspec import from_config
+    cfg = composed_job(cross_dirs, [f"pair.drafter={drafter}", *extra, f"+replay_cache={tmp_path}/c"], tmp_path)
+    job = from_config(cfg)
+    pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
+    prompts = data.load_prompts(job.dataset.config, pair.tokenizer)
+    vec, n = measure(job, identity.job_identity(job), pair, prompts, 4, eos_ids(pair))
+    assert len(vec) == 4 and n > 0 and 0 < sum(vec) <= 1 + 1e-9
+    if drafter == "layerskip":
+        assert vec == [1.0, 0.0, 0.0, 0.0]
+    from conftest import tiny_pair_overrides
+    from specbench.study.calibrate import main
+    with pytest.raises(SystemExit, match="calibrate it with verify=greedy"):     # before any model load
+        main(tiny_pair_overrides(cross_dirs) + [f"pair.drafter={drafter}", *extra, "verify=speculative",
+                                                "dataset=smoke", f"--out={tmp_path}/v.csv"])

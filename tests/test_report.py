@@ -266,3 +266,16 @@ def test_gap_to_optimum_section(built):
     assert (gap.predicted <= gap.optimum + 1e-6).all()
     matrix = read_csv(d / "results" / "acceptance_matrix.csv")
     assert set(matrix.scope) == {"config", "pooled"} and matrix.conditional.dropna().between(0, 1).all()
+
+
+def test_setup_quotes_the_measured_continuation_divergence_or_says_it_is_absent():
+    import pandas as pd
+
+    from specbench.report.build import divergence_sentence
+    assert "continuation_divergence.csv is absent" in divergence_sentence(None)
+    div = pd.DataFrame([dict(pair="p", dtype="float32", dataset="humaneval", n_prompts=32, max_new_tokens=128,
+                             batch_size=32, tokens=4096, diverged=1, tokens_before_divergence=4000,
+                             divergences="HumanEval/3@17 (margin 0.0012)", batch1_s=10.0, batched_s=2.0, speedup=5.0)])
+    text = divergence_sentence(div)
+    assert "1 of 32 humaneval continuations of 128 tokens at batch 32 differ" in text
+    assert "HumanEval/3@17 (margin 0.0012)" in text and "5.00× faster" in text and "exact_continuations=true" in text

@@ -67,6 +67,7 @@ def load(results: str) -> dict:
                 attention=_csv(os.path.join(results, "attention.csv")),
                 costs=_csv(os.path.join(results, "costs.csv")),
                 gap=_csv(os.path.join(results, "gap_to_optimum.csv")),
+                divergence=_csv(os.path.join(results, "continuation_divergence.csv")),
                 vector=pd.concat([_csv(f) for f in vec_files], ignore_index=True) if vec_files else None,
                 env=env)
 
@@ -101,9 +102,24 @@ def setup_section(data: dict, df: pd.DataFrame) -> str:
     shapes = df.drop_duplicates("shape")[["shape", "tree", "tree_params"]]
     out.append("\n**Shapes and parameters.**\n\n" + md_table(
         [[r.shape, r.tree, r.tree_params] for r in shapes.itertuples()], ["label", "tree", "tree_params"]))
+    out.append("\n**Replay continuations.** " + divergence_sentence(data.get("divergence")))
     cmds = (env or {}).get("commands") or DEFAULT_COMMANDS
     out.append("\n**Commands.**\n\n```\n" + "\n".join(cmds) + "\n```")
     return "\n".join(out)
+
+
+def divergence_sentence(div: pd.DataFrame | None) -> str:
+    """How often batched float32 continuations (replay's default) differ from batch-1 ones."""
+    head = ("Replay computes the target's float32 continuations `batch_size` prompts per forward; batched "
+            "kernels round differently, so at an exact near-tie a batched continuation can take the other token "
+            "(`exact_continuations=true` computes them one prompt at a time, bit-exact with batch-1 live decoding).")
+    if div is None or div.empty:
+        return head + " _results/continuation_divergence.csv is absent: `scripts/bench_batch.py` measures it._"
+    parts = [f"{int(r.diverged)} of {int(r.n_prompts)} {r.dataset} continuations of {int(r.max_new_tokens)} tokens "
+             f"at batch {int(r.batch_size)} differ from batch-1 ({int(r.tokens_before_divergence)} of {int(r.tokens)} "
+             f"tokens before the first divergence{'; ' + r.divergences if r.diverged else ''}; batched "
+             f"{float(r.speedup):.2f}× faster)" for r in div.itertuples()]
+    return head + " Measured by `scripts/bench_batch.py` on the real target: " + "; ".join(parts) + "."
 
 
 ATTN_KEY = {"batch": 1, "kv_len": 1024, "tree_size": 64}

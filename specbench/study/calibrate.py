@@ -16,7 +16,12 @@ position.
 * greedy: the accepted sibling is the draft rank of the target's greedy token
   (ties by token id), exactly -- taken from the replay engine's rank cache
   (``replay.cached_ranks_many``: computed once, shared with replay study jobs of
-  the same pair / dataset / max_new_tokens / dtype).
+  the same pair / dataset / max_new_tokens / dtype).  A drafter that is not a
+  model of the target's vocabulary (``tli``, ``layerskip``, ``ngram``) is measured by
+  the one loop's drafted replay of a one-level tree of K children (``star_job``):
+  the rank of the accepted child at each step's root, so at the positions a star
+  decode visits (a position right after an accepted child is skipped), not at every
+  position.
 * other modes: at every position a one-level tree of K children is drawn the
   way that mode's drafts are (``children`` meta: top-k / sampling with or
   without replacement) and the mode itself verifies it; the recorded rank is
@@ -36,6 +41,7 @@ import argparse
 import csv
 import sys
 from collections import Counter
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -78,14 +84,17 @@ def star_trial(mode, params: dict, k: int, root: int, p_row, q_row,
 
 
 def measure(job, ident, pair, prompts, ranks: int, eos) -> tuple[list[float], int]:
-    from .run import cache_keys
+    from .run import cache_keys, decode
     from ..verify.modes import get_mode
     mode = get_mode(job.verify.name)
     params = mode.params(job.verify.params)
     temp, dtemp, top_p = params["temperature"], params["draft_temperature"], params["top_p"]
     ids, batch = [pr.ids for pr in prompts], job.continuation_batch
     bar = partial(tqdm, desc=f"calibrate {pair.name}/{mode.name}", disable=not job.progress)
-    if mode.name == "greedy":              # the replay engine's (cached) ranks: exact for greedy
+    if mode.name == "greedy" and job.pair.drafter != "model":
+        got = [[int(r.accept_path.split(".")[0]) if r.accepted else None for r in res.records]
+               for res in decode(star_job(job, ranks), ident, pair, prompts, "replay")]
+    elif mode.name == "greedy":            # the replay engine's (cached) ranks: exact for greedy
         store = DiskCache(cache_root(job.replay_cache, job.out_root))
         key, draft_key = cache_keys(job, ident, eos)
         table = cached_ranks_many(store, pair.target, pair.draft, key, draft_key, ids, batch, bar)
@@ -99,6 +108,12 @@ def measure(job, ident, pair, prompts, ranks: int, eos) -> tuple[list[float], in
     if n == 0:
         raise ValueError("calibrate: no positions measured (empty continuations): raise max_new_tokens")
     return [counts.get(k, 0) / n for k in range(ranks)], n
+
+
+def star_job(job, ranks: int):
+    """The job with a one-level tree of ``ranks`` children (rank paths [0] .. [ranks-1])."""
+    star = replace(job.tree, name="paths", budget=ranks, params={"paths": [[k] for k in range(ranks)]})
+    return replace(job, tree=star, engine="replay")
 
 
 def trial_rng(seed: int, i: int) -> torch.Generator:
@@ -151,8 +166,9 @@ def main(argv=None) -> None:
     cfg = compose(overrides)
     try:
         job = jobspec.from_config(cfg)
-        if job.pair.drafter != "model":
-            raise ValueError(f"pair={job.pair.name} drafts with '{job.pair.drafter}': calibrate a model pair")
+        if job.pair.drafter != "model" and job.verify.name != "greedy":
+            raise ValueError(f"pair={job.pair.name} drafts with '{job.pair.drafter}': calibrate it with "
+                             "verify=greedy (sampling modes need a draft model of the target's vocabulary)")
         ident = identity.job_identity(job)
         pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
         prompts = data.load_prompts(job.dataset.config, pair.tokenizer,

@@ -2,8 +2,8 @@
 
 Measures one forward of the drafter's model and of the target over n new tree
 tokens on top of a `kv_len`-token cache (best of `repeats`), for the pair in the
-config, and writes its rows into results/costs.csv (role, pair, n_tokens, seconds;
-other pairs' rows are kept, so one run per pair fills the table) and
+config, and writes its rows into results/costs.csv (role, pair, dtype, n_tokens, seconds;
+other pairs' and dtypes' rows are kept, so one run per pair and dtype fills the table) and
 results/environment.json (hardware, library versions, models).  The drafter's
 model is what it forwards per tree depth (``Drafter.forward_model``): the draft
 model, the layer-skip view of the target (its own forward), or none (n-gram).
@@ -25,7 +25,7 @@ from tqdm import tqdm
 from .. import CONF_DIR
 from ..inputs import models
 from ..drafting.drafters import DRAFTERS, prefill
-from ..core.kv import forward_nodes
+from ..core.kv import forward_nodes, keep
 from .results import atomic_write, write_csv
 from ..trees.policies import shape_paths
 from ..core.tree import paths_to_parents
@@ -33,19 +33,22 @@ from ..core.tree import paths_to_parents
 SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
-def forward_cost(model, kv_len: int, n: int, repeats: int) -> float:
-    """Best-of-`repeats` seconds for one forward over an n-node binary tree."""
-    parents = paths_to_parents(shape_paths("binary", n - 1)) if n > 1 else [-1]
+def token_range(model) -> tuple[int, int]:
     vocab = model.get_input_embeddings().num_embeddings
-    lo, hi = min(100, vocab // 2), min(1000, vocab)
-    tokens = torch.randint(lo, hi, (len(parents),)).tolist()
-    prompt = torch.randint(lo, hi, (kv_len + 1,)).tolist()
+    return min(100, vocab // 2), min(1000, vocab)
+
+
+def forward_cost(model, cache, past: int, n: int, repeats: int) -> float:
+    """Best-of-`repeats` seconds for one forward over an n-node binary tree on top of
+    the ``past``-token cache, which is cut back to ``past`` after each forward."""
+    parents = paths_to_parents(shape_paths("binary", n - 1)) if n > 1 else [-1]
+    tokens = torch.randint(*token_range(model), (len(parents),)).tolist()
     best = float("inf")
     for _ in range(repeats):
-        cache, past = prefill(model, prompt)
         t0 = time.perf_counter()
         forward_nodes(model, cache, past, parents, tokens, 0, len(parents))
         best = min(best, time.perf_counter() - t0)
+        keep(cache, past, [])
     return best
 
 
@@ -65,20 +68,26 @@ def cost_rows(pair, kv_len: int, repeats: int, sizes=SIZES, progress: bool = Tru
     for role, model in (("draft", drafter_model), ("target", pair.target)):
         if model is None:
             continue
+        cache, past = prefill(model, torch.randint(*token_range(model), (kv_len + 1,)).tolist())
+        dtype = str(pair.target.dtype).replace("torch.", "")
         for n in tqdm(sizes, desc=f"{role} forward cost", disable=not progress):
-            rows.append({"role": role, "pair": pair.name, "n_tokens": n, "kv_len": kv_len,
-                         "seconds": forward_cost(model, kv_len, n, repeats)})
+            rows.append({"role": role, "pair": pair.name, "dtype": dtype, "n_tokens": n, "kv_len": kv_len,
+                         "seconds": forward_cost(model, cache, past, n, repeats)})
     return rows
 
 
 def merge_rows(path: str, rows: list[dict]) -> pd.DataFrame:
-    """The cost table at ``path`` with this pair's rows replaced by ``rows``."""
+    """The cost table at ``path`` with this pair's rows of this dtype replaced by ``rows``
+    (rows from before costs had a dtype column are dropped)."""
     new = pd.DataFrame(rows)
     if not os.path.exists(path):
         return new
     old = pd.read_csv(path)
-    if "pair" in old.columns and not new.empty:
-        old = old[~old.pair.astype(str).isin(set(new.pair.astype(str)))]
+    if not {"pair", "dtype"} <= set(old.columns):
+        return new
+    if not new.empty:
+        mine = set(zip(new.pair.astype(str), new.dtype.astype(str)))
+        old = old[[k not in mine for k in zip(old.pair.astype(str), old.dtype.astype(str))]]
     return pd.concat([old, new], ignore_index=True)
 
 

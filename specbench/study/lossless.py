@@ -37,7 +37,8 @@ it is no evidence by itself; this check is.)  Chain-only modes draft a chain of
 nodes past depth 1 matter where the mode looks at them (block, traversal).
 
 Writes results/lossless_check.csv (``COLUMNS``) atomically, replacing the rows of
-the same pair_id and dataset.
+the same pair_id, dataset, prefix, mode, temperature, top_p and seed (``REPLACE_KEY``):
+a rerun with another ``seed=`` adds an independent replication beside them.
 """
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = ["pair", "pair_id", "draft", "target", "dataset", "prefix_id", "prefix_tokens", "verify", "tree",
            "budget", "temperature", "top_p", "dtype", "seed", "n_draws", "n_bins", "chi2", "chi2_p", "tv",
            "tv_null", "p_max", "target_forwards", "wall_s"]
-REPLACE_KEY = ["pair_id", "dataset"]
+REPLACE_KEY = ["pair_id", "dataset", "prefix_id", "prefix_tokens", "verify", "temperature", "top_p", "seed"]
 MIN_EXPECTED = 5.0          # χ² bins: expected count >= 5 (the usual rule)
 NULL_SAMPLES = 200
 TAIL_MASS = 1e-4            # tv_null pools the tokens past 1 - TAIL_MASS of p (changes it by < TAIL_MASS)
@@ -180,14 +181,24 @@ def check_prompt(pair, prompt, index: int, modes, trees: dict, n: int, params: d
     return rows
 
 
+def replace_keys(table: pd.DataFrame) -> list[tuple]:
+    """Each row's ``REPLACE_KEY``, numbers as floats (a CSV reads 1.0 back as 1)."""
+    def norm(v):
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return str(v)
+    return [tuple(map(norm, row)) for row in table[REPLACE_KEY].to_numpy()]
+
+
 def merge_rows(path: Path, new: pd.DataFrame) -> pd.DataFrame:
-    """``new`` plus the rows of ``path`` with another (pair_id, dataset)."""
+    """``new`` plus the rows of ``path`` with another ``REPLACE_KEY``."""
     from .results import read_csv
     if not path.exists():
         return new
     old = read_csv(str(path))
-    keys = set(map(tuple, new[REPLACE_KEY].astype(str).to_numpy()))
-    old = old[[tuple(k) not in keys for k in old[REPLACE_KEY].astype(str).to_numpy()]]
+    keys = set(replace_keys(new))
+    old = old[[k not in keys for k in replace_keys(old)]]
     return pd.concat([old, new], ignore_index=True)
 
 
