@@ -52,7 +52,8 @@ once lossless $PY -m specbench.study.lossless --draws 600 pair=qwen_coder datase
 step "tree-attention benchmark + real 1.5B model view (results/attention.csv)"
 once attention $PY -m specbench.attention_bench model_view=true merge=false
 
-step "collect + report"
+step "collect, the logit margin at each greedy divergence (results/divergence_margins.csv), report"
 $PY -m specbench.collect "$OUT" --out results --fresh
+$PY -m specbench.study.margins --results results
 $PY -m specbench.report
 step "done in $(( $(date +%s) - START ))s: see REPORT.md"

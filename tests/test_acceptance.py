@@ -86,6 +86,19 @@ def test_gap_skips_adaptive_and_unvectored_configs():
     assert gap_to_optimum(summary.assign(dataset="other"), vec).empty
 
 
+def test_gap_matches_vectors_by_pair_id_not_by_name():
+    """Two pairs that share a name (two local pairs, or one pair in two dtypes) never share a vector."""
+    row = dict(pair="local", dataset="d", dtype="float32", tree="chain", tree_params="{}", budget=2,
+               temperature=0.0, n_prompts=2, tokens_per_step=2.0, tokens_per_step_lo=1.5, tokens_per_step_hi=2.5)
+    summary = pd.DataFrame([dict(row, config_hash="x", pair_id="A"), dict(row, config_hash="y", pair_id="B")])
+    vec = pd.DataFrame([dict(pair="local", pair_id="A", dataset="d", verify="greedy", temperature=0.0, rank=0,
+                             p_accept=0.5, n=9)])
+    got = gap_to_optimum(summary, vec)
+    assert list(got.config_hash) == ["x"] and got.optimum.iloc[0] == pytest.approx(1.75)
+    legacy = gap_to_optimum(summary, vec.drop(columns="pair_id"))          # a vector file without pair_id
+    assert list(legacy.config_hash) == ["x", "y"]
+
+
 @pytest.mark.parametrize("mode,expansion,how", [("mss", [2, 2], "sample"), ("traversal", [2, 1], "sample"),
                                                 ("block", [1, 1, 1], "sample"), ("sequoia", [3, 1], "sample_noreplace")])
 def test_mean_accepted_is_the_sum_of_node_reach(mode, expansion, how):

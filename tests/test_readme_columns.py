@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from specbench.engine.loop import StepRecord
-from specbench.study import calibrate, lossless
+from specbench.study import calibrate, lossless, margins
 from specbench.study.results import KEY_COLUMNS, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ def produced_columns() -> list[str]:
     steps = pd.DataFrame([dataclasses.asdict(StepRecord("p", i, 2, 2, 1, 2, "0")) for i in range(3)])
     keys = {k: 0 for k in KEY_COLUMNS}
     summary = summarize(keys, steps, 1.0, [0, 3])
-    return list(steps.columns) + list(summary.columns) + calibrate.COLUMNS + lossless.COLUMNS
+    return list(steps.columns) + list(summary.columns) + calibrate.COLUMNS + lossless.COLUMNS + margins.COLUMNS
 
 
 def test_every_column_the_code_writes_is_in_the_readme():

@@ -279,3 +279,21 @@ def test_setup_quotes_the_measured_continuation_divergence_or_says_it_is_absent(
     text = divergence_sentence(div)
     assert "1 of 32 humaneval continuations of 128 tokens at batch 32 differ" in text
     assert "HumanEval/3@17 (margin 0.0012)" in text and "5.00× faster" in text and "exact_continuations=true" in text
+
+
+def test_a_paired_control_is_not_compared_and_traversal_on_a_chain_meets_mss_on_its_trees():
+    """mss re-verifying its own decode's chains (a control) is no subject of the mode table; traversal
+    on those chains is compared with that control (mss on a chain is speculative sampling), paired."""
+    from specbench.report import analysis as A
+    base = dict(pair="p", dataset="d", dtype="bfloat16", max_new_tokens=48, tree="chain", tree_params="{}",
+                budget=4, temperature=1.0)
+    rows = [dict(base, config_hash="spec", verify="speculative", pair_key="spec", pair_role="decode"),
+            dict(base, config_hash="mss", verify="mss", pair_key="mss", pair_role="decode"),
+            dict(base, config_hash="mss_ctl", verify="mss", pair_key="mss", pair_role="paired"),
+            dict(base, config_hash="trav", verify="traversal", pair_key="mss", pair_role="paired")]
+    df = pd.DataFrame(rows)
+    assert list(df.config_hash[A._controls(df)]) == ["mss_ctl"]
+    keys = A.GROUP + ["tree", "tree_params", "budget", "temperature"]
+    ref = lambda h: A._reference_row(df, df.set_index("config_hash").loc[h].to_dict() | {"config_hash": h}, keys)
+    assert list(ref("trav").config_hash) == ["mss_ctl"]          # the same drafted chains
+    assert list(ref("mss").config_hash) == ["spec"]              # never itself: speculative's own decode

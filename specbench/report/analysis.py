@@ -25,6 +25,8 @@ BASELINE_TREES = ("none",)
 GROUP = ["pair", "dataset", "dtype", "max_new_tokens"]
 # the token-level rule each mode is compared with at T>0: the chain rule for chains, SpecInfer's for trees
 REFERENCE_MODE = {"chain": "speculative", "tree": "mss"}
+# rules that are the token-level rule on that shape (mss with one child per node is speculative sampling)
+TOKEN_LEVEL = {"chain": ("speculative", "mss"), "tree": ("mss",)}
 
 
 def fmt(x, digits: int = 3) -> str:
@@ -251,14 +253,24 @@ def reference_mode(tree: str) -> str:
 
 
 def _reference_row(d: pd.DataFrame, r: dict, keys) -> pd.DataFrame:
-    """The token-level row a T>0 row is compared with: on the same drafted trees when one
-    shares its pair_key (a paired re-verification first: it shares the row's random
+    """The token-level row a T>0 row is compared with: on the same drafted trees when one of
+    another mode shares its pair_key (a paired re-verification first: it shares the row's random
     numbers too), else the token-level rule's own decode with the same keys."""
-    ref = _same(d[d.verify == reference_mode(r["tree"])], r, keys)
-    same_trees = ref[ref.pair_key == r["pair_key"]]
-    if len(same_trees):
-        return same_trees.sort_values(["pair_role", "config_hash"], ascending=[False, True], kind="mergesort").iloc[:1]
+    kind = "chain" if r["tree"] == "chain" else "tree"
+    same = _same(d[d.verify.isin(TOKEN_LEVEL[kind]) & (d.verify != r["verify"])], r, keys)
+    same = same[same.pair_key == r["pair_key"]].assign(other=lambda x: x.verify != REFERENCE_MODE[kind])
+    if len(same):
+        order = ["other", "pair_role", "config_hash"]
+        return same.sort_values(order, ascending=[True, False, True], kind="mergesort").iloc[:1]
+    ref = _same(d[d.verify == REFERENCE_MODE[kind]], r, keys)
     return ref[ref.pair_role == "decode"]
+
+
+def _controls(d: pd.DataFrame) -> np.ndarray:
+    """Paired rows that re-verify their decode's own mode: references for the other paired modes,
+    never compared themselves (the decode row stands for that mode)."""
+    decode_mode = dict(zip(d.config_hash[d.pair_role == "decode"], d.verify[d.pair_role == "decode"]))
+    return ((d.pair_role == "paired") & (d.verify == d.pair_key.map(decode_mode))).to_numpy()
 
 
 def mode_gains(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
@@ -270,7 +282,7 @@ def mode_gains(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     keys = GROUP + ["tree", "tree_params", "budget", "temperature"]
 
     def select(d):
-        hot = d[d.temperature > 0]
+        hot = d[(d.temperature > 0) & ~_controls(d)]
         return hot[[v != reference_mode(t) for v, t in zip(hot.verify, hot.tree)]]
 
     out = versus(df, sums, select, lambda d, r: _reference_row(d, r, keys))

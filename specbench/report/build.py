@@ -68,6 +68,7 @@ def load(results: str) -> dict:
                 costs=_csv(os.path.join(results, "costs.csv")),
                 gap=_csv(os.path.join(results, "gap_to_optimum.csv")),
                 divergence=_csv(os.path.join(results, "continuation_divergence.csv")),
+                margins=_csv(os.path.join(results, "divergence_margins.csv")),
                 vector=pd.concat([_csv(f) for f in vec_files], ignore_index=True) if vec_files else None,
                 env=env)
 
@@ -195,7 +196,8 @@ def build(data: dict, fig_dir: str, rel: str) -> str:
           "## Verification modes at T>0", "", R.modes_section(gains, fig_dir, rel), "",
           "## Measured and projected speedup", "", R.speedup_section(speed, summary, pair, fig_dir, rel), "",
           "## Losslessness on the real pair", "",
-          R.lossless_section(lossless, data["lossless_check"], bool(data["outputs"]), not A.baselines(summary).empty), "",
+          R.lossless_section(lossless, data["lossless_check"], bool(data["outputs"]), not A.baselines(summary).empty,
+                             data["margins"]), "",
           "## Where extra budget stops paying", "",
           f"Per pair, dataset and shape (greedy, on the group's full prompt set), a budget step stops paying "
           f"when it adds less than {A.MARGINAL_GAIN:.0%} tokens_per_step.", "",

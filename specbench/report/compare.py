@@ -17,16 +17,14 @@ Spec-Bench ``equal.py`` style).
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
-from ..study.results import N_BOOT
+from ..study.results import N_BOOT, first_divergence, read_outputs  # noqa: F401 (the report's API)
 
 COMPARABLE_KEYS = ("dataset", "temperature", "dtype", "max_new_tokens")
 
@@ -102,32 +100,6 @@ def paired_difference(sums: pd.DataFrame, a: Mapping, b: Mapping, seed: int = 0,
 # --------------------------------------------------------------------------
 # generated outputs
 # --------------------------------------------------------------------------
-def read_outputs(path: str) -> dict[tuple[str, str], list[int]]:
-    """results/outputs.jsonl -> {(config_hash, prompt_id): token_ids}; {} if absent."""
-    if not os.path.isfile(path):
-        return {}
-    out = {}
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                out[(str(row["config_hash"]), str(row["prompt_id"]))] = [int(t) for t in row["token_ids"]]
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object with config_hash, prompt_id "
-                                 "and token_ids; regenerate it with `python -m specbench.collect`") from None
-    return out
-
-
-def first_divergence(x: list[int], y: list[int]) -> int | None:
-    """The first position where two token sequences differ (a length difference counts); None if equal."""
-    for i, (u, v) in enumerate(zip(x, y)):
-        if u != v:
-            return i
-    return None if len(x) == len(y) else min(len(x), len(y))
-
-
 def output_equality(outputs: Mapping, config_hash: str, baseline_hash: str) -> dict:
     """Share of the shared prompts whose tokens equal the baseline's, and where the others diverge."""
     prompts = sorted({p for h, p in outputs if h == config_hash} & {p for h, p in outputs if h == baseline_hash})

@@ -63,14 +63,14 @@ def _grid(n: int, w: float = 3.6, h: float = 2.8, sharey: bool = False, sharex: 
 
 
 def _legend_outside(fig, axes, title: str | None = None) -> None:
-    """One legend for the figure, right of the panels, entries sorted by label."""
+    """One legend for the figure, right of the panels below the titles' line, entries sorted by label."""
     seen = {}
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(lab, h)
     if seen:
         labels = sorted(seen)
-        fig.legend([seen[k] for k in labels], labels, loc="upper left", bbox_to_anchor=(1.0, 1.0),
+        fig.legend([seen[k] for k in labels], labels, loc="upper left", bbox_to_anchor=(1.0, 0.9),
                    title=title, frameon=False)
 
 

@@ -6,6 +6,8 @@ is ever printed without rows).  Numbers come from `analysis` and `speedup`.
 """
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from . import analysis as A
@@ -146,7 +148,31 @@ LOSSLESS_ALGEBRA = ("**(b) Sampling modes.** The exact `first_token_tv` of a los
                     "over many seeded draws against the target's distribution (χ² p-value and TV).")
 
 
-def lossless_section(table, check: pd.DataFrame | None, has_outputs: bool, has_baseline: bool) -> str:
+def margin_note(table: pd.DataFrame, margins: pd.DataFrame | None) -> str:
+    """One line on the target's logit margin at the greedy divergences (results/divergence_margins.csv)."""
+    n = int(sum(len(d) for d in table.diverged))
+    if not n:
+        return ""
+    if margins is None or margins.empty:
+        return ("_results/divergence_margins.csv is absent (`python -m specbench.study.margins` writes it), so no "
+                "divergence's logit margin is shown._")
+    worst, neg = float(margins.margin.abs().max()), int((margins.margin < 0).sum())
+    return (f"Δlogit: the target's float32 logit of the baseline's token minus that of the configuration's token at "
+            f"the first divergence (one forward over the prompt and the shared prefix, `python -m "
+            f"specbench.study.margins`); {len(margins)} of {n} divergences measured, |Δlogit| at most {worst:.3f} "
+            f"(a probability ratio of {math.exp(worst):.3f} between the two tokens); {neg} of {len(margins)} "
+            f"negative (there float32 prefers the configuration's token to the baseline's).")
+
+
+def _divergence_cell(r: dict, margins: pd.DataFrame | None) -> str:
+    by = {} if margins is None else dict(zip(zip(margins.config_hash, margins.prompt_id), margins.margin))
+    cells = [f"{p}@{pos}" + (f" (Δlogit {by[r['config_hash'], p]:+.3f})" if (r["config_hash"], p) in by else "")
+             for p, pos in r["diverged"][:3]]
+    return ", ".join(cells) + (" …" if len(r["diverged"]) > 3 else "")
+
+
+def lossless_section(table, check: pd.DataFrame | None, has_outputs: bool, has_baseline: bool,
+                     margins: pd.DataFrame | None = None) -> str:
     out = ["**(a) Greedy outputs against plain decoding** (Spec-Bench `equal.py` style): every greedy "
            "configuration's generated tokens against the plain-decoding baseline's (tree none, same pair, "
            "dataset, dtype and max_new_tokens) on the prompts both ran. In float32 all should be identical; "
@@ -159,12 +185,13 @@ def lossless_section(table, check: pd.DataFrame | None, has_outputs: bool, has_b
     else:
         rows = []
         for r in table.sort_values(A.GROUP + ["shape", "budget", "config_hash"], kind="mergesort").to_dict("records"):
-            div = ", ".join(f"{p}@{pos}" for p, pos in r["diverged"][:3]) + (" …" if len(r["diverged"]) > 3 else "")
+            div = _divergence_cell(r, margins)
             rows.append([r["config_hash"], r["pair"], r["dataset"], r["dtype"], r["shape"], int(r["budget"]),
                          r.get("engine", ""), r["n_prompts"], f"{r['identical'] / r['n_prompts']:.1%}", div or "—"])
         out.append(md_table(rows, ["config_hash", "pair", "dataset", "dtype", "shape", "N", "engine", "prompts",
                                    "token-identical", "first divergence (prompt@token)"]))
         out.append(bullets(S.lossless_sentences(table), ""))
+        out += [note for note in [margin_note(table, margins)] if note]
     out.append(LOSSLESS_ALGEBRA)
     if check is None or check.empty:
         out.append("_results/lossless_check.csv is absent, so no empirical first-token check is shown._")

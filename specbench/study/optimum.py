@@ -2,7 +2,8 @@
 
 For each pair and dataset with a greedy acceptance vector P (results/acceptance_vector*.csv,
 ``python -m specbench.study.calibrate``) and each greedy configuration of a static shape
-(a rank-path list) at budget N:
+(a rank-path list) at budget N (a vector is matched by ``pair_id``, the pair's content identity,
+never by its name; only a vector file without that column falls back to the name):
 
   optimum    = 1 + E_P[accepted] of the Sequoia DP's best tree of N nodes (``sequoia.optimal_paths``)
   predicted  = 1 + E_P[accepted] of this shape (``sequoia.expected_accepted``): what the DP's
@@ -26,13 +27,20 @@ COLUMNS = ["pair", "dataset", "dtype", "config_hash", "tree", "tree_params", "bu
            "fraction", "model_gap", "vector_n"]
 
 
+def _pair_key(pair_id, pair) -> str:
+    """A vector's or configuration's pair key: its pair_id, or ``name:<pair>`` where it has none."""
+    return str(pair_id) if isinstance(pair_id, str) and pair_id else f"name:{pair}"
+
+
 def greedy_vectors(vectors: pd.DataFrame | None) -> dict[tuple[str, str], tuple[list[float], int]]:
-    """(pair, dataset) -> (P by rank, positions measured) of the greedy (T=0) vectors."""
+    """(pair key, dataset) -> (P by rank, positions measured) of the greedy (T=0) vectors."""
     if vectors is None or vectors.empty:
         return {}
     v = vectors[(vectors.verify.astype(str) == "greedy") & (vectors.temperature.astype(float) == 0)]
+    ids = v["pair_id"] if "pair_id" in v else pd.Series(np.nan, index=v.index)
+    v = v.assign(key=[_pair_key(i, p) for i, p in zip(ids, v.pair)])
     out = {}
-    for (pair, dataset), g in v.groupby(["pair", "dataset"], sort=True):
+    for (pair, dataset), g in v.groupby(["key", "dataset"], sort=True):
         by_rank = dict(zip(g["rank"].astype(int), g.p_accept.astype(float)))
         n = int(g["n"].max()) if "n" in g else 0
         out[(str(pair), str(dataset))] = ([by_rank.get(r, 0.0) for r in range(max(by_rank) + 1)], n)
@@ -54,7 +62,8 @@ def gap_to_optimum(summary: pd.DataFrame, vectors: pd.DataFrame | None) -> pd.Da
     greedy = summary[(summary.temperature.astype(float) == 0) & (summary.budget > 0)]
     rows = []
     for r in greedy.sort_values(["pair", "dataset", "budget", "config_hash"]).to_dict("records"):
-        vec = vecs.get((str(r["pair"]), str(r["dataset"])))
+        vec = (vecs.get((_pair_key(r.get("pair_id"), r["pair"]), str(r["dataset"])))
+               or vecs.get((_pair_key(None, r["pair"]), str(r["dataset"]))))
         paths = static_paths(r["tree"], r["budget"], r["tree_params"]) if vec else None
         if paths is None:
             continue

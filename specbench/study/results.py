@@ -156,3 +156,29 @@ def find_finished(root: str, chash: str) -> str | None:
         if chash in set(head.config_hash):
             return os.path.dirname(path)
     return None
+
+
+def read_outputs(path: str) -> dict[tuple[str, str], list[int]]:
+    """results/outputs.jsonl -> {(config_hash, prompt_id): token_ids}; {} if absent."""
+    if not os.path.isfile(path):
+        return {}
+    out = {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                out[(str(row["config_hash"]), str(row["prompt_id"]))] = [int(t) for t in row["token_ids"]]
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                raise ValueError(f"{path}:{lineno}: expected a JSON object with config_hash, prompt_id "
+                                 "and token_ids; regenerate it with `python -m specbench.collect`") from None
+    return out
+
+
+def first_divergence(x: list[int], y: list[int]) -> int | None:
+    """The first position where two token sequences differ (a length difference counts); None if equal."""
+    for i, (u, v) in enumerate(zip(x, y)):
+        if u != v:
+            return i
+    return None if len(x) == len(y) else min(len(x), len(y))
