@@ -26,10 +26,14 @@ for pair in smollm_qwen gemma_qwen qwen_skip qwen_coder; do   # qwen_coder last:
   done
 done
 
-step "Sequoia acceptance vectors (results/acceptance_vector.csv), one per dataset"
+step "Sequoia acceptance vectors (results/acceptance_vector.csv): qwen_coder per dataset, the other pairs on humaneval"
 for ds in humaneval stdlib_code mt_bench; do
   once "calibrate_$ds" $PY -m specbench.study.calibrate pair=qwen_coder verify=greedy dtype=float32 dataset=$ds \
     dataset.limit=4 max_new_tokens=64 out_root="$OUT"     # its cached continuations serve sweep=reference
+done
+for pair in smollm_qwen gemma_qwen qwen_skip; do            # the other drafters: a star-tree drafted replay
+  once "calibrate_${pair}_humaneval" $PY -m specbench.study.calibrate pair=$pair verify=greedy dtype=float32 \
+    dataset=humaneval dataset.limit=4 max_new_tokens=64 out_root="$OUT"
 done
 
 for sweep in reference reference_live reference_modes reference_modes_chain reference_modes_tree reference_pairs \
