@@ -20,7 +20,7 @@ bash scripts/setup.sh
 PY=.venv/bin/python
 
 step "forward costs per pair and dtype, and the environment (results/costs.csv, results/environment.json)"
-for pair in smollm_qwen gemma_qwen qwen_skip qwen_coder; do   # qwen_coder last: environment.json names it
+for pair in ngram_qwen merged_qwen smollm_qwen gemma_qwen qwen_skip qwen_coder; do  # qwen_coder last: environment.json
   for dt in bfloat16 float32; do
     once "costs_${pair}_$dt" $PY -m specbench.study.costs pair=$pair dtype=$dt hydra.run.dir="$OUT/costs/${pair}_$dt"
   done
@@ -58,6 +58,6 @@ once attention $PY -m specbench.attention_bench model_view=true merge=false
 
 step "collect, the logit margin at each greedy divergence (results/divergence_margins.csv), report"
 $PY -m specbench.collect "$OUT" --out results --fresh
-$PY -m specbench.study.margins --results results
+$PY -m specbench.study.margins --results results || echo "[run_all] margins failed (see above): REPORT.md says so" >&2
 $PY -m specbench.report
 step "done in $(( $(date +%s) - START ))s: see REPORT.md"

@@ -120,13 +120,13 @@ def continuation_bench(target, prompts, n: int, b: int, eos) -> dict:
 
 
 def write_divergence(path: str, row: dict) -> None:
-    """Replace the row of the same (n_prompts, max_new_tokens, batch_size) in the CSV."""
+    """Replace the row of the same (pair, dtype, n_prompts, max_new_tokens, batch_size) in the CSV."""
     import pandas as pd
 
     from specbench.study.results import write_csv
-    key = ("n_prompts", "max_new_tokens", "batch_size")
+    key = ("pair", "dtype", "n_prompts", "max_new_tokens", "batch_size")
     old = pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=list(row))
-    old = old[[tuple(int(v) for v in r) != tuple(row[k] for k in key) for r in old[list(key)].to_numpy()]]
+    old = old[[tuple(map(str, r)) != tuple(str(row[k]) for k in key) for r in old[list(key)].to_numpy()]]
     write_csv(pd.concat([old, pd.DataFrame([row])], ignore_index=True), path)
 
 

@@ -52,16 +52,19 @@ def test_missing_summary_is_a_one_line_error(tmp_path):
 
 
 def _table():
-    return pd.DataFrame([dict(config_hash="diff", pair="p", dataset="d", dtype="bfloat16", max_new_tokens=8,
-                              shape="binary", budget=4, engine="live", n_prompts=2, identical=1,
+    return pd.DataFrame([dict(config_hash="diff", baseline_hash="base", pair="p", dataset="d", dtype="bfloat16",
+                              max_new_tokens=8, shape="binary", budget=4, engine="live", n_prompts=2, identical=1,
                               diverged=[("x", 2)])])
 
 
 def test_report_quotes_the_margin_beside_each_divergence():
-    margins = pd.DataFrame([dict(config_hash="diff", prompt_id="x", margin=-0.05)])
+    margins = pd.DataFrame([dict(config_hash="diff", baseline_hash="base", prompt_id="x", margin=-0.05),
+                            dict(config_hash="diff", baseline_hash="other", prompt_id="x", margin=9.0)])
     text = sections.lossless_section(_table(), None, True, True, margins)
-    assert "x@2 (Δlogit -0.050)" in text
+    assert "x@2 (Δlogit -0.050)" in text                        # the margin against this row's own baseline
     assert "1 of 1 divergences measured, |Δlogit| at most 0.050" in text and "1 of 1 negative" in text
+    none = margins[margins.baseline_hash == "nobody"]
+    assert "has no row for these divergences" in sections.lossless_section(_table(), None, True, True, none)
 
 
 def test_report_says_when_the_margins_are_absent():

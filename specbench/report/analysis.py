@@ -274,8 +274,10 @@ def _controls(d: pd.DataFrame) -> np.ndarray:
 
 
 def mode_gains(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
-    """Every T>0 configuration against the token-level rule (speculative on a chain, mss on a tree)
-    on the same shape, budget, temperature and group: the paired gain in tokens_per_step.
+    """Every T>0 configuration against the token-level rule (speculative on a chain, mss on a tree;
+    on the same drafted chains mss, which is speculative sampling there, serves too) on the same
+    shape, budget, temperature and group: the paired gain in tokens_per_step.  Paired controls
+    (``_controls``) are references only.
     ``same_trees``: both rows verified the same drafted trees (verify.paired_with); ``exact_gain``:
     then the difference of their mean exact expected accepted per step (``expected_accepted``, the
     law of each verdict on each tree: no verifier noise), else NaN."""

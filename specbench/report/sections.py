@@ -153,9 +153,13 @@ def margin_note(table: pd.DataFrame, margins: pd.DataFrame | None) -> str:
     n = int(sum(len(d) for d in table.diverged))
     if not n:
         return ""
-    if margins is None or margins.empty:
+    margins = _shown_margins(table, margins)
+    if margins is None:
         return ("_results/divergence_margins.csv is absent (`python -m specbench.study.margins` writes it), so no "
                 "divergence's logit margin is shown._")
+    if margins.empty:
+        return ("_results/divergence_margins.csv has no row for these divergences (`python -m specbench.study.margins` "
+                "says why it skipped them), so no logit margin is shown._")
     worst, neg = float(margins.margin.abs().max()), int((margins.margin < 0).sum())
     return (f"Δlogit: the target's float32 logit of the baseline's token minus that of the configuration's token at "
             f"the first divergence (one forward over the prompt and the shared prefix, `python -m "
@@ -164,10 +168,20 @@ def margin_note(table: pd.DataFrame, margins: pd.DataFrame | None) -> str:
             f"negative (there float32 prefers the configuration's token to the baseline's).")
 
 
+def _shown_margins(table: pd.DataFrame, margins: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The margin rows of the table's divergences (same configuration, baseline and prompt)."""
+    if margins is None:
+        return None
+    shown = {(r["config_hash"], r.get("baseline_hash"), p) for r in table.to_dict("records") for p, _ in r["diverged"]}
+    keep = [k in shown for k in zip(margins.config_hash, margins.baseline_hash, margins.prompt_id)]
+    return margins[keep]
+
+
 def _divergence_cell(r: dict, margins: pd.DataFrame | None) -> str:
-    by = {} if margins is None else dict(zip(zip(margins.config_hash, margins.prompt_id), margins.margin))
-    cells = [f"{p}@{pos}" + (f" (Δlogit {by[r['config_hash'], p]:+.3f})" if (r["config_hash"], p) in by else "")
-             for p, pos in r["diverged"][:3]]
+    by = {} if margins is None else dict(zip(zip(margins.config_hash, margins.baseline_hash, margins.prompt_id),
+                                             margins.margin))
+    key = lambda p: (r["config_hash"], r.get("baseline_hash"), p)    # noqa: E731
+    cells = [f"{p}@{pos}" + (f" (Δlogit {by[key(p)]:+.3f})" if key(p) in by else "") for p, pos in r["diverged"][:3]]
     return ", ".join(cells) + (" …" if len(r["diverged"]) > 3 else "")
 
 

@@ -129,8 +129,9 @@ def speedup_table(df, summary, steps, costs) -> pd.DataFrame:
 
 
 def lossless_table(df: pd.DataFrame, summary: pd.DataFrame, outputs: dict) -> pd.DataFrame:
-    """Every greedy configuration's outputs against its baseline's on the same prompts."""
+    """Every greedy configuration's outputs against its greedy (T=0) baseline's on the same prompts."""
     base = A.baselines(summary)
+    base = base[(base.verify.astype(str) == "greedy") & (base.temperature.astype(float) == 0)] if len(base) else base
     if not outputs or base.empty:
         return pd.DataFrame()
     rows = []
@@ -183,8 +184,8 @@ CHECK_ALPHA = 0.01          # a Holm-adjusted χ² p-value below this flags a (p
 
 
 def holm(p: pd.Series) -> pd.Series:
-    """Holm's step-down adjusted p-values (family-wise error over all of ``p``)."""
-    order = p.sort_values(kind="mergesort")
+    """Holm's step-down adjusted p-values (family-wise error over the non-NaN ``p``; NaN stays NaN)."""
+    order = p.dropna().sort_values(kind="mergesort")
     m = len(order)
     adj = np.minimum(1.0, np.maximum.accumulate(order.to_numpy(float) * (m - np.arange(m))))
     return pd.Series(adj, index=order.index).reindex(p.index)
@@ -200,7 +201,7 @@ def lossless_check_sentences(check: pd.DataFrame) -> list[str]:
         return out
     check = check.assign(holm_p=check.groupby("pair").chi2_p.transform(lambda p: holm(p.astype(float))))
     for (pair, mode), g in check.groupby(["pair", "verify"], sort=True):
-        p, m = g.chi2_p.astype(float), int((check.pair == pair).sum())
+        p, m = g.chi2_p.astype(float), int(check.chi2_p[check.pair == pair].astype(float).notna().sum())
         low, flagged = int((p < CHECK_ALPHA).sum()), int((g.holm_p < CHECK_ALPHA).sum())
         tv = (f"; empirical TV {A.fmt(g.tv.astype(float).mean(), 4)} against {A.fmt(g.tv_null.astype(float).mean(), 4)}"
               " for exact sampling at the same N" if "tv_null" in g and g.tv_null.notna().any() else "")

@@ -44,9 +44,12 @@ def forward_cost(model, cache, past: int, n: int, repeats: int) -> float:
     parents = paths_to_parents(shape_paths("binary", n - 1)) if n > 1 else [-1]
     tokens = torch.randint(*token_range(model), (len(parents),)).tolist()
     best = float("inf")
+    sync = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)   # time kernels, not launches
     for _ in range(repeats):
+        sync()
         t0 = time.perf_counter()
         forward_nodes(model, cache, past, parents, tokens, 0, len(parents))
+        sync()
         best = min(best, time.perf_counter() - t0)
         keep(cache, past, [])
     return best

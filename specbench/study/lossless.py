@@ -64,7 +64,9 @@ ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = ["pair", "pair_id", "draft", "target", "dataset", "prefix_id", "prefix_tokens", "verify", "tree",
            "budget", "temperature", "top_p", "dtype", "seed", "n_draws", "n_bins", "chi2", "chi2_p", "tv",
            "tv_null", "p_max", "target_forwards", "wall_s"]
-REPLACE_KEY = ["pair_id", "dataset", "prefix_id", "prefix_tokens", "verify", "temperature", "top_p", "seed"]
+REPLACE_KEY = ["pair_id", "dataset", "prefix_id", "prefix_tokens", "verify", "tree", "budget", "temperature", "top_p",
+               "seed"]
+NUMERIC_KEY = ("prefix_tokens", "budget", "temperature", "top_p", "seed")   # a CSV reads 1.0 back as 1
 MIN_EXPECTED = 5.0          # χ² bins: expected count >= 5 (the usual rule)
 NULL_SAMPLES = 200
 TAIL_MASS = 1e-4            # tv_null pools the tokens past 1 - TAIL_MASS of p (changes it by < TAIL_MASS)
@@ -182,13 +184,11 @@ def check_prompt(pair, prompt, index: int, modes, trees: dict, n: int, params: d
 
 
 def replace_keys(table: pd.DataFrame) -> list[tuple]:
-    """Each row's ``REPLACE_KEY``, numbers as floats (a CSV reads 1.0 back as 1)."""
-    def norm(v):
-        try:
-            return float(v)
-        except (TypeError, ValueError):
-            return str(v)
-    return [tuple(map(norm, row)) for row in table[REPLACE_KEY].to_numpy()]
+    """Each row's ``REPLACE_KEY``: the numeric columns as floats, identifiers as text (a hash
+    like 3726142e8142 is not a number)."""
+    def norm(column, v):
+        return float(v) if column in NUMERIC_KEY else str(v)
+    return [tuple(norm(c, v) for c, v in zip(REPLACE_KEY, row)) for row in table[REPLACE_KEY].to_numpy()]
 
 
 def merge_rows(path: Path, new: pd.DataFrame) -> pd.DataFrame:

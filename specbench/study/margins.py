@@ -32,6 +32,7 @@ MATCH = ["pair_id", "dataset", "dtype", "max_new_tokens"]
 def divergences(summary: pd.DataFrame, outputs: dict) -> list[dict]:
     """One row per (greedy configuration, prompt) whose tokens differ from its baseline's at a
     position both emitted (a sequence that only stops earlier has no token to compare)."""
+    summary = summary.assign(pair_id=summary.get("pair_id", pd.Series("", index=summary.index)).fillna(""))
     greedy = summary[(summary.verify.astype(str) == "greedy") & (summary.temperature.astype(float) == 0)]
     base = greedy[greedy.tree.astype(str) == "none"]
     rows = []
@@ -75,7 +76,8 @@ def measure(rows: list[dict]) -> tuple[list[dict], list[str]]:
     from . import identity, jobspec
     from .launch import compose
     done, notes = [], []
-    for (pair, pid, dataset, dtype), group in pd.DataFrame(rows).groupby(["pair", "pair_id", "dataset", "dtype"]):
+    for (pair, pid, dataset, dtype), group in pd.DataFrame(rows).groupby(["pair", "pair_id", "dataset", "dtype"],
+                                                                         dropna=False):
         where = f"{pair} [{pid}] on {dataset} ({dtype})"
         try:
             job = jobspec.from_config(compose([f"pair={pair}", f"dataset={dataset}", f"dtype={dtype}",
