@@ -7,6 +7,7 @@ import torch
 import yaml
 
 from conftest import decode_one, greedy_reference
+from specbench.drafting.levels import drafted
 from specbench.drafting.drafters import ModelDrafter
 from specbench.trees.eagle2 import grow, select
 from specbench.drafting.merged import MergedDrafter
@@ -90,12 +91,12 @@ def test_ngram_finds_repeated_spans_and_branches():
     assert conts == [[3, 5, 6], [8, 1, 2]]
     d = NgramDrafter()
     d.reset(h)
-    tree = d.draft(make_policy("ngram_trie", 6), "topk", None)
+    tree = d.draft_now(make_policy("ngram_trie", 6), "topk", None)
     assert tree.size == 6 and int(tree.tokens[0]) == 7 and tree.q is None and tree.child_rule == "fixed"
     kids = sorted(int(tree.tokens[c]) for c in tree.children(0))
     assert kids[:2] == [3, 8]             # two matches -> two branches at the root
     assert depths(tree.parents) == sorted(depths(tree.parents))
-    chain = d.draft(make_policy("chain", 3), "topk", None)
+    chain = d.draft_now(make_policy("chain", 3), "topk", None)
     assert chain.tokens[1:].tolist() == [3, 5, 6]
 
 
@@ -108,7 +109,7 @@ def test_ngram_builds_the_requested_shape_from_its_candidates(name, params):
     d.reset(h)
     for budget in (1, 3, 6, 12):
         policy = make_policy(name, budget, params)
-        tree = d.draft(policy, "topk", None)
+        tree = d.draft_now(policy, "topk", None)
         shape = set(policy.paths())
         path_of = {0: ()}
         for i in range(1, len(tree.parents)):
@@ -119,7 +120,7 @@ def test_ngram_builds_the_requested_shape_from_its_candidates(name, params):
             assert max(len(tree.children(i)) for i in range(len(tree.parents))) <= 2
     # priority: the 3-gram (4, 1, 2) matched at index 3 (-> 5), then the 2-gram (1, 2), most
     # recent first (-> 4, 3, 7, 5): binary keeps the 2 best-priority distinct root children
-    tree = d.draft(make_policy("binary", 2), "topk", None)
+    tree = d.draft_now(make_policy("binary", 2), "topk", None)
     assert [int(t) for t in tree.tokens[1:]] == [5, 4]
 
 
@@ -138,7 +139,7 @@ def test_unsupported_drafter_policy_pairs_are_one_line_errors():
 def test_ngram_proposes_nothing_without_a_match():
     d = NgramDrafter()
     d.reset([1, 2, 3, 4, 5])
-    tree = d.draft(make_policy("chain", 8), "topk", None)
+    tree = d.draft_now(make_policy("chain", 8), "topk", None)
     assert tree.size == 0 and tree.parents == [-1] and tree.depth == 0
 
 
@@ -147,7 +148,7 @@ def test_ngram_proposes_nothing_without_a_match():
 def test_eagle2_keeps_the_top_n_connected(tiny_draft, tiny_tokenizer, budget, width, depth):
     d = ModelDrafter(tiny_draft)
     d.reset(tiny_tokenizer.encode("def fibonacci(n):"))
-    cand = grow(d, width, depth)
+    cand = drafted(grow(d, width, depth))
     tree = select(cand, budget)
     assert tree.size == budget and tree.depth <= depth
     ds = depths(tree.parents)                         # connected, breadth-first
@@ -257,7 +258,7 @@ def test_calibrate_writes_a_vector_the_sequoia_shape_reads(tiny_draft, tiny_targ
     write_vector(out, key, [0.1] * 4, 1)
     write_vector(out, key, vec, n)               # replaces its own rows, keeps the other pair's
     lines = out.read_text().splitlines()
-    assert lines[0] == "pair,pair_id,dataset,verify,temperature,rank,p_accept,n" and len(lines) == 6
+    assert lines[0] == "pair,pair_id,dataset,verify,temperature,rank,p_accept,n,prompt_ids" and len(lines) == 6
     assert load_vector(out, "id_tiny", "smoke", verify) == pytest.approx(vec, abs=1e-6)
     assert load_vector(out, "id_other", "smoke", verify) == [0.5]
     assert os.stat(out).st_mode & 0o777 == 0o666 & ~umask()

@@ -1,4 +1,4 @@
-"""Batched engines on tiny fp32 models: per-row caches and masks (``kv.BatchKV``),
+"""Batched engines on tiny fp32 models: per-row slot caches and masks (``kv.SlotKV``),
 batched continuations and draft ranks, and the batched live loop, each equal to
 batch 1; sampling modes stay lossless through the batched path."""
 from dataclasses import replace
@@ -14,7 +14,6 @@ from specbench.core.diskcache import DiskCache
 from specbench.core.sampling import probs
 from specbench.core.tree import paths_to_parents
 from specbench.drafting.drafters import ModelDrafter
-from specbench.drafting.group import DraftGroup
 from specbench.drafting.merged import MergedDrafter
 from specbench.drafting.ngram import NgramDrafter
 from specbench.engine import replay
@@ -48,10 +47,10 @@ def items(prompts):
 
 def run_batched(make_drafter, target, prompts, policy, mode="greedy", params=None, n=20, eos=(0,),
                 batch_size=1, seed=0, measure_shift=True, draft=None):
-    """decode() with ``make_drafter(group)``: the rows share one DraftGroup over ``draft``
+    """decode() with ``make_drafter(kv)``: the rows share one draft slot cache over ``draft``
     (their draft forwards batched) when it is given."""
-    group = DraftGroup(draft) if draft is not None else None
-    new_drafter = lambda: make_drafter(group)  # noqa: E731
+    shared = kv.SlotKV(draft) if draft is not None else None
+    new_drafter = lambda: make_drafter(shared)  # noqa: E731
     spec = get_mode(mode)
     params = spec.params({"temperature": 0.0, **(params or {})} if mode == "greedy" else (params or {}))
     run = Decoding(spec, params, n, frozenset(eos), seed, measure_shift)
@@ -83,33 +82,72 @@ def reference_logits(model, prompt, parents, tokens, i):
     return model(torch.tensor([list(prompt[:-1]) + path[::-1]]), use_cache=False).logits[0, -1]
 
 
-def test_batchkv_rows_equal_sequential_forwards_before_and_after_keep(tiny_target, prompts):
-    """Rows of different prefix lengths (one of 0), trees of different sizes (one root-only):
-    every node's logits equal a plain forward of its path, also after keep() compacted
-    the rows' accepted paths and dropped a row."""
-    rows = kv.BatchKV(tiny_target)
-    shapes = [shape_paths("binary", 6), [], shape_paths("chain", 3)]
-    chosen = [prompts[0], prompts[1], prompts[3]]
-    for p in chosen:
-        rows.add(p)
-    g = torch.Generator().manual_seed(0)
-    trees = [(paths_to_parents(s), [p[-1]] + torch.randint(1, 300, (len(s),), generator=g).tolist())
-             for p, s in zip(chosen, shapes)]
-    logits = rows.forward([(parents, tokens, 0) for parents, tokens in trees])
-    for b, (parents, tokens) in enumerate(trees):
-        for i in range(len(parents)):
-            torch.testing.assert_close(logits[b, i], reference_logits(tiny_target, chosen[b], parents, tokens, i),
-                                       atol=1e-5, rtol=1e-5)
-    n0, n2 = rows.lens[0], rows.lens[2]                 # row 1 leaves; rows keep an accepted path
-    rows.keep([(0, [*range(n0), n0, n0 + 1, n0 + 3]), (2, [*range(n2), n2, n2 + 1])])
-    grown = [chosen[0] + [trees[0][1][1], trees[0][1][3], 7], chosen[2] + [trees[2][1][1], 9]]
-    assert rows.lens == [len(g) - 1 for g in grown]
-    again = [([-1, 0], [7, 11]), ([-1], [9])]
-    logits = rows.forward([(parents, tokens, 0) for parents, tokens in again])
-    for b, (parents, tokens) in enumerate(again):
-        for i in range(len(parents)):
-            torch.testing.assert_close(logits[b, i], reference_logits(tiny_target, grown[b], parents, tokens, i),
-                                       atol=1e-5, rtol=1e-5)
+def random_tree(g: torch.Generator, n: int) -> list[int]:
+    """Parent pointers of a random n-node tree (root first, parents before children)."""
+    return [-1] + [int(torch.randint(0, i, (1,), generator=g)) for i in range(1, n)]
+
+
+def test_slot_cache_equals_plain_forwards_through_trees_commits_drops_and_refills(tiny_target, prompts):
+    """Random trees on rows of different prefix lengths (one of 0), random accepted paths
+    committed, rows dropped and refilled in place: every node's logits equal a plain
+    forward (no cache) of the row's committed tokens + the node's root path, every step."""
+    rows, g = kv.SlotKV(tiny_target), torch.Generator().manual_seed(0)
+    context = {}                                        # row -> committed tokens + the next root
+    pending = list(prompts)
+    for _ in range(4):
+        prompt = pending.pop(0)
+        context[rows.add(prompt)] = list(prompt)
+    for step in range(6):
+        trees = {r: random_tree(g, int(torch.randint(1, 9, (1,), generator=g))) for r in context}
+        toks = {r: [ctx[-1]] + torch.randint(1, 300, (len(trees[r]) - 1,), generator=g).tolist()
+                for r, ctx in context.items()}
+        order = sorted(context, reverse=step % 2 == 1)  # request order need not be row order
+        logits = rows.forward([(r, trees[r], toks[r], 0) for r in order])
+        for b, r in enumerate(order):
+            for i in range(len(trees[r])):
+                torch.testing.assert_close(logits[b, i], reference_logits(tiny_target, context[r], trees[r], toks[r], i),
+                                           atol=1e-5, rtol=1e-5)
+        for r in list(context):
+            leaf = int(torch.randint(0, len(trees[r]), (1,), generator=g))
+            path = []
+            while leaf > 0:
+                path.insert(0, leaf)
+                leaf = trees[r][leaf]
+            if step % 3 == 2 and r == min(context) and pending:     # drop a row, refill it in place
+                rows.drop(r)
+                del context[r]
+                prompt = pending.pop(0)
+                assert rows.add(prompt) == r
+                context[r] = list(prompt)
+                continue
+            rows.commit(r, [0, *path])
+            context[r] = context[r] + [toks[r][n] for n in path] + [int(torch.randint(1, 300, (1,), generator=g))]
+    assert rows.forwards >= 7
+
+
+def test_slot_cache_grows_in_place_and_forwards_a_step_in_levels(tiny_target, prompts):
+    """A row's step tree forwarded in two levels (start > 0) equals one forward of the
+    whole tree; the slots grow by doubling past the first allocation."""
+    rows = kv.SlotKV(tiny_target)
+    r = rows.add(prompts[0])
+    parents, tokens = [-1, 0, 0, 1, 1, 2], [prompts[0][-1], 5, 6, 7, 8, 9]
+    first = rows.forward([(r, parents[:3], tokens[:3], 0)])[0, :3]
+    second = rows.forward([(r, parents, tokens, 3)])[0, :3]
+    whole = torch.cat([first, second])
+    for i in range(len(parents)):
+        torch.testing.assert_close(whole[i], reference_logits(tiny_target, prompts[0], parents, tokens, i),
+                                   atol=1e-5, rtol=1e-5)
+    context = list(prompts[0])                           # committed tokens + the next root
+    for _ in range(40):                                  # well past MIN_SLOTS: at least one doubling
+        rows.commit(r, [0, 1, 3])
+        context += [tokens[1], tokens[3], 7]
+        tokens = [7] + tokens[1:]
+        logits = rows.forward([(r, parents, tokens, 0)])[0]
+    for i in range(len(parents)):
+        torch.testing.assert_close(logits[i], reference_logits(tiny_target, context, parents, tokens, i),
+                                   atol=1e-5, rtol=1e-5)
+    layer = rows.cache.layers[0]
+    assert layer.keys.shape[2] >= 2 * kv.MIN_SLOTS and rows.lens[r] > kv.MIN_SLOTS
 
 
 # --------------------------------------------------------------------------
@@ -151,7 +189,7 @@ def test_batched_cache_records_match_batch1_under_the_same_keys(tiny_draft, tiny
 @pytest.mark.parametrize("name,params", SHAPES)
 def test_batched_live_greedy_equals_batch1_static_shapes(tiny_draft, tiny_target, prompts, eos, name, params):
     for budget in (3, 8):
-        new = (lambda g: ModelDrafter(tiny_draft, 1.0, group=g), tiny_target, prompts,
+        new = (lambda g: ModelDrafter(tiny_draft, 1.0, kv=g), tiny_target, prompts,
                lambda: make_policy(name, budget, params))
         one = run_batched(*new, eos=eos, params={"draft_temperature": 1.0})
         assert min(len(r.tokens) for r in one) < 20
@@ -160,10 +198,10 @@ def test_batched_live_greedy_equals_batch1_static_shapes(tiny_draft, tiny_target
                          one)
 
 
-DRAFTED = [("eagle2", lambda d, g: ModelDrafter(d, 1.0, group=g), "eagle2", {"width": 3, "depth": 3}, 10),
+DRAFTED = [("eagle2", lambda d, g: ModelDrafter(d, 1.0, kv=g), "eagle2", {"width": 3, "depth": 3}, 10),
            ("ngram", lambda d, g: NgramDrafter(), "ngram_trie", {}, 6),
-           ("merged", lambda d, g: MergedDrafter(ModelDrafter(d, 1.0, group=g)), "merged", {"shape": "binary"}, 8),
-           ("none", lambda d, g: ModelDrafter(d, 1.0, group=g), "none", {}, 0)]
+           ("merged", lambda d, g: MergedDrafter(ModelDrafter(d, 1.0, kv=g)), "merged", {"shape": "binary"}, 8),
+           ("none", lambda d, g: ModelDrafter(d, 1.0, kv=g), "none", {}, 0)]
 
 
 @pytest.mark.parametrize("label,make,name,params,budget", DRAFTED, ids=[d[0] for d in DRAFTED])
@@ -188,7 +226,7 @@ def test_sampling_modes_stay_lossless_batched(tiny_draft, tiny_target, prompts, 
     """First emitted token of 400 runs of one prompt, 25 rows per forward: exact law
     (first_token_tv = 0) and chi-square against the target's distribution at T=1."""
     prompt, n = prompts[3], 400
-    done = run_batched(lambda g: ModelDrafter(tiny_draft, 1.0, group=g), tiny_target, [prompt] * n,
+    done = run_batched(lambda g: ModelDrafter(tiny_draft, 1.0, kv=g), tiny_target, [prompt] * n,
                        lambda: policy_for(mode), mode, n=1, batch_size=25, seed=7, draft=tiny_draft)
     assert max(r.records[0].first_token_tv for r in done) < 1e-6
     with torch.no_grad():
@@ -203,7 +241,7 @@ def test_sampling_modes_stay_lossless_batched(tiny_draft, tiny_target, prompts, 
 
 @pytest.mark.parametrize("mode", ["mss", "sequoia", "speculative", "naive"])
 def test_seeded_batched_sampling_is_reproducible_and_equal_to_batch1(tiny_draft, tiny_target, prompts, mode):
-    args = (lambda g: ModelDrafter(tiny_draft, 1.0, group=g), tiny_target, prompts, lambda: policy_for(mode), mode)
+    args = (lambda g: ModelDrafter(tiny_draft, 1.0, kv=g), tiny_target, prompts, lambda: policy_for(mode), mode)
     one = run_batched(*args, n=12, seed=3)
     first = run_batched(*args, n=12, seed=3, batch_size=3, draft=tiny_draft)
     same_results(first, one, laws_tol=1e-5)
@@ -234,15 +272,15 @@ def test_study_jobs_batched_live_and_replay_equal_batch1(tiny_draft, tiny_target
         same_results(got, ref, laws_tol=0.0)
 
 
-def test_rows_sharing_a_draft_group_batch_their_draft_forwards(tiny_draft, tiny_target, prompts):
-    """chain/4 at B=6 over one DraftGroup: one draft forward per depth for all rows, so
+def test_rows_sharing_a_draft_cache_batch_their_draft_forwards(tiny_draft, tiny_target, prompts):
+    """chain/4 at B=6 over one draft SlotKV: one draft forward per depth for all rows, so
     about a sixth of batch 1's draft forwards (rows finish at different steps)."""
     def forwards(batch_size):
-        group = DraftGroup(tiny_draft)
+        group = kv.SlotKV(tiny_draft)
         items_ = items(prompts)
         spec = get_mode("greedy")
         run = Decoding(spec, spec.params({"temperature": 0.0}), 16, frozenset({0}), 0, False)
-        decode(items_, lambda: ModelDrafter(tiny_draft, 1.0, group=group), LiveVerifier(tiny_target),
+        decode(items_, lambda: ModelDrafter(tiny_draft, 1.0, kv=group), LiveVerifier(tiny_target),
                lambda: make_policy("chain", 4), run, batch_size=batch_size)
         return group.forwards
     one, six = forwards(1), forwards(len(prompts))

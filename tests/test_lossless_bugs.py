@@ -16,6 +16,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+from specbench.drafting.levels import drafted
 from specbench.verify import distshift
 from specbench.verify.modespec import check_compatible
 from specbench.core.sampling import (accept_prob, check_temperature, choose_children, choose_slots, probs,
@@ -155,7 +156,7 @@ def test_model_drafter_draws_exactly_the_kept_slots(tiny_draft):
     from specbench.drafting.drafters import ModelDrafter
     drafter = ModelDrafter(tiny_draft, temperature=1.0)
     drafter.reset([1, 2, 3])
-    tree = drafter.expand_static([(0,), (2,)], "sample_noreplace", torch.Generator().manual_seed(0))
+    tree = drafted(drafter.expand_static([(0,), (2,)], "sample_noreplace", torch.Generator().manual_seed(0)))
     want, _ = choose_slots(tree.q[0], [0, 2], "sample_noreplace", torch.Generator().manual_seed(0))
     assert tree.tokens[1:].tolist() == want
 

@@ -127,7 +127,7 @@ def test_re_encoding_spells_the_same_bytes(vmap, tiny_tokenizer):
 class Recording(TLIDrafter):
     """A TLI drafter that keeps every tree it drafted."""
     def draft(self, policy, rule, rng):
-        tree = super().draft(policy, rule, rng)
+        tree = yield from super().draft(policy, rule, rng)
         self.trees = getattr(self, "trees", []) + [tree]
         return tree
 

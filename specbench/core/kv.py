@@ -1,21 +1,257 @@
-"""Model forwards over tree nodes, and keeping only the accepted path in a KV cache.
+"""KV caches as slots: every row's keys and values preallocated, written in place.
 
-Batch 1 (the drafter): ``prefill``, ``forward_nodes`` and ``keep`` over one
-DynamicCache.  Batched (the target verifier, teacher-forced draft ranks):
-``BatchKV``, the per-row prefix caches of several prompts in one cache, one
-forward for every row's tree.  The mask and position ids come from ``tree.py``
-(the one mask function) in both.
+``SlotKV(model)`` holds the caches of several rows (prompts) of one model in ONE
+``SlotCache``, a transformers ``Cache`` whose layers are preallocated tensors
+[rows, heads, slots, dim] (grown by doubling when a forward needs more).  Per row:
+
+* slots ``0:lens[r]`` hold its committed tokens (positions ``0:lens[r]``);
+* a ``forward`` writes the row's new tree nodes in place, right after its
+  committed tokens and the nodes it already forwarded this step (``ext[r]``);
+  node i of the step's tree sits in slot ``lens[r] + i``, position ``lens[r] + depth(i)``;
+* ``commit(row, nodes)`` keeps those nodes of the step's tree (in order): only the
+  kept entries move, next to the row's prefix; the rest is overwritten later;
+* ``add`` prefills a prompt into a free row (refilled in place), ``drop`` frees one.
+
+Prefills and commits are queued and applied together at the next forward (one
+batched prefill forward; one gather/scatter per layer for every row's commit), so
+nothing copies a whole cache per step and a batch of rows costs one call per layer.
+The attention mask over slots comes from ``tree.compiled`` (the one mask construction):
+a query sees its row's committed slots, and its ancestors and itself among the
+step's nodes.  Caches and masks live on the model's device.
+
+Batch-1 helpers over a plain ``DynamicCache`` (``forward_nodes``, ``keep``) remain for
+the memo of the lossless check and the attention benchmark's model view.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import Cache, CacheLayerMixin
 
-from .tree import tree_attention_mask, tree_position_ids
+from .tree import compiled, tree_attention_mask, tree_position_ids
+
+MIN_SLOTS = 64
 
 
+@dataclass
+class Plan:
+    """What the forward in progress writes and reads (shared by every layer)."""
+    rows: torch.Tensor | None = None     # cache rows of the batch, ascending [b]
+    span: slice | None = None            # the same rows as a slice, when contiguous (a view, no copy)
+    write: torch.Tensor | None = None    # slot of every new node [b, T]
+    width: int = 0                       # slots the queries may see
+    past: list[int] = field(default_factory=list)   # committed tokens of each batch row
+    need: tuple[int, int] = (0, 0)       # (rows, slots) the layers must hold
+
+
+class SlotLayer(CacheLayerMixin):
+    """One decoder layer's slots; ``update`` writes the plan's nodes in place."""
+    is_compileable = False
+
+    def __init__(self, plan: Plan):
+        super().__init__()
+        self.plan = plan
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        self.dtype, self.device = key_states.dtype, key_states.device
+        self.keys = key_states.new_zeros(0, key_states.shape[1], 0, key_states.shape[-1])
+        self.values = value_states.new_zeros(0, value_states.shape[1], 0, value_states.shape[-1])
+        self.is_initialized = True
+
+    def reserve(self, rows: int, slots: int) -> None:
+        """Hold at least rows x slots (slots grow by doubling), keeping the contents."""
+        have_r, have_s = self.keys.shape[0], self.keys.shape[2]
+        if rows <= have_r and slots <= have_s:
+            return
+        new_r = max(rows, have_r)
+        new_s = have_s if slots <= have_s else max(slots, 2 * have_s, MIN_SLOTS)
+
+        def grown(t: torch.Tensor) -> torch.Tensor:
+            out = t.new_zeros(new_r, t.shape[1], new_s, t.shape[-1])
+            out[:have_r, :, :have_s] = t
+            return out
+        self.keys, self.values = grown(self.keys), grown(self.values)
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        plan = self.plan
+        self.reserve(*plan.need)
+        at = (plan.rows[:, None], slice(None), plan.write)
+        self.keys[at] = key_states.transpose(1, 2).to(self.keys.dtype)
+        self.values[at] = value_states.transpose(1, 2).to(self.values.dtype)
+        if plan.span is not None:
+            return self.keys[plan.span, :, :plan.width], self.values[plan.span, :, :plan.width]
+        return self.keys[plan.rows, :, :plan.width], self.values[plan.rows, :, :plan.width]
+
+    def move(self, rows: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> None:
+        """Entries (rows[i], src[i]) to (rows[i], dst[i]) (the sources are read first)."""
+        if self.is_initialized:
+            self.keys[rows, :, dst] = self.keys[rows, :, src]
+            self.values[rows, :, dst] = self.values[rows, :, src]
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.plan.width, 0
+
+    def get_seq_length(self) -> int:
+        return 0                       # positions are passed explicitly (position_ids)
+
+    def get_max_length(self) -> int:
+        return -1
+
+
+class SlotCache(Cache):
+    """The transformers-facing cache: one ``SlotLayer`` per decoder layer, added lazily."""
+
+    def __init__(self, plan: Plan):
+        super().__init__(layer_class_to_replicate=lambda: SlotLayer(plan))
+        self.plan = plan
+
+
+@dataclass
+class SlotKV:
+    """The slot caches of every row of one model (module docstring)."""
+    model: object
+    plan: Plan = field(default_factory=Plan)
+    lens: list[int] = field(default_factory=list)        # committed tokens per row (-1: free)
+    ext: list[int] = field(default_factory=list)         # nodes forwarded this step per row
+    prefills: dict[int, list[int]] = field(default_factory=dict)          # queued: row -> tokens
+    commits: dict[int, list[int]] = field(default_factory=dict)           # queued: row -> kept nodes
+    forwards: int = 0                                    # model calls (a profile count)
+
+    def __post_init__(self):
+        self.cache = SlotCache(self.plan)
+
+    # -- rows ---------------------------------------------------------------
+    def add(self, prompt_ids: Sequence[int]) -> int:
+        """A row holding every prompt token but the last (the first tree root); a free
+        row is refilled first.  The prefill runs with the next forward (or ``flush``)."""
+        if len(prompt_ids) == 0:
+            raise ValueError("empty prompt: every prompt needs at least one token")
+        row = self.lens.index(-1) if -1 in self.lens else len(self.lens)
+        if row == len(self.lens):
+            self.lens.append(0)
+            self.ext.append(0)
+        self.lens[row], self.ext[row] = 0, 0
+        if len(prompt_ids) > 1:
+            self.prefills[row] = [int(t) for t in prompt_ids[:-1]]
+        return row
+
+    def drop(self, row: int) -> None:
+        """The row is free (its queued work is cancelled)."""
+        self.lens[row], self.ext[row] = -1, 0
+        self.prefills.pop(row, None)
+        self.commits.pop(row, None)
+
+    def commit(self, row: int, nodes: Sequence[int]) -> None:
+        """Keep these nodes of the row's step tree (node indices, in order) after its prefix."""
+        self.commits[row] = [int(n) for n in nodes]
+
+    # -- forwards -----------------------------------------------------------
+    def forward(self, requests: Sequence[tuple[int, Sequence[int], Sequence[int], int]]) -> torch.Tensor:
+        """ONE forward for ``(row, parents, tokens, start)`` requests: nodes ``start:`` of
+        each row's step tree are new (``0:start`` were forwarded earlier this step).
+        Returns float32 logits [len(requests), T, V] (request order; T = the most new
+        nodes of any request; a row's first ``len(parents) - start`` are its nodes)."""
+        self.flush()
+        return self.run(requests)
+
+    def flush(self) -> None:
+        """Apply queued commits, then run queued prefills (one batched forward)."""
+        if self.commits:
+            self.apply_commits()
+        if self.prefills:
+            todo, self.prefills = self.prefills, {}
+            self.run([(r, chain(len(ids)), ids, 0) for r, ids in todo.items()], logits=False)
+            for r, ids in todo.items():
+                self.lens[r], self.ext[r] = len(ids), 0
+
+    @torch.inference_mode()
+    def apply_commits(self) -> None:
+        rows, src, dst = [], [], []
+        for r, nodes in self.commits.items():
+            base = self.lens[r]
+            for j, n in enumerate(nodes):
+                if n != j:
+                    rows.append(r)
+                    src.append(base + n)
+                    dst.append(base + j)
+            self.lens[r], self.ext[r] = base + len(nodes), 0
+        self.commits = {}
+        if rows:
+            device = self.model.device
+            idx = [torch.tensor(x, dtype=torch.long, device=device) for x in (rows, src, dst)]
+            for layer in self.cache.layers:
+                layer.move(*idx)
+
+    @torch.inference_mode()
+    def run(self, requests, logits: bool = True) -> torch.Tensor | None:
+        order = sorted(range(len(requests)), key=lambda i: requests[i][0])
+        reqs = [requests[i] for i in order]
+        for r, parents, _, start in reqs:
+            if self.lens[r] < 0 or start != self.ext[r]:
+                raise IndexError(f"SlotKV row {r}: start={start} but {self.ext[r]} nodes forwarded "
+                                 f"this step (lens {self.lens[r]})")
+        ids, mask, pos = self.inputs(reqs)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=self.cache,
+                         use_cache=True, **({} if logits else {"logits_to_keep": 1}))
+        self.forwards += 1
+        for r, parents, _, _ in reqs:
+            self.ext[r] = len(parents)
+        if not logits:
+            return None
+        out = checked(out.logits.float())
+        return out if order == sorted(order) else out[torch.tensor(order).argsort().to(out.device)]
+
+    def inputs(self, reqs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Token ids [b, T], the additive slot mask [b, 1, T, width] and position ids [b, T];
+        sets the plan (rows, write slots, width) the layers read."""
+        t = max(max(len(p) - s for _, p, _, s in reqs), 1)
+        base = [self.lens[r] for r, *_ in reqs]
+        width = max(n + s + t for n, (_, _, _, s) in zip(base, reqs))
+        allowed = torch.zeros(len(reqs), t, width, dtype=torch.bool)
+        pos = torch.zeros(len(reqs), t, dtype=torch.long)
+        ids = torch.zeros(len(reqs), t, dtype=torch.long)
+        for b, (n, (_, parents, tokens, start)) in enumerate(zip(base, reqs)):
+            anc, dep = compiled(tuple(int(p) for p in parents))
+            new = len(parents) - start
+            allowed[b, :, :n] = True
+            allowed[b, :new, n:n + len(parents)] = anc[start:]
+            pad = torch.arange(new, t)
+            allowed[b, pad, n + start + pad] = True          # padding nodes: roots seeing the prefix
+            pos[b, :new] = n + dep[start:]
+            pos[b, new:] = n
+            ids[b, :new] = torch.as_tensor([int(x) for x in tokens[start:]], dtype=torch.long)
+        rows = [r for r, *_ in reqs]
+        device, dtype = self.model.device, self.model.dtype
+        self.plan.rows = torch.tensor(rows, dtype=torch.long, device=device)
+        self.plan.span = slice(rows[0], rows[-1] + 1) if rows == list(range(rows[0], rows[-1] + 1)) else None
+        self.plan.write = (torch.tensor([n + s for n, (*_, s) in zip(base, reqs)])[:, None]
+                           + torch.arange(t)).to(device)
+        self.plan.width, self.plan.past = width, base
+        self.plan.need = (rows[-1] + 1, width)
+        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
+        return ids.to(device), mask[:, None].to(device), pos.to(device)
+
+
+def chain(n: int) -> list[int]:
+    """Parent pointers of an n-token chain (a prefill)."""
+    return list(range(-1, n - 1))
+
+
+def checked(logits: torch.Tensor) -> torch.Tensor:
+    if not torch.isfinite(logits).all():
+        raise FloatingPointError("the model produced NaN/inf logits: try dtype=float32 "
+                                 "or check the model files")
+    return logits
+
+
+# ---------------------------------------------------------------------------
+# batch-1 helpers over a DynamicCache (the lossless check's memo, the attention model view)
+# ---------------------------------------------------------------------------
 @torch.inference_mode()
 def forward_nodes(model, cache: DynamicCache, past_len: int, parents: Sequence[int],
                   tokens: Sequence[int], start: int, stop: int) -> torch.Tensor:
@@ -29,13 +265,6 @@ def forward_nodes(model, cache: DynamicCache, past_len: int, parents: Sequence[i
     out = model(input_ids=ids, attention_mask=mask, position_ids=pos,
                 past_key_values=cache, use_cache=True)
     return checked(out.logits[0].float())
-
-
-def checked(logits: torch.Tensor) -> torch.Tensor:
-    if not torch.isfinite(logits).all():
-        raise FloatingPointError("the model produced NaN/inf logits: try dtype=float32 "
-                                 "or check the model files")
-    return logits
 
 
 def keep(cache: DynamicCache, past_len: int, slots: Sequence[int]) -> int:
@@ -56,7 +285,7 @@ def keep(cache: DynamicCache, past_len: int, slots: Sequence[int]) -> int:
 
 
 def prefill(model, prompt_ids: Sequence[int]) -> tuple[DynamicCache, int]:
-    """A fresh cache holding every prompt token but the last (the first root)."""
+    """A fresh DynamicCache holding every prompt token but the last (the first root)."""
     if len(prompt_ids) == 0:
         raise ValueError("empty prompt: every prompt needs at least one token")
     cache, n = DynamicCache(), len(prompt_ids) - 1
@@ -65,101 +294,3 @@ def prefill(model, prompt_ids: Sequence[int]) -> tuple[DynamicCache, int]:
             model(input_ids=torch.tensor([list(prompt_ids[:-1])], device=model.device),
                   past_key_values=cache, use_cache=True, logits_to_keep=1)
     return cache, n
-
-
-def filled(cache: DynamicCache) -> list:
-    """The cache layers that hold tensors [rows, heads, len, dim] (none: an empty cache)."""
-    return [layer for layer in cache.layers if getattr(layer, "is_initialized", True)
-            and layer.keys is not None and layer.keys.dim() == 4]
-
-
-def blank(layers, rows: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(keys, values) of ``rows`` rows and no slots, shaped like ``layers``."""
-    def empty(t):
-        return t.new_zeros(rows, t.shape[1], 0, t.shape[-1])
-    return [(empty(x.keys), empty(x.values)) for x in layers]
-
-
-def pad_left(t: torch.Tensor, width: int) -> torch.Tensor:
-    """Zero slots in front along the sequence axis, up to ``width`` slots."""
-    return torch.nn.functional.pad(t, (0, 0, width - t.shape[-2], 0))
-
-
-class BatchKV:
-    """The per-row prefix caches of several prompts in ONE DynamicCache, so that one
-    model forward scores a tree for every row (``forward``).
-
-    Layout: left padding.  Row b's ``lens[b]`` cached tokens (its position count)
-    are the LAST ``lens[b]`` of the cache's ``width`` slots; the slots in front of
-    them are masked out.  ``add`` splices a new row in (a batch-1 prefill); after
-    each forward ``keep`` keeps or drops rows and compacts the cache (also on its
-    own, to trim rows).  With one row and no padding this is exactly ``forward_nodes``
-    and ``keep`` on a batch-1 cache."""
-
-    def __init__(self, model):
-        self.model, self.cache, self.lens, self.width, self.fresh = model, DynamicCache(), [], 0, 0
-
-    def add(self, prompt_ids: Sequence[int]) -> None:
-        """A new last row holding every prompt token but the last (``prefill``)."""
-        row, n = prefill(self.model, prompt_ids)
-        if not self.lens:                    # the first row: its prefill cache is the batch's
-            self.cache, self.width = row, n
-        else:
-            old, new, width = filled(self.cache), filled(row), max(self.width, n)
-            if old or new:
-                old_kv = [(x.keys, x.values) for x in old] or blank(new, len(self.lens))
-                new_kv = [(x.keys, x.values) for x in new] or blank(old, 1)
-                self.cache = DynamicCache([(torch.cat([pad_left(ko, width), pad_left(kn, width)]),
-                                            torch.cat([pad_left(vo, width), pad_left(vn, width)]))
-                                           for (ko, vo), (kn, vn) in zip(old_kv, new_kv)])
-            self.width = width
-        self.lens.append(n)
-
-    @torch.inference_mode()
-    def forward(self, trees: Sequence[tuple[Sequence[int], Sequence[int], int]]) -> torch.Tensor:
-        """One forward over every row's new tree nodes: ``(parents, tokens, start)`` per
-        row (row order) names nodes ``0:len(parents)`` of the row's tree, of which
-        ``start:`` are new (``0:start`` are already the last ``start`` of its cached
-        tokens).  New nodes are padded to the most any row has, T.  Returns float32
-        logits [rows, T, V] (row b's first len(parents_b) - start_b are its nodes); the
-        cache gains T slots per row, read by ``keep`` as the row's next logical slots."""
-        if len(trees) != len(self.lens):
-            raise ValueError(f"{len(trees)} trees for {len(self.lens)} cache rows")
-        t = max(max(len(parents) - start for parents, _, start in trees), 1)
-        dtype, device = self.model.dtype, self.model.device
-        masks, pos, ids = [], [], []
-        for n, (parents, tokens, start) in zip(self.lens, trees):
-            pad = t - (len(parents) - start)
-            padded = list(parents) + [-1] * pad                 # padding nodes: roots
-            mask = tree_attention_mask(padded, n - start, start, start + t, dtype=dtype)
-            masks.append(torch.nn.functional.pad(mask, (self.width - n, 0), value=torch.finfo(dtype).min))
-            pos.append(tree_position_ids(padded, n - start, start, start + t))
-            ids.append([int(x) for x in tokens[start:]] + [0] * pad)
-        out = self.model(input_ids=torch.tensor(ids, device=device), attention_mask=torch.cat(masks).to(device),
-                         position_ids=torch.cat(pos).to(device), past_key_values=self.cache, use_cache=True)
-        self.fresh = t
-        return checked(out.logits.float())
-
-    def keep(self, rows: Sequence[tuple[int, Sequence[int]]]) -> None:
-        """The rows are now ``rows`` = [(old row, kept logical slots)], in that order.
-        A row's logical slots are its cached tokens 0..lens-1, then (right after a
-        ``forward``) its T new nodes.  Rows not listed are dropped; the cache is compacted."""
-        fresh, self.fresh = self.fresh, 0
-        index = [[self.width - self.lens[b] + k if k < self.lens[b] else self.width + k - self.lens[b]
-                  for k in map(int, slots)] for b, slots in rows]
-        if any(k >= self.width + fresh for ix in index for k in ix):
-            raise IndexError("BatchKV.keep: a slot past the row's cached and new tokens")
-        width = max(map(len, index), default=0)
-        layers = filled(self.cache)
-        device = layers[0].keys.device if layers else None
-        idx = torch.tensor([[0] * (width - len(ix)) + ix for ix in index], dtype=torch.long,
-                           device=device).view(len(rows), width)
-        pick = torch.tensor([b for b, _ in rows], dtype=torch.long, device=device)
-
-        def take(t):
-            return t.index_select(0, pick).gather(2, idx[:, None, :, None].expand(-1, t.shape[1], -1, t.shape[-1]))
-        for layer in layers:
-            layer.keys, layer.values = take(layer.keys), take(layer.values)
-        self.lens, self.width = [len(ix) for ix in index], width
-        if not rows:
-            self.cache = DynamicCache()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Sequence
 
 import torch
@@ -54,10 +55,13 @@ def depths(parents: Sequence[int]) -> list[int]:
     return out
 
 
-def ancestor_mask(parents: Sequence[int], device=None) -> torch.Tensor:
-    """Boolean [T, T]: row i is True at i and at every ancestor of i.
+@lru_cache(maxsize=512)
+def compiled(parents: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ancestor mask [T, T] bool, depths [T] long) of one tree, built once per distinct
+    tree: a static shape's buffers are compiled once per policy (as Medusa compiles its
+    buffers once per choice set).  Read-only: callers copy before writing.
 
-    EAGLE's construction: each node's row is its parent's row plus itself.
+    EAGLE's construction: each node's mask row is its parent's row plus itself.
     """
     t = len(parents)
     mask = torch.zeros(t, t, dtype=torch.bool)
@@ -65,6 +69,12 @@ def ancestor_mask(parents: Sequence[int], device=None) -> torch.Tensor:
         if p >= 0:
             mask[i] = mask[p]
         mask[i, i] = True
+    return mask, torch.tensor(depths(parents), dtype=torch.long)
+
+
+def ancestor_mask(parents: Sequence[int], device=None) -> torch.Tensor:
+    """Boolean [T, T]: row i is True at i and at every ancestor of i (``compiled``)."""
+    mask = compiled(tuple(int(p) for p in parents))[0].clone()
     return mask.to(device) if device is not None else mask
 
 

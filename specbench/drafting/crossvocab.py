@@ -50,6 +50,7 @@ from typing import Any, Iterable, Sequence
 import torch
 
 from .drafters import DRAFTERS, ModelDrafter
+from .levels import Levels
 
 SPACE = "\u2581"                                    # SentencePiece's '▁'
 BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
@@ -223,17 +224,17 @@ class TLIDrafter(ModelDrafter):
     registry_name = "tli"
     own_tokenizer = True
 
-    def __init__(self, model, vocab: VocabMap, temperature: float = 1.0, top_p: float = 1.0, group=None):
-        super().__init__(model, temperature, top_p, group)
+    def __init__(self, model, vocab: VocabMap, temperature: float = 1.0, top_p: float = 1.0, kv=None):
+        super().__init__(model, temperature, top_p, kv)
         self.vocab = vocab
 
     @classmethod
-    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, group=None) -> "TLIDrafter":
+    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> "TLIDrafter":
         if pair.draft is None or getattr(pair, "draft_tokenizer", None) is None:
             raise ValueError(f"pair={pair.name}: pair.drafter=tli needs a draft model with its own tokenizer "
                              "(pair.draft)")
         return cls(pair.draft, vocab_map(pair.draft_tokenizer, pair.tokenizer, output_size(pair.target)),
-                   temperature, top_p, group)
+                   temperature, top_p, kv)
 
     def reset(self, prompt_ids: Sequence[int]) -> None:
         text = b"".join(self.vocab.target_text(t) for t in prompt_ids).decode("utf-8", "replace")
@@ -245,11 +246,11 @@ class TLIDrafter(ModelDrafter):
     def chain(self) -> list[int]:
         return self.draft_chain
 
-    def begin(self) -> torch.Tensor:
-        return self.vocab.to_target(super().begin())
+    def begin(self) -> Levels:
+        return self.vocab.to_target((yield from super().begin()))
 
-    def extend(self, parents: Sequence[int], tokens: Sequence[int]) -> torch.Tensor:
-        return self.vocab.to_target(super().extend(parents, self.vocab.node_ids(tokens)))
+    def extend(self, parents: Sequence[int], tokens: Sequence[int]) -> Levels:
+        return self.vocab.to_target((yield from super().extend(parents, self.vocab.node_ids(tokens))))
 
     def commit(self, tree, path: Sequence[int], next_token: int) -> None:
         forwarded = tree.slots is not None

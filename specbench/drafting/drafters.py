@@ -1,16 +1,19 @@
-"""Drafters: grow a DraftTree for the current step.
+"""Drafters: grow a DraftTree for the current step, level by level.
 
 Every drafter has the same three calls, used by the decode loop (``engine``):
 
     reset(prompt_ids)                 new prompt
-    draft(policy, rule, rng)          -> DraftTree for this step (policy: ``policies``;
+    draft(policy, rule, rng)          -> a level generator (``levels``): it yields the nodes it
+                                         needs scored at each depth, receives their logits, and
+                                         returns this step's DraftTree (policy: ``policies``;
                                          rule: how the verify mode wants children chosen)
     commit(tree, path, next_token)    the verifier's verdict
 
 The model drafter grows the tree level by level: one draft forward per depth
-covers the whole frontier (tree mask + the draft's KV cache), so it never
-re-runs the prefix and makes no forward per node.  Dynamic shapes (EAGLE-2)
-and other drafters build on the same two primitives, ``begin`` and ``extend``.
+covers the whole frontier (tree mask + the draft's slot KV cache), so it never
+re-runs the prefix and makes no forward per node; the loop batches the forwards
+of every row (``levels.run_levels``).  Dynamic shapes (EAGLE-2) and other drafters
+build on the same two level primitives, ``begin`` and ``extend``.
 """
 from __future__ import annotations
 
@@ -18,12 +21,12 @@ from typing import ClassVar, Sequence
 
 import torch
 from ..trees import eagle2
-from ..core.kv import prefill  # noqa: F401  (re-exported: drafters and verifiers prefill alike)
-from .group import DraftGroup
+from ..core.kv import SlotKV
+from .levels import Forward, Levels, drafted
 from ..core.registry import Registry
 from ..trees.policies import KINDS, POLICIES
 from ..core.sampling import choose_slots, probs
-from ..core.tree import DraftTree, depths
+from ..core.tree import DraftTree
 
 DRAFTERS: Registry = Registry("drafter")
 
@@ -31,7 +34,8 @@ DRAFTERS: Registry = Registry("drafter")
 class Drafter:
     """Base class: keeps the committed token history (prompt + output) and grows
     ``tree=none`` (no draft tokens).  A subclass grows a policy kind by defining
-    ``grow_<kind>(policy, rule, rng)``; ``draft`` dispatches on ``policy.kind``.
+    ``grow_<kind>(policy, rule, rng)``, a level generator; ``draft`` dispatches on
+    ``policy.kind``.
 
     What a drafter needs from its pair (read by job validation and ``load_pair``):
     ``draft_model`` (a separate draft model, ``pair.draft``), ``own_tokenizer`` (the
@@ -44,20 +48,28 @@ class Drafter:
     def check_params(cls, params: dict) -> None:
         """ValueError (one line naming the key) for a bad drafter parameter in ``pair``."""
 
+    @classmethod
+    def shared_kv(cls, pair) -> SlotKV | None:
+        """The draft cache every row of a job drafts into (None: the drafter runs no model)."""
+        return None
+
     def forward_model(self):
         """The model this drafter runs a forward of per tree depth (forward costs), or None."""
         return None
 
-    group = None          # the ``DraftGroup`` whose rows draft in lockstep (None: on its own)
-
     def reset(self, prompt_ids: Sequence[int]) -> None:
         self.history = list(prompt_ids)
 
-    def draft(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+    def draft(self, policy, rule: str, rng: torch.Generator) -> Levels:
         check_supported(type(self), policy.kind, policy.name)
         return getattr(self, f"grow_{policy.kind}")(policy, rule, rng)
 
-    def grow_none(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+    def draft_now(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+        """``draft`` run on its own (batch 1), for scripts and tests."""
+        return drafted(self.draft(policy, rule, rng))
+
+    def grow_none(self, policy, rule: str, rng: torch.Generator) -> Levels:
+        yield from ()
         return DraftTree.root_only(self.history[-1], rule)
 
     def commit(self, tree: DraftTree, path: Sequence[int], next_token: int) -> None:
@@ -65,7 +77,6 @@ class Drafter:
 
     def close(self) -> None:
         """The prompt is done: release what the drafter holds for it."""
-
 
     @classmethod
     def child_rule(cls, kind: str, rule: str) -> str:
@@ -88,24 +99,28 @@ def check_supported(cls, kind: str, name: str) -> None:
 
 @DRAFTERS.register("model")
 class ModelDrafter(Drafter):
-    """A small causal LM drafting with tree attention over its KV cache: a row of a
-    ``DraftGroup`` (shared by the rows of a batched run; its own group by default)."""
+    """A small causal LM drafting with tree attention over its slot KV cache: a row of a
+    ``SlotKV`` (shared by the rows of a batched run; its own by default)."""
     registry_name = "model"
     draft_model = True
 
-    def __init__(self, model, temperature: float = 1.0, top_p: float = 1.0, group: DraftGroup | None = None):
+    def __init__(self, model, temperature: float = 1.0, top_p: float = 1.0, kv: SlotKV | None = None):
         self.model = model
         self.temperature = temperature
         self.top_p = top_p
-        self.group = group if group is not None else DraftGroup(model)
-        self.row = None
+        self.kv = kv if kv is not None else SlotKV(model)
+        self.row: int | None = None
 
     @classmethod
-    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, group=None) -> "ModelDrafter":
+    def shared_kv(cls, pair) -> SlotKV | None:
+        return SlotKV(pair.draft) if pair.draft is not None else None
+
+    @classmethod
+    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> "ModelDrafter":
         if pair.draft is None:
             raise ValueError(f"pair={pair.name} has no draft model (pair.draft): the {cls.registry_name} "
                              "drafter needs one")
-        return cls(pair.draft, temperature, top_p, group)
+        return cls(pair.draft, temperature, top_p, kv)
 
     @classmethod
     def child_rule(cls, kind: str, rule: str) -> str:
@@ -118,12 +133,12 @@ class ModelDrafter(Drafter):
     def reset(self, prompt_ids: Sequence[int]) -> None:
         super().reset(prompt_ids)
         self.close()
-        self.row, self.past_len = self.group.add(prompt_ids), len(prompt_ids) - 1
+        self.row = self.kv.add(prompt_ids)
         self.pending = [int(prompt_ids[-1])]   # committed tokens not yet in the cache
 
     def close(self) -> None:
         if self.row is not None:
-            self.group.drop(self.row)
+            self.kv.drop(self.row)
             self.row = None
 
     def chain(self) -> list[int]:
@@ -131,23 +146,24 @@ class ModelDrafter(Drafter):
         ``pending[-1]`` last).  A drafter with its own vocabulary returns its own ids."""
         return self.pending
 
-    def begin(self) -> torch.Tensor:
-        """Forward the ``chain`` (the committed tokens not yet in the cache).
-        Starts the draft-side tree and returns the root's logits [V]."""
+    def begin(self) -> Levels:
+        """Level 0: forward the ``chain`` (the committed tokens not yet in the cache).
+        Starts the draft-side tree; returns the root's logits [V]."""
         chain = self.chain()
         m = len(chain)
         self.side_parents = list(range(-1, m - 1))
         self.side_tokens = list(chain)
         self.root_slot = m - 1
-        return self.group.forward(self.row, self.side_parents, self.side_tokens, 0)[-1]
+        logits = yield Forward(self.kv, self.row, list(self.side_parents), list(self.side_tokens), 0)
+        return logits[-1]
 
-    def extend(self, parents: Sequence[int], tokens: Sequence[int]) -> torch.Tensor:
-        """Append nodes (parents are draft-side slots) and forward them in one
-        call.  Returns their logits [k, V]; their slots are the next k indices."""
+    def extend(self, parents: Sequence[int], tokens: Sequence[int]) -> Levels:
+        """The next level: append nodes (parents are draft-side slots) and forward them
+        in one call.  Returns their logits [k, V]; their slots are the next k indices."""
         start = len(self.side_parents)
         self.side_parents += list(parents)
         self.side_tokens += [int(t) for t in tokens]
-        return self.group.forward(self.row, self.side_parents, self.side_tokens, start)
+        return (yield Forward(self.kv, self.row, list(self.side_parents), list(self.side_tokens), start))
 
     def q(self, logits: torch.Tensor) -> torch.Tensor:
         return probs(logits, self.temperature, self.top_p)
@@ -165,22 +181,21 @@ class ModelDrafter(Drafter):
                 keep.append(slots[n])
             else:
                 rest.append(int(tree.tokens[n]))
-        self.group.select(self.row, [*range(self.past_len), *(self.past_len + s for s in keep)])
-        self.past_len += len(keep)
+        self.kv.commit(self.row, keep)
         self.pending = rest + [int(next_token)]
 
     # -- tree building ----------------------------------------------------
-    def grow_paths(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+    def grow_paths(self, policy, rule: str, rng: torch.Generator) -> Levels:
         return self.expand_static(policy.paths(), rule, rng)
 
-    def grow_eagle2(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
-        return eagle2.select(eagle2.grow(self, policy.width, policy.depth), policy.budget)
+    def grow_eagle2(self, policy, rule: str, rng: torch.Generator) -> Levels:
+        return eagle2.select((yield from eagle2.grow(self, policy.width, policy.depth)), policy.budget)
 
-    def expand_static(self, paths, children: str, rng: torch.Generator) -> DraftTree:
+    def expand_static(self, paths, children: str, rng: torch.Generator) -> Levels:
         """Grow a static rank-path shape: one draft forward per depth.  A node's
         children fill its rank slots by the child rule (``sampling.choose_slots``)."""
         n = len(paths)
-        q_rows: dict[int, torch.Tensor] = {0: self.q(self.begin())}
+        q_rows: dict[int, torch.Tensor] = {0: self.q((yield from self.begin()))}
         parents = [-1] + [0] * n
         tokens = [self.pending[-1]] + [0] * n
         ranks = [0] * (n + 1)
@@ -205,7 +220,7 @@ class ModelDrafter(Drafter):
             expand = [i for i, p in level if (d + 1) in by_depth
                       and any(c[:-1] == p for _, c in by_depth[d + 1])]
             if expand:
-                logits = self.extend([slots[parents[i]] for i in expand], [tokens[i] for i in expand])
+                logits = yield from self.extend([slots[parents[i]] for i in expand], [tokens[i] for i in expand])
                 base = len(self.side_parents) - len(expand)
                 for j, i in enumerate(expand):
                     slots[i] = base + j
@@ -222,9 +237,3 @@ class ModelDrafter(Drafter):
         return DraftTree(parents=list(parents), tokens=torch.tensor(tokens, dtype=torch.long),
                          ranks=list(ranks), q=q, slots=list(slots), child_rule=rule)
 
-
-def check_bfs(parents: Sequence[int]) -> None:
-    """A DraftTree must list nodes breadth-first (each depth contiguous)."""
-    d = depths(parents)
-    if d != sorted(d):
-        raise ValueError("tree nodes must be listed breadth-first")

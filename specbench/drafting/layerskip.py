@@ -12,7 +12,7 @@ intermediate layers) as a list or as text like '0-9,16-27', run in ascending
 order (conf/pair/qwen_skip.yaml says how its default was chosen).  The view's
 layers are renumbered 0..k-1 (shallow copies of each layer and its attention that
 share the weights), so the view's KV cache is an ordinary k-layer cache, batched
-like any draft model's (``kv.BatchKV``).
+like any draft model's (``kv.SlotKV``).
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from typing import Sequence
 
 from torch import nn
 
+from ..core.kv import SlotKV
 from .drafters import DRAFTERS, ModelDrafter
 
 
@@ -124,16 +125,25 @@ class LayerSkipDrafter(ModelDrafter):
     registry_name = "layerskip"
     draft_model = False
 
-    def __init__(self, target, layers: Sequence[int], temperature: float = 1.0, top_p: float = 1.0):
-        super().__init__(layer_view(target, layers), temperature, top_p)
+    def __init__(self, target, layers: Sequence[int], temperature: float = 1.0, top_p: float = 1.0, kv=None):
+        view = kv.model if kv is not None else layer_view(target, layers)
+        super().__init__(view, temperature, top_p, kv)
         self.layers = tuple(layers)
 
     @classmethod
-    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, group=None) -> "LayerSkipDrafter":
-        """Its own one-row group per drafter: ``group`` (the pair's draft model's) does not apply."""
+    def shared_kv(cls, pair):
+        """One layer view of the target per job; every row drafts into its slot cache."""
+        return SlotKV(layer_view(pair.target, cls.layers_of(pair)))
+
+    @staticmethod
+    def layers_of(pair) -> Sequence[int]:
         if getattr(pair, "layers", None) is None:
             raise ValueError(f"pair={pair.name}: pair.drafter=layerskip needs pair.layers (an int k or a list)")
-        return cls(pair.target, pair.layers, temperature, top_p)
+        return pair.layers
+
+    @classmethod
+    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> "LayerSkipDrafter":
+        return cls(pair.target, cls.layers_of(pair), temperature, top_p, kv)
 
     @classmethod
     def check_params(cls, params: dict) -> None:

@@ -25,6 +25,7 @@ import math
 import torch
 
 from .drafters import DRAFTERS, Drafter, ModelDrafter
+from .levels import Levels
 from .ngram import Trie, ngram_trie
 from ..core.tree import DraftTree
 
@@ -40,12 +41,12 @@ class MergedDrafter(Drafter):
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
 
     @classmethod
-    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, group=None) -> "MergedDrafter":
-        return cls(ModelDrafter.from_pair(pair, temperature, top_p, group))
+    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> "MergedDrafter":
+        return cls(ModelDrafter.from_pair(pair, temperature, top_p, kv))
 
-    @property
-    def group(self):
-        return self.model.group
+    @classmethod
+    def shared_kv(cls, pair):
+        return ModelDrafter.shared_kv(pair)
 
     def close(self) -> None:
         self.model.close()
@@ -67,10 +68,10 @@ class MergedDrafter(Drafter):
         s = ngram_trie(self.history, cap, budget, self.max_ngram, self.min_ngram).size if cap else 0
         return s, budget - s
 
-    def grow_merged(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+    def grow_merged(self, policy, rule: str, rng: torch.Generator) -> Levels:
         n = int(policy.budget)
         _, model_budget = self.split(n, policy.share)
-        mtree = self.model.draft(policy.model_policy(model_budget), rule, rng)
+        mtree = yield from self.model.draft(policy.model_policy(model_budget), rule, rng)
         trie = Trie.from_tree(mtree)
         ngram_trie(self.history, n, n, self.max_ngram, self.min_ngram, into=trie)
         return trie.to_tree(q_source=mtree.q, slot_source=mtree.slots, root_slot=mtree.slots[0])

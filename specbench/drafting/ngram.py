@@ -29,6 +29,7 @@ from typing import Sequence
 import torch
 
 from .drafters import DRAFTERS, Drafter
+from .levels import Levels
 from ..core.tree import DraftTree, RankPath
 
 
@@ -177,17 +178,19 @@ class NgramDrafter(Drafter):
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
 
     @classmethod
-    def from_pair(cls, pair, temperature: float = 0.0, top_p: float = 1.0, group=None) -> "NgramDrafter":
+    def from_pair(cls, pair, temperature: float = 0.0, top_p: float = 1.0, kv=None) -> "NgramDrafter":
         return cls()
 
     @classmethod
     def child_rule(cls, kind: str, rule: str) -> str:
         return rule if kind == "none" else "fixed"
 
-    def grow_paths(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+    def grow_paths(self, policy, rule: str, rng: torch.Generator) -> Levels:
+        yield from ()                                   # no model: no level to score
         paths = policy.paths()
         return ngram_trie(self.history, len(paths), max(map(len, paths)), self.max_ngram,
                           self.min_ngram, shape=paths).to_tree()
 
-    def grow_ngram_trie(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+    def grow_ngram_trie(self, policy, rule: str, rng: torch.Generator) -> Levels:
+        yield from ()
         return ngram_trie(self.history, policy.budget, policy.depth, self.max_ngram, self.min_ngram).to_tree()

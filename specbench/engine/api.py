@@ -13,7 +13,6 @@ Live engine only (wall-clock figures); the study job (``run``) adds replay and c
 from __future__ import annotations
 
 from ..drafting.drafters import DRAFTERS
-from ..drafting.group import DraftGroup
 from .loop import Decoding, LiveVerifier, PromptResult, decode
 from ..trees.policies import make_policy
 from ..verify.modes import get_mode
@@ -36,9 +35,15 @@ def decode_prompts(pair, prompts, tree: dict, verify: dict, max_new_tokens: int,
     name, budget = tree.pop("name"), tree.pop("budget", 0)
     mode = get_mode(verify.pop("name"))
     params = mode.params(verify)
-    drafter_cls = DRAFTERS.get(getattr(pair, "drafter", "model"))
-    group = DraftGroup(pair.draft) if getattr(pair, "draft", None) is not None else None
-    new_drafter = lambda: drafter_cls.from_pair(pair, params["draft_temperature"], params["top_p"], group)  # noqa: E731
     run = Decoding(mode, params, int(max_new_tokens), eos_ids(pair), int(seed), measure_shift)
     verifier = LiveVerifier(pair.target, params["temperature"], params["top_p"])
-    return decode(prompts, new_drafter, verifier, lambda: make_policy(name, budget, tree), run, progress, batch_size)
+    return decode(prompts, drafter_factory(pair, params), verifier, lambda: make_policy(name, budget, tree), run,
+                  progress, batch_size)
+
+
+def drafter_factory(pair, params: dict):
+    """New drafters of the pair's kind (``pair.drafter``), every one a row of one shared
+    draft cache, so that a batch of rows drafts in lockstep."""
+    cls = DRAFTERS.get(getattr(pair, "drafter", "model"))
+    kv = cls.shared_kv(pair)
+    return lambda: cls.from_pair(pair, params["draft_temperature"], params["top_p"], kv)

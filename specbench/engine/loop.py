@@ -5,7 +5,7 @@ each row has its own drafter, tree policy and generator (``prompt_rng``), so a
 row's result does not depend on the batch or its neighbours.  Per step
 (``step``), for every row::
 
-    tree    = row.drafter.draft(policy, mode.child_rule, rng)   # drafting + trees (lockstep: draft_rows)
+    tree    = row.drafter.draft(policy, mode.child_rule, rng)   # a level generator (draft_rows)
     p       = verifier.score(trees)[row]                        # ONE target forward for all rows
     verdict = mode.verdict(tree, p, tree.q, rng, params)        # verify: accepted path + next token
     emitted = truncate(path tokens + next token)                # EOS / max_new_tokens
@@ -17,9 +17,9 @@ code with one row (``decode_prompt``).
 
 Verifiers (same protocol ``start / score / commit``, rows in flight order):
 
-* ``LiveVerifier``: the target model; one forward over every row's prefix cache
+* ``LiveVerifier``: the target model; one forward over every row's slot cache
   + tree per step (per-row tree mask and position ids from ``core.tree``, padded
-  to the largest tree: ``kv.BatchKV``), keeps only each row's accepted path.
+  to the largest tree: ``kv.SlotKV``), keeps only each row's accepted path.
   Sampling modes and wall-clock figures need it.
 * ``ContinuationVerifier``: replay.  Under greedy verification the output is the
   target's own greedy continuation c, so the target's argmax after a node is
@@ -30,9 +30,10 @@ Paired verdicts (``Decoding.paired``): the same drafted tree and the same target
 rows are also verified by each extra mode, with its own generator; the decode
 follows the primary mode only (see ``paired_generators``).
 
-Rows whose drafters share a ``drafting.group.DraftGroup`` draft in lockstep: one
-draft-model forward per depth for all of them.  Timing: ``draft_s`` is the row's
-own drafting (the shared draft phase when rows draft in lockstep); ``verify_s`` is the step's shared
+Drafting is level-wise (``drafting.levels``): every row's drafter yields the nodes it
+needs scored at each depth, and rows whose drafters share a draft cache draft in
+lockstep, one draft-model forward per depth for all of them; no threads.  Timing:
+``draft_s`` is the step's shared draft phase; ``verify_s`` is the step's shared
 verification (the one target forward, every row's verdict, the cache update),
 the same for every row of the step.
 
@@ -54,6 +55,7 @@ import torch
 from ..verify import distshift as law
 from ..core import kv
 from ..drafting.drafters import Drafter
+from ..drafting.levels import run_levels
 from ..trees.policies import make_policy
 from ..core.sampling import probs
 from ..core.tree import DraftTree
@@ -100,30 +102,34 @@ class Decoding:
 
 
 class LiveVerifier:
-    """The target model's side: the rows' prefix caches (``kv.BatchKV``) and ONE tree
+    """The target model's side: the rows' slot caches (``kv.SlotKV``) and ONE tree
     forward per step for every row in flight; each row keeps only its accepted path."""
     timed = True                       # verify_s is the target's time (NaN for replay)
 
     def __init__(self, model, temperature: float = 0.0, top_p: float = 1.0):
         self.model, self.temperature, self.top_p = model, temperature, top_p
-        self.rows = kv.BatchKV(model)
+        self.kv = kv.SlotKV(model)
+        self.rows: list[int] = []      # the cache row of each row in flight
 
     def start(self, prompt_ids: Sequence[int]) -> None:
-        """A new last row: the prompt prefilled."""
-        self.rows.add(prompt_ids)
+        """A new last row: the prompt prefilled (with the next forward)."""
+        self.rows.append(self.kv.add(prompt_ids))
 
     def score(self, trees: Sequence[DraftTree]) -> list[torch.Tensor]:
         """Target distributions after every node of each row's tree ([N_b+1, V] per
         row), all rows in one forward."""
-        logits = self.rows.forward([(tree.parents, tree.tokens.tolist(), 0) for tree in trees])
-        return [probs(logits[b, :len(tree.parents)], self.temperature, self.top_p)
-                for b, tree in enumerate(trees)]
+        logits = self.kv.forward([(r, tree.parents, tree.tokens.tolist(), 0) for r, tree in zip(self.rows, trees)])
+        p = probs(logits, self.temperature, self.top_p)
+        return [p[b, :len(tree.parents)] for b, tree in enumerate(trees)]
 
     def commit(self, paths: Sequence[Sequence[int] | None]) -> None:
         """Row b keeps its root and accepted path ``paths[b]``; None drops a finished row."""
-        lens = self.rows.lens
-        self.rows.keep([(b, [*range(lens[b]), *(lens[b] + s for s in (0, *path))])
-                        for b, path in enumerate(paths) if path is not None])
+        for r, path in zip(self.rows, paths):
+            if path is None:
+                self.kv.drop(r)
+            else:
+                self.kv.commit(r, [0, *path])
+        self.rows = [r for r, path in zip(self.rows, paths) if path is not None]
 
 
 class ContinuationVerifier:
@@ -299,21 +305,11 @@ def step(rows: Sequence[Row], verifier, run: Decoding) -> list[bool]:
 
 
 def draft_rows(rows: Sequence[Row], run: Decoding) -> tuple[list[DraftTree], list[float]]:
-    """Every row's tree and drafting seconds.  Rows whose drafters share a ``DraftGroup``
-    draft in lockstep, their draft-model forwards batched (``draft_s``: the phase's time)."""
-    def draft(row: Row) -> Callable[[], DraftTree]:
-        return lambda: row.drafter.draft(row.policy, run.mode.child_rule, row.rng)
-    group = rows[0].drafter.group
-    if group is not None and all(row.drafter.group is group for row in rows):
-        t0 = time.perf_counter()
-        trees = group.run([draft(row) for row in rows])
-        return trees, [time.perf_counter() - t0] * len(rows)
-    trees, secs = [], []
-    for row in rows:
-        t0 = time.perf_counter()
-        trees.append(draft(row)())
-        secs.append(time.perf_counter() - t0)
-    return trees, secs
+    """Every row's tree, level by level: rows sharing a draft cache batch their draft
+    forwards, one per depth (``draft_s``: the phase's time, shared by the rows)."""
+    t0 = time.perf_counter()
+    trees = run_levels([row.drafter.draft(row.policy, run.mode.child_rule, row.rng) for row in rows])
+    return trees, [time.perf_counter() - t0] * len(rows)
 
 
 def record(row: Row, tree: DraftTree, p: torch.Tensor, verdict, new: list[int], run: Decoding,

@@ -1,8 +1,7 @@
 """Memoised model forwards for many one-step draws at one fixed prompt.
 
 ``MemoModel(model)`` stands in for a causal LM where the engine calls one
-(``drafters.prefill`` and ``kv.forward_nodes``, so the model drafter and the
-``LiveVerifier`` alike).  For every query node it reads the node's *context*
+(a ``kv.SlotKV`` forward, so the model drafter and the ``LiveVerifier`` alike).  For every query node it reads the node's *context*
 from the tree mask (the tokens it attends to: the prompt, its ancestors and
 itself) and serves that context's logits from a memo; contexts it has not seen
 are computed together in one tree forward over a real KV cache of the prompt
@@ -10,10 +9,10 @@ are computed together in one tree forward over a real KV cache of the prompt
 node's logits depend only on its context.  The draws of the lossless check
 (``study.lossless``) therefore pay one forward per *new* node, not per draw.
 
-The caller's KV cache is never filled: the memo records on it the tokens each
-call appended, and ``kv.keep`` on an empty cache changes nothing.  So a
-``MemoModel`` serves decodes of ONE step per reset (``max_new_tokens=1``), which
-is all the check needs.  A new prompt (a prefill of other tokens) clears the memo.
+The caller's KV cache is never filled: the memo records on it the token each
+call wrote into each slot, and a commit (which would move entries) is never seen.
+So a ``MemoModel`` serves decodes of ONE step per prefill (``max_new_tokens=1``,
+checked), which is all the check needs.  A new prompt (a prefill of other tokens) clears the memo.
 """
 from __future__ import annotations
 
@@ -70,26 +69,27 @@ class MemoModel:
         return torch.stack([self.memo[s] for s in suffixes])
 
     # -- the engine's calls -------------------------------------------------
-    def __call__(self, input_ids, attention_mask=None, past_key_values=None, **_):
-        ids = [int(t) for t in input_ids[0].tolist()]
-        seen = getattr(past_key_values, "memo_tokens", None)
-        if attention_mask is None:                   # drafters.prefill: the prompt but its last token
-            if seen:
-                raise ValueError("MemoModel serves one decode step per prefill (max_new_tokens=1)")
-            past_key_values.memo_tokens = ids
-            self.set_base(ids)
-            return SimpleNamespace(logits=torch.zeros(1, 1, 1))     # prefill's logits are never read
-        if seen is None:                             # a one-token prompt: nothing was prefilled
-            seen = []
+    def __call__(self, input_ids, attention_mask, past_key_values, logits_to_keep=0, **_):
+        """A ``kv.SlotKV`` forward: the tokens it writes are recorded by slot, and each
+        query's context is read from the mask (its visible slots, in slot order =
+        position order)."""
+        plan = past_key_values.plan
+        slots = past_key_values.__dict__.setdefault("memo_slots", {})     # row -> {slot: token}
+        for r, ids, write in zip(plan.rows.tolist(), input_ids.tolist(), plan.write.tolist()):
+            slots.setdefault(r, {}).update(zip(write, ids))
+        if logits_to_keep == 1:                      # SlotKV's prefill: the prompt but its last token
+            self.set_base(input_ids[0].tolist())
+            return SimpleNamespace(logits=torch.zeros(len(input_ids), 1, 1))   # never read
+        if plan.past == [0] * len(plan.past):        # a one-token prompt: nothing was prefilled
             self.set_base(())
-        tokens = seen + ids
-        past_key_values.memo_tokens = tokens
-        allowed = attention_mask[0, 0] == 0                         # [queries, keys]
-        n = len(self.base)
-        suffixes = []
-        for row in allowed:
-            ctx = tuple(tokens[c] for c in row.nonzero().flatten().tolist())
-            if ctx[:n] != self.base:
-                raise ValueError("MemoModel: a context does not start with the prefilled prompt")
-            suffixes.append(ctx[n:])
-        return SimpleNamespace(logits=self.logits(suffixes)[None])
+        if any(past != len(self.base) for past in plan.past):
+            raise ValueError("MemoModel serves one decode step per prefill (max_new_tokens=1)")
+        allowed = attention_mask[:, 0] == 0          # [rows, queries, slots]
+        n, suffixes = len(self.base), []
+        for r, row in zip(plan.rows.tolist(), allowed):
+            for query in row:
+                ctx = tuple(slots[r][c] for c in query.nonzero().flatten().tolist())
+                if ctx[:n] != self.base:
+                    raise ValueError("MemoModel: a context does not start with the prefilled prompt")
+                suffixes.append(ctx[n:])
+        return SimpleNamespace(logits=self.logits(suffixes).view(len(input_ids), input_ids.shape[1], -1))

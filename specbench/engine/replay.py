@@ -107,20 +107,18 @@ def draft_ranks_many(model, prompts: Sequence[Sequence[int]], conts: Sequence[Se
 
 @torch.inference_mode()
 def teacher_forced_ranks(model, prompts, conts, temperature: float, top_p: float, chunk: int) -> list[list[int]]:
-    """One batch of ``draft_ranks_many`` (per-row caches and masks: ``kv.BatchKV``)."""
-    rows = kv.BatchKV(model)
-    for prompt_ids in prompts:
-        rows.add([int(x) for x in prompt_ids])
+    """One batch of ``draft_ranks_many`` (per-row slot caches and masks: ``kv.SlotKV``)."""
+    rows = kv.SlotKV(model)
+    ids = [rows.add([int(x) for x in prompt_ids]) for prompt_ids in prompts]
     seqs = [[int(p[-1])] + [int(x) for x in c[:-1]] if c else [] for p, c in zip(prompts, conts)]
     ranks: list[list[int]] = [[] for _ in prompts]
     for s in range(0, max(map(len, seqs), default=0), chunk):
-        parts = [seq[s:s + chunk] for seq in seqs]
-        logits = rows.forward([(list(range(-1, len(part) - 1)), part, 0) for part in parts])
-        for b, part in enumerate(parts):
-            if part:
-                q = probs(logits[b, :len(part)], temperature, top_p)
-                ranks[b] += ranks_from_probs(q, conts[b][s:s + len(part)])
-        rows.keep([(b, range(n + len(part))) for b, (n, part) in enumerate(zip(rows.lens, parts))])
+        parts = [(r, seq[s:s + chunk], b) for b, (r, seq) in enumerate(zip(ids, seqs)) if seq[s:s + chunk]]
+        logits = rows.forward([(r, kv.chain(len(part)), part, 0) for r, part, _ in parts])
+        for (r, part, b), row_logits in zip(parts, logits):
+            q = probs(row_logits[:len(part)], temperature, top_p)
+            ranks[b] += ranks_from_probs(q, conts[b][s:s + len(part)])
+            rows.commit(r, range(len(part)))
     return ranks
 
 
@@ -136,12 +134,6 @@ def replay_by_ranks(prompts, ranks_and_conts: Sequence[tuple[list[int], list[int
 # --------------------------------------------------------------------------
 def prompt_key(key: dict, prompt_ids: Sequence[int]) -> dict:
     return {**key, "prompt": ids_digest(prompt_ids), "prompt_len": len(prompt_ids)}
-
-
-def cached_continuation(store: DiskCache, model, key: dict, prompt_ids: Sequence[int]) -> list[int]:
-    """The target's greedy continuation (``engine.continuation``), cached on disk.
-    ``key`` identifies the target and the decoding (max_new_tokens, dtype, eos, ...)."""
-    return cached_continuations(store, model, key, [prompt_ids])[0]
 
 
 def cached_continuations(store: DiskCache, model, key: dict, prompts: Sequence[Sequence[int]],

@@ -29,8 +29,12 @@ position.
   stores them, which is what a static shape's rank paths address).
 n = the number of positions measured; ranks with no acceptance get 0.
 
+Calibration prompts are the dataset's LAST ``dataset.limit`` prompts (a study scores
+its first ones, so the two are disjoint unless a study takes nearly the whole set;
+the report checks), recorded in the column ``prompt_ids`` (``;``-joined).
+
 Writes results/acceptance_vector.csv (columns pair, pair_id, dataset, verify,
-temperature, rank, p_accept, n) atomically, replacing the rows of the same
+temperature, rank, p_accept, n, prompt_ids) atomically, replacing the rows of the same
 (pair_id, dataset, verify, temperature): a pair is its draft + target content
 (``identity.pair_id``), its config name only a label.  ``tree=sequoia`` reads
 the rows of its own job's pair_id.
@@ -56,7 +60,7 @@ from ..core.sampling import choose_children, probs
 from ..core.tree import DraftTree
 
 ROOT = Path(__file__).resolve().parents[2]
-COLUMNS = ["pair", "pair_id", "dataset", "verify", "temperature", "rank", "p_accept", "n"]
+COLUMNS = ["pair", "pair_id", "dataset", "verify", "temperature", "rank", "p_accept", "n", "prompt_ids"]
 KEY = ("pair_id", "dataset", "verify", "temperature")     # a vector's identity; pair is its label
 
 
@@ -132,7 +136,7 @@ def star_ranks(mode, params: dict, pair, prompt_ids, cont, ranks: int, rng: torc
                        probs(dlog[j], dtemp, top_p), rng) for j in range(len(cont))]
 
 
-def write_vector(path: Path, key: dict, vector: list[float], n: int) -> None:
+def write_vector(path: Path, key: dict, vector: list[float], n: int, prompt_ids: str = "") -> None:
     """Replace the rows of `key` (its pair_id, dataset, verify, temperature) in the CSV,
     atomically (``core.atomic``); rows written before pair ids (no pair_id) are dropped."""
     rows = []
@@ -140,14 +144,22 @@ def write_vector(path: Path, key: dict, vector: list[float], n: int) -> None:
         with open(path, newline="") as f:
             rows = [r for r in csv.DictReader(f) if r.get("pair_id")
                     and any(r[c] != str(key[c]) for c in KEY)]
-    rows += [{**key, "rank": k, "p_accept": f"{p:.6f}", "n": n} for k, p in enumerate(vector)]
+    rows += [{**key, "rank": k, "p_accept": f"{p:.6f}", "n": n, "prompt_ids": prompt_ids}
+             for k, p in enumerate(vector)]
 
     def write(tmp: str) -> None:
         with open(tmp, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=COLUMNS)
+            w = csv.DictWriter(f, fieldnames=COLUMNS, restval="")
             w.writeheader()
             w.writerows(rows)
     atomic_write(path, write)
+
+
+def calibration_prompts(job, pair, data) -> list:
+    """The dataset's last ``dataset.limit`` prompts (all of them without a limit)."""
+    every = data.load_prompts({**job.dataset.config, "limit": None}, pair.tokenizer,
+                              max_prompt_tokens=job.dataset.max_prompt_tokens)
+    return every[-job.dataset.limit:] if job.dataset.limit else every
 
 
 def main(argv=None) -> None:
@@ -171,8 +183,7 @@ def main(argv=None) -> None:
                              "verify=greedy (sampling modes need a draft model of the target's vocabulary)")
         ident = identity.job_identity(job)
         pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
-        prompts = data.load_prompts(job.dataset.config, pair.tokenizer,
-                                    max_prompt_tokens=job.dataset.max_prompt_tokens)
+        prompts = calibration_prompts(job, pair, data)
         vector, n = measure(job, ident, pair, prompts, args.ranks, eos_ids(pair))
     except (ValueError, KeyError, FileNotFoundError) as e:
         sys.exit(f"specbench: error: {e}")
@@ -180,7 +191,7 @@ def main(argv=None) -> None:
     key = {"pair": cfg.pair.name, "pair_id": identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params),
            "dataset": cfg.dataset.name, "verify": cfg.verify.name,
            "temperature": float(cfg.verify.get("temperature", 0.0) or 0.0)}
-    write_vector(out, key, vector, n)
+    write_vector(out, key, vector, n, ";".join(pr.id for pr in prompts))
     print(f"specbench: acceptance vector ({n} positions) -> {out}")
     print("  " + " ".join(f"{k}:{p:.3f}" for k, p in enumerate(vector)))
 

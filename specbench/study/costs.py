@@ -1,19 +1,28 @@
 """`python -m specbench.study.costs [overrides]`: forward costs and the machine, for the report.
 
 Measures one forward of the drafter's model and of the target over n new tree
-tokens on top of a `kv_len`-token cache (best of `repeats`), for the pair in the
-config, and writes its rows into results/costs.csv (role, pair, dtype, n_tokens, seconds;
-other pairs' and dtypes' rows are kept, so one run per pair and dtype fills the table) and
-results/environment.json (hardware, library versions, models).  The drafter's
-model is what it forwards per tree depth (``Drafter.forward_model``): the draft
-model, the layer-skip view of the target (its own forward), or none (n-gram).
-The report's projected speedup turns acceptance into time with these costs.
+tokens on top of a `kv_len`-token cache, through the engine's own slot cache
+(``kv.SlotKV``, the tree is dropped again after each forward), ``costs_repeats``
+times per shape (median as ``seconds``, with ``seconds_min`` / ``seconds_max``), for
+the pair in the config, and writes its rows into results/costs.csv (role, pair,
+dtype, n_tokens; other pairs' and dtypes' rows are kept, so one run per pair and
+dtype fills the table) and results/environment.json (hardware, library versions,
+models).  The drafter's model is what it forwards per tree depth
+(``Drafter.forward_model``): the draft model, the layer-skip view of the target
+(its own forward), or none (n-gram).  The report's projected speedup turns
+acceptance into time with these costs.
+
+Keys (top level, all optional): ``results_dir`` (default results), ``costs_repeats``
+(default 5, >= 1), ``costs_kv_len`` (default 256, >= 1).  Bad values, a bad dtype or
+device are refused in one line before any model loads.
 """
 from __future__ import annotations
 
 import json
 import os
 import platform
+import statistics
+import sys
 import time
 
 import hydra
@@ -24,8 +33,8 @@ from tqdm import tqdm
 
 from .. import CONF_DIR
 from ..inputs import models
-from ..drafting.drafters import DRAFTERS, prefill
-from ..core.kv import forward_nodes, keep
+from ..engine.api import drafter_factory
+from ..core.kv import SlotKV
 from .results import atomic_write, write_csv
 from ..trees.policies import shape_paths
 from ..core.tree import paths_to_parents
@@ -38,21 +47,22 @@ def token_range(model) -> tuple[int, int]:
     return min(100, vocab // 2), min(1000, vocab)
 
 
-def forward_cost(model, cache, past: int, n: int, repeats: int) -> float:
-    """Best-of-`repeats` seconds for one forward over an n-node binary tree on top of
-    the ``past``-token cache, which is cut back to ``past`` after each forward."""
+def forward_costs(kv: SlotKV, row: int, n: int, repeats: int) -> list[float]:
+    """Seconds of ``repeats`` forwards over an n-node binary tree on the row's cache
+    (each tree dropped again: nothing is committed)."""
     parents = paths_to_parents(shape_paths("binary", n - 1)) if n > 1 else [-1]
-    tokens = torch.randint(*token_range(model), (len(parents),)).tolist()
-    best = float("inf")
-    sync = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)   # time kernels, not launches
+    tokens = torch.randint(*token_range(kv.model), (len(parents),)).tolist()
+    sync = torch.cuda.synchronize if kv.model.device.type == "cuda" else (lambda: None)   # time kernels
+    out = []
     for _ in range(repeats):
+        kv.flush()
         sync()
         t0 = time.perf_counter()
-        forward_nodes(model, cache, past, parents, tokens, 0, len(parents))
+        kv.forward([(row, parents, tokens, 0)])
         sync()
-        best = min(best, time.perf_counter() - t0)
-        keep(cache, past, [])
-    return best
+        out.append(time.perf_counter() - t0)
+        kv.commit(row, [])
+    return out
 
 
 def environment(pair) -> dict:
@@ -66,16 +76,20 @@ def environment(pair) -> dict:
 
 def cost_rows(pair, kv_len: int, repeats: int, sizes=SIZES, progress: bool = True) -> list[dict]:
     """Forward-cost rows of the pair's drafter model (role draft) and of its target."""
-    drafter_model = DRAFTERS.get(pair.drafter).from_pair(pair).forward_model()
+    drafter_model = drafter_factory(pair, {"draft_temperature": 1.0, "top_p": 1.0})().forward_model()
+    dtype = str(pair.target.dtype).replace("torch.", "")
     rows = []
     for role, model in (("draft", drafter_model), ("target", pair.target)):
         if model is None:
             continue
-        cache, past = prefill(model, torch.randint(*token_range(model), (kv_len + 1,)).tolist())
-        dtype = str(pair.target.dtype).replace("torch.", "")
+        kv = SlotKV(model)
+        row = kv.add(torch.randint(*token_range(model), (kv_len + 1,)).tolist())
+        forward_costs(kv, row, 1, 1)                   # warm-up: the prefill and the first allocation
         for n in tqdm(sizes, desc=f"{role} forward cost", disable=not progress):
+            secs = forward_costs(kv, row, n, repeats)
             rows.append({"role": role, "pair": pair.name, "dtype": dtype, "n_tokens": n, "kv_len": kv_len,
-                         "seconds": forward_cost(model, cache, past, n, repeats)})
+                         "seconds": statistics.median(secs), "seconds_min": min(secs), "seconds_max": max(secs),
+                         "repeats": repeats})
     return rows
 
 
@@ -94,12 +108,29 @@ def merge_rows(path: str, rows: list[dict]) -> pd.DataFrame:
     return pd.concat([old, new], ignore_index=True)
 
 
+def settings(cfg: DictConfig) -> tuple[str, int, int]:
+    """(results_dir, repeats, kv_len), refused in one line when out of range (no model load)."""
+    from .jobspec import ConfigError, from_config
+    from .checks import validate
+    validate(from_config(cfg))                 # dtype, device, pair: the job spec's checks
+    out = str(cfg.get("results_dir", "results"))
+    repeats, kv_len = cfg.get("costs_repeats", 5), cfg.get("costs_kv_len", 256)
+    for key, value in (("costs_repeats", repeats), ("costs_kv_len", kv_len)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"{key}={value!r}: must be an integer >= 1 (e.g. +{key}=5)")
+    return out, repeats, kv_len
+
+
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
+    from .jobspec import ConfigError
+    try:
+        out, repeats, kv_len = settings(cfg)
+    except ConfigError as e:
+        print(f"specbench.study.costs: {e}", file=sys.stderr)
+        sys.exit(2)
     pair = models.load_pair(cfg.pair, cfg.dtype, cfg.device)
-    rows = cost_rows(pair, int(cfg.get("costs_kv_len", 256)), int(cfg.get("costs_repeats", 3)),
-                     progress=cfg.progress)
-    out = cfg.get("results_dir", "results")
+    rows = cost_rows(pair, kv_len, repeats, progress=cfg.progress)
     write_csv(merge_rows(os.path.join(out, "costs.csv"), rows), os.path.join(out, "costs.csv"))
     env = environment(pair)
     atomic_write(os.path.join(out, "environment.json"),

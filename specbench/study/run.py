@@ -31,10 +31,8 @@ from . import launch
 from ..inputs import models
 from ..engine import replay
 from . import results
-from ..engine.api import eos_ids
+from ..engine.api import drafter_factory, eos_ids
 from ..core.diskcache import DiskCache, cache_root
-from ..drafting.drafters import DRAFTERS
-from ..drafting.group import DraftGroup
 from ..engine.loop import ContinuationVerifier, Decoding, LiveVerifier, PromptResult, accept_histogram
 from ..engine.loop import decode as run_loop
 from .jobspec import ConfigError, JobSpec
@@ -81,10 +79,8 @@ def decode(job: JobSpec, ident, pair, prompts, engine: str) -> list[PromptResult
         conts = dict(zip(map(tuple, ids), replay.cached_continuations(store, pair.target, key, ids, b, bar)))
         verifier = ContinuationVerifier(lambda prompt_ids: conts[tuple(prompt_ids)],
                                         pair.target.get_output_embeddings().weight.shape[0])
-    drafter_cls = DRAFTERS.get(job.pair.drafter)
-    params, group = run.params, DraftGroup(pair.draft) if pair.draft is not None else None
-    new_drafter = lambda: drafter_cls.from_pair(pair, params["draft_temperature"], params["top_p"], group)  # noqa: E731
-    return run_loop(prompts, new_drafter, verifier, lambda: new_policy(job), run, bar, job.batch_size)
+    return run_loop(prompts, drafter_factory(pair, run.params), verifier, lambda: new_policy(job), run, bar,
+                    job.batch_size)
 
 
 def context_length(model) -> int | None:

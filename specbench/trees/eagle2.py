@@ -90,9 +90,10 @@ class Candidates:
         return sorted(range(len(self.token)), key=lambda c: (-self.score[c], self.depth[c], c))
 
 
-def grow(drafter, width: int, depth: int) -> Candidates:
-    """Run the expansion phase: `depth` draft forwards, k nodes each after the first."""
-    root_logits = drafter.begin()
+def grow(drafter, width: int, depth: int):
+    """Run the expansion phase: `depth` draft forwards, k nodes each after the first (a
+    level generator over the drafter's ``begin`` / ``extend``; returns the Candidates)."""
+    root_logits = yield from drafter.begin()
     cand = Candidates(root_token=int(drafter.pending[-1]),
                       root_slot=drafter.root_slot)
     cand.q_rows[-1] = drafter.q(root_logits)
@@ -100,7 +101,7 @@ def grow(drafter, width: int, depth: int) -> Candidates:
     for _ in range(depth - 1):
         parent_slots = [cand.root_slot if cand.parent[c] < 0 else cand.slot[cand.parent[c]]
                         for c in frontier]
-        logits = drafter.extend(parent_slots, [cand.token[c] for c in frontier])
+        logits = yield from drafter.extend(parent_slots, [cand.token[c] for c in frontier])
         base = len(drafter.side_parents) - len(frontier)
         new: list[int] = []
         for j, c in enumerate(frontier):

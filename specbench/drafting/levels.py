@@ -1,0 +1,61 @@
+"""Level-wise drafting, driven by the loop: no threads.
+
+A drafter grows its tree as a *level generator*: ``drafter.draft(policy, rule, rng)``
+returns a generator that yields a ``Forward`` (the nodes it needs scored at this
+depth), receives their logits, and finally returns the ``DraftTree``.  Drafters
+that need no model (n-gram, ``tree=none``) return a generator that yields nothing.
+
+``run_levels`` advances every row's generator one level at a time and serves each
+level's requests with ONE forward per draft cache (``kv.SlotKV``): the rows of a
+batch draft in lockstep, one draft-model forward per depth for all of them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generator, Sequence
+
+import torch
+
+from ..core.kv import SlotKV
+
+
+@dataclass(frozen=True)
+class Forward:
+    """One row's nodes to score: nodes ``start:`` of its step tree (``SlotKV.forward``)."""
+    kv: SlotKV
+    row: int
+    parents: list[int]
+    tokens: list[int]
+    start: int
+
+
+Levels = Generator[Forward, torch.Tensor, object]      # yields Forward, receives logits, returns a tree
+
+
+def run_levels(gens: Sequence[Levels]) -> list:
+    """Run every generator to its return value; each level's forwards batched per cache.
+    A generator receives logits [len(parents) - start, V] for its ``Forward``."""
+    out: list = [None] * len(gens)
+    sends: dict[int, torch.Tensor | None] = {i: None for i in range(len(gens))}
+    while sends:
+        asks: dict[int, Forward] = {}
+        for i, value in sends.items():
+            try:
+                asks[i] = gens[i].send(value)
+            except StopIteration as stop:
+                out[i] = stop.value
+        sends = {}
+        by_kv: dict[int, list[int]] = {}
+        for i, ask in asks.items():
+            by_kv.setdefault(id(ask.kv), []).append(i)
+        for members in by_kv.values():
+            kv = asks[members[0]].kv
+            logits = kv.forward([(asks[i].row, asks[i].parents, asks[i].tokens, asks[i].start) for i in members])
+            for b, i in enumerate(members):
+                sends[i] = logits[b, :len(asks[i].parents) - asks[i].start]
+    return out
+
+
+def drafted(gen: Levels):
+    """One generator run on its own (batch 1): its return value."""
+    return run_levels([gen])[0]
