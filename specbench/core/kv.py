@@ -34,17 +34,19 @@ from transformers.cache_utils import Cache, CacheLayerMixin
 from .tree import compiled, tree_attention_mask, tree_position_ids
 
 MIN_SLOTS = 64
+PACK = 1024          # prompt tokens per packed prefill forward (bounds its [PACK, PACK] mask)
 
 
 @dataclass
 class Plan:
     """What the forward in progress writes and reads (shared by every layer)."""
-    rows: torch.Tensor | None = None     # cache rows of the batch, ascending [b]
-    span: slice | None = None            # the same rows as a slice, when contiguous (a view, no copy)
+    rows: torch.Tensor | None = None     # cache row of every new node [b, T] (or [b, 1]: one row per batch row)
+    span: slice | None = None            # the batch's rows as a slice, when contiguous (a view, no copy)
     write: torch.Tensor | None = None    # slot of every new node [b, T]
     width: int = 0                       # slots the queries may see
     past: list[int] = field(default_factory=list)   # committed tokens of each batch row
     need: tuple[int, int] = (0, 0)       # (rows, slots) the layers must hold
+    packed: bool = False                 # a packed prefill: the queries see only this forward's nodes
 
 
 class SlotLayer(CacheLayerMixin):
@@ -80,12 +82,15 @@ class SlotLayer(CacheLayerMixin):
             self.lazy_initialization(key_states, value_states)
         plan = self.plan
         self.reserve(*plan.need)
-        at = (plan.rows[:, None], slice(None), plan.write)
+        at = (plan.rows, slice(None), plan.write)
         self.keys[at] = key_states.transpose(1, 2).to(self.keys.dtype)
         self.values[at] = value_states.transpose(1, 2).to(self.values.dtype)
+        if plan.packed:
+            return key_states, value_states
         if plan.span is not None:
             return self.keys[plan.span, :, :plan.width], self.values[plan.span, :, :plan.width]
-        return self.keys[plan.rows, :, :plan.width], self.values[plan.rows, :, :plan.width]
+        rows = plan.rows[:, 0]
+        return self.keys[rows, :, :plan.width], self.values[rows, :, :plan.width]
 
     def move(self, rows: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> None:
         """Entries (rows[i], src[i]) to (rows[i], dst[i]) (the sources are read first)."""
@@ -160,14 +165,46 @@ class SlotKV:
         return self.run(requests)
 
     def flush(self) -> None:
-        """Apply queued commits, then run queued prefills (one batched forward)."""
+        """Apply queued commits, then run queued prefills, packed: the prompts of several
+        rows in one sequence (no padding), up to ``PACK`` tokens per forward."""
         if self.commits:
             self.apply_commits()
-        if self.prefills:
-            todo, self.prefills = self.prefills, {}
-            self.run([(r, chain(len(ids)), ids, 0) for r, ids in todo.items()], logits=False)
-            for r, ids in todo.items():
-                self.lens[r], self.ext[r] = len(ids), 0
+        todo, self.prefills, chunk = self.prefills, {}, {}
+        for r, ids in todo.items():
+            if chunk and sum(map(len, chunk.values())) + len(ids) > PACK:
+                self.prefill(chunk)
+                chunk = {}
+            chunk[r] = ids
+        if chunk:
+            self.prefill(chunk)
+
+    @torch.inference_mode()
+    def prefill(self, prompts: dict[int, list[int]]) -> None:
+        """One forward of every row's prompt tokens, packed in one sequence: a block-diagonal
+        causal mask (``tree.compiled`` of each row's chain), each token written to its row's slot."""
+        n = sum(map(len, prompts.values()))
+        allowed = torch.zeros(n, n, dtype=torch.bool)
+        rows, slots, at = [], [], 0
+        for r, ids in prompts.items():
+            k = len(ids)
+            allowed[at:at + k, at:at + k] = compiled(tuple(chain(k)))[0]
+            rows += [r] * k
+            slots += range(k)
+            at += k
+        device, dtype = self.model.device, self.model.dtype
+        self.plan.rows = torch.tensor([rows], dtype=torch.long, device=device)
+        self.plan.write = torch.tensor([slots], dtype=torch.long, device=device)
+        self.plan.span, self.plan.width, self.plan.past, self.plan.packed = None, n, [0], True
+        self.plan.need = (max(rows) + 1, max(slots) + 1)
+        mask = torch.zeros(n, n, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
+        self.model.get_decoder()(                 # no LM head: a prefill's logits are never read
+            input_ids=torch.tensor([[t for ids in prompts.values() for t in ids]], device=device),
+            attention_mask=mask[None, None].to(device), position_ids=self.plan.write,
+            past_key_values=self.cache, use_cache=True)
+        self.forwards += 1
+        self.plan.packed = False
+        for r, ids in prompts.items():
+            self.lens[r], self.ext[r] = len(ids), 0
 
     @torch.inference_mode()
     def apply_commits(self) -> None:
@@ -188,7 +225,7 @@ class SlotKV:
                 layer.move(*idx)
 
     @torch.inference_mode()
-    def run(self, requests, logits: bool = True) -> torch.Tensor | None:
+    def run(self, requests) -> torch.Tensor:
         order = sorted(range(len(requests)), key=lambda i: requests[i][0])
         reqs = [requests[i] for i in order]
         for r, parents, _, start in reqs:
@@ -197,12 +234,10 @@ class SlotKV:
                                  f"this step (lens {self.lens[r]})")
         ids, mask, pos = self.inputs(reqs)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=self.cache,
-                         use_cache=True, **({} if logits else {"logits_to_keep": 1}))
+                         use_cache=True)
         self.forwards += 1
         for r, parents, _, _ in reqs:
             self.ext[r] = len(parents)
-        if not logits:
-            return None
         out = checked(out.logits.float())
         return out if order == sorted(order) else out[torch.tensor(order).argsort().to(out.device)]
 
@@ -227,7 +262,7 @@ class SlotKV:
             ids[b, :new] = torch.as_tensor([int(x) for x in tokens[start:]], dtype=torch.long)
         rows = [r for r, *_ in reqs]
         device, dtype = self.model.device, self.model.dtype
-        self.plan.rows = torch.tensor(rows, dtype=torch.long, device=device)
+        self.plan.rows = torch.tensor(rows, dtype=torch.long, device=device)[:, None]
         self.plan.span = slice(rows[0], rows[-1] + 1) if rows == list(range(rows[0], rows[-1] + 1)) else None
         self.plan.write = (torch.tensor([n + s for n, (*_, s) in zip(base, reqs)])[:, None]
                            + torch.arange(t)).to(device)

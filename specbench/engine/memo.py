@@ -69,24 +69,31 @@ class MemoModel:
         return torch.stack([self.memo[s] for s in suffixes])
 
     # -- the engine's calls -------------------------------------------------
-    def __call__(self, input_ids, attention_mask, past_key_values, logits_to_keep=0, **_):
+    def get_decoder(self):
+        """The prefill calls the decoder alone (no LM head): served here, too."""
+        return self
+
+    def __call__(self, input_ids, attention_mask, past_key_values, **_):
         """A ``kv.SlotKV`` forward: the tokens it writes are recorded by slot, and each
         query's context is read from the mask (its visible slots, in slot order =
         position order)."""
         plan = past_key_values.plan
         slots = past_key_values.__dict__.setdefault("memo_slots", {})     # row -> {slot: token}
-        for r, ids, write in zip(plan.rows.tolist(), input_ids.tolist(), plan.write.tolist()):
-            slots.setdefault(r, {}).update(zip(write, ids))
-        if logits_to_keep == 1:                      # SlotKV's prefill: the prompt but its last token
+        for r, s, t in zip(plan.rows.expand_as(plan.write).flatten().tolist(), plan.write.flatten().tolist(),
+                           input_ids.flatten().tolist()):
+            slots.setdefault(r, {})[s] = t
+        if plan.packed:                              # SlotKV's prefill: the prompt but its last token
+            if plan.rows.unique().numel() != 1:
+                raise ValueError("MemoModel serves one prompt at a time (batch_size=1)")
             self.set_base(input_ids[0].tolist())
-            return SimpleNamespace(logits=torch.zeros(len(input_ids), 1, 1))   # never read
+            return SimpleNamespace(logits=torch.zeros(1, 1, 1))     # never read
         if plan.past == [0] * len(plan.past):        # a one-token prompt: nothing was prefilled
             self.set_base(())
         if any(past != len(self.base) for past in plan.past):
             raise ValueError("MemoModel serves one decode step per prefill (max_new_tokens=1)")
         allowed = attention_mask[:, 0] == 0          # [rows, queries, slots]
         n, suffixes = len(self.base), []
-        for r, row in zip(plan.rows.tolist(), allowed):
+        for r, row in zip(plan.rows[:, 0].tolist(), allowed):
             for query in row:
                 ctx = tuple(slots[r][c] for c in query.nonzero().flatten().tolist())
                 if ctx[:n] != self.base:
