@@ -20,11 +20,10 @@ bash scripts/setup.sh
 PY=.venv/bin/python
 
 step "forward costs per pair and dtype, and the environment (results/costs.csv, results/environment.json)"
-for pair in ngram_qwen merged_qwen smollm_qwen gemma_qwen qwen_skip qwen_coder; do  # qwen_coder last: environment.json
-  for dt in bfloat16 float32; do
-    once "costs_${pair}_$dt" $PY -m specbench.study.costs pair=$pair dtype=$dt hydra.run.dir="$OUT/costs/${pair}_$dt"
-  done
-done
+# one process: a model shared by pairs (the 1.5B target) is measured once per dtype
+once costs $PY -m specbench.study.costs pair=qwen_coder \
+  '+costs_pairs=[ngram_qwen,merged_qwen,smollm_qwen,gemma_qwen,qwen_skip,qwen_coder]' \
+  '+costs_dtypes=[bfloat16,float32]' hydra.run.dir="$OUT/costs"
 
 step "Sequoia acceptance vectors (results/acceptance_vector.csv): qwen_coder per dataset, the other pairs on humaneval"
 for ds in humaneval stdlib_code mt_bench; do

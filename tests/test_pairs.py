@@ -4,6 +4,8 @@ DIFFERENT tokenizers (a byte-level BPE and a SentencePiece-style one with byte f
 plus a real smoke test per new embedded pair (marked real)."""
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from scipy.stats import chisquare
@@ -13,6 +15,8 @@ from specbench.drafting.crossvocab import TLIDrafter, VocabMap, scheme, token_by
 from specbench.drafting.layerskip import LayerSkipDrafter, describe, layer_view, resolve_layers
 from specbench.inputs import embedded
 from specbench.trees.policies import make_policy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # --------------------------------------------------------------------------
@@ -306,6 +310,35 @@ def test_forward_costs_cover_the_new_drafters(cross_dirs, tmp_path):
     merged.to_csv(path, index=False)                      # another dtype's rows sit beside them
     both = merge_rows(str(path), [{**r, "dtype": "bfloat16"} for r in rows])
     assert len(both) == 2 * len(rows) and set(both.dtype) == {"float32", "bfloat16"}
+
+
+def test_costs_measure_a_shared_model_once_with_median_and_spread(cross_dirs):
+    """Two pairs on one target: its rows are measured once (equal under both pairs);
+    every row has its median between its min and max over the repeats."""
+    from specbench.inputs import models
+    from specbench.study.costs import cost_rows
+    memo: dict = {}
+    got = {}
+    for name, cfg in (("skip", {"drafter": "layerskip", "layers": 1}), ("lookup", {"drafter": "ngram"})):
+        p = models.load_pair({"name": name, "target": local(cross_dirs[1]), **cfg}, "float32")
+        got[name] = cost_rows(p, kv_len=8, repeats=3, sizes=(1, 4), progress=False, memo=memo)
+    target = {name: [(r["n_tokens"], r["seconds"]) for r in rows if r["role"] == "target"] for name, rows in got.items()}
+    assert target["skip"] == target["lookup"] and len(target["skip"]) == 2
+    rows = got["skip"] + got["lookup"]
+    assert all(r["seconds_min"] <= r["seconds"] <= r["seconds_max"] and r["repeats"] == 3 for r in rows)
+
+
+@pytest.mark.parametrize("arg,key", [("+costs_repeats=0", "costs_repeats"), ("dtype=float64", "dtype"),
+                                     ("+costs_pairs=[nope]", "costs_pairs")])
+def test_costs_refuse_bad_values_in_one_line_before_loading(tmp_path, arg, key):
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "specbench.study.costs", "pair=qwen_coder", arg,
+                        f"+results_dir={tmp_path}", f"hydra.run.dir={tmp_path / 'run'}"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode != 0 and len(lines) == 1 and key in lines[0], r.stderr
+    assert not (tmp_path / "costs.csv").exists()
 
 
 def test_projection_charges_the_costs_of_the_rows_dtype():

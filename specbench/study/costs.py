@@ -12,9 +12,14 @@ models).  The drafter's model is what it forwards per tree depth
 (its own forward), or none (n-gram).  The report's projected speedup turns
 acceptance into time with these costs.
 
+One process can measure several pairs and dtypes (``+costs_pairs=[qwen_coder,smollm_qwen]``,
+``+costs_dtypes=[bfloat16,float32]``): a model shared by pairs (every pair's target here)
+is measured once per dtype, and its rows are written under each pair.
+
 Keys (top level, all optional): ``results_dir`` (default results), ``costs_repeats``
-(default 5, >= 1), ``costs_kv_len`` (default 256, >= 1).  Bad values, a bad dtype or
-device are refused in one line before any model loads.
+(default 5, >= 1), ``costs_kv_len`` (default 256, >= 1), ``costs_pairs`` (pair config
+names; default the ``pair`` group's), ``costs_dtypes`` (default ``dtype``).  Bad values,
+a bad dtype, pair or device are refused in one line before any model loads.
 """
 from __future__ import annotations
 
@@ -74,23 +79,36 @@ def environment(pair) -> dict:
             "device": str(pair.target.device), "dtype": str(pair.target.dtype).replace("torch.", "")}
 
 
-def cost_rows(pair, kv_len: int, repeats: int, sizes=SIZES, progress: bool = True) -> list[dict]:
-    """Forward-cost rows of the pair's drafter model (role draft) and of its target."""
+def cost_rows(pair, kv_len: int, repeats: int, sizes=SIZES, progress: bool = True,
+              memo: dict | None = None) -> list[dict]:
+    """Forward-cost rows of the pair's drafter model (role draft) and of its target;
+    ``memo`` (model -> its measurements) measures a model shared by pairs once."""
     drafter_model = drafter_factory(pair, {"draft_temperature": 1.0, "top_p": 1.0})().forward_model()
     dtype = str(pair.target.dtype).replace("torch.", "")
+    memo = {} if memo is None else memo
     rows = []
     for role, model in (("draft", drafter_model), ("target", pair.target)):
         if model is None:
             continue
-        kv = SlotKV(model)
-        row = kv.add(torch.randint(*token_range(model), (kv_len + 1,)).tolist())
-        forward_costs(kv, row, 1, 1)                   # warm-up: the prefill and the first allocation
-        for n in tqdm(sizes, desc=f"{role} forward cost", disable=not progress):
-            secs = forward_costs(kv, row, n, repeats)
-            rows.append({"role": role, "pair": pair.name, "dtype": dtype, "n_tokens": n, "kv_len": kv_len,
-                         "seconds": statistics.median(secs), "seconds_min": min(secs), "seconds_max": max(secs),
-                         "repeats": repeats})
+        key = (id(model), role)
+        if key not in memo:
+            memo[key] = measure(model, kv_len, repeats, sizes, f"{pair.name} {role} forward cost", progress)
+        rows += [{"role": role, "pair": pair.name, "dtype": dtype, "kv_len": kv_len, "repeats": repeats, **m}
+                 for m in memo[key]]
     return rows
+
+
+def measure(model, kv_len: int, repeats: int, sizes, desc: str, progress: bool) -> list[dict]:
+    """Median, min and max seconds of each forward size on a ``kv_len``-token slot cache."""
+    kv = SlotKV(model)
+    row = kv.add(torch.randint(*token_range(model), (kv_len + 1,)).tolist())
+    forward_costs(kv, row, 1, 1)                       # warm-up: the prefill and the first allocation
+    out = []
+    for n in tqdm(sizes, desc=desc, disable=not progress):
+        secs = forward_costs(kv, row, n, repeats)
+        out.append({"n_tokens": n, "seconds": statistics.median(secs), "seconds_min": min(secs),
+                    "seconds_max": max(secs)})
+    return out
 
 
 def merge_rows(path: str, rows: list[dict]) -> pd.DataFrame:
@@ -108,30 +126,45 @@ def merge_rows(path: str, rows: list[dict]) -> pd.DataFrame:
     return pd.concat([old, new], ignore_index=True)
 
 
-def settings(cfg: DictConfig) -> tuple[str, int, int]:
-    """(results_dir, repeats, kv_len), refused in one line when out of range (no model load)."""
+def settings(cfg: DictConfig) -> tuple[str, int, int, list]:
+    """(results_dir, repeats, kv_len, [(pair config, dtype)]), refused in one line when
+    out of range (no model load)."""
+    from omegaconf import OmegaConf
     from .jobspec import ConfigError, from_config
     from .checks import validate
-    validate(from_config(cfg))                 # dtype, device, pair: the job spec's checks
     out = str(cfg.get("results_dir", "results"))
     repeats, kv_len = cfg.get("costs_repeats", 5), cfg.get("costs_kv_len", 256)
     for key, value in (("costs_repeats", repeats), ("costs_kv_len", kv_len)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"{key}={value!r}: must be an integer >= 1 (e.g. +{key}=5)")
-    return out, repeats, kv_len
+    names = list(cfg.get("costs_pairs") or [cfg.pair.name])
+    jobs = []
+    for name in names:
+        path = os.path.join(CONF_DIR, "pair", f"{name}.yaml")
+        if not os.path.exists(path):
+            raise ConfigError(f"costs_pairs: no pair '{name}' in conf/pair/")
+        pair_cfg = cfg.pair if name == cfg.pair.name else OmegaConf.load(path)
+        for dtype in list(cfg.get("costs_dtypes") or [cfg.dtype]):
+            one = OmegaConf.merge(cfg, {"pair": pair_cfg, "dtype": dtype})
+            validate(from_config(one))         # dtype, device, pair: the job spec's checks
+            jobs.append((pair_cfg, str(dtype)))
+    return out, repeats, kv_len, jobs
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     from .jobspec import ConfigError
     try:
-        out, repeats, kv_len = settings(cfg)
+        out, repeats, kv_len, jobs = settings(cfg)
     except ConfigError as e:
         print(f"specbench.study.costs: {e}", file=sys.stderr)
         sys.exit(2)
-    pair = models.load_pair(cfg.pair, cfg.dtype, cfg.device)
-    rows = cost_rows(pair, kv_len, repeats, progress=cfg.progress)
+    rows, memo = [], {}
+    for pair_cfg, dtype in jobs:
+        pair = models.load_pair(pair_cfg, dtype, cfg.device)
+        rows += cost_rows(pair, kv_len, repeats, progress=cfg.progress, memo=memo)
     write_csv(merge_rows(os.path.join(out, "costs.csv"), rows), os.path.join(out, "costs.csv"))
+    pair = models.load_pair(cfg.pair, cfg.dtype, cfg.device)
     env = environment(pair)
     atomic_write(os.path.join(out, "environment.json"),
                  lambda tmp: open(tmp, "w").write(json.dumps(env, indent=1, sort_keys=True) + "\n"))
