@@ -263,6 +263,19 @@ def load_pair(pair_cfg: Mapping, dtype="bfloat16", device="cpu") -> Pair:
                 drafter=drafter, draft_tokenizer=draft_tokenizer, layers=layers)
 
 
+def pair_config(name: str):
+    """conf/pair/NAME.yaml: a study pair's config, for scripts and multi-pair commands;
+    ValueError naming the valid pairs when there is none."""
+    import os
+    from omegaconf import OmegaConf
+    from .. import CONF_DIR
+    path = os.path.join(CONF_DIR, "pair", f"{name}.yaml")
+    if not os.path.exists(path):
+        valid = sorted(f[:-5] for f in os.listdir(os.path.join(CONF_DIR, "pair")) if f.endswith(".yaml"))
+        raise ValueError(f"no pair '{name}' in conf/pair/ (valid: {', '.join(valid)})")
+    return OmegaConf.load(path)
+
+
 def clear_cache() -> None:
     """Forget every loaded model and tokenizer (tests; freeing memory)."""
     _MODELS.clear()

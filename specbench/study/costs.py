@@ -140,10 +140,10 @@ def settings(cfg: DictConfig) -> tuple[str, int, int, list]:
     names = list(cfg.get("costs_pairs") or [cfg.pair.name])
     jobs = []
     for name in names:
-        path = os.path.join(CONF_DIR, "pair", f"{name}.yaml")
-        if not os.path.exists(path):
-            raise ConfigError(f"costs_pairs: no pair '{name}' in conf/pair/")
-        pair_cfg = cfg.pair if name == cfg.pair.name else OmegaConf.load(path)
+        try:
+            pair_cfg = cfg.pair if name == cfg.pair.name else models.pair_config(name)
+        except ValueError as e:
+            raise ConfigError(f"costs_pairs: {e}") from None
         for dtype in list(cfg.get("costs_dtypes") or [cfg.dtype]):
             one = OmegaConf.merge(cfg, {"pair": pair_cfg, "dtype": dtype})
             validate(from_config(one))         # dtype, device, pair: the job spec's checks
