@@ -154,3 +154,51 @@ def test_order_and_children_parameters():
     assert row_tags(trav, trav.params(NOREP)) == {"child_rule": "sample_noreplace", "sibling_order": "storage"}
     assert row_tags(get_mode("speculative"), get_mode("speculative").params()) == \
         {"child_rule": "sample", "sibling_order": ""}
+
+
+# --------------------------------------------------------------------------
+# why HSD is not registered: its one-shot reading on one chain is not lossless
+# --------------------------------------------------------------------------
+def one_shot_chain_law(tree, p, q, full_accept) -> list[tuple[int, float, torch.Tensor]]:
+    """Backward scan on a chain X_1..X_g (block verification's structure): the whole chain is
+    accepted with ``full_accept(R, w_g)`` (R = prod p/q, w_g block's weight); else the last
+    position k < g whose coin succeeds with r_k / (1 - w_k + r_k) ends the path, and the next
+    token is drawn from norm(max(0, w_k P_k - Q_k)).  Block: full_accept = w_g."""
+    g = len(tree.parents) - 1
+    toks, w, R, weights = tree.tokens.tolist(), 1.0, 1.0, [1.0]
+    for k in range(1, g + 1):
+        ratio = float(p[k - 1, toks[k]] / q[k - 1, toks[k]])
+        R, w = R * ratio, min(1.0, w * ratio)
+        weights.append(w)
+    out, alive = [], 1.0
+    for k in range(g, -1, -1):
+        if k == g:
+            a, nxt = full_accept(R, weights[g]), p[g].double()
+        else:
+            m = (weights[k] * p[k] - q[k]).clamp_min(0)
+            r = float(m.sum())
+            a, nxt = (r / (1 - weights[k] + r), m / r) if r > 0 else (0.0, p[k].double())
+        a = 1.0 if k == 0 else a
+        out.append((k, alive * a, nxt))
+        alive -= alive * a
+    return out
+
+
+def test_hsds_one_shot_reading_is_not_lossless():
+    """HSD's public code (ZhouYuxuanYX/Hierarchical-Speculative-Decoding, transformers/generation/
+    utils.py, _speculative_sampling with backward=True) caps the joint ratio like block verification
+    but accepts the whole draft with min(1, prod p/q); without its forward-sampling inner loop (more
+    draft calls inside the step) that is lossy, while the same scan with block's weight is exact."""
+    P, Q = random_tables(0)
+    tvs = {}
+    for name, full in (("block", lambda R, w: w), ("hsd_one_shot", lambda R, w: min(1.0, R))):
+        out = torch.zeros(3, 3, 3, 3, dtype=torch.float64)
+        for wt, tree, p, q in drafted_trees(CHAIN3, P, Q, "sample"):
+            toks = tree.tokens.tolist()
+            for k, end, nxt in one_shot_chain_law(tree, p, q, full):
+                law = nxt
+                for _ in range(3 - k):
+                    law = law[..., None] * P.reshape(*([1] * (law.dim() - 1)), 3, 3)
+                out[tuple(toks[1:k + 1])] += wt * end * law
+        tvs[name] = float((out - markov_joint(P, 0, 4)).abs().sum()) / 2
+    assert tvs["block"] < 1e-12 and tvs["hsd_one_shot"] > 0.01, tvs

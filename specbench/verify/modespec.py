@@ -30,7 +30,7 @@ only on trees drawn by the rule it was derived for; ``check_compatible`` refuses
 
 Two job-level parameters choose how a mode drafts and tries siblings:
 
-* ``children`` (modes lossless on several random rules: traversal, block, hsd, gbv):
+* ``children`` (modes lossless on several random rules: traversal, block):
   the child rule the drafter uses, "sample" (default) or "sample_noreplace", so the
   mode can verify the same drafted trees as mss or sequoia (``verify.paired_with``).
   ``spec.configured(params)`` is the spec with that ``child_rule``; ``get_mode(name,
