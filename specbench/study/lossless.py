@@ -101,6 +101,13 @@ def sampling_modes() -> list[str]:
     return [n for n in MODES.names() if get_mode(n).lossless and get_mode(n).params({})["temperature"] > 0]
 
 
+def reported_modes() -> list[str]:
+    """The default ``--modes``: every lossless sampling mode at its defaults, plus the
+    variants the reference sweeps report (storage-order mss, traversal on trees drawn
+    without replacement)."""
+    return sampling_modes() + ["mss[order=storage]", "traversal[children=sample_noreplace]"]
+
+
 def draw_rng(seed: int, prompt: int, draw: int) -> torch.Generator:
     return torch.Generator().manual_seed(prompt_seed(seed, prompt) * 1_000_003 + draw)
 
@@ -270,7 +277,7 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(prog="python -m specbench.study.lossless", description=__doc__.split("\n\n")[1])
     ap.add_argument("--draws", default="auto", help="seeded one-step draws per mode and prefix (N), or auto: "
                     "the fewest with --power against --tv at --alpha over --max-bins bins")
-    ap.add_argument("--modes", default=",".join(sampling_modes()), help="comma-separated verify modes "
+    ap.add_argument("--modes", default=",".join(reported_modes()), help="comma-separated verify modes "
                     "(NAME or NAME[key=value;...], e.g. mss[order=storage])")
     ap.add_argument("--control", default="ratio,typical", help="lossy rules run as positive controls ('' = none)")
     ap.add_argument("--tv", type=float, default=0.02, help="first-token TV the check must detect")
