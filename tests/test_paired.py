@@ -107,3 +107,22 @@ def test_paired_job_rows_share_prompts_seeds_and_trees(tiny_pair_dirs, tmp_path)
     for col in ("prompt_id", "step", "tree_size", "tree_depth"):
         assert by["block"][col].tolist() == by["speculative"][col].tolist()
     assert len(glob.glob(str(out / "**" / "paired" / "block" / "summary.csv"), recursive=True)) == 1
+
+
+def test_sequence_level_rules_pair_with_either_baseline_on_its_own_trees():
+    """traversal drafts like the decode it rides on: with sequoia (without replacement) and with
+    mss in either order (with replacement); mss never verifies Sequoia's trees."""
+    binary = {"name": "binary", "budget": 6}
+    for verify in ({"name": "sequoia", "paired_with": ["sequoia", "traversal"]},
+                   {"name": "mss", "order": "storage", "paired_with": ["mss", "traversal"]},
+                   {"name": "mss", "order": "random", "paired_with": ["traversal"]},
+                   {"name": "traversal", "children": "sample_noreplace", "paired_with": ["sequoia"]}):
+        job = spec(tree=binary, verify=verify)
+        mode = checks.validate(job)[1]
+        assert checks.paired_params(job, "traversal")["children"] == mode.child_rule
+        if verify["name"] == "mss":
+            assert checks.paired_params(job, "mss")["order"] == verify["order"]
+    with pytest.raises(jobspec.ConfigError, match="modes that fit: .*sequoia, traversal"):
+        checks.validate(spec(tree=binary, verify={"name": "sequoia", "paired_with": ["mss"]}))
+    with pytest.raises(jobspec.ConfigError, match="verify.children"):
+        spec(tree=binary, verify={"name": "traversal", "children": "topk"})

@@ -78,8 +78,12 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 def accept_prob(p_row: torch.Tensor, q_row: torch.Tensor, x: int) -> float:
     """min(1, p(x)/q(x)).  A token the draft gave probability 0 cannot have been drawn
     from q, so it is never accepted (0.0); the sampling verifiers skip such a child
-    without a residual update, which keeps them lossless on the remaining children."""
+    without a residual update, which keeps them lossless on the remaining children.
+    A NaN p(x) or q(x) is a ValueError (``min(1.0, nan)`` would be 1.0: always accept)."""
     px, qx = float(p_row[x]), float(q_row[x])
+    if px != px or qx != qx:
+        raise ValueError(f"accept_prob: NaN probability at token {x} (p={px}, q={qx}); "
+                         "check the logits and the temperature")
     if qx <= 0:
         return 0.0
     return min(1.0, px / qx)

@@ -17,7 +17,7 @@ def check_registries(job: JobSpec):
     from ..trees.policies import make_policy
     from ..verify.modes import get_mode
     policy = make_policy(job.tree.name, job.tree.budget, job.tree.params)   # bad params, calibration
-    mode = get_mode(job.verify.name)
+    mode = get_mode(job.verify.name, job.verify.params)      # drafts with verify.children
     drafter = DRAFTERS.get(job.pair.drafter)
     check_supported(drafter, policy.kind, policy.name)
     if mode.chain_only and job.tree.name not in CHAIN_TREES:
@@ -32,8 +32,11 @@ def check_registries(job: JobSpec):
 
 
 def paired_fits(mode, other, tree_rule: str, chain: bool) -> bool:
-    """Whether ``other`` may verify the trees drafted for ``mode`` (same child rule)."""
+    """Whether ``other`` may verify the trees drafted for ``mode`` (same child rule; a
+    mode with ``verify.children`` drafts like the primary, see ``paired_params``)."""
     from ..verify.modespec import fits
+    if mode.child_rule in other.draft_rules:
+        other = other.configured({"children": mode.child_rule})
     return other.child_rule == mode.child_rule and fits(other, tree_rule) and (chain or not other.chain_only)
 
 
@@ -54,10 +57,18 @@ def check_paired(job: JobSpec, mode, tree_rule: str) -> None:
 
 def paired_params(job: JobSpec, name: str) -> dict:
     """A paired mode's parameters: its defaults with the primary's temperatures and top-p
-    (the target rows are shared, so these must be too)."""
+    (the target rows are shared, so these must be too), the primary's child rule
+    (``verify.children``) where the paired mode has that parameter, and the primary's
+    sibling order (``verify.order``) where both have one."""
     from ..verify.modes import get_mode
     from ..verify.modespec import COMMON_DEFAULTS
-    return get_mode(name).params({k: job.verify.params[k] for k in COMMON_DEFAULTS})
+    other, shared = get_mode(name), {k: job.verify.params[k] for k in COMMON_DEFAULTS}
+    rule = get_mode(job.verify.name, job.verify.params).child_rule
+    if rule in other.draft_rules:
+        shared["children"] = rule
+    if "order" in other.defaults and "order" in job.verify.params:
+        shared["order"] = job.verify.params["order"]
+    return other.params(shared)
 
 
 def why_not_replayable(job: JobSpec) -> str | None:

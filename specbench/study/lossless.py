@@ -36,9 +36,31 @@ it is no evidence by itself; this check is.)  Chain-only modes draft a chain of
 ``--chain-budget`` tokens, the others a ``--tree`` of ``--tree-budget`` tokens, so
 nodes past depth 1 matter where the mode looks at them (block, traversal).
 
+Power and a positive control (``power``)
+----------------------------------------
+``--draws auto`` (the default) takes the smallest N at which the χ² test at level
+``--alpha`` detects any first-token law at total variation ``--tv`` (0.02) from p with
+probability ``--power`` (0.9), with at most ``--max-bins`` bins: for binned TV δ the
+noncentrality is N·Σ d²/p ≥ 4Nδ² (split the shifted mass δ over bins of total p a and
+b, a + b ≤ 1: δ²/a + δ²/b ≥ 4δ²), so the noncentral χ² bound is a worst case over
+alternatives.  Each row records ``power`` at its own N and bins, and ``tv_target``,
+``alpha``.  (A shift inside the pooled rest bin is invisible to this test: the bins
+are the tokens the target gives the most mass.)  ``--control`` names lossy rules run
+through the same check at the same N (default: ratio and typical): their rows go to
+``lossless_control.csv`` beside ``--out`` with ``exact_tv``, the rule's exact
+first-token TV at the prefix (their children are the draft's top-k, so their law is
+computable), and ``rejected``; a check whose control has exact_tv ≥ tv and is not
+rejected has no power.
+
+``--modes`` takes variants as ``name[key=value;...]``, e.g. ``mss[order=storage]``,
+``traversal[children=sample_noreplace]``; rows carry ``child_rule`` and ``sibling_order``.
+The reported configurations are the defaults: ``--chain-budget 4``, ``--tree binary
+--tree-budget 16``, the config's dtype (bfloat16).
+
 Writes results/lossless_check.csv (``COLUMNS``) atomically, replacing the rows of
-the same pair_id, dataset, prefix, mode, temperature, top_p and seed (``REPLACE_KEY``):
-a rerun with another ``seed=`` adds an independent replication beside them.
+the same pair_id, dataset, prefix, mode (and its child rule and order), temperature,
+top_p and seed (``REPLACE_KEY``): a rerun with another ``seed=`` adds an independent
+replication beside them.
 """
 from __future__ import annotations
 
@@ -58,14 +80,16 @@ from ..engine.loop import Decoding, LiveVerifier, decode_prompt, prompt_seed
 from ..engine.memo import MemoModel
 from ..trees.policies import make_policy
 from ..verify.modes import get_mode
-from ..verify.modespec import MODES, check_compatible
+from ..verify.modespec import MODES, check_compatible, row_tags
+from .lossless_power import draws_for_power, parse_variant, power
 
 ROOT = Path(__file__).resolve().parents[2]
-COLUMNS = ["pair", "pair_id", "draft", "target", "dataset", "prefix_id", "prefix_tokens", "verify", "tree",
-           "budget", "temperature", "top_p", "dtype", "seed", "n_draws", "n_bins", "chi2", "chi2_p", "tv",
-           "tv_null", "p_max", "target_forwards", "wall_s"]
-REPLACE_KEY = ["pair_id", "dataset", "prefix_id", "prefix_tokens", "verify", "tree", "budget", "temperature", "top_p",
-               "seed"]
+COLUMNS = ["pair", "pair_id", "draft", "target", "dataset", "prefix_id", "prefix_tokens", "verify", "child_rule",
+           "sibling_order", "tree", "budget", "temperature", "top_p", "dtype", "seed", "n_draws", "n_bins", "chi2",
+           "chi2_p", "tv", "tv_null", "p_max", "tv_target", "alpha", "power", "target_forwards", "wall_s"]
+CONTROL_COLUMNS = COLUMNS + ["exact_tv", "rejected"]
+REPLACE_KEY = ["pair_id", "dataset", "prefix_id", "prefix_tokens", "verify", "child_rule", "sibling_order", "tree",
+               "budget", "temperature", "top_p", "seed"]
 NUMERIC_KEY = ("prefix_tokens", "budget", "temperature", "top_p", "seed")   # a CSV reads 1.0 back as 1
 MIN_EXPECTED = 5.0          # χ² bins: expected count >= 5 (the usual rule)
 NULL_SAMPLES = 200
@@ -77,14 +101,22 @@ def sampling_modes() -> list[str]:
     return [n for n in MODES.names() if get_mode(n).lossless and get_mode(n).params({})["temperature"] > 0]
 
 
+def reported_modes() -> list[str]:
+    """The default ``--modes``: every lossless sampling mode at its defaults, plus the
+    variants the reference sweeps report (storage-order mss, traversal on trees drawn
+    without replacement)."""
+    return sampling_modes() + ["mss[order=storage]", "traversal[children=sample_noreplace]"]
+
+
 def draw_rng(seed: int, prompt: int, draw: int) -> torch.Generator:
     return torch.Generator().manual_seed(prompt_seed(seed, prompt) * 1_000_003 + draw)
 
 
 def first_tokens(pair, prompt_ids, prompt_index: int, mode_name: str, tree: tuple[str, int], n: int,
                  params: dict, seed: int = 0) -> list[int]:
-    """The first emitted token of ``n`` seeded one-step decodes through the one loop."""
-    mode = get_mode(mode_name)
+    """The first emitted token of ``n`` seeded one-step decodes through the one loop
+    (``params`` may hold the mode's own parameters, e.g. order or children)."""
+    mode = get_mode(mode_name, params)
     params = mode.params(params)
     drafter = DRAFTERS.get(pair.drafter).from_pair(pair, params["draft_temperature"], params["top_p"])
     check_compatible(mode, drafter.child_rule(make_policy(*tree).kind, mode.child_rule))
@@ -94,14 +126,18 @@ def first_tokens(pair, prompt_ids, prompt_index: int, mode_name: str, tree: tupl
                           draw_rng(seed, prompt_index, j)).tokens[0] for j in range(n)]
 
 
-def fit(tokens, p: torch.Tensor, seed: int = 0) -> dict:
-    """χ² goodness of fit and TV of the drawn tokens against p (module docstring)."""
+def fit(tokens, p: torch.Tensor, seed: int = 0, max_bins: int = 0) -> dict:
+    """χ² goodness of fit and TV of the drawn tokens against p (module docstring); at most
+    ``max_bins`` bins when > 0 (the likeliest tokens, the rest pooled)."""
     from scipy.stats import chisquare
     p = p.double().cpu().numpy()
     p = p / p.sum()
     n = len(tokens)
     counts = np.bincount(np.asarray(tokens, dtype=np.int64), minlength=len(p))
     big = n * p >= MIN_EXPECTED
+    if max_bins > 1 and big.sum() > max_bins - 1:
+        big = np.zeros_like(big)
+        big[np.argsort(-p, kind="stable")[:max_bins - 1]] = True
     obs, exp = list(counts[big]), list(n * p[big])
     rest_obs, rest_exp = counts[~big].sum(), n * p[~big].sum()
     if rest_exp >= MIN_EXPECTED or (rest_obs > 0 and not exp):
@@ -151,11 +187,13 @@ def warm(memo, root: int, params: dict, widths) -> None:
 
 
 def check_prompt(pair, prompt, index: int, modes, trees: dict, n: int, params: dict, seed: int,
-                 widths=(48, 160), draw_threads: int = 1) -> list[dict]:
-    """One row per mode for one prefix; drafter and verifier share memoised models, warmed
-    first (``warm``).  The draws run on ``draw_threads`` torch threads: they are small
-    vector operations, which OpenMP threads on a busy machine slow down (the memo's
-    forwards before them use the process's threads)."""
+                 widths=(48, 160), draw_threads: int = 1, test: dict | None = None) -> list[dict]:
+    """One row per mode (a name or ``name[key=value;...]``) for one prefix; drafter and
+    verifier share memoised models, warmed first (``warm``).  ``test``: {"tv", "alpha",
+    "max_bins"} of the power calculation (``lossless_power``).  The draws run on
+    ``draw_threads`` torch threads: they are small vector operations, which OpenMP threads
+    on a busy machine slow down (the memo's forwards before them use the process's threads)."""
+    test = {"tv": 0.02, "alpha": 0.01, "max_bins": 0, **(test or {})}
     memo = replace(pair, draft=MemoModel(pair.draft) if pair.draft is not None else None,
                    target=MemoModel(pair.target))
     memo.target.set_base(prompt.ids[:-1])
@@ -163,31 +201,61 @@ def check_prompt(pair, prompt, index: int, modes, trees: dict, n: int, params: d
         memo.draft.set_base(prompt.ids[:-1])
     root = (int(prompt.ids[-1]),)
     p = probs(memo.target.logits([root])[0], params["temperature"], params["top_p"])
-    warm(memo, root[0], get_mode(modes[0]).params(params) if modes else params, widths)
+    warm(memo, root[0], get_mode(parse_variant(modes[0])[0]).params(params) if modes else params, widths)
     rows, threads = [], torch.get_num_threads()
-    for name in modes:
-        tree = trees["chain"] if get_mode(name).chain_only else trees["tree"]
+    for text in modes:
+        name, own = parse_variant(text)
+        spec = get_mode(name, {**params, **own})
+        tree = trees["chain"] if spec.chain_only else trees["tree"]
         t0, f0 = time.perf_counter(), memo.target.forwards
         torch.set_num_threads(draw_threads)
         try:
-            tokens = first_tokens(memo, prompt.ids, index, name, tree, n, params, seed)
+            tokens = first_tokens(memo, prompt.ids, index, name, tree, n, {**params, **own}, seed)
         finally:
             torch.set_num_threads(threads)
-        rows.append({"prefix_id": prompt.id, "prefix_tokens": len(prompt.ids), "verify": name, "tree": tree[0],
-                     "budget": tree[1], "temperature": params["temperature"], "top_p": params["top_p"],
-                     "seed": seed, **fit(tokens, p, seed), "target_forwards": memo.target.forwards - f0,
-                     "wall_s": time.perf_counter() - t0})
-        print(f"  {prompt.id:>14} {name:>12}: chi2_p={rows[-1]['chi2_p']:.3f} tv={rows[-1]['tv']:.4f} "
-              f"(null {rows[-1]['tv_null']:.4f}), {rows[-1]['target_forwards']} target forwards, "
-              f"{rows[-1]['wall_s']:.1f}s", flush=True)
+        got = fit(tokens, p, seed, test["max_bins"])
+        rows.append({"prefix_id": prompt.id, "prefix_tokens": len(prompt.ids), "verify": name,
+                     **row_tags(spec, spec.params({**params, **own})), "tree": tree[0], "budget": tree[1],
+                     "temperature": params["temperature"], "top_p": params["top_p"], "seed": seed, **got,
+                     "tv_target": test["tv"], "alpha": test["alpha"],
+                     "power": power(got["n_draws"], got["n_bins"] - 1, test["tv"], test["alpha"]),
+                     "target_forwards": memo.target.forwards - f0, "wall_s": time.perf_counter() - t0})
+        if not spec.lossless:
+            rows[-1].update(control_law(memo, prompt, spec, {**params, **own}, tree, p, test["alpha"],
+                                        rows[-1]["chi2_p"]))
+        print(f"  {prompt.id:>14} {text:>12}: chi2_p={rows[-1]['chi2_p']:.3g} tv={rows[-1]['tv']:.4f} "
+              f"(null {rows[-1]['tv_null']:.4f}), power {rows[-1]['power']:.3f} at TV {test['tv']}, "
+              f"{rows[-1]['target_forwards']} target forwards, {rows[-1]['wall_s']:.1f}s", flush=True)
     return rows
+
+
+def control_law(pair, prompt, spec, params: dict, tree: tuple[str, int], p: torch.Tensor, alpha: float,
+                chi2_p: float) -> dict:
+    """A lossy control's exact first-token TV at this prefix (its children are the draft's
+    top-k: one deterministic tree, so its law is exact) and whether the check rejected it."""
+    from ..verify.distshift import first_token_tv
+    drafter = DRAFTERS.get(pair.drafter).from_pair(pair, float(params.get("draft_temperature", 1.0)),
+                                                   float(params.get("top_p", 1.0)))
+    prm = spec.params(params)
+    law = {}
+
+    def grab(tree_, p_, q_, rng, prm_):
+        law["tv"] = first_token_tv(spec, tree_, p_, q_, prm_)
+        return spec.verdict(tree_, p_, q_, rng, prm_)
+    probe = replace(spec, verdict=grab)
+    verifier = LiveVerifier(pair.target, prm["temperature"], prm["top_p"])
+    decode_prompt("control", prompt.ids, drafter, verifier, make_policy(*tree),
+                  Decoding(probe, prm, 1, frozenset(), 0, measure_shift=False), torch.Generator().manual_seed(0))
+    return {"exact_tv": law.get("tv", float("nan")), "rejected": bool(chi2_p < alpha)}
 
 
 def replace_keys(table: pd.DataFrame) -> list[tuple]:
     """Each row's ``REPLACE_KEY``: the numeric columns as floats, identifiers as text (a hash
     like 3726142e8142 is not a number)."""
     def norm(column, v):
-        return float(v) if column in NUMERIC_KEY else str(v)
+        if column in NUMERIC_KEY:
+            return float(v)
+        return "" if v is None or v != v else str(v)       # an empty cell reads back as NaN
     return [tuple(norm(c, v) for c, v in zip(REPLACE_KEY, row)) for row in table[REPLACE_KEY].to_numpy()]
 
 
@@ -197,38 +265,74 @@ def merge_rows(path: Path, new: pd.DataFrame) -> pd.DataFrame:
     if not path.exists():
         return new
     old = read_csv(str(path))
+    for c in REPLACE_KEY:                          # rows written before a key column existed
+        if c not in old.columns:
+            old[c] = ""
     keys = set(replace_keys(new))
     old = old[[k not in keys for k in replace_keys(old)]]
     return pd.concat([old, new], ignore_index=True)
 
 
-def main(argv=None) -> None:
+def parse_args(argv):
     ap = argparse.ArgumentParser(prog="python -m specbench.study.lossless", description=__doc__.split("\n\n")[1])
-    ap.add_argument("--draws", type=int, default=2000, help="seeded one-step draws per mode and prefix (N)")
-    ap.add_argument("--modes", default=",".join(sampling_modes()), help="comma-separated verify modes")
+    ap.add_argument("--draws", default="auto", help="seeded one-step draws per mode and prefix (N), or auto: "
+                    "the fewest with --power against --tv at --alpha over --max-bins bins")
+    ap.add_argument("--modes", default=",".join(reported_modes()), help="comma-separated verify modes "
+                    "(NAME or NAME[key=value;...], e.g. mss[order=storage])")
+    ap.add_argument("--control", default="ratio,typical", help="lossy rules run as positive controls ('' = none)")
+    ap.add_argument("--tv", type=float, default=0.02, help="first-token TV the check must detect")
+    ap.add_argument("--power", type=float, default=0.9, help="probability of detecting it (sets --draws auto)")
+    ap.add_argument("--alpha", type=float, default=0.01, help="level of each χ² test")
+    ap.add_argument("--max-bins", type=int, default=8, help="χ² bins: the likeliest tokens plus one rest bin")
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--top-p", type=float, default=1.0)
-    ap.add_argument("--chain-budget", type=int, default=2, help="chain length for chain-only modes")
+    ap.add_argument("--chain-budget", type=int, default=4, help="chain length for chain-only modes")
     ap.add_argument("--tree", default="binary", help="tree shape for the other modes")
-    ap.add_argument("--tree-budget", type=int, default=4)
+    ap.add_argument("--tree-budget", type=int, default=16)
     ap.add_argument("--prefix-search", type=int, default=32,
                     help="cut each prompt where the target is least certain among its last K tokens (0: no cut)")
     ap.add_argument("--warm", default="48,160", help="memo warm-up: likeliest draft paths per depth")
     ap.add_argument("--draw-threads", type=int, default=1, help="torch threads during the draws")
-    ap.add_argument("--out", default="results/lossless_check.csv", help="CSV (relative: repo root)")
-    args, overrides = ap.parse_known_args(argv)
+    ap.add_argument("--out", default="results/lossless_check.csv", help="CSV (relative: repo root); the "
+                    "controls go to lossless_control.csv beside it")
+    return ap.parse_known_args(argv)
+
+
+def check_args(args) -> tuple[int, list[str], list[str]]:
+    """(N, modes, controls) from the arguments, or a one-line ValueError."""
+    if args.max_bins < 2:
+        raise ValueError(f"--max-bins={args.max_bins}: must be >= 2")
+    n = draws_for_power(args.max_bins - 1, args.tv, args.alpha, args.power) if args.draws == "auto" \
+        else int(args.draws)
+    if n < 1:
+        raise ValueError(f"--draws={args.draws}: must be >= 1 or auto")
+    modes = [m for m in args.modes.split(",") if m]
+    controls = [m for m in args.control.split(",") if m]
+    for m in modes:
+        name, own = parse_variant(m)
+        if name not in sampling_modes():
+            raise ValueError(f"--modes: {m!r} is not a lossless sampling mode: use any of "
+                             f"{', '.join(sampling_modes())}")
+        get_mode(name).params(own)
+    for m in controls:
+        if get_mode(parse_variant(m)[0]).lossless:
+            raise ValueError(f"--control: {m!r} is lossless; a positive control must be a lossy rule")
+    return n, modes, controls
+
+
+def write_rows(out: Path, rows: list[dict], keys: dict, columns: list[str]) -> None:
+    table = merge_rows(out, pd.DataFrame([{**keys, **r} for r in rows])[columns])
+    from .results import write_csv
+    write_csv(table.sort_values(["pair_id", "dataset", "prefix_id", "verify"], kind="mergesort"), str(out))
+
+
+def main(argv=None) -> None:
+    args, overrides = parse_args(argv)
     from ..inputs import data, models
     from . import identity, jobspec
     from .launch import compose
-    from .results import write_csv
     try:
-        if args.draws < 1:
-            raise ValueError(f"--draws={args.draws}: must be >= 1")
-        modes = [m for m in args.modes.split(",") if m]
-        for m in modes:
-            if m not in sampling_modes():
-                raise ValueError(f"--modes: {m!r} is not a lossless sampling mode: use any of "
-                                 f"{', '.join(sampling_modes())}")
+        n, modes, controls = check_args(args)
         job = jobspec.from_config(compose(overrides))
         ident = identity.job_identity(job)
         pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
@@ -237,18 +341,22 @@ def main(argv=None) -> None:
         params = {"temperature": args.temperature, "top_p": args.top_p}
         trees = {"chain": ("chain", args.chain_budget), "tree": (args.tree, args.tree_budget)}
         widths = [int(w) for w in args.warm.split(",") if w]
+        test = {"tv": args.tv, "alpha": args.alpha, "max_bins": args.max_bins}
         prompts = [replace(pr, ids=informative_prefix(pair.target, pr.ids, args.temperature, args.top_p,
                                                       args.prefix_search)) for pr in prompts]
         rows = [r for i, pr in enumerate(prompts) for r in check_prompt(
-            pair, pr, i, modes, trees, args.draws, params, job.seed, widths, args.draw_threads)]
+            pair, pr, i, modes + controls, trees, n, params, job.seed, widths, args.draw_threads, test)]
     except (ValueError, KeyError, FileNotFoundError) as e:
         sys.exit(f"specbench: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     keys = {"pair": job.pair.name, "pair_id": identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params),
             "draft": pair.draft_name, "target": pair.target_name, "dataset": job.dataset.name, "dtype": job.dtype}
     out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
-    table = merge_rows(out, pd.DataFrame([{**keys, **r} for r in rows])[COLUMNS])
-    write_csv(table.sort_values(["pair_id", "dataset", "prefix_id", "verify"], kind="mergesort"), str(out))
-    print(f"specbench: lossless check ({len(rows)} rows, {args.draws} draws each) -> {out}")
+    lossy = {parse_variant(m)[0] for m in controls}
+    write_rows(out, [r for r in rows if r["verify"] not in lossy], keys, COLUMNS)
+    if controls:
+        write_rows(out.with_name("lossless_control.csv"), [r for r in rows if r["verify"] in lossy], keys,
+                   CONTROL_COLUMNS)
+    print(f"specbench: lossless check ({len(rows)} rows, {n} draws each) -> {out}")
 
 
 if __name__ == "__main__":

@@ -30,10 +30,12 @@ if TYPE_CHECKING:        # the report reads CSVs through this module: no torch i
 
 KEY_COLUMNS = ["config_hash", "run_id", "pair", "pair_id", "draft", "target", "tree", "tree_params",
                "budget", "verify", "lossless", "temperature", "draft_temperature", "top_p", "dataset",
-               "seed", "max_new_tokens", "dtype", "device", "engine", "batch_size", "pair_key", "pair_role"]
+               "seed", "max_new_tokens", "dtype", "device", "engine", "batch_size", "pair_key", "pair_role",
+               "child_rule", "sibling_order"]
 # pair_key: the config_hash of the decode whose drafted trees (and target rows) the row verified;
 # pair_role: "decode" (the mode the decode followed) or "paired" (a verify.paired_with mode on
 # those trees).  Rows sharing a pair_key were verified on the same trees.
+# child_rule, sibling_order: how the row's mode drafts and tries siblings (verify.modespec.row_tags).
 N_BOOT = 1000
 
 
@@ -55,8 +57,15 @@ def row_keys(job: JobSpec, ident: Identity, names: tuple[str, str], lossless: bo
         "temperature": v.temperature, "draft_temperature": v.draft_temperature, "top_p": v.top_p,
         "dataset": job.dataset.name, "seed": job.seed, "max_new_tokens": job.max_new_tokens,
         "dtype": job.dtype, "device": job.device, "engine": engine, "batch_size": job.batch_size,
-        "pair_key": config_hash(job, ident), "pair_role": "decode",
+        "pair_key": config_hash(job, ident), "pair_role": "decode", **_mode_tags(v),
     }
+
+
+def _mode_tags(v) -> dict:
+    from ..verify.modes import get_mode          # torch: imported only when rows are written
+    from ..verify.modespec import row_tags
+    spec = get_mode(v.name)
+    return row_tags(spec, spec.params(v.params))
 
 
 def steps_frame(keys: dict, records: Sequence) -> pd.DataFrame:

@@ -38,6 +38,7 @@ from ..engine.loop import decode as run_loop
 from .jobspec import ConfigError, JobSpec
 from ..trees.policies import make_policy, policy_kind
 from ..verify.modes import get_mode
+from ..verify.modespec import row_tags
 
 
 def new_policy(job: JobSpec):
@@ -62,7 +63,7 @@ def cache_keys(job: JobSpec, ident, eos) -> tuple[dict, dict]:
 def decode(job: JobSpec, ident, pair, prompts, engine: str) -> list[PromptResult]:
     """Every prompt through the engine (the one place this module calls it): the one
     loop, live or drafted replay, or rank replay for static shapes over a model drafter."""
-    mode = get_mode(job.verify.name)
+    mode = get_mode(job.verify.name, job.verify.params)      # drafts with verify.children
     eos = eos_ids(pair)
     paired = tuple((get_mode(n), checks.paired_params(job, n)) for n in job.verify.paired_with)
     run = Decoding(mode, mode.params(job.verify.params), job.max_new_tokens, eos, job.seed, paired=paired)
@@ -133,7 +134,8 @@ def run_job(cfg: DictConfig, out_dir: str):
     for k, name in enumerate(job.verify.paired_with):
         recs = [r for d in done for r in d.paired[k]]
         pkeys = {**keys, "config_hash": identity.paired_hash(chash, name), "verify": name,
-                 "lossless": get_mode(name).lossless, "pair_role": "paired"}
+                 "lossless": get_mode(name).lossless, "pair_role": "paired",
+                 **row_tags(get_mode(name), checks.paired_params(job, name))}
         psteps = results.steps_frame(pkeys, recs)
         results.write_paired(os.path.join(out_dir, "paired", name), psteps,
                              results.summarize(pkeys, psteps, float("nan"), accept_histogram(recs)))

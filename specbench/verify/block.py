@@ -23,6 +23,9 @@ and, for trees drawn without replacement (``tree.child_rule == "sample_noreplace
 Q <- Q with x removed, renormalised (Sequoia's update).  When no child is left, u is
 accepted with probability w and the next token is drawn from P.
 
+Both modes draft with ``verify.children`` ("sample", the default, or "sample_noreplace"),
+so they verify the same drafted trees as mss or sequoia (``verify.paired_with``).
+
 Why it is lossless (on "sample" and "sample_noreplace" trees): averaged over the
 draws in its subtree, a state (w, P, Q) is accepted somewhere with probability w and
 then emits a continuation distributed as the target's; the first token has joint law
@@ -73,14 +76,14 @@ def node_stages(tree: DraftTree, u: int, p: torch.Tensor, q: torch.Tensor | None
     if noreplace:
         Q = sequoia_next_q(Q, rejected)
     weights = []
-    for c in kids:
+    for i, c in enumerate(kids):
         x = int(tree.tokens[c])
         if Q[x] <= 0:
             weights.append(0.0)
             continue
         weights.append(min(1.0, w * float(P[x]) / float(Q[x])))
         w, P = _rejected(w, P, Q)
-        if noreplace:
+        if noreplace and i < len(kids) - 1:      # after the last child no draw follows (k = V)
             rejected[x] = True
             Q = sequoia_next_q(Q, rejected)
     return weights, w, P
@@ -139,16 +142,23 @@ def traversal_law(tree: DraftTree, p, q, params, need_next: bool = True) -> Path
     return PathLaw(reach, node_stages(tree, 0, p, q, 1.0)[2] if need_next else None)
 
 
+def traversal_next(tree: DraftTree, p, q, params) -> list:
+    """Law of the token emitted when the path ends at each node: its final target row."""
+    entry, _ = plan(tree, p, q)
+    return [node_stages(tree, u, p, q, entry[u])[2] for u in range(len(tree.parents))]
+
+
 def block(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> Verdict:
     """Block verification (Sun et al. 2025, Algorithm 2) on a chain."""
     return traversal(tree, p, q, rng, params)
 
 
+CHILDREN = {"children": "sample"}      # verify.children: sample | sample_noreplace (modespec)
 register(ModeSpec(
     name="traversal", verdict=traversal, child_rule="sample", lossless_for=frozenset(SAMPLED),
-    law=Law(traversal_law, SAMPLED), needs_q=True,
+    law=Law(traversal_law, SAMPLED, next_laws=traversal_next), needs_q=True, defaults=CHILDREN, sibling_order="storage",
     doc="Traversal verification (Weng et al. 2025): leaves to root, sequence-level weights."))
 register(ModeSpec(
     name="block", verdict=block, child_rule="sample", lossless_for=frozenset(SAMPLED),
-    law=Law(traversal_law, SAMPLED), needs_q=True, chain_only=True,
+    law=Law(traversal_law, SAMPLED, next_laws=traversal_next), needs_q=True, chain_only=True, defaults=CHILDREN,
     doc="Block verification (Sun et al. 2025) on a chain: the whole block jointly."))

@@ -24,11 +24,17 @@ combinations are refused by ``modespec.check_compatible``).  Deterministic rules
 only, ``spec.law.path``) is the exact law.  ``marginal=False`` conditions on the
 drawn tokens for every rule.
 
-Caveat: for a correctly wired drafter (children really drawn from the q rows the
-verifier is given, by the tree's child rule) a lossless mode's marginal TV is ~1e-16
-by construction: it certifies the arithmetic and the rows' normalisation, not the
-drafter.  The conditional values and ``expected_accepted`` do depend on the drawn
-tokens.  NaN: an mss node with more than ``MAX_DP_CHILDREN`` children.
+What it is not: for random child rules the marginal is the closed-form first-stage law
+(``marginal_sample`` / ``marginal_noreplace``) that every lossless sampling rule here
+shares at the root.  It is computed from p[0] and q[0] alone, NOT from the mode's own
+path law (that would need the law of every drawable tree, i.e. every token of the
+vocabulary at every node): it checks the rows (normalisation, temperatures), and a
+broken rule would read ~1e-16 too.  The mode's own law is checked by enumerating every
+drawable tree of a small world (``tests/test_lossless_modes.py``: ``path_end_law`` below
+gives the law of the accepted path and the token after it) and empirically by
+``study.lossless``.  The conditional values and ``expected_accepted`` do come from the
+mode's own law.  NaN: an mss node (random order) with more than ``MAX_DP_CHILDREN``
+children.
 """
 from __future__ import annotations
 
@@ -71,6 +77,22 @@ def top_down(node_fn: Callable) -> Callable[..., PathLaw]:
                 root_next = final
         return PathLaw(reach, root_next)
     return path
+
+
+def top_down_next(node_fn: Callable) -> Callable[..., list]:
+    """``Law.next_laws`` of a top-down mode: at a node with children, the law
+    ``node_fn`` gives for the token emitted after every child is rejected; at a leaf, p."""
+    def next_laws(tree: DraftTree, p, q, params) -> list:
+        return [node_fn(tree, u, p, q, params, True)[1] if tree.children(u) else as_dist(p[u])
+                for u in range(len(tree.parents))]
+    return next_laws
+
+
+def fixed_next(next_fn: Callable) -> Callable[..., list]:
+    """``Law.next_laws`` of a deterministic mode: ``next_fn(p_row, params)`` at every node."""
+    def next_laws(tree: DraftTree, p, q, params) -> list:
+        return [next_fn(p[u], params) for u in range(len(tree.parents))]
+    return next_laws
 
 
 def fixed_path(path_fn: Callable, next_fn: Callable) -> Callable[..., PathLaw]:
@@ -177,3 +199,22 @@ def expected_accepted(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch
                       params: dict) -> float:
     """Exact E[#accepted draft tokens] over the verifier's randomness for this tree."""
     return float(sum(path_law(spec, tree, p, q, params).reach[1:]))
+
+
+def path_end_law(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
+                 params: dict) -> list[tuple[int, float, torch.Tensor]]:
+    """The mode's exact law of one step, conditional on the drawn tokens: (end node v,
+    P(the accepted path ends at v), law of the token emitted after it) for every node
+    with P > 0.  P(end at v) = reach[v] - sum of its children's reach."""
+    if spec.law.next_laws is None:
+        raise ValueError(f"verify={spec.name}: no next_laws in its Law")
+    spec.check_tree(tree, q)
+    p, q = _rows(p), _rows(q)
+    reach = spec.law.path(tree, p, q, params, False).reach
+    nxt = spec.law.next_laws(tree, p, q, params)
+    out = []
+    for v in range(len(tree.parents)):
+        end = reach[v] - sum(reach[c] for c in tree.children(v))
+        if end > 0:
+            out.append((v, end, nxt[v]))
+    return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .distshift import fixed_path
+from .distshift import fixed_next, fixed_path
 from .modespec import Law, ModeSpec, Verdict, children_by_rank, register, target_dist, target_token
 from ..core.tree import DraftTree
 
@@ -65,7 +65,7 @@ def typical(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -
 
 register(ModeSpec(
     name="typical", verdict=typical, child_rule="topk", lossless_for=frozenset(),
-    law=Law(fixed_path(typical_path, typical_next)), defaults={"eps": 0.09, "delta": 0.3},
+    law=Law(fixed_path(typical_path, typical_next), next_laws=fixed_next(typical_next)), defaults={"eps": 0.09, "delta": 0.3},
     doc=typical.__doc__.splitlines()[0]))
 
 
@@ -104,7 +104,7 @@ def _seed_mode(name: str, accepts, defaults: dict, rule: str) -> ModeSpec:
     fn.__doc__ = (f"Seed rule '{name}' (lossy): {rule}; children tried in rank order, stop at "
                   "the first rejection, then the target's token (argmax at temperature 0).")
     return ModeSpec(name=name, verdict=fn, child_rule="topk", lossless_for=frozenset(),
-                    law=Law(fixed_path(walk, target_dist)), needs_q=True, defaults=defaults,
+                    law=Law(fixed_path(walk, target_dist), next_laws=fixed_next(target_dist)), needs_q=True, defaults=defaults,
                     doc=f"Seed rule (lossy): {rule}.")
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from .distshift import MAX_DP_CHILDREN, TooBig, fixed_path, marginal_noreplace, marginal_sample, top_down
+from .distshift import (MAX_DP_CHILDREN, TooBig, fixed_next, fixed_path, marginal_noreplace, marginal_sample,
+                        top_down, top_down_next)
 from .modespec import MODES, Law, ModeSpec, Verdict, register
 from ..core.sampling import TREE_CHILD_RULES, accept_prob, as_dist, residual, sample, sequoia_next_q
 from ..core.tree import DraftTree
@@ -21,9 +22,12 @@ from ..core.tree import DraftTree
 ANY_TREE = frozenset(TREE_CHILD_RULES)
 
 
-def get_mode(name: str) -> ModeSpec:
-    """The mode's spec; an unknown name lists the valid ones."""
-    return MODES.get(name)
+def get_mode(name: str, params=None) -> ModeSpec:
+    """The mode's spec; an unknown name lists the valid ones.  With ``params`` (the
+    ``verify`` group or a dict) the spec drafts with ``params["children"]`` where the
+    mode has that parameter (``ModeSpec.configured``)."""
+    spec = MODES.get(name)
+    return spec if params is None else spec.configured(spec.params(params))
 
 
 # --------------------------------------------------------------------------
@@ -53,7 +57,7 @@ def _argmax_dist(p_row: torch.Tensor, params=None) -> torch.Tensor:
 
 register(ModeSpec(
     name="greedy", verdict=greedy, child_rule="topk", lossless_for=ANY_TREE,
-    law=Law(fixed_path(greedy_path, _argmax_dist), draw_free=True),
+    law=Law(fixed_path(greedy_path, _argmax_dist), draw_free=True, next_laws=fixed_next(_argmax_dist)),
     defaults={"temperature": 0.0}, doc="Longest path of target-argmax tokens, then the argmax bonus."))
 
 
@@ -107,8 +111,13 @@ def speculative(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, param
 
 
 def mss(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> Verdict:
-    """SpecInfer multi-step speculative sampling (children i.i.d. from q, random order)."""
-    return _multi_step(tree, p, q, rng, shuffle=True, update_q=False)
+    """SpecInfer multi-step speculative sampling (Miao et al. 2024, Algorithm 2; children
+    i.i.d. from q), siblings tried in ``params["order"]``: "random" (the paper's rule: a
+    uniformly random order) or "storage" (the draw order).  Both are lossless on i.i.d.
+    children: a draw's law does not depend on its position, so each child tried is a
+    fresh draw from q (the lemma in ``distshift.marginal_sample``).  On an unbalanced
+    shape storage order tries the rank-0 child (with the deepest subtree) first."""
+    return _multi_step(tree, p, q, rng, shuffle=params["order"] == "random", update_q=False)
 
 
 def sequoia(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> Verdict:
@@ -117,10 +126,18 @@ def sequoia(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -
 
 
 def node_mss(tree, node, p, q, params, final=True):
-    """mss at one node, conditional on its children's tokens: a dynamic programme over
-    the SET of children already rejected (p_i depends only on how many were rejected;
-    each untried child is next with prob 1/#untried); 2^k states (TooBig past 16).
-    Children with q(x) = 0 are skipped by the verifier, so they drop out here."""
+    """mss at one node, conditional on its children's tokens, in ``params["order"]``
+    (speculative: a chain, the order is moot)."""
+    if params.get("order", "storage") == "storage":
+        return node_sequential(tree, node, p, q, final, update_q=False)
+    return node_mss_random(tree, node, p, q, final)
+
+
+def node_mss_random(tree, node, p, q, final=True):
+    """mss in random order: a dynamic programme over the SET of children already
+    rejected (p_i depends only on how many were rejected; each untried child is next
+    with prob 1/#untried); 2^k states (TooBig past 16).  Children with q(x) = 0 are
+    skipped by the verifier, so they drop out here."""
     qr = q[node]
     kids = [c for c in tree.children(node) if qr[int(tree.tokens[c])] > 0]
     xs = [int(tree.tokens[c]) for c in kids]
@@ -146,13 +163,13 @@ def node_mss(tree, node, p, q, params, final=True):
     return acc, ps[-1], f[-1]
 
 
-def node_sequoia(tree, node, p, q, params, final=True):
-    """Sequoia at one node: children in storage order, p and q updated on rejection
-    (a child with q(x) = 0 at its turn is skipped)."""
+def node_sequential(tree, node, p, q, final=True, update_q=False):
+    """Children tried in storage order, p updated on rejection and, if ``update_q``
+    (Sequoia), q too; a child with q(x) = 0 at its turn is skipped."""
     kids = tree.children(node)
     pr = p[node]
-    qr = sequoia_next_q(q[node], torch.zeros(pr.numel(), dtype=torch.bool))
     rejected = torch.zeros(pr.numel(), dtype=torch.bool)
+    qr = sequoia_next_q(q[node], rejected) if update_q else as_dist(q[node])
     acc, reach = {}, 1.0
     for i, c in enumerate(kids):
         x = int(tree.tokens[c])
@@ -166,26 +183,33 @@ def node_sequoia(tree, node, p, q, params, final=True):
             break
         pr = residual(pr, qr)
         rejected[x] = True
-        if i < len(kids) - 1:
+        if update_q and i < len(kids) - 1:
             qr = sequoia_next_q(qr, rejected)
     return acc, pr, reach
+
+
+def node_sequoia(tree, node, p, q, params, final=True):
+    """Sequoia at one node: children in storage order, p and q updated on rejection."""
+    return node_sequential(tree, node, p, q, final, update_q=True)
 
 
 _SAMPLED = {"sample": marginal_sample, "sample_noreplace": marginal_noreplace}   # one child: same draw
 register(ModeSpec(
     name="speculative", verdict=speculative, child_rule="sample",
-    lossless_for=frozenset(_SAMPLED), law=Law(top_down(node_mss), _SAMPLED),
+    lossless_for=frozenset(_SAMPLED), law=Law(top_down(node_mss), _SAMPLED, next_laws=top_down_next(node_mss)),
     needs_q=True, chain_only=True,
     doc="Speculative sampling (Leviathan et al.; Chen et al.) on a chain."))
 register(ModeSpec(
     name="mss", verdict=mss, child_rule="sample", lossless_for=frozenset({"sample"}),
-    law=Law(top_down(node_mss), {"sample": marginal_sample}), needs_q=True,
-    doc="SpecInfer multi-step speculative sampling (children i.i.d. from q, random order)."))
+    law=Law(top_down(node_mss), {"sample": marginal_sample}, next_laws=top_down_next(node_mss)), needs_q=True,
+    defaults={"order": "random"},
+    doc="SpecInfer multi-step speculative sampling (children i.i.d. from q; verify.order random|storage)."))
 register(ModeSpec(
     name="sequoia", verdict=sequoia, child_rule="sample_noreplace",
-    lossless_for=frozenset({"sample_noreplace"}),
-    law=Law(top_down(node_sequoia), {"sample_noreplace": marginal_noreplace}), needs_q=True,
-    doc="Sequoia (children without replacement; p and q both updated on rejection)."))
+    lossless_for=frozenset({"sample_noreplace"}), sibling_order="storage",
+    law=Law(top_down(node_sequoia), {"sample_noreplace": marginal_noreplace},
+            next_laws=top_down_next(node_sequoia)), needs_q=True,
+    doc="Sequoia (children without replacement, tried in draw order; p and q both updated on rejection)."))
 
 
 # --------------------------------------------------------------------------
@@ -221,7 +245,7 @@ def node_naive(tree, node, p, q, params, final=True):
 
 register(ModeSpec(
     name="naive", verdict=naive, child_rule="topk", lossless_for=ANY_TREE,
-    law=Law(top_down(node_naive), draw_free=True),
+    law=Law(top_down(node_naive), draw_free=True, next_laws=top_down_next(node_naive)),
     doc="SpecInfer naive sampling: draw x ~ p; accept it if it is a child, else emit it."))
 
 from . import block, lossy  # noqa: E402,F401  (register the other modes)

@@ -27,10 +27,24 @@ Child rules (``sampling.TREE_CHILD_RULES``; ``DraftTree.child_rule`` records the
 tree was drafted with): "topk", "sample" (i.i.d. from q), "sample_noreplace" (Sequoia),
 "fixed" (candidates not drawn from q: n-gram, merged).  A sampling verifier is lossless
 only on trees drawn by the rule it was derived for; ``check_compatible`` refuses the rest.
+
+Two job-level parameters choose how a mode drafts and tries siblings:
+
+* ``children`` (modes lossless on several random rules: traversal, block):
+  the child rule the drafter uses, "sample" (default) or "sample_noreplace", so the
+  mode can verify the same drafted trees as mss or sequoia (``verify.paired_with``).
+  ``spec.configured(params)`` is the spec with that ``child_rule``; ``get_mode(name,
+  params)`` returns it.
+* ``order`` (mss): the order siblings are tried in, "random" (SpecInfer's published
+  rule, the default) or "storage" (the drafter's draw order).  A mode with a fixed
+  order records it in ``sibling_order`` ("storage" for sequoia and traversal).
+
+``row_tags(spec, params)`` is what every CSV row carries about both (``child_rule``,
+``sibling_order``), so the report can name a baseline and its order.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Callable, Mapping, NamedTuple
 
@@ -43,6 +57,7 @@ from ..core.tree import DraftTree
 MODES: Registry = Registry("verify mode")
 RANDOM_RULES = ("sample", "sample_noreplace")     # child rules with draft randomness
 COMMON_DEFAULTS = {"temperature": 1.0, "draft_temperature": 1.0, "top_p": 1.0}
+SIBLING_ORDERS = ("random", "storage")
 
 
 class Verdict(NamedTuple):
@@ -70,10 +85,13 @@ class Law:
     averaged over the drafter's draw of the root's k children under that rule.
     ``draw_free``: the conditional first-token law does not depend on the drawn tokens
     (greedy, naive), so it is also the marginal under every rule.
+    ``next_laws``: with ``path``, the law of the whole step (``distshift.path_end_law``).
     """
     path: Callable[..., PathLaw]
     marginal: Mapping[str, Callable[..., torch.Tensor]] = field(default_factory=dict)
     draw_free: bool = False
+    next_laws: Callable[..., list] | None = None    # (tree, p, q, params) -> per node: law of the
+                                                    # token emitted when the path ends there
 
 
 @dataclass(frozen=True)
@@ -88,6 +106,8 @@ class ModeSpec:
     chain_only: bool = False
     defaults: Mapping = field(default_factory=dict)
     doc: str = ""
+    sibling_order: str = ""               # fixed order siblings are tried in ("" = none / a parameter)
+    raw_verdict: Callable = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.child_rule not in CHILD_RULES:
@@ -99,7 +119,10 @@ class ModeSpec:
             raise ValueError(f"mode {self.name}: not lossless on its own child rule")
         object.__setattr__(self, "lossless_for", frozenset(self.lossless_for))
         object.__setattr__(self, "defaults", MappingProxyType({**COMMON_DEFAULTS, **self.defaults}))
+        if "children" in self.defaults and self.defaults["children"] not in self.draft_rules:
+            raise ValueError(f"mode {self.name}: children={self.defaults['children']} not in {self.draft_rules}")
         raw = self.verdict
+        object.__setattr__(self, "raw_verdict", raw)
 
         def verdict(tree, p, q, rng, params):
             self.check_tree(tree, q)
@@ -110,6 +133,22 @@ class ModeSpec:
     @property
     def lossless(self) -> bool:
         return bool(self.lossless_for)
+
+    @property
+    def draft_rules(self) -> tuple:
+        """Child rules ``verify.children`` may ask the drafter for (random rules the mode
+        is lossless on); empty when the mode has no ``children`` parameter."""
+        if "children" not in self.defaults:
+            return ()
+        return tuple(r for r in RANDOM_RULES if r in self.lossless_for)
+
+    def configured(self, params: Mapping) -> "ModeSpec":
+        """This spec with ``child_rule`` = ``params["children"]`` where the mode has that
+        parameter (resolved params, ``spec.params(...)``); else the spec itself."""
+        rule = params.get("children") if "children" in self.defaults else None
+        if rule is None or rule == self.child_rule:
+            return self
+        return replace(self, verdict=self.raw_verdict, child_rule=rule)
 
     def params(self, overrides: Mapping | None = None) -> dict:
         """``defaults`` updated with ``overrides`` (a dict or the ``verify`` DictConfig;
@@ -126,6 +165,11 @@ class ModeSpec:
             out[key] = val
         for key in ("temperature", "draft_temperature"):
             out[key] = check_temperature(out[key], f"verify.{key}")
+        if "order" in out and out["order"] not in SIBLING_ORDERS:
+            raise ValueError(f"verify.order={out['order']}: must be one of {', '.join(SIBLING_ORDERS)}")
+        if "children" in out and out["children"] not in self.draft_rules:
+            raise ValueError(f"verify.children={out['children']}: verify={self.name} drafts with "
+                             f"{' or '.join(self.draft_rules)}")
         return out
 
     def check_tree(self, tree: DraftTree, q: torch.Tensor | None) -> None:
@@ -140,6 +184,14 @@ class ModeSpec:
                 if k > 1:
                     raise ValueError(f"verify={self.name} works on a chain only, but node {i} has "
                                      f"{k} children; use tree=chain (or a tree mode)")
+
+
+def row_tags(spec: ModeSpec, params: Mapping) -> dict:
+    """The columns a CSV row carries about how the mode drafts and tries siblings:
+    ``child_rule`` (the rule it asks the drafter for) and ``sibling_order`` ("random",
+    "storage", or "" where siblings are not tried one by one)."""
+    spec = spec.configured(params)
+    return {"child_rule": spec.child_rule, "sibling_order": str(params.get("order", spec.sibling_order))}
 
 
 def register(spec: ModeSpec) -> ModeSpec:
