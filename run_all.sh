@@ -21,21 +21,24 @@ PY=.venv/bin/python
 
 step "forward costs per pair and dtype, and the environment (results/costs.csv, results/environment.json)"
 # one process: a model shared by pairs (the 1.5B target) is measured once per dtype
-once costs $PY -m specbench.study.costs pair=qwen_coder \
+once costs $PY -m specbench.study.costs pair=qwen_coder +costs_repeats=3 \
   '+costs_pairs=[ngram_qwen,merged_qwen,smollm_qwen,gemma_qwen,qwen_skip,qwen_coder]' \
   '+costs_dtypes=[bfloat16,float32]' hydra.run.dir="$OUT/costs"
 
 step "Sequoia acceptance vectors (results/acceptance_vector.csv): qwen_coder per dataset, the other pairs on humaneval"
+# on each dataset's LAST 4 prompts (disjoint from the scored first ones), bf16 (the study's dtype by
+# measurement, README "Engines"), the 4 prompts' continuations in one batch
 for ds in humaneval stdlib_code mt_bench; do
-  once "calibrate_$ds" $PY -m specbench.study.calibrate pair=qwen_coder verify=greedy dtype=float32 dataset=$ds \
-    dataset.limit=4 max_new_tokens=64 out_root="$OUT"     # its cached continuations serve sweep=reference
+  once "calibrate_$ds" $PY -m specbench.study.calibrate pair=qwen_coder verify=greedy dtype=bfloat16 dataset=$ds \
+    dataset.limit=4 max_new_tokens=64 batch_size=4 out_root="$OUT"
 done
 for pair in smollm_qwen gemma_qwen qwen_skip; do            # the other drafters: a star-tree drafted replay
-  once "calibrate_${pair}_humaneval" $PY -m specbench.study.calibrate pair=$pair verify=greedy dtype=float32 \
-    dataset=humaneval dataset.limit=4 max_new_tokens=64 out_root="$OUT"
+  once "calibrate_${pair}_humaneval" $PY -m specbench.study.calibrate pair=$pair verify=greedy dtype=bfloat16 \
+    dataset=humaneval dataset.limit=4 max_new_tokens=64 batch_size=4 out_root="$OUT"
 done
 
-for sweep in reference reference_live reference_modes reference_modes_chain reference_modes_tree reference_pairs \
+for sweep in reference reference_live reference_modes reference_modes_chain reference_modes_tree reference_modes_noreplace \
+             reference_pairs \
              reference_merged reference_xpairs; do
   step "study: sweep=$sweep"
   $PY -m specbench.run -m sweep=$sweep out_root="$OUT" hydra.sweep.dir="$OUT/$sweep"

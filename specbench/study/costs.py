@@ -145,7 +145,8 @@ def settings(cfg: DictConfig) -> tuple[str, int, int, list]:
         except ValueError as e:
             raise ConfigError(f"costs_pairs: {e}") from None
         for dtype in list(cfg.get("costs_dtypes") or [cfg.dtype]):
-            one = OmegaConf.merge(cfg, {"pair": pair_cfg, "dtype": dtype})
+            one = {**OmegaConf.to_container(cfg, resolve=True), "pair": OmegaConf.to_container(pair_cfg),
+                   "dtype": dtype, "tree": {"name": "none", "budget": 0}}
             validate(from_config(one))         # dtype, device, pair: the job spec's checks
             jobs.append((pair_cfg, str(dtype)))
     return out, repeats, kv_len, jobs
