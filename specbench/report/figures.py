@@ -76,10 +76,11 @@ def save_all(figs: list[Fig], out_dir: str) -> list[str]:
     return [f.name for f in figs]
 
 
-def grid(n: int, w: float = 3.6, h: float = 2.8, sharey: bool = False, sharex: bool = False):
+def grid(n: int, w: float = 3.6, h: float = 2.8, sharey: bool = False, sharex: bool = False, layout=None):
     cols = min(n, 3)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(w * cols, h * rows), squeeze=False, sharey=sharey, sharex=sharex)
+    fig, axes = plt.subplots(rows, cols, figsize=(w * cols, h * rows), squeeze=False, sharey=sharey, sharex=sharex,
+                             layout=layout)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat)
@@ -104,9 +105,15 @@ def budget_axis(ax, budgets):
     ax.set_xlabel("budget N (draft tokens)")
 
 
-def ci(v, lo, hi):
-    v, lo, hi = (np.asarray(x, float) for x in (v, lo, hi))
+def ci(v, lo, hi, n=None):
+    """Error-bar lengths from an interval; none (zero length) where n < MIN_CI prompts."""
+    v = np.asarray(v, float)
+    lo = np.asarray(v if lo is None else lo, float)
+    hi = np.asarray(v if hi is None else hi, float)
     lo, hi = np.where(np.isfinite(lo), lo, v), np.where(np.isfinite(hi), hi, v)
+    if n is not None:
+        few = np.asarray(n, float) < T.MIN_CI
+        lo, hi = np.where(few, v, lo), np.where(few, v, hi)
     return [np.maximum(v - lo, 0), np.maximum(hi - v, 0)]
 
 
@@ -147,7 +154,7 @@ def fig_tokens_per_step(rows, sums, pair) -> Fig | None:
             s = s.sort_values("budget")
             st = style(shape)
             ax.errorbar(s.budget, s.tokens_per_step, yerr=ci(s.tokens_per_step, s.get("tokens_per_step_lo"),
-                        s.get("tokens_per_step_hi")), ms=3, capsize=2, label=shape, **st)
+                        s.get("tokens_per_step_hi"), s.get("n_prompts")), ms=3, capsize=2, label=shape, **st)
             cut = s[s.cut > T.MAX_CUT]
             ax.plot(cut.budget, cut.tokens_per_step, ls="none", marker=st["marker"], ms=7, mfc="white",
                     mec=st["color"], zorder=3)
@@ -156,7 +163,7 @@ def fig_tokens_per_step(rows, sums, pair) -> Fig | None:
 
     return panels(groups, "tokens_per_step_vs_budget.png", draw,
                   f"tokens_per_step against budget for {pair}, greedy, one panel per dataset (its main prompt set); "
-                  f"bars: 95% bootstrap CI over prompts; large hollow markers: more than {T.MAX_CUT:.0%} of the "
+                  f"bars: 95% bootstrap CI over prompts (none from fewer than {T.MIN_CI} prompts); large hollow markers: more than {T.MAX_CUT:.0%} of the "
                   "steps were cut by max_new_tokens (never ranked).")
 
 
@@ -171,7 +178,7 @@ def fig_gain_vs_chain(diffs: pd.DataFrame, pair) -> Fig | None:
         for shape, s in g.groupby("shape", sort=True):
             s = s.sort_values("budget")
             x = s.budget * 2 ** (0.08 * (shapes.index(shape) - (len(shapes) - 1) / 2))
-            ax.errorbar(x, s["diff"], yerr=ci(s["diff"], s.lo, s.hi), ms=3, capsize=2, ls="none",
+            ax.errorbar(x, s["diff"], yerr=ci(s["diff"], s.lo, s.hi, s.n_shared), ms=3, capsize=2, ls="none",
                         label=shape, **style(shape))
         ax.axhline(0, color="k", lw=0.6)
         budget_axis(ax, g.budget.unique())
@@ -179,7 +186,8 @@ def fig_gain_vs_chain(diffs: pd.DataFrame, pair) -> Fig | None:
 
     return panels(groups, "gain_vs_chain.png", draw,
                   f"Paired difference in tokens_per_step of each shape over chain at the same budget ({pair}, "
-                  "greedy) on the prompts both ran; bars: 95% paired bootstrap interval.")
+                  f"greedy) on the prompts both ran; bars: 95% paired bootstrap interval (none from fewer than {T.MIN_CI} "
+                  "shared prompts).")
 
 
 MIN_REACH = 20      # a depth is drawn only where at least this many steps reached it
@@ -273,8 +281,8 @@ def fig_acceptance_vector(vector: pd.DataFrame | None) -> Fig | None:
 
     def draw(ax, g):
         for pair, gp in g.groupby("pair", sort=True):
-            gp = gp.sort_values("rank")
-            ax.plot(gp["rank"], gp.p_accept, ms=3, label=pair, **style(pair))
+            gp = gp[gp.p_accept.astype(float) > 0].sort_values("rank")
+            ax.plot(gp["rank"], gp.p_accept, ms=3, lw=0.8, label=pair, **style(pair))
         ax.set_xlabel("draft rank k")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_yscale("log")
@@ -282,4 +290,5 @@ def fig_acceptance_vector(vector: pd.DataFrame | None) -> Fig | None:
 
     return panels(groups, "acceptance_vector.png", draw,
                   "The greedy acceptance vectors of results/acceptance_vector.csv (the Sequoia calibration input): "
-                  "per pair, the probability that the target's next token is the draft's rank-k token.", legend="pair")
+                  "per pair, the probability that the target's next token is the draft's rank-k token (log scale; ranks "
+                  "never accepted are not drawn).", legend="pair")

@@ -28,7 +28,7 @@ def fig_mode_gains(gains: pd.DataFrame) -> F.Fig | None:
         y = np.arange(len(g))[::-1]
         for yi, r in zip(y, g.to_dict("records")):
             st = F.style(r["verify"])
-            ax.errorbar([r["diff"]], [yi], xerr=F.ci([r["diff"]], [r["lo"]], [r["hi"]]), ms=5, capsize=2,
+            ax.errorbar([r["diff"]], [yi], xerr=F.ci([r["diff"]], [r["lo"]], [r["hi"]], [r["n_shared"]]), ms=5, capsize=2,
                         ls="none", label=r["verify"], color=st["color"], marker="o",
                         mfc=st["color"] if r["same_trees"] else "white", mec=st["color"])
         ax.set_yticks(y, [f"{r['mode']} vs {r['baseline']} · {r['shape']} N={int(r['budget'])} · n={r['n_shared']}"
@@ -39,7 +39,8 @@ def fig_mode_gains(gains: pd.DataFrame) -> F.Fig | None:
     return F.panels(groups, "mode_gains.png", draw,
                     "Each verification rule at T>0 against its strongest token-level baseline on the same shape and "
                     "budget (named on each row), on the prompts both ran; filled: both verified the same drafted "
-                    "trees, hollow: each drafted its own; bars: 95% paired bootstrap interval; n: shared prompts.",
+                    f"trees, hollow: each drafted its own; bars: 95% paired bootstrap interval, drawn only from "
+                    f"{F.T.MIN_CI}+ shared prompts (n).",
                     sharey=False, sharex=True, w=6.0, h=0.9 + 0.3 * rows, legend="rule")
 
 
@@ -53,7 +54,7 @@ def fig_lossy(gains: pd.DataFrame) -> F.Fig | None:
 
     def draw(ax, g):
         for r in g.sort_values(["mode", "shape", "budget"], kind="mergesort").to_dict("records"):
-            ax.errorbar([r["first_token_tv"]], [r["diff"]], yerr=F.ci([r["diff"]], [r["lo"]], [r["hi"]]), ms=5,
+            ax.errorbar([r["first_token_tv"]], [r["diff"]], yerr=F.ci([r["diff"]], [r["lo"]], [r["hi"]], [r["n_shared"]]), ms=5,
                         capsize=2, ls="none", label=r["verify"], color=F.color(r["verify"]),
                         marker="o" if r["tree"] == "chain" else "s")
         ax.axhline(0, color="k", lw=0.6)
@@ -120,19 +121,19 @@ def fig_gap(rows: pd.DataFrame, min_budgets: int = 3) -> F.Fig | None:
 
     def draw(ax, g):
         opt = g.drop_duplicates("budget").sort_values("budget")
-        ax.plot(opt.budget, opt.optimum, "k--", lw=1.2, label="DP optimum (measured vector)")
+        ax.plot(opt.budget, opt.optimum, "k--", lw=1.2, label="DP prediction, best tree")
         for shape, s in g.groupby("shape", sort=True):
             s = s.sort_values("budget")
             st = F.style(shape)
             ax.errorbar(s.budget, s.tokens_per_step, yerr=F.ci(s.tokens_per_step, s.tokens_per_step_lo,
-                        s.tokens_per_step_hi), ms=3, capsize=2, label=shape, **st)
+                        s.tokens_per_step_hi, s.n_prompts), ms=3, capsize=2, label=shape, **st)
             ax.plot(s.budget, s.predicted, ls=":", lw=0.8, marker=st["marker"], mfc="none", ms=3, color=st["color"])
         F.budget_axis(ax, g.budget.unique())
         ax.set_ylabel("tokens_per_step")
 
     return F.panels(groups, "gap_to_optimum.png", draw,
-                    "Measured tokens_per_step of each static shape (solid, 95% bootstrap CI) against the Sequoia DP "
-                    "optimum (dashed) and the DP's prediction for the same shape (hollow, dotted), per pair and "
+                    f"Measured tokens_per_step of each static shape (solid; 95% bootstrap CI from {F.T.MIN_CI}+ prompts) against "
+                    "the Sequoia DP's prediction for its best tree (dashed) and the DP's prediction for the same shape (hollow, dotted), per pair and "
                     f"dataset with at least {min_budgets} budgets (the others are in the table only).", h=3.4)
 
 
@@ -175,7 +176,7 @@ def fig_attention_ratio(kern: pd.DataFrame) -> F.Fig | None:
     norm = LogNorm(vmin=1 / lim, vmax=lim)
     groups = [(f"{s}, {dt}", g) for (s, dt), g in ratio.groupby(["shape", "dtype"], sort=True)]
     with plt.rc_context(F.RC):
-        fig, axes = F.grid(len(groups), w=3.4, h=3.0)
+        fig, axes = F.grid(len(groups), w=3.4, h=3.0, layout="constrained")
         for ax, (title, g) in zip(axes, groups):
             t = g.pivot(index="kv_len", columns="tree_size", values="r")
             im = ax.imshow(t.to_numpy(), cmap="RdBu", norm=norm, origin="lower", aspect="auto")

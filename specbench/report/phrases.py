@@ -113,8 +113,7 @@ def cap_sentences(rows: pd.DataFrame) -> list[str]:
     return out
 
 
-WHY = {("chain", "sequoia"): "the Sequoia DP, given an acceptance vector dominated by rank 0, builds a chain at this "
-                             "budget",
+WHY = {("chain", "sequoia"): "the Sequoia DP, given the measured acceptance vector, builds a chain at this budget",
        ("binary", "medusa63"): "the first N rank paths of medusa63 are those of binary at this budget",
        ("chain", "specinfer"): "specinfer's expansion keeps one child per node at these depths",
        ("chain", "ngram_trie"): "the n-gram trie has one continuation per node here, a chain",

@@ -22,6 +22,14 @@ from .markdown import bullets, md_table, table
 pct = lambda x: "n/a" if x != x or x is None else f"{x:.0%}"                  # noqa: E731
 
 
+NO_STEPS = ("_results/steps.csv is absent, so {what} (it needs per-prompt step records; "
+            "`python -m specbench.collect` writes them)._")
+
+
+def no_steps(ctx, what: str) -> str | None:
+    return NO_STEPS.format(what=what) if ctx["data"]["steps"] is None else None
+
+
 def figs(ctx, *names) -> list[str]:
     return [ctx["link"](n) for n in names if n in ctx["figs"]]
 
@@ -65,6 +73,8 @@ CROSS_COLS = [("pair", lambda r: r["pair"]), ("prompts (shared)", lambda r: int(
 
 def cross(ctx) -> str:
     c = ctx["t"]["cross"]
+    if no_steps(ctx, "no cross-pair table on shared prompts is shown"):
+        return no_steps(ctx, "no cross-pair table on shared prompts is shown")
     if c.empty:
         return "_No shape and budget was run by two pairs on shared prompts (greedy, same dtype), so no cross-pair table._"
     out = ["Every pair that ran the same shape and budget (greedy), on the prompts all of them ran (ratio of sums "
@@ -84,6 +94,8 @@ MODE_COLS = [("rule", lambda r: r["mode"] + ("" if r["lossless_b"] else " (lossy
 
 def modes(ctx) -> str:
     g = ctx["t"]["modes"]
+    if no_steps(ctx, "no paired mode comparison is shown"):
+        return no_steps(ctx, "no paired mode comparison is shown")
     if g.empty:
         return ("_No configuration ran at T>0 beside its token-level rule on shared prompts, so there is no mode "
                 "comparison._")
@@ -134,7 +146,7 @@ def speed(ctx) -> str:
 def analysis(ctx) -> str:
     t = ctx["t"]
     lines = P.answer_sentences(t["answer"]) + P.cap_sentences(t["rows"]) + P.cross_sentences(t["cross"])
-    lines += A.saturation_sentences(t["df"], t["sums"]) + [P.calibration_sentence(t["calib"])]
+    lines += [P.calibration_sentence(t["calib"])]
     return bullets(lines, "no greedy configuration ran")
 
 
@@ -146,7 +158,8 @@ def identities(ctx) -> str:
 
 def acceptance(ctx) -> str:
     got = figs(ctx, "alpha_by_depth.png", "acceptance_vector.png")
-    return "\n\n".join(got) if got else "_steps.csv or acceptance_vector.csv is absent, so no per-position acceptance._"
+    return "\n\n".join(got) if got else (no_steps(ctx, "no per-position acceptance is shown")
+                                          or "_No greedy sweep at N=16 and no acceptance vector: nothing to show._")
 
 
 def gap(ctx) -> str:

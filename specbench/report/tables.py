@@ -197,10 +197,17 @@ def cross_pair(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def modes(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
+def modes(df: pd.DataFrame, sums: pd.DataFrame, fps: pd.Series) -> pd.DataFrame:
     """A.mode_gains with the baseline named: its rule, whether it verified the same drafted trees,
-    and its sibling order where the study records one (`sibling_order`)."""
+    and its sibling order where the study records one (`sibling_order`).  A rule whose step
+    records equal its baseline's (mss or sequoia on a chain is speculative sampling) is an
+    identity, stated under Identities, not a row here."""
     gains = A.mode_gains(df, sums)
+    if gains.empty:
+        return gains
+    fp = fps.to_dict()
+    same = [fp.get(a) is not None and fp.get(a) == fp.get(b) for a, b in zip(gains.config_hash, gains.ref_hash)]
+    gains = gains[~np.asarray(same, bool)].reset_index(drop=True)
     if gains.empty:
         return gains
     order = dict(zip(df.config_hash, df["sibling_order"])) if "sibling_order" in df else {}
@@ -253,6 +260,6 @@ def compute(data: dict) -> dict:
     idents = identities(df, steps)
     rows = annotate(df, steps, speed, calib, idents)
     return dict(df=df, rows=rows, sums=sums, speed=speed, calib=calib, idents=idents, answer=answer(rows),
-                cross=cross_pair(df, sums), modes=modes(df, sums), batch=batch_rows(summary),
+                cross=cross_pair(df, sums), modes=modes(df, sums, record_fingerprints(steps)), batch=batch_rows(summary),
                 live=live_rows(rows), setup=setup_pairs(summary), chain_diffs=A.vs_chain(df, sums),
                 lossless=S.lossless_table(df, summary, data["outputs"]), pair=A.main_pair(df))
