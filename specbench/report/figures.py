@@ -208,9 +208,12 @@ def position_acceptance(steps: pd.DataFrame, hashes) -> pd.DataFrame:
 
 
 def fig_alpha(rows, sums, steps, pair, budget: int = 16) -> Fig | None:
+    """At N = `budget`, or the largest budget below it that the main sweep ran."""
     groups = main_groups(rows, sums, pair)
     if not groups or steps is None or "tree_depth" not in steps:
         return None
+    ran = sorted({int(b) for _, g in groups for b in g.budget})
+    budget = max([b for b in ran if b <= budget] or ran[:1])
     pick = [(t, g[g.budget == budget]) for t, g in groups]
     pick = [(t, g) for t, g in pick if len(g)]
     if not pick:

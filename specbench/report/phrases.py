@@ -87,6 +87,8 @@ def gain(r: dict) -> str:
 
 def answer_sentences(ans: pd.DataFrame) -> list[str]:
     out = []
+    if ans.empty:
+        return out
     for _, g in ans.groupby(A.GROUP, sort=True):
         g = g[g.speed.notna()]
         if len(g) < 2:
@@ -102,6 +104,8 @@ def answer_sentences(ans: pd.DataFrame) -> list[str]:
 
 def cap_sentences(rows: pd.DataFrame) -> list[str]:
     out = []
+    if rows.empty:
+        return out
     for _, g in rows[rows.temperature == 0].groupby(A.GROUP, sort=True):
         over = g[g.cut > T.MAX_CUT]
         if len(over):
@@ -142,6 +146,8 @@ def identity_sentences(idents: pd.DataFrame) -> list[str]:
 
 def cross_sentences(cross: pd.DataFrame) -> list[str]:
     out = []
+    if cross.empty:
+        return out
     for (ds, dt, mnt, shape, budget), g in cross.groupby(["dataset", "dtype", "max_new_tokens", "shape", "budget"],
                                                           sort=True):
         g = g.sort_values("tps_shared", ascending=False)
