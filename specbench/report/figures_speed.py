@@ -153,6 +153,9 @@ def fig_attention_time(kern: pd.DataFrame) -> F.Fig | None:
             ax.plot(s.tree_size, s.median_s * 1e3, ms=3, label=impl, **F.style(impl))
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        ticks = sorted(int(x) for x in g.tree_size.unique())
+        ax.set_xticks(ticks, [str(x) for x in ticks])
+        ax.xaxis.set_minor_locator(plt.NullLocator())
         ax.set_xlabel("tree size N (draft tokens)")
         ax.set_ylabel("median ms")
 
