@@ -109,7 +109,11 @@ def test_calibration_prompts_disjoint_from_scored_prompts():
     inside = T.calibration(df, sums, vec("c1;q2"))
     assert inside.calibration.iloc[0] == "in-sample (1 shared)"
     assert T.calibration(df, sums, vec("c1").drop(columns="prompt_ids")).calibration.iloc[0] == "not recorded"
-    assert T.claim(40, 0.0, in_sample=True).startswith("not ranked")
+    assert T.claim(40, 0.0, T.calibration_issue(inside.calibration.iloc[0])).startswith("not ranked")
+    assert T.claim(40, 0.0, T.calibration_issue("not recorded")).startswith("not ranked")
+    assert T.calibration_issue("disjoint") is None
+    other = df.assign(tree_params='{"calib_dataset": "other"}')        # calibrated on another dataset
+    assert T.calibration(other, sums, None).calibration.iloc[0] == "disjoint (calibrated on other)"
     # on the committed results: wherever calibration prompts are recorded, no ranked row is in-sample
     t = T.compute(B.load(str(ROOT / "results")))
     ranked = t["rows"][t["rows"].claim == "ranked"]

@@ -172,10 +172,10 @@ def calibration_sentence(calib: pd.DataFrame) -> str:
     if calib.empty:
         return "No Sequoia configuration ran, so no calibration is used."
     counts = calib.calibration.str.split(" ").str[0].value_counts()
-    if set(counts.index) == {"not"}:
+    if set(counts.index) == {"not"} and calib.calibration.str.startswith("not recorded").all():
         return ("The calibration prompts of the acceptance vectors are not recorded (results/acceptance_vector.csv "
                 "has no `prompt_ids` column), so whether the Sequoia trees were calibrated on the prompts they are "
-                "scored on cannot be checked; their rows read as exploratory.")
+                "scored on cannot be checked; their rows are not ranked.")
     parts = [f"{n} {k}" for k, n in sorted(counts.items())]
     return (f"Calibration prompts against scored prompts, per Sequoia configuration: {', '.join(parts)}; an "
-            "in-sample tree is never ranked.")
+            "in-sample tree, or one whose calibration prompts are not recorded, is never ranked.")

@@ -14,6 +14,7 @@ from .markdown import md_table, table
 DEFAULT_COMMANDS = ["bash run_all.sh", "python -m specbench.run -m sweep=reference",
                     "python -m specbench.attention_bench", "python -m specbench.collect",
                     "python -m specbench.report"]
+ENV_PER_PAIR = ("commands", "draft", "target", "dtype")   # per pair in the pairs table, not one value for all
 CSVS = ["summary.csv", "steps.csv", "outputs.jsonl", "acceptance_vector.csv", "acceptance_matrix.csv",
         "gap_to_optimum.csv", "costs.csv", "lossless_check.csv", "continuation_divergence.csv",
         "divergence_margins.csv", "attention.csv", "attention_threads1.csv", "environment.json"]
@@ -47,7 +48,7 @@ def setup(t: dict, data: dict) -> str:
                    "has no `draft_quant` / `target_quant` columns), so it is not stated here._")
     env = data["env"]
     if env:
-        items = [(k, v) for k, v in sorted(env.items()) if k != "commands"]
+        items = [(k, v) for k, v in sorted(env.items()) if k not in ENV_PER_PAIR]
         out.append("**Machine and libraries.**\n\n" + md_table(
             [[k, v if isinstance(v, str) else json.dumps(v, sort_keys=True)] for k, v in items], ["item", "value"]))
     else:
@@ -59,11 +60,16 @@ def setup(t: dict, data: dict) -> str:
             [[c, ", ".join(map(str, sorted(s[c].astype(str).unique())))] for c in common], ["setting", "values"]))
     shapes = t["df"].drop_duplicates("shape").sort_values("shape")[["shape", "tree", "tree_params"]]
     if len(shapes):
-        out.append("**Shapes.**\n\n" + md_table([[r.shape, r.tree, r.tree_params] for r in shapes.itertuples()],
+        out.append("**Shapes.**\n\n" + md_table([[r.shape, r.tree, _short(r.tree_params)] for r in shapes.itertuples()],
                                                  ["label", "tree", "tree_params"]))
     cmds = (env or {}).get("commands") or DEFAULT_COMMANDS
     out.append("**Commands.**\n\n```\n" + "\n".join(cmds) + "\n```")
     return "\n\n".join(out)
+
+
+def _short(text, n: int = 90) -> str:
+    text = str(text)
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def limitations(t: dict, data: dict) -> list[str]:

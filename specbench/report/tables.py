@@ -9,6 +9,7 @@ prompts it is scored on is never ranked.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 
 import numpy as np
@@ -52,13 +53,23 @@ def cut_share(steps: pd.DataFrame | None, summary: pd.DataFrame) -> pd.Series:
     return cut.groupby(s.config_hash).mean()
 
 
-def claim(n_prompts, cut, in_sample: bool = False) -> str:
+def calibration_issue(status) -> str | None:
+    """Why a Sequoia row's calibration bars a ranked claim, or None (disjoint, or not a Sequoia row)."""
+    status = str(status) if isinstance(status, str) else ""
+    if status.startswith("in-sample"):
+        return "tree calibrated on the scored prompts"
+    if status.startswith("not recorded"):
+        return "calibration prompts not recorded"
+    return None
+
+
+def claim(n_prompts, cut, calib: str | None = None) -> str:
     """Whether a row may carry a ranked claim, and if not, why (one short phrase)."""
     why = []
     if cut == cut and cut is not None and cut > MAX_CUT:
         why.append(f"{cut:.0%} of steps cut by max_new_tokens")
-    if in_sample:
-        why.append("tree calibrated on the scored prompts")
+    if calib:
+        why.append(calib)
     if why:
         return "not ranked: " + "; ".join(why)
     n = int(n_prompts) if n_prompts == n_prompts and n_prompts is not None else 0
@@ -103,24 +114,34 @@ def identities(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
 # --------------------------------------------------------------------------
 # calibration of the Sequoia trees
 # --------------------------------------------------------------------------
+def _params(cell) -> dict:
+    try:
+        p = json.loads(cell) if isinstance(cell, str) and cell else {}
+    except json.JSONDecodeError:
+        p = {}
+    return p if isinstance(p, dict) else {}
+
+
 def calibration(df: pd.DataFrame, sums: pd.DataFrame, vector: pd.DataFrame | None) -> pd.DataFrame:
-    """Per sequoia configuration: its calibration prompts (acceptance_vector.csv `prompt_ids`, when
-    recorded) against the prompts it was scored on; status disjoint / in-sample / not recorded."""
-    seq = df[df.tree == "sequoia"]
+    """Per sequoia configuration: the prompts its acceptance vector was calibrated on (the vector of
+    its `calib_dataset` / `calib_pair_id`; acceptance_vector.csv `prompt_ids`, when recorded) against
+    the prompts it was scored on: disjoint (by dataset or by prompt id), in-sample, or not recorded."""
     rows = []
-    for r in seq.to_dict("records"):
+    for r in df[df.tree == "sequoia"].to_dict("records"):
+        p = _params(r.get("tree_params"))
+        ds, pid = str(p.get("calib_dataset", r["dataset"])), str(p.get("calib_pair_id", r.get("pair_id", "")))
         scored = set(sums.loc[r["config_hash"]].index) if r["config_hash"] in sums.index.get_level_values(0) else set()
         calib = None
         if vector is not None and "prompt_ids" in vector:
-            v = vector[(vector.dataset.astype(str) == str(r["dataset"]))]
-            if "pair_id" in v and "pair_id" in r and r.get("pair_id") == r.get("pair_id"):
-                v = v[v.pair_id.astype(str) == str(r["pair_id"])]
-            ids = {p for cell in v.prompt_ids.dropna().astype(str) for p in cell.split(";") if p}
-            calib = ids or None
+            v = vector[vector.dataset.astype(str) == ds]
+            if "pair_id" in v and pid:
+                v = v[v.pair_id.astype(str) == pid]
+            calib = {x for cell in v.prompt_ids.dropna().astype(str) for x in cell.split(";") if x} or None
         shared = len(calib & scored) if calib is not None else None
-        status = ("not recorded" if calib is None else "disjoint" if shared == 0 else f"in-sample ({shared} shared)")
+        status = (f"disjoint (calibrated on {ds})" if ds != str(r["dataset"]) else "not recorded" if calib is None
+                  else "disjoint" if shared == 0 else f"in-sample ({shared} shared)")
         rows.append(dict(r, n_calib=len(calib) if calib else None, n_scored=len(scored), shared=shared,
-                         calibration=status, calib_ids=calib, scored_ids=scored))
+                         calibration=status))
     return pd.DataFrame(rows)
 
 
@@ -150,7 +171,7 @@ def annotate(df: pd.DataFrame, steps, speed, calib: pd.DataFrame, idents: pd.Dat
     same = dict(zip(idents.config_hash, [f"{s} N={int(b)}" for s, b in zip(idents.ref_shape, idents.budget)])) \
         if len(idents) else {}
     out["same_as"] = out.config_hash.map(same)
-    out["claim"] = [claim(n, c, str(s).startswith("in-sample")) for n, c, s in
+    out["claim"] = [claim(n, c, calibration_issue(s)) for n, c, s in
                     zip(out.get("n_prompts", pd.Series(0, index=out.index)), out.cut, out.calibration)]
     return out
 
