@@ -253,9 +253,9 @@ def fig_accept_hist(cross: pd.DataFrame, rows: pd.DataFrame) -> Fig | None:
     hist = dict(zip(rows.config_hash, rows.accept_hist))
     groups = []
     for (ds, dt), g in cross.groupby(["dataset", "dtype"], sort=True):
-        n = g.groupby(["shape", "budget"]).pair.nunique()
+        n = g.groupby(["cross_shape", "budget"]).pair.nunique()
         shape, budget = sorted(n.index, key=lambda k: (-n[k], k[1], k[0]))[0]
-        groups.append((f"{ds} ({dt}), {shape} N={int(budget)}", g[(g["shape"] == shape) & (g.budget == budget)]))
+        groups.append((f"{ds} ({dt}), {shape} N={int(budget)}", g[(g.cross_shape == shape) & (g.budget == budget)]))
 
     def draw(ax, g):
         pairs = list(g.sort_values("pair").pair)

@@ -148,8 +148,8 @@ def cross_sentences(cross: pd.DataFrame) -> list[str]:
     out = []
     if cross.empty:
         return out
-    for (ds, dt, mnt, shape, budget), g in cross.groupby(["dataset", "dtype", "max_new_tokens", "shape", "budget"],
-                                                          sort=True):
+    for (ds, dt, mnt, shape, budget), g in cross.groupby(["dataset", "dtype", "max_new_tokens", "cross_shape",
+                                                          "budget"], sort=True):
         g = g.sort_values("tps_shared", ascending=False)
         order = ", ".join(f"{r.pair} {A.fmt(r.tps_shared, 2)}" for r in g.itertuples())
         out.append(f"{ds} ({dt}, {int(mnt)} new tokens), {shape} N={int(budget)} on the {int(g.n_shared.iloc[0])} "

@@ -201,8 +201,11 @@ def cross_pair(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     """Greedy tokens_per_step and acceptance rate of every pair at each (shape, budget) that two or
     more pairs ran, per dataset, dtype and max_new_tokens, on the prompts all of them ran."""
     g = df[df.temperature == 0]
+    # a drafter that only fills a static shape (merged n-gram + model) is compared at that shape
+    g = g.assign(cross_shape=[str(_params(p).get("shape", s)) if t == "merged" else s
+                              for t, p, s in zip(g.tree, g.tree_params, g["shape"])])
     rows = []
-    for key, grp in g.groupby(["dataset", "dtype", "max_new_tokens", "shape", "budget"], sort=True):
+    for key, grp in g.groupby(["dataset", "dtype", "max_new_tokens", "cross_shape", "budget"], sort=True):
         if grp.pair.nunique() < 2:
             continue
         grp = grp.drop_duplicates("pair")
