@@ -162,10 +162,18 @@ def test_committed_report_regenerates_byte_identically(tmp_path):
 # --------------------------------------------------------------------------
 # robustness (issue 24): refuse before writing; figures and REPORT.md together; no stale figure
 # --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def rendered_once(tmp_path_factory):
+    d = tmp_path_factory.mktemp("rendered")
+    make_results(str(d / "results"))
+    assert run_report(d).returncode == 0
+    return d
+
+
 @pytest.fixture()
-def rendered(tmp_path):
-    make_results(str(tmp_path / "results"))
-    assert run_report(tmp_path).returncode == 0
+def rendered(rendered_once, tmp_path):
+    """A rendered fixture study (REPORT.md + figures) of this test's own, and a snapshot of its outputs."""
+    shutil.copytree(rendered_once, tmp_path, dirs_exist_ok=True)
     snap = {p: p.read_bytes() for p in [tmp_path / "REPORT.md", *(tmp_path / "results" / "figures").iterdir()]}
     return tmp_path, snap
 
@@ -208,3 +216,15 @@ def test_deleted_steps_degrades_with_the_right_reason_and_no_stale_figure(render
     links = {Path(x).name for x in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)}
     assert {p.name for p in (tmp_path / "results" / "figures").iterdir()} == links
     assert "mode_gains.png" not in links
+
+
+def test_mode_baseline_names_its_sibling_order(tmp_path):
+    """A baseline that records the order it tries siblings in (mss: random or storage) is named with it."""
+    make_results(str(tmp_path / "results"))
+    data = B.load(str(tmp_path / "results"))
+    s = data["summary"]
+    data["summary"] = s.assign(sibling_order=["storage" if v == "mss" else "" for v in s.verify])
+    gains = T.compute(data)["modes"]
+    vs_mss = gains[gains.ref_mode.str.startswith("mss")]
+    assert len(vs_mss) and vs_mss.baseline.str.startswith("mss (storage order), ").all()
+    assert not gains[gains.ref_mode.str.startswith("speculative")].baseline.str.contains("order").any()

@@ -221,6 +221,17 @@ def cross_pair(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def sibling_orders(df: pd.DataFrame) -> dict:
+    """{config_hash: the order a rule tries siblings in} from a `sibling_order` column or a
+    `sibling_order` key of `verify_params` (mss: random as in SpecInfer, or storage order)."""
+    if "sibling_order" in df:
+        return {h: o for h, o in zip(df.config_hash, df.sibling_order) if isinstance(o, str) and o}
+    if "verify_params" in df:
+        got = {h: _params(p).get("sibling_order") for h, p in zip(df.config_hash, df.verify_params)}
+        return {h: o for h, o in got.items() if o}
+    return {}
+
+
 def modes(df: pd.DataFrame, sums: pd.DataFrame, fps: pd.Series) -> pd.DataFrame:
     """A.mode_gains with the baseline named: its rule, whether it verified the same drafted trees,
     and its sibling order where the study records one (`sibling_order`).  A rule whose step
@@ -234,9 +245,9 @@ def modes(df: pd.DataFrame, sums: pd.DataFrame, fps: pd.Series) -> pd.DataFrame:
     gains = gains[~np.asarray(same, bool)].reset_index(drop=True)
     if gains.empty:
         return gains
-    order = dict(zip(df.config_hash, df["sibling_order"])) if "sibling_order" in df else {}
+    order = sibling_orders(df)
     gains["baseline"] = [
-        f"{m.split(' ')[0]}" + (f" ({order[h]} order)" if order.get(h) == order.get(h) and h in order else "")
+        f"{m.split(' ')[0]}" + (f" ({order[h]} order)" if h in order else "")
         + (", same trees" if same else ", own trees")
         for m, h, same in zip(gains.ref_mode, gains.ref_hash, gains.same_trees)]
     gains["lossless_b"] = gains.lossless.astype(str).str.lower().isin(["true", "1"])
