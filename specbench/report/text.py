@@ -14,7 +14,8 @@ frontier, using the draft's KV cache and the tree mask; it never re-runs the pre
 verification mode requires: the draft's top-k (greedy, typical and the lossy rules), samples from q with
 replacement (SpecInfer multi-step speculative sampling, `mss`) or without replacement (`sequoia`). Other
 drafters: prompt lookup (an n-gram trie over the prompt and output, `ngram_qwen`), a merged n-gram + model tree
-(`merged_qwen`), the target with layers skipped as its own draft (LayerSkip / Draft & Verify, `qwen_skip`), and
+(`merged_qwen`), drafts with another vocabulary (Gemma, SmolLM2) through Token-Level Intersection (TLI: only
+tokens both vocabularies spell the same are drafted), the target with layers skipped as its own draft (LayerSkip / Draft & Verify, `qwen_skip`), and
 EAGLE-2's dynamic tree over the draft model's probabilities (`eagle2`).
 
 **Tree attention.** One mask function builds the additive mask from the parent pointers: each node attends to
@@ -94,7 +95,7 @@ REFERENCES = """\
 10. Z. Sun et al. *Block Verification Accelerates Speculative Decoding.* ICLR 2025.
 11. Y. Weng et al. *Traversal Verification for Speculative Tree Decoding.* 2025.
 12. N. Timor et al. *Accelerating LLM Inference with Lossless Speculative Decoding Algorithms for Heterogeneous
-    Vocabularies* (TLI, cross-vocabulary drafting). ICML 2025.
+    Vocabularies* (TLI, cross-vocabulary drafting). ICML 2025, arXiv:2502.05202.
 13. M. Elhoushi et al. *LayerSkip: Enabling Early Exit Inference and Self-Speculative Decoding.* ACL 2024;
     J. Zhang et al. *Draft & Verify: Lossless Large Language Model Acceleration via Self-Speculative Decoding.*
     ACL 2024.
