@@ -113,21 +113,32 @@ def modes(ctx) -> str:
     return "\n\n".join(out + figs(ctx, "mode_gains.png", "lossy_tradeoff.png"))
 
 
+def _span(x: pd.Series, digits: int) -> str:
+    x = x.dropna().astype(float)
+    if x.empty:
+        return "n/a"
+    lo, hi = A.fmt(float(x.min()), digits), A.fmt(float(x.max()), digits)
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
 BATCH_COLS = [("pair", lambda r: r["pair"]), ("dataset", lambda r: r["dataset"]), ("dtype", lambda r: r["dtype"]),
-              ("rule", lambda r: r["mode"]), ("shape", lambda r: r["shape"]), ("N", lambda r: int(r["budget"])),
-              ("batch B", lambda r: int(r["batch_size"])), ("tokens/s", lambda r: A.fmt(r["tokens_per_s"], 2)),
-              ("acceptance rate", lambda r: A.fmt(r.get("acceptance_rate"), 3)), ("prompts", lambda r: A.fmt(r.get("n_prompts")))]
+              ("T", lambda r: f"{r['temperature']:g}"), ("batch B", lambda r: int(r["batch_size"])),
+              ("live configurations", lambda r: r["n"]), ("tokens/s", lambda r: r["tps"]),
+              ("acceptance rate", lambda r: r["rate"]), ("prompts", lambda r: r["prompts"])]
 
 
 def batch(ctx) -> str:
     b = ctx["t"]["batch"]
-    out = []
-    if b.empty or b.batch_size.nunique() < 2:
+    out, keys = [], ["pair", "dataset", "dtype", "temperature", "batch_size"]
+    if b.empty or b.groupby(keys[:-1]).batch_size.nunique().max() < 2:
         sizes = ", ".join(str(int(x)) for x in sorted(b.batch_size.unique())) if len(b) else "none"
-        out.append(f"_No live sweep over the batch size: live runs used B = {sizes} (batch_size in summary.csv), so "
-                   "acceptance and tokens/s against B are not measured by the study._")
+        out.append(f"_No live sweep over the batch size within one setting: live runs used B = {sizes} "
+                   "(batch_size in summary.csv), so acceptance and tokens/s against B are not measured by the study; "
+                   "per setting and B, the spread over its configurations:_")
     if len(b):
-        out.append(table(b.to_dict("records"), BATCH_COLS))
+        rows = [dict(zip(keys, k), n=len(g), tps=_span(g.tokens_per_s, 2), rate=_span(g.get("acceptance_rate"), 2),
+                     prompts=_span(g.get("n_prompts"), 0)) for k, g in b.groupby(keys, sort=True)]
+        out.append(table(rows, BATCH_COLS))
     out.append("**Batched target continuations** (replay's input). " + SU.divergence_sentence(ctx["data"].get("divergence")))
     return "\n\n".join(out)
 
