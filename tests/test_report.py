@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def run_report(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-m", "specbench.report", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=900)
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +182,7 @@ def test_report_does_not_import_torch(tmp_path):
     code = ("import sys; from specbench.report import build as report; "
             f"rc = report.main(['--results', {str(tmp_path / 'results')!r}, '--out', {str(tmp_path / 'R.md')!r}]); "
             "assert rc == 0; print('torch' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "False"
 

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def run_report(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-m", "specbench.report", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=900)
 
 
 @pytest.fixture(scope="module")
