@@ -211,7 +211,9 @@ def save_csv(df: pd.DataFrame, path: Path, merge: bool) -> pd.DataFrame:
 def draw_figures(df: pd.DataFrame, out: Path, fc) -> list[Path]:
     """attention_time_<dtype>.png: time vs tree size, one line per implementation,
     one panel per (shape, batch) at kv_len=fc.kv_len.  attention_speedup_<dtype>.png:
-    sequential/fused time over kv_len x tree size at batch=fc.batch, one panel per shape."""
+    sequential/fused time over kv_len x tree size at batch=fc.batch, one panel per shape, on one
+    colour scale shared by every panel and dtype.  (REPORT.md draws its own attention figures;
+    `python -m specbench.report` replaces these in results/figures/.)"""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -219,6 +221,7 @@ def draw_figures(df: pd.DataFrame, out: Path, fc) -> list[Path]:
 
     k = df[(df.level == "kernel") & df.median_s.notna()]
     written = []
+    norm = _shared_ratio_norm(k[k.batch == fc.batch])
     for dt, d in k.groupby("dtype"):
         line = d[d.kv_len == fc.kv_len]
         shapes, batches = sorted(line["shape"].unique()), sorted(line.batch.unique())
@@ -251,17 +254,26 @@ def draw_figures(df: pd.DataFrame, out: Path, fc) -> list[Path]:
                 t = heat[heat["shape"] == s].pivot_table(index="kv_len", columns=["tree_size", "impl"],
                                                          values="median_s")
                 sp = (t.xs("sequential", axis=1, level="impl") / t.xs("fused", axis=1, level="impl"))
-                im = ax.imshow(sp.to_numpy(), cmap="viridis", origin="lower", aspect="auto")
+                im = ax.imshow(sp.to_numpy(), cmap="RdBu", norm=norm, origin="lower", aspect="auto")
                 ax.set(xticks=range(sp.shape[1]), xticklabels=sp.columns, yticks=range(sp.shape[0]),
                        yticklabels=sp.index, xlabel="tree size N", ylabel="kv_len", title=s)
                 for (r, c), val in np.ndenumerate(sp.to_numpy()):
-                    dark = im.norm(val) < 0.6 if np.isfinite(val) else True
-                    ax.text(c, r, f"{val:.1f}", ha="center", va="center", fontsize=7,
-                            color="w" if dark else "k")
+                    ax.text(c, r, f"{val:.1f}", ha="center", va="center", fontsize=7)
                 fig.colorbar(im, ax=ax, label="sequential / fused time")
             fig.suptitle(f"fused speedup over per-branch attention, batch {fc.batch}, {dt}")
             written.append(_save(fig, out / f"attention_speedup_{dt}.png"))
     return written
+
+
+def _shared_ratio_norm(k: pd.DataFrame):
+    """One log colour scale, symmetric around 1, for every sequential/fused heatmap panel and dtype."""
+    from matplotlib.colors import LogNorm
+
+    piv = k[k.impl.isin(["fused", "sequential"])].pivot_table(
+        index=["shape", "dtype", "kv_len", "tree_size"], columns="impl", values="median_s")
+    r = (piv["sequential"] / piv["fused"]).dropna() if {"fused", "sequential"} <= set(piv.columns) else pd.Series([1.0])
+    lim = float(max(r.max(), 1 / r.min(), 1.01)) if len(r) else 2.0
+    return LogNorm(vmin=1 / lim, vmax=lim)
 
 
 def _save(fig, path: Path) -> Path:

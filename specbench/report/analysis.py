@@ -60,13 +60,21 @@ def pair_keys(df: pd.DataFrame) -> pd.Series:
 
 
 def pair_labels(df: pd.DataFrame) -> dict[str, str]:
-    """{pair identity: label}: the identity's first name; where two identities share a name
-    (a model folder changed in place, one config name for two pairs) each gets its id
+    """{pair identity: label}: the identity's first name.  Where one name has several identities
+    that each ran one dtype of their own (the same models converted to float32 and to bfloat16),
+    the name stays (the dtype column tells them apart); where two identities of a name share a
+    dtype (a model folder changed in place, one config name for two pairs) each gets its id
     appended, so the report never merges two pairs nor splits one."""
     key = pair_keys(df)
     first = {k: min(g) for k, g in df["pair"].astype(str).groupby(key, sort=True)}
-    used = pd.Series(list(first.values())).value_counts()
-    return {k: (f"{n} [{k}]" if used[n] > 1 else n) for k, n in first.items()}
+    dtypes = (df["dtype"].astype(str) if "dtype" in df else pd.Series("?", index=df.index)).groupby(key).agg(set)
+    out = {}
+    for name in sorted(set(first.values())):
+        ids = [k for k, n in first.items() if n == name]
+        seen = [d for k in ids for d in dtypes[k]]
+        apart = len(ids) == 1 or len(seen) == len(set(seen))
+        out.update({k: name if apart else f"{name} [{k}]" for k in ids})
+    return out
 
 
 def relabel_pairs(df: pd.DataFrame | None, labels: dict[str, str], by_hash: dict | None = None):

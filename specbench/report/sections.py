@@ -1,258 +1,233 @@
-"""REPORT.md's result sections as markdown: headline, modes, speedup, losslessness, appendix.
+"""REPORT.md as a declarative list of sections (`SECTIONS`): (heading, render(ctx) -> markdown).
 
-Each section function returns markdown; a section with nothing to show returns
-one italic line saying why (`md_table` refuses an empty table, so no header
-is ever printed without rows).  Numbers come from `analysis` and `speedup`.
+A section's render reads the tables (`tables.compute`), the phrases (`phrases`) and the made
+figures by name; a section with nothing to show says why in one line.  The order is DESIGN.md's:
+TL;DR and the answer tables, analysis, method, setup, limitations, references, appendix.
 """
 from __future__ import annotations
-
-import math
 
 import pandas as pd
 
 from . import analysis as A
-from . import figures as F
-from . import speedup as S
+from . import attention_report as AR
+from . import lossless as L
+from . import optimum as O
+from . import phrases as P
+from . import setup as SU
+from . import tables as T
+from . import text as X
+from .lossless import lossless_section, margin_note  # noqa: F401  (the losslessness API)
+from .markdown import bullets, md_table, table
 
-FOCUS_MODES = ("block", "traversal")   # the block/tree-level rules compared with their token-level rule
-
-
-def md_table(rows: list[list], headers: list[str]) -> str:
-    if not rows:
-        raise RuntimeError(f"internal: empty table ({', '.join(headers)}); omit it and say why")
-
-    def cell(x):
-        return str(x).replace("|", "\\|").replace("\n", " ")
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(cell(x) for x in r) + " |" for r in rows]
-    return "\n".join(lines)
+pct = lambda x: "n/a" if x != x or x is None else f"{x:.0%}"                  # noqa: E731
 
 
-def with_ci(r, metric: str, digits: int = 3) -> str:
-    return A.fmt_ci(r.get(metric), r.get(f"{metric}_lo"), r.get(f"{metric}_hi"), digits)
+NO_STEPS = ("_results/steps.csv is absent, so {what} (it needs per-prompt step records; "
+            "`python -m specbench.collect` writes them)._")
 
 
-def bullets(lines: list[str], empty: str) -> str:
-    return "\n".join(f"- {s}" for s in lines) if lines else f"_{empty}_"
+def no_steps(ctx, what: str) -> str | None:
+    return NO_STEPS.format(what=what) if ctx["data"]["steps"] is None else None
 
 
-def figure(out: list[str], made, rel: str) -> None:
-    if made:
-        name, caption = made
-        out.append(f"![{name}]({rel}/{name})\n\n*{caption}*\n")
+def figs(ctx, *names) -> list[str]:
+    return [ctx["link"](n) for n in names if n in ctx["figs"]]
 
 
-def _is_true(x) -> bool:
-    return str(x).lower() in ("true", "1")
+def _groups(df: pd.DataFrame, keys=A.GROUP):
+    return df.groupby(keys, sort=True) if len(df) else []
 
 
-# --------------------------------------------------------------------------
-def headline_section(df, sums, head, chain_diffs, pair, fig_dir, rel) -> str:
-    if head.empty:
-        return "_No greedy (T=0) configuration ran, so there is no best-shape headline._"
-    out = ["Per pair and dataset (greedy, T=0), the shape with the highest tokens_per_step at each budget, "
-           "among the configurations that ran the group's full prompt set, and its paired difference to "
-           "chain at the same budget (definitions under *Metric definitions*)."]
-    order = sorted(head.groupby(A.GROUP, sort=True).groups, key=lambda k: (k[0] != pair, k))
-    for key in order:
-        g = head[(head[A.GROUP] == pd.Series(key, index=A.GROUP)).all(axis=1)]
-        rows = [[r.budget, r.shape, r.config_hash, A.fmt_ci(r.tokens_per_step, r.lo, r.hi),
-                 A.fmt(r.chain_tps, 2) if r.has_chain else "not run",
-                 A.fmt_diff(r.paired) if r.paired is not None else ("chain is best" if r.has_chain else "n/a"),
-                 r.n_shapes] for r in g.itertuples(index=False)]
-        out.append(f"**{key[0]} · {key[1]}** ({key[2]}, {int(key[3])} new tokens, "
-                   f"{A.fmt(g.n_prompts.iloc[0])} prompts)\n\n" + md_table(
-                       rows, ["N", "best shape", "config_hash", "tokens_per_step [95% CI]", "chain",
-                              "Δ vs chain [95% paired CI]", "shapes ranked"]))
-    groups = A.main_groups(df, sums, pair)
-    figure(out, F.fig_tokens_per_step(groups, pair, fig_dir), rel)
-    figure(out, F.fig_gain_vs_chain(chain_diffs, pair, fig_dir), rel)
-    out.append(bullets(A.headline_sentences(head), "no headline rows"))
-    subset = A.subset_sentences(chain_diffs, head)
-    if subset:
-        out.append("**Configurations run on fewer prompts** (compared with chain on the prompts both ran, "
-                   "never ranked above):\n\n" + bullets(subset, ""))
+ANSWER_COLS = [
+    ("shape", lambda r: r["shape"] + (f" (= {r['same_as']})" if isinstance(r.get("same_as"), str) else "")),
+    ("best N (tried)", lambda r: f"{int(r['budget'])} ({r['budgets']})"),
+    ("speedup", P.speed),
+    ("tokens/step [95% CI]", lambda r: P.metric(r, "tokens_per_step")),
+    ("acceptance rate", lambda r: P.metric(r, "acceptance_rate", 3)),
+    ("acceptance length", lambda r: P.metric(r, "acceptance_length")),
+    ("prompts / tokens", lambda r: f"{A.fmt(r.get('n_prompts'))} / {A.fmt(r.get('new_tokens'))}"),
+    ("cut by cap", lambda r: pct(r.get("cut"))),
+    ("claim", P.claim_word)]
+
+
+def answer(ctx) -> str:
+    t = ctx["t"]
+    if t["answer"].empty:
+        return "_No greedy (T=0) configuration ran, so there is no answer table._"
+    out = [f"Per pair × dataset (greedy, T=0; one table per dtype and engine), per shape: the budget with the highest "
+           f"speedup over plain decoding — measured where a live run has a live baseline, else projected from measured "
+           f"forward costs (marked) — among the budgets where at most {T.MAX_CUT:.0%} of steps were cut by "
+           f"max_new_tokens. A row is *ranked* only with ≥ {T.MIN_RANKED} prompts; no interval is printed from fewer "
+           f"than {T.MIN_CI}. `(= chain N=8)`: identical step records (see *Identities*)."]
+    for key, g in _groups(t["answer"]):
+        out.append(f"**{P.where(g.iloc[0].to_dict())}**\n\n" + table(g.to_dict("records"), ANSWER_COLS))
+    return "\n\n".join(out + figs(ctx, "tokens_per_step_vs_budget.png", "gain_vs_chain.png", "projected_speedup.png"))
+
+
+def cross_table(g: pd.DataFrame) -> str:
+    """Pairs × (shape, N): tokens/step · acceptance rate on the prompts all the column's pairs ran."""
+    cols = sorted({(r.cross_shape, int(r.budget), int(r.n_shared)) for r in g.itertuples()}, key=lambda c: (c[1], c[0]))
+    cell = {(r.pair, r.cross_shape, int(r.budget)): f"{A.fmt(r.tps_shared, 2)} · {A.fmt(r.rate_shared, 2)}"
+            + ("" if r.tree == r.cross_shape else f" ({r.tree})") for r in g.itertuples()}
+    pairs = g.groupby("pair").tps_shared.max().sort_values(ascending=False, kind="mergesort").index
+    rows = [[p] + [cell.get((p, s, b), "") for s, b, _ in cols] + [A.fmt(g[g.pair == p].n_prompts.max())]
+            for p in pairs]
+    return md_table(rows, ["pair"] + [f"{s} N={b} ({n} shared prompts)" for s, b, n in cols] + ["its own prompts"])
+
+
+def cross(ctx) -> str:
+    c = ctx["t"]["cross"]
+    if no_steps(ctx, "no cross-pair table on shared prompts is shown"):
+        return no_steps(ctx, "no cross-pair table on shared prompts is shown")
+    if c.empty:
+        return "_No shape and budget was run by two pairs on shared prompts (greedy, same dtype), so no cross-pair table._"
+    out = ["Every pair that ran the same shape and budget (greedy): tokens/step · acceptance rate, each column on "
+           "the prompts all its pairs ran (ratio of sums from steps.csv); a drafter that fills a shape (merged) is "
+           "compared at that shape."]
+    for (ds, dt, mnt), g in _groups(c, ["dataset", "dtype", "max_new_tokens"]):
+        out.append(f"**{ds} ({dt}, {int(mnt)} new tokens)**\n\n" + cross_table(g))
+    return "\n\n".join(out + figs(ctx, "accept_length_hist.png"))
+
+
+MODE_COLS = [("rule", lambda r: r["mode"] + ("" if r["lossless_b"] else " (lossy)")),
+             ("baseline", lambda r: r["baseline"]), ("shape", lambda r: r["shape"]), ("N", lambda r: int(r["budget"])),
+             ("prompts", lambda r: int(r["n_shared"])), ("tokens/step", lambda r: A.fmt(r["paired"].a_value, 2)),
+             ("baseline tokens/step", lambda r: A.fmt(r["paired"].b_value, 2)), ("Δ [95% paired CI]", P.gain),
+             ("first_token_tv", lambda r: A.fmt(r.get("first_token_tv")))]
+
+
+def modes(ctx) -> str:
+    g = ctx["t"]["modes"]
+    if no_steps(ctx, "no paired mode comparison is shown"):
+        return no_steps(ctx, "no paired mode comparison is shown")
+    if g.empty:
+        return ("_No configuration ran at T>0 beside its token-level rule on shared prompts, so there is no mode "
+                "comparison._")
+    out = ["Each rule at T>0 against its strongest token-level baseline on the same shape, budget and temperature "
+           "(speculative sampling on chains; multi-step speculative sampling, mss, on trees drawn with replacement), "
+           "on the prompts both ran. *same trees*: the rule re-verified the baseline's own drafted trees "
+           "(`verify.paired_with`), so Δ is the gain per drafted tree; *own trees*: each drafted its own."]
+    for key, grp in _groups(g, A.GROUP + ["temperature"]):
+        grp = grp.sort_values(["lossless_b", "tree", "budget", "mode"], ascending=[False, True, True, True])
+        out.append(f"**{P.where(grp.iloc[0].to_dict())}, T={key[-1]:g}**\n\n" + table(grp.to_dict("records"), MODE_COLS))
+    return "\n\n".join(out + figs(ctx, "mode_gains.png", "lossy_tradeoff.png"))
+
+
+def _span(x: pd.Series, digits: int) -> str:
+    x = x.dropna().astype(float)
+    if x.empty:
+        return "n/a"
+    lo, hi = A.fmt(float(x.min()), digits), A.fmt(float(x.max()), digits)
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+BATCH_COLS = [("pair", lambda r: r["pair"]), ("dataset", lambda r: r["dataset"]), ("dtype", lambda r: r["dtype"]),
+              ("T", lambda r: f"{r['temperature']:g}"), ("batch B", lambda r: int(r["batch_size"])),
+              ("live configurations", lambda r: r["n"]), ("tokens/s", lambda r: r["tps"]),
+              ("acceptance rate", lambda r: r["rate"]), ("prompts", lambda r: r["prompts"])]
+
+
+def batch(ctx) -> str:
+    b = ctx["t"]["batch"]
+    out, keys = [], ["pair", "dataset", "dtype", "temperature", "batch_size"]
+    if b.empty or b.groupby(keys[:-1]).batch_size.nunique().max() < 2:
+        sizes = ", ".join(str(int(x)) for x in sorted(b.batch_size.unique())) if len(b) else "none"
+        out.append(f"_No live sweep over the batch size within one setting: live runs used B = {sizes} "
+                   "(batch_size in summary.csv), so acceptance and tokens/s against B are not measured by the study; "
+                   "per setting and B, the spread over its configurations:_")
+    if len(b):
+        rows = [dict(zip(keys, k), n=len(g), tps=_span(g.tokens_per_s, 2), rate=_span(g.get("acceptance_rate"), 2),
+                     prompts=_span(g.get("n_prompts"), 0)) for k, g in b.groupby(keys, sort=True)]
+        out.append(table(rows, BATCH_COLS))
+    out.append("**Batched target continuations** (replay's input). " + SU.divergence_sentence(ctx["data"].get("divergence")))
     return "\n\n".join(out)
 
 
-def modes_section(gains, fig_dir, rel) -> str:
-    if gains.empty:
-        return ("_No configuration ran at T>0 beside its token-level rule (speculative on a chain, mss on a tree) "
-                "on shared prompts, so there is no mode comparison._")
-    out = ["Each mode at T>0 against the token-level rule on the same shape, budget, temperature, dtype and "
-           "max_new_tokens: speculative (Leviathan et al.) on chains, SpecInfer's mss on trees; Δ is paired on "
-           "the prompts both ran.  Trees *same*: the mode verified the token-level rule's own drafted trees and "
-           "target rows (`verify.paired_with`), so Δ is the gain per drafted tree; *own*: each rule drafted "
-           "and decoded on its own (same prompts and seeds)."]
-    rows = [[r["pair"], r["dataset"], r["dtype"], r["shape"], int(r["budget"]), r["mode"], r["ref_mode"],
-             "same" if r.get("same_trees") is True else "own",
-             "yes" if _is_true(r.get("lossless")) else "no", r["n_shared"], A.fmt(r["paired"].a_value, 2),
-             A.fmt(r["paired"].b_value, 2), A.fmt_diff(r["paired"]), A.fmt(r.get("first_token_tv"))]
-            for r in gains.sort_values(A.GROUP + ["mode", "shape", "budget"], kind="mergesort").to_dict("records")]
-    out.append(md_table(rows, ["pair", "dataset", "dtype", "shape", "N", "mode", "vs", "trees", "lossless", "prompts",
-                               "tokens_per_step", "ref tokens_per_step", "Δ [95% paired CI]", "first_token_tv"]))
-    sent = A.mode_sentences(gains)
-    focus = [s for s in sent if any(f": {m} T=" in s for m in FOCUS_MODES)]
-    if focus:
-        out.append("**Block and traversal verification.**\n\n" + bullets(focus, ""))
-    rest = [s for s in sent if s not in focus]
-    if rest:
-        out.append(bullets(rest, ""))
-    figure(out, F.fig_mode_gains(gains, fig_dir), rel)
-    figure(out, F.fig_lossy(gains, fig_dir), rel)
-    return "\n\n".join(out)
+LIVE_COLS = [("pair", lambda r: r["pair"]), ("dataset", lambda r: r["dataset"]), ("dtype", lambda r: r["dtype"]),
+             ("rule", lambda r: r["mode"]), ("shape", lambda r: r["shape"]), ("N", lambda r: int(r["budget"])),
+             ("tokens/step", lambda r: A.fmt(r["tokens_per_step"], 2)), ("tokens/s", lambda r: A.fmt(r["tokens_per_s"], 2)),
+             ("measured ×", lambda r: A.fmt(r["measured"], 2)), ("projected ×", lambda r: A.fmt(r["projected"], 2))]
 
 
-def live_set(table: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
-    """Greedy live rows with a measured speedup, plus their baselines at tokens_per_step 1."""
-    if table.empty or "measured" not in table or table.measured.isna().all():
-        return pd.DataFrame()
-    live = table[table.measured.notna() & (table.temperature == 0)]
-    base = A.baselines(summary)
-    base = base[base.config_hash.isin(set(live.baseline_hash))].assign(shape="none")
-    if "tokens_per_step" not in base or base.tokens_per_step.isna().any():
-        base = base.assign(tokens_per_step=1.0)
-    cols = A.GROUP + ["shape", "tokens_per_step", "tokens_per_s"]
-    return pd.concat([live[cols], base[cols]], ignore_index=True)
+def speed(ctx) -> str:
+    live = ctx["t"]["live"]
+    if live.empty:
+        return ("_No live run has a matching live plain-decoding baseline (tree none), so no speedup is measured; "
+                "the answer tables use projections._")
+    return "\n\n".join([table(live.to_dict("records"), LIVE_COLS), bullets(P.speed_sentences(live), "")]
+                       + figs(ctx, "speed_measured_vs_projected.png"))
 
 
-def speedup_section(table, summary, pair, fig_dir, rel) -> str:
-    out = ["Projected speedup = tokens_per_step × t_target(1) ÷ (draft_cost + verify_cost), with t_role(n) the "
-           "median measured forward time for n query tokens on this machine (results/costs.csv, interpolated), "
-           "verify_cost = t_target(N+1) (root plus N draft nodes in one forward) and " + S.DRAFT_COST_RULE +
-           " Prefill is ignored. Measured speedup = live tokens_per_s ÷ tokens_per_s of the live plain-decoding "
-           "baseline (tree none) with the same pair, dataset, dtype and max_new_tokens."]
-    if table.empty:
-        return out[0] + "\n\n_results/costs.csv is absent and no live run has a baseline, so no speedup is shown._"
-    meas = table[table.measured.notna()] if "measured" in table else table.iloc[0:0]
-    if meas.empty:
-        out.append("_No live run has a matching plain-decoding baseline row (tree none), so only projected "
-                   "speedup is shown (full table in Appendix B)._")
-    else:
-        rows = [[r["config_hash"], r["pair"], r["dataset"], r["dtype"], r["mode"], r["shape"], int(r["budget"]),
-                 A.fmt(r["tokens_per_step"], 2), A.fmt(r["tokens_per_s"], 2), A.fmt(r["baseline_tokens_per_s"], 2),
-                 A.fmt(r["measured"], 2), A.fmt(r.get("projected"), 2)]
-                for r in meas.sort_values(A.GROUP + ["mode", "shape", "budget"], kind="mergesort").to_dict("records")]
-        out.append(md_table(rows, ["config_hash", "pair", "dataset", "dtype", "mode", "shape", "N",
-                                   "tokens_per_step", "tokens/s", "baseline tokens/s", "measured ×", "projected ×"]))
-        figure(out, F.fig_pareto(live_set(table, summary), fig_dir), rel)
-    keys = [k for k, _ in A.greedy_groups(table, main_only=True) if k[0] == pair] if "projected" in table else []
-    figure(out, F.fig_speedup(table, keys, fig_dir), rel)
-    out.append(bullets(S.speedup_sentences(table), "no speedup rows"))
-    return "\n\n".join(out)
+def analysis(ctx) -> str:
+    t = ctx["t"]
+    lines = P.answer_sentences(t["answer"]) + P.cap_sentences(t["rows"]) + P.cross_sentences(t["cross"])
+    lines += [P.calibration_sentence(t["calib"])]
+    return bullets(lines, "no greedy configuration ran")
 
 
-LOSSLESS_ALGEBRA = ("**(b) Sampling modes.** The exact `first_token_tv` of a lossless mode is zero by its algebra "
-                    "(the mode's first-token law is computed, not sampled), so a zero there is not evidence by "
-                    "itself; the evidence is an empirical check: at fixed real prefixes, the first emitted token "
-                    "over many seeded draws against the target's distribution (χ² p-value and TV).")
+def identities(ctx) -> str:
+    return ("Configurations whose step records are identical on every prompt, stated once (the answer tables mark "
+            "them `(= …)`); they are identities of the methods, not findings:\n\n"
+            + bullets(P.identity_sentences(ctx["t"]["idents"]), "no two configurations have identical step records"))
 
 
-def margin_note(table: pd.DataFrame, margins: pd.DataFrame | None) -> str:
-    """One line on the target's logit margin at the greedy divergences (results/divergence_margins.csv)."""
-    n = int(sum(len(d) for d in table.diverged))
-    if not n:
-        return ""
-    margins = _shown_margins(table, margins)
-    if margins is None:
-        return ("_results/divergence_margins.csv is absent (`python -m specbench.study.margins` writes it), so no "
-                "divergence's logit margin is shown._")
-    if margins.empty:
-        return ("_results/divergence_margins.csv has no row for these divergences (`python -m specbench.study.margins` "
-                "says why it skipped them), so no logit margin is shown._")
-    worst, neg = float(margins.margin.abs().max()), int((margins.margin < 0).sum())
-    return (f"Δlogit: the target's float32 logit of the baseline's token minus that of the configuration's token at "
-            f"the first divergence (one forward over the prompt and the shared prefix, `python -m "
-            f"specbench.study.margins`); {len(margins)} of {n} divergences measured, |Δlogit| at most {worst:.3f} "
-            f"(a probability ratio of {math.exp(worst):.3f} between the two tokens); {neg} of {len(margins)} "
-            f"negative (there float32 prefers the configuration's token to the baseline's).")
+def acceptance(ctx) -> str:
+    got = figs(ctx, "alpha_by_depth.png", "acceptance_vector.png")
+    return "\n\n".join(got) if got else (no_steps(ctx, "no per-position acceptance is shown")
+                                          or "_No greedy sweep at N=16 and no acceptance vector: nothing to show._")
 
 
-def _shown_margins(table: pd.DataFrame, margins: pd.DataFrame | None) -> pd.DataFrame | None:
-    """The margin rows of the table's divergences (same configuration, baseline and prompt)."""
-    if margins is None:
-        return None
-    shown = {(r["config_hash"], r.get("baseline_hash"), p) for r in table.to_dict("records") for p, _ in r["diverged"]}
-    keep = [k in shown for k in zip(margins.config_hash, margins.baseline_hash, margins.prompt_id)]
-    return margins[keep]
+def gap(ctx) -> str:
+    rows = ctx["t"]["gap"]
+    if rows.empty:
+        return "_No results/gap_to_optimum.csv rows (greedy static shapes with a calibrated acceptance vector)._"
+    return "\n\n".join([X.GAP, bullets(O.sentences(rows), ""), "Each cell: measured tokens_per_step (share of the DP "
+                        "prediction for the best tree; DP prediction for the shape itself).", md_table(*O.pivot(rows))]
+                       + figs(ctx, "gap_to_optimum.png"))
 
 
-def _divergence_cell(r: dict, margins: pd.DataFrame | None) -> str:
-    by = {} if margins is None else dict(zip(zip(margins.config_hash, margins.baseline_hash, margins.prompt_id),
-                                             margins.margin))
-    key = lambda p: (r["config_hash"], r.get("baseline_hash"), p)    # noqa: E731
-    cells = [f"{p}@{pos}" + (f" (Δlogit {by[key(p)]:+.3f})" if key(p) in by else "") for p, pos in r["diverged"][:3]]
-    return ", ".join(cells) + (" …" if len(r["diverged"]) > 3 else "")
+def lossless(ctx) -> str:
+    t, d = ctx["t"], ctx["data"]
+    return L.lossless_section(t["lossless"], d["lossless_check"], bool(d["outputs"]),
+                              not A.baselines(d["summary"]).empty, d["margins"])
 
 
-def lossless_section(table, check: pd.DataFrame | None, has_outputs: bool, has_baseline: bool,
-                     margins: pd.DataFrame | None = None) -> str:
-    out = ["**(a) Greedy outputs against plain decoding** (Spec-Bench `equal.py` style): every greedy "
-           "configuration's generated tokens against the plain-decoding baseline's (tree none, same pair, "
-           "dataset, dtype and max_new_tokens) on the prompts both ran. In float32 all should be identical; "
-           "bf16 kernels may round differently, and any divergence is reported, never hidden."]
-    if table.empty:
-        why = ("results/outputs.jsonl is absent" if not has_outputs else
-               "results/summary.csv has no plain-decoding baseline row (tree none)" if not has_baseline else
-               "no greedy configuration shares prompts and settings with a baseline in outputs.jsonl")
-        out.append(f"_{why}, so no greedy output is compared._")
-    else:
-        rows = []
-        for r in table.sort_values(A.GROUP + ["shape", "budget", "config_hash"], kind="mergesort").to_dict("records"):
-            div = _divergence_cell(r, margins)
-            rows.append([r["config_hash"], r["pair"], r["dataset"], r["dtype"], r["shape"], int(r["budget"]),
-                         r.get("engine", ""), r["n_prompts"], f"{r['identical'] / r['n_prompts']:.1%}", div or "—"])
-        out.append(md_table(rows, ["config_hash", "pair", "dataset", "dtype", "shape", "N", "engine", "prompts",
-                                   "token-identical", "first divergence (prompt@token)"]))
-        out.append(bullets(S.lossless_sentences(table), ""))
-        out += [note for note in [margin_note(table, margins)] if note]
-    out.append(LOSSLESS_ALGEBRA)
-    if check is None or check.empty:
-        out.append("_results/lossless_check.csv is absent, so no empirical first-token check is shown._")
-    else:
-        check = check.assign(holm_p=check.groupby("pair").chi2_p.transform(lambda p: S.holm(p.astype(float))))
-        cols = [c for c in ("pair", "verify", "temperature", "prefix_id", "seed", "n_draws", "tree", "budget",
-                            "chi2_p", "holm_p", "tv", "tv_null") if c in check]
-        rows = [[A.fmt(r[c], 4 if c.startswith("tv") else 3) if isinstance(r[c], float) else r[c] for c in cols]
-                for r in check.sort_values(cols[:4], kind="mergesort").to_dict("records")]
-        out.append("The empirical check (`python -m specbench.study.lossless`): per prefix, N seeded one-step "
-                   "draws through the drafter, verifier and mode; χ² p-value of the first tokens against the "
-                   "target's distribution (`holm_p`: Holm-adjusted over all of the pair's checks), their TV, "
-                   "and the TV of N exact draws from the target (`tv_null`).")
-        out.append(md_table(rows, cols))
-        out.append(bullets(S.lossless_check_sentences(check), ""))
-    return "\n\n".join(out)
+def attention(ctx) -> str:
+    return AR.section(ctx["data"]["attention"], ctx["data"].get("attention_recheck"),
+                      figs(ctx, "attention_time.png", "attention_speedup.png"))
 
 
-# --------------------------------------------------------------------------
-def appendix_configs(df: pd.DataFrame, summary: pd.DataFrame) -> str:
-    out = [f"Every configuration in results/summary.csv ({len(summary)} rows), grouped by pair · dataset · mode."]
-    has_tv = "first_token_tv" in df and df.first_token_tv.notna().any()
-    headers = ["config_hash", "shape", "N", "dtype", "max_new_tokens", "engine", "prompts", "steps",
-               "acceptance_rate", "acceptance_length", "tokens_per_step"] + (["first_token_tv"] if has_tv else [])
-    for (pair, dataset, mode), g in df.groupby(["pair", "dataset", "mode"], sort=True):
-        rows = [[r["config_hash"], r["shape"], int(r["budget"]), r["dtype"], A.fmt(r.get("max_new_tokens")),
-                 r.get("engine", ""), A.fmt(r.get("n_prompts")), A.fmt(r.get("n_steps")),
-                 with_ci(r, "acceptance_rate"), with_ci(r, "acceptance_length", 2), with_ci(r, "tokens_per_step", 2)]
-                + ([A.fmt(r.get("first_token_tv"))] if has_tv else []) for r in g.to_dict("records")]
-        out.append(f"### {pair} · {dataset} · {mode}\n\n" + md_table(rows, headers))
-    base = A.baselines(summary)
-    if not base.empty:
-        rows = [[r["config_hash"], r["pair"], r["dataset"], r["dtype"], A.fmt(r.get("max_new_tokens")),
-                 r.get("engine", ""), A.fmt(r.get("n_prompts")), A.fmt(r.get("tokens_per_s"), 2)]
-                for r in base.to_dict("records")]
-        out.append("### Baseline (plain target decoding, tree none)\n\n" + md_table(
-            rows, ["config_hash", "pair", "dataset", "dtype", "max_new_tokens", "engine", "prompts", "tokens_per_s"]))
-    return "\n\n".join(out)
+def method(ctx) -> str:
+    from . import speedup as S
+    return "\n\n".join([X.METHOD, X.SPEED.format(rule=S.DRAFT_COST_RULE), "**Metric definitions.** " + X.METRICS,
+                        X.EVIDENCE.format(ranked=T.MIN_RANKED, ci=T.MIN_CI, cut=f"{T.MAX_CUT:.0%}")])
 
 
-def appendix_speedup(table: pd.DataFrame) -> str:
-    if table.empty or "projected" not in table or table.projected.isna().all():
-        return "_No projected speedup: results/costs.csv is absent or lacks role, n_tokens, seconds._"
-    t = table[table.projected.notna()].sort_values(A.GROUP + ["mode", "shape", "budget"], kind="mergesort")
-    rows = [[r["config_hash"], r["pair"], r["dataset"], r["mode"], r["shape"], int(r["budget"]),
-             A.fmt(r["tokens_per_step"], 2), int(r["depth"]), A.fmt(r["draft_cost"] * 1e3, 2),
-             A.fmt(r["verify_cost"] * 1e3, 2), A.fmt(r["projected"], 2), A.fmt(r.get("measured"), 2)]
-            for r in t.to_dict("records")]
-    return md_table(rows, ["config_hash", "pair", "dataset", "mode", "shape", "N", "tokens_per_step", "D",
-                           "draft_cost ms", "verify_cost ms", "projected ×", "measured ×"])
+def limitations(ctx) -> str:
+    return bullets(SU.limitations(ctx["t"], ctx["data"]), "none recorded")
+
+
+SECTIONS = [
+    ("## TL;DR", lambda c: bullets(P.tldr(c["t"]), "")),
+    ("## Answer: the fastest budget per shape", answer),
+    ("## Across pairs at fixed budgets", cross),
+    ("## Verification rules against their token-level baselines", modes),
+    ("## Batch size", batch),
+    ("## Measured and projected speed", speed),
+    ("## Analysis", analysis),
+    ("### Identities", identities),
+    ("### Acceptance by position and rank", acceptance),
+    ("### Gap to the Sequoia DP's prediction", gap),
+    ("### Losslessness on the real pairs", lossless),
+    ("### Tree attention", attention),
+    ("## Method", method),
+    ("## Setup", lambda c: SU.setup(c["t"], c["data"])),
+    ("## Limitations", limitations),
+    ("## References", lambda c: X.REFERENCES),
+    ("## Appendix: inputs and every configuration", lambda c: SU.appendix(c["t"], c["data"])),
+]
+
+
+def render(ctx) -> str:
+    head = ["# specbench report", "", "_Generated by `python -m specbench.report` from results/*.csv; do not edit._", ""]
+    return "\n".join(head + [f"{h}\n\n{fn(ctx)}\n" for h, fn in SECTIONS])

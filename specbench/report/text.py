@@ -1,4 +1,4 @@
-"""The fixed prose of REPORT.md: method, metric definitions, references (no code)."""
+"""The fixed prose of REPORT.md: method, speed model, metric definitions, evidence rules, references."""
 
 METHOD = """\
 **Trees.** A draft tree is stored as parent pointers in breadth-first order: node 0 is the root (the last
@@ -12,7 +12,11 @@ by a per-depth factor list and `paths` takes an explicit rank-path list. Every s
 **Drafters.** The model drafter grows the tree level by level with one draft forward per depth over the whole
 frontier, using the draft's KV cache and the tree mask; it never re-runs the prefix. Children are chosen as the
 verification mode requires: the draft's top-k (greedy, typical and the lossy rules), samples from q with
-replacement (SpecInfer multi-step speculative sampling, `mss`) or without replacement (`sequoia`).
+replacement (SpecInfer multi-step speculative sampling, `mss`) or without replacement (`sequoia`). Other
+drafters: prompt lookup (an n-gram trie over the prompt and output, `ngram_qwen`), a merged n-gram + model tree
+(`merged_qwen`), drafts with another vocabulary (Gemma, SmolLM2) through Token-Level Intersection (TLI: only
+tokens both vocabularies spell the same are drafted), the target with layers skipped as its own draft (LayerSkip / Draft & Verify, `qwen_skip`), and
+EAGLE-2's dynamic tree over the draft model's probabilities (`eagle2`).
 
 **Tree attention.** One mask function builds the additive mask from the parent pointers: each node attends to
 the whole prefix, to itself and to its ancestors (its row is its parent's row plus itself, as in EAGLE), and
@@ -20,8 +24,10 @@ its position id is prefix length + depth. The target scores all N+1 nodes in one
 cache; afterwards both caches keep only the root and the accepted path.
 
 **Verification.** Greedy accepts the longest path whose tokens equal the target's argmax and appends the
-target's next token (the bonus). The lossless sampling modes (`speculative`, `mss`, `sequoia`) use rejection
-sampling against the target distribution; the lossy rules (`typical` and the seed rules such as
+target's next token (the bonus). The lossless sampling modes use rejection sampling against the target
+distribution: `speculative` (Leviathan et al.; Chen et al.) on chains, `mss` (SpecInfer) and `sequoia` on trees,
+`block` (block verification) on chains and `traversal` (traversal verification) on trees, which accept whole
+paths instead of token by token; the lossy rules (`typical` and the seed rules such as
 p_target ≥ p_draft) accept more but drift from the target distribution, which `first_token_tv` measures.
 
 **Engines.** `live` runs real speculative decoding and measures wall time. `replay` is exact for greedy
@@ -50,6 +56,26 @@ A difference Δ = tokens_per_step_a(P) − tokens_per_step_b(P) on the shared pr
 bootstrap interval: P is resampled with replacement, the same resample for both configurations (seeded, 1000
 draws). "(includes 0)" marks an interval that contains zero: that difference is not resolved by these prompts."""
 
+SPEED = """\
+**Speed.** Measured speedup = live tokens/s ÷ the tokens/s of the live plain-decoding baseline (tree none) with
+the same pair, dataset, dtype and max_new_tokens. Projected speedup = tokens_per_step × t_target(1) ÷
+(draft_cost + verify_cost), with t_role(n) the median measured forward time for n query tokens on this machine
+(results/costs.csv, interpolated), verify_cost = t_target(N+1) and {rule} Prefill is ignored."""
+
+EVIDENCE = """\
+**Evidence rules.** A ranked or "best" claim rests on at least {ranked} prompts, else it is listed as
+exploratory; an interval from fewer than {ci} prompts is not printed (a bootstrap over 3 prompts has 10 distinct
+resamples). A budget is ranked only if at most {cut} of its steps were cut by max_new_tokens (a cut step reached
+the cap and emitted fewer than accepted + 1 tokens). A Sequoia tree is ranked only if its acceptance vector was
+calibrated on prompts disjoint from the scored ones. T=0 and T>0 rows are never ranked together."""
+
+GAP = """\
+For each pair and dataset with a measured greedy acceptance vector P (rank k's acceptance probability), the
+Sequoia dynamic program predicts the best static tree's tokens per step at each budget, 1 + max over trees of
+Σ_nodes Π_path P[rank], and the same sum for each measured shape. The DP assumes acceptance independent across
+depths and ignores the end of a decode, so its values are predictions, not bounds: a shape can measure above
+them."""
+
 REFERENCES = """\
 1. Y. Leviathan, M. Kalman, Y. Matias. *Fast Inference from Transformers via Speculative Decoding.* ICML 2023.
 2. C. Chen, S. Borgeaud, G. Irving, J.-B. Lespiau, L. Sifre, J. Jumper. *Accelerating Large Language Model
@@ -61,4 +87,20 @@ REFERENCES = """\
    EMNLP 2024.
 6. T. Cai et al. *Medusa: Simple LLM Inference Acceleration Framework with Multiple Decoding Heads.* ICML 2024.
 7. H. Xia et al. *Unlocking Efficiency in Large Language Model Inference: A Comprehensive Survey of
-   Speculative Decoding* (Spec-Bench). Findings of ACL 2024."""
+   Speculative Decoding* (Spec-Bench). Findings of ACL 2024.
+8. Y. Li, F. Wei, C. Zhang, H. Zhang. *EAGLE: Speculative Sampling Requires Rethinking Feature Uncertainty.*
+   ICML 2024.
+9. Y. Li, F. Wei, C. Zhang, H. Zhang. *EAGLE-3: Scaling up Inference Acceleration of Large Language Models via
+   Training-Time Test.* arXiv:2503.01840, 2025.
+10. Z. Sun et al. *Block Verification Accelerates Speculative Decoding.* ICLR 2025.
+11. Y. Weng et al. *Traversal Verification for Speculative Tree Decoding.* 2025.
+12. N. Timor et al. *Accelerating LLM Inference with Lossless Speculative Decoding Algorithms for Heterogeneous
+    Vocabularies* (TLI, cross-vocabulary drafting). ICML 2025, arXiv:2502.05202.
+13. M. Elhoushi et al. *LayerSkip: Enabling Early Exit Inference and Self-Speculative Decoding.* ACL 2024;
+    J. Zhang et al. *Draft & Verify: Lossless Large Language Model Acceleration via Self-Speculative Decoding.*
+    ACL 2024.
+14. A. Saxena. *Prompt Lookup Decoding.* github.com/apoorvumang/prompt-lookup-decoding, 2023.
+15. J. Dong, B. Feng, D. Guessous, Y. Liang, H. He. *Flex Attention: A Programming Model for Generating Optimized
+    Attention Kernels* (FlexAttention). arXiv:2412.05496, 2024.
+16. SPEED-Bench: the per-position conditional acceptance and acceptance-length histogram format used for the
+    acceptance figures."""

@@ -1,0 +1,139 @@
+"""Read results/ for the report, refusing truncated or inconsistent inputs before anything is written.
+
+Every refusal is an `InputError`: one line that names the file and the fix.  Checks:
+- every CSV: a complete last line (a file cut mid-write ends without a newline) and the
+  header's number of fields on every row;
+- summary.csv: the key columns, no empty key cell;
+- steps.csv (optional): its configurations are in summary.csv and each one's step count
+  equals summary.csv's ``n_steps`` (a half-copied or stale steps.csv is refused);
+- outputs.jsonl (optional): every line a JSON object.
+A missing optional file is no error: the sections that need it say so.
+"""
+from __future__ import annotations
+
+import csv
+import glob
+import json
+import os
+
+import pandas as pd
+
+from . import analysis as A
+from . import compare as C
+from ..study.results import read_csv
+
+REQUIRED = ["config_hash", "pair", "tree", "budget", "verify", "dataset",
+            "acceptance_rate", "acceptance_length", "tokens_per_step"]
+COLLECT = "regenerate it with `python -m specbench.collect`"
+OPTIONAL_CSV = {"lossless_check": "lossless_check.csv", "attention": "attention.csv", "costs": "costs.csv",
+                "gap": "gap_to_optimum.csv", "divergence": "continuation_divergence.csv",
+                "margins": "divergence_margins.csv", "attention_recheck": "attention_threads1.csv"}
+
+
+class InputError(ValueError):
+    """An input the report refuses to read (one line: the file and the fix)."""
+
+
+def check_complete(path: str) -> None:
+    """Refuse a CSV whose last line is cut or whose rows have the wrong number of fields."""
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        if fh.tell() == 0:
+            raise InputError(f"{path} is empty; {COLLECT}")
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) != b"\n":
+            raise InputError(f"{path} is truncated (its last line is incomplete); {COLLECT}")
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = csv.reader(fh)
+        width = len(next(rows))
+        for lineno, row in enumerate(rows, 2):
+            if row and len(row) != width:
+                raise InputError(f"{path} is truncated or corrupt: line {lineno} has {len(row)} fields, "
+                                 f"the header {width}; {COLLECT}")
+
+
+def read_checked(path: str) -> pd.DataFrame | None:
+    if not os.path.isfile(path):
+        return None
+    check_complete(path)
+    return read_csv(path)
+
+
+def check_summary(path: str, summary: pd.DataFrame) -> None:
+    missing = [c for c in REQUIRED if c not in summary.columns]
+    if missing:
+        raise InputError(f"{path} lacks column(s) {', '.join(missing)}; {COLLECT}")
+    empty = [c for c in REQUIRED[:6] if summary[c].isna().any()]
+    if empty:
+        raise InputError(f"{path} has rows with an empty {empty[0]}; {COLLECT}")
+    dup = summary.config_hash[summary.config_hash.duplicated()]
+    if len(dup):
+        raise InputError(f"{path} lists configuration {dup.iloc[0]} twice; {COLLECT}")
+
+
+def check_steps(path: str, steps: pd.DataFrame, summary: pd.DataFrame) -> None:
+    need = {"config_hash", "prompt_id", "accepted", "emitted"}
+    if not need <= set(steps.columns):
+        raise InputError(f"{path} lacks column(s) {', '.join(sorted(need - set(steps.columns)))}; {COLLECT}")
+    counts = steps.groupby("config_hash").size()
+    extra = sorted(set(counts.index) - set(summary.config_hash))
+    if extra:
+        raise InputError(f"{path} has steps of configuration {extra[0]}, which summary.csv lacks: the two files "
+                         f"come from different collects; {COLLECT}")
+    if "n_steps" not in summary:
+        return
+    want = summary.set_index("config_hash").n_steps.dropna().astype(int)
+    got = counts.reindex(want.index).fillna(0).astype(int)
+    bad = want[(want != got) & (want > 0)]
+    if len(bad):
+        h = bad.index[0]
+        raise InputError(f"{path} holds {got[h]} steps of configuration {h}, summary.csv says {bad[h]}: steps.csv "
+                         f"is truncated or stale; {COLLECT}")
+
+
+def read_outputs(path: str) -> dict:
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                raise InputError(f"{path} line {lineno} is not complete JSON (truncated?); {COLLECT}") from None
+            if not isinstance(row, dict) or not {"config_hash", "prompt_id", "token_ids"} <= set(row):
+                raise InputError(f"{path} line {lineno} lacks config_hash/prompt_id/token_ids; {COLLECT}")
+    return C.read_outputs(path)
+
+
+def _vectors(results: str) -> pd.DataFrame | None:
+    files = sorted(glob.glob(os.path.join(results, "acceptance_vector*.csv")))
+    frames = [read_checked(f) for f in files]
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def load(results: str) -> dict:
+    """Every input of the report, validated, with pairs labelled (`analysis.pair_labels`)."""
+    path = os.path.join(results, "summary.csv")
+    if not os.path.isfile(path):
+        raise InputError(f"{path} not found; run `python -m specbench.collect` first (or pass --results DIR)")
+    summary = read_checked(path)
+    check_summary(path, summary)
+    steps_path = os.path.join(results, "steps.csv")
+    steps = read_checked(steps_path)
+    if steps is not None:
+        check_steps(steps_path, steps, summary)
+    env_path = os.path.join(results, "environment.json")
+    try:
+        env = json.load(open(env_path, encoding="utf-8")) if os.path.isfile(env_path) else None
+    except json.JSONDecodeError:
+        raise InputError(f"{env_path} is not complete JSON; rerun `bash run_all.sh` or delete it") from None
+    labels = A.pair_labels(summary)
+    summary = A.relabel_pairs(summary, labels)
+    by_hash = dict(zip(summary.config_hash.astype(str), summary.pair))
+    data = {k: read_checked(os.path.join(results, f)) for k, f in OPTIONAL_CSV.items()}
+    data["lossless_check"] = A.relabel_pairs(data["lossless_check"], labels)
+    return dict(data, summary=summary, steps=A.relabel_pairs(steps, labels, by_hash),
+                outputs=read_outputs(os.path.join(results, "outputs.jsonl")),
+                vector=A.relabel_pairs(_vectors(results), labels), env=env, results=results)

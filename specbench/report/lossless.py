@@ -1,0 +1,95 @@
+"""REPORT.md's losslessness subsection: greedy outputs against plain decoding (with the target's
+logit margin at each divergence) and the empirical first-token check of the sampling modes."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from . import analysis as A
+from . import speedup as S
+from .markdown import bullets, md_table
+
+
+LOSSLESS_ALGEBRA = ("**(b) Sampling modes.** The exact `first_token_tv` of a lossless mode is zero by its algebra "
+                    "(the mode's first-token law is computed, not sampled), so a zero there is not evidence by "
+                    "itself; the evidence is an empirical check: at fixed real prefixes, the first emitted token "
+                    "over many seeded draws against the target's distribution (χ² p-value and TV).")
+
+
+def margin_note(table: pd.DataFrame, margins: pd.DataFrame | None) -> str:
+    """One line on the target's logit margin at the greedy divergences (results/divergence_margins.csv)."""
+    n = int(sum(len(d) for d in table.diverged))
+    if not n:
+        return ""
+    margins = _shown_margins(table, margins)
+    if margins is None:
+        return ("_results/divergence_margins.csv is absent (`python -m specbench.study.margins` writes it), so no "
+                "divergence's logit margin is shown._")
+    if margins.empty:
+        return ("_results/divergence_margins.csv has no row for these divergences (`python -m specbench.study.margins` "
+                "says why it skipped them), so no logit margin is shown._")
+    worst, neg = float(margins.margin.abs().max()), int((margins.margin < 0).sum())
+    return (f"Δlogit: the target's float32 logit of the baseline's token minus that of the configuration's token at "
+            f"the first divergence (one forward over the prompt and the shared prefix, `python -m "
+            f"specbench.study.margins`); {len(margins)} of {n} divergences measured, |Δlogit| at most {worst:.3f} "
+            f"(a probability ratio of {math.exp(worst):.3f} between the two tokens); {neg} of {len(margins)} "
+            f"negative (there float32 prefers the configuration's token to the baseline's).")
+
+
+def _shown_margins(table: pd.DataFrame, margins: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The margin rows of the table's divergences (same configuration, baseline and prompt)."""
+    if margins is None:
+        return None
+    shown = {(r["config_hash"], r.get("baseline_hash"), p) for r in table.to_dict("records") for p, _ in r["diverged"]}
+    keep = [k in shown for k in zip(margins.config_hash, margins.baseline_hash, margins.prompt_id)]
+    return margins[keep]
+
+
+def _divergence_cell(r: dict, margins: pd.DataFrame | None) -> str:
+    by = {} if margins is None else dict(zip(zip(margins.config_hash, margins.baseline_hash, margins.prompt_id),
+                                             margins.margin))
+    key = lambda p: (r["config_hash"], r.get("baseline_hash"), p)    # noqa: E731
+    cells = [f"{p}@{pos}" + (f" (Δlogit {by[key(p)]:+.3f})" if key(p) in by else "") for p, pos in r["diverged"][:3]]
+    return ", ".join(cells) + (" …" if len(r["diverged"]) > 3 else "")
+
+
+def lossless_section(table, check: pd.DataFrame | None, has_outputs: bool, has_baseline: bool,
+                     margins: pd.DataFrame | None = None) -> str:
+    out = ["**(a) Greedy outputs against plain decoding** (Spec-Bench `equal.py` style): every greedy "
+           "configuration's generated tokens against the plain-decoding baseline's (tree none, same pair, "
+           "dataset, dtype and max_new_tokens) on the prompts both ran. In float32 all should be identical; "
+           "bf16 kernels may round differently, and any divergence is reported, never hidden."]
+    if table.empty:
+        why = ("results/outputs.jsonl is absent" if not has_outputs else
+               "results/summary.csv has no plain-decoding baseline row (tree none)" if not has_baseline else
+               "no greedy configuration shares prompts and settings with a baseline in outputs.jsonl")
+        out.append(f"_{why}, so no greedy output is compared._")
+    else:
+        rows = []
+        for r in table.sort_values(A.GROUP + ["shape", "budget", "config_hash"], kind="mergesort").to_dict("records"):
+            div = _divergence_cell(r, margins)
+            rows.append([r["pair"], r["dataset"], r["dtype"], r["shape"], int(r["budget"]),
+                         r.get("engine", ""), r["n_prompts"], f"{r['identical'] / r['n_prompts']:.1%}", div or "—"])
+        out.append(md_table(rows, ["pair", "dataset", "dtype", "shape", "N", "engine", "prompts",
+                                   "token-identical", "first divergence (prompt@token)"]))
+        out.append(bullets(S.lossless_sentences(table), ""))
+        out += [note for note in [margin_note(table, margins)] if note]
+    out.append(LOSSLESS_ALGEBRA)
+    if check is None or check.empty:
+        out.append("_results/lossless_check.csv is absent, so no empirical first-token check is shown._")
+    else:
+        check = check.assign(holm_p=check.groupby("pair").chi2_p.transform(lambda p: S.holm(p.astype(float))))
+        cols = [c for c in ("pair", "verify", "temperature", "prefix_id", "seed", "n_draws", "tree", "budget",
+                            "chi2_p", "holm_p", "tv", "tv_null") if c in check]
+        rows = [[A.fmt(r[c], 4 if c.startswith("tv") else 3) if isinstance(r[c], float) else r[c] for c in cols]
+                for r in check.sort_values(cols[:4], kind="mergesort").to_dict("records")]
+        out.append("The empirical check (`python -m specbench.study.lossless`): per prefix, N seeded one-step "
+                   "draws through the drafter, verifier and mode; χ² p-value of the first tokens against the "
+                   "target's distribution (`holm_p`: Holm-adjusted over all of the pair's checks), their TV, "
+                   "and the TV of N exact draws from the target (`tv_null`).")
+        out.append(md_table(rows, cols))
+        out.append(bullets(S.lossless_check_sentences(check), ""))
+    return "\n\n".join(out)
+
+

@@ -1,0 +1,31 @@
+"""Markdown helpers: tables from column specs `[(header, fn)]`, bullets, figure links."""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Sequence
+
+
+def md_table(rows: list[list], headers: list[str]) -> str:
+    if not rows:
+        raise RuntimeError(f"internal: empty table ({', '.join(headers)}); omit it and say why")
+
+    def cell(x):
+        return str(x).replace("|", "\\|").replace("\n", " ")
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(x) for x in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+Column = tuple[str, Callable[[dict], object]]
+
+
+def table(records: Iterable[dict], columns: Sequence[Column]) -> str:
+    """A markdown table from records and a column spec [(header, fn(record) -> cell)]."""
+    return md_table([[fn(r) for _, fn in columns] for r in records], [h for h, _ in columns])
+
+
+def bullets(lines: list[str], empty: str) -> str:
+    return "\n".join(f"- {s}" for s in lines) if lines else f"_{empty}_"
+
+
+def figure_link(fig, rel: str) -> str:
+    return f"![{fig.name}]({rel}/{fig.name})\n\n*{fig.caption}*\n"

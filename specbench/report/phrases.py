@@ -1,0 +1,181 @@
+"""Sentence specs: the one place that phrases a group, a claim, an interval and each analysis
+sentence of REPORT.md, every number read from the tables (`tables.compute`)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from . import analysis as A
+from . import tables as T
+
+
+def where(r) -> str:
+    """'qwen_coder on humaneval (float32, replayed, 64 new tokens)': a group, phrased once."""
+    eng = {"replay": "replayed", "live": "live"}.get(str(r.get("engine")), str(r.get("engine", "")))
+    parts = [str(r["dtype"])] + ([eng] if eng and eng != "?" else []) + [f"{int(r['max_new_tokens'])} new tokens"]
+    return f"{r['pair']} on {r['dataset']} ({', '.join(parts)})"
+
+
+def interval(v, lo, hi, n, digits: int = 2) -> str:
+    """A value with its 95% CI, or with the reason no interval is printed (fewer than MIN_CI prompts)."""
+    if v is None or v != v:
+        return "n/a"
+    n = int(n) if n == n and n is not None else 0
+    if n < T.MIN_CI:
+        return f"{A.fmt(float(v), digits)} (n={n}, no CI)"
+    return A.fmt_ci(float(v), lo, hi, digits)
+
+
+def metric(r: dict, name: str, digits: int = 2) -> str:
+    return interval(r.get(name), r.get(f"{name}_lo"), r.get(f"{name}_hi"), r.get("n_prompts"), digits)
+
+
+def speed(r: dict) -> str:
+    if r.get("speed") != r.get("speed") or r.get("speed") is None:
+        return "not recorded"
+    return f"{r['speed']:.2f}×" + (" (projected)" if r.get("speed_basis") == "projected" else " (measured)")
+
+
+def claim_word(r: dict) -> str:
+    return "ranked" if T.is_ranked(r["claim"]) else r["claim"]
+
+
+# --------------------------------------------------------------------------
+def tldr(t: dict) -> list[str]:
+    ans, rows = t["answer"], t["rows"]
+    out = []
+    if ans.empty:
+        return ["No greedy configuration ran, so there is no answer table."]
+    n_max = int(rows.n_prompts.max()) if "n_prompts" in rows else 0
+    ranked = ans[ans.claim.map(T.is_ranked)]
+    out.append(f"{len(ranked)} of {len(ans)} answer rows carry a ranked claim (≥ {T.MIN_RANKED} prompts, ≤ "
+               f"{T.MAX_CUT:.0%} of steps cut by max_new_tokens); the largest prompt set is {n_max}"
+               + ("." if len(ranked) else ", so every \"fastest\" below is exploratory."))
+    for pair, g in ans.groupby("pair", sort=True):
+        g = g[g.speed.notna()]
+        if g.empty:
+            continue
+        meas = g[g.speed_basis == "measured"]
+        b = (meas if len(meas) else g).sort_values(["speed", "shape"], ascending=[False, True]).iloc[0].to_dict()
+        out.append(f"{where(b)}: fastest {b['shape']} N={int(b['budget'])} at {speed(b)}, "
+                   f"{A.fmt(b['tokens_per_step'], 2)} tokens/step, acceptance rate {A.fmt(b['acceptance_rate'], 2)}; "
+                   f"{claim_word(b)}.")
+    capped = rows[(rows.temperature == 0) & (rows.cut > T.MAX_CUT)]
+    if len(rows.cut.dropna()):
+        out.append(f"{len(capped)} of {int(rows.cut.notna().sum())} configurations had more than {T.MAX_CUT:.0%} of "
+                   f"their steps cut by max_new_tokens (largest share {rows.cut.max():.0%}); their budgets are never "
+                   "ranked.")
+    return out + mode_tldr(t["modes"]) + speed_sentences(t["live"])[:1]
+
+
+def mode_tldr(gains: pd.DataFrame) -> list[str]:
+    if gains.empty:
+        return []
+    lossless = gains[gains.lossless_b & (gains.verify != gains.ref_mode.str.split(" ").str[0])]
+    if lossless.empty:
+        return []
+    b = lossless.sort_values(["diff", "config_hash"], ascending=[False, True]).iloc[0].to_dict()
+    return [f"Best lossless rule gain over its token-level baseline: {b['mode']} vs {b['baseline']} on {b['shape']} "
+            f"N={int(b['budget'])}, {gain(b)} tokens/step ({where(b)})."]
+
+
+def gain(r: dict) -> str:
+    p = r["paired"]
+    if int(r["n_shared"]) < T.MIN_CI:
+        return f"{p.diff:+.2f} (n={int(r['n_shared'])}, no CI)"
+    return A.fmt_diff(p)
+
+
+def answer_sentences(ans: pd.DataFrame) -> list[str]:
+    out = []
+    if ans.empty:
+        return out
+    for _, g in ans.groupby(A.GROUP, sort=True):
+        g = g[g.speed.notna()]
+        if len(g) < 2:
+            continue
+        first, last = g.iloc[0].to_dict(), g.iloc[-1].to_dict()
+        big = g.sort_values("tokens_per_step", ascending=False).iloc[0].to_dict()
+        tail = (f"; the most tokens per step, {big['shape']} N={int(big['budget'])} ({A.fmt(big['tokens_per_step'], 2)}), "
+                f"runs at {speed(big)}" if big["config_hash"] != first["config_hash"] else "")
+        out.append(f"{where(first)}: {first['shape']} N={int(first['budget'])} is fastest at {speed(first)} and "
+                   f"{last['shape']} N={int(last['budget'])} slowest at {speed(last)}{tail} ({claim_word(first)}).")
+    return out
+
+
+def cap_sentences(rows: pd.DataFrame) -> list[str]:
+    out = []
+    if rows.empty:
+        return out
+    for _, g in rows[rows.temperature == 0].groupby(A.GROUP, sort=True):
+        over = g[g.cut > T.MAX_CUT]
+        if len(over):
+            budgets = ", ".join(str(int(b)) for b in sorted(over.budget.unique()))
+            out.append(f"{where(g.iloc[0])}: {len(over)} of {len(g)} configurations lose more than {T.MAX_CUT:.0%} "
+                       f"of their steps to max_new_tokens (budgets {budgets}; worst {over.cut.max():.0%}, "
+                       f"{over.sort_values('cut').iloc[-1]['shape']}): at these budgets tokens_per_step partly "
+                       "measures the length cap.")
+    return out
+
+
+WHY = {("chain", "sequoia"): "the Sequoia DP, given the measured acceptance vector, builds a chain at this budget",
+       ("binary", "medusa63"): "the first N rank paths of medusa63 are those of binary at this budget",
+       ("chain", "specinfer"): "specinfer's expansion keeps one child per node at these depths",
+       ("chain", "ngram_trie"): "the n-gram trie has one continuation per node here, a chain",
+       ("mss", "speculative"): "multi-step speculative sampling with one child per node is speculative sampling",
+       ("mss", "sequoia"): "on a chain Sequoia's rule tries the single child, as speculative sampling does",
+       ("block", "traversal"): "on a chain traversal verification reduces to block verification",
+       ("speculative", "speculative"): "the paired re-verification of a decode's own trees reproduces the decode"}
+
+
+def identity_sentences(idents: pd.DataFrame) -> list[str]:
+    """Each identity stated once: the rows, the budgets and why they coincide."""
+    if idents.empty:
+        return []
+    out = []
+    keys = ["pair", "dtype", "mode", "shape", "ref_mode", "ref_shape"]
+    for k, g in idents.groupby(keys, sort=True):
+        r = g.iloc[0].to_dict()
+        a, b = (r["ref_tree"], r["tree"]) if r["tree"] != r["ref_tree"] else (r["ref_verify"], r["verify"])
+        why = WHY.get(tuple(sorted((a, b)))) or "they build and accept the same trees here"
+        places = "; ".join(f"{ds} N={', '.join(str(int(x)) for x in sorted(x.budget.unique()))}"
+                           for ds, x in g.groupby("dataset", sort=True))
+        out.append(f"{r['pair']} ({r['dtype']}): {r['shape']} under {r['mode']} = {r['ref_shape']} under "
+                   f"{r['ref_mode']}, step for step on every prompt ({places}): {why}.")
+    return out
+
+
+def cross_sentences(cross: pd.DataFrame) -> list[str]:
+    out = []
+    if cross.empty:
+        return out
+    for (ds, dt, mnt, shape, budget), g in cross.groupby(["dataset", "dtype", "max_new_tokens", "cross_shape",
+                                                          "budget"], sort=True):
+        g = g.sort_values("tps_shared", ascending=False)
+        order = ", ".join(f"{r.pair} {A.fmt(r.tps_shared, 2)}" for r in g.itertuples())
+        out.append(f"{ds} ({dt}, {int(mnt)} new tokens), {shape} N={int(budget)} on the {int(g.n_shared.iloc[0])} "
+                   f"prompts all {len(g)} pairs ran: {order} tokens/step.")
+    return out
+
+
+def speed_sentences(live: pd.DataFrame) -> list[str]:
+    both = live[live.projected.notna()] if len(live) else live
+    if both.empty:
+        return []
+    ratio = both.measured / both.projected
+    b = both.sort_values(["measured", "config_hash"], ascending=[False, True]).iloc[0].to_dict()
+    return [f"Measured speedups of {len(both)} live configurations are {ratio.min():.2f}–{ratio.max():.2f}× their "
+            f"projections (median {ratio.median():.2f}); the highest measured is {b['measured']:.2f}× "
+            f"({where(b)}, {b['shape']} N={int(b['budget'])}, {b['mode']})."]
+
+
+def calibration_sentence(calib: pd.DataFrame) -> str:
+    if calib.empty:
+        return "No Sequoia configuration ran, so no calibration is used."
+    counts = calib.calibration.str.split(" ").str[0].value_counts()
+    if set(counts.index) == {"not"} and calib.calibration.str.startswith("not recorded").all():
+        return ("The calibration prompts of the acceptance vectors are not recorded (results/acceptance_vector.csv "
+                "has no `prompt_ids` column), so whether the Sequoia trees were calibrated on the prompts they are "
+                "scored on cannot be checked; their rows are not ranked.")
+    parts = [f"{n} {k}" for k, n in sorted(counts.items())]
+    return (f"Calibration prompts against scored prompts, per Sequoia configuration: {', '.join(parts)}; an "
+            "in-sample tree, or one whose calibration prompts are not recorded, is never ranked.")

@@ -1,0 +1,300 @@
+"""The report's tables as pandas frames: the answer tables, the cross-pair table, the cap,
+identities, calibration, batch size and measured vs projected speed (pandas only).
+
+Evidence rules (DESIGN.md): a ranked or "best" claim rests on >= MIN_RANKED prompts; an
+interval from fewer than MIN_CI prompts is not printed; a budget where more than MAX_CUT of
+the steps were cut by max_new_tokens is never ranked; a Sequoia tree calibrated on the
+prompts it is scored on is never ranked.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from . import analysis as A
+from . import speedup as S
+
+MIN_RANKED, MIN_CI, MAX_CUT = 32, 10, 0.10
+ENGINE_WORDS = {"replay": "replayed from the target's greedy continuation (no target forward)",
+                "live": "live speculative decoding (wall-clock timed)", "auto": "replay where exact, else live"}
+
+
+def engine_words(engine) -> str:
+    return ENGINE_WORDS.get(str(engine), str(engine))
+
+
+# --------------------------------------------------------------------------
+# per-prompt sums and the length cap
+# --------------------------------------------------------------------------
+def prompt_sums(steps: pd.DataFrame | None) -> pd.DataFrame:
+    """Per (config_hash, prompt_id): steps, emitted, accepted, drafted (Σ tree_size)."""
+    cols = ["steps", "emitted", "accepted", "drafted"]
+    if steps is None or steps.empty:
+        return pd.DataFrame(columns=cols)
+    s = steps.assign(drafted=steps.get("tree_size", 0), one=1)
+    return s.groupby(["config_hash", "prompt_id"], sort=True).agg(
+        steps=("one", "sum"), emitted=("emitted", "sum"), accepted=("accepted", "sum"), drafted=("drafted", "sum"))
+
+
+def cut_share(steps: pd.DataFrame | None, summary: pd.DataFrame) -> pd.Series:
+    """Per configuration: the share of its steps cut by max_new_tokens, i.e. steps that reached the
+    cap and emitted fewer than accepted + 1 tokens (the bonus, or accepted tokens, lost to the cap)."""
+    if steps is None or steps.empty or "max_new_tokens" not in summary:
+        return pd.Series(dtype=float)
+    cap = summary.set_index("config_hash").max_new_tokens.astype(float)
+    order = [c for c in ("config_hash", "prompt_id", "step") if c in steps]
+    s = steps.sort_values(order, kind="mergesort")
+    cum = s.groupby(["config_hash", "prompt_id"], sort=False).emitted.cumsum()
+    cut = (cum >= s.config_hash.map(cap)) & (s.emitted < s.accepted + 1)
+    return cut.groupby(s.config_hash).mean()
+
+
+def calibration_issue(status) -> str | None:
+    """Why a Sequoia row's calibration bars a ranked claim, or None (disjoint, or not a Sequoia row)."""
+    status = str(status) if isinstance(status, str) else ""
+    if status.startswith("in-sample"):
+        return "tree calibrated on the scored prompts"
+    if status.startswith("not recorded"):
+        return "calibration prompts not recorded"
+    return None
+
+
+def claim(n_prompts, cut, calib: str | None = None) -> str:
+    """Whether a row may carry a ranked claim, and if not, why (one short phrase)."""
+    why = []
+    if cut == cut and cut is not None and cut > MAX_CUT:
+        why.append(f"{cut:.0%} of steps cut by max_new_tokens")
+    if calib:
+        why.append(calib)
+    if why:
+        return "not ranked: " + "; ".join(why)
+    n = int(n_prompts) if n_prompts == n_prompts and n_prompts is not None else 0
+    return "ranked" if n >= MIN_RANKED else f"exploratory ({n} prompts < {MIN_RANKED})"
+
+
+def is_ranked(text: str) -> bool:
+    return text == "ranked"
+
+
+# --------------------------------------------------------------------------
+# identities: configurations whose step records are the same on every prompt
+# --------------------------------------------------------------------------
+def record_fingerprints(steps: pd.DataFrame | None) -> pd.Series:
+    if steps is None or steps.empty:
+        return pd.Series(dtype=object)
+    cols = [c for c in ("prompt_id", "step", "accepted", "emitted") if c in steps]
+    s = steps.sort_values(["config_hash"] + cols[:2], kind="mergesort")
+    return s.groupby("config_hash", sort=True)[cols].apply(
+        lambda g: hashlib.sha1(g.to_csv(index=False).encode()).hexdigest())
+
+
+def identities(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
+    """Pairs of configurations of one group, mode and budget with identical step records on every
+    prompt: (config_hash, same_as) with both rows' labels; the first by shape name is the reference."""
+    fp = record_fingerprints(steps)
+    if fp.empty:
+        return pd.DataFrame()
+    d = df.assign(fp=df.config_hash.map(fp)).dropna(subset=["fp"])
+    rows = []
+    for _, g in d.groupby(A.GROUP + ["temperature", "budget", "fp"], sort=True):
+        if g.config_hash.nunique() < 2:
+            continue
+        g = g.sort_values(["tree", "verify", "shape", "config_hash"], kind="mergesort")
+        ref = g.iloc[0]
+        for r in g.iloc[1:].to_dict("records"):
+            rows.append(dict(r, same_as=ref["config_hash"], ref_shape=ref["shape"], ref_mode=ref["mode"],
+                             ref_tree=ref["tree"], ref_verify=ref["verify"]))
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------
+# calibration of the Sequoia trees
+# --------------------------------------------------------------------------
+def _params(cell) -> dict:
+    try:
+        p = json.loads(cell) if isinstance(cell, str) and cell else {}
+    except json.JSONDecodeError:
+        p = {}
+    return p if isinstance(p, dict) else {}
+
+
+def calibration(df: pd.DataFrame, sums: pd.DataFrame, vector: pd.DataFrame | None) -> pd.DataFrame:
+    """Per sequoia configuration: the prompts its acceptance vector was calibrated on (the vector of
+    its `calib_dataset` / `calib_pair_id`; acceptance_vector.csv `prompt_ids`, when recorded) against
+    the prompts it was scored on: disjoint (by dataset or by prompt id), in-sample, or not recorded."""
+    rows = []
+    for r in df[df.tree == "sequoia"].to_dict("records"):
+        p = _params(r.get("tree_params"))
+        ds, pid = str(p.get("calib_dataset", r["dataset"])), str(p.get("calib_pair_id", r.get("pair_id", "")))
+        scored = set(sums.loc[r["config_hash"]].index) if r["config_hash"] in sums.index.get_level_values(0) else set()
+        calib = None
+        if vector is not None and "prompt_ids" in vector:
+            v = vector[vector.dataset.astype(str) == ds]
+            if "pair_id" in v and pid:
+                v = v[v.pair_id.astype(str) == pid]
+            calib = {x for cell in v.prompt_ids.dropna().astype(str) for x in cell.split(";") if x} or None
+        shared = len(calib & scored) if calib is not None else None
+        status = (f"disjoint (calibrated on {ds})" if ds != str(r["dataset"]) else "not recorded" if calib is None
+                  else "disjoint" if shared == 0 else f"in-sample ({shared} shared)")
+        rows.append(dict(r, n_calib=len(calib) if calib else None, n_scored=len(scored), shared=shared,
+                         calibration=status))
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------
+# the answer tables
+# --------------------------------------------------------------------------
+def speed_columns(df: pd.DataFrame, speed: pd.DataFrame) -> pd.DataFrame:
+    """df with `speed` (measured where a live baseline matches, else projected) and `speed_basis`."""
+    out = df.copy()
+    meas = proj = pd.Series(np.nan, index=out.index)
+    if not speed.empty:
+        by = speed.drop_duplicates("config_hash").set_index("config_hash")
+        meas = out.config_hash.map(by["measured"]) if "measured" in by else meas
+        proj = out.config_hash.map(by["projected"]) if "projected" in by else proj
+    out["measured"], out["projected"] = meas.astype(float), proj.astype(float)
+    out["speed"] = out.measured.where(out.measured.notna(), out.projected)
+    out["speed_basis"] = np.where(out.measured.notna(), "measured", np.where(out.projected.notna(), "projected", ""))
+    return out
+
+
+def annotate(df: pd.DataFrame, steps, speed, calib: pd.DataFrame, idents: pd.DataFrame) -> pd.DataFrame:
+    """Every configuration with its cut share, speed, calibration status, identity and claim."""
+    out = speed_columns(df, speed)
+    out["cut"] = out.config_hash.map(cut_share(steps, df)).astype(float)
+    status = dict(zip(calib.config_hash, calib.calibration)) if len(calib) else {}
+    out["calibration"] = out.config_hash.map(status)
+    same = dict(zip(idents.config_hash, [f"{s} N={int(b)}" for s, b in zip(idents.ref_shape, idents.budget)])) \
+        if len(idents) else {}
+    out["same_as"] = out.config_hash.map(same)
+    out["claim"] = [claim(n, c, calibration_issue(s)) for n, c, s in
+                    zip(out.get("n_prompts", pd.Series(0, index=out.index)), out.cut, out.calibration)]
+    return out
+
+
+def answer(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per greedy group and shape: the best budget by speed among the budgets the cap allows
+    (cut share <= MAX_CUT); where no budget qualifies, the fastest one, marked not ranked."""
+    g = rows[rows.temperature == 0]
+    out = []
+    for key, grp in g.groupby(A.GROUP + ["shape"], sort=True):
+        grp = grp.assign(ok=~(grp.cut > MAX_CUT), key=grp.speed.fillna(-np.inf),
+                         tps=grp.tokens_per_step.astype(float))
+        pick = grp.sort_values(["ok", "key", "tps", "budget"], ascending=[False, False, False, True],
+                               kind="mergesort").iloc[0].to_dict()
+        pick["budgets"] = ", ".join(str(int(b)) for b in sorted(grp.budget.unique()))
+        pick["by"] = pick["speed_basis"] or "tokens/step (no speed recorded)"
+        out.append(pick)
+    if not out:
+        return pd.DataFrame()
+    res = pd.DataFrame(out)
+    res["_k"] = res.speed.fillna(-np.inf)
+    return res.sort_values(A.GROUP + ["_k", "shape"], ascending=[True] * 4 + [False, True],
+                           kind="mergesort").drop(columns="_k").reset_index(drop=True)
+
+
+def cross_pair(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
+    """Greedy tokens_per_step and acceptance rate of every pair at each (shape, budget) that two or
+    more pairs ran, per dataset, dtype and max_new_tokens, on the prompts all of them ran."""
+    g = df[df.temperature == 0]
+    # a drafter that only fills a static shape (merged n-gram + model) is compared at that shape
+    g = g.assign(cross_shape=[str(_params(p).get("shape", s)) if t == "merged" else s
+                              for t, p, s in zip(g.tree, g.tree_params, g["shape"])])
+    rows = []
+    for key, grp in g.groupby(["dataset", "dtype", "max_new_tokens", "cross_shape", "budget"], sort=True):
+        if grp.pair.nunique() < 2:
+            continue
+        grp = grp.drop_duplicates("pair")
+        sets = [set(sums.loc[h].index) if h in sums.index.get_level_values(0) else set() for h in grp.config_hash]
+        shared = set.intersection(*sets) if sets else set()
+        if not shared:
+            continue
+        for r in grp.to_dict("records"):
+            t = sums.loc[r["config_hash"]].loc[sorted(shared)]
+            rows.append(dict(r, n_shared=len(shared), tps_shared=t.emitted.sum() / t.steps.sum(),
+                             rate_shared=t.accepted.sum() / t.drafted.sum() if t.drafted.sum() else math.nan,
+                             len_shared=t.accepted.sum() / t.steps.sum()))
+    return pd.DataFrame(rows)
+
+
+def sibling_orders(df: pd.DataFrame) -> dict:
+    """{config_hash: the order a rule tries siblings in} from a `sibling_order` column or a
+    `sibling_order` key of `verify_params` (mss: random as in SpecInfer, or storage order)."""
+    if "sibling_order" in df:
+        return {h: o for h, o in zip(df.config_hash, df.sibling_order) if isinstance(o, str) and o}
+    if "verify_params" in df:
+        got = {h: _params(p).get("sibling_order") for h, p in zip(df.config_hash, df.verify_params)}
+        return {h: o for h, o in got.items() if o}
+    return {}
+
+
+def modes(df: pd.DataFrame, sums: pd.DataFrame, fps: pd.Series) -> pd.DataFrame:
+    """A.mode_gains with the baseline named: its rule, whether it verified the same drafted trees,
+    and its sibling order where the study records one (`sibling_order`).  A rule whose step
+    records equal its baseline's (mss or sequoia on a chain is speculative sampling) is an
+    identity, stated under Identities, not a row here."""
+    gains = A.mode_gains(df, sums)
+    if gains.empty:
+        return gains
+    fp = fps.to_dict()
+    same = [fp.get(a) is not None and fp.get(a) == fp.get(b) for a, b in zip(gains.config_hash, gains.ref_hash)]
+    gains = gains[~np.asarray(same, bool)].reset_index(drop=True)
+    if gains.empty:
+        return gains
+    order = sibling_orders(df)
+    gains["baseline"] = [
+        f"{m.split(' ')[0]}" + (f" ({order[h]} order)" if h in order else "")
+        + (", same trees" if same else ", own trees")
+        for m, h, same in zip(gains.ref_mode, gains.ref_hash, gains.same_trees)]
+    gains["lossless_b"] = gains.lossless.astype(str).str.lower().isin(["true", "1"])
+    return gains
+
+
+def live_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Live configurations with a measured speedup (and their projection, where costs exist)."""
+    return rows[rows.measured.notna()].sort_values(A.GROUP + ["mode", "shape", "budget"], kind="mergesort")
+
+
+def batch_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """Live rows (baseline included) per batch size: tokens/s and acceptance against B."""
+    if "batch_size" not in summary or "engine" not in summary:
+        return pd.DataFrame()
+    live = A._with_defaults(summary)
+    live = live[(live.engine == "live") & live.tokens_per_s.notna()] if "tokens_per_s" in live else live.iloc[0:0]
+    return live.sort_values(A.GROUP + ["mode", "shape", "budget", "batch_size"], kind="mergesort")
+
+
+def setup_pairs(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per pair label and dtype: draft, target, engines, weight quantisation (when recorded), prompts."""
+    d = A._with_defaults(summary)
+    rows = []
+    for (pair, dtype), g in d.groupby(["pair", "dtype"], sort=True):
+        quant = [f"{role}: {', '.join(sorted(set(g[c].dropna().astype(str))))}"
+                 for role, c in (("draft", "draft_quant"), ("target", "target_quant")) if c in g and g[c].notna().any()]
+        prompts = "; ".join(f"{ds} {int(x.n_prompts.max())}" for ds, x in g.groupby("dataset", sort=True)) \
+            if "n_prompts" in g else "not recorded"
+        rows.append(dict(pair=pair, dtype=dtype, draft=g.get("draft", pd.Series(["?"])).iloc[0],
+                         target=g.get("target", pd.Series(["?"])).iloc[0],
+                         engines="; ".join(engine_words(e) for e in sorted(g.engine.astype(str).unique())),
+                         quant="; ".join(quant) if quant else "not recorded",
+                         prompts=prompts, configs=len(g)))
+    return pd.DataFrame(rows)
+
+
+def compute(data: dict) -> dict:
+    """Every table of the report from the loaded inputs (`load.load`)."""
+    summary, steps = data["summary"], data["steps"]
+    df = A.prepare(summary)
+    sums = prompt_sums(steps)
+    speed = S.speedup_table(df, summary, steps, data["costs"])
+    calib = calibration(df, sums, data.get("vector"))
+    idents = identities(df, steps)
+    rows = annotate(df, steps, speed, calib, idents)
+    return dict(df=df, rows=rows, sums=sums, speed=speed, calib=calib, idents=idents, answer=answer(rows),
+                cross=cross_pair(df, sums), modes=modes(df, sums, record_fingerprints(steps)), batch=batch_rows(summary),
+                live=live_rows(rows), setup=setup_pairs(summary), chain_diffs=A.vs_chain(df, sums),
+                lossless=S.lossless_table(df, summary, data["outputs"]), pair=A.main_pair(df))
