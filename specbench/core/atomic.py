@@ -78,3 +78,37 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
     """One JSON object per line, every line ending in a newline."""
     write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+
+
+def replace_together(folder: str | os.PathLike, fill: Callable[[str], None], path: str | os.PathLike,
+                     text: str) -> None:
+    """Replace ``folder`` (built by ``fill(tmp_folder)``) and the text file ``path`` together:
+    both are written beside their targets first, then swapped in; on failure neither
+    changes (the old folder is put back)."""
+    folder, path = os.path.abspath(folder), os.path.abspath(path)
+    parent = os.path.dirname(folder)
+    os.makedirs(parent, exist_ok=True)
+    new = tempfile.mkdtemp(prefix=".tmp-new-", dir=parent)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
+    old = None
+    try:
+        fill(new)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        os.chmod(new, 0o777 & ~umask())
+        os.chmod(tmp, 0o666 & ~umask())
+        if os.path.isdir(folder):
+            old = tempfile.mkdtemp(prefix=".tmp-old-", dir=parent)
+            os.rename(folder, os.path.join(old, "folder"))
+        os.rename(new, folder)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        if old and not os.path.isdir(folder):
+            os.rename(os.path.join(old, "folder"), folder)
+        raise
+    finally:
+        if old:
+            shutil.rmtree(old, ignore_errors=True)

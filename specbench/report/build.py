@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 
+from ..core.atomic import replace_together
 from . import figures as F
 from . import figures_speed as FS
 from . import load as LD
@@ -65,33 +64,8 @@ def build(data: dict, rel: str) -> tuple[str, list[F.Fig]]:
 
 
 def publish(text: str, figs: list[F.Fig], out: str, fig_dir: str) -> None:
-    """Write the figures into a fresh folder and REPORT.md into a temporary file, then swap both in."""
-    parent = os.path.dirname(os.path.abspath(fig_dir))
-    os.makedirs(parent, exist_ok=True)
-    new = tempfile.mkdtemp(prefix=".figures-new-", dir=parent)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-report-", dir=os.path.dirname(os.path.abspath(out)))
-    old = None
-    try:
-        F.save_all(figs, new)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.chmod(new, 0o755)
-        os.chmod(tmp, 0o644)
-        if os.path.isdir(fig_dir):
-            old = tempfile.mkdtemp(prefix=".figures-old-", dir=parent)
-            os.rename(fig_dir, os.path.join(old, "figures"))
-        os.rename(new, fig_dir)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(new, ignore_errors=True)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if old and not os.path.isdir(fig_dir):
-            os.rename(os.path.join(old, "figures"), fig_dir)
-        raise
-    finally:
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
+    """The figures and REPORT.md replaced together (``core.atomic.replace_together``)."""
+    replace_together(fig_dir, lambda folder: F.save_all(figs, folder), out, text)
 
 
 def main(argv: list[str] | None = None) -> int:
