@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from .. import CONF_DIR
 from ..inputs import data
+from . import argv
 from . import checks
 from . import identity
 from . import jobspec
@@ -119,7 +120,9 @@ def run_job(cfg: DictConfig, out_dir: str):
     chash = identity.config_hash(job, ident)
     if job.resume and (done := results.find_finished(job.out_root, chash)):
         print(f"specbench: skip {chash}: already finished in {done}")
+        results.mark_resumed(out_dir, done)
         return None
+    results.clear_job(out_dir)                  # this folder never holds files of two runs
     pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
     prompts = data.load_prompts(job.dataset.config, pair.tokenizer,
                                 max_prompt_tokens=job.dataset.max_prompt_tokens)
@@ -134,14 +137,14 @@ def run_job(cfg: DictConfig, out_dir: str):
     steps = results.steps_frame(keys, records)
     summary = results.summarize(keys, steps, wall, accept_histogram(records))
     texts = [{**o, "text": pair.tokenizer.decode(o["token_ids"])} for o in outputs]
+    paired = {}
     for k, name in enumerate(job.verify.paired_with):
         recs = [r for d in done for r in d.paired[k]]
         pkeys = {**keys, "config_hash": identity.paired_hash(chash, name), "verify": name,
                  "lossless": get_mode(name).lossless, "pair_role": "paired"}
         psteps = results.steps_frame(pkeys, recs)
-        results.write_paired(os.path.join(out_dir, "paired", name), psteps,
-                             results.summarize(pkeys, psteps, float("nan"), accept_histogram(recs)))
-    results.write_job(out_dir, job, ident, steps, summary, texts)
+        paired[name] = (psteps, results.summarize(pkeys, psteps, float("nan"), accept_histogram(recs)))
+    results.write_job(out_dir, job, ident, steps, summary, texts, paired)
     s = summary.iloc[0]
     print(f"specbench: {chash} {keys['pair']} {keys['tree']}/{keys['budget']} {keys['verify']} "
           f"[{engine}] acceptance_rate={s.acceptance_rate:.3f} acceptance_length={s.acceptance_length:.3f} "
@@ -152,15 +155,17 @@ def run_job(cfg: DictConfig, out_dir: str):
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
-    code = launch.run_guarded(lambda: run_job(cfg, hc.runtime.output_dir), hc.runtime.output_dir)
+    code = launch.run_guarded(lambda: run_job(cfg, hc.runtime.output_dir), hc.runtime.output_dir,
+                              list(hc.overrides.task))
     if code and hc.mode != RunMode.MULTIRUN:
         sys.exit(code)        # a multirun goes on; FailureReport counts the failures at its end
 
 
 def cli() -> None:
-    """`python -m specbench.run`: bad overrides fail in one line before Hydra starts."""
-    launch.check_argv(sys.argv[1:])
-    main()
+    """`python -m specbench.run`: bad overrides fail in one line before Hydra starts; a disk
+    Hydra cannot write is one line too (``study.argv``)."""
+    argv.check_argv(sys.argv[1:])
+    argv.run_hydra(main)
 
 
 if __name__ == "__main__":
