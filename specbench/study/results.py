@@ -53,7 +53,7 @@ def row_keys(job: JobSpec, ident: Identity, names: tuple[str, str], lossless: bo
         "tree": job.tree.name, "tree_params": json.dumps(job.tree.params, sort_keys=True),
         "budget": job.tree.budget, "verify": v.name, "lossless": bool(lossless),
         "temperature": v.temperature, "draft_temperature": v.draft_temperature, "top_p": v.top_p,
-        "dataset": job.dataset.name, "seed": job.seed, "max_new_tokens": job.max_new_tokens,
+        "dataset": ident.dataset_label or job.dataset.name, "seed": job.seed, "max_new_tokens": job.max_new_tokens,
         "dtype": job.dtype, "device": job.device, "engine": engine, "batch_size": job.batch_size,
         "pair_key": config_hash(job, ident), "pair_role": "decode",
     }

@@ -107,21 +107,38 @@ def check_context(job: JobSpec, pair, prompts) -> None:
                 raise ConfigError(
                     f"dataset {job.dataset.name}: prompt '{pr.id}' has {len(pr.ids)} tokens; with "
                     f"max_new_tokens={job.max_new_tokens} and tree.budget={job.tree.budget} that is {need} "
-                    f"positions > the {role}'s {n}: lower max_new_tokens, or set dataset.max_prompt_tokens="
-                    f"{max(n - job.max_new_tokens - job.tree.budget, 0)} to refuse such prompts")
+                    f"positions > the {role}'s {n}: {context_fix(job, len(pr.ids), n)}")
+
+
+def context_fix(job: JobSpec, prompt_len: int, n: int) -> str:
+    """The real fix: lower whichever of tree.budget / max_new_tokens can make room; refusing
+    long prompts (dataset.max_prompt_tokens) only where that leaves a positive limit."""
+    room = n - prompt_len
+    fixes = []
+    if room - job.max_new_tokens >= 1 and job.tree.budget > room - job.max_new_tokens:
+        fixes.append(f"lower tree.budget to {room - job.max_new_tokens} or less")
+    if room - job.tree.budget >= 1:
+        fixes.append(f"lower max_new_tokens to {room - job.tree.budget} or less")
+    if not fixes and room > 1:
+        fixes.append(f"lower tree.budget and max_new_tokens to {room - 1} positions together")
+    limit = n - job.max_new_tokens - job.tree.budget
+    if limit >= 1:
+        fixes.append(f"or set dataset.max_prompt_tokens={limit} to refuse such prompts")
+    return ", ".join(fixes) or "use a model with a longer context or a shorter prompt"
 
 
 def run_job(cfg: DictConfig, out_dir: str):
     """Run one job into out_dir; returns its summary row (None if resumed)."""
     job = jobspec.from_config(cfg)
     ident = identity.job_identity(job)          # content fingerprints: no model loads
-    job = identity.bind(job, ident)
+    job, ident = identity.bind(job, ident)   # + what the tree reads (Sequoia's vector)
     engine, mode = checks.validate(job)
     chash = identity.config_hash(job, ident)
     if job.resume and (done := results.find_finished(job.out_root, chash)):
         print(f"specbench: skip {chash}: already finished in {done}")
         results.mark_resumed(out_dir, done)
         return None
+    identity.check_hub_models(job)              # offline: one line now, not ~90 s of retries
     results.clear_job(out_dir)                  # this folder never holds files of two runs
     pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
     prompts = data.load_prompts(job.dataset.config, pair.tokenizer,
