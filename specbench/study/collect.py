@@ -337,9 +337,9 @@ def main(argv=None) -> None:
         s = scan(args.dirs)
         existing, orphans = ([], 0) if args.fresh else read_collected(args.out)
         jobs = newest([*existing, *s.jobs], s.skipped)
+        report_skipped(s)
         summary, steps, outputs = frames(jobs)
         tables = derived(args.out, summary, steps)
-        report_skipped(s)
         write_all(args.out, summary, steps, outputs, tables)
     except CollectError as e:
         raise SystemExit(f"specbench: error: {e}")
