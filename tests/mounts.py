@@ -28,11 +28,10 @@ def fill(path, leave_pages: int = 0) -> None:
     """Fill the filesystem of ``path`` but ``leave_pages`` 4 kB pages."""
     keep = path / ".keep"
     keep.write_bytes(b"\0" * 4096 * leave_pages)
-    with open(path / ".fill", "wb") as fh:
+    with open(path / ".fill", "wb", buffering=0) as fh:
         try:
-            while True:
-                fh.write(b"\0" * 4096)
-                fh.flush()
+            while fh.write(b"\0" * 4096):
+                pass
         except OSError:
             pass
     keep.unlink()

@@ -53,10 +53,18 @@ def test_a_sweep_onto_a_filling_disk_runs_every_job_and_counts_the_failures(tiny
 
 
 def test_a_multirun_whose_error_txt_cannot_be_written_still_exits_nonzero(tiny_pair_dirs, tiny_tmpfs):
-    fill(tiny_tmpfs, leave_pages=1)                                 # the command's checks pass, the job cannot
-    r = specbench(*job_args(tiny_pair_dirs, tiny_tmpfs, "-m", "tree=chain", "max_new_tokens=4"))
-    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
-    lines = r.stderr.strip().splitlines()
+    """The disk fills up while the job runs (after its checks): nothing of it can be written."""
+    args = job_args(tiny_pair_dirs, tiny_tmpfs, "-m", "tree=chain", "max_new_tokens=4")
+    env = dict(os.environ, HYDRA_FULL_ERROR="0", TOKENIZERS_PARALLELISM="false")
+    proc = subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while not list(tiny_tmpfs.rglob("overrides.yaml")) and time.time() < deadline:    # the job has started
+        time.sleep(0.01)
+    fill(tiny_tmpfs)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in err, err[-3000:]
+    lines = err.strip().splitlines()
     assert "error.txt could not be written" in lines[-2] and lines[-1].startswith("specbench: 1 of 1 jobs failed")
     assert not glob.glob(str(tiny_tmpfs / "**" / "error.txt"), recursive=True)
     assert_nothing_half_written(tiny_tmpfs)

@@ -119,12 +119,15 @@ def check_keys(argv) -> None:
                          f"valid: {', '.join(sorted(valid))}")
 
 
+PROBE_BYTES = 1 << 16          # room for Hydra's multirun.yaml (non-atomic) and a job's first files
+
+
 def probe_write(folder: str) -> OSError | None:
-    """Whether a small file can be written (and synced) in folder: a full disk says so here,
-    before Hydra starts writing."""
+    """Whether PROBE_BYTES can be written (and synced) in folder: a (nearly) full disk says so
+    here, before Hydra starts writing."""
     try:
         with tempfile.TemporaryFile(dir=folder) as fh:
-            fh.write(b"\0" * 4096)
+            fh.write(b"\0" * PROBE_BYTES)
             fh.flush()
             os.fsync(fh.fileno())
     except OSError as e:
