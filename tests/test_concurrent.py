@@ -9,8 +9,9 @@ import time
 
 import pandas as pd
 
-from specbench.study.collect import scan
-from test_resume import ROOT, collected, env, run, sweep_cmd
+from specbench.study.collect import main as collect_main, scan
+from specbench.study.results import read_csv
+from test_resume import ROOT, RUN, TIMING, env, run, sweep_cmd
 
 A = ["tree=chain,binary", "tree.budget=2"]
 B = ["tree=binary,kary", "tree.budget=2"]          # binary/2 is in both sweeps
@@ -37,6 +38,14 @@ def interleave(dirs, out, rng: random.Random | None) -> list:
                 os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=600)
     return [(round(d, 2), k and round(k, 2)) for _, d, k in plan]
+
+
+def collected(out, res) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """collect's summary and steps (in this process; timing and run ids aside)."""
+    collect_main([str(out), "--out", str(res), "--fresh"])
+    summary, steps = read_csv(res / "summary.csv"), read_csv(res / "steps.csv")
+    return (summary.drop(columns=[c for c in TIMING + RUN if c in summary]),
+            steps.drop(columns=[c for c in TIMING + RUN if c in steps]))
 
 
 def test_two_sweeps_interleaved_and_killed_then_rerun_collect_each_job_once(tiny_pair_dirs, tmp_path):
