@@ -173,9 +173,8 @@ def run_hydra(main) -> None:
     try:
         main()
     except OSError as e:
-        where = e.filename or " / ".join(WRITES) or "the output folder"
-        fail(f"{where}: {e.strerror or e}; free space or point out_root (or hydra.run.dir) at a "
-             "writable folder", 1)
+        from .launch import os_line
+        fail(os_line(e, " / ".join(WRITES) or "the output folder", "out_root (or hydra.run.dir)"), 1)
     except (HydraException, OmegaConfBaseException) as e:
         if user_full:
             raise

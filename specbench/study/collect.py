@@ -307,6 +307,12 @@ def derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> dict[str, p
     return tables
 
 
+def write_derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> None:
+    """acceptance_matrix.csv and (with greedy acceptance vectors in ``out``) gap_to_optimum.csv,
+    replaced together (for tools that build results/ without job folders)."""
+    atomic_write_many({os.path.join(out, name): csv_writer(df) for name, df in derived(out, summary, steps).items()})
+
+
 def write_all(out: str, summary, steps, outputs, tables: dict) -> None:
     """Every output together (summary last); a failure replaces none."""
     files = {os.path.join(out, "steps.csv"): csv_writer(steps),
@@ -344,8 +350,8 @@ def main(argv=None) -> None:
     except CollectError as e:
         raise SystemExit(f"specbench: error: {e}")
     except OSError as e:
-        raise SystemExit(f"specbench: error: {e.filename or args.out}: {e.strerror or e}; free space or "
-                         "point --out at a writable folder (nothing was replaced)")
+        from .launch import os_line
+        raise SystemExit(f"specbench: error: {os_line(e, args.out, '--out')} (nothing was replaced)")
     if orphans:
         print(f"specbench: dropped {orphans} step rows of {args.out}/steps.csv that had no summary row")
     print(f"specbench: collected {len(summary)} configurations, {len(steps)} steps, "

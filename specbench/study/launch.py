@@ -28,6 +28,7 @@ which registers the resolver there too.
 """
 from __future__ import annotations
 
+import errno
 import glob
 import hashlib
 import logging
@@ -80,10 +81,19 @@ def compose(overrides):
         return hydra_compose("config", overrides=list(overrides))
 
 
+WRITE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT}
+
+
+def os_line(e: OSError, where: str = "", key: str = "out_root") -> str:
+    """'<path>: <reason>' for an OSError, with the fix where the disk refused a write."""
+    fix = f"; free space or point {key} at a writable folder" if e.errno in WRITE_ERRNOS else ""
+    return f"{e.filename or where or 'a file'}: {e.strerror or e}{fix}"
+
+
 def one_line(e: BaseException) -> str:
     """The first line of an error; an OSError names the path it could not use."""
     if isinstance(e, OSError) and e.filename and e.strerror:
-        return f"{e.filename}: {e.strerror}; free space or point out_root at a writable folder"
+        return os_line(e)
     text = (str(e).strip().splitlines() or [""])[0]
     return text if isinstance(e, USER_ERRORS) and text else f"{type(e).__name__}: {text}"
 
