@@ -178,7 +178,10 @@ def run_hydra(main) -> None:
     except (HydraException, OmegaConfBaseException) as e:
         if user_full:
             raise
-        fail((str(e).strip().splitlines() or [type(e).__name__])[0])
+        line = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        if line.startswith("Ambiguous value"):
+            line += ": add -m to sweep over the values, or write key=[a,b] for a list"
+        fail(line)
     finally:
         if not user_full:
             os.environ.pop("HYDRA_FULL_ERROR", None)

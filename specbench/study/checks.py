@@ -118,12 +118,17 @@ def tree_keys(job: JobSpec) -> set[str] | None:
     return keys
 
 
-def check_keys(job: JobSpec) -> None:
-    """Keys no part of the job reads are refused (``+foo=1``, ``+tree.width=3`` on a chain):
-    they would run silently under a new config hash."""
+def check_no_extra(job: JobSpec) -> None:
+    """A study job reads no top-level key beyond conf/config.yaml's (``+foo=1`` is refused;
+    other apps on the same config, e.g. ``study.costs``, read their own ``+`` keys)."""
     if job.extra:
         key = sorted(job.extra)[0]
         raise ConfigError(f"{key}: no such key; remove it (a top-level key must be one of conf/config.yaml's)")
+
+
+def check_keys(job: JobSpec) -> None:
+    """Group keys no part of the job reads are refused (``+tree.width=3`` on a chain,
+    ``+dataset.foo=1``): they would run silently under a new config hash."""
     for group, used, given in (("tree", tree_keys(job), job.tree.params),
                                ("dataset", group_keys("dataset", job.dataset.name), job.dataset.config)):
         if used is None:

@@ -18,7 +18,6 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..inputs.models import DTYPES, SOURCES
-from . import launch  # noqa: F401  (registers conf/config.yaml's resolvers wherever a config is composed)
 
 ENGINES = ("live", "replay", "auto")
 DEFAULTS: dict[str, Any] = {"max_new_tokens": 64, "seed": 0, "device": "cpu", "dtype": "bfloat16",

@@ -1,12 +1,7 @@
 """Hydra glue for study jobs: folder names, failures on disk, checks before Hydra starts.
 
-* ``specbench_jobdir`` (an OmegaConf resolver, used by ``hydra.sweep.subdir``):
-  the job folder name from the job's overrides, with every long value (or one
-  holding a path separator) replaced by a short hash, so a folder name is
-  bounded whatever the override (a 60-entry ``tree.paths`` included).
-* ``specbench_uid`` (a cached resolver, used by ``hydra.run.dir`` and
-  ``hydra.sweep.dir``): a short id unique to one command, so two sweeps started
-  in the same second into one ``out_root`` never share a folder.
+* The folder resolvers ``specbench_jobdir`` and ``specbench_uid`` live in
+  ``study.resolvers`` (registered whenever ``specbench.study`` is imported).
 * ``run_guarded``: runs a job; a failure leaves ``error.txt`` (one-line reason,
   then the traceback) in the job folder, prints the one line, and is counted in
   this process too (``FAILED``), so a job whose ``error.txt`` cannot be written
@@ -30,12 +25,10 @@ from __future__ import annotations
 
 import errno
 import glob
-import hashlib
 import logging
 import os
 import sys
 import traceback
-import uuid
 
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
@@ -44,34 +37,11 @@ from ..core.atomic import write_text
 from ..core.registry import UnknownName
 
 from .. import CONF_DIR
+from .resolvers import job_dirname  # noqa: F401  (registers conf/config.yaml's resolvers)
 USER_ERRORS = (ValueError, UnknownName, OSError, FloatingPointError)
-MAX_VALUE_CHARS = 32
-MAX_NAME_CHARS = 160
 ERROR_FILE = "error.txt"
 FAILED: list[str] = []        # job folders that failed in this process (error.txt or not)
 STARTED: list[str] = []       # job folders started in this process
-
-
-def job_dirname(overrides, exclude=()) -> str:
-    """Sorted ``key=value`` items joined by commas; long or path-like values hashed."""
-    items = []
-    for item in sorted(str(o) for o in overrides):
-        key, eq, value = item.partition("=")
-        if key.lstrip("+~") in set(exclude):
-            continue
-        if len(value) > MAX_VALUE_CHARS or "/" in value or os.sep in value:
-            value = "h" + hashlib.sha1(value.encode()).hexdigest()[:10]
-        items.append(f"{key}{eq}{value}")
-    name = ",".join(items) or "default"
-    if len(name) > MAX_NAME_CHARS:
-        name = name[:MAX_NAME_CHARS - 12] + "-h" + hashlib.sha1(name.encode()).hexdigest()[:10]
-    return name
-
-
-OmegaConf.register_new_resolver("specbench_jobdir", job_dirname, replace=True)
-# cached: Hydra copies the resolver cache into every job's config (launcher workers included),
-# so all the jobs of one command share the value and another command gets another
-OmegaConf.register_new_resolver("specbench_uid", lambda: uuid.uuid4().hex[:6], use_cache=True, replace=True)
 
 
 def compose(overrides):

@@ -130,6 +130,7 @@ def context_fix(job: JobSpec, prompt_len: int, n: int) -> str:
 def run_job(cfg: DictConfig, out_dir: str):
     """Run one job into out_dir; returns its summary row (None if resumed)."""
     job = jobspec.from_config(cfg)
+    checks.check_no_extra(job)                  # +foo=1: refused, not a silent new hash
     ident = identity.job_identity(job)          # content fingerprints: no model loads
     job, ident = identity.bind(job, ident)   # + what the tree reads (Sequoia's vector)
     engine, mode = checks.validate(job)
