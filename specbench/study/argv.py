@@ -109,14 +109,15 @@ def check_keys(argv) -> None:
         if head == "hydra" or "/" in key:
             continue
         if head not in top:
-            fail(f"{key}: no such key{closest(head, top)}; valid top-level keys: {', '.join(sorted(top))}")
+            fail(f"{key}: no such key{closest(head, top)}; remove it (a + does not add keys to a job); "
+                 f"valid top-level keys: {', '.join(sorted(top))}")
         if head in CHECKED_GROUPS and rest and not sweep:
             name = rest.split(".")[0]
             for option in chosen(argv, head):
                 valid = group_keys(head, option)
                 if valid is not None and name not in valid:
-                    fail(f"{head}.{name}: not a parameter of {head}={option}{closest(name, valid)}; "
-                         f"valid: {', '.join(sorted(valid))}")
+                    fail(f"{head}.{name}: not a parameter of {head}={option}{closest(name, valid)}; remove it "
+                         f"(valid: {', '.join(sorted(valid))})")
 
 
 PROBE_BYTES = 1 << 16          # room for Hydra's multirun.yaml (non-atomic) and a job's first files
