@@ -43,7 +43,10 @@ def bad_files(tiny_pair_dirs, tmp_path_factory):
     latin.write_bytes('{"id": "a", "text": "caf\u00e9 cr\u00e8me"}\n'.encode("latin-1"))
     long_prompt = root / "long.jsonl"
     long_prompt.write_text(json.dumps({"id": "long/0", "text": "def add(a, b): " * 40}) + "\n")
-    return {"truncated": str(trunc), "short": str(short), "latin": str(latin), "long": str(long_prompt)}
+    blank = root / "blank.jsonl"
+    blank.write_text(json.dumps({"id": "ok", "text": "def f(x):"}) + "\n" + json.dumps({"id": "ws", "text": " \n\t"}) + "\n")
+    return {"truncated": str(trunc), "short": str(short), "latin": str(latin), "long": str(long_prompt),
+            "blank": str(blank)}
 
 
 # case -> (overrides, text the one line must contain, needs a loaded model)
@@ -66,7 +69,19 @@ CASES = {
     "prompt past the draft's context": (["pair.draft.path={short}"], "positions > the draft's 16", True),
     "long jsonl prompt past the context": (["pair.target.path={short}", "dataset=jsonl",
                                             "dataset.path={long}"], "prompt 'long/0'", True),
+    # issue 24: contradictory rows, unknown keys, the real fix, model-free checks first
+    "greedy at T > 0": (["verify=greedy", "verify.temperature=0.7"], "verify.temperature=0.7 with greedy", False),
+    "unknown top-level key": (["foo=1"], "foo: no such key", False),
+    "unknown top-level key with +": (["+foo=1"], "foo: no such key", False),
+    "misspelt key with +": (["+max_new_token=3"], "did you mean max_new_tokens?", False),
+    "tree parameter the tree does not use": (["+tree.width=3"], "tree.width: not a parameter of tree=chain", False),
+    "unknown dataset key": (["+dataset.foo=1"], "dataset.foo: not a parameter of dataset=smoke", False),
+    "whitespace-only prompt": (["dataset=jsonl", "dataset.path={blank}"], "prompt 'ws' has empty text", False),
+    "budget past the context": (["pair.target.path={short}", "tree.budget=14", "max_new_tokens=2",
+                                 "dataset.prompts=[hello]"], "lower tree.budget to", True),
 }
+# no message may suggest a limit that refuses every prompt
+NEVER = "max_prompt_tokens=0"
 if not torch.cuda.is_available():
     CASES["cuda without CUDA"] = (["device=cuda"], "device=cuda", False)
 
@@ -80,7 +95,7 @@ def test_bad_input_one_line_nothing_written(tiny_pair_dirs, bad_files, tmp_path,
     args = [a for a in job_args(tiny_pair_dirs, out) if a.partition("=")[0] not in keys] + extra
     r = specbench(*args)
     line = one_line_error(r)
-    assert needle in line, line
+    assert needle in line and NEVER not in line, line
     assert not written(out)
     assert ("loaded local model" in r.stdout + r.stderr) == loads, "a model was loaded for a config check"
 

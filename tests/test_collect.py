@@ -32,6 +32,8 @@ def test_read_csv_keeps_all_digit_and_hex_hashes_sortable(tmp_path):
 # --------------------------------------------------------------------------
 import json  # noqa: E402
 
+from mounts import ro_mount, tiny_tmpfs  # noqa: E402,F401  (fixtures)
+
 import pytest  # noqa: E402
 
 from specbench.study.collect import CollectError, main as collect_main  # noqa: E402
@@ -99,3 +101,137 @@ def test_failed_jobs_are_skipped_and_listed_and_orphan_steps_dropped(tmp_path, c
     assert set(steps.config_hash) == {"abc123abc123"}
     with pytest.raises(CollectError):
         merge([str(bad)])
+
+
+# --------------------------------------------------------------------------
+# issue 24: newest run wins in any order; one run per folder; paired with primary;
+# every skipped folder listed; all outputs replaced together or not at all
+# --------------------------------------------------------------------------
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+OLD, NEW = "20260101T000000-aaaa", "20260102T000000-bbbb"
+
+
+def out_files(out) -> dict:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()}
+
+
+def test_an_older_folder_collected_later_never_replaces_newer_rows(tmp_path, capsys):
+    fake_job(tmp_path / "new", "j", run_id=NEW, n_steps=3)
+    fake_job(tmp_path / "old", "j", run_id=OLD, n_steps=8)
+    out = tmp_path / "results"
+    collect_main([str(tmp_path / "new"), "--out", str(out)])
+    collect_main([str(tmp_path / "old"), "--out", str(out)])            # older run, collected later
+    summary = read_csv(out / "summary.csv")
+    assert list(summary.run_id) == [NEW] and summary.n_steps.iloc[0] == 3
+    assert set(read_csv(out / "steps.csv").run_id) == {NEW}
+    collect_main([str(tmp_path), "--out", str(tmp_path / "both"), "--fresh"])   # both in one collect
+    assert list(read_csv(tmp_path / "both" / "summary.csv").run_id) == [NEW]
+    said = capsys.readouterr().out
+    assert f"skipped 1 older run(s) of configurations collected from a newer run: {tmp_path / 'old' / 'j'}" in said
+
+
+def test_error_txt_or_two_run_ids_make_a_folder_failed_and_listed(tmp_path, capsys):
+    fake_job(tmp_path / "jobs", "ok", h="aaaaaaaaaaaa")
+    err = fake_job(tmp_path / "jobs", "err", h="bbbbbbbbbbbb", run_id=OLD)
+    fake_job(tmp_path / "tmp", "x", h="bbbbbbbbbbbb", run_id=NEW)
+    os.replace(tmp_path / "tmp" / "x" / "steps.csv", err / "steps.csv")     # a new run's steps ...
+    (err / "error.txt").write_text("cannot write: disk full\n\nTraceback ...\n")   # ... that failed
+    mixed = fake_job(tmp_path / "jobs", "mixed", h="cccccccccccc", run_id=OLD)
+    fake_job(tmp_path / "tmp", "y", h="cccccccccccc", run_id=NEW)
+    os.replace(tmp_path / "tmp" / "y" / "steps.csv", mixed / "steps.csv")   # no error.txt, two runs
+    out = tmp_path / "results"
+    collect_main([str(tmp_path / "jobs"), "--out", str(out)])
+    said = capsys.readouterr().out
+    assert f"skipped 1 failed job(s) (see error.txt): {err}" in said
+    assert f"skipped 1 job folder(s) holding files of two runs: {mixed} (summary run {OLD}, others {NEW})" in said
+    assert list(read_csv(out / "summary.csv").config_hash) == ["aaaaaaaaaaaa"]
+    assert set(read_csv(out / "steps.csv").config_hash) == {"aaaaaaaaaaaa"}
+
+
+def paired_job(root, name, run_id, primary_run=None):
+    """A primary job folder with one paired/<mode>/ folder (its summary's pair_key = the primary)."""
+    d = fake_job(root, name, h="p1p1p1p1p1p1", run_id=primary_run or run_id)
+    p = d / "paired" / "block"
+    p.mkdir(parents=True)
+    pd.DataFrame([{"config_hash": "q1q1q1q1q1q1", "run_id": run_id, "pair": "p", "tree": "chain", "budget": 2,
+                   "n_steps": 1, "new_tokens": 2, "pair_key": "p1p1p1p1p1p1", "pair_role": "paired"}]
+                 ).to_csv(p / "summary.csv", index=False)
+    pd.DataFrame([{"config_hash": "q1q1q1q1q1q1", "run_id": run_id, "prompt_id": "a", "step": 0, "emitted": 2}]
+                 ).to_csv(p / "steps.csv", index=False)
+    return d, p
+
+
+def test_paired_rows_are_collected_only_with_their_primary(tmp_path, capsys):
+    d, p = paired_job(tmp_path / "jobs", "good", NEW)
+    out = tmp_path / "results"
+    collect_main([str(tmp_path / "jobs"), "--out", str(out)])
+    assert sorted(read_csv(out / "summary.csv").config_hash) == ["p1p1p1p1p1p1", "q1q1q1q1q1q1"]
+    _, orphan = paired_job(tmp_path / "lone", "x", NEW)
+    (orphan.parent.parent / "summary.csv").unlink()                     # the primary never finished
+    _, other = paired_job(tmp_path / "other", "y", NEW, primary_run=OLD)   # primary of another run
+    with pytest.raises(SystemExit, match="no finished jobs"):
+        collect_main([str(tmp_path / "lone"), str(tmp_path / "other"), "--out", str(tmp_path / "r2")])
+    said = capsys.readouterr().out
+    assert f"skipped 1 paired folder(s) without their primary's run: {orphan}" in said
+    assert f"{other.parent.parent} (summary run {OLD}, others {NEW})" in said
+    assert not (tmp_path / "r2").exists()                               # nothing to collect: error, no files
+
+
+def test_unfinished_and_resumed_folders_are_listed(tmp_path, capsys):
+    fake_job(tmp_path / "jobs", "ok")
+    killed = tmp_path / "jobs" / "killed" / ".hydra"
+    killed.mkdir(parents=True)
+    (killed / "overrides.yaml").write_text("- tree=chain\n")
+    resumed = tmp_path / "jobs" / "resumed"
+    resumed.mkdir()
+    (resumed / "resumed.txt").write_text(str(tmp_path / "jobs" / "ok") + "\n")
+    collect_main([str(tmp_path / "jobs"), "--out", str(tmp_path / "results")])
+    said = capsys.readouterr().out
+    assert f"skipped 1 unfinished job folder(s) (no summary.csv: killed, or a full disk): {killed.parent}" in said
+    assert "1 folder(s) of resumed jobs" in said
+
+
+@pytest.mark.parametrize("damage", ["missing column", "not a number"])
+def test_a_malformed_acceptance_vector_rewrites_nothing(tmp_path, damage):
+    fake_job(tmp_path / "jobs", "a", h="aaaaaaaaaaaa")
+    out = tmp_path / "results"
+    collect_main([str(tmp_path / "jobs"), "--out", str(out)])
+    before = out_files(out)
+    vec = out / "acceptance_vector.csv"
+    vec.write_text("pair,dataset,verify,temperature,rank,p_accept\np,d,greedy,0,0,0.5\n" if damage == "missing column"
+                   else "pair,dataset,verify,temperature,rank,p_accept,n\np,d,greedy,0,zero,0.5,3\n")
+    fake_job(tmp_path / "jobs", "b", h="bbbbbbbbbbbb")
+    with pytest.raises(SystemExit) as e:
+        collect_main([str(tmp_path / "jobs"), "--out", str(out)])
+    assert str(e.value).startswith(f"specbench: error: {vec}") and "\n" not in str(e.value)
+    assert {k: v for k, v in out_files(out).items() if k != vec.name} == before
+
+
+def test_collect_onto_a_read_only_folder_is_one_line_and_leaves_it_as_it_was(tmp_path, ro_mount):
+    fake_job(tmp_path / "jobs", "a")
+    r = subprocess.run([sys.executable, "-m", "specbench.collect", str(tmp_path / "jobs"), "--out",
+                        str(ro_mount / "results")], capture_output=True, text=True, timeout=120,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    line = r.stderr.strip()
+    assert "\n" not in line and line.startswith(f"specbench: error: {ro_mount / 'results'}") \
+        and "Read-only file system" in line, line
+    assert not any(ro_mount.iterdir())
+
+
+def test_collect_onto_a_full_disk_replaces_none_of_its_outputs(tmp_path, tiny_tmpfs):
+    """A first collect fits; a bigger second one does not: every old file stays, nothing half-written."""
+    fake_job(tmp_path / "jobs", "a", h="aaaaaaaaaaaa")
+    out = tiny_tmpfs / "results"
+    collect_main([str(tmp_path / "jobs"), "--out", str(out)])
+    before = out_files(out)
+    for i in range(40):
+        fake_job(tmp_path / "jobs", f"big{i}", h=f"{i:012d}", n_steps=400)
+    with pytest.raises(SystemExit) as e:
+        collect_main([str(tmp_path / "jobs"), "--out", str(out)])
+    msg = str(e.value)
+    assert msg.startswith(f"specbench: error: {out}/") and "No space left on device" in msg and "\n" not in msg
+    assert out_files(out) == before                                     # no temp file, no 0-byte file

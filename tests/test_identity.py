@@ -95,3 +95,59 @@ def test_an_edited_prompt_file_is_a_new_job(tmp_path):
     assert second.dataset != first.dataset and (second.draft, second.target) == (first.draft, first.target)
     assert identity.config_hash(job, second) != identity.config_hash(job, first)
     assert identity.pair_id(second, "model") == identity.pair_id(first, "model")
+
+
+# --------------------------------------------------------------------------
+# issue 24: the Sequoia vector's content and a dataset file's identity
+# --------------------------------------------------------------------------
+def sequoia_job(vector):
+    from specbench.study.jobspec import from_config
+    return from_config({"pair": {"name": "p", "draft": {"source": "hub", "id": "d"}, "target": {"source": "hub", "id": "t"}},
+                        "tree": {"name": "sequoia", "budget": 6, "depth": None, "max_children": 4,
+                                 "vector": str(vector), "calib_pair_id": "auto", "calib_dataset": "smoke",
+                                 "calib_verify": "greedy", "calib_temperature": 0.0},
+                        "verify": {"name": "greedy"}, "dataset": {"name": "smoke"}})
+
+
+def write_vector(path, ident, probs, bump):
+    pid = identity.pair_id(ident, "model")
+    rows = ["pair,pair_id,dataset,verify,temperature,rank,p_accept,n"]
+    rows += [f"p,{pid},smoke,greedy,0.0,{r},{p},64" for r, p in enumerate(probs)]
+    rows += ["p,otherpair000,smoke,greedy,0.0,0,0.1,64"]                  # another pair's row
+    path.write_text("\n".join(rows) + "\n")
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + bump * 10**9))  # the loader caches by mtime
+
+
+def test_a_recalibrated_sequoia_vector_is_a_new_job_exactly_when_the_tree_changes(tmp_path):
+    vector = tmp_path / "acceptance_vector.csv"
+    job = sequoia_job(vector)
+    ident = identity.job_identity(job)
+    hashes, trees = [], []
+    for bump, probs in enumerate([(0.9, 0.05, 0.03, 0.02), (0.9, 0.05, 0.03, 0.02), (0.3, 0.3, 0.3, 0.1)]):
+        write_vector(vector, ident, probs, bump + 1)
+        bound, full = identity.bind(job, ident)
+        hashes.append(identity.config_hash(bound, full))
+        trees.append(full.reads["tree_paths"])
+    assert hashes[0] == hashes[1] and trees[0] == trees[1]          # same vector, same tree, same job
+    assert trees[2] != trees[0] and hashes[2] != hashes[0]          # recalibrated: another tree, another hash
+    from dataclasses import replace
+    _, plain = identity.bind(replace(job, tree=replace(job.tree, name="chain", params={})), ident)
+    assert plain.reads == {} and "reads" not in plain.as_dict()     # other trees: hashes as before
+
+
+def test_two_jsonl_files_are_two_datasets_in_the_rows(tmp_path):
+    from specbench.study.jobspec import from_config
+    from specbench.study.results import row_keys
+    labels = []
+    for name, text in (("a", "def f(x):"), ("b", "def g(y):")):
+        (tmp_path / name).mkdir()
+        f = tmp_path / name / "prompts.jsonl"                           # same file name, other folder
+        f.write_text(f'{{"id": "p0", "text": "{text}"}}\n')
+        job = from_config({"pair": {"name": "p", "draft": {"source": "hub", "id": "d"},
+                                    "target": {"source": "hub", "id": "t"}},
+                           "tree": {"name": "chain", "budget": 2}, "verify": {"name": "greedy"},
+                           "dataset": {"name": "jsonl", "path": str(f)}})
+        ident = identity.job_identity(job)
+        labels.append(row_keys(job, ident, ("d", "t"), True, "live", "r")["dataset"])
+    assert labels[0] != labels[1] and all(x.startswith("jsonl:prompts.jsonl@") for x in labels)

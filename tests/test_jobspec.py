@@ -46,6 +46,8 @@ def test_every_config_builds_a_job_spec(overrides):
     assert job.to_dict()["tree"]["name"] == job.tree.name
     if job.tree.name != "sequoia":                 # sequoia needs a calibrated vector for its pair
         checks.check_registries(job)
+    checks.check_keys(job)                         # no preset sets a key its job does not read
+    checks.check_temperature(job)
 
 
 def test_defaults_are_filled_in_one_place_and_equal_values_hash_equal():

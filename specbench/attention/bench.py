@@ -19,6 +19,7 @@ import itertools
 import math
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from ..core.atomic import atomic_write
+from .config import all_failed, merge_rows, validate
 from . import impls as ai
 from .. import CONF_DIR
 from ..trees.policies import shape_paths
@@ -197,12 +199,9 @@ def finish(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def save_csv(df: pd.DataFrame, path: Path, merge: bool) -> pd.DataFrame:
+    """Write the rows (merged with the CSV's: a failed row never replaces a good one)."""
     if merge and path.is_file():
-        old = pd.read_csv(path)
-        if set(KEY) <= set(old.columns):
-            new_keys = set(map(tuple, df[KEY].astype(str).to_numpy()))
-            keep = [tuple(k) not in new_keys for k in old[KEY].astype(str).to_numpy()]
-            df = pd.concat([old[keep], df], ignore_index=True)
+        df = merge_rows(pd.read_csv(path), df, KEY)
     df = finish(df.sort_values(KEY, kind="stable").reset_index(drop=True))
     atomic_write(path, lambda tmp: df.to_csv(tmp, index=False))
     return df
@@ -286,6 +285,7 @@ def _save(fig, path: Path) -> Path:
 
 
 def main_run(cfg: DictConfig) -> pd.DataFrame:
+    validate(cfg)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     points = grid_points(cfg)
@@ -308,6 +308,8 @@ def main_run(cfg: DictConfig) -> pd.DataFrame:
         df["dims_source"], df["grid"] = source, cfg.grid
         df["threads"], df["torch"] = torch.get_num_threads(), torch.__version__
         df["run_wall_s"] = time.perf_counter() - t0
+        if (why := all_failed(df)) is not None:
+            raise RuntimeError(why)
         df = save_csv(df, out, cfg.merge)
     elif out.is_file():      # grid=none, model_view=false: refresh derived columns, redraw figures
         df = save_csv(pd.read_csv(out), out, merge=False)
@@ -321,8 +323,19 @@ def main_run(cfg: DictConfig) -> pd.DataFrame:
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="attention_bench")
-def main(cfg: DictConfig) -> None:
-    main_run(cfg)
+def hydra_main(cfg: DictConfig) -> None:
+    try:
+        main_run(cfg)
+    except (ValueError, KeyError, RuntimeError) as e:     # registry's UnknownName is a KeyError
+        msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+        print(f"specbench: error: {(msg.strip().splitlines() or [type(e).__name__])[0]}", file=sys.stderr)
+        sys.exit(2 if isinstance(e, (ValueError, KeyError)) else 1)
+
+
+def main() -> None:
+    """`python -m specbench.attention_bench`: a bad value, or a disk it cannot write, is one line."""
+    from ..study.argv import run_hydra
+    run_hydra(hydra_main)
 
 
 if __name__ == "__main__":

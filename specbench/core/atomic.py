@@ -4,7 +4,9 @@
 ``path`` and renames it over ``path``, so a reader (or a SIGKILL) never leaves
 half a file behind.  The file gets the mode an ordinary ``open(path, "w")``
 would give it (0666 minus the process umask), not mkstemp's private 0600.
-``atomic_folder(path)`` does the same for a folder built in place of ``path``
+``atomic_write_many({path: write})`` writes every temp file before renaming
+any, so one command's outputs are replaced together or (a full disk) not at all.
+Failures are OSErrors naming the real path.  ``atomic_folder(path)`` does the same for a folder built in place of ``path``
 (mode 0777 minus the umask, as ``mkdir`` gives).  Every atomic write in
 specbench goes through these.
 """
@@ -33,21 +35,56 @@ def umask() -> int:
     return old
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
-    """Call write(tmp_path), then rename over path: readers never see half a file."""
+def named(e: OSError, path: str) -> OSError:
+    """The same error naming ``path`` (not a temp file beside it, nor nothing)."""
+    return OSError(e.errno, e.strerror or str(e), path)
+
+
+def write_temp(path: str | os.PathLike, write: Callable[[str], None]) -> str:
+    """``write(tmp)`` into a temp file beside ``path``; returns it.  On any failure the temp
+    file is removed and an OSError names ``path``."""
     path = os.fspath(path)
     d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=os.path.basename(path))
-    os.close(fd)
+    tmp = None
     try:
+        os.makedirs(d, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=os.path.basename(path))
+        os.close(fd)
         write(tmp)
         os.chmod(tmp, 0o666 & ~umask())
-        os.replace(tmp, path)
+        return tmp
+    except BaseException as e:
+        if tmp is not None and os.path.exists(tmp):
+            os.remove(tmp)
+        if isinstance(e, OSError):
+            raise named(e, path) from e
+        raise
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
+    """Call write(tmp_path), then rename over path: readers never see half a file."""
+    atomic_write_many({path: write})
+
+
+def atomic_write_many(writers: dict) -> None:
+    """{path: write(tmp)}: every temp file is written first; only if all succeed are they
+    renamed over their paths, so a full disk replaces none of them."""
+    done: dict[str, str] = {}
+    try:
+        for path, write in writers.items():
+            done[os.fspath(path)] = write_temp(path, write)
     except BaseException:
-        if os.path.exists(tmp):
+        for tmp in done.values():
             os.remove(tmp)
         raise
+    for path, tmp in done.items():
+        try:
+            os.replace(tmp, path)
+        except OSError as e:
+            for t in done.values():
+                if os.path.exists(t):
+                    os.remove(t)
+            raise named(e, path) from e
 
 
 @contextlib.contextmanager

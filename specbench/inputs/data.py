@@ -22,9 +22,9 @@ Datasets
 - ``smoke``: a few short hard-coded prompts (``dataset.prompts`` may override).
 - ``stdlib_code``: code-completion prompts cut from the Python standard library
   source shipped with the running interpreter (see `_stdlib_code` for the rule).
-- ``chat``: our own chat prompts (specbench/prompts/chat.jsonl), one ``task``
+- ``chat``: our own chat prompts (specbench/inputs/prompts/chat.jsonl), one ``task``
   category each; ``dataset.tasks`` filters by category.
-- ``math``: our own word problems (specbench/prompts/math.jsonl).
+- ``math``: our own word problems (specbench/inputs/prompts/math.jsonl).
 - ``jsonl``: a user's file of ``{"id": ..., "text": ...}`` lines (``dataset.path``);
   an optional ``task`` field defaults to ``"jsonl"``.
 """
@@ -322,6 +322,18 @@ def dataset_kind(dataset_cfg) -> str:
     return kind
 
 
+def check_rows(name: str, rows: list[tuple[str, str, str]], limit=None) -> None:
+    """The checks that need no tokenizer (``study.identity`` runs them before any model
+    loads): at least one prompt, and no prompt whose text is empty or whitespace."""
+    if not rows:
+        why = ("dataset.limit=0; set dataset.limit to a positive number or null" if limit == 0
+               else "the source is empty; add prompts or pick another dataset")
+        raise ValueError(f"dataset {name} has no prompts: {why}")
+    for pid, text, _ in rows:
+        if not text.strip():
+            raise ValueError(f"dataset {name}: prompt '{pid}' has empty text; remove or fill it")
+
+
 def load_prompts(dataset_cfg, tokenizer, *, max_prompt_tokens: int | None = None) -> list[Prompt]:
     """Prompts of ``dataset_cfg.name``, first ``dataset_cfg.limit`` (None = all).
 
@@ -345,14 +357,9 @@ def load_prompts(dataset_cfg, tokenizer, *, max_prompt_tokens: int | None = None
     rows = loader(dataset_cfg)
     if limit is not None:
         rows = rows[:int(limit)]
-    if not rows:
-        why = ("dataset.limit=0; set dataset.limit to a positive number or null" if limit == 0
-               else "the source is empty; add prompts or pick another dataset")
-        raise ValueError(f"dataset {name} has no prompts: {why}")
+    check_rows(name, rows, limit)
     prompts = []
     for pid, text, task in rows:
-        if not text.strip():
-            raise ValueError(f"dataset {name}: prompt '{pid}' has empty text; remove or fill it")
         ids = encode(tokenizer, text, chat_template)
         if max_prompt_tokens is not None and len(ids) > int(max_prompt_tokens):
             raise ValueError(f"dataset {name}: prompt '{pid}' has {len(ids)} tokens > "

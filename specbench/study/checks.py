@@ -3,7 +3,15 @@ compatibility, paired modes, and which engine runs it.  ``validate(job)`` is the
 one call before any model loads (``jobspec.from_config`` reads the config)."""
 from __future__ import annotations
 
+import os
+
+from .. import CONF_DIR
 from .jobspec import CHAIN_TREES, ConfigError, JobSpec
+
+# modes whose verdict ignores the temperature (target argmax): at T > 0 their rows would say
+# temperature=0.7 over T=0 outputs, so such a job is refused
+ARGMAX_MODES = ("greedy",)
+DATASET_COMMON = ("name", "limit", "max_prompt_tokens", "kind")
 
 
 # --------------------------------------------------------------------------
@@ -94,9 +102,61 @@ def resolve_engine(job: JobSpec) -> str:
     return "replay" if job.engine == "replay" or (job.engine == "auto" and reason is None) else "live"
 
 
+def check_temperature(job: JobSpec) -> None:
+    """A deterministic (argmax) rule at T > 0 is refused: its row would contradict itself."""
+    for name in (job.verify.name, *job.verify.paired_with):
+        if name in ARGMAX_MODES and job.verify.temperature > 0:
+            raise ConfigError(f"verify.temperature={job.verify.temperature:g} with {name}: greedy verification "
+                              f"is the target's argmax (T=0) whatever the temperature; use verify.temperature=0, "
+                              f"or a sampling mode at T > 0 (e.g. verify=mss or verify=sequoia)")
+
+
+def group_keys(group: str, option: str) -> set[str] | None:
+    """The keys conf/<group>/<option>.yaml sets (None where there is no such file)."""
+    import yaml
+    path = os.path.join(CONF_DIR, group, f"{option}.yaml")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as fh:
+        return set(yaml.safe_load(fh) or {})
+
+
+def tree_keys(job: JobSpec) -> set[str] | None:
+    """The parameters the job's tree uses: its preset's keys (tree=merged: and its sub-shape's)."""
+    keys = group_keys("tree", job.tree.name)
+    if keys is not None and job.tree.name == "merged":
+        keys |= group_keys("tree", str(job.tree.params.get("shape", "chain"))) or set()
+    return keys
+
+
+def check_no_extra(job: JobSpec) -> None:
+    """A study job reads no top-level key beyond conf/config.yaml's (``+foo=1`` is refused;
+    other apps on the same config, e.g. ``study.costs``, read their own ``+`` keys)."""
+    if job.extra:
+        key = sorted(job.extra)[0]
+        raise ConfigError(f"{key}: no such key; remove it (a top-level key must be one of conf/config.yaml's)")
+
+
+def check_keys(job: JobSpec) -> None:
+    """Group keys no part of the job reads are refused (``+tree.width=3`` on a chain,
+    ``+dataset.foo=1``): they would run silently under a new config hash."""
+    for group, used, given in (("tree", tree_keys(job), job.tree.params),
+                               ("dataset", group_keys("dataset", job.dataset.name), job.dataset.config)):
+        if used is None:
+            continue
+        used = used | set(DATASET_COMMON if group == "dataset" else ("name", "budget"))
+        extra = sorted(k for k, v in given.items() if k not in used and v is not None)
+        if extra:
+            name = job.tree.name if group == "tree" else job.dataset.name
+            raise ConfigError(f"{group}.{extra[0]}: not a parameter of {group}={name}; remove it "
+                              f"(valid: {', '.join(sorted(used))})")
+
+
 def validate(job: JobSpec) -> tuple[str, object]:
     """Every check that needs no model: returns (engine, mode spec)."""
     from ..inputs.models import resolve_device
+    check_keys(job)
+    check_temperature(job)
     try:
         resolve_device(job.device)
     except ValueError as e:

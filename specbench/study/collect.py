@@ -1,19 +1,25 @@
 """`python -m specbench.collect [DIRS]`: merge finished job folders into results/.
 
 A finished job is a folder with ``summary.csv`` (one row), the ``steps.csv``
-beside it and (jobs since outputs were added) ``outputs.jsonl``.  A job's rows
-are replaced as a unit: for each config hash the newest run (``run_id``) wins,
-and its summary, steps and outputs replace every row of that hash already in
-``--out``.  Steps or outputs without their summary are never kept.  A file
-that cannot be read completely (header only, truncated, steps that disagree
-with their summary) is a one-line error naming it, and nothing is written.
-Failed jobs (``error.txt``, no summary) are skipped and listed.  Sorted
-deterministically: running it twice gives identical files.
+beside it, ``outputs.jsonl`` and, for ``verify.paired_with``, one
+``paired/<mode>/`` folder per paired mode, every file of one run (``run_id``).
+A job's rows are replaced as a unit: for each config hash the newest run wins,
+whatever the order folders are collected in (rows already in ``--out``
+included), and its summary, steps and outputs replace every row of that hash.
+A paired mode's rows are kept only with their primary's run.  A file that
+cannot be read completely (header only, truncated, steps that disagree with
+their summary) or a malformed ``acceptance_vector*.csv`` is a one-line error
+naming it, and nothing is written.  Every folder that is not collected is
+listed with the reason: failed (``error.txt``, even beside a summary),
+unfinished (no summary), files of two runs, paired rows without their
+primary, or an older run of a configuration collected from a newer one.
+Sorted deterministically: running it twice gives identical files.
 
 Derived tables, rebuilt from the merged rows on every collect:
 ``acceptance_matrix.csv`` (``study.acceptance``) and, where ``--out`` holds
 greedy acceptance vectors (``acceptance_vector*.csv``), ``gap_to_optimum.csv``
-(``study.optimum``).
+(``study.optimum``).  Every output of one collect is replaced together, or (a
+full or read-only disk: one line naming the path, exit status 1) none is.
 """
 from __future__ import annotations
 
@@ -21,16 +27,27 @@ import argparse
 import glob
 import json
 import os
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..core.atomic import write_jsonl
-from .results import read_csv, write_csv
+from ..core.atomic import atomic_write_many
+from .results import csv_writer, jsonl_text, read_csv, text_writer
 
 SUMMARY_ORDER = ["pair", "dataset", "verify", "temperature", "tree", "budget", "engine", "config_hash"]
 STEP_ORDER = ["config_hash", "prompt_id", "step"]
 FIX = "rerun the job or delete its folder"
+JOB_MARKERS = ("summary.csv", "steps.csv", "outputs.jsonl", "error.txt", "resumed.txt", ".hydra")
+VECTOR_COLUMNS = {"pair": str, "dataset": str, "verify": str, "temperature": float, "rank": int,
+                  "p_accept": float, "n": int}
+SKIP_LABELS = {
+    "failed": "failed job(s) (see error.txt)",
+    "unfinished": "unfinished job folder(s) (no summary.csv: killed, or a full disk)",
+    "mixed": "job folder(s) holding files of two runs",
+    "orphan": "paired folder(s) without their primary's run",
+    "older": "older run(s) of configurations collected from a newer run",
+}
 
 
 class CollectError(ValueError):
@@ -43,27 +60,40 @@ class JobRows:
     steps: pd.DataFrame
     outputs: list[dict] = field(default_factory=list)
     source: str = ""
+    fresh: bool = True                         # from a job folder (not rows already in --out)
+
+    def key(self, col: str) -> str:
+        value = self.summary[col].iloc[0] if col in self.summary else ""
+        return str(value) if isinstance(value, str) else ""
 
     @property
     def config_hash(self) -> str:
         return str(self.summary.config_hash.iloc[0])
 
     @property
-    def order(self) -> tuple[str, str]:        # newest run wins; ties by folder, deterministically
-        run = self.summary.get("run_id", pd.Series([""])).iloc[0]
-        return (str(run) if isinstance(run, str) else "", self.source)
+    def run_id(self) -> str:
+        return self.key("run_id")
+
+    @property
+    def primary(self) -> str | None:
+        """The config hash of the decode a paired mode's rows belong to (None: a primary)."""
+        return self.key("pair_key") if self.key("pair_role") == "paired" else None
+
+    @property
+    def order(self) -> tuple:                  # newest run wins; a job folder over --out; then by folder
+        return (self.run_id, self.fresh, self.source)
 
 
-def job_dirs(roots) -> tuple[list[str], list[str]]:
-    """(finished job folders, failed job folders: error.txt and no summary) under roots."""
-    done, failed = set(), set()
-    for root in roots:
-        for name, acc in (("summary.csv", done), ("error.txt", failed)):
-            for path in glob.glob(os.path.join(root, "**", name), recursive=True):
-                acc.add(os.path.dirname(os.path.abspath(path)))
-    return sorted(done), sorted(failed - done)
+@dataclass
+class Scan:
+    jobs: list[JobRows] = field(default_factory=list)
+    skipped: list[tuple[str, str, str]] = field(default_factory=list)    # (reason, folder, detail)
+    resumed: int = 0
 
 
+# --------------------------------------------------------------------------
+# reading files
+# --------------------------------------------------------------------------
 def _complete(path: str) -> None:
     with open(path, "rb") as fh:
         fh.seek(0, os.SEEK_END)
@@ -116,6 +146,77 @@ def read_job(d: str) -> JobRows:
     return JobRows(summary, steps, outputs, d)
 
 
+def other_runs(job: JobRows) -> set[str]:
+    """Run ids in a job's steps and outputs other than its summary's."""
+    runs = set(job.steps.run_id.astype(str)) if "run_id" in job.steps and len(job.steps) else set()
+    runs |= {str(o["run_id"]) for o in job.outputs if o.get("run_id")}
+    return runs - {job.run_id} if job.run_id else set()
+
+
+# --------------------------------------------------------------------------
+# finding job folders
+# --------------------------------------------------------------------------
+def job_folders(roots) -> list[str]:
+    """Every folder under roots holding a job file (paired/<mode>/ folders included)."""
+    found = set()
+    for root in roots:
+        for name in JOB_MARKERS:
+            for path in glob.glob(os.path.join(root, "**", name), recursive=True):
+                found.add(os.path.dirname(os.path.abspath(path)))
+    return sorted(found)
+
+
+def is_paired(d: str) -> bool:
+    return os.path.basename(os.path.dirname(d)) == "paired"
+
+
+def first_line(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.readline().strip()
+    except OSError:
+        return ""
+
+
+def scan_folder(d: str, scan: Scan) -> None:
+    """Read one (primary) job folder with its paired folders, or record why it is skipped."""
+    if os.path.exists(os.path.join(d, "error.txt")):
+        return scan.skipped.append(("failed", d, first_line(os.path.join(d, "error.txt"))))
+    if not os.path.exists(os.path.join(d, "summary.csv")):
+        if os.path.exists(os.path.join(d, "resumed.txt")):
+            scan.resumed += 1
+            return None
+        return scan.skipped.append(("unfinished", d, ""))
+    job = read_job(d)
+    paired = [read_job(os.path.dirname(f))
+              for f in sorted(glob.glob(os.path.join(d, "paired", "*", "summary.csv")))]
+    runs = other_runs(job) | {p.run_id for p in paired if p.run_id != job.run_id}
+    runs |= set().union(*(other_runs(p) for p in paired)) if paired else set()
+    if runs:
+        return scan.skipped.append(("mixed", d, f"summary run {job.run_id}, others {', '.join(sorted(runs))}"))
+    scan.jobs += [job, *paired]
+
+
+def scan(roots) -> Scan:
+    out = Scan()
+    folders = job_folders(roots)
+    for d in folders:
+        if not is_paired(d):
+            scan_folder(d, out)
+        elif not os.path.exists(os.path.join(os.path.dirname(os.path.dirname(d)), "summary.csv")):
+            out.skipped.append(("orphan", d, "no summary.csv in its job folder"))
+    return out
+
+
+def job_dirs(roots) -> tuple[list[str], list[str]]:
+    """(finished job folders, skipped folders) under roots (paired folders with their primary)."""
+    s = scan(roots)
+    return sorted({j.source for j in s.jobs}), sorted(d for _, d, _ in s.skipped)
+
+
+# --------------------------------------------------------------------------
+# merging
+# --------------------------------------------------------------------------
 def read_collected(out: str) -> tuple[list[JobRows], int]:
     """The jobs already in --out, and how many step rows had no summary (dropped)."""
     spath = os.path.join(out, "summary.csv")
@@ -131,43 +232,105 @@ def read_collected(out: str) -> tuple[list[JobRows], int]:
         row = summary.iloc[[i]].reset_index(drop=True)
         h = str(row.config_hash.iloc[0])
         st = by_hash.pop(h, steps.iloc[:0]).reset_index(drop=True)
-        jobs.append(JobRows(row, st, [o for o in outputs if o.get("config_hash") == h], out))
+        jobs.append(JobRows(row, st, [o for o in outputs if o.get("config_hash") == h], out, fresh=False))
     return jobs, sum(len(g) for g in by_hash.values())
 
 
-def merge(dirs, existing: list[JobRows] = ()) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
-    """summary, steps and outputs of the newest run of every config hash; a job folder's
-    rows replace those of its hash in ``existing`` (jobs already collected)."""
-    jobs = {j.config_hash: j for j in existing}
-    fresh: dict[str, JobRows] = {}
-    for d in dirs:
-        j = read_job(d)
-        if j.config_hash not in fresh or j.order > fresh[j.config_hash].order:
-            fresh[j.config_hash] = j
-    jobs.update(fresh)
+def newest(jobs, skipped: list) -> dict[str, JobRows]:
+    """The newest run of every config hash; paired rows only beside their primary's run."""
+    chosen: dict[str, JobRows] = {}
+    for j in sorted(jobs, key=lambda j: j.order):
+        old = chosen.get(j.config_hash)
+        if old is not None and old.fresh and old.primary is None:
+            skipped.append(("older", old.source, f"{j.config_hash}: run {old.run_id} < {j.run_id}"))
+        chosen[j.config_hash] = j
+    for h, j in list(chosen.items()):
+        prim = chosen.get(j.primary) if j.primary else j
+        if prim is None or (prim.run_id and j.run_id and prim.run_id != j.run_id):
+            del chosen[h]
+            if j.fresh:
+                skipped.append(("orphan", j.source, f"primary {j.primary} is another run or absent"))
+    return chosen
+
+
+def merge(dirs, existing: list[JobRows] = (), skipped: list | None = None):
+    """summary, steps and outputs of the newest run of every config hash (see the docstring);
+    ``dirs``: job folders, read as they are."""
+    jobs = newest([*existing, *(read_job(d) for d in dirs)], skipped if skipped is not None else [])
+    return frames(jobs)
+
+
+def frames(jobs: dict[str, JobRows]) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
     if not jobs:
         raise CollectError("no finished jobs (summary.csv) found: run `python -m specbench.run` first")
     summary = pd.concat([j.summary for j in jobs.values()], ignore_index=True)
     summary = summary.sort_values([c for c in SUMMARY_ORDER if c in summary]).reset_index(drop=True)
     alpha = sorted((c for c in summary if c.startswith("alpha_")), key=lambda c: int(c[6:]))
     summary = summary[[c for c in summary if not c.startswith("alpha_")] + alpha]
-    frames = [j.steps for j in jobs.values() if len(j.steps)]
-    steps = pd.concat(frames, ignore_index=True).sort_values(STEP_ORDER).reset_index(drop=True) \
-        if frames else pd.DataFrame()
+    parts = [j.steps for j in jobs.values() if len(j.steps)]
+    steps = pd.concat(parts, ignore_index=True).sort_values(STEP_ORDER).reset_index(drop=True) \
+        if parts else pd.DataFrame()
     outputs = sorted((o for j in jobs.values() for o in j.outputs),
                      key=lambda o: (str(o["config_hash"]), str(o["prompt_id"])))
     return summary, steps, outputs
 
 
-def write_derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> None:
-    """acceptance_matrix.csv and (with greedy acceptance vectors in ``out``) gap_to_optimum.csv."""
-    from .acceptance import acceptance_matrix
-    write_csv(acceptance_matrix(summary, steps), os.path.join(out, "acceptance_matrix.csv"))
+# --------------------------------------------------------------------------
+# derived tables and writing
+# --------------------------------------------------------------------------
+def read_vectors(out: str) -> pd.DataFrame | None:
+    """Every acceptance_vector*.csv in ``out``, checked (a malformed one is a CollectError)."""
     files = sorted(glob.glob(os.path.join(out, "acceptance_vector*.csv")))
-    if files:
+    parts = []
+    for f in files:
+        df = _csv(f)
+        missing = [c for c in VECTOR_COLUMNS if c not in df]
+        if missing:
+            raise CollectError(f"{f} lacks column(s) {', '.join(missing)}: regenerate it with "
+                               "`python -m specbench.study.calibrate`")
+        for col, kind in VECTOR_COLUMNS.items():
+            if kind is not str and pd.to_numeric(df[col], errors="coerce").isna().any():
+                raise CollectError(f"{f}: column {col} has a non-numeric value: regenerate it with "
+                                   "`python -m specbench.study.calibrate`")
+        parts.append(df)
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
+def derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """{file name: table}: acceptance_matrix.csv and (with greedy vectors) gap_to_optimum.csv."""
+    from .acceptance import acceptance_matrix
+    tables = {"acceptance_matrix.csv": acceptance_matrix(summary, steps)}
+    vectors = read_vectors(out)
+    if vectors is not None:
         from .optimum import gap_to_optimum
-        vectors = pd.concat([read_csv(f) for f in files], ignore_index=True)
-        write_csv(gap_to_optimum(summary, vectors), os.path.join(out, "gap_to_optimum.csv"))
+        tables["gap_to_optimum.csv"] = gap_to_optimum(summary, vectors)
+    return tables
+
+
+def write_derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> None:
+    """acceptance_matrix.csv and (with greedy acceptance vectors in ``out``) gap_to_optimum.csv,
+    replaced together (for tools that build results/ without job folders)."""
+    atomic_write_many({os.path.join(out, name): csv_writer(df) for name, df in derived(out, summary, steps).items()})
+
+
+def write_all(out: str, summary, steps, outputs, tables: dict) -> None:
+    """Every output together (summary last); a failure replaces none."""
+    files = {os.path.join(out, "steps.csv"): csv_writer(steps),
+             os.path.join(out, "outputs.jsonl"): text_writer(jsonl_text(outputs))}
+    files.update({os.path.join(out, name): csv_writer(df) for name, df in tables.items()})
+    files[os.path.join(out, "summary.csv")] = csv_writer(summary)
+    atomic_write_many(files)
+
+
+def report_skipped(s: Scan) -> None:
+    groups = defaultdict(list)
+    for reason, d, detail in s.skipped:
+        groups[reason].append(f"{d} ({detail})" if detail and reason != "failed" else d)
+    for reason, label in SKIP_LABELS.items():
+        if groups[reason]:
+            print(f"specbench: skipped {len(groups[reason])} {label}: {', '.join(groups[reason])}")
+    if s.resumed:
+        print(f"specbench: {s.resumed} folder(s) of resumed jobs (finished in another folder) hold no rows")
 
 
 def main(argv=None) -> None:
@@ -176,20 +339,21 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default="results", help="where summary.csv, steps.csv and outputs.jsonl go")
     ap.add_argument("--fresh", action="store_true", help="ignore rows already in --out")
     args = ap.parse_args(argv)
-    done, failed = job_dirs(args.dirs)
     try:
+        s = scan(args.dirs)
         existing, orphans = ([], 0) if args.fresh else read_collected(args.out)
-        summary, steps, outputs = merge(done, existing)
+        jobs = newest([*existing, *s.jobs], s.skipped)
+        report_skipped(s)
+        summary, steps, outputs = frames(jobs)
+        tables = derived(args.out, summary, steps)
+        write_all(args.out, summary, steps, outputs, tables)
     except CollectError as e:
         raise SystemExit(f"specbench: error: {e}")
-    if failed:
-        print(f"specbench: skipped {len(failed)} failed job(s) (see error.txt): {', '.join(failed)}")
+    except OSError as e:
+        from .launch import os_line
+        raise SystemExit(f"specbench: error: {os_line(e, args.out, '--out')} (nothing was replaced)")
     if orphans:
         print(f"specbench: dropped {orphans} step rows of {args.out}/steps.csv that had no summary row")
-    write_csv(steps, os.path.join(args.out, "steps.csv"))       # summary last: it lists the jobs
-    write_jsonl(os.path.join(args.out, "outputs.jsonl"), outputs)
-    write_csv(summary, os.path.join(args.out, "summary.csv"))
-    write_derived(args.out, summary, steps)
     print(f"specbench: collected {len(summary)} configurations, {len(steps)} steps, "
           f"{len(outputs)} outputs -> {args.out}/")
 

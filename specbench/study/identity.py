@@ -14,14 +14,27 @@
   of a pair, whatever its name.
 * ``bind(job, ident)``: the job with ``tree.calib_pair_id=auto`` (Sequoia's
   calibrated vector) replaced by its pair_id, so a vector measured on one pair
-  is never read for another that shares its config name.
+  is never read for another that shares its config name; and the identity with
+  what the tree policy reads (``tree_reads``): for a static shape built from a
+  file (Sequoia's acceptance vector) the rank paths it built, for any other
+  file parameter the file's sha256.  So a recalibrated vector is a new job.
+* ``dataset_label(dataset)``: the row label of a dataset; one read from a file
+  (``dataset.path``) is labelled by the file, e.g. ``jsonl:prompts.jsonl@1a2b3c4d``,
+  so two files are never one dataset in the report.
+* ``check_hub_models(job)``: a hub model not in the local Hugging Face cache
+  while the hub cannot be reached (or ``HF_HUB_OFFLINE=1``) is a one-line error
+  naming the key, before any load; a cached one while offline then loads from
+  the cache without retries.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import struct
-from dataclasses import dataclass, replace
+import os
+import socket
+from dataclasses import dataclass, field, replace
+from urllib.parse import urlparse
 from pathlib import Path
 
 from ..core.atomic import atomic_write
@@ -36,9 +49,12 @@ class Identity:
     draft: str | None       # model fingerprints (None: no draft model)
     target: str
     dataset: str
+    dataset_label: str = ""                          # the rows' `dataset` (see dataset_label)
+    reads: dict = field(default_factory=dict)        # what the tree policy read (see tree_reads)
 
     def as_dict(self) -> dict:
-        return {"draft": self.draft, "target": self.target, "dataset": self.dataset}
+        out = {"draft": self.draft, "target": self.target, "dataset": self.dataset}
+        return {**out, "reads": self.reads} if self.reads else out
 
 
 # --------------------------------------------------------------------------
@@ -97,6 +113,41 @@ def folder_digests(folder: Path, key: str) -> dict[str, str]:
     return out
 
 
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub answers a TCP connect (no retries), unless offline mode is set."""
+    from huggingface_hub import constants
+    if constants.HF_HUB_OFFLINE:
+        return False
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def check_hub(spec: ModelSpec) -> None:
+    """A hub model must be in the local cache or the hub reachable (one line naming the key);
+    cached and offline: later loads use the cache without retrying the network."""
+    from huggingface_hub import constants, try_to_load_from_cache
+    cached = isinstance(try_to_load_from_cache(spec.ref, "config.json"), str)
+    if hub_reachable():
+        return
+    if not cached:
+        raise ConfigError(f"{spec.key}.id={spec.ref}: not in the local Hugging Face cache and the hub "
+                          f"({constants.ENDPOINT}) cannot be reached: download it first (`hf download "
+                          f"{spec.ref}`) or use a local folder ({spec.key}.source=local {spec.key}.path=DIR)")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    constants.HF_HUB_OFFLINE = True
+
+
+def check_hub_models(job: JobSpec) -> None:
+    """``check_hub`` for each hub model of the job's pair (run before any load)."""
+    for spec in (job.pair.draft, job.pair.target):
+        if spec is not None and spec.source == "hub":
+            check_hub(spec)
+
+
 def model_fingerprint(spec: ModelSpec, dtype: str) -> str:
     """The content identity of one model (see the module docstring)."""
     from ..inputs.models import model_folder
@@ -108,17 +159,51 @@ def model_fingerprint(spec: ModelSpec, dtype: str) -> str:
 
 
 def dataset_fingerprint(dataset: DatasetSpec) -> str:
-    """sha256 of the (id, text, task) rows the job will read; a bad file is a one-line error."""
-    from ..inputs.data import DATASETS
+    """sha256 of the (id, text, task) rows the job will read; a bad file or an empty
+    prompt is a one-line error (no model needed)."""
+    from ..inputs.data import DATASETS, check_rows
     rows = DATASETS.get(dataset.name)(dataset.config)
     if dataset.limit is not None:
         rows = rows[:dataset.limit]
+    check_rows(dataset.name, rows, dataset.limit)
     return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+def dataset_label(dataset: DatasetSpec) -> str:
+    """``name``, or ``name:<file name>@<sha256[:8] of the file>`` for a dataset read from ``dataset.path``."""
+    path = dataset.config.get("path")
+    if not path:
+        return dataset.name
+    path = Path(os.path.expanduser(str(path)))
+    return f"{dataset.name}:{path.name}@{file_sha256(path)[:8]}"
 
 
 def job_identity(job: JobSpec) -> Identity:
     draft = model_fingerprint(job.pair.draft, job.dtype) if job.pair.draft else None
-    return Identity(draft, model_fingerprint(job.pair.target, job.dtype), dataset_fingerprint(job.dataset))
+    return Identity(draft, model_fingerprint(job.pair.target, job.dtype), dataset_fingerprint(job.dataset),
+                    dataset_label(job.dataset))
+
+
+def _file_param(value) -> Path | None:
+    """A tree parameter naming an existing file (relative: the repo root, as Sequoia reads it)."""
+    if not isinstance(value, str) or not value:
+        return None
+    from .. import CONF_DIR
+    p = Path(os.path.expanduser(value))
+    p = p if p.is_absolute() else Path(CONF_DIR).parent / p
+    return p if p.is_file() else None
+
+
+def tree_reads(job: JobSpec) -> dict:
+    """What the tree policy reads from files: a static shape's rank paths, else the files' sha256."""
+    files = {k: p for k, v in sorted(job.tree.params.items()) if (p := _file_param(v)) is not None}
+    if not files:
+        return {}
+    from ..trees.policies import make_policy, policy_kind
+    if policy_kind(job.tree.name) == "paths":
+        policy = make_policy(job.tree.name, job.tree.budget, job.tree.params)
+        return {"tree_paths": [list(p) for p in policy.paths()]}
+    return {"tree_files": {k: file_sha256(p) for k, p in files.items()}}
 
 
 # --------------------------------------------------------------------------
@@ -151,9 +236,10 @@ def pair_lookup_key(row) -> str:
     return str(pid) if pid and pid == pid else str(row["pair"])
 
 
-def bind(job: JobSpec, ident: Identity) -> JobSpec:
-    """``job`` with ``tree.calib_pair_id=auto`` set to the job's own pair_id (see the docstring)."""
-    if job.tree.params.get("calib_pair_id") != "auto":
-        return job
-    params = {**job.tree.params, "calib_pair_id": pair_id(ident, job.pair.drafter, job.pair.drafter_params)}
-    return replace(job, tree=replace(job.tree, params=params))
+def bind(job: JobSpec, ident: Identity) -> tuple[JobSpec, Identity]:
+    """(``job`` with ``tree.calib_pair_id=auto`` set to the job's own pair_id, ``ident`` with
+    what its tree reads): see the module docstring."""
+    if job.tree.params.get("calib_pair_id") == "auto":
+        params = {**job.tree.params, "calib_pair_id": pair_id(ident, job.pair.drafter, job.pair.drafter_params)}
+        job = replace(job, tree=replace(job.tree, params=params))
+    return job, replace(ident, reads=tree_reads(job))

@@ -1,16 +1,20 @@
 """Hydra glue for study jobs: folder names, failures on disk, checks before Hydra starts.
 
-* ``specbench_jobdir`` (an OmegaConf resolver, used by ``hydra.sweep.subdir``):
-  the job folder name from the job's overrides, with every long value (or one
-  holding a path separator) replaced by a short hash, so a folder name is
-  bounded whatever the override (a 60-entry ``tree.paths`` included).
+* The folder resolvers ``specbench_jobdir`` and ``specbench_uid`` live in
+  ``study.resolvers`` (registered whenever ``specbench.study`` is imported).
 * ``run_guarded``: runs a job; a failure leaves ``error.txt`` (one-line reason,
-  then the traceback) in the job folder and prints the one line.
+  then the traceback) in the job folder, prints the one line, and is counted in
+  this process too (``FAILED``), so a job whose ``error.txt`` cannot be written
+  (a full disk) still fails the multirun.  It writes the job's
+  ``.hydra/overrides.yaml`` itself, atomically (``hydra.output_subdir`` is null:
+  Hydra's own non-atomic writes there would end the whole sweep with a
+  traceback on a full disk).
 * ``FailureReport`` (a Hydra callback, registered in conf/config.yaml): at the
   end of a multirun, one line counting the failed jobs with their folders, and
   a non-zero exit status if there was any.
-* ``check_argv``: one-line errors for an unknown group option or an unusable
-  ``out_root`` before Hydra creates any folder.
+* ``check_argv`` (``study.argv``): one-line errors for an unknown group option,
+  an unknown key, or an unusable ``out_root`` / ``hydra.run.dir`` before Hydra
+  creates any folder.
 * ``compose(overrides)``: the study config for tools that are not Hydra apps
   (``study.calibrate``, ``study.lossless``).
 
@@ -19,8 +23,9 @@ which registers the resolver there too.
 """
 from __future__ import annotations
 
+import errno
 import glob
-import hashlib
+import logging
 import os
 import sys
 import traceback
@@ -32,30 +37,11 @@ from ..core.atomic import write_text
 from ..core.registry import UnknownName
 
 from .. import CONF_DIR
-GROUPS = ("pair", "tree", "verify", "dataset", "sweep")
+from .resolvers import job_dirname  # noqa: F401  (registers conf/config.yaml's resolvers)
 USER_ERRORS = (ValueError, UnknownName, OSError, FloatingPointError)
-MAX_VALUE_CHARS = 32
-MAX_NAME_CHARS = 160
 ERROR_FILE = "error.txt"
-
-
-def job_dirname(overrides, exclude=()) -> str:
-    """Sorted ``key=value`` items joined by commas; long or path-like values hashed."""
-    items = []
-    for item in sorted(str(o) for o in overrides):
-        key, eq, value = item.partition("=")
-        if key.lstrip("+~") in set(exclude):
-            continue
-        if len(value) > MAX_VALUE_CHARS or "/" in value or os.sep in value:
-            value = "h" + hashlib.sha1(value.encode()).hexdigest()[:10]
-        items.append(f"{key}{eq}{value}")
-    name = ",".join(items) or "default"
-    if len(name) > MAX_NAME_CHARS:
-        name = name[:MAX_NAME_CHARS - 12] + "-h" + hashlib.sha1(name.encode()).hexdigest()[:10]
-    return name
-
-
-OmegaConf.register_new_resolver("specbench_jobdir", job_dirname, replace=True)
+FAILED: list[str] = []        # job folders that failed in this process (error.txt or not)
+STARTED: list[str] = []       # job folders started in this process
 
 
 def compose(overrides):
@@ -65,35 +51,60 @@ def compose(overrides):
         return hydra_compose("config", overrides=list(overrides))
 
 
+WRITE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT}
+
+
+def os_line(e: OSError, where: str = "", key: str = "out_root") -> str:
+    """'<path>: <reason>' for an OSError, with the fix where the disk refused a write."""
+    fix = f"; free space or point {key} at a writable folder" if e.errno in WRITE_ERRNOS else ""
+    return f"{e.filename or where or 'a file'}: {e.strerror or e}{fix}"
+
+
 def one_line(e: BaseException) -> str:
+    """The first line of an error; an OSError names the path it could not use."""
+    if isinstance(e, OSError) and e.filename and e.strerror:
+        return os_line(e)
     text = (str(e).strip().splitlines() or [""])[0]
     return text if isinstance(e, USER_ERRORS) and text else f"{type(e).__name__}: {text}"
 
 
-def run_guarded(job_fn, out_dir: str) -> int:
-    """Call job_fn(); 0 on success, else write error.txt, print one line, return 2 (bad
-    input) or 1 (anything else).  A stale error.txt from an earlier run is removed first."""
+def clear_stale(out_dir: str) -> None:
+    """A stale error.txt of an earlier run in this folder goes first."""
     err = os.path.join(out_dir, ERROR_FILE)
     if os.path.exists(err):
         os.remove(err)
+
+
+def run_guarded(job_fn, out_dir: str, overrides=None) -> int:
+    """Call job_fn(); 0 on success, else write error.txt (if it can), print one line, return
+    2 (bad input) or 1 (anything else).  ``overrides`` go to ``.hydra/overrides.yaml`` first."""
+    logging.raiseExceptions = False          # a log record a full disk cannot take is not a traceback
+    STARTED.append(os.path.abspath(out_dir))
     try:
+        clear_stale(out_dir)
+        if overrides is not None:
+            write_text(os.path.join(out_dir, ".hydra", "overrides.yaml"), OmegaConf.to_yaml(list(overrides)))
         job_fn()
         return 0
-    except Exception as e:           # noqa: BLE001  (every failure must reach the disk)
+    except Exception as e:           # noqa: BLE001  (every failure must reach the disk or the count)
         line = one_line(e)
+        FAILED.append(os.path.abspath(out_dir))
         try:
-            write_text(err, f"{line}\n\n{traceback.format_exc()}")
-        except OSError:
-            pass
+            write_text(os.path.join(out_dir, ERROR_FILE), f"{line}\n\n{traceback.format_exc()}")
+        except OSError as e2:
+            line += f" (and {ERROR_FILE} could not be written: {e2.strerror})"
         print(f"specbench: error: {line}", file=sys.stderr)
         return 2 if isinstance(e, USER_ERRORS) else 1
 
 
 def failed_jobs(sweep_dir: str) -> tuple[list[str], int]:
-    """(folders with error.txt, number of job folders) under a multirun folder."""
-    jobs = glob.glob(os.path.join(sweep_dir, "**", ".hydra"), recursive=True)
-    failed = glob.glob(os.path.join(sweep_dir, "**", ERROR_FILE), recursive=True)
-    return sorted(os.path.dirname(p) for p in failed), len(jobs)
+    """(failed job folders: error.txt on disk or failed in this process, number of jobs)."""
+    jobs = {os.path.dirname(os.path.abspath(p))
+            for p in glob.glob(os.path.join(sweep_dir, "**", ".hydra"), recursive=True)}
+    failed = {os.path.dirname(os.path.abspath(p))
+              for p in glob.glob(os.path.join(sweep_dir, "**", ERROR_FILE), recursive=True)}
+    failed |= set(FAILED)
+    return sorted(failed), len(jobs | set(STARTED) | failed)
 
 
 class FailureReport(Callback):
@@ -105,27 +116,3 @@ class FailureReport(Callback):
             print(f"specbench: {len(failed)} of {n} jobs failed (see error.txt): {', '.join(failed)}",
                   file=sys.stderr)
             sys.exit(1)
-
-
-def check_out_root(argv) -> None:
-    """out_root must be (or be creatable as) a writable folder."""
-    root = next((a.partition("=")[2] for a in reversed(argv) if a.startswith("out_root=")), "outputs")
-    probe = os.path.abspath(os.path.expanduser(root))
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    if not os.path.isdir(probe) or not os.access(probe, os.W_OK | os.X_OK):
-        why = "is not a directory" if not os.path.isdir(probe) else "is not writable"
-        sys.exit(f"specbench: error: out_root={root}: {probe} {why}; point out_root at a writable folder")
-
-
-def check_argv(argv) -> None:
-    """`tree=foo` with no conf/tree/foo.yaml, or a bad out_root: one line, exit 2."""
-    for arg in argv:
-        group, eq, value = arg.lstrip("+~").partition("=")
-        if not eq or group not in GROUPS:
-            continue
-        valid = sorted(f[:-5] for f in os.listdir(os.path.join(CONF_DIR, group)) if f.endswith(".yaml"))
-        for v in value.split(","):
-            if v and v not in valid:
-                sys.exit(f"specbench: error: unknown {group} '{v}'. Valid: {', '.join(valid)}")
-    check_out_root(argv)

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-from ..core.atomic import atomic_write, write_jsonl, write_text
+from ..core.atomic import atomic_write, atomic_write_many
 
 if TYPE_CHECKING:        # the report reads CSVs through this module: no torch import here
     from .identity import Identity
@@ -55,7 +55,7 @@ def row_keys(job: JobSpec, ident: Identity, names: tuple[str, str], lossless: bo
         "tree": job.tree.name, "tree_params": json.dumps(job.tree.params, sort_keys=True),
         "budget": job.tree.budget, "verify": v.name, "lossless": bool(lossless),
         "temperature": v.temperature, "draft_temperature": v.draft_temperature, "top_p": v.top_p,
-        "dataset": job.dataset.name, "seed": job.seed, "max_new_tokens": job.max_new_tokens,
+        "dataset": ident.dataset_label or job.dataset.name, "seed": job.seed, "max_new_tokens": job.max_new_tokens,
         "dtype": job.dtype, "device": job.device, "engine": engine, "batch_size": job.batch_size,
         "pair_key": config_hash(job, ident), "pair_role": "decode", **_mode_tags(v),
     }
@@ -133,31 +133,78 @@ def read_csv(path: str) -> pd.DataFrame:
     return pd.read_csv(path, dtype=TEXT_COLUMNS, keep_default_na=False, na_values=[""])
 
 
+def csv_writer(df: pd.DataFrame):
+    return lambda tmp: df.to_csv(tmp, index=False, float_format="%.6g")
+
+
 def write_csv(df: pd.DataFrame, path: str) -> None:
-    atomic_write(path, lambda tmp: df.to_csv(tmp, index=False, float_format="%.6g"))
+    atomic_write(path, csv_writer(df))
+
+
+def text_writer(text: str):
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    return write
+
+
+def jsonl_text(rows: Sequence[dict]) -> str:
+    return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+
+
+JOB_FILES = ("summary.csv", "steps.csv", "outputs.jsonl", "config.yaml")
+PAIRED_DIR = "paired"
+
+
+RESUMED_FILE = "resumed.txt"
+
+
+def mark_resumed(out_dir: str, done: str) -> None:
+    """A resumed job's folder says where the job finished (collect counts such folders)."""
+    try:
+        atomic_write(os.path.join(out_dir, RESUMED_FILE), text_writer(f"{done}\n"))
+    except OSError:
+        pass                      # the skip stands; the folder then reads as unfinished
+
+
+def clear_job(out_dir: str) -> None:
+    """Remove an earlier run's result files from a job folder (summary first), so the
+    folder never holds files of two runs."""
+    for name in JOB_FILES:
+        path = os.path.join(out_dir, name)
+        if os.path.exists(path):
+            os.remove(path)
+    paired = os.path.join(out_dir, PAIRED_DIR)
+    if os.path.isdir(paired):
+        import shutil
+        shutil.rmtree(paired)
 
 
 def write_job(out_dir: str, job: JobSpec, ident: Identity, steps: pd.DataFrame,
-              summary: pd.DataFrame, outputs: Sequence[dict]) -> None:
-    """steps.csv, outputs.jsonl, config.yaml, then summary.csv last: a summary marks a
-    finished job (collect reads nothing else without it)."""
-    write_csv(steps, os.path.join(out_dir, "steps.csv"))
-    write_jsonl(os.path.join(out_dir, "outputs.jsonl"), outputs)
+              summary: pd.DataFrame, outputs: Sequence[dict], paired: dict | None = None) -> None:
+    """Every file of a job, all or none (a full disk leaves none): each paired mode's
+    steps and summary under ``paired/<mode>/`` (``paired``: {mode: (steps, summary)}),
+    then steps.csv, outputs.jsonl, config.yaml, and summary.csv last: a summary marks a
+    finished job (collect reads nothing else without it).  Outputs carry the run id."""
+    run_id = str(summary.run_id.iloc[0])
     config = {**job.to_dict(), "identity": ident.as_dict()}
-    write_text(os.path.join(out_dir, "config.yaml"), OmegaConf.to_yaml(OmegaConf.create(config)))
-    write_csv(summary, os.path.join(out_dir, "summary.csv"))
-
-
-def write_paired(out_dir: str, steps: pd.DataFrame, summary: pd.DataFrame) -> None:
-    """A paired mode's rows, in their own folder (collect reads one summary row per folder);
-    written before the primary's summary, which marks the job finished."""
-    write_csv(steps, os.path.join(out_dir, "steps.csv"))
-    write_csv(summary, os.path.join(out_dir, "summary.csv"))
+    files = {}
+    for name, (psteps, psummary) in (paired or {}).items():
+        files[os.path.join(out_dir, PAIRED_DIR, name, "steps.csv")] = csv_writer(psteps)
+        files[os.path.join(out_dir, PAIRED_DIR, name, "summary.csv")] = csv_writer(psummary)
+    files[os.path.join(out_dir, "steps.csv")] = csv_writer(steps)
+    files[os.path.join(out_dir, "outputs.jsonl")] = text_writer(jsonl_text([{**o, "run_id": run_id} for o in outputs]))
+    files[os.path.join(out_dir, "config.yaml")] = text_writer(OmegaConf.to_yaml(OmegaConf.create(config)))
+    files[os.path.join(out_dir, "summary.csv")] = csv_writer(summary)
+    atomic_write_many(files)
 
 
 def find_finished(root: str, chash: str) -> str | None:
-    """The folder of a finished job with this config hash under root, if any."""
+    """The folder of a finished job with this config hash under root, if any (a folder
+    holding error.txt beside its summary is not finished)."""
     for path in sorted(glob.glob(os.path.join(root, "**", "summary.csv"), recursive=True)):
+        if os.path.exists(os.path.join(os.path.dirname(path), "error.txt")):
+            continue
         try:
             head = pd.read_csv(path, usecols=["config_hash"], dtype=str)
         except (ValueError, pd.errors.EmptyDataError, pd.errors.ParserError):

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from .. import CONF_DIR
 from ..inputs import data
+from . import argv
 from . import checks
 from . import identity
 from . import jobspec
@@ -103,20 +104,40 @@ def check_context(job: JobSpec, pair, prompts) -> None:
                 raise ConfigError(
                     f"dataset {job.dataset.name}: prompt '{pr.id}' has {len(pr.ids)} tokens; with "
                     f"max_new_tokens={job.max_new_tokens} and tree.budget={job.tree.budget} that is {need} "
-                    f"positions > the {role}'s {n}: lower max_new_tokens, or set dataset.max_prompt_tokens="
-                    f"{max(n - job.max_new_tokens - job.tree.budget, 0)} to refuse such prompts")
+                    f"positions > the {role}'s {n}: {context_fix(job, len(pr.ids), n)}")
+
+
+def context_fix(job: JobSpec, prompt_len: int, n: int) -> str:
+    """The real fix: lower whichever of tree.budget / max_new_tokens can make room; refusing
+    long prompts (dataset.max_prompt_tokens) only where that leaves a positive limit."""
+    room = n - prompt_len
+    fixes = []
+    if room - job.max_new_tokens >= 1 and job.tree.budget > room - job.max_new_tokens:
+        fixes.append(f"lower tree.budget to {room - job.max_new_tokens} or less")
+    if room - job.tree.budget >= 1:
+        fixes.append(f"lower max_new_tokens to {room - job.tree.budget} or less")
+    if not fixes and room > 1:
+        fixes.append(f"lower tree.budget and max_new_tokens to {room - 1} positions together")
+    limit = n - job.max_new_tokens - job.tree.budget
+    if limit >= 1:
+        fixes.append(f"or set dataset.max_prompt_tokens={limit} to refuse such prompts")
+    return ", ".join(fixes) or "use a model with a longer context or a shorter prompt"
 
 
 def run_job(cfg: DictConfig, out_dir: str):
     """Run one job into out_dir; returns its summary row (None if resumed)."""
     job = jobspec.from_config(cfg)
+    checks.check_no_extra(job)                  # +foo=1: refused, not a silent new hash
     ident = identity.job_identity(job)          # content fingerprints: no model loads
-    job = identity.bind(job, ident)
+    job, ident = identity.bind(job, ident)   # + what the tree reads (Sequoia's vector)
     engine, mode = checks.validate(job)
     chash = identity.config_hash(job, ident)
     if job.resume and (done := results.find_finished(job.out_root, chash)):
         print(f"specbench: skip {chash}: already finished in {done}")
+        results.mark_resumed(out_dir, done)
         return None
+    identity.check_hub_models(job)              # offline: one line now, not ~90 s of retries
+    results.clear_job(out_dir)                  # this folder never holds files of two runs
     pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
     prompts = data.load_prompts(job.dataset.config, pair.tokenizer,
                                 max_prompt_tokens=job.dataset.max_prompt_tokens)
@@ -131,15 +152,15 @@ def run_job(cfg: DictConfig, out_dir: str):
     steps = results.steps_frame(keys, records)
     summary = results.summarize(keys, steps, wall, accept_histogram(records))
     texts = [{**o, "text": pair.tokenizer.decode(o["token_ids"])} for o in outputs]
+    paired = {}
     for k, name in enumerate(job.verify.paired_with):
         recs = [r for d in done for r in d.paired[k]]
         pkeys = {**keys, "config_hash": identity.paired_hash(chash, name), "verify": name,
                  "lossless": get_mode(name).lossless, "pair_role": "paired",
                  **row_tags(get_mode(name), checks.paired_params(job, name))}
         psteps = results.steps_frame(pkeys, recs)
-        results.write_paired(os.path.join(out_dir, "paired", name), psteps,
-                             results.summarize(pkeys, psteps, float("nan"), accept_histogram(recs)))
-    results.write_job(out_dir, job, ident, steps, summary, texts)
+        paired[name] = (psteps, results.summarize(pkeys, psteps, float("nan"), accept_histogram(recs)))
+    results.write_job(out_dir, job, ident, steps, summary, texts, paired)
     s = summary.iloc[0]
     print(f"specbench: {chash} {keys['pair']} {keys['tree']}/{keys['budget']} {keys['verify']} "
           f"[{engine}] acceptance_rate={s.acceptance_rate:.3f} acceptance_length={s.acceptance_length:.3f} "
@@ -150,15 +171,17 @@ def run_job(cfg: DictConfig, out_dir: str):
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
-    code = launch.run_guarded(lambda: run_job(cfg, hc.runtime.output_dir), hc.runtime.output_dir)
+    code = launch.run_guarded(lambda: run_job(cfg, hc.runtime.output_dir), hc.runtime.output_dir,
+                              list(hc.overrides.task))
     if code and hc.mode != RunMode.MULTIRUN:
         sys.exit(code)        # a multirun goes on; FailureReport counts the failures at its end
 
 
 def cli() -> None:
-    """`python -m specbench.run`: bad overrides fail in one line before Hydra starts."""
-    launch.check_argv(sys.argv[1:])
-    main()
+    """`python -m specbench.run`: bad overrides fail in one line before Hydra starts; a disk
+    Hydra cannot write is one line too (``study.argv``)."""
+    argv.check_argv(sys.argv[1:])
+    argv.run_hydra(main)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,79 @@
+"""The attention benchmark's config checks and its merge rule (no timing here).
+
+``validate(cfg)``: every scalar the benchmark reads is checked before anything
+is measured (``repeats=0``, ``grid=nope``, ``threads=-1``...): a one-line
+ValueError naming the key and the fix.  ``merge_rows(old, new, key)``: the rows of
+``results/attention.csv`` after a run: a new row replaces the old row of its
+point and implementation, except that a failed measurement (``note`` starting
+with ``failed``) never replaces a good one.  ``all_failed(new)``: the one line
+for a run in which nothing was measured (the CSV is then left as it is).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+# key -> (minimum, fix); None = any value >= minimum, null not allowed
+POSITIVE = {"repeats": (1, "timed calls per point, e.g. repeats=7"),
+            "min_repeats": (1, "e.g. min_repeats=3"),
+            "warmup": (0, "untimed calls first, e.g. warmup=2"),
+            "bandwidth_mb": (1, "e.g. bandwidth_mb=512"),
+            "matmul_n": (1, "e.g. matmul_n=2048"),
+            "check_max_elems": (0, "e.g. check_max_elems=40000000"),
+            "model.repeats": (1, "e.g. model.repeats=3")}
+BOOLS = ("check", "merge", "progress", "model_view")
+
+
+def _get(cfg, dotted: str):
+    node = cfg
+    for part in dotted.split("."):
+        node = node.get(part) if hasattr(node, "get") else None
+    return node
+
+
+def _int(value, key: str, minimum: int, fix: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{key}={value!r}: must be an integer >= {minimum}; {fix}")
+
+
+def validate(cfg) -> None:
+    """One-line ValueError for the first bad value (see the module docstring)."""
+    grids = cfg.get("grids") or {}
+    if cfg.get("grid") not in grids:
+        raise ValueError(f"grid={cfg.get('grid')!r} is unknown: use one of {', '.join(grids)} "
+                         "(or add a list of slices under grids.<name>)")
+    for key, (minimum, fix) in POSITIVE.items():
+        _int(_get(cfg, key), key, minimum, fix)
+    for key in BOOLS:
+        if not isinstance(cfg.get(key), bool):
+            raise ValueError(f"{key}={cfg.get(key)!r}: must be true or false")
+    secs = cfg.get("max_seconds")
+    if isinstance(secs, bool) or not isinstance(secs, (int, float)) or not secs > 0:
+        raise ValueError(f"max_seconds={secs!r}: must be a number > 0; e.g. max_seconds=1.0")
+    if cfg.get("threads") is not None:
+        _int(cfg.get("threads"), "threads", 1, "or null for torch's default")
+
+
+def failed(df: pd.DataFrame) -> pd.Series:
+    return df.get("note", pd.Series("", index=df.index)).fillna("").astype(str).str.startswith("failed")
+
+
+def merge_rows(old: pd.DataFrame, new: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """old + new, new replacing old per key, except that a failed new row never replaces a good old one."""
+    if not set(key) <= set(old.columns):
+        return new
+    k_old = old[key].astype(str).apply(tuple, axis=1)
+    k_new = new[key].astype(str).apply(tuple, axis=1)
+    good_old = set(k_old[~failed(old)])
+    keep_new = ~(failed(new) & k_new.isin(good_old))
+    replaced = set(k_new[keep_new])
+    return pd.concat([old[~k_old.isin(replaced)], new[keep_new]], ignore_index=True)
+
+
+def all_failed(new: pd.DataFrame) -> str | None:
+    """The one line for a run whose every measurement failed (None if any succeeded)."""
+    bad = failed(new)
+    if len(new) and bad.all():
+        first = str(new.loc[bad.idxmax(), "note"])
+        return (f"all {len(new)} measurements failed (first: {first}); results left as they were: "
+                "fix the cause and rerun")
+    return None

@@ -1,0 +1,188 @@
+"""Command-line checks of ``python -m specbench.run`` before Hydra starts, and the one-line
+form of what Hydra itself raises.
+
+* ``check_argv(argv)``: an unknown group option (``tree=bnary``), an unknown key
+  (``foo=1``, ``+foo=1``, ``tree.widht=3``: Hydra would print six lines or, with a
+  ``+``, run it silently under a new hash) or an out_root / ``hydra.run.dir`` /
+  ``hydra.sweep.dir`` that cannot be written: one line naming the key and the
+  fix, exit status 2, nothing created.
+* ``run_hydra(main)``: runs a Hydra app; an OSError (a full or read-only disk at
+  a folder or file Hydra writes) or a Hydra composition error becomes one line
+  naming the path or key, exit status 1 or 2 (``HYDRA_FULL_ERROR=1`` keeps the
+  full traceback of anything but an OSError).
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+import tempfile
+
+import yaml
+
+from .. import CONF_DIR
+
+GROUPS = ("pair", "tree", "verify", "dataset", "sweep")
+# groups whose keys are checked here against the chosen option's file (pair keys are the
+# drafter's to check, verify keys the mode spec's: both one line already); any dataset takes kind
+CHECKED_GROUPS = {"tree": set(), "dataset": {"kind"}}
+DIR_KEYS = ("out_root", "hydra.run.dir", "hydra.sweep.dir")
+WRITES: list[str] = []         # the folders check_dirs accepted (named if Hydra's write fails later)
+
+
+def fail(msg: str, code: int = 2):
+    print(f"specbench: error: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def options(group: str) -> list[str]:
+    return sorted(f[:-5] for f in os.listdir(os.path.join(CONF_DIR, group)) if f.endswith(".yaml"))
+
+
+def _yaml(path: str) -> dict:
+    with open(path, encoding="utf-8") as fh:
+        return yaml.safe_load(fh) or {}
+
+
+def defaults() -> dict:
+    """{group: default option} and the top-level keys of conf/config.yaml."""
+    cfg = _yaml(os.path.join(CONF_DIR, "config.yaml"))
+    out = {}
+    for item in cfg.get("defaults", []):
+        if isinstance(item, dict):
+            for k, v in item.items():
+                out[k.split(" ")[-1]] = v
+    return out
+
+
+def top_keys() -> set[str]:
+    cfg = _yaml(os.path.join(CONF_DIR, "config.yaml"))
+    return (set(cfg) - {"defaults"}) | set(GROUPS) | {"hydra", "replay_cache"}
+
+
+def group_keys(group: str, option: str) -> set[str] | None:
+    """Keys of conf/<group>/<option>.yaml (None where there is no such file, or for
+    tree=merged, which takes its sub-shape's keys too)."""
+    path = os.path.join(CONF_DIR, group, f"{option}.yaml")
+    if not os.path.isfile(path) or (group, option) == ("tree", "merged"):
+        return None
+    return set(_yaml(path)) | {"name"} | CHECKED_GROUPS.get(group, set())
+
+
+def chosen(argv, group: str) -> list[str]:
+    """The option(s) of ``group`` on the command line (a sweep's list), else the default."""
+    for arg in reversed(argv):
+        key, eq, value = arg.lstrip("+~").partition("=")
+        if eq and key == group:
+            return [v for v in value.split(",") if v]
+    default = defaults().get(group)
+    return [default] if default else []
+
+
+def closest(word: str, valid) -> str:
+    near = difflib.get_close_matches(word, sorted(valid), n=1)
+    return f" (did you mean {near[0]}?)" if near else ""
+
+
+def check_groups(argv) -> None:
+    for arg in argv:
+        group, eq, value = arg.lstrip("+~").partition("=")
+        if not eq or group not in GROUPS:
+            continue
+        valid = options(group)
+        for v in value.split(","):
+            if v and v not in valid:
+                fail(f"unknown {group} '{v}'. Valid: {', '.join(valid)}")
+
+
+def check_keys(argv) -> None:
+    """A key that no config holds is refused, with or without ``+``.  Group keys are
+    checked against the chosen option's file (a parameter that option does not have);
+    keys a sweep preset or a tree's sub-shape may add are left to ``checks.check_keys``."""
+    top = top_keys()
+    sweep = any(a.lstrip("+~").startswith("sweep=") for a in argv)     # a preset may pick the options
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key = arg.partition("=")[0].lstrip("+~")
+        head, _, rest = key.partition(".")
+        if head == "hydra" or "/" in key:
+            continue
+        if head not in top:
+            fail(f"{key}: no such key{closest(head, top)}; remove it (a + does not add keys to a job); "
+                 f"valid top-level keys: {', '.join(sorted(top))}")
+        if head in CHECKED_GROUPS and rest and not sweep:
+            name = rest.split(".")[0]
+            for option in chosen(argv, head):
+                valid = group_keys(head, option)
+                if valid is not None and name not in valid:
+                    fail(f"{head}.{name}: not a parameter of {head}={option}{closest(name, valid)}; remove it "
+                         f"(valid: {', '.join(sorted(valid))})")
+
+
+PROBE_BYTES = 1 << 16          # room for Hydra's multirun.yaml (non-atomic) and a job's first files
+
+
+def probe_write(folder: str) -> OSError | None:
+    """Whether PROBE_BYTES can be written (and synced) in folder: a (nearly) full disk says so
+    here, before Hydra starts writing."""
+    try:
+        with tempfile.TemporaryFile(dir=folder) as fh:
+            fh.write(b"\0" * PROBE_BYTES)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as e:
+        return e
+    return None
+
+
+def check_dirs(argv) -> None:
+    """out_root, hydra.run.dir and hydra.sweep.dir must be (or be creatable as) writable folders
+    with room for a file."""
+    given = {k: "outputs" if k == "out_root" else None for k in DIR_KEYS}
+    for arg in argv:
+        key, eq, value = arg.lstrip("+~").partition("=")
+        if eq and key in given and "${" not in value:
+            given[key] = value
+    for key, root in given.items():
+        if root is None:
+            continue
+        probe = os.path.abspath(os.path.expanduser(root))
+        while not os.path.exists(probe):
+            probe = os.path.dirname(probe)
+        if not os.path.isdir(probe) or not os.access(probe, os.W_OK | os.X_OK):
+            why = "is not a directory" if not os.path.isdir(probe) else "is not writable"
+            fail(f"{key}={root}: {probe} {why}; point {key} at a writable folder")
+        if (e := probe_write(probe)) is not None:
+            fail(f"{key}={root}: {probe}: {e.strerror}; free space or point {key} at another folder")
+        WRITES.append(root)
+
+
+def check_argv(argv) -> None:
+    """Everything about the command line that needs no composed config (see the docstring)."""
+    check_groups(argv)
+    check_keys(argv)
+    check_dirs(argv)
+
+
+def run_hydra(main) -> None:
+    """``main()`` (a ``@hydra.main`` app) with OSErrors and Hydra's own errors as one line."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+    user_full = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    os.environ["HYDRA_FULL_ERROR"] = "1"             # Hydra re-raises; we print the one line
+    try:
+        main()
+    except OSError as e:
+        from .launch import os_line
+        fail(os_line(e, " / ".join(WRITES) or "the output folder", "out_root (or hydra.run.dir)"), 1)
+    except (HydraException, OmegaConfBaseException) as e:
+        if user_full:
+            raise
+        line = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        if line.startswith("Ambiguous value"):
+            line += ": add -m to sweep over the values, or write key=[a,b] for a list"
+        fail(line)
+    finally:
+        if not user_full:
+            os.environ.pop("HYDRA_FULL_ERROR", None)

@@ -1,0 +1,161 @@
+"""Issue 24: a full or read-only disk, an offline hub and a failing benchmark run: one line naming
+the path or key, a non-zero exit status, and no 0-byte, partial or replaced file."""
+import glob
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import tiny_pair_overrides
+from mounts import fill, ro_mount, tiny_tmpfs  # noqa: F401  (fixtures)
+from test_bad_input import one_line_error, written
+from test_hydra import job_args, specbench
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEP = ["-m", "tree=chain,binary,kary,topk_wide", "tree.budget=4,8", "max_new_tokens=8", "dataset.limit=4"]
+
+
+def result_files(root) -> list[Path]:
+    """Every file under root but Hydra's job logs (a log line a full disk refused is not a result)."""
+    return [p for p in Path(root).rglob("*") if p.is_file() and p.suffix != ".log"]
+
+
+def assert_nothing_half_written(root) -> None:
+    files = result_files(root)
+    assert not [p for p in files if p.name.startswith(".tmp-")], "a temp file was left behind"
+    assert not [p for p in files if p.stat().st_size == 0 and p.name != ".fill"], "a 0-byte file was left"
+    for p in files:
+        if p.suffix in (".csv", ".jsonl", ".yaml", ".txt") and p.name != ".fill":
+            assert p.read_bytes().endswith(b"\n"), f"{p} is partial"
+
+
+def test_a_sweep_onto_a_filling_disk_runs_every_job_and_counts_the_failures(tiny_pair_dirs, tiny_tmpfs, tmp_path):
+    fill(tiny_tmpfs, leave_pages=24)                               # room for a few of the 8 jobs
+    r = specbench(*job_args(tiny_pair_dirs, tiny_tmpfs, *SWEEP))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("specbench: ") and " of 8 jobs failed" in last, last
+    k = int(last.split()[1])
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("specbench: error:")]
+    assert len(errors) == k >= 1 and all("No space left on device" in e for e in errors)
+    done = glob.glob(str(tiny_tmpfs / "**" / "summary.csv"), recursive=True)
+    assert len(done) == 8 - k >= 1                                  # the later jobs still ran
+    assert_nothing_half_written(tiny_tmpfs)
+    c = specbench("specbench.collect", str(tiny_tmpfs), "--out", str(tmp_path / "res"))
+    assert c.returncode == 0, c.stderr[-2000:]
+    assert len(pd.read_csv(tmp_path / "res" / "summary.csv")) == 8 - k
+    listed = sum(int(ln.split()[2]) for ln in c.stdout.splitlines() if ln.startswith("specbench: skipped"))
+    assert listed == k                                              # every failed folder listed
+
+
+def test_a_multirun_whose_error_txt_cannot_be_written_still_exits_nonzero(tiny_pair_dirs, tiny_tmpfs):
+    """The disk fills up while the job runs (after its checks): nothing of it can be written."""
+    args = job_args(tiny_pair_dirs, tiny_tmpfs, "-m", "tree=chain", "max_new_tokens=4")
+    env = dict(os.environ, HYDRA_FULL_ERROR="0", TOKENIZERS_PARALLELISM="false")
+    proc = subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while not list(tiny_tmpfs.rglob("overrides.yaml")) and time.time() < deadline:    # the job has started
+        time.sleep(0.01)
+    fill(tiny_tmpfs)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in err, err[-3000:]
+    lines = err.strip().splitlines()
+    assert "error.txt could not be written" in lines[-2] and lines[-1].startswith("specbench: 1 of 1 jobs failed")
+    assert not glob.glob(str(tiny_tmpfs / "**" / "error.txt"), recursive=True)
+    assert_nothing_half_written(tiny_tmpfs)
+
+
+@pytest.mark.parametrize("where", ["out_root on a full disk", "hydra.run.dir read-only", "out_root read-only"])
+def test_a_folder_that_cannot_be_written_is_one_line_before_anything_runs(tiny_pair_dirs, tmp_path, request, where):
+    if "full" in where:
+        mnt = request.getfixturevalue("tiny_tmpfs")
+        fill(mnt)
+    else:
+        mnt = request.getfixturevalue("ro_mount")
+    key = "hydra.run.dir" if "hydra" in where else "out_root"
+    args = [a for a in job_args(tiny_pair_dirs, mnt / "out") if not (key == "hydra.run.dir" and a.startswith("out_root"))]
+    r = specbench(*args, *([f"hydra.run.dir={mnt / 'run'}", f"out_root={tmp_path / 'o'}"] if key != "out_root" else []))
+    line = one_line_error(r)
+    assert line.startswith(f"specbench: error: {key}=") and str(mnt) in line, line
+    assert ("No space left on device" if "full" in where else "is not writable") in line
+    assert not written(mnt) and not (tmp_path / "o").exists()
+    assert_nothing_half_written(mnt)
+
+
+@pytest.mark.parametrize("how", ["HF_HUB_OFFLINE=1", "hub unreachable"])
+def test_a_hub_model_offline_fails_fast_naming_the_key(tiny_pair_dirs, tmp_path, how):
+    env = dict(os.environ, HYDRA_FULL_ERROR="0", TOKENIZERS_PARALLELISM="false", HF_HOME=str(tmp_path / "hf"))
+    env.update({"HF_HUB_OFFLINE": "1"} if how.startswith("HF") else {"HF_ENDPOINT": "http://127.0.0.1:9"})
+    args = job_args(tiny_pair_dirs, tmp_path / "out", "pair.target.source=hub", "+pair.target.id=nobody/nothing")
+    t0 = time.time()
+    r = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    line = one_line_error(r)
+    assert time.time() - t0 < 60 and "pair.target.id=nobody/nothing" in line and "cache" in line, line
+    assert "loaded local model" not in r.stdout + r.stderr and not written(tmp_path / "out")
+
+
+# --------------------------------------------------------------------------
+# the attention benchmark
+# --------------------------------------------------------------------------
+GOOD = pd.DataFrame([{"level": "kernel", "batch": 1, "kv_len": 16, "tree_size": 1, "shape": "chain",
+                      "dtype": "float32", "impl": "fused", "note": "", "median_s": 1e-5}])
+
+
+@pytest.mark.parametrize("bad,needle", [("repeats=0", "repeats=0: must be an integer >= 1"),
+                                        ("grid=nope", "grid='nope' is unknown"),
+                                        ("max_seconds=0", "max_seconds=0")])
+def test_attention_bench_bad_values_are_one_line_and_keep_the_csv(tmp_path, bad, needle):
+    csv = tmp_path / "attention.csv"
+    GOOD.to_csv(csv, index=False)
+    before = csv.read_bytes()
+    r = specbench("specbench.attention_bench", "grid=tiny", f"out_csv={csv}", f"fig_dir={tmp_path / 'fig'}",
+                  "dims={heads: 2, kv_heads: 1, head_dim: 8}", bad)
+    line = one_line_error(r)
+    assert r.returncode == 2 and needle in line, line
+    assert csv.read_bytes() == before and not (tmp_path / "fig").exists()
+
+
+def test_a_failed_measurement_never_replaces_a_good_row():
+    from specbench.attention.config import all_failed, merge_rows
+    from specbench.attention.bench import KEY
+    bad = GOOD.assign(note="failed: IndexError: x", median_s=float("nan"))
+    other = GOOD.assign(tree_size=4, note="failed: IndexError: x")
+    merged = merge_rows(GOOD, pd.concat([bad, other], ignore_index=True), KEY)
+    assert len(merged) == 2 and merged[merged.tree_size == 1].note.iloc[0] == ""    # the good row stays
+    assert merged[merged.tree_size == 4].note.iloc[0].startswith("failed")         # a new point is recorded
+    better = GOOD.assign(median_s=2e-5)
+    assert merge_rows(bad, better, KEY).median_s.tolist() == [2e-5]                 # good replaces failed
+    assert all_failed(bad).startswith("all 1 measurements failed") and all_failed(better) is None
+
+
+def test_an_attention_run_where_everything_fails_exits_nonzero_and_writes_nothing(tmp_path, monkeypatch):
+    from hydra import compose, initialize_config_dir
+    from specbench.attention import bench as ab
+    csv = tmp_path / "attention.csv"
+    GOOD.to_csv(csv, index=False)
+    before = csv.read_bytes()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("attention_bench", overrides=["grid=tiny", f"out_csv={csv}", f"fig_dir={tmp_path / 'f'}",
+                                                    "dims={heads: 2, kv_heads: 1, head_dim: 8}", "bandwidth_mb=1",
+                                                    "matmul_n=8", "progress=false"])
+    monkeypatch.setattr(ab, "bench_point", lambda cfg, point, impls, dims, limits: [
+        {"level": "kernel", "batch": point[0], "kv_len": point[1], "tree_size": point[2], "shape": point[3],
+         "dtype": point[4], "impl": i, "note": "failed: IndexError: list index out of range"} for i in impls])
+    with pytest.raises(RuntimeError, match="measurements failed"):
+        ab.main_run(cfg)
+    assert csv.read_bytes() == before and not (tmp_path / "f").exists()
+
+
+def test_readme_and_config_comments_name_files_that_exist():
+    import re
+    texts = {p: p.read_text() for p in [ROOT / "README.md", *ROOT.glob("conf/**/*.yaml")]}
+    for path, text in texts.items():
+        for ref in re.findall(r"specbench/[\w/]+\.(?:py|jsonl)", text):
+            assert (ROOT / ref).exists(), f"{path.name} names {ref}, which does not exist"
+        if not (ROOT / "DESIGN.md").exists():
+            assert "DESIGN.md" not in text, f"{path.name} cites DESIGN.md, which is not in the project"
