@@ -89,7 +89,7 @@ def test_sections_and_definitions(built):
                 "Prompt Lookup", "Flex Attention"):
         assert ref in text, ref
     assert "block T=1 | speculative, same trees | chain | 4 |" in text
-    assert "traversal T=1 | mss, same trees | binary | 4 |" in text
+    assert "traversal T=1 | mss (random order), same trees | binary | 4 |" in text   # the baseline names its order
     assert "(n=6, no CI)" in text and "exploratory (6 prompts < 32)" in text
     assert "measured ×" in text and "| synthetic |" in text and "DP prediction, best tree" in text
 
