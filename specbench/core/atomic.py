@@ -149,3 +149,14 @@ def replace_together(folder: str | os.PathLike, fill: Callable[[str], None], pat
     finally:
         if old:
             shutil.rmtree(old, ignore_errors=True)
+
+
+def incomplete(path: str | os.PathLike) -> str | None:
+    """Why a text file written by specbench is not whole ("is empty", "is truncated ..."),
+    or None: every writer ends a file with a newline, so a missing one means a cut file."""
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        if fh.tell() == 0:
+            return "is empty"
+        fh.seek(-1, os.SEEK_END)
+        return None if fh.read(1) == b"\n" else "is truncated (its last line is incomplete)"

@@ -18,6 +18,7 @@ import os
 
 import pandas as pd
 
+from ..core.atomic import incomplete
 from . import analysis as A
 from . import compare as C
 from ..study.results import read_csv
@@ -36,13 +37,9 @@ class InputError(ValueError):
 
 def check_complete(path: str) -> None:
     """Refuse a CSV whose last line is cut or whose rows have the wrong number of fields."""
-    with open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        if fh.tell() == 0:
-            raise InputError(f"{path} is empty; {COLLECT}")
-        fh.seek(-1, os.SEEK_END)
-        if fh.read(1) != b"\n":
-            raise InputError(f"{path} is truncated (its last line is incomplete); {COLLECT}")
+    why = incomplete(path)
+    if why:
+        raise InputError(f"{path} {why}; {COLLECT}")
     with open(path, newline="", encoding="utf-8") as fh:
         rows = csv.reader(fh)
         width = len(next(rows))

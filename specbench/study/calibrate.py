@@ -92,7 +92,7 @@ def measure(job, ident, pair, prompts, ranks: int, eos) -> tuple[list[float], in
     from ..verify.modes import get_mode
     mode = get_mode(job.verify.name)
     params = mode.params(job.verify.params)
-    temp, dtemp, top_p = params["temperature"], params["draft_temperature"], params["top_p"]
+    temp, top_p = params["temperature"], params["top_p"]
     ids, batch = [pr.ids for pr in prompts], job.continuation_batch
     bar = partial(tqdm, desc=f"calibrate {pair.name}/{mode.name}", disable=not job.progress)
     if mode.name == "greedy" and job.pair.drafter != "model":

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..core.atomic import atomic_write_many
+from ..core.atomic import atomic_write_many, incomplete
 from .results import csv_writer, jsonl_text, read_csv, text_writer
 
 SUMMARY_ORDER = ["pair", "dataset", "verify", "temperature", "tree", "budget", "engine", "config_hash"]
@@ -95,13 +95,9 @@ class Scan:
 # reading files
 # --------------------------------------------------------------------------
 def _complete(path: str) -> None:
-    with open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        if fh.tell() == 0:
-            raise CollectError(f"{path} is empty: {FIX}")
-        fh.seek(-1, os.SEEK_END)
-        if fh.read(1) != b"\n":
-            raise CollectError(f"{path} is truncated (no final newline): {FIX}")
+    why = incomplete(path)
+    if why:
+        raise CollectError(f"{path} {why}: {FIX}")
 
 
 def _csv(path: str) -> pd.DataFrame:
