@@ -140,6 +140,7 @@ def batch(ctx) -> str:
                      prompts=_span(g.get("n_prompts"), 0)) for k, g in b.groupby(keys, sort=True)]
         out.append(table(rows, BATCH_COLS))
     out.append("**Batched target continuations** (replay's input). " + SU.divergence_sentence(ctx["data"].get("divergence")))
+    out.append(SU.bf16_replay_sentence(ctx["data"].get("bf16_replay")))
     return "\n\n".join(out)
 
 

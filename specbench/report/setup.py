@@ -17,7 +17,8 @@ DEFAULT_COMMANDS = ["bash run_all.sh", "python -m specbench.run -m sweep=referen
 ENV_PER_PAIR = ("commands", "draft", "target", "dtype")   # per pair in the pairs table, not one value for all
 CSVS = ["summary.csv", "steps.csv", "outputs.jsonl", "acceptance_vector.csv", "acceptance_matrix.csv",
         "gap_to_optimum.csv", "costs.csv", "lossless_check.csv", "continuation_divergence.csv",
-        "divergence_margins.csv", "attention.csv", "attention_threads1.csv", "environment.json"]
+        "divergence_margins.csv", "bf16_replay_divergence.csv", "attention.csv", "attention_threads1.csv",
+        "environment.json"]
 
 
 def divergence_sentence(div: pd.DataFrame | None) -> str:
@@ -32,6 +33,22 @@ def divergence_sentence(div: pd.DataFrame | None) -> str:
              f"tokens before the first divergence{'; ' + r.divergences if r.diverged else ''}; batched "
              f"{float(r.speedup):.2f}× faster)" for r in div.itertuples()]
     return head + " Measured by `scripts/bench_batch.py` on the real target: " + "; ".join(parts) + "."
+
+
+def bf16_replay_sentence(df: pd.DataFrame | None) -> str:
+    """How far live bf16 decoding is from the bf16 batched continuation that bf16 replay stands on."""
+    if df is None or df.empty:
+        return ("_results/bf16_replay_divergence.csv is absent: `scripts/bench_bf16_replay.py` measures how far "
+                "live bf16 decoding is from the bf16 batched continuation._")
+    parts = [f"{r.tree}/{int(r.budget)}: {int(r.diverged)} of {int(r.prompts)} prompts diverge"
+             + (f" (mean first position {r.first_divergence_mean:.1f}, the target's top-1 minus top-2 logit there "
+                f"at most {r.margin_max:.3f})" if r.diverged else "")
+             + f", tokens_per_step live minus replay {P.interval(r.diff_live_minus_replay, r.diff_ci_lo, r.diff_ci_hi, int(r.prompts))}"
+             + (" (the interval includes zero)" if r.diff_ci_lo <= 0 <= r.diff_ci_hi else "")
+             for r in df.itertuples()]
+    return ("**bf16 replay against bf16 live decoding** (`scripts/bench_bf16_replay.py`, "
+            f"{int(df.max_new_tokens.iloc[0])} new tokens, HumanEval, live batch {int(df.live_batch.iloc[0])}): "
+            + "; ".join(parts) + ".")
 
 
 PAIR_COLS = [("pair", lambda r: r["pair"]), ("draft", lambda r: r["draft"]), ("target", lambda r: r["target"]),
