@@ -71,3 +71,21 @@ def test_the_spec_is_frozen():
     with pytest.raises(Exception):
         job.seed = 3                                                    # type: ignore[misc]
     assert job.pair.name == "local:/models/draft->/models/target"      # a local label shows its folders
+
+
+def test_replay_in_bf16_is_asked_for_never_automatic():
+    """engine=replay runs greedy bf16 jobs against the batched bf16 continuation (README
+    "Engines"); engine=auto replays only where exact (float32); a sampling mode never replays."""
+    from specbench.study.checks import resolve_engine
+    from specbench.study.jobspec import ConfigError, from_config
+
+    def job(engine, dtype, verify="greedy"):
+        return from_config({"pair": {"name": "p", "draft": {"source": "hub", "id": "d"},
+                                     "target": {"source": "hub", "id": "t"}},
+                            "tree": {"name": "chain", "budget": 4}, "dataset": {"name": "smoke"},
+                            "verify": {"name": verify}, "dtype": dtype, "engine": engine})
+    assert resolve_engine(job("replay", "bfloat16")) == "replay"
+    assert resolve_engine(job("auto", "bfloat16")) == "live"
+    assert resolve_engine(job("auto", "float32")) == "replay"
+    with pytest.raises(ConfigError, match="engine=replay needs greedy"):
+        resolve_engine(job("replay", "bfloat16", "mss"))

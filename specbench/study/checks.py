@@ -79,26 +79,29 @@ def paired_params(job: JobSpec, name: str) -> dict:
     return other.params(shared)
 
 
-def why_not_replayable(job: JobSpec) -> str | None:
-    """None when replay is exact for this job, else the reason."""
+def why_not_replayable(job: JobSpec, bf16_continuation: bool = False) -> str | None:
+    """None when replay is exact for this job, else the reason.  ``bf16_continuation``:
+    also accept bfloat16, where replay's reference is DEFINED as the target's batched bf16
+    continuation (README "Engines": how far live bf16 decoding is from it is measured)."""
     if job.verify.name != "greedy":
         return f"verify={job.verify.name} is not greedy"
     if job.verify.paired_with:
         return "verify.paired_with needs the target's distributions at every node"
     if job.verify.temperature != 0.0:
         return "verify.temperature != 0 (first_token_tv would need the target's distributions)"
-    if job.dtype != "float32":
+    if job.dtype != "float32" and not (bf16_continuation and job.dtype == "bfloat16"):
         return (f"dtype={job.dtype}: replay equals live only in float32 (bf16 tree and "
                 "teacher-forced forwards round differently and can reorder draft ranks)")
     return None
 
 
 def resolve_engine(job: JobSpec) -> str:
-    """live or replay: ``engine=auto`` replays where exact; ``engine=replay`` elsewhere is an error."""
+    """live or replay: ``engine=auto`` replays where exact (greedy, float32); ``engine=replay`` also
+    in bfloat16, where the reference is the batched bf16 continuation; elsewhere an error."""
     reason = why_not_replayable(job)
-    if job.engine == "replay" and reason is not None:
-        raise ConfigError(f"engine=replay is exact only for greedy verification in float32 "
-                          f"({reason}): use engine=live or engine=auto")
+    if job.engine == "replay" and why_not_replayable(job, bf16_continuation=True) is not None:
+        raise ConfigError(f"engine=replay needs greedy verification in float32 (exact) or bfloat16 (the "
+                          f"batched continuation) ({reason}): use engine=live or engine=auto")
     return "replay" if job.engine == "replay" or (job.engine == "auto" and reason is None) else "live"
 
 
