@@ -2,10 +2,8 @@
 byte-identically, and it refuses truncated or inconsistent inputs before writing anything."""
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,17 +13,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from make_results import make_results  # noqa: E402
+from test_report import run_report  # noqa: E402  (the one report subprocess helper)
 from specbench.report import build as B  # noqa: E402
 from specbench.report import phrases as P  # noqa: E402
 from specbench.report import tables as T  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def run_report(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "specbench.report", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
 
 
 @pytest.fixture(scope="module")
