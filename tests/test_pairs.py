@@ -5,6 +5,7 @@ plus a real smoke test per new embedded pair (marked real)."""
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from scipy.stats import chisquare
 
 from conftest import CORPUS, build_model, decode_one, greedy_reference, noisy_copy
 from specbench.drafting.crossvocab import TLIDrafter, VocabMap, scheme, token_bytes
+from specbench.drafting.drafters import DRAFTERS
 from specbench.drafting.layerskip import LayerSkipDrafter, describe, layer_view, resolve_layers
 from specbench.inputs import embedded
 from specbench.trees.policies import make_policy
@@ -474,3 +476,23 @@ def test_calibrate_measures_the_new_drafters_by_a_star_replay(drafter, extra, cr
     with pytest.raises(SystemExit, match="calibrate it with verify=greedy"):     # before any model load
         main(tiny_pair_overrides(cross_dirs) + [f"pair.drafter={drafter}", *extra, "verify=speculative",
                                                 "dataset=smoke", f"--out={tmp_path}/v.csv"])
+
+
+@pytest.mark.parametrize("name,budget", [("chain", 4), ("binary", 8), ("specinfer", 6)])
+def test_layerskip_rank_replay_equals_live(name, budget, deep_target, tiny_tokenizer):
+    """A layer subset declares rank replay: its static trees are top-k of one model (the
+    view), so replaying the view's teacher-forced ranks gives the live step records."""
+    from specbench.engine import replay
+    from specbench.engine.loop import continuation
+    cls = DRAFTERS.get("layerskip")
+    assert cls.rank_replay and not DRAFTERS.get("tli").rank_replay
+    pair = SimpleNamespace(name="s", target=deep_target, layers=(0, 1, 3))
+    for text, n in (("def add(a, b):", 24), ("for i in range(10):", 9)):
+        prompt = tiny_tokenizer.encode(text)
+        live, out = decode_one(cls.from_pair(pair, 0.0), deep_target, prompt, make_policy(name, budget), n,
+                               params=GREEDY)
+        cont = continuation(deep_target, prompt, n, {0})
+        assert cont == out
+        rep = replay.replay_prompt("p0", replay.draft_ranks(cls.rank_model(pair), prompt, cont), make_policy(name, budget))
+        assert [(r.accepted, r.emitted, r.accept_path, r.tree_size) for r in live] == \
+               [(r.accepted, r.emitted, r.accept_path, r.tree_size) for r in rep]

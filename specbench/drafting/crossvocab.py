@@ -223,6 +223,7 @@ class TLIDrafter(ModelDrafter):
     """A drafter with its own vocabulary, restricted to the tokens it shares with the target."""
     registry_name = "tli"
     own_tokenizer = True
+    rank_replay = False      # its trees follow the draft vocabulary's ranks, mapped per step
 
     def __init__(self, model, vocab: VocabMap, temperature: float = 1.0, top_p: float = 1.0, kv=None):
         super().__init__(model, temperature, top_p, kv)

@@ -43,6 +43,7 @@ class Drafter:
     ``check_params`` (its own ``pair.*`` keys, checked before any model loads)."""
     draft_model: ClassVar[bool] = False
     own_tokenizer: ClassVar[bool] = False
+    rank_replay: ClassVar[bool] = False     # static shapes replay from teacher-forced ranks (rank_model)
 
     @classmethod
     def check_params(cls, params: dict) -> None:
@@ -52,6 +53,12 @@ class Drafter:
     def shared_kv(cls, pair) -> SlotKV | None:
         """The draft cache every row of a job drafts into (None: the drafter runs no model)."""
         return None
+
+    @classmethod
+    def rank_model(cls, pair):
+        """The model whose teacher-forced top-k ranks this drafter's static trees follow
+        (``rank_replay`` drafters only: greedy replay of a static shape from ranks)."""
+        raise NotImplementedError(f"the {getattr(cls, 'registry_name', cls.__name__)} drafter has no rank replay")
 
     def forward_model(self):
         """The model this drafter runs a forward of per tree depth (forward costs), or None."""
@@ -103,6 +110,7 @@ class ModelDrafter(Drafter):
     ``SlotKV`` (shared by the rows of a batched run; its own by default)."""
     registry_name = "model"
     draft_model = True
+    rank_replay = True
 
     def __init__(self, model, temperature: float = 1.0, top_p: float = 1.0, kv: SlotKV | None = None):
         self.model = model
@@ -114,6 +122,10 @@ class ModelDrafter(Drafter):
     @classmethod
     def shared_kv(cls, pair) -> SlotKV | None:
         return SlotKV(pair.draft) if pair.draft is not None else None
+
+    @classmethod
+    def rank_model(cls, pair):
+        return pair.draft
 
     @classmethod
     def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> "ModelDrafter":

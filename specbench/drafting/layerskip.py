@@ -131,6 +131,10 @@ class LayerSkipDrafter(ModelDrafter):
         self.layers = tuple(layers)
 
     @classmethod
+    def rank_model(cls, pair):
+        return layer_view(pair.target, cls.layers_of(pair))
+
+    @classmethod
     def shared_kv(cls, pair):
         """One layer view of the target per job; every row drafts into its slot cache."""
         return SlotKV(layer_view(pair.target, cls.layers_of(pair)))

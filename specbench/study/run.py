@@ -32,6 +32,7 @@ from . import launch
 from ..inputs import models
 from ..engine import replay
 from . import results
+from ..drafting.drafters import DRAFTERS
 from ..engine.api import drafter_factory, eos_ids
 from ..core.diskcache import DiskCache, cache_root
 from ..engine.loop import ContinuationVerifier, Decoding, LiveVerifier, PromptResult, accept_histogram
@@ -47,8 +48,9 @@ def new_policy(job: JobSpec):
 
 
 def by_ranks(job: JobSpec) -> bool:
-    """Rank replay (the pure fast path) fits static shapes over a model drafter."""
-    return job.pair.drafter == "model" and policy_kind(job.tree.name) == "paths"
+    """Rank replay (the pure fast path) fits static shapes over a drafter that declares it
+    (a draft model, or the target's layer subset: top-k children of one model's ranks)."""
+    return DRAFTERS.get(job.pair.drafter).rank_replay and policy_kind(job.tree.name) == "paths"
 
 
 def cache_keys(job: JobSpec, ident, eos) -> tuple[dict, dict]:
@@ -58,7 +60,8 @@ def cache_keys(job: JobSpec, ident, eos) -> tuple[dict, dict]:
     key = {"target": ident.target, "max_new_tokens": job.max_new_tokens, "dtype": job.dtype,
            "device": job.device, "eos": sorted(int(e) for e in eos),
            "temperature": v.temperature, "top_p": v.top_p}
-    return key, {"draft": ident.draft, "draft_temperature": v.draft_temperature, "draft_top_p": v.top_p}
+    draft = identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params)   # a layer subset has no draft model
+    return key, {"draft": draft, "draft_temperature": v.draft_temperature, "draft_top_p": v.top_p}
 
 
 def decode(job: JobSpec, ident, pair, prompts, engine: str) -> list[PromptResult]:
@@ -76,7 +79,8 @@ def decode(job: JobSpec, ident, pair, prompts, engine: str) -> list[PromptResult
         key, draft_key = cache_keys(job, ident, eos)
         ids, b = [pr.ids for pr in prompts], job.continuation_batch
         if by_ranks(job):
-            table = replay.cached_ranks_many(store, pair.target, pair.draft, key, draft_key, ids, b, bar)
+            table = replay.cached_ranks_many(store, pair.target, DRAFTERS.get(job.pair.drafter).rank_model(pair),
+                                              key, draft_key, ids, b, bar)
             return replay.replay_by_ranks(prompts, table, lambda: new_policy(job))
         conts = dict(zip(map(tuple, ids), replay.cached_continuations(store, pair.target, key, ids, b, bar)))
         verifier = ContinuationVerifier(lambda prompt_ids: conts[tuple(prompt_ids)],
