@@ -157,7 +157,7 @@ def test_order_and_children_parameters():
 
 
 # --------------------------------------------------------------------------
-# why HSD is not registered: its one-shot reading on one chain is not lossless
+# HSD's one-shot reading on one chain is not lossless (registered as lossy: test_hsd_gbv.py)
 # --------------------------------------------------------------------------
 def one_shot_chain_law(tree, p, q, full_accept) -> list[tuple[int, float, torch.Tensor]]:
     """Backward scan on a chain X_1..X_g (block verification's structure): the whole chain is

@@ -16,9 +16,9 @@ from specbench.verify.modespec import check_compatible, modes_for
 from specbench.core.sampling import CHILD_RULES, TREE_CHILD_RULES
 from specbench.verify.modes import MODES, Verdict, get_mode
 
-LOSSLESS = ["greedy", "speculative", "mss", "sequoia", "naive", "block", "traversal"]
-ALL = LOSSLESS + ["typical", "ratio", "conservative", "epsilon"]
-CHAIN_ONLY = ("speculative", "block")
+LOSSLESS = ["greedy", "speculative", "mss", "sequoia", "naive", "block", "traversal", "gbv"]
+ALL = LOSSLESS + ["typical", "ratio", "conservative", "epsilon", "hsd"]
+CHAIN_ONLY = ("speculative", "block", "hsd")
 CONF = Path(__file__).resolve().parents[1] / "conf" / "verify"
 
 
@@ -170,14 +170,15 @@ def test_params_merge_defaults_and_reject_unknown_keys():
 
 
 def test_compatibility_names_the_modes_that_fit():
-    assert set(modes_for("topk")) == {"greedy", "naive", "typical", "ratio", "conservative", "epsilon"}
+    # hsd is lossy (as published), so, like the ratio rules, nothing refuses it on top-k trees
+    assert set(modes_for("topk")) == {"greedy", "naive", "typical", "ratio", "conservative", "epsilon", "hsd"}
     assert set(modes_for("fixed")) == {"greedy", "naive", "typical"}
     assert "mss" in modes_for("sample") and "sequoia" not in modes_for("sample")
     assert "sequoia" in modes_for("sample_noreplace") and "mss" not in modes_for("sample_noreplace")
     for rule in ("sample", "sample_noreplace"):
-        assert {"block", "traversal", "speculative"} <= set(modes_for(rule))
+        assert {"block", "traversal", "speculative", "gbv", "hsd"} <= set(modes_for(rule))
     with pytest.raises(ValueError, match="verify=mss is lossless only on .*sample.*'topk' trees; "
-                                         "modes that fit: conservative, epsilon, greedy, naive"):
+                                         "modes that fit: conservative, epsilon, greedy, hsd, naive"):
         check_compatible(get_mode("mss"), "topk")
     with pytest.raises(ValueError, match="verify=ratio needs the draft distributions q"):
         check_compatible(get_mode("ratio"), "fixed")

@@ -118,19 +118,19 @@ def root_path(tree: DraftTree, v: int) -> list[int]:
     return path[::-1]
 
 
-def traversal(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> Verdict:
-    """Traversal verification (Weng et al. 2025, Algorithm 1): leaves to root, each
-    node accepted with its sequence-level weight; then a token from its final row."""
-    entry, final = plan(tree, p, q)
+def verdict_from_plan(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator,
+                      entry: list[float], final: list[float]) -> Verdict:
+    """Algorithm 1's loop: nodes in post-order, node v accepted with ``final[v]`` (the root
+    always); then a token from v's final target row (entered with ``entry[v]``)."""
     for v in post_order(tree):
         if v == 0 or float(torch.rand((), generator=rng, dtype=torch.float64)) < final[v]:
             return Verdict(root_path(tree, v), sample(node_stages(tree, v, p, q, entry[v])[2], rng))
     raise AssertionError("unreachable: the root is always accepted")
 
 
-def traversal_law(tree: DraftTree, p, q, params, need_next: bool = True) -> PathLaw:
-    """P(node on the accepted path) = sum over its subtree of P(the path ends there)."""
-    entry, final = plan(tree, p, q)
+def law_from_plan(tree: DraftTree, final: list[float]) -> list[float]:
+    """reach[v] = P(v on the accepted path) = sum over its subtree of P(the path ends there),
+    for the post-order scan of ``verdict_from_plan``."""
     reach, alive = [0.0] * len(tree.parents), 1.0
     for v in post_order(tree):
         end = alive if v == 0 else alive * final[v]
@@ -139,6 +139,18 @@ def traversal_law(tree: DraftTree, p, q, params, need_next: bool = True) -> Path
             reach[v] += end
             v = tree.parents[v]
     reach[0] = 1.0
+    return reach
+
+
+def traversal(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> Verdict:
+    """Traversal verification (Weng et al. 2025, Algorithm 1): leaves to root, each
+    node accepted with its sequence-level weight; then a token from its final row."""
+    return verdict_from_plan(tree, p, q, rng, *plan(tree, p, q))
+
+
+def traversal_law(tree: DraftTree, p, q, params, need_next: bool = True) -> PathLaw:
+    """P(node on the accepted path) = sum over its subtree of P(the path ends there)."""
+    reach = law_from_plan(tree, plan(tree, p, q)[1])
     return PathLaw(reach, node_stages(tree, 0, p, q, 1.0)[2] if need_next else None)
 
 

@@ -2,12 +2,12 @@
 
 Each mode is one ``ModeSpec`` registration (verdict + exact per-node law + child
 rules + defaults; conventions in ``modespec``).  Importing this module registers
-every mode, including the lossy rules (``lossy``) and block / traversal
-verification (``block``); callers use ``get_mode(name)``.
+every mode, including the lossy rules (``lossy``), block / traversal verification
+(``block``) and HSD / GBV (``seqlevel``); callers use ``get_mode(name)``.
 
 Lossless: greedy (w.r.t. the greedy target, on any tree), speculative (chains),
-mss, sequoia, naive (any tree), block (chains), traversal.
-Lossy: typical, ratio, conservative, epsilon.
+mss, sequoia, naive (any tree), block (chains), traversal, gbv.
+Lossy: typical, ratio, conservative, epsilon, hsd (chains; as its public code runs it).
 """
 from __future__ import annotations
 
@@ -248,4 +248,4 @@ register(ModeSpec(
     law=Law(top_down(node_naive), draw_free=True, next_laws=top_down_next(node_naive)),
     doc="SpecInfer naive sampling: draw x ~ p; accept it if it is a child, else emit it."))
 
-from . import block, lossy  # noqa: E402,F401  (register the other modes)
+from . import block, lossy, seqlevel  # noqa: E402,F401  (register the other modes)

@@ -5,7 +5,7 @@ for it, the tree child rules it is lossless for, its flags, its parameter defaul
 (the only place they live) and its exact law (used by ``distshift``).  ``MODES`` is
 the registry of specs; adding a mode is one ``register(ModeSpec(...))`` call next to
 its verdict (modes.py: token-level lossless modes; lossy.py: lossy rules;
-block.py: block and traversal verification).
+block.py: block and traversal verification; seqlevel.py: hsd and gbv).
 
 Conventions shared by every mode
 --------------------------------
@@ -30,7 +30,7 @@ only on trees drawn by the rule it was derived for; ``check_compatible`` refuses
 
 Two job-level parameters choose how a mode drafts and tries siblings:
 
-* ``children`` (modes lossless on several random rules: traversal, block):
+* ``children`` (modes lossless on several random rules: traversal, block, gbv):
   the child rule the drafter uses, "sample" (default) or "sample_noreplace", so the
   mode can verify the same drafted trees as mss or sequoia (``verify.paired_with``).
   ``spec.configured(params)`` is the spec with that ``child_rule``; ``get_mode(name,
