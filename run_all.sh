@@ -9,7 +9,15 @@ cd "$(dirname "$0")"
 START=$(date +%s)
 OUT=${SPECBENCH_OUT:-outputs/reference}
 mkdir -p "$OUT"
-step() { echo; echo "== [run_all $(( $(date +%s) - START ))s] $*"; }
+TIMES="$OUT/step_times.csv"   # each step's wall time (this run's), copied to results/run_times.csv
+echo "step,seconds" > "$TIMES"
+STEP=""; STEP_T=$START
+step() {  # step MESSAGE: ends the previous step (its wall time to $TIMES), starts the next
+  local now; now=$(date +%s)
+  if [ -n "$STEP" ]; then printf '"%s",%s\n' "$STEP" $(( now - STEP_T )) >> "$TIMES"; fi
+  STEP="$*"; STEP_T=$now
+  echo; echo "== [run_all $(( now - START ))s] $*"
+}
 once() {  # once NAME CMD...: run CMD unless an earlier run_all finished it
   local marker="$OUT/$1.done"; shift
   if [ -f "$marker" ]; then echo "already done ($marker)"; else "$@"; touch "$marker"; fi
@@ -19,47 +27,59 @@ step "set-up (environment + embedded models)"
 bash scripts/setup.sh
 PY=.venv/bin/python
 
-step "forward costs per pair and dtype, and the environment (results/costs.csv, results/environment.json)"
-# one process: a model shared by pairs (the 1.5B target) is measured once per dtype
+step "forward costs per pair (bf16, the study's dtype) and the environment (results/costs.csv, results/environment.json)"
+# one process: a model shared by pairs (the 1.5B target) is measured once
 once costs $PY -m specbench.study.costs pair=qwen_coder +costs_repeats=3 \
-  '+costs_pairs=[ngram_qwen,merged_qwen,smollm_qwen,gemma_qwen,qwen_skip,qwen_coder]' \
-  '+costs_dtypes=[bfloat16,float32]' hydra.run.dir="$OUT/costs"
+  '+costs_pairs=[ngram_qwen,merged_qwen,smollm_qwen,qwen_skip,qwen_coder]' \
+  '+costs_dtypes=[bfloat16]' hydra.run.dir="$OUT/costs"
 
-step "Sequoia acceptance vectors (results/acceptance_vector.csv): qwen_coder per dataset, the other pairs on humaneval"
-# on each dataset's LAST 4 prompts (disjoint from the scored first ones), bf16 (the study's dtype by
-# measurement, README "Engines"), the 4 prompts' continuations in one batch
-for ds in humaneval stdlib_code mt_bench; do
-  once "calibrate_$ds" $PY -m specbench.study.calibrate pair=qwen_coder verify=greedy dtype=bfloat16 dataset=$ds \
+step "Sequoia acceptance vectors (results/acceptance_vector.csv) on each dataset's LAST 4 prompts"
+# disjoint from the scored first ones; bf16 (the study's dtype by measurement, README "Engines"),
+# the 4 prompts' continuations in one batch
+calibrate() {  # calibrate PAIR DATASET
+  once "calibrate_$1_$2" $PY -m specbench.study.calibrate pair=$1 verify=greedy dtype=bfloat16 dataset=$2 \
     dataset.limit=4 max_new_tokens=64 batch_size=4 out_root="$OUT"
-done
-for pair in smollm_qwen gemma_qwen qwen_skip; do            # the other drafters: a star-tree drafted replay
-  once "calibrate_${pair}_humaneval" $PY -m specbench.study.calibrate pair=$pair verify=greedy dtype=bfloat16 \
-    dataset=humaneval dataset.limit=4 max_new_tokens=64 batch_size=4 out_root="$OUT"
+}
+for ds in humaneval stdlib_code mt_bench; do calibrate qwen_coder $ds; done
+for ds in humaneval mt_bench; do calibrate qwen_skip $ds; done
+
+sweep() {  # sweep NAME [OVERRIDES...]: one reference preset, a multirun into $OUT/NAME
+  local name=$1; shift
+  step "study: sweep=$name $*"
+  $PY -m specbench.run -m sweep=$name out_root="$OUT" hydra.sweep.dir="$OUT/$name${SUFFIX:-}" "$@"
+}
+# greedy (bf16, 128 new tokens, replayed against each prompt's cached target continuation)
+sweep reference            # qwen_coder: 8 static shapes x budgets 4..64, first 64 prompts of 3 datasets
+sweep reference_pairs      # the n-gram drafter on the same prompts
+sweep reference_merged     # the merged drafter on part 1's HumanEval prompts
+sweep reference_live       # EAGLE-2 on part 1's HumanEval prompts
+sweep reference_skip       # the layer-skip pair: 4 shapes x budgets 4..32, HumanEval + MT-bench
+sweep reference_xpairs     # the cross-vocabulary pairs
+# sampling (live, bf16): each rule beside its strongest token-level baseline on the same drafted trees
+# at T = 1 on HumanEval, 64 new tokens, within the hour (REPORT.md's limitations list the floors left
+# out and what they would take; more: dataset=humaneval,mt_bench verify.temperature=0.3,0.7,1.0)
+SUFFIX=_t1 sweep reference_modes_chain verify.temperature=1.0 dataset=humaneval dataset.limit=32 max_new_tokens=64
+for preset in reference_modes_tree reference_modes_noreplace reference_modes; do
+  SUFFIX=_t1 sweep $preset verify.temperature=1.0 dataset=humaneval dataset.limit=16 max_new_tokens=64
 done
 
-for sweep in reference reference_live reference_modes reference_modes_chain reference_modes_tree reference_modes_noreplace \
-             reference_pairs \
-             reference_merged reference_xpairs; do
-  step "study: sweep=$sweep"
-  $PY -m specbench.run -m sweep=$sweep out_root="$OUT" hydra.sweep.dir="$OUT/$sweep"
-done
-
-step "study: measured speed (live bf16: plain-decoding baselines, chain/4, binary/16; smollm_qwen chain/4)"
-$PY -m specbench.run -m sweep=reference_speed pair=qwen_coder,smollm_qwen tree=none out_root="$OUT" \
-  hydra.sweep.dir="$OUT/speed_baseline"
-$PY -m specbench.run -m sweep=reference_speed pair=smollm_qwen tree=chain tree.budget=4 out_root="$OUT" \
-  hydra.sweep.dir="$OUT/speed_smollm"
-$PY -m specbench.run -m sweep=reference_speed tree=chain,binary tree.budget=4,16 out_root="$OUT" \
-  hydra.sweep.dir="$OUT/speed"
+step "study: measured speed (live bf16, 8 prompts in flight: plain decoding, chain/4, binary/16)"
+$PY -m specbench.run -m sweep=reference_speed pair=qwen_coder tree=none,chain,binary out_root="$OUT" \
+  hydra.sweep.dir="$OUT/speed_qwen_coder"
 
 step "losslessness on the real pair: first emitted token of each lossless sampling mode vs the target (results/lossless_check.csv)"
-once lossless $PY -m specbench.study.lossless --draws 600 pair=qwen_coder dataset=humaneval dataset.limit=3 dtype=float32
+once lossless $PY -m specbench.study.lossless --draws 600 pair=qwen_coder dataset=humaneval dataset.limit=3 dtype=bfloat16
 
 step "tree-attention benchmark + real 1.5B model view (results/attention.csv)"
-once attention $PY -m specbench.attention_bench model_view=true merge=false
+if [ -s results/attention.csv ] && [ -z "${SPECBENCH_ATTENTION:-}" ]; then
+  echo "kept results/attention.csv (its default grid takes ~10 min here; SPECBENCH_ATTENTION=1 re-measures it)"
+else
+  once attention $PY -m specbench.attention_bench model_view=true merge=false
+fi
 
 step "collect, the logit margin at each greedy divergence (results/divergence_margins.csv), report"
 $PY -m specbench.collect "$OUT" --out results --fresh
+cp "$TIMES" results/run_times.csv.tmp && mv results/run_times.csv.tmp results/run_times.csv
 $PY -m specbench.study.margins --results results || echo "[run_all] margins failed (see above): REPORT.md says so" >&2
 $PY -m specbench.report
 step "done in $(( $(date +%s) - START ))s: see REPORT.md"

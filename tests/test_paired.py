@@ -80,7 +80,7 @@ def test_validation_names_the_modes_that_fit():
     assert checks.validate(job)[0] == "live"               # auto never replays a paired job
     assert "paired_with" in job.to_dict()["verify"] and "paired_with" not in spec().to_dict()["verify"]
     for over, needle in (({"tree": {"name": "binary"}, "verify": {"name": "mss", "paired_with": ["block"]}},
-                          "modes that fit: mss, traversal"),
+                          "modes that fit: gbv, mss, traversal"),
                          ({"verify": {"name": "greedy", "paired_with": ["mss"]}}, "modes that fit: conservative"),
                          ({"verify": {"paired_with": ["nope"]}}, "Valid:")):
         with pytest.raises(jobspec.ConfigError) as e:

@@ -31,7 +31,7 @@ def test_presets_pair_each_rule_with_its_baseline_at_three_temperatures(sweep):
     base, rule = BASELINE[sweep]
     for t in TEMPS:
         job = jobspec.from_config(composed([f"sweep={sweep}", f"verify.temperature={t}"]))
-        assert job.verify.name == base and set(job.verify.paired_with) == {base, rule}
+        assert job.verify.name == base and {base, rule} <= set(job.verify.paired_with)
         assert job.verify.draft_temperature == t
         mode = checks.check_registries(job)
         other = checks.paired_params(job, rule)
@@ -48,7 +48,7 @@ def test_sequoia_paired_with_traversal_runs_on_the_same_trees(tiny_pair_dirs, tm
                             "batch_size=1", "dataset.limit=1", "max_new_tokens=6"))
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [read_csv(f) for f in glob.glob(str(out / "**" / "summary.csv"), recursive=True)]
-    assert len(rows) == 3 * len(TEMPS)                  # decode + paired sequoia + paired traversal, per T
+    assert len(rows) == 4 * len(TEMPS)              # decode + paired sequoia, traversal, gbv, per T
     by_key = {}
     for s in rows:
         r0 = s.iloc[0]
@@ -57,6 +57,7 @@ def test_sequoia_paired_with_traversal_runs_on_the_same_trees(tiny_pair_dirs, tm
     assert sorted(float(g[0].temperature) for g in by_key.values()) == TEMPS
     for group in by_key.values():
         tags = sorted((r.verify, r.pair_role, r.child_rule, r.sibling_order) for r in group)
-        assert tags == [("sequoia", "decode", "sample_noreplace", "storage"),
+        assert tags == [("gbv", "paired", "sample_noreplace", "storage"),
+                        ("sequoia", "decode", "sample_noreplace", "storage"),
                         ("sequoia", "paired", "sample_noreplace", "storage"),
                         ("traversal", "paired", "sample_noreplace", "storage")]

@@ -225,7 +225,11 @@ def step_record(prompt_id: str, step: int, tree: DraftTree, p: torch.Tensor, ver
     rec = StepRecord(prompt_id=prompt_id, step=step, tree_size=tree.size, tree_depth=tree.depth,
                      accepted=accepted, emitted=len(new), accept_path=tree.rank_path(path),
                      path_children=".".join(str(len(tree.children(n))) for n in [0, *path]))
-    if measure_shift:
+    if measure_shift and mode.lossless_for and params.get("temperature", 1.0) == 0:
+        # a lossless verdict at T = 0 (greedy) is the target's argmax: no shift, and its one
+        # path is the expectation (what rank replay records; the law would say the same)
+        rec.first_token_tv, rec.expected_accepted = 0.0, float(accepted)
+    elif measure_shift:
         rec.first_token_tv = law.first_token_tv(mode, tree, p, tree.q, params)
         # capped like `accepted` at the tokens emitted (EOS / length limit): exact for
         # greedy, a bound on a sampling mode's last step

@@ -29,7 +29,7 @@ COLLECT = "regenerate it with `python -m specbench.collect`"
 OPTIONAL_CSV = {"lossless_check": "lossless_check.csv", "attention": "attention.csv", "costs": "costs.csv",
                 "gap": "gap_to_optimum.csv", "divergence": "continuation_divergence.csv",
                 "margins": "divergence_margins.csv", "attention_recheck": "attention_threads1.csv",
-                "bf16_replay": "bf16_replay_divergence.csv"}
+                "bf16_replay": "bf16_replay_divergence.csv", "run_times": "run_times.csv"}
 
 
 class InputError(ValueError):

@@ -7,6 +7,7 @@ import os
 import pandas as pd
 
 from . import analysis as A
+from . import floors as F
 from . import phrases as P
 from . import tables as T
 from .markdown import md_table, table
@@ -18,7 +19,8 @@ ENV_PER_PAIR = ("commands", "draft", "target", "dtype")   # per pair in the pair
 CSVS = ["summary.csv", "steps.csv", "outputs.jsonl", "acceptance_vector.csv", "acceptance_matrix.csv",
         "gap_to_optimum.csv", "costs.csv", "lossless_check.csv", "continuation_divergence.csv",
         "divergence_margins.csv", "bf16_replay_divergence.csv", "attention.csv", "attention_threads1.csv",
-        "environment.json"]
+        "environment.json", "run_times.csv"]
+SETUP_STEP = "set-up"          # run_all.sh's first step (environment + models): timed apart from the study
 
 
 def divergence_sentence(div: pd.DataFrame | None) -> str:
@@ -79,9 +81,35 @@ def setup(t: dict, data: dict) -> str:
     if len(shapes):
         out.append("**Shapes.**\n\n" + md_table([[r.shape, r.tree, _short(r.tree_params)] for r in shapes.itertuples()],
                                                  ["label", "tree", "tree_params"]))
+    out.append(run_times(data.get("run_times")))
     cmds = (env or {}).get("commands") or DEFAULT_COMMANDS
     out.append("**Commands.**\n\n```\n" + "\n".join(cmds) + "\n```")
     return "\n\n".join(out)
+
+
+def run_times(times: pd.DataFrame | None) -> str:
+    """Each step's wall time in the `bash run_all.sh` that produced results/ (run_times.csv)."""
+    if times is None or times.empty:
+        return "_results/run_times.csv is absent: the steps' wall times of `bash run_all.sh` were not recorded._"
+    setup = times.step.astype(str).str.startswith(SETUP_STEP)
+    study = int(times.seconds[~setup].sum())
+    rows = [[str(r.step), f"{int(r.seconds)}", f"{r.seconds / 60:.1f}"] for r in times.itertuples()]
+    return ("**Run times.** Each step of the `bash run_all.sh` that wrote results/ (wall seconds on this machine; "
+            "a step an earlier run finished reads near 0). Total without the set-up, up to the report: "
+            f"{study} s = {study / 60:.1f} min.\n\n" + md_table(rows, ["step", "seconds", "minutes"]))
+
+
+def floor_sentences(summary: pd.DataFrame) -> list[str]:
+    """The study's size floors (report/floors.py): how many are met, and each unmet one with its cost."""
+    st = F.status(summary)
+    met = st[st.missing == 0]
+    out = [f"Study size: {len(met)} of {len(st)} floors of the reference study are met in full "
+           f"({'; '.join(met.floor) if len(met) else 'none'})."]
+    for r in st[st.missing > 0].itertuples():
+        out.append(f"Floor not met: {r.floor}: {r.missing} of {r.cells} configurations absent; at the measured "
+                   f"wall time per prompt-token of the most similar runs here they would take about "
+                   f"{r.minutes:.0f} min more.")
+    return out
 
 
 def _short(text, n: int = 90) -> str:
@@ -106,6 +134,7 @@ def limitations(t: dict, data: dict) -> list[str]:
         out.append(f"Every timing is on {', '.join(sorted(rows.device.astype(str).unique()))}"
                    + (f" ({data['env'].get('cpu')}, {data['env'].get('cores')} cores)" if data["env"] else "")
                    + "; projected speedups transfer to other hardware only through re-measured forward costs.")
+    out += floor_sentences(data["summary"])
     if t["live"].empty or t["live"].measured.isna().all():
         out.append("No live configuration has a matching baseline: every speedup is projected.")
     return out
