@@ -159,3 +159,46 @@ def test_readme_and_config_comments_name_files_that_exist():
             assert (ROOT / ref).exists(), f"{path.name} names {ref}, which does not exist"
         if not (ROOT / "DESIGN.md").exists():
             assert "DESIGN.md" not in text, f"{path.name} cites DESIGN.md, which is not in the project"
+
+
+# --------------------------------------------------------------------------
+# the report on a full or read-only disk
+# --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def report_results(tmp_path_factory):
+    sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
+    from make_results import make_results
+    return make_results(str(tmp_path_factory.mktemp("src") / "results"))
+
+
+def old_report(where) -> dict:
+    """A previous REPORT.md and figures/ under ``where``: {path: bytes}."""
+    (where / "figures").mkdir(parents=True)
+    (where / "figures" / "old.png").write_bytes(b"old figure")
+    (where / "REPORT.md").write_text("old report\n")
+    return {p: p.read_bytes() for p in where.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("where", ["a full disk", "a nearly full disk", "REPORT.md read-only",
+                                   "figures read-only"])
+def test_the_report_on_a_disk_it_cannot_write_is_one_line_and_replaces_nothing(report_results, tmp_path,
+                                                                                 request, where):
+    from test_report import run_report
+    mnt = request.getfixturevalue("ro_mount" if "read-only" in where else "tiny_tmpfs")
+    if "read-only" in where:                  # the other half goes to a writable folder holding an old copy
+        before = old_report(tmp_path)
+        out = mnt / "REPORT.md" if where.startswith("REPORT") else tmp_path / "REPORT.md"
+        figs = mnt / "figures" if where.startswith("figures") else tmp_path / "figures"
+        bad, unchanged = (out if where.startswith("REPORT") else figs), tmp_path
+    else:
+        before = old_report(mnt)
+        fill(mnt, leave_pages=0 if where == "a full disk" else 8)       # 8 pages: a few figures fit
+        out, figs, bad, unchanged = mnt / "REPORT.md", mnt / "figures", mnt, mnt
+    r = run_report(tmp_path, "--results", report_results, "--out", str(out), "--figures", str(figs))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert lines[0].startswith("error: ") and str(bad) in lines[0], lines[0]
+    reason = "Read-only file system" if "read-only" in where else "No space left on device"
+    assert reason in lines[0] and "point --out / --figures at a writable folder" in lines[0], lines[0]
+    after = {p: p.read_bytes() for p in unchanged.rglob("*") if p.is_file() and p.name != ".fill"}
+    assert after == before                    # the old report and figures, nothing else (no temp files)

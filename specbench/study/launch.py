@@ -23,7 +23,6 @@ which registers the resolver there too.
 """
 from __future__ import annotations
 
-import errno
 import glob
 import logging
 import os
@@ -33,7 +32,7 @@ import traceback
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
-from ..core.atomic import write_text
+from ..core.atomic import os_line, write_text
 from ..core.registry import UnknownName
 
 from .. import CONF_DIR
@@ -49,15 +48,6 @@ def compose(overrides):
     from hydra import compose as hydra_compose, initialize_config_dir
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return hydra_compose("config", overrides=list(overrides))
-
-
-WRITE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT}
-
-
-def os_line(e: OSError, where: str = "", key: str = "out_root") -> str:
-    """'<path>: <reason>' for an OSError, with the fix where the disk refused a write."""
-    fix = f"; free space or point {key} at a writable folder" if e.errno in WRITE_ERRNOS else ""
-    return f"{e.filename or where or 'a file'}: {e.strerror or e}{fix}"
 
 
 def one_line(e: BaseException) -> str:
