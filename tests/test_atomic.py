@@ -44,3 +44,32 @@ def test_disk_cache_records_use_the_umask(tmp_path):
     assert os.stat(path).st_mode & 0o777 == FILE_MODE
     assert DiskCache(tmp_path).get("continuation", {"a": 1}) == [1, 2]
     assert not [p for p in tmp_path.rglob(".tmp-*")]
+
+
+@pytest.mark.parametrize("fails", ["fill", "the last rename", "the text file"])
+def test_replace_together_changes_neither_on_a_failure(tmp_path, monkeypatch, fails):
+    """Figures and REPORT.md: on a failure at any step the old pair stays, and no temp is left."""
+    import errno
+    from specbench.core import atomic
+    folder, path = tmp_path / "figures", tmp_path / "REPORT.md"
+    folder.mkdir()
+    (folder / "old.png").write_bytes(b"old")
+    path.write_text("old\n")
+    disk_full = OSError(errno.ENOSPC, "No space left on device")
+
+    def fill(d):
+        (Path(d) / "new.png").write_bytes(b"new")
+        if fails == "fill":
+            raise OSError(errno.ENOSPC, "No space left on device", os.path.join(d, "new.png"))
+    if fails == "the last rename":
+        monkeypatch.setattr(atomic.os, "replace", lambda a, b: (_ for _ in ()).throw(disk_full))
+    elif fails == "the text file":
+        monkeypatch.setattr(atomic, "write_file", lambda p, t: (_ for _ in ()).throw(disk_full))
+    with pytest.raises(OSError) as info:
+        atomic.replace_together(folder, fill, path, "new\n")
+    assert info.value.filename in (str(folder), str(path)), info.value.filename
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["REPORT.md", "figures", "old.png"]
+    assert (folder / "old.png").read_bytes() == b"old" and path.read_text() == "old\n"
+    monkeypatch.undo()
+    atomic.replace_together(folder, fill if fails != "fill" else lambda d: None, path, "new\n")
+    assert path.read_text() == "new\n" and not (folder / "old.png").exists()

@@ -49,7 +49,8 @@ def bad_files(tiny_pair_dirs, tmp_path_factory):
             "blank": str(blank)}
 
 
-# case -> (overrides, text the one line must contain, needs a loaded model)
+# case -> (overrides, text the one line must contain, needs a loaded model: none does, the context
+# length is read from the models' configs)
 CASES = {
     "local pair without paths": (["pair.draft.path=???", "pair.target.path=???"],
                                  "pair.draft.path is not set", False),
@@ -64,11 +65,11 @@ CASES = {
     "out_root under a file": (["out_root=/dev/null/x"], "out_root=/dev/null/x", False),
     "truncated safetensors": (["pair.target.path={truncated}"], "truncated", False),
     "non-UTF-8 jsonl": (["dataset=jsonl", "dataset.path={latin}"], "not UTF-8", False),
-    "prompt past the context": (["pair.target.path={short}"], "positions > the target's 16", True),
-    "max_new_tokens past the context": (["max_new_tokens=2000"], "positions > the target's 1024", True),
-    "prompt past the draft's context": (["pair.draft.path={short}"], "positions > the draft's 16", True),
+    "prompt past the context": (["pair.target.path={short}"], "positions > the target's 16", False),
+    "max_new_tokens past the context": (["max_new_tokens=2000"], "positions > the target's 1024", False),
+    "prompt past the draft's context": (["pair.draft.path={short}"], "positions > the draft's 16", False),
     "long jsonl prompt past the context": (["pair.target.path={short}", "dataset=jsonl",
-                                            "dataset.path={long}"], "prompt 'long/0'", True),
+                                            "dataset.path={long}"], "prompt 'long/0'", False),
     # issue 24: contradictory rows, unknown keys, the real fix, model-free checks first
     "greedy at T > 0": (["verify=greedy", "verify.temperature=0.7"], "verify.temperature=0.7 with greedy", False),
     "unknown top-level key": (["foo=1"], "foo: no such key", False),
@@ -78,7 +79,7 @@ CASES = {
     "unknown dataset key": (["+dataset.foo=1"], "dataset.foo: not a parameter of dataset=smoke", False),
     "whitespace-only prompt": (["dataset=jsonl", "dataset.path={blank}"], "prompt 'ws' has empty text", False),
     "budget past the context": (["pair.target.path={short}", "tree.budget=14", "max_new_tokens=2",
-                                 "dataset.prompts=[hello]"], "lower tree.budget to", True),
+                                 "dataset.prompts=[hello]"], "lower tree.budget to", False),
 }
 # no message may suggest a limit that refuses every prompt
 NEVER = "max_prompt_tokens=0"

@@ -52,22 +52,52 @@ def test_a_sweep_onto_a_filling_disk_runs_every_job_and_counts_the_failures(tiny
     assert listed == k                                              # every failed folder listed
 
 
-def test_a_multirun_whose_error_txt_cannot_be_written_still_exits_nonzero(tiny_pair_dirs, tiny_tmpfs):
-    """The disk fills up while the job runs (after its checks): nothing of it can be written."""
-    args = job_args(tiny_pair_dirs, tiny_tmpfs, "-m", "tree=chain", "max_new_tokens=4")
+def run_filling(tiny_pair_dirs, mnt, *extra) -> tuple[int, str]:
+    """A job (or sweep) onto ``mnt``, its disk filled up once a job has started (after its
+    checks): nothing of that job can be written.  Returns (exit status, stderr)."""
+    args = job_args(tiny_pair_dirs, mnt, "max_new_tokens=4", *extra)
     env = dict(os.environ, HYDRA_FULL_ERROR="0", TOKENIZERS_PARALLELISM="false")
     proc = subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 120
-    while not list(tiny_tmpfs.rglob("overrides.yaml")) and time.time() < deadline:    # the job has started
+    while not list(mnt.rglob("overrides.yaml")) and time.time() < deadline:    # the job has started
         time.sleep(0.01)
-    fill(tiny_tmpfs)
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 1 and "Traceback" not in err, err[-3000:]
+    fill(mnt)
+    _, err = proc.communicate(timeout=300)
+    assert "Traceback" not in err, err[-3000:]
+    return proc.returncode, err
+
+
+def test_a_multirun_whose_error_txt_cannot_be_written_still_exits_nonzero(tiny_pair_dirs, tiny_tmpfs):
+    code, err = run_filling(tiny_pair_dirs, tiny_tmpfs, "-m", "tree=chain")
     lines = err.strip().splitlines()
-    assert "error.txt could not be written" in lines[-2] and lines[-1].startswith("specbench: 1 of 1 jobs failed")
+    assert code == 1 and "error.txt could not be written" in lines[-2], err[-3000:]
+    assert lines[-1].startswith("specbench: 1 of 1 jobs failed") and "1 of them could not write" in lines[-1]
     assert not glob.glob(str(tiny_tmpfs / "**" / "error.txt"), recursive=True)
     assert_nothing_half_written(tiny_tmpfs)
+
+
+def test_a_joblib_worker_that_cannot_write_error_txt_is_counted_and_listed(tiny_pair_dirs, tiny_tmpfs):
+    """The worker's FAILED list is in another process: the sweep folder says which job failed."""
+    code, err = run_filling(tiny_pair_dirs, tiny_tmpfs, "-m", "tree=chain,binary",
+                            "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
+    last = err.strip().splitlines()[-1]
+    assert code == 1 and last.startswith("specbench: 2 of 2 jobs failed"), err[-3000:]
+    jobs = [p for p in next(tiny_tmpfs.glob("multirun/*")).iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert len(jobs) == 2 and all(str(j) in last.partition("could not write")[2] for j in jobs), last
+    assert_nothing_half_written(tiny_tmpfs)
+
+
+def test_a_single_run_on_a_disk_that_fills_up_fails_in_one_line_though_run_log_is_empty(tiny_pair_dirs,
+                                                                                      tiny_tmpfs):
+    """Hydra's run.log cannot take a line on the full disk: the failure still reaches stderr."""
+    code, err = run_filling(tiny_pair_dirs, tiny_tmpfs, f"hydra.run.dir={tiny_tmpfs / 'run'}")
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert code != 0 and lines[-1].startswith("specbench: error: "), err[-3000:]
+    assert "No space left on device" in lines[-1] and "error.txt could not be written" in lines[-1], lines[-1]
+    log = tiny_tmpfs / "run" / "run.log"
+    assert not log.exists() or log.stat().st_size == 0          # the log took nothing
+    assert not written(tiny_tmpfs) and not (tiny_tmpfs / "run" / "error.txt").exists()
 
 
 @pytest.mark.parametrize("where", ["out_root on a full disk", "hydra.run.dir read-only", "out_root read-only"])
@@ -159,3 +189,46 @@ def test_readme_and_config_comments_name_files_that_exist():
             assert (ROOT / ref).exists(), f"{path.name} names {ref}, which does not exist"
         if not (ROOT / "DESIGN.md").exists():
             assert "DESIGN.md" not in text, f"{path.name} cites DESIGN.md, which is not in the project"
+
+
+# --------------------------------------------------------------------------
+# the report on a full or read-only disk
+# --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def report_results(tmp_path_factory):
+    sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
+    from make_results import make_results
+    return make_results(str(tmp_path_factory.mktemp("src") / "results"))
+
+
+def old_report(where) -> dict:
+    """A previous REPORT.md and figures/ under ``where``: {path: bytes}."""
+    (where / "figures").mkdir(parents=True)
+    (where / "figures" / "old.png").write_bytes(b"old figure")
+    (where / "REPORT.md").write_text("old report\n")
+    return {p: p.read_bytes() for p in where.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("where", ["a full disk", "a nearly full disk", "REPORT.md read-only",
+                                   "figures read-only"])
+def test_the_report_on_a_disk_it_cannot_write_is_one_line_and_replaces_nothing(report_results, tmp_path,
+                                                                                 request, where):
+    from test_report import run_report
+    mnt = request.getfixturevalue("ro_mount" if "read-only" in where else "tiny_tmpfs")
+    if "read-only" in where:                  # the other half goes to a writable folder holding an old copy
+        before = old_report(tmp_path)
+        out = mnt / "REPORT.md" if where.startswith("REPORT") else tmp_path / "REPORT.md"
+        figs = mnt / "figures" if where.startswith("figures") else tmp_path / "figures"
+        bad, unchanged = (out if where.startswith("REPORT") else figs), tmp_path
+    else:
+        before = old_report(mnt)
+        fill(mnt, leave_pages=0 if where == "a full disk" else 8)       # 8 pages: a few figures fit
+        out, figs, bad, unchanged = mnt / "REPORT.md", mnt / "figures", mnt, mnt
+    r = run_report(tmp_path, "--results", report_results, "--out", str(out), "--figures", str(figs))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert lines[0].startswith("error: ") and str(bad) in lines[0], lines[0]
+    reason = "Read-only file system" if "read-only" in where else "No space left on device"
+    assert reason in lines[0] and "point --out / --figures at a writable folder" in lines[0], lines[0]
+    after = {p: p.read_bytes() for p in unchanged.rglob("*") if p.is_file() and p.name != ".fill"}
+    assert after == before                    # the old report and figures, nothing else (no temp files)

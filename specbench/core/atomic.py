@@ -13,6 +13,7 @@ specbench goes through these.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -33,6 +34,16 @@ def umask() -> int:
     old = os.umask(0o022)          # portable fallback: set and restore
     os.umask(old)
     return old
+
+
+WRITE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT}
+
+
+def os_line(e: OSError, where: str = "", key: str = "out_root") -> str:
+    """'<path>: <reason>' for an OSError, with the fix where the disk refused a write
+    (``key``: the option that points at the folder)."""
+    fix = f"; free space or point {key} at a writable folder" if e.errno in WRITE_ERRNOS else ""
+    return f"{e.filename or where or 'a file'}: {e.strerror or e}{fix}"
 
 
 def named(e: OSError, path: str) -> OSError:
@@ -106,10 +117,7 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
-    def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    atomic_write(path, write)
+    atomic_write(path, lambda tmp: write_file(tmp, text))
 
 
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
@@ -120,35 +128,45 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
 def replace_together(folder: str | os.PathLike, fill: Callable[[str], None], path: str | os.PathLike,
                      text: str) -> None:
     """Replace ``folder`` (built by ``fill(tmp_folder)``) and the text file ``path`` together:
-    both are written beside their targets first, then swapped in; on failure neither
-    changes (the old folder is put back)."""
+    both are written beside their targets first, then swapped in; on any failure neither
+    changes (the old folder is put back), no temp file or folder is left, and an OSError
+    names the real path."""
     folder, path = os.path.abspath(folder), os.path.abspath(path)
     parent = os.path.dirname(folder)
-    os.makedirs(parent, exist_ok=True)
-    new = tempfile.mkdtemp(prefix=".tmp-new-", dir=parent)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
-    old = None
+    made: list[str] = []                      # temp folders to remove whatever happens
+    tmp, old, swapped = None, None, False
     try:
-        fill(new)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.chmod(new, 0o777 & ~umask())
-        os.chmod(tmp, 0o666 & ~umask())
+        os.makedirs(parent, exist_ok=True)
+        made.append(tempfile.mkdtemp(prefix=".tmp-new-", dir=parent))
+        tmp = write_temp(path, lambda t: write_file(t, text))
+        fill(made[0])
+        os.chmod(made[0], 0o777 & ~umask())
         if os.path.isdir(folder):
             old = tempfile.mkdtemp(prefix=".tmp-old-", dir=parent)
+            made.append(old)
             os.rename(folder, os.path.join(old, "folder"))
-        os.rename(new, folder)
+        os.rename(made[0], folder)
+        swapped = True
         os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(new, ignore_errors=True)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    except BaseException as e:
+        if swapped:                            # the new folder is in place: take it out again
+            shutil.rmtree(folder, ignore_errors=True)
         if old and not os.path.isdir(folder):
             os.rename(os.path.join(old, "folder"), folder)
+        if tmp and os.path.exists(tmp):
+            os.unlink(tmp)
+        if isinstance(e, OSError) and ".tmp-" in str(e.filename or ".tmp-"):
+            raise named(e, folder) from e      # the folder, not a temp file in or beside it
         raise
     finally:
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
+        for d in made:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def write_file(path: str, text: str) -> None:
+    """``text`` into ``path`` (UTF-8, "\n" line ends)."""
+    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        fh.write(text)
 
 
 def incomplete(path: str | os.PathLike) -> str | None:

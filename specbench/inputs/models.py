@@ -124,6 +124,31 @@ def model_folder(source: str, ref: str, dtype="float32", key: str = "the model")
     return _location(source, ref, resolve_dtype(dtype), key)
 
 
+CONTEXT_ATTRS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+
+
+def context_length(spec: Mapping, dtype="float32") -> int | None:
+    """The number of positions a model was built for, read from its config (config.json; an
+    embedded model's de-quantized folder carries its GGUF's) without loading any weights;
+    None if the config does not say."""
+    from transformers import AutoConfig
+    config = AutoConfig.from_pretrained(_location(*spec_key(spec), resolve_dtype(dtype)))
+    for attr in CONTEXT_ATTRS:
+        n = getattr(config, attr, None)
+        if isinstance(n, int) and n > 0:
+            return n
+    return None
+
+
+def pair_contexts(pair_cfg: Mapping, dtype="float32") -> dict[str, int | None]:
+    """{"target": n, "draft": n}: the positions of the pair's models (the draft only where the
+    drafter loads a draft model), from their configs: no weights load."""
+    out = {"target": context_length(_get(pair_cfg, "target"), dtype)}
+    if DRAFTERS.get(_get(pair_cfg, "drafter", "model")).draft_model:
+        out["draft"] = context_length(_get(pair_cfg, "draft"), dtype)
+    return out
+
+
 # --------------------------------------------------------------------------
 # loading
 # --------------------------------------------------------------------------

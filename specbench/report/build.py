@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from ..core.atomic import replace_together
+from ..core.atomic import os_line, replace_together
 from . import figures as F
 from . import figures_speed as FS
 from . import load as LD
@@ -81,10 +81,15 @@ def main(argv: list[str] | None = None) -> int:
         data["results"] = os.path.relpath(os.path.abspath(args.results), here).replace(os.sep, "/")
         rel = os.path.relpath(os.path.abspath(fig_dir), here).replace(os.sep, "/")
         text, figs = build(data, rel)
-        publish(text, figs, args.out, fig_dir)
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    try:
+        publish(text, figs, args.out, fig_dir)
+    except OSError as exc:            # a full or read-only disk: one line, nothing replaced
+        print(f"error: {os_line(exc, args.out, '--out / --figures')} (REPORT.md and {fig_dir}/ were "
+              "left as they were)", file=sys.stderr)
+        return 1
     print(f"wrote {args.out} and {fig_dir}/ ({len(figs)} figures)")
     return 0
 

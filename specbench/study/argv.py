@@ -174,7 +174,7 @@ def run_hydra(main) -> None:
     try:
         main()
     except OSError as e:
-        from .launch import os_line
+        from ..core.atomic import os_line
         fail(os_line(e, " / ".join(WRITES) or "the output folder", "out_root (or hydra.run.dir)"), 1)
     except (HydraException, OmegaConfBaseException) as e:
         if user_full:

@@ -166,3 +166,33 @@ def validate(job: JobSpec) -> tuple[str, object]:
         raise ConfigError(str(e)) from None
     info = check_registries(job)
     return resolve_engine(job), info
+
+
+def check_context(job: JobSpec, contexts: dict, prompts) -> None:
+    """prompt + max_new_tokens + a tree of tree.budget nodes must fit both models' positions
+    (``contexts``: {role: positions or None}, ``inputs.models.pair_contexts``)."""
+    for role, n in contexts.items():
+        for pr in prompts if n else []:
+            need = len(pr.ids) + job.max_new_tokens + job.tree.budget
+            if need > n:
+                raise ConfigError(
+                    f"dataset {job.dataset.name}: prompt '{pr.id}' has {len(pr.ids)} tokens; with "
+                    f"max_new_tokens={job.max_new_tokens} and tree.budget={job.tree.budget} that is {need} "
+                    f"positions > the {role}'s {n}: {context_fix(job, len(pr.ids), n)}")
+
+
+def context_fix(job: JobSpec, prompt_len: int, n: int) -> str:
+    """The real fix: lower whichever of tree.budget / max_new_tokens can make room; refusing
+    long prompts (dataset.max_prompt_tokens) only where that leaves a positive limit."""
+    room = n - prompt_len
+    fixes = []
+    if room - job.max_new_tokens >= 1 and job.tree.budget > room - job.max_new_tokens:
+        fixes.append(f"lower tree.budget to {room - job.max_new_tokens} or less")
+    if room - job.tree.budget >= 1:
+        fixes.append(f"lower max_new_tokens to {room - job.tree.budget} or less")
+    if not fixes and room > 1:
+        fixes.append(f"lower tree.budget and max_new_tokens to {room - 1} positions together")
+    limit = n - job.max_new_tokens - job.tree.budget
+    if limit >= 1:
+        fixes.append(f"or set dataset.max_prompt_tokens={limit} to refuse such prompts")
+    return ", ".join(fixes) or "use a model with a longer context or a shorter prompt"

@@ -346,7 +346,7 @@ def main(argv=None) -> None:
     except CollectError as e:
         raise SystemExit(f"specbench: error: {e}")
     except OSError as e:
-        from .launch import os_line
+        from ..core.atomic import os_line
         raise SystemExit(f"specbench: error: {os_line(e, args.out, '--out')} (nothing was replaced)")
     if orphans:
         print(f"specbench: dropped {orphans} step rows of {args.out}/steps.csv that had no summary row")

@@ -11,7 +11,9 @@
   traceback on a full disk).
 * ``FailureReport`` (a Hydra callback, registered in conf/config.yaml): at the
   end of a multirun, one line counting the failed jobs with their folders, and
-  a non-zero exit status if there was any.
+  a non-zero exit status if there was any.  It reads the sweep folder, so a job
+  of a launcher's worker process (joblib, submitit) counts even where its
+  ``error.txt`` could not be written: a job folder with no summary is failed.
 * ``check_argv`` (``study.argv``): one-line errors for an unknown group option,
   an unknown key, or an unusable ``out_root`` / ``hydra.run.dir`` before Hydra
   creates any folder.
@@ -23,7 +25,6 @@ which registers the resolver there too.
 """
 from __future__ import annotations
 
-import errno
 import glob
 import logging
 import os
@@ -33,10 +34,11 @@ import traceback
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
-from ..core.atomic import write_text
+from ..core.atomic import os_line, write_text
 from ..core.registry import UnknownName
 
 from .. import CONF_DIR
+from .results import RESUMED_FILE
 from .resolvers import job_dirname  # noqa: F401  (registers conf/config.yaml's resolvers)
 USER_ERRORS = (ValueError, UnknownName, OSError, FloatingPointError)
 ERROR_FILE = "error.txt"
@@ -49,15 +51,6 @@ def compose(overrides):
     from hydra import compose as hydra_compose, initialize_config_dir
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return hydra_compose("config", overrides=list(overrides))
-
-
-WRITE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT}
-
-
-def os_line(e: OSError, where: str = "", key: str = "out_root") -> str:
-    """'<path>: <reason>' for an OSError, with the fix where the disk refused a write."""
-    fix = f"; free space or point {key} at a writable folder" if e.errno in WRITE_ERRNOS else ""
-    return f"{e.filename or where or 'a file'}: {e.strerror or e}{fix}"
 
 
 def one_line(e: BaseException) -> str:
@@ -97,22 +90,42 @@ def run_guarded(job_fn, out_dir: str, overrides=None) -> int:
         return 2 if isinstance(e, USER_ERRORS) else 1
 
 
-def failed_jobs(sweep_dir: str) -> tuple[list[str], int]:
-    """(failed job folders: error.txt on disk or failed in this process, number of jobs)."""
-    jobs = {os.path.dirname(os.path.abspath(p))
-            for p in glob.glob(os.path.join(sweep_dir, "**", ".hydra"), recursive=True)}
+def job_folders(sweep_dir: str) -> set[str]:
+    """A sweep's job folders: those holding ``.hydra``, and the sweep folder's non-hidden
+    subfolders (a job whose disk refused every write leaves only its folder)."""
+    marked = {os.path.dirname(os.path.abspath(p))
+              for p in glob.glob(os.path.join(sweep_dir, "**", ".hydra"), recursive=True)}
+    top = {os.path.abspath(e.path) for e in os.scandir(sweep_dir) if e.is_dir() and not e.name.startswith(".")} \
+        if os.path.isdir(sweep_dir) else set()
+    return marked | {d for d in top if not any(m.startswith(d + os.sep) for m in marked)}
+
+
+def finished(job_dir: str) -> bool:
+    return any(os.path.exists(os.path.join(job_dir, f)) for f in ("summary.csv", RESUMED_FILE))
+
+
+def failed_jobs(sweep_dir: str) -> tuple[list[str], list[str], int]:
+    """(failed job folders, those of them without an error.txt, number of jobs).  A job failed
+    if it left error.txt, failed in this process, or left neither a summary nor a resume
+    marker: a launcher's worker (joblib, submitit) whose disk refused error.txt counts too.
+    Like error.txt, this reads the sweep folder: with a fixed ``hydra.sweep.dir``, an earlier
+    run's unfinished folder there counts as well (collect lists it as skipped too)."""
+    jobs = job_folders(sweep_dir) | set(STARTED)
     failed = {os.path.dirname(os.path.abspath(p))
               for p in glob.glob(os.path.join(sweep_dir, "**", ERROR_FILE), recursive=True)}
-    failed |= set(FAILED)
-    return sorted(failed), len(jobs | set(STARTED) | failed)
+    failed |= set(FAILED) | {d for d in jobs if not finished(d)}
+    silent = sorted(d for d in failed if not os.path.exists(os.path.join(d, ERROR_FILE)))
+    return sorted(failed), silent, len(jobs | failed)
 
 
 class FailureReport(Callback):
     """Multirun end: '<k> of <n> jobs failed: <folders>' and exit status 1 if k > 0."""
 
     def on_multirun_end(self, config, **kwargs) -> None:
-        failed, n = failed_jobs(str(config.hydra.sweep.dir))
+        failed, silent, n = failed_jobs(str(config.hydra.sweep.dir))
         if failed:
-            print(f"specbench: {len(failed)} of {n} jobs failed (see error.txt): {', '.join(failed)}",
+            note = (f"; {len(silent)} of them could not write error.txt (free space, then rerun): "
+                    f"{', '.join(silent)}" if silent else "")
+            print(f"specbench: {len(failed)} of {n} jobs failed (see error.txt): {', '.join(failed)}{note}",
                   file=sys.stderr)
             sys.exit(1)

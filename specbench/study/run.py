@@ -2,9 +2,10 @@
 
 A job: read the config once into a JobSpec, take the content identity of its
 models and dataset (the config hash), check it (no model yet), skip it if
-a finished job with that hash exists (``resume``), load the pair and prompts,
-check the context length, ``decode`` every prompt, and write steps.csv,
-outputs.jsonl, config.yaml and summary.csv into the Hydra job folder.
+a finished job with that hash exists (``resume``), load the prompts, check the
+context length (from the models' configs, before any weights load), load the
+pair, ``decode`` every prompt, and write steps.csv, outputs.jsonl, config.yaml
+and summary.csv into the Hydra job folder.
 ``decode`` is the one place this module calls into the engine.  With
 ``verify.paired_with``, each paired mode's rows (verdicts on the same drafted
 trees, see ``engine.loop.paired_generators``) go to ``paired/<mode>/`` under
@@ -12,7 +13,6 @@ the job folder, with their own config hash and the job's as ``pair_key``.
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 
@@ -37,7 +37,7 @@ from ..engine.api import drafter_factory, eos_ids
 from ..core.diskcache import DiskCache, cache_root
 from ..engine.loop import ContinuationVerifier, Decoding, LiveVerifier, PromptResult, accept_histogram
 from ..engine.loop import decode as run_loop
-from .jobspec import ConfigError, JobSpec
+from .jobspec import JobSpec
 from ..trees.policies import make_policy, policy_kind
 from ..verify.modes import get_mode
 from ..verify.modespec import row_tags
@@ -89,45 +89,6 @@ def decode(job: JobSpec, ident, pair, prompts, engine: str) -> list[PromptResult
                     job.batch_size)
 
 
-def context_length(model) -> int | None:
-    """The number of positions a model was built for (None if its config does not say)."""
-    for attr in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
-        n = getattr(model.config, attr, None)
-        if isinstance(n, int) and n > 0:
-            return n
-    return None
-
-
-def check_context(job: JobSpec, pair, prompts) -> None:
-    """prompt + max_new_tokens + a tree of tree.budget nodes must fit both models' positions."""
-    for role, model in (("target", pair.target), ("draft", pair.draft)):
-        n = context_length(model) if model is not None else None
-        for pr in prompts if n else []:
-            need = len(pr.ids) + job.max_new_tokens + job.tree.budget
-            if need > n:
-                raise ConfigError(
-                    f"dataset {job.dataset.name}: prompt '{pr.id}' has {len(pr.ids)} tokens; with "
-                    f"max_new_tokens={job.max_new_tokens} and tree.budget={job.tree.budget} that is {need} "
-                    f"positions > the {role}'s {n}: {context_fix(job, len(pr.ids), n)}")
-
-
-def context_fix(job: JobSpec, prompt_len: int, n: int) -> str:
-    """The real fix: lower whichever of tree.budget / max_new_tokens can make room; refusing
-    long prompts (dataset.max_prompt_tokens) only where that leaves a positive limit."""
-    room = n - prompt_len
-    fixes = []
-    if room - job.max_new_tokens >= 1 and job.tree.budget > room - job.max_new_tokens:
-        fixes.append(f"lower tree.budget to {room - job.max_new_tokens} or less")
-    if room - job.tree.budget >= 1:
-        fixes.append(f"lower max_new_tokens to {room - job.tree.budget} or less")
-    if not fixes and room > 1:
-        fixes.append(f"lower tree.budget and max_new_tokens to {room - 1} positions together")
-    limit = n - job.max_new_tokens - job.tree.budget
-    if limit >= 1:
-        fixes.append(f"or set dataset.max_prompt_tokens={limit} to refuse such prompts")
-    return ", ".join(fixes) or "use a model with a longer context or a shorter prompt"
-
-
 def run_job(cfg: DictConfig, out_dir: str):
     """Run one job into out_dir; returns its summary row (None if resumed)."""
     job = jobspec.from_config(cfg)
@@ -142,10 +103,10 @@ def run_job(cfg: DictConfig, out_dir: str):
         return None
     identity.check_hub_models(job)              # offline: one line now, not ~90 s of retries
     results.clear_job(out_dir)                  # this folder never holds files of two runs
-    pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
-    prompts = data.load_prompts(job.dataset.config, pair.tokenizer,
+    prompts = data.load_prompts(job.dataset.config, models.load_tokenizer(job.pair.as_dict()["target"]),
                                 max_prompt_tokens=job.dataset.max_prompt_tokens)
-    check_context(job, pair, prompts)
+    checks.check_context(job, models.pair_contexts(job.pair.as_dict(), job.dtype), prompts)   # no weights yet
+    pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
     t0 = time.perf_counter()
     done = decode(job, ident, pair, prompts, engine)
     wall = time.perf_counter() - t0
