@@ -2,6 +2,8 @@
 
     flock /tmp/specbench-real.lock .venv/bin/python scripts/bench_live.py
 
+(specbench is imported from the editable install `bash scripts/setup.sh` makes; no sys.path edit.)
+
 Same prompts, bf16, greedy, one process:
   (a) the target's plain greedy `generate`
   (b) HF assisted generation, the 0.5B as assistant, a constant 4-token chain
@@ -22,12 +24,10 @@ import torch
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from specbench.inputs import data# noqa: E402
-from specbench.inputs import models# noqa: E402
-from specbench.engine.api import decode_prompts  # noqa: E402
-from specbench.study.results import read_csv  # noqa: E402
+from specbench.inputs import data
+from specbench.inputs import models
+from specbench.engine.api import decode_prompts
+from specbench.study.results import read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GREEDY = {"name": "greedy", "temperature": 0.0, "draft_temperature": 1.0, "top_p": 1.0}

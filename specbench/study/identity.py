@@ -229,13 +229,6 @@ def pair_id(ident: Identity, drafter: str, drafter_params: dict | None = None) -
     return short_hash({**key, "params": drafter_params} if drafter_params else key)
 
 
-def pair_lookup_key(row) -> str:
-    """The key report/calibration lookups should group a pair's rows by: the row's
-    ``pair_id`` where it has one (rows collected before identities: its ``pair`` name)."""
-    pid = row.get("pair_id") if hasattr(row, "get") else None
-    return str(pid) if pid and pid == pid else str(row["pair"])
-
-
 def bind(job: JobSpec, ident: Identity) -> tuple[JobSpec, Identity]:
     """(``job`` with ``tree.calib_pair_id=auto`` set to the job's own pair_id, ``ident`` with
     what its tree reads): see the module docstring."""

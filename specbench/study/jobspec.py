@@ -128,9 +128,6 @@ class JobSpec:
         with batch-1 live decoding, ``exact_continuations=true``)."""
         return 1 if self.exact_continuations else self.batch_size
 
-    def with_engine(self, engine: str) -> "JobSpec":
-        return replace(self, engine=engine)
-
 
 # --------------------------------------------------------------------------
 # typed reads: every failure names its key
