@@ -25,7 +25,6 @@ import cProfile
 import gc
 import os
 import pstats
-import sys
 import time
 
 import torch

@@ -27,7 +27,6 @@ from specbench.engine.loop import continuations
 from specbench.inputs import data, models
 
 
-
 def timed(fn):
     t0 = time.perf_counter()
     out = fn()

@@ -23,8 +23,10 @@ import time
 
 import pandas as pd
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from specbench.study.results import read_csv
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 ACCEPT_COLS = ["n_steps", "new_tokens", "acceptance_rate", "acceptance_length", "tokens_per_step",
                "accept_hist"]
 STEP_COLS = ["prompt_id", "step", "tree_size", "tree_depth", "accepted", "emitted", "accept_path"]

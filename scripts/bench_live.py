@@ -24,9 +24,8 @@ import torch
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
-from specbench.inputs import data
-from specbench.inputs import models
 from specbench.engine.api import decode_prompts
+from specbench.inputs import data, models
 from specbench.study.results import read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -71,6 +70,7 @@ def best_from(folder: str) -> dict:
     """The tree of the fastest live job (summary tokens_per_s) under folder/live."""
     import glob
     import json
+
     import pandas as pd
     files = glob.glob(os.path.join(folder, "live", "**", "summary.csv"), recursive=True)
     if not files:
@@ -99,7 +99,7 @@ def search_best(pair, candidates: list[dict], prompts, n, eos) -> dict:
     """The candidate tree with the most tokens/s on held-out prompts (live, bf16)."""
     best, best_tps = None, -1.0
     for tree in tqdm(candidates, desc="(d) tree search on held-out prompts"):
-        outs, secs = timed(lambda ids: specbench_live(pair, tree, ids, n, eos)[0], prompts)
+        outs, secs = timed(lambda ids, tree=tree: specbench_live(pair, tree, ids, n, eos)[0], prompts)
         tps = sum(map(len, outs)) / secs
         print(f"    search {tree_label(tree):60s} {tps:7.2f} tok/s")
         if tps > best_tps:

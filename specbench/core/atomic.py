@@ -6,8 +6,8 @@ half a file behind.  The file gets the mode an ordinary ``open(path, "w")``
 would give it (0666 minus the process umask), not mkstemp's private 0600.
 ``atomic_write_many({path: write})`` writes every temp file before renaming
 any, so one command's outputs are replaced together or (a full disk) not at all.
-Failures are OSErrors naming the real path.  ``atomic_folder(path)`` does the same for a folder built in place of ``path``
-(mode 0777 minus the umask, as ``mkdir`` gives).  Every atomic write in
+Failures are OSErrors naming the real path.  ``atomic_folder(path)`` does the same for a
+folder built in place of ``path`` (mode 0777 minus the umask, as ``mkdir`` gives).  Every atomic write in
 specbench goes through these.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 
 def umask() -> int:

@@ -21,9 +21,9 @@ prefix of the kept list must be a tree.  A finite shape (``specinfer``, ``paths`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Sequence
 
 import torch
 
@@ -269,7 +269,7 @@ class DraftTree:
         return ".".join(str(self.ranks[n]) for n in nodes)
 
     @classmethod
-    def root_only(cls, token: int, rule: str = "topk") -> "DraftTree":
+    def root_only(cls, token: int, rule: str = "topk") -> DraftTree:
         """A tree with no draft nodes (tree=none, or a drafter with nothing to propose)."""
         return cls(parents=[-1], tokens=torch.tensor([int(token)]), ranks=[0], q=None, slots=None,
                    child_rule=rule)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from torch import nn
 
@@ -142,7 +142,7 @@ class LayerSkipDrafter(ModelDrafter):
         return pair.layers
 
     @classmethod
-    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> "LayerSkipDrafter":
+    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> LayerSkipDrafter:
         return cls(pair.target, cls.layers_of(pair), temperature, top_p, kv)
 
     @classmethod

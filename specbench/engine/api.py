@@ -13,9 +13,9 @@ Live engine only (wall-clock figures); the study job (``run``) adds replay and c
 from __future__ import annotations
 
 from ..drafting.drafters import DRAFTERS
-from .loop import Decoding, LiveVerifier, PromptResult, decode
 from ..trees.policies import make_policy
 from ..verify.modes import get_mode
+from .loop import Decoding, LiveVerifier, PromptResult, decode
 
 
 def eos_ids(pair) -> frozenset[int]:

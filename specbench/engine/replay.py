@@ -22,15 +22,14 @@ content (``diskcache``); ``keys`` says what identifies them.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
 from ..core import kv
 from ..core.diskcache import DiskCache, ids_digest
-from .loop import NAN, PromptResult, StepRecord, continuations
 from ..core.sampling import probs, token_ranks
-
+from .loop import NAN, PromptResult, StepRecord, continuations
 
 
 # --------------------------------------------------------------------------

@@ -37,9 +37,10 @@ import importlib.util
 import json
 import os
 import sysconfig
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ..core.registry import Registry
 

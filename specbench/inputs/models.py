@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
-from . import embedded
 from ..drafting.drafters import DRAFTERS
 from ..drafting.layerskip import describe, resolve_layers
+from . import embedded
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +268,9 @@ def pair_config(name: str):
     """conf/pair/NAME.yaml: a study pair's config, for scripts and multi-pair commands;
     ValueError naming the valid pairs when there is none."""
     import os
+
     from omegaconf import OmegaConf
+
     from .. import CONF_DIR
     path = os.path.join(CONF_DIR, "pair", f"{name}.yaml")
     if not os.path.exists(path):

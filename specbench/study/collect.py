@@ -344,10 +344,10 @@ def main(argv=None) -> None:
         tables = derived(args.out, summary, steps)
         write_all(args.out, summary, steps, outputs, tables)
     except CollectError as e:
-        raise SystemExit(f"specbench: error: {e}")
+        raise SystemExit(f"specbench: error: {e}") from None
     except OSError as e:
         from .launch import os_line
-        raise SystemExit(f"specbench: error: {os_line(e, args.out, '--out')} (nothing was replaced)")
+        raise SystemExit(f"specbench: error: {os_line(e, args.out, '--out')} (nothing was replaced)") from None
     if orphans:
         print(f"specbench: dropped {orphans} step rows of {args.out}/steps.csv that had no summary row")
     print(f"specbench: collected {len(summary)} configurations, {len(steps)} steps, "

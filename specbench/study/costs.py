@@ -37,12 +37,12 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from .. import CONF_DIR
-from ..inputs import models
-from ..engine.api import drafter_factory
 from ..core.kv import SlotKV
-from .results import atomic_write, write_csv
-from ..trees.policies import shape_paths
 from ..core.tree import paths_to_parents
+from ..engine.api import drafter_factory
+from ..inputs import models
+from ..trees.policies import shape_paths
+from .results import atomic_write, write_csv
 
 SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -130,8 +130,9 @@ def settings(cfg: DictConfig) -> tuple[str, int, int, list]:
     """(results_dir, repeats, kv_len, [(pair config, dtype)]), refused in one line when
     out of range (no model load)."""
     from omegaconf import OmegaConf
-    from .jobspec import ConfigError, from_config
+
     from .checks import validate
+    from .jobspec import ConfigError, from_config
     out = str(cfg.get("results_dir", "results"))
     repeats, kv_len = cfg.get("costs_repeats", 5), cfg.get("costs_kv_len", 256)
     for key, value in (("costs_repeats", repeats), ("costs_kv_len", kv_len)):

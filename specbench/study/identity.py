@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import struct
 import os
 import socket
+import struct
 from dataclasses import dataclass, field, replace
-from urllib.parse import urlparse
 from pathlib import Path
+from urllib.parse import urlparse
 
 from ..core.atomic import atomic_write
 from .jobspec import ConfigError, DatasetSpec, JobSpec, ModelSpec

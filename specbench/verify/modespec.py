@@ -44,9 +44,10 @@ Two job-level parameters choose how a mode drafts and tries siblings:
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Callable, Mapping, NamedTuple
+from typing import NamedTuple
 
 import torch
 
@@ -142,7 +143,7 @@ class ModeSpec:
             return ()
         return tuple(r for r in RANDOM_RULES if r in self.lossless_for)
 
-    def configured(self, params: Mapping) -> "ModeSpec":
+    def configured(self, params: Mapping) -> ModeSpec:
         """This spec with ``child_rule`` = ``params["children"]`` where the mode has that
         parameter (resolved params, ``spec.params(...)``); else the spec itself."""
         rule = params.get("children") if "children" in self.defaults else None
