@@ -42,6 +42,7 @@ from ..core.tree import paths_to_parents
 from ..engine.api import drafter_factory
 from ..inputs import models
 from ..trees.policies import shape_paths
+from .jobspec import pair_config
 from .results import atomic_write, write_csv
 
 SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -142,11 +143,11 @@ def settings(cfg: DictConfig) -> tuple[str, int, int, list]:
     jobs = []
     for name in names:
         try:
-            pair_cfg = cfg.pair if name == cfg.pair.name else models.pair_config(name)
+            pair_cfg = OmegaConf.to_container(cfg.pair, resolve=True) if name == cfg.pair.name else pair_config(name)
         except ValueError as e:
             raise ConfigError(f"costs_pairs: {e}") from None
         for dtype in list(cfg.get("costs_dtypes") or [cfg.dtype]):
-            one = {**OmegaConf.to_container(cfg, resolve=True), "pair": OmegaConf.to_container(pair_cfg),
+            one = {**OmegaConf.to_container(cfg, resolve=True), "pair": pair_cfg,
                    "dtype": dtype, "tree": {"name": "none", "budget": 0}}
             validate(from_config(one))         # dtype, device, pair: the job spec's checks
             jobs.append((pair_cfg, str(dtype)))

@@ -152,7 +152,7 @@ class ModeSpec:
         return replace(self, verdict=self.raw_verdict, child_rule=rule)
 
     def params(self, overrides: Mapping | None = None) -> dict:
-        """``defaults`` updated with ``overrides`` (a dict or the ``verify`` DictConfig;
+        """``defaults`` updated with ``overrides`` (a mapping, e.g. the job spec's ``verify`` params;
         ``name`` and None values are ignored).  Unknown keys and bad temperatures give
         a one-line ValueError naming the key."""
         out = dict(self.defaults)
