@@ -61,7 +61,7 @@ def write_temp(path: str | os.PathLike, write: Callable[[str], None]) -> str:
         raise
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
+def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> None:
     """Call write(tmp_path), then rename over path: readers never see half a file."""
     atomic_write_many({path: write})
 
@@ -117,7 +117,7 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
     write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
-def replace_together(folder: str | os.PathLike, fill: Callable[[str], None], path: str | os.PathLike,
+def replace_together(folder: str | os.PathLike, fill: Callable[[str], object], path: str | os.PathLike,
                      text: str) -> None:
     """Replace ``folder`` (built by ``fill(tmp_folder)``) and the text file ``path`` together:
     both are written beside their targets first, then swapped in; on failure neither

@@ -145,7 +145,7 @@ def fit_budget(paths, budget: int, listed_order: bool = False) -> list[RankPath]
 
 def paths_to_parents(paths: Sequence[RankPath]) -> list[int]:
     """Parent pointers with the root at index 0; node i+1 is paths[i]."""
-    index = {(): 0}
+    index: dict[RankPath, int] = {(): 0}
     parents = [-1]
     for i, p in enumerate(paths):
         parents.append(index[p[:-1]])

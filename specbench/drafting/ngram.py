@@ -92,7 +92,8 @@ class Trie:
         """Walk/extend the path spelled by seq while the trie has < limit nodes.
         With ``shape`` (a set of rank paths) a new node is kept only if its rank
         path is in the shape; a dropped node still takes its sibling rank."""
-        node, path = 0, ()
+        node = 0
+        path: tuple[int, ...] = ()
         for tok in seq[:max_depth]:
             nxt = self.kids[node].get(int(tok))
             if nxt is None:

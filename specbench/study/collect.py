@@ -28,6 +28,7 @@ import glob
 import json
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -249,7 +250,7 @@ def newest(jobs, skipped: list) -> dict[str, JobRows]:
     return chosen
 
 
-def merge(dirs, existing: list[JobRows] = (), skipped: list | None = None):
+def merge(dirs, existing: Sequence[JobRows] = (), skipped: list | None = None):
     """summary, steps and outputs of the newest run of every config hash (see the docstring);
     ``dirs``: job folders, read as they are."""
     jobs = newest([*existing, *(read_job(d) for d in dirs)], skipped if skipped is not None else [])
