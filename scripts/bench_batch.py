@@ -3,6 +3,8 @@
     flock /tmp/specbench-real.lock .venv/bin/python scripts/bench_batch.py
     flock /tmp/specbench-real.lock .venv/bin/python scripts/bench_batch.py --cont-prompts 32 --cont-tokens 128
 
+(specbench is imported from the editable install `bash scripts/setup.sh` makes; no sys.path edit.)
+
 (1) bf16, live greedy, the same --prompts HumanEval prompts (optionally their last
     --prompt-tokens tokens): tokens/s (new tokens / wall
     seconds, prefill included) and tokens_per_step at B = --batches, for plain decoding
@@ -23,17 +25,14 @@ import cProfile
 import gc
 import os
 import pstats
-import sys
 import time
 
 import torch
 from omegaconf import OmegaConf
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from specbench.engine.api import decode_prompts, eos_ids  # noqa: E402
-from specbench.engine.loop import continuations  # noqa: E402
-from specbench.inputs import data, models  # noqa: E402
+from specbench.engine.api import decode_prompts, eos_ids
+from specbench.engine.loop import continuations
+from specbench.inputs import data, models
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GREEDY = {"name": "greedy", "temperature": 0.0, "draft_temperature": 1.0, "top_p": 1.0}

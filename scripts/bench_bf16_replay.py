@@ -24,6 +24,7 @@ import torch
 from specbench.engine import api
 from specbench.engine.loop import ContinuationVerifier, Decoding, continuations, decode
 from specbench.inputs import data, models
+from specbench.study.jobspec import pair_config
 from specbench.trees.policies import make_policy
 from specbench.verify.modes import get_mode
 
@@ -70,7 +71,7 @@ def main(argv=None) -> int:
     ap.add_argument("--trees", nargs="+", default=["chain/4", "binary/16"])
     ap.add_argument("--out", default="results/bf16_replay_divergence.csv")
     args = ap.parse_args(argv)
-    pair = models.load_pair(models.pair_config("qwen_coder"), "bfloat16", "cpu")
+    pair = models.load_pair(pair_config("qwen_coder"), "bfloat16", "cpu")
     prompts = data.load_prompts({"name": "humaneval", "limit": args.prompts}, pair.tokenizer)
     items = [SimpleNamespace(id=p.id, ids=p.ids) for p in prompts]
     conts = continuations(pair.target, [p.ids for p in prompts], args.tokens, api.eos_ids(pair),

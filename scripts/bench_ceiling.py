@@ -25,7 +25,7 @@ from specbench.core.kv import SlotKV
 from specbench.engine import api
 from specbench.engine.loop import continuations
 from specbench.inputs import data, models
-
+from specbench.study.jobspec import pair_config
 
 
 def timed(fn):
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
-    pair = models.load_pair(models.pair_config("qwen_coder"), args.dtype, args.device)
+    pair = models.load_pair(pair_config("qwen_coder"), args.dtype, args.device)
     model, eos = pair.target, api.eos_ids(pair)
     prompts = [p.ids for p in data.load_prompts({"name": "humaneval", "limit": max(batches)}, pair.tokenizer)]
     print(f"device {model.device}, dtype {args.dtype}, torch threads {torch.get_num_threads()}, "

@@ -4,6 +4,8 @@ time ratio on its last line.
 
     flock /tmp/specbench-real.lock .venv/bin/python scripts/bench_engine.py
 
+(specbench is imported from the editable install `bash scripts/setup.sh` makes; no sys.path edit.)
+
 It runs `python -m specbench.run -m sweep=engine_bench` three times into a scratch folder:
 live, replay with a cold cache (computes c and the ranks once per prompt), and replay again
 with the warm cache (what every further static configuration costs).  Times are the
@@ -21,9 +23,10 @@ import time
 
 import pandas as pd
 
+from specbench.study.results import read_csv
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from specbench.study.results import read_csv  # noqa: E402
+
 ACCEPT_COLS = ["n_steps", "new_tokens", "acceptance_rate", "acceptance_length", "tokens_per_step",
                "accept_hist"]
 STEP_COLS = ["prompt_id", "step", "tree_size", "tree_depth", "accepted", "emitted", "accept_path"]

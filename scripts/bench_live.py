@@ -2,6 +2,8 @@
 
     flock /tmp/specbench-real.lock .venv/bin/python scripts/bench_live.py
 
+(specbench is imported from the editable install `bash scripts/setup.sh` makes; no sys.path edit.)
+
 Same prompts, bf16, greedy, one process:
   (a) the target's plain greedy `generate`
   (b) HF assisted generation, the 0.5B as assistant, a constant 4-token chain
@@ -22,12 +24,9 @@ import torch
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from specbench.inputs import data# noqa: E402
-from specbench.inputs import models# noqa: E402
-from specbench.engine.api import decode_prompts  # noqa: E402
-from specbench.study.results import read_csv  # noqa: E402
+from specbench.engine.api import decode_prompts
+from specbench.inputs import data, models
+from specbench.study.results import read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GREEDY = {"name": "greedy", "temperature": 0.0, "draft_temperature": 1.0, "top_p": 1.0}
@@ -71,6 +70,7 @@ def best_from(folder: str) -> dict:
     """The tree of the fastest live job (summary tokens_per_s) under folder/live."""
     import glob
     import json
+
     import pandas as pd
     files = glob.glob(os.path.join(folder, "live", "**", "summary.csv"), recursive=True)
     if not files:
@@ -99,7 +99,7 @@ def search_best(pair, candidates: list[dict], prompts, n, eos) -> dict:
     """The candidate tree with the most tokens/s on held-out prompts (live, bf16)."""
     best, best_tps = None, -1.0
     for tree in tqdm(candidates, desc="(d) tree search on held-out prompts"):
-        outs, secs = timed(lambda ids: specbench_live(pair, tree, ids, n, eos)[0], prompts)
+        outs, secs = timed(lambda ids, tree=tree: specbench_live(pair, tree, ids, n, eos)[0], prompts)
         tps = sum(map(len, outs)) / secs
         print(f"    search {tree_label(tree):60s} {tps:7.2f} tok/s")
         if tps > best_tps:

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from specbench.study.acceptance import acceptance_matrix, identity_gap
+from specbench.study.acceptance import identity_gap
 from specbench.study.optimum import gap_to_optimum
 from specbench.study.results import read_csv
 from specbench.trees.sequoia import expected_accepted, optimal_paths

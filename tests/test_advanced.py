@@ -3,19 +3,18 @@ import itertools
 import os
 
 import pytest
-import torch
 import yaml
 
 from conftest import decode_one, greedy_reference
-from specbench.drafting.levels import drafted
+from specbench.core.atomic import umask
+from specbench.core.tree import depths, max_depth
 from specbench.drafting.drafters import ModelDrafter
-from specbench.trees.eagle2 import grow, select
+from specbench.drafting.levels import drafted
 from specbench.drafting.merged import MergedDrafter
 from specbench.drafting.ngram import NgramDrafter, continuations
+from specbench.trees.eagle2 import grow, select
 from specbench.trees.policies import AdaptiveChain, Eagle2Policy, make_policy, shape_paths
-from specbench.core.atomic import umask
 from specbench.trees.sequoia import expected_accepted, load_vector, optimal_paths
-from specbench.core.tree import depths, max_depth
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VECTORS = [[0.62, 0.14, 0.06, 0.04, 0.02, 0.01],
@@ -237,9 +236,9 @@ def test_greedy_is_token_identical_to_plain_greedy(tiny_draft, tiny_target, tiny
 @pytest.mark.parametrize("verify", ["greedy", "sequoia"])
 def test_calibrate_writes_a_vector_the_sequoia_shape_reads(tiny_draft, tiny_target, tiny_tokenizer,
                                                            tmp_path, verify):
-    from specbench.study.calibrate import measure, write_vector
     from specbench.inputs.data import Prompt
     from specbench.inputs.models import Pair
+    from specbench.study.calibrate import measure, write_vector
     vcfg = yaml.safe_load(open(os.path.join(ROOT, "conf", "verify", f"{verify}.yaml")))
     from specbench.study.identity import Identity
     from specbench.study.jobspec import from_config

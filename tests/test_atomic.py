@@ -50,6 +50,7 @@ def test_disk_cache_records_use_the_umask(tmp_path):
 def test_replace_together_changes_neither_on_a_failure(tmp_path, monkeypatch, fails):
     """Figures and REPORT.md: on a failure at any step the old pair stays, and no temp is left."""
     import errno
+
     from specbench.core import atomic
     folder, path = tmp_path / "figures", tmp_path / "REPORT.md"
     folder.mkdir()

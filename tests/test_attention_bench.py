@@ -16,8 +16,8 @@ from hydra import compose, initialize_config_dir
 from specbench.attention import bench as ab
 from specbench.attention import impls as ai
 from specbench.core.registry import UnknownName
-from specbench.trees.policies import shape_paths
 from specbench.core.tree import ancestor_mask, paths_to_parents
+from specbench.trees.policies import shape_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 GQA = {"heads": 6, "kv_heads": 2, "head_dim": 16}

@@ -8,19 +8,18 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from test_replay import same_records
 from specbench.core import kv
 from specbench.core.diskcache import DiskCache
 from specbench.core.sampling import probs
-from specbench.core.tree import paths_to_parents
 from specbench.drafting.drafters import ModelDrafter
 from specbench.drafting.merged import MergedDrafter
 from specbench.drafting.ngram import NgramDrafter
 from specbench.engine import replay
 from specbench.engine.loop import Decoding, LiveVerifier, continuation, continuations, decode
-from specbench.trees.policies import make_policy, shape_paths
+from specbench.trees.policies import make_policy
 from specbench.verify.modes import get_mode
 from specbench.verify.modespec import MODES
+from test_replay import same_records
 
 TEXTS = ("def add(a, b):\n    return a + b\ndef add(a, b):", "x", "The quick brown fox. The quick",
          "for i in range(10):", "def fibonacci(n):\n    if n < 2:", "Write")

@@ -11,10 +11,10 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specbench.verify import distshift
-from specbench.verify import block as verify_block
 from specbench.core.sampling import sequoia_next_q
 from specbench.core.tree import DraftTree
+from specbench.verify import block as verify_block
+from specbench.verify import distshift
 from specbench.verify.modes import get_mode
 from test_verify import draft_tree
 

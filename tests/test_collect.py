@@ -1,7 +1,12 @@
 """collect keeps config hashes as text: '3726142e8142' is not a number."""
-import pandas as pd
+import json
 
-from specbench.study.collect import job_dirs, merge
+import pandas as pd
+import pytest
+
+from mounts import ro_mount, tiny_tmpfs  # noqa: F401  (fixtures)
+from specbench.study.collect import CollectError, job_dirs, merge
+from specbench.study.collect import main as collect_main
 from specbench.study.results import read_csv
 
 
@@ -30,13 +35,6 @@ def test_read_csv_keeps_all_digit_and_hex_hashes_sortable(tmp_path):
 # --------------------------------------------------------------------------
 # a job's rows are one unit
 # --------------------------------------------------------------------------
-import json  # noqa: E402
-
-from mounts import ro_mount, tiny_tmpfs  # noqa: E402,F401  (fixtures)
-
-import pytest  # noqa: E402
-
-from specbench.study.collect import CollectError, main as collect_main  # noqa: E402
 
 
 def fake_job(root, name, h="abc123abc123", run_id="20260101T000000-aaaa", n_steps=3, emitted=2):

@@ -9,7 +9,8 @@ import time
 
 import pandas as pd
 
-from specbench.study.collect import main as collect_main, scan
+from specbench.study.collect import main as collect_main
+from specbench.study.collect import scan
 from specbench.study.results import read_csv
 from test_resume import ROOT, RUN, TIMING, env, run, sweep_cmd
 

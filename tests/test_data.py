@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from specbench.inputs import data
 from specbench.core.registry import UnknownName
+from specbench.inputs import data
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "dataset"
 CHAT_TASKS = {"writing", "roleplay", "reasoning", "extraction", "translation", "summarisation", "qa"}

@@ -4,9 +4,9 @@ import torch
 
 from conftest import decode_one, greedy_reference
 from specbench.core import kv
+from specbench.core.tree import paths_to_parents
 from specbench.drafting.drafters import ModelDrafter
 from specbench.trees.policies import make_policy, shape_paths
-from specbench.core.tree import paths_to_parents
 
 SHAPES = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("topk_wide", {"width": 3}),
           ("specinfer", {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}),

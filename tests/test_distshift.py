@@ -7,11 +7,12 @@ import math
 
 import pytest
 import torch
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
-from specbench.verify import distshift
 from specbench.core.sampling import probs, sequoia_next_q
 from specbench.core.tree import DraftTree
+from specbench.verify import distshift
 from specbench.verify.modes import get_mode
 
 LOSSLESS_TREE = ["mss", "sequoia", "naive", "greedy"]

@@ -10,7 +10,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import tiny_pair_overrides
 from mounts import fill, ro_mount, tiny_tmpfs  # noqa: F401  (fixtures)
 from test_bad_input import one_line_error, written
 from test_hydra import job_args, specbench
@@ -151,8 +150,8 @@ def test_attention_bench_bad_values_are_one_line_and_keep_the_csv(tmp_path, bad,
 
 
 def test_a_failed_measurement_never_replaces_a_good_row():
-    from specbench.attention.config import all_failed, merge_rows
     from specbench.attention.bench import KEY
+    from specbench.attention.config import all_failed, merge_rows
     bad = GOOD.assign(note="failed: IndexError: x", median_s=float("nan"))
     other = GOOD.assign(tree_size=4, note="failed: IndexError: x")
     merged = merge_rows(GOOD, pd.concat([bad, other], ignore_index=True), KEY)
@@ -165,6 +164,7 @@ def test_a_failed_measurement_never_replaces_a_good_row():
 
 def test_an_attention_run_where_everything_fails_exits_nonzero_and_writes_nothing(tmp_path, monkeypatch):
     from hydra import compose, initialize_config_dir
+
     from specbench.attention import bench as ab
     csv = tmp_path / "attention.csv"
     GOOD.to_csv(csv, index=False)
@@ -183,7 +183,9 @@ def test_an_attention_run_where_everything_fails_exits_nonzero_and_writes_nothin
 
 def test_readme_and_config_comments_name_files_that_exist():
     import re
-    texts = {p: p.read_text() for p in [ROOT / "README.md", *ROOT.glob("conf/**/*.yaml")]}
+    texts = {p: p.read_text() for p in [ROOT / "README.md", *ROOT.glob("conf/**/*.yaml"),
+                                        *ROOT.glob("specbench/**/*.py"), *ROOT.glob("tests/*.py")]
+             if p.name != "test_faults.py"}
     for path, text in texts.items():
         for ref in re.findall(r"specbench/[\w/]+\.(?:py|jsonl)", text):
             assert (ROOT / ref).exists(), f"{path.name} names {ref}, which does not exist"

@@ -11,10 +11,9 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specbench.study.checks import paired_fits
-from specbench.verify import distshift
 from specbench.core.tree import DraftTree
-from specbench.verify import seqlevel
+from specbench.study.checks import paired_fits
+from specbench.verify import distshift, seqlevel
 from specbench.verify.block import root_path
 from specbench.verify.modes import get_mode
 from test_block_traversal import CHAIN3, TREE12, TREE21, drafted_trees, random_tables

@@ -5,8 +5,8 @@ import glob
 import os
 import shutil
 
-from specbench.study import identity
 from specbench.core.atomic import umask
+from specbench.study import identity
 from specbench.study.results import read_csv
 from test_hydra import job_args, specbench
 

@@ -1,5 +1,6 @@
 """The typed job spec: every config in conf/ composes and builds a JobSpec; defaults live in
 one place; equal values give equal identities; registries are asked in one function."""
+import dataclasses
 import os
 
 import pytest
@@ -68,7 +69,7 @@ def test_defaults_are_filled_in_one_place_and_equal_values_hash_equal():
 
 def test_the_spec_is_frozen():
     job = jobspec.from_config(composed(["pair=local", *LOCAL]))
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         job.seed = 3                                                    # type: ignore[misc]
     assert job.pair.name == "local:/models/draft->/models/target"      # a local label shows its folders
 

@@ -34,6 +34,7 @@ def test_launchers_give_the_basic_launchers_rows(tiny_pair_dirs, tmp_path, basic
 def test_slurm_preset_composes(tiny_pair_dirs, tmp_path):
     import subprocess
     import sys
+
     from test_resume import ROOT, env
     r = subprocess.run([sys.executable, "-m", "specbench.run", "hydra/launcher=slurm",
                         "hydra.launcher.partition=gpu", "--cfg", "hydra", "--package", "hydra.launcher"],

@@ -16,13 +16,12 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+from specbench.core.sampling import accept_prob, check_temperature, choose_children, choose_slots, probs, sequoia_next_q
+from specbench.core.tree import DraftTree
 from specbench.drafting.levels import drafted
 from specbench.verify import distshift
-from specbench.verify.modespec import check_compatible
-from specbench.core.sampling import (accept_prob, check_temperature, choose_children, choose_slots, probs,
-                                sequoia_next_q)
-from specbench.core.tree import DraftTree
 from specbench.verify.modes import get_mode
+from specbench.verify.modespec import check_compatible
 
 
 def first_tokens(spec, tree, p, q, n: int, seed: int) -> torch.Tensor:

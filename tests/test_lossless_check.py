@@ -34,6 +34,7 @@ def pair_and_prompt(tiny_draft, tiny_target, tiny_tokenizer):
                                        ("block", TREES["chain"])])
 def test_memoised_draws_equal_the_plain_engines_draws(pair_and_prompt, mode, tree):
     from dataclasses import replace
+
     from specbench.engine.memo import MemoModel
     pair, pr = pair_and_prompt
     plain = L.first_tokens(pair, pr.ids, 0, mode, tree, 25, T1)

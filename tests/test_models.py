@@ -7,10 +7,9 @@ import json
 import pytest
 import torch
 
-from specbench.inputs import embedded
-from specbench.inputs import models
 from specbench.core.registry import Registry
 from specbench.core.tree import tree_attention_mask, tree_position_ids
+from specbench.inputs import embedded, models
 
 
 @pytest.fixture(autouse=True)

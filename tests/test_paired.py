@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import glob
 
-import pandas as pd
 import pytest
 import torch
 
-from conftest import tiny_pair_overrides
 from specbench.drafting.drafters import ModelDrafter
 from specbench.engine.loop import Decoding, LiveVerifier, decode_prompt, paired_generators
 from specbench.study import checks, jobspec

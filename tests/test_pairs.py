@@ -377,8 +377,8 @@ NEW_DRAFTERS = {"tli": ["pair.drafter=tli"], "layerskip": ["pair.drafter=layersk
 def test_run_job_replays_the_new_drafters_drafted_and_equal_to_live(drafter, cross_dirs, tmp_path):
     import pandas as pd
 
-    from specbench.study.jobspec import from_config
     from specbench.study.checks import validate
+    from specbench.study.jobspec import from_config
     from specbench.study.run import by_ranks, run_job
     rows = {}
     for engine in ("live", "replay"):
@@ -397,9 +397,8 @@ def test_run_job_replays_the_new_drafters_drafted_and_equal_to_live(drafter, cro
                                                 ("eagle2", 8, {"width": 3, "depth": 3})])
 def test_drafted_replay_equals_live_for_the_new_drafters(name, budget, params, cross_draft, vmap, deep_target,
                                                          tiny_target, tiny_tokenizer):
-    from test_replay import same_records
-
     from specbench.engine.loop import ContinuationVerifier
+    from test_replay import same_records
     for make, target in ((lambda: TLIDrafter(cross_draft, vmap), tiny_target),
                          (lambda: LayerSkipDrafter(deep_target, [0, 2]), deep_target)):
         for text, n in zip(PROMPTS, (24, 9, 16)):

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from specbench.inputs import embedded
-from specbench.inputs import models
+from specbench.inputs import embedded, models
 
 pytestmark = [
     pytest.mark.real,

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from conftest import decode_one
-from specbench.engine import replay
 from specbench.core.diskcache import DiskCache, cache_root
+from specbench.core.sampling import choose_children, probs, ranks_of
 from specbench.drafting.drafters import ModelDrafter
+from specbench.engine import replay
 from specbench.engine.loop import ContinuationVerifier, StepRecord, continuation, follow
 from specbench.trees.policies import make_policy, policy_kind
-from specbench.core.sampling import choose_children, probs, ranks_of
 
 TIMING = ("draft_s", "verify_s")
 STATIC = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("topk_wide", {"width": 3}),
@@ -52,8 +52,8 @@ def test_one_hot_draft_ranks_follow_token_ids():
 
 
 def test_replayable_for_greedy_float32_ranks_only_for_static_model_drafts():
-    from specbench.study.jobspec import from_config
     from specbench.study.checks import why_not_replayable
+    from specbench.study.jobspec import from_config
     from specbench.study.run import by_ranks
 
     def job(tree="chain", verify="greedy", t=0.0, drafter="model", dtype="float32"):

@@ -14,6 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from make_results import make_results  # noqa: E402
+
 from specbench.report import compare as C  # noqa: E402
 from specbench.report.sections import md_table  # noqa: E402
 from specbench.study.results import read_csv  # noqa: E402
@@ -296,6 +297,7 @@ def test_a_paired_control_is_not_compared_and_traversal_on_a_chain_meets_mss_on_
     df = pd.DataFrame(rows)
     assert list(df.config_hash[A._controls(df)]) == ["mss_ctl"]
     keys = A.GROUP + ["tree", "tree_params", "budget", "temperature"]
-    ref = lambda h: A._reference_row(df, df.set_index("config_hash").loc[h].to_dict() | {"config_hash": h}, keys)
+    def ref(h):
+        return A._reference_row(df, df.set_index("config_hash").loc[h].to_dict() | {"config_hash": h}, keys)
     assert list(ref("trav").config_hash) == ["mss_ctl"]          # the same drafted chains
     assert list(ref("mss").config_hash) == ["spec"]              # never itself: speculative's own decode

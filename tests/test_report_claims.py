@@ -13,10 +13,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from make_results import make_results  # noqa: E402
-from test_report import run_report  # noqa: E402  (the one report subprocess helper)
+
 from specbench.report import build as B  # noqa: E402
 from specbench.report import phrases as P  # noqa: E402
 from specbench.report import tables as T  # noqa: E402
+from test_report import run_report  # noqa: E402  (the one report subprocess helper)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,8 +97,9 @@ def test_cut_share_and_capped_budgets_are_never_ranked():
 def test_calibration_prompts_disjoint_from_scored_prompts():
     df = pd.DataFrame([dict(config_hash="s", tree="sequoia", pair="p", pair_id="pid", dataset="d")])
     sums = T.prompt_sums(_steps([(2, 1)], prompts=("q1", "q2"), h="s"))
-    vec = lambda ids: pd.DataFrame([dict(pair="p", pair_id="pid", dataset="d", rank=0, p_accept=0.9,  # noqa: E731
-                                         prompt_ids=ids)])
+    def vec(ids):
+        return pd.DataFrame([dict(pair="p", pair_id="pid", dataset="d", rank=0, p_accept=0.9, prompt_ids=ids)])
+
     assert T.calibration(df, sums, vec("c1;c2")).calibration.iloc[0] == "disjoint"
     inside = T.calibration(df, sums, vec("c1;q2"))
     assert inside.calibration.iloc[0] == "in-sample (1 shared)"

@@ -8,9 +8,9 @@ import sys
 import pandas as pd
 import pytest
 
-from test_launchers import GRID, basic_rows  # noqa: F401  (fixture)
-from test_resume import ROOT, TIMING, RUN, run, sweep_cmd
 from specbench.study.results import read_csv
+from test_launchers import GRID, basic_rows  # noqa: F401  (fixture)
+from test_resume import ROOT, RUN, TIMING, run, sweep_cmd
 
 pytestmark = pytest.mark.slurm
 SCRIPT = os.path.join(ROOT, "scripts", "slurm_local.sh")

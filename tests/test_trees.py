@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from specbench.core.registry import UnknownName
-from specbench.trees.policies import shape_paths
 from specbench.core.tree import ancestor_mask, depths, paths_to_parents, tree_attention_mask, tree_position_ids
+from specbench.trees.policies import shape_paths
 
 STATIC = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("topk_wide", {"width": 4}),
           ("specinfer", {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}),

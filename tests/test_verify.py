@@ -9,12 +9,11 @@ from omegaconf import OmegaConf
 from scipy.stats import chisquare
 
 from specbench.core.registry import UnknownName
-from specbench.study.results import read_csv
-from specbench.core.sampling import choose_children, probs
+from specbench.core.sampling import CHILD_RULES, TREE_CHILD_RULES, choose_children, probs
 from specbench.core.tree import DraftTree
-from specbench.verify.modespec import check_compatible, modes_for
-from specbench.core.sampling import CHILD_RULES, TREE_CHILD_RULES
+from specbench.study.results import read_csv
 from specbench.verify.modes import MODES, Verdict, get_mode
+from specbench.verify.modespec import check_compatible, modes_for
 
 LOSSLESS = ["greedy", "speculative", "mss", "sequoia", "naive", "block", "traversal", "gbv"]
 ALL = LOSSLESS + ["typical", "ratio", "conservative", "epsilon", "hsd"]

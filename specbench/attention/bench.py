@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import statistics
 import sys
 import time
@@ -28,15 +27,15 @@ import numpy as np
 import pandas as pd
 import torch
 from hydra.utils import to_absolute_path
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tqdm import tqdm
 
-from ..core.atomic import atomic_write
-from .config import all_failed, merge_rows, validate
-from . import impls as ai
 from .. import CONF_DIR
-from ..trees.policies import shape_paths
+from ..core.atomic import atomic_write
 from ..core.tree import paths_to_parents
+from ..trees.policies import shape_paths
+from . import impls as ai
+from .config import all_failed, merge_rows, validate
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 POINT = ["level", "batch", "kv_len", "tree_size", "shape", "dtype"]
@@ -165,11 +164,11 @@ def model_view(cfg) -> list[dict]:
         tokens = torch.randint(0, vocab, (len(parents),), generator=g).tolist()
         brs = ai.branches(parents)
 
-        def tree():
+        def tree(parents=parents, tokens=tokens):
             kv.forward_nodes(model, cache, mc.kv_len, parents, tokens, 0, len(parents))
             cache.crop(-len(parents))
 
-        def per_branch():
+        def per_branch(brs=brs, tokens=tokens):
             for nodes in brs:
                 kv.forward_nodes(model, cache, mc.kv_len, ai.chain_parents(len(nodes)),
                                  [tokens[i] for i in nodes], 0, len(nodes))

@@ -6,8 +6,8 @@ half a file behind.  The file gets the mode an ordinary ``open(path, "w")``
 would give it (0666 minus the process umask), not mkstemp's private 0600.
 ``atomic_write_many({path: write})`` writes every temp file before renaming
 any, so one command's outputs are replaced together or (a full disk) not at all.
-Failures are OSErrors naming the real path.  ``atomic_folder(path)`` does the same for a folder built in place of ``path``
-(mode 0777 minus the umask, as ``mkdir`` gives).  Every atomic write in
+Failures are OSErrors naming the real path.  ``atomic_folder(path)`` does the same for a
+folder built in place of ``path`` (mode 0777 minus the umask, as ``mkdir`` gives).  Every atomic write in
 specbench goes through these.
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 
 def umask() -> int:
@@ -72,7 +72,7 @@ def write_temp(path: str | os.PathLike, write: Callable[[str], None]) -> str:
         raise
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
+def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> None:
     """Call write(tmp_path), then rename over path: readers never see half a file."""
     atomic_write_many({path: write})
 
@@ -125,7 +125,7 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
     write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
-def replace_together(folder: str | os.PathLike, fill: Callable[[str], None], path: str | os.PathLike,
+def replace_together(folder: str | os.PathLike, fill: Callable[[str], object], path: str | os.PathLike,
                      text: str) -> None:
     """Replace ``folder`` (built by ``fill(tmp_folder)``) and the text file ``path`` together:
     both are written beside their targets first, then swapped in; on any failure neither

@@ -24,8 +24,8 @@ the memo of the lossless check and the attention benchmark's model view.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import torch
 from transformers import DynamicCache
@@ -228,7 +228,7 @@ class SlotKV:
     def run(self, requests) -> torch.Tensor:
         order = sorted(range(len(requests)), key=lambda i: requests[i][0])
         reqs = [requests[i] for i in order]
-        for r, parents, _, start in reqs:
+        for r, _parents, _, start in reqs:
             if self.lens[r] < 0 or start != self.ext[r]:
                 raise IndexError(f"SlotKV row {r}: start={start} but {self.ext[r]} nodes forwarded "
                                  f"this step (lens {self.lens[r]})")

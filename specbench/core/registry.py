@@ -6,7 +6,8 @@ suggests the closest one.
 from __future__ import annotations
 
 import difflib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 class UnknownName(KeyError):

@@ -21,9 +21,9 @@ prefix of the kept list must be a tree.  A finite shape (``specinfer``, ``paths`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Sequence
 
 import torch
 
@@ -145,7 +145,7 @@ def fit_budget(paths, budget: int, listed_order: bool = False) -> list[RankPath]
 
 def paths_to_parents(paths: Sequence[RankPath]) -> list[int]:
     """Parent pointers with the root at index 0; node i+1 is paths[i]."""
-    index = {(): 0}
+    index: dict[RankPath, int] = {(): 0}
     parents = [-1]
     for i, p in enumerate(paths):
         parents.append(index[p[:-1]])
@@ -269,7 +269,7 @@ class DraftTree:
         return ".".join(str(self.ranks[n]) for n in nodes)
 
     @classmethod
-    def root_only(cls, token: int, rule: str = "topk") -> "DraftTree":
+    def root_only(cls, token: int, rule: str = "topk") -> DraftTree:
         """A tree with no draft nodes (tree=none, or a drafter with nothing to propose)."""
         return cls(parents=[-1], tokens=torch.tensor([int(token)]), ranks=[0], q=None, slots=None,
                    child_rule=rule)

@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import torch
 
@@ -230,7 +231,7 @@ class TLIDrafter(ModelDrafter):
         self.vocab = vocab
 
     @classmethod
-    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> "TLIDrafter":
+    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> TLIDrafter:
         if pair.draft is None or getattr(pair, "draft_tokenizer", None) is None:
             raise ValueError(f"pair={pair.name}: pair.drafter=tli needs a draft model with its own tokenizer "
                              "(pair.draft)")

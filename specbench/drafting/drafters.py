@@ -17,16 +17,18 @@ build on the same two level primitives, ``begin`` and ``extend``.
 """
 from __future__ import annotations
 
-from typing import ClassVar, Sequence
+from collections.abc import Sequence
+from typing import ClassVar
 
 import torch
-from ..trees import eagle2
+
 from ..core.kv import SlotKV
-from .levels import Forward, Levels, drafted
 from ..core.registry import Registry
-from ..trees.policies import KINDS, POLICIES
 from ..core.sampling import choose_slots, probs
 from ..core.tree import DraftTree
+from ..trees import eagle2
+from ..trees.policies import KINDS, POLICIES
+from .levels import Forward, Levels, drafted
 
 DRAFTERS: Registry = Registry("drafter")
 
@@ -128,7 +130,7 @@ class ModelDrafter(Drafter):
         return pair.draft
 
     @classmethod
-    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> "ModelDrafter":
+    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> ModelDrafter:
         if pair.draft is None:
             raise ValueError(f"pair={pair.name} has no draft model (pair.draft): the {cls.registry_name} "
                              "drafter needs one")
@@ -225,7 +227,7 @@ class ModelDrafter(Drafter):
                     continue
                 kids.sort(key=lambda ip: ip[1][-1])
                 toks, rks = choose_slots(q_rows[node], [p[-1] for _, p in kids], children, rng)
-                for (i, p), tok, rk in zip(kids, toks, rks):
+                for (i, _p), tok, rk in zip(kids, toks, rks):
                     parents[i], tokens[i], ranks[i] = node, int(tok), int(rk)
             for i, p in level:
                 index[p] = i

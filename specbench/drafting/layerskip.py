@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from torch import nn
 
@@ -102,16 +102,16 @@ def layer_view(model, layers: Sequence[int]):
         raise ValueError(f"{type(model).__name__} has no decoder layer list: pair.drafter=layerskip "
                          "supports decoder-only models with model.layers")
     layers = resolve_layers(list(layers), len(inner.layers))
-    cfg = copy.deepcopy(model.config)
-    cfg.num_hidden_layers = len(layers)
-    if getattr(cfg, "layer_types", None):
-        cfg.layer_types = [model.config.layer_types[i] for i in layers]
+    view_config = copy.deepcopy(model.config)
+    view_config.num_hidden_layers = len(layers)
+    if getattr(view_config, "layer_types", None):
+        view_config.layer_types = [model.config.layer_types[i] for i in layers]
     view_inner = _shallow(inner)
     view_inner.layers = nn.ModuleList([_renumbered(inner.layers[i], k) for k, i in enumerate(layers)])
-    view_inner.config = cfg
+    view_inner.config = view_config
     view = _shallow(model)
     setattr(view, _decoder_attr(model, inner), view_inner)
-    view.config = cfg
+    view.config = view_config
     return view
 
 
@@ -146,7 +146,7 @@ class LayerSkipDrafter(ModelDrafter):
         return pair.layers
 
     @classmethod
-    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> "LayerSkipDrafter":
+    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> LayerSkipDrafter:
         return cls(pair.target, cls.layers_of(pair), temperature, top_p, kv)
 
     @classmethod

@@ -11,8 +11,8 @@ batch draft in lockstep, one draft-model forward per depth for all of them.
 """
 from __future__ import annotations
 
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Generator, Sequence
 
 import torch
 

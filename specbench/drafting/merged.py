@@ -24,10 +24,10 @@ import math
 
 import torch
 
+from ..core.tree import DraftTree
 from .drafters import DRAFTERS, Drafter, ModelDrafter
 from .levels import Levels
 from .ngram import Trie, ngram_trie
-from ..core.tree import DraftTree
 
 
 @DRAFTERS.register("merged")
@@ -41,7 +41,7 @@ class MergedDrafter(Drafter):
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
 
     @classmethod
-    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> "MergedDrafter":
+    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> MergedDrafter:
         return cls(ModelDrafter.from_pair(pair, temperature, top_p, kv))
 
     @classmethod

@@ -24,13 +24,13 @@ modes verify it losslessly) and every node's draft-cache slot is -1.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
+from ..core.tree import DraftTree, RankPath
 from .drafters import DRAFTERS, Drafter
 from .levels import Levels
-from ..core.tree import DraftTree, RankPath
 
 
 def continuations(history: Sequence[int], max_len: int, max_ngram: int = 4,
@@ -92,8 +92,9 @@ class Trie:
         """Walk/extend the path spelled by seq while the trie has < limit nodes.
         With ``shape`` (a set of rank paths) a new node is kept only if its rank
         path is in the shape; a dropped node still takes its sibling rank."""
-        node, path = 0, ()
-        for d, tok in enumerate(seq[:max_depth]):
+        node = 0
+        path: tuple[int, ...] = ()
+        for tok in seq[:max_depth]:
             nxt = self.kids[node].get(int(tok))
             if nxt is None:
                 if self.size >= limit:
@@ -108,7 +109,7 @@ class Trie:
             node, path = nxt, path + (self.ranks[nxt],)
 
     @classmethod
-    def from_tree(cls, tree: DraftTree) -> "Trie":
+    def from_tree(cls, tree: DraftTree) -> Trie:
         """A trie holding a drafted tree; meta[i] = the node's index in `tree`."""
         t = cls(int(tree.tokens[0]))
         index = {0: 0}
@@ -178,7 +179,7 @@ class NgramDrafter(Drafter):
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
 
     @classmethod
-    def from_pair(cls, pair, temperature: float = 0.0, top_p: float = 1.0, kv=None) -> "NgramDrafter":
+    def from_pair(cls, pair, temperature: float = 0.0, top_p: float = 1.0, kv=None) -> NgramDrafter:
         return cls()
 
     @classmethod

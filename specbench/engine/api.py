@@ -4,7 +4,7 @@ one loop, without wiring drafter, verifier and policy by hand.
     from specbench.engine import api
     from specbench.inputs import data
     from specbench.inputs import models
-    pair = models.load_pair(cfg.pair, "bfloat16", "cpu")
+    pair = models.load_pair({"draft": {"source": "embedded", ...}, "target": {...}}, "bfloat16", "cpu")
     done = api.decode_prompts(pair, prompts, {"name": "chain", "budget": 4}, {"name": "greedy"}, 64)
     tokens = done[0].tokens; records = done[0].records
 
@@ -13,9 +13,9 @@ Live engine only (wall-clock figures); the study job (``run``) adds replay and c
 from __future__ import annotations
 
 from ..drafting.drafters import DRAFTERS
-from .loop import Decoding, LiveVerifier, PromptResult, decode
 from ..trees.policies import make_policy
 from ..verify.modes import get_mode
+from .loop import Decoding, LiveVerifier, PromptResult, decode
 
 
 def eos_ids(pair) -> frozenset[int]:

@@ -46,19 +46,19 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Callable, Iterator, Sequence
 
 import torch
 
-from ..verify import distshift as law
 from ..core import kv
+from ..core.sampling import probs
+from ..core.tree import DraftTree
 from ..drafting.drafters import Drafter
 from ..drafting.levels import run_levels
 from ..trees.policies import make_policy
-from ..core.sampling import probs
-from ..core.tree import DraftTree
+from ..verify import distshift as law
 from ..verify.modes import get_mode
 
 NAN = float("nan")

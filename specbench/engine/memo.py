@@ -1,7 +1,8 @@
 """Memoised model forwards for many one-step draws at one fixed prompt.
 
 ``MemoModel(model)`` stands in for a causal LM where the engine calls one
-(a ``kv.SlotKV`` forward, so the model drafter and the ``LiveVerifier`` alike).  For every query node it reads the node's *context*
+(a ``kv.SlotKV`` forward, so the model drafter and the ``LiveVerifier`` alike).  For every query
+node it reads the node's *context*
 from the tree mask (the tokens it attends to: the prompt, its ancestors and
 itself) and serves that context's logits from a memo; contexts it has not seen
 are computed together in one tree forward over a real KV cache of the prompt
@@ -16,8 +17,8 @@ checked), which is all the check needs.  A new prompt (a prefill of other tokens
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import SimpleNamespace
-from typing import Sequence
 
 import torch
 from transformers import DynamicCache

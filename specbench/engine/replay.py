@@ -22,15 +22,14 @@ content (``diskcache``); ``keys`` says what identifies them.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
 from ..core import kv
 from ..core.diskcache import DiskCache, ids_digest
-from .loop import NAN, PromptResult, StepRecord, continuations
 from ..core.sampling import probs, token_ranks
-
+from .loop import NAN, PromptResult, StepRecord, continuations
 
 
 # --------------------------------------------------------------------------
@@ -57,7 +56,8 @@ def replay_prompt(prompt_id: str, ranks: Sequence[int], policy) -> list[StepReco
     ``len(ranks) == len(c)``; c already stops at EOS (inclusive) or at
     max_new_tokens, exactly where the live loop stops.  ``policy.observe`` is
     called after every step like the live loop does (adaptive shapes)."""
-    n, t, records = len(ranks), 0, []
+    n, t = len(ranks), 0
+    records: list[StepRecord] = []
     while t < n:
         paths = policy.paths()
         shape = set(map(tuple, paths))

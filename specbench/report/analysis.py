@@ -375,7 +375,7 @@ def saturation_sentences(df: pd.DataFrame, sums: pd.DataFrame, threshold: float 
     out = []
     for _, g in greedy_groups(df, main_only=True):
         main = main_set(g, sums)
-        for (mode, shape), s in main.groupby(["mode", "shape"], sort=True):
+        for (_mode, shape), s in main.groupby(["mode", "shape"], sort=True):
             s = s.groupby("budget", sort=True).tokens_per_step.max()
             if len(s) < 2:
                 continue

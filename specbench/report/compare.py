@@ -18,8 +18,8 @@ Spec-Bench ``equal.py`` style).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 import pandas as pd

@@ -163,7 +163,8 @@ def fig_tokens_per_step(rows, sums, pair) -> Fig | None:
 
     return panels(groups, "tokens_per_step_vs_budget.png", draw,
                   f"tokens_per_step against budget for {pair}, greedy, one panel per dataset (its main prompt set); "
-                  f"bars: 95% bootstrap CI over prompts (none from fewer than {T.MIN_CI} prompts); large hollow markers: more than {T.MAX_CUT:.0%} of the "
+                  f"bars: 95% bootstrap CI over prompts (none from fewer than {T.MIN_CI} prompts); large hollow markers: "
+                  f"more than {T.MAX_CUT:.0%} of the "
                   "steps were cut by max_new_tokens (never ranked).")
 
 

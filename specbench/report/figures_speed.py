@@ -4,10 +4,10 @@ Same conventions as `figures` (one palette keyed by name, `Fig` results, legends
 """
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.colors import LogNorm
-import matplotlib.pyplot as plt
 
 from . import analysis as A
 from . import figures as F
@@ -133,7 +133,8 @@ def fig_gap(rows: pd.DataFrame, min_budgets: int = 3) -> F.Fig | None:
 
     return F.panels(groups, "gap_to_optimum.png", draw,
                     f"Measured tokens_per_step of each static shape (solid; 95% bootstrap CI from {F.T.MIN_CI}+ prompts) against "
-                    "the Sequoia DP's prediction for its best tree (dashed) and the DP's prediction for the same shape (hollow, dotted), per pair and "
+                    "the Sequoia DP's prediction for its best tree (dashed) and the DP's prediction for the same shape "
+                    "(hollow, dotted), per pair and "
                     f"dataset with at least {min_budgets} budgets (the others are in the table only).", h=3.4)
 
 

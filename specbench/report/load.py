@@ -19,9 +19,9 @@ import os
 import pandas as pd
 
 from ..core.atomic import incomplete
+from ..study.results import read_csv
 from . import analysis as A
 from . import compare as C
-from ..study.results import read_csv
 
 REQUIRED = ["config_hash", "pair", "tree", "budget", "verify", "dataset",
             "acceptance_rate", "acceptance_length", "tokens_per_step"]

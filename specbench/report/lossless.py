@@ -10,7 +10,6 @@ from . import analysis as A
 from . import speedup as S
 from .markdown import bullets, md_table
 
-
 LOSSLESS_ALGEBRA = ("**(b) Sampling modes.** The exact `first_token_tv` of a lossless mode is zero by its algebra "
                     "(the mode's first-token law is computed, not sampled), so a zero there is not evidence by "
                     "itself; the evidence is an empirical check: at fixed real prefixes, the first emitted token "

@@ -1,7 +1,7 @@
 """Markdown helpers: tables from column specs `[(header, fn)]`, bullets, figure links."""
 from __future__ import annotations
 
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 
 def md_table(rows: list[list], headers: list[str]) -> str:

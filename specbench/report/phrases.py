@@ -50,7 +50,7 @@ def tldr(t: dict) -> list[str]:
     out.append(f"{len(ranked)} of {len(ans)} answer rows carry a ranked claim (≥ {T.MIN_RANKED} prompts, ≤ "
                f"{T.MAX_CUT:.0%} of steps cut by max_new_tokens); the largest prompt set is {n_max}"
                + ("." if len(ranked) else ", so every \"fastest\" below is exploratory."))
-    for pair, g in ans.groupby("pair", sort=True):
+    for _pair, g in ans.groupby("pair", sort=True):
         g = g[g.speed.notna()]
         if g.empty:
             continue
@@ -133,7 +133,7 @@ def identity_sentences(idents: pd.DataFrame) -> list[str]:
         return []
     out = []
     keys = ["pair", "dtype", "mode", "shape", "ref_mode", "ref_shape"]
-    for k, g in idents.groupby(keys, sort=True):
+    for _k, g in idents.groupby(keys, sort=True):
         r = g.iloc[0].to_dict()
         a, b = (r["ref_tree"], r["tree"]) if r["tree"] != r["ref_tree"] else (r["ref_verify"], r["verify"])
         why = WHY.get(tuple(sorted((a, b)))) or "they build and accept the same trees here"

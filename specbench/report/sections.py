@@ -1,7 +1,7 @@
 """REPORT.md as a declarative list of sections (`SECTIONS`): (heading, render(ctx) -> markdown).
 
 A section's render reads the tables (`tables.compute`), the phrases (`phrases`) and the made
-figures by name; a section with nothing to show says why in one line.  The order is DESIGN.md's:
+figures by name; a section with nothing to show says why in one line.  The order (README, "The report"):
 TL;DR and the answer tables, analysis, method, setup, limitations, references, appendix.
 """
 from __future__ import annotations
@@ -59,7 +59,7 @@ def answer(ctx) -> str:
            f"forward costs (marked) — among the budgets where at most {T.MAX_CUT:.0%} of steps were cut by "
            f"max_new_tokens. A row is *ranked* only with ≥ {T.MIN_RANKED} prompts; no interval is printed from fewer "
            f"than {T.MIN_CI}. `(= chain N=8)`: identical step records (see *Identities*)."]
-    for key, g in _groups(t["answer"]):
+    for _key, g in _groups(t["answer"]):
         out.append(f"**{P.where(g.iloc[0].to_dict())}**\n\n" + table(g.to_dict("records"), ANSWER_COLS))
     return "\n\n".join(out + figs(ctx, "tokens_per_step_vs_budget.png", "gain_vs_chain.png", "projected_speedup.png"))
 

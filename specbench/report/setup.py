@@ -45,7 +45,8 @@ def bf16_replay_sentence(df: pd.DataFrame | None) -> str:
     parts = [f"{r.tree}/{int(r.budget)}: {int(r.diverged)} of {int(r.prompts)} prompts diverge"
              + (f" (mean first position {r.first_divergence_mean:.1f}, the target's top-1 minus top-2 logit there "
                 f"at most {r.margin_max:.3f})" if r.diverged else "")
-             + f", tokens_per_step live minus replay {P.interval(r.diff_live_minus_replay, r.diff_ci_lo, r.diff_ci_hi, int(r.prompts))}"
+             + ", tokens_per_step live minus replay "
+             + P.interval(r.diff_live_minus_replay, r.diff_ci_lo, r.diff_ci_hi, int(r.prompts))
              + (" (the interval includes zero)" if r.diff_ci_lo <= 0 <= r.diff_ci_hi else "")
              for r in df.itertuples()]
     return ("**bf16 replay against bf16 live decoding** (`scripts/bench_bf16_replay.py`, "

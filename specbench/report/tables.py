@@ -1,7 +1,7 @@
 """The report's tables as pandas frames: the answer tables, the cross-pair table, the cap,
 identities, calibration, batch size and measured vs projected speed (pandas only).
 
-Evidence rules (DESIGN.md): a ranked or "best" claim rests on >= MIN_RANKED prompts; an
+Evidence rules (README, "The report"): a ranked or "best" claim rests on >= MIN_RANKED prompts; an
 interval from fewer than MIN_CI prompts is not printed; a budget where more than MAX_CUT of
 the steps were cut by max_new_tokens is never ranked; a Sequoia tree calibrated on the
 prompts it is scored on is never ranked.
@@ -181,7 +181,7 @@ def answer(rows: pd.DataFrame) -> pd.DataFrame:
     (cut share <= MAX_CUT); where no budget qualifies, the fastest one, marked not ranked."""
     g = rows[rows.temperature == 0]
     out = []
-    for key, grp in g.groupby(A.GROUP + ["shape"], sort=True):
+    for _key, grp in g.groupby(A.GROUP + ["shape"], sort=True):
         grp = grp.assign(ok=~(grp.cut > MAX_CUT), key=grp.speed.fillna(-np.inf),
                          tps=grp.tokens_per_step.astype(float))
         pick = grp.sort_values(["ok", "key", "tps", "budget"], ascending=[False, False, False, True],
@@ -205,7 +205,7 @@ def cross_pair(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     g = g.assign(cross_shape=[str(_params(p).get("shape", s)) if t == "merged" else s
                               for t, p, s in zip(g.tree, g.tree_params, g["shape"])])
     rows = []
-    for key, grp in g.groupby(["dataset", "dtype", "max_new_tokens", "cross_shape", "budget"], sort=True):
+    for _key, grp in g.groupby(["dataset", "dtype", "max_new_tokens", "cross_shape", "budget"], sort=True):
         if grp.pair.nunique() < 2:
             continue
         grp = grp.drop_duplicates("pair")

@@ -54,10 +54,10 @@ from tqdm import tqdm
 
 from ..core.atomic import atomic_write
 from ..core.diskcache import DiskCache, cache_root
-from ..engine.loop import continuations, prompt_seed
-from ..engine.replay import cached_ranks_many
 from ..core.sampling import choose_children, probs
 from ..core.tree import DraftTree
+from ..engine.loop import continuations, prompt_seed
+from ..engine.replay import cached_ranks_many
 
 ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = ["pair", "pair_id", "dataset", "verify", "temperature", "rank", "p_accept", "n", "prompt_ids"]
@@ -88,8 +88,8 @@ def star_trial(mode, params: dict, k: int, root: int, p_row, q_row,
 
 
 def measure(job, ident, pair, prompts, ranks: int, eos) -> tuple[list[float], int]:
-    from .run import cache_keys, decode
     from ..verify.modes import get_mode
+    from .run import cache_keys, decode
     mode = get_mode(job.verify.name)
     params = mode.params(job.verify.params)
     temp, top_p = params["temperature"], params["top_p"]
@@ -169,11 +169,9 @@ def main(argv=None) -> None:
     args, overrides = ap.parse_known_args(argv)
     if args.ranks < 1:
         sys.exit("specbench: error: --ranks must be >= 1")
-    from ..inputs import data
-    from . import identity
-    from . import jobspec
-    from ..inputs import models
     from ..engine.api import eos_ids
+    from ..inputs import data, models
+    from . import identity, jobspec
     from .launch import compose
     cfg = compose(overrides)
     try:

@@ -21,9 +21,9 @@ def check_registries(job: JobSpec):
     """Tree policy, verification mode and drafter exist and fit together; returns the
     mode spec.  The ONE place the study layer asks the engine's registries about a job."""
     from ..drafting.drafters import DRAFTERS, check_supported
-    from ..verify.modespec import check_compatible
     from ..trees.policies import make_policy
     from ..verify.modes import get_mode
+    from ..verify.modespec import check_compatible
     policy = make_policy(job.tree.name, job.tree.budget, job.tree.params)   # bad params, calibration
     mode = get_mode(job.verify.name, job.verify.params)      # drafts with verify.children
     drafter = DRAFTERS.get(job.pair.drafter)

@@ -28,6 +28,7 @@ import glob
 import json
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -249,7 +250,7 @@ def newest(jobs, skipped: list) -> dict[str, JobRows]:
     return chosen
 
 
-def merge(dirs, existing: list[JobRows] = (), skipped: list | None = None):
+def merge(dirs, existing: Sequence[JobRows] = (), skipped: list | None = None):
     """summary, steps and outputs of the newest run of every config hash (see the docstring);
     ``dirs``: job folders, read as they are."""
     jobs = newest([*existing, *(read_job(d) for d in dirs)], skipped if skipped is not None else [])
@@ -344,10 +345,10 @@ def main(argv=None) -> None:
         tables = derived(args.out, summary, steps)
         write_all(args.out, summary, steps, outputs, tables)
     except CollectError as e:
-        raise SystemExit(f"specbench: error: {e}")
+        raise SystemExit(f"specbench: error: {e}") from None
     except OSError as e:
         from ..core.atomic import os_line
-        raise SystemExit(f"specbench: error: {os_line(e, args.out, '--out')} (nothing was replaced)")
+        raise SystemExit(f"specbench: error: {os_line(e, args.out, '--out')} (nothing was replaced)") from None
     if orphans:
         print(f"specbench: dropped {orphans} step rows of {args.out}/steps.csv that had no summary row")
     print(f"specbench: collected {len(summary)} configurations, {len(steps)} steps, "

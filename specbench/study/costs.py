@@ -37,12 +37,13 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from .. import CONF_DIR
-from ..inputs import models
-from ..engine.api import drafter_factory
 from ..core.kv import SlotKV
-from .results import atomic_write, write_csv
-from ..trees.policies import shape_paths
 from ..core.tree import paths_to_parents
+from ..engine.api import drafter_factory
+from ..inputs import models
+from ..trees.policies import shape_paths
+from .jobspec import pair_config
+from .results import atomic_write, write_csv
 
 SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -130,8 +131,9 @@ def settings(cfg: DictConfig) -> tuple[str, int, int, list]:
     """(results_dir, repeats, kv_len, [(pair config, dtype)]), refused in one line when
     out of range (no model load)."""
     from omegaconf import OmegaConf
-    from .jobspec import ConfigError, from_config
+
     from .checks import validate
+    from .jobspec import ConfigError, from_config
     out = str(cfg.get("results_dir", "results"))
     repeats, kv_len = cfg.get("costs_repeats", 5), cfg.get("costs_kv_len", 256)
     for key, value in (("costs_repeats", repeats), ("costs_kv_len", kv_len)):
@@ -141,11 +143,11 @@ def settings(cfg: DictConfig) -> tuple[str, int, int, list]:
     jobs = []
     for name in names:
         try:
-            pair_cfg = cfg.pair if name == cfg.pair.name else models.pair_config(name)
+            pair_cfg = OmegaConf.to_container(cfg.pair, resolve=True) if name == cfg.pair.name else pair_config(name)
         except ValueError as e:
             raise ConfigError(f"costs_pairs: {e}") from None
         for dtype in list(cfg.get("costs_dtypes") or [cfg.dtype]):
-            one = {**OmegaConf.to_container(cfg, resolve=True), "pair": OmegaConf.to_container(pair_cfg),
+            one = {**OmegaConf.to_container(cfg, resolve=True), "pair": pair_cfg,
                    "dtype": dtype, "tree": {"name": "none", "budget": 0}}
             validate(from_config(one))         # dtype, device, pair: the job spec's checks
             jobs.append((pair_cfg, str(dtype)))

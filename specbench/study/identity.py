@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import struct
 import os
 import socket
+import struct
 from dataclasses import dataclass, field, replace
-from urllib.parse import urlparse
 from pathlib import Path
+from urllib.parse import urlparse
 
 from ..core.atomic import atomic_write
 from .jobspec import ConfigError, DatasetSpec, JobSpec, ModelSpec
@@ -227,13 +227,6 @@ def pair_id(ident: Identity, drafter: str, drafter_params: dict | None = None) -
     drafter's own pair keys where it has any (e.g. a layer-skip drafter's ``layers``)."""
     key = {"draft": ident.draft, "target": ident.target, "drafter": drafter}
     return short_hash({**key, "params": drafter_params} if drafter_params else key)
-
-
-def pair_lookup_key(row) -> str:
-    """The key report/calibration lookups should group a pair's rows by: the row's
-    ``pair_id`` where it has one (rows collected before identities: its ``pair`` name)."""
-    pid = row.get("pair_id") if hasattr(row, "get") else None
-    return str(pid) if pid and pid == pid else str(row["pair"])
 
 
 def bind(job: JobSpec, ident: Identity) -> tuple[JobSpec, Identity]:

@@ -11,8 +11,9 @@ study layer take the spec's plain fields, never ``cfg``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -127,9 +128,6 @@ class JobSpec:
         """Prompts per forward for replay's continuations and draft ranks (1: bit-exact
         with batch-1 live decoding, ``exact_continuations=true``)."""
         return 1 if self.exact_continuations else self.batch_size
-
-    def with_engine(self, engine: str) -> "JobSpec":
-        return replace(self, engine=engine)
 
 
 # --------------------------------------------------------------------------
@@ -323,3 +321,18 @@ def from_config(cfg) -> JobSpec:
         replay_cache=None if top["replay_cache"] is None else str(top["replay_cache"]),
         exact_continuations=_bool(top["exact_continuations"], "exact_continuations"),
         extra={k: v for k, v in d.items() if k not in DEFAULTS and k not in ("pair", "tree", "verify", "dataset")})
+
+
+def pair_config(name: str) -> dict:
+    """conf/pair/NAME.yaml as a plain dict (a study pair's config, for scripts and multi-pair
+    commands; interpolations resolved where they can be); ValueError naming the valid pairs
+    when there is none."""
+    import os
+
+    from .. import CONF_DIR
+    path = os.path.join(CONF_DIR, "pair", f"{name}.yaml")
+    if not os.path.exists(path):
+        valid = sorted(f[:-5] for f in os.listdir(os.path.join(CONF_DIR, "pair")) if f.endswith(".yaml"))
+        raise ValueError(f"no pair '{name}' in conf/pair/ (valid: {', '.join(valid)})")
+    node = OmegaConf.load(path)
+    return dict(OmegaConf.to_container(node, resolve=False))  # type: ignore[arg-type]

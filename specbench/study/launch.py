@@ -34,12 +34,12 @@ import traceback
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
+from .. import CONF_DIR
 from ..core.atomic import os_line, write_text
 from ..core.registry import UnknownName
-
-from .. import CONF_DIR
-from .results import RESUMED_FILE
 from .resolvers import job_dirname  # noqa: F401  (registers conf/config.yaml's resolvers)
+from .results import RESUMED_FILE
+
 USER_ERRORS = (ValueError, UnknownName, OSError, FloatingPointError)
 ERROR_FILE = "error.txt"
 FAILED: list[str] = []        # job folders that failed in this process (error.txt or not)
@@ -48,7 +48,8 @@ STARTED: list[str] = []       # job folders started in this process
 
 def compose(overrides):
     """conf/config.yaml composed with ``overrides`` (no job folder, no Hydra run)."""
-    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return hydra_compose("config", overrides=list(overrides))
 

@@ -15,8 +15,9 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -62,7 +63,7 @@ def row_keys(job: JobSpec, ident: Identity, names: tuple[str, str], lossless: bo
 
 
 def _mode_tags(v) -> dict:
-    from ..verify.modes import get_mode          # torch: imported only when rows are written
+    from ..verify.modes import get_mode  # torch: imported only when rows are written
     from ..verify.modespec import row_tags
     spec = get_mode(v.name)
     return row_tags(spec, spec.params(v.params))

@@ -13,6 +13,7 @@ the job folder, with their own config hash and the job's as ``pair_key``.
 """
 from __future__ import annotations
 
+import functools
 import sys
 import time
 
@@ -23,24 +24,18 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from .. import CONF_DIR
-from ..inputs import data
-from . import argv
-from . import checks
-from . import identity
-from . import jobspec
-from . import launch
-from ..inputs import models
-from ..engine import replay
-from . import results
-from ..drafting.drafters import DRAFTERS
-from ..engine.api import drafter_factory, eos_ids
 from ..core.diskcache import DiskCache, cache_root
+from ..drafting.drafters import DRAFTERS
+from ..engine import replay
+from ..engine.api import drafter_factory, eos_ids
 from ..engine.loop import ContinuationVerifier, Decoding, LiveVerifier, PromptResult, accept_histogram
 from ..engine.loop import decode as run_loop
-from .jobspec import JobSpec
+from ..inputs import data, models
 from ..trees.policies import make_policy, policy_kind
 from ..verify.modes import get_mode
 from ..verify.modespec import row_tags
+from . import argv, checks, identity, jobspec, launch, results
+from .jobspec import JobSpec
 
 
 def new_policy(job: JobSpec):
@@ -71,7 +66,7 @@ def decode(job: JobSpec, ident, pair, prompts, engine: str) -> list[PromptResult
     eos = eos_ids(pair)
     paired = tuple((get_mode(n), checks.paired_params(job, n)) for n in job.verify.paired_with)
     run = Decoding(mode, mode.params(job.verify.params), job.max_new_tokens, eos, job.seed, paired=paired)
-    bar = (lambda it: tqdm(it, desc=f"{engine} {job.tree.name}/{job.tree.budget}", disable=not job.progress))
+    bar = functools.partial(tqdm, desc=f"{engine} {job.tree.name}/{job.tree.budget}", disable=not job.progress)
     if engine == "live":
         verifier = LiveVerifier(pair.target, run.params["temperature"], run.params["top_p"])
     else:

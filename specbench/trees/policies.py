@@ -18,12 +18,13 @@ Importing this module registers every policy.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import ClassVar
 
-from . import eagle2, sequoia  # noqa: F401  (registration of eagle2 / sequoia)
 from ..core.registry import Registry
 from ..core.tree import SHAPE_FNS, RankPath, static_paths
+from . import eagle2, sequoia  # noqa: F401  (registration of eagle2 / sequoia)
 
 POLICIES: Registry = Registry("tree policy")   # name -> factory(name, budget, params) -> TreePolicy
 KINDS = ("paths", "eagle2", "ngram_trie", "merged", "none")

@@ -25,8 +25,8 @@ import csv
 import functools
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

@@ -44,10 +44,10 @@ from __future__ import annotations
 
 import torch
 
-from .distshift import marginal_noreplace, marginal_sample
-from .modespec import Law, ModeSpec, PathLaw, Verdict, register
 from ..core.sampling import as_dist, sample, sequoia_next_q
 from ..core.tree import DraftTree
+from .distshift import marginal_noreplace, marginal_sample
+from .modespec import Law, ModeSpec, PathLaw, Verdict, register
 
 SAMPLED = {"sample": marginal_sample, "sample_noreplace": marginal_noreplace}
 

@@ -39,13 +39,13 @@ children.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
-from .modespec import RANDOM_RULES, ModeSpec, PathLaw
 from ..core.sampling import as_dist, residual, sequoia_next_q
 from ..core.tree import DraftTree
+from .modespec import RANDOM_RULES, ModeSpec, PathLaw
 
 MAX_DP_CHILDREN = 16
 

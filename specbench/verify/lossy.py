@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
+from ..core.tree import DraftTree
 from .distshift import fixed_next, fixed_path
 from .modespec import Law, ModeSpec, Verdict, children_by_rank, register, target_dist, target_token
-from ..core.tree import DraftTree
 
 
 # --------------------------------------------------------------------------

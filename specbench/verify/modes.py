@@ -13,11 +13,19 @@ from __future__ import annotations
 
 import torch
 
-from .distshift import (MAX_DP_CHILDREN, TooBig, fixed_next, fixed_path, marginal_noreplace, marginal_sample,
-                        top_down, top_down_next)
-from .modespec import MODES, Law, ModeSpec, Verdict, register
 from ..core.sampling import TREE_CHILD_RULES, accept_prob, as_dist, residual, sample, sequoia_next_q
 from ..core.tree import DraftTree
+from .distshift import (
+    MAX_DP_CHILDREN,
+    TooBig,
+    fixed_next,
+    fixed_path,
+    marginal_noreplace,
+    marginal_sample,
+    top_down,
+    top_down_next,
+)
+from .modespec import MODES, Law, ModeSpec, Verdict, register
 
 ANY_TREE = frozenset(TREE_CHILD_RULES)
 

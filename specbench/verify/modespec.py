@@ -44,9 +44,10 @@ Two job-level parameters choose how a mode drafts and tries siblings:
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Callable, Mapping, NamedTuple
+from typing import NamedTuple
 
 import torch
 
@@ -142,7 +143,7 @@ class ModeSpec:
             return ()
         return tuple(r for r in RANDOM_RULES if r in self.lossless_for)
 
-    def configured(self, params: Mapping) -> "ModeSpec":
+    def configured(self, params: Mapping) -> ModeSpec:
         """This spec with ``child_rule`` = ``params["children"]`` where the mode has that
         parameter (resolved params, ``spec.params(...)``); else the spec itself."""
         rule = params.get("children") if "children" in self.defaults else None
@@ -151,7 +152,7 @@ class ModeSpec:
         return replace(self, verdict=self.raw_verdict, child_rule=rule)
 
     def params(self, overrides: Mapping | None = None) -> dict:
-        """``defaults`` updated with ``overrides`` (a dict or the ``verify`` DictConfig;
+        """``defaults`` updated with ``overrides`` (a mapping, e.g. the job spec's ``verify`` params;
         ``name`` and None values are ignored).  Unknown keys and bad temperatures give
         a one-line ValueError naming the key."""
         out = dict(self.defaults)

@@ -63,11 +63,20 @@ from __future__ import annotations
 
 import torch
 
-from .block import (CHILDREN, SAMPLED, law_from_plan, node_stages, plan, traversal, traversal_law,
-                    traversal_next, verdict_from_plan)
-from .modespec import Law, ModeSpec, PathLaw, Verdict, register
 from ..core.sampling import as_dist
 from ..core.tree import DraftTree
+from .block import (
+    CHILDREN,
+    SAMPLED,
+    law_from_plan,
+    node_stages,
+    plan,
+    traversal,
+    traversal_law,
+    traversal_next,
+    verdict_from_plan,
+)
+from .modespec import Law, ModeSpec, PathLaw, Verdict, register
 
 
 def joint_ratio(tree: DraftTree, p: torch.Tensor, q: torch.Tensor) -> float:
