@@ -109,17 +109,22 @@ def test_block_reproduces_the_papers_toy_example():
     assert mean_accepted("traversal", chain, P, Q, "sample") == pytest.approx(11 / 9, abs=1e-12)
 
 
+def random_chain(g: torch.Generator, n: int = 5, v: int = 6):
+    """(p, q, tokens, tree): a sampled chain of n - 1 drafts over V = v with random p and q."""
+    p = torch.softmax(2 * torch.randn(n, v, generator=g, dtype=torch.float64), -1)
+    q = torch.softmax(2 * torch.randn(n, v, generator=g, dtype=torch.float64), -1)
+    q[-1] = 0
+    tokens = torch.randint(v, (n,), generator=g)
+    return p, q, tokens, DraftTree(list(range(-1, n - 1)), tokens, [0] * n, q, child_rule="sample")
+
+
 def test_block_weights_are_algorithm_2s():
     """The final weights of a chain's nodes are Algorithm 2's h_i (h_g = p_g), computed
     here straight from the paper's formulas."""
     g = torch.Generator().manual_seed(0)
     for _ in range(20):
-        n, v = 5, 6
-        p = torch.softmax(2 * torch.randn(n, v, generator=g, dtype=torch.float64), -1)
-        q = torch.softmax(2 * torch.randn(n, v, generator=g, dtype=torch.float64), -1)
-        q[-1] = 0
-        tokens = torch.randint(v, (n,), generator=g)
-        tree = DraftTree(list(range(-1, n - 1)), tokens, [0] * n, q, child_rule="sample")
+        n = 5
+        p, q, tokens, tree = random_chain(g, n)
         _, final = verify_block.plan(tree, p, q)
         weight = 1.0
         for i in range(1, n):

@@ -11,12 +11,11 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specbench.core.tree import DraftTree
 from specbench.study.checks import paired_fits
 from specbench.verify import distshift, seqlevel
 from specbench.verify.block import root_path
 from specbench.verify.modes import get_mode
-from test_block_traversal import CHAIN3, TREE12, TREE21, drafted_trees, random_tables
+from test_block_traversal import CHAIN3, TREE12, TREE21, drafted_trees, random_chain, random_tables
 from test_lossless_modes import NOREP, STAR3, UNBALANCED, markov_joint, step_joint, three_tokens
 from test_mode_orderings import WORLDS, mean_accepted, world
 from test_verify import draft_tree
@@ -54,12 +53,8 @@ def test_hsd_is_the_public_codes_rule():
     g = torch.Generator().manual_seed(0)
     differs = 0
     for _ in range(30):
-        n, v = 5, 6
-        p = torch.softmax(2 * torch.randn(n, v, generator=g, dtype=torch.float64), -1)
-        q = torch.softmax(2 * torch.randn(n, v, generator=g, dtype=torch.float64), -1)
-        q[-1] = 0
-        tokens = torch.randint(v, (n,), generator=g)
-        tree = DraftTree(list(range(-1, n - 1)), tokens, [0] * n, q, child_rule="sample")
+        n = 5
+        p, q, tokens, tree = random_chain(g, n)
         _, final = seqlevel.hsd_plan(tree, p, q)
         _, block_final = seqlevel.plan(tree, p, q)
         stop, full = public_code_hsd(p, q, tokens.tolist())
