@@ -9,12 +9,12 @@ cd "$(dirname "$0")"
 START=$(date +%s)
 OUT=${SPECBENCH_OUT:-outputs/reference}
 mkdir -p "$OUT"
-TIMES="$OUT/step_times.csv"   # each step's wall time (this run's), copied to results/run_times.csv
-echo "step,seconds" > "$TIMES"
+TIMES="$OUT/step_times.csv"   # each step's wall time, every run (a resumed run appends), copied to
+[ -f "$TIMES" ] || echo "run,step,seconds" > "$TIMES"    # results/run_times.csv
 STEP=""; STEP_T=$START
 step() {  # step MESSAGE: ends the previous step (its wall time to $TIMES), starts the next
   local now; now=$(date +%s)
-  if [ -n "$STEP" ]; then printf '"%s",%s\n' "$STEP" $(( now - STEP_T )) >> "$TIMES"; fi
+  if [ -n "$STEP" ]; then printf '%s,"%s",%s\n' "$START" "$STEP" $(( now - STEP_T )) >> "$TIMES"; fi
   STEP="$*"; STEP_T=$now
   echo; echo "== [run_all $(( now - START ))s] $*"
 }
@@ -68,7 +68,8 @@ $PY -m specbench.run -m sweep=reference_speed pair=qwen_coder tree=none,chain,bi
   hydra.sweep.dir="$OUT/speed_qwen_coder"
 
 step "losslessness on the real pair: first emitted token of each lossless sampling mode vs the target (results/lossless_check.csv)"
-once lossless $PY -m specbench.study.lossless --draws 600 pair=qwen_coder dataset=humaneval dataset.limit=3 dtype=bfloat16
+# one prompt (HumanEval/0): ~5 min here; every further prompt's uncertain prefix costs minutes per mode
+once lossless $PY -m specbench.study.lossless --draws 600 pair=qwen_coder dataset=humaneval dataset.limit=1 dtype=bfloat16
 
 step "tree-attention benchmark + real 1.5B model view (results/attention.csv)"
 if [ -s results/attention.csv ] && [ -z "${SPECBENCH_ATTENTION:-}" ]; then

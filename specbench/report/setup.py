@@ -89,15 +89,20 @@ def setup(t: dict, data: dict) -> str:
 
 
 def run_times(times: pd.DataFrame | None) -> str:
-    """Each step's wall time in the `bash run_all.sh` that produced results/ (run_times.csv)."""
+    """Each step's wall time in the `bash run_all.sh` runs that wrote results/ (run_times.csv; a
+    resumed run appends its own rows, and a step a run skipped reads near 0: per step, the longest)."""
     if times is None or times.empty:
         return "_results/run_times.csv is absent: the steps' wall times of `bash run_all.sh` were not recorded._"
-    setup = times.step.astype(str).str.startswith(SETUP_STEP)
-    study = int(times.seconds[~setup].sum())
-    rows = [[str(r.step), f"{int(r.seconds)}", f"{r.seconds / 60:.1f}"] for r in times.itertuples()]
-    return ("**Run times.** Each step of the `bash run_all.sh` that wrote results/ (wall seconds on this machine; "
-            "a step an earlier run finished reads near 0). Total without the set-up, up to the report: "
-            f"{study} s = {study / 60:.1f} min.\n\n" + md_table(rows, ["step", "seconds", "minutes"]))
+    runs = times.run.nunique() if "run" in times else 1
+    per = times.groupby("step", sort=False).seconds.max().reset_index()
+    setup = per.step.astype(str).str.startswith(SETUP_STEP)
+    study = int(per.seconds[~setup].sum())
+    rows = [[str(r.step), f"{int(r.seconds)}", f"{r.seconds / 60:.1f}"] for r in per.itertuples()]
+    how = ("one run" if runs == 1 else
+           f"{runs} runs (a later one resumed where an earlier one stopped; per step, the run that did its work)")
+    return (f"**Run times.** Each step of `bash run_all.sh` on this machine, {how}: wall seconds. Total without "
+            f"the set-up, up to the report: {study} s = {study / 60:.1f} min.\n\n"
+            + md_table(rows, ["step", "seconds", "minutes"]))
 
 
 def floor_sentences(summary: pd.DataFrame) -> list[str]:
