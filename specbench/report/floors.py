@@ -31,9 +31,12 @@ class Floor:
     temperatures: tuple = (0.0,)
     min_tokens: int = 128
     engine: str | None = None     # "live" for measured speed
+    shapes: tuple = ()            # (tree, budget) pairs instead of trees x budgets, where given
 
     def cells(self):
-        return itertools.product(self.pairs, self.trees, self.budgets, self.datasets, self.rules, self.temperatures)
+        shapes = self.shapes or [(t, b) for t, b in itertools.product(self.trees, self.budgets) if _fits(t, b)]
+        return [(p, t, b, d, r, temp) for p, (t, b), d, r, temp in
+                itertools.product(self.pairs, shapes, self.datasets, self.rules, self.temperatures)]
 
 
 def _floors() -> tuple[Floor, ...]:
@@ -65,10 +68,10 @@ def _floors() -> tuple[Floor, ...]:
               ("speculative", "block", "gbv", "hsd"), (0.3, 0.7)),
         Floor("3f. trees and lossy rules at T=0.3 and 0.7", ("qwen_coder",), ("binary",), (16,), he_mt, 16,
               ("mss", "traversal", "sequoia", "naive") + LOSSY, (0.3, 0.7)),
-        Floor("4. live speed at batch 8: plain, chain/4, binary/16", ("qwen_coder",), ("none", "chain", "binary"),
-              (0, 4, 16), ("humaneval",), 16, engine="live", min_tokens=64),
-        Floor("4b. live speed at batch 1", ("qwen_coder", "smollm_qwen"), ("none", "chain"), (0, 4), ("humaneval",),
-              16, engine="live-b1", min_tokens=64),
+        Floor("4. live speed at batch 8: plain, chain/4, binary/16", ("qwen_coder",), (), (), ("humaneval",), 16,
+              engine="live", min_tokens=64, shapes=(("none", 0), ("chain", 4), ("binary", 16))),
+        Floor("4b. live speed at batch 1: plain and chain/4, qwen_coder and smollm_qwen", ("qwen_coder", "smollm_qwen"),
+              (), (), ("humaneval",), 16, engine="live-b1", min_tokens=64, shapes=(("none", 0), ("chain", 4))),
     )
 
 
@@ -107,14 +110,16 @@ def missing(floor: Floor, summary: pd.DataFrame) -> list[tuple]:
         s = s[s.live_b1]
     ok = s[(s.n_prompts >= floor.min_prompts) & (s.max_new_tokens >= floor.min_tokens)]
     have = set(zip(ok.pair, ok.label, ok.budget.astype(int), ok.dataset, ok.verify, ok["T"]))
-    return [c for c in floor.cells() if _fits(c[1], c[2]) and c not in have]
+    return [c for c in floor.cells() if c not in have]
 
 
 def shortfall(floor: Floor, summary: pd.DataFrame) -> tuple[int, float]:
-    """(cells missing, the minutes they would take): each missing cell at the median wall time per
-    prompt-token of the runs most like it in summary.csv (greedy or sampling like it; then same pair
-    and tree, else same tree, else same pair, else all), times the floor's prompts and tokens."""
-    gone = missing(floor, summary)
+    """(cells missing, the minutes they would take): one decode per missing pair x shape x dataset x
+    temperature (the rules of a floor ride on it, ``verify.paired_with``), each at the median wall
+    time per prompt-token of the runs most like it in summary.csv (greedy or sampling like it; then
+    same pair and tree, else same tree, else same pair, else all), times the floor's prompts and tokens."""
+    cells = missing(floor, summary)
+    gone = sorted({(p, t, b, d, r if temp == 0 else "", temp) for p, t, b, d, r, temp in cells})
     s = _index(summary)
     s = s[s.pair_role.astype(str) == "decode"] if "pair_role" in s else s
     s = s.assign(r=s.wall_s.astype(float) / (s.n_prompts * s.max_new_tokens))
@@ -125,14 +130,14 @@ def shortfall(floor: Floor, summary: pd.DataFrame) -> tuple[int, float]:
             if len(pick):
                 total += float(pick.r.median()) * floor.min_prompts * floor.min_tokens
                 break
-    return len(gone), total / 60
+    return len(cells), total / 60
 
 
 def status(summary: pd.DataFrame) -> pd.DataFrame:
     """One row per floor: name, cells, missing, minutes the missing cells would take."""
     rows = []
     for f in FLOORS:
-        n = sum(1 for c in f.cells() if _fits(c[1], c[2]))
+        n = len(f.cells())
         gone, minutes = shortfall(f, summary)
         rows.append({"floor": f.name, "cells": n, "missing": gone, "minutes": minutes})
     return pd.DataFrame(rows)
