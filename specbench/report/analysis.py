@@ -25,8 +25,10 @@ BASELINE_TREES = ("none",)
 GROUP = ["pair", "dataset", "dtype", "max_new_tokens"]
 # the token-level rule each mode is compared with at T>0: the chain rule for chains, SpecInfer's for trees
 REFERENCE_MODE = {"chain": "speculative", "tree": "mss"}
-# rules that are the token-level rule on that shape (mss with one child per node is speculative sampling)
-TOKEN_LEVEL = {"chain": ("speculative", "mss"), "tree": ("mss",)}
+# rules that are the token-level rule on that shape (mss with one child per node is speculative sampling);
+# on the same drafted trees a rule is compared with the one of these its decode verified: mss (trees drawn
+# with replacement), sequoia (without), naive (top-k trees, the decode the lossy rules ride on)
+TOKEN_LEVEL = {"chain": ("speculative", "mss"), "tree": ("mss", "sequoia", "naive")}
 
 
 def fmt(x, digits: int = 3) -> str:

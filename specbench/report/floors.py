@@ -91,7 +91,11 @@ def tree_label(tree: str, params) -> str:
 
 def _index(summary: pd.DataFrame) -> pd.DataFrame:
     s = summary.copy()
-    s["label"] = [tree_label(t, p) for t, p in zip(s.tree, s.get("tree_params", ""))]
+    for col, default in (("tree_params", "{}"), ("engine", ""), ("batch_size", 1), ("temperature", 0.0),
+                         ("pair_role", "decode"), ("wall_s", float("nan"))):
+        if col not in s:
+            s[col] = default
+    s["label"] = [tree_label(t, p) for t, p in zip(s.tree, s.tree_params)]
     s["T"] = s.temperature.astype(float).round(3)
     s["live_b1"] = (s.engine.astype(str) == "live") & (s.batch_size.astype(int) == 1)
     return s
@@ -121,7 +125,7 @@ def shortfall(floor: Floor, summary: pd.DataFrame) -> tuple[int, float]:
     cells = missing(floor, summary)
     gone = sorted({(p, t, b, d, r if temp == 0 else "", temp) for p, t, b, d, r, temp in cells})
     s = _index(summary)
-    s = s[s.pair_role.astype(str) == "decode"] if "pair_role" in s else s
+    s = s[s.pair_role.astype(str) == "decode"]
     s = s.assign(r=s.wall_s.astype(float) / (s.n_prompts * s.max_new_tokens))
     total = 0.0
     for pair, label, _, _, _, temp in gone:
@@ -133,8 +137,14 @@ def shortfall(floor: Floor, summary: pd.DataFrame) -> tuple[int, float]:
     return len(cells), total / 60
 
 
+NEEDED = ("pair", "tree", "budget", "dataset", "verify", "n_prompts", "max_new_tokens")
+
+
 def status(summary: pd.DataFrame) -> pd.DataFrame:
-    """One row per floor: name, cells, missing, minutes the missing cells would take."""
+    """One row per floor: name, cells, missing, minutes the missing cells would take (no rows when
+    summary.csv lacks a column the floors need)."""
+    if not set(NEEDED) <= set(summary.columns):
+        return pd.DataFrame(columns=["floor", "cells", "missing", "minutes"])
     rows = []
     for f in FLOORS:
         n = len(f.cells())

@@ -104,8 +104,9 @@ def modes(ctx) -> str:
         return ("_No configuration ran at T>0 beside its token-level rule on shared prompts, so there is no mode "
                 "comparison._")
     out = ["Each rule at T>0 against its strongest token-level baseline on the same shape, budget and temperature "
-           "(speculative sampling on chains; multi-step speculative sampling, mss, on trees drawn with replacement), "
-           "on the prompts both ran. *same trees*: the rule re-verified the baseline's own drafted trees "
+           "(speculative sampling on chains; multi-step speculative sampling, mss, on trees drawn with replacement; "
+           "on the same drafted trees, the token-level rule their decode verified: sequoia on trees drawn without "
+           "replacement, naive on the top-k trees the lossy rules share), on the prompts both ran. *same trees*: the rule re-verified the baseline's own drafted trees "
            "(`verify.paired_with`), so Δ is the gain per drafted tree; *own trees*: each drafted its own."]
     for key, grp in _groups(g, A.GROUP + ["temperature"]):
         grp = grp.sort_values(["lossless_b", "tree", "budget", "mode"], ascending=[False, True, True, True])

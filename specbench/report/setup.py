@@ -108,6 +108,8 @@ def run_times(times: pd.DataFrame | None) -> str:
 def floor_sentences(summary: pd.DataFrame) -> list[str]:
     """The study's size floors (report/floors.py): how many are met, and each unmet one with its cost."""
     st = F.status(summary)
+    if st.empty:
+        return [f"summary.csv lacks one of {', '.join(F.NEEDED)}: the study's size floors are not checked."]
     met = st[st.missing == 0]
     out = [f"Study size: {len(met)} of {len(st)} floors of the reference study are met in full "
            f"({'; '.join(met.floor) if len(met) else 'none'})."]
