@@ -1,6 +1,6 @@
 """On-disk caches for the replay engine: small JSON records keyed by content.
 
-Two kinds of record are stored (see ``specbench/replay.py``):
+Two kinds of record are stored (see ``specbench/engine/replay.py``):
 
 * ``continuation``: the target's greedy continuation c of one prompt, keyed by
   the target model, the prompt's token ids, max_new_tokens, dtype, device and
