@@ -1,4 +1,4 @@
-"""Prompt datasets (specbench/data.py): every loader, limit, chat template, errors."""
+"""Prompt datasets (specbench/inputs/data.py): every loader, limit, chat template, errors."""
 from __future__ import annotations
 
 import copy

@@ -1,4 +1,4 @@
-"""Exact first-token distribution shift and expected acceptance (specbench/distshift.py)."""
+"""Exact first-token distribution shift and expected acceptance (specbench/verify/distshift.py)."""
 from __future__ import annotations
 
 import dataclasses

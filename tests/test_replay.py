@@ -19,7 +19,7 @@ TIMING = ("draft_s", "verify_s")
 STATIC = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("topk_wide", {"width": 3}),
           ("specinfer", {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}),
           ("paths", {"paths": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]})]
-# shapes built by specbench/plans.py or given as conf/tree presets
+# shapes built by specbench/trees/policies.py or given as conf/tree presets
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLANNED = {"medusa63": None,                                   # conf/tree/medusa63.yaml
            "sequoia": {"name": "sequoia", "vector": [0.6, 0.2, 0.1, 0.05], "depth": 6},

@@ -1,4 +1,4 @@
-"""Verification modes (specbench/verify.py) and sampling helpers (specbench/sampling.py)."""
+"""Verification modes (specbench/verify/modes.py) and sampling helpers (specbench/core/sampling.py)."""
 from __future__ import annotations
 
 from pathlib import Path
