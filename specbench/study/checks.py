@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from .. import CONF_DIR
-from .jobspec import CHAIN_TREES, ConfigError, JobSpec
+from .jobspec import ConfigError, JobSpec
 
 # modes whose verdict ignores the temperature (target argmax): at T > 0 their rows would say
 # temperature=0.7 over T=0 outputs, so such a job is refused
@@ -21,14 +21,14 @@ def check_registries(job: JobSpec):
     """Tree policy, verification mode and drafter exist and fit together; returns the
     mode spec.  The ONE place the study layer asks the engine's registries about a job."""
     from ..drafting.drafters import DRAFTERS, check_supported
-    from ..trees.policies import make_policy
+    from ..trees.policies import make_policy, policy_spec
     from ..verify.modes import get_mode
     from ..verify.modespec import check_compatible
     policy = make_policy(job.tree.name, job.tree.budget, job.tree.params)   # bad params, calibration
     mode = get_mode(job.verify.name, job.verify.params)      # drafts with verify.children
     drafter = DRAFTERS.get(job.pair.drafter)
     check_supported(drafter, policy.kind, policy.name)
-    if mode.chain_only and job.tree.name not in CHAIN_TREES:
+    if mode.chain_only and not policy_spec(job.tree.name).chain:
         raise ConfigError(f"verify={job.verify.name} verifies a single chain only: use tree=chain")
     if mode.child_rule == "topk" and job.verify.draft_temperature <= 0:
         raise ConfigError(f"verify.draft_temperature=0 with verify={job.verify.name}: top-k siblings "
@@ -50,8 +50,9 @@ def paired_fits(mode, other, tree_rule: str, chain: bool) -> bool:
 
 def check_paired(job: JobSpec, mode, tree_rule: str) -> None:
     """verify.paired_with: every mode chooses children like the primary and fits its trees."""
+    from ..trees.policies import policy_spec
     from ..verify.modes import MODES, get_mode
-    chain = job.tree.name in CHAIN_TREES
+    chain = policy_spec(job.tree.name).chain
     for name in job.verify.paired_with:
         try:
             other = get_mode(name)

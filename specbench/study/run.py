@@ -31,7 +31,7 @@ from ..engine.api import drafter_factory, eos_ids
 from ..engine.loop import ContinuationVerifier, Decoding, LiveVerifier, PromptResult, accept_histogram
 from ..engine.loop import decode as run_loop
 from ..inputs import data, models
-from ..trees.policies import make_policy, policy_kind
+from ..trees.policies import make_policy, policy_spec
 from ..verify.modes import get_mode
 from ..verify.modespec import row_tags
 from . import argv, checks, identity, jobspec, launch, results
@@ -45,7 +45,7 @@ def new_policy(job: JobSpec):
 def by_ranks(job: JobSpec) -> bool:
     """Rank replay (the pure fast path) fits static shapes over a drafter that declares it
     (a draft model, or the target's layer subset: top-k children of one model's ranks)."""
-    return DRAFTERS.get(job.pair.drafter).rank_replay and policy_kind(job.tree.name) == "paths"
+    return DRAFTERS.get(job.pair.drafter).rank_replay and policy_spec(job.tree.name).rank_replayable
 
 
 def cache_keys(job: JobSpec, ident, eos) -> tuple[dict, dict]:

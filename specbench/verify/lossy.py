@@ -66,7 +66,7 @@ def typical(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -
 register(ModeSpec(
     name="typical", verdict=typical, child_rule="topk", lossless_for=frozenset(),
     law=Law(fixed_path(typical_path, typical_next), next_laws=fixed_next(typical_next)), defaults={"eps": 0.09, "delta": 0.3},
-    doc=typical.__doc__.splitlines()[0]))
+    doc=(typical.__doc__ or "").splitlines()[0]))
 
 
 # --------------------------------------------------------------------------
@@ -83,7 +83,8 @@ def _eps_rule(px: float, qx: float, params) -> bool:
 def seed_path(accepts, tree: DraftTree, p: torch.Tensor, q: torch.Tensor, params) -> list[int]:
     """Walk down taking the first child (rank order) the rule ``accepts``; stop at
     the first node with none (or a leaf)."""
-    node, path = 0, []
+    node = 0
+    path: list[int] = []
     while True:
         nxt = [c for c in children_by_rank(tree, node)
                if accepts(float(p[node, tree.tokens[c]]), float(q[node, tree.tokens[c]]), params)]

@@ -45,7 +45,8 @@ def greedy_path(tree: DraftTree, p: torch.Tensor, q=None, params=None) -> list[i
     """Longest path whose tokens equal the target's argmax after their parent."""
     best = p.argmax(-1).tolist()
     tokens = tree.tokens.tolist()
-    node, path = 0, []
+    node = 0
+    path: list[int] = []
     while nxt := [c for c in tree.children(node) if tokens[c] == best[node]]:
         node = nxt[0]
         path.append(node)
@@ -84,7 +85,8 @@ def _multi_step(tree: DraftTree, p: torch.Tensor, q: torch.Tensor, rng: torch.Ge
     every child is rejected, or at a leaf, the next token is drawn from the current p.
     """
     tokens = tree.tokens.tolist()
-    node, path = 0, []
+    node = 0
+    path: list[int] = []
     while True:
         kids = tree.children(node)
         pr = as_dist(p[node])
@@ -226,7 +228,8 @@ register(ModeSpec(
 def naive(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> Verdict:
     """SpecInfer naive sampling: draw x ~ p; accept it if it is a child, else emit it."""
     tokens = tree.tokens.tolist()
-    node, path = 0, []
+    node = 0
+    path: list[int] = []
     while True:
         x = sample(p[node], rng)
         hit = [c for c in tree.children(node) if tokens[c] == x]

@@ -55,7 +55,7 @@ from ..core.registry import Registry
 from ..core.sampling import CHILD_RULES, TREE_CHILD_RULES, check_temperature
 from ..core.tree import DraftTree
 
-MODES: Registry = Registry("verify mode")
+MODES: Registry[ModeSpec] = Registry("verify mode")
 RANDOM_RULES = ("sample", "sample_noreplace")     # child rules with draft randomness
 COMMON_DEFAULTS = {"temperature": 1.0, "draft_temperature": 1.0, "top_p": 1.0}
 SIBLING_ORDERS = ("random", "storage")
@@ -108,7 +108,7 @@ class ModeSpec:
     defaults: Mapping = field(default_factory=dict)
     doc: str = ""
     sibling_order: str = ""               # fixed order siblings are tried in ("" = none / a parameter)
-    raw_verdict: Callable = field(default=None, init=False, repr=False, compare=False)
+    raw_verdict: Callable[..., Verdict] = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.child_rule not in CHILD_RULES:
@@ -156,7 +156,8 @@ class ModeSpec:
         ``name`` and None values are ignored).  Unknown keys and bad temperatures give
         a one-line ValueError naming the key."""
         out = dict(self.defaults)
-        for key in (overrides or {}):
+        overrides = overrides or {}
+        for key in overrides:
             val = overrides[key]
             if key == "name" or val is None:
                 continue
@@ -197,7 +198,7 @@ def row_tags(spec: ModeSpec, params: Mapping) -> dict:
 
 def register(spec: ModeSpec) -> ModeSpec:
     """Add a mode to ``MODES``."""
-    return MODES.register(spec.name)(spec)
+    return MODES.add(spec.name, spec)
 
 
 def fits(spec: ModeSpec, tree_child_rule: str) -> bool:
