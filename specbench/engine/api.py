@@ -12,6 +12,9 @@ Live engine only (wall-clock figures); the study job (``run``) adds replay and c
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ..drafting.drafters import DRAFTERS
 from ..trees.policies import make_policy
 from ..verify.modes import get_mode
@@ -41,7 +44,7 @@ def decode_prompts(pair, prompts, tree: dict, verify: dict, max_new_tokens: int,
                   progress, batch_size)
 
 
-def drafter_factory(pair, params: dict):
+def drafter_factory(pair, params: Mapping[str, Any]):
     """New drafters of the pair's kind (``pair.drafter``), every one a row of one shared
     draft cache, so that a batch of rows drafts in lockstep."""
     cls = DRAFTERS.get(getattr(pair, "drafter", "model"))

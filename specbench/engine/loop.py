@@ -55,7 +55,7 @@ from ..drafting.levels import run_levels
 from ..trees.policies import TreePolicy, make_policy
 from ..verify import distshift as law
 from ..verify.modes import get_mode
-from ..verify.modespec import ModeSpec, Verdict
+from ..verify.modespec import ModeParams, ModeSpec, Verdict
 
 NAN = float("nan")
 
@@ -89,12 +89,12 @@ class PromptResult:
 class Decoding:
     """What a job decodes with, besides drafter, verifier and tree policy."""
     mode: ModeSpec                     # a verify mode spec (``verify.get_mode``)
-    params: dict                       # ``mode.params(...)``: temperature, top_p, ...
+    params: ModeParams                 # ``mode.params(...)``: temperature, top_p, ...
     max_new_tokens: int
     eos: frozenset[int] = frozenset()
     seed: int = 0
     measure_shift: bool = True         # exact first_token_tv / expected_accepted per step
-    paired: tuple[tuple[ModeSpec, dict], ...] = ()   # modes verified on the same trees
+    paired: tuple[tuple[ModeSpec, ModeParams], ...] = ()   # modes verified on the same trees
 
 
 class Verifier(Protocol):
@@ -225,7 +225,7 @@ def paired_generators(rng: torch.Generator, n: int) -> list[torch.Generator]:
 
 
 def step_record(prompt_id: str, step: int, tree: DraftTree, p: torch.Tensor, verdict: Verdict, new: list[int],
-                mode: ModeSpec, params: dict, measure_shift: bool) -> StepRecord:
+                mode: ModeSpec, params: ModeParams, measure_shift: bool) -> StepRecord:
     """The record of one verdict on one tree (timing left NaN); ``new`` = tokens appended."""
     accepted = min(len(verdict.path), len(new))
     path = verdict.path[:accepted]

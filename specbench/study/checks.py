@@ -8,9 +8,6 @@ import os
 from .. import CONF_DIR
 from .jobspec import ConfigError, JobSpec
 
-# modes whose verdict ignores the temperature (target argmax): at T > 0 their rows would say
-# temperature=0.7 over T=0 outputs, so such a job is refused
-ARGMAX_MODES = ("greedy",)
 DATASET_COMMON = ("name", "limit", "max_prompt_tokens", "kind")
 
 
@@ -64,7 +61,7 @@ def check_paired(job: JobSpec, mode, tree_rule: str) -> None:
                               f"verify={job.verify.name} on tree={job.tree.name}; modes that fit: {', '.join(fit)}")
 
 
-def paired_params(job: JobSpec, name: str) -> dict:
+def paired_params(job: JobSpec, name: str):
     """A paired mode's parameters: its defaults with the primary's temperatures and top-p
     (the target rows are shared, so these must be too), the primary's child rule
     (``verify.children``) where the paired mode has that parameter, and the primary's
@@ -80,11 +77,17 @@ def paired_params(job: JobSpec, name: str) -> dict:
     return other.params(shared)
 
 
+def argmax(mode: str) -> bool:
+    """Whether a (registered) mode declares its verdict the target's argmax (``ModeSpec.argmax``)."""
+    from ..verify.modes import MODES
+    return mode in MODES and MODES.get(mode).argmax
+
+
 def why_not_replayable(job: JobSpec, bf16_continuation: bool = False) -> str | None:
     """None when replay is exact for this job, else the reason.  ``bf16_continuation``:
     also accept bfloat16, where replay's reference is DEFINED as the target's batched bf16
     continuation (README "Engines": how far live bf16 decoding is from it is measured)."""
-    if job.verify.name != "greedy":
+    if not argmax(job.verify.name):
         return f"verify={job.verify.name} is not greedy"
     if job.verify.paired_with:
         return "verify.paired_with needs the target's distributions at every node"
@@ -107,9 +110,10 @@ def resolve_engine(job: JobSpec) -> str:
 
 
 def check_temperature(job: JobSpec) -> None:
-    """A deterministic (argmax) rule at T > 0 is refused: its row would contradict itself."""
+    """A deterministic (argmax) rule at T > 0 is refused: its row would say temperature=0.7
+    over T=0 outputs."""
     for name in (job.verify.name, *job.verify.paired_with):
-        if name in ARGMAX_MODES and job.verify.temperature > 0:
+        if argmax(name) and job.verify.temperature > 0:
             raise ConfigError(f"verify.temperature={job.verify.temperature:g} with {name}: greedy verification "
                               f"is the target's argmax (T=0) whatever the temperature; use verify.temperature=0, "
                               f"or a sampling mode at T > 0 (e.g. verify=mss or verify=sequoia)")

@@ -236,7 +236,7 @@ def _verify(d: Mapping) -> VerifySpec:
     name = str(v.pop("name"))
     paired = _names(v.pop("paired_with", None), "verify.paired_with")
     try:
-        params = get_mode(name).params(v)
+        params = dict(get_mode(name).params(v))   # a plain dict: the config hash covers it
     except ValueError as e:
         raise ConfigError(str(e)) from None
     top_p = _float(params["top_p"], "verify.top_p", 0.0, 1.0, "use a value in (0, 1], e.g. verify.top_p=1")

@@ -39,7 +39,7 @@ children.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 
@@ -155,7 +155,7 @@ def _rows(x: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def path_law(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-             params: dict, need_next: bool = False) -> PathLaw:
+             params: Mapping, need_next: bool = False) -> PathLaw:
     """P(node on the accepted path) for every node, conditional on the drawn tokens
     (NaNs when too large to compute exactly)."""
     spec.check_tree(tree, q)
@@ -167,7 +167,7 @@ def path_law(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor |
 
 
 def first_token_dist(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-                     params: dict, marginal: bool = True) -> torch.Tensor:
+                     params: Mapping, marginal: bool = True) -> torch.Tensor:
     """Exact distribution (float64 [V]) of the step's first emitted token; NaNs when it
     is not computable (see the module docstring)."""
     spec.check_tree(tree, q)
@@ -189,20 +189,20 @@ def first_token_dist(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.
 
 
 def first_token_tv(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-                   params: dict, marginal: bool = True) -> float:
+                   params: Mapping, marginal: bool = True) -> float:
     """Total variation 0.5 * |first_token_dist - p[0]|_1 (NaN when not computable)."""
     dist = first_token_dist(spec, tree, p, q, params, marginal)
     return 0.5 * float((dist - as_dist(p[0])).abs().sum())
 
 
 def expected_accepted(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-                      params: dict) -> float:
+                      params: Mapping) -> float:
     """Exact E[#accepted draft tokens] over the verifier's randomness for this tree."""
     return float(sum(path_law(spec, tree, p, q, params).reach[1:]))
 
 
 def path_end_law(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-                 params: dict) -> list[tuple[int, float, torch.Tensor]]:
+                 params: Mapping) -> list[tuple[int, float, torch.Tensor]]:
     """The mode's exact law of one step, conditional on the drawn tokens: (end node v,
     P(the accepted path ends at v), law of the token emitted after it) for every node
     with P > 0.  P(end at v) = reach[v] - sum of its children's reach."""
