@@ -130,10 +130,13 @@ def group_keys(group: str, option: str) -> set[str] | None:
 
 
 def tree_keys(job: JobSpec) -> set[str] | None:
-    """The parameters the job's tree uses: its preset's keys (tree=merged: and its sub-shape's)."""
+    """The parameters the job's tree uses: its preset's keys, and those of the policy it
+    nests (``Params.nested``: tree=merged's model shape)."""
+    from ..trees.policies import POLICIES
     keys = group_keys("tree", job.tree.name)
-    if keys is not None and job.tree.name == "merged":
-        keys |= group_keys("tree", str(job.tree.params.get("shape", "chain"))) or set()
+    if keys is not None and job.tree.name in POLICIES:
+        if (sub := POLICIES.get(job.tree.name).params.nested(job.tree.params)) is not None:
+            keys |= group_keys("tree", sub) or set()
     return keys
 
 

@@ -54,6 +54,11 @@ class Params:
             kw[key] = value
         return cls(**kw)
 
+    @classmethod
+    def nested(cls, given: Mapping[str, Any]) -> str | None:
+        """The policy whose ``tree.*`` keys these parameters take as well (None: none)."""
+        return None
+
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 

@@ -110,6 +110,10 @@ class MergedParams(Params):
         own = {k: v for k, v in given.items() if k in ("ngram_share", "shape") and v is not None}
         return cls(**own, model={k: v for k, v in given.items() if k not in ("ngram_share", "shape")})
 
+    @classmethod
+    def nested(cls, given: Mapping[str, Any]) -> str | None:
+        return str(given.get("shape", cls.shape))
+
 
 @dataclass
 class Merged(TreePolicy):
