@@ -132,10 +132,6 @@ class Drafter:
 DRAFTERS: Registry[type[Drafter]] = Registry("drafter", name_attr="name")
 
 
-def supported_kinds(cls: type[Drafter]) -> list[str]:
-    return list(cls.grows)
-
-
 def check_supported(cls: type[Drafter], kind: str, name: str) -> None:
     """One line naming the tree policies a drafter supports."""
     if kind not in cls.grows:
