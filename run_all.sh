@@ -72,9 +72,11 @@ step "study: measured speed (live bf16, 8 prompts in flight: plain decoding, cha
 $PY -m specbench.run -m sweep=reference_speed pair=qwen_coder tree=none,chain,binary out_root="$OUT" \
   hydra.sweep.dir="$OUT/speed_qwen_coder"
 
-step "losslessness on the real pair: first emitted token of each lossless sampling mode vs the target (results/lossless_check.csv)"
-# one prompt (HumanEval/0): ~5 min here; every further prompt's uncertain prefix costs minutes per mode
-once lossless $PY -m specbench.study.lossless --draws 600 pair=qwen_coder dataset=humaneval dataset.limit=1 dtype=bfloat16
+step "losslessness on the real pair: first emitted token of each lossless sampling mode vs the target, modes that draft alike on the same trees (results/lossless_check.csv)"
+# one prompt (HumanEval/0), 1200 draws per group of modes that draft alike: ~7 min here.  90% power
+# against a first-token TV of 0.02 takes --draws auto (15148 per group, ~80 min here: REPORT.md)
+once lossless_grouped $PY -m specbench.study.lossless --draws 1200 pair=qwen_coder dataset=humaneval dataset.limit=1 \
+  dtype=bfloat16
 
 step "tree-attention benchmark + real 1.5B model view (results/attention.csv)"
 if [ -s results/attention.csv ] && [ -z "${SPECBENCH_ATTENTION:-}" ]; then

@@ -30,23 +30,37 @@ def pair_and_prompt(tiny_draft, tiny_target, tiny_tokenizer):
     return pair, Prompt("p0", "", tiny_tokenizer.encode("def fibonacci(n):\n    if n"), "x")
 
 
-@pytest.mark.parametrize("mode,tree", [("mss", TREES["tree"]), ("traversal", TREES["tree"]),
-                                       ("block", TREES["chain"])])
-def test_memoised_draws_equal_the_plain_engines_draws(pair_and_prompt, mode, tree):
+@pytest.mark.parametrize("mode,tree,other", [("mss", TREES["tree"], "traversal"),
+                                             ("traversal", TREES["tree"], "mss"), ("block", TREES["chain"], "speculative")])
+def test_memoised_batched_draws_equal_the_plain_engines_draws(pair_and_prompt, mode, tree, other):
+    """Memo, batching and a second mode verifying the same drafted trees change no draw."""
     from dataclasses import replace
 
     from specbench.engine.memo import MemoModel
     pair, pr = pair_and_prompt
-    plain = L.first_tokens(pair, pr.ids, 0, mode, tree, 25, T1)
+    plain, = L.first_tokens(pair, pr.ids, 0, [(mode, {})], tree, 25, T1)
     memo = replace(pair, draft=MemoModel(pair.draft), target=MemoModel(pair.target))
-    assert L.first_tokens(memo, pr.ids, 0, mode, tree, 25, T1) == plain
-    assert 0 < memo.target.forwards <= 25
+    grouped = L.first_tokens(memo, pr.ids, 0, [(mode, {}), (other, {})], tree, 25, T1, batch=8)
+    assert grouped[0] == plain and len(grouped[1]) == 25
+    assert 0 < memo.target.forwards <= 25 / 8 + 1          # the batch's new nodes in one forward
     warmed = replace(pair, draft=MemoModel(pair.draft), target=MemoModel(pair.target))
     for m in (warmed.draft, warmed.target):
         m.set_base(pr.ids[:-1])
     L.warm(warmed, pr.ids[-1], get_mode(mode).params(T1), (16, 64))    # one batched forward per depth
     assert warmed.target.forwards == 1 and len(warmed.target.memo) == 1 + 16 + 64
-    assert L.first_tokens(warmed, pr.ids, 0, mode, tree, 25, T1) == plain
+    assert L.first_tokens(warmed, pr.ids, 0, [(mode, {})], tree, 25, T1, batch=5)[0] == plain
+    with pytest.raises(ValueError, match="one prompt at a time"):
+        warmed.target.set_base(pr.ids[:-1])
+        L.first_tokens(warmed, pr.ids[:-1], 0, [(mode, {})], tree, 2, T1, batch=2)
+
+
+def test_groups_share_drafting_by_tree_and_child_rule():
+    g = L.groups(["speculative", "mss", "block", "mss[order=storage]", "sequoia", "traversal[children=sample_noreplace]",
+                  "hsd", "naive", "typical"], TREES, T1)
+    assert g == {(TREES["chain"], "sample"): ["speculative", "block", "hsd"],
+                 (TREES["tree"], "sample"): ["mss", "mss[order=storage]"],
+                 (TREES["tree"], "sample_noreplace"): ["sequoia", "traversal[children=sample_noreplace]"],
+                 (TREES["tree"], "topk"): ["naive", "typical"]}
 
 
 def test_every_lossless_sampling_mode_passes_and_a_lossy_rule_fails(pair_and_prompt):
@@ -124,3 +138,21 @@ def test_holm_ignores_missing_p_values():
     got = holm(pd.Series([0.01, 0.04, float("nan"), 0.03, 0.005]))
     assert got.isna().tolist() == [False, False, True, False, False]
     assert got.dropna().round(6).tolist() == [0.03, 0.06, 0.06, 0.02]
+
+
+def test_a_memoised_context_keeps_its_first_logits(pair_and_prompt):
+    """An ancestor re-forwarded for a new child's keys is not overwritten (in bf16 the new
+    forward's batch would move its logits, and the check's target law with them)."""
+    from dataclasses import replace
+
+    from specbench.engine.memo import MemoModel
+    pair, pr = pair_and_prompt
+    memo = replace(pair, target=MemoModel(pair.target)).target
+    memo.set_base(pr.ids[:-1])
+    root = (int(pr.ids[-1]),)
+    first = memo.logits([root])[0].clone()
+    memo.memo[root] = first + 1.0                   # a stand-in for the first forward's rounding
+    child = root + (int(first.argmax()),)
+    memo.logits([child])
+    assert memo.forwards == 2 and child in memo.memo
+    assert bool((memo.memo[root] == first + 1.0).all())
