@@ -99,7 +99,11 @@ def test_cli_writes_the_csv_atomically_replaces_its_rows_and_the_report_shows_it
     r = specbench("specbench.report", "--results", str(tmp_path / "results"), "--out", str(report))
     assert r.returncode == 0, r.stderr[-2000:]
     text = report.read_text()
-    assert "| pair | verify | temperature | prefix_id | seed | n_draws | tree | budget | chi2_p | holm_p | tv | tv_null |" in text
+    assert ("| pair | verify | child_rule | sibling_order | dtype | temperature | prefix_id | seed | n_draws | tree "
+            "| budget | chi2_p | holm_p | tv | tv_null | power |") in text
+    assert "Power: with 30+ draws" in text and "90% power at TV 0.02 takes" in text
+    assert "Positive controls (ratio, typical, lossy rules through the same check at the same N)" in text
+    assert "| local | ratio | topk | float32 |" in text
     assert "block: 0 of 2 checks (prefix × seed) have p < 0.01" in text and "not evidence by itself" in text
     tested = int(table.chi2_p.notna().sum())                 # a check with one bin has no χ² p: not a test
     assert f"Holm-adjusted over the pair's {tested} checks" in text
