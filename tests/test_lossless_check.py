@@ -101,9 +101,8 @@ def test_cli_writes_the_csv_atomically_replaces_its_rows_and_the_report_shows_it
     text = report.read_text()
     assert ("| pair | verify | child_rule | sibling_order | dtype | temperature | prefix_id | seed | n_draws | tree "
             "| budget | chi2_p | holm_p | tv | tv_null | power |") in text
-    assert "Power: with 30+ draws" in text and "90% power at TV 0.02 takes" in text
     assert "Positive controls (ratio, typical, lossy rules through the same check at the same N)" in text
-    assert "| local | ratio | topk | float32 |" in text
+    assert "| ratio | topk | float32 | smoke/0 |" in text
     assert "block: 0 of 2 checks (prefix × seed) have p < 0.01" in text and "not evidence by itself" in text
     tested = int(table.chi2_p.notna().sum())                 # a check with one bin has no χ² p: not a test
     assert f"Holm-adjusted over the pair's {tested} checks" in text
@@ -160,3 +159,12 @@ def test_a_memoised_context_keeps_its_first_logits(pair_and_prompt):
     memo.logits([child])
     assert memo.forwards == 2 and child in memo.memo
     assert bool((memo.memo[root] == first + 1.0).all())
+
+
+def test_the_report_states_the_checks_power():
+    from specbench.report.lossless import power_sentences
+    rows = pd.DataFrame({"n_draws": [1200, 1300], "n_bins": [6, 5], "tv_target": 0.02, "alpha": 0.01,
+                         "power": [0.048, 0.05]})
+    text, = power_sentences(rows)
+    assert text.startswith("Power: with 1200+ draws and up to 6 bins") and "at least 0.048" in text
+    assert "against a TV of 0.068" in text and "takes 13768 draws per group" in text
