@@ -75,12 +75,12 @@ import pandas as pd
 import torch
 
 from ..core.sampling import probs
-from ..drafting.drafters import DRAFTERS
-from ..engine.loop import Decoding, LiveVerifier, decode_prompt, prompt_seed
+from ..engine.loop import decode_prompt, prompt_seed
 from ..engine.memo import MemoModel
-from ..trees.policies import make_policy
 from ..verify.modes import get_mode
 from ..verify.modespec import MODES, check_compatible, row_tags
+from .context import DecodePlan, context
+from .jobspec import tree_spec, verify_spec
 from .lossless_power import draws_for_power, parse_variant, power
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,17 +112,22 @@ def draw_rng(seed: int, prompt: int, draw: int) -> torch.Generator:
     return torch.Generator().manual_seed(prompt_seed(seed, prompt) * 1_000_003 + draw)
 
 
+def one_step(mode_name: str, params: dict, tree: tuple[str, int], seed: int = 0) -> DecodePlan:
+    """The plan of one decode step of ``tree`` = (shape, budget) verified by the mode with
+    ``params`` (the mode's own included, e.g. order or children), no exact law per step."""
+    return DecodePlan(tree_spec({"name": tree[0], "budget": tree[1]}), verify_spec({"name": mode_name, **params}),
+                      1, seed, measure_shift=False)
+
+
 def first_tokens(pair, prompt_ids, prompt_index: int, mode_name: str, tree: tuple[str, int], n: int,
                  params: dict, seed: int = 0) -> list[int]:
     """The first emitted token of ``n`` seeded one-step decodes through the one loop
     (``params`` may hold the mode's own parameters, e.g. order or children)."""
-    mode = get_mode(mode_name, params)
-    params = mode.params(params)
-    drafter = DRAFTERS.get(pair.drafter).from_pair(pair, params["draft_temperature"], params["top_p"])
-    check_compatible(mode, drafter.child_rule(make_policy(*tree).kind, mode.child_rule))
-    verifier = LiveVerifier(pair.target, params["temperature"], params["top_p"])
-    run = Decoding(mode, params, 1, frozenset(), seed, measure_shift=False)
-    return [decode_prompt("check", prompt_ids, drafter, verifier, make_policy(*tree), run,
+    plan = one_step(mode_name, params, tree, seed)
+    drafter = plan.drafters(pair)()
+    check_compatible(plan.mode, drafter.child_rule(plan.new_policy().kind, plan.mode.child_rule))
+    verifier, run = plan.live_verifier(pair), plan.decoding(frozenset())
+    return [decode_prompt("check", prompt_ids, drafter, verifier, plan.new_policy(), run,
                           draw_rng(seed, prompt_index, j)).tokens[0] for j in range(n)]
 
 
@@ -234,18 +239,15 @@ def control_law(pair, prompt, spec, params: dict, tree: tuple[str, int], p: torc
     """A lossy control's exact first-token TV at this prefix (its children are the draft's
     top-k: one deterministic tree, so its law is exact) and whether the check rejected it."""
     from ..verify.distshift import first_token_tv
-    drafter = DRAFTERS.get(pair.drafter).from_pair(pair, float(params.get("draft_temperature", 1.0)),
-                                                   float(params.get("top_p", 1.0)))
-    prm = spec.params(params)
+    plan = one_step(spec.name, params, tree)
     law = {}
 
     def grab(tree_, p_, q_, rng, prm_):
         law["tv"] = first_token_tv(spec, tree_, p_, q_, prm_)
         return spec.verdict(tree_, p_, q_, rng, prm_)
-    probe = replace(spec, verdict=grab)
-    verifier = LiveVerifier(pair.target, prm["temperature"], prm["top_p"])
-    decode_prompt("control", prompt.ids, drafter, verifier, make_policy(*tree),
-                  Decoding(probe, prm, 1, frozenset(), 0, measure_shift=False), torch.Generator().manual_seed(0))
+    run = replace(plan.decoding(frozenset()), mode=replace(spec, verdict=grab))
+    decode_prompt("control", prompt.ids, plan.drafters(pair)(), plan.live_verifier(pair), plan.new_policy(), run,
+                  torch.Generator().manual_seed(0))
     return {"exact_tv": law.get("tv", float("nan")), "rejected": bool(chi2_p < alpha)}
 
 
@@ -328,16 +330,15 @@ def write_rows(out: Path, rows: list[dict], keys: dict, columns: list[str]) -> N
 
 def main(argv=None) -> None:
     args, overrides = parse_args(argv)
-    from ..inputs import data, models
     from . import identity, jobspec
     from .launch import compose
     try:
         n, modes, controls = check_args(args)
         job = jobspec.from_config(compose(overrides))
         ident = identity.job_identity(job)
-        pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
-        prompts = data.load_prompts(job.dataset.config, pair.tokenizer,
-                                    max_prompt_tokens=job.dataset.max_prompt_tokens)
+        ctx = context(job)
+        pair = ctx.load_pair()
+        prompts = ctx.prompts(pair.tokenizer)
         params = {"temperature": args.temperature, "top_p": args.top_p}
         trees = {"chain": ("chain", args.chain_budget), "tree": (args.tree, args.tree_budget)}
         widths = [int(w) for w in args.warm.split(",") if w]
