@@ -1,6 +1,6 @@
-"""One job context (issue 25): the study commands and the public API build prompts, pair, drafter,
-verifier, policy and decoding through ``specbench/study/context.py``, and the top-level defaults
-are written once, in conf/config.yaml."""
+"""One job context (issue 25): the study commands (run, calibrate, lossless, costs, margins) and the
+public API build prompts, pair, drafter, verifier, policy and decoding through
+``specbench/study/context.py``, and the top-level defaults are written once, in conf/config.yaml."""
 import ast
 import dataclasses
 from pathlib import Path
@@ -13,7 +13,7 @@ from specbench.study.context import DecodePlan, context
 
 ROOT = Path(__file__).resolve().parents[1]
 USERS = ["specbench/study/run.py", "specbench/study/calibrate.py", "specbench/study/lossless.py",
-         "specbench/study/costs.py", "specbench/api.py"]
+         "specbench/study/costs.py", "specbench/study/margins.py", "specbench/api.py"]
 # building an engine part or an input by hand: what only the context does
 WIRING = {"LiveVerifier", "ContinuationVerifier", "Decoding", "make_policy", "load_pair", "load_prompts",
           "load_tokenizer", "pair_contexts", "from_pair", "shared_kv", "cached_ranks_many", "cached_continuations"}
