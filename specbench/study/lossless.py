@@ -8,9 +8,10 @@ The empirical losslessness check of the sampling modes on a real pair (REPORT.md
 
 For every lossless sampling mode registered in ``specbench.verify`` (each lossless
 mode but greedy) and every prompt of the dataset (a fixed real prefix), N seeded
-draws each run ONE step of the engine's one loop (``engine.loop.decode_prompt``
-with max_new_tokens=1): the pair's drafter grows the mode's tree, the live
-verifier scores it, the mode's verdict gives the first emitted token.  Drafter
+draws each run ONE step of the engine's one loop (``engine.loop.decode`` with
+max_new_tokens=1, the draws as rows of a batch): the pair's drafter grows the mode's
+tree, the live verifier scores it, the mode's verdict gives the first emitted token;
+the modes that draft alike verify the same drafted trees (``groups``).  Drafter
 and verifier see their models through ``engine.memo.MemoModel``, so each distinct
 tree node is forwarded once per prefix, not once per draw.  The counts of the
 first tokens are compared with the target's own first-token distribution p (its
@@ -76,13 +77,12 @@ import pandas as pd
 import torch
 
 from ..core.sampling import probs
-from ..drafting.drafters import DRAFTERS
-from ..engine.api import drafter_factory
-from ..engine.loop import Decoding, LiveVerifier, appended, decode, decode_prompt, prompt_seed
+from ..engine.loop import appended, decode, decode_prompt, prompt_seed
 from ..engine.memo import MemoModel
-from ..trees.policies import make_policy
 from ..verify.modes import get_mode
 from ..verify.modespec import MODES, check_compatible, row_tags
+from .context import DecodePlan, context
+from .jobspec import tree_spec, verify_spec
 from .lossless_power import draws_for_power, parse_variant, power
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,6 +119,13 @@ def capture(spec, sink: list):
     return replace(spec, verdict=verdict)
 
 
+def one_step(mode_name: str, params: dict, tree: tuple[str, int], seed: int = 0) -> DecodePlan:
+    """The plan of one decode step of ``tree`` = (shape, budget) verified by the mode with
+    ``params`` (the mode's own included, e.g. order or children), no exact law per step."""
+    return DecodePlan(tree_spec({"name": tree[0], "budget": tree[1]}), verify_spec({"name": mode_name, **params}),
+                      1, seed, measure_shift=False)
+
+
 def first_tokens(pair, prompt_ids, prompt_index: int, modes, tree: tuple[str, int], n: int,
                  params: dict, seed: int = 0, batch: int = 1) -> list[list[int]]:
     """The first emitted token of ``n`` seeded one-step decodes through the one loop, for
@@ -128,19 +135,17 @@ def first_tokens(pair, prompt_ids, prompt_index: int, modes, tree: tuple[str, in
     stream), so a group of modes that draft alike costs one drafting.  Draw j is row j of
     the loop with generator ``prompt_rng(prompt_seed(seed, prompt_index), j)``, ``batch``
     rows per step (a row's draw does not depend on the batch)."""
-    specs = [get_mode(name, {**params, **own}) for name, own in modes]
-    prms = [s.params({**params, **own}) for s, (_, own) in zip(specs, modes)]
-    rule = DRAFTERS.get(pair.drafter).child_rule(make_policy(*tree).kind, specs[0].child_rule)
-    for s in specs:
-        check_compatible(s, rule)
-    sinks: list[list[int]] = [[] for _ in specs]
-    probes = [capture(s, k) for s, k in zip(specs, sinks)]
-    run = Decoding(probes[0], prms[0], 1, frozenset(), prompt_seed(seed, prompt_index),
-                   paired=tuple(zip(probes[1:], prms[1:])), measure_shift=False)
+    plans = [one_step(name, {**params, **own}, tree, prompt_seed(seed, prompt_index)) for name, own in modes]
+    drafters = plans[0].drafters(pair)
+    rule = drafters().child_rule(plans[0].new_policy().kind, plans[0].mode.child_rule)
+    for plan in plans:
+        check_compatible(plan.mode, rule)
+    sinks: list[list[int]] = [[] for _ in plans]
+    probes = [capture(plan.mode, sink) for plan, sink in zip(plans, sinks)]
+    run = replace(plans[0].decoding(frozenset()), mode=probes[0],
+                  paired=tuple((probe, plan.params) for probe, plan in zip(probes[1:], plans[1:])))
     draws = [SimpleNamespace(id=f"draw{j}", ids=list(prompt_ids)) for j in range(n)]
-    decode(draws, drafter_factory(pair, prms[0]), LiveVerifier(pair.target, prms[0]["temperature"],
-                                                               prms[0]["top_p"]),
-           lambda: make_policy(*tree), run, None, batch)
+    decode(draws, drafters, plans[0].live_verifier(pair), plans[0].new_policy, run, None, batch)
     return sinks
 
 
@@ -270,18 +275,15 @@ def control_law(pair, prompt, spec, params: dict, tree: tuple[str, int], p: torc
     from ..verify.distshift import first_token_tv
     if spec.child_rule != "topk":
         return {"exact_tv": float("nan"), "rejected": bool(chi2_p < alpha)}
-    drafter = DRAFTERS.get(pair.drafter).from_pair(pair, float(params.get("draft_temperature", 1.0)),
-                                                   float(params.get("top_p", 1.0)))
-    prm = spec.params(params)
+    plan = one_step(spec.name, params, tree)
     law = {}
 
     def grab(tree_, p_, q_, rng, prm_):
         law["tv"] = first_token_tv(spec, tree_, p_, q_, prm_)
         return spec.verdict(tree_, p_, q_, rng, prm_)
-    probe = replace(spec, verdict=grab)
-    verifier = LiveVerifier(pair.target, prm["temperature"], prm["top_p"])
-    decode_prompt("control", prompt.ids, drafter, verifier, make_policy(*tree),
-                  Decoding(probe, prm, 1, frozenset(), 0, measure_shift=False), torch.Generator().manual_seed(0))
+    run = replace(plan.decoding(frozenset()), mode=replace(spec, verdict=grab))
+    decode_prompt("control", prompt.ids, plan.drafters(pair)(), plan.live_verifier(pair), plan.new_policy(), run,
+                  torch.Generator().manual_seed(0))
     return {"exact_tv": law.get("tv", float("nan")), "rejected": bool(chi2_p < alpha)}
 
 
@@ -364,16 +366,15 @@ def write_rows(out: Path, rows: list[dict], keys: dict, columns: list[str]) -> N
 
 def main(argv=None) -> None:
     args, overrides = parse_args(argv)
-    from ..inputs import data, models
     from . import identity, jobspec
     from .launch import compose
     try:
         n, modes, controls = check_args(args)
         job = jobspec.from_config(compose(overrides))
         ident = identity.job_identity(job)
-        pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
-        prompts = data.load_prompts(job.dataset.config, pair.tokenizer,
-                                    max_prompt_tokens=job.dataset.max_prompt_tokens)
+        ctx = context(job)
+        pair = ctx.load_pair()
+        prompts = ctx.prompts(pair.tokenizer)
         params = {"temperature": args.temperature, "top_p": args.top_p}
         trees = {"chain": ("chain", args.chain_budget), "tree": (args.tree, args.tree_budget)}
         widths = [int(w) for w in args.warm.split(",") if w]
