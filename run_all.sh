@@ -57,19 +57,26 @@ sweep reference_skip       # the layer-skip pair: 4 shapes x budgets 4..32, Huma
 sweep reference_xpairs     # the cross-vocabulary pairs
 # sampling (live, bf16): each rule beside its strongest token-level baseline on the same drafted trees
 # at T = 1 on HumanEval, 64 new tokens, within the hour (REPORT.md's limitations list the floors left
-# out and what they would take; more: dataset=humaneval,mt_bench verify.temperature=0.3,0.7,1.0)
+# out and what they would take; more: dataset=humaneval,mt_bench dataset.limit=32 max_new_tokens=128)
 SUFFIX=_t1 sweep reference_modes_chain verify.temperature=1.0 dataset=humaneval dataset.limit=32 max_new_tokens=64
 for preset in reference_modes_tree reference_modes_noreplace reference_modes; do
   SUFFIX=_t1 sweep $preset verify.temperature=1.0 dataset=humaneval dataset.limit=16 max_new_tokens=64
+done
+# the temperature sweep: each lossless rule beside its baseline at T = 0.3 and 0.7 (16 prompts; the lossy
+# rules only at T = 1, REPORT.md's limitations say what the rest would take)
+for preset in reference_modes_chain reference_modes_tree reference_modes_noreplace; do
+  SUFFIX=_t03_07 sweep $preset verify.temperature=0.3,0.7 dataset=humaneval dataset.limit=16 max_new_tokens=64
 done
 
 step "study: measured speed (live bf16, 8 prompts in flight: plain decoding, chain/4, binary/16)"
 $PY -m specbench.run -m sweep=reference_speed pair=qwen_coder tree=none,chain,binary out_root="$OUT" \
   hydra.sweep.dir="$OUT/speed_qwen_coder"
 
-step "losslessness on the real pair: first emitted token of each lossless sampling mode vs the target (results/lossless_check.csv)"
-# one prompt (HumanEval/0): ~5 min here; every further prompt's uncertain prefix costs minutes per mode
-once lossless $PY -m specbench.study.lossless --draws 600 pair=qwen_coder dataset=humaneval dataset.limit=1 dtype=bfloat16
+step "losslessness on the real pair: first emitted token of each lossless sampling mode vs the target, modes that draft alike on the same trees (results/lossless_check.csv)"
+# one prompt (HumanEval/0), 1200 draws per group of modes that draft alike: ~7 min here.  90% power
+# against a first-token TV of 0.02 takes --draws auto (15148 per group, ~80 min here: REPORT.md)
+once lossless_grouped $PY -m specbench.study.lossless --draws 1200 pair=qwen_coder dataset=humaneval dataset.limit=1 \
+  dtype=bfloat16
 
 step "tree-attention benchmark + real 1.5B model view (results/attention.csv)"
 if [ -s results/attention.csv ] && [ -z "${SPECBENCH_ATTENTION:-}" ]; then

@@ -30,7 +30,7 @@ import time
 import torch
 from omegaconf import OmegaConf
 
-from specbench.engine.api import decode_prompts, eos_ids
+from specbench.api import decode_prompts, eos_ids
 from specbench.engine.loop import continuations
 from specbench.inputs import data, models
 

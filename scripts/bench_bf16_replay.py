@@ -21,12 +21,10 @@ from types import SimpleNamespace
 import pandas as pd
 import torch
 
-from specbench.engine import api
-from specbench.engine.loop import ContinuationVerifier, Decoding, continuations, decode
+from specbench import api
+from specbench.engine.loop import ContinuationVerifier, continuations
 from specbench.inputs import data, models
 from specbench.study.jobspec import pair_config
-from specbench.trees.policies import make_policy
-from specbench.verify.modes import get_mode
 
 
 def first_divergence(a, b) -> int | None:
@@ -43,13 +41,10 @@ def margin(model, context) -> float:
 
 def replayed(pair, items, conts, tree: dict, n: int):
     """Drafted replay of every prompt against its continuation (the replay engine's verifier)."""
-    mode = get_mode("greedy")
-    params = mode.params({"temperature": 0.0})
-    run = Decoding(mode, params, n, api.eos_ids(pair), 0, measure_shift=False)
+    plan = api.plan(tree, {"name": "greedy", "temperature": 0.0}, n, measure_shift=False)
     table = {tuple(it.ids): c for it, c in zip(items, conts)}
     verifier = ContinuationVerifier(lambda ids: table[tuple(ids)], pair.target.get_output_embeddings().weight.shape[0])
-    name, budget = tree["name"], tree["budget"]
-    return decode(items, api.drafter_factory(pair, params), verifier, lambda: make_policy(name, budget, {}), run)
+    return plan.run(pair, items, verifier)
 
 
 def tps(result) -> float:

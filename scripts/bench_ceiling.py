@@ -21,8 +21,8 @@ from types import SimpleNamespace
 
 import torch
 
+from specbench import api
 from specbench.core.kv import SlotKV
-from specbench.engine import api
 from specbench.engine.loop import continuations
 from specbench.inputs import data, models
 from specbench.study.jobspec import pair_config

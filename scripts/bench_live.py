@@ -24,7 +24,7 @@ import torch
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
-from specbench.engine.api import decode_prompts
+from specbench.api import decode_prompts
 from specbench.inputs import data, models
 from specbench.study.results import read_csv
 

@@ -251,9 +251,9 @@ def test_seeded_batched_sampling_is_reproducible_and_equal_to_batch1(tiny_draft,
 @pytest.mark.parametrize("tree,drafter", [("chain", "model"), ("eagle2", "model"), ("binary", "ngram")])
 def test_study_jobs_batched_live_and_replay_equal_batch1(tiny_draft, tiny_target, tiny_tokenizer, prompts, tmp_path,
                                                          tree, drafter):
-    """study.run.decode: live at batch 3, and replay (rank or drafted) with batched or
+    """The job context's decode: live at batch 3, and replay (rank or drafted) with batched or
     exact (batch-1) continuations, give batch-1 live's tokens and records."""
-    from specbench.study import run as study
+    from specbench.study.context import context
     from specbench.study.jobspec import from_config
     pair = SimpleNamespace(target=tiny_target, draft=tiny_draft, tokenizer=tiny_tokenizer, name="tiny")
     ident = SimpleNamespace(target="t", draft="d")
@@ -265,9 +265,9 @@ def test_study_jobs_batched_live_and_replay_equal_batch1(tiny_draft, tiny_target
                             "verify": {"name": "greedy"}, "dtype": "float32", "max_new_tokens": 12,
                             "engine": engine, "batch_size": batch_size, "progress": False,
                             "exact_continuations": exact, "replay_cache": str(tmp_path / f"c{int(exact)}")})
-    ref = study.decode(job("live", 1), ident, pair, items(prompts), "live")
+    ref = context(job("live", 1)).decode(pair, items(prompts), "live", ident)
     for engine, b, exact in (("live", 3, False), ("replay", 4, False), ("replay", 4, True)):
-        got = study.decode(job(engine, b, exact), ident, pair, items(prompts), engine)
+        got = context(job(engine, b, exact)).decode(pair, items(prompts), engine, ident)
         same_results(got, ref, laws_tol=0.0)
 
 

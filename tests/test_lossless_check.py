@@ -30,23 +30,37 @@ def pair_and_prompt(tiny_draft, tiny_target, tiny_tokenizer):
     return pair, Prompt("p0", "", tiny_tokenizer.encode("def fibonacci(n):\n    if n"), "x")
 
 
-@pytest.mark.parametrize("mode,tree", [("mss", TREES["tree"]), ("traversal", TREES["tree"]),
-                                       ("block", TREES["chain"])])
-def test_memoised_draws_equal_the_plain_engines_draws(pair_and_prompt, mode, tree):
+@pytest.mark.parametrize("mode,tree,other", [("mss", TREES["tree"], "traversal"),
+                                             ("traversal", TREES["tree"], "mss"), ("block", TREES["chain"], "speculative")])
+def test_memoised_batched_draws_equal_the_plain_engines_draws(pair_and_prompt, mode, tree, other):
+    """Memo, batching and a second mode verifying the same drafted trees change no draw."""
     from dataclasses import replace
 
     from specbench.engine.memo import MemoModel
     pair, pr = pair_and_prompt
-    plain = L.first_tokens(pair, pr.ids, 0, mode, tree, 25, T1)
+    plain, = L.first_tokens(pair, pr.ids, 0, [(mode, {})], tree, 25, T1)
     memo = replace(pair, draft=MemoModel(pair.draft), target=MemoModel(pair.target))
-    assert L.first_tokens(memo, pr.ids, 0, mode, tree, 25, T1) == plain
-    assert 0 < memo.target.forwards <= 25
+    grouped = L.first_tokens(memo, pr.ids, 0, [(mode, {}), (other, {})], tree, 25, T1, batch=8)
+    assert grouped[0] == plain and len(grouped[1]) == 25
+    assert 0 < memo.target.forwards <= 25 / 8 + 1          # the batch's new nodes in one forward
     warmed = replace(pair, draft=MemoModel(pair.draft), target=MemoModel(pair.target))
     for m in (warmed.draft, warmed.target):
         m.set_base(pr.ids[:-1])
     L.warm(warmed, pr.ids[-1], get_mode(mode).params(T1), (16, 64))    # one batched forward per depth
     assert warmed.target.forwards == 1 and len(warmed.target.memo) == 1 + 16 + 64
-    assert L.first_tokens(warmed, pr.ids, 0, mode, tree, 25, T1) == plain
+    assert L.first_tokens(warmed, pr.ids, 0, [(mode, {})], tree, 25, T1, batch=5)[0] == plain
+    with pytest.raises(ValueError, match="one prompt at a time"):
+        warmed.target.set_base(pr.ids[:-1])
+        L.first_tokens(warmed, pr.ids[:-1], 0, [(mode, {})], tree, 2, T1, batch=2)
+
+
+def test_groups_share_drafting_by_tree_and_child_rule():
+    g = L.groups(["speculative", "mss", "block", "mss[order=storage]", "sequoia", "traversal[children=sample_noreplace]",
+                  "hsd", "naive", "typical"], TREES, T1)
+    assert g == {(TREES["chain"], "sample"): ["speculative", "block", "hsd"],
+                 (TREES["tree"], "sample"): ["mss", "mss[order=storage]"],
+                 (TREES["tree"], "sample_noreplace"): ["sequoia", "traversal[children=sample_noreplace]"],
+                 (TREES["tree"], "topk"): ["naive", "typical"]}
 
 
 def test_every_lossless_sampling_mode_passes_and_a_lossy_rule_fails(pair_and_prompt):
@@ -85,7 +99,10 @@ def test_cli_writes_the_csv_atomically_replaces_its_rows_and_the_report_shows_it
     r = specbench("specbench.report", "--results", str(tmp_path / "results"), "--out", str(report))
     assert r.returncode == 0, r.stderr[-2000:]
     text = report.read_text()
-    assert "| pair | verify | temperature | prefix_id | seed | n_draws | tree | budget | chi2_p | holm_p | tv | tv_null |" in text
+    assert ("| pair | verify | child_rule | sibling_order | dtype | temperature | prefix_id | seed | n_draws | tree "
+            "| budget | chi2_p | holm_p | tv | tv_null | power |") in text
+    assert "Positive controls (ratio, typical, lossy rules through the same check at the same N)" in text
+    assert "| ratio | topk | float32 | smoke/0 |" in text
     assert "block: 0 of 2 checks (prefix × seed) have p < 0.01" in text and "not evidence by itself" in text
     tested = int(table.chi2_p.notna().sum())                 # a check with one bin has no χ² p: not a test
     assert f"Holm-adjusted over the pair's {tested} checks" in text
@@ -124,3 +141,30 @@ def test_holm_ignores_missing_p_values():
     got = holm(pd.Series([0.01, 0.04, float("nan"), 0.03, 0.005]))
     assert got.isna().tolist() == [False, False, True, False, False]
     assert got.dropna().round(6).tolist() == [0.03, 0.06, 0.06, 0.02]
+
+
+def test_a_memoised_context_keeps_its_first_logits(pair_and_prompt):
+    """An ancestor re-forwarded for a new child's keys is not overwritten (in bf16 the new
+    forward's batch would move its logits, and the check's target law with them)."""
+    from dataclasses import replace
+
+    from specbench.engine.memo import MemoModel
+    pair, pr = pair_and_prompt
+    memo = replace(pair, target=MemoModel(pair.target)).target
+    memo.set_base(pr.ids[:-1])
+    root = (int(pr.ids[-1]),)
+    first = memo.logits([root])[0].clone()
+    memo.memo[root] = first + 1.0                   # a stand-in for the first forward's rounding
+    child = root + (int(first.argmax()),)
+    memo.logits([child])
+    assert memo.forwards == 2 and child in memo.memo
+    assert bool((memo.memo[root] == first + 1.0).all())
+
+
+def test_the_report_states_the_checks_power():
+    from specbench.report.lossless import power_sentences
+    rows = pd.DataFrame({"n_draws": [1200, 1300], "n_bins": [6, 5], "tv_target": 0.02, "alpha": 0.01,
+                         "power": [0.048, 0.05]})
+    text, = power_sentences(rows)
+    assert text.startswith("Power: with 1200+ draws and up to 6 bins") and "at least 0.048" in text
+    assert "against a TV of 0.068" in text and "takes 13768 draws per group" in text

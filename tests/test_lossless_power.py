@@ -10,7 +10,7 @@ import torch
 from specbench.inputs.data import Prompt
 from specbench.inputs.models import Pair
 from specbench.study import lossless as L
-from specbench.study.lossless_power import draws_for_power, parse_variant, power
+from specbench.study.lossless_power import draws_for_power, parse_variant, power, power_tv
 
 TV, ALPHA, TARGET, BINS = 0.02, 0.01, 0.9, 8
 
@@ -21,6 +21,12 @@ def test_draws_for_power_is_the_smallest_n():
     assert draws_for_power(1, TV, ALPHA, TARGET) < n < draws_for_power(15, TV, ALPHA, TARGET)   # bins cost power
     with pytest.raises(ValueError):
         draws_for_power(BINS - 1, TV, ALPHA, 1.5)
+
+
+def test_power_tv_inverts_the_power_bound():
+    n = draws_for_power(BINS - 1, TV, ALPHA, TARGET)
+    assert power_tv(n, BINS - 1, ALPHA, TARGET) == pytest.approx(TV, rel=1e-3)
+    assert power_tv(n // 4, BINS - 1, ALPHA, TARGET) == pytest.approx(2 * TV, rel=1e-2)   # TV ~ 1/sqrt(N)
 
 
 def shifted(p: np.ndarray, tv: float) -> np.ndarray:

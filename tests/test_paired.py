@@ -117,9 +117,9 @@ def test_sequence_level_rules_pair_with_either_baseline_on_its_own_trees():
                    {"name": "traversal", "children": "sample_noreplace", "paired_with": ["sequoia"]}):
         job = spec(tree=binary, verify=verify)
         mode = checks.validate(job)[1]
-        assert checks.paired_params(job, "traversal")["children"] == mode.child_rule
+        assert checks.paired_params(job.verify, "traversal")["children"] == mode.child_rule
         if verify["name"] == "mss":
-            assert checks.paired_params(job, "mss")["order"] == verify["order"]
+            assert checks.paired_params(job.verify, "mss")["order"] == verify["order"]
     with pytest.raises(jobspec.ConfigError, match="modes that fit: .*sequoia, traversal"):
         checks.validate(spec(tree=binary, verify={"name": "sequoia", "paired_with": ["mss"]}))
     with pytest.raises(jobspec.ConfigError, match="verify.children"):

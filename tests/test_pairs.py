@@ -380,14 +380,15 @@ def test_run_job_replays_the_new_drafters_equal_to_live(drafter, cross_dirs, tmp
     import pandas as pd
 
     from specbench.study.checks import validate
+    from specbench.study.context import context
     from specbench.study.jobspec import from_config
-    from specbench.study.run import by_ranks, run_job
+    from specbench.study.run import run_job
     rows = {}
     for engine in ("live", "replay"):
         cfg = composed_job(cross_dirs, NEW_DRAFTERS[drafter] + ["tree=binary", "tree.budget=4", f"engine={engine}"],
                            tmp_path)
         job = from_config(cfg)
-        assert validate(job)[0] == engine and by_ranks(job) == (drafter == "layerskip")
+        assert validate(job)[0] == engine and context(job).by_ranks() == (drafter == "layerskip")
         run_job(cfg, str(tmp_path / engine))
         rows[engine] = pd.read_csv(tmp_path / engine / "steps.csv")
     cols = ["prompt_id", "step", "tree_size", "tree_depth", "accepted", "emitted", "accept_path"]
@@ -438,7 +439,7 @@ def test_real_new_pair_greedy_is_lossless(name):
 
     from omegaconf import OmegaConf
 
-    from specbench.engine.api import decode_prompts, eos_ids
+    from specbench.api import decode_prompts, eos_ids
     from specbench.inputs import data, models
     from test_jobspec import CONF
     if not embedded.installed(REAL_PAIRS[name]):
@@ -459,7 +460,7 @@ def test_calibrate_measures_the_new_drafters_by_a_star_replay(drafter, extra, cr
     """Greedy acceptance vectors for drafters without a same-vocabulary draft model: one rank
     per step of a one-level star tree (drafted replay); layer-skip with every layer is the
     target itself, so its top child is always accepted."""
-    from specbench.engine.api import eos_ids
+    from specbench.api import eos_ids
     from specbench.inputs import data, models
     from specbench.study import identity
     from specbench.study.calibrate import measure

@@ -44,7 +44,7 @@ def test_real_pair_loads_and_generates(pair_cfg):
 
 
 def _decode(pair, prompt, tree, verify, n, seed=0):
-    from specbench.engine.api import decode_prompts
+    from specbench.api import decode_prompts
     done = decode_prompts(pair, [prompt], tree, verify, n, seed)[0]
     return done.records, done.tokens
 
@@ -59,7 +59,7 @@ def real_fp32(pair_cfg):
 
 @pytest.mark.parametrize("tree", [{"name": "chain", "budget": 4}, {"name": "binary", "budget": 8}])
 def test_real_pair_greedy_is_lossless(real_fp32, tree):
-    from specbench.engine.api import eos_ids
+    from specbench.api import eos_ids
     pair, prompts = real_fp32
     recs = []
     for pr in prompts:

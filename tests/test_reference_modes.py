@@ -34,9 +34,9 @@ def test_presets_pair_each_rule_with_its_baseline_at_three_temperatures(sweep):
         assert job.verify.name == base and {base, rule} <= set(job.verify.paired_with)
         assert job.verify.draft_temperature == t
         mode = checks.check_registries(job)
-        other = checks.paired_params(job, rule)
+        other = checks.paired_params(job.verify, rule)
         if sweep == "reference_modes_tree":
-            assert job.verify.params["order"] == "storage" and checks.paired_params(job, "mss")["order"] == "storage"
+            assert job.verify.params["order"] == "storage" and checks.paired_params(job.verify, "mss")["order"] == "storage"
         if "children" in other:
             assert other["children"] == mode.child_rule
 

@@ -53,8 +53,8 @@ def test_one_hot_draft_ranks_follow_token_ids():
 
 def test_replayable_for_greedy_float32_ranks_only_for_static_model_drafts():
     from specbench.study.checks import why_not_replayable
+    from specbench.study.context import context
     from specbench.study.jobspec import from_config
-    from specbench.study.run import by_ranks
 
     def job(tree="chain", verify="greedy", t=0.0, drafter="model", dtype="float32"):
         model = {"source": "local", "path": "m"}
@@ -67,9 +67,9 @@ def test_replayable_for_greedy_float32_ranks_only_for_static_model_drafts():
     assert why_not_replayable(job(verify="mss", t=1.0)) and why_not_replayable(job(verify="typical"))
     assert why_not_replayable(job(t=0.7))
     assert "float32" in why_not_replayable(job(dtype="bfloat16"))
-    assert by_ranks(job()) and by_ranks(job("adaptive_chain"))
-    assert not by_ranks(job("eagle2")) and not by_ranks(job(drafter="ngram"))
-    assert not by_ranks(job("merged", drafter="merged"))
+    assert context(job()).by_ranks() and context(job("adaptive_chain")).by_ranks()
+    assert not context(job("eagle2")).by_ranks() and not context(job(drafter="ngram")).by_ranks()
+    assert not context(job("merged", drafter="merged")).by_ranks()
 
 
 def rec(step, size, depth, acc, emit, path):

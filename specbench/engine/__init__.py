@@ -1,2 +1,3 @@
-"""Layer 4, the engine: the ONE decode loop, its verifiers (live target, cached continuation), rank
-replay of static shapes, and the public entry point (api).  Imports core, trees, verify, drafting."""
+"""Layer 4, the engine: the ONE decode loop, its verifiers (live target, cached continuation) and rank
+replay of static shapes.  Imports core, trees, verify, drafting.  (The public entry point, ``specbench.api``,
+builds on the study layer's job context.)"""

@@ -6,14 +6,18 @@ node it reads the node's *context*
 from the tree mask (the tokens it attends to: the prompt, its ancestors and
 itself) and serves that context's logits from a memo; contexts it has not seen
 are computed together in one tree forward over a real KV cache of the prompt
-(``kv.forward_nodes``), and every node of that forward is memoised.  Exact: a
-node's logits depend only on its context.  The draws of the lossless check
+(``kv.forward_nodes``), and every new node of that forward is memoised.  A node's
+logits depend only on its context, up to rounding: in bf16 the batch of a forward moves
+them (by up to ~0.05 in L1 of the softmax), so a context keeps the logits of its first
+forward and an ancestor re-forwarded for its keys is not overwritten; every draw then
+sees one fixed target law per context, the law the check compares against.  The draws of the lossless check
 (``study.lossless``) therefore pay one forward per *new* node, not per draw.
 
 The caller's KV cache is never filled: the memo records on it the token each
 call wrote into each slot, and a commit (which would move entries) is never seen.
 So a ``MemoModel`` serves decodes of ONE step per prefill (``max_new_tokens=1``,
-checked), which is all the check needs.  A new prompt (a prefill of other tokens) clears the memo.
+checked), which is all the check needs, of any number of rows of one prompt (the check's
+draws, batched: their new nodes share one forward).  The prompt is set once (``set_base``).
 """
 from __future__ import annotations
 
@@ -65,8 +69,8 @@ class MemoModel:
                                    [s[-1] for s in missing], 0, len(missing))
             kv.keep(self.base_cache, len(self.base), [])            # drop the tree again
             self.forwards += 1
-            for s, row in zip(missing, out):
-                self.memo[s] = row
+            for s, row in zip(missing, out):      # an ancestor re-forwarded for its keys keeps its
+                self.memo.setdefault(s, row)        # first logits: in bf16 a forward's batch moves them
         return torch.stack([self.memo[s] for s in suffixes])
 
     # -- the engine's calls -------------------------------------------------
@@ -84,9 +88,12 @@ class MemoModel:
                            input_ids.flatten().tolist()):
             slots.setdefault(r, {})[s] = t
         if plan.packed:                              # SlotKV's prefill: the prompt but its last token
-            if plan.rows.unique().numel() != 1:
-                raise ValueError("MemoModel serves one prompt at a time (batch_size=1)")
-            self.set_base(input_ids[0].tolist())
+            prompts = {}                             # several rows must prefill the same prompt
+            for r, t in zip(plan.rows.flatten().tolist(), input_ids.flatten().tolist()):
+                prompts.setdefault(r, []).append(t)
+            if len({tuple(v) for v in prompts.values()} | ({self.base} if self.base else set())) != 1:
+                raise ValueError("MemoModel serves one prompt at a time (rows of one prefix only)")
+            self.set_base(next(iter(prompts.values())))
             return SimpleNamespace(logits=torch.zeros(1, 1, 1))     # never read
         if plan.past == [0] * len(plan.past):        # a one-token prompt: nothing was prefilled
             self.set_base(())

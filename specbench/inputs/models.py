@@ -56,6 +56,14 @@ class Pair:
     layers: tuple[int, ...] | None = None    # pair.layers resolved on the target (drafter=layerskip)
 
 
+def eos_ids(pair) -> frozenset[int]:
+    """The target's EOS token ids (generation config, else the tokenizer's)."""
+    eos = pair.target.generation_config.eos_token_id
+    if eos is None:
+        eos = pair.tokenizer.eos_token_id
+    return frozenset(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
+
+
 # --------------------------------------------------------------------------
 # spec / dtype / device resolution
 # --------------------------------------------------------------------------

@@ -26,7 +26,8 @@ from . import compare as C
 REQUIRED = ["config_hash", "pair", "tree", "budget", "verify", "dataset",
             "acceptance_rate", "acceptance_length", "tokens_per_step"]
 COLLECT = "regenerate it with `python -m specbench.collect`"
-OPTIONAL_CSV = {"lossless_check": "lossless_check.csv", "attention": "attention.csv", "costs": "costs.csv",
+OPTIONAL_CSV = {"lossless_check": "lossless_check.csv", "lossless_control": "lossless_control.csv",
+                "attention": "attention.csv", "costs": "costs.csv",
                 "gap": "gap_to_optimum.csv", "divergence": "continuation_divergence.csv",
                 "margins": "divergence_margins.csv", "attention_recheck": "attention_threads1.csv",
                 "bf16_replay": "bf16_replay_divergence.csv", "run_times": "run_times.csv"}
@@ -131,7 +132,8 @@ def load(results: str) -> dict:
     summary = A.relabel_pairs(summary, labels)
     by_hash = dict(zip(summary.config_hash.astype(str), summary.pair))
     data = {k: read_checked(os.path.join(results, f)) for k, f in OPTIONAL_CSV.items()}
-    data["lossless_check"] = A.relabel_pairs(data["lossless_check"], labels)
+    for key in ("lossless_check", "lossless_control"):
+        data[key] = A.relabel_pairs(data[key], labels)
     return dict(data, summary=summary, steps=A.relabel_pairs(steps, labels, by_hash),
                 outputs=read_outputs(os.path.join(results, "outputs.jsonl")),
                 vector=A.relabel_pairs(_vectors(results), labels), env=env, results=results)

@@ -54,7 +54,7 @@ def _divergence_cell(r: dict, margins: pd.DataFrame | None) -> str:
 
 
 def lossless_section(table, check: pd.DataFrame | None, has_outputs: bool, has_baseline: bool,
-                     margins: pd.DataFrame | None = None) -> str:
+                     margins: pd.DataFrame | None = None, control: pd.DataFrame | None = None) -> str:
     out = ["**(a) Greedy outputs against plain decoding** (Spec-Bench `equal.py` style): every greedy "
            "configuration's generated tokens against the plain-decoding baseline's (tree none, same pair, "
            "dataset, dtype and max_new_tokens) on the prompts both ran. In float32 all should be identical; "
@@ -77,18 +77,54 @@ def lossless_section(table, check: pd.DataFrame | None, has_outputs: bool, has_b
     out.append(LOSSLESS_ALGEBRA)
     if check is None or check.empty:
         out.append("_results/lossless_check.csv is absent, so no empirical first-token check is shown._")
-    else:
-        check = check.assign(holm_p=check.groupby("pair").chi2_p.transform(lambda p: S.holm(p.astype(float))))
-        cols = [c for c in ("pair", "verify", "temperature", "prefix_id", "seed", "n_draws", "tree", "budget",
-                            "chi2_p", "holm_p", "tv", "tv_null") if c in check]
-        rows = [[A.fmt(r[c], 4 if c.startswith("tv") else 3) if isinstance(r[c], float) else r[c] for c in cols]
-                for r in check.sort_values(cols[:4], kind="mergesort").to_dict("records")]
-        out.append("The empirical check (`python -m specbench.study.lossless`): per prefix, N seeded one-step "
-                   "draws through the drafter, verifier and mode; χ² p-value of the first tokens against the "
-                   "target's distribution (`holm_p`: Holm-adjusted over all of the pair's checks), their TV, "
-                   "and the TV of N exact draws from the target (`tv_null`).")
-        out.append(md_table(rows, cols))
-        out.append(bullets(S.lossless_check_sentences(check), ""))
+        return "\n\n".join(out)
+    check = check.assign(holm_p=check.groupby("pair").chi2_p.transform(lambda p: S.holm(p.astype(float))))
+    out.append("The empirical check (`python -m specbench.study.lossless`): per prefix, N seeded one-step "
+               "draws through the drafter, verifier and mode (the modes that draft alike verify the same drafted "
+               "trees); χ² p-value of the first tokens against the target's distribution (`holm_p`: "
+               "Holm-adjusted over all of the pair's checks), their TV, the TV of N exact draws from the target "
+               "(`tv_null`), and the test's power against a first-token TV of `tv_target`.")
+    out.append(_check_table(check, ("pair", "verify", "child_rule", "sibling_order", "dtype", "temperature",
+                                    "prefix_id", "seed", "n_draws", "tree", "budget", "chi2_p", "holm_p", "tv",
+                                    "tv_null", "power")))
+    out.append(bullets(S.lossless_check_sentences(check) + power_sentences(check) + control_sentences(control), ""))
+    if control is not None and not control.empty:
+        out.append(_check_table(control, ("pair", "verify", "child_rule", "dtype", "prefix_id", "n_draws", "tree",
+                                          "budget", "chi2_p", "tv", "exact_tv", "rejected")))
     return "\n\n".join(out)
 
 
+def _check_table(check: pd.DataFrame, want) -> str:
+    cols = [c for c in want if c in check]
+    rows = [[A.fmt(r[c], 4 if c.startswith(("tv", "exact")) else 3) if isinstance(r[c], float) else r[c]
+             for c in cols] for r in check.sort_values(cols[:4], kind="mergesort").to_dict("records")]
+    return md_table(rows, cols)
+
+
+def power_sentences(check: pd.DataFrame) -> list[str]:
+    """What the checks can detect: the power bound of ``study.lossless_power`` at their N and bins."""
+    from ..study.lossless_power import draws_for_power, power_tv
+    if "power" not in check or check.power.isna().all():
+        return []
+    g = check[check.power.notna()]
+    n, bins = int(g.n_draws.min()), int(g.n_bins.max())
+    tv, alpha = float(g.tv_target.iloc[0]), float(g.alpha.iloc[0])
+    need = draws_for_power(bins - 1, tv, alpha, 0.9)
+    return [f"Power: with {n}+ draws and up to {bins} bins, each χ² test at level {alpha:g} rejects a first-token "
+            f"law at total variation {tv:g} from the target with probability at least {A.fmt(g.power.min(), 3)} "
+            f"(a worst-case bound over such laws); 90% power is reached against a TV of "
+            f"{A.fmt(power_tv(n, bins - 1, alpha, 0.9), 3)}. 90% power at TV {tv:g} takes {need} draws per group "
+            f"of modes (`--draws auto`), {need / n:.1f}× these: not run within the hour (README, The report)."]
+
+
+def control_sentences(control: pd.DataFrame | None) -> list[str]:
+    """The positive controls: lossy rules through the same check, which it must reject."""
+    if control is None or control.empty or "rejected" not in control:
+        return ["No positive control (results/lossless_control.csv is absent): a lossy rule run through the same "
+                "check would show that a pass means something."]
+    rej = control.rejected.astype(str).str.lower() == "true"
+    names = ", ".join(sorted(set(control.verify)))
+    return [f"Positive controls ({names}, lossy rules through the same check at the same N): {int(rej.sum())} of "
+            f"{len(control)} rejected at level {A.fmt(control.alpha.astype(float).max())}; their exact first-token "
+            f"TV at the prefix is {A.fmt(control.exact_tv.astype(float).min(), 3)}–"
+            f"{A.fmt(control.exact_tv.astype(float).max(), 3)}."]

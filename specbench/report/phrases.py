@@ -73,9 +73,15 @@ def mode_tldr(gains: pd.DataFrame) -> list[str]:
     lossless = gains[gains.lossless_b & (gains.verify != gains.ref_mode.str.split(" ").str[0])]
     if lossless.empty:
         return []
-    b = lossless.sort_values(["diff", "config_hash"], ascending=[False, True]).iloc[0].to_dict()
-    return [f"Best lossless rule gain over its token-level baseline: {b['mode']} vs {b['baseline']} on {b['shape']} "
-            f"N={int(b['budget'])}, {gain(b)} tokens/step ({where(b)})."]
+    ranked = lossless[lossless.n_shared.astype(int) >= T.MIN_RANKED]
+    pool = ranked if len(ranked) else lossless
+    b = pool.sort_values(["diff", "config_hash"], ascending=[False, True]).iloc[0].to_dict()
+    if len(ranked):
+        return [f"Best lossless rule gain over its token-level baseline (≥ {T.MIN_RANKED} prompts): {b['mode']} vs "
+                f"{b['baseline']} on {b['shape']} N={int(b['budget'])}, {gain(b)} tokens/step ({where(b)})."]
+    return [f"Largest lossless rule gain over its token-level baseline, exploratory (every comparison has fewer "
+            f"than {T.MIN_RANKED} shared prompts, so none is ranked): {b['mode']} vs {b['baseline']} on {b['shape']} "
+            f"N={int(b['budget'])}, {gain(b)} tokens/step on {int(b['n_shared'])} prompts ({where(b)})."]
 
 
 def gain(r: dict) -> str:

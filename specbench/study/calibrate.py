@@ -53,11 +53,9 @@ import torch
 from tqdm import tqdm
 
 from ..core.atomic import atomic_write
-from ..core.diskcache import DiskCache, cache_root
 from ..core.sampling import choose_children, probs
 from ..core.tree import DraftTree
 from ..engine.loop import continuations, prompt_seed
-from ..engine.replay import cached_ranks_many
 
 ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = ["pair", "pair_id", "dataset", "verify", "temperature", "rank", "p_accept", "n", "prompt_ids"]
@@ -88,23 +86,19 @@ def star_trial(mode, params: dict, k: int, root: int, p_row, q_row,
 
 
 def measure(job, ident, pair, prompts, ranks: int, eos) -> tuple[list[float], int]:
-    from ..verify.modes import get_mode
-    from .run import cache_keys, decode
-    mode = get_mode(job.verify.name)
-    params = mode.params(job.verify.params)
+    from .context import context
+    ctx = context(job)
+    mode, params = ctx.plan.mode, ctx.plan.params
     temp, top_p = params["temperature"], params["top_p"]
-    ids, batch = [pr.ids for pr in prompts], job.continuation_batch
     bar = partial(tqdm, desc=f"calibrate {pair.name}/{mode.name}", disable=not job.progress)
     if mode.name == "greedy" and job.pair.drafter != "model":
         got = [[int(r.accept_path.split(".")[0]) if r.accepted else None for r in res.records]
-               for res in decode(star_job(job, ranks), ident, pair, prompts, "replay")]
+               for res in context(star_job(job, ranks)).decode(pair, prompts, "replay", ident)]
     elif mode.name == "greedy":            # the replay engine's (cached) ranks: exact for greedy
-        store = DiskCache(cache_root(job.replay_cache, job.out_root))
-        key, draft_key = cache_keys(job, ident, eos)
-        table = cached_ranks_many(store, pair.target, pair.draft, key, draft_key, ids, batch, bar)
-        got = [[r if r < ranks else None for r in rk] for rk, _ in table]
+        got = [[r if r < ranks else None for r in rk] for rk, _ in ctx.draft_ranks(pair, prompts, ident, eos, bar)]
     else:
-        conts = continuations(pair.target, ids, job.max_new_tokens, eos, temp, top_p, job.seed, batch, bar)
+        conts = continuations(pair.target, [pr.ids for pr in prompts], job.max_new_tokens, eos, temp, top_p,
+                              job.seed, job.continuation_batch, bar)
         got = [star_ranks(mode, params, pair, pr.ids, cont, ranks, trial_rng(job.seed, i))
                for i, (pr, cont) in enumerate(zip(prompts, conts)) if cont]
     n = sum(map(len, got))
@@ -155,11 +149,11 @@ def write_vector(path: Path, key: dict, vector: list[float], n: int, prompt_ids:
     atomic_write(path, write)
 
 
-def calibration_prompts(job, pair, data) -> list:
+def calibration_prompts(ctx) -> list:
     """The dataset's last ``dataset.limit`` prompts (all of them without a limit)."""
-    every = data.load_prompts({**job.dataset.config, "limit": None}, pair.tokenizer,
-                              max_prompt_tokens=job.dataset.max_prompt_tokens)
-    return every[-job.dataset.limit:] if job.dataset.limit else every
+    every = ctx.prompts(ctx.tokenizer(), whole=True)
+    limit = ctx.job.dataset.limit
+    return every[-limit:] if limit else every
 
 
 def main(argv=None) -> None:
@@ -169,26 +163,25 @@ def main(argv=None) -> None:
     args, overrides = ap.parse_known_args(argv)
     if args.ranks < 1:
         sys.exit("specbench: error: --ranks must be >= 1")
-    from ..engine.api import eos_ids
-    from ..inputs import data, models
+    from ..inputs.models import eos_ids
     from . import identity, jobspec
+    from .context import context
     from .launch import compose
-    cfg = compose(overrides)
     try:
-        job = jobspec.from_config(cfg)
+        job = jobspec.from_config(compose(overrides))
         if job.pair.drafter != "model" and job.verify.name != "greedy":
             raise ValueError(f"pair={job.pair.name} drafts with '{job.pair.drafter}': calibrate it with "
                              "verify=greedy (sampling modes need a draft model of the target's vocabulary)")
         ident = identity.job_identity(job)
-        pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
-        prompts = calibration_prompts(job, pair, data)
+        ctx = context(job)
+        pair = ctx.load_pair()
+        prompts = calibration_prompts(ctx)
         vector, n = measure(job, ident, pair, prompts, args.ranks, eos_ids(pair))
     except (ValueError, KeyError, FileNotFoundError) as e:
         sys.exit(f"specbench: error: {e}")
     out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
-    key = {"pair": cfg.pair.name, "pair_id": identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params),
-           "dataset": cfg.dataset.name, "verify": cfg.verify.name,
-           "temperature": float(cfg.verify.get("temperature", 0.0) or 0.0)}
+    key = {"pair": job.pair.name, "pair_id": identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params),
+           "dataset": job.dataset.name, "verify": job.verify.name, "temperature": job.verify.temperature}
     write_vector(out, key, vector, n, ";".join(pr.id for pr in prompts))
     print(f"specbench: acceptance vector ({n} positions) -> {out}")
     print("  " + " ".join(f"{k}:{p:.3f}" for k, p in enumerate(vector)))

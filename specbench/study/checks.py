@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from .. import CONF_DIR
-from .jobspec import ConfigError, JobSpec
+from .jobspec import ConfigError, JobSpec, VerifySpec
 
 DATASET_COMMON = ("name", "limit", "max_prompt_tokens", "kind")
 
@@ -61,19 +61,19 @@ def check_paired(job: JobSpec, mode, tree_rule: str) -> None:
                               f"verify={job.verify.name} on tree={job.tree.name}; modes that fit: {', '.join(fit)}")
 
 
-def paired_params(job: JobSpec, name: str):
-    """A paired mode's parameters: its defaults with the primary's temperatures and top-p
-    (the target rows are shared, so these must be too), the primary's child rule
-    (``verify.children``) where the paired mode has that parameter, and the primary's
-    sibling order (``verify.order``) where both have one."""
+def paired_params(verify: VerifySpec, name: str):
+    """A paired mode's parameters (``verify``: the job's verify spec): its defaults with the
+    primary's temperatures and top-p (the target rows are shared, so these must be too), the
+    primary's child rule (``verify.children``) where the paired mode has that parameter, and
+    the primary's sibling order (``verify.order``) where both have one."""
     from ..verify.modes import get_mode
     from ..verify.modespec import COMMON_DEFAULTS
-    other, shared = get_mode(name), {k: job.verify.params[k] for k in COMMON_DEFAULTS}
-    rule = get_mode(job.verify.name, job.verify.params).child_rule
+    other, shared = get_mode(name), {k: verify.params[k] for k in COMMON_DEFAULTS}
+    rule = get_mode(verify.name, verify.params).child_rule
     if rule in other.draft_rules:
         shared["children"] = rule
-    if "order" in other.defaults and "order" in job.verify.params:
-        shared["order"] = job.verify.params["order"]
+    if "order" in other.defaults and "order" in verify.params:
+        shared["order"] = verify.params["order"]
     return other.params(shared)
 
 

@@ -39,10 +39,9 @@ from tqdm import tqdm
 from .. import CONF_DIR
 from ..core.kv import SlotKV
 from ..core.tree import paths_to_parents
-from ..engine.api import drafter_factory
-from ..inputs import models
 from ..trees.policies import shape_paths
-from .jobspec import pair_config
+from .context import context, new_drafters
+from .jobspec import ConfigError, JobSpec, from_config, pair_config, resolved
 from .results import atomic_write, write_csv
 
 SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -84,7 +83,7 @@ def cost_rows(pair, kv_len: int, repeats: int, sizes=SIZES, progress: bool = Tru
               memo: dict | None = None) -> list[dict]:
     """Forward-cost rows of the pair's drafter model (role draft) and of its target;
     ``memo`` (model -> its measurements) measures a model shared by pairs once."""
-    drafter_model = drafter_factory(pair, {"draft_temperature": 1.0, "top_p": 1.0})().forward_model()
+    drafter_model = new_drafters(pair, 1.0, 1.0)().forward_model()
     dtype = str(pair.target.dtype).replace("torch.", "")
     memo = {} if memo is None else memo
     rows = []
@@ -127,47 +126,43 @@ def merge_rows(path: str, rows: list[dict]) -> pd.DataFrame:
     return pd.concat([old, new], ignore_index=True)
 
 
-def settings(cfg: DictConfig) -> tuple[str, int, int, list]:
-    """(results_dir, repeats, kv_len, [(pair config, dtype)]), refused in one line when
-    out of range (no model load)."""
-    from omegaconf import OmegaConf
-
+def settings(job: JobSpec) -> tuple[str, int, int, list[JobSpec]]:
+    """(results_dir, repeats, kv_len, [the job of each (pair, dtype) measured]) from the job
+    spec's own keys (``JobSpec.extra``), refused in one line when out of range (no model load)."""
     from .checks import validate
-    from .jobspec import ConfigError, from_config
-    out = str(cfg.get("results_dir", "results"))
-    repeats, kv_len = cfg.get("costs_repeats", 5), cfg.get("costs_kv_len", 256)
+    opts = job.extra
+    out = str(opts.get("results_dir", "results"))
+    repeats, kv_len = opts.get("costs_repeats", 5), opts.get("costs_kv_len", 256)
     for key, value in (("costs_repeats", repeats), ("costs_kv_len", kv_len)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"{key}={value!r}: must be an integer >= 1 (e.g. +{key}=5)")
-    names = list(cfg.get("costs_pairs") or [cfg.pair.name])
     jobs = []
-    for name in names:
+    for name in list(opts.get("costs_pairs") or [job.pair.name]):
         try:
-            pair_cfg = OmegaConf.to_container(cfg.pair, resolve=True) if name == cfg.pair.name else pair_config(name)
+            pair_cfg = job.pair.as_dict() if name == job.pair.name else pair_config(name)
         except ValueError as e:
             raise ConfigError(f"costs_pairs: {e}") from None
-        for dtype in list(cfg.get("costs_dtypes") or [cfg.dtype]):
-            one = {**OmegaConf.to_container(cfg, resolve=True), "pair": pair_cfg,
-                   "dtype": dtype, "tree": {"name": "none", "budget": 0}}
-            validate(from_config(one))         # dtype, device, pair: the job spec's checks
-            jobs.append((pair_cfg, str(dtype)))
+        for dtype in list(opts.get("costs_dtypes") or [job.dtype]):
+            one = from_config({**job.to_dict(), "pair": pair_cfg, "dtype": dtype})
+            validate(one)                       # dtype, device, pair: the job spec's checks
+            jobs.append(one)
     return out, repeats, kv_len, jobs
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
-    from .jobspec import ConfigError
-    try:
-        out, repeats, kv_len, jobs = settings(cfg)
+    try:          # costs measure forwards: the tree group plays no part
+        job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
+        out, repeats, kv_len, jobs = settings(job)
     except ConfigError as e:
         print(f"specbench.study.costs: {e}", file=sys.stderr)
         sys.exit(2)
     rows, memo = [], {}
-    for pair_cfg, dtype in jobs:
-        pair = models.load_pair(pair_cfg, dtype, cfg.device)
-        rows += cost_rows(pair, kv_len, repeats, progress=cfg.progress, memo=memo)
+    for one in jobs:
+        pair = context(one).load_pair()
+        rows += cost_rows(pair, kv_len, repeats, progress=job.progress, memo=memo)
     write_csv(merge_rows(os.path.join(out, "costs.csv"), rows), os.path.join(out, "costs.csv"))
-    pair = models.load_pair(cfg.pair, cfg.dtype, cfg.device)
+    pair = context(job).load_pair()
     env = environment(pair)
     atomic_write(os.path.join(out, "environment.json"),
                  lambda tmp: open(tmp, "w").write(json.dumps(env, indent=1, sort_keys=True) + "\n"))

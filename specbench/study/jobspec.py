@@ -1,8 +1,11 @@
 """The typed job spec: the resolved Hydra config, read ONCE, checked before any model loads.
 
 ``from_config(cfg) -> JobSpec`` turns the composed config into frozen
-dataclasses (every default is written here, nowhere else), with one-line
-``ConfigError``s naming the key and the fix.  ``checks.validate(job)`` adds the
+dataclasses, with one-line ``ConfigError``s naming the key and the fix.  The
+top-level defaults are conf/config.yaml's (``DEFAULTS`` reads them; written
+nowhere else), a group's are its conf/<group>/ preset's and a verify mode's its
+spec's.  ``tree_spec`` / ``verify_spec`` read one group alone (the public API's
+and the lossless check's trees and modes).  ``checks.validate(job)`` adds the
 cross-field checks (registries, engine, device, dtype).  Modules below the
 study layer take the spec's plain fields, never ``cfg``.
 
@@ -11,19 +14,32 @@ study layer take the spec's plain fields, never ``cfg``.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from .. import CONF_DIR
 from ..inputs.models import DTYPES, SOURCES
 
 ENGINES = ("live", "replay", "auto")
-DEFAULTS: dict[str, Any] = {"max_new_tokens": 64, "seed": 0, "device": "cpu", "dtype": "bfloat16",
-                            "engine": "live", "batch_size": 1, "resume": True, "out_root": "outputs",
-                            "progress": True, "replay_cache": None, "exact_continuations": False}
+GROUPS = ("pair", "tree", "verify", "dataset")
+OPTIONAL = {"replay_cache": None}       # top-level keys config.yaml leaves out (set with +key=VALUE)
+
+
+def _defaults() -> dict[str, Any]:
+    """conf/config.yaml's top-level values (the groups, Hydra's keys and sweep presets aside) plus
+    ``OPTIONAL``: the one place the top-level defaults are written."""
+    with open(os.path.join(CONF_DIR, "config.yaml"), encoding="utf-8") as fh:
+        top = yaml.safe_load(fh)
+    return {**{k: v for k, v in top.items() if k not in (*GROUPS, "defaults", "hydra")}, **OPTIONAL}
+
+
+DEFAULTS: dict[str, Any] = _defaults()
 PAIR_KEYS = ("name", "draft", "target", "drafter", "chat_template")
 # not part of a job's identity (exact_continuations: how missing replay records are computed;
 # the records' cache keys do not say it either)
@@ -214,6 +230,16 @@ def _rank_lists(value, key: str, fix: str, nested: bool) -> None:
             raise ConfigError(f"{key}[{i}]={row!r}: must be integers >= 0; e.g. {fix}")
 
 
+def tree_spec(tree: Mapping) -> TreeSpec:
+    """The typed spec of one tree group ({"name", "budget", ...shape parameters})."""
+    return _tree({"tree": tree})
+
+
+def verify_spec(verify: Mapping) -> VerifySpec:
+    """The typed spec of one verify group ({"name", ...mode parameters}), the mode's defaults filled in."""
+    return _verify({"verify": verify})
+
+
 def _tree(d: Mapping) -> TreeSpec:
     t = _section(d, "tree")
     # >= 0 here (tree=none is budget 0); whether a policy accepts 0 is the registry's call
@@ -317,16 +343,13 @@ def from_config(cfg) -> JobSpec:
         progress=_bool(top["progress"], "progress"),
         replay_cache=None if top["replay_cache"] is None else str(top["replay_cache"]),
         exact_continuations=_bool(top["exact_continuations"], "exact_continuations"),
-        extra={k: v for k, v in d.items() if k not in DEFAULTS and k not in ("pair", "tree", "verify", "dataset")})
+        extra={k: v for k, v in d.items() if k not in DEFAULTS and k not in GROUPS})
 
 
 def pair_config(name: str) -> dict:
     """conf/pair/NAME.yaml as a plain dict (a study pair's config, for scripts and multi-pair
     commands; interpolations resolved where they can be); ValueError naming the valid pairs
     when there is none."""
-    import os
-
-    from .. import CONF_DIR
     path = os.path.join(CONF_DIR, "pair", f"{name}.yaml")
     if not os.path.exists(path):
         valid = sorted(f[:-5] for f in os.listdir(os.path.join(CONF_DIR, "pair")) if f.endswith(".yaml"))

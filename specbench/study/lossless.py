@@ -8,9 +8,10 @@ The empirical losslessness check of the sampling modes on a real pair (REPORT.md
 
 For every lossless sampling mode registered in ``specbench.verify`` (each lossless
 mode but greedy) and every prompt of the dataset (a fixed real prefix), N seeded
-draws each run ONE step of the engine's one loop (``engine.loop.decode_prompt``
-with max_new_tokens=1): the pair's drafter grows the mode's tree, the live
-verifier scores it, the mode's verdict gives the first emitted token.  Drafter
+draws each run ONE step of the engine's one loop (``engine.loop.decode`` with
+max_new_tokens=1, the draws as rows of a batch): the pair's drafter grows the mode's
+tree, the live verifier scores it, the mode's verdict gives the first emitted token;
+the modes that draft alike verify the same drafted trees (``groups``).  Drafter
 and verifier see their models through ``engine.memo.MemoModel``, so each distinct
 tree node is forwarded once per prefix, not once per draw.  The counts of the
 first tokens are compared with the target's own first-token distribution p (its
@@ -69,18 +70,19 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import torch
 
 from ..core.sampling import probs
-from ..drafting.drafters import DRAFTERS
-from ..engine.loop import Decoding, LiveVerifier, decode_prompt, prompt_seed
+from ..engine.loop import appended, decode, decode_prompt, prompt_seed
 from ..engine.memo import MemoModel
-from ..trees.policies import make_policy
 from ..verify.modes import get_mode
 from ..verify.modespec import MODES, check_compatible, row_tags
+from .context import DecodePlan, context
+from .jobspec import tree_spec, verify_spec
 from .lossless_power import draws_for_power, parse_variant, power
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,22 +110,43 @@ def reported_modes() -> list[str]:
     return sampling_modes() + ["mss[order=storage]", "traversal[children=sample_noreplace]"]
 
 
-def draw_rng(seed: int, prompt: int, draw: int) -> torch.Generator:
-    return torch.Generator().manual_seed(prompt_seed(seed, prompt) * 1_000_003 + draw)
+def capture(spec, sink: list):
+    """``spec`` whose every verdict also appends the first token it emits to ``sink``."""
+    def verdict(tree, p, q, rng, params):
+        v = spec.verdict(tree, p, q, rng, params)
+        sink.append(appended(tree, v, 1, frozenset())[0])
+        return v
+    return replace(spec, verdict=verdict)
 
 
-def first_tokens(pair, prompt_ids, prompt_index: int, mode_name: str, tree: tuple[str, int], n: int,
-                 params: dict, seed: int = 0) -> list[int]:
-    """The first emitted token of ``n`` seeded one-step decodes through the one loop
-    (``params`` may hold the mode's own parameters, e.g. order or children)."""
-    mode = get_mode(mode_name, params)
-    params = mode.params(params)
-    drafter = DRAFTERS.get(pair.drafter).from_pair(pair, params["draft_temperature"], params["top_p"])
-    check_compatible(mode, drafter.child_rule(make_policy(*tree).kind, mode.child_rule))
-    verifier = LiveVerifier(pair.target, params["temperature"], params["top_p"])
-    run = Decoding(mode, params, 1, frozenset(), seed, measure_shift=False)
-    return [decode_prompt("check", prompt_ids, drafter, verifier, make_policy(*tree), run,
-                          draw_rng(seed, prompt_index, j)).tokens[0] for j in range(n)]
+def one_step(mode_name: str, params: dict, tree: tuple[str, int], seed: int = 0) -> DecodePlan:
+    """The plan of one decode step of ``tree`` = (shape, budget) verified by the mode with
+    ``params`` (the mode's own included, e.g. order or children), no exact law per step."""
+    return DecodePlan(tree_spec({"name": tree[0], "budget": tree[1]}), verify_spec({"name": mode_name, **params}),
+                      1, seed, measure_shift=False)
+
+
+def first_tokens(pair, prompt_ids, prompt_index: int, modes, tree: tuple[str, int], n: int,
+                 params: dict, seed: int = 0, batch: int = 1) -> list[list[int]]:
+    """The first emitted token of ``n`` seeded one-step decodes through the one loop, for
+    each of ``modes`` ([(name, own params)], e.g. [("mss", {"order": "storage"})]): the
+    first mode drafts, the others verify the very same drafted trees as the engine's
+    paired modes (``Decoding.paired``: their own generators, seeded apart from the drafting
+    stream), so a group of modes that draft alike costs one drafting.  Draw j is row j of
+    the loop with generator ``prompt_rng(prompt_seed(seed, prompt_index), j)``, ``batch``
+    rows per step (a row's draw does not depend on the batch)."""
+    plans = [one_step(name, {**params, **own}, tree, prompt_seed(seed, prompt_index)) for name, own in modes]
+    drafters = plans[0].drafters(pair)
+    rule = drafters().child_rule(plans[0].new_policy().kind, plans[0].mode.child_rule)
+    for plan in plans:
+        check_compatible(plan.mode, rule)
+    sinks: list[list[int]] = [[] for _ in plans]
+    probes = [capture(plan.mode, sink) for plan, sink in zip(plans, sinks)]
+    run = replace(plans[0].decoding(frozenset()), mode=probes[0],
+                  paired=tuple((probe, plan.params) for probe, plan in zip(probes[1:], plans[1:])))
+    draws = [SimpleNamespace(id=f"draw{j}", ids=list(prompt_ids)) for j in range(n)]
+    decode(draws, drafters, plans[0].live_verifier(pair), plans[0].new_policy, run, None, batch)
+    return sinks
 
 
 def fit(tokens, p: torch.Tensor, seed: int = 0, max_bins: int = 0) -> dict:
@@ -186,13 +209,23 @@ def warm(memo, root: int, params: dict, widths) -> None:
     memo.target.logits(nodes)
 
 
+def groups(modes, trees: dict, params: dict) -> dict:
+    """The modes (names or ``name[key=value;...]``) by how they draft: {(tree, child rule):
+    [mode, ...]}, in order of first appearance; one drafting serves a group (``first_tokens``)."""
+    out: dict = {}
+    for text in modes:
+        name, own = parse_variant(text)
+        spec = get_mode(name, {**params, **own})
+        out.setdefault((trees["chain"] if spec.chain_only else trees["tree"], spec.child_rule), []).append(text)
+    return out
+
+
 def check_prompt(pair, prompt, index: int, modes, trees: dict, n: int, params: dict, seed: int,
-                 widths=(48, 160), draw_threads: int = 1, test: dict | None = None) -> list[dict]:
+                 widths=(48, 160), batch: int = 32, test: dict | None = None) -> list[dict]:
     """One row per mode (a name or ``name[key=value;...]``) for one prefix; drafter and
-    verifier share memoised models, warmed first (``warm``).  ``test``: {"tv", "alpha",
-    "max_bins"} of the power calculation (``lossless_power``).  The draws run on
-    ``draw_threads`` torch threads: they are small vector operations, which OpenMP threads
-    on a busy machine slow down (the memo's forwards before them use the process's threads)."""
+    verifier share memoised models, warmed first (``warm``); the modes that draft alike
+    share their drafted trees (``groups``; a row's ``wall_s`` and ``target_forwards`` are its
+    group's).  ``test``: {"tv", "alpha", "max_bins"} of the power calculation (``lossless_power``)."""
     test = {"tv": 0.02, "alpha": 0.01, "max_bins": 0, **(test or {})}
     memo = replace(pair, draft=MemoModel(pair.draft) if pair.draft is not None else None,
                    target=MemoModel(pair.target))
@@ -202,50 +235,55 @@ def check_prompt(pair, prompt, index: int, modes, trees: dict, n: int, params: d
     root = (int(prompt.ids[-1]),)
     p = probs(memo.target.logits([root])[0], params["temperature"], params["top_p"])
     warm(memo, root[0], get_mode(parse_variant(modes[0])[0]).params(params) if modes else params, widths)
-    rows, threads = [], torch.get_num_threads()
-    for text in modes:
-        name, own = parse_variant(text)
-        spec = get_mode(name, {**params, **own})
-        tree = trees["chain"] if spec.chain_only else trees["tree"]
+    rows = []
+    for (tree, _), texts in groups(modes, trees, params).items():
         t0, f0 = time.perf_counter(), memo.target.forwards
-        torch.set_num_threads(draw_threads)
-        try:
-            tokens = first_tokens(memo, prompt.ids, index, name, tree, n, {**params, **own}, seed)
-        finally:
-            torch.set_num_threads(threads)
-        got = fit(tokens, p, seed, test["max_bins"])
-        rows.append({"prefix_id": prompt.id, "prefix_tokens": len(prompt.ids), "verify": name,
-                     **row_tags(spec, spec.params({**params, **own})), "tree": tree[0], "budget": tree[1],
-                     "temperature": params["temperature"], "top_p": params["top_p"], "seed": seed, **got,
-                     "tv_target": test["tv"], "alpha": test["alpha"],
-                     "power": power(got["n_draws"], got["n_bins"] - 1, test["tv"], test["alpha"]),
-                     "target_forwards": memo.target.forwards - f0, "wall_s": time.perf_counter() - t0})
-        if not spec.lossless:
-            rows[-1].update(control_law(memo, prompt, spec, {**params, **own}, tree, p, test["alpha"],
-                                        rows[-1]["chi2_p"]))
-        print(f"  {prompt.id:>14} {text:>12}: chi2_p={rows[-1]['chi2_p']:.3g} tv={rows[-1]['tv']:.4f} "
-              f"(null {rows[-1]['tv_null']:.4f}), power {rows[-1]['power']:.3f} at TV {test['tv']}, "
-              f"{rows[-1]['target_forwards']} target forwards, {rows[-1]['wall_s']:.1f}s", flush=True)
+        tokens = first_tokens(memo, prompt.ids, index, [parse_variant(t) for t in texts], tree, n, params, seed,
+                              batch)
+        cost = {"target_forwards": memo.target.forwards - f0, "wall_s": time.perf_counter() - t0}
+        for text, toks in zip(texts, tokens):
+            rows.append(check_row(memo, prompt, text, tree, toks, p, params, seed, test) | cost)
+            print(f"  {prompt.id:>14} {text:>12}: chi2_p={rows[-1]['chi2_p']:.3g} tv={rows[-1]['tv']:.4f} "
+                  f"(null {rows[-1]['tv_null']:.4f}), power {rows[-1]['power']:.3f} at TV {test['tv']}", flush=True)
+        print(f"  {prompt.id:>14} {len(texts)} modes on the same {n} drafted {tree[0]}/{tree[1]} trees: "
+              f"{cost['target_forwards']} target forwards, {cost['wall_s']:.1f}s", flush=True)
     return rows
+
+
+def check_row(pair, prompt, text: str, tree: tuple[str, int], tokens: list[int], p: torch.Tensor, params: dict,
+              seed: int, test: dict) -> dict:
+    """One mode's row: the fit of its first tokens against p, the power at its N and bins
+    and, for a lossy control, its exact TV and whether it was rejected (``control_law``)."""
+    name, own = parse_variant(text)
+    spec = get_mode(name, {**params, **own})
+    got = fit(tokens, p, seed, test["max_bins"])
+    row = {"prefix_id": prompt.id, "prefix_tokens": len(prompt.ids), "verify": name,
+           **row_tags(spec, spec.params({**params, **own})), "tree": tree[0], "budget": tree[1],
+           "temperature": params["temperature"], "top_p": params["top_p"], "seed": seed, **got,
+           "tv_target": test["tv"], "alpha": test["alpha"],
+           "power": power(got["n_draws"], got["n_bins"] - 1, test["tv"], test["alpha"])}
+    if not spec.lossless:
+        row.update(control_law(pair, prompt, spec, {**params, **own}, tree, p, test["alpha"], row["chi2_p"]))
+    return row
 
 
 def control_law(pair, prompt, spec, params: dict, tree: tuple[str, int], p: torch.Tensor, alpha: float,
                 chi2_p: float) -> dict:
-    """A lossy control's exact first-token TV at this prefix (its children are the draft's
-    top-k: one deterministic tree, so its law is exact) and whether the check rejected it."""
+    """A lossy control's exact first-token TV at this prefix where its children are the draft's
+    top-k (one deterministic tree, so its law is exact; NaN for sampled trees, e.g. hsd's
+    chains) and whether the check rejected it."""
     from ..verify.distshift import first_token_tv
-    drafter = DRAFTERS.get(pair.drafter).from_pair(pair, float(params.get("draft_temperature", 1.0)),
-                                                   float(params.get("top_p", 1.0)))
-    prm = spec.params(params)
+    if spec.child_rule != "topk":
+        return {"exact_tv": float("nan"), "rejected": bool(chi2_p < alpha)}
+    plan = one_step(spec.name, params, tree)
     law = {}
 
     def grab(tree_, p_, q_, rng, prm_):
         law["tv"] = first_token_tv(spec, tree_, p_, q_, prm_)
         return spec.verdict(tree_, p_, q_, rng, prm_)
-    probe = replace(spec, verdict=grab)
-    verifier = LiveVerifier(pair.target, prm["temperature"], prm["top_p"])
-    decode_prompt("control", prompt.ids, drafter, verifier, make_policy(*tree),
-                  Decoding(probe, prm, 1, frozenset(), 0, measure_shift=False), torch.Generator().manual_seed(0))
+    run = replace(plan.decoding(frozenset()), mode=replace(spec, verdict=grab))
+    decode_prompt("control", prompt.ids, plan.drafters(pair)(), plan.live_verifier(pair), plan.new_policy(), run,
+                  torch.Generator().manual_seed(0))
     return {"exact_tv": law.get("tv", float("nan")), "rejected": bool(chi2_p < alpha)}
 
 
@@ -292,7 +330,7 @@ def parse_args(argv):
     ap.add_argument("--prefix-search", type=int, default=32,
                     help="cut each prompt where the target is least certain among its last K tokens (0: no cut)")
     ap.add_argument("--warm", default="48,160", help="memo warm-up: likeliest draft paths per depth")
-    ap.add_argument("--draw-threads", type=int, default=1, help="torch threads during the draws")
+    ap.add_argument("--batch", type=int, default=32, help="draws in flight per step of the loop")
     ap.add_argument("--out", default="results/lossless_check.csv", help="CSV (relative: repo root); the "
                     "controls go to lossless_control.csv beside it")
     return ap.parse_known_args(argv)
@@ -328,16 +366,15 @@ def write_rows(out: Path, rows: list[dict], keys: dict, columns: list[str]) -> N
 
 def main(argv=None) -> None:
     args, overrides = parse_args(argv)
-    from ..inputs import data, models
     from . import identity, jobspec
     from .launch import compose
     try:
         n, modes, controls = check_args(args)
         job = jobspec.from_config(compose(overrides))
         ident = identity.job_identity(job)
-        pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
-        prompts = data.load_prompts(job.dataset.config, pair.tokenizer,
-                                    max_prompt_tokens=job.dataset.max_prompt_tokens)
+        ctx = context(job)
+        pair = ctx.load_pair()
+        prompts = ctx.prompts(pair.tokenizer)
         params = {"temperature": args.temperature, "top_p": args.top_p}
         trees = {"chain": ("chain", args.chain_budget), "tree": (args.tree, args.tree_budget)}
         widths = [int(w) for w in args.warm.split(",") if w]
@@ -345,7 +382,7 @@ def main(argv=None) -> None:
         prompts = [replace(pr, ids=informative_prefix(pair.target, pr.ids, args.temperature, args.top_p,
                                                       args.prefix_search)) for pr in prompts]
         rows = [r for i, pr in enumerate(prompts) for r in check_prompt(
-            pair, pr, i, modes + controls, trees, n, params, job.seed, widths, args.draw_threads, test)]
+            pair, pr, i, modes + controls, trees, n, params, job.seed, widths, args.batch, test)]
     except (ValueError, KeyError, FileNotFoundError) as e:
         sys.exit(f"specbench: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     keys = {"pair": job.pair.name, "pair_id": identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params),

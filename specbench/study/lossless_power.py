@@ -38,6 +38,15 @@ def draws_for_power(df: int, tv: float, alpha: float, target: float) -> int:
     return hi
 
 
+def power_tv(n: int, df: int, alpha: float, target: float) -> float:
+    """The smallest TV against which ``n`` draws reach ``target`` power (bisection on TV)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if power(n, df, mid, alpha) < target else (lo, mid)
+    return hi
+
+
 def parse_variant(text: str) -> tuple[str, dict]:
     """``mss[order=storage]`` -> ("mss", {"order": "storage"}); ``name`` -> (name, {});
     several parameters are separated by ``;``.  A one-line ValueError otherwise."""

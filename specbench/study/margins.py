@@ -72,8 +72,9 @@ def logit_margins(model, prompt_ids: list[int], rows: list[dict]) -> list[dict]:
 def measure(rows: list[dict]) -> tuple[list[dict], list[str]]:
     """Margins of every divergence, one float32 target load per (pair, dataset, dtype); notes for
     a pair that can't be composed or whose models' contents differ from the results' pair_id."""
-    from ..inputs import data, models
+    from ..inputs import models
     from . import identity, jobspec
+    from .context import context
     from .launch import compose
     done, notes = [], []
     for (pair, pid, dataset, dtype), group in pd.DataFrame(rows).groupby(["pair", "pair_id", "dataset", "dtype"],
@@ -89,9 +90,9 @@ def measure(rows: list[dict]) -> tuple[list[dict], list[str]]:
         if identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params) != pid:
             notes.append(f"{where}: skipped (the installed models are not the ones that produced these results)")
             continue
-        model = models.load_model(job.pair.target.as_dict(), "float32", job.device)
-        tokenizer = models.load_tokenizer(job.pair.target.as_dict())
-        prompts = {p.id: p.ids for p in data.load_prompts(job.dataset.config, tokenizer)}
+        model = models.load_model(job.pair.target.as_dict(), "float32", job.device)    # the target alone
+        ctx = context(job)
+        prompts = {p.id: p.ids for p in ctx.prompts(ctx.tokenizer())}
         for prompt, g in group.groupby("prompt_id", sort=True):
             done += logit_margins(model, prompts[prompt], g.to_dict("records"))
     return done, notes

@@ -126,7 +126,7 @@ def summarize(keys: dict, steps: pd.DataFrame, wall_s: float, hist: list[int]) -
 # identifier columns stay text: a hash like 3726142e8142 would otherwise be read as a float
 TEXT_COLUMNS = {c: str for c in ("config_hash", "run_id", "pair", "pair_id", "draft", "target", "tree", "tree_params", "verify",
                                   "dataset", "engine", "prompt_id", "accept_path", "role",
-                                  "path_children", "pair_key", "pair_role")}
+                                  "path_children", "pair_key", "pair_role", "sibling_order", "child_rule")}
 
 
 def read_csv(path: str) -> pd.DataFrame:
