@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from typing import overload
 
 import torch
 
@@ -145,6 +146,14 @@ def marginal_noreplace(p_row: torch.Tensor, q_row: torch.Tensor, k: int = 1, par
 # --------------------------------------------------------------------------
 # public API
 # --------------------------------------------------------------------------
+@overload
+def _rows(x: torch.Tensor) -> torch.Tensor: ...
+
+
+@overload
+def _rows(x: None) -> None: ...
+
+
 def _rows(x: torch.Tensor | None) -> torch.Tensor | None:
     """float64 rows renormalised to sum 1 (zero rows stay zero): float32 rows of a
     150k vocabulary are off by ~1e-6, which would otherwise show up as TV."""
@@ -175,6 +184,7 @@ def first_token_dist(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.
     v = p.shape[-1]
     if marginal and kids and tree.child_rule in RANDOM_RULES and not spec.law.draw_free:
         fn = spec.law.marginal.get(tree.child_rule)
+        assert q is not None                     # a random child rule's draw is from q
         try:
             if fn is None:
                 raise TooBig
@@ -182,6 +192,7 @@ def first_token_dist(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.
         except TooBig:
             return torch.full((v,), math.nan, dtype=torch.float64)
     law = path_law(spec, tree, p, q, params, need_next=True)
+    assert law.root_next is not None             # asked for (need_next)
     out = law.root_next * max(0.0, 1.0 - sum(law.reach[c] for c in kids))
     for c in kids:
         out[int(tree.tokens[c])] += law.reach[c]
