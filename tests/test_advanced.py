@@ -181,7 +181,7 @@ def test_make_policy_kinds():
 
 
 def test_adaptive_chain_heuristic():
-    plan = AdaptiveChain("adaptive_chain", 6, {"start": 4})
+    plan = make_policy("adaptive_chain", 6, {"start": 4})
     lengths = []
     for accepted in (4, 6, 6, 2, 0, 0, 0, 0, 1):
         plan.observe(accepted, len(plan.paths()))

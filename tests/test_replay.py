@@ -13,7 +13,7 @@ from specbench.core.sampling import choose_children, probs, ranks_of
 from specbench.drafting.drafters import ModelDrafter
 from specbench.engine import replay
 from specbench.engine.loop import ContinuationVerifier, StepRecord, continuation, follow
-from specbench.trees.policies import make_policy, policy_kind
+from specbench.trees.policies import make_policy, policy_spec
 
 TIMING = ("draft_s", "verify_s")
 STATIC = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("topk_wide", {"width": 3}),
@@ -196,7 +196,7 @@ def test_replay_equals_live_planned_shapes(tiny_draft, tiny_target, tiny_tokeniz
     for budget in (5, 16):
         cfg = {k: v for k, v in tree.items() if k not in ("name", "budget")}
         name = tree["name"]
-        assert policy_kind(name) == "paths"
+        assert policy_spec(name).rank_replayable
         for text in PROMPTS:
             live, rep = live_and_replay(tiny_draft, tiny_target, tiny_tokenizer.encode(text),
                                         lambda: make_policy(name, budget, cfg), 32, 1.0)

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from ..core.registry import Registry
 from ..core.tree import ancestor_mask, depths, tree_attention_mask
 
-IMPLS: Registry = Registry("attention implementation")
+IMPLS: Registry[Callable[..., Prepared]] = Registry("attention implementation")
 
 # Qwen2.5(-Coder)-1.5B: used when the embedded target's config.json is not installed.
 FALLBACK_DIMS = {"heads": 12, "kv_heads": 2, "head_dim": 128}
@@ -114,7 +114,7 @@ class Prepared:
 # --------------------------------------------------------------------------
 # implementations
 # --------------------------------------------------------------------------
-@IMPLS.register("reference", timed=False)
+@IMPLS.register("reference")
 def reference(case: TreeCase) -> Prepared:
     """Explicit matmul + additive mask + softmax in float32 (correctness only)."""
     def run():
@@ -126,14 +126,14 @@ def reference(case: TreeCase) -> Prepared:
     return Prepared(run)
 
 
-@IMPLS.register("fused", timed=True)
+@IMPLS.register("fused")
 def fused(case: TreeCase) -> Prepared:
     """One SDPA call over KV cache + tree with the additive tree mask."""
     return Prepared(lambda: F.scaled_dot_product_attention(
         case.q, case.k, case.v, attn_mask=case.mask, enable_gqa=True))
 
 
-@IMPLS.register("sequential", timed=True)
+@IMPLS.register("sequential")
 def sequential(case: TreeCase) -> Prepared:
     """One SDPA call per root-to-leaf branch, as if each branch were its own
     sequence: shared ancestors are recomputed in every branch.  Each call appends
@@ -181,7 +181,7 @@ def _block_mask(case: TreeCase):
     return create_block_mask(mask_mod, None, None, allowed.shape[0], allowed.shape[1], device="cpu")
 
 
-@IMPLS.register("flex", timed=True)
+@IMPLS.register("flex")
 def flex(case: TreeCase) -> Prepared:
     """flex_attention, eager (unfused: materialises the scores)."""
     from torch.nn.attention.flex_attention import flex_attention
@@ -195,7 +195,7 @@ def flex(case: TreeCase) -> Prepared:
     return Prepared(run)
 
 
-@IMPLS.register("flex_compiled", timed=True)
+@IMPLS.register("flex_compiled")
 def flex_compiled(case: TreeCase, compiler: Callable | None = None) -> Prepared:
     """torch.compile(flex_attention), static shapes (dynamic=True fails to build
     its C++ kernel on this CPU torch).  Compile failure -> run=None + note."""
@@ -223,5 +223,6 @@ TOLERANCE = {torch.float32: dict(atol=1e-4, rtol=1e-4), torch.bfloat16: dict(ato
 
 
 def max_abs_err(case: TreeCase, prep: Prepared, ref: torch.Tensor) -> float:
+    assert prep.run is not None                 # only available implementations are checked
     out = prep.output(prep.run())
     return (out.float() - ref.float()).abs().max().item()

@@ -16,30 +16,18 @@ kept set is still a tree.  An explicit list (``paths``, ``medusa63``) is
 trimmed in its listed order instead (Medusa lists paths by priority); every
 prefix of the kept list must be a tree.  A finite shape (``specinfer``, ``paths``,
 ``medusa63``) with fewer than N paths is padded by lengthening its all-zero
-(top-1) chain until it has N nodes.
+(top-1) chain until it has N nodes.  The shapes themselves are tree policies
+(``trees.shapes``); this module applies the budget rule to their paths (``fit_budget``).
 """
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 import torch
 
 RankPath = tuple[int, ...]
-
-SHAPE_FNS: dict[str, tuple[Callable, bool]] = {}   # static shape name -> (fn, listed_order); see policies
-
-
-def shape(name: str, listed_order: bool = False) -> Callable:
-    """Register a static shape fn(budget, **params) -> rank paths (``policies`` makes it a policy)."""
-    def deco(fn: Callable) -> Callable:
-        if name in SHAPE_FNS:
-            raise ValueError(f"tree shape '{name}' is registered twice")
-        SHAPE_FNS[name] = (fn, listed_order)
-        return fn
-    return deco
 
 
 # --------------------------------------------------------------------------
@@ -155,78 +143,6 @@ def paths_to_parents(paths: Sequence[RankPath]) -> list[int]:
 
 def max_depth(paths: Sequence[RankPath]) -> int:
     return max((len(p) for p in paths), default=0)
-
-
-# --------------------------------------------------------------------------
-# static shapes: each returns rank paths (possibly more than the budget)
-# --------------------------------------------------------------------------
-def _full_tree(expansion: Sequence[int], budget: int) -> list[RankPath]:
-    """All paths of a tree whose level-d nodes have expansion[d] children,
-    stopping once a level would already exceed the budget."""
-    paths: list[RankPath] = []
-    level: list[RankPath] = [()]
-    for k in expansion:
-        level = [p + (r,) for p in level for r in range(int(k))]
-        paths += level
-        if len(paths) >= budget or not level:
-            break
-    return paths
-
-
-@shape("chain")
-def chain(budget: int, **_) -> list[RankPath]:
-    return [(0,) * d for d in range(1, budget + 1)]
-
-
-@shape("kary")
-def kary(budget: int, width: int = 2, **_) -> list[RankPath]:
-    if width < 1:
-        raise ValueError(f"tree.width={width}: must be >= 1")
-    levels = budget if width == 1 else math.ceil(math.log(budget * (width - 1) + 1, width)) + 1
-    return _full_tree([width] * levels, budget)
-
-
-@shape("binary")
-def binary(budget: int, **_) -> list[RankPath]:
-    return kary(budget, width=2)
-
-
-@shape("topk_wide")
-def topk_wide(budget: int, width: int = 4, **_) -> list[RankPath]:
-    """The top-`width` first tokens, each continued as a top-1 chain."""
-    if width < 1:
-        raise ValueError(f"tree.width={width}: must be >= 1")
-    length = math.ceil(budget / width)
-    return [(r,) + (0,) * d for r in range(width) for d in range(length)]
-
-
-@shape("specinfer")
-def specinfer(budget: int, expansion: Sequence[int] = (1, 1, 3, 1, 1, 1, 1, 1), **_) -> list[RankPath]:
-    if not expansion or any(int(k) < 1 for k in expansion):
-        raise ValueError(f"tree.expansion={list(expansion)}: needs one or more factors >= 1")
-    return _full_tree(list(expansion), budget)
-
-
-@shape("medusa63", listed_order=True)  # conf/tree/medusa63.yaml: Medusa's mc_sim_7b_63
-@shape("paths", listed_order=True)
-def explicit_paths(budget: int, paths: Sequence[Sequence[int]] = (), **_) -> list[RankPath]:
-    """The list as given: its order is the priority order the budget trims by."""
-    if not paths:
-        raise ValueError("tree=paths needs tree.paths, a rank-path list such as [[0],[1],[0,0]]")
-    return [tuple(int(r) for r in p) for p in paths]
-
-
-def static_paths(fn: Callable, name: str, budget: int, listed_order: bool = False,
-                 **params) -> list[RankPath]:
-    """The rank paths of the static shape ``fn`` at exactly `budget` nodes (by
-    name: ``policies.shape_paths``)."""
-    if budget is None or int(budget) < 1:
-        raise ValueError(f"tree.budget={budget}: the budget (number of draft tokens) must be >= 1")
-    paths = fn(int(budget), **params)
-    for p in paths:
-        if any(int(r) < 0 for r in p):
-            raise ValueError(f"tree={name}: rank path {list(p)} has a negative rank; ranks are 0, 1, 2, ...")
-    return fit_budget(paths, int(budget), listed_order)
 
 
 # --------------------------------------------------------------------------

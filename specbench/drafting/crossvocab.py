@@ -51,7 +51,7 @@ from typing import Any
 import torch
 
 from .drafters import DRAFTERS, ModelDrafter
-from .levels import Levels
+from .levels import LevelGen
 
 SPACE = "\u2581"                                    # SentencePiece's '▁'
 BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
@@ -108,11 +108,11 @@ def token_bytes(tokenizer) -> list[tuple[bytes, int] | None]:
 
 def canonical_ids(entries: Sequence[tuple[bytes, int] | None]) -> dict[bytes, int]:
     """bytes -> the one id its tokenizer would produce for them (precedence, then lowest id)."""
-    best: dict[bytes, int] = {}
+    best: dict[bytes, tuple[int, int]] = {}        # bytes -> (precedence, id)
     for i, e in enumerate(entries):
-        if e is not None and (e[0] not in best or e[1] < entries[best[e[0]]][1]):
-            best[e[0]] = i
-    return best
+        if e is not None and (e[0] not in best or e[1] < best[e[0]][0]):
+            best[e[0]] = (e[1], i)
+    return {data: i for data, (_, i) in best.items()}
 
 
 @dataclass
@@ -222,7 +222,6 @@ def output_size(model) -> int:
 @DRAFTERS.register("tli")
 class TLIDrafter(ModelDrafter):
     """A drafter with its own vocabulary, restricted to the tokens it shares with the target."""
-    registry_name = "tli"
     own_tokenizer = True
     rank_replay = False      # its trees follow the draft vocabulary's ranks, mapped per step
 
@@ -248,10 +247,10 @@ class TLIDrafter(ModelDrafter):
     def chain(self) -> list[int]:
         return self.draft_chain
 
-    def begin(self) -> Levels:
+    def begin(self) -> LevelGen[torch.Tensor]:
         return self.vocab.to_target((yield from super().begin()))
 
-    def extend(self, parents: Sequence[int], tokens: Sequence[int]) -> Levels:
+    def extend(self, parents: Sequence[int], tokens: Sequence[int]) -> LevelGen[torch.Tensor]:
         return self.vocab.to_target((yield from super().extend(parents, self.vocab.node_ids(tokens))))
 
     def commit(self, tree, path: Sequence[int], next_token: int) -> None:

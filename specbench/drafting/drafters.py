@@ -17,8 +17,8 @@ build on the same two level primitives, ``begin`` and ``extend``.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Protocol
 
 import torch
 
@@ -27,29 +27,58 @@ from ..core.registry import Registry
 from ..core.sampling import choose_slots, probs
 from ..core.tree import DraftTree
 from ..trees import eagle2
-from ..trees.policies import KINDS, POLICIES
-from .levels import Forward, Levels, drafted
+from ..trees.policies import POLICIES, TreePolicy
+from .levels import Forward, LevelGen, Levels, drafted
 
-DRAFTERS: Registry = Registry("drafter")
+
+class DrafterProtocol(Protocol):
+    """What the decode loop (``engine.loop``) calls on a drafter, per prompt."""
+
+    def reset(self, prompt_ids: Sequence[int]) -> None: ...
+
+    def draft(self, policy: TreePolicy, rule: str, rng: torch.Generator) -> Levels: ...
+
+    def commit(self, tree: DraftTree, path: Sequence[int], next_token: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+Grow = Callable[[Any, Any, str, torch.Generator], Levels]     # (drafter, policy, rule, rng) -> levels
 
 
 class Drafter:
     """Base class: keeps the committed token history (prompt + output) and grows
-    ``tree=none`` (no draft tokens).  A subclass grows a policy kind by defining
-    ``grow_<kind>(policy, rule, rng)``, a level generator; ``draft`` dispatches on
-    ``policy.kind``.
+    ``tree=none`` (no draft tokens).  What a drafter can do is declared here, as data:
 
-    What a drafter needs from its pair (read by job validation and ``load_pair``):
-    ``draft_model`` (a separate draft model, ``pair.draft``), ``own_tokenizer`` (the
-    draft model keeps its own vocabulary; otherwise it must share the target's) and
-    ``check_params`` (its own ``pair.*`` keys, checked before any model loads)."""
+    * ``grows``: policy kind (``PolicySpec.kind``) -> the level generator that grows it;
+      ``draft`` dispatches on the policy's kind and refuses the others in one line;
+    * ``draft_model``: it needs a separate draft model (``pair.draft``);
+      ``own_tokenizer``: that model keeps its own vocabulary (else it must share the target's);
+    * ``pair_keys``: its own ``pair.*`` keys (``check_params`` checks them before any model
+      loads; ``pair_inputs`` resolves them once the target is loaded);
+    * ``rank_replay``: static shapes replay from the teacher-forced ranks of ``rank_model``;
+    * ``forward_model``: the model it forwards per depth (how its draft cost is charged:
+      forward costs of that model, or its measured draft time where it runs none).
+    ``name`` is set by the registry (``DRAFTERS``)."""
+    name: ClassVar[str] = "base"
     draft_model: ClassVar[bool] = False
     own_tokenizer: ClassVar[bool] = False
-    rank_replay: ClassVar[bool] = False     # static shapes replay from teacher-forced ranks (rank_model)
+    rank_replay: ClassVar[bool] = False
+    pair_keys: ClassVar[tuple[str, ...]] = ()
+    grows: ClassVar[Mapping[str, Grow]]
 
     @classmethod
-    def check_params(cls, params: dict) -> None:
+    def check_params(cls, params: Mapping[str, Any]) -> None:
         """ValueError (one line naming the key) for a bad drafter parameter in ``pair``."""
+        for key in params:
+            if key not in cls.pair_keys:
+                raise ValueError(f"pair.{key}: not a key of pair.drafter={cls.name}; "
+                                 f"its own keys: {', '.join(cls.pair_keys) or 'none'}")
+
+    @classmethod
+    def pair_inputs(cls, params: Mapping[str, Any], target, target_name: str) -> dict:
+        """Pair fields (``inputs.models.Pair``) derived from its own keys once the target is loaded."""
+        return {}
 
     @classmethod
     def shared_kv(cls, pair) -> SlotKV | None:
@@ -60,7 +89,11 @@ class Drafter:
     def rank_model(cls, pair):
         """The model whose teacher-forced top-k ranks this drafter's static trees follow
         (``rank_replay`` drafters only: greedy replay of a static shape from ranks)."""
-        raise NotImplementedError(f"the {getattr(cls, 'registry_name', cls.__name__)} drafter has no rank replay")
+        raise NotImplementedError(f"the {cls.name} drafter has no rank replay")
+
+    @classmethod
+    def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> Drafter:
+        raise NotImplementedError(f"the {cls.name} drafter is not made from a pair")
 
     def forward_model(self):
         """The model this drafter runs a forward of per tree depth (forward costs), or None."""
@@ -69,17 +102,19 @@ class Drafter:
     def reset(self, prompt_ids: Sequence[int]) -> None:
         self.history = list(prompt_ids)
 
-    def draft(self, policy, rule: str, rng: torch.Generator) -> Levels:
+    def draft(self, policy: TreePolicy, rule: str, rng: torch.Generator) -> Levels:
         check_supported(type(self), policy.kind, policy.name)
-        return getattr(self, f"grow_{policy.kind}")(policy, rule, rng)
+        return self.grows[policy.kind](self, policy, rule, rng)
 
-    def draft_now(self, policy, rule: str, rng: torch.Generator) -> DraftTree:
+    def draft_now(self, policy: TreePolicy, rule: str, rng: torch.Generator) -> DraftTree:
         """``draft`` run on its own (batch 1), for scripts and tests."""
         return drafted(self.draft(policy, rule, rng))
 
-    def grow_none(self, policy, rule: str, rng: torch.Generator) -> Levels:
+    def grow_none(self, policy: TreePolicy, rule: str, rng: torch.Generator) -> Levels:
         yield from ()
         return DraftTree.root_only(self.history[-1], rule)
+
+    grows = {"none": grow_none}
 
     def commit(self, tree: DraftTree, path: Sequence[int], next_token: int) -> None:
         self.history += [int(tree.tokens[n]) for n in path] + [int(next_token)]
@@ -94,23 +129,20 @@ class Drafter:
         return rule
 
 
-def supported_kinds(cls) -> list[str]:
-    return [k for k in KINDS if hasattr(cls, f"grow_{k}")]
+DRAFTERS: Registry[type[Drafter]] = Registry("drafter", name_attr="name")
 
 
-def check_supported(cls, kind: str, name: str) -> None:
+def check_supported(cls: type[Drafter], kind: str, name: str) -> None:
     """One line naming the tree policies a drafter supports."""
-    if not hasattr(cls, f"grow_{kind}"):
-        ok = [n for n in POLICIES.names() if POLICIES.meta(n)["kind"] in supported_kinds(cls)]
-        drafter = getattr(cls, "registry_name", cls.__name__)
-        raise ValueError(f"tree={name} is not supported by the {drafter} drafter: use one of {', '.join(ok)}")
+    if kind not in cls.grows:
+        ok = [spec.name for spec in POLICIES.entries() if spec.kind in cls.grows]
+        raise ValueError(f"tree={name} is not supported by the {cls.name} drafter: use one of {', '.join(ok)}")
 
 
 @DRAFTERS.register("model")
 class ModelDrafter(Drafter):
     """A small causal LM drafting with tree attention over its slot KV cache: a row of a
     ``SlotKV`` (shared by the rows of a batched run; its own by default)."""
-    registry_name = "model"
     draft_model = True
     rank_replay = True
 
@@ -132,7 +164,7 @@ class ModelDrafter(Drafter):
     @classmethod
     def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> ModelDrafter:
         if pair.draft is None:
-            raise ValueError(f"pair={pair.name} has no draft model (pair.draft): the {cls.registry_name} "
+            raise ValueError(f"pair={pair.name} has no draft model (pair.draft): the {cls.name} "
                              "drafter needs one")
         return cls(pair.draft, temperature, top_p, kv)
 
@@ -155,12 +187,17 @@ class ModelDrafter(Drafter):
             self.kv.drop(self.row)
             self.row = None
 
+    def cache_row(self) -> int:
+        """This prompt's row of the draft cache (``reset`` adds it)."""
+        assert self.row is not None, "reset() first"
+        return self.row
+
     def chain(self) -> list[int]:
         """The draft-model tokens ``begin`` forwards: the pending tokens (the tree root
         ``pending[-1]`` last).  A drafter with its own vocabulary returns its own ids."""
         return self.pending
 
-    def begin(self) -> Levels:
+    def begin(self) -> LevelGen[torch.Tensor]:
         """Level 0: forward the ``chain`` (the committed tokens not yet in the cache).
         Starts the draft-side tree; returns the root's logits [V]."""
         chain = self.chain()
@@ -168,16 +205,16 @@ class ModelDrafter(Drafter):
         self.side_parents = list(range(-1, m - 1))
         self.side_tokens = list(chain)
         self.root_slot = m - 1
-        logits = yield Forward(self.kv, self.row, list(self.side_parents), list(self.side_tokens), 0)
+        logits = yield Forward(self.kv, self.cache_row(), list(self.side_parents), list(self.side_tokens), 0)
         return logits[-1]
 
-    def extend(self, parents: Sequence[int], tokens: Sequence[int]) -> Levels:
+    def extend(self, parents: Sequence[int], tokens: Sequence[int]) -> LevelGen[torch.Tensor]:
         """The next level: append nodes (parents are draft-side slots) and forward them
         in one call.  Returns their logits [k, V]; their slots are the next k indices."""
         start = len(self.side_parents)
         self.side_parents += list(parents)
         self.side_tokens += [int(t) for t in tokens]
-        return (yield Forward(self.kv, self.row, list(self.side_parents), list(self.side_tokens), start))
+        return (yield Forward(self.kv, self.cache_row(), list(self.side_parents), list(self.side_tokens), start))
 
     def q(self, logits: torch.Tensor) -> torch.Tensor:
         return probs(logits, self.temperature, self.top_p)
@@ -195,7 +232,7 @@ class ModelDrafter(Drafter):
                 keep.append(slots[n])
             else:
                 rest.append(int(tree.tokens[n]))
-        self.kv.commit(self.row, keep)
+        self.kv.commit(self.cache_row(), keep)
         self.pending = rest + [int(next_token)]
 
     # -- tree building ----------------------------------------------------
@@ -204,6 +241,8 @@ class ModelDrafter(Drafter):
 
     def grow_eagle2(self, policy, rule: str, rng: torch.Generator) -> Levels:
         return eagle2.select((yield from eagle2.grow(self, policy.width, policy.depth)), policy.budget)
+
+    grows = {**Drafter.grows, "paths": grow_paths, "eagle2": grow_eagle2}
 
     def expand_static(self, paths, children: str, rng: torch.Generator) -> Levels:
         """Grow a static rank-path shape: one draft forward per depth.  A node's

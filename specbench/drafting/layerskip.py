@@ -90,7 +90,7 @@ def _renumbered(layer: nn.Module, index: int) -> nn.Module:
             if owner is not out:
                 owner = _shallow(owner)
                 out.self_attn = owner
-            owner.layer_idx = index
+            setattr(owner, "layer_idx", index)  # noqa: B010  (nn.Module types attributes as tensors)
     return out
 
 
@@ -122,8 +122,8 @@ def _decoder_attr(model, inner) -> str:
 @DRAFTERS.register("layerskip")
 class LayerSkipDrafter(ModelDrafter):
     """The target's layer subset drafting for the target itself (no separate draft model)."""
-    registry_name = "layerskip"
     draft_model = False
+    pair_keys = ("layers",)
 
     def __init__(self, target, layers: Sequence[int], temperature: float = 1.0, top_p: float = 1.0, kv=None):
         view = kv.model if kv is not None else layer_view(target, layers)
@@ -150,5 +150,12 @@ class LayerSkipDrafter(ModelDrafter):
         return cls(pair.target, cls.layers_of(pair), temperature, top_p, kv)
 
     @classmethod
-    def check_params(cls, params: dict) -> None:
+    def check_params(cls, params) -> None:
+        super().check_params(params)
         resolve_layers(params.get("layers"))
+
+    @classmethod
+    def pair_inputs(cls, params, target, target_name: str) -> dict:
+        """``pair.layers`` resolved on the target's layer count, and the draft's name."""
+        layers = resolve_layers(params.get("layers"), target.config.num_hidden_layers)
+        return {"layers": layers, "draft_name": f"{target_name}@layers={describe(layers)}"}

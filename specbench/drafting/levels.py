@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
 from ..core.kv import SlotKV
+from ..core.tree import DraftTree
 
 
 @dataclass(frozen=True)
@@ -29,10 +31,12 @@ class Forward:
     start: int
 
 
-Levels = Generator[Forward, torch.Tensor, object]      # yields Forward, receives logits, returns a tree
+R = TypeVar("R")
+LevelGen = Generator[Forward, torch.Tensor, R]         # yields Forward, receives logits, returns R
+Levels = LevelGen[DraftTree]                           # a drafter's step: returns its tree
 
 
-def run_levels(gens: Sequence[Levels]) -> list:
+def run_levels(gens: Sequence[Levels]) -> list[DraftTree]:
     """Run every generator to its return value; each level's forwards batched per cache.
     A generator receives logits [len(parents) - start, V] for its ``Forward``."""
     out: list = [None] * len(gens)
@@ -41,7 +45,7 @@ def run_levels(gens: Sequence[Levels]) -> list:
         asks: dict[int, Forward] = {}
         for i, value in sends.items():
             try:
-                asks[i] = gens[i].send(value)
+                asks[i] = next(gens[i]) if value is None else gens[i].send(value)
             except StopIteration as stop:
                 out[i] = stop.value
         sends = {}
@@ -56,6 +60,6 @@ def run_levels(gens: Sequence[Levels]) -> list:
     return out
 
 
-def drafted(gen: Levels):
+def drafted(gen: Levels) -> DraftTree:
     """One generator run on its own (batch 1): its return value."""
     return run_levels([gen])[0]

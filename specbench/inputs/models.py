@@ -31,7 +31,6 @@ from typing import Any
 import torch
 
 from ..drafting.drafters import DRAFTERS
-from ..drafting.layerskip import describe, resolve_layers
 from . import embedded
 
 log = logging.getLogger(__name__)
@@ -179,7 +178,7 @@ def load_model(spec: Mapping, dtype="bfloat16", device="cpu"):
         raise ValueError(f"cannot load model {where}: {str(e).splitlines()[0] if str(e) else type(e).__name__}; "
                          "re-save or re-download it, or fix the pair's draft/target path") from e
     if tdevice.type != "cpu":
-        model = model.to(tdevice)
+        model = model.to(tdevice)  # type: ignore[arg-type]
     model.eval().requires_grad_(False)
     log.info("loaded %s model %s (%s, %s) in %.1fs", source, ref, dtype, tdevice,
              time.perf_counter() - t0)
@@ -265,8 +264,8 @@ def fit_draft_vocab(draft, target, tokenizer, draft_name: str, target_name: str)
 def load_pair(pair_spec: Mapping, dtype="bfloat16", device="cpu") -> Pair:
     """The target, the draft model if the drafter needs one (``draft_model``), and the
     tokenizers: the draft's must equal the target's unless the drafter keeps its own
-    (``own_tokenizer``, drafter=tli).  ``pair.layers`` (drafter=layerskip) is resolved
-    on the target's layer count."""
+    (``own_tokenizer``, drafter=tli).  The drafter's own pair keys (``pair_keys``, e.g.
+    layerskip's ``pair.layers``) are resolved on the loaded target (``pair_inputs``)."""
     drafter = _get(pair_spec, "drafter", "model")
     if drafter not in DRAFTERS:
         raise ValueError(f"pair.drafter '{drafter}' is not one of {', '.join(DRAFTERS.names())}")
@@ -276,7 +275,7 @@ def load_pair(pair_spec: Mapping, dtype="bfloat16", device="cpu") -> Pair:
         raise ValueError("pair config has no 'target' model spec")
     target_name = spec_name(tspec)
     tokenizer = draft_tokenizer = load_tokenizer(tspec)
-    draft, draft_name, layers = None, drafter, None
+    draft, draft_name = None, drafter
     if cls.draft_model:
         dspec = _get(pair_spec, "draft")
         if dspec is None:
@@ -288,13 +287,12 @@ def load_pair(pair_spec: Mapping, dtype="bfloat16", device="cpu") -> Pair:
     target = load_model(tspec, dtype, device)
     if draft is not None and not cls.own_tokenizer:
         draft = fit_draft_vocab(draft, target, tokenizer, draft_name, target_name)
-    if _get(pair_spec, "layers") is not None:
-        layers = resolve_layers(_get(pair_spec, "layers"), target.config.num_hidden_layers)
-        draft_name = f"{target_name}@layers={describe(layers)}"
-    return Pair(name=_get(pair_spec, "name", f"{draft_name}->{target_name}"),
-                draft_name=draft_name, target_name=target_name, draft=draft, target=target,
-                tokenizer=tokenizer, chat_template=bool(_get(pair_spec, "chat_template", False)),
-                drafter=drafter, draft_tokenizer=draft_tokenizer, layers=layers)
+    own = {k: pair_spec[k] for k in cls.pair_keys if _get(pair_spec, k) is not None}
+    extra = {"draft_name": draft_name, **(cls.pair_inputs(own, target, target_name) if own else {})}
+    return Pair(name=_get(pair_spec, "name", f"{extra['draft_name']}->{target_name}"), target_name=target_name,
+                draft=draft, target=target, tokenizer=tokenizer,
+                chat_template=bool(_get(pair_spec, "chat_template", False)), drafter=drafter,
+                draft_tokenizer=draft_tokenizer, **extra)
 
 
 def clear_cache() -> None:

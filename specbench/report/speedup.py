@@ -21,7 +21,6 @@ from . import analysis as A
 from . import compare as C
 
 BASELINE_MATCH = ["pair", "dataset", "dtype", "max_new_tokens"]
-MEASURED_DRAFTERS = ("ngram",)   # drafters with no draft model: charged their measured draft_s per step
 
 DRAFT_COST_RULE = ("draft_cost charges each drafter what it does per step: an n-gram drafter its measured "
                    "lookup time (mean draft_s per step in steps.csv); EAGLE-2 one draft forward per depth over "
@@ -53,14 +52,15 @@ def _width(params) -> int | None:
 
 
 def draft_cost(r, depth: int, t_draft, lookup_s: float | None) -> float | None:
-    """Seconds of drafting per step for one config (see DRAFT_COST_RULE); None if unknown."""
+    """Seconds of drafting per step for one config (see DRAFT_COST_RULE); None if unknown.
+    A pair with target costs but no draft costs drafts without a model: ``study.costs``
+    measures the model a drafter forwards (``Drafter.forward_model``) and none for one that
+    runs no model (n-gram), which is charged its measured draft_s per step instead."""
     n = int(r["budget"])
-    if str(r.get("draft", "")) in MEASURED_DRAFTERS:
-        return lookup_s if lookup_s is not None and math.isfinite(lookup_s) else None
     if t_draft is None:
-        return None
-    if r["tree"] == "eagle2" and _width(r["tree_params"]):
-        return depth * t_draft(min(_width(r["tree_params"]), n))
+        return lookup_s if lookup_s is not None and math.isfinite(lookup_s) else None
+    if r["tree"] == "eagle2" and (width := _width(r["tree_params"])):
+        return depth * t_draft(min(width, n))
     return depth * t_draft(math.ceil(n / depth))
 
 
@@ -146,7 +146,7 @@ def lossless_table(df: pd.DataFrame, summary: pd.DataFrame, outputs: dict) -> pd
 
 
 def speedup_sentences(table: pd.DataFrame) -> list[str]:
-    out = []
+    out: list[str] = []
     if table.empty:
         return out
     for key, g in table.groupby(A.GROUP + ["mode"], sort=True):
@@ -165,7 +165,7 @@ def speedup_sentences(table: pd.DataFrame) -> list[str]:
 
 
 def lossless_sentences(table: pd.DataFrame) -> list[str]:
-    out = []
+    out: list[str] = []
     if table.empty:
         return out
     for key, g in table.groupby(BASELINE_MATCH, sort=True):
@@ -196,7 +196,7 @@ def lossless_check_sentences(check: pd.DataFrame) -> list[str]:
     Holm-adjusted over all of the pair's checks (many modes x prefixes x seeds: at 18
     checks one raw p < 0.01 comes up about one time in six from exact samplers), and
     the empirical TV beside the TV an exact sampler shows at the same N (``tv_null``)."""
-    out = []
+    out: list[str] = []
     if check is None or check.empty or "chi2_p" not in check:
         return out
     check = check.assign(holm_p=check.groupby("pair").chi2_p.transform(lambda p: holm(p.astype(float))))

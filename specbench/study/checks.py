@@ -6,11 +6,8 @@ from __future__ import annotations
 import os
 
 from .. import CONF_DIR
-from .jobspec import CHAIN_TREES, ConfigError, JobSpec, VerifySpec
+from .jobspec import ConfigError, JobSpec, VerifySpec
 
-# modes whose verdict ignores the temperature (target argmax): at T > 0 their rows would say
-# temperature=0.7 over T=0 outputs, so such a job is refused
-ARGMAX_MODES = ("greedy",)
 DATASET_COMMON = ("name", "limit", "max_prompt_tokens", "kind")
 
 
@@ -21,14 +18,14 @@ def check_registries(job: JobSpec):
     """Tree policy, verification mode and drafter exist and fit together; returns the
     mode spec.  The ONE place the study layer asks the engine's registries about a job."""
     from ..drafting.drafters import DRAFTERS, check_supported
-    from ..trees.policies import make_policy
+    from ..trees.policies import make_policy, policy_spec
     from ..verify.modes import get_mode
     from ..verify.modespec import check_compatible
     policy = make_policy(job.tree.name, job.tree.budget, job.tree.params)   # bad params, calibration
     mode = get_mode(job.verify.name, job.verify.params)      # drafts with verify.children
     drafter = DRAFTERS.get(job.pair.drafter)
     check_supported(drafter, policy.kind, policy.name)
-    if mode.chain_only and job.tree.name not in CHAIN_TREES:
+    if mode.chain_only and not policy_spec(job.tree.name).chain:
         raise ConfigError(f"verify={job.verify.name} verifies a single chain only: use tree=chain")
     if mode.child_rule == "topk" and job.verify.draft_temperature <= 0:
         raise ConfigError(f"verify.draft_temperature=0 with verify={job.verify.name}: top-k siblings "
@@ -50,8 +47,9 @@ def paired_fits(mode, other, tree_rule: str, chain: bool) -> bool:
 
 def check_paired(job: JobSpec, mode, tree_rule: str) -> None:
     """verify.paired_with: every mode chooses children like the primary and fits its trees."""
+    from ..trees.policies import policy_spec
     from ..verify.modes import MODES, get_mode
-    chain = job.tree.name in CHAIN_TREES
+    chain = policy_spec(job.tree.name).chain
     for name in job.verify.paired_with:
         try:
             other = get_mode(name)
@@ -63,7 +61,7 @@ def check_paired(job: JobSpec, mode, tree_rule: str) -> None:
                               f"verify={job.verify.name} on tree={job.tree.name}; modes that fit: {', '.join(fit)}")
 
 
-def paired_params(verify: VerifySpec, name: str) -> dict:
+def paired_params(verify: VerifySpec, name: str):
     """A paired mode's parameters (``verify``: the job's verify spec): its defaults with the
     primary's temperatures and top-p (the target rows are shared, so these must be too), the
     primary's child rule (``verify.children``) where the paired mode has that parameter, and
@@ -79,11 +77,17 @@ def paired_params(verify: VerifySpec, name: str) -> dict:
     return other.params(shared)
 
 
+def argmax(mode: str) -> bool:
+    """Whether a (registered) mode declares its verdict the target's argmax (``ModeSpec.argmax``)."""
+    from ..verify.modes import MODES
+    return mode in MODES and MODES.get(mode).argmax
+
+
 def why_not_replayable(job: JobSpec, bf16_continuation: bool = False) -> str | None:
     """None when replay is exact for this job, else the reason.  ``bf16_continuation``:
     also accept bfloat16, where replay's reference is DEFINED as the target's batched bf16
     continuation (README "Engines": how far live bf16 decoding is from it is measured)."""
-    if job.verify.name != "greedy":
+    if not argmax(job.verify.name):
         return f"verify={job.verify.name} is not greedy"
     if job.verify.paired_with:
         return "verify.paired_with needs the target's distributions at every node"
@@ -106,9 +110,10 @@ def resolve_engine(job: JobSpec) -> str:
 
 
 def check_temperature(job: JobSpec) -> None:
-    """A deterministic (argmax) rule at T > 0 is refused: its row would contradict itself."""
+    """A deterministic (argmax) rule at T > 0 is refused: its row would say temperature=0.7
+    over T=0 outputs."""
     for name in (job.verify.name, *job.verify.paired_with):
-        if name in ARGMAX_MODES and job.verify.temperature > 0:
+        if argmax(name) and job.verify.temperature > 0:
             raise ConfigError(f"verify.temperature={job.verify.temperature:g} with {name}: greedy verification "
                               f"is the target's argmax (T=0) whatever the temperature; use verify.temperature=0, "
                               f"or a sampling mode at T > 0 (e.g. verify=mss or verify=sequoia)")
@@ -125,10 +130,13 @@ def group_keys(group: str, option: str) -> set[str] | None:
 
 
 def tree_keys(job: JobSpec) -> set[str] | None:
-    """The parameters the job's tree uses: its preset's keys (tree=merged: and its sub-shape's)."""
+    """The parameters the job's tree uses: its preset's keys, and those of the policy it
+    nests (``Params.nested``: tree=merged's model shape)."""
+    from ..trees.policies import POLICIES
     keys = group_keys("tree", job.tree.name)
-    if keys is not None and job.tree.name == "merged":
-        keys |= group_keys("tree", str(job.tree.params.get("shape", "chain"))) or set()
+    if keys is not None and job.tree.name in POLICIES:
+        if (sub := POLICIES.get(job.tree.name).params.nested(job.tree.params)) is not None:
+            keys |= group_keys("tree", sub) or set()
     return keys
 
 

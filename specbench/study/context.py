@@ -26,8 +26,9 @@ from ..engine import replay
 from ..engine.loop import ContinuationVerifier, Decoding, LiveVerifier, PromptResult, decode
 from ..inputs import data, models
 from ..inputs.models import eos_ids
-from ..trees.policies import make_policy, policy_kind
+from ..trees.policies import make_policy, policy_spec
 from ..verify.modes import get_mode
+from ..verify.modespec import ModeParams
 from .checks import paired_params
 from .identity import pair_id
 from .jobspec import JobSpec, TreeSpec, VerifySpec
@@ -61,7 +62,7 @@ class DecodePlan:
         return get_mode(self.verify.name, self.verify.params)
 
     @cached_property
-    def params(self) -> dict:
+    def params(self) -> ModeParams:
         return self.mode.params(self.verify.params)
 
     def new_policy(self):
@@ -115,7 +116,7 @@ class JobContext:
     def by_ranks(self) -> bool:
         """Rank replay (the pure fast path) fits static shapes over a drafter that declares it
         (a draft model, or the target's layer subset: top-k children of one model's ranks)."""
-        return DRAFTERS.get(self.job.pair.drafter).rank_replay and policy_kind(self.job.tree.name) == "paths"
+        return DRAFTERS.get(self.job.pair.drafter).rank_replay and policy_spec(self.job.tree.name).rank_replayable
 
     def cache_keys(self, ident, eos) -> tuple[dict, dict]:
         """(continuation key, draft-rank key additions) for the replay caches: content

@@ -35,6 +35,7 @@ import socket
 import struct
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import cast
 from urllib.parse import urlparse
 
 from ..core.atomic import atomic_write
@@ -199,9 +200,9 @@ def tree_reads(job: JobSpec) -> dict:
     files = {k: p for k, v in sorted(job.tree.params.items()) if (p := _file_param(v)) is not None}
     if not files:
         return {}
-    from ..trees.policies import make_policy, policy_kind
-    if policy_kind(job.tree.name) == "paths":
-        policy = make_policy(job.tree.name, job.tree.budget, job.tree.params)
+    from ..trees.policies import PathsPolicy, make_policy, policy_spec
+    if policy_spec(job.tree.name).rank_replayable:
+        policy = cast(PathsPolicy, make_policy(job.tree.name, job.tree.budget, job.tree.params))
         return {"tree_paths": [list(p) for p in policy.paths()]}
     return {"tree_files": {k: file_sha256(p) for k, p in files.items()}}
 

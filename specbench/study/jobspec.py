@@ -44,9 +44,6 @@ PAIR_KEYS = ("name", "draft", "target", "drafter", "chat_template")
 # not part of a job's identity (exact_continuations: how missing replay records are computed;
 # the records' cache keys do not say it either)
 RUN_LOCATION = ("resume", "out_root", "progress", "replay_cache", "exact_continuations")
-POSITIVE_TREE_PARAMS = ("width", "depth", "start", "max_children")   # null = the shape's default
-CHAIN_TREES = ("chain", "adaptive_chain", "none")                    # where chain-only modes may run
-RANK_LIST_PARAMS = {"paths": "tree.paths=[[0],[1],[0,0]]", "expansion": "tree.expansion=[2,2,1]"}
 
 
 class ConfigError(ValueError):
@@ -222,9 +219,8 @@ def _pair(d: Mapping) -> PairSpec:
                     chat_template=_bool(p.get("chat_template", False), "pair.chat_template"))
 
 
-def _rank_lists(value, key: str, fix: str) -> None:
-    """tree.paths: non-empty lists of ranks >= 0; tree.expansion: counts >= 0."""
-    nested = key.endswith("paths")
+def _rank_lists(value, key: str, fix: str, nested: bool) -> None:
+    """tree.paths (``nested``): non-empty lists of ranks >= 0; tree.expansion: counts >= 0."""
     if not isinstance(value, list) or not value:
         raise ConfigError(f"{key}={value!r}: must be a non-empty list; e.g. {fix}")
     for i, row in enumerate(value):
@@ -249,12 +245,13 @@ def _tree(d: Mapping) -> TreeSpec:
     # >= 0 here (tree=none is budget 0); whether a policy accepts 0 is the registry's call
     budget = _int(t.get("budget"), "tree.budget", 0, "the number of draft tokens, e.g. tree.budget=16")
     params = {k: v for k, v in t.items() if k not in ("name", "budget")}
-    for k in POSITIVE_TREE_PARAMS:
-        if params.get(k) is not None:
+    from ..trees.base import POSITIVE, RANK_PATHS
+    from ..trees.policies import param_checks
+    for k, check in param_checks().items():     # as the policies declare their parameters
+        if check["check"] == POSITIVE and params.get(k) is not None:
             params[k] = _int(params[k], f"tree.{k}", 1, f"set tree.{k} to 1 or more (null = default)")
-    for k, fix in RANK_LIST_PARAMS.items():
-        if k in params:
-            _rank_lists(params[k], f"tree.{k}", fix)
+        elif check["check"] != POSITIVE and k in params:
+            _rank_lists(params[k], f"tree.{k}", check["example"], check["check"] == RANK_PATHS)
     return TreeSpec(str(t["name"]), budget, params)
 
 
@@ -265,7 +262,7 @@ def _verify(d: Mapping) -> VerifySpec:
     name = str(v.pop("name"))
     paired = _names(v.pop("paired_with", None), "verify.paired_with")
     try:
-        params = get_mode(name).params(v)
+        params = dict(get_mode(name).params(v))   # a plain dict: the config hash covers it
     except ValueError as e:
         raise ConfigError(str(e)) from None
     top_p = _float(params["top_p"], "verify.top_p", 0.0, 1.0, "use a value in (0, 1], e.g. verify.top_p=1")

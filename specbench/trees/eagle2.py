@@ -34,6 +34,7 @@ import torch
 
 from ..core.sampling import top_tokens
 from ..core.tree import DraftTree
+from .base import Params, positive
 
 DEFAULT_WIDTH = 10
 DEFAULT_DEPTH = 6
@@ -48,12 +49,11 @@ def check_params(budget: int, width: int, depth: int) -> None:
                          f"depth={depth}: raise tree.width or tree.depth")
 
 
-def params_of(budget: int, params: dict) -> tuple[int, int]:
-    """(width, depth) from the tree parameters, validated against the budget."""
-    width = int(DEFAULT_WIDTH if params.get("width") is None else params["width"])
-    depth = int(DEFAULT_DEPTH if params.get("depth") is None else params["depth"])
-    check_params(int(budget), width, depth)
-    return width, depth
+@dataclass(frozen=True)
+class Eagle2Params(Params):
+    """Width k (frontier nodes expanded per depth) and depth D (draft forwards)."""
+    width: int = positive(DEFAULT_WIDTH)
+    depth: int = positive(DEFAULT_DEPTH)
 
 
 @dataclass

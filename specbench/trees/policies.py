@@ -1,10 +1,12 @@
-"""Tree policies: what the drafter should build each step.  ONE registry.
+"""Tree policies: what the drafter should build each step.  ONE registry (``base.POLICIES``).
 
 A policy is made per prompt (``make_policy(name, budget, params)``; adaptive
-policies are stateful) and has a ``kind`` that says how a drafter grows it:
+policies are stateful).  Its registry entry (``base.PolicySpec``) declares its
+parameters' dataclass, whether its trees are chains, and its ``kind``: the drafter
+capability it needs (a drafter grows the kinds in its ``grows``):
 
-* ``paths``: a rank-path list each step (``paths()``): the static shapes of
-  ``trees`` (chain, binary, kary, topk_wide, specinfer, paths, medusa63),
+* ``paths``: a rank-path list each step (``paths()``): the static shapes
+  (``shapes``: chain, binary, kary, topk_wide, specinfer, paths, medusa63),
   ``sequoia`` (the DP-optimal tree) and ``adaptive_chain`` (a chain whose
   length changes in ``observe``);
 * ``eagle2``: EAGLE-2's dynamic tree, grown from draft scores (``eagle2``);
@@ -12,47 +14,39 @@ policies are stateful) and has a ``kind`` that says how a drafter grows it:
 * ``merged``: SpecInfer's merged tree (a model ``shape`` + n-gram trie, one budget);
 * ``none``: no draft tokens (budget 0), plain decoding through the same loop.
 
-A drafter grows the kinds it has a ``grow_<kind>`` method for and refuses the
-others with a one-line error naming what it supports (``drafters.check_supported``).
+A drafter refuses a kind it does not grow with a one-line error naming the
+policies it supports (``drafters.check_supported``).
 Importing this module registers every policy.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
-from ..core.registry import Registry
-from ..core.tree import SHAPE_FNS, RankPath, static_paths
-from . import eagle2, sequoia  # noqa: F401  (registration of eagle2 / sequoia)
+from ..core.tree import RankPath
+from . import shapes  # noqa: F401  (registration of the static shapes)
+from .base import (
+    POLICIES,
+    Params,
+    PathsPolicy,
+    PolicySpec,
+    StaticShape,
+    TreePolicy,
+    param_checks,
+    positive,
+    register_policy,
+)
+from .eagle2 import Eagle2Params, check_params
+from .sequoia import SequoiaParams
 
-POLICIES: Registry = Registry("tree policy")   # name -> factory(name, budget, params) -> TreePolicy
-KINDS = ("paths", "eagle2", "ngram_trie", "merged", "none")
+__all__ = ["POLICIES", "Params", "PolicySpec", "StaticShape", "TreePolicy", "param_checks", "make_policy",
+           "policy_spec", "shape_paths", "as_budget", "SequoiaParams", "PathsPolicy"]
 
 
-@dataclass
-class TreePolicy:
-    """Base policy: a name, the budget N (draft tokens per step) and its parameters."""
-    name: str
-    budget: int
-    params: dict = field(default_factory=dict)
-    kind: ClassVar[str] = "paths"
-
-    def observe(self, accepted: int, tree_size: int) -> None:
-        """Called after every step (adaptive policies change here)."""
-
-
-@dataclass
-class StaticShape(TreePolicy):
-    """A fixed rank-path shape at exactly ``budget`` nodes (the budget rule of ``trees``)."""
-    shape: Callable = None
-    listed_order: bool = False
-
-    def __post_init__(self) -> None:
-        self._paths = static_paths(self.shape, self.name, self.budget, self.listed_order, **self.params)
-
-    def paths(self) -> list[RankPath]:
-        return self._paths
+@dataclass(frozen=True)
+class StartParams(Params):
+    start: int | None = positive()
 
 
 @dataclass
@@ -61,10 +55,11 @@ class AdaptiveChain(TreePolicy):
     "heuristic" schedule, seed 002): +2 after a step that accepted every draft
     token, -1 otherwise; floor 1, cap = ``budget``.  Starts at ``params.start``
     (default min(budget, 4)); a fresh policy per prompt restarts it."""
+    params: StartParams = field(default_factory=StartParams)
     length: int = 0
 
     def __post_init__(self) -> None:
-        start = int(self.params.get("start") or min(self.budget, 4))
+        start = int(self.params.start or min(self.budget, 4))
         self.length = max(1, min(int(self.budget), start))
 
     def paths(self) -> list[RankPath]:
@@ -76,22 +71,48 @@ class AdaptiveChain(TreePolicy):
 
 @dataclass
 class Eagle2Policy(TreePolicy):
-    """EAGLE-2: width k, depth D (``eagle2.params_of`` validates them)."""
+    """EAGLE-2: width k, depth D (``eagle2.Eagle2Params``), checked against the budget."""
+    params: Eagle2Params = field(default_factory=Eagle2Params)
     kind: ClassVar[str] = "eagle2"
 
     def __post_init__(self) -> None:
-        self.width, self.depth = eagle2.params_of(self.budget, self.params)
+        self.width, self.depth = self.params.width, self.params.depth
+        check_params(int(self.budget), self.width, self.depth)
+
+
+@dataclass(frozen=True)
+class DepthParams(Params):
+    depth: int | None = positive()
 
 
 @dataclass
 class NgramTrie(TreePolicy):
     """The n-gram drafter's token trie of every match's continuation, best first,
     until it holds ``budget`` nodes; no node deeper than ``depth`` (default: budget)."""
+    params: DepthParams = field(default_factory=DepthParams)
     kind: ClassVar[str] = "ngram_trie"
 
     @property
     def depth(self) -> int:
-        return int(self.params.get("depth") or self.budget)
+        return int(self.params.depth or self.budget)
+
+
+@dataclass(frozen=True)
+class MergedParams(Params):
+    """The n-gram share of the budget, the model part's policy and that policy's own
+    parameters (every other ``tree.*`` key, checked by the model policy)."""
+    ngram_share: float = 0.5
+    shape: str = "chain"
+    model: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, policy: str, given: Mapping[str, Any]) -> MergedParams:
+        own = {k: v for k, v in given.items() if k in ("ngram_share", "shape") and v is not None}
+        return cls(**own, model={k: v for k, v in given.items() if k not in ("ngram_share", "shape")})
+
+    @classmethod
+    def nested(cls, given: Mapping[str, Any]) -> str | None:
+        return str(given.get("shape", cls.shape))
 
 
 @dataclass
@@ -99,21 +120,21 @@ class Merged(TreePolicy):
     """SpecInfer's merged tree: the n-gram trie claims up to ``ngram_share`` of the
     budget (as many nodes as its matches supply), the draft model grows ``shape``
     (any paths or eagle2 policy, with the remaining parameters) with the rest."""
+    params: MergedParams = field(default_factory=MergedParams)
     kind: ClassVar[str] = "merged"
 
     def __post_init__(self) -> None:
-        self.share = float(self.params.get("ngram_share", 0.5))
+        self.share = float(self.params.ngram_share)
         if not 0.0 <= self.share < 1.0:
             raise ValueError(f"tree.ngram_share={self.share}: must be in [0, 1) so the model drafts >= 1 node")
-        self.shape = str(self.params.get("shape", "chain"))
-        self.model_params = {k: v for k, v in self.params.items() if k not in ("shape", "ngram_share")}
+        self.shape = str(self.params.shape)
         self._model: dict[int, TreePolicy] = {}
         self.model_policy(self.budget)                 # validate the model shape now
 
     def model_policy(self, budget: int) -> TreePolicy:
         """The model part's policy at this step's model budget (made once per budget)."""
         if budget not in self._model:
-            sub = make_policy(self.shape, budget, self.model_params)
+            sub = make_policy(self.shape, budget, self.params.model)
             if sub.kind not in ("paths", "eagle2"):
                 raise ValueError(f"tree.shape={self.shape}: the merged model part must be a static shape or eagle2")
             self._model[budget] = sub
@@ -126,30 +147,28 @@ class NoTree(TreePolicy):
     kind: ClassVar[str] = "none"
 
 
-def register_shape(name: str, fn: Callable, listed_order: bool = False) -> None:
-    POLICIES.register(name, kind="paths")(
-        lambda n, budget, params: StaticShape(n, budget, params, shape=fn, listed_order=listed_order))
+register_policy("adaptive_chain", AdaptiveChain, StartParams, chain=True)
+register_policy("eagle2", Eagle2Policy, Eagle2Params)
+register_policy("ngram_trie", NgramTrie, DepthParams)
+register_policy("merged", Merged, MergedParams)
+register_policy("none", NoTree, chain=True)
 
 
-for _name, _cls in (("adaptive_chain", AdaptiveChain), ("eagle2", Eagle2Policy), ("ngram_trie", NgramTrie),
-                    ("merged", Merged), ("none", NoTree)):
-    POLICIES.register(_name, kind=_cls.kind)(_cls)
+def policy_spec(name: str) -> PolicySpec:
+    """The registry entry of tree policy ``name`` (an unknown name lists the valid ones)."""
+    return POLICIES.get(name)
 
 
-for _name, (_fn, _listed) in SHAPE_FNS.items():
-    register_shape(_name, _fn, _listed)
-
-
-def make_policy(name: str, budget, params: dict | None = None) -> TreePolicy:
-    """The policy for one prompt (call again per prompt: adaptive policies are stateful)."""
-    factory = POLICIES.get(name)
-    kind = POLICIES.meta(name)["kind"]
+def make_policy(name: str, budget, params: Mapping[str, Any] | None = None) -> TreePolicy:
+    """The policy for one prompt (call again per prompt: adaptive policies are stateful);
+    ``params`` (the ``tree.*`` keys) are parsed into the policy's dataclass here."""
+    spec = POLICIES.get(name)
     budget = as_budget(budget)
-    if kind == "none" and budget != 0:
+    if spec.kind == "none" and budget != 0:
         raise ValueError(f"tree=none has no draft tokens: set tree.budget=0 (got {budget})")
-    if kind != "none" and budget < 1:
+    if spec.kind != "none" and budget < 1:
         raise ValueError(f"tree.budget={budget}: the budget (number of draft tokens) must be >= 1")
-    return factory(name, budget, dict(params or {}))
+    return spec.make(name, budget, spec.params.parse(name, dict(params or {})))
 
 
 def as_budget(budget) -> int:
@@ -165,10 +184,7 @@ def as_budget(budget) -> int:
 
 def shape_paths(name: str, budget: int, **params) -> list[RankPath]:
     """The rank paths of a static shape (a ``paths`` policy) at ``budget`` nodes."""
-    if POLICIES.get(name) and policy_kind(name) != "paths":
-        raise ValueError(f"tree={name} is not a static shape (kind {policy_kind(name)})")
-    return make_policy(name, budget, params).paths()
-
-
-def policy_kind(name: str) -> str:
-    return POLICIES.meta(name)["kind"]
+    spec = POLICIES.get(name)
+    if not spec.rank_replayable:
+        raise ValueError(f"tree={name} is not a static shape (kind {spec.kind})")
+    return cast(PathsPolicy, make_policy(name, budget, params)).paths()

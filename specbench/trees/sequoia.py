@@ -26,11 +26,14 @@ import functools
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ..core.tree import RankPath, shape, sort_paths
+from ..core.tree import RankPath, sort_paths
+from .base import Params, positive, static_shape
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VECTOR = "results/acceptance_vector.csv"
@@ -149,20 +152,31 @@ def load_vector(path: str | os.PathLike = DEFAULT_VECTOR, pair_id: str | None = 
     return [by_rank.get(r, 0.0) for r in range(max(by_rank) + 1)]
 
 
-@shape("sequoia")
-def sequoia(budget: int, depth: int | None = None, vector=DEFAULT_VECTOR, max_children: int | None = None,
-            calib_pair_id: str | None = None, calib_dataset: str | None = None,
-            calib_verify: str | None = None, calib_temperature: float | None = None, **_) -> list[RankPath]:
-    """The DP-optimal tree.  `vector` is a list of probabilities or the path of an
-    acceptance_vector.csv (rows picked by the calib_* keys; ``calib_pair_id=auto`` is the
-    job's own pair, filled in by the study layer before the policy is made)."""
-    if isinstance(vector, (str, os.PathLike)):
-        if calib_pair_id == AUTO:
+@dataclass(frozen=True)
+class SequoiaParams(Params):
+    """`vector`: a list of probabilities or the path of an acceptance_vector.csv (rows
+    picked by the calib_* keys; ``calib_pair_id=auto`` is the job's own pair, filled in by
+    the study layer before the policy is made)."""
+    depth: int | None = positive()
+    vector: Any = DEFAULT_VECTOR
+    max_children: int | None = positive()
+    calib_pair_id: str | None = None
+    calib_dataset: str | None = None
+    calib_verify: str | None = None
+    calib_temperature: float | None = None
+
+
+@static_shape("sequoia", SequoiaParams)
+def sequoia(budget: int, params: SequoiaParams) -> list[RankPath]:
+    """The DP-optimal tree (``SequoiaParams``)."""
+    p = params
+    if isinstance(p.vector, (str, os.PathLike)):
+        if p.calib_pair_id == AUTO:
             raise ValueError("tree.calib_pair_id=auto names the job's own pair and is resolved by "
                              "`python -m specbench.run`: pass a pair_id from the acceptance_vector.csv")
-        vec = load_vector(vector, calib_pair_id, calib_dataset, calib_verify, calib_temperature)
+        vec = load_vector(p.vector, p.calib_pair_id, p.calib_dataset, p.calib_verify, p.calib_temperature)
     else:
-        vec = [float(x) for x in vector]
-    if max_children:
-        vec = vec[:int(max_children)]
-    return optimal_paths(vec, budget, depth)
+        vec = [float(x) for x in p.vector]
+    if p.max_children:
+        vec = vec[:int(p.max_children)]
+    return optimal_paths(vec, budget, p.depth)

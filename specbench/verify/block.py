@@ -47,7 +47,7 @@ import torch
 from ..core.sampling import as_dist, sample, sequoia_next_q
 from ..core.tree import DraftTree
 from .distshift import marginal_noreplace, marginal_sample
-from .modespec import Law, ModeSpec, PathLaw, Verdict, register
+from .modespec import ChildrenParams, Law, ModeSpec, PathLaw, Verdict, register
 
 SAMPLED = {"sample": marginal_sample, "sample_noreplace": marginal_noreplace}
 
@@ -165,12 +165,11 @@ def block(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> 
     return traversal(tree, p, q, rng, params)
 
 
-CHILDREN = {"children": "sample"}      # verify.children: sample | sample_noreplace (modespec)
 register(ModeSpec(
     name="traversal", verdict=traversal, child_rule="sample", lossless_for=frozenset(SAMPLED),
-    law=Law(traversal_law, SAMPLED, next_laws=traversal_next), needs_q=True, defaults=CHILDREN, sibling_order="storage",
+    law=Law(traversal_law, SAMPLED, next_laws=traversal_next), needs_q=True, params_type=ChildrenParams, sibling_order="storage",
     doc="Traversal verification (Weng et al. 2025): leaves to root, sequence-level weights."))
 register(ModeSpec(
     name="block", verdict=block, child_rule="sample", lossless_for=frozenset(SAMPLED),
-    law=Law(traversal_law, SAMPLED, next_laws=traversal_next), needs_q=True, chain_only=True, defaults=CHILDREN,
+    law=Law(traversal_law, SAMPLED, next_laws=traversal_next), needs_q=True, chain_only=True, params_type=ChildrenParams,
     doc="Block verification (Sun et al. 2025) on a chain: the whole block jointly."))

@@ -39,7 +39,8 @@ children.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import overload
 
 import torch
 
@@ -145,6 +146,14 @@ def marginal_noreplace(p_row: torch.Tensor, q_row: torch.Tensor, k: int = 1, par
 # --------------------------------------------------------------------------
 # public API
 # --------------------------------------------------------------------------
+@overload
+def _rows(x: torch.Tensor) -> torch.Tensor: ...
+
+
+@overload
+def _rows(x: None) -> None: ...
+
+
 def _rows(x: torch.Tensor | None) -> torch.Tensor | None:
     """float64 rows renormalised to sum 1 (zero rows stay zero): float32 rows of a
     150k vocabulary are off by ~1e-6, which would otherwise show up as TV."""
@@ -155,7 +164,7 @@ def _rows(x: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def path_law(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-             params: dict, need_next: bool = False) -> PathLaw:
+             params: Mapping, need_next: bool = False) -> PathLaw:
     """P(node on the accepted path) for every node, conditional on the drawn tokens
     (NaNs when too large to compute exactly)."""
     spec.check_tree(tree, q)
@@ -167,7 +176,7 @@ def path_law(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor |
 
 
 def first_token_dist(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-                     params: dict, marginal: bool = True) -> torch.Tensor:
+                     params: Mapping, marginal: bool = True) -> torch.Tensor:
     """Exact distribution (float64 [V]) of the step's first emitted token; NaNs when it
     is not computable (see the module docstring)."""
     spec.check_tree(tree, q)
@@ -175,6 +184,7 @@ def first_token_dist(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.
     v = p.shape[-1]
     if marginal and kids and tree.child_rule in RANDOM_RULES and not spec.law.draw_free:
         fn = spec.law.marginal.get(tree.child_rule)
+        assert q is not None                     # a random child rule's draw is from q
         try:
             if fn is None:
                 raise TooBig
@@ -182,6 +192,7 @@ def first_token_dist(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.
         except TooBig:
             return torch.full((v,), math.nan, dtype=torch.float64)
     law = path_law(spec, tree, p, q, params, need_next=True)
+    assert law.root_next is not None             # asked for (need_next)
     out = law.root_next * max(0.0, 1.0 - sum(law.reach[c] for c in kids))
     for c in kids:
         out[int(tree.tokens[c])] += law.reach[c]
@@ -189,20 +200,20 @@ def first_token_dist(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.
 
 
 def first_token_tv(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-                   params: dict, marginal: bool = True) -> float:
+                   params: Mapping, marginal: bool = True) -> float:
     """Total variation 0.5 * |first_token_dist - p[0]|_1 (NaN when not computable)."""
     dist = first_token_dist(spec, tree, p, q, params, marginal)
     return 0.5 * float((dist - as_dist(p[0])).abs().sum())
 
 
 def expected_accepted(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-                      params: dict) -> float:
+                      params: Mapping) -> float:
     """Exact E[#accepted draft tokens] over the verifier's randomness for this tree."""
     return float(sum(path_law(spec, tree, p, q, params).reach[1:]))
 
 
 def path_end_law(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-                 params: dict) -> list[tuple[int, float, torch.Tensor]]:
+                 params: Mapping) -> list[tuple[int, float, torch.Tensor]]:
     """The mode's exact law of one step, conditional on the drawn tokens: (end node v,
     P(the accepted path ends at v), law of the token emitted after it) for every node
     with P > 0.  P(end at v) = reach[v] - sum of its children's reach."""

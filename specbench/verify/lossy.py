@@ -6,24 +6,26 @@ it; they are lossless for no child rule and report their drift as first_token_tv
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ..core.tree import DraftTree
 from .distshift import fixed_next, fixed_path
-from .modespec import Law, ModeSpec, Verdict, children_by_rank, register, target_dist, target_token
+from .modespec import Law, ModeParams, ModeSpec, Verdict, children_by_rank, register, target_dist, target_token
 
 
 # --------------------------------------------------------------------------
 # Medusa typical acceptance
 # --------------------------------------------------------------------------
-def typical_set(p_row: torch.Tensor, params) -> torch.Tensor:
+def typical_set(p_row: torch.Tensor, params: TypicalParams) -> torch.Tensor:
     """Medusa's typical tokens: p(x) > min(eps, delta * exp(-H(p))) (bool mask).
 
     H uses 0 log 0 = 0.  The argmax is always typical (max p >= exp(-H)).
     """
     pr = p_row.double()
     ent = -(pr * pr.clamp_min(1e-300).log()).sum()
-    thr = min(float(params["eps"]), float(params["delta"]) * float(torch.exp(-ent)))
+    thr = min(float(params.eps), float(params.delta) * float(torch.exp(-ent)))
     return pr > thr
 
 
@@ -63,27 +65,34 @@ def typical(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -
     return Verdict(path, target_token(typical_next(p[path[-1] if path else 0], params), rng, params))
 
 
+@dataclass(frozen=True, eq=False)
+class TypicalParams(ModeParams):
+    eps: float = 0.09
+    delta: float = 0.3
+
+
 register(ModeSpec(
     name="typical", verdict=typical, child_rule="topk", lossless_for=frozenset(),
-    law=Law(fixed_path(typical_path, typical_next), next_laws=fixed_next(typical_next)), defaults={"eps": 0.09, "delta": 0.3},
-    doc=typical.__doc__.splitlines()[0]))
+    law=Law(fixed_path(typical_path, typical_next), next_laws=fixed_next(typical_next)), params_type=TypicalParams,
+    doc=(typical.__doc__ or "").splitlines()[0]))
 
 
 # --------------------------------------------------------------------------
 # the seeds' rules: ratio, conservative, epsilon
 # --------------------------------------------------------------------------
-def _factor_rule(px: float, qx: float, params) -> bool:
-    return px >= float(params["factor"]) * qx
+def _factor_rule(px: float, qx: float, params: FactorParams) -> bool:
+    return px >= float(params.factor) * qx
 
 
-def _eps_rule(px: float, qx: float, params) -> bool:
-    return qx >= px - float(params["eps"])
+def _eps_rule(px: float, qx: float, params: EpsParams) -> bool:
+    return qx >= px - float(params.eps)
 
 
 def seed_path(accepts, tree: DraftTree, p: torch.Tensor, q: torch.Tensor, params) -> list[int]:
     """Walk down taking the first child (rank order) the rule ``accepts``; stop at
     the first node with none (or a leaf)."""
-    node, path = 0, []
+    node = 0
+    path: list[int] = []
     while True:
         nxt = [c for c in children_by_rank(tree, node)
                if accepts(float(p[node, tree.tokens[c]]), float(q[node, tree.tokens[c]]), params)]
@@ -93,7 +102,7 @@ def seed_path(accepts, tree: DraftTree, p: torch.Tensor, q: torch.Tensor, params
         path.append(node)
 
 
-def _seed_mode(name: str, accepts, defaults: dict, rule: str) -> ModeSpec:
+def _seed_mode(name: str, accepts, params_type: type[ModeParams], rule: str) -> ModeSpec:
     def walk(tree, p, q, params):
         return seed_path(accepts, tree, p, q, params)
 
@@ -104,11 +113,25 @@ def _seed_mode(name: str, accepts, defaults: dict, rule: str) -> ModeSpec:
     fn.__doc__ = (f"Seed rule '{name}' (lossy): {rule}; children tried in rank order, stop at "
                   "the first rejection, then the target's token (argmax at temperature 0).")
     return ModeSpec(name=name, verdict=fn, child_rule="topk", lossless_for=frozenset(),
-                    law=Law(fixed_path(walk, target_dist), next_laws=fixed_next(target_dist)), needs_q=True, defaults=defaults,
+                    law=Law(fixed_path(walk, target_dist), next_laws=fixed_next(target_dist)), needs_q=True, params_type=params_type,
                     doc=f"Seed rule (lossy): {rule}.")
 
 
-register(_seed_mode("ratio", _factor_rule, {"factor": 1.0}, "accept x if p(x) >= factor q(x) (1)"))
-register(_seed_mode("conservative", _factor_rule, {"factor": 0.5},
-                    "accept x if p(x) >= factor q(x) (0.5)"))
-register(_seed_mode("epsilon", _eps_rule, {"eps": 0.05}, "accept x if q(x) >= p(x) - eps (0.05)"))
+@dataclass(frozen=True, eq=False)
+class FactorParams(ModeParams):
+    factor: float = 1.0
+
+
+@dataclass(frozen=True, eq=False)
+class ConservativeParams(FactorParams):
+    factor: float = 0.5
+
+
+@dataclass(frozen=True, eq=False)
+class EpsParams(ModeParams):
+    eps: float = 0.05
+
+
+register(_seed_mode("ratio", _factor_rule, FactorParams, "accept x if p(x) >= factor q(x) (1)"))
+register(_seed_mode("conservative", _factor_rule, ConservativeParams, "accept x if p(x) >= factor q(x) (0.5)"))
+register(_seed_mode("epsilon", _eps_rule, EpsParams, "accept x if q(x) >= p(x) - eps (0.05)"))

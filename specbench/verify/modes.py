@@ -11,6 +11,8 @@ Lossy: typical, ratio, conservative, epsilon, hsd (chains; as its public code ru
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ..core.sampling import TREE_CHILD_RULES, accept_prob, as_dist, residual, sample, sequoia_next_q
@@ -25,7 +27,7 @@ from .distshift import (
     top_down,
     top_down_next,
 )
-from .modespec import MODES, Law, ModeSpec, Verdict, register
+from .modespec import MODES, Law, ModeParams, ModeSpec, Verdict, register
 
 ANY_TREE = frozenset(TREE_CHILD_RULES)
 
@@ -45,7 +47,8 @@ def greedy_path(tree: DraftTree, p: torch.Tensor, q=None, params=None) -> list[i
     """Longest path whose tokens equal the target's argmax after their parent."""
     best = p.argmax(-1).tolist()
     tokens = tree.tokens.tolist()
-    node, path = 0, []
+    node = 0
+    path: list[int] = []
     while nxt := [c for c in tree.children(node) if tokens[c] == best[node]]:
         node = nxt[0]
         path.append(node)
@@ -63,10 +66,15 @@ def _argmax_dist(p_row: torch.Tensor, params=None) -> torch.Tensor:
     return torch.zeros_like(pr).scatter_(0, pr.argmax().view(1), 1.0)
 
 
+@dataclass(frozen=True, eq=False)
+class GreedyParams(ModeParams):
+    temperature: float = 0.0
+
+
 register(ModeSpec(
     name="greedy", verdict=greedy, child_rule="topk", lossless_for=ANY_TREE,
     law=Law(fixed_path(greedy_path, _argmax_dist), draw_free=True, next_laws=fixed_next(_argmax_dist)),
-    defaults={"temperature": 0.0}, doc="Longest path of target-argmax tokens, then the argmax bonus."))
+    params_type=GreedyParams, argmax=True, doc="Longest path of target-argmax tokens, then the argmax bonus."))
 
 
 # --------------------------------------------------------------------------
@@ -84,7 +92,8 @@ def _multi_step(tree: DraftTree, p: torch.Tensor, q: torch.Tensor, rng: torch.Ge
     every child is rejected, or at a leaf, the next token is drawn from the current p.
     """
     tokens = tree.tokens.tolist()
-    node, path = 0, []
+    node = 0
+    path: list[int] = []
     while True:
         kids = tree.children(node)
         pr = as_dist(p[node])
@@ -118,14 +127,14 @@ def speculative(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, param
     return _multi_step(tree, p, q, rng, shuffle=False, update_q=False)
 
 
-def mss(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> Verdict:
+def mss(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params: OrderParams) -> Verdict:
     """SpecInfer multi-step speculative sampling (Miao et al. 2024, Algorithm 2; children
-    i.i.d. from q), siblings tried in ``params["order"]``: "random" (the paper's rule: a
+    i.i.d. from q), siblings tried in ``params.order``: "random" (the paper's rule: a
     uniformly random order) or "storage" (the draw order).  Both are lossless on i.i.d.
     children: a draw's law does not depend on its position, so each child tried is a
     fresh draw from q (the lemma in ``distshift.marginal_sample``).  On an unbalanced
     shape storage order tries the rank-0 child (with the deepest subtree) first."""
-    return _multi_step(tree, p, q, rng, shuffle=params["order"] == "random", update_q=False)
+    return _multi_step(tree, p, q, rng, shuffle=params.order == "random", update_q=False)
 
 
 def sequoia(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> Verdict:
@@ -201,6 +210,12 @@ def node_sequoia(tree, node, p, q, params, final=True):
     return node_sequential(tree, node, p, q, final, update_q=True)
 
 
+@dataclass(frozen=True, eq=False)
+class OrderParams(ModeParams):
+    """``order``: siblings tried in "random" order (SpecInfer's rule) or in "storage" (draw) order."""
+    order: str = "random"
+
+
 _SAMPLED = {"sample": marginal_sample, "sample_noreplace": marginal_noreplace}   # one child: same draw
 register(ModeSpec(
     name="speculative", verdict=speculative, child_rule="sample",
@@ -210,7 +225,7 @@ register(ModeSpec(
 register(ModeSpec(
     name="mss", verdict=mss, child_rule="sample", lossless_for=frozenset({"sample"}),
     law=Law(top_down(node_mss), {"sample": marginal_sample}, next_laws=top_down_next(node_mss)), needs_q=True,
-    defaults={"order": "random"},
+    params_type=OrderParams,
     doc="SpecInfer multi-step speculative sampling (children i.i.d. from q; verify.order random|storage)."))
 register(ModeSpec(
     name="sequoia", verdict=sequoia, child_rule="sample_noreplace",
@@ -226,7 +241,8 @@ register(ModeSpec(
 def naive(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> Verdict:
     """SpecInfer naive sampling: draw x ~ p; accept it if it is a child, else emit it."""
     tokens = tree.tokens.tolist()
-    node, path = 0, []
+    node = 0
+    path: list[int] = []
     while True:
         x = sample(p[node], rng)
         hit = [c for c in tree.children(node) if tokens[c] == x]

@@ -15,8 +15,9 @@ Conventions shared by every mode
   applied with ``sampling.probs``); ``q[i]``: the draft distribution node i's children
   were chosen from (zero rows where not expanded; None for drafters without q).
 * ``rng``: a CPU ``torch.Generator``; every random choice uses it.
-* ``params``: a plain dict, ``spec.params(overrides)`` (the ``verify`` config group
-  minus ``name``, merged over ``spec.defaults``).
+* ``params``: the mode's ``ModeParams`` dataclass (declared at registration, read as a
+  mapping too), ``spec.params(overrides)`` (the ``verify`` config group minus ``name``,
+  over the dataclass's defaults), validated once there.
 * ``Verdict.path``: the accepted draft nodes (root excluded) in depth order; their
   tokens are the *accepted* tokens.  ``Verdict.next_token``: the token appended after
   the path, the *bonus* token when the path ends at a leaf that was fully accepted and
@@ -44,10 +45,10 @@ Two job-level parameters choose how a mode drafts and tries siblings:
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
@@ -55,10 +56,46 @@ from ..core.registry import Registry
 from ..core.sampling import CHILD_RULES, TREE_CHILD_RULES, check_temperature
 from ..core.tree import DraftTree
 
-MODES: Registry = Registry("verify mode")
+MODES: Registry[ModeSpec] = Registry("verify mode")
 RANDOM_RULES = ("sample", "sample_noreplace")     # child rules with draft randomness
-COMMON_DEFAULTS = {"temperature": 1.0, "draft_temperature": 1.0, "top_p": 1.0}
 SIBLING_ORDERS = ("random", "storage")
+
+
+@dataclass(frozen=True, eq=False)
+class ModeParams(Mapping[str, Any]):
+    """A mode's parameters, the ``verify.*`` keys: the ones every mode has; a mode with
+    more declares a subclass (``ModeSpec.params_type``).  Read as a mapping as well
+    (``params["temperature"]``, equal to a dict of the same items)."""
+    temperature: float = 1.0
+    draft_temperature: float = 1.0
+    top_p: float = 1.0
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.names():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.names()
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    def __len__(self) -> int:
+        return len(fields(self))
+
+
+COMMON_DEFAULTS = MappingProxyType(dict(ModeParams()))
+
+
+@dataclass(frozen=True, eq=False)
+class ChildrenParams(ModeParams):
+    """``children``: the random child rule the drafter uses (a mode lossless on several)."""
+    children: str = "sample"
 
 
 class Verdict(NamedTuple):
@@ -105,10 +142,12 @@ class ModeSpec:
     law: Law
     needs_q: bool = False
     chain_only: bool = False
-    defaults: Mapping = field(default_factory=dict)
+    params_type: type[ModeParams] = ModeParams   # its parameters and their defaults
     doc: str = ""
     sibling_order: str = ""               # fixed order siblings are tried in ("" = none / a parameter)
-    raw_verdict: Callable = field(default=None, init=False, repr=False, compare=False)
+    argmax: bool = False                  # the verdict is the target's argmax at any temperature (greedy):
+                                          # refused at T > 0; the target's continuation can stand in (replay)
+    raw_verdict: Callable[..., Verdict] = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.child_rule not in CHILD_RULES:
@@ -119,7 +158,6 @@ class ModeSpec:
         if self.lossless_for and self.child_rule not in self.lossless_for:
             raise ValueError(f"mode {self.name}: not lossless on its own child rule")
         object.__setattr__(self, "lossless_for", frozenset(self.lossless_for))
-        object.__setattr__(self, "defaults", MappingProxyType({**COMMON_DEFAULTS, **self.defaults}))
         if "children" in self.defaults and self.defaults["children"] not in self.draft_rules:
             raise ValueError(f"mode {self.name}: children={self.defaults['children']} not in {self.draft_rules}")
         raw = self.verdict
@@ -130,6 +168,11 @@ class ModeSpec:
             return raw(tree, p, q, rng, params)
         verdict.__doc__, verdict.__name__ = raw.__doc__, raw.__name__
         object.__setattr__(self, "verdict", verdict)
+
+    @property
+    def defaults(self) -> Mapping[str, Any]:
+        """The parameters' defaults (``params_type``'s)."""
+        return MappingProxyType(dict(self.params_type()))
 
     @property
     def lossless(self) -> bool:
@@ -151,12 +194,13 @@ class ModeSpec:
             return self
         return replace(self, verdict=self.raw_verdict, child_rule=rule)
 
-    def params(self, overrides: Mapping | None = None) -> dict:
+    def params(self, overrides: Mapping | None = None) -> ModeParams:
         """``defaults`` updated with ``overrides`` (a mapping, e.g. the job spec's ``verify`` params;
         ``name`` and None values are ignored).  Unknown keys and bad temperatures give
         a one-line ValueError naming the key."""
         out = dict(self.defaults)
-        for key in (overrides or {}):
+        overrides = overrides or {}
+        for key in overrides:
             val = overrides[key]
             if key == "name" or val is None:
                 continue
@@ -171,7 +215,7 @@ class ModeSpec:
         if "children" in out and out["children"] not in self.draft_rules:
             raise ValueError(f"verify.children={out['children']}: verify={self.name} drafts with "
                              f"{' or '.join(self.draft_rules)}")
-        return out
+        return self.params_type(**out)
 
     def check_tree(self, tree: DraftTree, q: torch.Tensor | None) -> None:
         """One-line ValueError when the tree cannot be verified by this mode at all."""
@@ -197,7 +241,7 @@ def row_tags(spec: ModeSpec, params: Mapping) -> dict:
 
 def register(spec: ModeSpec) -> ModeSpec:
     """Add a mode to ``MODES``."""
-    return MODES.register(spec.name)(spec)
+    return MODES.add(spec.name, spec)
 
 
 def fits(spec: ModeSpec, tree_child_rule: str) -> bool:
@@ -231,16 +275,16 @@ def children_by_rank(tree: DraftTree, node: int) -> list[int]:
     return sorted(kids, key=lambda c: tree.ranks[c]) if tree.ranks else kids
 
 
-def target_dist(p_row: torch.Tensor, params: Mapping) -> torch.Tensor:
+def target_dist(p_row: torch.Tensor, params: ModeParams) -> torch.Tensor:
     """Law of the target's own token (float64): one-hot argmax at temperature 0, else p."""
     pr = p_row.double()
-    if float(params["temperature"]) == 0:
+    if float(params.temperature) == 0:
         return torch.zeros_like(pr).scatter_(0, pr.argmax().view(1), 1.0)
     return pr
 
 
-def target_token(p_row: torch.Tensor, rng: torch.Generator, params: Mapping) -> int:
+def target_token(p_row: torch.Tensor, rng: torch.Generator, params: ModeParams) -> int:
     """The target's own token: argmax at temperature 0, else a sample from p."""
-    if float(params["temperature"]) == 0:
+    if float(params.temperature) == 0:
         return int(p_row.argmax())
     return int(torch.multinomial(p_row.double(), 1, generator=rng))

@@ -66,7 +66,6 @@ import torch
 from ..core.sampling import as_dist
 from ..core.tree import DraftTree
 from .block import (
-    CHILDREN,
     SAMPLED,
     law_from_plan,
     node_stages,
@@ -76,7 +75,7 @@ from .block import (
     traversal_next,
     verdict_from_plan,
 )
-from .modespec import Law, ModeSpec, PathLaw, Verdict, register
+from .modespec import ChildrenParams, Law, ModeSpec, PathLaw, Verdict, register
 
 
 def joint_ratio(tree: DraftTree, p: torch.Tensor, q: torch.Tensor) -> float:
@@ -126,6 +125,6 @@ register(ModeSpec(
         "step): block verification's weights, full chain accepted with min(1, prod p/q). LOSSY (exact)."))
 register(ModeSpec(
     name="gbv", verdict=gbv, child_rule="sample", lossless_for=frozenset(SAMPLED), needs_q=True,
-    law=Law(traversal_law, SAMPLED, next_laws=traversal_next), defaults=CHILDREN, sibling_order="storage",
+    law=Law(traversal_law, SAMPLED, next_laws=traversal_next), params_type=ChildrenParams, sibling_order="storage",
     doc="Greedy multi-path block verification (after Thomas and Pal 2026; derived): the tree's paths in "
         "turn, each by block verification against the earlier paths' residual (= traversal's scan)."))
