@@ -76,12 +76,13 @@ def mode_tldr(gains: pd.DataFrame) -> list[str]:
     ranked = lossless[lossless.n_shared.astype(int) >= T.MIN_RANKED]
     pool = ranked if len(ranked) else lossless
     b = pool.sort_values(["diff", "config_hash"], ascending=[False, True]).iloc[0].to_dict()
+    what = f"{b['mode']} vs {b['baseline']} on {b['shape']} N={int(b['budget'])}, {gain(b)} tokens/step"
     if len(ranked):
-        return [f"Best lossless rule gain over its token-level baseline (≥ {T.MIN_RANKED} prompts): {b['mode']} vs "
-                f"{b['baseline']} on {b['shape']} N={int(b['budget'])}, {gain(b)} tokens/step ({where(b)})."]
+        return [f"Best lossless rule gain over its token-level baseline (≥ {T.MIN_RANKED} prompts): {what} "
+                f"({where(b)})."]
     return [f"Largest lossless rule gain over its token-level baseline, exploratory (every comparison has fewer "
-            f"than {T.MIN_RANKED} shared prompts, so none is ranked): {b['mode']} vs {b['baseline']} on {b['shape']} "
-            f"N={int(b['budget'])}, {gain(b)} tokens/step on {int(b['n_shared'])} prompts ({where(b)})."]
+            f"than {T.MIN_RANKED} shared prompts, so none is ranked): {what} on {int(b['n_shared'])} prompts "
+            f"({where(b)})."]
 
 
 def gain(r: dict) -> str:

@@ -191,7 +191,7 @@ def gap(ctx) -> str:
 def lossless(ctx) -> str:
     t, d = ctx["t"], ctx["data"]
     return L.lossless_section(t["lossless"], d["lossless_check"], bool(d["outputs"]),
-                              not A.baselines(d["summary"]).empty, d["margins"], d.get("lossless_control"))
+                              not A.baselines(d["summary"]).empty, d["margins"], d["lossless_control"])
 
 
 def attention(ctx) -> str:
