@@ -45,7 +45,7 @@ for ds in humaneval mt_bench; do calibrate qwen_skip $ds; done
 
 sweep() {  # sweep NAME [OVERRIDES...]: one reference preset, a multirun into $OUT/NAME
   local name=$1; shift
-  step "study: sweep=$name $*"
+  step "${TAG:-}study: sweep=$name $*"
   $PY -m specbench.run -m sweep=$name out_root="$OUT" hydra.sweep.dir="$OUT/$name${SUFFIX:-}" "$@"
 }
 # greedy (bf16, 128 new tokens, replayed against each prompt's cached target continuation)
@@ -77,6 +77,20 @@ step "losslessness on the real pair: first emitted token of each lossless sampli
 # against a first-token TV of 0.02 takes --draws auto (15148 per group, ~80 min here: REPORT.md)
 once lossless_grouped $PY -m specbench.study.lossless --draws 1200 pair=qwen_coder dataset=humaneval dataset.limit=1 \
   dtype=bfloat16
+
+# outside the hour (SPECBENCH_EXTENDED=1 bash run_all.sh, ~100 min more here): the T = 1 mode sweep on MT-bench
+# and the lossless check at 90% power against a first-token TV of 0.02 (--draws auto: 15148 per group)
+if [ -n "${SPECBENCH_EXTENDED:-}" ]; then
+  TAG="extended: " SUFFIX=_t1_mt sweep reference_modes_chain verify.temperature=1.0 dataset=mt_bench \
+    dataset.limit=32 max_new_tokens=64
+  for preset in reference_modes_tree reference_modes_noreplace reference_modes; do
+    TAG="extended: " SUFFIX=_t1_mt sweep $preset verify.temperature=1.0 dataset=mt_bench dataset.limit=16 \
+      max_new_tokens=64
+  done
+  step "extended: losslessness at 90% power against a first-token TV of 0.02 (--draws auto)"
+  once lossless_power90 $PY -m specbench.study.lossless --draws auto pair=qwen_coder dataset=humaneval \
+    dataset.limit=1 dtype=bfloat16
+fi
 
 step "tree-attention benchmark + real 1.5B model view (results/attention.csv)"
 if [ -s results/attention.csv ] && [ -z "${SPECBENCH_ATTENTION:-}" ]; then

@@ -88,11 +88,15 @@ def test_cli_writes_the_csv_atomically_replaces_its_rows_and_the_report_shows_it
     table = read_csv(out)
     assert list(table.columns) == L.COLUMNS and len(table) == 4
     assert os.stat(out).st_mode & 0o777 == 0o666 & ~umask()
-    r = specbench("specbench.study.lossless", "--draws=30", "--modes=block,mss", *common)
+    r = specbench("specbench.study.lossless", "--draws=40", "--modes=block,mss", *common)
     assert r.returncode == 0, r.stderr[-2000:]
-    table = read_csv(out)                  # a (prefix, mode, seed) check's row is replaced, the others kept
+    table = read_csv(out)                  # a (prefix, mode, seed, N) check's row is replaced, the others kept
     assert sorted(table.verify) == ["block", "block", "mss", "mss", "speculative", "speculative"]
-    assert table.groupby("verify").n_draws.max().to_dict() == {"block": 30, "mss": 30, "speculative": 40}
+    r = specbench("specbench.study.lossless", "--draws=30", "--modes=mss", "--control=", *common)
+    assert r.returncode == 0, r.stderr[-2000:]
+    table = read_csv(out)                  # a run at another N adds its rows beside the first
+    assert table.groupby("verify").n_draws.apply(sorted).to_dict() == {
+        "block": [40, 40], "mss": [30, 30, 40, 40], "speculative": [40, 40]}
     bad = specbench("specbench.study.lossless", "--modes=typical", *common)
     assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1].startswith("specbench: error: --modes")
     report = tmp_path / "REPORT.md"
@@ -163,8 +167,10 @@ def test_a_memoised_context_keeps_its_first_logits(pair_and_prompt):
 
 def test_the_report_states_the_checks_power():
     from specbench.report.lossless import power_sentences
-    rows = pd.DataFrame({"n_draws": [1200, 1300], "n_bins": [6, 5], "tv_target": 0.02, "alpha": 0.01,
-                         "power": [0.048, 0.05]})
-    text, = power_sentences(rows)
-    assert text.startswith("Power: with 1200+ draws and up to 6 bins") and "at least 0.048" in text
-    assert "against a TV of 0.068" in text and "takes 13768 draws per group" in text
+    rows = pd.DataFrame({"n_draws": [1200, 1200, 15148], "n_bins": [6, 5, 8], "tv_target": 0.02, "alpha": 0.01,
+                         "power": [0.048, 0.05, 0.9]})
+    small, full = power_sentences(rows)          # one sentence per run size (N)
+    assert small.startswith("Power at 1200 draws (2 checks, up to 6 bins)") and "at least 0.048" in small
+    assert "against a TV of 0.068" in small and "takes 13768 draws per group" in small
+    assert full.startswith("Power at 15148 draws (1 checks, up to 8 bins)") and "at least 0.9" in full
+    assert "takes" not in full

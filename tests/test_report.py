@@ -301,3 +301,14 @@ def test_a_paired_control_is_not_compared_and_traversal_on_a_chain_meets_mss_on_
         return A._reference_row(df, df.set_index("config_hash").loc[h].to_dict() | {"config_hash": h}, keys)
     assert list(ref("trav").config_hash) == ["mss_ctl"]          # the same drafted chains
     assert list(ref("mss").config_hash) == ["spec"]              # never itself: speculative's own decode
+
+
+def test_the_hour_excludes_the_set_up_and_the_extended_steps():
+    from specbench.report.setup import run_times
+    times = pd.DataFrame({"run": [1, 1, 1, 2, 2], "seconds": [70, 600, 5, 900, 10],
+                          "step": ["set-up (environment)", "study: sweep=reference", "extended: study: sweep=x",
+                                   "extended: losslessness at 90% power", "study: sweep=reference"]})
+    text = run_times(times)
+    assert "up to the report: 600 s = 10.0 min; the steps marked extended" in text   # per step, the longest run
+    assert "took 905 s = 15.1 min more." in text
+    assert "extended" not in run_times(times[~times.step.str.startswith("extended")])

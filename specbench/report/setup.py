@@ -21,6 +21,7 @@ CSVS = ["summary.csv", "steps.csv", "outputs.jsonl", "acceptance_vector.csv", "a
         "divergence_margins.csv", "bf16_replay_divergence.csv", "attention.csv", "attention_threads1.csv",
         "environment.json", "run_times.csv"]
 SETUP_STEP = "set-up"          # run_all.sh's first step (environment + models): timed apart from the study
+EXTENDED_STEP = "extended:"    # run_all.sh's steps under SPECBENCH_EXTENDED=1: timed apart from the hour
 
 
 def divergence_sentence(div: pd.DataFrame | None) -> str:
@@ -96,12 +97,15 @@ def run_times(times: pd.DataFrame | None) -> str:
     runs = times.run.nunique() if "run" in times else 1
     per = times.groupby("step", sort=False).seconds.max().reset_index()
     setup = per.step.astype(str).str.startswith(SETUP_STEP)
-    study = int(per.seconds[~setup].sum())
+    extended = per.step.astype(str).str.startswith(EXTENDED_STEP)
+    study, more = int(per.seconds[~setup & ~extended].sum()), int(per.seconds[extended].sum())
     rows = [[str(r.step), f"{int(r.seconds)}", f"{r.seconds / 60:.1f}"] for r in per.itertuples()]
     how = ("one run" if runs == 1 else
            f"{runs} runs (a later one resumed where an earlier one stopped; per step, the run that did its work)")
     return (f"**Run times.** Each step of `bash run_all.sh` on this machine, {how}: wall seconds. Total without "
-            f"the set-up, up to the report: {study} s = {study / 60:.1f} min.\n\n"
+            f"the set-up, up to the report: {study} s = {study / 60:.1f} min"
+            + (f"; the steps marked extended (`SPECBENCH_EXTENDED=1`, outside the hour) took {more} s = "
+               f"{more / 60:.1f} min more" if extended.any() else "") + ".\n\n"
             + md_table(rows, ["step", "seconds", "minutes"]))
 
 

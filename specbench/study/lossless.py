@@ -91,8 +91,8 @@ COLUMNS = ["pair", "pair_id", "draft", "target", "dataset", "prefix_id", "prefix
            "chi2_p", "tv", "tv_null", "p_max", "tv_target", "alpha", "power", "target_forwards", "wall_s"]
 CONTROL_COLUMNS = COLUMNS + ["exact_tv", "rejected"]
 REPLACE_KEY = ["pair_id", "dataset", "prefix_id", "prefix_tokens", "verify", "child_rule", "sibling_order", "tree",
-               "budget", "temperature", "top_p", "seed"]
-NUMERIC_KEY = ("prefix_tokens", "budget", "temperature", "top_p", "seed")   # a CSV reads 1.0 back as 1
+               "budget", "temperature", "top_p", "seed", "n_draws"]     # a run at another N adds its rows
+NUMERIC_KEY = ("prefix_tokens", "budget", "temperature", "top_p", "seed", "n_draws")   # a CSV reads 1.0 back as 1
 MIN_EXPECTED = 5.0          # χ² bins: expected count >= 5 (the usual rule)
 NULL_SAMPLES = 200
 TAIL_MASS = 1e-4            # tv_null pools the tokens past 1 - TAIL_MASS of p (changes it by < TAIL_MASS)
