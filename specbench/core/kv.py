@@ -24,8 +24,9 @@ the memo of the lossless check and the attention benchmark's model view.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
 
 import torch
 from transformers import DynamicCache
@@ -35,6 +36,22 @@ from .tree import compiled, tree_attention_mask, tree_position_ids
 
 MIN_SLOTS = 64
 PACK = 1024          # prompt tokens per packed prefill forward (bounds its [PACK, PACK] mask)
+
+Request = tuple[int, Sequence[int], Sequence[int], int]     # (row, parents, tokens, start): ``SlotKV.forward``
+
+
+class CausalLM(Protocol):
+    """What ``SlotKV`` calls: a transformers causal LM or a stand-in (``engine.memo.MemoModel``,
+    ``drafting.layerskip.layer_view``)."""
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def dtype(self) -> torch.dtype: ...
+
+    def get_decoder(self) -> Callable[..., Any]: ...
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
 @dataclass
@@ -65,7 +82,9 @@ class SlotLayer(CacheLayerMixin):
 
     def reserve(self, rows: int, slots: int) -> None:
         """Hold at least rows x slots (slots grow by doubling), keeping the contents."""
-        have_r, have_s = self.keys.shape[0], self.keys.shape[2]
+        keys, values = self.keys, self.values
+        assert keys is not None and values is not None      # set by lazy_initialization (update calls it first)
+        have_r, have_s = keys.shape[0], keys.shape[2]
         if rows <= have_r and slots <= have_s:
             return
         new_r = max(rows, have_r)
@@ -75,28 +94,33 @@ class SlotLayer(CacheLayerMixin):
             out = t.new_zeros(new_r, t.shape[1], new_s, t.shape[-1])
             out[:have_r, :, :have_s] = t
             return out
-        self.keys, self.values = grown(self.keys), grown(self.values)
+        self.keys, self.values = grown(keys), grown(values)
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args,
+               **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         plan = self.plan
         self.reserve(*plan.need)
-        at = (plan.rows, slice(None), plan.write)
-        self.keys[at] = key_states.transpose(1, 2).to(self.keys.dtype)
-        self.values[at] = value_states.transpose(1, 2).to(self.values.dtype)
+        keys, values, rows = self.keys, self.values, plan.rows
+        assert keys is not None and values is not None and rows is not None    # set above / by the plan's forward
+        at = (rows, slice(None), plan.write)
+        keys[at] = key_states.transpose(1, 2).to(keys.dtype)
+        values[at] = value_states.transpose(1, 2).to(values.dtype)
         if plan.packed:
             return key_states, value_states
         if plan.span is not None:
-            return self.keys[plan.span, :, :plan.width], self.values[plan.span, :, :plan.width]
-        rows = plan.rows[:, 0]
-        return self.keys[rows, :, :plan.width], self.values[rows, :, :plan.width]
+            return keys[plan.span, :, :plan.width], values[plan.span, :, :plan.width]
+        rows = rows[:, 0]
+        return keys[rows, :, :plan.width], values[rows, :, :plan.width]
 
     def move(self, rows: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> None:
         """Entries (rows[i], src[i]) to (rows[i], dst[i]) (the sources are read first)."""
         if self.is_initialized:
-            self.keys[rows, :, dst] = self.keys[rows, :, src]
-            self.values[rows, :, dst] = self.values[rows, :, src]
+            keys, values = self.keys, self.values
+            assert keys is not None and values is not None      # set by lazy_initialization
+            keys[rows, :, dst] = keys[rows, :, src]
+            values[rows, :, dst] = values[rows, :, src]
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
         return self.plan.width, 0
@@ -112,14 +136,15 @@ class SlotCache(Cache):
     """The transformers-facing cache: one ``SlotLayer`` per decoder layer, added lazily."""
 
     def __init__(self, plan: Plan):
-        super().__init__(layer_class_to_replicate=lambda: SlotLayer(plan))
+        # a factory, not a class: Cache only calls it (its annotation asks for a layer class)
+        super().__init__(layer_class_to_replicate=lambda: SlotLayer(plan))  # type: ignore[arg-type]
         self.plan = plan
 
 
 @dataclass
 class SlotKV:
     """The slot caches of every row of one model (module docstring)."""
-    model: object
+    model: CausalLM
     plan: Plan = field(default_factory=Plan)
     lens: list[int] = field(default_factory=list)        # committed tokens per row (-1: free)
     ext: list[int] = field(default_factory=list)         # nodes forwarded this step per row
@@ -156,7 +181,7 @@ class SlotKV:
         self.commits[row] = [int(n) for n in nodes]
 
     # -- forwards -----------------------------------------------------------
-    def forward(self, requests: Sequence[tuple[int, Sequence[int], Sequence[int], int]]) -> torch.Tensor:
+    def forward(self, requests: Sequence[Request]) -> torch.Tensor:
         """ONE forward for ``(row, parents, tokens, start)`` requests: nodes ``start:`` of
         each row's step tree are new (``0:start`` were forwarded earlier this step).
         Returns float32 logits [len(requests), T, V] (request order; T = the most new
@@ -169,7 +194,8 @@ class SlotKV:
         rows in one sequence (no padding), up to ``PACK`` tokens per forward."""
         if self.commits:
             self.apply_commits()
-        todo, self.prefills, chunk = self.prefills, {}, {}
+        todo, self.prefills = self.prefills, {}
+        chunk: dict[int, list[int]] = {}
         for r, ids in todo.items():
             if chunk and sum(map(len, chunk.values())) + len(ids) > PACK:
                 self.prefill(chunk)
@@ -184,7 +210,9 @@ class SlotKV:
         causal mask (``tree.compiled`` of each row's chain), each token written to its row's slot."""
         n = sum(map(len, prompts.values()))
         allowed = torch.zeros(n, n, dtype=torch.bool)
-        rows, slots, at = [], [], 0
+        rows: list[int] = []
+        slots: list[int] = []
+        at = 0
         for r, ids in prompts.items():
             k = len(ids)
             allowed[at:at + k, at:at + k] = compiled(tuple(chain(k)))[0]
@@ -221,11 +249,11 @@ class SlotKV:
         if rows:
             device = self.model.device
             idx = [torch.tensor(x, dtype=torch.long, device=device) for x in (rows, src, dst)]
-            for layer in self.cache.layers:
+            for layer in cast("list[SlotLayer]", self.cache.layers):     # SlotCache makes only SlotLayers
                 layer.move(*idx)
 
     @torch.inference_mode()
-    def run(self, requests) -> torch.Tensor:
+    def run(self, requests: Sequence[Request]) -> torch.Tensor:
         order = sorted(range(len(requests)), key=lambda i: requests[i][0])
         reqs = [requests[i] for i in order]
         for r, _parents, _, start in reqs:
@@ -241,7 +269,7 @@ class SlotKV:
         out = checked(out.logits.float())
         return out if order == sorted(order) else out[torch.tensor(order).argsort().to(out.device)]
 
-    def inputs(self, reqs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def inputs(self, reqs: Sequence[Request]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Token ids [b, T], the additive slot mask [b, 1, T, width] and position ids [b, T];
         sets the plan (rows, write slots, width) the layers read."""
         t = max(max(len(p) - s for _, p, _, s in reqs), 1)
@@ -306,16 +334,18 @@ def keep(cache: DynamicCache, past_len: int, slots: Sequence[int]) -> int:
     """Keep the ``past_len`` prefix plus the tree entries at ``slots`` (offsets
     after the prefix, in order); drop everything else.  Returns the new length."""
     idx = None
-    for layer in cache.layers:
+    for layer in cast("list[CacheLayerMixin]", cache.layers):    # attention layers (a DummyLayer's keys are None)
         if not getattr(layer, "is_initialized", True) or layer.keys is None:
             continue
+        keys, values = layer.keys, layer.values
+        assert values is not None                   # set with the keys
         if idx is None:
             idx = torch.as_tensor([past_len + s for s in slots], dtype=torch.long,
-                                  device=layer.keys.device)
-        layer.keys = torch.cat([layer.keys[..., :past_len, :],
-                                layer.keys.index_select(-2, idx)], dim=-2)
-        layer.values = torch.cat([layer.values[..., :past_len, :],
-                                  layer.values.index_select(-2, idx)], dim=-2)
+                                  device=keys.device)
+        layer.keys = torch.cat([keys[..., :past_len, :],
+                                keys.index_select(-2, idx)], dim=-2)
+        layer.values = torch.cat([values[..., :past_len, :],
+                                  values.index_select(-2, idx)], dim=-2)
     return past_len + len(slots)
 
 

@@ -63,11 +63,13 @@ class MemoModel:
         missing = sorted({s[:j] for s in suffixes if s not in self.memo for j in range(1, len(s) + 1)},
                          key=lambda s: (len(s), s))
         if missing:
+            base, cache = self.base, self.base_cache
+            assert base is not None and cache is not None           # set_base ran (the engine's prefill)
             index = {s: i for i, s in enumerate(missing)}
             parents = [index.get(s[:-1], -1) for s in missing]
-            out = kv.forward_nodes(self.model, self.base_cache, len(self.base), parents,
+            out = kv.forward_nodes(self.model, cache, len(base), parents,
                                    [s[-1] for s in missing], 0, len(missing))
-            kv.keep(self.base_cache, len(self.base), [])            # drop the tree again
+            kv.keep(cache, len(base), [])                           # drop the tree again
             self.forwards += 1
             for s, row in zip(missing, out):      # an ancestor re-forwarded for its keys keeps its
                 self.memo.setdefault(s, row)        # first logits: in bf16 a forward's batch moves them
@@ -88,7 +90,7 @@ class MemoModel:
                            input_ids.flatten().tolist()):
             slots.setdefault(r, {})[s] = t
         if plan.packed:                              # SlotKV's prefill: the prompt but its last token
-            prompts = {}                             # several rows must prefill the same prompt
+            prompts: dict[int, list[int]] = {}       # several rows must prefill the same prompt
             for r, t in zip(plan.rows.flatten().tolist(), input_ids.flatten().tolist()):
                 prompts.setdefault(r, []).append(t)
             if len({tuple(v) for v in prompts.values()} | ({self.base} if self.base else set())) != 1:
@@ -97,14 +99,16 @@ class MemoModel:
             return SimpleNamespace(logits=torch.zeros(1, 1, 1))     # never read
         if plan.past == [0] * len(plan.past):        # a one-token prompt: nothing was prefilled
             self.set_base(())
-        if any(past != len(self.base) for past in plan.past):
+        base = self.base
+        assert base is not None                      # set by the prefill (or just above)
+        if any(past != len(base) for past in plan.past):
             raise ValueError("MemoModel serves one decode step per prefill (max_new_tokens=1)")
         allowed = attention_mask[:, 0] == 0          # [rows, queries, slots]
-        n, suffixes = len(self.base), []
+        n, suffixes = len(base), []
         for r, row in zip(plan.rows[:, 0].tolist(), allowed):
             for query in row:
                 ctx = tuple(slots[r][c] for c in query.nonzero().flatten().tolist())
-                if ctx[:n] != self.base:
+                if ctx[:n] != base:
                     raise ValueError("MemoModel: a context does not start with the prefilled prompt")
                 suffixes.append(ctx[n:])
         return SimpleNamespace(logits=self.logits(suffixes).view(len(input_ids), input_ids.shape[1], -1))

@@ -62,8 +62,9 @@ def _read_marker(key: str) -> dict:
 
 
 def _files_ok(folder: Path, files: dict | None) -> bool:
-    return bool(files) and all((folder / n).is_file() and (folder / n).stat().st_size == size
-                               for n, size in files.items())
+    if not files:
+        return False
+    return all((folder / n).is_file() and (folder / n).stat().st_size == size for n, size in files.items())
 
 
 def status(key: str) -> tuple[bool, str]:

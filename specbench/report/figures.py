@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import zlib
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import matplotlib
 
@@ -24,9 +24,14 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from . import analysis as A  # noqa: E402
 from . import tables as T  # noqa: E402
 
-RC = {"svg.hashsalt": "specbench", "font.family": "DejaVu Sans", "font.size": 8,
-      "axes.titlesize": 8, "legend.fontsize": 7, "figure.dpi": 100, "savefig.dpi": 100,
-      "path.simplify": False, "axes.grid": True, "grid.alpha": 0.3}
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.figure import Figure
+    from matplotlib.typing import RcKeyType
+
+RC: dict[RcKeyType, Any] = {"svg.hashsalt": "specbench", "font.family": "DejaVu Sans", "font.size": 8,
+                           "axes.titlesize": 8, "legend.fontsize": 7, "figure.dpi": 100, "savefig.dpi": 100,
+                           "path.simplify": False, "axes.grid": True, "grid.alpha": 0.3}
 PNG_META = {"Software": None}
 # one palette, keyed by name: shapes, pairs, verification rules and attention implementations
 PALETTE = {"none": "#000000", "chain": "#1f77b4", "binary": "#ff7f0e", "kary": "#2ca02c",
@@ -45,7 +50,7 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 class Fig(NamedTuple):
     name: str
-    fig: object
+    fig: Figure
     caption: str
 
 
@@ -87,7 +92,7 @@ def grid(n: int, w: float = 3.6, h: float = 2.8, sharey: bool = False, sharex: b
 
 
 def legend_outside(fig, axes, title: str | None = None) -> None:
-    seen = {}
+    seen: dict[str, Artist] = {}
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(lab, h)

@@ -93,7 +93,7 @@ def gain(r: dict) -> str:
 
 
 def answer_sentences(ans: pd.DataFrame) -> list[str]:
-    out = []
+    out: list[str] = []
     if ans.empty:
         return out
     for _, g in ans.groupby(A.GROUP, sort=True):
@@ -110,7 +110,7 @@ def answer_sentences(ans: pd.DataFrame) -> list[str]:
 
 
 def cap_sentences(rows: pd.DataFrame) -> list[str]:
-    out = []
+    out: list[str] = []
     if rows.empty:
         return out
     for _, g in rows[rows.temperature == 0].groupby(A.GROUP, sort=True):
@@ -152,7 +152,7 @@ def identity_sentences(idents: pd.DataFrame) -> list[str]:
 
 
 def cross_sentences(cross: pd.DataFrame) -> list[str]:
-    out = []
+    out: list[str] = []
     if cross.empty:
         return out
     for (ds, dt, mnt, shape, budget), g in cross.groupby(["dataset", "dtype", "max_new_tokens", "cross_shape",

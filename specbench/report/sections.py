@@ -77,8 +77,8 @@ def cross_table(g: pd.DataFrame) -> str:
 
 def cross(ctx) -> str:
     c = ctx["t"]["cross"]
-    if no_steps(ctx, "no cross-pair table on shared prompts is shown"):
-        return no_steps(ctx, "no cross-pair table on shared prompts is shown")
+    if msg := no_steps(ctx, "no cross-pair table on shared prompts is shown"):
+        return msg
     if c.empty:
         return "_No shape and budget was run by two pairs on shared prompts (greedy, same dtype), so no cross-pair table._"
     out = ["Every pair that ran the same shape and budget (greedy): tokens/step · acceptance rate, each column on "
@@ -98,8 +98,8 @@ MODE_COLS = [("rule", lambda r: r["mode"] + ("" if r["lossless_b"] else " (lossy
 
 def modes(ctx) -> str:
     g = ctx["t"]["modes"]
-    if no_steps(ctx, "no paired mode comparison is shown"):
-        return no_steps(ctx, "no paired mode comparison is shown")
+    if msg := no_steps(ctx, "no paired mode comparison is shown"):
+        return msg
     if g.empty:
         return ("_No configuration ran at T>0 beside its token-level rule on shared prompts, so there is no mode "
                 "comparison._")
