@@ -241,3 +241,24 @@ def test_the_tldr_best_lossless_gain_rests_on_32_shared_prompts():
                            "traversal T=1") and "+0.10 [+0.00, +0.20]" in line
     line, = P.mode_tldr(both.iloc[:1])
     assert line.startswith("Largest lossless rule gain") and "exploratory" in line and "on 16 prompts" in line
+
+
+def test_tldr_quotes_each_pairs_ranked_study_per_dataset_before_an_exploratory_measurement():
+    row = dict(dtype="bfloat16", max_new_tokens=128, engine="replay", speed_basis="projected", budget=4,
+               tokens_per_step=3.0, acceptance_rate=0.5, claim="ranked")
+    ans = pd.DataFrame([
+        {**row, "pair": "main", "dataset": "he", "shape": "chain", "speed": 1.5},
+        {**row, "pair": "main", "dataset": "he", "shape": "binary", "speed": 1.4},
+        {**row, "pair": "main", "dataset": "mt", "shape": "binary", "speed": 1.2},
+        {**row, "pair": "main", "dataset": "he", "shape": "chain", "speed": 0.9, "engine": "live",
+         "max_new_tokens": 64, "speed_basis": "measured", "claim": "exploratory (16 prompts < 32)"},
+        {**row, "pair": "aside", "dataset": "he", "shape": "chain", "speed": 0.8, "claim": "exploratory (8 < 32)"},
+    ])
+    lines = P.tldr({"answer": ans, "rows": ans.assign(n_prompts=64, temperature=0.0, cut=0.0),
+                    "modes": pd.DataFrame(), "live": pd.DataFrame()})
+    main, aside = lines[1:3]                       # the pair with the most answer rows first
+    assert main == ("main (bfloat16, replayed, 128 new tokens), fastest per dataset: he chain N=4 at 1.50× "
+                    "(projected), 3.00 tokens/step, acceptance rate 0.50, ranked; mt binary N=4 at 1.20× (projected), "
+                    "3.00 tokens/step, acceptance rate 0.50, ranked.")
+    assert aside.startswith("aside (bfloat16, replayed, 128 new tokens), fastest per dataset: he chain N=4 at 0.80×")
+    assert aside.endswith("exploratory (8 < 32).")      # no ranked row: said so
