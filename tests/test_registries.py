@@ -1,7 +1,9 @@
 """Typed registries: what a tree policy, verify mode, drafter or dataset can do is declared
 where it is registered (no list beside the registry), and a throwaway entry of each kind,
 registered here, is usable by the rest of the code without touching another module."""
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +14,7 @@ from specbench.drafting.drafters import DRAFTERS, Drafter, ModelDrafter, check_s
 from specbench.drafting.levels import Levels
 from specbench.drafting.ngram import Trie
 from specbench.inputs import data
+from specbench.study import declared
 from specbench.study.checks import argmax
 from specbench.trees import base
 from specbench.trees.policies import POLICIES, Params, make_policy, param_checks, policy_spec, positive, shape_paths
@@ -55,6 +58,22 @@ def test_capabilities_replace_the_old_lists():
     assert DRAFTERS.get("layerskip").pair_keys == ("layers",) and DRAFTERS.get("model").name == "model"
     assert [n for n in DRAFTERS.names() if DRAFTERS.get(n).rank_replay] == ["layerskip", "model"]
     assert data.DATASETS.get("mt_bench").kind == "instruct"
+
+
+def test_calibration_and_cost_rules_read_declared_capabilities():
+    # study.calibrate measures a drafter at every position only where it declares teacher_forced
+    # (it was `pair.drafter != "model"`), which its greedy path reads through rank_replay
+    assert [n for n in DRAFTERS.names() if DRAFTERS.get(n).teacher_forced] == ["model"]
+    for cls in filter(lambda c: c.teacher_forced, DRAFTERS.entries()):
+        assert cls.rank_replay and cls.draft_model and not cls.own_tokenizer, cls.name
+    # the report charges a policy's drafting by its declared frontier (it was `tree == "eagle2"`),
+    # through study.declared, its torch-free copy of the registry's declarations
+    assert policy_spec("eagle2").draft_frontier == "width" and policy_spec("kary").draft_frontier is None
+    assert {s.name: s.draft_frontier for s in POLICIES.entries() if s.draft_frontier} == declared.DRAFT_FRONTIER
+    assert declared.draft_frontier("eagle2") == "width" and declared.draft_frontier("chain") is None
+    pkg = Path(declared.__file__).parents[1]
+    assert not re.search(r"drafter\s*[!=]=", (pkg / "study" / "calibrate.py").read_text())
+    assert "eagle2" not in (pkg / "report" / "speedup.py").read_text()
 
 
 def test_typed_params_are_checked_once_naming_the_key():

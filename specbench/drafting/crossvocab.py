@@ -224,6 +224,7 @@ class TLIDrafter(ModelDrafter):
     """A drafter with its own vocabulary, restricted to the tokens it shares with the target."""
     own_tokenizer = True
     rank_replay = False      # its trees follow the draft vocabulary's ranks, mapped per step
+    teacher_forced = False   # its children are mapped from the draft vocabulary, not pair.draft's over the target's
 
     def __init__(self, model, vocab: VocabMap, temperature: float = 1.0, top_p: float = 1.0, kv=None):
         super().__init__(model, temperature, top_p, kv)

@@ -57,6 +57,13 @@ class Drafter:
     * ``pair_keys``: its own ``pair.*`` keys (``check_params`` checks them before any model
       loads; ``pair_inputs`` resolves them once the target is loaded);
     * ``rank_replay``: static shapes replay from the teacher-forced ranks of ``rank_model``;
+    * ``teacher_forced``: its children at every node are the top-k / draws of ``pair.draft``'s
+      own next-token distribution over the target's vocabulary and nothing else (no n-gram
+      merge, vocabulary map or layer view), so teacher-forcing ``pair.draft`` along a
+      continuation gives its draft at every position; ``study.calibrate`` measures such a
+      drafter at every position (greedy: ``rank_model``'s cached ranks, so it also declares
+      ``rank_replay``; other modes: star trials on ``pair.draft``'s logits), any other
+      greedy only, by a star-tree drafted replay;
     * ``forward_model``: the model it forwards per depth (how its draft cost is charged:
       forward costs of that model, or its measured draft time where it runs none).
     ``name`` is set by the registry (``DRAFTERS``)."""
@@ -64,6 +71,7 @@ class Drafter:
     draft_model: ClassVar[bool] = False
     own_tokenizer: ClassVar[bool] = False
     rank_replay: ClassVar[bool] = False
+    teacher_forced: ClassVar[bool] = False
     pair_keys: ClassVar[tuple[str, ...]] = ()
     grows: ClassVar[Mapping[str, Grow]]
 
@@ -145,6 +153,7 @@ class ModelDrafter(Drafter):
     ``SlotKV`` (shared by the rows of a batched run; its own by default)."""
     draft_model = True
     rank_replay = True
+    teacher_forced = True
 
     def __init__(self, model, temperature: float = 1.0, top_p: float = 1.0, kv: SlotKV | None = None):
         self.model = model

@@ -123,6 +123,7 @@ def _decoder_attr(model, inner) -> str:
 class LayerSkipDrafter(ModelDrafter):
     """The target's layer subset drafting for the target itself (no separate draft model)."""
     draft_model = False
+    teacher_forced = False   # its draft is the target's layer view, not pair.draft (calibrated by star replay)
     pair_keys = ("layers",)
 
     def __init__(self, target, layers: Sequence[int], temperature: float = 1.0, top_p: float = 1.0, kv=None):

@@ -17,6 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..study.declared import draft_frontier
 from . import analysis as A
 from . import compare as C
 
@@ -44,9 +45,10 @@ def _cost_fn(costs: pd.DataFrame, pair: str, role: str, dtype: str | None = None
     return lambda n: float(np.interp(n, xs, ys))
 
 
-def _width(params) -> int | None:
+def _param(params, key: str) -> int | None:
+    """The integer ``tree.<key>`` of a row's tree_params JSON, or None."""
     try:
-        return int(json.loads(params).get("width"))
+        return int(json.loads(params).get(key))
     except (TypeError, ValueError, json.JSONDecodeError):
         return None
 
@@ -55,11 +57,13 @@ def draft_cost(r, depth: int, t_draft, lookup_s: float | None) -> float | None:
     """Seconds of drafting per step for one config (see DRAFT_COST_RULE); None if unknown.
     A pair with target costs but no draft costs drafts without a model: ``study.costs``
     measures the model a drafter forwards (``Drafter.forward_model``) and none for one that
-    runs no model (n-gram), which is charged its measured draft_s per step instead."""
+    runs no model (n-gram), which is charged its measured draft_s per step instead.  A tree
+    policy that declares a frontier parameter (``PolicySpec.draft_frontier``, EAGLE-2's
+    ``width``; the report reads ``study.declared``) forwards that many nodes per depth."""
     n = int(r["budget"])
     if t_draft is None:
         return lookup_s if lookup_s is not None and math.isfinite(lookup_s) else None
-    if r["tree"] == "eagle2" and (width := _width(r["tree_params"])):
+    if (key := draft_frontier(r["tree"])) and (width := _param(r["tree_params"], key)):
         return depth * t_draft(min(width, n))
     return depth * t_draft(math.ceil(n / depth))
 

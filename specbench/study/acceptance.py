@@ -32,17 +32,21 @@ def _ints(s) -> list[int]:
     return [int(x) for x in str(s).split(".")] if isinstance(s, str) and s else []
 
 
-def counts(steps: pd.DataFrame) -> tuple[dict, dict, int]:
+Cells = dict[tuple[int, int], int]      # (depth, sibling rank) -> steps
+
+
+def counts(steps: pd.DataFrame) -> tuple[Cells, Cells | None, int]:
     """(accepted[(d, r)], offered[(d, r)] or None without path_children, n_steps) over some steps."""
-    acc: dict = {}
-    off: dict | None = {} if "path_children" in steps and steps.path_children.notna().all() else None
+    acc: Cells = {}
+    off: Cells | None = {} if "path_children" in steps and steps.path_children.notna().all() else None
     for path in steps.accept_path:
         for d, r in enumerate(_ints(path), 1):
             acc[(d, r)] = acc.get((d, r), 0) + 1
-    for kids in steps.path_children if off is not None else []:
-        for d, k in enumerate(_ints(kids), 1):
-            for r in range(k):
-                off[(d, r)] = off.get((d, r), 0) + 1
+    if off is not None:
+        for kids in steps.path_children:
+            for d, k in enumerate(_ints(kids), 1):
+                for r in range(k):
+                    off[(d, r)] = off.get((d, r), 0) + 1
     return acc, off, len(steps)
 
 

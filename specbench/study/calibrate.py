@@ -16,15 +16,15 @@ position.
 * greedy: the accepted sibling is the draft rank of the target's greedy token
   (ties by token id), exactly -- taken from the replay engine's rank cache
   (``replay.cached_ranks_many``: computed once, shared with replay study jobs of
-  the same pair / dataset / max_new_tokens / dtype).  A drafter that is not a
-  model of the target's vocabulary (``tli``, ``layerskip``, ``ngram``) is measured by
-  the one loop's drafted replay of a one-level tree of K children (``star_job``):
-  the rank of the accepted child at each step's root, so at the positions a star
-  decode visits (a position right after an accepted child is skipped), not at every
-  position.
-* other modes: at every position a one-level tree of K children is drawn the
-  way that mode's drafts are (``children`` meta: top-k / sampling with or
-  without replacement) and the mode itself verifies it; the recorded rank is
+  the same pair / dataset / max_new_tokens / dtype).  A drafter that does not declare
+  ``Drafter.teacher_forced`` (its drafts are not ``pair.draft``'s alone: ``tli``,
+  ``layerskip``, ``ngram``, ``merged``) is measured by the one loop's drafted replay of
+  a one-level tree of K children (``star_job``): the rank of the accepted child at each
+  step's root, so at the positions a star decode visits (a position right after an
+  accepted child is skipped), not at every position.
+* other modes (``teacher_forced`` drafters only): at every position a one-level tree of
+  K children is drawn the way that mode's drafts are (``children`` meta: top-k / sampling
+  with or without replacement) and the mode itself verifies it; the recorded rank is
   the accepted child's position among its siblings (the order in which a tree
   stores them, which is what a static shape's rank paths address).
 n = the number of positions measured; ranks with no acceptance get 0.
@@ -45,9 +45,11 @@ import argparse
 import csv
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -55,7 +57,9 @@ from tqdm import tqdm
 from ..core.atomic import atomic_write
 from ..core.sampling import choose_children, probs
 from ..core.tree import DraftTree
+from ..drafting.drafters import DRAFTERS
 from ..engine.loop import continuations, prompt_seed
+from ..verify.modespec import ModeSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = ["pair", "pair_id", "dataset", "verify", "temperature", "rank", "p_accept", "n", "prompt_ids"]
@@ -70,18 +74,18 @@ def position_logits(model, prompt_ids, cont) -> torch.Tensor:
     return out[len(prompt_ids) - 1:len(prompt_ids) - 1 + len(cont)]
 
 
-def star_trial(mode, params: dict, k: int, root: int, p_row, q_row,
-               rng: torch.Generator) -> int | None:
+def star_trial(mode: ModeSpec, params: Mapping[str, Any], k: int, root: int, p_row: torch.Tensor,
+               q_row: torch.Tensor, rng: torch.Generator) -> int | None:
     """Draw k children of one node as the mode's drafts would, verify; the
     accepted child's sibling position, or None."""
     toks, ranks = choose_children(q_row, k, mode.child_rule, rng)
     v = p_row.shape[-1]
+    q = torch.zeros(k + 1, v)
+    q[0] = q_row
     tree = DraftTree(parents=[-1] + [0] * k, tokens=torch.tensor([root] + list(toks)),
-                     ranks=[0] + list(ranks), q=torch.zeros(k + 1, v), slots=[-1] * (k + 1),
-                     child_rule=mode.child_rule)
-    tree.q[0] = q_row
+                     ranks=[0] + list(ranks), q=q, slots=[-1] * (k + 1), child_rule=mode.child_rule)
     p = p_row.expand(k + 1, v).clone()
-    verdict = mode.verdict(tree, p, tree.q, rng, params)
+    verdict = mode.verdict(tree, p, q, rng, params)
     return verdict.path[0] - 1 if verdict.path else None
 
 
@@ -91,7 +95,7 @@ def measure(job, ident, pair, prompts, ranks: int, eos) -> tuple[list[float], in
     mode, params = ctx.plan.mode, ctx.plan.params
     temp, top_p = params["temperature"], params["top_p"]
     bar = partial(tqdm, desc=f"calibrate {pair.name}/{mode.name}", disable=not job.progress)
-    if mode.name == "greedy" and job.pair.drafter != "model":
+    if mode.name == "greedy" and not DRAFTERS.get(job.pair.drafter).teacher_forced:
         got = [[int(r.accept_path.split(".")[0]) if r.accepted else None for r in res.records]
                for res in context(star_job(job, ranks)).decode(pair, prompts, "replay", ident)]
     elif mode.name == "greedy":            # the replay engine's (cached) ranks: exact for greedy
@@ -120,7 +124,7 @@ def trial_rng(seed: int, i: int) -> torch.Generator:
     return torch.Generator().manual_seed(prompt_seed(seed, i) + 2 ** 40)
 
 
-def star_ranks(mode, params: dict, pair, prompt_ids, cont, ranks: int, rng: torch.Generator) -> list[int | None]:
+def star_ranks(mode: ModeSpec, params: Mapping[str, Any], pair, prompt_ids, cont, ranks: int, rng: torch.Generator) -> list[int | None]:
     """A one-level tree of ``ranks`` children verified at every position of ``cont``."""
     temp, dtemp, top_p = params["temperature"], params["draft_temperature"], params["top_p"]
     dlog = position_logits(pair.draft, prompt_ids, cont)
@@ -169,7 +173,7 @@ def main(argv=None) -> None:
     from .launch import compose
     try:
         job = jobspec.from_config(compose(overrides))
-        if job.pair.drafter != "model" and job.verify.name != "greedy":
+        if not DRAFTERS.get(job.pair.drafter).teacher_forced and job.verify.name != "greedy":
             raise ValueError(f"pair={job.pair.name} drafts with '{job.pair.drafter}': calibrate it with "
                              "verify=greedy (sampling modes need a draft model of the target's vocabulary)")
         ident = identity.job_identity(job)

@@ -4,9 +4,13 @@ one call before any model loads (``jobspec.from_config`` reads the config)."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from .. import CONF_DIR
 from .jobspec import ConfigError, JobSpec, VerifySpec
+
+if TYPE_CHECKING:        # the registries load (torch) inside the checks, not on import
+    from ..verify.modespec import ModeSpec
 
 DATASET_COMMON = ("name", "limit", "max_prompt_tokens", "kind")
 
@@ -14,7 +18,7 @@ DATASET_COMMON = ("name", "limit", "max_prompt_tokens", "kind")
 # --------------------------------------------------------------------------
 # cross-field checks (no model needed)
 # --------------------------------------------------------------------------
-def check_registries(job: JobSpec):
+def check_registries(job: JobSpec) -> ModeSpec:
     """Tree policy, verification mode and drafter exist and fit together; returns the
     mode spec.  The ONE place the study layer asks the engine's registries about a job."""
     from ..drafting.drafters import DRAFTERS, check_supported
@@ -163,7 +167,7 @@ def check_keys(job: JobSpec) -> None:
                               f"(valid: {', '.join(sorted(used))})")
 
 
-def validate(job: JobSpec) -> tuple[str, object]:
+def validate(job: JobSpec) -> tuple[str, ModeSpec]:
     """Every check that needs no model: returns (engine, mode spec)."""
     from ..inputs.models import resolve_device
     check_keys(job)

@@ -29,6 +29,7 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 
 import hydra
 import pandas as pd
@@ -52,12 +53,18 @@ def token_range(model) -> tuple[int, int]:
     return min(100, vocab // 2), min(1000, vocab)
 
 
+def synchronizer(model) -> Callable[[], None]:
+    """What waits for the model's kernels before a clock is read: CUDA runs them
+    asynchronously (time kernels, not launches); on the CPU, nothing."""
+    return torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
+
+
 def forward_costs(kv: SlotKV, row: int, n: int, repeats: int) -> list[float]:
     """Seconds of ``repeats`` forwards over an n-node binary tree on the row's cache
     (each tree dropped again: nothing is committed)."""
     parents = paths_to_parents(shape_paths("binary", n - 1)) if n > 1 else [-1]
     tokens = torch.randint(*token_range(kv.model), (len(parents),)).tolist()
-    sync = torch.cuda.synchronize if kv.model.device.type == "cuda" else (lambda: None)   # time kernels
+    sync = synchronizer(kv.model)
     out = []
     for _ in range(repeats):
         kv.flush()
@@ -157,7 +164,8 @@ def main(cfg: DictConfig) -> None:
     except ConfigError as e:
         print(f"specbench.study.costs: {e}", file=sys.stderr)
         sys.exit(2)
-    rows, memo = [], {}
+    rows: list[dict] = []
+    memo: dict = {}
     for one in jobs:
         pair = context(one).load_pair()
         rows += cost_rows(pair, kv_len, repeats, progress=job.progress, memo=memo)

@@ -302,10 +302,11 @@ def _missing(node, prefix: str = "") -> list[str]:
     for key in node.keys() if isinstance(node, DictConfig) else []:
         if key == "hydra":
             continue
+        child = node._get_node(key)
         if OmegaConf.is_missing(node, key):
-            out.append(f"{prefix}{key}")
-        elif not OmegaConf.is_interpolation(node, key) and isinstance(node._get_node(key), DictConfig):
-            out += _missing(node._get_node(key), f"{prefix}{key}.")
+            out.append(f"{prefix}{key!s}")
+        elif isinstance(child, DictConfig) and not child._is_interpolation():
+            out += _missing(child, f"{prefix}{key!s}.")
     return out
 
 
@@ -325,6 +326,8 @@ def resolved(cfg) -> dict:
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", "") or "config"
         raise ConfigError(f"{key}: {str(e).splitlines()[0]}") from None
+    if not isinstance(d, dict):
+        raise ConfigError(f"config: a mapping of keys expected, got {type(d).__name__}")
     return d
 
 

@@ -18,9 +18,13 @@ so measured is a hair below 1 + acceptance_length).
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:      # core.tree loads torch: only when a shape is made (``static_paths``)
+    from ..core.tree import RankPath
 
 COLUMNS = ["pair", "dataset", "dtype", "config_hash", "tree", "tree_params", "budget", "n_prompts",
            "tokens_per_step", "tokens_per_step_lo", "tokens_per_step_hi", "predicted", "optimum",
@@ -47,7 +51,7 @@ def greedy_vectors(vectors: pd.DataFrame | None) -> dict[tuple[str, str], tuple[
     return out
 
 
-def static_paths(tree: str, budget: int, params: str):
+def static_paths(tree: str, budget: int, params: str) -> list[RankPath] | None:
     """The shape's rank paths, or None for a policy that is not a static shape (adaptive, eagle2, ...)."""
     from ..trees.policies import StaticShape, make_policy
     p = json.loads(params) if isinstance(params, str) and params else {}
@@ -64,8 +68,7 @@ def gap_to_optimum(summary: pd.DataFrame, vectors: pd.DataFrame | None) -> pd.Da
     for r in greedy.sort_values(["pair", "dataset", "budget", "config_hash"]).to_dict("records"):
         vec = (vecs.get((_pair_key(r.get("pair_id"), r["pair"]), str(r["dataset"])))
                or vecs.get((_pair_key(None, r["pair"]), str(r["dataset"]))))
-        paths = static_paths(r["tree"], r["budget"], r["tree_params"]) if vec else None
-        if paths is None:
+        if not vec or (paths := static_paths(r["tree"], r["budget"], r["tree_params"])) is None:
             continue
         best = 1.0 + expected_accepted(optimal_paths(vec[0], int(r["budget"])), vec[0])
         pred = 1.0 + expected_accepted(paths, vec[0])

@@ -18,6 +18,7 @@ import sys
 import time
 
 import hydra
+import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
@@ -30,7 +31,7 @@ from . import argv, checks, identity, jobspec, launch, results
 from .context import context
 
 
-def run_job(cfg: DictConfig, out_dir: str):
+def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
     """Run one job into out_dir; returns its summary row (None if resumed)."""
     job = jobspec.from_config(cfg)
     checks.check_no_extra(job)                  # +foo=1: refused, not a silent new hash
@@ -38,9 +39,9 @@ def run_job(cfg: DictConfig, out_dir: str):
     job, ident = identity.bind(job, ident)   # + what the tree reads (Sequoia's vector)
     engine, mode = checks.validate(job)
     chash = identity.config_hash(job, ident)
-    if job.resume and (done := results.find_finished(job.out_root, chash)):
-        print(f"specbench: skip {chash}: already finished in {done}")
-        results.mark_resumed(out_dir, done)
+    if job.resume and (finished := results.find_finished(job.out_root, chash)):
+        print(f"specbench: skip {chash}: already finished in {finished}")
+        results.mark_resumed(out_dir, finished)
         return None
     identity.check_hub_models(job)              # offline: one line now, not ~90 s of retries
     results.clear_job(out_dir)                  # this folder never holds files of two runs

@@ -4,7 +4,8 @@ A ``PolicySpec`` (an entry of ``POLICIES``) says everything the other layers ask
 a policy: the policy class made per prompt, its parameters' dataclass (``Params``:
 typed, validated once, a bad key is one line naming it), the drafter capability it
 needs (``kind``, a key of a drafter's ``grows``), whether its trees are always chains
-(chain-only modes may verify them) and, for static shapes, the rank-path function.
+(chain-only modes may verify them), for static shapes the rank-path function, and how
+its drafting is charged (``draft_frontier``).
 Adding a shape is one ``@static_shape(name, Params)`` function; adding another policy
 is one ``register_policy(name, Class, Params)`` call.
 """
@@ -106,6 +107,12 @@ class PolicySpec:
     shape: Callable[..., list[RankPath]] | None = None   # static shapes: fn(budget, params) -> paths
     listed_order: bool = False           # a static shape's list is trimmed in its listed order
     kind: str = "paths"
+    # How its drafting is charged (the report's projected speedup, ``report.speedup.draft_cost``):
+    # the ``tree.*`` parameter that sizes the frontier its drafter forwards at each depth
+    # (EAGLE-2's ``width``: D forwards over min(width, N) nodes), or None: a tree grown level by
+    # level, D forwards over about N/D nodes.  The report (no torch) reads its copy in
+    # ``study.declared``; tests/test_registries.py checks the two agree.
+    draft_frontier: str | None = None
 
     @property
     def rank_replayable(self) -> bool:
@@ -116,8 +123,9 @@ class PolicySpec:
 POLICIES: Registry[PolicySpec] = Registry("tree policy")
 
 
-def register_policy(name: str, cls: type[TreePolicy], params: type[Params] = Params, chain: bool = False) -> None:
-    POLICIES.add(name, PolicySpec(name, cls, params, chain, kind=cls.kind))
+def register_policy(name: str, cls: type[TreePolicy], params: type[Params] = Params, chain: bool = False,
+                    draft_frontier: str | None = None) -> None:
+    POLICIES.add(name, PolicySpec(name, cls, params, chain, kind=cls.kind, draft_frontier=draft_frontier))
 
 
 @dataclass

@@ -1,0 +1,19 @@
+"""Registry declarations the report reads, as torch-free data.
+
+The report imports no torch (tests/test_report.py) and only report, study and core
+(tests/test_layers.py), while the registries that declare these (``trees``, ``drafting``)
+load torch.  So the few declarations the report needs are copied here, and
+tests/test_registries.py checks each copy equals what its registry declares: a policy
+registered with a new declaration fails that test until it is copied here.
+"""
+from __future__ import annotations
+
+# tree policy -> ``PolicySpec.draft_frontier``: the ``tree.*`` parameter that sizes the
+# frontier its drafter forwards at each depth (policies that declare none are left out)
+DRAFT_FRONTIER: dict[str, str] = {"eagle2": "width"}
+
+
+def draft_frontier(tree: str) -> str | None:
+    """The ``tree.*`` parameter that sizes the per-depth draft frontier of tree policy
+    ``tree`` (``PolicySpec.draft_frontier``), or None: grown level by level over ~N/D nodes."""
+    return DRAFT_FRONTIER.get(str(tree))
