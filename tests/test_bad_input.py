@@ -78,6 +78,9 @@ CASES = {
     "tree parameter the tree does not use": (["+tree.width=3"], "tree.width: not a parameter of tree=chain", False),
     "unknown dataset key": (["+dataset.foo=1"], "dataset.foo: not a parameter of dataset=smoke", False),
     "whitespace-only prompt": (["dataset=jsonl", "dataset.path={blank}"], "prompt 'ws' has empty text", False),
+    # issue 25: a plugins module that cannot be imported (study/plugins.py)
+    "plugin module not importable": (["plugins=[no_such_plugin]"], "plugins=[no_such_plugin]: cannot import "
+                                     "no_such_plugin (No module named 'no_such_plugin'); put its folder on PYTHONPATH", False),
     "budget past the context": (["pair.target.path={short}", "tree.budget=14", "max_new_tokens=2",
                                  "dataset.prompts=[hello]"], "lower tree.budget to", False),
 }

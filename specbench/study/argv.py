@@ -3,9 +3,11 @@ form of what Hydra itself raises.
 
 * ``check_argv(argv)``: an unknown group option (``tree=bnary``), an unknown key
   (``foo=1``, ``+foo=1``, ``tree.widht=3``: Hydra would print six lines or, with a
-  ``+``, run it silently under a new hash) or an out_root / ``hydra.run.dir`` /
-  ``hydra.sweep.dir`` that cannot be written: one line naming the key and the
-  fix, exit status 2, nothing created.
+  ``+``, run it silently under a new hash), a ``plugins`` module that cannot be
+  imported, or an out_root / ``hydra.run.dir`` / ``hydra.sweep.dir`` that cannot be
+  written: one line naming the key and the fix, exit status 2, nothing created.
+  Group options and keys are looked up in conf/ and the ``file://`` folders of a
+  ``hydra.searchpath=[...]`` override (a plugin's presets, ``study.plugins``).
 * ``run_hydra(main)``: runs a Hydra app; an OSError (a full or read-only disk at
   a folder or file Hydra writes) or a Hydra composition error becomes one line
   naming the path or key, exit status 1 or 2 (``HYDRA_FULL_ERROR=1`` keeps the
@@ -21,6 +23,7 @@ import tempfile
 import yaml
 
 from .. import CONF_DIR
+from .plugins import config_dirs, option_file
 
 GROUPS = ("pair", "tree", "verify", "dataset", "sweep")
 # groups whose keys are checked here against the chosen option's file (pair keys are the
@@ -35,8 +38,31 @@ def fail(msg: str, code: int = 2):
     sys.exit(code)
 
 
-def options(group: str) -> list[str]:
-    return sorted(f[:-5] for f in os.listdir(os.path.join(CONF_DIR, group)) if f.endswith(".yaml"))
+def options(group: str, dirs=None) -> list[str]:
+    """The options of ``group`` in conf/ or (``dirs``) the search path's folders."""
+    folders = [os.path.join(d, group) for d in dirs or [CONF_DIR]]
+    return sorted({f[:-5] for d in folders if os.path.isdir(d) for f in os.listdir(d) if f.endswith(".yaml")})
+
+
+def override_value(argv, key: str, default=None):
+    """The value of the last ``key=...`` override (Hydra's grammar: ``[a,b]`` is a list);
+    ``default`` if none, None if it is a sweep (``a,b``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+    for arg in reversed(argv):
+        if arg.lstrip("+~").partition("=")[0] == key and "=" in arg:
+            try:
+                o = OverridesParser.create().parse_override(arg)
+            except HydraException:
+                return default               # Hydra reports it in one line (run_hydra)
+            return None if o.is_sweep_override() else o.value()
+    return default
+
+
+def search_dirs(argv) -> list[str] | None:
+    """conf/ and the folders of a ``hydra.searchpath`` override (None: a ``pkg://`` entry)."""
+    value = override_value(argv, "hydra.searchpath", [])
+    return config_dirs(value if isinstance(value, list) else [value])
 
 
 def _yaml(path: str) -> dict:
@@ -60,11 +86,11 @@ def top_keys() -> set[str]:
     return (set(cfg) - {"defaults"}) | set(GROUPS) | {"hydra", "replay_cache"}
 
 
-def group_keys(group: str, option: str) -> set[str] | None:
-    """Keys of conf/<group>/<option>.yaml (None where there is no such file, or for
-    tree=merged, which takes its sub-shape's keys too)."""
-    path = os.path.join(CONF_DIR, group, f"{option}.yaml")
-    if not os.path.isfile(path) or (group, option) == ("tree", "merged"):
+def group_keys(group: str, option: str, dirs=None) -> set[str] | None:
+    """Keys of conf/<group>/<option>.yaml or a search path folder's (None where there is no
+    such file, or for tree=merged, which takes its sub-shape's keys too)."""
+    path = option_file(group, option, dirs)
+    if path is None or (group, option) == ("tree", "merged"):
         return None
     return set(_yaml(path)) | {"name"} | CHECKED_GROUPS.get(group, set())
 
@@ -85,11 +111,12 @@ def closest(word: str, valid) -> str:
 
 
 def check_groups(argv) -> None:
+    dirs = search_dirs(argv)
     for arg in argv:
         group, eq, value = arg.lstrip("+~").partition("=")
-        if not eq or group not in GROUPS:
+        if not eq or group not in GROUPS or dirs is None:
             continue
-        valid = options(group)
+        valid = options(group, dirs)
         for v in value.split(","):
             if v and v not in valid:
                 fail(f"unknown {group} '{v}'. Valid: {', '.join(valid)}")
@@ -99,7 +126,7 @@ def check_keys(argv) -> None:
     """A key that no config holds is refused, with or without ``+``.  Group keys are
     checked against the chosen option's file (a parameter that option does not have);
     keys a sweep preset or a tree's sub-shape may add are left to ``checks.check_keys``."""
-    top = top_keys()
+    top, dirs = top_keys(), search_dirs(argv)
     sweep = any(a.lstrip("+~").startswith("sweep=") for a in argv)     # a preset may pick the options
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
@@ -114,7 +141,7 @@ def check_keys(argv) -> None:
         if head in CHECKED_GROUPS and rest and not sweep:
             name = rest.split(".")[0]
             for option in chosen(argv, head):
-                valid = group_keys(head, option)
+                valid = group_keys(head, option, dirs)
                 if valid is not None and name not in valid:
                     fail(f"{head}.{name}: not a parameter of {head}={option}{closest(name, valid)}; remove it "
                          f"(valid: {', '.join(sorted(valid))})")
@@ -158,10 +185,22 @@ def check_dirs(argv) -> None:
         WRITES.append(root)
 
 
+def check_plugins(argv) -> None:
+    """A ``plugins=[...]`` module that cannot be imported: one line now (``study.plugins``)."""
+    from .jobspec import ConfigError
+    from .plugins import KEY, import_plugins
+    value = override_value(argv, KEY)
+    try:
+        import_plugins(value)
+    except ConfigError as e:
+        fail(str(e))
+
+
 def check_argv(argv) -> None:
     """Everything about the command line that needs no composed config (see the docstring)."""
     check_groups(argv)
     check_keys(argv)
+    check_plugins(argv)
     check_dirs(argv)
 
 

@@ -3,10 +3,8 @@ compatibility, paired modes, and which engine runs it.  ``validate(job)`` is the
 one call before any model loads (``jobspec.from_config`` reads the config)."""
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
-from .. import CONF_DIR
 from .jobspec import ConfigError, JobSpec, VerifySpec
 
 if TYPE_CHECKING:        # the registries load (torch) inside the checks, not on import
@@ -124,10 +122,13 @@ def check_temperature(job: JobSpec) -> None:
 
 
 def group_keys(group: str, option: str) -> set[str] | None:
-    """The keys conf/<group>/<option>.yaml sets (None where there is no such file)."""
+    """The keys conf/<group>/<option>.yaml sets, or the file's of that name in a folder of
+    the run's ``hydra.searchpath`` (a plugin's preset); None where there is no such file."""
     import yaml
-    path = os.path.join(CONF_DIR, group, f"{option}.yaml")
-    if not os.path.isfile(path):
+
+    from .plugins import config_dirs, hydra_searchpath, option_file
+    path = option_file(group, option, config_dirs(hydra_searchpath()))
+    if path is None:
         return None
     with open(path, encoding="utf-8") as fh:
         return set(yaml.safe_load(fh) or {})

@@ -42,8 +42,10 @@ def _defaults() -> dict[str, Any]:
 DEFAULTS: dict[str, Any] = _defaults()
 PAIR_KEYS = ("name", "draft", "target", "drafter", "chat_template")
 # not part of a job's identity (exact_continuations: how missing replay records are computed;
-# the records' cache keys do not say it either)
+# the records' cache keys do not say it either; plugins: the modules imported, whose entries'
+# names and parameters the groups carry, see study/plugins.py)
 RUN_LOCATION = ("resume", "out_root", "progress", "replay_cache", "exact_continuations")
+NOT_IDENTITY = (*RUN_LOCATION, "plugins")
 
 
 class ConfigError(ValueError):
@@ -127,14 +129,16 @@ class JobSpec:
     progress: bool = DEFAULTS["progress"]
     replay_cache: str | None = DEFAULTS["replay_cache"]
     exact_continuations: bool = DEFAULTS["exact_continuations"]
+    plugins: tuple = ()                            # modules imported first (study/plugins.py)
     extra: dict = field(default_factory=dict)      # other top-level keys (e.g. costs_*), kept verbatim
 
     def to_dict(self, identity_only: bool = False) -> dict:
-        """The normalised config; ``identity_only`` drops the run-location keys."""
+        """The normalised config; ``identity_only`` drops the keys that are not the job's identity
+        (``NOT_IDENTITY``: where it runs and writes, and the plugin modules)."""
         d = {"pair": self.pair.as_dict(), "tree": self.tree.as_dict(), "verify": self.verify.as_dict(),
              "dataset": self.dataset.as_dict(), **self.extra}
-        d.update({k: getattr(self, k) for k in DEFAULTS})
-        return {k: v for k, v in d.items() if not (identity_only and k in RUN_LOCATION)}
+        d.update({k: getattr(self, k) for k in DEFAULTS}, plugins=list(self.plugins))
+        return {k: v for k, v in d.items() if not (identity_only and k in NOT_IDENTITY)}
 
     @property
     def continuation_batch(self) -> int:
@@ -334,6 +338,8 @@ def resolved(cfg) -> dict:
 def from_config(cfg) -> JobSpec:
     """The typed spec of a composed config (DictConfig or dict)."""
     d = resolved(cfg)
+    from .plugins import import_plugins
+    plugins = import_plugins(d.get("plugins"))   # before any registry name is read (study/plugins.py)
     top = {**DEFAULTS, **{k: d[k] for k in DEFAULTS if k in d and d[k] is not None}}
     return JobSpec(
         pair=_pair(d), tree=_tree(d), verify=_verify(d), dataset=_dataset(d),
@@ -345,7 +351,7 @@ def from_config(cfg) -> JobSpec:
         resume=_bool(top["resume"], "resume"), out_root=str(top["out_root"]),
         progress=_bool(top["progress"], "progress"),
         replay_cache=None if top["replay_cache"] is None else str(top["replay_cache"]),
-        exact_continuations=_bool(top["exact_continuations"], "exact_continuations"),
+        exact_continuations=_bool(top["exact_continuations"], "exact_continuations"), plugins=plugins,
         extra={k: v for k, v in d.items() if k not in DEFAULTS and k not in GROUPS})
 
 
