@@ -22,7 +22,8 @@ import pandas as pd
 import torch
 
 from specbench import api
-from specbench.engine.loop import ContinuationVerifier, continuations
+from specbench.engine.loop import continuations
+from specbench.engine.verifiers import ContinuationVerifier
 from specbench.inputs import data, models
 from specbench.study.jobspec import pair_config
 

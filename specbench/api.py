@@ -14,7 +14,7 @@ caching.  Built like a study job, from typed specs through the job context
 """
 from __future__ import annotations
 
-from .engine.loop import PromptResult
+from .engine.records import PromptResult
 from .inputs.models import eos_ids
 from .study.context import DecodePlan
 from .study.jobspec import tree_spec, verify_spec

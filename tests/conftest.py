@@ -124,7 +124,8 @@ def real_models_installed() -> bool:
 def decode_one(drafter, target, prompt_ids, policy, n: int = 24, mode: str = "greedy", params=None,
                eos=(0,), seed: int = 0, verifier=None):
     """One prompt through the engine's one loop: (step records, new tokens)."""
-    from specbench.engine.loop import Decoding, LiveVerifier, decode_prompt
+    from specbench.engine.loop import Decoding, decode_prompt
+    from specbench.engine.verifiers import LiveVerifier
     from specbench.verify.modes import get_mode
     spec = get_mode(mode)
     params = spec.params({"temperature": 0.0, **(params or {})})

@@ -15,7 +15,8 @@ from specbench.drafting.drafters import ModelDrafter
 from specbench.drafting.merged import MergedDrafter
 from specbench.drafting.ngram import NgramDrafter
 from specbench.engine import replay
-from specbench.engine.loop import Decoding, LiveVerifier, continuation, continuations, decode
+from specbench.engine.loop import Decoding, continuation, continuations, decode
+from specbench.engine.verifiers import LiveVerifier
 from specbench.trees.policies import make_policy
 from specbench.verify.modes import get_mode
 from specbench.verify.modespec import MODES

@@ -13,7 +13,8 @@ from specbench.study.context import DecodePlan, context
 
 ROOT = Path(__file__).resolve().parents[1]
 USERS = ["specbench/study/run.py", "specbench/study/calibrate.py", "specbench/study/lossless.py",
-         "specbench/study/costs.py", "specbench/study/margins.py", "specbench/api.py"]
+         "specbench/study/lossless_check.py", "specbench/study/costs.py", "specbench/study/margins.py",
+         "specbench/api.py"]
 # building an engine part or an input by hand: what only the context does
 WIRING = {"LiveVerifier", "ContinuationVerifier", "Decoding", "make_policy", "load_pair", "load_prompts",
           "load_tokenizer", "pair_contexts", "from_pair", "shared_kv", "cached_ranks_many", "cached_continuations"}

@@ -13,6 +13,7 @@ from specbench.core.atomic import umask
 from specbench.inputs.data import Prompt
 from specbench.inputs.models import Pair
 from specbench.study import lossless as L
+from specbench.study import lossless_check as LC
 from specbench.study.results import read_csv
 from specbench.verify.modes import get_mode
 from test_hydra import specbench
@@ -38,24 +39,24 @@ def test_memoised_batched_draws_equal_the_plain_engines_draws(pair_and_prompt, m
 
     from specbench.engine.memo import MemoModel
     pair, pr = pair_and_prompt
-    plain, = L.first_tokens(pair, pr.ids, 0, [(mode, {})], tree, 25, T1)
+    plain, = LC.first_tokens(pair, pr.ids, 0, [(mode, {})], tree, 25, T1)
     memo = replace(pair, draft=MemoModel(pair.draft), target=MemoModel(pair.target))
-    grouped = L.first_tokens(memo, pr.ids, 0, [(mode, {}), (other, {})], tree, 25, T1, batch=8)
+    grouped = LC.first_tokens(memo, pr.ids, 0, [(mode, {}), (other, {})], tree, 25, T1, batch=8)
     assert grouped[0] == plain and len(grouped[1]) == 25
     assert 0 < memo.target.forwards <= 25 / 8 + 1          # the batch's new nodes in one forward
     warmed = replace(pair, draft=MemoModel(pair.draft), target=MemoModel(pair.target))
     for m in (warmed.draft, warmed.target):
         m.set_base(pr.ids[:-1])
-    L.warm(warmed, pr.ids[-1], get_mode(mode).params(T1), (16, 64))    # one batched forward per depth
+    LC.warm(warmed, pr.ids[-1], get_mode(mode).params(T1), (16, 64))    # one batched forward per depth
     assert warmed.target.forwards == 1 and len(warmed.target.memo) == 1 + 16 + 64
-    assert L.first_tokens(warmed, pr.ids, 0, [(mode, {})], tree, 25, T1, batch=5)[0] == plain
+    assert LC.first_tokens(warmed, pr.ids, 0, [(mode, {})], tree, 25, T1, batch=5)[0] == plain
     with pytest.raises(ValueError, match="one prompt at a time"):
         warmed.target.set_base(pr.ids[:-1])
-        L.first_tokens(warmed, pr.ids[:-1], 0, [(mode, {})], tree, 2, T1, batch=2)
+        LC.first_tokens(warmed, pr.ids[:-1], 0, [(mode, {})], tree, 2, T1, batch=2)
 
 
 def test_groups_share_drafting_by_tree_and_child_rule():
-    g = L.groups(["speculative", "mss", "block", "mss[order=storage]", "sequoia", "traversal[children=sample_noreplace]",
+    g = LC.groups(["speculative", "mss", "block", "mss[order=storage]", "sequoia", "traversal[children=sample_noreplace]",
                   "hsd", "naive", "typical"], TREES, T1)
     assert g == {(TREES["chain"], "sample"): ["speculative", "block", "hsd"],
                  (TREES["tree"], "sample"): ["mss", "mss[order=storage]"],
@@ -67,7 +68,7 @@ def test_every_lossless_sampling_mode_passes_and_a_lossy_rule_fails(pair_and_pro
     pair, pr = pair_and_prompt
     assert set(L.sampling_modes()) >= {"speculative", "mss", "sequoia", "block", "traversal"}
     assert "greedy" not in L.sampling_modes()
-    rows = L.check_prompt(pair, pr, 0, L.sampling_modes() + ["typical"], TREES, 600, T1, seed=0)
+    rows = LC.check_prompt(pair, pr, 0, L.sampling_modes() + ["typical"], TREES, 600, T1, seed=0)
     by_mode = {r["verify"]: r for r in rows}
     for name in L.sampling_modes():
         r = by_mode[name]

@@ -9,7 +9,7 @@ import torch
 
 from specbench.inputs.data import Prompt
 from specbench.inputs.models import Pair
-from specbench.study import lossless as L
+from specbench.study import lossless_check as LC
 from specbench.study.lossless_power import draws_for_power, parse_variant, power, power_tv
 
 TV, ALPHA, TARGET, BINS = 0.02, 0.01, 0.9, 8
@@ -55,7 +55,7 @@ def test_a_tv_002_shift_is_rejected_at_the_stated_power():
 
     def rejected(law):
         tokens = rng.choice(len(p), size=n, p=law)
-        return L.fit(tokens, torch.tensor(p), max_bins=BINS)["chi2_p"] < ALPHA
+        return LC.fit(tokens, torch.tensor(p), max_bins=BINS)["chi2_p"] < ALPHA
     rate = np.mean([rejected(bad) for _ in range(reps)])
     null = np.mean([rejected(p) for _ in range(reps)])
     assert rate >= TARGET - 3 * np.sqrt(TARGET * (1 - TARGET) / reps), rate
@@ -77,7 +77,7 @@ def test_a_lossy_rule_fails_the_check_at_its_power_on_tiny_models(pair_and_promp
     n = draws_for_power(BINS - 1, test["tv"], ALPHA, TARGET)
     trees = {"chain": ("chain", 3), "tree": ("binary", 4)}
     modes = ["mss[order=storage]", "traversal[children=sample_noreplace]", "typical"]
-    rows = {r["verify"]: r for r in L.check_prompt(pair, pr, 0, modes, trees, n, {"temperature": 1.0, "top_p": 1.0},
+    rows = {r["verify"]: r for r in LC.check_prompt(pair, pr, 0, modes, trees, n, {"temperature": 1.0, "top_p": 1.0},
                                                    seed=0, test=test)}
     control = rows["typical"]
     assert control["exact_tv"] >= test["tv"] and control["power"] >= TARGET and control["rejected"]

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from specbench.drafting.drafters import ModelDrafter
-from specbench.engine.loop import Decoding, LiveVerifier, decode_prompt, paired_generators
+from specbench.engine.loop import Decoding, decode_prompt, paired_generators
+from specbench.engine.verifiers import LiveVerifier
 from specbench.study import checks, jobspec
 from specbench.study.results import read_csv
 from specbench.trees.policies import make_policy

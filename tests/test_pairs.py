@@ -400,7 +400,7 @@ def test_run_job_replays_the_new_drafters_equal_to_live(drafter, cross_dirs, tmp
                                                 ("eagle2", 8, {"width": 3, "depth": 3})])
 def test_drafted_replay_equals_live_for_the_new_drafters(name, budget, params, cross_draft, vmap, deep_target,
                                                          tiny_target, tiny_tokenizer):
-    from specbench.engine.loop import ContinuationVerifier
+    from specbench.engine.verifiers import ContinuationVerifier
     from test_replay import same_records
     for make, target in ((lambda: TLIDrafter(cross_draft, vmap), tiny_target),
                          (lambda: LayerSkipDrafter(deep_target, [0, 2]), deep_target)):

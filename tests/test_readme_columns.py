@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from specbench.engine.loop import StepRecord
+from specbench.engine.records import StepRecord
 from specbench.study import calibrate, lossless, margins
 from specbench.study.results import KEY_COLUMNS, summarize
 

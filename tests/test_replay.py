@@ -12,7 +12,9 @@ from specbench.core.diskcache import DiskCache, cache_root
 from specbench.core.sampling import choose_children, probs, ranks_of
 from specbench.drafting.drafters import ModelDrafter
 from specbench.engine import replay
-from specbench.engine.loop import ContinuationVerifier, StepRecord, continuation, follow
+from specbench.engine.loop import continuation
+from specbench.engine.records import StepRecord
+from specbench.engine.verifiers import ContinuationVerifier, follow
 from specbench.trees.policies import make_policy, policy_spec
 
 TIMING = ("draft_s", "verify_s")

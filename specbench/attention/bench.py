@@ -216,53 +216,66 @@ def draw_figures(df: pd.DataFrame, out: Path, fc) -> list[Path]:
     `python -m specbench.report` replaces these in results/figures/.)"""
     import matplotlib
     matplotlib.use("Agg")
+
+    k = df[(df.level == "kernel") & df.median_s.notna()]
+    written: list[Path] = []
+    norm = _shared_ratio_norm(k[k.batch == fc.batch])
+    for dt, d in k.groupby("dtype"):
+        written += _time_figure(d[d.kv_len == fc.kv_len], fc, dt, out)
+        written += _speedup_figure(d[(d.batch == fc.batch) & d.impl.isin(["fused", "sequential"])], norm, fc, dt, out)
+    return written
+
+
+def _time_figure(line: pd.DataFrame, fc, dt, out: Path) -> list[Path]:
+    """attention_time_<dt>.png from the kernel rows at kv_len=fc.kv_len ([] without any)."""
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    k = df[(df.level == "kernel") & df.median_s.notna()]
-    written = []
-    norm = _shared_ratio_norm(k[k.batch == fc.batch])
-    for dt, d in k.groupby("dtype"):
-        line = d[d.kv_len == fc.kv_len]
-        shapes, batches = sorted(line["shape"].unique()), sorted(line.batch.unique())
-        if shapes:
-            fig, axes = plt.subplots(len(shapes), len(batches), squeeze=False, sharex=True,
-                                     figsize=(3.2 * len(batches), 2.6 * len(shapes)))
-            for (i, s), (j, b) in itertools.product(enumerate(shapes), enumerate(batches)):
-                ax = axes[i][j]
-                for impl, g in line[(line["shape"] == s) & (line.batch == b)].groupby("impl"):
-                    g = g.sort_values("tree_size")
-                    ax.errorbar(g.tree_size, g.median_s * 1e3, yerr=[(g.median_s - g.q25_s) * 1e3,
-                                (g.q75_s - g.median_s) * 1e3], marker="o", ms=3, capsize=2,
-                                label=impl, color=COLORS.get(impl))
-                ax.set(xscale="log", yscale="log", title=f"{s}, batch {b}")
-                ticks = sorted(line.tree_size.unique())
-                ax.set_xticks(ticks, [str(t) for t in ticks])
-                ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-                if j == 0:
-                    ax.set_ylabel("ms (median, bar = IQR)")
-                if i == len(shapes) - 1:
-                    ax.set_xlabel("tree size N (draft tokens)")
-            axes[0][0].legend(fontsize=7)
-            fig.suptitle(f"tree attention time, kv_len {fc.kv_len}, {dt}")
-            written.append(_save(fig, out / f"attention_time_{dt}.png"))
-        heat = d[(d.batch == fc.batch) & d.impl.isin(["fused", "sequential"])]
-        shapes = sorted(heat["shape"].unique())
-        if shapes:
-            fig, axes = plt.subplots(1, len(shapes), squeeze=False, figsize=(4.2 * len(shapes), 3.6))
-            for ax, s in zip(axes[0], shapes):
-                t = heat[heat["shape"] == s].pivot_table(index="kv_len", columns=["tree_size", "impl"],
-                                                         values="median_s")
-                sp = (t.xs("sequential", axis=1, level="impl") / t.xs("fused", axis=1, level="impl"))
-                im = ax.imshow(sp.to_numpy(), cmap="RdBu", norm=norm, origin="lower", aspect="auto")
-                ax.set(xticks=range(sp.shape[1]), xticklabels=sp.columns, yticks=range(sp.shape[0]),
-                       yticklabels=sp.index, xlabel="tree size N", ylabel="kv_len", title=s)
-                for (r, c), val in np.ndenumerate(sp.to_numpy()):
-                    ax.text(c, r, f"{val:.1f}", ha="center", va="center", fontsize=7)
-                fig.colorbar(im, ax=ax, label="sequential / fused time")
-            fig.suptitle(f"fused speedup over per-branch attention, batch {fc.batch}, {dt}")
-            written.append(_save(fig, out / f"attention_speedup_{dt}.png"))
-    return written
+    shapes, batches = sorted(line["shape"].unique()), sorted(line.batch.unique())
+    if not shapes:
+        return []
+    fig, axes = plt.subplots(len(shapes), len(batches), squeeze=False, sharex=True,
+                             figsize=(3.2 * len(batches), 2.6 * len(shapes)))
+    for (i, s), (j, b) in itertools.product(enumerate(shapes), enumerate(batches)):
+        ax = axes[i][j]
+        for impl, g in line[(line["shape"] == s) & (line.batch == b)].groupby("impl"):
+            g = g.sort_values("tree_size")
+            ax.errorbar(g.tree_size, g.median_s * 1e3, yerr=[(g.median_s - g.q25_s) * 1e3,
+                        (g.q75_s - g.median_s) * 1e3], marker="o", ms=3, capsize=2,
+                        label=impl, color=COLORS.get(impl))
+        ax.set(xscale="log", yscale="log", title=f"{s}, batch {b}")
+        ticks = sorted(line.tree_size.unique())
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        if j == 0:
+            ax.set_ylabel("ms (median, bar = IQR)")
+        if i == len(shapes) - 1:
+            ax.set_xlabel("tree size N (draft tokens)")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(f"tree attention time, kv_len {fc.kv_len}, {dt}")
+    return [_save(fig, out / f"attention_time_{dt}.png")]
+
+
+def _speedup_figure(heat: pd.DataFrame, norm, fc, dt, out: Path) -> list[Path]:
+    """attention_speedup_<dt>.png from the fused and sequential rows at batch=fc.batch ([] without any)."""
+    import matplotlib.pyplot as plt
+
+    shapes = sorted(heat["shape"].unique())
+    if not shapes:
+        return []
+    fig, axes = plt.subplots(1, len(shapes), squeeze=False, figsize=(4.2 * len(shapes), 3.6))
+    for ax, s in zip(axes[0], shapes):
+        t = heat[heat["shape"] == s].pivot_table(index="kv_len", columns=["tree_size", "impl"],
+                                                 values="median_s")
+        sp = (t.xs("sequential", axis=1, level="impl") / t.xs("fused", axis=1, level="impl"))
+        im = ax.imshow(sp.to_numpy(), cmap="RdBu", norm=norm, origin="lower", aspect="auto")
+        ax.set(xticks=range(sp.shape[1]), xticklabels=sp.columns, yticks=range(sp.shape[0]),
+               yticklabels=sp.index, xlabel="tree size N", ylabel="kv_len", title=s)
+        for (r, c), val in np.ndenumerate(sp.to_numpy()):
+            ax.text(c, r, f"{val:.1f}", ha="center", va="center", fontsize=7)
+        fig.colorbar(im, ax=ax, label="sequential / fused time")
+    fig.suptitle(f"fused speedup over per-branch attention, batch {fc.batch}, {dt}")
+    return [_save(fig, out / f"attention_speedup_{dt}.png")]
 
 
 def _shared_ratio_norm(k: pd.DataFrame):

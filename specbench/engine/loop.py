@@ -13,16 +13,7 @@ row's result does not depend on the batch or its neighbours.  Per step
     record a StepRecord; drafter.commit(tree, path, next); policy.observe(...)
 
 A finished row's slot is refilled with the next prompt; batch 1 is one row (``decode_prompt``).
-Verifiers (``Verifier``: ``start / score / commit``, rows in flight order):
-
-* ``LiveVerifier``: the target model; one forward over every row's slot cache
-  + tree per step (per-row tree mask and position ids from ``core.tree``, padded
-  to the largest tree: ``kv.SlotKV``), keeps only each row's accepted path.
-  Sampling modes and wall-clock figures need it.
-* ``ContinuationVerifier``: replay.  Under greedy verification the output is the
-  target's own greedy continuation c, so the target's argmax after a node is
-  known wherever the node lies on the tree path spelling c; p is one-hot there
-  (rows off that path are never read by greedy).  No target forward.
+The verifier (``engine.verifiers``) is the live target model, or replay of its continuation.
 
 Paired verdicts (``Decoding.paired``): the same drafted tree and target rows are also verified
 by each extra mode, with its own generator; the decode follows the primary mode only.
@@ -34,7 +25,7 @@ verification (the one target forward, every row's verdict, the cache update),
 the same for every row of the step.
 ``continuation(s)`` (the target's own continuation, greedy or sampled: for replay,
 calibration, costs) are this loop with ``tree=none``.  ``decode`` runs a prompt set through
-the loop (the entry point); definitions (accepted / emitted / bonus) are in ``StepRecord``.
+the loop (the entry point); definitions (accepted / emitted / bonus) are in ``engine.records.StepRecord``.
 """
 from __future__ import annotations
 
@@ -43,46 +34,19 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Protocol
 
 import torch
 
-from ..core import kv
-from ..core.sampling import probs
 from ..core.tree import DraftTree
 from ..drafting.drafters import Drafter, DrafterProtocol
 from ..drafting.levels import run_levels
 from ..trees.policies import TreePolicy, make_policy
-from ..verify import distshift as law
 from ..verify.modes import get_mode
 from ..verify.modespec import ModeParams, ModeSpec, Verdict
+from .records import PromptResult, StepRecord, step_record
+from .verifiers import LiveVerifier, Verifier
 
 NAN = float("nan")
-
-
-@dataclass
-class StepRecord:
-    """One decode step of one prompt (a row of steps.csv)."""
-    prompt_id: str
-    step: int
-    tree_size: int         # draft tokens N verified this step (the root is not counted)
-    tree_depth: int
-    accepted: int          # draft tokens accepted AND emitted (bonus / correction token excluded)
-    emitted: int           # tokens appended this step (accepted + 1, less only at EOS/limit)
-    accept_path: str       # sibling ranks of the accepted nodes, e.g. "0.0.1"
-    path_children: str = ""  # children counts of the root and each accepted node, e.g. "2.2.1"
-    draft_s: float = float("nan")
-    verify_s: float = float("nan")
-    first_token_tv: float = float("nan")
-    expected_accepted: float = float("nan")
-
-
-@dataclass
-class PromptResult:
-    prompt_id: str
-    records: list[StepRecord]
-    tokens: list[int]      # the new tokens, in order
-    paired: list[list[StepRecord]] = field(default_factory=list)   # per ``Decoding.paired`` mode
 
 
 @dataclass(frozen=True)
@@ -95,90 +59,6 @@ class Decoding:
     seed: int = 0
     measure_shift: bool = True         # exact first_token_tv / expected_accepted per step
     paired: tuple[tuple[ModeSpec, ModeParams], ...] = ()   # modes verified on the same trees
-
-
-class Verifier(Protocol):
-    """The target side of the loop (rows in flight order): ``LiveVerifier`` or ``ContinuationVerifier``."""
-    timed: bool                        # verify_s is the target's time (NaN for replay)
-
-    def start(self, prompt_ids: Sequence[int]) -> None: ...
-
-    def score(self, trees: Sequence[DraftTree]) -> list[torch.Tensor]: ...
-
-    def commit(self, paths: Sequence[Sequence[int] | None]) -> None: ...
-
-
-class LiveVerifier:
-    """The target model's side: the rows' slot caches (``kv.SlotKV``) and ONE tree
-    forward per step for every row in flight; each row keeps only its accepted path."""
-    timed = True                       # verify_s is the target's time (NaN for replay)
-
-    def __init__(self, model, temperature: float = 0.0, top_p: float = 1.0):
-        self.model, self.temperature, self.top_p = model, temperature, top_p
-        self.kv = kv.SlotKV(model)
-        self.rows: list[int] = []      # the cache row of each row in flight
-
-    def start(self, prompt_ids: Sequence[int]) -> None:
-        """A new last row: the prompt prefilled (with the next forward)."""
-        self.rows.append(self.kv.add(prompt_ids))
-
-    def score(self, trees: Sequence[DraftTree]) -> list[torch.Tensor]:
-        """Target distributions after every node of each row's tree ([N_b+1, V] per
-        row), all rows in one forward."""
-        logits = self.kv.forward([(r, tree.parents, tree.tokens.tolist(), 0) for r, tree in zip(self.rows, trees)])
-        p = probs(logits, self.temperature, self.top_p)
-        return [p[b, :len(tree.parents)] for b, tree in enumerate(trees)]
-
-    def commit(self, paths: Sequence[Sequence[int] | None]) -> None:
-        """Row b keeps its root and accepted path ``paths[b]``; None drops a finished row."""
-        for r, path in zip(self.rows, paths):
-            if path is None:
-                self.kv.drop(r)
-            else:
-                self.kv.commit(r, [0, *path])
-        self.rows = [r for r, path in zip(self.rows, paths) if path is not None]
-
-
-class ContinuationVerifier:
-    """Replay: the target's greedy continuation c of each row's prompt stands in for the target."""
-    timed = False
-
-    def __init__(self, continuation_of: Callable[[Sequence[int]], list[int]], vocab_size: int):
-        self.continuation_of, self.vocab_size = continuation_of, vocab_size
-        self.rows: list[tuple[list[int], int]] = []         # (c, tokens of c emitted so far)
-
-    def start(self, prompt_ids: Sequence[int]) -> None:
-        self.rows.append((list(self.continuation_of(prompt_ids)), 0))
-
-    def score(self, trees: Sequence[DraftTree]) -> list[torch.Tensor]:
-        return [self.one_hot(tree, cont[t:]) for (cont, t), tree in zip(self.rows, trees)]
-
-    def one_hot(self, tree: DraftTree, rest: Sequence[int]) -> torch.Tensor:
-        """One-hot target rows along the tree path spelling ``rest`` (zero rows elsewhere)."""
-        nodes = [0, *follow(tree, rest)]
-        p = torch.zeros(len(tree.parents), self.vocab_size)
-        for j, node in enumerate(nodes[:len(rest)]):
-            p[node, rest[j]] = 1.0
-        return p
-
-    def commit(self, paths: Sequence[Sequence[int] | None]) -> None:
-        self.rows = [(cont, t + len(path) + 1) for (cont, t), path in zip(self.rows, paths) if path is not None]
-
-
-def follow(tree: DraftTree, tokens: Sequence[int]) -> list[int]:
-    """Node ids of the longest root path of tree spelling a prefix of tokens
-    (the first such child at each level): what greedy accepts when the target's
-    continuation is tokens."""
-    kids: dict[tuple[int, int], int] = {}
-    for i in range(1, len(tree.parents)):
-        kids.setdefault((tree.parents[i], int(tree.tokens[i])), i)
-    path, node = [], 0
-    for tok in tokens:
-        node = kids.get((node, int(tok)), -1)
-        if node < 0:
-            break
-        path.append(node)
-    return path
 
 
 def prompt_seed(seed: int, i: int) -> int:
@@ -222,26 +102,6 @@ def paired_generators(rng: torch.Generator, n: int) -> list[torch.Generator]:
     with the token-level rule as well, list that rule among the paired modes."""
     seed = rng.initial_seed() + PAIRED_SEED_OFFSET
     return [torch.Generator().manual_seed(seed) for _ in range(n)]
-
-
-def step_record(prompt_id: str, step: int, tree: DraftTree, p: torch.Tensor, verdict: Verdict, new: list[int],
-                mode: ModeSpec, params: ModeParams, measure_shift: bool) -> StepRecord:
-    """The record of one verdict on one tree (timing left NaN); ``new`` = tokens appended."""
-    accepted = min(len(verdict.path), len(new))
-    path = verdict.path[:accepted]
-    rec = StepRecord(prompt_id=prompt_id, step=step, tree_size=tree.size, tree_depth=tree.depth,
-                     accepted=accepted, emitted=len(new), accept_path=tree.rank_path(path),
-                     path_children=".".join(str(len(tree.children(n))) for n in [0, *path]))
-    if measure_shift and mode.lossless_for and params.get("temperature", 1.0) == 0:
-        # a lossless verdict at T = 0 (greedy) is the target's argmax: no shift, and its one
-        # path is the expectation (what rank replay records; the law would say the same)
-        rec.first_token_tv, rec.expected_accepted = 0.0, float(accepted)
-    elif measure_shift:
-        rec.first_token_tv = law.first_token_tv(mode, tree, p, tree.q, params)
-        # capped like `accepted` at the tokens emitted (EOS / length limit): exact for
-        # greedy, a bound on a sampling mode's last step
-        rec.expected_accepted = min(float(len(new)), law.expected_accepted(mode, tree, p, tree.q, params))
-    return rec
 
 
 def appended(tree: DraftTree, verdict: Verdict, remaining: int, eos: frozenset) -> list[int]:
@@ -395,6 +255,5 @@ def accept_histogram(records: Sequence[StepRecord]) -> list[int]:
     return [counts.get(i, 0) for i in range(max(counts, default=-1) + 1)]
 
 
-__all__ = ["StepRecord", "PromptResult", "Decoding", "LiveVerifier", "ContinuationVerifier", "decode",
-           "decode_prompt", "run_rows", "continuation", "continuations", "prompt_rng", "prompt_seed", "truncate",
-           "follow", "paired_generators", "step_record", "appended", "accept_histogram"]
+__all__ = ["Decoding", "decode", "decode_prompt", "run_rows", "continuation", "continuations", "prompt_rng",
+           "prompt_seed", "truncate", "paired_generators", "appended", "accept_histogram"]

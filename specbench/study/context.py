@@ -23,7 +23,9 @@ from tqdm import tqdm
 from ..core.diskcache import DiskCache, cache_root
 from ..drafting.drafters import DRAFTERS
 from ..engine import replay
-from ..engine.loop import ContinuationVerifier, Decoding, LiveVerifier, PromptResult, decode
+from ..engine.loop import Decoding, decode
+from ..engine.records import PromptResult
+from ..engine.verifiers import ContinuationVerifier, LiveVerifier
 from ..inputs import data, models
 from ..inputs.models import eos_ids
 from ..trees.policies import make_policy, policy_spec
