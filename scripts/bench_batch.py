@@ -18,6 +18,7 @@ Part 2 also writes its row to results/continuation_divergence.csv (REPORT.md, Se
 Prints the table, the divergences and, LAST, the two ratios: live chain/4 tokens/s at B=4
 over B=1, and batched continuation generation over batch-1.  Goals: >= 2x and >= 4x.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,10 +55,16 @@ def live_point(pair, prompts, tree: dict, b: int, n: int) -> dict:
     done = decode_prompts(pair, prompts, tree, GREEDY, n, measure_shift=False, batch_size=b)
     secs = time.perf_counter() - t0
     tokens, steps = sum(len(d.tokens) for d in done), sum(len(d.records) for d in done)
-    draft = sum(r.draft_s for d in done for r in d.records)       # both shared by a step's rows:
-    verify = sum(r.verify_s for d in done for r in d.records)     # their ratio is the time split
-    return {"tokens": tokens, "s": secs, "tok/s": tokens / secs, "tokens/step": tokens / steps,
-            "draft share": draft / max(draft + verify, 1e-9), "outs": [d.tokens for d in done]}
+    draft = sum(r.draft_s for d in done for r in d.records)  # both shared by a step's rows:
+    verify = sum(r.verify_s for d in done for r in d.records)  # their ratio is the time split
+    return {
+        "tokens": tokens,
+        "s": secs,
+        "tok/s": tokens / secs,
+        "tokens/step": tokens / steps,
+        "draft share": draft / max(draft + verify, 1e-9),
+        "outs": [d.tokens for d in done],
+    }
 
 
 def live_table(pair, prompts, trees: dict, batches, n: int) -> dict:
@@ -65,12 +72,15 @@ def live_table(pair, prompts, trees: dict, batches, n: int) -> dict:
     warm = [data.Prompt("w", "", prompts[0].ids[:16], "bench")]
     table = {}
     for label, tree in trees.items():
-        decode_prompts(pair, warm, tree, GREEDY, 4, measure_shift=False)       # first-call overheads
+        decode_prompts(pair, warm, tree, GREEDY, 4, measure_shift=False)  # first-call overheads
         for b in batches:
             pt = table[label, b] = live_point(pair, prompts, tree, b, n)
             same = "" if pt["outs"] == table[label, batches[0]]["outs"] else f"  (tokens differ from B={batches[0]})"
-            print(f"{label:12s} B={b:<2d} {pt['tokens']:5d} tokens {pt['s']:7.1f} s {pt['tok/s']:6.2f} tok/s "
-                  f"tokens/step {pt['tokens/step']:5.2f}  draft share {pt['draft share']:4.2f}{same}", flush=True)
+            print(
+                f"{label:12s} B={b:<2d} {pt['tokens']:5d} tokens {pt['s']:7.1f} s {pt['tok/s']:6.2f} tok/s "
+                f"tokens/step {pt['tokens/step']:5.2f}  draft share {pt['draft share']:4.2f}{same}",
+                flush=True,
+            )
     return table
 
 
@@ -93,29 +103,46 @@ def continuation_bench(target, prompts, n: int, b: int, eos) -> dict:
     """Batch-1 vs batch-b fp32 continuations: prints speed and divergences, returns the
     row of results/continuation_divergence.csv (``speedup`` = batch-1 s / batched s)."""
     ids = [pr.ids for pr in prompts]
-    continuations(target, [ids[0][:8]], 2, eos)                                      # warm-up
+    continuations(target, [ids[0][:8]], 2, eos)  # warm-up
     t0 = time.perf_counter()
     one = continuations(target, ids, n, eos, batch_size=1)
     t1 = time.perf_counter()
     many = continuations(target, ids, n, eos, batch_size=b)
     t2 = time.perf_counter()
     tokens = sum(map(len, one))
-    print(f"continuations fp32 {len(ids)} prompts x {n}: batch 1 {t1 - t0:.1f} s ({tokens / (t1 - t0):.2f} tok/s), "
-          f"batch {b} {t2 - t1:.1f} s ({sum(map(len, many)) / (t2 - t1):.2f} tok/s)", flush=True)
+    print(
+        f"continuations fp32 {len(ids)} prompts x {n}: batch 1 {t1 - t0:.1f} s ({tokens / (t1 - t0):.2f} tok/s), "
+        f"batch {b} {t2 - t1:.1f} s ({sum(map(len, many)) / (t2 - t1):.2f} tok/s)",
+        flush=True,
+    )
     diffs = [(i, d) for i, d in ((i, first_diff(x, y)) for i, (x, y) in enumerate(zip(one, many))) if d is not None]
     where = []
     for i, d in diffs:
         m = margin(target, ids[i], one[i], d)
         where.append(f"{prompts[i].id}@{d} (margin {m:.4f})")
-        print(f"  prompt {prompts[i].id}: first divergent position {d} of {len(one[i])}, batch-1 target logit "
-              f"margin there {m:.4f}")
+        print(
+            f"  prompt {prompts[i].id}: first divergent position {d} of {len(one[i])}, batch-1 target logit "
+            f"margin there {m:.4f}"
+        )
     agree = sum(d for _, d in diffs) + sum(len(one[i]) for i in range(len(one)) if i not in dict(diffs))
-    print(f"divergence: {len(diffs)}/{len(ids)} batched continuations differ from batch-1; "
-          f"{agree}/{tokens} tokens before the first divergence")
-    return {"dtype": "float32", "dataset": "humaneval", "n_prompts": len(ids), "max_new_tokens": n, "batch_size": b,
-            "tokens": tokens, "diverged": len(diffs), "tokens_before_divergence": agree,
-            "divergences": "; ".join(where), "batch1_s": round(t1 - t0, 2), "batched_s": round(t2 - t1, 2),
-            "speedup": round((t1 - t0) / (t2 - t1), 3)}
+    print(
+        f"divergence: {len(diffs)}/{len(ids)} batched continuations differ from batch-1; "
+        f"{agree}/{tokens} tokens before the first divergence"
+    )
+    return {
+        "dtype": "float32",
+        "dataset": "humaneval",
+        "n_prompts": len(ids),
+        "max_new_tokens": n,
+        "batch_size": b,
+        "tokens": tokens,
+        "diverged": len(diffs),
+        "tokens_before_divergence": agree,
+        "divergences": "; ".join(where),
+        "batch1_s": round(t1 - t0, 2),
+        "batched_s": round(t2 - t1, 2),
+        "speedup": round((t1 - t0) / (t2 - t1), 3),
+    }
 
 
 def write_divergence(path: str, row: dict) -> None:
@@ -123,6 +150,7 @@ def write_divergence(path: str, row: dict) -> None:
     import pandas as pd
 
     from specbench.study.results import write_csv
+
     key = ("pair", "dtype", "n_prompts", "max_new_tokens", "batch_size")
     old = pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=list(row))
     old = old[[tuple(map(str, r)) != tuple(str(row[k]) for k in key) for r in old[list(key)].to_numpy()]]
@@ -135,19 +163,35 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=8, help="HumanEval prompts for the live table")
     ap.add_argument("--tokens", type=int, default=32, help="new tokens per prompt, live table")
     ap.add_argument("--batches", default="1,2,4,8")
-    ap.add_argument("--prompt-tokens", type=int, default=0,
-                    help="live table: keep the last N tokens of each prompt (0 = whole; bf16 prefill is slow here)")
-    ap.add_argument("--trees", nargs="+", default=["none", "chain/4", "binary/16"],
-                    help="trees of the live table (binary/16: the best tree of bench_live.py), e.g. topk_wide/12,width=3")
+    ap.add_argument(
+        "--prompt-tokens",
+        type=int,
+        default=0,
+        help="live table: keep the last N tokens of each prompt (0 = whole; bf16 prefill is slow here)",
+    )
+    ap.add_argument(
+        "--trees",
+        nargs="+",
+        default=["none", "chain/4", "binary/16"],
+        help="trees of the live table (binary/16: the best tree of bench_live.py), e.g. topk_wide/12,width=3",
+    )
     ap.add_argument("--cont-prompts", type=int, default=8)
     ap.add_argument("--cont-tokens", type=int, default=32)
     ap.add_argument("--cont-batch", type=int, default=0, help="0: all --cont-prompts in one batch")
     ap.add_argument("--skip-live", action="store_true")
     ap.add_argument("--skip-cont", action="store_true", help="no continuation benchmark (part 2)")
-    ap.add_argument("--divergence-out", default="results/continuation_divergence.csv",
-                    help="part 2's row goes here (relative: repo root), for REPORT.md's setup section")
-    ap.add_argument("--profile", type=int, default=0, metavar="K",
-                    help="cProfile the live table; print its K costliest functions (cumulative time)")
+    ap.add_argument(
+        "--divergence-out",
+        default="results/continuation_divergence.csv",
+        help="part 2's row goes here (relative: repo root), for REPORT.md's setup section",
+    )
+    ap.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="K",
+        help="cProfile the live table; print its K costliest functions (cumulative time)",
+    )
     args = ap.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     pair_cfg = OmegaConf.load(os.path.join(ROOT, "conf", "pair", f"{args.pair}.yaml"))
@@ -156,12 +200,15 @@ def main() -> None:
     ratio_live = float("nan")
     if not args.skip_live:
         pair = models.load_pair(pair_cfg, "bfloat16", "cpu")
-        prompts = [data.Prompt(pr.id, "", pr.ids[-args.prompt_tokens:] if args.prompt_tokens else pr.ids, "bench")
-                   for pr in data.load_prompts(ds, pair.tokenizer)]
+        prompts = [
+            data.Prompt(pr.id, "", pr.ids[-args.prompt_tokens :] if args.prompt_tokens else pr.ids, "bench")
+            for pr in data.load_prompts(ds, pair.tokenizer)
+        ]
         trees = {t: parse_tree(t) for t in args.trees}
         prof = cProfile.Profile() if args.profile else None
         table = (prof.runcall if prof else lambda f, *a: f(*a))(
-            live_table, pair, prompts[:args.prompts], trees, batches, args.tokens)
+            live_table, pair, prompts[: args.prompts], trees, batches, args.tokens
+        )
         if prof:
             pstats.Stats(prof).sort_stats("cumulative").print_stats(args.profile)
         if ("chain/4", 4) in table and ("chain/4", 1) in table:
@@ -173,7 +220,7 @@ def main() -> None:
     if not args.skip_cont:
         target = models.load_model(pair_cfg.target, "float32", "cpu")
         tokenizer = models.load_tokenizer(pair_cfg.target)
-        prompts = data.load_prompts(ds, tokenizer)[:args.cont_prompts]
+        prompts = data.load_prompts(ds, tokenizer)[: args.cont_prompts]
         eos = eos_ids(argparse.Namespace(target=target, tokenizer=tokenizer))
         row = continuation_bench(target, prompts, args.cont_tokens, args.cont_batch or len(prompts), eos)
         write_divergence(os.path.join(ROOT, args.divergence_out), {"pair": args.pair, **row})

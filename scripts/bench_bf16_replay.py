@@ -11,6 +11,7 @@ means rounding, not a bug), and tokens_per_step of replay (drafted replay agains
 and of live, with the paired difference (bootstrap 95% CI over prompts).  Writes
 results/bf16_replay_divergence.csv and prints the summary LAST.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,37 +71,53 @@ def main(argv=None) -> int:
     pair = models.load_pair(pair_config("qwen_coder"), "bfloat16", "cpu")
     prompts = data.load_prompts({"name": "humaneval", "limit": args.prompts}, pair.tokenizer)
     items = [SimpleNamespace(id=p.id, ids=p.ids) for p in prompts]
-    conts = continuations(pair.target, [p.ids for p in prompts], args.tokens, api.eos_ids(pair),
-                          batch_size=len(prompts))
+    conts = continuations(
+        pair.target, [p.ids for p in prompts], args.tokens, api.eos_ids(pair), batch_size=len(prompts)
+    )
     rows = []
     for spec in args.trees:
         name, budget = spec.split("/")
         tree = {"name": name, "budget": int(budget)}
-        live = api.decode_prompts(pair, items, tree, {"name": "greedy"}, args.tokens, measure_shift=False,
-                                  batch_size=args.batch)
+        live = api.decode_prompts(
+            pair, items, tree, {"name": "greedy"}, args.tokens, measure_shift=False, batch_size=args.batch
+        )
         rep = replayed(pair, items, conts, tree, args.tokens)
         where = [first_divergence(lv.tokens, c) for lv, c in zip(live, conts)]
         margins = [margin(pair.target, p.ids + c[:w]) for p, c, w in zip(prompts, conts, where) if w is not None]
         diff = [tps(lv) - tps(r) for lv, r in zip(live, rep)]
         lo, hi = paired_ci(diff)
         hit = [w for w in where if w is not None]
-        rows.append({"pair": "qwen_coder", "dtype": "bfloat16", "tree": name, "budget": int(budget),
-                     "prompts": len(prompts), "max_new_tokens": args.tokens, "live_batch": args.batch,
-                     "diverged": len(hit), "first_divergence_mean": sum(hit) / len(hit) if hit else float("nan"),
-                     "margin_median": float(torch.tensor(margins).median()) if margins else float("nan"),
-                     "margin_max": max(margins) if margins else float("nan"),
-                     "tokens_per_step_live": sum(map(tps, live)) / len(live),
-                     "tokens_per_step_replay": sum(map(tps, rep)) / len(rep),
-                     "diff_live_minus_replay": sum(diff) / len(diff), "diff_ci_lo": lo, "diff_ci_hi": hi})
+        rows.append(
+            {
+                "pair": "qwen_coder",
+                "dtype": "bfloat16",
+                "tree": name,
+                "budget": int(budget),
+                "prompts": len(prompts),
+                "max_new_tokens": args.tokens,
+                "live_batch": args.batch,
+                "diverged": len(hit),
+                "first_divergence_mean": sum(hit) / len(hit) if hit else float("nan"),
+                "margin_median": float(torch.tensor(margins).median()) if margins else float("nan"),
+                "margin_max": max(margins) if margins else float("nan"),
+                "tokens_per_step_live": sum(map(tps, live)) / len(live),
+                "tokens_per_step_replay": sum(map(tps, rep)) / len(rep),
+                "diff_live_minus_replay": sum(diff) / len(diff),
+                "diff_ci_lo": lo,
+                "diff_ci_hi": hi,
+            }
+        )
     df = pd.DataFrame(rows)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     df.to_csv(args.out, index=False)
     print(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     for r in rows:
-        print(f"{r['tree']}/{r['budget']}: {r['diverged']}/{r['prompts']} live bf16 decodes leave the batched "
-              f"continuation (mean first position {r['first_divergence_mean']:.1f}, median margin "
-              f"{r['margin_median']:.3f}); tokens_per_step live - replay = {r['diff_live_minus_replay']:+.3f} "
-              f"[{r['diff_ci_lo']:+.3f}, {r['diff_ci_hi']:+.3f}]")
+        print(
+            f"{r['tree']}/{r['budget']}: {r['diverged']}/{r['prompts']} live bf16 decodes leave the batched "
+            f"continuation (mean first position {r['first_divergence_mean']:.1f}, median margin "
+            f"{r['margin_median']:.3f}); tokens_per_step live - replay = {r['diff_live_minus_replay']:+.3f} "
+            f"[{r['diff_ci_lo']:+.3f}, {r['diff_ci_hi']:+.3f}]"
+        )
     return 0
 
 

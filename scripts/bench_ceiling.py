@@ -11,6 +11,7 @@ Prints, in this order:
   (d) live chain/4 (the 0.5B drafting) at B=8 and at B=1, tokens/s (prefill included);
 then LAST the ratios with their goals.  A goal not met prints a profile of one step.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,8 @@ def prefill_rate(model, prompts, n: int = 256) -> float:
     """Tokens/s of one n-token forward (the model's own large-batch rate: the ceiling)."""
     ids = [t for p in prompts for t in p][:n]
     x = torch.tensor([ids], device=model.device)
-    decoder = model.get_decoder()        # the LM head of one position is noise; transformers' logits_to_keep
-    secs = [timed(lambda: decoder(input_ids=x, use_cache=False))[1] for _ in range(3)]   # copies the head
+    decoder = model.get_decoder()  # the LM head of one position is noise; transformers' logits_to_keep
+    secs = [timed(lambda: decoder(input_ids=x, use_cache=False))[1] for _ in range(3)]  # copies the head
     return n / statistics.median(secs)
 
 
@@ -51,8 +52,16 @@ def hf_generate(model, tokenizer, prompts, new: int, eos) -> tuple[int, float]:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos)
     ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=model.device)
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=model.device)
-    out, secs = timed(lambda: model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new,
-                                             do_sample=False, pad_token_id=pad, eos_token_id=sorted(eos)))
+    out, secs = timed(
+        lambda: model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=new,
+            do_sample=False,
+            pad_token_id=pad,
+            eos_token_id=sorted(eos),
+        )
+    )
     tokens = 0
     for row in out[:, width:].tolist():
         n = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
@@ -75,14 +84,18 @@ def engine_continuations(model, prompts, new: int, eos) -> tuple[int, float, flo
 
 def live_chain(pair, prompts, new: int, batch: int) -> tuple[int, float]:
     items = [SimpleNamespace(id=str(i), ids=p) for i, p in enumerate(prompts)]
-    done, secs = timed(lambda: api.decode_prompts(pair, items, {"name": "chain", "budget": 4}, {"name": "greedy"},
-                                                  new, measure_shift=False, batch_size=batch))
+    done, secs = timed(
+        lambda: api.decode_prompts(
+            pair, items, {"name": "chain", "budget": 4}, {"name": "greedy"}, new, measure_shift=False, batch_size=batch
+        )
+    )
     return sum(len(d.tokens) for d in done), secs
 
 
 def profile_step(model, prompts, eos) -> None:
     """The top operators of a few batched decode steps."""
     from torch.profiler import ProfilerActivity, profile
+
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         continuations(model, prompts, 4, eos, batch_size=len(prompts))
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
@@ -102,8 +115,11 @@ def main(argv=None) -> int:
     pair = models.load_pair(pair_config("qwen_coder"), args.dtype, args.device)
     model, eos = pair.target, api.eos_ids(pair)
     prompts = [p.ids for p in data.load_prompts({"name": "humaneval", "limit": max(batches)}, pair.tokenizer)]
-    print(f"device {model.device}, dtype {args.dtype}, torch threads {torch.get_num_threads()}, "
-          f"{len(prompts)} HumanEval prompts (mean {statistics.mean(map(len, prompts)):.0f} tokens)", flush=True)
+    print(
+        f"device {model.device}, dtype {args.dtype}, torch threads {torch.get_num_threads()}, "
+        f"{len(prompts)} HumanEval prompts (mean {statistics.mean(map(len, prompts)):.0f} tokens)",
+        flush=True,
+    )
     ceiling = prefill_rate(model, prompts)
     print(f"(a) target prefill, one 256-token forward: {ceiling:.1f} tok/s", flush=True)
     b0 = batches[0]
@@ -116,8 +132,11 @@ def main(argv=None) -> int:
     for b in batches:
         tok, secs, pre = engine_continuations(model, prompts[:b], args.new_tokens, eos)
         eng[b] = (tok / secs, tok / (secs - pre))
-        print(f"(c) engine continuations B={b}: {tok} tokens in {secs:.1f} s = {tok / secs:.1f} tok/s; "
-              f"batched prefill {pre:.1f} s; decode alone {eng[b][1]:.1f} tok/s", flush=True)
+        print(
+            f"(c) engine continuations B={b}: {tok} tokens in {secs:.1f} s = {tok / secs:.1f} tok/s; "
+            f"batched prefill {pre:.1f} s; decode alone {eng[b][1]:.1f} tok/s",
+            flush=True,
+        )
     live = {}
     if not args.skip_live:
         for b in (8, 1):

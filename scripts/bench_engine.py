@@ -11,6 +11,7 @@ live, replay with a cold cache (computes c and the ranks once per prompt), and r
 with the warm cache (what every further static configuration costs).  Times are the
 per-job engine seconds (summary `wall_s`, model loading excluded) and the process walls.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,16 +28,29 @@ from specbench.study.results import read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-ACCEPT_COLS = ["n_steps", "new_tokens", "acceptance_rate", "acceptance_length", "tokens_per_step",
-               "accept_hist"]
+ACCEPT_COLS = ["n_steps", "new_tokens", "acceptance_rate", "acceptance_length", "tokens_per_step", "accept_hist"]
 STEP_COLS = ["prompt_id", "step", "tree_size", "tree_depth", "accepted", "emitted", "accept_path"]
 
 
 def sweep(out: str, engine: str, args, cache: str) -> tuple[float, pd.DataFrame, pd.DataFrame]:
-    cmd = [sys.executable, "-m", "specbench.run", "-m", "sweep=engine_bench", f"engine={engine}",
-           f"out_root={out}", f"dataset.limit={args.prompts}", f"max_new_tokens={args.tokens}",
-           f"dtype={args.dtype}", f"tree={args.shapes}", f"tree.budget={args.budgets}", "progress=false",
-           "resume=false", f"+replay_cache={cache}", *args.overrides]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specbench.run",
+        "-m",
+        "sweep=engine_bench",
+        f"engine={engine}",
+        f"out_root={out}",
+        f"dataset.limit={args.prompts}",
+        f"max_new_tokens={args.tokens}",
+        f"dtype={args.dtype}",
+        f"tree={args.shapes}",
+        f"tree.budget={args.budgets}",
+        "progress=false",
+        "resume=false",
+        f"+replay_cache={cache}",
+        *args.overrides,
+    ]
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
     t0 = time.perf_counter()
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -48,8 +62,7 @@ def sweep(out: str, engine: str, args, cache: str) -> tuple[float, pd.DataFrame,
     if len(files) != expected:
         sys.exit(f"bench_engine: {engine} sweep finished {len(files)} of {expected} jobs:\n{r.stderr[-3000:]}")
     summary = pd.concat([read_csv(f) for f in files], ignore_index=True)
-    steps = pd.concat([read_csv(os.path.join(os.path.dirname(f), "steps.csv")) for f in files],
-                      ignore_index=True)
+    steps = pd.concat([read_csv(os.path.join(os.path.dirname(f), "steps.csv")) for f in files], ignore_index=True)
     return wall, summary, steps
 
 
@@ -89,27 +102,38 @@ def main() -> None:
     bad = compare(live, cold, keys, ACCEPT_COLS + alpha)
     bad_steps = compare(live_steps, cold_steps, keys + ["prompt_id", "step"], STEP_COLS[2:])
     n_cfg = len(live)
-    print(f"configurations: {n_cfg} ({args.shapes} x {args.budgets}), {args.prompts} prompts, "
-          f"{args.tokens} tokens, {args.dtype}; scratch {out}")
-    for name, df, wall in (("live", live, live_wall), ("replay (cold cache)", cold, cold_wall),
-                           ("replay (warm cache)", warm, warm_wall)):
+    print(
+        f"configurations: {n_cfg} ({args.shapes} x {args.budgets}), {args.prompts} prompts, "
+        f"{args.tokens} tokens, {args.dtype}; scratch {out}"
+    )
+    for name, df, wall in (
+        ("live", live, live_wall),
+        ("replay (cold cache)", cold, cold_wall),
+        ("replay (warm cache)", warm, warm_wall),
+    ):
         print(f"{name:20s} engine {df.wall_s.sum():8.2f} s   process wall {wall:8.2f} s")
     per_live = live.wall_s.mean()
     per_warm = warm.wall_s.mean()
-    print(f"one live configuration: {per_live:.2f} s; one extra static configuration (warm replay): "
-          f"{per_warm:.4f} s = {100 * per_warm / per_live:.2f}% of a live one "
-          f"(process wall incl. Hydra per job: {warm_wall / n_cfg:.2f} s)")
+    print(
+        f"one live configuration: {per_live:.2f} s; one extra static configuration (warm replay): "
+        f"{per_warm:.4f} s = {100 * per_warm / per_live:.2f}% of a live one "
+        f"(process wall incl. Hydra per job: {warm_wall / n_cfg:.2f} s)"
+    )
     if len(bad) or len(bad_steps):
-        print(f"MISMATCH: {len(bad)} of {n_cfg} configurations and {len(bad_steps)} of {len(live_steps)} "
-              f"steps differ between live and replay (bf16 rounding between the teacher-forced and the "
-              f"tree forwards, see README):")
+        print(
+            f"MISMATCH: {len(bad)} of {n_cfg} configurations and {len(bad_steps)} of {len(live_steps)} "
+            f"steps differ between live and replay (bf16 rounding between the teacher-forced and the "
+            f"tree forwards, see README):"
+        )
         print(bad.to_string(max_cols=12, max_colwidth=20))
     else:
         print(f"acceptance columns identical: {n_cfg} configurations, {len(live_steps)} steps")
     ratio = live.wall_s.sum() / cold.wall_s.sum()
-    print(f"live/replay time ratio: {ratio:.1f}x (engine seconds; cold replay cache, "
-          f"process walls {live_wall / cold_wall:.1f}x)"
-          f"{'' if not (len(bad) or len(bad_steps)) else ' -- acceptance columns DIFFER'}")
+    print(
+        f"live/replay time ratio: {ratio:.1f}x (engine seconds; cold replay cache, "
+        f"process walls {live_wall / cold_wall:.1f}x)"
+        f"{'' if not (len(bad) or len(bad_steps)) else ' -- acceptance columns DIFFER'}"
+    )
 
 
 if __name__ == "__main__":

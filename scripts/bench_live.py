@@ -13,6 +13,7 @@ Same prompts, bf16, greedy, one process:
 Prints (c)/(b), (d)/(a), (c)/(a) and whether the four produce identical tokens; bf16 kernels
 round differently per call shape, so a divergence is reported (rate and first position), not hidden.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,13 +35,21 @@ GREEDY = {"name": "greedy", "temperature": 0.0, "draft_temperature": 1.0, "top_p
 
 def hf_generate(target, ids, n, eos, assistant=None) -> list[int]:
     x = torch.tensor([ids])
-    kw = dict(max_new_tokens=n, do_sample=False, num_beams=1, eos_token_id=sorted(eos),
-              pad_token_id=sorted(eos)[0], temperature=None, top_p=None, top_k=None,
-              repetition_penalty=None)
+    kw = dict(
+        max_new_tokens=n,
+        do_sample=False,
+        num_beams=1,
+        eos_token_id=sorted(eos),
+        pad_token_id=sorted(eos)[0],
+        temperature=None,
+        top_p=None,
+        top_k=None,
+        repetition_penalty=None,
+    )
     if assistant is not None:
         kw["assistant_model"] = assistant
     out = target.generate(x, attention_mask=torch.ones_like(x), **kw)
-    return out[0, len(ids):].tolist()
+    return out[0, len(ids) :].tolist()
 
 
 def specbench_live(pair, tree: dict, ids, n, eos) -> tuple[list[int], list]:
@@ -72,6 +81,7 @@ def best_from(folder: str) -> dict:
     import json
 
     import pandas as pd
+
     files = glob.glob(os.path.join(folder, "live", "**", "summary.csv"), recursive=True)
     if not files:
         sys.exit(f"bench_live: no live summaries under {folder}/live: run scripts/bench_engine.py first")
@@ -80,9 +90,11 @@ def best_from(folder: str) -> dict:
     return {"name": top.tree, "budget": int(top.budget), **json.loads(top.tree_params)}
 
 
-CANDIDATES = ("[{name: chain, budget: 3}, {name: chain, budget: 4}, {name: chain, budget: 5},"
-              " {name: specinfer, budget: 8, expansion: [2, 1, 1, 1]},"
-              " {name: paths, budget: 5, paths: [[0], [1], [0, 0], [0, 0, 0], [0, 0, 0, 0]]}]")
+CANDIDATES = (
+    "[{name: chain, budget: 3}, {name: chain, budget: 4}, {name: chain, budget: 5},"
+    " {name: specinfer, budget: 8, expansion: [2, 1, 1, 1]},"
+    " {name: paths, budget: 5, paths: [[0], [1], [0, 0], [0, 0, 0], [0, 0, 0, 0]]}]"
+)
 
 
 def tree_label(tree: dict) -> str:
@@ -112,12 +124,16 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--best", default="search",
-                    help="(d)'s tree: 'search' (the fastest of --candidates on held-out prompts) or NAME,key=value,...")
+    ap.add_argument(
+        "--best",
+        default="search",
+        help="(d)'s tree: 'search' (the fastest of --candidates on held-out prompts) or NAME,key=value,...",
+    )
     ap.add_argument("--candidates", default=CANDIDATES, help="YAML list of tree configs searched for (d)")
     ap.add_argument("--search-prompts", type=int, default=2, help="held-out prompts timed per candidate")
-    ap.add_argument("--best-from", default=None,
-                    help="a bench_engine.py scratch folder: (d) = its live job with the most tokens/s")
+    ap.add_argument(
+        "--best-from", default=None, help="a bench_engine.py scratch folder: (d) = its live job with the most tokens/s"
+    )
     ap.add_argument("--pair", default="qwen_coder", help="a conf/pair/*.yaml name or a pair yaml path")
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -128,35 +144,41 @@ def main() -> None:
     ds = OmegaConf.load(os.path.join(ROOT, "conf", "dataset", "humaneval.yaml"))
     ds.limit = args.prompts + args.search_prompts
     loaded = data.load_prompts(ds, pair.tokenizer)
-    prompts, held_out = loaded[:args.prompts], loaded[args.prompts:]
+    prompts, held_out = loaded[: args.prompts], loaded[args.prompts :]
     eos = pair.target.generation_config.eos_token_id
-    eos = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else
-              [pair.tokenizer.eos_token_id])
+    eos = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [pair.tokenizer.eos_token_id])
     gc = pair.draft.generation_config
     gc.num_assistant_tokens = 4
     gc.num_assistant_tokens_schedule = "constant"
-    gc.assistant_confidence_threshold = 0.0          # never stop a chain early: exactly 4 tokens
+    gc.assistant_confidence_threshold = 0.0  # never stop a chain early: exactly 4 tokens
 
     warm = prompts[0].ids[:16]
-    specbench_live(pair, {"name": "chain", "budget": 4}, warm, args.tokens, eos)   # first-call overheads
+    specbench_live(pair, {"name": "chain", "budget": 4}, warm, args.tokens, eos)  # first-call overheads
     if args.best_from:
         best = best_from(args.best_from)
     elif args.best == "search":
         if not held_out:
             sys.exit("bench_live: --best search needs --search-prompts >= 1 held-out prompts")
-        best = search_best(pair, [dict(t) for t in OmegaConf.to_container(OmegaConf.create(args.candidates))],
-                           held_out, args.tokens, eos)
+        best = search_best(
+            pair,
+            [dict(t) for t in OmegaConf.to_container(OmegaConf.create(args.candidates))],
+            held_out,
+            args.tokens,
+            eos,
+        )
     else:
         best = parse_tree(args.best)
     args.best = tree_label(best)
     methods = {
         "a": ("plain greedy generate", lambda ids: hf_generate(pair.target, ids, args.tokens, eos)),
         "b": ("HF assisted, 4-token chain", lambda ids: hf_generate(pair.target, ids, args.tokens, eos, pair.draft)),
-        "c": ("specbench live chain/4", lambda ids: specbench_live(pair, {"name": "chain", "budget": 4},
-                                                                   ids, args.tokens, eos)[0]),
+        "c": (
+            "specbench live chain/4",
+            lambda ids: specbench_live(pair, {"name": "chain", "budget": 4}, ids, args.tokens, eos)[0],
+        ),
         "d": (f"specbench live {args.best}", lambda ids: specbench_live(pair, best, ids, args.tokens, eos)[0]),
     }
-    for _, fn in methods.values():                   # first-call overheads out of the timing
+    for _, fn in methods.values():  # first-call overheads out of the timing
         fn(warm)
     outs, secs = {}, {}
     for key, (label, fn) in methods.items():
@@ -171,15 +193,19 @@ def main() -> None:
         bad = [(pid, d) for pid, d in diffs if d is not None]
         if bad:
             same = False
-            agree = sum(min(d, len(outs["a"][i])) if d is not None else len(outs["a"][i])
-                        for i, (_, d) in enumerate(diffs))
+            agree = sum(
+                min(d, len(outs["a"][i])) if d is not None else len(outs["a"][i]) for i, (_, d) in enumerate(diffs)
+            )
             total = sum(map(len, outs["a"]))
-            print(f"({k}) vs (a): {len(bad)}/{len(prompts)} prompts differ; first differing position "
-                  f"{', '.join(f'{p}@{d}' for p, d in bad)}; {agree}/{total} tokens before the first "
-                  f"divergence ({100 * (1 - agree / total):.1f}% of tokens after a divergence, {args.dtype})")
+            print(
+                f"({k}) vs (a): {len(bad)}/{len(prompts)} prompts differ; first differing position "
+                f"{', '.join(f'{p}@{d}' for p, d in bad)}; {agree}/{total} tokens before the first "
+                f"divergence ({100 * (1 - agree / total):.1f}% of tokens after a divergence, {args.dtype})"
+            )
     print("tokens: (a), (b), (c), (d) identical" if same else "tokens: NOT identical (see above)")
-    print(f"(c)/(b) = {tps['c'] / tps['b']:.2f}  (d)/(a) = {tps['d'] / tps['a']:.2f}  "
-          f"(c)/(a) = {tps['c'] / tps['a']:.2f}")
+    print(
+        f"(c)/(b) = {tps['c'] / tps['b']:.2f}  (d)/(a) = {tps['d'] / tps['a']:.2f}  (c)/(a) = {tps['c'] / tps['a']:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 Kept import-light on purpose (no torch here): ``python -m specbench.report``
 must run without torch.
 """
+
 __version__ = "0.1.0"
 
 import os as _os

@@ -12,6 +12,7 @@ caching.  Built like a study job, from typed specs through the job context
 (``specbench.study.context.DecodePlan``): a bad tree or verify key is a one-line
 ``ConfigError`` naming it.
 """
+
 from __future__ import annotations
 
 from .engine.records import PromptResult
@@ -22,16 +23,32 @@ from .study.jobspec import tree_spec, verify_spec
 __all__ = ["decode_prompts", "eos_ids", "plan"]
 
 
-def plan(tree: dict, verify: dict, max_new_tokens: int, seed: int = 0, measure_shift: bool = True,
-         batch_size: int = 1) -> DecodePlan:
+def plan(
+    tree: dict, verify: dict, max_new_tokens: int, seed: int = 0, measure_shift: bool = True, batch_size: int = 1
+) -> DecodePlan:
     """The decode plan of a tree policy ``tree`` ({"name", "budget" (default 0), ...}) and a
     verify mode ``verify`` ({"name", ...mode parameters})."""
-    return DecodePlan(tree_spec({"budget": 0, **tree}), verify_spec(verify), int(max_new_tokens), int(seed),
-                      int(batch_size), measure_shift)
+    return DecodePlan(
+        tree_spec({"budget": 0, **tree}),
+        verify_spec(verify),
+        int(max_new_tokens),
+        int(seed),
+        int(batch_size),
+        measure_shift,
+    )
 
 
-def decode_prompts(pair, prompts, tree: dict, verify: dict, max_new_tokens: int, seed: int = 0,
-                   measure_shift: bool = True, progress=None, batch_size: int = 1) -> list[PromptResult]:
+def decode_prompts(
+    pair,
+    prompts,
+    tree: dict,
+    verify: dict,
+    max_new_tokens: int,
+    seed: int = 0,
+    measure_shift: bool = True,
+    progress=None,
+    batch_size: int = 1,
+) -> list[PromptResult]:
     """Decode ``prompts`` (objects with ``.id`` and ``.ids``) live with the pair's drafter,
     the tree policy ``tree`` and the verify mode ``verify`` (see ``plan``), ``batch_size``
     prompts per target forward."""

@@ -1,5 +1,6 @@
 """`python -m specbench.collect`: the command-line entry point kept at this path
 (the code is specbench.study.collect)."""
+
 from specbench.study.collect import main
 
 if __name__ == "__main__":

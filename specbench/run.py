@@ -1,4 +1,5 @@
 """`python -m specbench.run`: the command-line entry point kept at this path (the code is specbench.study.run)."""
+
 from specbench.study.run import cli
 
 if __name__ == "__main__":

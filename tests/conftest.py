@@ -3,6 +3,7 @@
 No test downloads anything.  The draft is the target with noise added to its
 weights, so the two agree often enough for acceptance to be interesting.
 """
+
 from __future__ import annotations
 
 import copy
@@ -30,23 +31,35 @@ CORPUS = [
 def build_tokenizer(vocab_size: int = 320, corpus=CORPUS):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
+
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator(corpus, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>",
-                                   pad_token="<|endoftext|>")
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
 
 
 def build_model(vocab_size: int, seed: int, layers: int = 2):
     from transformers import Qwen2Config, Qwen2ForCausalLM
+
     torch.manual_seed(seed)
-    cfg = Qwen2Config(vocab_size=vocab_size, hidden_size=64, intermediate_size=128,
-                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                      max_position_embeddings=1024, initializer_range=0.3,
-                      tie_word_embeddings=False, eos_token_id=0, bos_token_id=0, pad_token_id=0)
+    cfg = Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        initializer_range=0.3,
+        tie_word_embeddings=False,
+        eos_token_id=0,
+        bos_token_id=0,
+        pad_token_id=0,
+    )
     cfg._attn_implementation = "sdpa"
     return Qwen2ForCausalLM(cfg).eval()
 
@@ -100,16 +113,23 @@ def tiny_other_tokenizer_dir(tmp_path_factory):
 
 def tiny_pair_overrides(dirs) -> list[str]:
     """Hydra overrides that point pair=local at the tiny folders (fp32, cpu)."""
-    return ["pair=local", f"pair.draft.path={dirs[0]}", f"pair.target.path={dirs[1]}",
-            "dtype=float32", "device=cpu", "progress=false"]
+    return [
+        "pair=local",
+        f"pair.draft.path={dirs[0]}",
+        f"pair.target.path={dirs[1]}",
+        "dtype=float32",
+        "device=cpu",
+        "progress=false",
+    ]
 
 
 def greedy_reference(target, prompt_ids, n: int, eos: int = 0) -> list[int]:
     """The target's own plain greedy decode (HF generate), new tokens only."""
     ids = torch.tensor([list(prompt_ids)])
-    out = target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
-                          do_sample=False, eos_token_id=eos, pad_token_id=eos)
-    return out[0, ids.shape[1]:].tolist()
+    out = target.generate(
+        ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False, eos_token_id=eos, pad_token_id=eos
+    )
+    return out[0, ids.shape[1] :].tolist()
 
 
 def real_models_installed() -> bool:
@@ -120,16 +140,33 @@ def real_models_installed() -> bool:
     return installed()
 
 
-
-def decode_one(drafter, target, prompt_ids, policy, n: int = 24, mode: str = "greedy", params=None,
-               eos=(0,), seed: int = 0, verifier=None):
+def decode_one(
+    drafter,
+    target,
+    prompt_ids,
+    policy,
+    n: int = 24,
+    mode: str = "greedy",
+    params=None,
+    eos=(0,),
+    seed: int = 0,
+    verifier=None,
+):
     """One prompt through the engine's one loop: (step records, new tokens)."""
     from specbench.engine.loop import Decoding, decode_prompt
     from specbench.engine.verifiers import LiveVerifier
     from specbench.verify.modes import get_mode
+
     spec = get_mode(mode)
     params = spec.params({"temperature": 0.0, **(params or {})})
     verifier = verifier or LiveVerifier(target, params["temperature"], params["top_p"])
-    res = decode_prompt("p0", prompt_ids, drafter, verifier, policy,
-                        Decoding(spec, params, n, frozenset(eos)), torch.Generator().manual_seed(seed))
+    res = decode_prompt(
+        "p0",
+        prompt_ids,
+        drafter,
+        verifier,
+        policy,
+        Decoding(spec, params, n, frozenset(eos)),
+        torch.Generator().manual_seed(seed),
+    )
     return res.records, res.tokens

@@ -4,6 +4,7 @@ Import the fixtures into a test module (``from mounts import tiny_tmpfs, ro_moun
 Where mounting is not permitted the test is skipped with a one-line reason; every
 mount is unmounted in a finalizer.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -15,8 +16,9 @@ def mount_tmpfs(path, options: str, request) -> None:
     """Mount a tmpfs at path with ``options``, unmounted when the test ends."""
     path.mkdir(parents=True, exist_ok=True)
     try:
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
-                           capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         pytest.skip(f"cannot mount a tmpfs here ({e})")
     if r.returncode != 0:

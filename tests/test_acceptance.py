@@ -1,5 +1,6 @@
 """results/acceptance_matrix.csv and results/gap_to_optimum.csv (study.acceptance, study.optimum), and
 the identity mean accepted per step = sum over nodes of P(node accepted)."""
+
 from __future__ import annotations
 
 import glob
@@ -25,12 +26,17 @@ def sweep(tiny_pair_dirs, tmp_path_factory):
     """A small tiny-model sweep (greedy, live and replay), collected."""
     tmp = tmp_path_factory.mktemp("acc")
     out, res = tmp / "outputs", tmp / "results"
-    r = specbench(*job_args(tiny_pair_dirs, out, "-m", "tree=chain,binary,specinfer", "tree.budget=2,5",
-                            "engine=live,auto"))
+    r = specbench(
+        *job_args(tiny_pair_dirs, out, "-m", "tree=chain,binary,specinfer", "tree.budget=2,5", "engine=live,auto")
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     pair = read_csv(glob.glob(str(out / "**" / "summary.csv"), recursive=True)[0]).pair.iloc[0]
-    pd.DataFrame([dict(pair=pair, dataset="smoke", verify="greedy", temperature=0.0, rank=k, p_accept=p, n=99)
-                  for k, p in enumerate((0.6, 0.2, 0.1))]).to_csv(tmp / "vec.csv", index=False)
+    pd.DataFrame(
+        [
+            dict(pair=pair, dataset="smoke", verify="greedy", temperature=0.0, rank=k, p_accept=p, n=99)
+            for k, p in enumerate((0.6, 0.2, 0.1))
+        ]
+    ).to_csv(tmp / "vec.csv", index=False)
     res.mkdir()
     (res / "acceptance_vector.csv").write_text((tmp / "vec.csv").read_text())
     r = specbench("specbench.collect", str(out), "--out", str(res))
@@ -45,7 +51,7 @@ def test_identity_on_every_job_of_a_sweep(sweep):
     gap = identity_gap(matrix, summary)
     accepted_somewhere = summary[summary.acceptance_length > 0].config_hash
     assert set(accepted_somewhere) <= set(gap.index)
-    assert gap.abs().max() < 1e-5                               # CSV rounding (%.6g) only
+    assert gap.abs().max() < 1e-5  # CSV rounding (%.6g) only
     # greedy: the exact law's reach is the accepted path, so sum over nodes of P(accepted) per step
     # (steps.expected_accepted = sum of distshift.path_law(...).reach) is the accepted count itself
     assert (steps.expected_accepted == steps.accepted).all()
@@ -66,7 +72,7 @@ def test_identity_on_every_job_of_a_sweep(sweep):
 def test_gap_to_optimum_on_the_sweep(sweep):
     gap = read_csv(sweep / "gap_to_optimum.csv")
     vec = [0.6, 0.2, 0.1]
-    assert len(gap) == 12                                       # every config is a static shape
+    assert len(gap) == 12  # every config is a static shape
     for r in gap.to_dict("records"):
         assert r["optimum"] == pytest.approx(1 + expected_accepted(optimal_paths(vec, r["budget"]), vec), abs=1e-5)
         assert r["predicted"] <= r["optimum"] + 1e-9
@@ -76,10 +82,25 @@ def test_gap_to_optimum_on_the_sweep(sweep):
 
 
 def test_gap_skips_adaptive_and_unvectored_configs():
-    summary = pd.DataFrame([dict(pair="a", dataset="d", dtype="float32", config_hash=h, tree=t, tree_params="{}",
-                                 budget=4, temperature=0.0, n_prompts=2, tokens_per_step=2.0,
-                                 tokens_per_step_lo=1.5, tokens_per_step_hi=2.5)
-                            for h, t in (("x", "chain"), ("y", "adaptive_chain"))])
+    summary = pd.DataFrame(
+        [
+            dict(
+                pair="a",
+                dataset="d",
+                dtype="float32",
+                config_hash=h,
+                tree=t,
+                tree_params="{}",
+                budget=4,
+                temperature=0.0,
+                n_prompts=2,
+                tokens_per_step=2.0,
+                tokens_per_step_lo=1.5,
+                tokens_per_step_hi=2.5,
+            )
+            for h, t in (("x", "chain"), ("y", "adaptive_chain"))
+        ]
+    )
     vec = pd.DataFrame([dict(pair="a", dataset="d", verify="greedy", temperature=0.0, rank=0, p_accept=0.5, n=9)])
     got = gap_to_optimum(summary, vec)
     assert list(got.config_hash) == ["x"] and got.optimum.iloc[0] == pytest.approx(1 + 0.5 + 0.25 + 0.125 + 0.0625)
@@ -88,19 +109,38 @@ def test_gap_skips_adaptive_and_unvectored_configs():
 
 def test_gap_matches_vectors_by_pair_id_not_by_name():
     """Two pairs that share a name (two local pairs, or one pair in two dtypes) never share a vector."""
-    row = dict(pair="local", dataset="d", dtype="float32", tree="chain", tree_params="{}", budget=2,
-               temperature=0.0, n_prompts=2, tokens_per_step=2.0, tokens_per_step_lo=1.5, tokens_per_step_hi=2.5)
+    row = dict(
+        pair="local",
+        dataset="d",
+        dtype="float32",
+        tree="chain",
+        tree_params="{}",
+        budget=2,
+        temperature=0.0,
+        n_prompts=2,
+        tokens_per_step=2.0,
+        tokens_per_step_lo=1.5,
+        tokens_per_step_hi=2.5,
+    )
     summary = pd.DataFrame([dict(row, config_hash="x", pair_id="A"), dict(row, config_hash="y", pair_id="B")])
-    vec = pd.DataFrame([dict(pair="local", pair_id="A", dataset="d", verify="greedy", temperature=0.0, rank=0,
-                             p_accept=0.5, n=9)])
+    vec = pd.DataFrame(
+        [dict(pair="local", pair_id="A", dataset="d", verify="greedy", temperature=0.0, rank=0, p_accept=0.5, n=9)]
+    )
     got = gap_to_optimum(summary, vec)
     assert list(got.config_hash) == ["x"] and got.optimum.iloc[0] == pytest.approx(1.75)
-    legacy = gap_to_optimum(summary, vec.drop(columns="pair_id"))          # a vector file without pair_id
+    legacy = gap_to_optimum(summary, vec.drop(columns="pair_id"))  # a vector file without pair_id
     assert list(legacy.config_hash) == ["x", "y"]
 
 
-@pytest.mark.parametrize("mode,expansion,how", [("mss", [2, 2], "sample"), ("traversal", [2, 1], "sample"),
-                                                ("block", [1, 1, 1], "sample"), ("sequoia", [3, 1], "sample_noreplace")])
+@pytest.mark.parametrize(
+    "mode,expansion,how",
+    [
+        ("mss", [2, 2], "sample"),
+        ("traversal", [2, 1], "sample"),
+        ("block", [1, 1, 1], "sample"),
+        ("sequoia", [3, 1], "sample_noreplace"),
+    ],
+)
 def test_mean_accepted_is_the_sum_of_node_reach(mode, expansion, how):
     """Sampling modes: per node, the empirical frequency of being accepted matches the exact law's
     reach (distshift.path_law), so mean accepted = sum over nodes of P(node accepted)."""

@@ -1,4 +1,5 @@
 """Advanced drafters and trees: n-gram, merged, EAGLE-2, Sequoia DP, adaptive chain, medusa63."""
+
 import itertools
 import os
 
@@ -17,12 +18,20 @@ from specbench.trees.policies import AdaptiveChain, Eagle2Policy, make_policy, s
 from specbench.trees.sequoia import expected_accepted, load_vector, optimal_paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VECTORS = [[0.62, 0.14, 0.06, 0.04, 0.02, 0.01],
-           [0.3, 0.25, 0.2, 0.1, 0.05],
-           [0.9, 0.05, 0.02],
-           [0.45, 0.3, 0.1, 0.05, 0.04, 0.03, 0.02]]
-STATIC = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("kary", {"width": 4}),
-          ("topk_wide", {"width": 4}), ("specinfer", {})]
+VECTORS = [
+    [0.62, 0.14, 0.06, 0.04, 0.02, 0.01],
+    [0.3, 0.25, 0.2, 0.1, 0.05],
+    [0.9, 0.05, 0.02],
+    [0.45, 0.3, 0.1, 0.05, 0.04, 0.03, 0.02],
+]
+STATIC = [
+    ("chain", {}),
+    ("binary", {}),
+    ("kary", {"width": 3}),
+    ("kary", {"width": 4}),
+    ("topk_wide", {"width": 4}),
+    ("specinfer", {}),
+]
 
 
 # ------------------------------------------------------------------ Sequoia DP
@@ -53,8 +62,7 @@ def test_dp_tree_beats_every_static_shape(vector):
             d = max_depth(shape)
             dp = optimal_paths(vector, budget, d)
             assert len(dp) == budget and max_depth(dp) <= d
-            assert expected_accepted(dp, vector) >= expected_accepted(shape, vector) - 1e-12, \
-                (name, params, budget)
+            assert expected_accepted(dp, vector) >= expected_accepted(shape, vector) - 1e-12, (name, params, budget)
 
 
 @pytest.mark.parametrize("budget,depth", [(3, 2), (4, 3), (5, 3), (6, 2)])
@@ -66,16 +74,26 @@ def test_dp_matches_brute_force(budget, depth):
 
 def test_sequoia_shape_reads_the_calibrated_csv(tmp_path):
     csv = tmp_path / "acceptance_vector.csv"
-    csv.write_text("pair,pair_id,dataset,verify,temperature,rank,p_accept,n\n"
-                   "a,id_a,d,greedy,0.0,0,0.7,100\na,id_a,d,greedy,0.0,1,0.1,100\n"
-                   "a,id_b,d,greedy,0.0,0,0.2,100\n")                 # same name, another pair
+    csv.write_text(
+        "pair,pair_id,dataset,verify,temperature,rank,p_accept,n\n"
+        "a,id_a,d,greedy,0.0,0,0.7,100\na,id_a,d,greedy,0.0,1,0.1,100\n"
+        "a,id_b,d,greedy,0.0,0,0.2,100\n"
+    )  # same name, another pair
     assert load_vector(csv, "id_a", "d", "greedy", 0.0) == [0.7, 0.1]
     assert load_vector(csv, "id_b", "d", "greedy", 0.0) == [0.2]
-    paths = shape_paths("sequoia", 6, depth=4, vector=str(csv), calib_pair_id="id_a",
-                         calib_dataset="d", calib_verify="greedy", calib_temperature=0.0)
+    paths = shape_paths(
+        "sequoia",
+        6,
+        depth=4,
+        vector=str(csv),
+        calib_pair_id="id_a",
+        calib_dataset="d",
+        calib_verify="greedy",
+        calib_temperature=0.0,
+    )
     assert paths == optimal_paths([0.7, 0.1], 6, 4)
     with pytest.raises(FileNotFoundError, match="python -m specbench.study.calibrate"):
-        shape_paths("sequoia", 6, vector=str(csv), calib_pair_id="a")      # a name is not a pair_id
+        shape_paths("sequoia", 6, vector=str(csv), calib_pair_id="a")  # a name is not a pair_id
     with pytest.raises(ValueError, match="calib_pair_id=auto"):
         shape_paths("sequoia", 6, vector=str(csv), calib_pair_id="auto")
     with pytest.raises(FileNotFoundError, match="python -m specbench.study.calibrate"):
@@ -93,14 +111,15 @@ def test_ngram_finds_repeated_spans_and_branches():
     tree = d.draft_now(make_policy("ngram_trie", 6), "topk", None)
     assert tree.size == 6 and int(tree.tokens[0]) == 7 and tree.q is None and tree.child_rule == "fixed"
     kids = sorted(int(tree.tokens[c]) for c in tree.children(0))
-    assert kids[:2] == [3, 8]             # two matches -> two branches at the root
+    assert kids[:2] == [3, 8]  # two matches -> two branches at the root
     assert depths(tree.parents) == sorted(depths(tree.parents))
     chain = d.draft_now(make_policy("chain", 3), "topk", None)
     assert chain.tokens[1:].tolist() == [3, 5, 6]
 
 
-@pytest.mark.parametrize("name,params", [("binary", {}), ("kary", {"width": 3}), ("chain", {}),
-                                         ("topk_wide", {"width": 2})])
+@pytest.mark.parametrize(
+    "name,params", [("binary", {}), ("kary", {"width": 3}), ("chain", {}), ("topk_wide", {"width": 2})]
+)
 def test_ngram_builds_the_requested_shape_from_its_candidates(name, params):
     """Every node's rank path is a path of the shape: binary has <= 2 children per node."""
     h = [1, 2, 3, 4, 1, 2, 5, 6, 1, 2, 7, 8, 1, 2, 3, 9, 1, 2, 4, 4, 1, 2]
@@ -125,6 +144,7 @@ def test_ngram_builds_the_requested_shape_from_its_candidates(name, params):
 
 def test_unsupported_drafter_policy_pairs_are_one_line_errors():
     from specbench.drafting.drafters import check_supported
+
     check_supported(NgramDrafter, "paths", "binary")
     for cls, name in ((NgramDrafter, "eagle2"), (ModelDrafter, "ngram_trie"), (MergedDrafter, "chain")):
         with pytest.raises(ValueError, match=f"tree={name} is not supported by the .* drafter: use one of") as e:
@@ -150,12 +170,15 @@ def test_eagle2_keeps_the_top_n_connected(tiny_draft, tiny_tokenizer, budget, wi
     cand = drafted(grow(d, width, depth))
     tree = select(cand, budget)
     assert tree.size == budget and tree.depth <= depth
-    ds = depths(tree.parents)                         # connected, breadth-first
+    ds = depths(tree.parents)  # connected, breadth-first
     assert ds == sorted(ds) and all(p < i for i, p in enumerate(tree.parents) if i)
-    mapped = {0: -1}                                   # tree node -> candidate index
+    mapped = {0: -1}  # tree node -> candidate index
     for i in range(1, budget + 1):
-        mapped[i] = next(c for c in range(len(cand.token)) if cand.parent[c] == mapped[tree.parents[i]]
-                         and cand.token[c] == int(tree.tokens[i]))
+        mapped[i] = next(
+            c
+            for c in range(len(cand.token))
+            if cand.parent[c] == mapped[tree.parents[i]] and cand.token[c] == int(tree.tokens[i])
+        )
     assert sorted(mapped[i] for i in range(1, budget + 1)) == sorted(cand.order()[:budget])
     kept = sorted((cand.score[mapped[i]] for i in range(1, budget + 1)), reverse=True)
     assert kept == pytest.approx(sorted(cand.score, reverse=True)[:budget])
@@ -195,26 +218,31 @@ def test_medusa63_config_is_the_63_node_tree():
     assert len(paths) == 63 and max_depth(paths) == 4 and max(p[-1] for p in paths) == 9
     # trimmed in Medusa's listed (priority) order, stored breadth-first
     assert shape_paths(cfg["name"], 8, paths=cfg["paths"]) == sorted(
-        [tuple(p) for p in cfg["paths"][:8]], key=lambda p: (len(p), p))
+        [tuple(p) for p in cfg["paths"][:8]], key=lambda p: (len(p), p)
+    )
 
 
 # ------------------------------------------------------------------ greedy losslessness
 PROMPTS = ("def add(a, b):\n    return a + b\ndef add(a, b):", "The quick brown fox. The quick")
-CASES = [("model", "sequoia", {"depth": 4, "vector": [0.5, 0.2, 0.1, 0.05]}),
-         ("model", "paths", "medusa63"),
-         ("model", "eagle2", {"width": 4, "depth": 4}),
-         ("model", "adaptive_chain", {"start": 2}),
-         ("ngram", "chain", {}), ("ngram", "binary", {}), ("ngram", "ngram_trie", {}),
-         ("merged", "merged", {"shape": "chain"}), ("merged", "merged", {"shape": "binary"}),
-         ("merged", "merged", {"shape": "eagle2", "width": 3, "depth": 3})]
+CASES = [
+    ("model", "sequoia", {"depth": 4, "vector": [0.5, 0.2, 0.1, 0.05]}),
+    ("model", "paths", "medusa63"),
+    ("model", "eagle2", {"width": 4, "depth": 4}),
+    ("model", "adaptive_chain", {"start": 2}),
+    ("ngram", "chain", {}),
+    ("ngram", "binary", {}),
+    ("ngram", "ngram_trie", {}),
+    ("merged", "merged", {"shape": "chain"}),
+    ("merged", "merged", {"shape": "binary"}),
+    ("merged", "merged", {"shape": "eagle2", "width": 3, "depth": 3}),
+]
 
 
 REFS: dict = {}
 
 
 @pytest.mark.parametrize("kind,name,params", CASES)
-def test_greedy_is_token_identical_to_plain_greedy(tiny_draft, tiny_target, tiny_tokenizer,
-                                                   kind, name, params):
+def test_greedy_is_token_identical_to_plain_greedy(tiny_draft, tiny_target, tiny_tokenizer, kind, name, params):
     if params == "medusa63":
         params = {"paths": yaml.safe_load(open(os.path.join(ROOT, "conf/tree/medusa63.yaml")))["paths"]}
     for budget in (1, 5, 21):
@@ -223,8 +251,11 @@ def test_greedy_is_token_identical_to_plain_greedy(tiny_draft, tiny_target, tiny
             if (text, id(tiny_target)) not in REFS:
                 REFS[(text, id(tiny_target))] = greedy_reference(tiny_target, prompt, 24)
             ref = REFS[(text, id(tiny_target))]
-            drafter = {"model": lambda: ModelDrafter(tiny_draft, 1.0), "ngram": NgramDrafter,
-                       "merged": lambda: MergedDrafter(ModelDrafter(tiny_draft, 1.0))}[kind]()
+            drafter = {
+                "model": lambda: ModelDrafter(tiny_draft, 1.0),
+                "ngram": NgramDrafter,
+                "merged": lambda: MergedDrafter(ModelDrafter(tiny_draft, 1.0)),
+            }[kind]()
             recs, out = decode_one(drafter, tiny_target, prompt, make_policy(name, budget, params), 24)
             assert out == ref, (kind, name, budget, text)
             assert all(r.tree_size <= budget for r in recs)
@@ -234,33 +265,48 @@ def test_greedy_is_token_identical_to_plain_greedy(tiny_draft, tiny_target, tiny
 
 # ------------------------------------------------------------------ calibration
 @pytest.mark.parametrize("verify", ["greedy", "sequoia"])
-def test_calibrate_writes_a_vector_the_sequoia_shape_reads(tiny_draft, tiny_target, tiny_tokenizer,
-                                                           tmp_path, verify):
+def test_calibrate_writes_a_vector_the_sequoia_shape_reads(tiny_draft, tiny_target, tiny_tokenizer, tmp_path, verify):
     from specbench.inputs.data import Prompt
     from specbench.inputs.models import Pair
     from specbench.study.calibrate import measure, write_vector
+
     vcfg = yaml.safe_load(open(os.path.join(ROOT, "conf", "verify", f"{verify}.yaml")))
     from specbench.study.identity import Identity
     from specbench.study.jobspec import from_config
-    job = from_config({"verify": vcfg, "max_new_tokens": 12, "seed": 0, "progress": False,
-                       "dtype": "float32", "device": "cpu", "replay_cache": str(tmp_path / "cache"),
-                       "tree": {"name": "chain", "budget": 4}, "dataset": {"name": "smoke"},
-                       "pair": {"name": "tiny", "draft": {"source": "hub", "id": "tiny-draft"},
-                                "target": {"source": "hub", "id": "tiny-target"}}})
+
+    job = from_config(
+        {
+            "verify": vcfg,
+            "max_new_tokens": 12,
+            "seed": 0,
+            "progress": False,
+            "dtype": "float32",
+            "device": "cpu",
+            "replay_cache": str(tmp_path / "cache"),
+            "tree": {"name": "chain", "budget": 4},
+            "dataset": {"name": "smoke"},
+            "pair": {
+                "name": "tiny",
+                "draft": {"source": "hub", "id": "tiny-draft"},
+                "target": {"source": "hub", "id": "tiny-target"},
+            },
+        }
+    )
     pair = Pair("tiny", "d", "t", tiny_draft, tiny_target, tiny_tokenizer, False)
     prompts = [Prompt(str(i), t, tiny_tokenizer.encode(t), "x") for i, t in enumerate(PROMPTS)]
     vec, n = measure(job, Identity("d", "t", "x"), pair, prompts, 4, {0})
     assert len(vec) == 4 and n > 0 and 0 < sum(vec) <= 1 + 1e-9
     out = tmp_path / "acceptance_vector.csv"
     key = {"pair": "tiny", "pair_id": "id_tiny", "dataset": "smoke", "verify": verify, "temperature": 0.0}
-    write_vector(out, {**key, "pair_id": "id_other"}, [0.5], 3)         # same name, another pair
+    write_vector(out, {**key, "pair_id": "id_other"}, [0.5], 3)  # same name, another pair
     write_vector(out, key, [0.1] * 4, 1)
-    write_vector(out, key, vec, n)               # replaces its own rows, keeps the other pair's
+    write_vector(out, key, vec, n)  # replaces its own rows, keeps the other pair's
     lines = out.read_text().splitlines()
     assert lines[0] == "pair,pair_id,dataset,verify,temperature,rank,p_accept,n,prompt_ids" and len(lines) == 6
     assert load_vector(out, "id_tiny", "smoke", verify) == pytest.approx(vec, abs=1e-6)
     assert load_vector(out, "id_other", "smoke", verify) == [0.5]
     assert os.stat(out).st_mode & 0o777 == 0o666 & ~umask()
-    paths = shape_paths("sequoia", 8, depth=4, vector=str(out), calib_pair_id="id_tiny",
-                         calib_dataset="smoke", calib_verify=verify)
+    paths = shape_paths(
+        "sequoia", 8, depth=4, vector=str(out), calib_pair_id="id_tiny", calib_dataset="smoke", calib_verify=verify
+    )
     assert len(paths) == 8

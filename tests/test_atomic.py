@@ -1,5 +1,6 @@
 """Every atomic write in specbench goes through core/atomic.py, and what it writes gets the
 process umask's mode (not mkstemp's private 0600); a failed write leaves nothing."""
+
 import os
 import re
 from pathlib import Path
@@ -15,18 +16,24 @@ FILE_MODE, DIR_MODE = 0o666 & ~umask(), 0o777 & ~umask()
 
 def test_no_hand_rolled_atomic_write_outside_core_atomic():
     pattern = re.compile(r"os\.replace\(|os\.rename\(|mkstemp\(|mkdtemp\(|\.with_name\(.*\.tmp")
-    offenders = [f"{p.relative_to(ROOT)}:{i}" for p in sorted((ROOT / "specbench").rglob("*.py"))
-                 if p.name != "atomic.py"
-                 for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    offenders = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in sorted((ROOT / "specbench").rglob("*.py"))
+        if p.name != "atomic.py"
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
     assert offenders == []
 
 
 def test_atomic_write_and_folder_use_the_umask_and_leave_nothing_on_failure(tmp_path):
     atomic_write(tmp_path / "a.txt", lambda tmp: Path(tmp).write_text("x"))
     assert os.stat(tmp_path / "a.txt").st_mode & 0o777 == FILE_MODE
+
     def half(tmp):
         Path(tmp).write_text("half")
         raise RuntimeError("killed")
+
     with pytest.raises(RuntimeError):
         atomic_write(tmp_path / "a.txt", half)
     assert (tmp_path / "a.txt").read_text() == "x"
@@ -52,6 +59,7 @@ def test_replace_together_changes_neither_on_a_failure(tmp_path, monkeypatch, fa
     import errno
 
     from specbench.core import atomic
+
     folder, path = tmp_path / "figures", tmp_path / "REPORT.md"
     folder.mkdir()
     (folder / "old.png").write_bytes(b"old")
@@ -62,6 +70,7 @@ def test_replace_together_changes_neither_on_a_failure(tmp_path, monkeypatch, fa
         (Path(d) / "new.png").write_bytes(b"new")
         if fails == "fill":
             raise OSError(errno.ENOSPC, "No space left on device", os.path.join(d, "new.png"))
+
     if fails == "the last rename":
         monkeypatch.setattr(atomic.os, "replace", lambda a, b: (_ for _ in ()).throw(disk_full))
     elif fails == "the text file":

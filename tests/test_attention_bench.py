@@ -1,5 +1,6 @@
 """Tree-attention benchmark: every implementation matches the reference; the app
 writes its CSV and figures.  Nothing here asserts on timings."""
+
 from __future__ import annotations
 
 import math
@@ -45,13 +46,12 @@ def test_reference_matches_per_node_softmax():
         keys = list(range(past)) + [past + j for j in range(len(parents)) if anc[i, j]]
         for h in range(GQA["heads"]):
             k, v = case.k[:, h // rep, keys], case.v[:, h // rep, keys]
-            w = (case.q[:, h, i:i + 1] @ k.transpose(-1, -2) / 4.0).softmax(-1)
+            w = (case.q[:, h, i : i + 1] @ k.transpose(-1, -2) / 4.0).softmax(-1)
             torch.testing.assert_close(out[:, h, i], (w @ v)[:, 0])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-@pytest.mark.parametrize("batch,past,dims,seed", [(1, 0, GQA, 0), (3, 7, GQA, 1), (2, 20, MHA, 2),
-                                                   (4, 33, GQA, 3)])
+@pytest.mark.parametrize("batch,past,dims,seed", [(1, 0, GQA, 0), (3, 7, GQA, 1), (2, 20, MHA, 2), (4, 33, GQA, 3)])
 @pytest.mark.parametrize("impl", ["fused", "sequential", "flex"])
 def test_impls_agree_with_reference(impl, batch, past, dims, seed, dtype):
     parents = random_parents(12, seed)
@@ -77,6 +77,7 @@ def test_flex_compiled_agrees_or_records_failure():
 def test_compile_failure_is_a_nan_row_not_a_crash(monkeypatch):
     def broken(*a, **k):
         raise RuntimeError("no compiler here")
+
     monkeypatch.setattr(torch, "compile", broken)
     cfg = cfg_for("warmup=0", "repeats=1", "min_repeats=1")
     limits = {"bw": 1e10, "float32": 1e10}
@@ -88,7 +89,7 @@ def test_compile_failure_is_a_nan_row_not_a_crash(monkeypatch):
 
 
 def test_branches_are_root_to_leaf_paths():
-    parents = paths_to_parents(shape_paths("binary", 6))   # root, 2 children, 4 grandchildren
+    parents = paths_to_parents(shape_paths("binary", 6))  # root, 2 children, 4 grandchildren
     assert ai.branches(parents) == [[0, 1, 3], [0, 1, 4], [0, 2, 5], [0, 2, 6]]
     assert ai.branches(paths_to_parents(shape_paths("chain", 3))) == [[0, 1, 2, 3]]
     assert ai.branches([-1]) == [[0]]
@@ -110,8 +111,9 @@ def test_default_grid_keeps_the_headline_point():
 
 
 def test_merge_keeps_unmeasured_rows(tmp_path):
-    base = dict(level="kernel", kv_len=8, tree_size=4, shape="chain", dtype="float32",
-                bw_bound_s=1.0, compute_bound_s=0.5)
+    base = dict(
+        level="kernel", kv_len=8, tree_size=4, shape="chain", dtype="float32", bw_bound_s=1.0, compute_bound_s=0.5
+    )
     old = pd.DataFrame([dict(base, batch=b, impl=i, median_s=2.0) for b in (1, 2) for i in ("fused", "flex")])
     path = tmp_path / "a.csv"
     ab.save_csv(old, path, merge=False)
@@ -125,34 +127,76 @@ def test_merge_keeps_unmeasured_rows(tmp_path):
 
 def test_tiny_grid_app_writes_csv_and_figures(tmp_path):
     out = tmp_path / "attention.csv"
-    cmd = [sys.executable, "-m", "specbench.attention_bench", "grid=tiny", f"out_csv={out}",
-           f"fig_dir={tmp_path / 'figs'}", f"hydra.run.dir={tmp_path / 'hydra'}", "progress=false",
-           "warmup=0", "repeats=1", "min_repeats=1", "bandwidth_mb=8", "matmul_n=128",
-           "figures.kv_len=16"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specbench.attention_bench",
+        "grid=tiny",
+        f"out_csv={out}",
+        f"fig_dir={tmp_path / 'figs'}",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
+        "progress=false",
+        "warmup=0",
+        "repeats=1",
+        "min_repeats=1",
+        "bandwidth_mb=8",
+        "matmul_n=128",
+        "figures.kv_len=16",
+    ]
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     df = pd.read_csv(out)
-    expected = {"level", "batch", "kv_len", "tree_size", "nodes", "shape", "dtype", "impl", "heads",
-                "kv_heads", "head_dim", "median_s", "q25_s", "q75_s", "iqr_s", "repeats", "max_abs_err",
-                "bytes_moved", "flops", "bandwidth_gbs", "bw_bound_s", "bw_frac", "roofline_frac",
-                "vs_fused", "compile_s", "note", "n_branches", "threads", "dims_source"}
+    expected = {
+        "level",
+        "batch",
+        "kv_len",
+        "tree_size",
+        "nodes",
+        "shape",
+        "dtype",
+        "impl",
+        "heads",
+        "kv_heads",
+        "head_dim",
+        "median_s",
+        "q25_s",
+        "q75_s",
+        "iqr_s",
+        "repeats",
+        "max_abs_err",
+        "bytes_moved",
+        "flops",
+        "bandwidth_gbs",
+        "bw_bound_s",
+        "bw_frac",
+        "roofline_frac",
+        "vs_fused",
+        "compile_s",
+        "note",
+        "n_branches",
+        "threads",
+        "dims_source",
+    }
     assert expected <= set(df.columns)
-    assert len(df) == 2 * 1 * 2 * 2 * 2 * 3            # batch x kv x tree x shape x dtype x impl
+    assert len(df) == 2 * 1 * 2 * 2 * 2 * 3  # batch x kv x tree x shape x dtype x impl
     assert set(df.impl) == {"fused", "sequential", "flex"}
     assert (df.median_s > 0).all() and (df[df.dtype == "float32"].max_abs_err < 1e-4).all()
     assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == [
-        f"attention_{kind}_{dt}.png" for kind in ("speedup", "time") for dt in ("bfloat16", "float32")]
+        f"attention_{kind}_{dt}.png" for kind in ("speedup", "time") for dt in ("bfloat16", "float32")
+    ]
     assert not list(tmp_path.glob("*.csv.tmp*")) and not list(out.parent.glob("tmp*"))
 
 
 def test_model_view_rows_with_a_tiny_model(monkeypatch, tiny_target):
     """The model-level view's plumbing (tree forward vs per-branch forwards), on the tiny model."""
     from specbench.inputs import models
+
     monkeypatch.setattr(models, "load_model", lambda spec, dtype="bfloat16", device="cpu": tiny_target)
     cfg = cfg_for("model.kv_len=16", "model.tree_size=6", "model.repeats=1")
     rows = ab.model_view(cfg)
     assert [(r["shape"], r["impl"]) for r in rows] == [
-        (s, i) for s in ("binary", "topk_wide") for i in ("model_tree", "model_branches")]
+        (s, i) for s in ("binary", "topk_wide") for i in ("model_tree", "model_branches")
+    ]
     assert all(r["level"] == "model" and r["median_s"] > 0 and r["repeats"] == 1 for r in rows)
     assert rows[0]["n_branches"] == 4 and rows[0]["branch_tokens"] == 12

@@ -1,5 +1,6 @@
 """Every bad input of issue #14: exit status != 0, ONE line naming the key and the fix,
 no result file written, and no model loaded where the check needs none."""
+
 import glob
 import json
 import os
@@ -15,8 +16,12 @@ RESULT_FILES = ("summary.csv", "steps.csv", "outputs.jsonl", "config.yaml")
 
 def written(out) -> list[str]:
     """Result files under out (Hydra's own .hydra/config.yaml aside)."""
-    return [p for name in RESULT_FILES for p in glob.glob(os.path.join(str(out), "**", name), recursive=True)
-            if os.sep + ".hydra" + os.sep not in p]
+    return [
+        p
+        for name in RESULT_FILES
+        for p in glob.glob(os.path.join(str(out), "**", name), recursive=True)
+        if os.sep + ".hydra" + os.sep not in p
+    ]
 
 
 def one_line_error(r) -> str:
@@ -34,7 +39,7 @@ def bad_files(tiny_pair_dirs, tmp_path_factory):
     trunc = root / "truncated"
     shutil.copytree(tiny_pair_dirs[1], trunc)
     data = (trunc / "model.safetensors").read_bytes()
-    (trunc / "model.safetensors").write_bytes(data[:len(data) // 2])
+    (trunc / "model.safetensors").write_bytes(data[: len(data) // 2])
     short = root / "short"
     shutil.copytree(tiny_pair_dirs[1], short)
     cfg = json.loads((short / "config.json").read_text())
@@ -44,16 +49,22 @@ def bad_files(tiny_pair_dirs, tmp_path_factory):
     long_prompt = root / "long.jsonl"
     long_prompt.write_text(json.dumps({"id": "long/0", "text": "def add(a, b): " * 40}) + "\n")
     blank = root / "blank.jsonl"
-    blank.write_text(json.dumps({"id": "ok", "text": "def f(x):"}) + "\n" + json.dumps({"id": "ws", "text": " \n\t"}) + "\n")
-    return {"truncated": str(trunc), "short": str(short), "latin": str(latin), "long": str(long_prompt),
-            "blank": str(blank)}
+    blank.write_text(
+        json.dumps({"id": "ok", "text": "def f(x):"}) + "\n" + json.dumps({"id": "ws", "text": " \n\t"}) + "\n"
+    )
+    return {
+        "truncated": str(trunc),
+        "short": str(short),
+        "latin": str(latin),
+        "long": str(long_prompt),
+        "blank": str(blank),
+    }
 
 
 # case -> (overrides, text the one line must contain, needs a loaded model: none does, the context
 # length is read from the models' configs)
 CASES = {
-    "local pair without paths": (["pair.draft.path=???", "pair.target.path=???"],
-                                 "pair.draft.path is not set", False),
+    "local pair without paths": (["pair.draft.path=???", "pair.target.path=???"], "pair.draft.path is not set", False),
     "budget not a number": (["tree.budget=abc"], "tree.budget='abc'", False),
     "budget not an integer": (["tree.budget=2.5"], "tree.budget=2.5", False),
     "eagle2 width 0": (["tree=eagle2", "tree.width=0"], "tree.width=0", False),
@@ -68,8 +79,11 @@ CASES = {
     "prompt past the context": (["pair.target.path={short}"], "positions > the target's 16", False),
     "max_new_tokens past the context": (["max_new_tokens=2000"], "positions > the target's 1024", False),
     "prompt past the draft's context": (["pair.draft.path={short}"], "positions > the draft's 16", False),
-    "long jsonl prompt past the context": (["pair.target.path={short}", "dataset=jsonl",
-                                            "dataset.path={long}"], "prompt 'long/0'", False),
+    "long jsonl prompt past the context": (
+        ["pair.target.path={short}", "dataset=jsonl", "dataset.path={long}"],
+        "prompt 'long/0'",
+        False,
+    ),
     # issue 24: contradictory rows, unknown keys, the real fix, model-free checks first
     "greedy at T > 0": (["verify=greedy", "verify.temperature=0.7"], "verify.temperature=0.7 with greedy", False),
     "unknown top-level key": (["foo=1"], "foo: no such key", False),
@@ -79,10 +93,17 @@ CASES = {
     "unknown dataset key": (["+dataset.foo=1"], "dataset.foo: not a parameter of dataset=smoke", False),
     "whitespace-only prompt": (["dataset=jsonl", "dataset.path={blank}"], "prompt 'ws' has empty text", False),
     # issue 25: a plugins module that cannot be imported (study/plugins.py)
-    "plugin module not importable": (["plugins=[no_such_plugin]"], "plugins=[no_such_plugin]: cannot import "
-                                     "no_such_plugin (No module named 'no_such_plugin'); put its folder on PYTHONPATH", False),
-    "budget past the context": (["pair.target.path={short}", "tree.budget=14", "max_new_tokens=2",
-                                 "dataset.prompts=[hello]"], "lower tree.budget to", False),
+    "plugin module not importable": (
+        ["plugins=[no_such_plugin]"],
+        "plugins=[no_such_plugin]: cannot import "
+        "no_such_plugin (No module named 'no_such_plugin'); put its folder on PYTHONPATH",
+        False,
+    ),
+    "budget past the context": (
+        ["pair.target.path={short}", "tree.budget=14", "max_new_tokens=2", "dataset.prompts=[hello]"],
+        "lower tree.budget to",
+        False,
+    ),
 }
 # no message may suggest a limit that refuses every prompt
 NEVER = "max_prompt_tokens=0"
@@ -131,8 +152,18 @@ def test_long_override_values_give_short_job_folders(tiny_pair_dirs, tmp_path):
     """A 60-entry tree.paths sweep runs; its folder name holds a hash, not the list."""
     paths = "[" + ",".join(["[0]"] + [f"[0,{'0,' * (i // 10)}{i % 10}]" for i in range(59)]) + "]"
     out = tmp_path / "outputs"
-    r = specbench(*job_args(tiny_pair_dirs, out, "-m", "tree=paths", "tree.budget=2,3",
-                            f"tree.paths={paths}", "max_new_tokens=4", "dataset.limit=1"))
+    r = specbench(
+        *job_args(
+            tiny_pair_dirs,
+            out,
+            "-m",
+            "tree=paths",
+            "tree.budget=2,3",
+            f"tree.paths={paths}",
+            "max_new_tokens=4",
+            "dataset.limit=1",
+        )
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     summaries = glob.glob(str(out / "**" / "summary.csv"), recursive=True)
     assert len(summaries) == 2

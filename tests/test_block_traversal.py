@@ -3,6 +3,7 @@
 Exact checks enumerate every drafted tree of a small Markov "model pair" (next-token
 tables P, Q indexed by the last token) with its draw probability.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -19,8 +20,8 @@ from specbench.verify.modes import get_mode
 from test_verify import draft_tree
 
 CHAIN3 = [-1, 0, 1, 2]
-TREE21 = [-1, 0, 0, 1, 2]            # two root children, one grandchild each
-TREE12 = [-1, 0, 1, 1]               # one root child with two children
+TREE21 = [-1, 0, 0, 1, 2]  # two root children, one grandchild each
+TREE12 = [-1, 0, 1, 1]  # one root child with two children
 
 
 def random_tables(seed: int, v: int = 3):
@@ -33,8 +34,7 @@ def random_tables(seed: int, v: int = 3):
 def _tuples(q_row: torch.Tensor, k: int, rule: str):
     """Every ordered k-tuple of children the rule can draw from q_row, with its probability."""
     v = q_row.numel()
-    for xs in (itertools.product(range(v), repeat=k) if rule == "sample"
-               else itertools.permutations(range(v), k)):
+    for xs in itertools.product(range(v), repeat=k) if rule == "sample" else itertools.permutations(range(v), k):
         w, drawn = 1.0, torch.zeros(v, dtype=torch.bool)
         for x in xs:
             w *= float(q_row[x] if rule == "sample" else sequoia_next_q(q_row, drawn)[x])
@@ -69,8 +69,10 @@ def drafted_trees(parents, P, Q, rule: str, root: int = 0):
 
 def mean_accepted(mode: str, parents, P, Q, rule: str) -> float:
     spec = get_mode(mode)
-    return sum(w * distshift.expected_accepted(spec, t, p, q, spec.params())
-               for w, t, p, q in drafted_trees(parents, P, Q, rule))
+    return sum(
+        w * distshift.expected_accepted(spec, t, p, q, spec.params())
+        for w, t, p, q in drafted_trees(parents, P, Q, rule)
+    )
 
 
 def two_token_law(mode: str, parents, P, Q, rule: str) -> torch.Tensor:
@@ -137,12 +139,19 @@ def test_block_weights_are_algorithm_2s():
 # --------------------------------------------------------------------------
 # lossless: exact laws and chi-square through the drafter's child selection
 # --------------------------------------------------------------------------
-@pytest.mark.parametrize("mode,parents,rule", [
-    ("block", CHAIN3, "sample"), ("traversal", CHAIN3, "sample"), ("traversal", TREE21, "sample"),
-    ("traversal", TREE12, "sample"), ("traversal", TREE21, "sample_noreplace")])
+@pytest.mark.parametrize(
+    "mode,parents,rule",
+    [
+        ("block", CHAIN3, "sample"),
+        ("traversal", CHAIN3, "sample"),
+        ("traversal", TREE21, "sample"),
+        ("traversal", TREE12, "sample"),
+        ("traversal", TREE21, "sample_noreplace"),
+    ],
+)
 def test_exact_law_is_the_target(mode, parents, rule):
     P, Q = random_tables(1)
-    Q[0] = torch.tensor([0.8, 0.2, 0.0], dtype=torch.float64)      # zero draft mass at the root
+    Q[0] = torch.tensor([0.8, 0.2, 0.0], dtype=torch.float64)  # zero draft mass at the root
     spec = get_mode(mode)
     first = torch.zeros(3, dtype=torch.float64)
     for w, tree, p, q in drafted_trees(parents, P, Q, rule):
@@ -155,7 +164,7 @@ def test_exact_law_is_the_target(mode, parents, rule):
 def three_token_counts(mode: str, expansion, P, Q, n: int, seed: int) -> torch.Tensor:
     rng, spec = torch.Generator().manual_seed(seed), get_mode(mode)
     v = P.shape[0]
-    counts = torch.zeros(v ** 3)
+    counts = torch.zeros(v**3)
     for _ in range(n):
         out: list[int] = []
         while len(out) < 3:
@@ -187,9 +196,10 @@ def test_block_never_below_speculative_on_random_chains():
         assert block >= spec_ - 1e-12, seed
         gains.append(block - spec_)
     assert max(gains) > 0.01
-    P, Q = random_tables(0)                     # equality: one draft token, or draft == target
+    P, Q = random_tables(0)  # equality: one draft token, or draft == target
     assert mean_accepted("block", [-1, 0], P, Q, "sample") == pytest.approx(
-        mean_accepted("speculative", [-1, 0], P, Q, "sample"), abs=1e-12)
+        mean_accepted("speculative", [-1, 0], P, Q, "sample"), abs=1e-12
+    )
     assert mean_accepted("block", CHAIN3, P, P, "sample") == pytest.approx(3.0, abs=1e-12)
 
 
@@ -209,7 +219,8 @@ def test_traversal_equals_mss_on_stars_and_when_draft_is_target():
     for seed in range(10):
         P, Q = random_tables(seed)
         assert mean_accepted("traversal", star, P, Q, "sample") == pytest.approx(
-            mean_accepted("mss", star, P, Q, "sample"), abs=1e-12)
+            mean_accepted("mss", star, P, Q, "sample"), abs=1e-12
+        )
     P, _ = random_tables(3)
     assert mean_accepted("traversal", TREE21, P, P, "sample") == pytest.approx(2.0, abs=1e-12)
 

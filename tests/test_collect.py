@@ -1,4 +1,5 @@
 """collect keeps config hashes as text: '3726142e8142' is not a number."""
+
 import json
 
 import pandas as pd
@@ -14,11 +15,25 @@ def test_float_looking_hashes_survive_collect(tmp_path):
     for i, h in enumerate(("3726142e8142", "1e5", "0af82bef9817", "123456789012")):
         d = tmp_path / f"job{i}"
         d.mkdir()
-        pd.DataFrame([{"config_hash": h, "pair": "p", "dataset": "d", "verify": "greedy",
-                       "temperature": 0.0, "tree": "chain", "budget": i + 1, "engine": "live",
-                       "n_steps": 1, "new_tokens": 1}]).to_csv(d / "summary.csv", index=False)
-        pd.DataFrame([{"config_hash": h, "prompt_id": "0", "step": 0, "emitted": 1}]
-                     ).to_csv(d / "steps.csv", index=False)
+        pd.DataFrame(
+            [
+                {
+                    "config_hash": h,
+                    "pair": "p",
+                    "dataset": "d",
+                    "verify": "greedy",
+                    "temperature": 0.0,
+                    "tree": "chain",
+                    "budget": i + 1,
+                    "engine": "live",
+                    "n_steps": 1,
+                    "new_tokens": 1,
+                }
+            ]
+        ).to_csv(d / "summary.csv", index=False)
+        pd.DataFrame([{"config_hash": h, "prompt_id": "0", "step": 0, "emitted": 1}]).to_csv(
+            d / "steps.csv", index=False
+        )
     summary, steps, _ = merge(job_dirs([str(tmp_path)])[0])
     assert sorted(summary.config_hash) == ["0af82bef9817", "123456789012", "1e5", "3726142e8142"]
     assert len(steps) == 4
@@ -40,12 +55,25 @@ def test_read_csv_keeps_all_digit_and_hex_hashes_sortable(tmp_path):
 def fake_job(root, name, h="abc123abc123", run_id="20260101T000000-aaaa", n_steps=3, emitted=2):
     d = root / name
     d.mkdir(parents=True)
-    pd.DataFrame([{"config_hash": h, "run_id": run_id, "pair": "p", "tree": "chain", "budget": 2,
-                   "n_steps": n_steps, "new_tokens": n_steps * emitted}]).to_csv(d / "summary.csv", index=False)
-    pd.DataFrame([{"config_hash": h, "run_id": run_id, "prompt_id": "a", "step": i, "emitted": emitted}
-                  for i in range(n_steps)]).to_csv(d / "steps.csv", index=False)
-    (d / "outputs.jsonl").write_text(json.dumps({"prompt_id": "a", "token_ids": [1] * n_steps * emitted,
-                                                 "text": run_id}) + "\n")
+    pd.DataFrame(
+        [
+            {
+                "config_hash": h,
+                "run_id": run_id,
+                "pair": "p",
+                "tree": "chain",
+                "budget": 2,
+                "n_steps": n_steps,
+                "new_tokens": n_steps * emitted,
+            }
+        ]
+    ).to_csv(d / "summary.csv", index=False)
+    pd.DataFrame(
+        [{"config_hash": h, "run_id": run_id, "prompt_id": "a", "step": i, "emitted": emitted} for i in range(n_steps)]
+    ).to_csv(d / "steps.csv", index=False)
+    (d / "outputs.jsonl").write_text(
+        json.dumps({"prompt_id": "a", "token_ids": [1] * n_steps * emitted, "text": run_id}) + "\n"
+    )
     return d
 
 
@@ -87,7 +115,7 @@ def test_failed_jobs_are_skipped_and_listed_and_orphan_steps_dropped(tmp_path, c
     bad = tmp_path / "jobs" / "bad"
     bad.mkdir()
     (bad / "error.txt").write_text("tree.budget='abc': must be an integer\n\nTraceback ...\n")
-    (bad / "steps.csv").write_text("config_hash,prompt_id,step,emitted\nfff,a,0,1\n")   # no summary
+    (bad / "steps.csv").write_text("config_hash,prompt_id,step,emitted\nfff,a,0,1\n")  # no summary
     out = tmp_path / "results"
     out.mkdir()
     (out / "steps.csv").write_text("config_hash,prompt_id,step,emitted\norphan,a,0,1\n")
@@ -121,11 +149,11 @@ def test_an_older_folder_collected_later_never_replaces_newer_rows(tmp_path, cap
     fake_job(tmp_path / "old", "j", run_id=OLD, n_steps=8)
     out = tmp_path / "results"
     collect_main([str(tmp_path / "new"), "--out", str(out)])
-    collect_main([str(tmp_path / "old"), "--out", str(out)])            # older run, collected later
+    collect_main([str(tmp_path / "old"), "--out", str(out)])  # older run, collected later
     summary = read_csv(out / "summary.csv")
     assert list(summary.run_id) == [NEW] and summary.n_steps.iloc[0] == 3
     assert set(read_csv(out / "steps.csv").run_id) == {NEW}
-    collect_main([str(tmp_path), "--out", str(tmp_path / "both"), "--fresh"])   # both in one collect
+    collect_main([str(tmp_path), "--out", str(tmp_path / "both"), "--fresh"])  # both in one collect
     assert list(read_csv(tmp_path / "both" / "summary.csv").run_id) == [NEW]
     said = capsys.readouterr().out
     assert f"skipped 1 older run(s) of configurations collected from a newer run: {tmp_path / 'old' / 'j'}" in said
@@ -135,11 +163,11 @@ def test_error_txt_or_two_run_ids_make_a_folder_failed_and_listed(tmp_path, caps
     fake_job(tmp_path / "jobs", "ok", h="aaaaaaaaaaaa")
     err = fake_job(tmp_path / "jobs", "err", h="bbbbbbbbbbbb", run_id=OLD)
     fake_job(tmp_path / "tmp", "x", h="bbbbbbbbbbbb", run_id=NEW)
-    os.replace(tmp_path / "tmp" / "x" / "steps.csv", err / "steps.csv")     # a new run's steps ...
-    (err / "error.txt").write_text("cannot write: disk full\n\nTraceback ...\n")   # ... that failed
+    os.replace(tmp_path / "tmp" / "x" / "steps.csv", err / "steps.csv")  # a new run's steps ...
+    (err / "error.txt").write_text("cannot write: disk full\n\nTraceback ...\n")  # ... that failed
     mixed = fake_job(tmp_path / "jobs", "mixed", h="cccccccccccc", run_id=OLD)
     fake_job(tmp_path / "tmp", "y", h="cccccccccccc", run_id=NEW)
-    os.replace(tmp_path / "tmp" / "y" / "steps.csv", mixed / "steps.csv")   # no error.txt, two runs
+    os.replace(tmp_path / "tmp" / "y" / "steps.csv", mixed / "steps.csv")  # no error.txt, two runs
     out = tmp_path / "results"
     collect_main([str(tmp_path / "jobs"), "--out", str(out)])
     said = capsys.readouterr().out
@@ -154,11 +182,24 @@ def paired_job(root, name, run_id, primary_run=None):
     d = fake_job(root, name, h="p1p1p1p1p1p1", run_id=primary_run or run_id)
     p = d / "paired" / "block"
     p.mkdir(parents=True)
-    pd.DataFrame([{"config_hash": "q1q1q1q1q1q1", "run_id": run_id, "pair": "p", "tree": "chain", "budget": 2,
-                   "n_steps": 1, "new_tokens": 2, "pair_key": "p1p1p1p1p1p1", "pair_role": "paired"}]
-                 ).to_csv(p / "summary.csv", index=False)
-    pd.DataFrame([{"config_hash": "q1q1q1q1q1q1", "run_id": run_id, "prompt_id": "a", "step": 0, "emitted": 2}]
-                 ).to_csv(p / "steps.csv", index=False)
+    pd.DataFrame(
+        [
+            {
+                "config_hash": "q1q1q1q1q1q1",
+                "run_id": run_id,
+                "pair": "p",
+                "tree": "chain",
+                "budget": 2,
+                "n_steps": 1,
+                "new_tokens": 2,
+                "pair_key": "p1p1p1p1p1p1",
+                "pair_role": "paired",
+            }
+        ]
+    ).to_csv(p / "summary.csv", index=False)
+    pd.DataFrame([{"config_hash": "q1q1q1q1q1q1", "run_id": run_id, "prompt_id": "a", "step": 0, "emitted": 2}]).to_csv(
+        p / "steps.csv", index=False
+    )
     return d, p
 
 
@@ -168,14 +209,14 @@ def test_paired_rows_are_collected_only_with_their_primary(tmp_path, capsys):
     collect_main([str(tmp_path / "jobs"), "--out", str(out)])
     assert sorted(read_csv(out / "summary.csv").config_hash) == ["p1p1p1p1p1p1", "q1q1q1q1q1q1"]
     _, orphan = paired_job(tmp_path / "lone", "x", NEW)
-    (orphan.parent.parent / "summary.csv").unlink()                     # the primary never finished
-    _, other = paired_job(tmp_path / "other", "y", NEW, primary_run=OLD)   # primary of another run
+    (orphan.parent.parent / "summary.csv").unlink()  # the primary never finished
+    _, other = paired_job(tmp_path / "other", "y", NEW, primary_run=OLD)  # primary of another run
     with pytest.raises(SystemExit, match="no finished jobs"):
         collect_main([str(tmp_path / "lone"), str(tmp_path / "other"), "--out", str(tmp_path / "r2")])
     said = capsys.readouterr().out
     assert f"skipped 1 paired folder(s) without their primary's run: {orphan}" in said
     assert f"{other.parent.parent} (summary run {OLD}, others {NEW})" in said
-    assert not (tmp_path / "r2").exists()                               # nothing to collect: error, no files
+    assert not (tmp_path / "r2").exists()  # nothing to collect: error, no files
 
 
 def test_unfinished_and_resumed_folders_are_listed(tmp_path, capsys):
@@ -199,8 +240,11 @@ def test_a_malformed_acceptance_vector_rewrites_nothing(tmp_path, damage):
     collect_main([str(tmp_path / "jobs"), "--out", str(out)])
     before = out_files(out)
     vec = out / "acceptance_vector.csv"
-    vec.write_text("pair,dataset,verify,temperature,rank,p_accept\np,d,greedy,0,0,0.5\n" if damage == "missing column"
-                   else "pair,dataset,verify,temperature,rank,p_accept,n\np,d,greedy,0,zero,0.5,3\n")
+    vec.write_text(
+        "pair,dataset,verify,temperature,rank,p_accept\np,d,greedy,0,0,0.5\n"
+        if damage == "missing column"
+        else "pair,dataset,verify,temperature,rank,p_accept,n\np,d,greedy,0,zero,0.5,3\n"
+    )
     fake_job(tmp_path / "jobs", "b", h="bbbbbbbbbbbb")
     with pytest.raises(SystemExit) as e:
         collect_main([str(tmp_path / "jobs"), "--out", str(out)])
@@ -210,13 +254,20 @@ def test_a_malformed_acceptance_vector_rewrites_nothing(tmp_path, damage):
 
 def test_collect_onto_a_read_only_folder_is_one_line_and_leaves_it_as_it_was(tmp_path, ro_mount):
     fake_job(tmp_path / "jobs", "a")
-    r = subprocess.run([sys.executable, "-m", "specbench.collect", str(tmp_path / "jobs"), "--out",
-                        str(ro_mount / "results")], capture_output=True, text=True, timeout=120,
-                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run(
+        [sys.executable, "-m", "specbench.collect", str(tmp_path / "jobs"), "--out", str(ro_mount / "results")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
     assert r.returncode == 1 and "Traceback" not in r.stderr
     line = r.stderr.strip()
-    assert "\n" not in line and line.startswith(f"specbench: error: {ro_mount / 'results'}") \
-        and "Read-only file system" in line, line
+    assert (
+        "\n" not in line
+        and line.startswith(f"specbench: error: {ro_mount / 'results'}")
+        and "Read-only file system" in line
+    ), line
     assert not any(ro_mount.iterdir())
 
 
@@ -232,4 +283,4 @@ def test_collect_onto_a_full_disk_replaces_none_of_its_outputs(tmp_path, tiny_tm
         collect_main([str(tmp_path / "jobs"), "--out", str(out)])
     msg = str(e.value)
     assert msg.startswith(f"specbench: error: {out}/") and "No space left on device" in msg and "\n" not in msg
-    assert out_files(out) == before                                     # no temp file, no 0-byte file
+    assert out_files(out) == before  # no temp file, no 0-byte file

@@ -1,6 +1,7 @@
 """Issue 24: two sweeps into one out_root never share a folder, and after random interleavings
 and random kills, a rerun + collect gives every job's rows exactly once, equal to a clean run's
 (timing and run ids aside).  Seeded (SPECBENCH_CONCURRENT_SEEDS="1,2,3"), printed on failure."""
+
 import os
 import random
 import signal
@@ -15,21 +16,29 @@ from specbench.study.results import read_csv
 from test_resume import ROOT, RUN, TIMING, env, run, sweep_cmd
 
 A = ["tree=chain,binary", "tree.budget=2"]
-B = ["tree=binary,kary", "tree.budget=2"]          # binary/2 is in both sweeps
+B = ["tree=binary,kary", "tree.budget=2"]  # binary/2 is in both sweeps
 COMMON = ["engine=live", "max_new_tokens=6"]
 
 
 def start(dirs, out, grid, delay: float):
     time.sleep(delay)
-    return subprocess.Popen(sweep_cmd(dirs, out, *COMMON, *grid), cwd=ROOT, env=env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    return subprocess.Popen(
+        sweep_cmd(dirs, out, *COMMON, *grid),
+        cwd=ROOT,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def interleave(dirs, out, rng: random.Random | None) -> list:
     """Both sweeps started a random delay apart; each killed at a random time or left to finish
     (``rng`` None: started together, both finish)."""
-    plan = [(grid, rng.uniform(0, 1.0), rng.choice([None, rng.uniform(0.5, 12)])) if rng else (grid, 0.0, None)
-            for grid in (A, B)]
+    plan = [
+        (grid, rng.uniform(0, 1.0), rng.choice([None, rng.uniform(0.5, 12)])) if rng else (grid, 0.0, None)
+        for grid in (A, B)
+    ]
     procs = [start(dirs, out, grid, delay) for grid, delay, _ in plan]
     t0 = time.time()
     for proc, (_, _, kill) in sorted(zip(procs, plan), key=lambda pk: pk[1][2] or 1e9):
@@ -45,8 +54,10 @@ def collected(out, res) -> tuple[pd.DataFrame, pd.DataFrame]:
     """collect's summary and steps (in this process; timing and run ids aside)."""
     collect_main([str(out), "--out", str(res), "--fresh"])
     summary, steps = read_csv(res / "summary.csv"), read_csv(res / "steps.csv")
-    return (summary.drop(columns=[c for c in TIMING + RUN if c in summary]),
-            steps.drop(columns=[c for c in TIMING + RUN if c in steps]))
+    return (
+        summary.drop(columns=[c for c in TIMING + RUN if c in summary]),
+        steps.drop(columns=[c for c in TIMING + RUN if c in steps]),
+    )
 
 
 def test_two_sweeps_interleaved_and_killed_then_rerun_collect_each_job_once(tiny_pair_dirs, tmp_path):
@@ -57,9 +68,9 @@ def test_two_sweeps_interleaved_and_killed_then_rerun_collect_each_job_once(tiny
     for seed in seeds:
         rng, out = random.Random(seed), tmp_path / f"out{seed}"
         plan = interleave(tiny_pair_dirs, out, rng)
-        interleave(tiny_pair_dirs, out, None)                        # rerun both, concurrently, to the end
+        interleave(tiny_pair_dirs, out, None)  # rerun both, concurrently, to the end
         sweeps = os.listdir(out / "multirun")
-        assert 2 <= len(sweeps) <= 4 and len({s[-6:] for s in sweeps}) == len(sweeps), sweeps   # one folder per command
+        assert 2 <= len(sweeps) <= 4 and len({s[-6:] for s in sweeps}) == len(sweeps), sweeps  # one folder per command
         s = scan([str(out)])
         assert not [d for reason, d, _ in s.skipped if reason == "mixed"], f"a folder shared (seed {seed}, {plan})"
         got = collected(out, tmp_path / f"res{seed}")

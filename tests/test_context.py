@@ -1,6 +1,7 @@
 """One job context (issue 25): the study commands (run, calibrate, lossless, costs, margins) and the
 public API build prompts, pair, drafter, verifier, policy and decoding through
 ``specbench/study/context.py``, and the top-level defaults are written once, in conf/config.yaml."""
+
 import ast
 import dataclasses
 from pathlib import Path
@@ -12,19 +13,43 @@ from specbench.study import jobspec
 from specbench.study.context import DecodePlan, context
 
 ROOT = Path(__file__).resolve().parents[1]
-USERS = ["specbench/study/run.py", "specbench/study/calibrate.py", "specbench/study/lossless.py",
-         "specbench/study/lossless_check.py", "specbench/study/costs.py", "specbench/study/margins.py",
-         "specbench/api.py"]
+USERS = [
+    "specbench/study/run.py",
+    "specbench/study/calibrate.py",
+    "specbench/study/lossless.py",
+    "specbench/study/lossless_check.py",
+    "specbench/study/costs.py",
+    "specbench/study/margins.py",
+    "specbench/api.py",
+]
 # building an engine part or an input by hand: what only the context does
-WIRING = {"LiveVerifier", "ContinuationVerifier", "Decoding", "make_policy", "load_pair", "load_prompts",
-          "load_tokenizer", "pair_contexts", "from_pair", "shared_kv", "cached_ranks_many", "cached_continuations"}
+WIRING = {
+    "LiveVerifier",
+    "ContinuationVerifier",
+    "Decoding",
+    "make_policy",
+    "load_pair",
+    "load_prompts",
+    "load_tokenizer",
+    "pair_contexts",
+    "from_pair",
+    "shared_kv",
+    "cached_ranks_many",
+    "cached_continuations",
+}
 MODEL = {"source": "local", "path": "m"}
 
 
 def job(**top):
-    return jobspec.from_config({"pair": {"name": "p", "draft": MODEL, "target": MODEL},
-                                "tree": {"name": "binary", "budget": 6}, "dataset": {"name": "smoke"},
-                                "verify": {"name": "greedy"}, **top})
+    return jobspec.from_config(
+        {
+            "pair": {"name": "p", "draft": MODEL, "target": MODEL},
+            "tree": {"name": "binary", "budget": 6},
+            "dataset": {"name": "smoke"},
+            "verify": {"name": "greedy"},
+            **top,
+        }
+    )
 
 
 def _by_hand(tree: ast.AST) -> list[str]:
@@ -36,7 +61,8 @@ def _by_hand(tree: ast.AST) -> list[str]:
             name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
             on_ctx = isinstance(f, ast.Attribute) and (
                 (isinstance(f.value, ast.Name) and f.value.id == "ctx")
-                or (isinstance(f.value, ast.Call) and getattr(f.value.func, "id", "") == "context"))
+                or (isinstance(f.value, ast.Call) and getattr(f.value.func, "id", "") == "context")
+            )
             if name in WIRING and not on_ctx:
                 out.append(f"{name} (line {node.lineno})")
     return out
@@ -50,8 +76,10 @@ def test_run_calibrate_lossless_costs_and_the_api_wire_nothing_by_hand(path):
 
 
 def test_the_wiring_check_sees_a_call_by_hand():
-    assert _by_hand(ast.parse("pair = models.load_pair(x)\nrun = Decoding(m)")) == ["load_pair (line 1)",
-                                                                                    "Decoding (line 2)"]
+    assert _by_hand(ast.parse("pair = models.load_pair(x)\nrun = Decoding(m)")) == [
+        "load_pair (line 1)",
+        "Decoding (line 2)",
+    ]
     assert not _by_hand(ast.parse("pair = ctx.load_pair()\np = context(job).load_pair()"))
 
 
@@ -60,25 +88,31 @@ def test_the_top_level_defaults_are_config_yamls():
         top = yaml.safe_load(fh)
     own = {f.name for f in dataclasses.fields(jobspec.JobSpec)} - {"pair", "tree", "verify", "dataset", "extra"}
     assert set(jobspec.DEFAULTS) == own
-    assert {k: v for k, v in jobspec.DEFAULTS.items() if k not in jobspec.OPTIONAL} == \
-        {k: top[k] for k in own - set(jobspec.OPTIONAL)}
+    assert {k: v for k, v in jobspec.DEFAULTS.items() if k not in jobspec.OPTIONAL} == {
+        k: top[k] for k in own - set(jobspec.OPTIONAL)
+    }
     assert jobspec.JobSpec.__dataclass_fields__["max_new_tokens"].default == top["max_new_tokens"]
     assert job().to_dict()["max_new_tokens"] == top["max_new_tokens"] and job().replay_cache is None
 
 
 def test_the_plan_of_a_job_is_its_tree_mode_length_seed_and_batch():
-    j = job(max_new_tokens=9, seed=3, batch_size=2,
-            verify={"name": "traversal", "children": "sample_noreplace", "temperature": 0.5})
+    j = job(
+        max_new_tokens=9,
+        seed=3,
+        batch_size=2,
+        verify={"name": "traversal", "children": "sample_noreplace", "temperature": 0.5},
+    )
     plan = context(j).plan
     assert plan == DecodePlan(j.tree, j.verify, 9, 3, 2)
     assert plan.mode.child_rule == "sample_noreplace" and plan.params["temperature"] == 0.5
-    assert plan.new_policy() is not plan.new_policy()           # a fresh policy per prompt
+    assert plan.new_policy() is not plan.new_policy()  # a fresh policy per prompt
     run = plan.decoding(frozenset({7}))
     assert (run.max_new_tokens, run.seed, run.eos, run.params) == (9, 3, frozenset({7}), plan.params)
 
 
 def test_the_api_builds_typed_specs_and_refuses_a_bad_key_in_one_line():
     from specbench import api
+
     plan = api.plan({"name": "chain"}, {"name": "greedy"}, 8)
     assert plan.tree == jobspec.tree_spec({"name": "chain", "budget": 0}) and plan.verify.temperature == 0.0
     with pytest.raises(jobspec.ConfigError, match="tree.width"):
@@ -89,8 +123,14 @@ def test_the_api_builds_typed_specs_and_refuses_a_bad_key_in_one_line():
 
 def test_costs_read_their_keys_from_the_job_spec():
     from specbench.study.costs import settings
-    base = job(tree={"name": "none", "budget": 0}, dtype="float32", results_dir="r", costs_repeats=2,
-               costs_dtypes=["float32", "bfloat16"])
+
+    base = job(
+        tree={"name": "none", "budget": 0},
+        dtype="float32",
+        results_dir="r",
+        costs_repeats=2,
+        costs_dtypes=["float32", "bfloat16"],
+    )
     out, repeats, kv_len, jobs = settings(base)
     assert (out, repeats, kv_len) == ("r", 2, 256)
     assert [(j.pair, j.dtype) for j in jobs] == [(base.pair, "float32"), (base.pair, "bfloat16")]

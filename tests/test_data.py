@@ -1,4 +1,5 @@
 """Prompt datasets (specbench/inputs/data.py): every loader, limit, chat template, errors."""
+
 from __future__ import annotations
 
 import copy
@@ -15,8 +16,10 @@ CONF = Path(__file__).resolve().parents[1] / "conf" / "dataset"
 CHAT_TASKS = {"writing", "roleplay", "reasoning", "extraction", "translation", "summarisation", "qa"}
 
 
-CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-                 "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 MTBENCH_CATEGORIES = {"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"}
 
 
@@ -29,9 +32,10 @@ def tok(tiny_tokenizer):
 
 
 def _templated(tok, text: str) -> list[int]:
-    return tok.encode(tok.apply_chat_template([{"role": "user", "content": text}],
-                                              add_generation_prompt=True, tokenize=False),
-                      add_special_tokens=False)
+    return tok.encode(
+        tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False),
+        add_special_tokens=False,
+    )
 
 
 def _cfg(name, **kw):
@@ -40,10 +44,17 @@ def _cfg(name, **kw):
     return OmegaConf.merge(cfg, kw)
 
 
-@pytest.mark.parametrize("name,minimum,task,templated", [
-    ("humaneval", 164, "code", False), ("smoke", 3, None, False), ("stdlib_code", 40, "code", False),
-    ("chat", 40, None, True), ("math", 40, "math", True), ("mt_bench", 80, None, True),
-])
+@pytest.mark.parametrize(
+    "name,minimum,task,templated",
+    [
+        ("humaneval", 164, "code", False),
+        ("smoke", 3, None, False),
+        ("stdlib_code", 40, "code", False),
+        ("chat", 40, None, True),
+        ("math", 40, "math", True),
+        ("mt_bench", 80, None, True),
+    ],
+)
 def test_every_dataset_loads(tok, name, minimum, task, templated):
     """The chat template follows the dataset's kind: instruct prompts wrapped, completion prompts raw."""
     prompts = data.load_prompts(_cfg(name), tok)
@@ -96,6 +107,7 @@ def test_setup_installs_mtbench_without_deps():
 
 def test_humaneval_is_the_bundled_stub(tok):
     import gzip
+
     first = json.loads(gzip.open(data.humaneval_path(), "rt").readline())
     p = data.load_prompts(_cfg("humaneval", limit=1), tok)[0]
     assert p.id == first["task_id"] == "HumanEval/0" and p.text == first["prompt"]
@@ -127,7 +139,8 @@ def test_stdlib_per_file(tok, tmp_path):
         "def a(x):\n    '''Docstring that is long enough to pass the filter.'''\n    return x\n\n"
         "def _private(x):\n    '''Docstring that is long enough to pass the filter.'''\n    return x\n\n"
         "def b(x):\n    '''Docstring that is long enough to pass the filter.'''\n    return x\n\n"
-        "def nodoc(x):\n    return x\n")
+        "def nodoc(x):\n    return x\n"
+    )
     (tmp_path / "broken.py").write_text("def (:\n")
     one = data.load_prompts({"name": "stdlib_code", "root": str(tmp_path)}, tok)
     two = data.load_prompts({"name": "stdlib_code", "root": str(tmp_path), "per_file": 2}, tok)
@@ -152,12 +165,15 @@ def test_jsonl_user_file(tok, tmp_path):
     assert [(p.id, p.task) for p in prompts] == [("a", "jsonl"), ("2", "code")]
 
 
-@pytest.mark.parametrize("content,match", [
-    ('{"id": "a"}\n', "missing key"),
-    ("not json\n", "not valid JSON"),
-    ('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n', "duplicate id"),
-    ('{"id": "a", "text": "   "}\n', "empty text"),
-])
+@pytest.mark.parametrize(
+    "content,match",
+    [
+        ('{"id": "a"}\n', "missing key"),
+        ("not json\n", "not valid JSON"),
+        ('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n', "duplicate id"),
+        ('{"id": "a", "text": "   "}\n', "empty text"),
+    ],
+)
 def test_jsonl_bad_lines(tok, tmp_path, content, match):
     f = tmp_path / "bad.jsonl"
     f.write_text(content)
@@ -176,8 +192,7 @@ def test_jsonl_needs_path(tok, tmp_path):
 def test_empty_dataset_is_one_line_error(tok, tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n\n")
-    for cfg in ({"name": "smoke", "limit": 0}, {"name": "jsonl", "path": str(empty)},
-                {"name": "smoke", "prompts": []}):
+    for cfg in ({"name": "smoke", "limit": 0}, {"name": "jsonl", "path": str(empty)}, {"name": "smoke", "prompts": []}):
         with pytest.raises(ValueError, match=r"^dataset \w+ has no prompts: ") as e:
             data.load_prompts(cfg, tok)
         assert "\n" not in str(e.value)
@@ -209,8 +224,9 @@ def test_chat_template_follows_dataset_kind(tok, tmp_path):
     f.write_text('{"id": "a", "text": "hello world"}\n')
     raw = data.load_prompts({"name": "jsonl", "path": str(f)}, tok)[0]
     chat = data.load_prompts({"name": "jsonl", "path": str(f), "kind": "instruct"}, tok)[0]
-    expected = tok.apply_chat_template([{"role": "user", "content": raw.text}],
-                                       add_generation_prompt=True, tokenize=False)
+    expected = tok.apply_chat_template(
+        [{"role": "user", "content": raw.text}], add_generation_prompt=True, tokenize=False
+    )
     assert expected.endswith("assistant\n") and raw.text in expected
     assert raw.ids == tok.encode("hello world", add_special_tokens=False)
     assert chat.ids == tok.encode(expected, add_special_tokens=False)

@@ -1,4 +1,5 @@
 """The live engine on tiny fp32 models: greedy is lossless, the mask is right."""
+
 import pytest
 import torch
 
@@ -8,9 +9,14 @@ from specbench.core.tree import paths_to_parents
 from specbench.drafting.drafters import ModelDrafter
 from specbench.trees.policies import make_policy, shape_paths
 
-SHAPES = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("topk_wide", {"width": 3}),
-          ("specinfer", {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}),
-          ("paths", {"paths": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]})]
+SHAPES = [
+    ("chain", {}),
+    ("binary", {}),
+    ("kary", {"width": 3}),
+    ("topk_wide", {"width": 3}),
+    ("specinfer", {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}),
+    ("paths", {"paths": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]}),
+]
 
 
 def run(draft, target, prompt, policy, n=24):
@@ -53,7 +59,7 @@ def test_self_pair_chain_accepts_everything(tiny_target, tiny_tokenizer):
     for budget in (1, 4, 7):
         recs, out = run(tiny_target, tiny_target, prompt, make_policy("chain", budget), n=40)
         assert len(recs) > 1
-        for r in recs[:-1]:                 # only the sequence end may cut a step short
+        for r in recs[:-1]:  # only the sequence end may cut a step short
             assert (r.accepted, r.emitted, r.tree_size) == (budget, budget + 1, budget)
         assert recs[-1].accepted == min(budget, recs[-1].emitted)
 
@@ -74,6 +80,7 @@ def test_tree_none_summary_has_no_acceptance_rate(tiny_draft, tiny_target, tiny_
     import math
 
     from specbench.study import results
+
     recs, _ = run(tiny_draft, tiny_target, tiny_tokenizer.encode("for i in"), make_policy("none", 0), n=6)
     steps = results.steps_frame({"seed": 0}, recs)
     row = results.summarize({"seed": 0}, steps, 1.0, [len(recs)]).iloc[0]

@@ -1,4 +1,5 @@
 """Exact first-token distribution shift and expected acceptance (specbench/verify/distshift.py)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -51,7 +52,7 @@ def cases(draw, chain: bool = False, distinct: bool = False):
     v = draw(st.integers(2, 5))
     k = 1 if chain else draw(st.integers(1, min(3, v) if distinct else 3))
     parents = [-1] + [0] * k
-    for c in range(1, k + 1):                    # optionally expand some depth-1 nodes
+    for c in range(1, k + 1):  # optionally expand some depth-1 nodes
         for _ in range(draw(st.integers(0, 1 if chain else 2))):
             parents.append(c)
     n = len(parents)
@@ -66,7 +67,7 @@ def cases(draw, chain: bool = False, distinct: bool = False):
     for i in range(n):
         if i not in parents:
             q[i] = 0.0
-    for i, x in enumerate(tokens.tolist()):       # drafted tokens have q > 0
+    for i, x in enumerate(tokens.tolist()):  # drafted tokens have q > 0
         if i and q[parents[i], x] == 0:
             q[parents[i], x] = 0.5
             q[parents[i]] /= q[parents[i]].sum()
@@ -80,7 +81,7 @@ def test_lossless_tree_modes_have_zero_tv(case):
     tree, p, q = case
     for mode in ("mss", "sequoia", "naive"):
         assert tv(mode, tree, p, q) < 1e-6, mode
-    greedy_p = probs(p.log(), 0.0)               # greedy is lossless w.r.t. the argmax target
+    greedy_p = probs(p.log(), 0.0)  # greedy is lossless w.r.t. the argmax target
     assert tv("greedy", tree, greedy_p, q, {"temperature": 0}) < 1e-6
 
 
@@ -110,7 +111,7 @@ def test_conditional_dists_average_to_target(case, mode):
     tree, p, q = case
     k, v = len(tree.children(0)), p.shape[1]
     replace = mode == "mss"
-    assume(replace or k <= v)                  # without replacement needs k <= V
+    assume(replace or k <= v)  # without replacement needs k <= V
     tuples = itertools.product(range(v), repeat=k) if replace else itertools.permutations(range(v), k)
     total = torch.zeros(v, dtype=torch.float64)
     for xs in tuples:
@@ -118,7 +119,7 @@ def test_conditional_dists_average_to_target(case, mode):
         if w == 0:
             continue
         t = tree.tokens.clone()
-        t[1:k + 1] = torch.tensor(xs)
+        t[1 : k + 1] = torch.tensor(xs)
         spec = get_mode(mode)
         sub = DraftTree(tree.parents, t, tree.ranks, q, child_rule=spec.child_rule)
         total += w * distshift.first_token_dist(spec, sub, p, q, spec.params(), marginal=False)
@@ -152,7 +153,8 @@ def test_expected_accepted_chain_draft_equals_target():
     for mode in ("speculative", "mss", "sequoia"):
         assert expected(mode, tree, p, q) == pytest.approx(4.0)
     assert expected("naive", tree, p, q) == pytest.approx(
-        float(p[0, 1] * (1 + p[1, 2] * (1 + p[2, 3] * (1 + p[3, 4])))))
+        float(p[0, 1] * (1 + p[1, 2] * (1 + p[2, 3] * (1 + p[3, 4]))))
+    )
 
 
 @pytest.mark.parametrize("mode", ["mss", "sequoia", "naive", "typical", "ratio"])
@@ -163,7 +165,7 @@ def test_expected_accepted_matches_monte_carlo(mode):
     p = torch.softmax(torch.randn(7, v, generator=g), -1)
     q = torch.softmax(torch.randn(7, v, generator=g), -1)
     q[3:] = 0
-    tokens = torch.tensor([0, 1, 1, 2, 0, 3, 2])          # a duplicate root child
+    tokens = torch.tensor([0, 1, 1, 2, 0, 3, 2])  # a duplicate root child
     tree = DraftTree(parents, tokens, [0, 0, 1, 2, 0, 1, 0], q)
     exact = expected(mode, tree, p, q)
     spec = get_mode(mode)
@@ -171,7 +173,7 @@ def test_expected_accepted_matches_monte_carlo(mode):
     got = [len(spec.verdict(tree, p, q, g, spec.params()).path) for _ in range(n)]
     mean = sum(got) / n
     sd = (sum((x - mean) ** 2 for x in got) / n) ** 0.5
-    assert abs(mean - exact) <= 4 * sd / n ** 0.5 + 1e-9
+    assert abs(mean - exact) <= 4 * sd / n**0.5 + 1e-9
 
 
 def test_first_token_dist_matches_monte_carlo_for_mss_order():
@@ -215,4 +217,5 @@ def test_law_follows_the_trees_child_rule_not_the_modes():
     want = torch.tensor([2 / 7, 5 / 7 * 0.2, 5 / 7 * 0.8], dtype=torch.float64)
     assert torch.allclose(distshift.first_token_dist(mss, topk, p, q, mss.params()), want)
     assert distshift.first_token_tv(mss, topk, p, q, mss.params()) == pytest.approx(
-        0.5 * float((want - p[0].double()).abs().sum()))
+        0.5 * float((want - p[0].double()).abs().sum())
+    )

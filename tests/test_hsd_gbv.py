@@ -5,6 +5,7 @@ Exact checks enumerate every drafted tree of a small Markov world and every veri
 (through each mode's own law, ``distshift.path_end_law``); chi-square through the drafter's
 child selection; expected accepted, exact, over 100 random worlds (in expectation over the
 draws); paired-verification fit."""
+
 from __future__ import annotations
 
 import pytest
@@ -20,7 +21,7 @@ from test_lossless_modes import NOREP, STAR3, UNBALANCED, markov_joint, step_joi
 from test_mode_orderings import WORLDS, mean_accepted, world
 from test_verify import draft_tree
 
-PATHS2 = [-1, 0, 0, 1, 2, 3, 4]       # two paths of three tokens from the root (K = 2 candidate paths)
+PATHS2 = [-1, 0, 0, 1, 2, 3, 4]  # two paths of three tokens from the root (K = 2 candidate paths)
 CHAIN1 = [-1, 0]
 
 
@@ -38,7 +39,7 @@ def public_code_hsd(p: torch.Tensor, q: torch.Tensor, tokens: list[int]):
     g = len(tokens) - 1
     p_i = torch.tensor([float(p[k, tokens[k + 1]]) for k in range(g)], dtype=torch.float64)
     q_i = torch.tensor([float(q[k, tokens[k + 1]]) for k in range(g)], dtype=torch.float64)
-    jp = torch.cat([torch.ones(1, dtype=torch.float64), p_i.cumprod(0)[:-1]])     # P(X_1:k), k < g
+    jp = torch.cat([torch.ones(1, dtype=torch.float64), p_i.cumprod(0)[:-1]])  # P(X_1:k), k < g
     jq = torch.cat([torch.ones(1, dtype=torch.float64), q_i.cumprod(0)[:-1]])
     cap = torch.cummax(torch.maximum(jp / jq, torch.ones_like(jp)), 0).values
     diffs = (jp / cap)[:, None] * p[:g] - jq[:, None] * q[:g]
@@ -58,9 +59,9 @@ def test_hsd_is_the_public_codes_rule():
         _, final = seqlevel.hsd_plan(tree, p, q)
         _, block_final = seqlevel.plan(tree, p, q)
         stop, full = public_code_hsd(p, q, tokens.tolist())
-        assert final[1:n - 1] == pytest.approx(stop[1:], abs=1e-12) and stop[0] == pytest.approx(1.0)
+        assert final[1 : n - 1] == pytest.approx(stop[1:], abs=1e-12) and stop[0] == pytest.approx(1.0)
         assert final[n - 1] == pytest.approx(full, abs=1e-12)
-        assert final[:n - 1] == block_final[:n - 1] and final[n - 1] >= block_final[n - 1] - 1e-15
+        assert final[: n - 1] == block_final[: n - 1] and final[n - 1] >= block_final[n - 1] - 1e-15
         differs += final[n - 1] > block_final[n - 1] + 1e-9
     assert differs > 0
 
@@ -113,11 +114,11 @@ def test_hsd_verdict_follows_its_exact_law():
 @pytest.mark.parametrize("params,rule", [({}, "sample"), (NOREP, "sample_noreplace")])
 def test_gbv_is_lossless_by_exact_enumeration(params, rule):
     P, Q = random_tables(4)
-    Q[0] = torch.tensor([0.75, 0.25, 0.0], dtype=torch.float64)      # a zero of q at the root
+    Q[0] = torch.tensor([0.75, 0.25, 0.0], dtype=torch.float64)  # a zero of q at the root
     for parents in (CHAIN3, PATHS2, TREE21, TREE12, STAR3, UNBALANCED):
         m = 4 if parents in (CHAIN3, PATHS2) else 3
         if parents is PATHS2 and rule == "sample_noreplace":
-            m = 3                                                     # keeps the enumeration small
+            m = 3  # keeps the enumeration small
         got = step_joint("gbv", params, parents, P, Q, rule, m)
         assert tv(got, markov_joint(P, 0, m)) < 1e-12, (params, rule, parents)
 
@@ -135,8 +136,10 @@ def test_gbv_is_traversals_scan_and_block_on_a_chain():
     gbv, trav, blk = get_mode("gbv"), get_mode("traversal"), get_mode("block")
     for parents, other in ((PATHS2, trav), (CHAIN3, blk)):
         for _, t, p, q in drafted_trees(parents, P, Q, "sample"):
-            assert distshift.path_law(gbv, t, p, q, gbv.params()).reach == \
-                distshift.path_law(other, t, p, q, other.params()).reach
+            assert (
+                distshift.path_law(gbv, t, p, q, gbv.params()).reach
+                == distshift.path_law(other, t, p, q, other.params()).reach
+            )
 
 
 # --------------------------------------------------------------------------
@@ -147,18 +150,29 @@ def table():
     rows = []
     for seed in range(WORLDS):
         P, Q = world(seed)
-        rows.append({
-            "gbv_2paths": mean_accepted("gbv", {}, PATHS2, P, Q, "sample"),
-            "gbv_chain": mean_accepted("gbv", {}, CHAIN3, P, Q, "sample"),
-            "mss_storage_2paths": mean_accepted("mss", {"order": "storage"}, PATHS2, P, Q, "sample"),
-            "hsd": mean_accepted("hsd", {}, CHAIN3, P, Q, "sample"),
-            "block": mean_accepted("block", {}, CHAIN3, P, Q, "sample"),
-            "speculative": mean_accepted("speculative", {}, CHAIN3, P, Q, "sample")})
+        rows.append(
+            {
+                "gbv_2paths": mean_accepted("gbv", {}, PATHS2, P, Q, "sample"),
+                "gbv_chain": mean_accepted("gbv", {}, CHAIN3, P, Q, "sample"),
+                "mss_storage_2paths": mean_accepted("mss", {"order": "storage"}, PATHS2, P, Q, "sample"),
+                "hsd": mean_accepted("hsd", {}, CHAIN3, P, Q, "sample"),
+                "block": mean_accepted("block", {}, CHAIN3, P, Q, "sample"),
+                "speculative": mean_accepted("speculative", {}, CHAIN3, P, Q, "sample"),
+            }
+        )
     return rows
 
 
-@pytest.mark.parametrize("better,baseline", [("gbv_2paths", "block"), ("gbv_2paths", "mss_storage_2paths"),
-                                             ("gbv_chain", "block"), ("hsd", "block"), ("hsd", "speculative")])
+@pytest.mark.parametrize(
+    "better,baseline",
+    [
+        ("gbv_2paths", "block"),
+        ("gbv_2paths", "mss_storage_2paths"),
+        ("gbv_chain", "block"),
+        ("hsd", "block"),
+        ("hsd", "speculative"),
+    ],
+)
 def test_ordering_in_expectation_in_every_world(table, better, baseline):
     fails = [(i, r[better], r[baseline]) for i, r in enumerate(table) if r[better] < r[baseline] - 1e-12]
     assert not fails, f"{better} < {baseline} in worlds {fails}"
@@ -183,9 +197,9 @@ def test_paired_fit():
     assert paired_fits(m("speculative"), m("hsd"), "sample", chain=True)
     assert paired_fits(m("speculative"), m("gbv"), "sample", chain=True)
     assert paired_fits(m("block"), m("hsd"), "sample", chain=True)
-    assert not paired_fits(m("mss"), m("hsd"), "sample", chain=False)          # chains only
+    assert not paired_fits(m("mss"), m("hsd"), "sample", chain=False)  # chains only
     assert paired_fits(m("mss"), m("gbv"), "sample", chain=False)
-    assert paired_fits(m("sequoia"), m("gbv"), "sample_noreplace", chain=False)   # drafts like sequoia
+    assert paired_fits(m("sequoia"), m("gbv"), "sample_noreplace", chain=False)  # drafts like sequoia
     assert not paired_fits(m("sequoia"), m("hsd"), "sample_noreplace", chain=True)
     assert not paired_fits(m("greedy"), m("gbv"), "topk", chain=False)
     assert get_mode("gbv", NOREP).child_rule == "sample_noreplace"

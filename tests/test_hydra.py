@@ -1,4 +1,5 @@
 """The command-line contract: a real tiny multirun, collect, and one-line errors."""
+
 import glob
 import os
 import subprocess
@@ -15,21 +16,27 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def specbench(*args, cwd=ROOT):
     env = dict(os.environ, HYDRA_FULL_ERROR="0", TOKENIZERS_PARALLELISM="false")
-    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
 def job_args(dirs, out, *extra):
     flags = [a for a in extra if a.startswith("-")]
     extra = [a for a in extra if not a.startswith("-")]
-    return ["specbench.run", *flags, *tiny_pair_overrides(dirs), "dataset=smoke", "dataset.limit=2",
-            "max_new_tokens=12", f"out_root={out}", *extra]
+    return [
+        "specbench.run",
+        *flags,
+        *tiny_pair_overrides(dirs),
+        "dataset=smoke",
+        "dataset.limit=2",
+        "max_new_tokens=12",
+        f"out_root={out}",
+        *extra,
+    ]
 
 
 def test_multirun_four_jobs_then_collect_twice(tiny_pair_dirs, tmp_path):
     out = tmp_path / "outputs"
-    r = specbench(*job_args(tiny_pair_dirs, out, "-m", "tree=chain,binary", "tree.budget=2,4",
-                            "engine=live"))
+    r = specbench(*job_args(tiny_pair_dirs, out, "-m", "tree=chain,binary", "tree.budget=2,4", "engine=live"))
     assert r.returncode == 0, r.stderr[-3000:]
     summaries = glob.glob(str(out / "**" / "summary.csv"), recursive=True)
     assert len(summaries) == 4

@@ -1,5 +1,6 @@
 """The same 4-job sweep gives the same summary rows with Hydra's basic launcher, the joblib
 launcher (2 parallel processes) and submitit_local (the SLURM launcher's local twin)."""
+
 import os
 from pathlib import Path
 
@@ -36,9 +37,25 @@ def test_slurm_preset_composes(tiny_pair_dirs, tmp_path):
     import sys
 
     from test_resume import ROOT, env
-    r = subprocess.run([sys.executable, "-m", "specbench.run", "hydra/launcher=slurm",
-                        "hydra.launcher.partition=gpu", "--cfg", "hydra", "--package", "hydra.launcher"],
-                       cwd=ROOT, env=env(), capture_output=True, text=True, timeout=300)
+
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specbench.run",
+            "hydra/launcher=slurm",
+            "hydra.launcher.partition=gpu",
+            "--cfg",
+            "hydra",
+            "--package",
+            "hydra.launcher",
+        ],
+        cwd=ROOT,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "SlurmLauncher" in r.stdout and "partition: gpu" in r.stdout
 
@@ -49,11 +66,25 @@ def test_replay_in_parallel_workers_gives_the_live_acceptance_columns(tiny_pair_
     run(sweep_cmd(tiny_pair_dirs, tmp_path, *grid, *LAUNCHERS["joblib"]))
     rep = summary_rows(tmp_path)
     assert set(rep.engine) == {"replay"}
-    cols = ["tree", "budget", "n_steps", "new_tokens", "acceptance_rate", "acceptance_length",
-            "tokens_per_step", "accept_hist", "alpha_1", "alpha_2"]
+    cols = [
+        "tree",
+        "budget",
+        "n_steps",
+        "new_tokens",
+        "acceptance_rate",
+        "acceptance_length",
+        "tokens_per_step",
+        "accept_hist",
+        "alpha_1",
+        "alpha_2",
+    ]
     key = ["tree", "budget"]
-    pd.testing.assert_frame_equal(rep[cols].sort_values(key).reset_index(drop=True),
-                                  basic_rows[cols].sort_values(key).reset_index(drop=True))
-    cache = os.path.join(os.environ["SPECBENCH_CACHE"], "replay") if os.environ.get("SPECBENCH_CACHE") \
+    pd.testing.assert_frame_equal(
+        rep[cols].sort_values(key).reset_index(drop=True), basic_rows[cols].sort_values(key).reset_index(drop=True)
+    )
+    cache = (
+        os.path.join(os.environ["SPECBENCH_CACHE"], "replay")
+        if os.environ.get("SPECBENCH_CACHE")
         else tmp_path / ".cache" / "replay"
-    assert list(Path(cache).rglob("*.json"))                          # c and ranks were cached
+    )
+    assert list(Path(cache).rglob("*.json"))  # c and ranks were cached

@@ -1,4 +1,5 @@
 """The package's shape: imports only go down the layers, and modules and functions stay small."""
+
 import ast
 from pathlib import Path
 
@@ -6,8 +7,17 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "specbench"
 # bottom to top (README "Architecture"); attention/ sits beside study/
-LAYER = {"core": 0, "trees": 1, "verify": 2, "drafting": 3, "engine": 4, "inputs": 5, "study": 6,
-         "attention": 6, "report": 7}
+LAYER = {
+    "core": 0,
+    "trees": 1,
+    "verify": 2,
+    "drafting": 3,
+    "engine": 4,
+    "inputs": 5,
+    "study": 6,
+    "attention": 6,
+    "report": 7,
+}
 FILES = sorted(PKG.rglob("*.py"))
 
 

@@ -2,6 +2,7 @@
 config once into the typed job spec and hands plain values and mappings down (issue 25).
 The check is the issue's own: `grep -rn "cfg\\|OmegaConf\\|DictConfig" specbench/{core,trees,verify,
 drafting,engine,inputs}` finds nothing."""
+
 import re
 from pathlib import Path
 
@@ -13,9 +14,12 @@ PATTERN = re.compile(r"cfg|OmegaConf|DictConfig")
 
 
 def _hits(layer: str) -> list[str]:
-    return [f"{path.relative_to(PKG.parent)}:{i}: {line.strip()}"
-            for path in sorted((PKG / layer).rglob("*.py"))
-            for i, line in enumerate(path.read_text().splitlines(), 1) if PATTERN.search(line)]
+    return [
+        f"{path.relative_to(PKG.parent)}:{i}: {line.strip()}"
+        for path in sorted((PKG / layer).rglob("*.py"))
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if PATTERN.search(line)
+    ]
 
 
 @pytest.mark.parametrize("layer", BELOW_STUDY)

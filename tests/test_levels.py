@@ -1,5 +1,6 @@
 """Level-wise drafting driven by the loop (``drafting.levels``): every row's drafter is
 a generator of levels, and one draft forward per depth serves every row; no threads."""
+
 import pathlib
 import re
 
@@ -13,14 +14,28 @@ from specbench.drafting.merged import MergedDrafter
 from specbench.drafting.ngram import NgramDrafter
 from specbench.trees.policies import make_policy
 
-TEXTS = ("def add(a, b):\n    return a + b\ndef add(a, b):", "x", "The quick brown fox. The quick",
-         "for i in range(10):")
-POLICIES = [("chain", 5, {}), ("binary", 8, {}), ("kary", 9, {"width": 3}), ("topk_wide", 6, {"width": 3}),
-            ("specinfer", 8, {"expansion": [1, 2, 2, 1]}), ("paths", 4, {"paths": [[0], [1], [0, 0], [1, 0]]}),
-            ("eagle2", 8, {"width": 3, "depth": 3}), ("merged", 6, {"shape": "binary"}), ("none", 0, {})]
-DRAFTERS = {"model": lambda d, shared: ModelDrafter(d, 1.0, kv=shared),
-            "merged": lambda d, shared: MergedDrafter(ModelDrafter(d, 1.0, kv=shared)),
-            "ngram": lambda d, shared: NgramDrafter()}
+TEXTS = (
+    "def add(a, b):\n    return a + b\ndef add(a, b):",
+    "x",
+    "The quick brown fox. The quick",
+    "for i in range(10):",
+)
+POLICIES = [
+    ("chain", 5, {}),
+    ("binary", 8, {}),
+    ("kary", 9, {"width": 3}),
+    ("topk_wide", 6, {"width": 3}),
+    ("specinfer", 8, {"expansion": [1, 2, 2, 1]}),
+    ("paths", 4, {"paths": [[0], [1], [0, 0], [1, 0]]}),
+    ("eagle2", 8, {"width": 3, "depth": 3}),
+    ("merged", 6, {"shape": "binary"}),
+    ("none", 0, {}),
+]
+DRAFTERS = {
+    "model": lambda d, shared: ModelDrafter(d, 1.0, kv=shared),
+    "merged": lambda d, shared: MergedDrafter(ModelDrafter(d, 1.0, kv=shared)),
+    "ngram": lambda d, shared: NgramDrafter(),
+}
 
 
 def same_tree(a, b) -> None:
@@ -63,7 +78,7 @@ def test_lockstep_levels_equal_each_row_drafted_alone(tiny_draft, tiny_tokenizer
                 x.commit(tree, path, 7)
     if drafter != "ngram":
         depth = max(1, params.get("depth", 0))
-        assert shared.forwards <= 1 + 2 * (budget + depth + 1)      # per level, never per row
+        assert shared.forwards <= 1 + 2 * (budget + depth + 1)  # per level, never per row
 
 
 def test_no_module_uses_threads():

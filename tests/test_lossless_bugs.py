@@ -6,6 +6,7 @@
 3. typical's tie-break, sequoia's NaN first_token_tv at a real vocabulary size,
    and temperatures that underflow ``sampling.probs``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -117,7 +118,8 @@ def gap_law(p, q, keep_old_draws: bool) -> torch.Tensor:
         kept = (xs[0], xs[2]) if keep_old_draws else xs
         tree = DraftTree([-1, 0, 0], torch.tensor([0, *kept]), [0, 0, 2], q, child_rule="sample_noreplace")
         total += _noreplace_prob(q[0].double(), xs) * distshift.first_token_dist(
-            spec, tree, p, q, spec.params(), marginal=False)
+            spec, tree, p, q, spec.params(), marginal=False
+        )
     return total
 
 
@@ -128,8 +130,10 @@ def test_sequoia_rank_gap_is_lossless_with_choose_slots():
     new = 0.5 * float((gap_law(p, q, keep_old_draws=False) - p[0]).abs().sum())
     assert old > 0.01 and new < 1e-12
     rng = torch.Generator().manual_seed(0)
-    assert choose_slots(q[0], [0, 2], "sample_noreplace", rng)[0] == \
-        choose_children(q[0], 2, "sample_noreplace", torch.Generator().manual_seed(0))[0]
+    assert (
+        choose_slots(q[0], [0, 2], "sample_noreplace", rng)[0]
+        == choose_children(q[0], 2, "sample_noreplace", torch.Generator().manual_seed(0))[0]
+    )
     assert choose_slots(q[0], [1, 3], "topk")[0] == [1, 3]
     with pytest.raises(ValueError, match="strictly increasing"):
         choose_slots(q[0], [2, 0], "topk")
@@ -153,6 +157,7 @@ def test_sequoia_rank_gap_chi2_through_choose_slots():
 
 def test_model_drafter_draws_exactly_the_kept_slots(tiny_draft):
     from specbench.drafting.drafters import ModelDrafter
+
     drafter = ModelDrafter(tiny_draft, temperature=1.0)
     drafter.reset([1, 2, 3])
     tree = drafted(drafter.expand_static([(0,), (2,)], "sample_noreplace", torch.Generator().manual_seed(0)))
@@ -166,8 +171,7 @@ def test_model_drafter_draws_exactly_the_kept_slots(tiny_draft):
 def test_typical_breaks_ties_by_likelihood_like_medusa():
     """Among equally long typical paths Medusa keeps the most likely one (sum of log p)."""
     spec = get_mode("typical")
-    p = torch.tensor([[0.3, 0.4, 0.2, 0.1], [0.5, 0.3, 0.1, 0.1], [0.1, 0.2, 0.6, 0.1],
-                      [0.25] * 4, [0.25] * 4])
+    p = torch.tensor([[0.3, 0.4, 0.2, 0.1], [0.5, 0.3, 0.1, 0.1], [0.1, 0.2, 0.6, 0.1], [0.25] * 4, [0.25] * 4])
     # rank-0 child (token 0, p .3) then token 1 (.3): .09;  rank-1 child (token 1, .4) then token 2 (.6): .24
     tree = DraftTree([-1, 0, 0, 1, 2], torch.tensor([9, 0, 1, 1, 2]) % 4, [0, 0, 1, 1, 0], None)
     v = spec.verdict(tree, p, None, torch.Generator().manual_seed(0), spec.params())
@@ -185,8 +189,13 @@ def test_sequoia_tv_is_exact_at_real_vocabulary_size():
     q = torch.softmax(3 * torch.randn(2, v, generator=g), -1)
     q[1:] = 0
     spec = get_mode("sequoia")
-    tree = DraftTree([-1, 0, 0, 0, 0], torch.tensor([0, 1, 2, 3, 4]), [0] * 5,
-                     torch.cat([q, q[1:].expand(3, -1)]), child_rule="sample_noreplace")
+    tree = DraftTree(
+        [-1, 0, 0, 0, 0],
+        torch.tensor([0, 1, 2, 3, 4]),
+        [0] * 5,
+        torch.cat([q, q[1:].expand(3, -1)]),
+        child_rule="sample_noreplace",
+    )
     pp = torch.cat([p, p[1:].expand(3, -1)])
     tv = distshift.first_token_tv(spec, tree, pp, tree.q, spec.params())
     assert tv < 1e-9

@@ -1,6 +1,7 @@
 """The empirical first-token check of the sampling modes (`python -m specbench.study.lossless`):
 memoised draws equal plain ones, lossless modes pass and a lossy rule fails on tiny models,
 the CLI writes results/lossless_check.csv atomically and the report shows it."""
+
 import os
 import shutil
 import sys
@@ -31,23 +32,30 @@ def pair_and_prompt(tiny_draft, tiny_target, tiny_tokenizer):
     return pair, Prompt("p0", "", tiny_tokenizer.encode("def fibonacci(n):\n    if n"), "x")
 
 
-@pytest.mark.parametrize("mode,tree,other", [("mss", TREES["tree"], "traversal"),
-                                             ("traversal", TREES["tree"], "mss"), ("block", TREES["chain"], "speculative")])
+@pytest.mark.parametrize(
+    "mode,tree,other",
+    [
+        ("mss", TREES["tree"], "traversal"),
+        ("traversal", TREES["tree"], "mss"),
+        ("block", TREES["chain"], "speculative"),
+    ],
+)
 def test_memoised_batched_draws_equal_the_plain_engines_draws(pair_and_prompt, mode, tree, other):
     """Memo, batching and a second mode verifying the same drafted trees change no draw."""
     from dataclasses import replace
 
     from specbench.engine.memo import MemoModel
+
     pair, pr = pair_and_prompt
-    plain, = LC.first_tokens(pair, pr.ids, 0, [(mode, {})], tree, 25, T1)
+    (plain,) = LC.first_tokens(pair, pr.ids, 0, [(mode, {})], tree, 25, T1)
     memo = replace(pair, draft=MemoModel(pair.draft), target=MemoModel(pair.target))
     grouped = LC.first_tokens(memo, pr.ids, 0, [(mode, {}), (other, {})], tree, 25, T1, batch=8)
     assert grouped[0] == plain and len(grouped[1]) == 25
-    assert 0 < memo.target.forwards <= 25 / 8 + 1          # the batch's new nodes in one forward
+    assert 0 < memo.target.forwards <= 25 / 8 + 1  # the batch's new nodes in one forward
     warmed = replace(pair, draft=MemoModel(pair.draft), target=MemoModel(pair.target))
     for m in (warmed.draft, warmed.target):
         m.set_base(pr.ids[:-1])
-    LC.warm(warmed, pr.ids[-1], get_mode(mode).params(T1), (16, 64))    # one batched forward per depth
+    LC.warm(warmed, pr.ids[-1], get_mode(mode).params(T1), (16, 64))  # one batched forward per depth
     assert warmed.target.forwards == 1 and len(warmed.target.memo) == 1 + 16 + 64
     assert LC.first_tokens(warmed, pr.ids, 0, [(mode, {})], tree, 25, T1, batch=5)[0] == plain
     with pytest.raises(ValueError, match="one prompt at a time"):
@@ -56,12 +64,27 @@ def test_memoised_batched_draws_equal_the_plain_engines_draws(pair_and_prompt, m
 
 
 def test_groups_share_drafting_by_tree_and_child_rule():
-    g = LC.groups(["speculative", "mss", "block", "mss[order=storage]", "sequoia", "traversal[children=sample_noreplace]",
-                  "hsd", "naive", "typical"], TREES, T1)
-    assert g == {(TREES["chain"], "sample"): ["speculative", "block", "hsd"],
-                 (TREES["tree"], "sample"): ["mss", "mss[order=storage]"],
-                 (TREES["tree"], "sample_noreplace"): ["sequoia", "traversal[children=sample_noreplace]"],
-                 (TREES["tree"], "topk"): ["naive", "typical"]}
+    g = LC.groups(
+        [
+            "speculative",
+            "mss",
+            "block",
+            "mss[order=storage]",
+            "sequoia",
+            "traversal[children=sample_noreplace]",
+            "hsd",
+            "naive",
+            "typical",
+        ],
+        TREES,
+        T1,
+    )
+    assert g == {
+        (TREES["chain"], "sample"): ["speculative", "block", "hsd"],
+        (TREES["tree"], "sample"): ["mss", "mss[order=storage]"],
+        (TREES["tree"], "sample_noreplace"): ["sequoia", "traversal[children=sample_noreplace]"],
+        (TREES["tree"], "topk"): ["naive", "typical"],
+    }
 
 
 def test_every_lossless_sampling_mode_passes_and_a_lossy_rule_fails(pair_and_prompt):
@@ -81,9 +104,16 @@ def test_cli_writes_the_csv_atomically_replaces_its_rows_and_the_report_shows_it
     out = tmp_path / "results" / "lossless_check.csv"
     make_results(str(tmp_path / "results"))
     os.remove(out)
-    common = [f"--out={out}", "pair=local", f"pair.draft.path={tiny_pair_dirs[0]}",
-              f"pair.target.path={tiny_pair_dirs[1]}", "dtype=float32", "device=cpu", "dataset=smoke",
-              "dataset.limit=2"]
+    common = [
+        f"--out={out}",
+        "pair=local",
+        f"pair.draft.path={tiny_pair_dirs[0]}",
+        f"pair.target.path={tiny_pair_dirs[1]}",
+        "dtype=float32",
+        "device=cpu",
+        "dataset=smoke",
+        "dataset.limit=2",
+    ]
     r = specbench("specbench.study.lossless", "--draws=40", "--modes=mss,speculative", *common)
     assert r.returncode == 0, r.stderr[-2000:]
     table = read_csv(out)
@@ -91,25 +121,30 @@ def test_cli_writes_the_csv_atomically_replaces_its_rows_and_the_report_shows_it
     assert os.stat(out).st_mode & 0o777 == 0o666 & ~umask()
     r = specbench("specbench.study.lossless", "--draws=40", "--modes=block,mss", *common)
     assert r.returncode == 0, r.stderr[-2000:]
-    table = read_csv(out)                  # a (prefix, mode, seed, N) check's row is replaced, the others kept
+    table = read_csv(out)  # a (prefix, mode, seed, N) check's row is replaced, the others kept
     assert sorted(table.verify) == ["block", "block", "mss", "mss", "speculative", "speculative"]
     r = specbench("specbench.study.lossless", "--draws=30", "--modes=mss", "--control=", *common)
     assert r.returncode == 0, r.stderr[-2000:]
-    table = read_csv(out)                  # a run at another N adds its rows beside the first
+    table = read_csv(out)  # a run at another N adds its rows beside the first
     assert table.groupby("verify").n_draws.apply(sorted).to_dict() == {
-        "block": [40, 40], "mss": [30, 30, 40, 40], "speculative": [40, 40]}
+        "block": [40, 40],
+        "mss": [30, 30, 40, 40],
+        "speculative": [40, 40],
+    }
     bad = specbench("specbench.study.lossless", "--modes=typical", *common)
     assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1].startswith("specbench: error: --modes")
     report = tmp_path / "REPORT.md"
     r = specbench("specbench.report", "--results", str(tmp_path / "results"), "--out", str(report))
     assert r.returncode == 0, r.stderr[-2000:]
     text = report.read_text()
-    assert ("| pair | verify | child_rule | sibling_order | dtype | temperature | prefix_id | seed | n_draws | tree "
-            "| budget | chi2_p | holm_p | tv | tv_null | power |") in text
+    assert (
+        "| pair | verify | child_rule | sibling_order | dtype | temperature | prefix_id | seed | n_draws | tree "
+        "| budget | chi2_p | holm_p | tv | tv_null | power |"
+    ) in text
     assert "Positive controls (ratio, typical, lossy rules through the same check at the same N)" in text
     assert "| ratio | topk | float32 | smoke/0 |" in text
     assert "block: 0 of 2 checks (prefix × seed) have p < 0.01" in text and "not evidence by itself" in text
-    tested = int(table.chi2_p.notna().sum())                 # a check with one bin has no χ² p: not a test
+    tested = int(table.chi2_p.notna().sum())  # a check with one bin has no χ² p: not a test
     assert f"Holm-adjusted over the pair's {tested} checks" in text
     shutil.rmtree(tmp_path / "results" / "figures", ignore_errors=True)
 
@@ -118,22 +153,27 @@ def test_holm_adjusts_the_family_and_only_a_surviving_check_is_flagged():
     import pandas as pd
 
     from specbench.report.speedup import holm, lossless_check_sentences
+
     p = pd.Series([0.04, 0.001, 0.03, 0.5], index=[3, 1, 2, 0])
     # by hand, ascending: 4 x 0.001, 3 x 0.03 = 0.09, max(2 x 0.04, 0.09) = 0.09, 0.5
     assert holm(p).to_dict() == pytest.approx({3: 0.09, 1: 0.004, 2: 0.09, 0: 0.5})
-    rows = [dict(pair="x", verify=m, chi2_p=q, n_draws=600, tv=0.1, tv_null=0.1)
-            for m, q in (("a", 0.003), ("a", 0.5), ("b", 0.2), ("b", 0.9))]
+    rows = [
+        dict(pair="x", verify=m, chi2_p=q, n_draws=600, tv=0.1, tv_null=0.1)
+        for m, q in (("a", 0.003), ("a", 0.5), ("b", 0.2), ("b", 0.9))
+    ]
     text = " ".join(lossless_check_sentences(pd.DataFrame(rows)))
     assert "a: 1 of 2 checks" in text and "Holm-adjusted over the pair's 4 checks 0.012" in text
-    assert "look at" not in text                          # 0.003 x 4 = 0.012 survives no 0.01 test
+    assert "look at" not in text  # 0.003 x 4 = 0.012 survives no 0.01 test
     rows[0]["chi2_p"] = 0.001
     assert "1 reject the target's distribution after adjustment" in " ".join(
-        lossless_check_sentences(pd.DataFrame(rows)))
+        lossless_check_sentences(pd.DataFrame(rows))
+    )
 
 
 def test_replace_keys_keep_hash_like_identifiers_as_text():
     """A pair_id like 3726142e8142 is no number: two such ids never collide as float('inf')."""
     from specbench.study.lossless import REPLACE_KEY, replace_keys
+
     row = {k: 0 for k in REPLACE_KEY}
     a, b = dict(row, pair_id="3726142e8142", temperature="1.0"), dict(row, pair_id="1234567e9999", temperature=1)
     ka, kb = replace_keys(pd.DataFrame([a, b]))
@@ -143,6 +183,7 @@ def test_replace_keys_keep_hash_like_identifiers_as_text():
 
 def test_holm_ignores_missing_p_values():
     from specbench.report.speedup import holm
+
     got = holm(pd.Series([0.01, 0.04, float("nan"), 0.03, 0.005]))
     assert got.isna().tolist() == [False, False, True, False, False]
     assert got.dropna().round(6).tolist() == [0.03, 0.06, 0.06, 0.02]
@@ -154,12 +195,13 @@ def test_a_memoised_context_keeps_its_first_logits(pair_and_prompt):
     from dataclasses import replace
 
     from specbench.engine.memo import MemoModel
+
     pair, pr = pair_and_prompt
     memo = replace(pair, target=MemoModel(pair.target)).target
     memo.set_base(pr.ids[:-1])
     root = (int(pr.ids[-1]),)
     first = memo.logits([root])[0].clone()
-    memo.memo[root] = first + 1.0                   # a stand-in for the first forward's rounding
+    memo.memo[root] = first + 1.0  # a stand-in for the first forward's rounding
     child = root + (int(first.argmax()),)
     memo.logits([child])
     assert memo.forwards == 2 and child in memo.memo
@@ -168,9 +210,17 @@ def test_a_memoised_context_keeps_its_first_logits(pair_and_prompt):
 
 def test_the_report_states_the_checks_power():
     from specbench.report.lossless import power_sentences
-    rows = pd.DataFrame({"n_draws": [1200, 1200, 15148], "n_bins": [6, 5, 8], "tv_target": 0.02, "alpha": 0.01,
-                         "power": [0.048, 0.05, 0.9]})
-    small, full = power_sentences(rows)          # one sentence per run size (N)
+
+    rows = pd.DataFrame(
+        {
+            "n_draws": [1200, 1200, 15148],
+            "n_bins": [6, 5, 8],
+            "tv_target": 0.02,
+            "alpha": 0.01,
+            "power": [0.048, 0.05, 0.9],
+        }
+    )
+    small, full = power_sentences(rows)  # one sentence per run size (N)
     assert small.startswith("Power at 1200 draws (2 checks, up to 6 bins)") and "at least 0.048" in small
     assert "against a TV of 0.068" in small and "takes 13768 draws per group" in small
     assert full.startswith("Power at 15148 draws (1 checks, up to 8 bins)") and "at least 0.9" in full

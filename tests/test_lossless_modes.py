@@ -5,6 +5,7 @@ plus chi-square through the drafter's child selection (``sampling.choose_childre
 
 Also: the k = V no-replacement star, ``accept_prob`` on NaN, and the sibling-order and
 child-rule parameters (``verify.order``, ``verify.children``)."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,16 +20,24 @@ from specbench.verify.modespec import row_tags
 from test_block_traversal import CHAIN3, TREE12, TREE21, drafted_trees, random_tables
 from test_verify import draft_tree
 
-UNBALANCED = [-1, 0, 0, 1, 1, 3]     # binary/16's pattern: the deep subtree under the rank-0 child
+UNBALANCED = [-1, 0, 0, 1, 1, 3]  # binary/16's pattern: the deep subtree under the rank-0 child
 STAR3 = [-1, 0, 0, 0]
 STORAGE, RANDOM = {"order": "storage"}, {"order": "random"}
 NOREP = {"children": "sample_noreplace"}
 
 # (mode, params, tree child rule): every mode on every random child rule it is lossless for
-CASES = [("mss", STORAGE, "sample"), ("mss", RANDOM, "sample"), ("sequoia", {}, "sample_noreplace"),
-         ("traversal", {}, "sample"), ("traversal", NOREP, "sample_noreplace"),
-         ("speculative", {}, "sample"), ("speculative", {}, "sample_noreplace"),
-         ("block", {}, "sample"), ("block", NOREP, "sample_noreplace"), ("naive", {}, "sample")]
+CASES = [
+    ("mss", STORAGE, "sample"),
+    ("mss", RANDOM, "sample"),
+    ("sequoia", {}, "sample_noreplace"),
+    ("traversal", {}, "sample"),
+    ("traversal", NOREP, "sample_noreplace"),
+    ("speculative", {}, "sample"),
+    ("speculative", {}, "sample_noreplace"),
+    ("block", {}, "sample"),
+    ("block", NOREP, "sample_noreplace"),
+    ("naive", {}, "sample"),
+]
 
 
 def markov_joint(P: torch.Tensor, root: int, m: int) -> torch.Tensor:
@@ -50,7 +59,7 @@ def step_joint(mode: str, params: dict, parents, P, Q, rule: str, m: int) -> tor
         for node, end, nxt in distshift.path_end_law(spec, tree, p, q, prm):
             toks = [int(tree.tokens[n]) for n in _path(tree, node)]
             law = nxt.clone()
-            for _ in range(m - len(toks) - 1):            # continue with the target (Markov)
+            for _ in range(m - len(toks) - 1):  # continue with the target (Markov)
                 law = law[..., None] * P[torch.arange(v)].reshape(*([1] * (law.dim() - 1)), v, v)
             if len(toks) >= m:
                 out[tuple(toks[:m])] += w * end
@@ -70,7 +79,7 @@ def _path(tree: DraftTree, v: int) -> list[int]:
 @pytest.mark.parametrize("mode,params,rule", CASES)
 def test_step_law_is_the_target_by_exact_enumeration(mode, params, rule):
     P, Q = random_tables(4)
-    Q[0] = torch.tensor([0.75, 0.25, 0.0], dtype=torch.float64)      # a zero of q at the root
+    Q[0] = torch.tensor([0.75, 0.25, 0.0], dtype=torch.float64)  # a zero of q at the root
     shapes = [CHAIN3] if get_mode(mode).chain_only else [TREE21, TREE12, STAR3, UNBALANCED]
     for parents in shapes:
         m = max(distshift_depth(parents), 1) + 1
@@ -98,7 +107,7 @@ def test_a_lossy_rule_fails_the_same_enumeration():
 def three_tokens(mode, params, expansion, P, Q, n, seed):
     spec = get_mode(mode, params)
     prm, rng, v = spec.params(params), torch.Generator().manual_seed(seed), P.shape[0]
-    counts = torch.zeros(v ** 3)
+    counts = torch.zeros(v**3)
     for _ in range(n):
         out: list[int] = []
         while len(out) < 3:
@@ -109,8 +118,9 @@ def three_tokens(mode, params, expansion, P, Q, n, seed):
     return counts
 
 
-@pytest.mark.parametrize("mode,params,expansion", [("mss", STORAGE, [2, 2]), ("traversal", NOREP, [2, 1]),
-                                                   ("block", NOREP, [1, 1, 1])])
+@pytest.mark.parametrize(
+    "mode,params,expansion", [("mss", STORAGE, [2, 2]), ("traversal", NOREP, [2, 1]), ("block", NOREP, [1, 1, 1])]
+)
 def test_chi2_three_token_continuations(mode, params, expansion):
     P, Q = random_tables(6)
     n = 1500
@@ -123,8 +133,8 @@ def test_chi2_three_token_continuations(mode, params, expansion):
 # the k = V star, NaN, parameters
 # --------------------------------------------------------------------------
 def test_traversal_on_a_star_of_every_token_without_replacement():
-    p = torch.tensor([[.2, .3, .5]] + [[1 / 3] * 3] * 3, dtype=torch.float64)
-    q = torch.tensor([[.5, .3, .2]] + [[0.0] * 3] * 3, dtype=torch.float64)
+    p = torch.tensor([[0.2, 0.3, 0.5]] + [[1 / 3] * 3] * 3, dtype=torch.float64)
+    q = torch.tensor([[0.5, 0.3, 0.2]] + [[0.0] * 3] * 3, dtype=torch.float64)
     tree = DraftTree([-1, 0, 0, 0], torch.tensor([0, 0, 1, 2]), [0, 0, 1, 2], q, child_rule="sample_noreplace")
     spec = get_mode("traversal")
     reach = distshift.path_law(spec, tree, p, q, spec.params()).reach
@@ -152,8 +162,10 @@ def test_order_and_children_parameters():
     assert get_mode("block", NOREP).verdict.__name__ == "block"
     assert row_tags(mss, mss.params(STORAGE)) == {"child_rule": "sample", "sibling_order": "storage"}
     assert row_tags(trav, trav.params(NOREP)) == {"child_rule": "sample_noreplace", "sibling_order": "storage"}
-    assert row_tags(get_mode("speculative"), get_mode("speculative").params()) == \
-        {"child_rule": "sample", "sibling_order": ""}
+    assert row_tags(get_mode("speculative"), get_mode("speculative").params()) == {
+        "child_rule": "sample",
+        "sibling_order": "",
+    }
 
 
 # --------------------------------------------------------------------------
@@ -199,6 +211,6 @@ def test_hsds_one_shot_reading_is_not_lossless():
                 law = nxt
                 for _ in range(3 - k):
                     law = law[..., None] * P.reshape(*([1] * (law.dim() - 1)), 3, 3)
-                out[tuple(toks[1:k + 1])] += wt * end * law
+                out[tuple(toks[1 : k + 1])] += wt * end * law
         tvs[name] = float((out - markov_joint(P, 0, 4)).abs().sum()) / 2
     assert tvs["block"] < 1e-12 and tvs["hsd_one_shot"] > 0.01, tvs

@@ -1,6 +1,7 @@
 """Power of the empirical lossless check (specbench/study/lossless_power.py): the N it picks
 detects a first-token TV of 0.02 at the stated power, and a deliberately lossy rule fails
 the check on tiny models while the lossless modes pass."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,7 +19,7 @@ TV, ALPHA, TARGET, BINS = 0.02, 0.01, 0.9, 8
 def test_draws_for_power_is_the_smallest_n():
     n = draws_for_power(BINS - 1, TV, ALPHA, TARGET)
     assert power(n, BINS - 1, TV, ALPHA) >= TARGET > power(n - 1, BINS - 1, TV, ALPHA)
-    assert draws_for_power(1, TV, ALPHA, TARGET) < n < draws_for_power(15, TV, ALPHA, TARGET)   # bins cost power
+    assert draws_for_power(1, TV, ALPHA, TARGET) < n < draws_for_power(15, TV, ALPHA, TARGET)  # bins cost power
     with pytest.raises(ValueError):
         draws_for_power(BINS - 1, TV, ALPHA, 1.5)
 
@@ -26,7 +27,7 @@ def test_draws_for_power_is_the_smallest_n():
 def test_power_tv_inverts_the_power_bound():
     n = draws_for_power(BINS - 1, TV, ALPHA, TARGET)
     assert power_tv(n, BINS - 1, ALPHA, TARGET) == pytest.approx(TV, rel=1e-3)
-    assert power_tv(n // 4, BINS - 1, ALPHA, TARGET) == pytest.approx(2 * TV, rel=1e-2)   # TV ~ 1/sqrt(N)
+    assert power_tv(n // 4, BINS - 1, ALPHA, TARGET) == pytest.approx(2 * TV, rel=1e-2)  # TV ~ 1/sqrt(N)
 
 
 def shifted(p: np.ndarray, tv: float) -> np.ndarray:
@@ -56,6 +57,7 @@ def test_a_tv_002_shift_is_rejected_at_the_stated_power():
     def rejected(law):
         tokens = rng.choice(len(p), size=n, p=law)
         return LC.fit(tokens, torch.tensor(p), max_bins=BINS)["chi2_p"] < ALPHA
+
     rate = np.mean([rejected(bad) for _ in range(reps)])
     null = np.mean([rejected(p) for _ in range(reps)])
     assert rate >= TARGET - 3 * np.sqrt(TARGET * (1 - TARGET) / reps), rate
@@ -77,8 +79,10 @@ def test_a_lossy_rule_fails_the_check_at_its_power_on_tiny_models(pair_and_promp
     n = draws_for_power(BINS - 1, test["tv"], ALPHA, TARGET)
     trees = {"chain": ("chain", 3), "tree": ("binary", 4)}
     modes = ["mss[order=storage]", "traversal[children=sample_noreplace]", "typical"]
-    rows = {r["verify"]: r for r in LC.check_prompt(pair, pr, 0, modes, trees, n, {"temperature": 1.0, "top_p": 1.0},
-                                                   seed=0, test=test)}
+    rows = {
+        r["verify"]: r
+        for r in LC.check_prompt(pair, pr, 0, modes, trees, n, {"temperature": 1.0, "top_p": 1.0}, seed=0, test=test)
+    }
     control = rows["typical"]
     assert control["exact_tv"] >= test["tv"] and control["power"] >= TARGET and control["rejected"]
     assert rows["mss"]["sibling_order"] == "storage" and rows["traversal"]["child_rule"] == "sample_noreplace"
@@ -89,8 +93,10 @@ def test_a_lossy_rule_fails_the_check_at_its_power_on_tiny_models(pair_and_promp
 def test_mode_variants_parse():
     assert parse_variant("mss[order=storage]") == ("mss", {"order": "storage"})
     assert parse_variant("traversal") == ("traversal", {})
-    assert parse_variant("block[children=sample_noreplace;top_p=1]") == \
-        ("block", {"children": "sample_noreplace", "top_p": "1"})
+    assert parse_variant("block[children=sample_noreplace;top_p=1]") == (
+        "block",
+        {"children": "sample_noreplace", "top_p": "1"},
+    )
     for bad in ("mss[order]", "mss order=storage", "[x=1]"):
         with pytest.raises(ValueError, match="--modes"):
             parse_variant(bad)

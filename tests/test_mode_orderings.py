@@ -7,6 +7,7 @@ traversal >= storage-order mss (children with replacement), traversal >= sequoia
 block >= speculative (chains).  A world where a claim fails is listed in the assertion.
 Also: storage order equals random order on a balanced tree and beats it on the unbalanced
 binary pattern (the deep subtree under the rank-0 child)."""
+
 from __future__ import annotations
 
 import pytest
@@ -34,8 +35,9 @@ def world(seed: int, v: int = 2):
 def mean_accepted(mode: str, params: dict, parents, P, Q, rule: str) -> float:
     spec = get_mode(mode)
     prm = spec.params(params)
-    return sum(w * sum(distshift.path_law(spec, t, p, q, prm).reach[1:])
-               for w, t, p, q in drafted_trees(parents, P, Q, rule))
+    return sum(
+        w * sum(distshift.path_law(spec, t, p, q, prm).reach[1:]) for w, t, p, q in drafted_trees(parents, P, Q, rule)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,26 +45,37 @@ def table():
     rows = []
     for seed in range(WORLDS):
         P, Q = world(seed)
-        rows.append({
-            "traversal": mean_accepted("traversal", {}, UNBALANCED, P, Q, "sample"),
-            "mss_storage": mean_accepted("mss", {"order": "storage"}, UNBALANCED, P, Q, "sample"),
-            "mss_random": mean_accepted("mss", {"order": "random"}, UNBALANCED, P, Q, "sample"),
-            "traversal_noreplace": mean_accepted("traversal", {"children": "sample_noreplace"}, UNBALANCED,
-                                                 P, Q, "sample_noreplace"),
-            "sequoia": mean_accepted("sequoia", {}, UNBALANCED, P, Q, "sample_noreplace"),
-            "block": mean_accepted("block", {}, CHAIN3, P, Q, "sample"),
-            "speculative": mean_accepted("speculative", {}, CHAIN3, P, Q, "sample")})
+        rows.append(
+            {
+                "traversal": mean_accepted("traversal", {}, UNBALANCED, P, Q, "sample"),
+                "mss_storage": mean_accepted("mss", {"order": "storage"}, UNBALANCED, P, Q, "sample"),
+                "mss_random": mean_accepted("mss", {"order": "random"}, UNBALANCED, P, Q, "sample"),
+                "traversal_noreplace": mean_accepted(
+                    "traversal", {"children": "sample_noreplace"}, UNBALANCED, P, Q, "sample_noreplace"
+                ),
+                "sequoia": mean_accepted("sequoia", {}, UNBALANCED, P, Q, "sample_noreplace"),
+                "block": mean_accepted("block", {}, CHAIN3, P, Q, "sample"),
+                "speculative": mean_accepted("speculative", {}, CHAIN3, P, Q, "sample"),
+            }
+        )
     return rows
 
 
-@pytest.mark.parametrize("better,baseline", [("traversal", "mss_storage"), ("traversal", "mss_random"),
-                                             ("traversal_noreplace", "sequoia"), ("block", "speculative"),
-                                             ("mss_storage", "mss_random")])
+@pytest.mark.parametrize(
+    "better,baseline",
+    [
+        ("traversal", "mss_storage"),
+        ("traversal", "mss_random"),
+        ("traversal_noreplace", "sequoia"),
+        ("block", "speculative"),
+        ("mss_storage", "mss_random"),
+    ],
+)
 def test_ordering_in_expectation_in_every_world(table, better, baseline):
     fails = [(i, r[better], r[baseline]) for i, r in enumerate(table) if r[better] < r[baseline] - 1e-12]
     assert not fails, f"{better} < {baseline} in worlds {fails}"
     gains = [r[better] - r[baseline] for r in table]
-    assert max(gains) > 1e-3                    # a strict gain somewhere: the comparison is not vacuous
+    assert max(gains) > 1e-3  # a strict gain somewhere: the comparison is not vacuous
 
 
 def test_order_does_not_matter_on_a_balanced_tree():

@@ -1,4 +1,5 @@
 """Model loading (tiny local models) and the embedded-model install/cache checks."""
+
 from __future__ import annotations
 
 import hashlib
@@ -24,8 +25,7 @@ def local(path):
 
 
 def pair_cfg(draft, target, drafter="model"):
-    return {"name": "tiny", "draft": local(draft), "target": local(target),
-            "drafter": drafter, "chat_template": False}
+    return {"name": "tiny", "draft": local(draft), "target": local(target), "drafter": drafter, "chat_template": False}
 
 
 # --------------------------------------------------------------------------
@@ -50,7 +50,7 @@ def test_load_pair_and_ngram(tiny_pair_dirs):
     assert p.target_name == tiny_pair_dirs[1]
     n = models.load_pair(pair_cfg(*tiny_pair_dirs, drafter="ngram"), "float32", "cpu")
     assert n.draft is None and n.draft_name == "ngram"
-    assert n.target is p.target                      # reused from the process cache
+    assert n.target is p.target  # reused from the process cache
 
 
 def test_tokenizer_mismatch_is_one_line(tiny_pair_dirs, tiny_other_tokenizer_dir):
@@ -59,10 +59,13 @@ def test_tokenizer_mismatch_is_one_line(tiny_pair_dirs, tiny_other_tokenizer_dir
     assert "\n" not in str(e.value) and "differ" in str(e.value)
 
 
-@pytest.mark.parametrize("kw,msg", [
-    ({"dtype": "fp8"}, "dtype 'fp8' is not one of"),
-    ({"device": "tpu"}, "device 'tpu' is not one of"),
-])
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        ({"dtype": "fp8"}, "dtype 'fp8' is not one of"),
+        ({"device": "tpu"}, "device 'tpu' is not one of"),
+    ],
+)
 def test_bad_dtype_device(tiny_pair_dirs, kw, msg):
     args = {"dtype": "float32", "device": "cpu", **kw}
     with pytest.raises(ValueError, match=msg):
@@ -90,6 +93,7 @@ def test_bad_specs(tmp_path):
 def test_sdpa_honours_4d_tree_mask(tiny_pair_dirs):
     """Tree nodes scored in one forward over a prefix cache == plain forward of each path."""
     from transformers import DynamicCache
+
     m = models.load_model(local(tiny_pair_dirs[1]), "float32", "cpu")
     prefix = torch.tensor([[5, 17, 42, 9]])
     parents, tokens = [-1, 0, 0, 1, 2, 3], [7, 11, 12, 13, 14, 15]
@@ -97,9 +101,13 @@ def test_sdpa_honours_4d_tree_mask(tiny_pair_dirs):
         cache = DynamicCache()
         m(prefix, past_key_values=cache, use_cache=True)
         P = prefix.shape[1]
-        out = m(torch.tensor([tokens]), past_key_values=cache, use_cache=True,
-                attention_mask=tree_attention_mask(parents, P, dtype=torch.float32),
-                position_ids=tree_position_ids(parents, P)).logits[0]
+        out = m(
+            torch.tensor([tokens]),
+            past_key_values=cache,
+            use_cache=True,
+            attention_mask=tree_attention_mask(parents, P, dtype=torch.float32),
+            position_ids=tree_position_ids(parents, P),
+        ).logits[0]
         for i in range(len(parents)):
             path, j = [], i
             while j >= 0:
@@ -145,15 +153,15 @@ def _fake_parts(root, package, n, monkeypatch):
         (mod / "data" / f"part{i:02d}.bin").write_bytes(b"%d," % i)
         (mod / "__init__.py").write_text(
             "import os\ndef get_part_path():\n"
-            f"    return os.path.join(os.path.dirname(__file__), 'data', 'part{i:02d}.bin')\n")
+            f"    return os.path.join(os.path.dirname(__file__), 'data', 'part{i:02d}.bin')\n"
+        )
     monkeypatch.syspath_prepend(str(root / "site"))
     data = b"".join(b"%d," % i for i in range(1, n + 1))
     return data, root / "site"
 
 
 def _fake_model(data, package="fake-model", n=12, sha=None):
-    return embedded.EmbeddedModel("fake", "none", package, "1.0", n, len(data),
-                                  sha or hashlib.sha256(data).hexdigest())
+    return embedded.EmbeddedModel("fake", "none", package, "1.0", n, len(data), sha or hashlib.sha256(data).hexdigest())
 
 
 def test_assemble_numeric_order_and_sha(tmp_path, monkeypatch):
@@ -161,7 +169,7 @@ def test_assemble_numeric_order_and_sha(tmp_path, monkeypatch):
     m = _fake_model(data, "fake-model-a")
     dest = tmp_path / "cache" / "model.gguf"
     assert embedded.assemble(m, embedded.part_paths(m), dest) == m.sha256
-    assert dest.read_bytes() == data            # 1,2,...,10,11,12 — numeric, not lexical
+    assert dest.read_bytes() == data  # 1,2,...,10,11,12 — numeric, not lexical
 
 
 def test_assemble_bad_sha_leaves_no_file(tmp_path, monkeypatch):
@@ -186,7 +194,7 @@ def test_install_corrupt_part_writes_nothing(tmp_path, monkeypatch):
     """A full install with a corrupt part: one-line sha256 error, no gguf/hf/done left."""
     data, site = _fake_parts(tmp_path, "fake-model-d", 12, monkeypatch)
     m = _fake_model(data, "fake-model-d")
-    (site / "fake_model_d_part3" / "data" / "part03.bin").write_bytes(b"X,")   # corrupt
+    (site / "fake_model_d_part3" / "data" / "part03.bin").write_bytes(b"X,")  # corrupt
     reg = Registry("embedded model")
     reg.register(m.key)(m)
     monkeypatch.setattr(embedded, "EMBEDDED", reg)
@@ -206,12 +214,11 @@ def test_embedded_cache_dtype_variant(tmp_path, monkeypatch):
     for sub in ("hf", "hf-bfloat16"):
         (d / sub).mkdir(parents=True)
         (d / sub / "config.json").write_text("{}")
-    marker = {"sha256": m.sha256, "hf_files": {"config.json": 2},
-              "variants": {"bfloat16": {"config.json": 2}}}
+    marker = {"sha256": m.sha256, "hf_files": {"config.json": 2}, "variants": {"bfloat16": {"config.json": 2}}}
     (d / "done").write_text(json.dumps(marker))
     assert embedded.installed([m.key])
     assert embedded.hf_path(m.key, "bfloat16") == d / "hf-bfloat16"
     assert embedded.hf_path(m.key, "float32") == d / "hf"
     assert embedded.hf_path(m.key, "float16") == d / "hf"
-    (d / "hf-bfloat16" / "config.json").write_text("{ }")          # truncated/changed copy
+    (d / "hf-bfloat16" / "config.json").write_text("{ }")  # truncated/changed copy
     assert embedded.hf_path(m.key, "bfloat16") == d / "hf"

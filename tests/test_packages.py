@@ -1,5 +1,6 @@
 """The PyPI packages of the embedded models (inputs/packages.py): whole-file packages located
 without importing them, a shipped SHA256SUMS list, the four registered models."""
+
 from __future__ import annotations
 
 import hashlib
@@ -30,9 +31,17 @@ def test_whole_file_packages_are_located_without_import(tmp_path, monkeypatch):
     payloads = [b"abc", b"defg"]
     _fake_files(tmp_path, ["fake-whole-a", "fake-whole-b"], payloads, monkeypatch)
     data = b"".join(payloads)
-    m = packages.EmbeddedModel("fake", "none", "fake-whole", "1.0", 2, len(data),
-                               hashlib.sha256(data).hexdigest(), names=("fake-whole-a", "fake-whole-b"),
-                               files=("data/blob.bin", "data/blob.bin"))
+    m = packages.EmbeddedModel(
+        "fake",
+        "none",
+        "fake-whole",
+        "1.0",
+        2,
+        len(data),
+        hashlib.sha256(data).hexdigest(),
+        names=("fake-whole-a", "fake-whole-b"),
+        files=("data/blob.bin", "data/blob.bin"),
+    )
     assert m.dists() == ["fake-whole-a", "fake-whole-b"]
     paths = packages.part_paths(m)
     assert packages.assemble(m, paths, tmp_path / "out" / "model.gguf") == m.sha256

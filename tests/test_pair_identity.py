@@ -1,6 +1,7 @@
 """A pair is its draft + target content (``identity.pair_id``), not its config name: two
 different pairs under one ``pair=local`` name (a model folder changed in place) keep
 their own Sequoia acceptance vectors and stay apart in collect and the report."""
+
 import glob
 import shutil
 
@@ -10,10 +11,24 @@ from test_hydra import job_args, specbench
 
 
 def calibrate(dirs, vec, out):
-    r = specbench("specbench.study.calibrate", "--ranks", "4", "--out", str(vec), "pair=local",
-                  f"pair.draft.path={dirs[0]}", f"pair.target.path={dirs[1]}", "dtype=float32", "device=cpu",
-                  "progress=false", "dataset=smoke", "dataset.limit=2", "max_new_tokens=12", "verify=greedy",
-                  f"out_root={out}")
+    r = specbench(
+        "specbench.study.calibrate",
+        "--ranks",
+        "4",
+        "--out",
+        str(vec),
+        "pair=local",
+        f"pair.draft.path={dirs[0]}",
+        f"pair.target.path={dirs[1]}",
+        "dtype=float32",
+        "device=cpu",
+        "progress=false",
+        "dataset=smoke",
+        "dataset.limit=2",
+        "max_new_tokens=12",
+        "verify=greedy",
+        f"out_root={out}",
+    )
     assert r.returncode == 0, r.stderr[-2000:]
 
 
@@ -22,7 +37,8 @@ def sequoia_job(dirs, out, vec):
 
 
 def test_a_vector_calibrated_on_one_local_pair_is_not_used_for_another_and_the_report_keeps_them_apart(
-        tiny_pair_dirs, tmp_path):
+    tiny_pair_dirs, tmp_path
+):
     dirs = (str(tmp_path / "draft"), str(tmp_path / "target"))
     for src, dst in zip(tiny_pair_dirs, dirs):
         shutil.copytree(src, dst)
@@ -31,13 +47,13 @@ def test_a_vector_calibrated_on_one_local_pair_is_not_used_for_another_and_the_r
     r = sequoia_job(dirs, out / "a", vec)
     assert r.returncode == 0, r.stderr[-2000:]
 
-    shutil.copy(tiny_pair_dirs[0] + "/model.safetensors", dirs[1] + "/model.safetensors")   # another pair
+    shutil.copy(tiny_pair_dirs[0] + "/model.safetensors", dirs[1] + "/model.safetensors")  # another pair
     r = sequoia_job(dirs, out / "b", vec)
     line = one_line_error(r)
     assert "no calibrated acceptance vector for pair_id=" in line, line
     assert not written(out / "b")
 
-    calibrate(dirs, vec, tmp_path / "cache")              # now both pairs have a vector, one name
+    calibrate(dirs, vec, tmp_path / "cache")  # now both pairs have a vector, one name
     vectors = read_csv(vec)
     assert vectors.pair.nunique() == 1 and vectors.pair_id.nunique() == 2
     r = sequoia_job(dirs, out / "b", vec)
@@ -48,7 +64,7 @@ def test_a_vector_calibrated_on_one_local_pair_is_not_used_for_another_and_the_r
     summary = read_csv(res / "summary.csv")
     assert summary.pair.nunique() == 1 and summary.pair_id.nunique() == 2
     assert sorted(summary.pair_id) == sorted(vectors.pair_id.unique())
-    for row in summary.itertuples():                       # each job read its own pair's vector
+    for row in summary.itertuples():  # each job read its own pair's vector
         assert f'"calib_pair_id": "{row.pair_id}"' in row.tree_params
     report = tmp_path / "REPORT.md"
     r = specbench("specbench.report", "--results", str(res), "--out", str(report))

@@ -2,6 +2,7 @@
 and layer-skip self-drafting (drafting/layerskip.py), on tiny fp32 models with two
 DIFFERENT tokenizers (a byte-level BPE and a SentencePiece-style one with byte fallback);
 plus a real smoke test per new embedded pair (marked real)."""
+
 from __future__ import annotations
 
 import os
@@ -31,6 +32,7 @@ def build_sp_tokenizer(vocab_size: int = 400, corpus=CORPUS):
 
     from tokenizers import Tokenizer, decoders, models, normalizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
+
     specials = ["<pad>", "<eos>", "<bos>", "<unk>"]
     trained = Tokenizer(models.BPE(unk_token="<unk>"))
     trained.normalizer = normalizers.Replace(" ", "\u2581")
@@ -44,8 +46,9 @@ def build_sp_tokenizer(vocab_size: int = 400, corpus=CORPUS):
     tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
     tok.add_special_tokens(specials)
     tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 2)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>",
-                                   unk_token="<unk>", pad_token="<pad>")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", unk_token="<unk>", pad_token="<pad>"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +69,27 @@ def cross_draft(tiny_target, vmap, sp_tokenizer):
     Llama, not Qwen2: AutoTokenizer picks the tokenizer class by model type, and
     Qwen2's would rebuild the saved SentencePiece-style tokenizer as byte-level."""
     from transformers import LlamaConfig, LlamaForCausalLM
+
     t = tiny_target.config
     torch.manual_seed(7)
-    draft = LlamaForCausalLM(LlamaConfig(
-        vocab_size=len(sp_tokenizer), hidden_size=t.hidden_size, intermediate_size=t.intermediate_size,
-        num_hidden_layers=t.num_hidden_layers, num_attention_heads=t.num_attention_heads,
-        num_key_value_heads=t.num_key_value_heads, max_position_embeddings=t.max_position_embeddings,
-        rms_norm_eps=t.rms_norm_eps, attention_bias=True, tie_word_embeddings=False, initializer_range=0.3,
-        bos_token_id=2, eos_token_id=1, pad_token_id=0)).eval()
+    draft = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(sp_tokenizer),
+            hidden_size=t.hidden_size,
+            intermediate_size=t.intermediate_size,
+            num_hidden_layers=t.num_hidden_layers,
+            num_attention_heads=t.num_attention_heads,
+            num_key_value_heads=t.num_key_value_heads,
+            max_position_embeddings=t.max_position_embeddings,
+            rms_norm_eps=t.rms_norm_eps,
+            attention_bias=True,
+            tie_word_embeddings=False,
+            initializer_range=0.3,
+            bos_token_id=2,
+            eos_token_id=1,
+            pad_token_id=0,
+        )
+    ).eval()
     noisy = noisy_copy(tiny_target, 0.1, seed=8)
     missing = draft.model.layers.load_state_dict(noisy.model.layers.state_dict(), strict=False).missing_keys
     assert all(k.endswith("o_proj.bias") for k in missing)
@@ -96,9 +112,9 @@ PROMPTS = ("def add(a, b):", "The quick brown", "for i in range(10):")
 def test_token_strings_become_bytes(tiny_tokenizer, sp_tokenizer):
     assert (scheme(tiny_tokenizer), scheme(sp_tokenizer)) == ("bytelevel", "sentencepiece")
     bl, sp = token_bytes(tiny_tokenizer), token_bytes(sp_tokenizer)
-    assert bl[tiny_tokenizer.convert_tokens_to_ids("Ġ")][0] == b" "           # byte-level marker
-    assert bl[tiny_tokenizer.eos_token_id] is None                            # special: no text
-    assert sp[sp_tokenizer.convert_tokens_to_ids("<0xC3>")] == (b"\xc3", 2)   # byte fallback
+    assert bl[tiny_tokenizer.convert_tokens_to_ids("Ġ")][0] == b" "  # byte-level marker
+    assert bl[tiny_tokenizer.eos_token_id] is None  # special: no text
+    assert sp[sp_tokenizer.convert_tokens_to_ids("<0xC3>")] == (b"\xc3", 2)  # byte fallback
     assert sp[sp_tokenizer.convert_tokens_to_ids("\u2581")][0] == b" "
     assert all(sp[i] is None for i in sp_tokenizer.all_special_ids)
 
@@ -120,8 +136,9 @@ def test_intersection_is_a_bijection_by_bytes(vmap, tiny_tokenizer, sp_tokenizer
 def test_re_encoding_spells_the_same_bytes(vmap, tiny_tokenizer):
     g = torch.Generator().manual_seed(0)
     text = "def fibonacci(n): é€ zebra quokka\n"
-    for ids in [tiny_tokenizer.encode(text)] + [torch.randint(1, len(tiny_tokenizer), (12,), generator=g).tolist()
-                                                for _ in range(20)]:
+    for ids in [tiny_tokenizer.encode(text)] + [
+        torch.randint(1, len(tiny_tokenizer), (12,), generator=g).tolist() for _ in range(20)
+    ]:
         want = b"".join(vmap.target_text(t) for t in ids)
         assert b"".join(vmap.draft_entries[d][0] for d in vmap.to_draft(ids)) == want
     assert 0 < vmap.outside_share(tiny_tokenizer.encode(text)) < 1
@@ -132,6 +149,7 @@ def test_re_encoding_spells_the_same_bytes(vmap, tiny_tokenizer):
 # --------------------------------------------------------------------------
 class Recording(TLIDrafter):
     """A TLI drafter that keeps every tree it drafted."""
+
     def draft(self, policy, rule, rng):
         tree = yield from super().draft(policy, rule, rng)
         self.trees = getattr(self, "trees", []) + [tree]
@@ -140,18 +158,26 @@ class Recording(TLIDrafter):
 
 def proposes_only_shared(drafter, vmap) -> bool:
     """No drafted token outside the intersection, and no q mass there."""
-    return all(int(x) in vmap.t2d for t in drafter.trees for x in t.tokens[1:]) and \
-        all(t.q is None or torch.all(t.q[:, ~vmap.mask()] == 0) for t in drafter.trees)
+    return all(int(x) in vmap.t2d for t in drafter.trees for x in t.tokens[1:]) and all(
+        t.q is None or torch.all(t.q[:, ~vmap.mask()] == 0) for t in drafter.trees
+    )
 
 
 GREEDY = {"temperature": 0.0, "draft_temperature": 1.0}
-SHAPES = [("chain", 4, {}), ("binary", 8, {}), ("kary", 9, {"width": 3}), ("specinfer", 6, {"expansion": [2, 1, 1]}),
-          ("eagle2", 8, {"width": 3, "depth": 4}), ("none", 0, {})]
+SHAPES = [
+    ("chain", 4, {}),
+    ("binary", 8, {}),
+    ("kary", 9, {"width": 3}),
+    ("specinfer", 6, {"expansion": [2, 1, 1]}),
+    ("eagle2", 8, {"width": 3, "depth": 4}),
+    ("none", 0, {}),
+]
 
 
 @pytest.mark.parametrize("name,budget,params", SHAPES, ids=[s[0] for s in SHAPES])
-def test_tli_greedy_is_token_identical_to_plain_greedy(name, budget, params, cross_draft, tiny_target,
-                                                       tiny_tokenizer, vmap):
+def test_tli_greedy_is_token_identical_to_plain_greedy(
+    name, budget, params, cross_draft, tiny_target, tiny_tokenizer, vmap
+):
     accepted = 0
     for text in PROMPTS:
         prompt = tiny_tokenizer.encode(text)
@@ -161,7 +187,7 @@ def test_tli_greedy_is_token_identical_to_plain_greedy(name, budget, params, cro
         assert all(r.tree_size == budget for r in recs)
         assert proposes_only_shared(drafter, vmap)
         accepted += sum(r.accepted for r in recs)
-    assert accepted > 0 or budget == 0          # the mirrored draft does agree with the target
+    assert accepted > 0 or budget == 0  # the mirrored draft does agree with the target
 
 
 def first_token_pvalue(drafter, target, prompt, policy, mode, n: int = 400) -> float:
@@ -177,14 +203,16 @@ def first_token_pvalue(drafter, target, prompt, policy, mode, n: int = 400) -> f
     return chisquare(obs.numpy(), exp.numpy() * obs.sum().item() / exp.sum().item()).pvalue
 
 
-@pytest.mark.parametrize("mode,name,budget,params", [("speculative", "chain", 3, {}), ("mss", "binary", 6, {}),
-                                                     ("sequoia", "kary", 6, {"width": 3})])
+@pytest.mark.parametrize(
+    "mode,name,budget,params",
+    [("speculative", "chain", 3, {}), ("mss", "binary", 6, {}), ("sequoia", "kary", 6, {"width": 3})],
+)
 def test_tli_sampling_modes_stay_lossless(mode, name, budget, params, cross_draft, tiny_target, tiny_tokenizer, vmap):
     prompt = tiny_tokenizer.encode("def add(a, b):")
     drafter = Recording(cross_draft, vmap, temperature=1.0)
     policy = lambda: make_policy(name, budget, params)  # noqa: E731
     recs, _ = decode_one(drafter, tiny_target, prompt, policy(), 16, mode, {"temperature": 1.0})
-    assert max(r.first_token_tv for r in recs) < 1e-6                # exact law, every step
+    assert max(r.first_token_tv for r in recs) < 1e-6  # exact law, every step
     assert sum(r.accepted for r in recs) > 0
     assert proposes_only_shared(drafter, vmap)
     assert first_token_pvalue(drafter, tiny_target, prompt, policy, mode) > 1e-3
@@ -201,7 +229,7 @@ def deep_target(tiny_tokenizer):
 def test_layer_view_shares_weights_and_all_layers_equal_the_target(deep_target, tiny_tokenizer):
     view = layer_view(deep_target, range(4))
     assert {p.data_ptr() for p in view.parameters()} <= {p.data_ptr() for p in deep_target.parameters()}
-    assert len(deep_target.model.layers) == 4                          # the target is untouched
+    assert len(deep_target.model.layers) == 4  # the target is untouched
     sub = layer_view(deep_target, [0, 3])
     assert len(sub.model.layers) == 2
     assert all(a is b for a, b in zip(sub.model.layers[1].parameters(), deep_target.model.layers[3].parameters()))
@@ -216,10 +244,16 @@ def test_layer_view_shares_weights_and_all_layers_equal_the_target(deep_target, 
 def test_layerskip_with_all_layers_accepts_everything(name, budget, deep_target, tiny_tokenizer):
     prompt = tiny_tokenizer.encode("for i in range(10):")
     params = {"width": 2, "depth": 3} if name == "eagle2" else {}
-    recs, out = decode_one(LayerSkipDrafter(deep_target, range(4)), deep_target, prompt,
-                           make_policy(name, budget, params), 30, params=GREEDY)
+    recs, out = decode_one(
+        LayerSkipDrafter(deep_target, range(4)),
+        deep_target,
+        prompt,
+        make_policy(name, budget, params),
+        30,
+        params=GREEDY,
+    )
     assert out == greedy_reference(deep_target, prompt, 30)
-    assert all(r.accept_path == ".".join("0" * r.accepted) for r in recs)   # only the draft's argmax path
+    assert all(r.accept_path == ".".join("0" * r.accepted) for r in recs)  # only the draft's argmax path
     # static shapes: that path down to the deepest level, every step (eagle2 may keep a shorter one)
     assert all(r.accepted == r.tree_depth if name != "eagle2" else r.accepted >= 1 for r in recs[:-1])
     if name == "chain":
@@ -228,11 +262,19 @@ def test_layerskip_with_all_layers_accepts_everything(name, budget, deep_target,
 
 def test_layerskip_subset_is_lossless(deep_target, tiny_tokenizer):
     prompt = tiny_tokenizer.encode("def add(a, b):")
-    _, out = decode_one(LayerSkipDrafter(deep_target, [0, 1, 3]), deep_target, prompt,
-                        make_policy("binary", 8), 24, params=GREEDY)
+    _, out = decode_one(
+        LayerSkipDrafter(deep_target, [0, 1, 3]), deep_target, prompt, make_policy("binary", 8), 24, params=GREEDY
+    )
     assert out == greedy_reference(deep_target, prompt, 24)
-    recs, _ = decode_one(LayerSkipDrafter(deep_target, [0, 1, 3], temperature=1.0), deep_target, prompt,
-                         make_policy("binary", 6), 12, "mss", {"temperature": 1.0})
+    recs, _ = decode_one(
+        LayerSkipDrafter(deep_target, [0, 1, 3], temperature=1.0),
+        deep_target,
+        prompt,
+        make_policy("binary", 6),
+        12,
+        "mss",
+        {"temperature": 1.0},
+    )
     assert max(r.first_token_tv for r in recs) < 1e-6
 
 
@@ -241,7 +283,7 @@ def test_layer_specs():
     assert resolve_layers([27, 0, 1, 1], 28) == (0, 1, 27)
     assert describe((0, 1, 2, 5, 7, 8)) == "0-2,5,7-8"
     assert resolve_layers("0-2,5,7-8", 28) == (0, 1, 2, 5, 7, 8)
-    assert resolve_layers(40) == tuple(range(40))                       # no bound before the target loads
+    assert resolve_layers(40) == tuple(range(40))  # no bound before the target loads
     for bad in (0, 29, [], [0, 28], "x", "3-", None, True):
         with pytest.raises(ValueError, match="pair.layers"):
             resolve_layers(bad, 28)
@@ -265,15 +307,20 @@ def local(path):
 
 def test_job_spec_reads_what_the_new_drafters_need():
     from specbench.study.jobspec import ConfigError, from_config
+
     base = {"tree": {"name": "chain", "budget": 4}, "verify": {"name": "greedy"}, "dataset": {"name": "smoke"}}
     model = {"source": "hub", "id": "x"}
-    job = from_config({**base, "pair": {"name": "s", "draft": None, "target": model, "drafter": "layerskip",
-                                        "layers": "0-1,3"}})
+    job = from_config(
+        {**base, "pair": {"name": "s", "draft": None, "target": model, "drafter": "layerskip", "layers": "0-1,3"}}
+    )
     assert job.pair.draft is None and job.pair.drafter_params == {"layers": "0-1,3"}
     assert from_config({**base, "pair": {"name": "t", "draft": model, "target": model, "drafter": "tli"}}).pair.draft
-    for pair, msg in (({"drafter": "layerskip"}, "pair.layers=None"), ({"drafter": "layerskip", "layers": "3-"},
-                      "pair.layers='3-'"), ({"drafter": "tli", "draft": None}, "pair.draft is not set"),
-                      ({"drafter": "tlli"}, "pair.drafter='tlli': must be one of .*tli")):
+    for pair, msg in (
+        ({"drafter": "layerskip"}, "pair.layers=None"),
+        ({"drafter": "layerskip", "layers": "3-"}, "pair.layers='3-'"),
+        ({"drafter": "tli", "draft": None}, "pair.draft is not set"),
+        ({"drafter": "tlli"}, "pair.drafter='tlli': must be one of .*tli"),
+    ):
         with pytest.raises(ConfigError, match=msg):
             from_config({**base, "pair": {"name": "p", "draft": model, "target": model, **pair}})
 
@@ -281,10 +328,11 @@ def test_job_spec_reads_what_the_new_drafters_need():
 def test_load_pair_tli_and_layerskip(cross_dirs, sp_tokenizer):
     from specbench.drafting.drafters import DRAFTERS
     from specbench.inputs import models
+
     p = models.load_pair({"drafter": "tli", "draft": local(cross_dirs[0]), "target": local(cross_dirs[1])}, "float32")
     assert p.draft_tokenizer.get_vocab() == sp_tokenizer.get_vocab() != p.tokenizer.get_vocab()
     assert isinstance(DRAFTERS.get("tli").from_pair(p), TLIDrafter)
-    with pytest.raises(ValueError, match="tokenizer"):           # drafter=model still checks
+    with pytest.raises(ValueError, match="tokenizer"):  # drafter=model still checks
         models.load_pair({"drafter": "model", "draft": local(cross_dirs[0]), "target": local(cross_dirs[1])}, "float32")
     s = models.load_pair({"drafter": "layerskip", "layers": [0], "target": local(cross_dirs[1])}, "float32")
     assert s.draft is None and s.layers == (0,) and s.draft_name.endswith("@layers=0")
@@ -298,6 +346,7 @@ def test_load_pair_tli_and_layerskip(cross_dirs, sp_tokenizer):
 def test_forward_costs_cover_the_new_drafters(cross_dirs, tmp_path):
     from specbench.inputs import models
     from specbench.study.costs import cost_rows, merge_rows
+
     rows = []
     for name, cfg in (("tli", {"draft": local(cross_dirs[0])}), ("layerskip", {"layers": 1}), ("ngram", {})):
         p = models.load_pair({"name": name, "drafter": name, "target": local(cross_dirs[1]), **cfg}, "float32")
@@ -306,10 +355,10 @@ def test_forward_costs_cover_the_new_drafters(cross_dirs, tmp_path):
         rows += got
     path = tmp_path / "costs.csv"
     merge_rows(str(path), rows[:4]).to_csv(path, index=False)
-    merged = merge_rows(str(path), rows)                  # this run's pairs replace their old rows
+    merged = merge_rows(str(path), rows)  # this run's pairs replace their old rows
     assert len(merged) == len(rows) and set(merged.pair) == {"tli", "layerskip", "ngram"}
     assert set(merged.dtype) == {"float32"}
-    merged.to_csv(path, index=False)                      # another dtype's rows sit beside them
+    merged.to_csv(path, index=False)  # another dtype's rows sit beside them
     both = merge_rows(str(path), [{**r, "dtype": "bfloat16"} for r in rows])
     assert len(both) == 2 * len(rows) and set(both.dtype) == {"float32", "bfloat16"}
 
@@ -319,25 +368,43 @@ def test_costs_measure_a_shared_model_once_with_median_and_spread(cross_dirs):
     every row has its median between its min and max over the repeats."""
     from specbench.inputs import models
     from specbench.study.costs import cost_rows
+
     memo: dict = {}
     got = {}
     for name, cfg in (("skip", {"drafter": "layerskip", "layers": 1}), ("lookup", {"drafter": "ngram"})):
         p = models.load_pair({"name": name, "target": local(cross_dirs[1]), **cfg}, "float32")
         got[name] = cost_rows(p, kv_len=8, repeats=3, sizes=(1, 4), progress=False, memo=memo)
-    target = {name: [(r["n_tokens"], r["seconds"]) for r in rows if r["role"] == "target"] for name, rows in got.items()}
+    target = {
+        name: [(r["n_tokens"], r["seconds"]) for r in rows if r["role"] == "target"] for name, rows in got.items()
+    }
     assert target["skip"] == target["lookup"] and len(target["skip"]) == 2
     rows = got["skip"] + got["lookup"]
     assert all(r["seconds_min"] <= r["seconds"] <= r["seconds_max"] and r["repeats"] == 3 for r in rows)
 
 
-@pytest.mark.parametrize("arg,key", [("+costs_repeats=0", "costs_repeats"), ("dtype=float64", "dtype"),
-                                     ("+costs_pairs=[nope]", "costs_pairs")])
+@pytest.mark.parametrize(
+    "arg,key",
+    [("+costs_repeats=0", "costs_repeats"), ("dtype=float64", "dtype"), ("+costs_pairs=[nope]", "costs_pairs")],
+)
 def test_costs_refuse_bad_values_in_one_line_before_loading(tmp_path, arg, key):
     import subprocess
     import sys
-    r = subprocess.run([sys.executable, "-m", "specbench.study.costs", "pair=qwen_coder", arg,
-                        f"+results_dir={tmp_path}", f"hydra.run.dir={tmp_path / 'run'}"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specbench.study.costs",
+            "pair=qwen_coder",
+            arg,
+            f"+results_dir={tmp_path}",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode != 0 and len(lines) == 1 and key in lines[0], r.stderr
     assert not (tmp_path / "costs.csv").exists()
@@ -347,13 +414,20 @@ def test_projection_charges_the_costs_of_the_rows_dtype():
     import pandas as pd
 
     from specbench.report.speedup import projected_speedup
-    row = dict(config_hash="h", pair="p", tree="chain", budget=4, tree_params="{}", tokens_per_step=3.0,
-               drafter="model")
+
+    row = dict(
+        config_hash="h", pair="p", tree="chain", budget=4, tree_params="{}", tokens_per_step=3.0, drafter="model"
+    )
     df = pd.DataFrame([{**row, "dtype": "float32"}, {**row, "config_hash": "g", "dtype": "bfloat16"}])
-    costs = pd.DataFrame([dict(role=role, pair="p", dtype="float32", n_tokens=n, seconds=s * n ** 0.5)
-                          for role, s in (("draft", 0.1), ("target", 0.3)) for n in (1, 2, 4, 8)])
+    costs = pd.DataFrame(
+        [
+            dict(role=role, pair="p", dtype="float32", n_tokens=n, seconds=s * n**0.5)
+            for role, s in (("draft", 0.1), ("target", 0.3))
+            for n in (1, 2, 4, 8)
+        ]
+    )
     got = projected_speedup(df, None, costs)
-    assert list(got.config_hash) == ["h"]                 # no bfloat16 costs: no bfloat16 projection
+    assert list(got.config_hash) == ["h"]  # no bfloat16 costs: no bfloat16 projection
     costs2 = pd.concat([costs, costs.assign(dtype="bfloat16", seconds=0.3)])
     got2 = projected_speedup(df, None, costs2).set_index("config_hash").projected
     assert got2["h"] == pytest.approx(got.projected.iloc[0]) and got2["g"] != pytest.approx(got2["h"])
@@ -364,8 +438,12 @@ def composed_job(dirs, extra, tmp_path):
 
     from conftest import tiny_pair_overrides
     from test_jobspec import CONF
-    over = tiny_pair_overrides(dirs) + extra + ["dataset=smoke", "dataset.limit=2", "max_new_tokens=8",
-                                                f"out_root={tmp_path}"]
+
+    over = (
+        tiny_pair_overrides(dirs)
+        + extra
+        + ["dataset=smoke", "dataset.limit=2", "max_new_tokens=8", f"out_root={tmp_path}"]
+    )
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         return compose("config", overrides=over)
 
@@ -383,10 +461,12 @@ def test_run_job_replays_the_new_drafters_equal_to_live(drafter, cross_dirs, tmp
     from specbench.study.context import context
     from specbench.study.jobspec import from_config
     from specbench.study.run import run_job
+
     rows = {}
     for engine in ("live", "replay"):
-        cfg = composed_job(cross_dirs, NEW_DRAFTERS[drafter] + ["tree=binary", "tree.budget=4", f"engine={engine}"],
-                           tmp_path)
+        cfg = composed_job(
+            cross_dirs, NEW_DRAFTERS[drafter] + ["tree=binary", "tree.budget=4", f"engine={engine}"], tmp_path
+        )
         job = from_config(cfg)
         assert validate(job)[0] == engine and context(job).by_ranks() == (drafter == "layerskip")
         run_job(cfg, str(tmp_path / engine))
@@ -396,26 +476,33 @@ def test_run_job_replays_the_new_drafters_equal_to_live(drafter, cross_dirs, tmp
     assert rows["live"].accepted.sum() > 0
 
 
-@pytest.mark.parametrize("name,budget,params", [("chain", 4, {}), ("binary", 16, {}),
-                                                ("eagle2", 8, {"width": 3, "depth": 3})])
-def test_drafted_replay_equals_live_for_the_new_drafters(name, budget, params, cross_draft, vmap, deep_target,
-                                                         tiny_target, tiny_tokenizer):
+@pytest.mark.parametrize(
+    "name,budget,params", [("chain", 4, {}), ("binary", 16, {}), ("eagle2", 8, {"width": 3, "depth": 3})]
+)
+def test_drafted_replay_equals_live_for_the_new_drafters(
+    name, budget, params, cross_draft, vmap, deep_target, tiny_target, tiny_tokenizer
+):
     from specbench.engine.verifiers import ContinuationVerifier
     from test_replay import same_records
-    for make, target in ((lambda: TLIDrafter(cross_draft, vmap), tiny_target),
-                         (lambda: LayerSkipDrafter(deep_target, [0, 2]), deep_target)):
+
+    for make, target in (
+        (lambda: TLIDrafter(cross_draft, vmap), tiny_target),
+        (lambda: LayerSkipDrafter(deep_target, [0, 2]), deep_target),
+    ):
         for text, n in zip(PROMPTS, (24, 9, 16)):
             prompt = tiny_tokenizer.encode(text)
             live, out = decode_one(make(), target, prompt, make_policy(name, budget, params), n, params=GREEDY)
             cont = ContinuationVerifier(lambda ids: out, target.config.vocab_size)
-            rep, rep_out = decode_one(make(), None, prompt, make_policy(name, budget, params), n, params=GREEDY,
-                                      verifier=cont)
+            rep, rep_out = decode_one(
+                make(), None, prompt, make_policy(name, budget, params), n, params=GREEDY, verifier=cont
+            )
             assert rep_out == out
             same_records(live, rep)
 
 
 def test_pair_identity_covers_the_layer_subset():
     from specbench.study.identity import Identity, pair_id, short_hash
+
     ident = Identity(None, "t" * 64, "d")
     assert pair_id(ident, "layerskip", {"layers": "0-9"}) != pair_id(ident, "layerskip", {"layers": "0-11"})
     assert pair_id(ident, "model", {}) == short_hash({"draft": None, "target": "t" * 64, "drafter": "model"})
@@ -426,8 +513,11 @@ def test_pair_identity_covers_the_layer_subset():
 #   flock /tmp/specbench-real.lock .venv/bin/python -m pytest -q -m real tests/test_pairs.py
 # --------------------------------------------------------------------------
 QWEN15 = "qwen2.5-coder-1.5b-instruct"
-REAL_PAIRS = {"smollm_qwen": [QWEN15, "smollm2-135m-instruct"], "gemma_qwen": [QWEN15, "gemma-3-270m"],
-              "qwen_skip": [QWEN15]}
+REAL_PAIRS = {
+    "smollm_qwen": [QWEN15, "smollm2-135m-instruct"],
+    "gemma_qwen": [QWEN15, "gemma-3-270m"],
+    "qwen_skip": [QWEN15],
+}
 
 
 @pytest.mark.real
@@ -442,6 +532,7 @@ def test_real_new_pair_greedy_is_lossless(name):
     from specbench.api import decode_prompts, eos_ids
     from specbench.inputs import data, models
     from test_jobspec import CONF
+
     if not embedded.installed(REAL_PAIRS[name]):
         pytest.skip(f"{name}: embedded models {REAL_PAIRS[name]} not installed (bash scripts/setup.sh)")
     pair = models.load_pair(OmegaConf.load(os.path.join(CONF, "pair", f"{name}.yaml")), "float32", "cpu")
@@ -449,9 +540,15 @@ def test_real_new_pair_greedy_is_lossless(name):
     done = decode_prompts(pair, [pr], {"name": "binary", "budget": 8}, {"name": "greedy"}, 12)[0]
     ids = torch.tensor([pr.ids])
     with torch.no_grad():
-        ref = pair.target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, do_sample=False,
-                                   eos_token_id=sorted(eos_ids(pair)), pad_token_id=pair.tokenizer.pad_token_id)
-    assert done.tokens == ref[0, ids.shape[1]:].tolist()
+        ref = pair.target.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=12,
+            do_sample=False,
+            eos_token_id=sorted(eos_ids(pair)),
+            pad_token_id=pair.tokenizer.pad_token_id,
+        )
+    assert done.tokens == ref[0, ids.shape[1] :].tolist()
     assert sum(r.accepted for r in done.records) > 0
 
 
@@ -465,6 +562,7 @@ def test_calibrate_measures_the_new_drafters_by_a_star_replay(drafter, extra, cr
     from specbench.study import identity
     from specbench.study.calibrate import measure
     from specbench.study.jobspec import from_config
+
     cfg = composed_job(cross_dirs, [f"pair.drafter={drafter}", *extra, f"+replay_cache={tmp_path}/c"], tmp_path)
     job = from_config(cfg)
     pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
@@ -475,9 +573,12 @@ def test_calibrate_measures_the_new_drafters_by_a_star_replay(drafter, extra, cr
         assert vec == [1.0, 0.0, 0.0, 0.0]
     from conftest import tiny_pair_overrides
     from specbench.study.calibrate import main
-    with pytest.raises(SystemExit, match="calibrate it with verify=greedy"):     # before any model load
-        main(tiny_pair_overrides(cross_dirs) + [f"pair.drafter={drafter}", *extra, "verify=speculative",
-                                                "dataset=smoke", f"--out={tmp_path}/v.csv"])
+
+    with pytest.raises(SystemExit, match="calibrate it with verify=greedy"):  # before any model load
+        main(
+            tiny_pair_overrides(cross_dirs)
+            + [f"pair.drafter={drafter}", *extra, "verify=speculative", "dataset=smoke", f"--out={tmp_path}/v.csv"]
+        )
 
 
 @pytest.mark.parametrize("name,budget", [("chain", 4), ("binary", 8), ("specinfer", 6)])
@@ -486,15 +587,20 @@ def test_layerskip_rank_replay_equals_live(name, budget, deep_target, tiny_token
     view), so replaying the view's teacher-forced ranks gives the live step records."""
     from specbench.engine import replay
     from specbench.engine.loop import continuation
+
     cls = DRAFTERS.get("layerskip")
     assert cls.rank_replay and not DRAFTERS.get("tli").rank_replay
     pair = SimpleNamespace(name="s", target=deep_target, layers=(0, 1, 3))
     for text, n in (("def add(a, b):", 24), ("for i in range(10):", 9)):
         prompt = tiny_tokenizer.encode(text)
-        live, out = decode_one(cls.from_pair(pair, 0.0), deep_target, prompt, make_policy(name, budget), n,
-                               params=GREEDY)
+        live, out = decode_one(
+            cls.from_pair(pair, 0.0), deep_target, prompt, make_policy(name, budget), n, params=GREEDY
+        )
         cont = continuation(deep_target, prompt, n, {0})
         assert cont == out
-        rep = replay.replay_prompt("p0", replay.draft_ranks(cls.rank_model(pair), prompt, cont), make_policy(name, budget))
-        assert [(r.accepted, r.emitted, r.accept_path, r.tree_size) for r in live] == \
-               [(r.accepted, r.emitted, r.accept_path, r.tree_size) for r in rep]
+        rep = replay.replay_prompt(
+            "p0", replay.draft_ranks(cls.rank_model(pair), prompt, cont), make_policy(name, budget)
+        )
+        assert [(r.accepted, r.emitted, r.accept_path, r.tree_size) for r in live] == [
+            (r.accepted, r.emitted, r.accept_path, r.tree_size) for r in rep
+        ]

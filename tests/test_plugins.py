@@ -2,6 +2,7 @@
 user module outside the package (``plugins=[module]``) with its presets in a config folder
 of its own (``hydra.searchpath``), run through a real multirun; and the ``plugins`` key
 leaves every job's config hash as it was."""
+
 import glob
 import os
 import subprocess
@@ -81,24 +82,33 @@ def numbered_defs(spec):
 PRESETS = {
     "tree/zigzag.yaml": "name: zigzag\nbudget: 4\nwidth: 2\n",
     "verify/strict_greedy.yaml": "name: strict_greedy\ntemperature: 0.0\ndraft_temperature: 1.0\ntop_p: 1.0\n"
-                                 "strictness: 1\n",
+    "strictness: 1\n",
     "dataset/numbered_defs.yaml": "name: numbered_defs\nlimit: null\nmax_prompt_tokens: null\nstem: def\n",
     "pair/echo_local.yaml": "name: echo_local\ndraft: null\ntarget:\n  source: local\n  path: ???\n"
-                            "drafter: echo\nchat_template: false\n",
+    "drafter: echo\nchat_template: false\n",
 }
 
 
 def package_files() -> dict:
     """(size, mtime) of every file under specbench/ and conf/ (caches aside)."""
-    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for top in ("specbench", "conf")
-            for p in (ROOT / top).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        str(p): (p.stat().st_size, p.stat().st_mtime_ns)
+        for top in ("specbench", "conf")
+        for p in (ROOT / top).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def plugin_run(tmp_path, *args):
-    env = dict(os.environ, HYDRA_FULL_ERROR="0", TOKENIZERS_PARALLELISM="false",
-               PYTHONPATH=os.pathsep.join([str(tmp_path / "code"), str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-m", "specbench.run", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    env = dict(
+        os.environ,
+        HYDRA_FULL_ERROR="0",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONPATH=os.pathsep.join([str(tmp_path / "code"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "specbench.run", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture
@@ -111,16 +121,33 @@ def plugin_dirs(tmp_path):
     return f"hydra.searchpath=[file://{tmp_path / 'conf'}]"
 
 
-def test_a_plugin_modules_shape_mode_drafter_and_dataset_run_through_a_multirun(tiny_pair_dirs, tmp_path,
-                                                                              plugin_dirs):
+def test_a_plugin_modules_shape_mode_drafter_and_dataset_run_through_a_multirun(tiny_pair_dirs, tmp_path, plugin_dirs):
     before = package_files()
     out = tmp_path / "outputs"
     # joblib: the jobs run in worker processes, which import the plugin themselves
-    r = plugin_run(tmp_path, "-m", "plugins=[feat_entries]", plugin_dirs, "hydra/launcher=joblib",
-                   "hydra.launcher.n_jobs=2", "pair=echo_local", f"pair.target.path={tiny_pair_dirs[1]}",
-                   "tree=zigzag", "tree.width=1,2", "tree.budget=3", "verify=strict_greedy",
-                   "verify.strictness=2", "dataset=numbered_defs", "dataset.limit=2", "max_new_tokens=6",
-                   "dtype=float32", "device=cpu", "engine=live", "progress=false", f"out_root={out}")
+    r = plugin_run(
+        tmp_path,
+        "-m",
+        "plugins=[feat_entries]",
+        plugin_dirs,
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "pair=echo_local",
+        f"pair.target.path={tiny_pair_dirs[1]}",
+        "tree=zigzag",
+        "tree.width=1,2",
+        "tree.budget=3",
+        "verify=strict_greedy",
+        "verify.strictness=2",
+        "dataset=numbered_defs",
+        "dataset.limit=2",
+        "max_new_tokens=6",
+        "dtype=float32",
+        "device=cpu",
+        "engine=live",
+        "progress=false",
+        f"out_root={out}",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     summaries = glob.glob(str(out / "**" / "summary.csv"), recursive=True)
     assert len(summaries) == 2
@@ -136,18 +163,34 @@ def test_a_plugin_modules_shape_mode_drafter_and_dataset_run_through_a_multirun(
     config = OmegaConf.load(Path(summaries[0]).with_name("config.yaml"))
     assert list(config.plugins) == ["feat_entries"] and config.verify.strictness == 2
     assert config.dataset.stem == "def" and config.tree.width in (1, 2)
-    assert package_files() == before                 # nothing under specbench/ or conf/ was touched
+    assert package_files() == before  # nothing under specbench/ or conf/ was touched
 
 
 def test_a_plugin_preset_key_is_checked_and_a_bad_plugin_is_one_line(tiny_pair_dirs, tmp_path, plugin_dirs):
-    base = ["pair=echo_local", f"pair.target.path={tiny_pair_dirs[1]}", "dataset=numbered_defs",
-            "dataset.limit=1", "max_new_tokens=2", "progress=false", f"out_root={tmp_path / 'outputs'}"]
-    cases = {   # args -> the one line's text
-        ("plugins=[feat_entries]", plugin_dirs, "tree=zigzag", "tree.widht=2"):
-            "tree.widht: not a parameter of tree=zigzag (did you mean width?)",
-        ("-m", "plugins=[feat_entries,no.such.mod]", plugin_dirs, "tree=zigzag", "tree.budget=2,3"):
-            "plugins=[feat_entries,no.such.mod]: cannot import no.such.mod",
-        ("tree=zigzag",): "unknown tree 'zigzag'. Valid:",          # no search path: conf/ only
+    base = [
+        "pair=echo_local",
+        f"pair.target.path={tiny_pair_dirs[1]}",
+        "dataset=numbered_defs",
+        "dataset.limit=1",
+        "max_new_tokens=2",
+        "progress=false",
+        f"out_root={tmp_path / 'outputs'}",
+    ]
+    cases = {  # args -> the one line's text
+        (
+            "plugins=[feat_entries]",
+            plugin_dirs,
+            "tree=zigzag",
+            "tree.widht=2",
+        ): "tree.widht: not a parameter of tree=zigzag (did you mean width?)",
+        (
+            "-m",
+            "plugins=[feat_entries,no.such.mod]",
+            plugin_dirs,
+            "tree=zigzag",
+            "tree.budget=2,3",
+        ): "plugins=[feat_entries,no.such.mod]: cannot import no.such.mod",
+        ("tree=zigzag",): "unknown tree 'zigzag'. Valid:",  # no search path: conf/ only
     }
     for args, needle in cases.items():
         r = plugin_run(tmp_path, *args, *base)
@@ -187,6 +230,7 @@ def test_a_reference_jobs_hash_is_still_the_one_in_results():
     """The reference study's chain/4 HumanEval job (sweep=reference) hashes to its row in
     results/summary.csv: the models' fingerprints are their files' (cached beside them)."""
     from specbench.inputs import embedded
+
     if not embedded.installed(["qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"]):
         pytest.skip("embedded Qwen pair not installed (bash scripts/setup.sh)")
     job = jobspec.from_config(compose(["sweep=reference", "dataset=humaneval", "tree=chain", "tree.budget=4"]))

@@ -1,5 +1,6 @@
 """README documents every column of every CSV specbench writes: the columns the code
 produces (summary, steps, calibration, lossless check) and the headers of results/*.csv."""
+
 import dataclasses
 import glob
 import re

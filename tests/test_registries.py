@@ -1,6 +1,7 @@
 """Typed registries: what a tree policy, verify mode, drafter or dataset can do is declared
 where it is registered (no list beside the registry), and a throwaway entry of each kind,
 registered here, is usable by the rest of the code without touching another module."""
+
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,11 +33,13 @@ def scratch(monkeypatch):
 def test_registry_is_typed_names_its_entries_and_suggests():
     class Entry:
         name = ""
+
     reg: Registry[Entry] = Registry("widget", name_attr="name")
 
     @reg.register("alpha")
     class Alpha(Entry):
         pass
+
     assert reg.get("alpha") is Alpha and Alpha.name == "alpha" and list(reg.entries()) == [Alpha]
     with pytest.raises(UnknownName, match=r"unknown widget 'alpah'. Valid: alpha. Did you mean 'alpha'\?"):
         reg.get("alpah")
@@ -48,8 +51,12 @@ def test_capabilities_replace_the_old_lists():
     # the former CHAIN_TREES, POSITIVE_TREE_PARAMS / RANK_LIST_PARAMS and ARGMAX_MODES, now declared
     assert sorted(s.name for s in POLICIES.entries() if s.chain) == ["adaptive_chain", "chain", "none"]
     checks = param_checks()
-    assert sorted(k for k, c in checks.items() if c["check"] == base.POSITIVE) == \
-        ["depth", "max_children", "start", "width"]
+    assert sorted(k for k, c in checks.items() if c["check"] == base.POSITIVE) == [
+        "depth",
+        "max_children",
+        "start",
+        "width",
+    ]
     assert sorted(k for k, c in checks.items() if c["check"] != base.POSITIVE) == ["expansion", "paths"]
     assert [n for n in MODES.names() if argmax(n)] == ["greedy"]
     assert policy_spec("sequoia").rank_replayable and not policy_spec("eagle2").rank_replayable
@@ -90,8 +97,11 @@ def test_typed_params_are_checked_once_naming_the_key():
 
 def test_a_drafter_refuses_kinds_it_does_not_declare():
     check_supported(ModelDrafter, "eagle2", "eagle2")
-    with pytest.raises(ValueError, match=r"tree=eagle2 is not supported by the ngram drafter: use one of "
-                                         r"adaptive_chain, binary, chain, kary, medusa63, ngram_trie, none, "):
+    with pytest.raises(
+        ValueError,
+        match=r"tree=eagle2 is not supported by the ngram drafter: use one of "
+        r"adaptive_chain, binary, chain, kary, medusa63, ngram_trie, none, ",
+    ):
         check_supported(DRAFTERS.get("ngram"), "eagle2", "eagle2")
 
 
@@ -102,7 +112,7 @@ class ZigParams(Params):
 
 def test_throwaway_shape_mode_drafter_and_dataset(scratch, tiny_target, tiny_tokenizer):
     @base.static_shape("zigzag", ZigParams)
-    def zigzag(budget, params):                        # rank r at depth d: top-width at the root, then chains
+    def zigzag(budget, params):  # rank r at depth d: top-width at the root, then chains
         return [(r,) + (0,) * d for d in range(budget) for r in range(params.width)]
 
     assert shape_paths("zigzag", 4, width=2) == [(0,), (1,), (0, 0), (1, 0)]
@@ -116,23 +126,39 @@ def test_throwaway_shape_mode_drafter_and_dataset(scratch, tiny_target, tiny_tok
     class StrictParams(ModeParams):
         temperature: float = 0.0
         strictness: int = 1
-    register(ModeSpec(name="strict_greedy", verdict=greedy, child_rule="topk", lossless_for=frozenset({"topk"}),
-                      law=get_mode("greedy").law, params_type=StrictParams))
+
+    register(
+        ModeSpec(
+            name="strict_greedy",
+            verdict=greedy,
+            child_rule="topk",
+            lossless_for=frozenset({"topk"}),
+            law=get_mode("greedy").law,
+            params_type=StrictParams,
+        )
+    )
     assert get_mode("strict_greedy").params({"strictness": 2}).strictness == 2
     with pytest.raises(ValueError, match="verify.strict: not a parameter of verify=strict_greedy"):
         get_mode("strict_greedy").params({"strict": 2})
-    assert decode_one(ModelDrafter(tiny_target, 0.0), tiny_target, prompt, make_policy("zigzag", 4), 12,
-                      mode="strict_greedy")[1] == out
+    assert (
+        decode_one(
+            ModelDrafter(tiny_target, 0.0), tiny_target, prompt, make_policy("zigzag", 4), 12, mode="strict_greedy"
+        )[1]
+        == out
+    )
 
     @DRAFTERS.register("echo")
     class EchoDrafter(Drafter):
         """Proposes the last committed token again along each rank path."""
+
         def grow_paths(self, policy, rule: str, rng: torch.Generator) -> Levels:
             yield from ()
             trie = Trie(self.history[-1])
             trie.insert([self.history[-1]] * max(map(len, policy.paths())), len(policy.paths()), 99, None)
             return trie.to_tree()
+
         grows = {**Drafter.grows, "paths": grow_paths}
+
     assert EchoDrafter.name == "echo"
     assert decode_one(EchoDrafter(), tiny_target, prompt, make_policy("zigzag", 4), 12)[1] == out
     with pytest.raises(ValueError, match="not supported by the echo drafter"):

@@ -1,5 +1,6 @@
 """The replay engine: pure rank/trajectory logic, the disk cache, and replay == live
 step records on tiny fp32 models for every static shape."""
+
 import dataclasses
 import math
 import os
@@ -18,18 +19,26 @@ from specbench.engine.verifiers import ContinuationVerifier, follow
 from specbench.trees.policies import make_policy, policy_spec
 
 TIMING = ("draft_s", "verify_s")
-STATIC = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("topk_wide", {"width": 3}),
-          ("specinfer", {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}),
-          ("paths", {"paths": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]})]
+STATIC = [
+    ("chain", {}),
+    ("binary", {}),
+    ("kary", {"width": 3}),
+    ("topk_wide", {"width": 3}),
+    ("specinfer", {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}),
+    ("paths", {"paths": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]}),
+]
 # shapes built by specbench/trees/policies.py or given as conf/tree presets
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PLANNED = {"medusa63": None,                                   # conf/tree/medusa63.yaml
-           "sequoia": {"name": "sequoia", "vector": [0.6, 0.2, 0.1, 0.05], "depth": 6},
-           "adaptive_chain": {"name": "adaptive_chain", "start": 2}}
+PLANNED = {
+    "medusa63": None,  # conf/tree/medusa63.yaml
+    "sequoia": {"name": "sequoia", "vector": [0.6, 0.2, 0.1, 0.05], "depth": 6},
+    "adaptive_chain": {"name": "adaptive_chain", "start": 2},
+}
 
 
 class V(dict):
     """A verify config stand-in (dict with attribute access)."""
+
     __getattr__ = dict.get
 
 
@@ -38,18 +47,18 @@ class V(dict):
 # --------------------------------------------------------------------------
 def test_ranks_match_the_drafters_topk_order_including_ties():
     g = torch.Generator().manual_seed(0)
-    q = torch.randint(0, 4, (50, 37), generator=g).float()      # many exact ties
+    q = torch.randint(0, 4, (50, 37), generator=g).float()  # many exact ties
     q = q / q.sum(1, keepdim=True)
     tokens = torch.randint(0, 37, (50,), generator=g).tolist()
     got = replay.ranks_from_probs(q, tokens)
     assert got == [ranks_of(q[j], torch.tensor([tokens[j]]))[0] for j in range(50)]
-    for j in range(50):          # the token of rank r is the r-th child choose_children picks
+    for j in range(50):  # the token of rank r is the r-th child choose_children picks
         kids, _ = choose_children(q[j], got[j] + 1, "topk")
         assert kids[got[j]] == tokens[j]
 
 
 def test_one_hot_draft_ranks_follow_token_ids():
-    q = probs(torch.tensor([[0.1, 0.5, 3.0, 0.2]]), 0.0)      # greedy drafter: one-hot
+    q = probs(torch.tensor([[0.1, 0.5, 3.0, 0.2]]), 0.0)  # greedy drafter: one-hot
     assert [replay.ranks_from_probs(q, [t])[0] for t in range(4)] == [1, 2, 0, 3]
 
 
@@ -60,11 +69,24 @@ def test_replayable_for_greedy_float32_ranks_only_for_static_model_drafts():
 
     def job(tree="chain", verify="greedy", t=0.0, drafter="model", dtype="float32"):
         model = {"source": "local", "path": "m"}
-        return from_config({"pair": {"name": "p", "draft": model, "target": model, "drafter": drafter},
-                            "tree": {"name": tree, "budget": 8}, "dataset": {"name": "smoke"},
-                            "verify": {"name": verify, "temperature": t}, "dtype": dtype})
-    for ok in (job(), job("binary"), job("adaptive_chain"), job("eagle2"), job(drafter="ngram"),
-               job("merged", drafter="merged")):
+        return from_config(
+            {
+                "pair": {"name": "p", "draft": model, "target": model, "drafter": drafter},
+                "tree": {"name": tree, "budget": 8},
+                "dataset": {"name": "smoke"},
+                "verify": {"name": verify, "temperature": t},
+                "dtype": dtype,
+            }
+        )
+
+    for ok in (
+        job(),
+        job("binary"),
+        job("adaptive_chain"),
+        job("eagle2"),
+        job(drafter="ngram"),
+        job("merged", drafter="merged"),
+    ):
         assert why_not_replayable(ok) is None
     assert why_not_replayable(job(verify="mss", t=1.0)) and why_not_replayable(job(verify="typical"))
     assert why_not_replayable(job(t=0.7))
@@ -93,8 +115,13 @@ def test_tree_accepts_longest_rank_run_in_the_shape():
     plan = make_policy("paths", 4, {"paths": [[0], [1], [1, 0], [1, 0, 2]]})
     got = short(replay.replay_prompt("p", [1, 0, 2, 5, 0, 3, 4, 9, 1, 1], plan))
     # rank 5 and 3 are bonus tokens (never looked up); (1, 1) is not a path
-    assert got == [rec(0, 4, 3, 3, 4, "1.0.2"), rec(1, 4, 3, 1, 2, "0"), rec(2, 4, 3, 0, 1, ""),
-                   rec(3, 4, 3, 0, 1, ""), rec(4, 4, 3, 1, 2, "1")]
+    assert got == [
+        rec(0, 4, 3, 3, 4, "1.0.2"),
+        rec(1, 4, 3, 1, 2, "0"),
+        rec(2, 4, 3, 0, 1, ""),
+        rec(3, 4, 3, 0, 1, ""),
+        rec(4, 4, 3, 1, 2, "1"),
+    ]
 
 
 def test_length_limit_and_eos_cut_emitted_and_accepted():
@@ -115,11 +142,12 @@ def test_observe_is_called_after_every_step():
 
         def observe(self, accepted, tree_size):
             self.seen.append((accepted, tree_size))
-            self.budget += 1                       # adaptive: the shape changes per step
+            self.budget += 1  # adaptive: the shape changes per step
+
     plan = Spy("chain", 1)
     plan.seen = []
     recs = replay.replay_prompt("p", [0] * 10, plan)
-    assert [r.tree_size for r in recs] == [1, 2, 3, 4]          # emits 2 + 3 + 4 + 1 tokens
+    assert [r.tree_size for r in recs] == [1, 2, 3, 4]  # emits 2 + 3 + 4 + 1 tokens
     assert plan.seen == [(1, 1), (2, 2), (3, 3), (1, 4)]
     assert [r.emitted for r in recs] == [2, 3, 4, 1]
 
@@ -139,7 +167,7 @@ def test_disk_cache_roundtrip_miss_and_atomicity(tmp_path):
     assert store.get("ranks", key) is None
     path = store.path("continuation", key)
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".tmp-")]
-    path.write_text('{"key": ')                            # a torn file is a miss, not an error
+    path.write_text('{"key": ')  # a torn file is a miss, not an error
     assert store.get("continuation", key) is None
 
 
@@ -183,25 +211,27 @@ PROMPTS = ("def add(a, b):", "The quick brown", "for i in range(10):")
 @pytest.mark.parametrize("name,params", STATIC)
 def test_replay_equals_live_static_shapes(tiny_draft, tiny_target, tiny_tokenizer, name, params, draft_t):
     for budget in (1, 3, 8, 21):
-        for text, n in zip(PROMPTS, (24, 7, 40)):          # 7: the length limit cuts long trees
+        for text, n in zip(PROMPTS, (24, 7, 40)):  # 7: the length limit cuts long trees
             prompt = tiny_tokenizer.encode(text)
-            live, rep = live_and_replay(tiny_draft, tiny_target, prompt,
-                                        lambda: make_policy(name, budget, dict(params)), n, draft_t)
+            live, rep = live_and_replay(
+                tiny_draft, tiny_target, prompt, lambda: make_policy(name, budget, dict(params)), n, draft_t
+            )
             same_records(live, rep)
 
 
 @pytest.mark.parametrize("shape", sorted(PLANNED))
 def test_replay_equals_live_planned_shapes(tiny_draft, tiny_target, tiny_tokenizer, shape):
     from omegaconf import OmegaConf
-    tree = PLANNED[shape] or OmegaConf.to_container(OmegaConf.load(os.path.join(ROOT, "conf", "tree",
-                                                                               f"{shape}.yaml")))
+
+    tree = PLANNED[shape] or OmegaConf.to_container(OmegaConf.load(os.path.join(ROOT, "conf", "tree", f"{shape}.yaml")))
     for budget in (5, 16):
         cfg = {k: v for k, v in tree.items() if k not in ("name", "budget")}
         name = tree["name"]
         assert policy_spec(name).rank_replayable
         for text in PROMPTS:
-            live, rep = live_and_replay(tiny_draft, tiny_target, tiny_tokenizer.encode(text),
-                                        lambda: make_policy(name, budget, cfg), 32, 1.0)
+            live, rep = live_and_replay(
+                tiny_draft, tiny_target, tiny_tokenizer.encode(text), lambda: make_policy(name, budget, cfg), 32, 1.0
+            )
             same_records(live, rep)
 
 
@@ -211,7 +241,7 @@ def test_prompt_ranks_are_cached_on_disk(tiny_draft, tiny_target, tiny_tokenizer
     store = DiskCache(tmp_path)
     prompt = tiny_tokenizer.encode("def add(a, b):")
     first = replay.cached_ranks(store, tiny_target, tiny_draft, key, draft_key, prompt)
-    assert replay.cached_ranks(store, None, None, key, draft_key, prompt) == first   # no model call on a hit
+    assert replay.cached_ranks(store, None, None, key, draft_key, prompt) == first  # no model call on a hit
     cont = continuation(tiny_target, prompt, 16, {0})
     assert first == (replay.draft_ranks(tiny_draft, prompt, cont, 1.0), cont)
 
@@ -230,9 +260,15 @@ def test_replay_equals_live_when_the_length_limit_cuts_an_accepted_path(tiny_tar
 # --------------------------------------------------------------------------
 # drafted replay (n-gram, merged, dynamic trees): the drafter runs, the target is c
 # --------------------------------------------------------------------------
-DRAFTED = [("ngram", "chain", {}), ("ngram", "binary", {}), ("ngram", "ngram_trie", {}),
-           ("model", "eagle2", {"width": 3, "depth": 3}), ("model", "none", {}),
-           ("merged", "merged", {"shape": "binary"}), ("merged", "merged", {"shape": "eagle2", "width": 3, "depth": 3})]
+DRAFTED = [
+    ("ngram", "chain", {}),
+    ("ngram", "binary", {}),
+    ("ngram", "ngram_trie", {}),
+    ("model", "eagle2", {"width": 3, "depth": 3}),
+    ("model", "none", {}),
+    ("merged", "merged", {"shape": "binary"}),
+    ("merged", "merged", {"shape": "eagle2", "width": 3, "depth": 3}),
+]
 REPEATS = ("def add(a, b):\n    return a + b\ndef add(a, b):", "The quick brown fox. The quick")
 
 
@@ -240,10 +276,14 @@ REPEATS = ("def add(a, b):\n    return a + b\ndef add(a, b):", "The quick brown 
 def test_drafted_replay_equals_live(tiny_draft, tiny_target, tiny_tokenizer, kind, name, params):
     from specbench.drafting.merged import MergedDrafter
     from specbench.drafting.ngram import NgramDrafter
-    make = {"model": lambda: ModelDrafter(tiny_draft, 1.0), "ngram": NgramDrafter,
-            "merged": lambda: MergedDrafter(ModelDrafter(tiny_draft, 1.0))}[kind]
+
+    make = {
+        "model": lambda: ModelDrafter(tiny_draft, 1.0),
+        "ngram": NgramDrafter,
+        "merged": lambda: MergedDrafter(ModelDrafter(tiny_draft, 1.0)),
+    }[kind]
     verify = {"temperature": 0.0, "draft_temperature": 1.0}
-    for budget in ((0,) if name == "none" else (1, 5, 16)):
+    for budget in (0,) if name == "none" else (1, 5, 16):
         for text, n in zip(REPEATS, (24, 9)):
             prompt = tiny_tokenizer.encode(text)
             policy = lambda: make_policy(name, budget, params)  # noqa: E731
@@ -252,11 +292,12 @@ def test_drafted_replay_equals_live(tiny_draft, tiny_target, tiny_tokenizer, kin
             rep, rep_out = decode_one(make(), None, prompt, policy(), n, params=verify, verifier=cont)
             assert rep_out == out
             same_records(live, rep)
-            assert all(math.isnan(r.verify_s) for r in rep)          # no target forward
+            assert all(math.isnan(r.verify_s) for r in rep)  # no target forward
 
 
 def test_follow_reads_the_greedy_verdict_off_the_continuation():
     from specbench.core.tree import DraftTree
+
     tree = DraftTree(parents=[-1, 0, 0, 1, 2], tokens=torch.tensor([9, 5, 6, 7, 7]), ranks=[0, 0, 1, 0, 0])
     assert follow(tree, [6, 7, 1]) == [2, 4]
     assert follow(tree, [5, 7]) == [1, 3]

@@ -1,5 +1,6 @@
 """python -m specbench.report: determinism, links, coverage, no empty tables or sections, paired
 comparisons (refusals and a hand-computed bootstrap), losslessness, no torch, graceful degradation."""
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_report(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "specbench.report", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "specbench.report", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +61,20 @@ def test_every_linked_figure_exists(built):
     assert len(links) >= 8
     for link in links:
         assert (d / link).is_file(), link
-    expected = {"tokens_per_step_vs_budget.png", "gain_vs_chain.png", "alpha_by_depth.png", "acceptance_vector.png",
-                "mode_gains.png", "lossy_tradeoff.png", "attention_time.png", "attention_speedup.png",
-                "projected_speedup.png", "speed_measured_vs_projected.png", "gap_to_optimum.png",
-                "accept_length_hist.png"}
+    expected = {
+        "tokens_per_step_vs_budget.png",
+        "gain_vs_chain.png",
+        "alpha_by_depth.png",
+        "acceptance_vector.png",
+        "mode_gains.png",
+        "lossy_tradeoff.png",
+        "attention_time.png",
+        "attention_speedup.png",
+        "projected_speedup.png",
+        "speed_measured_vs_projected.png",
+        "gap_to_optimum.png",
+        "accept_length_hist.png",
+    }
     assert expected <= {Path(link).name for link in links}
     # every file in results/figures/ is linked: no stale figure survives
     assert {p.name for p in (d / "results" / "figures").iterdir()} == {Path(link).name for link in links}
@@ -79,18 +91,44 @@ def test_every_configuration_appears(built):
 def test_sections_and_definitions(built):
     text = (built[0] / "REPORT.md").read_text()
     headings = re.findall(r"^## (.+)$", text, flags=re.M)
-    order = ["TL;DR", "Answer: the fastest budget per shape", "Across pairs at fixed budgets",
-             "Verification rules against their token-level baselines", "Batch size", "Measured and projected speed",
-             "Analysis", "Method", "Setup", "Limitations", "References", "Appendix: inputs and every configuration"]
-    assert headings == order                                            # the answer comes first
+    order = [
+        "TL;DR",
+        "Answer: the fastest budget per shape",
+        "Across pairs at fixed budgets",
+        "Verification rules against their token-level baselines",
+        "Batch size",
+        "Measured and projected speed",
+        "Analysis",
+        "Method",
+        "Setup",
+        "Limitations",
+        "References",
+        "Appendix: inputs and every configuration",
+    ]
+    assert headings == order  # the answer comes first
     assert "bonus token is **not** counted" in text and "bonus token **is** counted" in text
     assert "ratio of sums" in text and "paired" in text
-    for ref in ("Leviathan", "Chen", "SpecInfer", "Sequoia", "EAGLE-2", "EAGLE-3", "EAGLE:", "Medusa", "Spec-Bench",
-                "Block Verification", "Traversal Verification", "Heterogeneous", "LayerSkip", "Draft & Verify",
-                "Prompt Lookup", "Flex Attention"):
+    for ref in (
+        "Leviathan",
+        "Chen",
+        "SpecInfer",
+        "Sequoia",
+        "EAGLE-2",
+        "EAGLE-3",
+        "EAGLE:",
+        "Medusa",
+        "Spec-Bench",
+        "Block Verification",
+        "Traversal Verification",
+        "Heterogeneous",
+        "LayerSkip",
+        "Draft & Verify",
+        "Prompt Lookup",
+        "Flex Attention",
+    ):
         assert ref in text, ref
     assert "block T=1 | speculative, same trees | chain | 4 |" in text
-    assert "traversal T=1 | mss (random order), same trees | binary | 4 |" in text   # the baseline names its order
+    assert "traversal T=1 | mss (random order), same trees | binary | 4 |" in text  # the baseline names its order
     assert "(n=6, no CI)" in text and "exploratory (6 prompts < 32)" in text
     assert "measured ×" in text and "| synthetic |" in text and "DP prediction, best tree" in text
 
@@ -108,7 +146,7 @@ def _tables(text: str) -> list[list[str]]:
 
 def _assert_no_empty_parts(text: str) -> None:
     for t in _tables(text):
-        assert len(t) >= 3 and set(t[1]) <= set("|-"), t[:2]       # header, rule, at least one row
+        assert len(t) >= 3 and set(t[1]) <= set("|-"), t[:2]  # header, rule, at least one row
     sections = re.split(r"^#{2,3} .+$", text, flags=re.M)[1:]
     assert all(s.strip() for s in sections), "a heading with nothing under it"
 
@@ -121,17 +159,18 @@ def test_no_empty_table_or_section(built):
 
 def test_losslessness_section(built):
     text = (built[0] / "REPORT.md").read_text()
-    assert "| 83.3% | mt_bench/0@5 |" in text                        # the one divergent output, located
+    assert "| 83.3% | mt_bench/0@5 |" in text  # the one divergent output, located
     assert "53 of 54" in text and "zero by its algebra" in text and "not evidence by itself" in text
-    assert "| synth | mss | 1.000 | humaneval/0 | 2000 |" in text     # lossless_check.csv shown
+    assert "| synth | mss | 1.000 | humaneval/0 | 2000 |" in text  # lossless_check.csv shown
 
 
 # --------------------------------------------------------------------------
 # the comparison helper
 # --------------------------------------------------------------------------
 def _steps(config: str, per_prompt: dict) -> pd.DataFrame:
-    return pd.DataFrame([dict(config_hash=config, prompt_id=p, emitted=e)
-                         for p, emitted in per_prompt.items() for e in emitted])
+    return pd.DataFrame(
+        [dict(config_hash=config, prompt_id=p, emitted=e) for p, emitted in per_prompt.items() for e in emitted]
+    )
 
 
 ROW = dict(dataset="humaneval", temperature=0.0, dtype="float32", max_new_tokens=64)
@@ -141,8 +180,7 @@ def test_paired_bootstrap_hand_computed():
     """a: p0 emits 2,2 and p1 1,1 -> 6/4 = 1.5; b: 1 everywhere -> 1.0; p2 only in a is ignored.
     Resampling two prompts: {p0,p0} gives Δ=1, {p1,p1} Δ=0, mixed Δ=0.5 (prob 1/4, 1/4, 1/2), so the
     2.5th and 97.5th percentiles of the bootstrap are exactly 0 and 1."""
-    steps = pd.concat([_steps("a", {"p0": [2, 2], "p1": [1, 1], "p2": [5]}),
-                       _steps("b", {"p0": [1, 1], "p1": [1, 1]})])
+    steps = pd.concat([_steps("a", {"p0": [2, 2], "p1": [1, 1], "p2": [5]}), _steps("b", {"p0": [1, 1], "p1": [1, 1]})])
     p = C.paired_difference(C.prompt_sums(steps), dict(ROW, config_hash="a"), dict(ROW, config_hash="b"))
     assert (p.n_prompts, p.a_value, p.b_value, p.diff) == (2, 1.5, 1.0, 0.5)
     assert (p.lo, p.hi) == (0.0, 1.0) and p.includes_zero
@@ -153,8 +191,9 @@ def test_paired_bootstrap_hand_computed():
     assert (p.a_value, p.diff, p.lo, p.hi) == (2.5, 1.5, 0.0, 2.0)
 
 
-@pytest.mark.parametrize("key,value", [("temperature", 1.0), ("dtype", "bfloat16"), ("max_new_tokens", 128),
-                                       ("dataset", "mt_bench")])
+@pytest.mark.parametrize(
+    "key,value", [("temperature", 1.0), ("dtype", "bfloat16"), ("max_new_tokens", 128), ("dataset", "mt_bench")]
+)
 def test_comparison_refuses_mismatched_settings(key, value):
     sums = C.prompt_sums(pd.concat([_steps("a", {"p0": [2]}), _steps("b", {"p0": [1]})]))
     with pytest.raises(C.Incomparable, match=key) as e:
@@ -173,16 +212,23 @@ def test_output_equality():
     assert C.first_divergence([1, 2, 3], [1, 2, 3]) is None
     assert C.first_divergence([1, 2, 3], [1, 5, 3]) == 1
     assert C.first_divergence([1, 2], [1, 2, 7]) == 2
-    outs = {("a", "p0"): [1, 2], ("a", "p1"): [3, 4], ("base", "p0"): [1, 2], ("base", "p1"): [3, 9],
-            ("base", "p2"): [0]}
+    outs = {
+        ("a", "p0"): [1, 2],
+        ("a", "p1"): [3, 4],
+        ("base", "p0"): [1, 2],
+        ("base", "p1"): [3, 9],
+        ("base", "p2"): [0],
+    }
     assert C.output_equality(outs, "a", "base") == dict(n_prompts=2, identical=1, diverged=[("p1", 1)])
 
 
 def test_report_does_not_import_torch(tmp_path):
     make_results(str(tmp_path / "results"))
-    code = ("import sys; from specbench.report import build as report; "
-            f"rc = report.main(['--results', {str(tmp_path / 'results')!r}, '--out', {str(tmp_path / 'R.md')!r}]); "
-            "assert rc == 0; print('torch' in sys.modules)")
+    code = (
+        "import sys; from specbench.report import build as report; "
+        f"rc = report.main(['--results', {str(tmp_path / 'results')!r}, '--out', {str(tmp_path / 'R.md')!r}]); "
+        "assert rc == 0; print('torch' in sys.modules)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "False"
@@ -194,8 +240,17 @@ def test_degrades_with_summary_only(tmp_path):
     res = tmp_path / "results"
     res.mkdir()
     summary = read_csv(src / "summary.csv")
-    keep = ["config_hash", "pair", "tree", "budget", "verify", "dataset", "acceptance_rate",
-            "acceptance_length", "tokens_per_step"]
+    keep = [
+        "config_hash",
+        "pair",
+        "tree",
+        "budget",
+        "verify",
+        "dataset",
+        "acceptance_rate",
+        "acceptance_length",
+        "tokens_per_step",
+    ]
     summary.loc[0, "config_hash"] = "0123e4567890"  # looks like a float: must stay text
     summary[keep].to_csv(res / "summary.csv", index=False)
     proc = run_report(tmp_path)
@@ -227,8 +282,9 @@ def test_notebook_executes(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(ROOT / "notebooks" / "analysis.ipynb", as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "notebooks")}}
+    ).execute()
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "configurations" in text and "vs chain" in text and "stops paying" in text
 
@@ -238,6 +294,7 @@ def test_paired_rows_are_compared_on_their_own_trees(tmp_path):
     that decode, the gain is paired per prompt and the sentence says so; at N=8 each decoded alone."""
     from specbench.report import analysis as A
     from specbench.report import narrative as N
+
     src = Path(make_results(str(tmp_path / "results")))
     summary, steps = read_csv(src / "summary.csv"), read_csv(src / "steps.csv")
     df, sums = A.prepare(summary), C.prompt_sums(steps)
@@ -249,11 +306,14 @@ def test_paired_rows_are_compared_on_their_own_trees(tmp_path):
         assert summary.set_index("config_hash").loc[paired.ref_hash, "verify"] == ref
         # the fixture's paired rows accept >= their reference on every step: a positive paired gain
         assert paired["diff"] > 0 and paired["lo"] >= 0 and paired["n_shared"] == 6
-        assert paired["exact_gain"] > 0 and alone["exact_gain"] != alone["exact_gain"]     # NaN on own trees
+        assert paired["exact_gain"] > 0 and alone["exact_gain"] != alone["exact_gain"]  # NaN on own trees
     sent = N.mode_sentences(gains.reset_index())
-    assert any("block T=1 (lossless) vs speculative T=1 (the same drafted trees): +" in s
-               and "by the exact laws on those trees, +" in s for s in sent)
-    old = summary.drop(columns=["pair_key", "pair_role"])              # CSVs from before pairing
+    assert any(
+        "block T=1 (lossless) vs speculative T=1 (the same drafted trees): +" in s
+        and "by the exact laws on those trees, +" in s
+        for s in sent
+    )
+    old = summary.drop(columns=["pair_key", "pair_role"])  # CSVs from before pairing
     assert not A.mode_gains(A.prepare(old), sums).empty
 
 
@@ -263,10 +323,13 @@ def test_gap_to_optimum_section(built):
     text = (d / "REPORT.md").read_text()
     gap = read_csv(d / "results" / "gap_to_optimum.csv")
     section = text.split("### Gap to the Sequoia DP's prediction", 1)[1].split("\n## ", 1)[0]
-    assert "| **DP prediction, best tree** |" in section and "synth on humaneval: the best static shape per budget" in section
+    assert (
+        "| **DP prediction, best tree** |" in section
+        and "synth on humaneval: the best static shape per budget" in section
+    )
     r = gap[(gap.dataset == "humaneval") & (gap.tree == "chain") & (gap.budget == 4) & (gap.dtype == "float32")].iloc[0]
     assert f"{r.tokens_per_step:.2f} ({r.fraction:.0%}; DP {r.predicted:.2f})" in section
-    assert set(gap.tree) == {"chain", "binary", "kary"}            # eagle2 is not a static shape
+    assert set(gap.tree) == {"chain", "binary", "kary"}  # eagle2 is not a static shape
     assert (gap.predicted <= gap.optimum + 1e-6).all()
     matrix = read_csv(d / "results" / "acceptance_matrix.csv")
     assert set(matrix.scope) == {"config", "pooled"} and matrix.conditional.dropna().between(0, 1).all()
@@ -276,10 +339,27 @@ def test_setup_quotes_the_measured_continuation_divergence_or_says_it_is_absent(
     import pandas as pd
 
     from specbench.report.setup import divergence_sentence
+
     assert "continuation_divergence.csv is absent" in divergence_sentence(None)
-    div = pd.DataFrame([dict(pair="p", dtype="float32", dataset="humaneval", n_prompts=32, max_new_tokens=128,
-                             batch_size=32, tokens=4096, diverged=1, tokens_before_divergence=4000,
-                             divergences="HumanEval/3@17 (margin 0.0012)", batch1_s=10.0, batched_s=2.0, speedup=5.0)])
+    div = pd.DataFrame(
+        [
+            dict(
+                pair="p",
+                dtype="float32",
+                dataset="humaneval",
+                n_prompts=32,
+                max_new_tokens=128,
+                batch_size=32,
+                tokens=4096,
+                diverged=1,
+                tokens_before_divergence=4000,
+                divergences="HumanEval/3@17 (margin 0.0012)",
+                batch1_s=10.0,
+                batched_s=2.0,
+                speedup=5.0,
+            )
+        ]
+    )
     text = divergence_sentence(div)
     assert "1 of 32 humaneval continuations of 128 tokens at batch 32 differ" in text
     assert "HumanEval/3@17 (margin 0.0012)" in text and "5.00× faster" in text and "exact_continuations=true" in text
@@ -289,27 +369,51 @@ def test_a_paired_control_is_not_compared_and_traversal_on_a_chain_meets_mss_on_
     """mss re-verifying its own decode's chains (a control) is no subject of the mode table; traversal
     on those chains is compared with that control (mss on a chain is speculative sampling), paired."""
     from specbench.report import analysis as A
-    base = dict(pair="p", dataset="d", dtype="bfloat16", max_new_tokens=48, tree="chain", tree_params="{}",
-                budget=4, temperature=1.0)
-    rows = [dict(base, config_hash="spec", verify="speculative", pair_key="spec", pair_role="decode"),
-            dict(base, config_hash="mss", verify="mss", pair_key="mss", pair_role="decode"),
-            dict(base, config_hash="mss_ctl", verify="mss", pair_key="mss", pair_role="paired"),
-            dict(base, config_hash="trav", verify="traversal", pair_key="mss", pair_role="paired")]
+
+    base = dict(
+        pair="p",
+        dataset="d",
+        dtype="bfloat16",
+        max_new_tokens=48,
+        tree="chain",
+        tree_params="{}",
+        budget=4,
+        temperature=1.0,
+    )
+    rows = [
+        dict(base, config_hash="spec", verify="speculative", pair_key="spec", pair_role="decode"),
+        dict(base, config_hash="mss", verify="mss", pair_key="mss", pair_role="decode"),
+        dict(base, config_hash="mss_ctl", verify="mss", pair_key="mss", pair_role="paired"),
+        dict(base, config_hash="trav", verify="traversal", pair_key="mss", pair_role="paired"),
+    ]
     df = pd.DataFrame(rows)
     assert list(df.config_hash[A._controls(df)]) == ["mss_ctl"]
     keys = A.GROUP + ["tree", "tree_params", "budget", "temperature"]
+
     def ref(h):
         return A._reference_row(df, df.set_index("config_hash").loc[h].to_dict() | {"config_hash": h}, keys)
-    assert list(ref("trav").config_hash) == ["mss_ctl"]          # the same drafted chains
-    assert list(ref("mss").config_hash) == ["spec"]              # never itself: speculative's own decode
+
+    assert list(ref("trav").config_hash) == ["mss_ctl"]  # the same drafted chains
+    assert list(ref("mss").config_hash) == ["spec"]  # never itself: speculative's own decode
 
 
 def test_the_hour_excludes_the_set_up_and_the_extended_steps():
     from specbench.report.setup import run_times
-    times = pd.DataFrame({"run": [1, 1, 1, 2, 2], "seconds": [70, 600, 5, 900, 10],
-                          "step": ["set-up (environment)", "study: sweep=reference", "extended: study: sweep=x",
-                                   "extended: losslessness at 90% power", "study: sweep=reference"]})
+
+    times = pd.DataFrame(
+        {
+            "run": [1, 1, 1, 2, 2],
+            "seconds": [70, 600, 5, 900, 10],
+            "step": [
+                "set-up (environment)",
+                "study: sweep=reference",
+                "extended: study: sweep=x",
+                "extended: losslessness at 90% power",
+                "study: sweep=reference",
+            ],
+        }
+    )
     text = run_times(times)
-    assert "up to the report: 600 s = 10.0 min; the steps marked extended" in text   # per step, the longest run
+    assert "up to the report: 600 s = 10.0 min; the steps marked extended" in text  # per step, the longest run
     assert "took 905 s = 15.1 min more." in text
     assert "extended" not in run_times(times[~times.step.str.startswith("extended")])

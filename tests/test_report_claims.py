@@ -1,5 +1,6 @@
 """REPORT.md's claims are sized to their evidence, its figures share one palette, it regenerates
 byte-identically, and it refuses truncated or inconsistent inputs before writing anything."""
+
 from __future__ import annotations
 
 import re
@@ -55,17 +56,17 @@ def test_answer_table_for_every_pair_and_dataset(big):
     for _, g in greedy.groupby(["pair", "dataset", "dtype", "max_new_tokens"]):
         assert P.where(g.iloc[0].to_dict()) in titles
         shapes = {r["shape"].split(" (= ")[0] for r in answer_rows(text) if r["group"] == P.where(g.iloc[0].to_dict())}
-        assert shapes == set(g["shape"])                      # one row per shape
+        assert shapes == set(g["shape"])  # one row per shape
 
 
 def test_ranked_claims_rest_on_32_prompts_and_uncapped_budgets(big):
     rows = answer_rows((big / "REPORT.md").read_text())
     ranked = [r for r in rows if r["claim"] == "ranked"]
-    assert ranked and len(ranked) < len(rows)            # the eagle2 subset (3 prompts) stays exploratory
+    assert ranked and len(ranked) < len(rows)  # the eagle2 subset (3 prompts) stays exploratory
     for r in ranked:
         assert int(r["prompts / tokens"].split(" / ")[0]) >= T.MIN_RANKED
         assert float(r["cut by cap"].rstrip("%")) <= 100 * T.MAX_CUT
-        assert re.search(r"\[\d", r["tokens/step [95% CI]"])    # 40 prompts: an interval is printed
+        assert re.search(r"\[\d", r["tokens/step [95% CI]"])  # 40 prompts: an interval is printed
     for r in rows:
         if int(r["prompts / tokens"].split(" / ")[0]) < T.MIN_CI:
             assert "no CI" in r["tokens/step [95% CI]"] and "[" not in r["tokens/step [95% CI]"]
@@ -74,8 +75,13 @@ def test_ranked_claims_rest_on_32_prompts_and_uncapped_budgets(big):
 
 
 def _steps(emitted_accepted: list[tuple[int, int]], prompts=("a", "b"), h="x") -> pd.DataFrame:
-    return pd.DataFrame([dict(config_hash=h, prompt_id=p, step=i, emitted=e, accepted=a, tree_size=4)
-                         for p in prompts for i, (e, a) in enumerate(emitted_accepted)])
+    return pd.DataFrame(
+        [
+            dict(config_hash=h, prompt_id=p, step=i, emitted=e, accepted=a, tree_size=4)
+            for p in prompts
+            for i, (e, a) in enumerate(emitted_accepted)
+        ]
+    )
 
 
 def test_cut_share_and_capped_budgets_are_never_ranked():
@@ -86,17 +92,30 @@ def test_cut_share_and_capped_budgets_are_never_ranked():
     assert share["x"] == pytest.approx(1 / 3) and share["y"] == 0
     assert T.claim(40, 1 / 3).startswith("not ranked") and T.claim(40, 0.05) == "ranked"
     assert T.claim(31, 0.0).startswith("exploratory")
-    base = dict(pair="p", dataset="d", dtype="float32", max_new_tokens=8, temperature=0.0, shape="chain",
-                tokens_per_step=1.0, speed_basis="projected")
-    rows = pd.DataFrame([dict(base, config_hash="fast", budget=16, speed=2.0, cut=0.3, claim=T.claim(40, 0.3)),
-                         dict(base, config_hash="slow", budget=4, speed=1.5, cut=0.05, claim=T.claim(40, 0.05))])
+    base = dict(
+        pair="p",
+        dataset="d",
+        dtype="float32",
+        max_new_tokens=8,
+        temperature=0.0,
+        shape="chain",
+        tokens_per_step=1.0,
+        speed_basis="projected",
+    )
+    rows = pd.DataFrame(
+        [
+            dict(base, config_hash="fast", budget=16, speed=2.0, cut=0.3, claim=T.claim(40, 0.3)),
+            dict(base, config_hash="slow", budget=4, speed=1.5, cut=0.05, claim=T.claim(40, 0.05)),
+        ]
+    )
     pick = T.answer(rows).iloc[0]
-    assert pick.config_hash == "slow" and pick.claim == "ranked"     # the faster budget is capped
+    assert pick.config_hash == "slow" and pick.claim == "ranked"  # the faster budget is capped
 
 
 def test_calibration_prompts_disjoint_from_scored_prompts():
     df = pd.DataFrame([dict(config_hash="s", tree="sequoia", pair="p", pair_id="pid", dataset="d")])
     sums = T.prompt_sums(_steps([(2, 1)], prompts=("q1", "q2"), h="s"))
+
     def vec(ids):
         return pd.DataFrame([dict(pair="p", pair_id="pid", dataset="d", rank=0, p_accept=0.9, prompt_ids=ids)])
 
@@ -107,7 +126,7 @@ def test_calibration_prompts_disjoint_from_scored_prompts():
     assert T.claim(40, 0.0, T.calibration_issue(inside.calibration.iloc[0])).startswith("not ranked")
     assert T.claim(40, 0.0, T.calibration_issue("not recorded")).startswith("not ranked")
     assert T.calibration_issue("disjoint") is None
-    other = df.assign(tree_params='{"calib_dataset": "other"}')        # calibrated on another dataset
+    other = df.assign(tree_params='{"calib_dataset": "other"}')  # calibrated on another dataset
     assert T.calibration(other, sums, None).calibration.iloc[0] == "disjoint (calibrated on other)"
     # on the committed results: wherever calibration prompts are recorded, no ranked row is in-sample
     t = T.compute(B.load(str(ROOT / "results")))
@@ -120,9 +139,9 @@ def _colours(fig) -> dict[str, str]:
     out = {}
     for ax in fig.axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
-            if hasattr(h, "lines"):                       # ErrorbarContainer
+            if hasattr(h, "lines"):  # ErrorbarContainer
                 c = h.lines[0].get_color()
-            elif hasattr(h, "patches"):                   # BarContainer
+            elif hasattr(h, "patches"):  # BarContainer
                 c = h.patches[0].get_facecolor()
             elif hasattr(h, "get_facecolor") and not hasattr(h, "get_color"):
                 c = h.get_facecolor()[0]
@@ -140,7 +159,7 @@ def test_one_palette_across_figures(tmp_path):
         for lab, cols in _colours(f.fig).items():
             seen.setdefault(lab, set()).update(cols)
     shared = [lab for lab in seen if sum(lab in _colours(f.fig) for f in figs) > 1]
-    assert len(figs) >= 10 and len(shared) >= 3                   # names recur across figures
+    assert len(figs) >= 10 and len(shared) >= 3  # names recur across figures
     for lab, cols in seen.items():
         assert len(cols) == 1, (lab, cols)
 
@@ -179,7 +198,7 @@ def _refused(tmp_path: Path, snap: dict, name: str) -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and name in lines[0] and "specbench.collect" in lines[0], proc.stderr
     now = [tmp_path / "REPORT.md", *(tmp_path / "results" / "figures").iterdir()]
-    assert {p: p.read_bytes() for p in now} == snap                 # nothing written, nothing removed
+    assert {p: p.read_bytes() for p in now} == snap  # nothing written, nothing removed
     assert not list(tmp_path.glob(".tmp-*")) and not list((tmp_path / "results").glob(".figures-*"))
 
 
@@ -188,7 +207,7 @@ def test_truncated_file_is_refused_in_one_line(rendered, name):
     tmp_path, snap = rendered
     path = tmp_path / "results" / name
     data = path.read_bytes()
-    path.write_bytes(data[: len(data) - 40])                        # cut mid-line, as a full disk leaves it
+    path.write_bytes(data[: len(data) - 40])  # cut mid-line, as a full disk leaves it
     _refused(tmp_path, snap, name)
 
 
@@ -196,7 +215,7 @@ def test_steps_missing_lines_is_refused(rendered):
     tmp_path, snap = rendered
     path = tmp_path / "results" / "steps.csv"
     lines = path.read_text().splitlines(keepends=True)
-    path.write_text("".join(lines[: len(lines) // 2]))              # whole lines lost: counts disagree
+    path.write_text("".join(lines[: len(lines) // 2]))  # whole lines lost: counts disagree
     _refused(tmp_path, snap, "steps.csv")
 
 
@@ -229,36 +248,80 @@ def test_the_tldr_best_lossless_gain_rests_on_32_shared_prompts():
     """A larger gain on 16 prompts is never called "best": only comparisons with >= MIN_RANKED
     shared prompts are ranked; with none, the line says the largest gain is exploratory."""
     from specbench.report.compare import Paired
+
     where = dict(pair="p", dataset="humaneval", dtype="bfloat16", engine="live", max_new_tokens=64)
 
     def gain(h, verify, diff, n):
-        return dict(where, config_hash=h, verify=verify, mode=f"{verify} T=1", ref_mode="mss T=1", baseline="mss",
-                    shape="binary", budget=16, lossless_b=True, diff=diff, n_shared=n,
-                    paired=Paired(h, "b", n, 4.0 + diff, 4.0, diff, diff - 0.1, diff + 0.1))
+        return dict(
+            where,
+            config_hash=h,
+            verify=verify,
+            mode=f"{verify} T=1",
+            ref_mode="mss T=1",
+            baseline="mss",
+            shape="binary",
+            budget=16,
+            lossless_b=True,
+            diff=diff,
+            n_shared=n,
+            paired=Paired(h, "b", n, 4.0 + diff, 4.0, diff, diff - 0.1, diff + 0.1),
+        )
+
     both = pd.DataFrame([gain("a", "sequoia", 0.4, 16), gain("c", "traversal", 0.1, 32)])
-    line, = P.mode_tldr(both)
-    assert line.startswith(f"Best lossless rule gain over its token-level baseline (≥ {T.MIN_RANKED} prompts): "
-                           "traversal T=1") and "+0.10 [+0.00, +0.20]" in line
-    line, = P.mode_tldr(both.iloc[:1])
+    (line,) = P.mode_tldr(both)
+    assert (
+        line.startswith(
+            f"Best lossless rule gain over its token-level baseline (≥ {T.MIN_RANKED} prompts): traversal T=1"
+        )
+        and "+0.10 [+0.00, +0.20]" in line
+    )
+    (line,) = P.mode_tldr(both.iloc[:1])
     assert line.startswith("Largest lossless rule gain") and "exploratory" in line and "on 16 prompts" in line
 
 
 def test_tldr_quotes_each_pairs_ranked_study_per_dataset_before_an_exploratory_measurement():
-    row = dict(dtype="bfloat16", max_new_tokens=128, engine="replay", speed_basis="projected", budget=4,
-               tokens_per_step=3.0, acceptance_rate=0.5, claim="ranked")
-    ans = pd.DataFrame([
-        {**row, "pair": "main", "dataset": "he", "shape": "chain", "speed": 1.5},
-        {**row, "pair": "main", "dataset": "he", "shape": "binary", "speed": 1.4},
-        {**row, "pair": "main", "dataset": "mt", "shape": "binary", "speed": 1.2},
-        {**row, "pair": "main", "dataset": "he", "shape": "chain", "speed": 0.9, "engine": "live",
-         "max_new_tokens": 64, "speed_basis": "measured", "claim": "exploratory (16 prompts < 32)"},
-        {**row, "pair": "aside", "dataset": "he", "shape": "chain", "speed": 0.8, "claim": "exploratory (8 < 32)"},
-    ])
-    lines = P.tldr({"answer": ans, "rows": ans.assign(n_prompts=64, temperature=0.0, cut=0.0),
-                    "modes": pd.DataFrame(), "live": pd.DataFrame()})
-    main, aside = lines[1:3]                       # the pair with the most answer rows first
-    assert main == ("main (bfloat16, replayed, 128 new tokens), fastest per dataset: he chain N=4 at 1.50× "
-                    "(projected), 3.00 tokens/step, acceptance rate 0.50, ranked; mt binary N=4 at 1.20× (projected), "
-                    "3.00 tokens/step, acceptance rate 0.50, ranked.")
+    row = dict(
+        dtype="bfloat16",
+        max_new_tokens=128,
+        engine="replay",
+        speed_basis="projected",
+        budget=4,
+        tokens_per_step=3.0,
+        acceptance_rate=0.5,
+        claim="ranked",
+    )
+    ans = pd.DataFrame(
+        [
+            {**row, "pair": "main", "dataset": "he", "shape": "chain", "speed": 1.5},
+            {**row, "pair": "main", "dataset": "he", "shape": "binary", "speed": 1.4},
+            {**row, "pair": "main", "dataset": "mt", "shape": "binary", "speed": 1.2},
+            {
+                **row,
+                "pair": "main",
+                "dataset": "he",
+                "shape": "chain",
+                "speed": 0.9,
+                "engine": "live",
+                "max_new_tokens": 64,
+                "speed_basis": "measured",
+                "claim": "exploratory (16 prompts < 32)",
+            },
+            {**row, "pair": "aside", "dataset": "he", "shape": "chain", "speed": 0.8, "claim": "exploratory (8 < 32)"},
+        ]
+    )
+    lines = P.tldr(
+        {
+            "answer": ans,
+            "rows": ans.assign(n_prompts=64, temperature=0.0, cut=0.0),
+            "modes": pd.DataFrame(),
+            "live": pd.DataFrame(),
+        }
+    )
+    main, aside = lines[1:3]  # the pair with the most answer rows first
+    assert main == (
+        "main (bfloat16, replayed, 128 new tokens), fastest per dataset: he chain N=4 at 1.50× "
+        "(projected), 3.00 tokens/step, acceptance rate 0.50, ranked; mt binary N=4 at 1.20× (projected), "
+        "3.00 tokens/step, acceptance rate 0.50, ranked."
+    )
     assert aside.startswith("aside (bfloat16, replayed, 128 new tokens), fastest per dataset: he chain N=4 at 0.80×")
-    assert aside.endswith("exploratory (8 < 32).")      # no ranked row: said so
+    assert aside.endswith("exploratory (8 < 32).")  # no ranked row: said so

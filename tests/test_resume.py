@@ -1,5 +1,6 @@
 """Resumable sweeps: a multirun killed with SIGKILL part-way, then rerun, ends with
 exactly the rows of an uninterrupted run (nothing lost, nothing duplicated)."""
+
 import glob
 import os
 import random
@@ -15,19 +16,30 @@ from specbench.study.results import read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMING = ["wall_s", "tokens_per_s", "draft_s", "verify_s"]
-RUN = ["run_id"]                 # differs between any two runs of a config, by design
+RUN = ["run_id"]  # differs between any two runs of a config, by design
 GRID = ["tree=chain,binary,kary", "tree.budget=2,4"]
 
 
 def env() -> dict:
     # tiny models: one thread each (2 spin-waiting OpenMP threads on a busy 2-core box crawl)
-    return dict(os.environ, HYDRA_FULL_ERROR="1", TOKENIZERS_PARALLELISM="false",
-                OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return dict(
+        os.environ, HYDRA_FULL_ERROR="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"
+    )
 
 
 def sweep_cmd(dirs, out, *extra) -> list[str]:
-    return [sys.executable, "-m", "specbench.run", "-m", *tiny_pair_overrides(dirs), "dataset=smoke",
-            "dataset.limit=2", "max_new_tokens=16", f"out_root={out}", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "specbench.run",
+        "-m",
+        *tiny_pair_overrides(dirs),
+        "dataset=smoke",
+        "dataset.limit=2",
+        "max_new_tokens=16",
+        f"out_root={out}",
+        *extra,
+    ]
 
 
 def run(cmd, timeout=900):
@@ -58,8 +70,14 @@ def test_sigkilled_sweep_resumes_to_exactly_the_uninterrupted_rows(tiny_pair_dir
     run(sweep_cmd(tiny_pair_dirs, ref, "engine=live", *GRID))
     assert len(summaries(ref)) == 6
 
-    proc = subprocess.Popen(sweep_cmd(tiny_pair_dirs, out, "engine=live", *GRID), cwd=ROOT, env=env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        sweep_cmd(tiny_pair_dirs, out, "engine=live", *GRID),
+        cwd=ROOT,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.time() + 600
     while len(summaries(out)) < 2 and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
@@ -69,13 +87,13 @@ def test_sigkilled_sweep_resumes_to_exactly_the_uninterrupted_rows(tiny_pair_dir
     assert 1 <= done_before < 6, f"the kill came too late or too early ({done_before} of 6 jobs done)"
 
     r = run(sweep_cmd(tiny_pair_dirs, out, "engine=live", *GRID))
-    assert r.stdout.count("skip ") + r.stderr.count("skip ") >= done_before   # finished jobs not rerun
+    assert r.stdout.count("skip ") + r.stderr.count("skip ") >= done_before  # finished jobs not rerun
     got, want = summary_rows(out), summary_rows(ref)
-    assert got.config_hash.is_unique and len(got) == 6              # nothing duplicated or lost
+    assert got.config_hash.is_unique and len(got) == 6  # nothing duplicated or lost
     pd.testing.assert_frame_equal(got, want)
     pd.testing.assert_frame_equal(steps_rows(out), steps_rows(ref))
 
-    run(sweep_cmd(tiny_pair_dirs, out, "engine=live", *GRID))        # a third run adds nothing
+    run(sweep_cmd(tiny_pair_dirs, out, "engine=live", *GRID))  # a third run adds nothing
     assert len(summaries(out)) == 6
 
 
@@ -84,8 +102,7 @@ def collected(out, res) -> tuple[pd.DataFrame, pd.DataFrame]:
     run([sys.executable, "-m", "specbench.collect", str(out), "--out", str(res), "--fresh"])
     summary = read_csv(os.path.join(res, "summary.csv"))
     steps = read_csv(os.path.join(res, "steps.csv"))
-    return (summary.drop(columns=[c for c in TIMING + RUN if c in summary]),
-            steps.drop(columns=TIMING[2:] + RUN))
+    return (summary.drop(columns=[c for c in TIMING + RUN if c in summary]), steps.drop(columns=TIMING[2:] + RUN))
 
 
 def test_random_sigkill_points_then_rerun_and_collect_equal_an_uninterrupted_run(tiny_pair_dirs, tmp_path):
@@ -98,8 +115,14 @@ def test_random_sigkill_points_then_rerun_and_collect_equal_an_uninterrupted_run
     out, kills = tmp_path / "out", []
     for _ in range(3):
         kills.append(round(rng.uniform(0.2, wall), 2))
-        proc = subprocess.Popen(sweep_cmd(tiny_pair_dirs, out, *grid), cwd=ROOT, env=env(),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            sweep_cmd(tiny_pair_dirs, out, *grid),
+            cwd=ROOT,
+            env=env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         time.sleep(kills[-1])
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

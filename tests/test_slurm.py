@@ -1,6 +1,7 @@
 """A real SLURM run: a one-node controller + daemon on localhost (scripts/slurm_local.sh), a 4-job
 tiny-model sweep through hydra/launcher=submitit_slurm, collected rows equal to the basic launcher's.
 Skipped, with the one-line reason, where the cluster cannot be set up (not root, no apt, ...)."""
+
 import os
 import subprocess
 import sys
@@ -39,9 +40,13 @@ def collected(out, res) -> pd.DataFrame:
 
 
 def test_submitit_slurm_sweep_gives_the_basic_launchers_rows(tiny_pair_dirs, tmp_path, slurm_conf, basic_rows):
-    launcher = ["hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=5",
-                "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=1"]
+    launcher = [
+        "hydra/launcher=submitit_slurm",
+        "hydra.launcher.timeout_min=5",
+        "hydra.launcher.cpus_per_task=1",
+        "hydra.launcher.mem_gb=1",
+    ]
     r = run(sweep_cmd(tiny_pair_dirs, tmp_path / "out", *GRID, *launcher))
     assert len(list((tmp_path / "out").rglob("summary.csv"))) == 4, r.stderr[-2000:]
-    assert list((tmp_path / "out").rglob("*_submission.sh"))             # it really went through sbatch
+    assert list((tmp_path / "out").rglob("*_submission.sh"))  # it really went through sbatch
     pd.testing.assert_frame_equal(collected(tmp_path / "out", tmp_path / "res"), basic_rows)

@@ -3,6 +3,7 @@ part 1 (qwen_coder, greedy, every static shape at budgets 4-64 on 64+ prompts of
 128+ tokens) is complete and no ranked budget loses more than 10% of its steps to max_new_tokens;
 every floor the hour could not hold is named in REPORT.md with what it would take; and the floor
 checker itself finds a missing cell."""
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,9 @@ RESULTS = os.path.join(ROOT, "results")
 @pytest.fixture(scope="module")
 def committed():
     summary = pd.read_csv(os.path.join(RESULTS, "summary.csv"))
-    steps = pd.read_csv(os.path.join(RESULTS, "steps.csv"),
-                        usecols=["config_hash", "prompt_id", "step", "accepted", "emitted"])
+    steps = pd.read_csv(
+        os.path.join(RESULTS, "steps.csv"), usecols=["config_hash", "prompt_id", "step", "accepted", "emitted"]
+    )
     return summary, steps
 
 
@@ -33,8 +35,13 @@ def test_part_one_is_complete_and_no_ranked_budget_is_cut_by_the_length_limit(co
     first = floors.FLOORS[0]
     assert floors.missing(first, summary) == []
     rows = floors._index(summary)
-    rows = rows[(rows.pair == "qwen_coder") & (rows.verify == "greedy") & rows.label.isin(floors.STATIC)
-                & (rows.n_prompts >= first.min_prompts) & (rows.max_new_tokens >= first.min_tokens)]
+    rows = rows[
+        (rows.pair == "qwen_coder")
+        & (rows.verify == "greedy")
+        & rows.label.isin(floors.STATIC)
+        & (rows.n_prompts >= first.min_prompts)
+        & (rows.max_new_tokens >= first.min_tokens)
+    ]
     rows = rows.assign(cut=rows.config_hash.map(cut_share(steps, summary)))
     assert rows.cut.notna().all() and len(rows) >= len(list(first.cells()))
     for r in rows.itertuples():
@@ -53,16 +60,28 @@ def test_every_unmet_floor_is_named_in_the_report_with_its_cost(committed):
 
 
 def test_missing_cells_are_found():
-    row = dict(pair="qwen_skip", tree="chain", tree_params="{}", budget=4, dataset="humaneval", verify="greedy",
-               temperature=0.0, n_prompts=32, max_new_tokens=128, engine="replay", batch_size=32, wall_s=10.0,
-               pair_role="decode")
+    row = dict(
+        pair="qwen_skip",
+        tree="chain",
+        tree_params="{}",
+        budget=4,
+        dataset="humaneval",
+        verify="greedy",
+        temperature=0.0,
+        n_prompts=32,
+        max_new_tokens=128,
+        engine="replay",
+        batch_size=32,
+        wall_s=10.0,
+        pair_role="decode",
+    )
     summary = pd.DataFrame([row, dict(row, budget=8, n_prompts=31), dict(row, budget=16, max_new_tokens=64)])
     floor = floors.FLOORS[4]
     gone = floors.missing(floor, summary)
     assert ("qwen_skip", "chain", 4, "humaneval", "greedy", 0.0) not in gone
-    assert ("qwen_skip", "chain", 8, "humaneval", "greedy", 0.0) in gone          # too few prompts
-    assert ("qwen_skip", "chain", 16, "humaneval", "greedy", 0.0) in gone         # too few tokens
+    assert ("qwen_skip", "chain", 8, "humaneval", "greedy", 0.0) in gone  # too few prompts
+    assert ("qwen_skip", "chain", 16, "humaneval", "greedy", 0.0) in gone  # too few tokens
     n, minutes = floors.shortfall(floor, summary)
     assert n == len(gone) == len(list(floor.cells())) - 1
-    per_token = sorted(10.0 / (p * t) for p, t in ((32, 128), (31, 128), (32, 64)))[1]   # the median
+    per_token = sorted(10.0 / (p * t) for p, t in ((32, 128), (31, 128), (32, 64)))[1]  # the median
     assert minutes == pytest.approx(n * per_token * 32 * 128 / 60)

@@ -5,9 +5,14 @@ from specbench.core.registry import UnknownName
 from specbench.core.tree import ancestor_mask, depths, paths_to_parents, tree_attention_mask, tree_position_ids
 from specbench.trees.policies import shape_paths
 
-STATIC = [("chain", {}), ("binary", {}), ("kary", {"width": 3}), ("topk_wide", {"width": 4}),
-          ("specinfer", {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}),
-          ("paths", {"paths": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]})]
+STATIC = [
+    ("chain", {}),
+    ("binary", {}),
+    ("kary", {"width": 3}),
+    ("topk_wide", {"width": 4}),
+    ("specinfer", {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}),
+    ("paths", {"paths": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]}),
+]
 
 
 @pytest.mark.parametrize("name,params", STATIC)
@@ -19,7 +24,7 @@ def test_every_shape_has_exactly_budget_nodes_and_is_prefix_closed(name, params,
     have = set(paths)
     assert all(len(p) == 1 or p[:-1] in have for p in paths)
     d = depths(paths_to_parents(paths))
-    assert d == sorted(d)                          # breadth-first
+    assert d == sorted(d)  # breadth-first
 
 
 def test_shapes_match_their_definitions():
@@ -44,7 +49,7 @@ def test_mask_rows_are_ancestors_and_positions_are_depths():
     add = tree_attention_mask(parents, past_len=4, start=3, stop=7)
     assert add.shape == (1, 1, 4, 11)
     allowed = add[0, 0] == 0
-    assert allowed[:, :4].all()                                  # the prefix is visible
+    assert allowed[:, :4].all()  # the prefix is visible
     assert torch.equal(allowed[:, 4:], m[3:7])
     assert tree_position_ids(parents, 10).tolist() == [[10, 11, 11, 12, 12, 12, 13]]
 

@@ -1,4 +1,5 @@
 """Verification modes (specbench/verify/modes.py) and sampling helpers (specbench/core/sampling.py)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -69,12 +70,11 @@ def tables(seed: int, v: int = 4):
     g = torch.Generator().manual_seed(seed)
     P = torch.softmax(0.8 * torch.randn(v, v, generator=g), -1)
     Q = torch.softmax(1.5 * torch.randn(v, v, generator=g), -1)
-    Q[0] = torch.tensor([0.7, 0.3, 0.0, 0.0])     # zero draft mass: exercises the fallbacks
+    Q[0] = torch.tensor([0.7, 0.3, 0.0, 0.0])  # zero draft mass: exercises the fallbacks
     return P, Q
 
 
-@pytest.mark.parametrize("mode,expansion", [("speculative", [1, 1]), ("mss", [3, 1]),
-                                            ("sequoia", [3, 1])])
+@pytest.mark.parametrize("mode,expansion", [("speculative", [1, 1]), ("mss", [3, 1]), ("sequoia", [3, 1])])
 def test_chi2_lossless_modes_reproduce_target(mode, expansion):
     P, Q = tables(0)
     n = 2500
@@ -105,7 +105,7 @@ def test_chain_with_draft_equal_target_accepts_everything(mode):
 
 
 def test_greedy_unchanged():
-    p = probs(torch.tensor([[0., 3, 1], [5, 0, 0], [0, 0, 2], [1, 0, 0]]), 0.0)
+    p = probs(torch.tensor([[0.0, 3, 1], [5, 0, 0], [0, 0, 2], [1, 0, 0]]), 0.0)
     tree = DraftTree([-1, 0, 0, 2], torch.tensor([0, 2, 1, 2]), [0, 0, 1, 0], None)
     spec = get_mode("greedy")
     assert spec.verdict(tree, p, None, torch.Generator(), spec.params()) == Verdict([2, 3], 0)
@@ -151,7 +151,7 @@ def test_registry_meta_and_configs():
         assert spec.chain_only == (name in CHAIN_ONLY)
         cfg = OmegaConf.to_container(OmegaConf.load(CONF / f"{name}.yaml"))
         assert cfg.pop("name") == name
-        assert cfg == spec.params(), name          # the yaml shows exactly the spec's defaults
+        assert cfg == spec.params(), name  # the yaml shows exactly the spec's defaults
         for key in ("temperature", "draft_temperature", "top_p"):
             assert key in cfg, (name, key)
     assert OmegaConf.load(CONF / "greedy.yaml").temperature == 0
@@ -160,12 +160,17 @@ def test_registry_meta_and_configs():
 def test_params_merge_defaults_and_reject_unknown_keys():
     spec = get_mode("typical")
     assert spec.params({"name": "typical", "eps": 0.2, "delta": None}) == {
-        "temperature": 1.0, "draft_temperature": 1.0, "top_p": 1.0, "eps": 0.2, "delta": 0.3}
+        "temperature": 1.0,
+        "draft_temperature": 1.0,
+        "top_p": 1.0,
+        "eps": 0.2,
+        "delta": 0.3,
+    }
     assert spec.params(OmegaConf.create({"temperature": 0.5}))["temperature"] == 0.5
     with pytest.raises(ValueError, match="verify.factor: not a parameter of verify=typical"):
         spec.params({"factor": 2})
     with pytest.raises(TypeError):
-        spec.defaults["eps"] = 1.0                 # frozen
+        spec.defaults["eps"] = 1.0  # frozen
 
 
 def test_compatibility_names_the_modes_that_fit():
@@ -176,14 +181,17 @@ def test_compatibility_names_the_modes_that_fit():
     assert "sequoia" in modes_for("sample_noreplace") and "mss" not in modes_for("sample_noreplace")
     for rule in ("sample", "sample_noreplace"):
         assert {"block", "traversal", "speculative", "gbv", "hsd"} <= set(modes_for(rule))
-    with pytest.raises(ValueError, match="verify=mss is lossless only on .*sample.*'topk' trees; "
-                                         "modes that fit: conservative, epsilon, greedy, hsd, naive"):
+    with pytest.raises(
+        ValueError,
+        match="verify=mss is lossless only on .*sample.*'topk' trees; "
+        "modes that fit: conservative, epsilon, greedy, hsd, naive",
+    ):
         check_compatible(get_mode("mss"), "topk")
     with pytest.raises(ValueError, match="verify=ratio needs the draft distributions q"):
         check_compatible(get_mode("ratio"), "fixed")
     for name in ALL:
         spec = get_mode(name)
-        check_compatible(spec, spec.child_rule)    # every mode fits its own child rule
+        check_compatible(spec, spec.child_rule)  # every mode fits its own child rule
         assert spec.lossless_for <= set(TREE_CHILD_RULES)
     with pytest.raises(ValueError, match="unknown child rule"):
         modes_for("beam")
@@ -197,7 +205,7 @@ def test_probs_temperature_and_top_p():
     assert torch.equal(probs(logits, 0.0), torch.tensor([[1.0, 0, 0, 0]]))
     full = probs(logits, 1.0)
     assert torch.allclose(full, torch.softmax(logits, -1))
-    nucleus = probs(logits, 1.0, top_p=0.8)          # top two hold 0.64 + 0.24 >= 0.8
+    nucleus = probs(logits, 1.0, top_p=0.8)  # top two hold 0.64 + 0.24 >= 0.8
     assert (nucleus[0, 2:] == 0).all() and torch.isclose(nucleus.sum(), torch.tensor(1.0))
     assert torch.allclose(probs(logits, 0.5), torch.softmax(logits / 0.5, -1))
     with pytest.raises(ValueError, match="top_p"):
@@ -211,7 +219,7 @@ def test_choose_children_rules():
     toks, ranks = choose_children(q, 8, "sample", rng)
     assert len(toks) == 8 and 3 not in toks
     toks, _ = choose_children(q, 4, "sample_noreplace", rng)
-    assert sorted(toks) == [0, 1, 2, 3]              # the zero-mass token comes last, uniformly
+    assert sorted(toks) == [0, 1, 2, 3]  # the zero-mass token comes last, uniformly
     assert toks[-1] == 3
     with pytest.raises(ValueError, match="Valid: topk"):
         choose_children(q, 2, "beam", rng)
@@ -224,6 +232,7 @@ def test_choose_children_rules():
 def _real_installed() -> bool:
     try:
         from specbench.inputs.embedded import installed
+
         return installed()
     except ImportError:
         return False
@@ -236,10 +245,23 @@ def test_real_mss_smoke(tmp_path):
     import sys
 
     root = Path(__file__).resolve().parents[1]
-    cmd = [sys.executable, "-m", "specbench.run", "verify=mss", "verify.temperature=1.0",
-           "verify.draft_temperature=1.0", "tree=binary", "tree.budget=8", "dataset=humaneval",
-           "dataset.limit=2", "max_new_tokens=32", "dtype=float32", "engine=live", "progress=false",
-           f"out_root={tmp_path}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specbench.run",
+        "verify=mss",
+        "verify.temperature=1.0",
+        "verify.draft_temperature=1.0",
+        "tree=binary",
+        "tree.budget=8",
+        "dataset=humaneval",
+        "dataset.limit=2",
+        "max_new_tokens=32",
+        "dtype=float32",
+        "engine=live",
+        "progress=false",
+        f"out_root={tmp_path}",
+    ]
     subprocess.run(cmd, cwd=root, check=True)
     steps = read_csv(next(tmp_path.rglob("steps.csv")))
     summary = read_csv(next(tmp_path.rglob("summary.csv")))

@@ -13,6 +13,7 @@ reached; ``roofline_frac`` uses max(bandwidth bound, FLOP bound).
 ``model_view=true`` adds rows (level=model) timing one real target forward
 over a tree against one forward per branch (run it under the real-model lock).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -51,8 +52,9 @@ def grid_points(cfg: DictConfig) -> dict[tuple, list[str]]:
     """{(batch, kv_len, tree_size, shape, dtype): [impl, ...]} for cfg.grid."""
     grids = cfg.grids
     if cfg.grid not in grids:
-        raise ValueError(f"grid={cfg.grid} is unknown; valid: {', '.join(grids)} "
-                         "(or add a list of slices under grids.<name>)")
+        raise ValueError(
+            f"grid={cfg.grid} is unknown; valid: {', '.join(grids)} (or add a list of slices under grids.<name>)"
+        )
     points: dict[tuple, list[str]] = {}
     for sl in grids[cfg.grid]:
         missing = [a for a in GRID_AXES if a not in sl]
@@ -60,7 +62,7 @@ def grid_points(cfg: DictConfig) -> dict[tuple, list[str]]:
             raise ValueError(f"grids.{cfg.grid}: a slice lacks {missing}; every slice needs {GRID_AXES}")
         impls = list(sl.get("impls") or cfg.impls)
         for name in impls:
-            ai.IMPLS.get(name)                       # unknown name -> one-line error
+            ai.IMPLS.get(name)  # unknown name -> one-line error
         for dt in sl.dtype:
             if dt not in DTYPES:
                 raise ValueError(f"dtype '{dt}' is not one of {', '.join(DTYPES)}")
@@ -89,8 +91,7 @@ def time_call(run, warmup: int, repeats: int, min_repeats: int, max_seconds: flo
         if len(times) >= min_repeats and time.perf_counter() - start > max_seconds:
             break
     q25, q75 = np.percentile(times, [25, 75])
-    return {"median_s": statistics.median(times), "q25_s": q25, "q75_s": q75,
-            "iqr_s": q75 - q25, "repeats": len(times)}
+    return {"median_s": statistics.median(times), "q25_s": q25, "q75_s": q75, "iqr_s": q75 - q25, "repeats": len(times)}
 
 
 def memory_bandwidth(megabytes: int) -> float:
@@ -113,27 +114,36 @@ def bench_point(cfg, point, impls, dims, limits) -> list[dict]:
     batch, kv_len, tree_size, shape, dt = point
     dtype = DTYPES[dt]
     case = ai.make_case(tree_parents(shape, tree_size), int(kv_len), int(batch), dims, dtype, cfg.seed)
-    base = {"level": "kernel", "batch": batch, "kv_len": kv_len, "tree_size": tree_size, "shape": shape,
-            "dtype": dt, **case.describe(), **dims, **ai.cost(case),
-            "bandwidth_gbs": limits["bw"] / 1e9, "peak_gflops": limits[dt] / 1e9}
+    base = {
+        "level": "kernel",
+        "batch": batch,
+        "kv_len": kv_len,
+        "tree_size": tree_size,
+        "shape": shape,
+        "dtype": dt,
+        **case.describe(),
+        **dims,
+        **ai.cost(case),
+        "bandwidth_gbs": limits["bw"] / 1e9,
+        "peak_gflops": limits[dt] / 1e9,
+    }
     base["bw_bound_s"] = base["bytes_moved"] / limits["bw"]
     base["compute_bound_s"] = base["flops"] / limits[dt]
     ref = None
     scores = batch * dims["heads"] * case.nodes * (kv_len + case.nodes)
     if cfg.check and scores <= cfg.check_max_elems:
         run = ai.reference(case).run
-        assert run is not None                  # the reference runs everywhere
+        assert run is not None  # the reference runs everywhere
         ref = run()
     rows = []
     for name in impls:
-        row = dict(base, impl=name, note="", compile_s=float("nan"), max_abs_err=float("nan"),
-                   median_s=float("nan"))
+        row = dict(base, impl=name, note="", compile_s=float("nan"), max_abs_err=float("nan"), median_s=float("nan"))
         try:
             prep = ai.IMPLS.get(name)(case)
             row.update(note=prep.note, compile_s=prep.compile_s)
             if prep.run is not None:
                 warmup = cfg.warmup
-                if ref is not None:               # the checked call doubles as one warm-up
+                if ref is not None:  # the checked call doubles as one warm-up
                     row["max_abs_err"] = ai.max_abs_err(case, prep, ref)
                     warmup = max(0, warmup - 1)
                 row.update(time_call(prep.run, warmup, cfg.repeats, cfg.min_repeats, cfg.max_seconds))
@@ -158,8 +168,7 @@ def model_view(cfg) -> list[dict]:
     g = torch.Generator().manual_seed(cfg.seed)
     cache = DynamicCache()
     with torch.inference_mode():
-        model(input_ids=torch.randint(0, vocab, (1, mc.kv_len), generator=g),
-              past_key_values=cache, use_cache=True)
+        model(input_ids=torch.randint(0, vocab, (1, mc.kv_len), generator=g), past_key_values=cache, use_cache=True)
     rows = []
     for shape in mc.shapes:
         parents = tree_parents(shape, mc.tree_size)
@@ -172,12 +181,23 @@ def model_view(cfg) -> list[dict]:
 
         def per_branch(brs=brs, tokens=tokens):
             for nodes in brs:
-                kv.forward_nodes(model, cache, mc.kv_len, ai.chain_parents(len(nodes)),
-                                 [tokens[i] for i in nodes], 0, len(nodes))
+                kv.forward_nodes(
+                    model, cache, mc.kv_len, ai.chain_parents(len(nodes)), [tokens[i] for i in nodes], 0, len(nodes)
+                )
                 cache.crop(-len(nodes))
-        base = {"level": "model", "batch": 1, "kv_len": mc.kv_len, "tree_size": mc.tree_size,
-                "shape": shape, "dtype": mc.dtype, "nodes": len(parents), "n_branches": len(brs),
-                "branch_tokens": sum(map(len, brs)), "note": f"real {mc.target} forward"}
+
+        base = {
+            "level": "model",
+            "batch": 1,
+            "kv_len": mc.kv_len,
+            "tree_size": mc.tree_size,
+            "shape": shape,
+            "dtype": mc.dtype,
+            "nodes": len(parents),
+            "n_branches": len(brs),
+            "branch_tokens": sum(map(len, brs)),
+            "note": f"real {mc.target} forward",
+        }
         for name, fn, warmup in (("model_tree", tree, 1), ("model_branches", per_branch, 0)):
             rows.append(dict(base, impl=name, **time_call(fn, warmup, mc.repeats, mc.repeats, math.inf)))
     return rows
@@ -215,6 +235,7 @@ def draw_figures(df: pd.DataFrame, out: Path, fc) -> list[Path]:
     colour scale shared by every panel and dtype.  (REPORT.md draws its own attention figures;
     `python -m specbench.report` replaces these in results/figures/.)"""
     import matplotlib
+
     matplotlib.use("Agg")
 
     k = df[(df.level == "kernel") & df.median_s.notna()]
@@ -234,15 +255,23 @@ def _time_figure(line: pd.DataFrame, fc, dt, out: Path) -> list[Path]:
     shapes, batches = sorted(line["shape"].unique()), sorted(line.batch.unique())
     if not shapes:
         return []
-    fig, axes = plt.subplots(len(shapes), len(batches), squeeze=False, sharex=True,
-                             figsize=(3.2 * len(batches), 2.6 * len(shapes)))
+    fig, axes = plt.subplots(
+        len(shapes), len(batches), squeeze=False, sharex=True, figsize=(3.2 * len(batches), 2.6 * len(shapes))
+    )
     for (i, s), (j, b) in itertools.product(enumerate(shapes), enumerate(batches)):
         ax = axes[i][j]
         for impl, g in line[(line["shape"] == s) & (line.batch == b)].groupby("impl"):
             g = g.sort_values("tree_size")
-            ax.errorbar(g.tree_size, g.median_s * 1e3, yerr=[(g.median_s - g.q25_s) * 1e3,
-                        (g.q75_s - g.median_s) * 1e3], marker="o", ms=3, capsize=2,
-                        label=impl, color=COLORS.get(impl))
+            ax.errorbar(
+                g.tree_size,
+                g.median_s * 1e3,
+                yerr=[(g.median_s - g.q25_s) * 1e3, (g.q75_s - g.median_s) * 1e3],
+                marker="o",
+                ms=3,
+                capsize=2,
+                label=impl,
+                color=COLORS.get(impl),
+            )
         ax.set(xscale="log", yscale="log", title=f"{s}, batch {b}")
         ticks = sorted(line.tree_size.unique())
         ax.set_xticks(ticks, [str(t) for t in ticks])
@@ -265,12 +294,18 @@ def _speedup_figure(heat: pd.DataFrame, norm, fc, dt, out: Path) -> list[Path]:
         return []
     fig, axes = plt.subplots(1, len(shapes), squeeze=False, figsize=(4.2 * len(shapes), 3.6))
     for ax, s in zip(axes[0], shapes):
-        t = heat[heat["shape"] == s].pivot_table(index="kv_len", columns=["tree_size", "impl"],
-                                                 values="median_s")
-        sp = (t.xs("sequential", axis=1, level="impl") / t.xs("fused", axis=1, level="impl"))
+        t = heat[heat["shape"] == s].pivot_table(index="kv_len", columns=["tree_size", "impl"], values="median_s")
+        sp = t.xs("sequential", axis=1, level="impl") / t.xs("fused", axis=1, level="impl")
         im = ax.imshow(sp.to_numpy(), cmap="RdBu", norm=norm, origin="lower", aspect="auto")
-        ax.set(xticks=range(sp.shape[1]), xticklabels=sp.columns, yticks=range(sp.shape[0]),
-               yticklabels=sp.index, xlabel="tree size N", ylabel="kv_len", title=s)
+        ax.set(
+            xticks=range(sp.shape[1]),
+            xticklabels=sp.columns,
+            yticks=range(sp.shape[0]),
+            yticklabels=sp.index,
+            xlabel="tree size N",
+            ylabel="kv_len",
+            title=s,
+        )
         for (r, c), val in np.ndenumerate(sp.to_numpy()):
             ax.text(c, r, f"{val:.1f}", ha="center", va="center", fontsize=7)
         fig.colorbar(im, ax=ax, label="sequential / fused time")
@@ -283,7 +318,8 @@ def _shared_ratio_norm(k: pd.DataFrame):
     from matplotlib.colors import LogNorm
 
     piv = k[k.impl.isin(["fused", "sequential"])].pivot_table(
-        index=["shape", "dtype", "kv_len", "tree_size"], columns="impl", values="median_s")
+        index=["shape", "dtype", "kv_len", "tree_size"], columns="impl", values="median_s"
+    )
     r = (piv["sequential"] / piv["fused"]).dropna() if {"fused", "sequential"} <= set(piv.columns) else pd.Series([1.0])
     lim = float(max(r.max(), 1 / r.min(), 1.01)) if len(r) else 2.0
     return LogNorm(vmin=1 / lim, vmax=lim)
@@ -310,8 +346,10 @@ def main_run(cfg: DictConfig) -> pd.DataFrame:
         limits = {"bw": memory_bandwidth(cfg.bandwidth_mb)}
         for dt in {p[4] for p in points}:
             limits[dt] = peak_flops(cfg.matmul_n, DTYPES[dt])
-        print(f"bandwidth {limits['bw'] / 1e9:.1f} GB/s, peak "
-              + ", ".join(f"{k} {v / 1e9:.0f} GFLOP/s" for k, v in limits.items() if k != "bw"))
+        print(
+            f"bandwidth {limits['bw'] / 1e9:.1f} GB/s, peak "
+            + ", ".join(f"{k} {v / 1e9:.0f} GFLOP/s" for k, v in limits.items() if k != "bw")
+        )
         for point, impls in tqdm(points.items(), desc="attention grid", disable=not cfg.progress):
             rows += bench_point(cfg, point, impls, dims, limits)
     if cfg.model_view:
@@ -325,14 +363,17 @@ def main_run(cfg: DictConfig) -> pd.DataFrame:
         if (why := all_failed(df)) is not None:
             raise RuntimeError(why)
         df = save_csv(df, out, cfg.merge)
-    elif out.is_file():      # grid=none, model_view=false: refresh derived columns, redraw figures
+    elif out.is_file():  # grid=none, model_view=false: refresh derived columns, redraw figures
         df = save_csv(pd.read_csv(out), out, merge=False)
     else:
-        raise ValueError(f"grid={cfg.grid} with model_view=false measures nothing and {out} "
-                         "does not exist to redraw from")
+        raise ValueError(
+            f"grid={cfg.grid} with model_view=false measures nothing and {out} does not exist to redraw from"
+        )
     draw_figures(df, Path(to_absolute_path(cfg.fig_dir)), cfg.figures)
-    print(f"{'wrote' if rows else 'redrew figures from'} {cfg.out_csv} ({len(df)} rows) "
-          f"in {time.perf_counter() - t0:.0f}s")
+    print(
+        f"{'wrote' if rows else 'redrew figures from'} {cfg.out_csv} ({len(df)} rows) "
+        f"in {time.perf_counter() - t0:.0f}s"
+    )
     return df
 
 
@@ -340,7 +381,7 @@ def main_run(cfg: DictConfig) -> pd.DataFrame:
 def hydra_main(cfg: DictConfig) -> None:
     try:
         main_run(cfg)
-    except (ValueError, KeyError, RuntimeError) as e:     # registry's UnknownName is a KeyError
+    except (ValueError, KeyError, RuntimeError) as e:  # registry's UnknownName is a KeyError
         msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
         print(f"specbench: error: {(msg.strip().splitlines() or [type(e).__name__])[0]}", file=sys.stderr)
         sys.exit(2 if isinstance(e, (ValueError, KeyError)) else 1)
@@ -349,6 +390,7 @@ def hydra_main(cfg: DictConfig) -> None:
 def main() -> None:
     """`python -m specbench.attention_bench`: a bad value, or a disk it cannot write, is one line."""
     from ..study.argv import run_hydra
+
     run_hydra(hydra_main)
 
 

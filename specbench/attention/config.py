@@ -8,18 +8,21 @@ point and implementation, except that a failed measurement (``note`` starting
 with ``failed``) never replaces a good one.  ``all_failed(new)``: the one line
 for a run in which nothing was measured (the CSV is then left as it is).
 """
+
 from __future__ import annotations
 
 import pandas as pd
 
 # key -> (minimum, fix); None = any value >= minimum, null not allowed
-POSITIVE = {"repeats": (1, "timed calls per point, e.g. repeats=7"),
-            "min_repeats": (1, "e.g. min_repeats=3"),
-            "warmup": (0, "untimed calls first, e.g. warmup=2"),
-            "bandwidth_mb": (1, "e.g. bandwidth_mb=512"),
-            "matmul_n": (1, "e.g. matmul_n=2048"),
-            "check_max_elems": (0, "e.g. check_max_elems=40000000"),
-            "model.repeats": (1, "e.g. model.repeats=3")}
+POSITIVE = {
+    "repeats": (1, "timed calls per point, e.g. repeats=7"),
+    "min_repeats": (1, "e.g. min_repeats=3"),
+    "warmup": (0, "untimed calls first, e.g. warmup=2"),
+    "bandwidth_mb": (1, "e.g. bandwidth_mb=512"),
+    "matmul_n": (1, "e.g. matmul_n=2048"),
+    "check_max_elems": (0, "e.g. check_max_elems=40000000"),
+    "model.repeats": (1, "e.g. model.repeats=3"),
+}
 BOOLS = ("check", "merge", "progress", "model_view")
 
 
@@ -39,8 +42,10 @@ def validate(cfg) -> None:
     """One-line ValueError for the first bad value (see the module docstring)."""
     grids = cfg.get("grids") or {}
     if cfg.get("grid") not in grids:
-        raise ValueError(f"grid={cfg.get('grid')!r} is unknown: use one of {', '.join(grids)} "
-                         "(or add a list of slices under grids.<name>)")
+        raise ValueError(
+            f"grid={cfg.get('grid')!r} is unknown: use one of {', '.join(grids)} "
+            "(or add a list of slices under grids.<name>)"
+        )
     for key, (minimum, fix) in POSITIVE.items():
         _int(_get(cfg, key), key, minimum, fix)
     for key in BOOLS:
@@ -74,6 +79,7 @@ def all_failed(new: pd.DataFrame) -> str | None:
     bad = failed(new)
     if len(new) and bad.all():
         first = str(new.loc[bad.idxmax(), "note"])
-        return (f"all {len(new)} measurements failed (first: {first}); results left as they were: "
-                "fix the cause and rerun")
+        return (
+            f"all {len(new)} measurements failed (first: {first}); results left as they were: fix the cause and rerun"
+        )
     return None

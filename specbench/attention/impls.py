@@ -12,6 +12,7 @@ An implementation is registered in ``IMPLS`` as ``prepare(case) -> Prepared``:
 and returns ``run`` (the timed call) and ``output`` (turns run's result into
 [B, H, T, D] for the correctness check).
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,11 @@ def target_dims(key: str = TARGET_KEY) -> tuple[dict, str]:
         return dict(FALLBACK_DIMS), "fallback-constants"
     c = json.loads(path.read_text())
     heads = int(c["num_attention_heads"])
-    dims = {"heads": heads, "kv_heads": int(c.get("num_key_value_heads", heads)),
-            "head_dim": int(c.get("head_dim") or c["hidden_size"] // heads)}
+    dims = {
+        "heads": heads,
+        "kv_heads": int(c.get("num_key_value_heads", heads)),
+        "head_dim": int(c.get("head_dim") or c["hidden_size"] // heads),
+    }
     return dims, str(path)
 
 
@@ -51,8 +55,7 @@ def branches(parents: Sequence[int]) -> list[list[int]]:
     """Root-to-leaf node lists (root first), one per leaf, leaves in index order."""
     has_child = {p for p in parents if p >= 0}
     anc = ancestor_mask(parents)
-    return [anc[leaf].nonzero().flatten().tolist()
-            for leaf in range(len(parents)) if leaf not in has_child]
+    return [anc[leaf].nonzero().flatten().tolist() for leaf in range(len(parents)) if leaf not in has_child]
 
 
 def chain_parents(n: int) -> list[int]:
@@ -64,10 +67,10 @@ def chain_parents(n: int) -> list[int]:
 class TreeCase:
     parents: list[int]
     past_len: int
-    q: torch.Tensor        # [B, H, T, D]
-    k: torch.Tensor        # [B, Hkv, past_len + T, D]
+    q: torch.Tensor  # [B, H, T, D]
+    k: torch.Tensor  # [B, Hkv, past_len + T, D]
     v: torch.Tensor
-    mask: torch.Tensor     # additive [1, 1, T, past_len + T] from tree_attention_mask
+    mask: torch.Tensor  # additive [1, 1, T, past_len + T] from tree_attention_mask
 
     @property
     def nodes(self) -> int:
@@ -75,12 +78,17 @@ class TreeCase:
 
     def describe(self) -> dict:
         br = branches(self.parents)
-        return {"nodes": self.nodes, "depth": max(depths(self.parents)),
-                "n_branches": len(br), "branch_tokens": sum(len(b) for b in br)}
+        return {
+            "nodes": self.nodes,
+            "depth": max(depths(self.parents)),
+            "n_branches": len(br),
+            "branch_tokens": sum(len(b) for b in br),
+        }
 
 
-def make_case(parents: Sequence[int], past_len: int, batch: int, dims: dict,
-              dtype: torch.dtype, seed: int = 0) -> TreeCase:
+def make_case(
+    parents: Sequence[int], past_len: int, batch: int, dims: dict, dtype: torch.dtype, seed: int = 0
+) -> TreeCase:
     if past_len < 0 or batch < 1:
         raise ValueError(f"kv_len={past_len}, batch={batch}: need kv_len >= 0 and batch >= 1")
     if dims["heads"] % dims["kv_heads"]:
@@ -105,7 +113,7 @@ def cost(case: TreeCase) -> dict:
 
 @dataclass
 class Prepared:
-    run: Callable[[], Any] | None              # None: the implementation is unavailable here
+    run: Callable[[], Any] | None  # None: the implementation is unavailable here
     output: Callable[[Any], torch.Tensor] = lambda out: out
     note: str = ""
     compile_s: float = float("nan")
@@ -117,20 +125,23 @@ class Prepared:
 @IMPLS.register("reference")
 def reference(case: TreeCase) -> Prepared:
     """Explicit matmul + additive mask + softmax in float32 (correctness only)."""
+
     def run():
         rep = case.q.shape[1] // case.k.shape[1]
         q, k, v = (x.float() for x in (case.q, case.k, case.v))
         k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
         scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5 + case.mask.float()
         return (scores.softmax(-1) @ v).to(case.q.dtype)
+
     return Prepared(run)
 
 
 @IMPLS.register("fused")
 def fused(case: TreeCase) -> Prepared:
     """One SDPA call over KV cache + tree with the additive tree mask."""
-    return Prepared(lambda: F.scaled_dot_product_attention(
-        case.q, case.k, case.v, attn_mask=case.mask, enable_gqa=True))
+    return Prepared(
+        lambda: F.scaled_dot_product_attention(case.q, case.k, case.v, attn_mask=case.mask, enable_gqa=True)
+    )
 
 
 @IMPLS.register("sequential")
@@ -145,22 +156,31 @@ def sequential(case: TreeCase) -> Prepared:
     kbuf = case.k.new_empty(b, hkv, p + longest, d)
     vbuf = torch.empty_like(kbuf)
     kbuf[:, :, :p], vbuf[:, :, :p] = case.k[:, :, :p], case.v[:, :, :p]
-    masks = {n: tree_attention_mask(chain_parents(n), p, dtype=case.q.dtype)
-             for n in {len(x) for x in brs}}
+    masks = {n: tree_attention_mask(chain_parents(n), p, dtype=case.q.dtype) for n in {len(x) for x in brs}}
     work = []
     for nodes in brs:
         idx = torch.tensor(nodes)
-        work.append((idx, case.q[:, :, idx].contiguous(), case.k[:, :, p + idx].contiguous(),
-                     case.v[:, :, p + idx].contiguous(), masks[len(nodes)]))
+        work.append(
+            (
+                idx,
+                case.q[:, :, idx].contiguous(),
+                case.k[:, :, p + idx].contiguous(),
+                case.v[:, :, p + idx].contiguous(),
+                masks[len(nodes)],
+            )
+        )
 
     def run():
         outs = []
         for _, q, k, v, mask in work:
             n = q.shape[2]
-            kbuf[:, :, p:p + n].copy_(k)
-            vbuf[:, :, p:p + n].copy_(v)
-            outs.append(F.scaled_dot_product_attention(
-                q, kbuf[:, :, :p + n], vbuf[:, :, :p + n], attn_mask=mask, enable_gqa=True))
+            kbuf[:, :, p : p + n].copy_(k)
+            vbuf[:, :, p : p + n].copy_(v)
+            outs.append(
+                F.scaled_dot_product_attention(
+                    q, kbuf[:, :, : p + n], vbuf[:, :, : p + n], attn_mask=mask, enable_gqa=True
+                )
+            )
         return outs
 
     def output(outs):
@@ -168,16 +188,18 @@ def sequential(case: TreeCase) -> Prepared:
         for (idx, *_), o in zip(work, outs):
             full[:, :, idx] = o
         return full
+
     return Prepared(run, output)
 
 
 def _block_mask(case: TreeCase):
     from torch.nn.attention.flex_attention import create_block_mask
 
-    allowed = case.mask[0, 0] == 0          # bool, derived from tree_attention_mask
+    allowed = case.mask[0, 0] == 0  # bool, derived from tree_attention_mask
 
     def mask_mod(b, h, q_idx, kv_idx):
         return allowed[q_idx, kv_idx]
+
     return create_block_mask(mask_mod, None, None, allowed.shape[0], allowed.shape[1], device="cpu")
 
 
@@ -192,6 +214,7 @@ def flex(case: TreeCase) -> Prepared:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return flex_attention(case.q, case.k, case.v, block_mask=bm, enable_gqa=True)
+
     return Prepared(run)
 
 
@@ -205,7 +228,7 @@ def flex_compiled(case: TreeCase, compiler: Callable | None = None) -> Prepared:
     from torch.nn.attention.flex_attention import flex_attention
 
     bm = _block_mask(case)
-    torch._dynamo.reset()                   # one compile per grid point, no recompile limit
+    torch._dynamo.reset()  # one compile per grid point, no recompile limit
     t0 = time.perf_counter()
     try:
         fn = (compiler or torch.compile)(flex_attention, dynamic=False)
@@ -214,15 +237,17 @@ def flex_compiled(case: TreeCase, compiler: Callable | None = None) -> Prepared:
         msg = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
         return Prepared(None, note=f"compile failed: {type(e).__name__}: {msg}")
     compile_s = time.perf_counter() - t0
-    return Prepared(lambda: fn(case.q, case.k, case.v, block_mask=bm, enable_gqa=True),
-                    compile_s=compile_s)
+    return Prepared(lambda: fn(case.q, case.k, case.v, block_mask=bm, enable_gqa=True), compile_s=compile_s)
 
 
-TOLERANCE = {torch.float32: dict(atol=1e-4, rtol=1e-4), torch.bfloat16: dict(atol=3e-2, rtol=3e-2),
-             torch.float16: dict(atol=5e-3, rtol=5e-3)}
+TOLERANCE = {
+    torch.float32: dict(atol=1e-4, rtol=1e-4),
+    torch.bfloat16: dict(atol=3e-2, rtol=3e-2),
+    torch.float16: dict(atol=5e-3, rtol=5e-3),
+}
 
 
 def max_abs_err(case: TreeCase, prep: Prepared, ref: torch.Tensor) -> float:
-    assert prep.run is not None                 # only available implementations are checked
+    assert prep.run is not None  # only available implementations are checked
     out = prep.output(prep.run())
     return (out.float() - ref.float()).abs().max().item()

@@ -10,6 +10,7 @@ Failures are OSErrors naming the real path.  ``atomic_folder(path)`` does the sa
 folder built in place of ``path`` (mode 0777 minus the umask, as ``mkdir`` gives).  Every atomic write in
 specbench goes through these.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,7 +32,7 @@ def umask() -> int:
                     return int(line.split()[1], 8)
     except OSError:
         pass
-    old = os.umask(0o022)          # portable fallback: set and restore
+    old = os.umask(0o022)  # portable fallback: set and restore
     os.umask(old)
     return old
 
@@ -125,15 +126,16 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
     write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
-def replace_together(folder: str | os.PathLike, fill: Callable[[str], object], path: str | os.PathLike,
-                     text: str) -> None:
+def replace_together(
+    folder: str | os.PathLike, fill: Callable[[str], object], path: str | os.PathLike, text: str
+) -> None:
     """Replace ``folder`` (built by ``fill(tmp_folder)``) and the text file ``path`` together:
     both are written beside their targets first, then swapped in; on any failure neither
     changes (the old folder is put back), no temp file or folder is left, and an OSError
     names the real path."""
     folder, path = os.path.abspath(folder), os.path.abspath(path)
     parent = os.path.dirname(folder)
-    made: list[str] = []                      # temp folders to remove whatever happens
+    made: list[str] = []  # temp folders to remove whatever happens
     tmp, old, swapped = None, None, False
     try:
         os.makedirs(parent, exist_ok=True)
@@ -149,14 +151,14 @@ def replace_together(folder: str | os.PathLike, fill: Callable[[str], object], p
         swapped = True
         os.replace(tmp, path)
     except BaseException as e:
-        if swapped:                            # the new folder is in place: take it out again
+        if swapped:  # the new folder is in place: take it out again
             shutil.rmtree(folder, ignore_errors=True)
         if old and not os.path.isdir(folder):
             os.rename(os.path.join(old, "folder"), folder)
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
         if isinstance(e, OSError) and ".tmp-" in str(e.filename or ".tmp-"):
-            raise named(e, folder) from e      # the folder, not a temp file in or beside it
+            raise named(e, folder) from e  # the folder, not a temp file in or beside it
         raise
     finally:
         for d in made:

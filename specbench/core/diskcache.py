@@ -18,6 +18,7 @@ record both leave a whole one.
 Location: the ``replay_cache`` config key if set, else ``$SPECBENCH_CACHE/replay``,
 else ``<out_root>/.cache/replay``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,7 +30,7 @@ from typing import Any
 
 from .atomic import atomic_write
 
-VERSION = 1          # bump when the meaning of a record changes
+VERSION = 1  # bump when the meaning of a record changes
 
 
 def cache_root(explicit: str | None = None, out_root: str = "outputs") -> Path:
@@ -81,6 +82,7 @@ class DiskCache:
         def write(tmp: str) -> None:
             with open(tmp, "w") as f:
                 json.dump(rec, f, sort_keys=True, default=str)
+
         atomic_write(path, write)
         return path
 

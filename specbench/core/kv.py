@@ -22,6 +22,7 @@ step's nodes.  Caches and masks live on the model's device.
 Batch-1 helpers over a plain ``DynamicCache`` (``forward_nodes``, ``keep``) remain for
 the memo of the lossless check and the attention benchmark's model view.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -35,14 +36,15 @@ from transformers.cache_utils import Cache, CacheLayerMixin
 from .tree import compiled, tree_attention_mask, tree_position_ids
 
 MIN_SLOTS = 64
-PACK = 1024          # prompt tokens per packed prefill forward (bounds its [PACK, PACK] mask)
+PACK = 1024  # prompt tokens per packed prefill forward (bounds its [PACK, PACK] mask)
 
-Request = tuple[int, Sequence[int], Sequence[int], int]     # (row, parents, tokens, start): ``SlotKV.forward``
+Request = tuple[int, Sequence[int], Sequence[int], int]  # (row, parents, tokens, start): ``SlotKV.forward``
 
 
 class CausalLM(Protocol):
     """What ``SlotKV`` calls: a transformers causal LM or a stand-in (``engine.memo.MemoModel``,
     ``drafting.layerskip.layer_view``)."""
+
     @property
     def device(self) -> torch.device: ...
 
@@ -57,17 +59,19 @@ class CausalLM(Protocol):
 @dataclass
 class Plan:
     """What the forward in progress writes and reads (shared by every layer)."""
-    rows: torch.Tensor | None = None     # cache row of every new node [b, T] (or [b, 1]: one row per batch row)
-    span: slice | None = None            # the batch's rows as a slice, when contiguous (a view, no copy)
-    write: torch.Tensor | None = None    # slot of every new node [b, T]
-    width: int = 0                       # slots the queries may see
-    past: list[int] = field(default_factory=list)   # committed tokens of each batch row
-    need: tuple[int, int] = (0, 0)       # (rows, slots) the layers must hold
-    packed: bool = False                 # a packed prefill: the queries see only this forward's nodes
+
+    rows: torch.Tensor | None = None  # cache row of every new node [b, T] (or [b, 1]: one row per batch row)
+    span: slice | None = None  # the batch's rows as a slice, when contiguous (a view, no copy)
+    write: torch.Tensor | None = None  # slot of every new node [b, T]
+    width: int = 0  # slots the queries may see
+    past: list[int] = field(default_factory=list)  # committed tokens of each batch row
+    need: tuple[int, int] = (0, 0)  # (rows, slots) the layers must hold
+    packed: bool = False  # a packed prefill: the queries see only this forward's nodes
 
 
 class SlotLayer(CacheLayerMixin):
     """One decoder layer's slots; ``update`` writes the plan's nodes in place."""
+
     is_compileable = False
 
     def __init__(self, plan: Plan):
@@ -83,7 +87,7 @@ class SlotLayer(CacheLayerMixin):
     def reserve(self, rows: int, slots: int) -> None:
         """Hold at least rows x slots (slots grow by doubling), keeping the contents."""
         keys, values = self.keys, self.values
-        assert keys is not None and values is not None      # set by lazy_initialization (update calls it first)
+        assert keys is not None and values is not None  # set by lazy_initialization (update calls it first)
         have_r, have_s = keys.shape[0], keys.shape[2]
         if rows <= have_r and slots <= have_s:
             return
@@ -94,31 +98,33 @@ class SlotLayer(CacheLayerMixin):
             out = t.new_zeros(new_r, t.shape[1], new_s, t.shape[-1])
             out[:have_r, :, :have_s] = t
             return out
+
         self.keys, self.values = grown(keys), grown(values)
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args,
-               **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         plan = self.plan
         self.reserve(*plan.need)
         keys, values, rows = self.keys, self.values, plan.rows
-        assert keys is not None and values is not None and rows is not None    # set above / by the plan's forward
+        assert keys is not None and values is not None and rows is not None  # set above / by the plan's forward
         at = (rows, slice(None), plan.write)
         keys[at] = key_states.transpose(1, 2).to(keys.dtype)
         values[at] = value_states.transpose(1, 2).to(values.dtype)
         if plan.packed:
             return key_states, value_states
         if plan.span is not None:
-            return keys[plan.span, :, :plan.width], values[plan.span, :, :plan.width]
+            return keys[plan.span, :, : plan.width], values[plan.span, :, : plan.width]
         rows = rows[:, 0]
-        return keys[rows, :, :plan.width], values[rows, :, :plan.width]
+        return keys[rows, :, : plan.width], values[rows, :, : plan.width]
 
     def move(self, rows: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> None:
         """Entries (rows[i], src[i]) to (rows[i], dst[i]) (the sources are read first)."""
         if self.is_initialized:
             keys, values = self.keys, self.values
-            assert keys is not None and values is not None      # set by lazy_initialization
+            assert keys is not None and values is not None  # set by lazy_initialization
             keys[rows, :, dst] = keys[rows, :, src]
             values[rows, :, dst] = values[rows, :, src]
 
@@ -126,7 +132,7 @@ class SlotLayer(CacheLayerMixin):
         return self.plan.width, 0
 
     def get_seq_length(self) -> int:
-        return 0                       # positions are passed explicitly (position_ids)
+        return 0  # positions are passed explicitly (position_ids)
 
     def get_max_length(self) -> int:
         return -1
@@ -144,13 +150,14 @@ class SlotCache(Cache):
 @dataclass
 class SlotKV:
     """The slot caches of every row of one model (module docstring)."""
+
     model: CausalLM
     plan: Plan = field(default_factory=Plan)
-    lens: list[int] = field(default_factory=list)        # committed tokens per row (-1: free)
-    ext: list[int] = field(default_factory=list)         # nodes forwarded this step per row
-    prefills: dict[int, list[int]] = field(default_factory=dict)          # queued: row -> tokens
-    commits: dict[int, list[int]] = field(default_factory=dict)           # queued: row -> kept nodes
-    forwards: int = 0                                    # model calls (a profile count)
+    lens: list[int] = field(default_factory=list)  # committed tokens per row (-1: free)
+    ext: list[int] = field(default_factory=list)  # nodes forwarded this step per row
+    prefills: dict[int, list[int]] = field(default_factory=dict)  # queued: row -> tokens
+    commits: dict[int, list[int]] = field(default_factory=dict)  # queued: row -> kept nodes
+    forwards: int = 0  # model calls (a profile count)
 
     def __post_init__(self):
         self.cache = SlotCache(self.plan)
@@ -215,7 +222,7 @@ class SlotKV:
         at = 0
         for r, ids in prompts.items():
             k = len(ids)
-            allowed[at:at + k, at:at + k] = compiled(tuple(chain(k)))[0]
+            allowed[at : at + k, at : at + k] = compiled(tuple(chain(k)))[0]
             rows += [r] * k
             slots += range(k)
             at += k
@@ -225,10 +232,13 @@ class SlotKV:
         self.plan.span, self.plan.width, self.plan.past, self.plan.packed = None, n, [0], True
         self.plan.need = (max(rows) + 1, max(slots) + 1)
         mask = torch.zeros(n, n, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
-        self.model.get_decoder()(                 # no LM head: a prefill's logits are never read
+        self.model.get_decoder()(  # no LM head: a prefill's logits are never read
             input_ids=torch.tensor([[t for ids in prompts.values() for t in ids]], device=device),
-            attention_mask=mask[None, None].to(device), position_ids=self.plan.write,
-            past_key_values=self.cache, use_cache=True)
+            attention_mask=mask[None, None].to(device),
+            position_ids=self.plan.write,
+            past_key_values=self.cache,
+            use_cache=True,
+        )
         self.forwards += 1
         self.plan.packed = False
         for r, ids in prompts.items():
@@ -249,7 +259,7 @@ class SlotKV:
         if rows:
             device = self.model.device
             idx = [torch.tensor(x, dtype=torch.long, device=device) for x in (rows, src, dst)]
-            for layer in cast("list[SlotLayer]", self.cache.layers):     # SlotCache makes only SlotLayers
+            for layer in cast("list[SlotLayer]", self.cache.layers):  # SlotCache makes only SlotLayers
                 layer.move(*idx)
 
     @torch.inference_mode()
@@ -258,11 +268,13 @@ class SlotKV:
         reqs = [requests[i] for i in order]
         for r, _parents, _, start in reqs:
             if self.lens[r] < 0 or start != self.ext[r]:
-                raise IndexError(f"SlotKV row {r}: start={start} but {self.ext[r]} nodes forwarded "
-                                 f"this step (lens {self.lens[r]})")
+                raise IndexError(
+                    f"SlotKV row {r}: start={start} but {self.ext[r]} nodes forwarded this step (lens {self.lens[r]})"
+                )
         ids, mask, pos = self.inputs(reqs)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=self.cache,
-                         use_cache=True)
+        out = self.model(
+            input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=self.cache, use_cache=True
+        )
         self.forwards += 1
         for r, parents, _, _ in reqs:
             self.ext[r] = len(parents)
@@ -282,9 +294,9 @@ class SlotKV:
             anc, dep = compiled(tuple(int(p) for p in parents))
             new = len(parents) - start
             allowed[b, :, :n] = True
-            allowed[b, :new, n:n + len(parents)] = anc[start:]
+            allowed[b, :new, n : n + len(parents)] = anc[start:]
             pad = torch.arange(new, t)
-            allowed[b, pad, n + start + pad] = True          # padding nodes: roots seeing the prefix
+            allowed[b, pad, n + start + pad] = True  # padding nodes: roots seeing the prefix
             pos[b, :new] = n + dep[start:]
             pos[b, new:] = n
             ids[b, :new] = torch.as_tensor([int(x) for x in tokens[start:]], dtype=torch.long)
@@ -292,8 +304,9 @@ class SlotKV:
         device, dtype = self.model.device, self.model.dtype
         self.plan.rows = torch.tensor(rows, dtype=torch.long, device=device)[:, None]
         self.plan.span = slice(rows[0], rows[-1] + 1) if rows == list(range(rows[0], rows[-1] + 1)) else None
-        self.plan.write = (torch.tensor([n + s for n, (*_, s) in zip(base, reqs)])[:, None]
-                           + torch.arange(t)).to(device)
+        self.plan.write = (torch.tensor([n + s for n, (*_, s) in zip(base, reqs)])[:, None] + torch.arange(t)).to(
+            device
+        )
         self.plan.width, self.plan.past = width, base
         self.plan.need = (rows[-1] + 1, width)
         mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
@@ -307,8 +320,7 @@ def chain(n: int) -> list[int]:
 
 def checked(logits: torch.Tensor) -> torch.Tensor:
     if not torch.isfinite(logits).all():
-        raise FloatingPointError("the model produced NaN/inf logits: try dtype=float32 "
-                                 "or check the model files")
+        raise FloatingPointError("the model produced NaN/inf logits: try dtype=float32 or check the model files")
     return logits
 
 
@@ -316,8 +328,9 @@ def checked(logits: torch.Tensor) -> torch.Tensor:
 # batch-1 helpers over a DynamicCache (the lossless check's memo, the attention model view)
 # ---------------------------------------------------------------------------
 @torch.inference_mode()
-def forward_nodes(model, cache: DynamicCache, past_len: int, parents: Sequence[int],
-                  tokens: Sequence[int], start: int, stop: int) -> torch.Tensor:
+def forward_nodes(
+    model, cache: DynamicCache, past_len: int, parents: Sequence[int], tokens: Sequence[int], start: int, stop: int
+) -> torch.Tensor:
     """One forward over tree nodes ``start:stop``; nodes ``0:start`` are already in
     ``cache`` right after the ``past_len`` prefix tokens.  Returns float32 logits
     [stop-start, V] and appends the new nodes' keys/values to ``cache``."""
@@ -325,8 +338,7 @@ def forward_nodes(model, cache: DynamicCache, past_len: int, parents: Sequence[i
     ids = torch.as_tensor(list(tokens[start:stop]), dtype=torch.long, device=device)[None]
     mask = tree_attention_mask(parents, past_len, start, stop, dtype=model.dtype, device=device)
     pos = tree_position_ids(parents, past_len, start, stop, device=device)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=pos,
-                past_key_values=cache, use_cache=True)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True)
     return checked(out.logits[0].float())
 
 
@@ -334,18 +346,15 @@ def keep(cache: DynamicCache, past_len: int, slots: Sequence[int]) -> int:
     """Keep the ``past_len`` prefix plus the tree entries at ``slots`` (offsets
     after the prefix, in order); drop everything else.  Returns the new length."""
     idx = None
-    for layer in cast("list[CacheLayerMixin]", cache.layers):    # attention layers (a DummyLayer's keys are None)
+    for layer in cast("list[CacheLayerMixin]", cache.layers):  # attention layers (a DummyLayer's keys are None)
         if not getattr(layer, "is_initialized", True) or layer.keys is None:
             continue
         keys, values = layer.keys, layer.values
-        assert values is not None                   # set with the keys
+        assert values is not None  # set with the keys
         if idx is None:
-            idx = torch.as_tensor([past_len + s for s in slots], dtype=torch.long,
-                                  device=keys.device)
-        layer.keys = torch.cat([keys[..., :past_len, :],
-                                keys.index_select(-2, idx)], dim=-2)
-        layer.values = torch.cat([values[..., :past_len, :],
-                                  values.index_select(-2, idx)], dim=-2)
+            idx = torch.as_tensor([past_len + s for s in slots], dtype=torch.long, device=keys.device)
+        layer.keys = torch.cat([keys[..., :past_len, :], keys.index_select(-2, idx)], dim=-2)
+        layer.values = torch.cat([values[..., :past_len, :], values.index_select(-2, idx)], dim=-2)
     return past_len + len(slots)
 
 
@@ -354,8 +363,12 @@ def prefill(model, prompt_ids: Sequence[int]) -> tuple[DynamicCache, int]:
     if len(prompt_ids) == 0:
         raise ValueError("empty prompt: every prompt needs at least one token")
     cache, n = DynamicCache(), len(prompt_ids) - 1
-    if n:                       # a plain causal forward; only the cache is kept
+    if n:  # a plain causal forward; only the cache is kept
         with torch.inference_mode():
-            model(input_ids=torch.tensor([list(prompt_ids[:-1])], device=model.device),
-                  past_key_values=cache, use_cache=True, logits_to_keep=1)
+            model(
+                input_ids=torch.tensor([list(prompt_ids[:-1])], device=model.device),
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
     return cache, n

@@ -6,6 +6,7 @@ beside the registration.  A registry made with ``name_attr`` writes the register
 name onto the entry, so the name is not repeated in the entry's body.  An unknown
 name raises a one-line error that lists the valid names and suggests the closest one.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -38,9 +39,11 @@ class Registry(Generic[T]):
 
     def register(self, name: str) -> Callable[[E], E]:
         """Decorator form of ``add`` (the decorated object is returned unchanged)."""
+
         def deco(entry: E) -> E:
             self.add(name, cast(T, entry))
             return entry
+
         return deco
 
     def get(self, name: str) -> T:

@@ -16,13 +16,14 @@ Conventions
   children in that order).  ``ranks`` are the tokens' draft ranks under
   ``q_row`` (0 = most likely; ties broken by token id).
 """
+
 from __future__ import annotations
 
 import torch
 
-CHILD_RULES = ("topk", "sample", "sample_noreplace")   # how a drafter can pick children from q
-TREE_CHILD_RULES = CHILD_RULES + ("fixed",)              # + candidates not drawn from q (n-gram, merged)
-MIN_TEMPERATURE = 1e-6   # below this (but > 0) logits / T can overflow float32: NaN probabilities
+CHILD_RULES = ("topk", "sample", "sample_noreplace")  # how a drafter can pick children from q
+TREE_CHILD_RULES = CHILD_RULES + ("fixed",)  # + candidates not drawn from q (n-gram, merged)
+MIN_TEMPERATURE = 1e-6  # below this (but > 0) logits / T can overflow float32: NaN probabilities
 
 
 def check_temperature(temperature, key: str = "verify.temperature") -> float:
@@ -33,8 +34,10 @@ def check_temperature(temperature, key: str = "verify.temperature") -> float:
     if not t == t or t in (float("inf"), float("-inf")) or t < 0:
         raise ValueError(f"{key}={temperature}: must be a finite number >= 0 (0 = greedy)")
     if 0 < t < MIN_TEMPERATURE:
-        raise ValueError(f"{key}={temperature}: a positive temperature below {MIN_TEMPERATURE:g} "
-                         "overflows the logits (NaN probabilities); use 0 for greedy")
+        raise ValueError(
+            f"{key}={temperature}: a positive temperature below {MIN_TEMPERATURE:g} "
+            "overflows the logits (NaN probabilities); use 0 for greedy"
+        )
     return t
 
 
@@ -54,8 +57,8 @@ def probs(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0) ->
     out = torch.softmax(logits / temperature, dim=-1)
     if top_p < 1.0:
         srt, idx = out.sort(dim=-1, descending=True)
-        before = srt.cumsum(-1) - srt            # mass strictly before each sorted token
-        srt = srt.masked_fill(before >= top_p, 0.0)   # the top token always survives
+        before = srt.cumsum(-1) - srt  # mass strictly before each sorted token
+        srt = srt.masked_fill(before >= top_p, 0.0)  # the top token always survives
         out = torch.zeros_like(out).scatter_(-1, idx, srt)
         out = out / out.sum(-1, keepdim=True)
     return out
@@ -82,8 +85,9 @@ def accept_prob(p_row: torch.Tensor, q_row: torch.Tensor, x: int) -> float:
     A NaN p(x) or q(x) is a ValueError (``min(1.0, nan)`` would be 1.0: always accept)."""
     px, qx = float(p_row[x]), float(q_row[x])
     if px != px or qx != qx:
-        raise ValueError(f"accept_prob: NaN probability at token {x} (p={px}, q={qx}); "
-                         "check the logits and the temperature")
+        raise ValueError(
+            f"accept_prob: NaN probability at token {x} (p={px}, q={qx}); check the logits and the temperature"
+        )
     if qx <= 0:
         return 0.0
     return min(1.0, px / qx)
@@ -98,8 +102,10 @@ def sequoia_next_q(q_row: torch.Tensor, rejected: torch.Tensor) -> torch.Tensor:
         return q / s
     free = (~rejected).to(q_row.dtype)
     if free.sum() <= 0:
-        raise ValueError("sequoia: every vocabulary token was rejected; the tree has more "
-                         "children at one node than the vocabulary has tokens")
+        raise ValueError(
+            "sequoia: every vocabulary token was rejected; the tree has more "
+            "children at one node than the vocabulary has tokens"
+        )
     return free / free.sum()
 
 
@@ -107,9 +113,9 @@ def token_ranks(q: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """Draft rank of ``tokens[..., j]`` under the rows of ``q`` (0 = most likely;
     ties by token id): #(more likely tokens) + #(equally likely, smaller id).
     O(V) per token, no sort."""
-    qx = q.gather(-1, tokens)[..., None]                    # [..., k, 1]
+    qx = q.gather(-1, tokens)[..., None]  # [..., k, 1]
     ids = torch.arange(q.shape[-1], device=q.device)
-    rows = q[..., None, :]                                  # [..., 1, V]
+    rows = q[..., None, :]  # [..., 1, V]
     return (rows > qx).sum(-1) + ((rows == qx) & (ids < tokens[..., None])).sum(-1)
 
 
@@ -122,12 +128,13 @@ def top_tokens(q_row: torch.Tensor, k: int) -> torch.Tensor:
     """The k most likely tokens, ties by token id (the order `token_ranks` counts),
     sorting only the tokens at or above the k-th largest probability."""
     cut = torch.topk(q_row, k).values[-1]
-    cand = (q_row >= cut).nonzero().flatten()               # ascending ids
+    cand = (q_row >= cut).nonzero().flatten()  # ascending ids
     return cand[torch.argsort(-q_row[cand].double(), stable=True)][:k]
 
 
-def choose_children(q_row: torch.Tensor, k: int, how: str,
-                    rng: torch.Generator | None = None) -> tuple[list[int], list[int]]:
+def choose_children(
+    q_row: torch.Tensor, k: int, how: str, rng: torch.Generator | None = None
+) -> tuple[list[int], list[int]]:
     """Pick k child tokens from the draft distribution ``q_row``.
 
     how = "topk": the k most likely tokens (deterministic);
@@ -164,8 +171,9 @@ def choose_children(q_row: torch.Tensor, k: int, how: str,
     return tokens.tolist(), ranks_of(q_row, tokens)
 
 
-def choose_slots(q_row: torch.Tensor, slots, how: str,
-                 rng: torch.Generator | None = None) -> tuple[list[int], list[int]]:
+def choose_slots(
+    q_row: torch.Tensor, slots, how: str, rng: torch.Generator | None = None
+) -> tuple[list[int], list[int]]:
     """Children for the sibling slots ``slots`` (strictly increasing: the last element of
     each kept rank path under one parent, e.g. [0, 2] for ``[[0], [2]]``).
 

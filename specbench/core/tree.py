@@ -19,6 +19,7 @@ prefix of the kept list must be a tree.  A finite shape (``specinfer``, ``paths`
 (top-1) chain until it has N nodes.  The shapes themselves are tree policies
 (``trees.shapes``); this module applies the budget rule to their paths (``fit_budget``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -66,9 +67,9 @@ def ancestor_mask(parents: Sequence[int], device=None) -> torch.Tensor:
     return mask.to(device) if device is not None else mask
 
 
-def tree_attention_mask(parents: Sequence[int], past_len: int, start: int = 0,
-                        stop: int | None = None, dtype=torch.float32,
-                        device=None) -> torch.Tensor:
+def tree_attention_mask(
+    parents: Sequence[int], past_len: int, start: int = 0, stop: int | None = None, dtype=torch.float32, device=None
+) -> torch.Tensor:
     """Additive 4-D mask [1, 1, stop-start, past_len+stop] for the tree's nodes
     ``start:stop`` as queries.
 
@@ -85,8 +86,9 @@ def tree_attention_mask(parents: Sequence[int], past_len: int, start: int = 0,
     return mask.to(device) if device is not None else mask
 
 
-def tree_position_ids(parents: Sequence[int], past_len: int, start: int = 0,
-                      stop: int | None = None, device=None) -> torch.Tensor:
+def tree_position_ids(
+    parents: Sequence[int], past_len: int, start: int = 0, stop: int | None = None, device=None
+) -> torch.Tensor:
     """Position ids [1, stop-start]: prefix length plus node depth."""
     d = depths(parents)[start:stop]
     return torch.tensor([[past_len + x for x in d]], dtype=torch.long, device=device)
@@ -106,8 +108,7 @@ def check_prefix_closed(paths: Sequence[RankPath]) -> None:
         if len(p) == 0:
             raise ValueError("empty rank path: the root is implicit, list only draft nodes")
         if len(p) > 1 and p[:-1] not in have:
-            raise ValueError(f"rank path {list(p)} has no parent {list(p[:-1])}: "
-                             "a shape must be prefix-closed")
+            raise ValueError(f"rank path {list(p)} has no parent {list(p[:-1])}: a shape must be prefix-closed")
 
 
 def fit_budget(paths, budget: int, listed_order: bool = False) -> list[RankPath]:
@@ -115,8 +116,7 @@ def fit_budget(paths, budget: int, listed_order: bool = False) -> list[RankPath]
     order for explicit path lists), or pad the top-1 chain; store breadth-first."""
     if budget < 1:
         raise ValueError(f"tree.budget={budget}: the budget (number of draft tokens) must be >= 1")
-    ordered = list(dict.fromkeys(tuple(int(r) for r in p) for p in paths)) if listed_order \
-        else sort_paths(paths)
+    ordered = list(dict.fromkeys(tuple(int(r) for r in p) for p in paths)) if listed_order else sort_paths(paths)
     if len(ordered) >= budget:
         kept = ordered[:budget]
         check_prefix_closed(kept)
@@ -163,12 +163,13 @@ class DraftTree:
     (candidates not drawn from q at all: n-gram or merged nodes).  Verification
     modes are lossless only for the child rules they were derived for.
     """
+
     parents: list[int]
-    tokens: torch.Tensor                 # LongTensor [N+1], tokens[0] = root
+    tokens: torch.Tensor  # LongTensor [N+1], tokens[0] = root
     ranks: list[int]
-    q: torch.Tensor | None = None        # [N+1, V] float32, or None (n-gram drafts)
-    slots: list[int] | None = None       # drafter-side cache slot per node, -1 if never forwarded
-    child_rule: str = "topk"             # how children were chosen (see above)
+    q: torch.Tensor | None = None  # [N+1, V] float32, or None (n-gram drafts)
+    slots: list[int] | None = None  # drafter-side cache slot per node, -1 if never forwarded
+    child_rule: str = "topk"  # how children were chosen (see above)
 
     @property
     def size(self) -> int:
@@ -187,5 +188,4 @@ class DraftTree:
     @classmethod
     def root_only(cls, token: int, rule: str = "topk") -> DraftTree:
         """A tree with no draft nodes (tree=none, or a drafter with nothing to propose)."""
-        return cls(parents=[-1], tokens=torch.tensor([int(token)]), ranks=[0], q=None, slots=None,
-                   child_rule=rule)
+        return cls(parents=[-1], tokens=torch.tensor([int(token)]), ranks=[0], q=None, slots=None, child_rule=rule)

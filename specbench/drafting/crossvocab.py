@@ -40,6 +40,7 @@ Verification sees only target-vocabulary tokens and q rows, so every lossless
 mode stays lossless.  ``outside_share`` measures how many of the target's
 emitted tokens lie outside the intersection (those are never drafted).
 """
+
 from __future__ import annotations
 
 import functools
@@ -53,9 +54,9 @@ import torch
 from .drafters import DRAFTERS, ModelDrafter
 from .levels import LevelGen
 
-SPACE = "\u2581"                                    # SentencePiece's '▁'
+SPACE = "\u2581"  # SentencePiece's '▁'
 BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
-ADDED, VOCAB, FALLBACK = 0, 1, 2                    # precedence among ids spelling the same bytes
+ADDED, VOCAB, FALLBACK = 0, 1, 2  # precedence among ids spelling the same bytes
 
 
 @functools.lru_cache(maxsize=1)
@@ -79,8 +80,10 @@ def scheme(tokenizer) -> str:
         return "bytelevel"
     if SPACE in text or "ByteFallback" in text or "Metaspace" in text:
         return "sentencepiece"
-    raise ValueError(f"tokenizer {type(tokenizer).__name__} is neither byte-level BPE nor "
-                     "SentencePiece-style: pair.drafter=tli cannot map its tokens by string")
+    raise ValueError(
+        f"tokenizer {type(tokenizer).__name__} is neither byte-level BPE nor "
+        "SentencePiece-style: pair.drafter=tli cannot map its tokens by string"
+    )
 
 
 def token_bytes(tokenizer) -> list[tuple[bytes, int] | None]:
@@ -108,7 +111,7 @@ def token_bytes(tokenizer) -> list[tuple[bytes, int] | None]:
 
 def canonical_ids(entries: Sequence[tuple[bytes, int] | None]) -> dict[bytes, int]:
     """bytes -> the one id its tokenizer would produce for them (precedence, then lowest id)."""
-    best: dict[bytes, tuple[int, int]] = {}        # bytes -> (precedence, id)
+    best: dict[bytes, tuple[int, int]] = {}  # bytes -> (precedence, id)
     for i, e in enumerate(entries):
         if e is not None and (e[0] not in best or e[1] < best[e[0]][0]):
             best[e[0]] = (e[1], i)
@@ -118,24 +121,29 @@ def canonical_ids(entries: Sequence[tuple[bytes, int] | None]) -> dict[bytes, in
 @dataclass
 class VocabMap:
     """The intersection of a drafter's and a target's vocabularies, by byte string."""
+
     draft_tokenizer: Any
     target_tokenizer: Any
-    target_vocab: int                       # length of a target q row (the target's output size)
-    target_ids: torch.Tensor = field(init=False)     # intersection, ascending target id
-    draft_ids: torch.Tensor = field(init=False)      # the matching drafter ids
+    target_vocab: int  # length of a target q row (the target's output size)
+    target_ids: torch.Tensor = field(init=False)  # intersection, ascending target id
+    draft_ids: torch.Tensor = field(init=False)  # the matching drafter ids
 
     def __post_init__(self):
         self.draft_entries = token_bytes(self.draft_tokenizer)
         self.draft_index = canonical_ids(self.draft_entries)
         self.target_entries = token_bytes(self.target_tokenizer)
-        pairs = sorted((t, self.draft_index[b]) for b, t in canonical_ids(self.target_entries).items()
-                       if b in self.draft_index and t < self.target_vocab)
+        pairs = sorted(
+            (t, self.draft_index[b])
+            for b, t in canonical_ids(self.target_entries).items()
+            if b in self.draft_index and t < self.target_vocab
+        )
         self.target_ids = torch.tensor([t for t, _ in pairs], dtype=torch.long)
         self.draft_ids = torch.tensor([d for _, d in pairs], dtype=torch.long)
         self.t2d = dict(pairs)
         self.max_len = max(map(len, self.draft_index), default=1)
-        self.filler = next(i for i in (self.draft_tokenizer.unk_token_id, self.draft_tokenizer.eos_token_id, 0)
-                           if i is not None)
+        self.filler = next(
+            i for i in (self.draft_tokenizer.unk_token_id, self.draft_tokenizer.eos_token_id, 0) if i is not None
+        )
 
     @property
     def size(self) -> int:
@@ -162,8 +170,10 @@ class VocabMap:
 
     def node_ids(self, target_ids: Sequence[int]) -> list[int]:
         """Drafter ids to forward for tree nodes (one each; see the module docstring)."""
-        return [self.t2d[t] if t in self.t2d else (self.encode_bytes(self.target_text(t)) or [self.filler])[0]
-                for t in map(int, target_ids)]
+        return [
+            self.t2d[t] if t in self.t2d else (self.encode_bytes(self.target_text(t)) or [self.filler])[0]
+            for t in map(int, target_ids)
+        ]
 
     def to_draft(self, target_ids: Sequence[int]) -> list[int]:
         """Committed target tokens -> the drafter's tokens: intersection tokens 1:1,
@@ -193,7 +203,7 @@ class VocabMap:
         out, i = [], 0
         while i < len(data):
             for n in range(min(self.max_len, len(data) - i), 0, -1):
-                if (j := self.draft_index.get(data[i:i + n])) is not None:
+                if (j := self.draft_index.get(data[i : i + n])) is not None:
                     out.append(j)
                     i += n
                     break
@@ -222,9 +232,10 @@ def output_size(model) -> int:
 @DRAFTERS.register("tli")
 class TLIDrafter(ModelDrafter):
     """A drafter with its own vocabulary, restricted to the tokens it shares with the target."""
+
     own_tokenizer = True
-    rank_replay = False      # its trees follow the draft vocabulary's ranks, mapped per step
-    teacher_forced = False   # its children are mapped from the draft vocabulary, not pair.draft's over the target's
+    rank_replay = False  # its trees follow the draft vocabulary's ranks, mapped per step
+    teacher_forced = False  # its children are mapped from the draft vocabulary, not pair.draft's over the target's
 
     def __init__(self, model, vocab: VocabMap, temperature: float = 1.0, top_p: float = 1.0, kv=None):
         super().__init__(model, temperature, top_p, kv)
@@ -233,16 +244,22 @@ class TLIDrafter(ModelDrafter):
     @classmethod
     def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> TLIDrafter:
         if pair.draft is None or getattr(pair, "draft_tokenizer", None) is None:
-            raise ValueError(f"pair={pair.name}: pair.drafter=tli needs a draft model with its own tokenizer "
-                             "(pair.draft)")
-        return cls(pair.draft, vocab_map(pair.draft_tokenizer, pair.tokenizer, output_size(pair.target)),
-                   temperature, top_p, kv)
+            raise ValueError(
+                f"pair={pair.name}: pair.drafter=tli needs a draft model with its own tokenizer (pair.draft)"
+            )
+        return cls(
+            pair.draft,
+            vocab_map(pair.draft_tokenizer, pair.tokenizer, output_size(pair.target)),
+            temperature,
+            top_p,
+            kv,
+        )
 
     def reset(self, prompt_ids: Sequence[int]) -> None:
         text = b"".join(self.vocab.target_text(t) for t in prompt_ids).decode("utf-8", "replace")
         super().reset(self.vocab.draft_tokenizer.encode(text) or [self.vocab.filler])
-        self.draft_chain = self.pending       # the drafter's last prompt token (not cached yet)
-        self.history = list(prompt_ids)       # the committed history stays in target ids
+        self.draft_chain = self.pending  # the drafter's last prompt token (not cached yet)
+        self.history = list(prompt_ids)  # the committed history stays in target ids
         self.pending = [int(prompt_ids[-1])]
 
     def chain(self) -> list[int]:
@@ -256,6 +273,6 @@ class TLIDrafter(ModelDrafter):
 
     def commit(self, tree, path: Sequence[int], next_token: int) -> None:
         forwarded = tree.slots is not None
-        super().commit(tree, path, next_token)      # keeps the accepted path's drafter KV
+        super().commit(tree, path, next_token)  # keeps the accepted path's drafter KV
         new = self.vocab.to_draft(self.pending if forwarded else [next_token])
         self.draft_chain = (new if forwarded else self.draft_chain + new) or [self.vocab.filler]

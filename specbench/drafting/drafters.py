@@ -15,6 +15,7 @@ re-runs the prefix and makes no forward per node; the loop batches the forwards
 of every row (``levels.run_levels``).  Dynamic shapes (EAGLE-2) and other drafters
 build on the same two level primitives, ``begin`` and ``extend``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -43,7 +44,7 @@ class DrafterProtocol(Protocol):
     def close(self) -> None: ...
 
 
-Grow = Callable[[Any, Any, str, torch.Generator], Levels]     # (drafter, policy, rule, rng) -> levels
+Grow = Callable[[Any, Any, str, torch.Generator], Levels]  # (drafter, policy, rule, rng) -> levels
 
 
 class Drafter:
@@ -67,6 +68,7 @@ class Drafter:
     * ``forward_model``: the model it forwards per depth (how its draft cost is charged:
       forward costs of that model, or its measured draft time where it runs none).
     ``name`` is set by the registry (``DRAFTERS``)."""
+
     name: ClassVar[str] = "base"
     draft_model: ClassVar[bool] = False
     own_tokenizer: ClassVar[bool] = False
@@ -80,8 +82,10 @@ class Drafter:
         """ValueError (one line naming the key) for a bad drafter parameter in ``pair``."""
         for key in params:
             if key not in cls.pair_keys:
-                raise ValueError(f"pair.{key}: not a key of pair.drafter={cls.name}; "
-                                 f"its own keys: {', '.join(cls.pair_keys) or 'none'}")
+                raise ValueError(
+                    f"pair.{key}: not a key of pair.drafter={cls.name}; "
+                    f"its own keys: {', '.join(cls.pair_keys) or 'none'}"
+                )
 
     @classmethod
     def pair_inputs(cls, params: Mapping[str, Any], target, target_name: str) -> dict:
@@ -151,6 +155,7 @@ def check_supported(cls: type[Drafter], kind: str, name: str) -> None:
 class ModelDrafter(Drafter):
     """A small causal LM drafting with tree attention over its slot KV cache: a row of a
     ``SlotKV`` (shared by the rows of a batched run; its own by default)."""
+
     draft_model = True
     rank_replay = True
     teacher_forced = True
@@ -173,8 +178,7 @@ class ModelDrafter(Drafter):
     @classmethod
     def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> ModelDrafter:
         if pair.draft is None:
-            raise ValueError(f"pair={pair.name} has no draft model (pair.draft): the {cls.name} "
-                             "drafter needs one")
+            raise ValueError(f"pair={pair.name} has no draft model (pair.draft): the {cls.name} drafter needs one")
         return cls(pair.draft, temperature, top_p, kv)
 
     @classmethod
@@ -189,7 +193,7 @@ class ModelDrafter(Drafter):
         super().reset(prompt_ids)
         self.close()
         self.row = self.kv.add(prompt_ids)
-        self.pending = [int(prompt_ids[-1])]   # committed tokens not yet in the cache
+        self.pending = [int(prompt_ids[-1])]  # committed tokens not yet in the cache
 
     def close(self) -> None:
         if self.row is not None:
@@ -230,11 +234,11 @@ class ModelDrafter(Drafter):
 
     def commit(self, tree: DraftTree, path: Sequence[int], next_token: int) -> None:
         super().commit(tree, path, next_token)
-        if tree.slots is None:                          # nothing was forwarded (tree=none)
+        if tree.slots is None:  # nothing was forwarded (tree=none)
             self.pending += [int(next_token)]
             return
         slots = tree.slots
-        keep = list(range(self.root_slot + 1))          # pending chain + root
+        keep = list(range(self.root_slot + 1))  # pending chain + root
         rest: list[int] = []
         for n in path:
             if not rest and slots[n] >= 0:
@@ -269,7 +273,7 @@ class ModelDrafter(Drafter):
             by_depth.setdefault(len(p), []).append((i + 1, p))
         for d in sorted(by_depth):
             level = by_depth[d]
-            for node in frontier:                      # choose children of this level
+            for node in frontier:  # choose children of this level
                 kids = [(i, p) for i, p in level if index.get(p[:-1]) == node]
                 if not kids:
                     continue
@@ -279,8 +283,7 @@ class ModelDrafter(Drafter):
                     parents[i], tokens[i], ranks[i] = node, int(tok), int(rk)
             for i, p in level:
                 index[p] = i
-            expand = [i for i, p in level if (d + 1) in by_depth
-                      and any(c[:-1] == p for _, c in by_depth[d + 1])]
+            expand = [i for i, p in level if (d + 1) in by_depth and any(c[:-1] == p for _, c in by_depth[d + 1])]
             if expand:
                 logits = yield from self.extend([slots[parents[i]] for i in expand], [tokens[i] for i in expand])
                 base = len(self.side_parents) - len(expand)
@@ -296,6 +299,11 @@ class ModelDrafter(Drafter):
         q = torch.zeros(len(parents), vocab)
         for i, row in q_rows.items():
             q[i] = row
-        return DraftTree(parents=list(parents), tokens=torch.tensor(tokens, dtype=torch.long),
-                         ranks=list(ranks), q=q, slots=list(slots), child_rule=rule)
-
+        return DraftTree(
+            parents=list(parents),
+            tokens=torch.tensor(tokens, dtype=torch.long),
+            ranks=list(ranks),
+            q=q,
+            slots=list(slots),
+            child_rule=rule,
+        )

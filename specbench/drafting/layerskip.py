@@ -14,6 +14,7 @@ layers are renumbered 0..k-1 (shallow copies of each layer and its attention tha
 share the weights), so the view's KV cache is an ordinary k-layer cache, batched
 like any draft model's (``kv.SlotKV``).
 """
+
 from __future__ import annotations
 
 import copy
@@ -39,15 +40,19 @@ def resolve_layers(spec, num_layers: int | None = None) -> tuple[int, ...]:
     if isinstance(spec, int) and not isinstance(spec, bool) and spec >= 1:
         spec = range(spec)
     elif spec is None or isinstance(spec, (bool, int, str)):
-        raise ValueError(f"pair.layers={given!r}: give the number k >= 1 of leading target layers the draft runs "
-                         "(e.g. pair.layers=14) or a list of layer indices (e.g. pair.layers='0-9,16-27')")
+        raise ValueError(
+            f"pair.layers={given!r}: give the number k >= 1 of leading target layers the draft runs "
+            "(e.g. pair.layers=14) or a list of layer indices (e.g. pair.layers='0-9,16-27')"
+        )
     try:
         layers = sorted({int(i) for i in spec})
     except (TypeError, ValueError):
         raise ValueError(f"pair.layers={given!r}: not an int or a list of layer indices") from None
     if not layers or layers[0] < 0 or (num_layers is not None and layers[-1] >= num_layers):
-        raise ValueError(f"pair.layers={given!r}: layer indices must lie in 0..{(num_layers or 1) - 1}"
-                         f"{f' (the target has {num_layers} layers)' if num_layers else ''}")
+        raise ValueError(
+            f"pair.layers={given!r}: layer indices must lie in 0..{(num_layers or 1) - 1}"
+            f"{f' (the target has {num_layers} layers)' if num_layers else ''}"
+        )
     return tuple(layers)
 
 
@@ -99,8 +104,10 @@ def layer_view(model, layers: Sequence[int]):
     norm and LM head.  Every parameter is the target's own tensor (no copy)."""
     inner = model.get_decoder()
     if not hasattr(inner, "layers"):
-        raise ValueError(f"{type(model).__name__} has no decoder layer list: pair.drafter=layerskip "
-                         "supports decoder-only models with model.layers")
+        raise ValueError(
+            f"{type(model).__name__} has no decoder layer list: pair.drafter=layerskip "
+            "supports decoder-only models with model.layers"
+        )
     layers = resolve_layers(list(layers), len(inner.layers))
     view_config = copy.deepcopy(model.config)
     view_config.num_hidden_layers = len(layers)
@@ -122,8 +129,9 @@ def _decoder_attr(model, inner) -> str:
 @DRAFTERS.register("layerskip")
 class LayerSkipDrafter(ModelDrafter):
     """The target's layer subset drafting for the target itself (no separate draft model)."""
+
     draft_model = False
-    teacher_forced = False   # its draft is the target's layer view, not pair.draft (calibrated by star replay)
+    teacher_forced = False  # its draft is the target's layer view, not pair.draft (calibrated by star replay)
     pair_keys = ("layers",)
 
     def __init__(self, target, layers: Sequence[int], temperature: float = 1.0, top_p: float = 1.0, kv=None):

@@ -9,6 +9,7 @@ that need no model (n-gram, ``tree=none``) return a generator that yields nothin
 level's requests with ONE forward per draft cache (``kv.SlotKV``): the rows of a
 batch draft in lockstep, one draft-model forward per depth for all of them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
@@ -24,6 +25,7 @@ from ..core.tree import DraftTree
 @dataclass(frozen=True)
 class Forward:
     """One row's nodes to score: nodes ``start:`` of its step tree (``SlotKV.forward``)."""
+
     kv: SlotKV
     row: int
     parents: list[int]
@@ -32,8 +34,8 @@ class Forward:
 
 
 R = TypeVar("R")
-LevelGen = Generator[Forward, torch.Tensor, R]         # yields Forward, receives logits, returns R
-Levels = LevelGen[DraftTree]                           # a drafter's step: returns its tree
+LevelGen = Generator[Forward, torch.Tensor, R]  # yields Forward, receives logits, returns R
+Levels = LevelGen[DraftTree]  # a drafter's step: returns its tree
 
 
 def run_levels(gens: Sequence[Levels]) -> list[DraftTree]:
@@ -56,7 +58,7 @@ def run_levels(gens: Sequence[Levels]) -> list[DraftTree]:
             kv = asks[members[0]].kv
             logits = kv.forward([(asks[i].row, asks[i].parents, asks[i].tokens, asks[i].start) for i in members])
             for b, i in enumerate(members):
-                sends[i] = logits[b, :len(asks[i].parents) - asks[i].start]
+                sends[i] = logits[b, : len(asks[i].parents) - asks[i].start]
     return out
 
 

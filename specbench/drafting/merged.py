@@ -18,6 +18,7 @@ model re-reads them after the verdict).  Children from the n-gram side are
 not drawn from q, so a merged tree's child rule is "fixed": only greedy and
 other fixed-candidate modes verify it losslessly (job validation refuses the rest).
 """
+
 from __future__ import annotations
 
 import math
@@ -33,6 +34,7 @@ from .ngram import Trie, ngram_trie
 @DRAFTERS.register("merged")
 class MergedDrafter(Drafter):
     """Model drafter + n-gram drafter, merged into one tree (``tree=merged``)."""
+
     draft_model = True
 
     def __init__(self, model_drafter: ModelDrafter, max_ngram: int = 4, min_ngram: int = 1):
@@ -71,7 +73,7 @@ class MergedDrafter(Drafter):
         n = int(policy.budget)
         _, model_budget = self.split(n, policy.share)
         mtree = yield from self.model.draft(policy.model_policy(model_budget), rule, rng)
-        assert mtree.slots is not None                  # a model tree: every node has its slot
+        assert mtree.slots is not None  # a model tree: every node has its slot
         trie = Trie.from_tree(mtree)
         ngram_trie(self.history, n, n, self.max_ngram, self.min_ngram, into=trie)
         return trie.to_tree(q_source=mtree.q, slot_source=mtree.slots, root_slot=mtree.slots[0])

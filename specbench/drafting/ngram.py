@@ -22,6 +22,7 @@ There is no draft model: ``DraftTree.q`` is None, the tree's child rule is
 "fixed" (candidates not drawn from any q: only greedy and other fixed-candidate
 modes verify it losslessly) and every node's draft-cache slot is -1.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -33,8 +34,7 @@ from .drafters import DRAFTERS, Drafter
 from .levels import Levels
 
 
-def continuations(history: Sequence[int], max_len: int, max_ngram: int = 4,
-                  min_ngram: int = 1) -> list[list[int]]:
+def continuations(history: Sequence[int], max_len: int, max_ngram: int = 4, min_ngram: int = 1) -> list[list[int]]:
     """Continuations of the history's suffix n-grams, best first, deduplicated.
 
     Longer n-grams come first; for one n, the most recent occurrence first.
@@ -48,9 +48,9 @@ def continuations(history: Sequence[int], max_len: int, max_ngram: int = 4,
         if len(h) <= n:
             continue
         suffix = h[-n:]
-        for i in range(len(h) - n - 1, -1, -1):      # i + n <= len(h) - 1: a continuation exists
-            if h[i:i + n] == suffix:
-                cont = tuple(h[i + n:i + n + max_len])
+        for i in range(len(h) - n - 1, -1, -1):  # i + n <= len(h) - 1: a continuation exists
+            if h[i : i + n] == suffix:
+                cont = tuple(h[i + n : i + n + max_len])
                 if cont not in seen:
                     seen.add(cont)
                     out.append(list(cont))
@@ -82,7 +82,7 @@ class Trie:
         i = len(self.parents)
         self.parents.append(parent)
         self.tokens.append(token)
-        self.ranks.append(len(self.kids[parent]))       # dropped siblings (-1) count too
+        self.ranks.append(len(self.kids[parent]))  # dropped siblings (-1) count too
         self.meta.append(meta)
         self.kids.append({})
         self.kids[parent][token] = i
@@ -101,7 +101,7 @@ class Trie:
                     return
                 rank = len(self.kids[node])
                 if shape is not None and path + (rank,) not in shape:
-                    self.kids[node][int(tok)] = -1          # a rank taken by a node outside the shape
+                    self.kids[node][int(tok)] = -1  # a rank taken by a node outside the shape
                     return
                 nxt = self.add(node, tok)
             if nxt < 0:
@@ -123,13 +123,17 @@ class Trie:
         """Node ids breadth-first; siblings by rank."""
         order, level = [0], [0]
         while level:
-            level = [c for n in level for c in sorted((c for c in self.kids[n].values() if c >= 0),
-                                                      key=lambda c: self.ranks[c])]
+            level = [
+                c
+                for n in level
+                for c in sorted((c for c in self.kids[n].values() if c >= 0), key=lambda c: self.ranks[c])
+            ]
             order += level
         return order
 
-    def to_tree(self, q_source: torch.Tensor | None = None, slot_source: Sequence[int] | None = None,
-                root_slot: int = -1) -> DraftTree:
+    def to_tree(
+        self, q_source: torch.Tensor | None = None, slot_source: Sequence[int] | None = None, root_slot: int = -1
+    ) -> DraftTree:
         """Breadth-first DraftTree.  Nodes with meta m copy q_source[m] and
         slot_source[m] (a model-drafted tree's rows); other nodes get zero q
         rows and slot -1."""
@@ -153,9 +157,15 @@ class Trie:
         return DraftTree(parents=parents, tokens=tokens, ranks=ranks, q=q, slots=slots, child_rule="fixed")
 
 
-def ngram_trie(history: Sequence[int], limit: int, max_depth: int, max_ngram: int = 4,
-               min_ngram: int = 1, into: Trie | None = None,
-               shape: Sequence[RankPath] | None = None) -> Trie:
+def ngram_trie(
+    history: Sequence[int],
+    limit: int,
+    max_depth: int,
+    max_ngram: int = 4,
+    min_ngram: int = 1,
+    into: Trie | None = None,
+    shape: Sequence[RankPath] | None = None,
+) -> Trie:
     """Insert the history's n-gram continuations into `into` (or a new trie
     rooted at the last history token) until it holds `limit` nodes; with
     ``shape``, only nodes whose rank path is in it."""
@@ -187,10 +197,11 @@ class NgramDrafter(Drafter):
         return rule if kind == "none" else "fixed"
 
     def grow_paths(self, policy, rule: str, rng: torch.Generator) -> Levels:
-        yield from ()                                   # no model: no level to score
+        yield from ()  # no model: no level to score
         paths = policy.paths()
-        return ngram_trie(self.history, len(paths), max(map(len, paths)), self.max_ngram,
-                          self.min_ngram, shape=paths).to_tree()
+        return ngram_trie(
+            self.history, len(paths), max(map(len, paths)), self.max_ngram, self.min_ngram, shape=paths
+        ).to_tree()
 
     def grow_ngram_trie(self, policy, rule: str, rng: torch.Generator) -> Levels:
         yield from ()

@@ -27,6 +27,7 @@ the same for every row of the step.
 calibration, costs) are this loop with ``tree=none``.  ``decode`` runs a prompt set through
 the loop (the entry point); definitions (accepted / emitted / bonus) are in ``engine.records.StepRecord``.
 """
+
 from __future__ import annotations
 
 import time
@@ -52,13 +53,14 @@ NAN = float("nan")
 @dataclass(frozen=True)
 class Decoding:
     """What a job decodes with, besides drafter, verifier and tree policy."""
-    mode: ModeSpec                     # a verify mode spec (``verify.get_mode``)
-    params: ModeParams                 # ``mode.params(...)``: temperature, top_p, ...
+
+    mode: ModeSpec  # a verify mode spec (``verify.get_mode``)
+    params: ModeParams  # ``mode.params(...)``: temperature, top_p, ...
     max_new_tokens: int
     eos: frozenset[int] = frozenset()
     seed: int = 0
-    measure_shift: bool = True         # exact first_token_tv / expected_accepted per step
-    paired: tuple[tuple[ModeSpec, ModeParams], ...] = ()   # modes verified on the same trees
+    measure_shift: bool = True  # exact first_token_tv / expected_accepted per step
+    paired: tuple[tuple[ModeSpec, ModeParams], ...] = ()  # modes verified on the same trees
 
 
 def prompt_seed(seed: int, i: int) -> int:
@@ -81,7 +83,7 @@ def truncate(tokens: Sequence[int], remaining: int, eos: frozenset) -> list[int]
     return out
 
 
-PAIRED_SEED_OFFSET = 0x9E3779B9 << 20     # paired generators never share the drafting stream
+PAIRED_SEED_OFFSET = 0x9E3779B9 << 20  # paired generators never share the drafting stream
 
 
 def paired_generators(rng: torch.Generator, n: int) -> list[torch.Generator]:
@@ -112,15 +114,16 @@ def appended(tree: DraftTree, verdict: Verdict, remaining: int, eos: frozenset) 
 @dataclass
 class Row:
     """One prompt in flight: its own drafter, tree policy and generator, and its output."""
-    index: int                         # the prompt's place in the job (results come back in this order)
+
+    index: int  # the prompt's place in the job (results come back in this order)
     prompt_id: str
     drafter: DrafterProtocol
     policy: TreePolicy
     rng: torch.Generator
     out: list[int] = field(default_factory=list)
     records: list[StepRecord] = field(default_factory=list)
-    gens: list[torch.Generator] = field(default_factory=list)      # one per ``Decoding.paired`` mode
-    paired: list[list[StepRecord]] = field(default_factory=list)   # their records
+    gens: list[torch.Generator] = field(default_factory=list)  # one per ``Decoding.paired`` mode
+    paired: list[list[StepRecord]] = field(default_factory=list)  # their records
 
     def result(self) -> PromptResult:
         return PromptResult(self.prompt_id, self.records, self.out, self.paired)
@@ -132,8 +135,9 @@ class Row:
         return n >= run.max_new_tokens or last in run.eos
 
 
-def run_rows(pending: Iterator[tuple[Row, Sequence[int]]], verifier: Verifier, run: Decoding,
-             batch_size: int = 1) -> list[PromptResult]:
+def run_rows(
+    pending: Iterator[tuple[Row, Sequence[int]]], verifier: Verifier, run: Decoding, batch_size: int = 1
+) -> list[PromptResult]:
     """THE loop: up to ``batch_size`` rows in flight, one ``step`` of all of them at a
     time; a finished row leaves and the next pending prompt takes its place."""
     if batch_size < 1:
@@ -164,9 +168,11 @@ def step(rows: Sequence[Row], verifier: Verifier, run: Decoding) -> list[bool]:
     """One decode step of every row (see the module docstring): returns which rows finished."""
     trees, draft_s = draft_rows(rows, run)
     t1 = time.perf_counter()
-    ps = verifier.score(trees)         # every row's tree in one call
+    ps = verifier.score(trees)  # every row's tree in one call
     verdicts = [run.mode.verdict(tree, p, tree.q, row.rng, run.params) for row, tree, p in zip(rows, trees, ps)]
-    news = [appended(tree, v, run.max_new_tokens - len(row.out), run.eos) for row, tree, v in zip(rows, trees, verdicts)]
+    news = [
+        appended(tree, v, run.max_new_tokens - len(row.out), run.eos) for row, tree, v in zip(rows, trees, verdicts)
+    ]
     finished = [row.finished(run, new) for row, new in zip(rows, news)]
     verifier.commit([None if fin else v.path for v, fin in zip(verdicts, finished)])
     verify_s = time.perf_counter() - t1 if verifier.timed else NAN
@@ -183,8 +189,16 @@ def draft_rows(rows: Sequence[Row], run: Decoding) -> tuple[list[DraftTree], lis
     return trees, [time.perf_counter() - t0] * len(rows)
 
 
-def record(row: Row, tree: DraftTree, p: torch.Tensor, verdict: Verdict, new: list[int], run: Decoding,
-           draft_s: float, verify_s: float) -> None:
+def record(
+    row: Row,
+    tree: DraftTree,
+    p: torch.Tensor,
+    verdict: Verdict,
+    new: list[int],
+    run: Decoding,
+    draft_s: float,
+    verify_s: float,
+) -> None:
     """Append the step's record and tokens to the row (and each paired mode's verdict on
     the same tree and rows); commit the verdict to its drafter and policy."""
     remaining = run.max_new_tokens - len(row.out)
@@ -193,15 +207,33 @@ def record(row: Row, tree: DraftTree, p: torch.Tensor, verdict: Verdict, new: li
     rec.draft_s, rec.verify_s = draft_s, verify_s
     for (mode, params), g, recs in zip(run.paired, row.gens, row.paired):
         v = mode.verdict(tree, p, tree.q, g, params)
-        recs.append(step_record(row.prompt_id, rec.step, tree, p, v, appended(tree, v, remaining, run.eos),
-                                mode, params, run.measure_shift))
+        recs.append(
+            step_record(
+                row.prompt_id,
+                rec.step,
+                tree,
+                p,
+                v,
+                appended(tree, v, remaining, run.eos),
+                mode,
+                params,
+                run.measure_shift,
+            )
+        )
     row.records.append(rec)
     row.out += new
     row.policy.observe(len(verdict.path), tree.size)
 
 
-def decode(prompts, new_drafter: Callable[[], DrafterProtocol], verifier: Verifier,
-           new_policy: Callable[[], TreePolicy], run: Decoding, progress: Callable | None = None, batch_size: int = 1) -> list[PromptResult]:
+def decode(
+    prompts,
+    new_drafter: Callable[[], DrafterProtocol],
+    verifier: Verifier,
+    new_policy: Callable[[], TreePolicy],
+    run: Decoding,
+    progress: Callable | None = None,
+    batch_size: int = 1,
+) -> list[PromptResult]:
     """Every prompt (objects with ``.id`` and ``.ids``) through the one loop, ``batch_size``
     at a time, each with a fresh drafter and policy and the prompt's own generator
     (``prompt_rng``), so a prompt's result does not depend on the batch.  ``progress``
@@ -212,8 +244,15 @@ def decode(prompts, new_drafter: Callable[[], DrafterProtocol], verifier: Verifi
     return run_rows(iter(pending), verifier, run, batch_size)
 
 
-def decode_prompt(prompt_id: str, prompt_ids: Sequence[int], drafter: DrafterProtocol, verifier: Verifier,
-                  policy: TreePolicy, run: Decoding, rng: torch.Generator) -> PromptResult:
+def decode_prompt(
+    prompt_id: str,
+    prompt_ids: Sequence[int],
+    drafter: DrafterProtocol,
+    verifier: Verifier,
+    policy: TreePolicy,
+    run: Decoding,
+    rng: torch.Generator,
+) -> PromptResult:
     """One prompt with the given generator: the one loop at batch 1."""
     return run_rows(iter([(Row(0, prompt_id, drafter, policy, rng), prompt_ids)]), verifier, run)[0]
 
@@ -221,31 +260,66 @@ def decode_prompt(prompt_id: str, prompt_ids: Sequence[int], drafter: DrafterPro
 def plain(max_new_tokens: int, eos, temperature: float, top_p: float, seed: int = 0) -> Decoding:
     """How the target continues a prompt on its own: greedy at temperature 0, else sampled."""
     mode = get_mode("greedy" if float(temperature) == 0 else "naive")
-    return Decoding(mode, mode.params({"temperature": float(temperature), "top_p": float(top_p)}),
-                    int(max_new_tokens), frozenset(int(e) for e in eos), int(seed), measure_shift=False)
+    return Decoding(
+        mode,
+        mode.params({"temperature": float(temperature), "top_p": float(top_p)}),
+        int(max_new_tokens),
+        frozenset(int(e) for e in eos),
+        int(seed),
+        measure_shift=False,
+    )
 
 
-def continuation(model, prompt_ids: Sequence[int], max_new_tokens: int, eos, temperature: float = 0.0,
-                 top_p: float = 1.0, rng: torch.Generator | None = None) -> list[int]:
+def continuation(
+    model,
+    prompt_ids: Sequence[int],
+    max_new_tokens: int,
+    eos,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    rng: torch.Generator | None = None,
+) -> list[int]:
     """The target's own continuation: greedy at temperature 0, else sampled with
     ``rng`` at the temperature / top-p: the one loop with ``tree=none``."""
     run = plain(max_new_tokens, eos, temperature, top_p)
     rng = rng if rng is not None else torch.Generator().manual_seed(0)
-    return decode_prompt("c", prompt_ids, Drafter(), LiveVerifier(model, float(temperature), float(top_p)),
-                         make_policy("none", 0), run, rng).tokens
+    return decode_prompt(
+        "c",
+        prompt_ids,
+        Drafter(),
+        LiveVerifier(model, float(temperature), float(top_p)),
+        make_policy("none", 0),
+        run,
+        rng,
+    ).tokens
 
 
-def continuations(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, eos, temperature: float = 0.0,
-                  top_p: float = 1.0, seed: int = 0, batch_size: int = 1,
-                  progress: Callable | None = None) -> list[list[int]]:
+def continuations(
+    model,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    eos,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    seed: int = 0,
+    batch_size: int = 1,
+    progress: Callable | None = None,
+) -> list[list[int]]:
     """The target's own continuations of many prompts, ``batch_size`` per forward (left
     padding, per-row EOS and length limit): the one loop with ``tree=none``.  Sampled
     at temperature > 0 with prompt i's generator ``prompt_rng(seed, i)``.  In float32 a
     batched greedy continuation can differ from the batch-1 one at exact near-ties."""
     run = plain(max_new_tokens, eos, temperature, top_p, seed)
     items = [SimpleNamespace(id=str(i), ids=list(ids)) for i, ids in enumerate(prompts)]
-    done = decode(items, Drafter, LiveVerifier(model, float(temperature), float(top_p)),
-                  lambda: make_policy("none", 0), run, progress, batch_size)
+    done = decode(
+        items,
+        Drafter,
+        LiveVerifier(model, float(temperature), float(top_p)),
+        lambda: make_policy("none", 0),
+        run,
+        progress,
+        batch_size,
+    )
     return [d.tokens for d in done]
 
 
@@ -255,5 +329,17 @@ def accept_histogram(records: Sequence[StepRecord]) -> list[int]:
     return [counts.get(i, 0) for i in range(max(counts, default=-1) + 1)]
 
 
-__all__ = ["Decoding", "decode", "decode_prompt", "run_rows", "continuation", "continuations", "prompt_rng",
-           "prompt_seed", "truncate", "paired_generators", "appended", "accept_histogram"]
+__all__ = [
+    "Decoding",
+    "decode",
+    "decode_prompt",
+    "run_rows",
+    "continuation",
+    "continuations",
+    "prompt_rng",
+    "prompt_seed",
+    "truncate",
+    "paired_generators",
+    "appended",
+    "accept_histogram",
+]

@@ -19,6 +19,7 @@ So a ``MemoModel`` serves decodes of ONE step per prefill (``max_new_tokens=1``,
 checked), which is all the check needs, of any number of rows of one prompt (the check's
 draws, batched: their new nodes share one forward).  The prompt is set once (``set_base``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -35,12 +36,12 @@ class MemoModel:
 
     def __init__(self, model):
         self.model = model
-        self.base: tuple[int, ...] | None = None    # the prompt prefix held in base_cache
+        self.base: tuple[int, ...] | None = None  # the prompt prefix held in base_cache
         self.base_cache: DynamicCache | None = None
-        self.memo: dict[tuple[int, ...], torch.Tensor] = {}    # suffix after base -> logits [V]
-        self.forwards = 0                                       # real tree forwards so far
+        self.memo: dict[tuple[int, ...], torch.Tensor] = {}  # suffix after base -> logits [V]
+        self.forwards = 0  # real tree forwards so far
 
-    def __getattr__(self, name):                 # device, dtype, config, ...: the wrapped model's
+    def __getattr__(self, name):  # device, dtype, config, ...: the wrapped model's
         if name == "model":
             raise AttributeError(name)
         return getattr(self.model, name)
@@ -55,24 +56,28 @@ class MemoModel:
         self.base, self.memo, self.base_cache = tokens, {}, DynamicCache()
         if tokens:
             with torch.inference_mode():
-                self.model(input_ids=torch.tensor([list(tokens)], device=self.model.device),
-                           past_key_values=self.base_cache, use_cache=True, logits_to_keep=1)
+                self.model(
+                    input_ids=torch.tensor([list(tokens)], device=self.model.device),
+                    past_key_values=self.base_cache,
+                    use_cache=True,
+                    logits_to_keep=1,
+                )
 
     def logits(self, suffixes: Sequence[tuple[int, ...]]) -> torch.Tensor:
         """Logits [k, V] after base + each suffix (one forward for the unseen ones)."""
-        missing = sorted({s[:j] for s in suffixes if s not in self.memo for j in range(1, len(s) + 1)},
-                         key=lambda s: (len(s), s))
+        missing = sorted(
+            {s[:j] for s in suffixes if s not in self.memo for j in range(1, len(s) + 1)}, key=lambda s: (len(s), s)
+        )
         if missing:
             base, cache = self.base, self.base_cache
-            assert base is not None and cache is not None           # set_base ran (the engine's prefill)
+            assert base is not None and cache is not None  # set_base ran (the engine's prefill)
             index = {s: i for i, s in enumerate(missing)}
             parents = [index.get(s[:-1], -1) for s in missing]
-            out = kv.forward_nodes(self.model, cache, len(base), parents,
-                                   [s[-1] for s in missing], 0, len(missing))
-            kv.keep(cache, len(base), [])                           # drop the tree again
+            out = kv.forward_nodes(self.model, cache, len(base), parents, [s[-1] for s in missing], 0, len(missing))
+            kv.keep(cache, len(base), [])  # drop the tree again
             self.forwards += 1
-            for s, row in zip(missing, out):      # an ancestor re-forwarded for its keys keeps its
-                self.memo.setdefault(s, row)        # first logits: in bf16 a forward's batch moves them
+            for s, row in zip(missing, out):  # an ancestor re-forwarded for its keys keeps its
+                self.memo.setdefault(s, row)  # first logits: in bf16 a forward's batch moves them
         return torch.stack([self.memo[s] for s in suffixes])
 
     # -- the engine's calls -------------------------------------------------
@@ -85,25 +90,28 @@ class MemoModel:
         query's context is read from the mask (its visible slots, in slot order =
         position order)."""
         plan = past_key_values.plan
-        slots = past_key_values.__dict__.setdefault("memo_slots", {})     # row -> {slot: token}
-        for r, s, t in zip(plan.rows.expand_as(plan.write).flatten().tolist(), plan.write.flatten().tolist(),
-                           input_ids.flatten().tolist()):
+        slots = past_key_values.__dict__.setdefault("memo_slots", {})  # row -> {slot: token}
+        for r, s, t in zip(
+            plan.rows.expand_as(plan.write).flatten().tolist(),
+            plan.write.flatten().tolist(),
+            input_ids.flatten().tolist(),
+        ):
             slots.setdefault(r, {})[s] = t
-        if plan.packed:                              # SlotKV's prefill: the prompt but its last token
-            prompts: dict[int, list[int]] = {}       # several rows must prefill the same prompt
+        if plan.packed:  # SlotKV's prefill: the prompt but its last token
+            prompts: dict[int, list[int]] = {}  # several rows must prefill the same prompt
             for r, t in zip(plan.rows.flatten().tolist(), input_ids.flatten().tolist()):
                 prompts.setdefault(r, []).append(t)
             if len({tuple(v) for v in prompts.values()} | ({self.base} if self.base else set())) != 1:
                 raise ValueError("MemoModel serves one prompt at a time (rows of one prefix only)")
             self.set_base(next(iter(prompts.values())))
-            return SimpleNamespace(logits=torch.zeros(1, 1, 1))     # never read
-        if plan.past == [0] * len(plan.past):        # a one-token prompt: nothing was prefilled
+            return SimpleNamespace(logits=torch.zeros(1, 1, 1))  # never read
+        if plan.past == [0] * len(plan.past):  # a one-token prompt: nothing was prefilled
             self.set_base(())
         base = self.base
-        assert base is not None                      # set by the prefill (or just above)
+        assert base is not None  # set by the prefill (or just above)
         if any(past != len(base) for past in plan.past):
             raise ValueError("MemoModel serves one decode step per prefill (max_new_tokens=1)")
-        allowed = attention_mask[:, 0] == 0          # [rows, queries, slots]
+        allowed = attention_mask[:, 0] == 0  # [rows, queries, slots]
         n, suffixes = len(base), []
         for r, row in zip(plan.rows[:, 0].tolist(), allowed):
             for query in row:

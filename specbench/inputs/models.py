@@ -19,6 +19,7 @@ target padding id the draft cannot embed is fed to it as the tokenizer's unk/pad
 id.  The draft's distribution q is defined on the target's ids, so every lossless mode
 stays lossless.  A tokenizer larger than either output layer is refused in one line.
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,15 +46,15 @@ _TOKENIZERS: dict[tuple, Any] = {}
 @dataclass
 class Pair:
     name: str
-    draft_name: str           # spec id/path, the drafter name (ngram), or "<target>@layers=<subset>"
+    draft_name: str  # spec id/path, the drafter name (ngram), or "<target>@layers=<subset>"
     target_name: str
-    draft: Any | None         # None for a drafter without a draft model (ngram, layerskip)
+    draft: Any | None  # None for a drafter without a draft model (ngram, layerskip)
     target: Any
-    tokenizer: Any            # the target's tokenizer (the draft's too, checked, unless drafter=tli)
+    tokenizer: Any  # the target's tokenizer (the draft's too, checked, unless drafter=tli)
     chat_template: bool
     drafter: str = "model"
-    draft_tokenizer: Any = None              # the draft model's own tokenizer (drafter=tli reads it)
-    layers: tuple[int, ...] | None = None    # pair.layers resolved on the target (drafter=layerskip)
+    draft_tokenizer: Any = None  # the draft model's own tokenizer (drafter=tli reads it)
+    layers: tuple[int, ...] | None = None  # pair.layers resolved on the target (drafter=layerskip)
 
 
 def eos_ids(pair) -> frozenset[int]:
@@ -103,8 +104,10 @@ def resolve_device(device: str = "cpu") -> torch.device:
         return torch.device("cpu")
     if device == "cuda" or device.startswith("cuda:"):
         if not torch.cuda.is_available():
-            raise ValueError(f"device={device} but torch.cuda.is_available() is False "
-                             f"(torch {torch.__version__}): use device=cpu or device=auto")
+            raise ValueError(
+                f"device={device} but torch.cuda.is_available() is False "
+                f"(torch {torch.__version__}): use device=cpu or device=auto"
+            )
         d = torch.device(device)
         if d.index is not None and d.index >= torch.cuda.device_count():
             raise ValueError(f"device={device} but only {torch.cuda.device_count()} CUDA device(s) exist")
@@ -113,13 +116,12 @@ def resolve_device(device: str = "cpu") -> torch.device:
 
 
 def _location(source: str, ref: str, dtype: torch.dtype = torch.float32, key: str = "the model") -> str:
-    if source == "embedded":                      # one-line error if missing/corrupt
+    if source == "embedded":  # one-line error if missing/corrupt
         return str(embedded.hf_path(ref, str(dtype).removeprefix("torch.")))
     if source == "local":
         p = Path(ref).expanduser()
         if not (p / "config.json").is_file():
-            raise ValueError(f"{key}.path={p}: the folder has no config.json; "
-                             "point it at a Hugging Face model folder")
+            raise ValueError(f"{key}.path={p}: the folder has no config.json; point it at a Hugging Face model folder")
         return str(p)
     return ref
 
@@ -140,6 +142,7 @@ def context_length(spec: Mapping, dtype="float32") -> int | None:
     embedded model's de-quantized folder carries its GGUF's) without loading any weights;
     None if the config does not say."""
     from transformers import AutoConfig
+
     config = AutoConfig.from_pretrained(_location(*spec_key(spec), resolve_dtype(dtype)))
     for attr in CONTEXT_ATTRS:
         n = getattr(config, attr, None)
@@ -172,16 +175,18 @@ def load_model(spec: Mapping, dtype="bfloat16", device="cpu"):
     where = _location(source, ref, tdtype)
     t0 = time.perf_counter()
     from safetensors import SafetensorError
+
     try:
         model = AutoModelForCausalLM.from_pretrained(where, dtype=tdtype, attn_implementation="sdpa")
     except (OSError, ValueError, RuntimeError, SafetensorError) as e:
-        raise ValueError(f"cannot load model {where}: {str(e).splitlines()[0] if str(e) else type(e).__name__}; "
-                         "re-save or re-download it, or fix the pair's draft/target path") from e
+        raise ValueError(
+            f"cannot load model {where}: {str(e).splitlines()[0] if str(e) else type(e).__name__}; "
+            "re-save or re-download it, or fix the pair's draft/target path"
+        ) from e
     if tdevice.type != "cpu":
         model = model.to(tdevice)  # type: ignore[arg-type]
     model.eval().requires_grad_(False)
-    log.info("loaded %s model %s (%s, %s) in %.1fs", source, ref, dtype, tdevice,
-             time.perf_counter() - t0)
+    log.info("loaded %s model %s (%s, %s) in %.1fs", source, ref, dtype, tdevice, time.perf_counter() - t0)
     _MODELS[key] = model
     return model
 
@@ -210,8 +215,10 @@ def check_same_tokenizer(draft_tok, target_tok, draft_name: str, target_name: st
     else:
         tok = next(t for t in sorted(dv) if dv[t] != tv.get(t))
         why = f"token {tok!r} is id {dv[tok]} vs {tv.get(tok)}"
-    raise ValueError(f"draft tokenizer {draft_name} and target tokenizer {target_name} differ "
-                     f"({why}): pick a pair that shares a tokenizer")
+    raise ValueError(
+        f"draft tokenizer {draft_name} and target tokenizer {target_name} differ "
+        f"({why}): pick a pair that shares a tokenizer"
+    )
 
 
 def output_rows(model) -> int:
@@ -226,7 +233,7 @@ class TargetVocab:
         self.model, self.vocab, self.unknown_id = model, int(vocab), int(unknown_id)
         self.own = output_rows(model)
 
-    def __getattr__(self, name):             # device, dtype, config, ...: the wrapped model's
+    def __getattr__(self, name):  # device, dtype, config, ...: the wrapped model's
         if name == "model":
             raise AttributeError(name)
         return getattr(self.model, name)
@@ -234,10 +241,9 @@ class TargetVocab:
     def __call__(self, input_ids, **kw):
         ids = torch.where(input_ids < self.own, input_ids, torch.full_like(input_ids, self.unknown_id))
         out = self.model(input_ids=ids, **kw)
-        logits = out.logits[..., :self.vocab]
-        if logits.shape[-1] < self.vocab:     # ids the draft lacks: the lowest finite logit (p = 0)
-            pad = logits.new_full((*logits.shape[:-1], self.vocab - logits.shape[-1]),
-                                  torch.finfo(logits.dtype).min)
+        logits = out.logits[..., : self.vocab]
+        if logits.shape[-1] < self.vocab:  # ids the draft lacks: the lowest finite logit (p = 0)
+            pad = logits.new_full((*logits.shape[:-1], self.vocab - logits.shape[-1]), torch.finfo(logits.dtype).min)
             logits = torch.cat([logits, pad], dim=-1)
         out.logits = logits
         return out
@@ -249,15 +255,23 @@ def fit_draft_vocab(draft, target, tokenizer, draft_name: str, target_name: str)
     d, t, n = output_rows(draft), output_rows(target), len(tokenizer)
     if n > min(d, t):
         role, name, rows = ("draft", draft_name, d) if d < n else ("target", target_name, t)
-        raise ValueError(f"pair.{role} {name} has {rows} output rows but the shared tokenizer has {n} "
-                         f"tokens: the {role} cannot score every token; pick a pair whose models cover "
-                         "the tokenizer")
+        raise ValueError(
+            f"pair.{role} {name} has {rows} output rows but the shared tokenizer has {n} "
+            f"tokens: the {role} cannot score every token; pick a pair whose models cover "
+            "the tokenizer"
+        )
     if d == t:
         return draft
-    unknown = next((i for i in (tokenizer.unk_token_id, tokenizer.pad_token_id, tokenizer.eos_token_id)
-                    if i is not None), 0)
-    log.info("draft %s has %d output rows, target %s %d: draft logits mapped onto the target's",
-             draft_name, d, target_name, t)
+    unknown = next(
+        (i for i in (tokenizer.unk_token_id, tokenizer.pad_token_id, tokenizer.eos_token_id) if i is not None), 0
+    )
+    log.info(
+        "draft %s has %d output rows, target %s %d: draft logits mapped onto the target's",
+        draft_name,
+        d,
+        target_name,
+        t,
+    )
     return TargetVocab(draft, t, unknown)
 
 
@@ -289,10 +303,17 @@ def load_pair(pair_spec: Mapping, dtype="bfloat16", device="cpu") -> Pair:
         draft = fit_draft_vocab(draft, target, tokenizer, draft_name, target_name)
     own = {k: pair_spec[k] for k in cls.pair_keys if _get(pair_spec, k) is not None}
     extra = {"draft_name": draft_name, **(cls.pair_inputs(own, target, target_name) if own else {})}
-    return Pair(name=_get(pair_spec, "name", f"{extra['draft_name']}->{target_name}"), target_name=target_name,
-                draft=draft, target=target, tokenizer=tokenizer,
-                chat_template=bool(_get(pair_spec, "chat_template", False)), drafter=drafter,
-                draft_tokenizer=draft_tokenizer, **extra)
+    return Pair(
+        name=_get(pair_spec, "name", f"{extra['draft_name']}->{target_name}"),
+        target_name=target_name,
+        draft=draft,
+        target=target,
+        tokenizer=tokenizer,
+        chat_template=bool(_get(pair_spec, "chat_template", False)),
+        drafter=drafter,
+        draft_tokenizer=draft_tokenizer,
+        **extra,
+    )
 
 
 def clear_cache() -> None:

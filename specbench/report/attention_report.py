@@ -1,5 +1,6 @@
 """REPORT.md's tree-attention subsection, from results/attention.csv (`python -m specbench.attention_bench`)
 and, where present, results/attention_threads1.csv: the same points re-measured with one torch thread."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -26,11 +27,19 @@ def key_table(w: pd.DataFrame) -> str:
     key = w[(w.batch == KEY["batch"]) & (w.kv_len == KEY["kv_len"]) & (w.tree_size == KEY["tree_size"])]
     if key.empty or "fused" not in key:
         return ""
-    rows = [[r["shape"], r["dtype"]] + [A.fmt(1000 * r[c]) for c in impls]
-            + [A.fmt(r[c] / r["fused"], 2) for c in impls if c != "fused"] for r in key.to_dict("records")]
-    return (f"**Headline point** (batch {KEY['batch']}, KV length {KEY['kv_len']}, tree size {KEY['tree_size']}; "
-            "median ms; ratios = time ÷ fused time):\n\n"
-            + md_table(rows, ["shape", "dtype"] + [f"{c} ms" for c in impls] + [f"{c}/fused" for c in impls if c != "fused"]))
+    rows = [
+        [r["shape"], r["dtype"]]
+        + [A.fmt(1000 * r[c]) for c in impls]
+        + [A.fmt(r[c] / r["fused"], 2) for c in impls if c != "fused"]
+        for r in key.to_dict("records")
+    ]
+    return (
+        f"**Headline point** (batch {KEY['batch']}, KV length {KEY['kv_len']}, tree size {KEY['tree_size']}; "
+        "median ms; ratios = time ÷ fused time):\n\n"
+        + md_table(
+            rows, ["shape", "dtype"] + [f"{c} ms" for c in impls] + [f"{c}/fused" for c in impls if c != "fused"]
+        )
+    )
 
 
 def chain_check(w: pd.DataFrame) -> str:
@@ -42,42 +51,63 @@ def chain_check(w: pd.DataFrame) -> str:
     r = (c.sequential / c.fused).dropna()
     off = c[(r > 1.5) | (r < 1 / 1.5)]
     worst = c.loc[(r.apply(lambda x: max(x, 1 / x))).idxmax()]
-    return (f"**Consistency check.** On a chain (one root-to-leaf branch) fused and per-branch attention are the same "
-            f"computation, so sequential ÷ fused should be 1: it is {r.min():.2f}–{r.max():.2f} over "
-            f"{len(r)} chain points, {len(off)} of them off by more than 1.5×; the worst is {worst['dtype']} batch "
-            f"{int(worst.batch)}, KV {int(worst.kv_len)}, N={int(worst.tree_size)} "
-            f"({1000 * worst.fused:.2f} ms fused vs {1000 * worst.sequential:.2f} ms sequential).")
+    return (
+        f"**Consistency check.** On a chain (one root-to-leaf branch) fused and per-branch attention are the same "
+        f"computation, so sequential ÷ fused should be 1: it is {r.min():.2f}–{r.max():.2f} over "
+        f"{len(r)} chain points, {len(off)} of them off by more than 1.5×; the worst is {worst['dtype']} batch "
+        f"{int(worst.batch)}, KV {int(worst.kv_len)}, N={int(worst.tree_size)} "
+        f"({1000 * worst.fused:.2f} ms fused vs {1000 * worst.sequential:.2f} ms sequential)."
+    )
 
 
 def recheck(w: pd.DataFrame, again: pd.DataFrame | None) -> str:
     """The committed points beside their re-measurement with one thread (attention_threads1.csv)."""
     k = kernels(again)
     if k.empty:
-        return ("_results/attention_threads1.csv is absent: the suspicious points have not been re-measured "
-                "with `threads=1`._")
+        return (
+            "_results/attention_threads1.csv is absent: the suspicious points have not been re-measured "
+            "with `threads=1`._"
+        )
     w1 = wide(k)
     m = w1.merge(w, on=POINT, suffixes=("_1t", ""))
     if m.empty or "fused_1t" not in m:
         return ""
-    rows = [[r["shape"], r["dtype"], int(r["kv_len"]), int(r["tree_size"]),
-             f"{1000 * r['fused']:.2f} / {1000 * r['sequential']:.2f} ({r['sequential'] / r['fused']:.2f})",
-             f"{1000 * r['fused_1t']:.2f} / {1000 * r['sequential_1t']:.2f} "
-             f"({r['sequential_1t'] / r['fused_1t']:.2f})"] for r in m.sort_values(POINT).to_dict("records")]
+    rows = [
+        [
+            r["shape"],
+            r["dtype"],
+            int(r["kv_len"]),
+            int(r["tree_size"]),
+            f"{1000 * r['fused']:.2f} / {1000 * r['sequential']:.2f} ({r['sequential'] / r['fused']:.2f})",
+            f"{1000 * r['fused_1t']:.2f} / {1000 * r['sequential_1t']:.2f} ({r['sequential_1t'] / r['fused_1t']:.2f})",
+        ]
+        for r in m.sort_values(POINT).to_dict("records")
+    ]
     m = m.assign(r0=m.sequential / m.fused, r1=m.sequential_1t / m.fused_1t)
     moved = m[(m.r0 / m.r1 > 1.5) | (m.r1 / m.r0 > 1.5)]
-    verdict = ("" if moved.empty else
-               f" {len(moved)} of {len(m)} points change their sequential ÷ fused ratio by more than 1.5× when "
-               "re-measured: " + "; ".join(f"{r['shape']} {r['dtype']} KV {int(r['kv_len'])} N={int(r['tree_size'])} "
-                                           f"{r['r0']:.2f} → {r['r1']:.2f}" for r in moved.to_dict("records"))
-               + ". On one thread the chain points agree with the identity (fused = sequential), so these outliers of "
-               "attention.csv are timing noise of its multi-threaded run on a shared machine, not a property of the "
-               "kernels; read attention.csv's ratios to within that noise.")
+    verdict = (
+        ""
+        if moved.empty
+        else f" {len(moved)} of {len(m)} points change their sequential ÷ fused ratio by more than 1.5× when "
+        "re-measured: "
+        + "; ".join(
+            f"{r['shape']} {r['dtype']} KV {int(r['kv_len'])} N={int(r['tree_size'])} {r['r0']:.2f} → {r['r1']:.2f}"
+            for r in moved.to_dict("records")
+        )
+        + ". On one thread the chain points agree with the identity (fused = sequential), so these outliers of "
+        "attention.csv are timing noise of its multi-threaded run on a shared machine, not a property of the "
+        "kernels; read attention.csv's ratios to within that noise."
+    )
     thr = int(k.threads.iloc[0]) if "threads" in k else 1
     t0 = int(w.get("threads", pd.Series([0])).iloc[0]) if "threads" in w else None
-    return (f"**Re-measured with {thr} torch thread** (results/attention_threads1.csv, "
-            f"{int(k.repeats.min()) if 'repeats' in k else '?'}+ repeats per point, batch 1; fused / sequential ms "
-            f"and their ratio):\n\n" + md_table(rows, ["shape", "dtype", "KV", "N", "attention.csv",
-                                                     "one thread"]) + (f"\n\n(attention.csv ran {t0} threads.)" if t0 else "") + verdict)
+    return (
+        f"**Re-measured with {thr} torch thread** (results/attention_threads1.csv, "
+        f"{int(k.repeats.min()) if 'repeats' in k else '?'}+ repeats per point, batch 1; fused / sequential ms "
+        f"and their ratio):\n\n"
+        + md_table(rows, ["shape", "dtype", "KV", "N", "attention.csv", "one thread"])
+        + (f"\n\n(attention.csv ran {t0} threads.)" if t0 else "")
+        + verdict
+    )
 
 
 def section(att: pd.DataFrame | None, again: pd.DataFrame | None, links: list[str]) -> str:

@@ -8,6 +8,7 @@ file, then both are swapped in, so a failed run leaves the previous report and f
 they were and no stale figure survives.  Deterministic: the same inputs give a byte-identical
 REPORT.md and PNGs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,22 +26,25 @@ from .attention_report import kernels
 from .markdown import figure_link
 
 InputError = LD.InputError
-load = LD.load               # the notebook's entry point
+load = LD.load  # the notebook's entry point
 
 
 def make_figures(t: dict, data: dict) -> list[F.Fig]:
     kern = kernels(data["attention"])
-    made = [F.fig_tokens_per_step(t["rows"], t["sums"], t["pair"]),
-            FS.fig_projected(t["rows"], t["sums"], t["pair"]),
-            F.fig_gain_vs_chain(t["chain_diffs"], t["pair"]),
-            F.fig_accept_hist(t["cross"], t["rows"]),
-            FS.fig_mode_gains(t["modes"]), FS.fig_lossy(t["modes"]),
-            FS.fig_measured_vs_projected(t["live"]),
-            F.fig_alpha(t["rows"], t["sums"], data["steps"], t["pair"]),
-            F.fig_acceptance_vector(data.get("vector")),
-            FS.fig_gap(t["gap"]),
-            FS.fig_attention_time(kern) if len(kern) else None,
-            FS.fig_attention_ratio(kern) if len(kern) else None]
+    made = [
+        F.fig_tokens_per_step(t["rows"], t["sums"], t["pair"]),
+        FS.fig_projected(t["rows"], t["sums"], t["pair"]),
+        F.fig_gain_vs_chain(t["chain_diffs"], t["pair"]),
+        F.fig_accept_hist(t["cross"], t["rows"]),
+        FS.fig_mode_gains(t["modes"]),
+        FS.fig_lossy(t["modes"]),
+        FS.fig_measured_vs_projected(t["live"]),
+        F.fig_alpha(t["rows"], t["sums"], data["steps"], t["pair"]),
+        F.fig_acceptance_vector(data.get("vector")),
+        FS.fig_gap(t["gap"]),
+        FS.fig_attention_time(kern) if len(kern) else None,
+        FS.fig_attention_ratio(kern) if len(kern) else None,
+    ]
     return [f for f in made if f is not None]
 
 
@@ -86,9 +90,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         publish(text, figs, args.out, fig_dir)
-    except OSError as exc:            # a full or read-only disk: one line, nothing replaced
-        print(f"error: {os_line(exc, args.out, '--out / --figures')} (REPORT.md and {fig_dir}/ were "
-              "left as they were)", file=sys.stderr)
+    except OSError as exc:  # a full or read-only disk: one line, nothing replaced
+        print(
+            f"error: {os_line(exc, args.out, '--out / --figures')} (REPORT.md and {fig_dir}/ were left as they were)",
+            file=sys.stderr,
+        )
         return 1
     print(f"wrote {args.out} and {fig_dir}/ ({len(figs)} figures)")
     return 0

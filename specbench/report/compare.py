@@ -15,6 +15,7 @@ both configurations (seeded, `N_BOOT` draws).
 The module also compares generated tokens with a baseline's (`output_equality`,
 Spec-Bench ``equal.py`` style).
 """
+
 from __future__ import annotations
 
 import math
@@ -43,17 +44,22 @@ def check_comparable(a: Mapping, b: Mapping) -> None:
     """Raise `Incomparable` (one line) unless a and b share dataset, temperature, dtype, max_new_tokens."""
     for key in COMPARABLE_KEYS:
         if key in a and key in b and not _same(key, a[key], b[key]):
-            raise Incomparable(f"configs {a['config_hash']} and {b['config_hash']} differ in {key} "
-                               f"({a[key]} vs {b[key]}); compare only configurations with the same "
-                               f"{', '.join(COMPARABLE_KEYS)}")
+            raise Incomparable(
+                f"configs {a['config_hash']} and {b['config_hash']} differ in {key} "
+                f"({a[key]} vs {b[key]}); compare only configurations with the same "
+                f"{', '.join(COMPARABLE_KEYS)}"
+            )
 
 
 def prompt_sums(steps: pd.DataFrame | None) -> pd.DataFrame:
     """Per (config_hash, prompt_id): Σ emitted and the number of steps."""
     if steps is None or not {"config_hash", "prompt_id", "emitted"} <= set(steps.columns):
         return pd.DataFrame(columns=["emitted", "steps"])
-    return steps.groupby(["config_hash", "prompt_id"], sort=True).emitted.agg(["sum", "size"]) \
+    return (
+        steps.groupby(["config_hash", "prompt_id"], sort=True)
+        .emitted.agg(["sum", "size"])
         .rename(columns={"sum": "emitted", "size": "steps"})
+    )
 
 
 def prompts_of(sums: pd.DataFrame, config_hash: str) -> frozenset:
@@ -64,13 +70,13 @@ def prompts_of(sums: pd.DataFrame, config_hash: str) -> frozenset:
 
 @dataclass(frozen=True)
 class Paired:
-    a: str                 # config_hash of a
-    b: str                 # config_hash of b
-    n_prompts: int         # shared prompts
-    a_value: float         # tokens_per_step of a over the shared prompts
+    a: str  # config_hash of a
+    b: str  # config_hash of b
+    n_prompts: int  # shared prompts
+    a_value: float  # tokens_per_step of a over the shared prompts
     b_value: float
-    diff: float            # a_value - b_value
-    lo: float              # 95% paired bootstrap interval of diff
+    diff: float  # a_value - b_value
+    lo: float  # 95% paired bootstrap interval of diff
     hi: float
 
     @property
@@ -78,19 +84,19 @@ class Paired:
         return self.lo <= 0.0 <= self.hi
 
 
-def paired_difference(sums: pd.DataFrame, a: Mapping, b: Mapping, seed: int = 0,
-                      n_boot: int = N_BOOT) -> Paired:
+def paired_difference(sums: pd.DataFrame, a: Mapping, b: Mapping, seed: int = 0, n_boot: int = N_BOOT) -> Paired:
     """tokens_per_step of a minus b on their shared prompts, with a paired bootstrap interval."""
     check_comparable(a, b)
     ha, hb = str(a["config_hash"]), str(b["config_hash"])
     shared = sorted(prompts_of(sums, ha) & prompts_of(sums, hb))
     if not shared:
-        raise Incomparable(f"configs {ha} and {hb} share no prompts in steps.csv; "
-                           "compare only configurations run on the same prompts")
+        raise Incomparable(
+            f"configs {ha} and {hb} share no prompts in steps.csv; compare only configurations run on the same prompts"
+        )
     x = sums.loc[ha].loc[shared, ["emitted", "steps"]].to_numpy(float)
     y = sums.loc[hb].loc[shared, ["emitted", "steps"]].to_numpy(float)
     idx = np.random.default_rng(seed).integers(0, len(shared), size=(n_boot, len(shared)))
-    xs, ys = x[idx].sum(axis=1), y[idx].sum(axis=1)                     # [n_boot, 2]
+    xs, ys = x[idx].sum(axis=1), y[idx].sum(axis=1)  # [n_boot, 2]
     boot = xs[:, 0] / xs[:, 1] - ys[:, 0] / ys[:, 1]
     lo, hi = np.percentile(boot, [2.5, 97.5])
     av, bv = x[:, 0].sum() / x[:, 1].sum(), y[:, 0].sum() / y[:, 1].sum()

@@ -6,6 +6,7 @@ average across datasets or prompt sets (one panel per group); **one palette keye
 (`color`: the same shape, pair, rule or implementation has the same colour in every figure);
 legends outside the data; shared y-axes where panels show the same metric.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,21 +30,55 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from matplotlib.typing import RcKeyType
 
-RC: dict[RcKeyType, Any] = {"svg.hashsalt": "specbench", "font.family": "DejaVu Sans", "font.size": 8,
-                           "axes.titlesize": 8, "legend.fontsize": 7, "figure.dpi": 100, "savefig.dpi": 100,
-                           "path.simplify": False, "axes.grid": True, "grid.alpha": 0.3}
+RC: dict[RcKeyType, Any] = {
+    "svg.hashsalt": "specbench",
+    "font.family": "DejaVu Sans",
+    "font.size": 8,
+    "axes.titlesize": 8,
+    "legend.fontsize": 7,
+    "figure.dpi": 100,
+    "savefig.dpi": 100,
+    "path.simplify": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+}
 PNG_META = {"Software": None}
 # one palette, keyed by name: shapes, pairs, verification rules and attention implementations
-PALETTE = {"none": "#000000", "chain": "#1f77b4", "binary": "#ff7f0e", "kary": "#2ca02c",
-           "topk_wide": "#d62728", "specinfer": "#9467bd", "medusa63": "#8c564b", "sequoia": "#e377c2",
-           "eagle2": "#17becf", "adaptive_chain": "#7f7f7f", "paths": "#bcbd22", "ngram_trie": "#393b79",
-           "merged": "#637939",
-           "qwen_coder": "#1b9e77", "qwen_skip": "#d95f02", "smollm_qwen": "#7570b3", "gemma_qwen": "#e7298a",
-           "ngram_qwen": "#66a61e", "merged_qwen": "#a6761d",
-           "speculative": "#4c72b0", "mss": "#55a868", "block": "#c44e52", "traversal": "#8172b2",
-           "typical": "#ccb974", "naive": "#64b5cd", "ratio": "#8c8c8c", "conservative": "#da8bc3",
-           "epsilon": "#937860", "greedy": "#000000",
-           "fused": "#1f77b4", "sequential": "#d62728", "flex": "#ff7f0e", "flex_compiled": "#2ca02c"}
+PALETTE = {
+    "none": "#000000",
+    "chain": "#1f77b4",
+    "binary": "#ff7f0e",
+    "kary": "#2ca02c",
+    "topk_wide": "#d62728",
+    "specinfer": "#9467bd",
+    "medusa63": "#8c564b",
+    "sequoia": "#e377c2",
+    "eagle2": "#17becf",
+    "adaptive_chain": "#7f7f7f",
+    "paths": "#bcbd22",
+    "ngram_trie": "#393b79",
+    "merged": "#637939",
+    "qwen_coder": "#1b9e77",
+    "qwen_skip": "#d95f02",
+    "smollm_qwen": "#7570b3",
+    "gemma_qwen": "#e7298a",
+    "ngram_qwen": "#66a61e",
+    "merged_qwen": "#a6761d",
+    "speculative": "#4c72b0",
+    "mss": "#55a868",
+    "block": "#c44e52",
+    "traversal": "#8172b2",
+    "typical": "#ccb974",
+    "naive": "#64b5cd",
+    "ratio": "#8c8c8c",
+    "conservative": "#da8bc3",
+    "epsilon": "#937860",
+    "greedy": "#000000",
+    "fused": "#1f77b4",
+    "sequential": "#d62728",
+    "flex": "#ff7f0e",
+    "flex_compiled": "#2ca02c",
+}
 EXTRA_COLORS = ("#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363", "#8c6d31")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
@@ -70,7 +105,7 @@ def style(name: str) -> dict:
     return dict(color=color(name), marker=marker)
 
 
-shape_style = style          # the notebook's name for it
+shape_style = style  # the notebook's name for it
 
 
 def save_all(figs: list[Fig], out_dir: str) -> list[str]:
@@ -84,8 +119,9 @@ def save_all(figs: list[Fig], out_dir: str) -> list[str]:
 def grid(n: int, w: float = 3.6, h: float = 2.8, sharey: bool = False, sharex: bool = False, layout=None):
     cols = min(n, 3)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(w * cols, h * rows), squeeze=False, sharey=sharey, sharex=sharex,
-                             layout=layout)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(w * cols, h * rows), squeeze=False, sharey=sharey, sharex=sharex, layout=layout
+    )
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat)
@@ -98,8 +134,9 @@ def legend_outside(fig, axes, title: str | None = None) -> None:
             seen.setdefault(lab, h)
     if seen:
         labels = sorted(seen)
-        fig.legend([seen[k] for k in labels], labels, loc="upper left", bbox_to_anchor=(1.0, 0.9),
-                   title=title, frameon=False)
+        fig.legend(
+            [seen[k] for k in labels], labels, loc="upper left", bbox_to_anchor=(1.0, 0.9), title=title, frameon=False
+        )
 
 
 def budget_axis(ax, budgets):
@@ -133,7 +170,7 @@ def panels(groups, name: str, draw, caption: str, sharey=True, sharex=False, w=3
                 ax.yaxis.set_tick_params(labelleft=True)
             if sharex:
                 ax.xaxis.set_tick_params(labelbottom=True)
-        legend_outside(fig, axes[:len(groups)], legend)
+        legend_outside(fig, axes[: len(groups)], legend)
         fig.tight_layout()
     return Fig(name, fig, caption)
 
@@ -158,19 +195,40 @@ def fig_tokens_per_step(rows, sums, pair) -> Fig | None:
         for shape, s in g.groupby("shape", sort=True):
             s = s.sort_values("budget")
             st = style(shape)
-            ax.errorbar(s.budget, s.tokens_per_step, yerr=ci(s.tokens_per_step, s.get("tokens_per_step_lo"),
-                        s.get("tokens_per_step_hi"), s.get("n_prompts")), ms=3, capsize=2, label=shape, **st)
+            ax.errorbar(
+                s.budget,
+                s.tokens_per_step,
+                yerr=ci(
+                    s.tokens_per_step, s.get("tokens_per_step_lo"), s.get("tokens_per_step_hi"), s.get("n_prompts")
+                ),
+                ms=3,
+                capsize=2,
+                label=shape,
+                **st,
+            )
             cut = s[s.cut > T.MAX_CUT]
-            ax.plot(cut.budget, cut.tokens_per_step, ls="none", marker=st["marker"], ms=7, mfc="white",
-                    mec=st["color"], zorder=3)
+            ax.plot(
+                cut.budget,
+                cut.tokens_per_step,
+                ls="none",
+                marker=st["marker"],
+                ms=7,
+                mfc="white",
+                mec=st["color"],
+                zorder=3,
+            )
         budget_axis(ax, g.budget.unique())
         ax.set_ylabel("tokens_per_step")
 
-    return panels(groups, "tokens_per_step_vs_budget.png", draw,
-                  f"tokens_per_step against budget for {pair}, greedy, one panel per dataset (its main prompt set); "
-                  f"bars: 95% bootstrap CI over prompts (none from fewer than {T.MIN_CI} prompts); large hollow markers: "
-                  f"more than {T.MAX_CUT:.0%} of the "
-                  "steps were cut by max_new_tokens (never ranked).")
+    return panels(
+        groups,
+        "tokens_per_step_vs_budget.png",
+        draw,
+        f"tokens_per_step against budget for {pair}, greedy, one panel per dataset (its main prompt set); "
+        f"bars: 95% bootstrap CI over prompts (none from fewer than {T.MIN_CI} prompts); large hollow markers: "
+        f"more than {T.MAX_CUT:.0%} of the "
+        "steps were cut by max_new_tokens (never ranked).",
+    )
 
 
 def fig_gain_vs_chain(diffs: pd.DataFrame, pair) -> Fig | None:
@@ -184,19 +242,31 @@ def fig_gain_vs_chain(diffs: pd.DataFrame, pair) -> Fig | None:
         for shape, s in g.groupby("shape", sort=True):
             s = s.sort_values("budget")
             x = s.budget * 2 ** (0.08 * (shapes.index(shape) - (len(shapes) - 1) / 2))
-            ax.errorbar(x, s["diff"], yerr=ci(s["diff"], s.lo, s.hi, s.n_shared), ms=3, capsize=2, ls="none",
-                        label=shape, **style(shape))
+            ax.errorbar(
+                x,
+                s["diff"],
+                yerr=ci(s["diff"], s.lo, s.hi, s.n_shared),
+                ms=3,
+                capsize=2,
+                ls="none",
+                label=shape,
+                **style(shape),
+            )
         ax.axhline(0, color="k", lw=0.6)
         budget_axis(ax, g.budget.unique())
         ax.set_ylabel("Δ tokens_per_step vs chain")
 
-    return panels(groups, "gain_vs_chain.png", draw,
-                  f"Paired difference in tokens_per_step of each shape over chain at the same budget ({pair}, "
-                  f"greedy) on the prompts both ran; bars: 95% paired bootstrap interval (none from fewer than {T.MIN_CI} "
-                  "shared prompts).")
+    return panels(
+        groups,
+        "gain_vs_chain.png",
+        draw,
+        f"Paired difference in tokens_per_step of each shape over chain at the same budget ({pair}, "
+        f"greedy) on the prompts both ran; bars: 95% paired bootstrap interval (none from fewer than {T.MIN_CI} "
+        "shared prompts).",
+    )
 
 
-MIN_REACH = 20      # a depth is drawn only where at least this many steps reached it
+MIN_REACH = 20  # a depth is drawn only where at least this many steps reached it
 
 
 def position_acceptance(steps: pd.DataFrame, hashes) -> pd.DataFrame:
@@ -238,10 +308,14 @@ def fig_alpha(rows, sums, steps, pair, budget: int = 16) -> Fig | None:
         ax.set_ylabel("P(accept d | reached d)")
         ax.set_ylim(0, 1.05)
 
-    return panels(pick, "alpha_by_depth.png", draw,
-                  f"Per-position conditional acceptance (SPEED-Bench style) for {pair}, greedy, every shape at "
-                  f"N={budget}: the share of steps that reached depth d (tree deep enough and d−1 accepted) which "
-                  f"accepted d; a depth is drawn only where at least {MIN_REACH} steps reached it.")
+    return panels(
+        pick,
+        "alpha_by_depth.png",
+        draw,
+        f"Per-position conditional acceptance (SPEED-Bench style) for {pair}, greedy, every shape at "
+        f"N={budget}: the share of steps that reached depth d (tree deep enough and d−1 accepted) which "
+        f"accepted d; a depth is drawn only where at least {MIN_REACH} steps reached it.",
+    )
 
 
 def _hist(cell) -> np.ndarray:
@@ -269,16 +343,26 @@ def fig_accept_hist(cross: pd.DataFrame, rows: pd.DataFrame) -> Fig | None:
         for i, r in enumerate(g.sort_values("pair").to_dict("records")):
             h = _hist(hist.get(r["config_hash"]))
             if h.sum():
-                ax.bar(np.arange(len(h)) + (i - (len(pairs) - 1) / 2) * wid, h / h.sum(), width=wid,
-                       color=color(r["pair"]), label=r["pair"])
+                ax.bar(
+                    np.arange(len(h)) + (i - (len(pairs) - 1) / 2) * wid,
+                    h / h.sum(),
+                    width=wid,
+                    color=color(r["pair"]),
+                    label=r["pair"],
+                )
         ax.set_xlabel("accepted draft tokens in a step (bonus not counted)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("share of steps")
 
-    return panels(groups, "accept_length_hist.png", draw,
-                  "Acceptance-length histograms (SPEED-Bench style): the share of steps accepting k draft tokens, "
-                  "per pair at the shape and budget most pairs ran, over each configuration's own prompts.",
-                  w=4.2, legend="pair")
+    return panels(
+        groups,
+        "accept_length_hist.png",
+        draw,
+        "Acceptance-length histograms (SPEED-Bench style): the share of steps accepting k draft tokens, "
+        "per pair at the shape and budget most pairs ran, over each configuration's own prompts.",
+        w=4.2,
+        legend="pair",
+    )
 
 
 def fig_acceptance_vector(vector: pd.DataFrame | None) -> Fig | None:
@@ -297,7 +381,12 @@ def fig_acceptance_vector(vector: pd.DataFrame | None) -> Fig | None:
         ax.set_yscale("log")
         ax.set_ylabel("P(target accepts the rank-k draft token)")
 
-    return panels(groups, "acceptance_vector.png", draw,
-                  "The greedy acceptance vectors of results/acceptance_vector.csv (the Sequoia calibration input): "
-                  "per pair, the probability that the target's next token is the draft's rank-k token (log scale; ranks "
-                  "never accepted are not drawn).", legend="pair")
+    return panels(
+        groups,
+        "acceptance_vector.png",
+        draw,
+        "The greedy acceptance vectors of results/acceptance_vector.csv (the Sequoia calibration input): "
+        "per pair, the probability that the target's next token is the draft's rank-k token (log scale; ranks "
+        "never accepted are not drawn).",
+        legend="pair",
+    )

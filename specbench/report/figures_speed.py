@@ -2,6 +2,7 @@
 
 Same conventions as `figures` (one palette keyed by name, `Fig` results, legends outside).
 """
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -28,20 +29,43 @@ def fig_mode_gains(gains: pd.DataFrame) -> F.Fig | None:
         y = np.arange(len(g))[::-1]
         for yi, r in zip(y, g.to_dict("records")):
             st = F.style(r["verify"])
-            ax.errorbar([r["diff"]], [yi], xerr=F.ci([r["diff"]], [r["lo"]], [r["hi"]], [r["n_shared"]]), ms=5, capsize=2,
-                        ls="none", label=r["verify"], color=st["color"], marker="o",
-                        mfc=st["color"] if r["same_trees"] else "white", mec=st["color"])
-        ax.set_yticks(y, [f"{r['mode']} vs {r['baseline']} · {r['shape']} N={int(r['budget'])} · n={r['n_shared']}"
-                          for r in g.to_dict("records")])
+            ax.errorbar(
+                [r["diff"]],
+                [yi],
+                xerr=F.ci([r["diff"]], [r["lo"]], [r["hi"]], [r["n_shared"]]),
+                ms=5,
+                capsize=2,
+                ls="none",
+                label=r["verify"],
+                color=st["color"],
+                marker="o",
+                mfc=st["color"] if r["same_trees"] else "white",
+                mec=st["color"],
+            )
+        ax.set_yticks(
+            y,
+            [
+                f"{r['mode']} vs {r['baseline']} · {r['shape']} N={int(r['budget'])} · n={r['n_shared']}"
+                for r in g.to_dict("records")
+            ],
+        )
         ax.axvline(0, color="k", lw=0.6)
         ax.set_xlabel("Δ tokens_per_step (paired)")
 
-    return F.panels(groups, "mode_gains.png", draw,
-                    "Each verification rule at T>0 against its strongest token-level baseline on the same shape and "
-                    "budget (named on each row), on the prompts both ran; filled: both verified the same drafted "
-                    f"trees, hollow: each drafted its own; bars: 95% paired bootstrap interval, drawn only from "
-                    f"{F.T.MIN_CI}+ shared prompts (n).",
-                    sharey=False, sharex=True, w=6.0, h=0.9 + 0.3 * rows, legend="rule")
+    return F.panels(
+        groups,
+        "mode_gains.png",
+        draw,
+        "Each verification rule at T>0 against its strongest token-level baseline on the same shape and "
+        "budget (named on each row), on the prompts both ran; filled: both verified the same drafted "
+        f"trees, hollow: each drafted its own; bars: 95% paired bootstrap interval, drawn only from "
+        f"{F.T.MIN_CI}+ shared prompts (n).",
+        sharey=False,
+        sharex=True,
+        w=6.0,
+        h=0.9 + 0.3 * rows,
+        legend="rule",
+    )
 
 
 def fig_lossy(gains: pd.DataFrame) -> F.Fig | None:
@@ -54,17 +78,30 @@ def fig_lossy(gains: pd.DataFrame) -> F.Fig | None:
 
     def draw(ax, g):
         for r in g.sort_values(["mode", "shape", "budget"], kind="mergesort").to_dict("records"):
-            ax.errorbar([r["first_token_tv"]], [r["diff"]], yerr=F.ci([r["diff"]], [r["lo"]], [r["hi"]], [r["n_shared"]]), ms=5,
-                        capsize=2, ls="none", label=r["verify"], color=F.color(r["verify"]),
-                        marker="o" if r["tree"] == "chain" else "s")
+            ax.errorbar(
+                [r["first_token_tv"]],
+                [r["diff"]],
+                yerr=F.ci([r["diff"]], [r["lo"]], [r["hi"]], [r["n_shared"]]),
+                ms=5,
+                capsize=2,
+                ls="none",
+                label=r["verify"],
+                color=F.color(r["verify"]),
+                marker="o" if r["tree"] == "chain" else "s",
+            )
         ax.axhline(0, color="k", lw=0.6)
         ax.set_xlabel("first_token_tv (drift from the target distribution)")
         ax.set_ylabel("Δ tokens_per_step vs token-level rule")
 
-    return F.panels(groups, "lossy_tradeoff.png", draw,
-                    "Lossy rules: paired gain in tokens_per_step over the lossless token-level rule against the "
-                    "first-token total-variation distance from the target distribution (circles: chains, squares: "
-                    "trees).", legend="rule")
+    return F.panels(
+        groups,
+        "lossy_tradeoff.png",
+        draw,
+        "Lossy rules: paired gain in tokens_per_step over the lossless token-level rule against the "
+        "first-token total-variation distance from the target distribution (circles: chains, squares: "
+        "trees).",
+        legend="rule",
+    )
 
 
 def fig_projected(rows: pd.DataFrame, sums, pair) -> F.Fig | None:
@@ -81,9 +118,13 @@ def fig_projected(rows: pd.DataFrame, sums, pair) -> F.Fig | None:
         F.budget_axis(ax, g.budget.unique())
         ax.set_ylabel("projected speedup ×")
 
-    return F.panels(groups, "projected_speedup.png", draw,
-                    f"Projected speedup against budget for {pair}, greedy, one panel per dataset (from the measured "
-                    "forward costs; definition under Method).")
+    return F.panels(
+        groups,
+        "projected_speedup.png",
+        draw,
+        f"Projected speedup against budget for {pair}, greedy, one panel per dataset (from the measured "
+        "forward costs; definition under Method).",
+    )
 
 
 def fig_measured_vs_projected(live: pd.DataFrame) -> F.Fig | None:
@@ -94,10 +135,22 @@ def fig_measured_vs_projected(live: pd.DataFrame) -> F.Fig | None:
 
     def draw(ax, g):
         for r in g.sort_values(["mode", "shape", "budget"]).to_dict("records"):
-            ax.scatter([r["projected"]], [r["measured"]], s=22, color=F.color(r["verify"]), label=r["verify"],
-                       marker="o" if r["tree"] == "chain" else "s", zorder=3)
-            ax.annotate(f"{r['shape']} N={int(r['budget'])}", (r["projected"], r["measured"]), fontsize=6,
-                        xytext=(3, 3), textcoords="offset points")
+            ax.scatter(
+                [r["projected"]],
+                [r["measured"]],
+                s=22,
+                color=F.color(r["verify"]),
+                label=r["verify"],
+                marker="o" if r["tree"] == "chain" else "s",
+                zorder=3,
+            )
+            ax.annotate(
+                f"{r['shape']} N={int(r['budget'])}",
+                (r["projected"], r["measured"]),
+                fontsize=6,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
         lim = [0, max(1.2, float(np.nanmax(g[["projected", "measured"]].to_numpy())) * 1.1)]
         ax.plot(lim, lim, color="k", lw=0.6, ls="--")
         ax.set_xlim(lim)
@@ -105,17 +158,28 @@ def fig_measured_vs_projected(live: pd.DataFrame) -> F.Fig | None:
         ax.set_xlabel("projected speedup ×")
         ax.set_ylabel("measured speedup ×")
 
-    return F.panels(groups, "speed_measured_vs_projected.png", draw,
-                    "Measured speedup (live tokens/s ÷ the live plain-decoding baseline) against the projection from "
-                    "measured forward costs, per live configuration (colour: rule; circles: chains, squares: "
-                    "trees); dashed: measured = projected.", sharey=False, w=4.2, h=3.6, legend="rule")
+    return F.panels(
+        groups,
+        "speed_measured_vs_projected.png",
+        draw,
+        "Measured speedup (live tokens/s ÷ the live plain-decoding baseline) against the projection from "
+        "measured forward costs, per live configuration (colour: rule; circles: chains, squares: "
+        "trees); dashed: measured = projected.",
+        sharey=False,
+        w=4.2,
+        h=3.6,
+        legend="rule",
+    )
 
 
 def fig_gap(rows: pd.DataFrame, min_budgets: int = 3) -> F.Fig | None:
     if rows.empty:
         return None
-    groups = [(f"{p} / {d}", g) for (p, d), g in rows.groupby(["pair", "dataset"], sort=True)
-              if g.budget.nunique() >= min_budgets]
+    groups = [
+        (f"{p} / {d}", g)
+        for (p, d), g in rows.groupby(["pair", "dataset"], sort=True)
+        if g.budget.nunique() >= min_budgets
+    ]
     if not groups:
         return None
 
@@ -125,17 +189,29 @@ def fig_gap(rows: pd.DataFrame, min_budgets: int = 3) -> F.Fig | None:
         for shape, s in g.groupby("shape", sort=True):
             s = s.sort_values("budget")
             st = F.style(shape)
-            ax.errorbar(s.budget, s.tokens_per_step, yerr=F.ci(s.tokens_per_step, s.tokens_per_step_lo,
-                        s.tokens_per_step_hi, s.n_prompts), ms=3, capsize=2, label=shape, **st)
+            ax.errorbar(
+                s.budget,
+                s.tokens_per_step,
+                yerr=F.ci(s.tokens_per_step, s.tokens_per_step_lo, s.tokens_per_step_hi, s.n_prompts),
+                ms=3,
+                capsize=2,
+                label=shape,
+                **st,
+            )
             ax.plot(s.budget, s.predicted, ls=":", lw=0.8, marker=st["marker"], mfc="none", ms=3, color=st["color"])
         F.budget_axis(ax, g.budget.unique())
         ax.set_ylabel("tokens_per_step")
 
-    return F.panels(groups, "gap_to_optimum.png", draw,
-                    f"Measured tokens_per_step of each static shape (solid; 95% bootstrap CI from {F.T.MIN_CI}+ prompts) against "
-                    "the Sequoia DP's prediction for its best tree (dashed) and the DP's prediction for the same shape "
-                    "(hollow, dotted), per pair and "
-                    f"dataset with at least {min_budgets} budgets (the others are in the table only).", h=3.4)
+    return F.panels(
+        groups,
+        "gap_to_optimum.png",
+        draw,
+        f"Measured tokens_per_step of each static shape (solid; 95% bootstrap CI from {F.T.MIN_CI}+ prompts) against "
+        "the Sequoia DP's prediction for its best tree (dashed) and the DP's prediction for the same shape "
+        "(hollow, dotted), per pair and "
+        f"dataset with at least {min_budgets} budgets (the others are in the table only).",
+        h=3.4,
+    )
 
 
 ATTN = {"batch": 1, "kv_len": 1024}
@@ -160,9 +236,14 @@ def fig_attention_time(kern: pd.DataFrame) -> F.Fig | None:
         ax.set_xlabel("tree size N (draft tokens)")
         ax.set_ylabel("median ms")
 
-    return F.panels(groups, "attention_time.png", draw,
-                    f"Tree-attention time against tree size at batch {ATTN['batch']} and KV length {ATTN['kv_len']} "
-                    "(one measured point per size and implementation, median over repeats).", legend="implementation")
+    return F.panels(
+        groups,
+        "attention_time.png",
+        draw,
+        f"Tree-attention time against tree size at batch {ATTN['batch']} and KV length {ATTN['kv_len']} "
+        "(one measured point per size and implementation, median over repeats).",
+        legend="implementation",
+    )
 
 
 def fig_attention_ratio(kern: pd.DataFrame) -> F.Fig | None:
@@ -184,13 +265,23 @@ def fig_attention_ratio(kern: pd.DataFrame) -> F.Fig | None:
         for ax, (title, g) in zip(axes, groups):
             t = g.pivot(index="kv_len", columns="tree_size", values="r")
             im = ax.imshow(t.to_numpy(), cmap="RdBu", norm=norm, origin="lower", aspect="auto")
-            ax.set(xticks=range(t.shape[1]), xticklabels=t.columns, yticks=range(t.shape[0]),
-                   yticklabels=t.index, xlabel="tree size N", ylabel="KV length", title=title)
+            ax.set(
+                xticks=range(t.shape[1]),
+                xticklabels=t.columns,
+                yticks=range(t.shape[0]),
+                yticklabels=t.index,
+                xlabel="tree size N",
+                ylabel="KV length",
+                title=title,
+            )
             for (r, c), val in np.ndenumerate(t.to_numpy()):
                 if np.isfinite(val):
                     ax.text(c, r, f"{val:.1f}", ha="center", va="center", fontsize=6)
             ax.grid(False)
-        fig.colorbar(im, ax=axes[:len(groups)], label="sequential ÷ fused time (shared log scale)")
-    return F.Fig("attention_speedup.png", fig,
-                 f"Fused tree attention's speedup over per-branch attention (sequential ÷ fused median time) at batch "
-                 f"{ATTN['batch']}, over KV length × tree size; one colour scale for every panel (blue: fused faster).")
+        fig.colorbar(im, ax=axes[: len(groups)], label="sequential ÷ fused time (shared log scale)")
+    return F.Fig(
+        "attention_speedup.png",
+        fig,
+        f"Fused tree attention's speedup over per-branch attention (sequential ÷ fused median time) at batch "
+        f"{ATTN['batch']}, over KV length × tree size; one colour scale for every panel (blue: fused faster).",
+    )

@@ -6,6 +6,7 @@ listed in the issue's priority order; ``run_all.sh`` keeps them in that order wi
 REPORT.md lists every unmet floor with what it would take at the measured wall time of the runs it
 has (``shortfall``).  Pure pandas: the test over the committed CSVs uses the same definitions.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -16,62 +17,165 @@ import pandas as pd
 
 STATIC = ("chain", "binary", "kary", "topk_wide", "specinfer", "medusa63", "sequoia", "adaptive_chain")
 LOSSY = ("typical", "ratio", "conservative", "epsilon")
-MAX_CUT = 0.10          # at most this share of a ranked budget's steps cut by max_new_tokens
+MAX_CUT = 0.10  # at most this share of a ranked budget's steps cut by max_new_tokens
 
 
 @dataclass(frozen=True)
 class Floor:
     name: str
     pairs: tuple
-    trees: tuple                  # tree labels: a tree name, or merged:<shape>
+    trees: tuple  # tree labels: a tree name, or merged:<shape>
     budgets: tuple
     datasets: tuple
     min_prompts: int
     rules: tuple = ("greedy",)
     temperatures: tuple = (0.0,)
     min_tokens: int = 128
-    engine: str | None = None     # "live" for measured speed
-    shapes: tuple = ()            # (tree, budget) pairs instead of trees x budgets, where given
+    engine: str | None = None  # "live" for measured speed
+    shapes: tuple = ()  # (tree, budget) pairs instead of trees x budgets, where given
 
     def cells(self):
         shapes = self.shapes or [(t, b) for t, b in itertools.product(self.trees, self.budgets) if _fits(t, b)]
-        return [(p, t, b, d, r, temp) for p, (t, b), d, r, temp in
-                itertools.product(self.pairs, shapes, self.datasets, self.rules, self.temperatures)]
+        return [
+            (p, t, b, d, r, temp)
+            for p, (t, b), d, r, temp in itertools.product(
+                self.pairs, shapes, self.datasets, self.rules, self.temperatures
+            )
+        ]
 
 
 HE_MT = ("humaneval", "mt_bench")
 # the floors, in the issue's priority order
 FLOORS: tuple[Floor, ...] = (
-    Floor("1. qwen_coder greedy, every static shape, budgets 4-64, 3 datasets", ("qwen_coder",), STATIC,
-          (4, 8, 16, 32, 64), ("humaneval", "mt_bench", "stdlib_code"), 64),
-    Floor("1b. EAGLE-2 on part 1's prompts, all 3 datasets", ("qwen_coder",), ("eagle2",), (16,),
-          ("humaneval", "mt_bench", "stdlib_code"), 64),
-    Floor("1c. n-gram drafter on part 1's prompts", ("ngram_qwen",), ("chain", "binary", "ngram_trie"), (16,),
-          ("humaneval", "mt_bench", "stdlib_code"), 64),
-    Floor("1d. merged drafter on part 1's prompts, all 3 datasets", ("merged_qwen",), ("merged:binary",), (16,),
-          ("humaneval", "mt_bench", "stdlib_code"), 64),
-    Floor("2. layer-skip pair: chain/binary/sequoia/specinfer, budgets 4-32", ("qwen_skip",),
-          ("chain", "binary", "sequoia", "specinfer"), (4, 8, 16, 32), HE_MT, 32),
-    Floor("2b. other pairs: chain/binary/sequoia/specinfer, budgets 4-32",
-          ("smollm_qwen", "gemma_qwen", "ngram_qwen"), ("chain", "binary", "sequoia", "specinfer"),
-          (4, 8, 16, 32), HE_MT, 32),
-    Floor("2c. merged pair: chain/binary/sequoia/specinfer shapes, budgets 4-32", ("merged_qwen",),
-          ("merged:chain", "merged:binary", "merged:sequoia", "merged:specinfer"), (4, 8, 16, 32), HE_MT, 32),
-    Floor("3. chains at T=1: speculative, block, gbv, hsd", ("qwen_coder",), ("chain",), (4,), HE_MT, 32,
-          ("speculative", "block", "gbv", "hsd"), (1.0,)),
-    Floor("3b. trees with replacement at T=1: mss, traversal, gbv", ("qwen_coder",), ("binary",), (16,), HE_MT, 32,
-          ("mss", "traversal", "gbv"), (1.0,)),
-    Floor("3c. trees without replacement at T=1: sequoia, traversal, gbv", ("qwen_coder",), ("binary",), (16,),
-          HE_MT, 32, ("sequoia", "traversal", "gbv"), (1.0,)),
+    Floor(
+        "1. qwen_coder greedy, every static shape, budgets 4-64, 3 datasets",
+        ("qwen_coder",),
+        STATIC,
+        (4, 8, 16, 32, 64),
+        ("humaneval", "mt_bench", "stdlib_code"),
+        64,
+    ),
+    Floor(
+        "1b. EAGLE-2 on part 1's prompts, all 3 datasets",
+        ("qwen_coder",),
+        ("eagle2",),
+        (16,),
+        ("humaneval", "mt_bench", "stdlib_code"),
+        64,
+    ),
+    Floor(
+        "1c. n-gram drafter on part 1's prompts",
+        ("ngram_qwen",),
+        ("chain", "binary", "ngram_trie"),
+        (16,),
+        ("humaneval", "mt_bench", "stdlib_code"),
+        64,
+    ),
+    Floor(
+        "1d. merged drafter on part 1's prompts, all 3 datasets",
+        ("merged_qwen",),
+        ("merged:binary",),
+        (16,),
+        ("humaneval", "mt_bench", "stdlib_code"),
+        64,
+    ),
+    Floor(
+        "2. layer-skip pair: chain/binary/sequoia/specinfer, budgets 4-32",
+        ("qwen_skip",),
+        ("chain", "binary", "sequoia", "specinfer"),
+        (4, 8, 16, 32),
+        HE_MT,
+        32,
+    ),
+    Floor(
+        "2b. other pairs: chain/binary/sequoia/specinfer, budgets 4-32",
+        ("smollm_qwen", "gemma_qwen", "ngram_qwen"),
+        ("chain", "binary", "sequoia", "specinfer"),
+        (4, 8, 16, 32),
+        HE_MT,
+        32,
+    ),
+    Floor(
+        "2c. merged pair: chain/binary/sequoia/specinfer shapes, budgets 4-32",
+        ("merged_qwen",),
+        ("merged:chain", "merged:binary", "merged:sequoia", "merged:specinfer"),
+        (4, 8, 16, 32),
+        HE_MT,
+        32,
+    ),
+    Floor(
+        "3. chains at T=1: speculative, block, gbv, hsd",
+        ("qwen_coder",),
+        ("chain",),
+        (4,),
+        HE_MT,
+        32,
+        ("speculative", "block", "gbv", "hsd"),
+        (1.0,),
+    ),
+    Floor(
+        "3b. trees with replacement at T=1: mss, traversal, gbv",
+        ("qwen_coder",),
+        ("binary",),
+        (16,),
+        HE_MT,
+        32,
+        ("mss", "traversal", "gbv"),
+        (1.0,),
+    ),
+    Floor(
+        "3c. trees without replacement at T=1: sequoia, traversal, gbv",
+        ("qwen_coder",),
+        ("binary",),
+        (16,),
+        HE_MT,
+        32,
+        ("sequoia", "traversal", "gbv"),
+        (1.0,),
+    ),
     Floor("3d. lossy rules at T=1", ("qwen_coder",), ("binary",), (16,), HE_MT, 32, ("naive",) + LOSSY, (1.0,)),
-    Floor("3e. chains at T=0.3 and 0.7", ("qwen_coder",), ("chain",), (4,), HE_MT, 16,
-          ("speculative", "block", "gbv", "hsd"), (0.3, 0.7)),
-    Floor("3f. trees and lossy rules at T=0.3 and 0.7", ("qwen_coder",), ("binary",), (16,), HE_MT, 16,
-          ("mss", "traversal", "sequoia", "naive") + LOSSY, (0.3, 0.7)),
-    Floor("4. live speed at batch 8: plain, chain/4, binary/16", ("qwen_coder",), (), (), ("humaneval",), 16,
-          engine="live", min_tokens=64, shapes=(("none", 0), ("chain", 4), ("binary", 16))),
-    Floor("4b. live speed at batch 1: plain and chain/4, qwen_coder and smollm_qwen", ("qwen_coder", "smollm_qwen"),
-          (), (), ("humaneval",), 16, engine="live-b1", min_tokens=64, shapes=(("none", 0), ("chain", 4))),
+    Floor(
+        "3e. chains at T=0.3 and 0.7",
+        ("qwen_coder",),
+        ("chain",),
+        (4,),
+        HE_MT,
+        16,
+        ("speculative", "block", "gbv", "hsd"),
+        (0.3, 0.7),
+    ),
+    Floor(
+        "3f. trees and lossy rules at T=0.3 and 0.7",
+        ("qwen_coder",),
+        ("binary",),
+        (16,),
+        HE_MT,
+        16,
+        ("mss", "traversal", "sequoia", "naive") + LOSSY,
+        (0.3, 0.7),
+    ),
+    Floor(
+        "4. live speed at batch 8: plain, chain/4, binary/16",
+        ("qwen_coder",),
+        (),
+        (),
+        ("humaneval",),
+        16,
+        engine="live",
+        min_tokens=64,
+        shapes=(("none", 0), ("chain", 4), ("binary", 16)),
+    ),
+    Floor(
+        "4b. live speed at batch 1: plain and chain/4, qwen_coder and smollm_qwen",
+        ("qwen_coder", "smollm_qwen"),
+        (),
+        (),
+        ("humaneval",),
+        16,
+        engine="live-b1",
+        min_tokens=64,
+        shapes=(("none", 0), ("chain", 4)),
+    ),
 )
 
 
@@ -88,8 +192,14 @@ def tree_label(tree: str, params) -> str:
 
 def _index(summary: pd.DataFrame) -> pd.DataFrame:
     s = summary.copy()
-    for col, default in (("tree_params", "{}"), ("engine", ""), ("batch_size", 1), ("temperature", 0.0),
-                         ("pair_role", "decode"), ("wall_s", float("nan"))):
+    for col, default in (
+        ("tree_params", "{}"),
+        ("engine", ""),
+        ("batch_size", 1),
+        ("temperature", 0.0),
+        ("pair_role", "decode"),
+        ("wall_s", float("nan")),
+    ):
         if col not in s:
             s[col] = default
     s["label"] = [tree_label(t, p) for t, p in zip(s.tree, s.tree_params)]
@@ -126,7 +236,7 @@ def shortfall(floor: Floor, summary: pd.DataFrame) -> tuple[int, float]:
     s = s.assign(r=s.wall_s.astype(float) / (s.n_prompts * s.max_new_tokens))
     total = 0.0
     for pair, label, _, _, _, temp in gone:
-        k = s[(s["T"] > 0) == (temp > 0)]           # sampling runs live, greedy ones replay
+        k = s[(s["T"] > 0) == (temp > 0)]  # sampling runs live, greedy ones replay
         for pick in (k[(k.pair == pair) & (k.label == label)], k[k.label == label], k[k.pair == pair], k, s):
             if len(pick):
                 total += float(pick.r.median()) * floor.min_prompts * floor.min_tokens

@@ -9,6 +9,7 @@ Every refusal is an `InputError`: one line that names the file and the fix.  Che
 - outputs.jsonl (optional): every line a JSON object.
 A missing optional file is no error: the sections that need it say so.
 """
+
 from __future__ import annotations
 
 import csv
@@ -23,14 +24,30 @@ from ..study.results import read_csv
 from . import analysis as A
 from . import compare as C
 
-REQUIRED = ["config_hash", "pair", "tree", "budget", "verify", "dataset",
-            "acceptance_rate", "acceptance_length", "tokens_per_step"]
+REQUIRED = [
+    "config_hash",
+    "pair",
+    "tree",
+    "budget",
+    "verify",
+    "dataset",
+    "acceptance_rate",
+    "acceptance_length",
+    "tokens_per_step",
+]
 COLLECT = "regenerate it with `python -m specbench.collect`"
-OPTIONAL_CSV = {"lossless_check": "lossless_check.csv", "lossless_control": "lossless_control.csv",
-                "attention": "attention.csv", "costs": "costs.csv",
-                "gap": "gap_to_optimum.csv", "divergence": "continuation_divergence.csv",
-                "margins": "divergence_margins.csv", "attention_recheck": "attention_threads1.csv",
-                "bf16_replay": "bf16_replay_divergence.csv", "run_times": "run_times.csv"}
+OPTIONAL_CSV = {
+    "lossless_check": "lossless_check.csv",
+    "lossless_control": "lossless_control.csv",
+    "attention": "attention.csv",
+    "costs": "costs.csv",
+    "gap": "gap_to_optimum.csv",
+    "divergence": "continuation_divergence.csv",
+    "margins": "divergence_margins.csv",
+    "attention_recheck": "attention_threads1.csv",
+    "bf16_replay": "bf16_replay_divergence.csv",
+    "run_times": "run_times.csv",
+}
 
 
 class InputError(ValueError):
@@ -47,8 +64,10 @@ def check_complete(path: str) -> None:
         width = len(next(rows))
         for lineno, row in enumerate(rows, 2):
             if row and len(row) != width:
-                raise InputError(f"{path} is truncated or corrupt: line {lineno} has {len(row)} fields, "
-                                 f"the header {width}; {COLLECT}")
+                raise InputError(
+                    f"{path} is truncated or corrupt: line {lineno} has {len(row)} fields, "
+                    f"the header {width}; {COLLECT}"
+                )
 
 
 def read_checked(path: str) -> pd.DataFrame | None:
@@ -77,8 +96,10 @@ def check_steps(path: str, steps: pd.DataFrame, summary: pd.DataFrame) -> None:
     counts = steps.groupby("config_hash").size()
     extra = sorted(set(counts.index) - set(summary.config_hash))
     if extra:
-        raise InputError(f"{path} has steps of configuration {extra[0]}, which summary.csv lacks: the two files "
-                         f"come from different collects; {COLLECT}")
+        raise InputError(
+            f"{path} has steps of configuration {extra[0]}, which summary.csv lacks: the two files "
+            f"come from different collects; {COLLECT}"
+        )
     if "n_steps" not in summary:
         return
     want = summary.set_index("config_hash").n_steps.dropna().astype(int)
@@ -86,8 +107,10 @@ def check_steps(path: str, steps: pd.DataFrame, summary: pd.DataFrame) -> None:
     bad = want[(want != got) & (want > 0)]
     if len(bad):
         h = bad.index[0]
-        raise InputError(f"{path} holds {got[h]} steps of configuration {h}, summary.csv says {bad[h]}: steps.csv "
-                         f"is truncated or stale; {COLLECT}")
+        raise InputError(
+            f"{path} holds {got[h]} steps of configuration {h}, summary.csv says {bad[h]}: steps.csv "
+            f"is truncated or stale; {COLLECT}"
+        )
 
 
 def read_outputs(path: str) -> dict:
@@ -134,6 +157,12 @@ def load(results: str) -> dict:
     data = {k: read_checked(os.path.join(results, f)) for k, f in OPTIONAL_CSV.items()}
     for key in ("lossless_check", "lossless_control"):
         data[key] = A.relabel_pairs(data[key], labels)
-    return dict(data, summary=summary, steps=A.relabel_pairs(steps, labels, by_hash),
-                outputs=read_outputs(os.path.join(results, "outputs.jsonl")),
-                vector=A.relabel_pairs(_vectors(results), labels), env=env, results=results)
+    return dict(
+        data,
+        summary=summary,
+        steps=A.relabel_pairs(steps, labels, by_hash),
+        outputs=read_outputs(os.path.join(results, "outputs.jsonl")),
+        vector=A.relabel_pairs(_vectors(results), labels),
+        env=env,
+        results=results,
+    )

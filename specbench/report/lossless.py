@@ -1,5 +1,6 @@
 """REPORT.md's losslessness subsection: greedy outputs against plain decoding (with the target's
 logit margin at each divergence) and the empirical first-token check of the sampling modes."""
+
 from __future__ import annotations
 
 import math
@@ -10,10 +11,12 @@ from . import analysis as A
 from . import speedup as S
 from .markdown import bullets, md_table
 
-LOSSLESS_ALGEBRA = ("**(b) Sampling modes.** The exact `first_token_tv` of a lossless mode is zero by its algebra "
-                    "(the mode's first-token law is computed, not sampled), so a zero there is not evidence by "
-                    "itself; the evidence is an empirical check: at fixed real prefixes, the first emitted token "
-                    "over many seeded draws against the target's distribution (χ² p-value and TV).")
+LOSSLESS_ALGEBRA = (
+    "**(b) Sampling modes.** The exact `first_token_tv` of a lossless mode is zero by its algebra "
+    "(the mode's first-token law is computed, not sampled), so a zero there is not evidence by "
+    "itself; the evidence is an empirical check: at fixed real prefixes, the first emitted token "
+    "over many seeded draws against the target's distribution (χ² p-value and TV)."
+)
 
 
 def margin_note(table: pd.DataFrame, margins: pd.DataFrame | None) -> str:
@@ -23,17 +26,23 @@ def margin_note(table: pd.DataFrame, margins: pd.DataFrame | None) -> str:
         return ""
     margins = _shown_margins(table, margins)
     if margins is None:
-        return ("_results/divergence_margins.csv is absent (`python -m specbench.study.margins` writes it), so no "
-                "divergence's logit margin is shown._")
+        return (
+            "_results/divergence_margins.csv is absent (`python -m specbench.study.margins` writes it), so no "
+            "divergence's logit margin is shown._"
+        )
     if margins.empty:
-        return ("_results/divergence_margins.csv has no row for these divergences (`python -m specbench.study.margins` "
-                "says why it skipped them), so no logit margin is shown._")
+        return (
+            "_results/divergence_margins.csv has no row for these divergences (`python -m specbench.study.margins` "
+            "says why it skipped them), so no logit margin is shown._"
+        )
     worst, neg = float(margins.margin.abs().max()), int((margins.margin < 0).sum())
-    return (f"Δlogit: the target's float32 logit of the baseline's token minus that of the configuration's token at "
-            f"the first divergence (one forward over the prompt and the shared prefix, `python -m "
-            f"specbench.study.margins`); {len(margins)} of {n} divergences measured, |Δlogit| at most {worst:.3f} "
-            f"(a probability ratio of {math.exp(worst):.3f} between the two tokens); {neg} of {len(margins)} "
-            f"negative (there float32 prefers the configuration's token to the baseline's).")
+    return (
+        f"Δlogit: the target's float32 logit of the baseline's token minus that of the configuration's token at "
+        f"the first divergence (one forward over the prompt and the shared prefix, `python -m "
+        f"specbench.study.margins`); {len(margins)} of {n} divergences measured, |Δlogit| at most {worst:.3f} "
+        f"(a probability ratio of {math.exp(worst):.3f} between the two tokens); {neg} of {len(margins)} "
+        f"negative (there float32 prefers the configuration's token to the baseline's)."
+    )
 
 
 def _shown_margins(table: pd.DataFrame, margins: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -46,15 +55,24 @@ def _shown_margins(table: pd.DataFrame, margins: pd.DataFrame | None) -> pd.Data
 
 
 def _divergence_cell(r: dict, margins: pd.DataFrame | None) -> str:
-    by = {} if margins is None else dict(zip(zip(margins.config_hash, margins.baseline_hash, margins.prompt_id),
-                                             margins.margin))
-    key = lambda p: (r["config_hash"], r.get("baseline_hash"), p)    # noqa: E731
+    by = (
+        {}
+        if margins is None
+        else dict(zip(zip(margins.config_hash, margins.baseline_hash, margins.prompt_id), margins.margin))
+    )
+    key = lambda p: (r["config_hash"], r.get("baseline_hash"), p)  # noqa: E731
     cells = [f"{p}@{pos}" + (f" (Δlogit {by[key(p)]:+.3f})" if key(p) in by else "") for p, pos in r["diverged"][:3]]
     return ", ".join(cells) + (" …" if len(r["diverged"]) > 3 else "")
 
 
-def lossless_section(table, check: pd.DataFrame | None, has_outputs: bool, has_baseline: bool,
-                     margins: pd.DataFrame | None = None, control: pd.DataFrame | None = None) -> str:
+def lossless_section(
+    table,
+    check: pd.DataFrame | None,
+    has_outputs: bool,
+    has_baseline: bool,
+    margins: pd.DataFrame | None = None,
+    control: pd.DataFrame | None = None,
+) -> str:
     out = _greedy_outputs(table, has_outputs, has_baseline, margins)
     out.append(LOSSLESS_ALGEBRA)
     if check is None or check.empty:
@@ -65,23 +83,54 @@ def lossless_section(table, check: pd.DataFrame | None, has_outputs: bool, has_b
 
 def _greedy_outputs(table, has_outputs: bool, has_baseline: bool, margins: pd.DataFrame | None) -> list[str]:
     """Part (a): the greedy configurations' tokens against the plain-decoding baseline's."""
-    out = ["**(a) Greedy outputs against plain decoding** (Spec-Bench `equal.py` style): every greedy "
-           "configuration's generated tokens against the plain-decoding baseline's (tree none, same pair, "
-           "dataset, dtype and max_new_tokens) on the prompts both ran. In float32 all should be identical; "
-           "bf16 kernels may round differently, and any divergence is reported, never hidden."]
+    out = [
+        "**(a) Greedy outputs against plain decoding** (Spec-Bench `equal.py` style): every greedy "
+        "configuration's generated tokens against the plain-decoding baseline's (tree none, same pair, "
+        "dataset, dtype and max_new_tokens) on the prompts both ran. In float32 all should be identical; "
+        "bf16 kernels may round differently, and any divergence is reported, never hidden."
+    ]
     if table.empty:
-        why = ("results/outputs.jsonl is absent" if not has_outputs else
-               "results/summary.csv has no plain-decoding baseline row (tree none)" if not has_baseline else
-               "no greedy configuration shares prompts and settings with a baseline in outputs.jsonl")
+        why = (
+            "results/outputs.jsonl is absent"
+            if not has_outputs
+            else "results/summary.csv has no plain-decoding baseline row (tree none)"
+            if not has_baseline
+            else "no greedy configuration shares prompts and settings with a baseline in outputs.jsonl"
+        )
         out.append(f"_{why}, so no greedy output is compared._")
         return out
     rows = []
     for r in table.sort_values(A.GROUP + ["shape", "budget", "config_hash"], kind="mergesort").to_dict("records"):
         div = _divergence_cell(r, margins)
-        rows.append([r["pair"], r["dataset"], r["dtype"], r["shape"], int(r["budget"]),
-                     r.get("engine", ""), r["n_prompts"], f"{r['identical'] / r['n_prompts']:.1%}", div or "—"])
-    out.append(md_table(rows, ["pair", "dataset", "dtype", "shape", "N", "engine", "prompts",
-                               "token-identical", "first divergence (prompt@token)"]))
+        rows.append(
+            [
+                r["pair"],
+                r["dataset"],
+                r["dtype"],
+                r["shape"],
+                int(r["budget"]),
+                r.get("engine", ""),
+                r["n_prompts"],
+                f"{r['identical'] / r['n_prompts']:.1%}",
+                div or "—",
+            ]
+        )
+    out.append(
+        md_table(
+            rows,
+            [
+                "pair",
+                "dataset",
+                "dtype",
+                "shape",
+                "N",
+                "engine",
+                "prompts",
+                "token-identical",
+                "first divergence (prompt@token)",
+            ],
+        )
+    )
     out.append(bullets(S.lossless_sentences(table), ""))
     return out + [note for note in [margin_note(table, margins)] if note]
 
@@ -89,31 +138,73 @@ def _greedy_outputs(table, has_outputs: bool, has_baseline: bool, margins: pd.Da
 def _first_token_check(check: pd.DataFrame, control: pd.DataFrame | None) -> list[str]:
     """Part (b)'s empirical check (results/lossless_check.csv) and its positive controls."""
     check = check.assign(holm_p=check.groupby("pair").chi2_p.transform(lambda p: S.holm(p.astype(float))))
-    out = ["The empirical check (`python -m specbench.study.lossless`): per prefix, N seeded one-step "
-           "draws through the drafter, verifier and mode (the modes that draft alike verify the same drafted "
-           "trees); χ² p-value of the first tokens against the target's distribution (`holm_p`: "
-           "Holm-adjusted over all of the pair's checks), their TV, the TV of N exact draws from the target "
-           "(`tv_null`), and the test's power against a first-token TV of `tv_target`."]
-    out.append(_check_table(check, ("pair", "verify", "child_rule", "sibling_order", "dtype", "temperature",
-                                    "prefix_id", "seed", "n_draws", "tree", "budget", "chi2_p", "holm_p", "tv",
-                                    "tv_null", "power")))
+    out = [
+        "The empirical check (`python -m specbench.study.lossless`): per prefix, N seeded one-step "
+        "draws through the drafter, verifier and mode (the modes that draft alike verify the same drafted "
+        "trees); χ² p-value of the first tokens against the target's distribution (`holm_p`: "
+        "Holm-adjusted over all of the pair's checks), their TV, the TV of N exact draws from the target "
+        "(`tv_null`), and the test's power against a first-token TV of `tv_target`."
+    ]
+    out.append(
+        _check_table(
+            check,
+            (
+                "pair",
+                "verify",
+                "child_rule",
+                "sibling_order",
+                "dtype",
+                "temperature",
+                "prefix_id",
+                "seed",
+                "n_draws",
+                "tree",
+                "budget",
+                "chi2_p",
+                "holm_p",
+                "tv",
+                "tv_null",
+                "power",
+            ),
+        )
+    )
     out.append(bullets(S.lossless_check_sentences(check) + power_sentences(check) + control_sentences(control), ""))
     if control is not None and not control.empty:
-        out.append(_check_table(control, ("pair", "verify", "child_rule", "dtype", "prefix_id", "n_draws", "tree",
-                                          "budget", "chi2_p", "tv", "exact_tv", "rejected")))
+        out.append(
+            _check_table(
+                control,
+                (
+                    "pair",
+                    "verify",
+                    "child_rule",
+                    "dtype",
+                    "prefix_id",
+                    "n_draws",
+                    "tree",
+                    "budget",
+                    "chi2_p",
+                    "tv",
+                    "exact_tv",
+                    "rejected",
+                ),
+            )
+        )
     return out
 
 
 def _check_table(check: pd.DataFrame, want) -> str:
     cols = [c for c in want if c in check]
-    rows = [[A.fmt(r[c], 4 if c.startswith(("tv", "exact")) else 3) if isinstance(r[c], float) else r[c]
-             for c in cols] for r in check.sort_values(cols[:4], kind="mergesort").to_dict("records")]
+    rows = [
+        [A.fmt(r[c], 4 if c.startswith(("tv", "exact")) else 3) if isinstance(r[c], float) else r[c] for c in cols]
+        for r in check.sort_values(cols[:4], kind="mergesort").to_dict("records")
+    ]
     return md_table(rows, cols)
 
 
 def power_sentences(check: pd.DataFrame) -> list[str]:
     """What the checks can detect: the power bound of ``study.lossless_power`` at each run's N and bins."""
     from ..study.lossless_power import draws_for_power, power_tv
+
     if "power" not in check or check.power.isna().all():
         return []
     g = check[check.power.notna()]
@@ -121,24 +212,33 @@ def power_sentences(check: pd.DataFrame) -> list[str]:
     for n, h in g.groupby(g.n_draws.astype(int), sort=True):
         bins, tv, alpha = int(h.n_bins.max()), float(h.tv_target.iloc[0]), float(h.alpha.iloc[0])
         need = draws_for_power(bins - 1, tv, alpha, 0.9)
-        short = (f" 90% power at TV {tv:g} takes {need} draws per group of modes (`--draws auto`), {need / n:.1f}× "
-                 f"these (`SPECBENCH_EXTENDED=1 bash run_all.sh` runs it, outside the hour)."
-                 if h.power.min() < 0.9 else "")
-        out.append(f"Power at {n} draws ({len(h)} checks, up to {bins} bins): each χ² test at level {alpha:g} "
-                   f"rejects a first-token law at total variation {tv:g} from the target with probability at least "
-                   f"{A.fmt(h.power.min(), 3)} (a worst-case bound over such laws); 90% power is reached against a "
-                   f"TV of {A.fmt(power_tv(n, bins - 1, alpha, 0.9), 3)}.{short}")
+        short = (
+            f" 90% power at TV {tv:g} takes {need} draws per group of modes (`--draws auto`), {need / n:.1f}× "
+            f"these (`SPECBENCH_EXTENDED=1 bash run_all.sh` runs it, outside the hour)."
+            if h.power.min() < 0.9
+            else ""
+        )
+        out.append(
+            f"Power at {n} draws ({len(h)} checks, up to {bins} bins): each χ² test at level {alpha:g} "
+            f"rejects a first-token law at total variation {tv:g} from the target with probability at least "
+            f"{A.fmt(h.power.min(), 3)} (a worst-case bound over such laws); 90% power is reached against a "
+            f"TV of {A.fmt(power_tv(n, bins - 1, alpha, 0.9), 3)}.{short}"
+        )
     return out
 
 
 def control_sentences(control: pd.DataFrame | None) -> list[str]:
     """The positive controls: lossy rules through the same check, which it must reject."""
     if control is None or control.empty or "rejected" not in control:
-        return ["No positive control (results/lossless_control.csv is absent): a lossy rule run through the same "
-                "check would show that a pass means something."]
+        return [
+            "No positive control (results/lossless_control.csv is absent): a lossy rule run through the same "
+            "check would show that a pass means something."
+        ]
     rej = control.rejected.astype(str).str.lower() == "true"
     names = ", ".join(sorted(set(control.verify)))
-    return [f"Positive controls ({names}, lossy rules through the same check at the same N): {int(rej.sum())} of "
-            f"{len(control)} rejected at level {A.fmt(control.alpha.astype(float).max())}; their exact first-token "
-            f"TV at the prefix is {A.fmt(control.exact_tv.astype(float).min(), 3)}–"
-            f"{A.fmt(control.exact_tv.astype(float).max(), 3)}."]
+    return [
+        f"Positive controls ({names}, lossy rules through the same check at the same N): {int(rej.sum())} of "
+        f"{len(control)} rejected at level {A.fmt(control.alpha.astype(float).max())}; their exact first-token "
+        f"TV at the prefix is {A.fmt(control.exact_tv.astype(float).min(), 3)}–"
+        f"{A.fmt(control.exact_tv.astype(float).max(), 3)}."
+    ]

@@ -1,4 +1,5 @@
 """Markdown helpers: tables from column specs `[(header, fn)]`, bullets, figure links."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
@@ -10,6 +11,7 @@ def md_table(rows: list[list], headers: list[str]) -> str:
 
     def cell(x):
         return str(x).replace("|", "\\|").replace("\n", " ")
+
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(cell(x) for x in r) + " |" for r in rows]
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 the headline per comparison group, configurations that ran a subset of the group's prompts, the
 mode gains at T>0, and where extra budget stops paying (saturation).
 """
+
 from __future__ import annotations
 
 import math
@@ -11,7 +12,7 @@ import pandas as pd
 from . import compare as C
 from .analysis import GROUP, fmt, fmt_ci, fmt_diff, greedy_groups, main_set
 
-MARGINAL_GAIN = 0.05        # extra budget "stops paying" below +5% tokens_per_step per budget step
+MARGINAL_GAIN = 0.05  # extra budget "stops paying" below +5% tokens_per_step per budget step
 
 
 def _zero(p: C.Paired) -> str:
@@ -31,16 +32,20 @@ def headline_sentences(head: pd.DataFrame) -> list[str]:
         parts = []
         for r in g.itertuples(index=False):
             if r.paired is not None:
-                parts.append(f"N={r.budget}: {r.shape} {fmt(r.tokens_per_step, 2)}, "
-                             f"{r.paired.diff:+.2f} [{r.paired.lo:+.2f}, {r.paired.hi:+.2f}] vs chain"
-                             f"{' (interval includes zero)' if r.paired.includes_zero else ''}")
+                parts.append(
+                    f"N={r.budget}: {r.shape} {fmt(r.tokens_per_step, 2)}, "
+                    f"{r.paired.diff:+.2f} [{r.paired.lo:+.2f}, {r.paired.hi:+.2f}] vs chain"
+                    f"{' (interval includes zero)' if r.paired.includes_zero else ''}"
+                )
             elif r.has_chain:
                 parts.append(f"N={r.budget}: chain is best ({fmt(r.tokens_per_step, 2)})")
             else:
                 parts.append(f"N={r.budget}: {r.shape} {fmt(r.tokens_per_step, 2)} (no chain at this budget)")
         top = g.sort_values(["tokens_per_step", "budget"], ascending=[False, True], kind="mergesort").iloc[0]
-        out.append(f"{_where(first)}, greedy: " + "; ".join(parts) + f". Highest overall: {top['shape']} at "
-                   f"N={top['budget']} ({fmt_ci(top['tokens_per_step'], top['lo'], top['hi'])} tokens/step).")
+        out.append(
+            f"{_where(first)}, greedy: " + "; ".join(parts) + f". Highest overall: {top['shape']} at "
+            f"N={top['budget']} ({fmt_ci(top['tokens_per_step'], top['lo'], top['hi'])} tokens/step)."
+        )
     return out
 
 
@@ -53,8 +58,10 @@ def subset_sentences(chain_diffs: pd.DataFrame, head: pd.DataFrame) -> list[str]
     for r in chain_diffs.to_dict("records"):
         n = main_n.get(tuple(r[k] for k in GROUP))
         if n is not None and r["n_shared"] < n:
-            out.append(f"{_where(r)}: {r['shape']} N={int(r['budget'])} ran {r['n_shared']} of the {n} prompts; "
-                       f"on those it differs from chain by {fmt_diff(r['paired'])} tokens/step{_zero(r['paired'])}.")
+            out.append(
+                f"{_where(r)}: {r['shape']} N={int(r['budget'])} ran {r['n_shared']} of the {n} prompts; "
+                f"on those it differs from chain by {fmt_diff(r['paired'])} tokens/step{_zero(r['paired'])}."
+            )
     return out
 
 
@@ -63,10 +70,15 @@ def _mode_sentence(r: dict) -> str:
     tv = f", first_token_tv {fmt(r.get('first_token_tv'))}" if kind == "lossy" else ""
     trees = " (the same drafted trees)" if r.get("same_trees") is True else ""
     exact = r.get("exact_gain", math.nan)
-    exact = (f"; by the exact laws on those trees, {exact:+.3f} expected accepted tokens/step"
-             if exact == exact and exact is not None else "")
-    return (f"{_where(r)}, {r['shape']} N={int(r['budget'])}: {r['mode']} ({kind}) vs {r['ref_mode']}{trees}: "
-            f"{fmt_diff(r['paired'])} tokens/step on {r['n_shared']} shared prompts{tv}{_zero(r['paired'])}{exact}.")
+    exact = (
+        f"; by the exact laws on those trees, {exact:+.3f} expected accepted tokens/step"
+        if exact == exact and exact is not None
+        else ""
+    )
+    return (
+        f"{_where(r)}, {r['shape']} N={int(r['budget'])}: {r['mode']} ({kind}) vs {r['ref_mode']}{trees}: "
+        f"{fmt_diff(r['paired'])} tokens/step on {r['n_shared']} shared prompts{tv}{_zero(r['paired'])}{exact}."
+    )
 
 
 def mode_sentences(gains: pd.DataFrame) -> list[str]:
@@ -90,10 +102,14 @@ def saturation_sentences(df: pd.DataFrame, sums: pd.DataFrame, threshold: float 
             stop = next((i for i, x in enumerate(gains) if x < threshold), None)
             where = _where(g.iloc[0])
             if stop is None:
-                out.append(f"{where}, {shape}: every budget step up to N={b[-1]} still adds at least "
-                           f"{threshold:.0%} tokens_per_step (last step {gains[-1]:+.1%}).")
+                out.append(
+                    f"{where}, {shape}: every budget step up to N={b[-1]} still adds at least "
+                    f"{threshold:.0%} tokens_per_step (last step {gains[-1]:+.1%})."
+                )
             else:
-                out.append(f"{where}, {shape}: N={b[stop]} → N={b[stop + 1]} changes tokens_per_step by "
-                           f"{gains[stop]:+.1%} ({fmt(v[stop], 2)} → {fmt(v[stop + 1], 2)}), under "
-                           f"{threshold:+.0%}; extra budget stops paying at N={b[stop]}.")
+                out.append(
+                    f"{where}, {shape}: N={b[stop]} → N={b[stop + 1]} changes tokens_per_step by "
+                    f"{gains[stop]:+.1%} ({fmt(v[stop], 2)} → {fmt(v[stop + 1], 2)}), under "
+                    f"{threshold:+.0%}; extra budget stops paying at N={b[stop]}."
+                )
     return out

@@ -6,6 +6,7 @@ for that shape and for the DP's best tree at the same budget, from the measured 
 vector.  The DP assumes acceptance independent across depths, so its "optimum" is a
 prediction, not a bound: a shape can measure above it.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -23,24 +24,29 @@ def main_rows(gap: pd.DataFrame | None, df: pd.DataFrame, sums: pd.DataFrame) ->
     rows = gap[gap.config_hash.isin(keep)].copy()
     rows["pair"] = rows.config_hash.map(df.drop_duplicates("config_hash").set_index("config_hash").pair)
     rows["shape"] = [A.shape_label(t, p) for t, p in zip(rows.tree, rows.tree_params)]
-    return rows.sort_values(["pair", "dataset", "budget", "fraction", "shape"], ascending=[True, True, True, False, True],
-                            kind="mergesort").reset_index(drop=True)
+    return rows.sort_values(
+        ["pair", "dataset", "budget", "fraction", "shape"], ascending=[True, True, True, False, True], kind="mergesort"
+    ).reset_index(drop=True)
 
 
 def sentences(rows: pd.DataFrame) -> list[str]:
     out = []
     for (pair, dataset), g in rows.groupby(["pair", "dataset"], sort=True):
-        best = g.sort_values(["budget", "fraction"], ascending=[True, False], kind="mergesort").drop_duplicates("budget")
+        best = g.sort_values(["budget", "fraction"], ascending=[True, False], kind="mergesort").drop_duplicates(
+            "budget"
+        )
         parts = [f"N={int(r.budget)}: {r.shape} {r.fraction:.0%} of {A.fmt(r.optimum, 2)}" for r in best.itertuples()]
         over = g[g.tokens_per_step > g.optimum]
         short = g[g.model_gap > 0]
         worst = g.loc[g.model_gap.idxmax()]
-        out.append(f"{pair} on {dataset}: the best static shape per budget as a share of the DP's prediction for its "
-                   f"best tree (tokens/step): " + "; ".join(parts) + f". {len(over)} of {len(g)} shapes measure above "
-                   f"that prediction and {len(short)} below the DP's prediction for themselves (mean "
-                   f"{g.model_gap.mean():+.2f} tokens/step, predicted minus measured); the largest shortfall is "
-                   f"{worst['shape']} at N={int(worst.budget)}: {A.fmt(worst.tokens_per_step, 2)} measured vs "
-                   f"{A.fmt(worst.predicted, 2)} predicted.")
+        out.append(
+            f"{pair} on {dataset}: the best static shape per budget as a share of the DP's prediction for its "
+            f"best tree (tokens/step): " + "; ".join(parts) + f". {len(over)} of {len(g)} shapes measure above "
+            f"that prediction and {len(short)} below the DP's prediction for themselves (mean "
+            f"{g.model_gap.mean():+.2f} tokens/step, predicted minus measured); the largest shortfall is "
+            f"{worst['shape']} at N={int(worst.budget)}: {A.fmt(worst.tokens_per_step, 2)} measured vs "
+            f"{A.fmt(worst.predicted, 2)} predicted."
+        )
     return out
 
 
@@ -54,7 +60,13 @@ def pivot(rows: pd.DataFrame) -> tuple[list[list], list[str]]:
         table.append([pair, dataset, "**DP prediction, best tree**"] + [A.fmt(opt.get(b), 2) for b in budgets])
         for shape, s in g.groupby("shape", sort=True):
             s = s.set_index("budget")
-            table.append([pair, dataset, shape] + [
-                f"{A.fmt(s.tokens_per_step[b], 2)} ({s.fraction[b]:.0%}; DP {A.fmt(s.predicted[b], 2)})"
-                if b in s.index else "" for b in budgets])
+            table.append(
+                [pair, dataset, shape]
+                + [
+                    f"{A.fmt(s.tokens_per_step[b], 2)} ({s.fraction[b]:.0%}; DP {A.fmt(s.predicted[b], 2)})"
+                    if b in s.index
+                    else ""
+                    for b in budgets
+                ]
+            )
     return table, ["pair", "dataset", "shape"] + [f"N={b}" for b in budgets]

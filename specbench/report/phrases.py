@@ -1,5 +1,6 @@
 """Sentence specs: the one place that phrases a group, a claim, an interval and each analysis
 sentence of REPORT.md, every number read from the tables (`tables.compute`)."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -52,17 +53,21 @@ def tldr(t: dict) -> list[str]:
         return ["No greedy configuration ran, so there is no answer table."]
     n_max = int(rows.n_prompts.max()) if "n_prompts" in rows else 0
     ranked = ans[ans.claim.map(T.is_ranked)]
-    out.append(f"{len(ranked)} of {len(ans)} answer rows carry a ranked claim (≥ {T.MIN_RANKED} prompts, ≤ "
-               f"{T.MAX_CUT:.0%} of steps cut by max_new_tokens); the largest prompt set is {n_max}"
-               + ("." if len(ranked) else ", so every \"fastest\" below is exploratory."))
-    for pair in sorted(set(ans.pair), key=lambda p: (-int((ans.pair == p).sum()), p)):   # the widest pair first
+    out.append(
+        f"{len(ranked)} of {len(ans)} answer rows carry a ranked claim (≥ {T.MIN_RANKED} prompts, ≤ "
+        f"{T.MAX_CUT:.0%} of steps cut by max_new_tokens); the largest prompt set is {n_max}"
+        + ("." if len(ranked) else ', so every "fastest" below is exploratory.')
+    )
+    for pair in sorted(set(ans.pair), key=lambda p: (-int((ans.pair == p).sum()), p)):  # the widest pair first
         if best := fastest_per_dataset(ans[ans.pair == pair]):
             out.append(pair_sentence(pair, best))
     capped = rows[(rows.temperature == 0) & (rows.cut > T.MAX_CUT)]
     if len(rows.cut.dropna()):
-        out.append(f"{len(capped)} of {int(rows.cut.notna().sum())} configurations had more than {T.MAX_CUT:.0%} of "
-                   f"their steps cut by max_new_tokens (largest share {rows.cut.max():.0%}); their budgets are never "
-                   "ranked.")
+        out.append(
+            f"{len(capped)} of {int(rows.cut.notna().sum())} configurations had more than {T.MAX_CUT:.0%} of "
+            f"their steps cut by max_new_tokens (largest share {rows.cut.max():.0%}); their budgets are never "
+            "ranked."
+        )
     return out + mode_tldr(t["modes"]) + speed_sentences(t["live"])[:1]
 
 
@@ -81,9 +86,12 @@ def fastest_per_dataset(g: pd.DataFrame) -> list[dict]:
 def pair_sentence(pair: str, best: list[dict]) -> str:
     """'qwen_coder (bfloat16, replayed, 128 new tokens), fastest per dataset: humaneval chain N=4 at …'."""
     one = len({setting(b) for b in best}) == 1
-    items = [f"{b['dataset']}{'' if one else ' ' + setting(b)} {b['shape']} N={int(b['budget'])} at {speed(b)}, "
-             f"{A.fmt(b['tokens_per_step'], 2)} tokens/step, acceptance rate {A.fmt(b['acceptance_rate'], 2)}, "
-             f"{claim_word(b)}" for b in best]
+    items = [
+        f"{b['dataset']}{'' if one else ' ' + setting(b)} {b['shape']} N={int(b['budget'])} at {speed(b)}, "
+        f"{A.fmt(b['tokens_per_step'], 2)} tokens/step, acceptance rate {A.fmt(b['acceptance_rate'], 2)}, "
+        f"{claim_word(b)}"
+        for b in best
+    ]
     return f"{pair}{' ' + setting(best[0]) if one else ''}, fastest per dataset: {'; '.join(items)}."
 
 
@@ -98,11 +106,14 @@ def mode_tldr(gains: pd.DataFrame) -> list[str]:
     b = pool.sort_values(["diff", "config_hash"], ascending=[False, True]).iloc[0].to_dict()
     what = f"{b['mode']} vs {b['baseline']} on {b['shape']} N={int(b['budget'])}, {gain(b)} tokens/step"
     if len(ranked):
-        return [f"Best lossless rule gain over its token-level baseline (≥ {T.MIN_RANKED} prompts): {what} "
-                f"({where(b)})."]
-    return [f"Largest lossless rule gain over its token-level baseline, exploratory (every comparison has fewer "
-            f"than {T.MIN_RANKED} shared prompts, so none is ranked): {what} on {int(b['n_shared'])} prompts "
-            f"({where(b)})."]
+        return [
+            f"Best lossless rule gain over its token-level baseline (≥ {T.MIN_RANKED} prompts): {what} ({where(b)})."
+        ]
+    return [
+        f"Largest lossless rule gain over its token-level baseline, exploratory (every comparison has fewer "
+        f"than {T.MIN_RANKED} shared prompts, so none is ranked): {what} on {int(b['n_shared'])} prompts "
+        f"({where(b)})."
+    ]
 
 
 def gain(r: dict) -> str:
@@ -122,10 +133,16 @@ def answer_sentences(ans: pd.DataFrame) -> list[str]:
             continue
         first, last = g.iloc[0].to_dict(), g.iloc[-1].to_dict()
         big = g.sort_values("tokens_per_step", ascending=False).iloc[0].to_dict()
-        tail = (f"; the most tokens per step, {big['shape']} N={int(big['budget'])} ({A.fmt(big['tokens_per_step'], 2)}), "
-                f"runs at {speed(big)}" if big["config_hash"] != first["config_hash"] else "")
-        out.append(f"{where(first)}: {first['shape']} N={int(first['budget'])} is fastest at {speed(first)} and "
-                   f"{last['shape']} N={int(last['budget'])} slowest at {speed(last)}{tail} ({claim_word(first)}).")
+        tail = (
+            f"; the most tokens per step, {big['shape']} N={int(big['budget'])} ({A.fmt(big['tokens_per_step'], 2)}), "
+            f"runs at {speed(big)}"
+            if big["config_hash"] != first["config_hash"]
+            else ""
+        )
+        out.append(
+            f"{where(first)}: {first['shape']} N={int(first['budget'])} is fastest at {speed(first)} and "
+            f"{last['shape']} N={int(last['budget'])} slowest at {speed(last)}{tail} ({claim_word(first)})."
+        )
     return out
 
 
@@ -137,21 +154,25 @@ def cap_sentences(rows: pd.DataFrame) -> list[str]:
         over = g[g.cut > T.MAX_CUT]
         if len(over):
             budgets = ", ".join(str(int(b)) for b in sorted(over.budget.unique()))
-            out.append(f"{where(g.iloc[0])}: {len(over)} of {len(g)} configurations lose more than {T.MAX_CUT:.0%} "
-                       f"of their steps to max_new_tokens (budgets {budgets}; worst {over.cut.max():.0%}, "
-                       f"{over.sort_values('cut').iloc[-1]['shape']}): at these budgets tokens_per_step partly "
-                       "measures the length cap.")
+            out.append(
+                f"{where(g.iloc[0])}: {len(over)} of {len(g)} configurations lose more than {T.MAX_CUT:.0%} "
+                f"of their steps to max_new_tokens (budgets {budgets}; worst {over.cut.max():.0%}, "
+                f"{over.sort_values('cut').iloc[-1]['shape']}): at these budgets tokens_per_step partly "
+                "measures the length cap."
+            )
     return out
 
 
-WHY = {("chain", "sequoia"): "the Sequoia DP, given the measured acceptance vector, builds a chain at this budget",
-       ("binary", "medusa63"): "the first N rank paths of medusa63 are those of binary at this budget",
-       ("chain", "specinfer"): "specinfer's expansion keeps one child per node at these depths",
-       ("chain", "ngram_trie"): "the n-gram trie has one continuation per node here, a chain",
-       ("mss", "speculative"): "multi-step speculative sampling with one child per node is speculative sampling",
-       ("mss", "sequoia"): "on a chain Sequoia's rule tries the single child, as speculative sampling does",
-       ("block", "traversal"): "on a chain traversal verification reduces to block verification",
-       ("speculative", "speculative"): "the paired re-verification of a decode's own trees reproduces the decode"}
+WHY = {
+    ("chain", "sequoia"): "the Sequoia DP, given the measured acceptance vector, builds a chain at this budget",
+    ("binary", "medusa63"): "the first N rank paths of medusa63 are those of binary at this budget",
+    ("chain", "specinfer"): "specinfer's expansion keeps one child per node at these depths",
+    ("chain", "ngram_trie"): "the n-gram trie has one continuation per node here, a chain",
+    ("mss", "speculative"): "multi-step speculative sampling with one child per node is speculative sampling",
+    ("mss", "sequoia"): "on a chain Sequoia's rule tries the single child, as speculative sampling does",
+    ("block", "traversal"): "on a chain traversal verification reduces to block verification",
+    ("speculative", "speculative"): "the paired re-verification of a decode's own trees reproduces the decode",
+}
 
 
 def identity_sentences(idents: pd.DataFrame) -> list[str]:
@@ -164,10 +185,14 @@ def identity_sentences(idents: pd.DataFrame) -> list[str]:
         r = g.iloc[0].to_dict()
         a, b = (r["ref_tree"], r["tree"]) if r["tree"] != r["ref_tree"] else (r["ref_verify"], r["verify"])
         why = WHY.get(tuple(sorted((a, b)))) or "they build and accept the same trees here"
-        places = "; ".join(f"{ds} N={', '.join(str(int(x)) for x in sorted(x.budget.unique()))}"
-                           for ds, x in g.groupby("dataset", sort=True))
-        out.append(f"{r['pair']} ({r['dtype']}): {r['shape']} under {r['mode']} = {r['ref_shape']} under "
-                   f"{r['ref_mode']}, step for step on every prompt ({places}): {why}.")
+        places = "; ".join(
+            f"{ds} N={', '.join(str(int(x)) for x in sorted(x.budget.unique()))}"
+            for ds, x in g.groupby("dataset", sort=True)
+        )
+        out.append(
+            f"{r['pair']} ({r['dtype']}): {r['shape']} under {r['mode']} = {r['ref_shape']} under "
+            f"{r['ref_mode']}, step for step on every prompt ({places}): {why}."
+        )
     return out
 
 
@@ -175,12 +200,15 @@ def cross_sentences(cross: pd.DataFrame) -> list[str]:
     out: list[str] = []
     if cross.empty:
         return out
-    for (ds, dt, mnt, shape, budget), g in cross.groupby(["dataset", "dtype", "max_new_tokens", "cross_shape",
-                                                          "budget"], sort=True):
+    for (ds, dt, mnt, shape, budget), g in cross.groupby(
+        ["dataset", "dtype", "max_new_tokens", "cross_shape", "budget"], sort=True
+    ):
         g = g.sort_values("tps_shared", ascending=False)
         order = ", ".join(f"{r.pair} {A.fmt(r.tps_shared, 2)}" for r in g.itertuples())
-        out.append(f"{ds} ({dt}, {int(mnt)} new tokens), {shape} N={int(budget)} on the {int(g.n_shared.iloc[0])} "
-                   f"prompts all {len(g)} pairs ran: {order} tokens/step.")
+        out.append(
+            f"{ds} ({dt}, {int(mnt)} new tokens), {shape} N={int(budget)} on the {int(g.n_shared.iloc[0])} "
+            f"prompts all {len(g)} pairs ran: {order} tokens/step."
+        )
     return out
 
 
@@ -190,9 +218,11 @@ def speed_sentences(live: pd.DataFrame) -> list[str]:
         return []
     ratio = both.measured / both.projected
     b = both.sort_values(["measured", "config_hash"], ascending=[False, True]).iloc[0].to_dict()
-    return [f"Measured speedups of {len(both)} live configurations are {ratio.min():.2f}–{ratio.max():.2f}× their "
-            f"projections (median {ratio.median():.2f}); the highest measured is {b['measured']:.2f}× "
-            f"({where(b)}, {b['shape']} N={int(b['budget'])}, {b['mode']})."]
+    return [
+        f"Measured speedups of {len(both)} live configurations are {ratio.min():.2f}–{ratio.max():.2f}× their "
+        f"projections (median {ratio.median():.2f}); the highest measured is {b['measured']:.2f}× "
+        f"({where(b)}, {b['shape']} N={int(b['budget'])}, {b['mode']})."
+    ]
 
 
 def calibration_sentence(calib: pd.DataFrame) -> str:
@@ -200,9 +230,13 @@ def calibration_sentence(calib: pd.DataFrame) -> str:
         return "No Sequoia configuration ran, so no calibration is used."
     counts = calib.calibration.str.split(" ").str[0].value_counts()
     if set(counts.index) == {"not"} and calib.calibration.str.startswith("not recorded").all():
-        return ("The calibration prompts of the acceptance vectors are not recorded (results/acceptance_vector.csv "
-                "has no `prompt_ids` column), so whether the Sequoia trees were calibrated on the prompts they are "
-                "scored on cannot be checked; their rows are not ranked.")
+        return (
+            "The calibration prompts of the acceptance vectors are not recorded (results/acceptance_vector.csv "
+            "has no `prompt_ids` column), so whether the Sequoia trees were calibrated on the prompts they are "
+            "scored on cannot be checked; their rows are not ranked."
+        )
     parts = [f"{n} {k}" for k, n in sorted(counts.items())]
-    return (f"Calibration prompts against scored prompts, per Sequoia configuration: {', '.join(parts)}; an "
-            "in-sample tree, or one whose calibration prompts are not recorded, is never ranked.")
+    return (
+        f"Calibration prompts against scored prompts, per Sequoia configuration: {', '.join(parts)}; an "
+        "in-sample tree, or one whose calibration prompts are not recorded, is never ranked."
+    )

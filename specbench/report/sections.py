@@ -4,6 +4,7 @@ A section's render reads the tables (`tables.compute`), the phrases (`phrases`) 
 figures by name; a section with nothing to show says why in one line.  The order (README, "The report"):
 TL;DR and the answer tables, analysis, method, setup, limitations, references, appendix.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -19,11 +20,13 @@ from . import text as X
 from .lossless import lossless_section, margin_note  # noqa: F401  (the losslessness API)
 from .markdown import bullets, md_table, table
 
-pct = lambda x: "n/a" if x != x or x is None else f"{x:.0%}"                  # noqa: E731
+pct = lambda x: "n/a" if x != x or x is None else f"{x:.0%}"  # noqa: E731
 
 
-NO_STEPS = ("_results/steps.csv is absent, so {what} (it needs per-prompt step records; "
-            "`python -m specbench.collect` writes them)._")
+NO_STEPS = (
+    "_results/steps.csv is absent, so {what} (it needs per-prompt step records; "
+    "`python -m specbench.collect` writes them)._"
+)
 
 
 def no_steps(ctx, what: str) -> str | None:
@@ -47,18 +50,21 @@ ANSWER_COLS = [
     ("acceptance length", lambda r: P.metric(r, "acceptance_length")),
     ("prompts / tokens", lambda r: f"{A.fmt(r.get('n_prompts'))} / {A.fmt(r.get('new_tokens'))}"),
     ("cut by cap", lambda r: pct(r.get("cut"))),
-    ("claim", P.claim_word)]
+    ("claim", P.claim_word),
+]
 
 
 def answer(ctx) -> str:
     t = ctx["t"]
     if t["answer"].empty:
         return "_No greedy (T=0) configuration ran, so there is no answer table._"
-    out = [f"Per pair × dataset (greedy, T=0; one table per dtype and engine), per shape: the budget with the highest "
-           f"speedup over plain decoding — measured where a live run has a live baseline, else projected from measured "
-           f"forward costs (marked) — among the budgets where at most {T.MAX_CUT:.0%} of steps were cut by "
-           f"max_new_tokens. A row is *ranked* only with ≥ {T.MIN_RANKED} prompts; no interval is printed from fewer "
-           f"than {T.MIN_CI}. `(= chain N=8)`: identical step records (see *Identities*)."]
+    out = [
+        f"Per pair × dataset (greedy, T=0; one table per dtype and engine), per shape: the budget with the highest "
+        f"speedup over plain decoding — measured where a live run has a live baseline, else projected from measured "
+        f"forward costs (marked) — among the budgets where at most {T.MAX_CUT:.0%} of steps were cut by "
+        f"max_new_tokens. A row is *ranked* only with ≥ {T.MIN_RANKED} prompts; no interval is printed from fewer "
+        f"than {T.MIN_CI}. `(= chain N=8)`: identical step records (see *Identities*)."
+    ]
     for _key, g in _groups(t["answer"]):
         out.append(f"**{P.where(g.iloc[0].to_dict())}**\n\n" + table(g.to_dict("records"), ANSWER_COLS))
     return "\n\n".join(out + figs(ctx, "tokens_per_step_vs_budget.png", "gain_vs_chain.png", "projected_speedup.png"))
@@ -67,11 +73,15 @@ def answer(ctx) -> str:
 def cross_table(g: pd.DataFrame) -> str:
     """Pairs × (shape, N): tokens/step · acceptance rate on the prompts all the column's pairs ran."""
     cols = sorted({(r.cross_shape, int(r.budget), int(r.n_shared)) for r in g.itertuples()}, key=lambda c: (c[1], c[0]))
-    cell = {(r.pair, r.cross_shape, int(r.budget)): f"{A.fmt(r.tps_shared, 2)} · {A.fmt(r.rate_shared, 2)}"
-            + ("" if r.tree == r.cross_shape else f" ({r.tree})") for r in g.itertuples()}
+    cell = {
+        (r.pair, r.cross_shape, int(r.budget)): f"{A.fmt(r.tps_shared, 2)} · {A.fmt(r.rate_shared, 2)}"
+        + ("" if r.tree == r.cross_shape else f" ({r.tree})")
+        for r in g.itertuples()
+    }
     pairs = g.groupby("pair").tps_shared.max().sort_values(ascending=False, kind="mergesort").index
-    rows = [[p] + [cell.get((p, s, b), "") for s, b, _ in cols] + [A.fmt(g[g.pair == p].n_prompts.max())]
-            for p in pairs]
+    rows = [
+        [p] + [cell.get((p, s, b), "") for s, b, _ in cols] + [A.fmt(g[g.pair == p].n_prompts.max())] for p in pairs
+    ]
     return md_table(rows, ["pair"] + [f"{s} N={b} ({n} shared prompts)" for s, b, n in cols] + ["its own prompts"])
 
 
@@ -80,20 +90,30 @@ def cross(ctx) -> str:
     if msg := no_steps(ctx, "no cross-pair table on shared prompts is shown"):
         return msg
     if c.empty:
-        return "_No shape and budget was run by two pairs on shared prompts (greedy, same dtype), so no cross-pair table._"
-    out = ["Every pair that ran the same shape and budget (greedy): tokens/step · acceptance rate, each column on "
-           "the prompts all its pairs ran (ratio of sums from steps.csv); a drafter that fills a shape (merged) is "
-           "compared at that shape."]
+        return (
+            "_No shape and budget was run by two pairs on shared prompts (greedy, same dtype), so no cross-pair table._"
+        )
+    out = [
+        "Every pair that ran the same shape and budget (greedy): tokens/step · acceptance rate, each column on "
+        "the prompts all its pairs ran (ratio of sums from steps.csv); a drafter that fills a shape (merged) is "
+        "compared at that shape."
+    ]
     for (ds, dt, mnt), g in _groups(c, ["dataset", "dtype", "max_new_tokens"]):
         out.append(f"**{ds} ({dt}, {int(mnt)} new tokens)**\n\n" + cross_table(g))
     return "\n\n".join(out + figs(ctx, "accept_length_hist.png"))
 
 
-MODE_COLS = [("rule", lambda r: r["mode"] + ("" if r["lossless_b"] else " (lossy)")),
-             ("baseline", lambda r: r["baseline"]), ("shape", lambda r: r["shape"]), ("N", lambda r: int(r["budget"])),
-             ("prompts", lambda r: int(r["n_shared"])), ("tokens/step", lambda r: A.fmt(r["paired"].a_value, 2)),
-             ("baseline tokens/step", lambda r: A.fmt(r["paired"].b_value, 2)), ("Δ [95% paired CI]", P.gain),
-             ("first_token_tv", lambda r: A.fmt(r.get("first_token_tv")))]
+MODE_COLS = [
+    ("rule", lambda r: r["mode"] + ("" if r["lossless_b"] else " (lossy)")),
+    ("baseline", lambda r: r["baseline"]),
+    ("shape", lambda r: r["shape"]),
+    ("N", lambda r: int(r["budget"])),
+    ("prompts", lambda r: int(r["n_shared"])),
+    ("tokens/step", lambda r: A.fmt(r["paired"].a_value, 2)),
+    ("baseline tokens/step", lambda r: A.fmt(r["paired"].b_value, 2)),
+    ("Δ [95% paired CI]", P.gain),
+    ("first_token_tv", lambda r: A.fmt(r.get("first_token_tv"))),
+]
 
 
 def modes(ctx) -> str:
@@ -101,16 +121,22 @@ def modes(ctx) -> str:
     if msg := no_steps(ctx, "no paired mode comparison is shown"):
         return msg
     if g.empty:
-        return ("_No configuration ran at T>0 beside its token-level rule on shared prompts, so there is no mode "
-                "comparison._")
-    out = ["Each rule at T>0 against its strongest token-level baseline on the same shape, budget and temperature "
-           "(speculative sampling on chains; multi-step speculative sampling, mss, on trees drawn with replacement; "
-           "on the same drafted trees, the token-level rule their decode verified: sequoia on trees drawn without "
-           "replacement, naive on the top-k trees the lossy rules share), on the prompts both ran. *same trees*: the rule re-verified the baseline's own drafted trees "
-           "(`verify.paired_with`), so Δ is the gain per drafted tree; *own trees*: each drafted its own."]
+        return (
+            "_No configuration ran at T>0 beside its token-level rule on shared prompts, so there is no mode "
+            "comparison._"
+        )
+    out = [
+        "Each rule at T>0 against its strongest token-level baseline on the same shape, budget and temperature "
+        "(speculative sampling on chains; multi-step speculative sampling, mss, on trees drawn with replacement; "
+        "on the same drafted trees, the token-level rule their decode verified: sequoia on trees drawn without "
+        "replacement, naive on the top-k trees the lossy rules share), on the prompts both ran. *same trees*: the rule re-verified the baseline's own drafted trees "
+        "(`verify.paired_with`), so Δ is the gain per drafted tree; *own trees*: each drafted its own."
+    ]
     for key, grp in _groups(g, A.GROUP + ["temperature"]):
         grp = grp.sort_values(["lossless_b", "tree", "budget", "mode"], ascending=[False, True, True, True])
-        out.append(f"**{P.where(grp.iloc[0].to_dict())}, T={key[-1]:g}**\n\n" + table(grp.to_dict("records"), MODE_COLS))
+        out.append(
+            f"**{P.where(grp.iloc[0].to_dict())}, T={key[-1]:g}**\n\n" + table(grp.to_dict("records"), MODE_COLS)
+        )
     return "\n\n".join(out + figs(ctx, "mode_gains.png", "lossy_tradeoff.png"))
 
 
@@ -122,10 +148,17 @@ def _span(x: pd.Series, digits: int) -> str:
     return lo if lo == hi else f"{lo}–{hi}"
 
 
-BATCH_COLS = [("pair", lambda r: r["pair"]), ("dataset", lambda r: r["dataset"]), ("dtype", lambda r: r["dtype"]),
-              ("T", lambda r: f"{r['temperature']:g}"), ("batch B", lambda r: int(r["batch_size"])),
-              ("live configurations", lambda r: r["n"]), ("tokens/s", lambda r: r["tps"]),
-              ("acceptance rate", lambda r: r["rate"]), ("prompts", lambda r: r["prompts"])]
+BATCH_COLS = [
+    ("pair", lambda r: r["pair"]),
+    ("dataset", lambda r: r["dataset"]),
+    ("dtype", lambda r: r["dtype"]),
+    ("T", lambda r: f"{r['temperature']:g}"),
+    ("batch B", lambda r: int(r["batch_size"])),
+    ("live configurations", lambda r: r["n"]),
+    ("tokens/s", lambda r: r["tps"]),
+    ("acceptance rate", lambda r: r["rate"]),
+    ("prompts", lambda r: r["prompts"]),
+]
 
 
 def batch(ctx) -> str:
@@ -133,31 +166,55 @@ def batch(ctx) -> str:
     out, keys = [], ["pair", "dataset", "dtype", "temperature", "batch_size"]
     if b.empty or b.groupby(keys[:-1]).batch_size.nunique().max() < 2:
         sizes = ", ".join(str(int(x)) for x in sorted(b.batch_size.unique())) if len(b) else "none"
-        out.append(f"_No live sweep over the batch size within one setting: live runs used B = {sizes} "
-                   "(batch_size in summary.csv), so acceptance and tokens/s against B are not measured by the study; "
-                   "per setting and B, the spread over its configurations:_")
+        out.append(
+            f"_No live sweep over the batch size within one setting: live runs used B = {sizes} "
+            "(batch_size in summary.csv), so acceptance and tokens/s against B are not measured by the study; "
+            "per setting and B, the spread over its configurations:_"
+        )
     if len(b):
-        rows = [dict(zip(keys, k), n=len(g), tps=_span(g.tokens_per_s, 2), rate=_span(g.get("acceptance_rate"), 2),
-                     prompts=_span(g.get("n_prompts"), 0)) for k, g in b.groupby(keys, sort=True)]
+        rows = [
+            dict(
+                zip(keys, k),
+                n=len(g),
+                tps=_span(g.tokens_per_s, 2),
+                rate=_span(g.get("acceptance_rate"), 2),
+                prompts=_span(g.get("n_prompts"), 0),
+            )
+            for k, g in b.groupby(keys, sort=True)
+        ]
         out.append(table(rows, BATCH_COLS))
-    out.append("**Batched target continuations** (replay's input). " + SU.divergence_sentence(ctx["data"].get("divergence")))
+    out.append(
+        "**Batched target continuations** (replay's input). " + SU.divergence_sentence(ctx["data"].get("divergence"))
+    )
     out.append(SU.bf16_replay_sentence(ctx["data"].get("bf16_replay")))
     return "\n\n".join(out)
 
 
-LIVE_COLS = [("pair", lambda r: r["pair"]), ("dataset", lambda r: r["dataset"]), ("dtype", lambda r: r["dtype"]),
-             ("rule", lambda r: r["mode"]), ("shape", lambda r: r["shape"]), ("N", lambda r: int(r["budget"])),
-             ("tokens/step", lambda r: A.fmt(r["tokens_per_step"], 2)), ("tokens/s", lambda r: A.fmt(r["tokens_per_s"], 2)),
-             ("measured ×", lambda r: A.fmt(r["measured"], 2)), ("projected ×", lambda r: A.fmt(r["projected"], 2))]
+LIVE_COLS = [
+    ("pair", lambda r: r["pair"]),
+    ("dataset", lambda r: r["dataset"]),
+    ("dtype", lambda r: r["dtype"]),
+    ("rule", lambda r: r["mode"]),
+    ("shape", lambda r: r["shape"]),
+    ("N", lambda r: int(r["budget"])),
+    ("tokens/step", lambda r: A.fmt(r["tokens_per_step"], 2)),
+    ("tokens/s", lambda r: A.fmt(r["tokens_per_s"], 2)),
+    ("measured ×", lambda r: A.fmt(r["measured"], 2)),
+    ("projected ×", lambda r: A.fmt(r["projected"], 2)),
+]
 
 
 def speed(ctx) -> str:
     live = ctx["t"]["live"]
     if live.empty:
-        return ("_No live run has a matching live plain-decoding baseline (tree none), so no speedup is measured; "
-                "the answer tables use projections._")
-    return "\n\n".join([table(live.to_dict("records"), LIVE_COLS), bullets(P.speed_sentences(live), "")]
-                       + figs(ctx, "speed_measured_vs_projected.png"))
+        return (
+            "_No live run has a matching live plain-decoding baseline (tree none), so no speedup is measured; "
+            "the answer tables use projections._"
+        )
+    return "\n\n".join(
+        [table(live.to_dict("records"), LIVE_COLS), bullets(P.speed_sentences(live), "")]
+        + figs(ctx, "speed_measured_vs_projected.png")
+    )
 
 
 def analysis(ctx) -> str:
@@ -168,41 +225,72 @@ def analysis(ctx) -> str:
 
 
 def identities(ctx) -> str:
-    return ("Configurations whose step records are identical on every prompt, stated once (the answer tables mark "
-            "them `(= …)`); they are identities of the methods, not findings:\n\n"
-            + bullets(P.identity_sentences(ctx["t"]["idents"]), "no two configurations have identical step records"))
+    return (
+        "Configurations whose step records are identical on every prompt, stated once (the answer tables mark "
+        "them `(= …)`); they are identities of the methods, not findings:\n\n"
+        + bullets(P.identity_sentences(ctx["t"]["idents"]), "no two configurations have identical step records")
+    )
 
 
 def acceptance(ctx) -> str:
     got = figs(ctx, "alpha_by_depth.png", "acceptance_vector.png")
-    return "\n\n".join(got) if got else (no_steps(ctx, "no per-position acceptance is shown")
-                                          or "_No greedy sweep at N=16 and no acceptance vector: nothing to show._")
+    return (
+        "\n\n".join(got)
+        if got
+        else (
+            no_steps(ctx, "no per-position acceptance is shown")
+            or "_No greedy sweep at N=16 and no acceptance vector: nothing to show._"
+        )
+    )
 
 
 def gap(ctx) -> str:
     rows = ctx["t"]["gap"]
     if rows.empty:
         return "_No results/gap_to_optimum.csv rows (greedy static shapes with a calibrated acceptance vector)._"
-    return "\n\n".join([X.GAP, bullets(O.sentences(rows), ""), "Each cell: measured tokens_per_step (share of the DP "
-                        "prediction for the best tree; DP prediction for the shape itself).", md_table(*O.pivot(rows))]
-                       + figs(ctx, "gap_to_optimum.png"))
+    return "\n\n".join(
+        [
+            X.GAP,
+            bullets(O.sentences(rows), ""),
+            "Each cell: measured tokens_per_step (share of the DP "
+            "prediction for the best tree; DP prediction for the shape itself).",
+            md_table(*O.pivot(rows)),
+        ]
+        + figs(ctx, "gap_to_optimum.png")
+    )
 
 
 def lossless(ctx) -> str:
     t, d = ctx["t"], ctx["data"]
-    return L.lossless_section(t["lossless"], d["lossless_check"], bool(d["outputs"]),
-                              not A.baselines(d["summary"]).empty, d["margins"], d["lossless_control"])
+    return L.lossless_section(
+        t["lossless"],
+        d["lossless_check"],
+        bool(d["outputs"]),
+        not A.baselines(d["summary"]).empty,
+        d["margins"],
+        d["lossless_control"],
+    )
 
 
 def attention(ctx) -> str:
-    return AR.section(ctx["data"]["attention"], ctx["data"].get("attention_recheck"),
-                      figs(ctx, "attention_time.png", "attention_speedup.png"))
+    return AR.section(
+        ctx["data"]["attention"],
+        ctx["data"].get("attention_recheck"),
+        figs(ctx, "attention_time.png", "attention_speedup.png"),
+    )
 
 
 def method(ctx) -> str:
     from . import speedup as S
-    return "\n\n".join([X.METHOD, X.SPEED.format(rule=S.DRAFT_COST_RULE), "**Metric definitions.** " + X.METRICS,
-                        X.EVIDENCE.format(ranked=T.MIN_RANKED, ci=T.MIN_CI, cut=f"{T.MAX_CUT:.0%}")])
+
+    return "\n\n".join(
+        [
+            X.METHOD,
+            X.SPEED.format(rule=S.DRAFT_COST_RULE),
+            "**Metric definitions.** " + X.METRICS,
+            X.EVIDENCE.format(ranked=T.MIN_RANKED, ci=T.MIN_CI, cut=f"{T.MAX_CUT:.0%}"),
+        ]
+    )
 
 
 def limitations(ctx) -> str:
@@ -231,5 +319,10 @@ SECTIONS = [
 
 
 def render(ctx) -> str:
-    head = ["# specbench report", "", "_Generated by `python -m specbench.report` from results/*.csv; do not edit._", ""]
+    head = [
+        "# specbench report",
+        "",
+        "_Generated by `python -m specbench.report` from results/*.csv; do not edit._",
+        "",
+    ]
     return "\n".join(head + [f"{h}\n\n{fn(ctx)}\n" for h, fn in SECTIONS])

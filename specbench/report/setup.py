@@ -1,4 +1,5 @@
 """REPORT.md's setup, limitations and appendix (the grouped table of every configuration, with hashes)."""
+
 from __future__ import annotations
 
 import json
@@ -12,77 +13,133 @@ from . import phrases as P
 from . import tables as T
 from .markdown import md_table, table
 
-DEFAULT_COMMANDS = ["bash run_all.sh", "python -m specbench.run -m sweep=reference",
-                    "python -m specbench.attention_bench", "python -m specbench.collect",
-                    "python -m specbench.report"]
-ENV_PER_PAIR = ("commands", "draft", "target", "dtype")   # per pair in the pairs table, not one value for all
-CSVS = ["summary.csv", "steps.csv", "outputs.jsonl", "acceptance_vector.csv", "acceptance_matrix.csv",
-        "gap_to_optimum.csv", "costs.csv", "lossless_check.csv", "continuation_divergence.csv",
-        "divergence_margins.csv", "bf16_replay_divergence.csv", "attention.csv", "attention_threads1.csv",
-        "environment.json", "run_times.csv"]
-SETUP_STEP = "set-up"          # run_all.sh's first step (environment + models): timed apart from the study
-EXTENDED_STEP = "extended:"    # run_all.sh's steps under SPECBENCH_EXTENDED=1: timed apart from the hour
+DEFAULT_COMMANDS = [
+    "bash run_all.sh",
+    "python -m specbench.run -m sweep=reference",
+    "python -m specbench.attention_bench",
+    "python -m specbench.collect",
+    "python -m specbench.report",
+]
+ENV_PER_PAIR = ("commands", "draft", "target", "dtype")  # per pair in the pairs table, not one value for all
+CSVS = [
+    "summary.csv",
+    "steps.csv",
+    "outputs.jsonl",
+    "acceptance_vector.csv",
+    "acceptance_matrix.csv",
+    "gap_to_optimum.csv",
+    "costs.csv",
+    "lossless_check.csv",
+    "continuation_divergence.csv",
+    "divergence_margins.csv",
+    "bf16_replay_divergence.csv",
+    "attention.csv",
+    "attention_threads1.csv",
+    "environment.json",
+    "run_times.csv",
+]
+SETUP_STEP = "set-up"  # run_all.sh's first step (environment + models): timed apart from the study
+EXTENDED_STEP = "extended:"  # run_all.sh's steps under SPECBENCH_EXTENDED=1: timed apart from the hour
 
 
 def divergence_sentence(div: pd.DataFrame | None) -> str:
     """How often batched float32 continuations (replay's default) differ from batch-1 ones."""
-    head = ("Replay computes the target's float32 continuations `batch_size` prompts per forward; batched "
-            "kernels round differently, so at an exact near-tie a batched continuation can take the other token "
-            "(`exact_continuations=true` computes them one prompt at a time, bit-exact with batch-1 live decoding).")
+    head = (
+        "Replay computes the target's float32 continuations `batch_size` prompts per forward; batched "
+        "kernels round differently, so at an exact near-tie a batched continuation can take the other token "
+        "(`exact_continuations=true` computes them one prompt at a time, bit-exact with batch-1 live decoding)."
+    )
     if div is None or div.empty:
         return head + " _results/continuation_divergence.csv is absent: `scripts/bench_batch.py` measures it._"
-    parts = [f"{int(r.diverged)} of {int(r.n_prompts)} {r.dataset} continuations of {int(r.max_new_tokens)} tokens "
-             f"at batch {int(r.batch_size)} differ from batch-1 ({int(r.tokens_before_divergence)} of {int(r.tokens)} "
-             f"tokens before the first divergence{'; ' + r.divergences if r.diverged else ''}; batched "
-             f"{float(r.speedup):.2f}× faster)" for r in div.itertuples()]
+    parts = [
+        f"{int(r.diverged)} of {int(r.n_prompts)} {r.dataset} continuations of {int(r.max_new_tokens)} tokens "
+        f"at batch {int(r.batch_size)} differ from batch-1 ({int(r.tokens_before_divergence)} of {int(r.tokens)} "
+        f"tokens before the first divergence{'; ' + r.divergences if r.diverged else ''}; batched "
+        f"{float(r.speedup):.2f}× faster)"
+        for r in div.itertuples()
+    ]
     return head + " Measured by `scripts/bench_batch.py` on the real target: " + "; ".join(parts) + "."
 
 
 def bf16_replay_sentence(df: pd.DataFrame | None) -> str:
     """How far live bf16 decoding is from the bf16 batched continuation that bf16 replay stands on."""
     if df is None or df.empty:
-        return ("_results/bf16_replay_divergence.csv is absent: `scripts/bench_bf16_replay.py` measures how far "
-                "live bf16 decoding is from the bf16 batched continuation._")
-    parts = [f"{r.tree}/{int(r.budget)}: {int(r.diverged)} of {int(r.prompts)} prompts diverge"
-             + (f" (mean first position {r.first_divergence_mean:.1f}, the target's top-1 minus top-2 logit there "
-                f"at most {r.margin_max:.3f})" if r.diverged else "")
-             + ", tokens_per_step live minus replay "
-             + P.interval(r.diff_live_minus_replay, r.diff_ci_lo, r.diff_ci_hi, int(r.prompts))
-             + (" (the interval includes zero)" if r.diff_ci_lo <= 0 <= r.diff_ci_hi else "")
-             for r in df.itertuples()]
-    return ("**bf16 replay against bf16 live decoding** (`scripts/bench_bf16_replay.py`, "
-            f"{int(df.max_new_tokens.iloc[0])} new tokens, HumanEval, live batch {int(df.live_batch.iloc[0])}): "
-            + "; ".join(parts) + ".")
+        return (
+            "_results/bf16_replay_divergence.csv is absent: `scripts/bench_bf16_replay.py` measures how far "
+            "live bf16 decoding is from the bf16 batched continuation._"
+        )
+    parts = [
+        f"{r.tree}/{int(r.budget)}: {int(r.diverged)} of {int(r.prompts)} prompts diverge"
+        + (
+            f" (mean first position {r.first_divergence_mean:.1f}, the target's top-1 minus top-2 logit there "
+            f"at most {r.margin_max:.3f})"
+            if r.diverged
+            else ""
+        )
+        + ", tokens_per_step live minus replay "
+        + P.interval(r.diff_live_minus_replay, r.diff_ci_lo, r.diff_ci_hi, int(r.prompts))
+        + (" (the interval includes zero)" if r.diff_ci_lo <= 0 <= r.diff_ci_hi else "")
+        for r in df.itertuples()
+    ]
+    return (
+        "**bf16 replay against bf16 live decoding** (`scripts/bench_bf16_replay.py`, "
+        f"{int(df.max_new_tokens.iloc[0])} new tokens, HumanEval, live batch {int(df.live_batch.iloc[0])}): "
+        + "; ".join(parts)
+        + "."
+    )
 
 
-PAIR_COLS = [("pair", lambda r: r["pair"]), ("draft", lambda r: r["draft"]), ("target", lambda r: r["target"]),
-             ("dtype", lambda r: r["dtype"]), ("engine", lambda r: r["engines"]),
-             ("weight quantisation (GGUF source)", lambda r: r["quant"]), ("prompts per dataset", lambda r: r["prompts"]),
-             ("configurations", lambda r: r["configs"])]
+PAIR_COLS = [
+    ("pair", lambda r: r["pair"]),
+    ("draft", lambda r: r["draft"]),
+    ("target", lambda r: r["target"]),
+    ("dtype", lambda r: r["dtype"]),
+    ("engine", lambda r: r["engines"]),
+    ("weight quantisation (GGUF source)", lambda r: r["quant"]),
+    ("prompts per dataset", lambda r: r["prompts"]),
+    ("configurations", lambda r: r["configs"]),
+]
 
 
 def setup(t: dict, data: dict) -> str:
-    out = ["**Pairs.** One row per pair and dtype (a pair run in two dtypes is two model conversions):\n\n"
-           + table(t["setup"].to_dict("records"), PAIR_COLS)]
+    out = [
+        "**Pairs.** One row per pair and dtype (a pair run in two dtypes is two model conversions):\n\n"
+        + table(t["setup"].to_dict("records"), PAIR_COLS)
+    ]
     if (t["setup"].quant == "not recorded").any():
-        out.append("_The GGUF weight quantisation of the embedded models is not recorded in results/ (summary.csv "
-                   "has no `draft_quant` / `target_quant` columns), so it is not stated here._")
+        out.append(
+            "_The GGUF weight quantisation of the embedded models is not recorded in results/ (summary.csv "
+            "has no `draft_quant` / `target_quant` columns), so it is not stated here._"
+        )
     env = data["env"]
     if env:
         items = [(k, v) for k, v in sorted(env.items()) if k not in ENV_PER_PAIR]
-        out.append("**Machine and libraries.**\n\n" + md_table(
-            [[k, v if isinstance(v, str) else json.dumps(v, sort_keys=True)] for k, v in items], ["item", "value"]))
+        out.append(
+            "**Machine and libraries.**\n\n"
+            + md_table(
+                [[k, v if isinstance(v, str) else json.dumps(v, sort_keys=True)] for k, v in items], ["item", "value"]
+            )
+        )
     else:
         out.append("_results/environment.json is absent: hardware and library versions were not recorded._")
     s = data["summary"]
     common = [c for c in ("max_new_tokens", "device", "seed") if c in s]
     if common:
-        out.append("**Run settings.**\n\n" + md_table(
-            [[c, ", ".join(map(str, sorted(s[c].astype(str).unique())))] for c in common], ["setting", "values"]))
+        out.append(
+            "**Run settings.**\n\n"
+            + md_table(
+                [[c, ", ".join(map(str, sorted(s[c].astype(str).unique())))] for c in common], ["setting", "values"]
+            )
+        )
     shapes = t["df"].drop_duplicates("shape").sort_values("shape")[["shape", "tree", "tree_params"]]
     if len(shapes):
-        out.append("**Shapes.**\n\n" + md_table([[r.shape, r.tree, _short(r.tree_params)] for r in shapes.itertuples()],
-                                                 ["label", "tree", "tree_params"]))
+        out.append(
+            "**Shapes.**\n\n"
+            + md_table(
+                [[r.shape, r.tree, _short(r.tree_params)] for r in shapes.itertuples()],
+                ["label", "tree", "tree_params"],
+            )
+        )
     out.append(run_times(data.get("run_times")))
     cmds = (env or {}).get("commands") or DEFAULT_COMMANDS
     out.append("**Commands.**\n\n```\n" + "\n".join(cmds) + "\n```")
@@ -100,13 +157,23 @@ def run_times(times: pd.DataFrame | None) -> str:
     extended = per.step.astype(str).str.startswith(EXTENDED_STEP)
     study, more = int(per.seconds[~setup & ~extended].sum()), int(per.seconds[extended].sum())
     rows = [[str(r.step), f"{int(r.seconds)}", f"{r.seconds / 60:.1f}"] for r in per.itertuples()]
-    how = ("one run" if runs == 1 else
-           f"{runs} runs (a later one resumed where an earlier one stopped; per step, the run that did its work)")
-    return (f"**Run times.** Each step of `bash run_all.sh` on this machine, {how}: wall seconds. Total without "
-            f"the set-up, up to the report: {study} s = {study / 60:.1f} min"
-            + (f"; the steps marked extended (`SPECBENCH_EXTENDED=1`, outside the hour) took {more} s = "
-               f"{more / 60:.1f} min more" if extended.any() else "") + ".\n\n"
-            + md_table(rows, ["step", "seconds", "minutes"]))
+    how = (
+        "one run"
+        if runs == 1
+        else f"{runs} runs (a later one resumed where an earlier one stopped; per step, the run that did its work)"
+    )
+    return (
+        f"**Run times.** Each step of `bash run_all.sh` on this machine, {how}: wall seconds. Total without "
+        f"the set-up, up to the report: {study} s = {study / 60:.1f} min"
+        + (
+            f"; the steps marked extended (`SPECBENCH_EXTENDED=1`, outside the hour) took {more} s = "
+            f"{more / 60:.1f} min more"
+            if extended.any()
+            else ""
+        )
+        + ".\n\n"
+        + md_table(rows, ["step", "seconds", "minutes"])
+    )
 
 
 def floor_sentences(summary: pd.DataFrame) -> list[str]:
@@ -115,12 +182,16 @@ def floor_sentences(summary: pd.DataFrame) -> list[str]:
     if st.empty:
         return [f"summary.csv lacks one of {', '.join(F.NEEDED)}: the study's size floors are not checked."]
     met = st[st.missing == 0]
-    out = [f"Study size: {len(met)} of {len(st)} floors of the reference study are met in full "
-           f"({'; '.join(met.floor) if len(met) else 'none'})."]
+    out = [
+        f"Study size: {len(met)} of {len(st)} floors of the reference study are met in full "
+        f"({'; '.join(met.floor) if len(met) else 'none'})."
+    ]
     for r in st[st.missing > 0].itertuples():
-        out.append(f"Floor not met: {r.floor}: {r.missing} of {r.cells} configurations absent; at the measured "
-                   f"wall time per prompt-token of the most similar runs here they would take about "
-                   f"{r.minutes:.0f} min more.")
+        out.append(
+            f"Floor not met: {r.floor}: {r.missing} of {r.cells} configurations absent; at the measured "
+            f"wall time per prompt-token of the most similar runs here they would take about "
+            f"{r.minutes:.0f} min more."
+        )
     return out
 
 
@@ -134,48 +205,68 @@ def limitations(t: dict, data: dict) -> list[str]:
     out = []
     if "n_prompts" in rows and len(rows):
         small = rows[rows.n_prompts < T.MIN_RANKED]
-        out.append(f"{len(small)} of {len(rows)} configurations ran fewer than {T.MIN_RANKED} prompts (smallest "
-                   f"{int(rows.n_prompts.min())}); their orderings are exploratory.")
+        out.append(
+            f"{len(small)} of {len(rows)} configurations ran fewer than {T.MIN_RANKED} prompts (smallest "
+            f"{int(rows.n_prompts.min())}); their orderings are exploratory."
+        )
     if "max_new_tokens" in rows and len(rows):
         caps = ", ".join(str(int(x)) for x in sorted(rows.max_new_tokens.unique()))
-        out.append(f"Generations stop at max_new_tokens = {caps}; a large tree can finish a prompt in a few steps, "
-                   f"and {int((rows.cut > T.MAX_CUT).sum())} configurations lose more than {T.MAX_CUT:.0%} of their "
-                   "steps to that cap.")
+        out.append(
+            f"Generations stop at max_new_tokens = {caps}; a large tree can finish a prompt in a few steps, "
+            f"and {int((rows.cut > T.MAX_CUT).sum())} configurations lose more than {T.MAX_CUT:.0%} of their "
+            "steps to that cap."
+        )
     out.append(P.calibration_sentence(t["calib"]))
     if "device" in rows:
-        out.append(f"Every timing is on {', '.join(sorted(rows.device.astype(str).unique()))}"
-                   + (f" ({data['env'].get('cpu')}, {data['env'].get('cores')} cores)" if data["env"] else "")
-                   + "; projected speedups transfer to other hardware only through re-measured forward costs.")
+        out.append(
+            f"Every timing is on {', '.join(sorted(rows.device.astype(str).unique()))}"
+            + (f" ({data['env'].get('cpu')}, {data['env'].get('cores')} cores)" if data["env"] else "")
+            + "; projected speedups transfer to other hardware only through re-measured forward costs."
+        )
     out += floor_sentences(data["summary"])
     if t["live"].empty or t["live"].measured.isna().all():
         out.append("No live configuration has a matching baseline: every speedup is projected.")
     return out
 
 
-APPENDIX_COLS = [("config_hash", lambda r: r["config_hash"]), ("shape", lambda r: r["shape"]),
-                 ("N", lambda r: int(r["budget"])), ("dtype", lambda r: r["dtype"]),
-                 ("max_new_tokens", lambda r: A.fmt(r.get("max_new_tokens"))), ("engine", lambda r: r.get("engine", "")),
-                 ("role", lambda r: r.get("pair_role", "")), ("prompts", lambda r: A.fmt(r.get("n_prompts"))),
-                 ("steps", lambda r: A.fmt(r.get("n_steps"))),
-                 ("acceptance_rate", lambda r: P.metric(r, "acceptance_rate", 3)),
-                 ("acceptance_length", lambda r: P.metric(r, "acceptance_length")),
-                 ("tokens_per_step", lambda r: P.metric(r, "tokens_per_step")),
-                 ("cut", lambda r: "n/a" if r.get("cut") != r.get("cut") else f"{r['cut']:.0%}"),
-                 ("speedup", P.speed)]
+APPENDIX_COLS = [
+    ("config_hash", lambda r: r["config_hash"]),
+    ("shape", lambda r: r["shape"]),
+    ("N", lambda r: int(r["budget"])),
+    ("dtype", lambda r: r["dtype"]),
+    ("max_new_tokens", lambda r: A.fmt(r.get("max_new_tokens"))),
+    ("engine", lambda r: r.get("engine", "")),
+    ("role", lambda r: r.get("pair_role", "")),
+    ("prompts", lambda r: A.fmt(r.get("n_prompts"))),
+    ("steps", lambda r: A.fmt(r.get("n_steps"))),
+    ("acceptance_rate", lambda r: P.metric(r, "acceptance_rate", 3)),
+    ("acceptance_length", lambda r: P.metric(r, "acceptance_length")),
+    ("tokens_per_step", lambda r: P.metric(r, "tokens_per_step")),
+    ("cut", lambda r: "n/a" if r.get("cut") != r.get("cut") else f"{r['cut']:.0%}"),
+    ("speedup", P.speed),
+]
 
 
 def appendix(t: dict, data: dict) -> str:
     res = data["results"]
     have = [f for f in CSVS if os.path.isfile(os.path.join(res, f))]
-    out = ["**Inputs.** " + ", ".join(f"[{f}]({res}/{f})" for f in have) + ".",
-           f"**Every configuration** ({len(data['summary'])} rows of summary.csv), grouped by pair · dataset · rule."]
+    out = [
+        "**Inputs.** " + ", ".join(f"[{f}]({res}/{f})" for f in have) + ".",
+        f"**Every configuration** ({len(data['summary'])} rows of summary.csv), grouped by pair · dataset · rule.",
+    ]
     for (pair, ds, mode), g in t["rows"].groupby(["pair", "dataset", "mode"], sort=True):
         out.append(f"### {pair} · {ds} · {mode}\n\n" + table(g.to_dict("records"), APPENDIX_COLS))
     base = A.baselines(data["summary"])
     if not base.empty:
-        cols = [("config_hash", lambda r: r["config_hash"]), ("pair", lambda r: r["pair"]),
-                ("dataset", lambda r: r["dataset"]), ("dtype", lambda r: r["dtype"]),
-                ("max_new_tokens", lambda r: A.fmt(r.get("max_new_tokens"))), ("engine", lambda r: r.get("engine", "")),
-                ("prompts", lambda r: A.fmt(r.get("n_prompts"))), ("tokens_per_s", lambda r: A.fmt(r.get("tokens_per_s"), 2))]
+        cols = [
+            ("config_hash", lambda r: r["config_hash"]),
+            ("pair", lambda r: r["pair"]),
+            ("dataset", lambda r: r["dataset"]),
+            ("dtype", lambda r: r["dtype"]),
+            ("max_new_tokens", lambda r: A.fmt(r.get("max_new_tokens"))),
+            ("engine", lambda r: r.get("engine", "")),
+            ("prompts", lambda r: A.fmt(r.get("n_prompts"))),
+            ("tokens_per_s", lambda r: A.fmt(r.get("tokens_per_s"), 2)),
+        ]
         out.append("### Baseline (plain target decoding, tree none)\n\n" + table(base.to_dict("records"), cols))
     return "\n\n".join(out)

@@ -9,6 +9,7 @@ with t_role(n) the median measured forward time for n query tokens
 draft cost that charges each drafter what it does per step (`draft_cost`).
 Measured speedup = live tokens_per_s ÷ the baseline's tokens_per_s.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,20 +24,22 @@ from . import compare as C
 
 BASELINE_MATCH = ["pair", "dataset", "dtype", "max_new_tokens"]
 
-DRAFT_COST_RULE = ("draft_cost charges each drafter what it does per step: an n-gram drafter its measured "
-                   "lookup time (mean draft_s per step in steps.csv); EAGLE-2 one draft forward per depth over "
-                   "its frontier of `width` nodes, D × t_draft(min(width, N)); every other model drafter one "
-                   "draft forward per depth over a frontier of about N/D nodes, D × t_draft(⌈N/D⌉), with D "
-                   "the config's deepest tree in steps.csv.")
+DRAFT_COST_RULE = (
+    "draft_cost charges each drafter what it does per step: an n-gram drafter its measured "
+    "lookup time (mean draft_s per step in steps.csv); EAGLE-2 one draft forward per depth over "
+    "its frontier of `width` nodes, D × t_draft(min(width, N)); every other model drafter one "
+    "draft forward per depth over a frontier of about N/D nodes, D × t_draft(⌈N/D⌉), with D "
+    "the config's deepest tree in steps.csv."
+)
 
 
 def _cost_fn(costs: pd.DataFrame, pair: str, role: str, dtype: str | None = None):
     """seconds(n_tokens) by linear interpolation of the measured points (clamped): this
     pair's, in this dtype where costs.csv says the dtype."""
     c = costs[costs.role == role]
-    if "pair" in c.columns:        # never another pair's costs: no rows, no projection
+    if "pair" in c.columns:  # never another pair's costs: no rows, no projection
         c = c[c.pair == pair]
-    if dtype is not None and "dtype" in c.columns:      # never another dtype's either
+    if dtype is not None and "dtype" in c.columns:  # never another dtype's either
         c = c[c.dtype.astype(str) == str(dtype)]
     if c.empty:
         return None
@@ -79,7 +82,7 @@ def projected_speedup(df: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.Da
             lookup = steps.groupby("config_hash").draft_s.mean().to_dict()
     rows = []
     for r in df.to_dict("records"):
-        name = r.get("pair_name", r["pair"])      # costs.csv is keyed by the pair's config name
+        name = r.get("pair_name", r["pair"])  # costs.csv is keyed by the pair's config name
         t_target = _cost_fn(costs, name, "target", r.get("dtype"))
         if t_target is None:
             continue
@@ -89,8 +92,15 @@ def projected_speedup(df: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.Da
         if dc is None:
             continue
         vc = t_target(n + 1)
-        rows.append({**r, "depth": d, "draft_cost": dc, "verify_cost": vc,
-                     "projected": r["tokens_per_step"] * t_target(1) / (dc + vc)})
+        rows.append(
+            {
+                **r,
+                "depth": d,
+                "draft_cost": dc,
+                "verify_cost": vc,
+                "projected": r["tokens_per_step"] * t_target(1) / (dc + vc),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -113,8 +123,14 @@ def measured_speedup(df: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     for r in df[(df.engine == "live") & df.tokens_per_s.notna()].to_dict("records"):
         b = match_baseline(base, r)
         if b is not None:
-            rows.append({**r, "baseline_hash": b["config_hash"], "baseline_tokens_per_s": b["tokens_per_s"],
-                         "measured": r["tokens_per_s"] / b["tokens_per_s"]})
+            rows.append(
+                {
+                    **r,
+                    "baseline_hash": b["config_hash"],
+                    "baseline_tokens_per_s": b["tokens_per_s"],
+                    "measured": r["tokens_per_s"] / b["tokens_per_s"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -157,14 +173,18 @@ def speedup_sentences(table: pd.DataFrame) -> list[str]:
         where = f"{key[0]} on {key[1]} ({key[2]}, {int(key[3])} new tokens), {key[4]}"
         if g.projected.notna().any():
             b = g.sort_values(["projected", "config_hash"], ascending=[False, True], kind="mergesort").iloc[0]
-            out.append(f"{where}: the highest projected speedup is {A.fmt(b.projected, 2)}× ({b['shape']}, "
-                       f"N={int(b.budget)}); {int((g.projected > 1).sum())} of {int(g.projected.notna().sum())} "
-                       "configurations project above 1×.")
+            out.append(
+                f"{where}: the highest projected speedup is {A.fmt(b.projected, 2)}× ({b['shape']}, "
+                f"N={int(b.budget)}); {int((g.projected > 1).sum())} of {int(g.projected.notna().sum())} "
+                "configurations project above 1×."
+            )
         m = g[g.measured.notna()]
         if len(m):
             b = m.sort_values(["measured", "config_hash"], ascending=[False, True], kind="mergesort").iloc[0]
-            out.append(f"{where}: measured speedup over plain decoding peaks at {A.fmt(b.measured, 2)}× "
-                       f"({b['shape']}, N={int(b.budget)}; projected {A.fmt(b.projected, 2)}×).")
+            out.append(
+                f"{where}: measured speedup over plain decoding peaks at {A.fmt(b.measured, 2)}× "
+                f"({b['shape']}, N={int(b.budget)}; projected {A.fmt(b.projected, 2)}×)."
+            )
     return out
 
 
@@ -175,16 +195,23 @@ def lossless_sentences(table: pd.DataFrame) -> list[str]:
     for key, g in table.groupby(BASELINE_MATCH, sort=True):
         n, same = int(g.n_prompts.sum()), int(g.identical.sum())
         bad = g[g.identical < g.n_prompts]
-        tail = "every output is token-identical to plain decoding." if bad.empty else \
-            (f"{len(bad)} of {len(g)} configurations differ somewhere; the earliest divergence is at token "
-             f"{min(pos for d in bad.diverged for _, pos in d)}.")
-        out.append(f"{key[0]} on {key[1]} ({key[2]}, {int(key[3])} new tokens): {same} of {n} "
-                   f"(configuration, prompt) outputs of {len(g)} greedy configurations equal the baseline's "
-                   f"({same / n:.1%}); " + tail)
+        tail = (
+            "every output is token-identical to plain decoding."
+            if bad.empty
+            else (
+                f"{len(bad)} of {len(g)} configurations differ somewhere; the earliest divergence is at token "
+                f"{min(pos for d in bad.diverged for _, pos in d)}."
+            )
+        )
+        out.append(
+            f"{key[0]} on {key[1]} ({key[2]}, {int(key[3])} new tokens): {same} of {n} "
+            f"(configuration, prompt) outputs of {len(g)} greedy configurations equal the baseline's "
+            f"({same / n:.1%}); " + tail
+        )
     return out
 
 
-CHECK_ALPHA = 0.01          # a Holm-adjusted χ² p-value below this flags a (pair, mode, prefix) check
+CHECK_ALPHA = 0.01  # a Holm-adjusted χ² p-value below this flags a (pair, mode, prefix) check
 
 
 def holm(p: pd.Series) -> pd.Series:
@@ -207,11 +234,20 @@ def lossless_check_sentences(check: pd.DataFrame) -> list[str]:
     for (pair, mode), g in check.groupby(["pair", "verify"], sort=True):
         p, m = g.chi2_p.astype(float), int(check.chi2_p[check.pair == pair].astype(float).notna().sum())
         low, flagged = int((p < CHECK_ALPHA).sum()), int((g.holm_p < CHECK_ALPHA).sum())
-        tv = (f"; empirical TV {A.fmt(g.tv.astype(float).mean(), 4)} against {A.fmt(g.tv_null.astype(float).mean(), 4)}"
-              " for exact sampling at the same N" if "tv_null" in g and g.tv_null.notna().any() else "")
-        out.append(f"{pair}, {mode}: {low} of {len(g)} checks (prefix × seed) have p < {CHECK_ALPHA:g} (smallest "
-                   f"p = {A.fmt(p.min())}, Holm-adjusted over the pair's {m} checks {A.fmt(g.holm_p.min())}; "
-                   f"{int(g.n_draws.min())}+ draws each){tv}; "
-                   + ("consistent with a lossless sampler." if flagged == 0 else
-                      f"{flagged} reject the target's distribution after adjustment: look at these prefixes."))
+        tv = (
+            f"; empirical TV {A.fmt(g.tv.astype(float).mean(), 4)} against {A.fmt(g.tv_null.astype(float).mean(), 4)}"
+            " for exact sampling at the same N"
+            if "tv_null" in g and g.tv_null.notna().any()
+            else ""
+        )
+        out.append(
+            f"{pair}, {mode}: {low} of {len(g)} checks (prefix × seed) have p < {CHECK_ALPHA:g} (smallest "
+            f"p = {A.fmt(p.min())}, Holm-adjusted over the pair's {m} checks {A.fmt(g.holm_p.min())}; "
+            f"{int(g.n_draws.min())}+ draws each){tv}; "
+            + (
+                "consistent with a lossless sampler."
+                if flagged == 0
+                else f"{flagged} reject the target's distribution after adjustment: look at these prefixes."
+            )
+        )
     return out

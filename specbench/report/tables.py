@@ -6,6 +6,7 @@ interval from fewer than MIN_CI prompts is not printed; a budget where more than
 the steps were cut by max_new_tokens is never ranked; a Sequoia tree calibrated on the
 prompts it is scored on is never ranked.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,8 +20,11 @@ from . import analysis as A
 from . import speedup as S
 
 MIN_RANKED, MIN_CI, MAX_CUT = 32, 10, 0.10
-ENGINE_WORDS = {"replay": "replayed from the target's greedy continuation (no target forward)",
-                "live": "live speculative decoding (wall-clock timed)", "auto": "replay where exact, else live"}
+ENGINE_WORDS = {
+    "replay": "replayed from the target's greedy continuation (no target forward)",
+    "live": "live speculative decoding (wall-clock timed)",
+    "auto": "replay where exact, else live",
+}
 
 
 def engine_words(engine) -> str:
@@ -37,7 +41,8 @@ def prompt_sums(steps: pd.DataFrame | None) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     s = steps.assign(drafted=steps.get("tree_size", 0), one=1)
     return s.groupby(["config_hash", "prompt_id"], sort=True).agg(
-        steps=("one", "sum"), emitted=("emitted", "sum"), accepted=("accepted", "sum"), drafted=("drafted", "sum"))
+        steps=("one", "sum"), emitted=("emitted", "sum"), accepted=("accepted", "sum"), drafted=("drafted", "sum")
+    )
 
 
 def cut_share(steps: pd.DataFrame | None, summary: pd.DataFrame) -> pd.Series:
@@ -89,7 +94,8 @@ def record_fingerprints(steps: pd.DataFrame | None) -> pd.Series:
     cols = [c for c in ("prompt_id", "step", "accepted", "emitted") if c in steps]
     s = steps.sort_values(["config_hash"] + cols[:2], kind="mergesort")
     return s.groupby("config_hash", sort=True)[cols].apply(
-        lambda g: hashlib.sha1(g.to_csv(index=False).encode()).hexdigest())
+        lambda g: hashlib.sha1(g.to_csv(index=False).encode()).hexdigest()
+    )
 
 
 def identities(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
@@ -106,8 +112,16 @@ def identities(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
         g = g.sort_values(["tree", "verify", "shape", "config_hash"], kind="mergesort")
         ref = g.iloc[0]
         for r in g.iloc[1:].to_dict("records"):
-            rows.append(dict(r, same_as=ref["config_hash"], ref_shape=ref["shape"], ref_mode=ref["mode"],
-                             ref_tree=ref["tree"], ref_verify=ref["verify"]))
+            rows.append(
+                dict(
+                    r,
+                    same_as=ref["config_hash"],
+                    ref_shape=ref["shape"],
+                    ref_mode=ref["mode"],
+                    ref_tree=ref["tree"],
+                    ref_verify=ref["verify"],
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -138,10 +152,18 @@ def calibration(df: pd.DataFrame, sums: pd.DataFrame, vector: pd.DataFrame | Non
                 v = v[v.pair_id.astype(str) == pid]
             calib = {x for cell in v.prompt_ids.dropna().astype(str) for x in cell.split(";") if x} or None
         shared = len(calib & scored) if calib is not None else None
-        status = (f"disjoint (calibrated on {ds})" if ds != str(r["dataset"]) else "not recorded" if calib is None
-                  else "disjoint" if shared == 0 else f"in-sample ({shared} shared)")
-        rows.append(dict(r, n_calib=len(calib) if calib else None, n_scored=len(scored), shared=shared,
-                         calibration=status))
+        status = (
+            f"disjoint (calibrated on {ds})"
+            if ds != str(r["dataset"])
+            else "not recorded"
+            if calib is None
+            else "disjoint"
+            if shared == 0
+            else f"in-sample ({shared} shared)"
+        )
+        rows.append(
+            dict(r, n_calib=len(calib) if calib else None, n_scored=len(scored), shared=shared, calibration=status)
+        )
     return pd.DataFrame(rows)
 
 
@@ -168,11 +190,16 @@ def annotate(df: pd.DataFrame, steps, speed, calib: pd.DataFrame, idents: pd.Dat
     out["cut"] = out.config_hash.map(cut_share(steps, df)).astype(float)
     status = dict(zip(calib.config_hash, calib.calibration)) if len(calib) else {}
     out["calibration"] = out.config_hash.map(status)
-    same = dict(zip(idents.config_hash, [f"{s} N={int(b)}" for s, b in zip(idents.ref_shape, idents.budget)])) \
-        if len(idents) else {}
+    same = (
+        dict(zip(idents.config_hash, [f"{s} N={int(b)}" for s, b in zip(idents.ref_shape, idents.budget)]))
+        if len(idents)
+        else {}
+    )
     out["same_as"] = out.config_hash.map(same)
-    out["claim"] = [claim(n, c, calibration_issue(s)) for n, c, s in
-                    zip(out.get("n_prompts", pd.Series(0, index=out.index)), out.cut, out.calibration)]
+    out["claim"] = [
+        claim(n, c, calibration_issue(s))
+        for n, c, s in zip(out.get("n_prompts", pd.Series(0, index=out.index)), out.cut, out.calibration)
+    ]
     return out
 
 
@@ -182,10 +209,12 @@ def answer(rows: pd.DataFrame) -> pd.DataFrame:
     g = rows[rows.temperature == 0]
     out = []
     for _key, grp in g.groupby(A.GROUP + ["shape"], sort=True):
-        grp = grp.assign(ok=~(grp.cut > MAX_CUT), key=grp.speed.fillna(-np.inf),
-                         tps=grp.tokens_per_step.astype(float))
-        pick = grp.sort_values(["ok", "key", "tps", "budget"], ascending=[False, False, False, True],
-                               kind="mergesort").iloc[0].to_dict()
+        grp = grp.assign(ok=~(grp.cut > MAX_CUT), key=grp.speed.fillna(-np.inf), tps=grp.tokens_per_step.astype(float))
+        pick = (
+            grp.sort_values(["ok", "key", "tps", "budget"], ascending=[False, False, False, True], kind="mergesort")
+            .iloc[0]
+            .to_dict()
+        )
         pick["budgets"] = ", ".join(str(int(b)) for b in sorted(grp.budget.unique()))
         pick["by"] = pick["speed_basis"] or "tokens/step (no speed recorded)"
         out.append(pick)
@@ -193,8 +222,11 @@ def answer(rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     res = pd.DataFrame(out)
     res["_k"] = res.speed.fillna(-np.inf)
-    return res.sort_values(A.GROUP + ["_k", "shape"], ascending=[True] * 4 + [False, True],
-                           kind="mergesort").drop(columns="_k").reset_index(drop=True)
+    return (
+        res.sort_values(A.GROUP + ["_k", "shape"], ascending=[True] * 4 + [False, True], kind="mergesort")
+        .drop(columns="_k")
+        .reset_index(drop=True)
+    )
 
 
 def cross_pair(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
@@ -202,8 +234,12 @@ def cross_pair(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     more pairs ran, per dataset, dtype and max_new_tokens, on the prompts all of them ran."""
     g = df[df.temperature == 0]
     # a drafter that only fills a static shape (merged n-gram + model) is compared at that shape
-    g = g.assign(cross_shape=[str(_params(p).get("shape", s)) if t == "merged" else s
-                              for t, p, s in zip(g.tree, g.tree_params, g["shape"])])
+    g = g.assign(
+        cross_shape=[
+            str(_params(p).get("shape", s)) if t == "merged" else s
+            for t, p, s in zip(g.tree, g.tree_params, g["shape"])
+        ]
+    )
     rows = []
     for _key, grp in g.groupby(["dataset", "dtype", "max_new_tokens", "cross_shape", "budget"], sort=True):
         if grp.pair.nunique() < 2:
@@ -215,9 +251,15 @@ def cross_pair(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
             continue
         for r in grp.to_dict("records"):
             t = sums.loc[r["config_hash"]].loc[sorted(shared)]
-            rows.append(dict(r, n_shared=len(shared), tps_shared=t.emitted.sum() / t.steps.sum(),
-                             rate_shared=t.accepted.sum() / t.drafted.sum() if t.drafted.sum() else math.nan,
-                             len_shared=t.accepted.sum() / t.steps.sum()))
+            rows.append(
+                dict(
+                    r,
+                    n_shared=len(shared),
+                    tps_shared=t.emitted.sum() / t.steps.sum(),
+                    rate_shared=t.accepted.sum() / t.drafted.sum() if t.drafted.sum() else math.nan,
+                    len_shared=t.accepted.sum() / t.steps.sum(),
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -247,9 +289,11 @@ def modes(df: pd.DataFrame, sums: pd.DataFrame, fps: pd.Series) -> pd.DataFrame:
         return gains
     order = sibling_orders(df)
     gains["baseline"] = [
-        f"{m.split(' ')[0]}" + (f" ({order[h]} order)" if h in order else "")
+        f"{m.split(' ')[0]}"
+        + (f" ({order[h]} order)" if h in order else "")
         + (", same trees" if same else ", own trees")
-        for m, h, same in zip(gains.ref_mode, gains.ref_hash, gains.same_trees)]
+        for m, h, same in zip(gains.ref_mode, gains.ref_hash, gains.same_trees)
+    ]
     gains["lossless_b"] = gains.lossless.astype(str).str.lower().isin(["true", "1"])
     return gains
 
@@ -273,15 +317,28 @@ def setup_pairs(summary: pd.DataFrame) -> pd.DataFrame:
     d = A._with_defaults(summary)
     rows = []
     for (pair, dtype), g in d.groupby(["pair", "dtype"], sort=True):
-        quant = [f"{role}: {', '.join(sorted(set(g[c].dropna().astype(str))))}"
-                 for role, c in (("draft", "draft_quant"), ("target", "target_quant")) if c in g and g[c].notna().any()]
-        prompts = "; ".join(f"{ds} {int(x.n_prompts.max())}" for ds, x in g.groupby("dataset", sort=True)) \
-            if "n_prompts" in g else "not recorded"
-        rows.append(dict(pair=pair, dtype=dtype, draft=g.get("draft", pd.Series(["?"])).iloc[0],
-                         target=g.get("target", pd.Series(["?"])).iloc[0],
-                         engines="; ".join(engine_words(e) for e in sorted(g.engine.astype(str).unique())),
-                         quant="; ".join(quant) if quant else "not recorded",
-                         prompts=prompts, configs=len(g)))
+        quant = [
+            f"{role}: {', '.join(sorted(set(g[c].dropna().astype(str))))}"
+            for role, c in (("draft", "draft_quant"), ("target", "target_quant"))
+            if c in g and g[c].notna().any()
+        ]
+        prompts = (
+            "; ".join(f"{ds} {int(x.n_prompts.max())}" for ds, x in g.groupby("dataset", sort=True))
+            if "n_prompts" in g
+            else "not recorded"
+        )
+        rows.append(
+            dict(
+                pair=pair,
+                dtype=dtype,
+                draft=g.get("draft", pd.Series(["?"])).iloc[0],
+                target=g.get("target", pd.Series(["?"])).iloc[0],
+                engines="; ".join(engine_words(e) for e in sorted(g.engine.astype(str).unique())),
+                quant="; ".join(quant) if quant else "not recorded",
+                prompts=prompts,
+                configs=len(g),
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -294,7 +351,20 @@ def compute(data: dict) -> dict:
     calib = calibration(df, sums, data.get("vector"))
     idents = identities(df, steps)
     rows = annotate(df, steps, speed, calib, idents)
-    return dict(df=df, rows=rows, sums=sums, speed=speed, calib=calib, idents=idents, answer=answer(rows),
-                cross=cross_pair(df, sums), modes=modes(df, sums, record_fingerprints(steps)), batch=batch_rows(summary),
-                live=live_rows(rows), setup=setup_pairs(summary), chain_diffs=A.vs_chain(df, sums),
-                lossless=S.lossless_table(df, summary, data["outputs"]), pair=A.main_pair(df))
+    return dict(
+        df=df,
+        rows=rows,
+        sums=sums,
+        speed=speed,
+        calib=calib,
+        idents=idents,
+        answer=answer(rows),
+        cross=cross_pair(df, sums),
+        modes=modes(df, sums, record_fingerprints(steps)),
+        batch=batch_rows(summary),
+        live=live_rows(rows),
+        setup=setup_pairs(summary),
+        chain_diffs=A.vs_chain(df, sums),
+        lossless=S.lossless_table(df, summary, data["outputs"]),
+        pair=A.main_pair(df),
+    )

@@ -19,20 +19,36 @@ assumption says the conditional acceptance does not depend on the shape.
 Rows without ``path_children`` (steps from before it was recorded) have NaN offered
 and conditional.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-COLUMNS = ["scope", "pair", "dataset", "dtype", "config_hash", "tree", "tree_params", "budget", "depth", "rank",
-           "n_steps", "offered", "accepted", "conditional", "marginal"]
+COLUMNS = [
+    "scope",
+    "pair",
+    "dataset",
+    "dtype",
+    "config_hash",
+    "tree",
+    "tree_params",
+    "budget",
+    "depth",
+    "rank",
+    "n_steps",
+    "offered",
+    "accepted",
+    "conditional",
+    "marginal",
+]
 
 
 def _ints(s) -> list[int]:
     return [int(x) for x in str(s).split(".")] if isinstance(s, str) and s else []
 
 
-Cells = dict[tuple[int, int], int]      # (depth, sibling rank) -> steps
+Cells = dict[tuple[int, int], int]  # (depth, sibling rank) -> steps
 
 
 def counts(steps: pd.DataFrame) -> tuple[Cells, Cells | None, int]:
@@ -57,8 +73,18 @@ def _rows(keys: dict, steps: pd.DataFrame) -> list[dict]:
     for d, r in cells:
         a = acc.get((d, r), 0)
         o = off.get((d, r), 0) if off is not None else np.nan
-        out.append({**keys, "depth": d, "rank": r, "n_steps": n, "offered": o, "accepted": a,
-                    "conditional": a / o if o > 0 else np.nan, "marginal": a / n if n else np.nan})
+        out.append(
+            {
+                **keys,
+                "depth": d,
+                "rank": r,
+                "n_steps": n,
+                "offered": o,
+                "accepted": a,
+                "conditional": a / o if o > 0 else np.nan,
+                "marginal": a / n if n else np.nan,
+            }
+        )
     return out
 
 
@@ -76,8 +102,16 @@ def acceptance_matrix(summary: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFram
     for (pair, dataset, dtype), g in greedy.groupby(["pair", "dataset", "dtype"], sort=True):
         st = [by_hash[h] for h in sorted(g.config_hash) if h in by_hash]
         if st:
-            keys = dict(scope="pooled", pair=pair, dataset=dataset, dtype=dtype, config_hash="", tree="",
-                        tree_params="", budget=np.nan)
+            keys = dict(
+                scope="pooled",
+                pair=pair,
+                dataset=dataset,
+                dtype=dtype,
+                config_hash="",
+                tree="",
+                tree_params="",
+                budget=np.nan,
+            )
             rows += _rows(keys, pd.concat(st, ignore_index=True))
     return pd.DataFrame(rows, columns=COLUMNS)
 

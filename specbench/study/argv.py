@@ -13,6 +13,7 @@ form of what Hydra itself raises.
   naming the path or key, exit status 1 or 2 (``HYDRA_FULL_ERROR=1`` keeps the
   full traceback of anything but an OSError).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -30,7 +31,7 @@ GROUPS = ("pair", "tree", "verify", "dataset", "sweep")
 # drafter's to check, verify keys the mode spec's: both one line already); any dataset takes kind
 CHECKED_GROUPS = {"tree": set(), "dataset": {"kind"}}
 DIR_KEYS = ("out_root", "hydra.run.dir", "hydra.sweep.dir")
-WRITES: list[str] = []         # the folders check_dirs accepted (named if Hydra's write fails later)
+WRITES: list[str] = []  # the folders check_dirs accepted (named if Hydra's write fails later)
 
 
 def fail(msg: str, code: int = 2):
@@ -49,12 +50,13 @@ def override_value(argv, key: str, default=None):
     ``default`` if none, None if it is a sweep (``a,b``)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
+
     for arg in reversed(argv):
         if arg.lstrip("+~").partition("=")[0] == key and "=" in arg:
             try:
                 o = OverridesParser.create().parse_override(arg)
             except HydraException:
-                return default               # Hydra reports it in one line (run_hydra)
+                return default  # Hydra reports it in one line (run_hydra)
             return None if o.is_sweep_override() else o.value()
     return default
 
@@ -127,7 +129,7 @@ def check_keys(argv) -> None:
     checked against the chosen option's file (a parameter that option does not have);
     keys a sweep preset or a tree's sub-shape may add are left to ``checks.check_keys``."""
     top, dirs = top_keys(), search_dirs(argv)
-    sweep = any(a.lstrip("+~").startswith("sweep=") for a in argv)     # a preset may pick the options
+    sweep = any(a.lstrip("+~").startswith("sweep=") for a in argv)  # a preset may pick the options
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
             continue
@@ -136,18 +138,22 @@ def check_keys(argv) -> None:
         if head == "hydra" or "/" in key:
             continue
         if head not in top:
-            fail(f"{key}: no such key{closest(head, top)}; remove it (a + does not add keys to a job); "
-                 f"valid top-level keys: {', '.join(sorted(top))}")
+            fail(
+                f"{key}: no such key{closest(head, top)}; remove it (a + does not add keys to a job); "
+                f"valid top-level keys: {', '.join(sorted(top))}"
+            )
         if head in CHECKED_GROUPS and rest and not sweep:
             name = rest.split(".")[0]
             for option in chosen(argv, head):
                 valid = group_keys(head, option, dirs)
                 if valid is not None and name not in valid:
-                    fail(f"{head}.{name}: not a parameter of {head}={option}{closest(name, valid)}; remove it "
-                         f"(valid: {', '.join(sorted(valid))})")
+                    fail(
+                        f"{head}.{name}: not a parameter of {head}={option}{closest(name, valid)}; remove it "
+                        f"(valid: {', '.join(sorted(valid))})"
+                    )
 
 
-PROBE_BYTES = 1 << 16          # room for Hydra's multirun.yaml (non-atomic) and a job's first files
+PROBE_BYTES = 1 << 16  # room for Hydra's multirun.yaml (non-atomic) and a job's first files
 
 
 def probe_write(folder: str) -> OSError | None:
@@ -189,6 +195,7 @@ def check_plugins(argv) -> None:
     """A ``plugins=[...]`` module that cannot be imported: one line now (``study.plugins``)."""
     from .jobspec import ConfigError
     from .plugins import KEY, import_plugins
+
     value = override_value(argv, KEY)
     try:
         import_plugins(value)
@@ -208,12 +215,14 @@ def run_hydra(main) -> None:
     """``main()`` (a ``@hydra.main`` app) with OSErrors and Hydra's own errors as one line."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
+
     user_full = os.environ.get("HYDRA_FULL_ERROR") == "1"
-    os.environ["HYDRA_FULL_ERROR"] = "1"             # Hydra re-raises; we print the one line
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises; we print the one line
     try:
         main()
     except OSError as e:
         from ..core.atomic import os_line
+
         fail(os_line(e, " / ".join(WRITES) or "the output folder", "out_root (or hydra.run.dir)"), 1)
     except (HydraException, OmegaConfBaseException) as e:
         if user_full:

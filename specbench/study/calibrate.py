@@ -39,6 +39,7 @@ temperature, rank, p_accept, n, prompt_ids) atomically, replacing the rows of th
 (``identity.pair_id``), its config name only a label.  ``tree=sequoia`` reads
 the rows of its own job's pair_id.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,7 +64,7 @@ from ..verify.modespec import ModeSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = ["pair", "pair_id", "dataset", "verify", "temperature", "rank", "p_accept", "n", "prompt_ids"]
-KEY = ("pair_id", "dataset", "verify", "temperature")     # a vector's identity; pair is its label
+KEY = ("pair_id", "dataset", "verify", "temperature")  # a vector's identity; pair is its label
 
 
 @torch.inference_mode()
@@ -71,19 +72,32 @@ def position_logits(model, prompt_ids, cont) -> torch.Tensor:
     """Logits [len(cont), V] predicting each continuation token (teacher forcing)."""
     ids = torch.tensor([list(prompt_ids) + list(cont)], device=model.device)
     out = model(input_ids=ids, use_cache=False).logits[0].float()
-    return out[len(prompt_ids) - 1:len(prompt_ids) - 1 + len(cont)]
+    return out[len(prompt_ids) - 1 : len(prompt_ids) - 1 + len(cont)]
 
 
-def star_trial(mode: ModeSpec, params: Mapping[str, Any], k: int, root: int, p_row: torch.Tensor,
-               q_row: torch.Tensor, rng: torch.Generator) -> int | None:
+def star_trial(
+    mode: ModeSpec,
+    params: Mapping[str, Any],
+    k: int,
+    root: int,
+    p_row: torch.Tensor,
+    q_row: torch.Tensor,
+    rng: torch.Generator,
+) -> int | None:
     """Draw k children of one node as the mode's drafts would, verify; the
     accepted child's sibling position, or None."""
     toks, ranks = choose_children(q_row, k, mode.child_rule, rng)
     v = p_row.shape[-1]
     q = torch.zeros(k + 1, v)
     q[0] = q_row
-    tree = DraftTree(parents=[-1] + [0] * k, tokens=torch.tensor([root] + list(toks)),
-                     ranks=[0] + list(ranks), q=q, slots=[-1] * (k + 1), child_rule=mode.child_rule)
+    tree = DraftTree(
+        parents=[-1] + [0] * k,
+        tokens=torch.tensor([root] + list(toks)),
+        ranks=[0] + list(ranks),
+        q=q,
+        slots=[-1] * (k + 1),
+        child_rule=mode.child_rule,
+    )
     p = p_row.expand(k + 1, v).clone()
     verdict = mode.verdict(tree, p, q, rng, params)
     return verdict.path[0] - 1 if verdict.path else None
@@ -91,20 +105,35 @@ def star_trial(mode: ModeSpec, params: Mapping[str, Any], k: int, root: int, p_r
 
 def measure(job, ident, pair, prompts, ranks: int, eos) -> tuple[list[float], int]:
     from .context import context
+
     ctx = context(job)
     mode, params = ctx.plan.mode, ctx.plan.params
     temp, top_p = params["temperature"], params["top_p"]
     bar = partial(tqdm, desc=f"calibrate {pair.name}/{mode.name}", disable=not job.progress)
     if mode.name == "greedy" and not DRAFTERS.get(job.pair.drafter).teacher_forced:
-        got = [[int(r.accept_path.split(".")[0]) if r.accepted else None for r in res.records]
-               for res in context(star_job(job, ranks)).decode(pair, prompts, "replay", ident)]
-    elif mode.name == "greedy":            # the replay engine's (cached) ranks: exact for greedy
+        got = [
+            [int(r.accept_path.split(".")[0]) if r.accepted else None for r in res.records]
+            for res in context(star_job(job, ranks)).decode(pair, prompts, "replay", ident)
+        ]
+    elif mode.name == "greedy":  # the replay engine's (cached) ranks: exact for greedy
         got = [[r if r < ranks else None for r in rk] for rk, _ in ctx.draft_ranks(pair, prompts, ident, eos, bar)]
     else:
-        conts = continuations(pair.target, [pr.ids for pr in prompts], job.max_new_tokens, eos, temp, top_p,
-                              job.seed, job.continuation_batch, bar)
-        got = [star_ranks(mode, params, pair, pr.ids, cont, ranks, trial_rng(job.seed, i))
-               for i, (pr, cont) in enumerate(zip(prompts, conts)) if cont]
+        conts = continuations(
+            pair.target,
+            [pr.ids for pr in prompts],
+            job.max_new_tokens,
+            eos,
+            temp,
+            top_p,
+            job.seed,
+            job.continuation_batch,
+            bar,
+        )
+        got = [
+            star_ranks(mode, params, pair, pr.ids, cont, ranks, trial_rng(job.seed, i))
+            for i, (pr, cont) in enumerate(zip(prompts, conts))
+            if cont
+        ]
     n = sum(map(len, got))
     counts = Counter(r for g in got for r in g if r is not None)
     if n == 0:
@@ -121,17 +150,21 @@ def star_job(job, ranks: int):
 def trial_rng(seed: int, i: int) -> torch.Generator:
     """Prompt i's generator for the star trials: a stream apart from its continuation's
     (``prompt_rng``), which the batched continuations consume on their own."""
-    return torch.Generator().manual_seed(prompt_seed(seed, i) + 2 ** 40)
+    return torch.Generator().manual_seed(prompt_seed(seed, i) + 2**40)
 
 
-def star_ranks(mode: ModeSpec, params: Mapping[str, Any], pair, prompt_ids, cont, ranks: int, rng: torch.Generator) -> list[int | None]:
+def star_ranks(
+    mode: ModeSpec, params: Mapping[str, Any], pair, prompt_ids, cont, ranks: int, rng: torch.Generator
+) -> list[int | None]:
     """A one-level tree of ``ranks`` children verified at every position of ``cont``."""
     temp, dtemp, top_p = params["temperature"], params["draft_temperature"], params["top_p"]
     dlog = position_logits(pair.draft, prompt_ids, cont)
     tlog = position_logits(pair.target, prompt_ids, cont)
     roots = [prompt_ids[-1]] + cont[:-1]
-    return [star_trial(mode, params, ranks, roots[j], probs(tlog[j], temp, top_p),
-                       probs(dlog[j], dtemp, top_p), rng) for j in range(len(cont))]
+    return [
+        star_trial(mode, params, ranks, roots[j], probs(tlog[j], temp, top_p), probs(dlog[j], dtemp, top_p), rng)
+        for j in range(len(cont))
+    ]
 
 
 def write_vector(path: Path, key: dict, vector: list[float], n: int, prompt_ids: str = "") -> None:
@@ -140,16 +173,15 @@ def write_vector(path: Path, key: dict, vector: list[float], n: int, prompt_ids:
     rows = []
     if path.exists():
         with open(path, newline="") as f:
-            rows = [r for r in csv.DictReader(f) if r.get("pair_id")
-                    and any(r[c] != str(key[c]) for c in KEY)]
-    rows += [{**key, "rank": k, "p_accept": f"{p:.6f}", "n": n, "prompt_ids": prompt_ids}
-             for k, p in enumerate(vector)]
+            rows = [r for r in csv.DictReader(f) if r.get("pair_id") and any(r[c] != str(key[c]) for c in KEY)]
+    rows += [{**key, "rank": k, "p_accept": f"{p:.6f}", "n": n, "prompt_ids": prompt_ids} for k, p in enumerate(vector)]
 
     def write(tmp: str) -> None:
         with open(tmp, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=COLUMNS, restval="")
             w.writeheader()
             w.writerows(rows)
+
     atomic_write(path, write)
 
 
@@ -171,11 +203,14 @@ def main(argv=None) -> None:
     from . import identity, jobspec
     from .context import context
     from .launch import compose
+
     try:
         job = jobspec.from_config(compose(overrides))
         if not DRAFTERS.get(job.pair.drafter).teacher_forced and job.verify.name != "greedy":
-            raise ValueError(f"pair={job.pair.name} drafts with '{job.pair.drafter}': calibrate it with "
-                             "verify=greedy (sampling modes need a draft model of the target's vocabulary)")
+            raise ValueError(
+                f"pair={job.pair.name} drafts with '{job.pair.drafter}': calibrate it with "
+                "verify=greedy (sampling modes need a draft model of the target's vocabulary)"
+            )
         ident = identity.job_identity(job)
         ctx = context(job)
         pair = ctx.load_pair()
@@ -184,8 +219,13 @@ def main(argv=None) -> None:
     except (ValueError, KeyError, FileNotFoundError) as e:
         sys.exit(f"specbench: error: {e}")
     out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
-    key = {"pair": job.pair.name, "pair_id": identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params),
-           "dataset": job.dataset.name, "verify": job.verify.name, "temperature": job.verify.temperature}
+    key = {
+        "pair": job.pair.name,
+        "pair_id": identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params),
+        "dataset": job.dataset.name,
+        "verify": job.verify.name,
+        "temperature": job.verify.temperature,
+    }
     write_vector(out, key, vector, n, ";".join(pr.id for pr in prompts))
     print(f"specbench: acceptance vector ({n} positions) -> {out}")
     print("  " + " ".join(f"{k}:{p:.3f}" for k, p in enumerate(vector)))

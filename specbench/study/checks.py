@@ -1,13 +1,14 @@
 """Cross-field checks of a job spec (no model needed): registries, child-rule
 compatibility, paired modes, and which engine runs it.  ``validate(job)`` is the
 one call before any model loads (``jobspec.from_config`` reads the config)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from .jobspec import ConfigError, JobSpec, VerifySpec
 
-if TYPE_CHECKING:        # the registries load (torch) inside the checks, not on import
+if TYPE_CHECKING:  # the registries load (torch) inside the checks, not on import
     from ..verify.modespec import ModeSpec
 
 DATASET_COMMON = ("name", "limit", "max_prompt_tokens", "kind")
@@ -23,15 +24,18 @@ def check_registries(job: JobSpec) -> ModeSpec:
     from ..trees.policies import make_policy, policy_spec
     from ..verify.modes import get_mode
     from ..verify.modespec import check_compatible
-    policy = make_policy(job.tree.name, job.tree.budget, job.tree.params)   # bad params, calibration
-    mode = get_mode(job.verify.name, job.verify.params)      # drafts with verify.children
+
+    policy = make_policy(job.tree.name, job.tree.budget, job.tree.params)  # bad params, calibration
+    mode = get_mode(job.verify.name, job.verify.params)  # drafts with verify.children
     drafter = DRAFTERS.get(job.pair.drafter)
     check_supported(drafter, policy.kind, policy.name)
     if mode.chain_only and not policy_spec(job.tree.name).chain:
         raise ConfigError(f"verify={job.verify.name} verifies a single chain only: use tree=chain")
     if mode.child_rule == "topk" and job.verify.draft_temperature <= 0:
-        raise ConfigError(f"verify.draft_temperature=0 with verify={job.verify.name}: top-k siblings "
-                          "would tie; use verify.draft_temperature=1 (the ranking is the same at any T > 0)")
+        raise ConfigError(
+            f"verify.draft_temperature=0 with verify={job.verify.name}: top-k siblings "
+            "would tie; use verify.draft_temperature=1 (the ranking is the same at any T > 0)"
+        )
     tree_rule = drafter.child_rule(policy.kind, mode.child_rule)
     check_compatible(mode, tree_rule)
     check_paired(job, mode, tree_rule)
@@ -42,6 +46,7 @@ def paired_fits(mode, other, tree_rule: str, chain: bool) -> bool:
     """Whether ``other`` may verify the trees drafted for ``mode`` (same child rule; a
     mode with ``verify.children`` drafts like the primary, see ``paired_params``)."""
     from ..verify.modespec import fits
+
     if mode.child_rule in other.draft_rules:
         other = other.configured({"children": mode.child_rule})
     return other.child_rule == mode.child_rule and fits(other, tree_rule) and (chain or not other.chain_only)
@@ -51,16 +56,19 @@ def check_paired(job: JobSpec, mode, tree_rule: str) -> None:
     """verify.paired_with: every mode chooses children like the primary and fits its trees."""
     from ..trees.policies import policy_spec
     from ..verify.modes import MODES, get_mode
+
     chain = policy_spec(job.tree.name).chain
     for name in job.verify.paired_with:
         try:
             other = get_mode(name)
-        except KeyError as e:                      # registry.UnknownName: lists the valid names
+        except KeyError as e:  # registry.UnknownName: lists the valid names
             raise ConfigError(f"verify.paired_with: {e}") from None
         if not paired_fits(mode, other, tree_rule, chain):
             fit = [n for n in MODES.names() if paired_fits(mode, MODES.get(n), tree_rule, chain)]
-            raise ConfigError(f"verify.paired_with: {name} cannot verify the trees drafted for "
-                              f"verify={job.verify.name} on tree={job.tree.name}; modes that fit: {', '.join(fit)}")
+            raise ConfigError(
+                f"verify.paired_with: {name} cannot verify the trees drafted for "
+                f"verify={job.verify.name} on tree={job.tree.name}; modes that fit: {', '.join(fit)}"
+            )
 
 
 def paired_params(verify: VerifySpec, name: str):
@@ -70,6 +78,7 @@ def paired_params(verify: VerifySpec, name: str):
     the primary's sibling order (``verify.order``) where both have one."""
     from ..verify.modes import get_mode
     from ..verify.modespec import COMMON_DEFAULTS
+
     other, shared = get_mode(name), {k: verify.params[k] for k in COMMON_DEFAULTS}
     rule = get_mode(verify.name, verify.params).child_rule
     if rule in other.draft_rules:
@@ -82,6 +91,7 @@ def paired_params(verify: VerifySpec, name: str):
 def argmax(mode: str) -> bool:
     """Whether a (registered) mode declares its verdict the target's argmax (``ModeSpec.argmax``)."""
     from ..verify.modes import MODES
+
     return mode in MODES and MODES.get(mode).argmax
 
 
@@ -96,8 +106,10 @@ def why_not_replayable(job: JobSpec, bf16_continuation: bool = False) -> str | N
     if job.verify.temperature != 0.0:
         return "verify.temperature != 0 (first_token_tv would need the target's distributions)"
     if job.dtype != "float32" and not (bf16_continuation and job.dtype == "bfloat16"):
-        return (f"dtype={job.dtype}: replay equals live only in float32 (bf16 tree and "
-                "teacher-forced forwards round differently and can reorder draft ranks)")
+        return (
+            f"dtype={job.dtype}: replay equals live only in float32 (bf16 tree and "
+            "teacher-forced forwards round differently and can reorder draft ranks)"
+        )
     return None
 
 
@@ -106,8 +118,10 @@ def resolve_engine(job: JobSpec) -> str:
     in bfloat16, where the reference is the batched bf16 continuation; elsewhere an error."""
     reason = why_not_replayable(job)
     if job.engine == "replay" and why_not_replayable(job, bf16_continuation=True) is not None:
-        raise ConfigError(f"engine=replay needs greedy verification in float32 (exact) or bfloat16 (the "
-                          f"batched continuation) ({reason}): use engine=live or engine=auto")
+        raise ConfigError(
+            f"engine=replay needs greedy verification in float32 (exact) or bfloat16 (the "
+            f"batched continuation) ({reason}): use engine=live or engine=auto"
+        )
     return "replay" if job.engine == "replay" or (job.engine == "auto" and reason is None) else "live"
 
 
@@ -116,9 +130,11 @@ def check_temperature(job: JobSpec) -> None:
     over T=0 outputs."""
     for name in (job.verify.name, *job.verify.paired_with):
         if argmax(name) and job.verify.temperature > 0:
-            raise ConfigError(f"verify.temperature={job.verify.temperature:g} with {name}: greedy verification "
-                              f"is the target's argmax (T=0) whatever the temperature; use verify.temperature=0, "
-                              f"or a sampling mode at T > 0 (e.g. verify=mss or verify=sequoia)")
+            raise ConfigError(
+                f"verify.temperature={job.verify.temperature:g} with {name}: greedy verification "
+                f"is the target's argmax (T=0) whatever the temperature; use verify.temperature=0, "
+                f"or a sampling mode at T > 0 (e.g. verify=mss or verify=sequoia)"
+            )
 
 
 def group_keys(group: str, option: str) -> set[str] | None:
@@ -127,6 +143,7 @@ def group_keys(group: str, option: str) -> set[str] | None:
     import yaml
 
     from .plugins import config_dirs, hydra_searchpath, option_file
+
     path = option_file(group, option, config_dirs(hydra_searchpath()))
     if path is None:
         return None
@@ -138,6 +155,7 @@ def tree_keys(job: JobSpec) -> set[str] | None:
     """The parameters the job's tree uses: its preset's keys, and those of the policy it
     nests (``Params.nested``: tree=merged's model shape)."""
     from ..trees.policies import POLICIES
+
     keys = group_keys("tree", job.tree.name)
     if keys is not None and job.tree.name in POLICIES:
         if (sub := POLICIES.get(job.tree.name).params.nested(job.tree.params)) is not None:
@@ -156,21 +174,25 @@ def check_no_extra(job: JobSpec) -> None:
 def check_keys(job: JobSpec) -> None:
     """Group keys no part of the job reads are refused (``+tree.width=3`` on a chain,
     ``+dataset.foo=1``): they would run silently under a new config hash."""
-    for group, used, given in (("tree", tree_keys(job), job.tree.params),
-                               ("dataset", group_keys("dataset", job.dataset.name), job.dataset.config)):
+    for group, used, given in (
+        ("tree", tree_keys(job), job.tree.params),
+        ("dataset", group_keys("dataset", job.dataset.name), job.dataset.config),
+    ):
         if used is None:
             continue
         used = used | set(DATASET_COMMON if group == "dataset" else ("name", "budget"))
         extra = sorted(k for k, v in given.items() if k not in used and v is not None)
         if extra:
             name = job.tree.name if group == "tree" else job.dataset.name
-            raise ConfigError(f"{group}.{extra[0]}: not a parameter of {group}={name}; remove it "
-                              f"(valid: {', '.join(sorted(used))})")
+            raise ConfigError(
+                f"{group}.{extra[0]}: not a parameter of {group}={name}; remove it (valid: {', '.join(sorted(used))})"
+            )
 
 
 def validate(job: JobSpec) -> tuple[str, ModeSpec]:
     """Every check that needs no model: returns (engine, mode spec)."""
     from ..inputs.models import resolve_device
+
     check_keys(job)
     check_temperature(job)
     try:
@@ -191,7 +213,8 @@ def check_context(job: JobSpec, contexts: dict, prompts) -> None:
                 raise ConfigError(
                     f"dataset {job.dataset.name}: prompt '{pr.id}' has {len(pr.ids)} tokens; with "
                     f"max_new_tokens={job.max_new_tokens} and tree.budget={job.tree.budget} that is {need} "
-                    f"positions > the {role}'s {n}: {context_fix(job, len(pr.ids), n)}")
+                    f"positions > the {role}'s {n}: {context_fix(job, len(pr.ids), n)}"
+                )
 
 
 def context_fix(job: JobSpec, prompt_len: int, n: int) -> str:

@@ -21,6 +21,7 @@ greedy acceptance vectors (``acceptance_vector*.csv``), ``gap_to_optimum.csv``
 (``study.optimum``).  Every output of one collect is replaced together, or (a
 full or read-only disk: one line naming the path, exit status 1) none is.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,15 @@ SUMMARY_ORDER = ["pair", "dataset", "verify", "temperature", "tree", "budget", "
 STEP_ORDER = ["config_hash", "prompt_id", "step"]
 FIX = "rerun the job or delete its folder"
 JOB_MARKERS = ("summary.csv", "steps.csv", "outputs.jsonl", "error.txt", "resumed.txt", ".hydra")
-VECTOR_COLUMNS = {"pair": str, "dataset": str, "verify": str, "temperature": float, "rank": int,
-                  "p_accept": float, "n": int}
+VECTOR_COLUMNS = {
+    "pair": str,
+    "dataset": str,
+    "verify": str,
+    "temperature": float,
+    "rank": int,
+    "p_accept": float,
+    "n": int,
+}
 SKIP_LABELS = {
     "failed": "failed job(s) (see error.txt)",
     "unfinished": "unfinished job folder(s) (no summary.csv: killed, or a full disk)",
@@ -57,11 +65,11 @@ class CollectError(ValueError):
 
 @dataclass
 class JobRows:
-    summary: pd.DataFrame                      # exactly one row
+    summary: pd.DataFrame  # exactly one row
     steps: pd.DataFrame
     outputs: list[dict] = field(default_factory=list)
     source: str = ""
-    fresh: bool = True                         # from a job folder (not rows already in --out)
+    fresh: bool = True  # from a job folder (not rows already in --out)
 
     def key(self, col: str) -> str:
         value = self.summary[col].iloc[0] if col in self.summary else ""
@@ -81,14 +89,14 @@ class JobRows:
         return self.key("pair_key") if self.key("pair_role") == "paired" else None
 
     @property
-    def order(self) -> tuple:                  # newest run wins; a job folder over --out; then by folder
+    def order(self) -> tuple:  # newest run wins; a job folder over --out; then by folder
         return (self.run_id, self.fresh, self.source)
 
 
 @dataclass
 class Scan:
     jobs: list[JobRows] = field(default_factory=list)
-    skipped: list[tuple[str, str, str]] = field(default_factory=list)    # (reason, folder, detail)
+    skipped: list[tuple[str, str, str]] = field(default_factory=list)  # (reason, folder, detail)
     resumed: int = 0
 
 
@@ -125,13 +133,20 @@ def _jsonl(path: str) -> list[dict]:
 def check_job(summary: pd.DataFrame, steps: pd.DataFrame, where: str) -> None:
     """One summary row whose n_steps / new_tokens match its steps exactly."""
     if len(summary) != 1 or not {"config_hash", "n_steps", "new_tokens"} <= set(summary):
-        raise CollectError(f"{where}/summary.csv has {len(summary)} rows (a job has exactly one, with "
-                           f"config_hash, n_steps, new_tokens): {FIX}")
+        raise CollectError(
+            f"{where}/summary.csv has {len(summary)} rows (a job has exactly one, with "
+            f"config_hash, n_steps, new_tokens): {FIX}"
+        )
     s = summary.iloc[0]
-    if len(steps) != int(s.n_steps) or (len(steps) and set(steps.config_hash) != {s.config_hash}) \
-            or int(steps.emitted.sum() if len(steps) else 0) != int(s.new_tokens):
-        raise CollectError(f"{where}/steps.csv has {len(steps)} rows for {s.config_hash} but its summary "
-                           f"says {int(s.n_steps)} steps and {int(s.new_tokens)} tokens: {FIX}")
+    if (
+        len(steps) != int(s.n_steps)
+        or (len(steps) and set(steps.config_hash) != {s.config_hash})
+        or int(steps.emitted.sum() if len(steps) else 0) != int(s.new_tokens)
+    ):
+        raise CollectError(
+            f"{where}/steps.csv has {len(steps)} rows for {s.config_hash} but its summary "
+            f"says {int(s.n_steps)} steps and {int(s.new_tokens)} tokens: {FIX}"
+        )
 
 
 def read_job(d: str) -> JobRows:
@@ -185,8 +200,7 @@ def scan_folder(d: str, scan: Scan) -> None:
             return None
         return scan.skipped.append(("unfinished", d, ""))
     job = read_job(d)
-    paired = [read_job(os.path.dirname(f))
-              for f in sorted(glob.glob(os.path.join(d, "paired", "*", "summary.csv")))]
+    paired = [read_job(os.path.dirname(f)) for f in sorted(glob.glob(os.path.join(d, "paired", "*", "summary.csv")))]
     runs = other_runs(job) | {p.run_id for p in paired if p.run_id != job.run_id}
     runs |= set().union(*(other_runs(p) for p in paired)) if paired else set()
     if runs:
@@ -265,10 +279,12 @@ def frames(jobs: dict[str, JobRows]) -> tuple[pd.DataFrame, pd.DataFrame, list[d
     alpha = sorted((c for c in summary if c.startswith("alpha_")), key=lambda c: int(c[6:]))
     summary = summary[[c for c in summary if not c.startswith("alpha_")] + alpha]
     parts = [j.steps for j in jobs.values() if len(j.steps)]
-    steps = pd.concat(parts, ignore_index=True).sort_values(STEP_ORDER).reset_index(drop=True) \
-        if parts else pd.DataFrame()
-    outputs = sorted((o for j in jobs.values() for o in j.outputs),
-                     key=lambda o: (str(o["config_hash"]), str(o["prompt_id"])))
+    steps = (
+        pd.concat(parts, ignore_index=True).sort_values(STEP_ORDER).reset_index(drop=True) if parts else pd.DataFrame()
+    )
+    outputs = sorted(
+        (o for j in jobs.values() for o in j.outputs), key=lambda o: (str(o["config_hash"]), str(o["prompt_id"]))
+    )
     return summary, steps, outputs
 
 
@@ -283,12 +299,15 @@ def read_vectors(out: str) -> pd.DataFrame | None:
         df = _csv(f)
         missing = [c for c in VECTOR_COLUMNS if c not in df]
         if missing:
-            raise CollectError(f"{f} lacks column(s) {', '.join(missing)}: regenerate it with "
-                               "`python -m specbench.study.calibrate`")
+            raise CollectError(
+                f"{f} lacks column(s) {', '.join(missing)}: regenerate it with `python -m specbench.study.calibrate`"
+            )
         for col, kind in VECTOR_COLUMNS.items():
             if kind is not str and pd.to_numeric(df[col], errors="coerce").isna().any():
-                raise CollectError(f"{f}: column {col} has a non-numeric value: regenerate it with "
-                                   "`python -m specbench.study.calibrate`")
+                raise CollectError(
+                    f"{f}: column {col} has a non-numeric value: regenerate it with "
+                    "`python -m specbench.study.calibrate`"
+                )
         parts.append(df)
     return pd.concat(parts, ignore_index=True) if parts else None
 
@@ -296,10 +315,12 @@ def read_vectors(out: str) -> pd.DataFrame | None:
 def derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """{file name: table}: acceptance_matrix.csv and (with greedy vectors) gap_to_optimum.csv."""
     from .acceptance import acceptance_matrix
+
     tables = {"acceptance_matrix.csv": acceptance_matrix(summary, steps)}
     vectors = read_vectors(out)
     if vectors is not None:
         from .optimum import gap_to_optimum
+
         tables["gap_to_optimum.csv"] = gap_to_optimum(summary, vectors)
     return tables
 
@@ -312,8 +333,10 @@ def write_derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> None:
 
 def write_all(out: str, summary, steps, outputs, tables: dict) -> None:
     """Every output together (summary last); a failure replaces none."""
-    files = {os.path.join(out, "steps.csv"): csv_writer(steps),
-             os.path.join(out, "outputs.jsonl"): text_writer(jsonl_text(outputs))}
+    files = {
+        os.path.join(out, "steps.csv"): csv_writer(steps),
+        os.path.join(out, "outputs.jsonl"): text_writer(jsonl_text(outputs)),
+    }
     files.update({os.path.join(out, name): csv_writer(df) for name, df in tables.items()})
     files[os.path.join(out, "summary.csv")] = csv_writer(summary)
     atomic_write_many(files)
@@ -348,11 +371,13 @@ def main(argv=None) -> None:
         raise SystemExit(f"specbench: error: {e}") from None
     except OSError as e:
         from ..core.atomic import os_line
+
         raise SystemExit(f"specbench: error: {os_line(e, args.out, '--out')} (nothing was replaced)") from None
     if orphans:
         print(f"specbench: dropped {orphans} step rows of {args.out}/steps.csv that had no summary row")
-    print(f"specbench: collected {len(summary)} configurations, {len(steps)} steps, "
-          f"{len(outputs)} outputs -> {args.out}/")
+    print(
+        f"specbench: collected {len(summary)} configurations, {len(steps)} steps, {len(outputs)} outputs -> {args.out}/"
+    )
 
 
 if __name__ == "__main__":

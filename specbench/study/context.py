@@ -12,6 +12,7 @@ none of them wires drafter, verifier, policy or decoding by hand.  A ``DecodePla
 only a tree and a verify spec (``jobspec.tree_spec`` / ``verify_spec``), so the API and
 the lossless check build one for a loaded pair without a whole job.
 """
+
 from __future__ import annotations
 
 import functools
@@ -47,12 +48,13 @@ def new_drafters(pair, draft_temperature: float, top_p: float):
 @dataclass(frozen=True)
 class DecodePlan:
     """How prompts are decoded: tree policy, verify mode, length, seed and batch."""
+
     tree: TreeSpec
     verify: VerifySpec
     max_new_tokens: int
     seed: int = 0
     batch_size: int = 1
-    measure_shift: bool = True         # exact first_token_tv / expected_accepted per step
+    measure_shift: bool = True  # exact first_token_tv / expected_accepted per step
 
     @classmethod
     def of(cls, job: JobSpec) -> DecodePlan:
@@ -83,13 +85,21 @@ class DecodePlan:
 
     def run(self, pair, prompts, verifier, progress=None) -> list[PromptResult]:
         """Every prompt (objects with ``.id`` and ``.ids``) through the one loop."""
-        return decode(prompts, self.drafters(pair), verifier, self.new_policy, self.decoding(eos_ids(pair)),
-                      progress, self.batch_size)
+        return decode(
+            prompts,
+            self.drafters(pair),
+            verifier,
+            self.new_policy,
+            self.decoding(eos_ids(pair)),
+            progress,
+            self.batch_size,
+        )
 
 
 @dataclass(frozen=True)
 class JobContext:
     """A job's inputs and engine parts, all from its spec (``context(job)``)."""
+
     job: JobSpec
 
     @cached_property
@@ -124,10 +134,16 @@ class JobContext:
         """(continuation key, draft-rank key additions) for the replay caches: content
         identities of the models, not their names."""
         job, v = self.job, self.job.verify
-        key = {"target": ident.target, "max_new_tokens": job.max_new_tokens, "dtype": job.dtype,
-               "device": job.device, "eos": sorted(int(e) for e in eos),
-               "temperature": v.temperature, "top_p": v.top_p}
-        draft = pair_id(ident, job.pair.drafter, job.pair.drafter_params)   # a layer subset has no draft model
+        key = {
+            "target": ident.target,
+            "max_new_tokens": job.max_new_tokens,
+            "dtype": job.dtype,
+            "device": job.device,
+            "eos": sorted(int(e) for e in eos),
+            "temperature": v.temperature,
+            "top_p": v.top_p,
+        }
+        draft = pair_id(ident, job.pair.drafter, job.pair.drafter_params)  # a layer subset has no draft model
         return key, {"draft": draft, "draft_temperature": v.draft_temperature, "draft_top_p": v.top_p}
 
     def store(self) -> DiskCache:
@@ -137,18 +153,26 @@ class JobContext:
         """(ranks, continuation) of every prompt, from the replay cache (computed where missing)."""
         key, draft_key = self.cache_keys(ident, eos)
         model = DRAFTERS.get(self.job.pair.drafter).rank_model(pair)
-        return replay.cached_ranks_many(self.store(), pair.target, model, key, draft_key,
-                                        [pr.ids for pr in prompts], self.job.continuation_batch, progress)
+        return replay.cached_ranks_many(
+            self.store(),
+            pair.target,
+            model,
+            key,
+            draft_key,
+            [pr.ids for pr in prompts],
+            self.job.continuation_batch,
+            progress,
+        )
 
     def continuation_verifier(self, pair, prompts, ident, progress=None) -> ContinuationVerifier:
         """Replay's verifier: the target's cached continuation of each prompt."""
         key, _ = self.cache_keys(ident, eos_ids(pair))
         ids = [pr.ids for pr in prompts]
-        conts = replay.cached_continuations(self.store(), pair.target, key, ids, self.job.continuation_batch,
-                                            progress)
+        conts = replay.cached_continuations(self.store(), pair.target, key, ids, self.job.continuation_batch, progress)
         by_prompt = dict(zip(map(tuple, ids), conts))
-        return ContinuationVerifier(lambda prompt_ids: by_prompt[tuple(prompt_ids)],
-                                    pair.target.get_output_embeddings().weight.shape[0])
+        return ContinuationVerifier(
+            lambda prompt_ids: by_prompt[tuple(prompt_ids)], pair.target.get_output_embeddings().weight.shape[0]
+        )
 
     def decode(self, pair, prompts, engine: str, ident) -> list[PromptResult]:
         """Every prompt through the engine: the one loop, live or drafted replay, or rank

@@ -21,6 +21,7 @@ Keys (top level, all optional): ``results_dir`` (default results), ``costs_repea
 names; default the ``pair`` group's), ``costs_dtypes`` (default ``dtype``).  Bad values,
 a bad dtype, pair or device are refused in one line before any model loads.
 """
+
 from __future__ import annotations
 
 import json
@@ -79,15 +80,24 @@ def forward_costs(kv: SlotKV, row: int, n: int, repeats: int) -> list[float]:
 
 def environment(pair) -> dict:
     import transformers
-    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "draft": pair.draft_name, "target": pair.target_name,
-            "device": str(pair.target.device), "dtype": str(pair.target.dtype).replace("torch.", "")}
+
+    return {
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "draft": pair.draft_name,
+        "target": pair.target_name,
+        "device": str(pair.target.device),
+        "dtype": str(pair.target.dtype).replace("torch.", ""),
+    }
 
 
-def cost_rows(pair, kv_len: int, repeats: int, sizes=SIZES, progress: bool = True,
-              memo: dict | None = None) -> list[dict]:
+def cost_rows(
+    pair, kv_len: int, repeats: int, sizes=SIZES, progress: bool = True, memo: dict | None = None
+) -> list[dict]:
     """Forward-cost rows of the pair's drafter model (role draft) and of its target;
     ``memo`` (model -> its measurements) measures a model shared by pairs once."""
     drafter_model = new_drafters(pair, 1.0, 1.0)().forward_model()
@@ -100,8 +110,10 @@ def cost_rows(pair, kv_len: int, repeats: int, sizes=SIZES, progress: bool = Tru
         key = (id(model), role)
         if key not in memo:
             memo[key] = measure(model, kv_len, repeats, sizes, f"{pair.name} {role} forward cost", progress)
-        rows += [{"role": role, "pair": pair.name, "dtype": dtype, "kv_len": kv_len, "repeats": repeats, **m}
-                 for m in memo[key]]
+        rows += [
+            {"role": role, "pair": pair.name, "dtype": dtype, "kv_len": kv_len, "repeats": repeats, **m}
+            for m in memo[key]
+        ]
     return rows
 
 
@@ -109,12 +121,13 @@ def measure(model, kv_len: int, repeats: int, sizes, desc: str, progress: bool) 
     """Median, min and max seconds of each forward size on a ``kv_len``-token slot cache."""
     kv = SlotKV(model)
     row = kv.add(torch.randint(*token_range(model), (kv_len + 1,)).tolist())
-    forward_costs(kv, row, 1, 1)                       # warm-up: the prefill and the first allocation
+    forward_costs(kv, row, 1, 1)  # warm-up: the prefill and the first allocation
     out = []
     for n in tqdm(sizes, desc=desc, disable=not progress):
         secs = forward_costs(kv, row, n, repeats)
-        out.append({"n_tokens": n, "seconds": statistics.median(secs), "seconds_min": min(secs),
-                    "seconds_max": max(secs)})
+        out.append(
+            {"n_tokens": n, "seconds": statistics.median(secs), "seconds_min": min(secs), "seconds_max": max(secs)}
+        )
     return out
 
 
@@ -137,6 +150,7 @@ def settings(job: JobSpec) -> tuple[str, int, int, list[JobSpec]]:
     """(results_dir, repeats, kv_len, [the job of each (pair, dtype) measured]) from the job
     spec's own keys (``JobSpec.extra``), refused in one line when out of range (no model load)."""
     from .checks import validate
+
     opts = job.extra
     out = str(opts.get("results_dir", "results"))
     repeats, kv_len = opts.get("costs_repeats", 5), opts.get("costs_kv_len", 256)
@@ -151,14 +165,14 @@ def settings(job: JobSpec) -> tuple[str, int, int, list[JobSpec]]:
             raise ConfigError(f"costs_pairs: {e}") from None
         for dtype in list(opts.get("costs_dtypes") or [job.dtype]):
             one = from_config({**job.to_dict(), "pair": pair_cfg, "dtype": dtype})
-            validate(one)                       # dtype, device, pair: the job spec's checks
+            validate(one)  # dtype, device, pair: the job spec's checks
             jobs.append(one)
     return out, repeats, kv_len, jobs
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
-    try:          # costs measure forwards: the tree group plays no part
+    try:  # costs measure forwards: the tree group plays no part
         job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
         out, repeats, kv_len, jobs = settings(job)
     except ConfigError as e:
@@ -172,8 +186,10 @@ def main(cfg: DictConfig) -> None:
     write_csv(merge_rows(os.path.join(out, "costs.csv"), rows), os.path.join(out, "costs.csv"))
     pair = context(job).load_pair()
     env = environment(pair)
-    atomic_write(os.path.join(out, "environment.json"),
-                 lambda tmp: open(tmp, "w").write(json.dumps(env, indent=1, sort_keys=True) + "\n"))
+    atomic_write(
+        os.path.join(out, "environment.json"),
+        lambda tmp: open(tmp, "w").write(json.dumps(env, indent=1, sort_keys=True) + "\n"),
+    )
     print(f"specbench: wrote {out}/costs.csv ({pair.name}) and {out}/environment.json")
 
 

@@ -6,6 +6,7 @@ load torch.  So the few declarations the report needs are copied here, and
 tests/test_registries.py checks each copy equals what its registry declares: a policy
 registered with a new declaration fails that test until it is copied here.
 """
+
 from __future__ import annotations
 
 # tree policy -> ``PolicySpec.draft_frontier``: the ``tree.*`` parameter that sizes the

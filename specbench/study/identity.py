@@ -26,6 +26,7 @@
   naming the key, before any load; a cached one while offline then loads from
   the cache without retries.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,11 +48,11 @@ CHUNK = 1 << 22
 
 @dataclass(frozen=True)
 class Identity:
-    draft: str | None       # model fingerprints (None: no draft model)
+    draft: str | None  # model fingerprints (None: no draft model)
     target: str
     dataset: str
-    dataset_label: str = ""                          # the rows' `dataset` (see dataset_label)
-    reads: dict = field(default_factory=dict)        # what the tree policy read (see tree_reads)
+    dataset_label: str = ""  # the rows' `dataset` (see dataset_label)
+    reads: dict = field(default_factory=dict)  # what the tree policy read (see tree_reads)
 
     def as_dict(self) -> dict:
         out = {"draft": self.draft, "target": self.target, "dataset": self.dataset}
@@ -79,12 +80,17 @@ def check_safetensors(path: Path, key: str) -> None:
             header = json.loads(fh.read(n)) if 0 < n <= size - 8 else None
         except (ValueError, UnicodeDecodeError):
             header = None
-    ends = [v["data_offsets"][1] for k, v in (header or {}).items()
-            if k != "__metadata__" and isinstance(v, dict) and "data_offsets" in v]
+    ends = [
+        v["data_offsets"][1]
+        for k, v in (header or {}).items()
+        if k != "__metadata__" and isinstance(v, dict) and "data_offsets" in v
+    ]
     want = 8 + n + max(ends, default=0)
     if header is None or size < want:
-        raise ConfigError(f"{key}: {path} is truncated or not a safetensors file ({size} of "
-                          f"{max(want, size + 1)} bytes): re-save or re-download the model")
+        raise ConfigError(
+            f"{key}: {path} is truncated or not a safetensors file ({size} of "
+            f"{max(want, size + 1)} bytes): re-save or re-download the model"
+        )
 
 
 def folder_digests(folder: Path, key: str) -> dict[str, str]:
@@ -110,13 +116,14 @@ def folder_digests(folder: Path, key: str) -> dict[str, str]:
         try:
             atomic_write(cache_path, lambda tmp: Path(tmp).write_text(json.dumps(cache, indent=1)))
         except OSError:
-            pass                       # a read-only folder: recompute next time
+            pass  # a read-only folder: recompute next time
     return out
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
     """Whether the Hugging Face hub answers a TCP connect (no retries), unless offline mode is set."""
     from huggingface_hub import constants
+
     if constants.HF_HUB_OFFLINE:
         return False
     url = urlparse(constants.ENDPOINT)
@@ -131,13 +138,16 @@ def check_hub(spec: ModelSpec) -> None:
     """A hub model must be in the local cache or the hub reachable (one line naming the key);
     cached and offline: later loads use the cache without retrying the network."""
     from huggingface_hub import constants, try_to_load_from_cache
+
     cached = isinstance(try_to_load_from_cache(spec.ref, "config.json"), str)
     if hub_reachable():
         return
     if not cached:
-        raise ConfigError(f"{spec.key}.id={spec.ref}: not in the local Hugging Face cache and the hub "
-                          f"({constants.ENDPOINT}) cannot be reached: download it first (`hf download "
-                          f"{spec.ref}`) or use a local folder ({spec.key}.source=local {spec.key}.path=DIR)")
+        raise ConfigError(
+            f"{spec.key}.id={spec.ref}: not in the local Hugging Face cache and the hub "
+            f"({constants.ENDPOINT}) cannot be reached: download it first (`hf download "
+            f"{spec.ref}`) or use a local folder ({spec.key}.source=local {spec.key}.path=DIR)"
+        )
     os.environ["HF_HUB_OFFLINE"] = "1"
     constants.HF_HUB_OFFLINE = True
 
@@ -152,6 +162,7 @@ def check_hub_models(job: JobSpec) -> None:
 def model_fingerprint(spec: ModelSpec, dtype: str) -> str:
     """The content identity of one model (see the module docstring)."""
     from ..inputs.models import model_folder
+
     folder = model_folder(spec.source, spec.ref, dtype, spec.key)
     if folder is None:
         return f"hub:{spec.ref}"
@@ -163,9 +174,10 @@ def dataset_fingerprint(dataset: DatasetSpec) -> str:
     """sha256 of the (id, text, task) rows the job will read; a bad file or an empty
     prompt is a one-line error (no model needed)."""
     from ..inputs.data import DATASETS, check_rows
+
     rows = DATASETS.get(dataset.name)(dataset.config)
     if dataset.limit is not None:
-        rows = rows[:dataset.limit]
+        rows = rows[: dataset.limit]
     check_rows(dataset.name, rows, dataset.limit)
     return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
 
@@ -181,8 +193,12 @@ def dataset_label(dataset: DatasetSpec) -> str:
 
 def job_identity(job: JobSpec) -> Identity:
     draft = model_fingerprint(job.pair.draft, job.dtype) if job.pair.draft else None
-    return Identity(draft, model_fingerprint(job.pair.target, job.dtype), dataset_fingerprint(job.dataset),
-                    dataset_label(job.dataset))
+    return Identity(
+        draft,
+        model_fingerprint(job.pair.target, job.dtype),
+        dataset_fingerprint(job.dataset),
+        dataset_label(job.dataset),
+    )
 
 
 def _file_param(value) -> Path | None:
@@ -190,6 +206,7 @@ def _file_param(value) -> Path | None:
     if not isinstance(value, str) or not value:
         return None
     from .. import CONF_DIR
+
     p = Path(os.path.expanduser(value))
     p = p if p.is_absolute() else Path(CONF_DIR).parent / p
     return p if p.is_file() else None
@@ -201,6 +218,7 @@ def tree_reads(job: JobSpec) -> dict:
     if not files:
         return {}
     from ..trees.policies import PathsPolicy, make_policy, policy_spec
+
     if policy_spec(job.tree.name).rank_replayable:
         policy = cast(PathsPolicy, make_policy(job.tree.name, job.tree.budget, job.tree.params))
         return {"tree_paths": [list(p) for p in policy.paths()]}

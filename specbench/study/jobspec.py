@@ -12,6 +12,7 @@ study layer take the spec's plain fields, never ``cfg``.
 ``JobSpec.to_dict()`` is the normalised config: what the config hash covers
 (with the content identity, see ``identity.py``) and what ``config.yaml`` holds.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,7 +29,7 @@ from ..inputs.models import DTYPES, SOURCES
 
 ENGINES = ("live", "replay", "auto")
 GROUPS = ("pair", "tree", "verify", "dataset")
-OPTIONAL = {"replay_cache": None}       # top-level keys config.yaml leaves out (set with +key=VALUE)
+OPTIONAL = {"replay_cache": None}  # top-level keys config.yaml leaves out (set with +key=VALUE)
 
 
 def _defaults() -> dict[str, Any]:
@@ -54,9 +55,9 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ModelSpec:
-    source: str                 # embedded | hub | local
-    ref: str                    # the embedded/hub id, or the local folder
-    key: str                    # its config key, e.g. pair.target (for messages)
+    source: str  # embedded | hub | local
+    ref: str  # the embedded/hub id, or the local folder
+    key: str  # its config key, e.g. pair.target (for messages)
 
     def as_dict(self) -> dict:
         return {"source": self.source, "path" if self.source == "local" else "id": self.ref}
@@ -65,16 +66,21 @@ class ModelSpec:
 @dataclass(frozen=True)
 class PairSpec:
     name: str
-    draft: ModelSpec | None     # None for a drafter without a draft model (ngram)
+    draft: ModelSpec | None  # None for a drafter without a draft model (ngram)
     target: ModelSpec
     drafter: str = "model"
     drafter_params: dict = field(default_factory=dict)
     chat_template: bool = False
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "draft": self.draft.as_dict() if self.draft else None,
-                "target": self.target.as_dict(), "drafter": self.drafter,
-                "chat_template": self.chat_template, **self.drafter_params}
+        return {
+            "name": self.name,
+            "draft": self.draft.as_dict() if self.draft else None,
+            "target": self.target.as_dict(),
+            "drafter": self.drafter,
+            "chat_template": self.chat_template,
+            **self.drafter_params,
+        }
 
 
 @dataclass(frozen=True)
@@ -93,8 +99,8 @@ class VerifySpec:
     temperature: float
     draft_temperature: float
     top_p: float
-    params: dict = field(default_factory=dict)     # every key, the three above included
-    paired_with: tuple = ()                        # modes verified on the same drafted trees
+    params: dict = field(default_factory=dict)  # every key, the three above included
+    paired_with: tuple = ()  # modes verified on the same drafted trees
 
     def as_dict(self) -> dict:
         extra = {"paired_with": list(self.paired_with)} if self.paired_with else {}
@@ -106,7 +112,7 @@ class DatasetSpec:
     name: str
     limit: int | None
     max_prompt_tokens: int | None
-    config: dict = field(default_factory=dict)     # every key, for the loader
+    config: dict = field(default_factory=dict)  # every key, for the loader
 
     def as_dict(self) -> dict:
         return dict(self.config)
@@ -129,14 +135,19 @@ class JobSpec:
     progress: bool = DEFAULTS["progress"]
     replay_cache: str | None = DEFAULTS["replay_cache"]
     exact_continuations: bool = DEFAULTS["exact_continuations"]
-    plugins: tuple = ()                            # modules imported first (study/plugins.py)
-    extra: dict = field(default_factory=dict)      # other top-level keys (e.g. costs_*), kept verbatim
+    plugins: tuple = ()  # modules imported first (study/plugins.py)
+    extra: dict = field(default_factory=dict)  # other top-level keys (e.g. costs_*), kept verbatim
 
     def to_dict(self, identity_only: bool = False) -> dict:
         """The normalised config; ``identity_only`` drops the keys that are not the job's identity
         (``NOT_IDENTITY``: where it runs and writes, and the plugin modules)."""
-        d = {"pair": self.pair.as_dict(), "tree": self.tree.as_dict(), "verify": self.verify.as_dict(),
-             "dataset": self.dataset.as_dict(), **self.extra}
+        d = {
+            "pair": self.pair.as_dict(),
+            "tree": self.tree.as_dict(),
+            "verify": self.verify.as_dict(),
+            "dataset": self.dataset.as_dict(),
+            **self.extra,
+        }
         d.update({k: getattr(self, k) for k in DEFAULTS}, plugins=list(self.plugins))
         return {k: v for k, v in d.items() if not (identity_only and k in NOT_IDENTITY)}
 
@@ -184,22 +195,26 @@ def _section(d: Mapping, key: str) -> dict:
 
 def _model(spec, key: str) -> ModelSpec:
     if not isinstance(spec, Mapping):
-        raise ConfigError(f"{key}={spec!r}: must be a model spec {{source: local, path: DIR}} "
-                          f"or {{source: embedded|hub, id: NAME}}")
+        raise ConfigError(
+            f"{key}={spec!r}: must be a model spec {{source: local, path: DIR}} or {{source: embedded|hub, id: NAME}}"
+        )
     source = spec.get("source")
     if source not in SOURCES:
         raise ConfigError(f"{key}.source={source!r}: must be one of {', '.join(SOURCES)}")
     field_ = "path" if source == "local" else "id"
     ref = spec.get(field_)
     if not ref:
-        raise ConfigError(f"{key}.{field_} is not set: add {key}.{field_}=" +
-                          ("DIR (a Hugging Face model folder)" if source == "local" else "NAME"))
+        raise ConfigError(
+            f"{key}.{field_} is not set: add {key}.{field_}="
+            + ("DIR (a Hugging Face model folder)" if source == "local" else "NAME")
+        )
     return ModelSpec(str(source), str(ref), key)
 
 
 def _drafter(name: str, params: dict):
     """The drafter class of pair.drafter, its own pair.* keys checked (no model needed)."""
     from ..drafting.drafters import DRAFTERS
+
     if name not in DRAFTERS:
         raise ConfigError(f"pair.drafter={name!r}: must be one of {', '.join(DRAFTERS.names())}")
     cls = DRAFTERS.get(name)
@@ -218,9 +233,14 @@ def _pair(d: Mapping) -> PairSpec:
     draft = p.get("draft")
     if needs_draft and draft is None:
         raise ConfigError(f"pair.draft is not set: pair.drafter={drafter} needs a draft model spec")
-    return PairSpec(name=str(p["name"]), draft=_model(draft, "pair.draft") if needs_draft else None,
-                    target=_model(p.get("target"), "pair.target"), drafter=drafter, drafter_params=params,
-                    chat_template=_bool(p.get("chat_template", False), "pair.chat_template"))
+    return PairSpec(
+        name=str(p["name"]),
+        draft=_model(draft, "pair.draft") if needs_draft else None,
+        target=_model(p.get("target"), "pair.target"),
+        drafter=drafter,
+        drafter_params=params,
+        chat_template=_bool(p.get("chat_template", False), "pair.chat_template"),
+    )
 
 
 def _rank_lists(value, key: str, fix: str, nested: bool) -> None:
@@ -229,8 +249,11 @@ def _rank_lists(value, key: str, fix: str, nested: bool) -> None:
         raise ConfigError(f"{key}={value!r}: must be a non-empty list; e.g. {fix}")
     for i, row in enumerate(value):
         items = row if nested else [row]
-        if not isinstance(items, list) or not items or any(
-                isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in items):
+        if (
+            not isinstance(items, list)
+            or not items
+            or any(isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in items)
+        ):
             raise ConfigError(f"{key}[{i}]={row!r}: must be integers >= 0; e.g. {fix}")
 
 
@@ -251,7 +274,8 @@ def _tree(d: Mapping) -> TreeSpec:
     params = {k: v for k, v in t.items() if k not in ("name", "budget")}
     from ..trees.base import POSITIVE, RANK_PATHS
     from ..trees.policies import param_checks
-    for k, check in param_checks().items():     # as the policies declare their parameters
+
+    for k, check in param_checks().items():  # as the policies declare their parameters
         if check["check"] == POSITIVE and params.get(k) is not None:
             params[k] = _int(params[k], f"tree.{k}", 1, f"set tree.{k} to 1 or more (null = default)")
         elif check["check"] != POSITIVE and k in params:
@@ -262,11 +286,12 @@ def _tree(d: Mapping) -> TreeSpec:
 def _verify(d: Mapping) -> VerifySpec:
     """The verify group merged over the mode spec's defaults (the only place they live)."""
     from ..verify.modes import get_mode
+
     v = _section(d, "verify")
     name = str(v.pop("name"))
     paired = _names(v.pop("paired_with", None), "verify.paired_with")
     try:
-        params = dict(get_mode(name).params(v))   # a plain dict: the config hash covers it
+        params = dict(get_mode(name).params(v))  # a plain dict: the config hash covers it
     except ValueError as e:
         raise ConfigError(str(e)) from None
     top_p = _float(params["top_p"], "verify.top_p", 0.0, 1.0, "use a value in (0, 1], e.g. verify.top_p=1")
@@ -278,8 +303,7 @@ def _verify(d: Mapping) -> VerifySpec:
 def _names(value, key: str) -> tuple:
     """A list of distinct names (a single name or null allowed)."""
     items = [] if value is None else [value] if isinstance(value, str) else value
-    if not isinstance(items, list) or not all(isinstance(x, str) and x for x in items) \
-            or len(set(items)) != len(items):
+    if not isinstance(items, list) or not all(isinstance(x, str) and x for x in items) or len(set(items)) != len(items):
         raise ConfigError(f"{key}={value!r}: must be a list of distinct mode names, e.g. {key}=[block]")
     return tuple(items)
 
@@ -318,7 +342,7 @@ def resolved(cfg) -> dict:
     """The config as a plain dict; a ??? value or a broken interpolation is a ConfigError."""
     if isinstance(cfg, Mapping) and not isinstance(cfg, DictConfig):
         cfg = OmegaConf.create(dict(cfg))
-    if "hydra" in cfg:                        # compose(..., return_hydra_config=True)
+    if "hydra" in cfg:  # compose(..., return_hydra_config=True)
         cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
     missing = _missing(cfg)
     if missing:
@@ -339,20 +363,28 @@ def from_config(cfg) -> JobSpec:
     """The typed spec of a composed config (DictConfig or dict)."""
     d = resolved(cfg)
     from .plugins import import_plugins
-    plugins = import_plugins(d.get("plugins"))   # before any registry name is read (study/plugins.py)
+
+    plugins = import_plugins(d.get("plugins"))  # before any registry name is read (study/plugins.py)
     top = {**DEFAULTS, **{k: d[k] for k in DEFAULTS if k in d and d[k] is not None}}
     return JobSpec(
-        pair=_pair(d), tree=_tree(d), verify=_verify(d), dataset=_dataset(d),
+        pair=_pair(d),
+        tree=_tree(d),
+        verify=_verify(d),
+        dataset=_dataset(d),
         max_new_tokens=_int(top["max_new_tokens"], "max_new_tokens", 1, "e.g. max_new_tokens=64"),
         seed=_int(top["seed"], "seed", 0, "e.g. seed=0"),
-        device=str(top["device"]), dtype=_choice(top["dtype"], "dtype", DTYPES),
+        device=str(top["device"]),
+        dtype=_choice(top["dtype"], "dtype", DTYPES),
         engine=_choice(top["engine"], "engine", ENGINES),
         batch_size=_int(top["batch_size"], "batch_size", 1, "prompts per target forward, e.g. batch_size=1"),
-        resume=_bool(top["resume"], "resume"), out_root=str(top["out_root"]),
+        resume=_bool(top["resume"], "resume"),
+        out_root=str(top["out_root"]),
         progress=_bool(top["progress"], "progress"),
         replay_cache=None if top["replay_cache"] is None else str(top["replay_cache"]),
-        exact_continuations=_bool(top["exact_continuations"], "exact_continuations"), plugins=plugins,
-        extra={k: v for k, v in d.items() if k not in DEFAULTS and k not in GROUPS})
+        exact_continuations=_bool(top["exact_continuations"], "exact_continuations"),
+        plugins=plugins,
+        extra={k: v for k, v in d.items() if k not in DEFAULTS and k not in GROUPS},
+    )
 
 
 def pair_config(name: str) -> dict:

@@ -23,6 +23,7 @@
 Lives outside run.py so launcher workers (joblib, submitit) import it by name,
 which registers the resolver there too.
 """
+
 from __future__ import annotations
 
 import glob
@@ -42,14 +43,15 @@ from .results import RESUMED_FILE
 
 USER_ERRORS = (ValueError, UnknownName, OSError, FloatingPointError)
 ERROR_FILE = "error.txt"
-FAILED: list[str] = []        # job folders that failed in this process (error.txt or not)
-STARTED: list[str] = []       # job folders started in this process
+FAILED: list[str] = []  # job folders that failed in this process (error.txt or not)
+STARTED: list[str] = []  # job folders started in this process
 
 
 def compose(overrides):
     """conf/config.yaml composed with ``overrides`` (no job folder, no Hydra run)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
+
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return hydra_compose("config", overrides=list(overrides))
 
@@ -72,7 +74,7 @@ def clear_stale(out_dir: str) -> None:
 def run_guarded(job_fn, out_dir: str, overrides=None) -> int:
     """Call job_fn(); 0 on success, else write error.txt (if it can), print one line, return
     2 (bad input) or 1 (anything else).  ``overrides`` go to ``.hydra/overrides.yaml`` first."""
-    logging.raiseExceptions = False          # a log record a full disk cannot take is not a traceback
+    logging.raiseExceptions = False  # a log record a full disk cannot take is not a traceback
     STARTED.append(os.path.abspath(out_dir))
     try:
         clear_stale(out_dir)
@@ -80,7 +82,7 @@ def run_guarded(job_fn, out_dir: str, overrides=None) -> int:
             write_text(os.path.join(out_dir, ".hydra", "overrides.yaml"), OmegaConf.to_yaml(list(overrides)))
         job_fn()
         return 0
-    except Exception as e:           # noqa: BLE001  (every failure must reach the disk or the count)
+    except Exception as e:  # noqa: BLE001  (every failure must reach the disk or the count)
         line = one_line(e)
         FAILED.append(os.path.abspath(out_dir))
         try:
@@ -94,10 +96,14 @@ def run_guarded(job_fn, out_dir: str, overrides=None) -> int:
 def job_folders(sweep_dir: str) -> set[str]:
     """A sweep's job folders: those holding ``.hydra``, and the sweep folder's non-hidden
     subfolders (a job whose disk refused every write leaves only its folder)."""
-    marked = {os.path.dirname(os.path.abspath(p))
-              for p in glob.glob(os.path.join(sweep_dir, "**", ".hydra"), recursive=True)}
-    top = {os.path.abspath(e.path) for e in os.scandir(sweep_dir) if e.is_dir() and not e.name.startswith(".")} \
-        if os.path.isdir(sweep_dir) else set()
+    marked = {
+        os.path.dirname(os.path.abspath(p)) for p in glob.glob(os.path.join(sweep_dir, "**", ".hydra"), recursive=True)
+    }
+    top = (
+        {os.path.abspath(e.path) for e in os.scandir(sweep_dir) if e.is_dir() and not e.name.startswith(".")}
+        if os.path.isdir(sweep_dir)
+        else set()
+    )
     return marked | {d for d in top if not any(m.startswith(d + os.sep) for m in marked)}
 
 
@@ -112,8 +118,10 @@ def failed_jobs(sweep_dir: str) -> tuple[list[str], list[str], int]:
     Like error.txt, this reads the sweep folder: with a fixed ``hydra.sweep.dir``, an earlier
     run's unfinished folder there counts as well (collect lists it as skipped too)."""
     jobs = job_folders(sweep_dir) | set(STARTED)
-    failed = {os.path.dirname(os.path.abspath(p))
-              for p in glob.glob(os.path.join(sweep_dir, "**", ERROR_FILE), recursive=True)}
+    failed = {
+        os.path.dirname(os.path.abspath(p))
+        for p in glob.glob(os.path.join(sweep_dir, "**", ERROR_FILE), recursive=True)
+    }
     failed |= set(FAILED) | {d for d in jobs if not finished(d)}
     silent = sorted(d for d in failed if not os.path.exists(os.path.join(d, ERROR_FILE)))
     return sorted(failed), silent, len(jobs | failed)
@@ -125,8 +133,13 @@ class FailureReport(Callback):
     def on_multirun_end(self, config, **kwargs) -> None:
         failed, silent, n = failed_jobs(str(config.hydra.sweep.dir))
         if failed:
-            note = (f"; {len(silent)} of them could not write error.txt (free space, then rerun): "
-                    f"{', '.join(silent)}" if silent else "")
-            print(f"specbench: {len(failed)} of {n} jobs failed (see error.txt): {', '.join(failed)}{note}",
-                  file=sys.stderr)
+            note = (
+                f"; {len(silent)} of them could not write error.txt (free space, then rerun): {', '.join(silent)}"
+                if silent
+                else ""
+            )
+            print(
+                f"specbench: {len(failed)} of {n} jobs failed (see error.txt): {', '.join(failed)}{note}",
+                file=sys.stderr,
+            )
             sys.exit(1)

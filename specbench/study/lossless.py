@@ -58,6 +58,7 @@ the same pair_id, dataset, prefix, mode (and its child rule and order), temperat
 top_p and seed (``REPLACE_KEY``): a rerun with another ``seed=`` adds an independent
 replication beside them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,13 +75,53 @@ from .lossless_check import check_prompt, informative_prefix
 from .lossless_power import draws_for_power, parse_variant
 
 ROOT = Path(__file__).resolve().parents[2]
-COLUMNS = ["pair", "pair_id", "draft", "target", "dataset", "prefix_id", "prefix_tokens", "verify", "child_rule",
-           "sibling_order", "tree", "budget", "temperature", "top_p", "dtype", "seed", "n_draws", "n_bins", "chi2",
-           "chi2_p", "tv", "tv_null", "p_max", "tv_target", "alpha", "power", "target_forwards", "wall_s"]
+COLUMNS = [
+    "pair",
+    "pair_id",
+    "draft",
+    "target",
+    "dataset",
+    "prefix_id",
+    "prefix_tokens",
+    "verify",
+    "child_rule",
+    "sibling_order",
+    "tree",
+    "budget",
+    "temperature",
+    "top_p",
+    "dtype",
+    "seed",
+    "n_draws",
+    "n_bins",
+    "chi2",
+    "chi2_p",
+    "tv",
+    "tv_null",
+    "p_max",
+    "tv_target",
+    "alpha",
+    "power",
+    "target_forwards",
+    "wall_s",
+]
 CONTROL_COLUMNS = COLUMNS + ["exact_tv", "rejected"]
-REPLACE_KEY = ["pair_id", "dataset", "prefix_id", "prefix_tokens", "verify", "child_rule", "sibling_order", "tree",
-               "budget", "temperature", "top_p", "seed", "n_draws"]     # a run at another N adds its rows
-NUMERIC_KEY = ("prefix_tokens", "budget", "temperature", "top_p", "seed", "n_draws")   # a CSV reads 1.0 back as 1
+REPLACE_KEY = [
+    "pair_id",
+    "dataset",
+    "prefix_id",
+    "prefix_tokens",
+    "verify",
+    "child_rule",
+    "sibling_order",
+    "tree",
+    "budget",
+    "temperature",
+    "top_p",
+    "seed",
+    "n_draws",
+]  # a run at another N adds its rows
+NUMERIC_KEY = ("prefix_tokens", "budget", "temperature", "top_p", "seed", "n_draws")  # a CSV reads 1.0 back as 1
 
 
 def sampling_modes() -> list[str]:
@@ -98,20 +139,23 @@ def reported_modes() -> list[str]:
 def replace_keys(table: pd.DataFrame) -> list[tuple]:
     """Each row's ``REPLACE_KEY``: the numeric columns as floats, identifiers as text (a hash
     like 3726142e8142 is not a number)."""
+
     def norm(column, v):
         if column in NUMERIC_KEY:
             return float(v)
-        return "" if v is None or v != v else str(v)       # an empty cell reads back as NaN
+        return "" if v is None or v != v else str(v)  # an empty cell reads back as NaN
+
     return [tuple(norm(c, v) for c, v in zip(REPLACE_KEY, row)) for row in table[REPLACE_KEY].to_numpy()]
 
 
 def merge_rows(path: Path, new: pd.DataFrame) -> pd.DataFrame:
     """``new`` plus the rows of ``path`` with another ``REPLACE_KEY``."""
     from .results import read_csv
+
     if not path.exists():
         return new
     old = read_csv(str(path))
-    for c in REPLACE_KEY:                          # rows written before a key column existed
+    for c in REPLACE_KEY:  # rows written before a key column existed
         if c not in old.columns:
             old[c] = ""
     keys = set(replace_keys(new))
@@ -121,10 +165,17 @@ def merge_rows(path: Path, new: pd.DataFrame) -> pd.DataFrame:
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="python -m specbench.study.lossless", description=__doc__.split("\n\n")[1])
-    ap.add_argument("--draws", default="auto", help="seeded one-step draws per mode and prefix (N), or auto: "
-                    "the fewest with --power against --tv at --alpha over --max-bins bins")
-    ap.add_argument("--modes", default=",".join(reported_modes()), help="comma-separated verify modes "
-                    "(NAME or NAME[key=value;...], e.g. mss[order=storage])")
+    ap.add_argument(
+        "--draws",
+        default="auto",
+        help="seeded one-step draws per mode and prefix (N), or auto: "
+        "the fewest with --power against --tv at --alpha over --max-bins bins",
+    )
+    ap.add_argument(
+        "--modes",
+        default=",".join(reported_modes()),
+        help="comma-separated verify modes (NAME or NAME[key=value;...], e.g. mss[order=storage])",
+    )
     ap.add_argument("--control", default="ratio,typical", help="lossy rules run as positive controls ('' = none)")
     ap.add_argument("--tv", type=float, default=0.02, help="first-token TV the check must detect")
     ap.add_argument("--power", type=float, default=0.9, help="probability of detecting it (sets --draws auto)")
@@ -135,12 +186,19 @@ def parse_args(argv):
     ap.add_argument("--chain-budget", type=int, default=4, help="chain length for chain-only modes")
     ap.add_argument("--tree", default="binary", help="tree shape for the other modes")
     ap.add_argument("--tree-budget", type=int, default=16)
-    ap.add_argument("--prefix-search", type=int, default=32,
-                    help="cut each prompt where the target is least certain among its last K tokens (0: no cut)")
+    ap.add_argument(
+        "--prefix-search",
+        type=int,
+        default=32,
+        help="cut each prompt where the target is least certain among its last K tokens (0: no cut)",
+    )
     ap.add_argument("--warm", default="48,160", help="memo warm-up: likeliest draft paths per depth")
     ap.add_argument("--batch", type=int, default=32, help="draws in flight per step of the loop")
-    ap.add_argument("--out", default="results/lossless_check.csv", help="CSV (relative: repo root); the "
-                    "controls go to lossless_control.csv beside it")
+    ap.add_argument(
+        "--out",
+        default="results/lossless_check.csv",
+        help="CSV (relative: repo root); the controls go to lossless_control.csv beside it",
+    )
     return ap.parse_known_args(argv)
 
 
@@ -148,8 +206,7 @@ def check_args(args) -> tuple[int, list[str], list[str]]:
     """(N, modes, controls) from the arguments, or a one-line ValueError."""
     if args.max_bins < 2:
         raise ValueError(f"--max-bins={args.max_bins}: must be >= 2")
-    n = draws_for_power(args.max_bins - 1, args.tv, args.alpha, args.power) if args.draws == "auto" \
-        else int(args.draws)
+    n = draws_for_power(args.max_bins - 1, args.tv, args.alpha, args.power) if args.draws == "auto" else int(args.draws)
     if n < 1:
         raise ValueError(f"--draws={args.draws}: must be >= 1 or auto")
     modes = [m for m in args.modes.split(",") if m]
@@ -157,8 +214,9 @@ def check_args(args) -> tuple[int, list[str], list[str]]:
     for m in modes:
         name, own = parse_variant(m)
         if name not in sampling_modes():
-            raise ValueError(f"--modes: {m!r} is not a lossless sampling mode: use any of "
-                             f"{', '.join(sampling_modes())}")
+            raise ValueError(
+                f"--modes: {m!r} is not a lossless sampling mode: use any of {', '.join(sampling_modes())}"
+            )
         get_mode(name).params(own)
     for m in controls:
         if get_mode(parse_variant(m)[0]).lossless:
@@ -169,6 +227,7 @@ def check_args(args) -> tuple[int, list[str], list[str]]:
 def write_rows(out: Path, rows: list[dict], keys: dict, columns: list[str]) -> None:
     table = merge_rows(out, pd.DataFrame([{**keys, **r} for r in rows])[columns])
     from .results import write_csv
+
     write_csv(table.sort_values(["pair_id", "dataset", "prefix_id", "verify"], kind="mergesort"), str(out))
 
 
@@ -176,6 +235,7 @@ def main(argv=None) -> None:
     args, overrides = parse_args(argv)
     from . import identity, jobspec
     from .launch import compose
+
     try:
         n, modes, controls = check_args(args)
         job = jobspec.from_config(compose(overrides))
@@ -187,20 +247,32 @@ def main(argv=None) -> None:
         trees = {"chain": ("chain", args.chain_budget), "tree": (args.tree, args.tree_budget)}
         widths = [int(w) for w in args.warm.split(",") if w]
         test = {"tv": args.tv, "alpha": args.alpha, "max_bins": args.max_bins}
-        prompts = [replace(pr, ids=informative_prefix(pair.target, pr.ids, args.temperature, args.top_p,
-                                                      args.prefix_search)) for pr in prompts]
-        rows = [r for i, pr in enumerate(prompts) for r in check_prompt(
-            pair, pr, i, modes + controls, trees, n, params, job.seed, widths, args.batch, test)]
+        prompts = [
+            replace(pr, ids=informative_prefix(pair.target, pr.ids, args.temperature, args.top_p, args.prefix_search))
+            for pr in prompts
+        ]
+        rows = [
+            r
+            for i, pr in enumerate(prompts)
+            for r in check_prompt(pair, pr, i, modes + controls, trees, n, params, job.seed, widths, args.batch, test)
+        ]
     except (ValueError, KeyError, FileNotFoundError) as e:
         sys.exit(f"specbench: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
-    keys = {"pair": job.pair.name, "pair_id": identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params),
-            "draft": pair.draft_name, "target": pair.target_name, "dataset": job.dataset.name, "dtype": job.dtype}
+    keys = {
+        "pair": job.pair.name,
+        "pair_id": identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params),
+        "draft": pair.draft_name,
+        "target": pair.target_name,
+        "dataset": job.dataset.name,
+        "dtype": job.dtype,
+    }
     out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
     lossy = {parse_variant(m)[0] for m in controls}
     write_rows(out, [r for r in rows if r["verify"] not in lossy], keys, COLUMNS)
     if controls:
-        write_rows(out.with_name("lossless_control.csv"), [r for r in rows if r["verify"] in lossy], keys,
-                   CONTROL_COLUMNS)
+        write_rows(
+            out.with_name("lossless_control.csv"), [r for r in rows if r["verify"] in lossy], keys, CONTROL_COLUMNS
+        )
     print(f"specbench: lossless check ({len(rows)} rows, {n} draws each) -> {out}")
 
 

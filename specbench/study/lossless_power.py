@@ -9,6 +9,7 @@ So ``power(n, df, tv, alpha)`` = P(χ²_df(4Nδ²) > χ²_df quantile at 1 - alp
 lower bound on the probability that a rule that far from the target is rejected, and
 ``draws_for_power`` is the smallest N reaching a target power.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,6 +20,7 @@ MODE_VARIANT = re.compile(r"^([a-z_0-9]+)(?:\[([^\]]*)\])?$")
 def power(n: int, df: int, tv: float, alpha: float) -> float:
     """Lower bound on the χ² test's power against any law at binned TV ``tv`` (module docstring)."""
     from scipy.stats import chi2, ncx2
+
     if df < 1 or n < 1:
         return float("nan")
     return float(ncx2.sf(chi2.isf(alpha, df), df, 4.0 * n * tv * tv))
@@ -27,8 +29,10 @@ def power(n: int, df: int, tv: float, alpha: float) -> float:
 def draws_for_power(df: int, tv: float, alpha: float, target: float) -> int:
     """Smallest N with ``power(N, df, tv, alpha) >= target`` (bisection on N)."""
     if not 0 < target < 1 or not 0 < alpha < 1 or tv <= 0 or df < 1:
-        raise ValueError(f"power target {target}, alpha {alpha}, tv {tv}, df {df}: need 0 < power, alpha < 1, "
-                         "tv > 0 and at least 2 bins")
+        raise ValueError(
+            f"power target {target}, alpha {alpha}, tv {tv}, df {df}: need 0 < power, alpha < 1, "
+            "tv > 0 and at least 2 bins"
+        )
     lo, hi = 1, 2
     while power(hi, df, tv, alpha) < target:
         lo, hi = hi, hi * 2

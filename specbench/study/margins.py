@@ -14,6 +14,7 @@ a tree forward differently from a one-token forward); a large margin would be a 
 quotes the margin beside each divergence.  A pair that conf/pair can't compose (pair=local, whose
 paths were given on the command line) is skipped with a note.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,21 @@ import pandas as pd
 
 from .results import first_divergence, read_csv, read_outputs, write_csv
 
-COLUMNS = ["pair", "pair_id", "dataset", "dtype", "max_new_tokens", "config_hash", "baseline_hash",
-           "prompt_id", "position", "token", "baseline_token", "margin", "top2_margin"]
+COLUMNS = [
+    "pair",
+    "pair_id",
+    "dataset",
+    "dtype",
+    "max_new_tokens",
+    "config_hash",
+    "baseline_hash",
+    "prompt_id",
+    "position",
+    "token",
+    "baseline_token",
+    "margin",
+    "top2_margin",
+]
 MATCH = ["pair_id", "dataset", "dtype", "max_new_tokens"]
 
 
@@ -48,24 +62,38 @@ def divergences(summary: pd.DataFrame, outputs: dict) -> list[dict]:
             x, y = outputs[(r["config_hash"], prompt)], outputs[(bh, prompt)]
             pos = first_divergence(x, y)
             if pos is not None and pos < min(len(x), len(y)):
-                rows.append({**{k: r[k] for k in ["pair"] + MATCH}, "config_hash": r["config_hash"],
-                             "baseline_hash": bh, "prompt_id": prompt, "position": pos, "token": x[pos],
-                             "baseline_token": y[pos], "prefix": y[:pos]})
+                rows.append(
+                    {
+                        **{k: r[k] for k in ["pair"] + MATCH},
+                        "config_hash": r["config_hash"],
+                        "baseline_hash": bh,
+                        "prompt_id": prompt,
+                        "position": pos,
+                        "token": x[pos],
+                        "baseline_token": y[pos],
+                        "prefix": y[:pos],
+                    }
+                )
     return rows
 
 
 def logit_margins(model, prompt_ids: list[int], rows: list[dict]) -> list[dict]:
     """Each row with its margins from one forward of ``model`` over prompt + the shared prefix."""
     import torch
+
     out = []
     for r in rows:
         ids = torch.tensor([list(prompt_ids) + list(r["prefix"])], device=model.device)
         with torch.no_grad():
             logits = model(input_ids=ids).logits[0, -1].float()
         top = torch.topk(logits, 2).values
-        out.append({**{k: r[k] for k in COLUMNS if k in r},
-                    "margin": float(logits[r["baseline_token"]] - logits[r["token"]]),
-                    "top2_margin": float(top[0] - top[1])})
+        out.append(
+            {
+                **{k: r[k] for k in COLUMNS if k in r},
+                "margin": float(logits[r["baseline_token"]] - logits[r["token"]]),
+                "top2_margin": float(top[0] - top[1]),
+            }
+        )
     return out
 
 
@@ -76,21 +104,24 @@ def measure(rows: list[dict]) -> tuple[list[dict], list[str]]:
     from . import identity, jobspec
     from .context import context
     from .launch import compose
+
     done, notes = [], []
-    for (pair, pid, dataset, dtype), group in pd.DataFrame(rows).groupby(["pair", "pair_id", "dataset", "dtype"],
-                                                                         dropna=False):
+    for (pair, pid, dataset, dtype), group in pd.DataFrame(rows).groupby(
+        ["pair", "pair_id", "dataset", "dtype"], dropna=False
+    ):
         where = f"{pair} [{pid}] on {dataset} ({dtype})"
         try:
-            job = jobspec.from_config(compose([f"pair={pair}", f"dataset={dataset}", f"dtype={dtype}",
-                                               "dataset.limit=null"]))
+            job = jobspec.from_config(
+                compose([f"pair={pair}", f"dataset={dataset}", f"dtype={dtype}", "dataset.limit=null"])
+            )
             ident = identity.job_identity(job)
-        except Exception as e:                       # noqa: BLE001 (a pair conf/pair can't compose)
+        except Exception as e:  # noqa: BLE001 (a pair conf/pair can't compose)
             notes.append(f"{where}: skipped ({str(e).splitlines()[0]})")
             continue
         if identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params) != pid:
             notes.append(f"{where}: skipped (the installed models are not the ones that produced these results)")
             continue
-        model = models.load_model(job.pair.target.as_dict(), "float32", job.device)    # the target alone
+        model = models.load_model(job.pair.target.as_dict(), "float32", job.device)  # the target alone
         ctx = context(job)
         prompts = {p.id: p.ids for p in ctx.prompts(ctx.tokenizer())}
         for prompt, g in group.groupby("prompt_id", sort=True):

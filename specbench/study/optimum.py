@@ -15,6 +15,7 @@ never by its name; only a vector file without that column falls back to the name
 The 1 is the bonus token (tokens_per_step counts it; it is one less at EOS / the length limit,
 so measured is a hair below 1 + acceptance_length).
 """
+
 from __future__ import annotations
 
 import json
@@ -23,12 +24,27 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-if TYPE_CHECKING:      # core.tree loads torch: only when a shape is made (``static_paths``)
+if TYPE_CHECKING:  # core.tree loads torch: only when a shape is made (``static_paths``)
     from ..core.tree import RankPath
 
-COLUMNS = ["pair", "dataset", "dtype", "config_hash", "tree", "tree_params", "budget", "n_prompts",
-           "tokens_per_step", "tokens_per_step_lo", "tokens_per_step_hi", "predicted", "optimum",
-           "fraction", "model_gap", "vector_n"]
+COLUMNS = [
+    "pair",
+    "dataset",
+    "dtype",
+    "config_hash",
+    "tree",
+    "tree_params",
+    "budget",
+    "n_prompts",
+    "tokens_per_step",
+    "tokens_per_step_lo",
+    "tokens_per_step_hi",
+    "predicted",
+    "optimum",
+    "fraction",
+    "model_gap",
+    "vector_n",
+]
 
 
 def _pair_key(pair_id, pair) -> str:
@@ -54,6 +70,7 @@ def greedy_vectors(vectors: pd.DataFrame | None) -> dict[tuple[str, str], tuple[
 def static_paths(tree: str, budget: int, params: str) -> list[RankPath] | None:
     """The shape's rank paths, or None for a policy that is not a static shape (adaptive, eagle2, ...)."""
     from ..trees.policies import StaticShape, make_policy
+
     p = json.loads(params) if isinstance(params, str) and params else {}
     policy = make_policy(tree, int(budget), p)
     return policy.paths() if isinstance(policy, StaticShape) else None
@@ -62,17 +79,27 @@ def static_paths(tree: str, budget: int, params: str) -> list[RankPath] | None:
 def gap_to_optimum(summary: pd.DataFrame, vectors: pd.DataFrame | None) -> pd.DataFrame:
     """One row per greedy static-shape configuration whose pair and dataset have a vector."""
     from ..trees.sequoia import expected_accepted, optimal_paths
+
     vecs = greedy_vectors(vectors)
     greedy = summary[(summary.temperature.astype(float) == 0) & (summary.budget > 0)]
     rows = []
     for r in greedy.sort_values(["pair", "dataset", "budget", "config_hash"]).to_dict("records"):
-        vec = (vecs.get((_pair_key(r.get("pair_id"), r["pair"]), str(r["dataset"])))
-               or vecs.get((_pair_key(None, r["pair"]), str(r["dataset"]))))
+        vec = vecs.get((_pair_key(r.get("pair_id"), r["pair"]), str(r["dataset"]))) or vecs.get(
+            (_pair_key(None, r["pair"]), str(r["dataset"]))
+        )
         if not vec or (paths := static_paths(r["tree"], r["budget"], r["tree_params"])) is None:
             continue
         best = 1.0 + expected_accepted(optimal_paths(vec[0], int(r["budget"])), vec[0])
         pred = 1.0 + expected_accepted(paths, vec[0])
         tps = float(r["tokens_per_step"])
-        rows.append({**{c: r.get(c, np.nan) for c in COLUMNS[:11]}, "predicted": pred, "optimum": best,
-                     "fraction": tps / best, "model_gap": pred - tps, "vector_n": vec[1]})
+        rows.append(
+            {
+                **{c: r.get(c, np.nan) for c in COLUMNS[:11]},
+                "predicted": pred,
+                "optimum": best,
+                "fraction": tps / best,
+                "model_gap": pred - tps,
+                "vector_n": vec[1],
+            }
+        )
     return pd.DataFrame(rows, columns=COLUMNS)

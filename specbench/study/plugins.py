@@ -21,6 +21,7 @@ README's "Extending" table says: a shape (``@static_shape``), a verify mode
 * ``config_dirs(searchpath)``: conf/ and the ``file://`` folders of a ``hydra.searchpath``,
   where the command-line checks find a group's option files.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -34,24 +35,27 @@ KEY = "plugins"
 def plugin_names(value) -> list[str]:
     """The module names of a ``plugins`` value (a list, one name, or null)."""
     from .jobspec import ConfigError
+
     names = [] if value is None else [value] if isinstance(value, str) else value
     if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n.strip() for n in names):
-        raise ConfigError(f"{KEY}={value!r}: must be a list of importable module names, "
-                          f"e.g. {KEY}=[my_pkg.my_entries]")
+        raise ConfigError(f"{KEY}={value!r}: must be a list of importable module names, e.g. {KEY}=[my_pkg.my_entries]")
     return [n.strip() for n in names]
 
 
 def import_plugins(value) -> tuple[str, ...]:
     """Import every module of a ``plugins`` value (see the module docstring); returns the names."""
     from .jobspec import ConfigError
+
     names = plugin_names(value)
     for name in names:
         try:
             importlib.import_module(name)
         except ImportError as e:
-            raise ConfigError(f"{KEY}=[{','.join(names)}]: cannot import {name} ({e}); put its folder on "
-                              f"PYTHONPATH or fix the name (a module name, e.g. my_pkg.my_entries, not a "
-                              f"file path)") from None
+            raise ConfigError(
+                f"{KEY}=[{','.join(names)}]: cannot import {name} ({e}); put its folder on "
+                f"PYTHONPATH or fix the name (a module name, e.g. my_pkg.my_entries, not a "
+                f"file path)"
+            ) from None
     return tuple(names)
 
 
@@ -76,6 +80,7 @@ def config_dirs(searchpath=()) -> list[str] | None:
 def hydra_searchpath() -> list[str]:
     """The running Hydra app's ``hydra.searchpath`` ([] outside one)."""
     from hydra.core.hydra_config import HydraConfig
+
     return list(HydraConfig.get().searchpath) if HydraConfig.initialized() else []
 
 

@@ -12,6 +12,7 @@ Registered on import of ``specbench.study``, so every app composing the study co
   (launcher workers included): so all the jobs of one command share it, and two
   sweeps started in the same second into one ``out_root`` never share a folder.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,7 +37,7 @@ def job_dirname(overrides, exclude=()) -> str:
         items.append(f"{key}{eq}{value}")
     name = ",".join(items) or "default"
     if len(name) > MAX_NAME_CHARS:
-        name = name[:MAX_NAME_CHARS - 12] + "-h" + hashlib.sha1(name.encode()).hexdigest()[:10]
+        name = name[: MAX_NAME_CHARS - 12] + "-h" + hashlib.sha1(name.encode()).hexdigest()[:10]
     return name
 
 

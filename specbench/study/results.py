@@ -8,6 +8,7 @@ Metric definitions (also in README.md and REPORT.md):
   alpha_d           = P(accepted >= d | accepted >= d-1 and tree_depth >= d)   (EAGLE)
 CIs are 95% percentile bootstraps over prompts (seeded, 1000 resamples).
 """
+
 from __future__ import annotations
 
 import glob
@@ -25,14 +26,37 @@ from omegaconf import OmegaConf
 
 from ..core.atomic import atomic_write, atomic_write_many
 
-if TYPE_CHECKING:        # the report reads CSVs through this module: no torch import here
+if TYPE_CHECKING:  # the report reads CSVs through this module: no torch import here
     from .identity import Identity
     from .jobspec import JobSpec
 
-KEY_COLUMNS = ["config_hash", "run_id", "pair", "pair_id", "draft", "target", "tree", "tree_params",
-               "budget", "verify", "lossless", "temperature", "draft_temperature", "top_p", "dataset",
-               "seed", "max_new_tokens", "dtype", "device", "engine", "batch_size", "pair_key", "pair_role",
-               "child_rule", "sibling_order"]
+KEY_COLUMNS = [
+    "config_hash",
+    "run_id",
+    "pair",
+    "pair_id",
+    "draft",
+    "target",
+    "tree",
+    "tree_params",
+    "budget",
+    "verify",
+    "lossless",
+    "temperature",
+    "draft_temperature",
+    "top_p",
+    "dataset",
+    "seed",
+    "max_new_tokens",
+    "dtype",
+    "device",
+    "engine",
+    "batch_size",
+    "pair_key",
+    "pair_role",
+    "child_rule",
+    "sibling_order",
+]
 # pair_key: the config_hash of the decode whose drafted trees (and target rows) the row verified;
 # pair_role: "decode" (the mode the decode followed) or "paired" (a verify.paired_with mode on
 # those trees).  Rows sharing a pair_key were verified on the same trees.
@@ -45,26 +69,43 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{uuid.uuid4().hex[:8]}"
 
 
-def row_keys(job: JobSpec, ident: Identity, names: tuple[str, str], lossless: bool, engine: str,
-             run_id: str) -> dict:
+def row_keys(job: JobSpec, ident: Identity, names: tuple[str, str], lossless: bool, engine: str, run_id: str) -> dict:
     """The configuration columns every row carries; ``names`` = (draft, target) labels."""
     from .identity import config_hash, pair_id
+
     v = job.verify
     return {
-        "config_hash": config_hash(job, ident), "run_id": run_id, "pair": job.pair.name,
-        "pair_id": pair_id(ident, job.pair.drafter, job.pair.drafter_params), "draft": names[0], "target": names[1],
-        "tree": job.tree.name, "tree_params": json.dumps(job.tree.params, sort_keys=True),
-        "budget": job.tree.budget, "verify": v.name, "lossless": bool(lossless),
-        "temperature": v.temperature, "draft_temperature": v.draft_temperature, "top_p": v.top_p,
-        "dataset": ident.dataset_label or job.dataset.name, "seed": job.seed, "max_new_tokens": job.max_new_tokens,
-        "dtype": job.dtype, "device": job.device, "engine": engine, "batch_size": job.batch_size,
-        "pair_key": config_hash(job, ident), "pair_role": "decode", **_mode_tags(v),
+        "config_hash": config_hash(job, ident),
+        "run_id": run_id,
+        "pair": job.pair.name,
+        "pair_id": pair_id(ident, job.pair.drafter, job.pair.drafter_params),
+        "draft": names[0],
+        "target": names[1],
+        "tree": job.tree.name,
+        "tree_params": json.dumps(job.tree.params, sort_keys=True),
+        "budget": job.tree.budget,
+        "verify": v.name,
+        "lossless": bool(lossless),
+        "temperature": v.temperature,
+        "draft_temperature": v.draft_temperature,
+        "top_p": v.top_p,
+        "dataset": ident.dataset_label or job.dataset.name,
+        "seed": job.seed,
+        "max_new_tokens": job.max_new_tokens,
+        "dtype": job.dtype,
+        "device": job.device,
+        "engine": engine,
+        "batch_size": job.batch_size,
+        "pair_key": config_hash(job, ident),
+        "pair_role": "decode",
+        **_mode_tags(v),
     }
 
 
 def _mode_tags(v) -> dict:
     from ..verify.modes import get_mode  # torch: imported only when rows are written
     from ..verify.modespec import row_tags
+
     spec = get_mode(v.name)
     return row_tags(spec, spec.params(v.params))
 
@@ -76,9 +117,11 @@ def steps_frame(keys: dict, records: Sequence) -> pd.DataFrame:
 
 def _metrics(df: pd.DataFrame) -> dict:
     drafted = df.tree_size.sum()
-    return {"acceptance_rate": df.accepted.sum() / drafted if drafted > 0 else float("nan"),
-            "acceptance_length": df.accepted.mean(),
-            "tokens_per_step": df.emitted.mean()}
+    return {
+        "acceptance_rate": df.accepted.sum() / drafted if drafted > 0 else float("nan"),
+        "acceptance_length": df.accepted.mean(),
+        "tokens_per_step": df.emitted.mean(),
+    }
 
 
 def bootstrap(df: pd.DataFrame, seed: int = 0) -> dict:
@@ -87,15 +130,13 @@ def bootstrap(df: pd.DataFrame, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     sums = np.array([[g.accepted.sum(), g.tree_size.sum(), g.emitted.sum(), len(g)] for g in groups], float)
     idx = rng.integers(0, len(groups), size=(N_BOOT, len(groups)))
-    s = sums[idx].sum(axis=1)                      # [N_BOOT, 4]
+    s = sums[idx].sum(axis=1)  # [N_BOOT, 4]
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(s[:, 1] > 0, s[:, 0] / np.maximum(s[:, 1], 1), np.nan)
-    stats = {"acceptance_rate": rate,
-             "acceptance_length": s[:, 0] / s[:, 3],
-             "tokens_per_step": s[:, 2] / s[:, 3]}
+    stats = {"acceptance_rate": rate, "acceptance_length": s[:, 0] / s[:, 3], "tokens_per_step": s[:, 2] / s[:, 3]}
     out = {}
     for k, v in stats.items():
-        v = v[~np.isnan(v)]                       # resamples with nothing drafted have no rate
+        v = v[~np.isnan(v)]  # resamples with nothing drafted have no rate
         out[f"{k}_lo"], out[f"{k}_hi"] = np.percentile(v, [2.5, 97.5]) if len(v) else (np.nan, np.nan)
     return out
 
@@ -110,23 +151,47 @@ def alphas(df: pd.DataFrame) -> dict:
 
 def summarize(keys: dict, steps: pd.DataFrame, wall_s: float, hist: list[int]) -> pd.DataFrame:
     row = dict(keys)
-    row.update(n_prompts=steps.prompt_id.nunique(), n_steps=len(steps),
-               new_tokens=int(steps.emitted.sum()))
+    row.update(n_prompts=steps.prompt_id.nunique(), n_steps=len(steps), new_tokens=int(steps.emitted.sum()))
     row.update(_metrics(steps))
     row.update(bootstrap(steps, seed=int(keys["seed"])))
-    row.update(first_token_tv=steps.first_token_tv.mean(),
-               expected_accepted=steps.expected_accepted.mean(),
-               draft_s=steps.draft_s.sum(), verify_s=steps.verify_s.sum(), wall_s=wall_s,
-               tokens_per_s=(steps.emitted.sum() / wall_s) if wall_s > 0 else float("nan"),
-               accept_hist=json.dumps(hist))
+    row.update(
+        first_token_tv=steps.first_token_tv.mean(),
+        expected_accepted=steps.expected_accepted.mean(),
+        draft_s=steps.draft_s.sum(),
+        verify_s=steps.verify_s.sum(),
+        wall_s=wall_s,
+        tokens_per_s=(steps.emitted.sum() / wall_s) if wall_s > 0 else float("nan"),
+        accept_hist=json.dumps(hist),
+    )
     row.update(alphas(steps))
     return pd.DataFrame([row])
 
 
 # identifier columns stay text: a hash like 3726142e8142 would otherwise be read as a float
-TEXT_COLUMNS = {c: str for c in ("config_hash", "run_id", "pair", "pair_id", "draft", "target", "tree", "tree_params", "verify",
-                                  "dataset", "engine", "prompt_id", "accept_path", "role",
-                                  "path_children", "pair_key", "pair_role", "sibling_order", "child_rule")}
+TEXT_COLUMNS = {
+    c: str
+    for c in (
+        "config_hash",
+        "run_id",
+        "pair",
+        "pair_id",
+        "draft",
+        "target",
+        "tree",
+        "tree_params",
+        "verify",
+        "dataset",
+        "engine",
+        "prompt_id",
+        "accept_path",
+        "role",
+        "path_children",
+        "pair_key",
+        "pair_role",
+        "sibling_order",
+        "child_rule",
+    )
+}
 
 
 def read_csv(path: str) -> pd.DataFrame:
@@ -146,6 +211,7 @@ def text_writer(text: str):
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
+
     return write
 
 
@@ -165,7 +231,7 @@ def mark_resumed(out_dir: str, done: str) -> None:
     try:
         atomic_write(os.path.join(out_dir, RESUMED_FILE), text_writer(f"{done}\n"))
     except OSError:
-        pass                      # the skip stands; the folder then reads as unfinished
+        pass  # the skip stands; the folder then reads as unfinished
 
 
 def clear_job(out_dir: str) -> None:
@@ -178,11 +244,19 @@ def clear_job(out_dir: str) -> None:
     paired = os.path.join(out_dir, PAIRED_DIR)
     if os.path.isdir(paired):
         import shutil
+
         shutil.rmtree(paired)
 
 
-def write_job(out_dir: str, job: JobSpec, ident: Identity, steps: pd.DataFrame,
-              summary: pd.DataFrame, outputs: Sequence[dict], paired: dict | None = None) -> None:
+def write_job(
+    out_dir: str,
+    job: JobSpec,
+    ident: Identity,
+    steps: pd.DataFrame,
+    summary: pd.DataFrame,
+    outputs: Sequence[dict],
+    paired: dict | None = None,
+) -> None:
     """Every file of a job, all or none (a full disk leaves none): each paired mode's
     steps and summary under ``paired/<mode>/`` (``paired``: {mode: (steps, summary)}),
     then steps.csv, outputs.jsonl, config.yaml, and summary.csv last: a summary marks a
@@ -228,8 +302,10 @@ def read_outputs(path: str) -> dict[tuple[str, str], list[int]]:
                 row = json.loads(line)
                 out[(str(row["config_hash"]), str(row["prompt_id"]))] = [int(t) for t in row["token_ids"]]
             except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object with config_hash, prompt_id "
-                                 "and token_ids; regenerate it with `python -m specbench.collect`") from None
+                raise ValueError(
+                    f"{path}:{lineno}: expected a JSON object with config_hash, prompt_id "
+                    "and token_ids; regenerate it with `python -m specbench.collect`"
+                ) from None
     return out
 
 

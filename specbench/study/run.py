@@ -12,6 +12,7 @@ this module calls into the engine.  With
 trees, see ``engine.loop.paired_generators``) go to ``paired/<mode>/`` under
 the job folder, with their own config hash and the job's as ``pair_key``.
 """
+
 from __future__ import annotations
 
 import sys
@@ -34,54 +35,63 @@ from .context import context
 def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
     """Run one job into out_dir; returns its summary row (None if resumed)."""
     job = jobspec.from_config(cfg)
-    checks.check_no_extra(job)                  # +foo=1: refused, not a silent new hash
-    ident = identity.job_identity(job)          # content fingerprints: no model loads
-    job, ident = identity.bind(job, ident)   # + what the tree reads (Sequoia's vector)
+    checks.check_no_extra(job)  # +foo=1: refused, not a silent new hash
+    ident = identity.job_identity(job)  # content fingerprints: no model loads
+    job, ident = identity.bind(job, ident)  # + what the tree reads (Sequoia's vector)
     engine, mode = checks.validate(job)
     chash = identity.config_hash(job, ident)
     if job.resume and (finished := results.find_finished(job.out_root, chash)):
         print(f"specbench: skip {chash}: already finished in {finished}")
         results.mark_resumed(out_dir, finished)
         return None
-    identity.check_hub_models(job)              # offline: one line now, not ~90 s of retries
-    results.clear_job(out_dir)                  # this folder never holds files of two runs
+    identity.check_hub_models(job)  # offline: one line now, not ~90 s of retries
+    results.clear_job(out_dir)  # this folder never holds files of two runs
     ctx = context(job)
     prompts = ctx.prompts(ctx.tokenizer())
-    checks.check_context(job, ctx.positions(), prompts)   # no weights yet
+    checks.check_context(job, ctx.positions(), prompts)  # no weights yet
     pair = ctx.load_pair()
     t0 = time.perf_counter()
     done = ctx.decode(pair, prompts, engine, ident)
     wall = time.perf_counter() - t0
     records = [r for d in done for r in d.records]
     outputs = [{"prompt_id": d.prompt_id, "token_ids": [int(t) for t in d.tokens]} for d in done]
-    keys = results.row_keys(job, ident, (pair.draft_name, pair.target_name), mode.lossless, engine,
-                            results.new_run_id())
+    keys = results.row_keys(
+        job, ident, (pair.draft_name, pair.target_name), mode.lossless, engine, results.new_run_id()
+    )
     steps = results.steps_frame(keys, records)
     summary = results.summarize(keys, steps, wall, accept_histogram(records))
     texts = [{**o, "text": pair.tokenizer.decode(o["token_ids"])} for o in outputs]
     paired = {}
     for k, name in enumerate(job.verify.paired_with):
         recs = [r for d in done for r in d.paired[k]]
-        pkeys = {**keys, "config_hash": identity.paired_hash(chash, name), "verify": name,
-                 "lossless": get_mode(name).lossless, "pair_role": "paired",
-                 **row_tags(get_mode(name), checks.paired_params(job.verify, name))}
+        pkeys = {
+            **keys,
+            "config_hash": identity.paired_hash(chash, name),
+            "verify": name,
+            "lossless": get_mode(name).lossless,
+            "pair_role": "paired",
+            **row_tags(get_mode(name), checks.paired_params(job.verify, name)),
+        }
         psteps = results.steps_frame(pkeys, recs)
         paired[name] = (psteps, results.summarize(pkeys, psteps, float("nan"), accept_histogram(recs)))
     results.write_job(out_dir, job, ident, steps, summary, texts, paired)
     s = summary.iloc[0]
-    print(f"specbench: {chash} {keys['pair']} {keys['tree']}/{keys['budget']} {keys['verify']} "
-          f"[{engine}] acceptance_rate={s.acceptance_rate:.3f} acceptance_length={s.acceptance_length:.3f} "
-          f"tokens_per_step={s.tokens_per_step:.3f} ({s.n_steps} steps, {wall:.1f}s) -> {out_dir}")
+    print(
+        f"specbench: {chash} {keys['pair']} {keys['tree']}/{keys['budget']} {keys['verify']} "
+        f"[{engine}] acceptance_rate={s.acceptance_rate:.3f} acceptance_length={s.acceptance_length:.3f} "
+        f"tokens_per_step={s.tokens_per_step:.3f} ({s.n_steps} steps, {wall:.1f}s) -> {out_dir}"
+    )
     return summary
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
-    code = launch.run_guarded(lambda: run_job(cfg, hc.runtime.output_dir), hc.runtime.output_dir,
-                              list(hc.overrides.task))
+    code = launch.run_guarded(
+        lambda: run_job(cfg, hc.runtime.output_dir), hc.runtime.output_dir, list(hc.overrides.task)
+    )
     if code and hc.mode != RunMode.MULTIRUN:
-        sys.exit(code)        # a multirun goes on; FailureReport counts the failures at its end
+        sys.exit(code)  # a multirun goes on; FailureReport counts the failures at its end
 
 
 def cli() -> None:

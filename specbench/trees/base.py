@@ -9,6 +9,7 @@ its drafting is charged (``draft_frontier``).
 Adding a shape is one ``@static_shape(name, Params)`` function; adding another policy
 is one ``register_policy(name, Class, Params)`` call.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -46,8 +47,9 @@ class Params:
         kw = {}
         for key, value in given.items():
             if key not in known:
-                raise ValueError(f"tree.{key}: not a parameter of tree={policy}; "
-                                 f"valid: {', '.join(sorted(known)) or 'none'}")
+                raise ValueError(
+                    f"tree.{key}: not a parameter of tree={policy}; valid: {', '.join(sorted(known)) or 'none'}"
+                )
             if value is None:
                 continue
             if known[key].metadata.get("check") == POSITIVE:
@@ -78,6 +80,7 @@ def as_positive(value: Any, key: str) -> int:
 class TreePolicy:
     """Base policy: a name, the budget N (draft tokens per step) and its typed parameters.
     ``kind`` is the drafter capability it needs (``Drafter.grows``)."""
+
     name: str
     budget: int
     params: Params = field(default_factory=Params)
@@ -89,6 +92,7 @@ class TreePolicy:
 
 class PathsPolicy(Protocol):
     """A policy of kind ``paths``: this step's rank-path list."""
+
     name: str
     budget: int
 
@@ -100,12 +104,13 @@ class PathsPolicy(Protocol):
 @dataclass(frozen=True)
 class PolicySpec:
     """One registered tree policy (see the module docstring)."""
+
     name: str
-    make: Callable[[str, int, Any], TreePolicy]     # (name, budget, params) -> a fresh policy
+    make: Callable[[str, int, Any], TreePolicy]  # (name, budget, params) -> a fresh policy
     params: type[Params] = Params
-    chain: bool = False                  # every tree it drafts is a single chain
-    shape: Callable[..., list[RankPath]] | None = None   # static shapes: fn(budget, params) -> paths
-    listed_order: bool = False           # a static shape's list is trimmed in its listed order
+    chain: bool = False  # every tree it drafts is a single chain
+    shape: Callable[..., list[RankPath]] | None = None  # static shapes: fn(budget, params) -> paths
+    listed_order: bool = False  # a static shape's list is trimmed in its listed order
     kind: str = "paths"
     # How its drafting is charged (the report's projected speedup, ``report.speedup.draft_cost``):
     # the ``tree.*`` parameter that sizes the frontier its drafter forwards at each depth
@@ -123,14 +128,20 @@ class PolicySpec:
 POLICIES: Registry[PolicySpec] = Registry("tree policy")
 
 
-def register_policy(name: str, cls: type[TreePolicy], params: type[Params] = Params, chain: bool = False,
-                    draft_frontier: str | None = None) -> None:
+def register_policy(
+    name: str,
+    cls: type[TreePolicy],
+    params: type[Params] = Params,
+    chain: bool = False,
+    draft_frontier: str | None = None,
+) -> None:
     POLICIES.add(name, PolicySpec(name, cls, params, chain, kind=cls.kind, draft_frontier=draft_frontier))
 
 
 @dataclass
 class StaticShape(TreePolicy):
     """A fixed rank-path shape at exactly ``budget`` nodes (the budget rule of ``core.tree``)."""
+
     spec: PolicySpec | None = None
 
     def __post_init__(self) -> None:
@@ -141,8 +152,9 @@ class StaticShape(TreePolicy):
         return self._paths
 
 
-def static_paths(fn: Callable[..., list[RankPath]], name: str, budget: int, params: Params,
-                 listed_order: bool = False) -> list[RankPath]:
+def static_paths(
+    fn: Callable[..., list[RankPath]], name: str, budget: int, params: Params, listed_order: bool = False
+) -> list[RankPath]:
     """The rank paths of the static shape ``fn`` at exactly ``budget`` nodes."""
     if budget is None or int(budget) < 1:
         raise ValueError(f"tree.budget={budget}: the budget (number of draft tokens) must be >= 1")
@@ -153,18 +165,20 @@ def static_paths(fn: Callable[..., list[RankPath]], name: str, budget: int, para
     return fit_budget(paths, int(budget), listed_order)
 
 
-def static_shape(name: str, params: type[Params] = Params, listed_order: bool = False,
-                 chain: bool = False) -> Callable:
+def static_shape(name: str, params: type[Params] = Params, listed_order: bool = False, chain: bool = False) -> Callable:
     """Register a static shape ``fn(budget, params) -> rank paths`` (possibly more than the
     budget: the budget rule trims them) as the tree policy ``name``."""
+
     def deco(fn: Callable[..., list[RankPath]]) -> Callable[..., list[RankPath]]:
         spec: PolicySpec
 
         def make(n: str, budget: int, p: Params) -> TreePolicy:
             return StaticShape(n, budget, p, spec=spec)
+
         spec = PolicySpec(name, make, params, chain, fn, listed_order)
         POLICIES.add(name, spec)
         return fn
+
     return deco
 
 

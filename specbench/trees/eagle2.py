@@ -26,6 +26,7 @@ refuses sampling modes that are lossless only for sampled children.
 The policy (``policies.Eagle2Policy``) holds the parameters; a model drafter
 grows it with ``grow`` + ``select`` over its ``begin`` / ``extend`` primitives.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -45,13 +46,16 @@ def check_params(budget: int, width: int, depth: int) -> None:
         raise ValueError(f"eagle2: tree.width={width} and tree.depth={depth} must be >= 1")
     cap = width + (depth - 1) * width * width
     if budget > cap:
-        raise ValueError(f"eagle2: tree.budget={budget} exceeds the {cap} candidates of width={width}, "
-                         f"depth={depth}: raise tree.width or tree.depth")
+        raise ValueError(
+            f"eagle2: tree.budget={budget} exceeds the {cap} candidates of width={width}, "
+            f"depth={depth}: raise tree.width or tree.depth"
+        )
 
 
 @dataclass(frozen=True)
 class Eagle2Params(Params):
     """Width k (frontier nodes expanded per depth) and depth D (draft forwards)."""
+
     width: int = positive(DEFAULT_WIDTH)
     depth: int = positive(DEFAULT_DEPTH)
 
@@ -59,6 +63,7 @@ class Eagle2Params(Params):
 @dataclass
 class Candidates:
     """Every node EAGLE-2 scored in one step (the root is index -1)."""
+
     root_token: int
     root_slot: int
     parent: list[int] = field(default_factory=list)
@@ -66,12 +71,12 @@ class Candidates:
     rank: list[int] = field(default_factory=list)
     score: list[float] = field(default_factory=list)
     depth: list[int] = field(default_factory=list)
-    slot: list[int] = field(default_factory=list)          # -1 unless forwarded
-    q_rows: dict = field(default_factory=dict)             # candidate (or -1) -> q row
+    slot: list[int] = field(default_factory=list)  # -1 unless forwarded
+    q_rows: dict = field(default_factory=dict)  # candidate (or -1) -> q row
 
     def add_children(self, parent: int, logits: torch.Tensor, k: int) -> list[int]:
         logp = torch.log_softmax(logits.double(), dim=-1)
-        top = top_tokens(logp, k).tolist()          # = stable full argsort's first k, 15x cheaper
+        top = top_tokens(logp, k).tolist()  # = stable full argsort's first k, 15x cheaper
         base = 0.0 if parent < 0 else self.score[parent]
         d = 1 if parent < 0 else self.depth[parent] + 1
         new = []
@@ -94,13 +99,11 @@ def grow(drafter, width: int, depth: int):
     """Run the expansion phase: `depth` draft forwards, k nodes each after the first (a
     level generator over the drafter's ``begin`` / ``extend``; returns the Candidates)."""
     root_logits = yield from drafter.begin()
-    cand = Candidates(root_token=int(drafter.pending[-1]),
-                      root_slot=drafter.root_slot)
+    cand = Candidates(root_token=int(drafter.pending[-1]), root_slot=drafter.root_slot)
     cand.q_rows[-1] = drafter.q(root_logits)
     frontier = cand.add_children(-1, root_logits, width)
     for _ in range(depth - 1):
-        parent_slots = [cand.root_slot if cand.parent[c] < 0 else cand.slot[cand.parent[c]]
-                        for c in frontier]
+        parent_slots = [cand.root_slot if cand.parent[c] < 0 else cand.slot[cand.parent[c]] for c in frontier]
         logits = yield from drafter.extend(parent_slots, [cand.token[c] for c in frontier])
         base = len(drafter.side_parents) - len(frontier)
         new: list[int] = []
@@ -119,11 +122,10 @@ def select(cand: Candidates, n: int) -> DraftTree:
     for c in keep:
         if cand.parent[c] >= 0 and cand.parent[c] not in kept:
             raise AssertionError("eagle2: the top-N candidates are not prefix-closed")
-    order: list[int] = []                       # breadth-first: by depth, parent position, rank
+    order: list[int] = []  # breadth-first: by depth, parent position, rank
     pos = {-1: 0}
     for d in range(1, max((cand.depth[c] for c in keep), default=0) + 1):
-        level = sorted((c for c in keep if cand.depth[c] == d),
-                       key=lambda c: (pos[cand.parent[c]], cand.rank[c]))
+        level = sorted((c for c in keep if cand.depth[c] == d), key=lambda c: (pos[cand.parent[c]], cand.rank[c]))
         for c in level:
             pos[c] = len(order) + 1
             order.append(c)
@@ -135,7 +137,11 @@ def select(cand: Candidates, n: int) -> DraftTree:
     for i, c in enumerate(order, start=1):
         if c in has_kids:
             q[i] = cand.q_rows[c]
-    return DraftTree(parents=[-1] + [pos[cand.parent[c]] for c in order],
-                     tokens=torch.tensor([cand.root_token] + [cand.token[c] for c in order]),
-                     ranks=[0] + [cand.rank[c] for c in order], q=q,
-                     slots=[cand.root_slot] + [cand.slot[c] for c in order], child_rule="topk")
+    return DraftTree(
+        parents=[-1] + [pos[cand.parent[c]] for c in order],
+        tokens=torch.tensor([cand.root_token] + [cand.token[c] for c in order]),
+        ranks=[0] + [cand.rank[c] for c in order],
+        q=q,
+        slots=[cand.root_slot] + [cand.slot[c] for c in order],
+        child_rule="topk",
+    )

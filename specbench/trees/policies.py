@@ -18,6 +18,7 @@ A drafter refuses a kind it does not grow with a one-line error naming the
 policies it supports (``drafters.check_supported``).
 Importing this module registers every policy.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -40,8 +41,20 @@ from .base import (
 from .eagle2 import Eagle2Params, check_params
 from .sequoia import SequoiaParams
 
-__all__ = ["POLICIES", "Params", "PolicySpec", "StaticShape", "TreePolicy", "param_checks", "make_policy",
-           "policy_spec", "shape_paths", "as_budget", "SequoiaParams", "PathsPolicy"]
+__all__ = [
+    "POLICIES",
+    "Params",
+    "PolicySpec",
+    "StaticShape",
+    "TreePolicy",
+    "param_checks",
+    "make_policy",
+    "policy_spec",
+    "shape_paths",
+    "as_budget",
+    "SequoiaParams",
+    "PathsPolicy",
+]
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,7 @@ class AdaptiveChain(TreePolicy):
     "heuristic" schedule, seed 002): +2 after a step that accepted every draft
     token, -1 otherwise; floor 1, cap = ``budget``.  Starts at ``params.start``
     (default min(budget, 4)); a fresh policy per prompt restarts it."""
+
     params: StartParams = field(default_factory=StartParams)
     length: int = 0
 
@@ -72,6 +86,7 @@ class AdaptiveChain(TreePolicy):
 @dataclass
 class Eagle2Policy(TreePolicy):
     """EAGLE-2: width k, depth D (``eagle2.Eagle2Params``), checked against the budget."""
+
     params: Eagle2Params = field(default_factory=Eagle2Params)
     kind: ClassVar[str] = "eagle2"
 
@@ -89,6 +104,7 @@ class DepthParams(Params):
 class NgramTrie(TreePolicy):
     """The n-gram drafter's token trie of every match's continuation, best first,
     until it holds ``budget`` nodes; no node deeper than ``depth`` (default: budget)."""
+
     params: DepthParams = field(default_factory=DepthParams)
     kind: ClassVar[str] = "ngram_trie"
 
@@ -101,6 +117,7 @@ class NgramTrie(TreePolicy):
 class MergedParams(Params):
     """The n-gram share of the budget, the model part's policy and that policy's own
     parameters (every other ``tree.*`` key, checked by the model policy)."""
+
     ngram_share: float = 0.5
     shape: str = "chain"
     model: Mapping[str, Any] = field(default_factory=dict)
@@ -120,6 +137,7 @@ class Merged(TreePolicy):
     """SpecInfer's merged tree: the n-gram trie claims up to ``ngram_share`` of the
     budget (as many nodes as its matches supply), the draft model grows ``shape``
     (any paths or eagle2 policy, with the remaining parameters) with the rest."""
+
     params: MergedParams = field(default_factory=MergedParams)
     kind: ClassVar[str] = "merged"
 
@@ -129,7 +147,7 @@ class Merged(TreePolicy):
             raise ValueError(f"tree.ngram_share={self.share}: must be in [0, 1) so the model drafts >= 1 node")
         self.shape = str(self.params.shape)
         self._model: dict[int, TreePolicy] = {}
-        self.model_policy(self.budget)                 # validate the model shape now
+        self.model_policy(self.budget)  # validate the model shape now
 
     def model_policy(self, budget: int) -> TreePolicy:
         """The model part's policy at this step's model budget (made once per budget)."""
@@ -144,11 +162,12 @@ class Merged(TreePolicy):
 @dataclass
 class NoTree(TreePolicy):
     """Budget 0: the target alone (plain decoding), the baseline for measured speedup."""
+
     kind: ClassVar[str] = "none"
 
 
 register_policy("adaptive_chain", AdaptiveChain, StartParams, chain=True)
-register_policy("eagle2", Eagle2Policy, Eagle2Params, draft_frontier="width")   # top-`width` frontier per depth
+register_policy("eagle2", Eagle2Policy, Eagle2Params, draft_frontier="width")  # top-`width` frontier per depth
 register_policy("ngram_trie", NgramTrie, DepthParams)
 register_policy("merged", Merged, MergedParams)
 register_policy("none", NoTree, chain=True)

@@ -19,6 +19,7 @@ and T_d[n, b] the best value of n nodes whose root has b children,
 (Sequoia's T[n,b] = max_m T[n-m, b-1] + P[b]·Tmax[m] with a depth index;
 ranks here are 0-based).  The tree of N draft tokens is G_D[N + 1] - 1.
 """
+
 from __future__ import annotations
 
 import csv
@@ -38,7 +39,7 @@ from .base import Params, positive, static_shape
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VECTOR = "results/acceptance_vector.csv"
 CALIBRATE_HINT = "python -m specbench.study.calibrate"
-AUTO = "auto"           # tree.calib_pair_id: the job's own pair_id
+AUTO = "auto"  # tree.calib_pair_id: the job's own pair_id
 
 
 def expected_accepted(paths: Sequence[Sequence[int]], vector: Sequence[float]) -> float:
@@ -60,8 +61,8 @@ def _solve(vector: tuple[float, ...], n_nodes: int, depth: int):
     K, P = len(vector), np.asarray(vector, dtype=np.float64)
     size = n_nodes + 1
     g_prev = np.full(size, -np.inf)
-    g_prev[1] = 1.0                                    # depth 0: a lone node
-    tables = []                                        # per d: (arg_m [size, K+1], best_b [size])
+    g_prev[1] = 1.0  # depth 0: a lone node
+    tables = []  # per d: (arg_m [size, K+1], best_b [size])
     for _ in range(depth):
         t = np.full((size, K + 1), -np.inf)
         t[1, 0] = 1.0
@@ -70,7 +71,7 @@ def _solve(vector: tuple[float, ...], n_nodes: int, depth: int):
         for b in range(1, K + 1):
             child = np.where(feasible, P[b - 1] * np.where(feasible, g_prev, 0.0), -np.inf)
             for n in range(2, size):
-                m = np.arange(1, n)                    # size of the rank-(b-1) child's subtree
+                m = np.arange(1, n)  # size of the rank-(b-1) child's subtree
                 vals = t[n - m, b - 1] + child[m]
                 j = int(np.argmax(vals))
                 t[n, b], arg_m[n, b] = vals[j], m[j]
@@ -93,17 +94,17 @@ def optimal_paths(vector: Sequence[float], budget: int, depth: int | None = None
     if budget < 1 or depth < 1:
         raise ValueError(f"sequoia: budget={budget} and depth={depth} must be >= 1")
     while sum(len(vec) ** d for d in range(1, depth + 1)) < budget:
-        vec += (0.0,)                 # too few ranks to place N nodes: extra ranks are worth 0
+        vec += (0.0,)  # too few ranks to place N nodes: extra ranks are worth 0
     tables, g = _solve(vec, budget + 1, depth)
     assert math.isfinite(g[budget + 1])
     paths: list[RankPath] = []
 
-    def build(prefix: RankPath, n: int, d: int) -> None:     # subtree of n nodes, depth budget d
+    def build(prefix: RankPath, n: int, d: int) -> None:  # subtree of n nodes, depth budget d
         if n == 1:
             return
         arg_m, best_b = tables[d - 1]
         b = int(best_b[n])
-        while b > 0:                                          # peel children b-1, b-2, ..., 0
+        while b > 0:  # peel children b-1, b-2, ..., 0
             m = int(arg_m[n, b])
             child = prefix + (b - 1,)
             paths.append(child)
@@ -125,17 +126,23 @@ def _read_rows(file: str, mtime_ns: int) -> tuple[dict, ...]:
         return tuple(csv.DictReader(f))
 
 
-def load_vector(path: str | os.PathLike = DEFAULT_VECTOR, pair_id: str | None = None,
-                dataset: str | None = None, verify: str | None = None,
-                temperature: float | None = None) -> list[float]:
+def load_vector(
+    path: str | os.PathLike = DEFAULT_VECTOR,
+    pair_id: str | None = None,
+    dataset: str | None = None,
+    verify: str | None = None,
+    temperature: float | None = None,
+) -> list[float]:
     """The calibrated vector (p_accept by rank) for one pair/dataset/verify/temperature
     from an acceptance_vector.csv; None keys match anything (first match wins).  A pair is
     matched by its ``pair_id`` (draft + target content, ``study.identity``), never by name."""
     want = {"pair_id": pair_id, "dataset": dataset, "verify": verify}
     file = _resolve(path)
     what = ", ".join(f"{k}={v}" for k, v in {**want, "temperature": temperature}.items() if v is not None)
-    hint = (f"no calibrated acceptance vector for {what or 'any pair'} in {file}: run "
-            f"`{CALIBRATE_HINT} pair=... dataset={dataset or '...'} verify={verify or '...'}` for this pair first")
+    hint = (
+        f"no calibrated acceptance vector for {what or 'any pair'} in {file}: run "
+        f"`{CALIBRATE_HINT} pair=... dataset={dataset or '...'} verify={verify or '...'}` for this pair first"
+    )
     if not file.exists():
         raise FileNotFoundError(hint)
     rows: dict[tuple, dict[int, float]] = {}
@@ -157,6 +164,7 @@ class SequoiaParams(Params):
     """`vector`: a list of probabilities or the path of an acceptance_vector.csv (rows
     picked by the calib_* keys; ``calib_pair_id=auto`` is the job's own pair, filled in by
     the study layer before the policy is made)."""
+
     depth: int | None = positive()
     vector: Any = DEFAULT_VECTOR
     max_children: int | None = positive()
@@ -172,11 +180,13 @@ def sequoia(budget: int, params: SequoiaParams) -> list[RankPath]:
     p = params
     if isinstance(p.vector, (str, os.PathLike)):
         if p.calib_pair_id == AUTO:
-            raise ValueError("tree.calib_pair_id=auto names the job's own pair and is resolved by "
-                             "`python -m specbench.run`: pass a pair_id from the acceptance_vector.csv")
+            raise ValueError(
+                "tree.calib_pair_id=auto names the job's own pair and is resolved by "
+                "`python -m specbench.run`: pass a pair_id from the acceptance_vector.csv"
+            )
         vec = load_vector(p.vector, p.calib_pair_id, p.calib_dataset, p.calib_verify, p.calib_temperature)
     else:
         vec = [float(x) for x in p.vector]
     if p.max_children:
-        vec = vec[:int(p.max_children)]
+        vec = vec[: int(p.max_children)]
     return optimal_paths(vec, budget, p.depth)

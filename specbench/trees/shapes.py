@@ -2,6 +2,7 @@
 policy with its parameters' dataclass (``base.static_shape``).  A function may return
 more paths than the budget (the budget rule of ``core.tree.fit_budget`` trims them) or
 fewer (it pads the top-1 chain)."""
+
 from __future__ import annotations
 
 import math

@@ -40,6 +40,7 @@ acceptances are precomputed: the law of the end node v of the accepted path is
 a_v * prod_{u before v in post-order} (1 - a_u), with a_v the weight of v once its
 children are gone.  The verdict draws the coins in that order (Algorithm 1's loop).
 """
+
 from __future__ import annotations
 
 import torch
@@ -62,8 +63,9 @@ def _rejected(w: float, P: torch.Tensor, Q: torch.Tensor) -> tuple[float, torch.
     return r / (1.0 - w + r), m / r
 
 
-def node_stages(tree: DraftTree, u: int, p: torch.Tensor, q: torch.Tensor | None,
-                w: float) -> tuple[list[float], float, torch.Tensor]:
+def node_stages(
+    tree: DraftTree, u: int, p: torch.Tensor, q: torch.Tensor | None, w: float
+) -> tuple[list[float], float, torch.Tensor]:
     """Node u entered with weight w: (its children's weights in storage order, its
     final weight a_u, its final target row) -- see the module docstring."""
     P = as_dist(p[u])
@@ -83,7 +85,7 @@ def node_stages(tree: DraftTree, u: int, p: torch.Tensor, q: torch.Tensor | None
             continue
         weights.append(min(1.0, w * float(P[x]) / float(Q[x])))
         w, P = _rejected(w, P, Q)
-        if noreplace and i < len(kids) - 1:      # after the last child no draw follows (k = V)
+        if noreplace and i < len(kids) - 1:  # after the last child no draw follows (k = V)
             rejected[x] = True
             Q = sequoia_next_q(Q, rejected)
     return weights, w, P
@@ -102,11 +104,11 @@ def plan(tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None) -> tuple[list
     n = len(tree.parents)
     entry, final = [0.0] * n, [0.0] * n
     entry[0] = 1.0
-    for u in range(n):                        # breadth-first: a parent before its children
+    for u in range(n):  # breadth-first: a parent before its children
         weights, final[u], _ = node_stages(tree, u, p, q, entry[u])
         for c, wc in zip(tree.children(u), weights):
             entry[c] = wc
-    final[0] = 1.0                            # the root's weight stays 1 (up to rounding)
+    final[0] = 1.0  # the root's weight stays 1 (up to rounding)
     return entry, final
 
 
@@ -118,8 +120,9 @@ def root_path(tree: DraftTree, v: int) -> list[int]:
     return path[::-1]
 
 
-def verdict_from_plan(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator,
-                      entry: list[float], final: list[float]) -> Verdict:
+def verdict_from_plan(
+    tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, entry: list[float], final: list[float]
+) -> Verdict:
     """Algorithm 1's loop: nodes in post-order, node v accepted with ``final[v]`` (the root
     always); then a token from v's final target row (entered with ``entry[v]``)."""
     for v in post_order(tree):
@@ -135,7 +138,7 @@ def law_from_plan(tree: DraftTree, final: list[float]) -> list[float]:
     for v in post_order(tree):
         end = alive if v == 0 else alive * final[v]
         alive -= end
-        while v >= 0:                          # the path to v goes through its ancestors
+        while v >= 0:  # the path to v goes through its ancestors
             reach[v] += end
             v = tree.parents[v]
     reach[0] = 1.0
@@ -165,11 +168,29 @@ def block(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> 
     return traversal(tree, p, q, rng, params)
 
 
-register(ModeSpec(
-    name="traversal", verdict=traversal, child_rule="sample", lossless_for=frozenset(SAMPLED),
-    law=Law(traversal_law, SAMPLED, next_laws=traversal_next), needs_q=True, params_type=ChildrenParams, sibling_order="storage",
-    doc="Traversal verification (Weng et al. 2025): leaves to root, sequence-level weights."))
-register(ModeSpec(
-    name="block", verdict=block, child_rule="sample", lossless_for=frozenset(SAMPLED),
-    law=Law(traversal_law, SAMPLED, next_laws=traversal_next), needs_q=True, chain_only=True, params_type=ChildrenParams,
-    doc="Block verification (Sun et al. 2025) on a chain: the whole block jointly."))
+register(
+    ModeSpec(
+        name="traversal",
+        verdict=traversal,
+        child_rule="sample",
+        lossless_for=frozenset(SAMPLED),
+        law=Law(traversal_law, SAMPLED, next_laws=traversal_next),
+        needs_q=True,
+        params_type=ChildrenParams,
+        sibling_order="storage",
+        doc="Traversal verification (Weng et al. 2025): leaves to root, sequence-level weights.",
+    )
+)
+register(
+    ModeSpec(
+        name="block",
+        verdict=block,
+        child_rule="sample",
+        lossless_for=frozenset(SAMPLED),
+        law=Law(traversal_law, SAMPLED, next_laws=traversal_next),
+        needs_q=True,
+        chain_only=True,
+        params_type=ChildrenParams,
+        doc="Block verification (Sun et al. 2025) on a chain: the whole block jointly.",
+    )
+)

@@ -36,6 +36,7 @@ gives the law of the accepted path and the token after it) and empirically by
 mode's own law.  NaN: an mss node (random order) with more than ``MAX_DP_CHILDREN``
 children.
 """
+
 from __future__ import annotations
 
 import math
@@ -65,10 +66,11 @@ def top_down(node_fn: Callable) -> Callable[..., PathLaw]:
     on reaching ``node``: ``acc`` = {child: P(it is accepted)}, ``none`` = P(no child
     is), ``final_dist`` = law of the token emitted then (only needed when ``final``).
     """
+
     def path(tree: DraftTree, p, q, params, need_next: bool = True) -> PathLaw:
         reach = [0.0] * len(tree.parents)
         reach[0], root_next = 1.0, None
-        for u in range(len(tree.parents)):          # breadth-first: parents come first
+        for u in range(len(tree.parents)):  # breadth-first: parents come first
             if u and (reach[u] == 0.0 or not tree.children(u)):
                 continue
             acc, final, _ = node_fn(tree, u, p, q, params, u == 0 and need_next)
@@ -77,34 +79,43 @@ def top_down(node_fn: Callable) -> Callable[..., PathLaw]:
             if u == 0 and need_next:
                 root_next = final
         return PathLaw(reach, root_next)
+
     return path
 
 
 def top_down_next(node_fn: Callable) -> Callable[..., list]:
     """``Law.next_laws`` of a top-down mode: at a node with children, the law
     ``node_fn`` gives for the token emitted after every child is rejected; at a leaf, p."""
+
     def next_laws(tree: DraftTree, p, q, params) -> list:
-        return [node_fn(tree, u, p, q, params, True)[1] if tree.children(u) else as_dist(p[u])
-                for u in range(len(tree.parents))]
+        return [
+            node_fn(tree, u, p, q, params, True)[1] if tree.children(u) else as_dist(p[u])
+            for u in range(len(tree.parents))
+        ]
+
     return next_laws
 
 
 def fixed_next(next_fn: Callable) -> Callable[..., list]:
     """``Law.next_laws`` of a deterministic mode: ``next_fn(p_row, params)`` at every node."""
+
     def next_laws(tree: DraftTree, p, q, params) -> list:
         return [next_fn(p[u], params) for u in range(len(tree.parents))]
+
     return next_laws
 
 
 def fixed_path(path_fn: Callable, next_fn: Callable) -> Callable[..., PathLaw]:
     """The path law of a deterministic mode: ``path_fn(tree, p, q, params)`` is its
     accepted path; ``next_fn(p_row, params)`` the law of the token after it."""
+
     def path(tree: DraftTree, p, q, params, need_next: bool = True) -> PathLaw:
         reach = [0.0] * len(tree.parents)
         reach[0] = 1.0
         for n in path_fn(tree, p, q, params):
             reach[n] = 1.0
         return PathLaw(reach, next_fn(p[0], params) if need_next else None)
+
     return path
 
 
@@ -160,11 +171,12 @@ def _rows(x: torch.Tensor | None) -> torch.Tensor | None:
     if x is None:
         return None
     x = x.double()
-    return x / x.sum(-1, keepdim=True).clamp_min(1e-300)      # a zero row stays zero
+    return x / x.sum(-1, keepdim=True).clamp_min(1e-300)  # a zero row stays zero
 
 
-def path_law(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-             params: Mapping, need_next: bool = False) -> PathLaw:
+def path_law(
+    spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None, params: Mapping, need_next: bool = False
+) -> PathLaw:
     """P(node on the accepted path) for every node, conditional on the drawn tokens
     (NaNs when too large to compute exactly)."""
     spec.check_tree(tree, q)
@@ -175,8 +187,9 @@ def path_law(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor |
         return PathLaw([1.0] + [math.nan] * (len(tree.parents) - 1), nan if need_next else None)
 
 
-def first_token_dist(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-                     params: Mapping, marginal: bool = True) -> torch.Tensor:
+def first_token_dist(
+    spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None, params: Mapping, marginal: bool = True
+) -> torch.Tensor:
     """Exact distribution (float64 [V]) of the step's first emitted token; NaNs when it
     is not computable (see the module docstring)."""
     spec.check_tree(tree, q)
@@ -184,7 +197,7 @@ def first_token_dist(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.
     v = p.shape[-1]
     if marginal and kids and tree.child_rule in RANDOM_RULES and not spec.law.draw_free:
         fn = spec.law.marginal.get(tree.child_rule)
-        assert q is not None                     # a random child rule's draw is from q
+        assert q is not None  # a random child rule's draw is from q
         try:
             if fn is None:
                 raise TooBig
@@ -192,28 +205,31 @@ def first_token_dist(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.
         except TooBig:
             return torch.full((v,), math.nan, dtype=torch.float64)
     law = path_law(spec, tree, p, q, params, need_next=True)
-    assert law.root_next is not None             # asked for (need_next)
+    assert law.root_next is not None  # asked for (need_next)
     out = law.root_next * max(0.0, 1.0 - sum(law.reach[c] for c in kids))
     for c in kids:
         out[int(tree.tokens[c])] += law.reach[c]
     return out
 
 
-def first_token_tv(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-                   params: Mapping, marginal: bool = True) -> float:
+def first_token_tv(
+    spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None, params: Mapping, marginal: bool = True
+) -> float:
     """Total variation 0.5 * |first_token_dist - p[0]|_1 (NaN when not computable)."""
     dist = first_token_dist(spec, tree, p, q, params, marginal)
     return 0.5 * float((dist - as_dist(p[0])).abs().sum())
 
 
-def expected_accepted(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-                      params: Mapping) -> float:
+def expected_accepted(
+    spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None, params: Mapping
+) -> float:
     """Exact E[#accepted draft tokens] over the verifier's randomness for this tree."""
     return float(sum(path_law(spec, tree, p, q, params).reach[1:]))
 
 
-def path_end_law(spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None,
-                 params: Mapping) -> list[tuple[int, float, torch.Tensor]]:
+def path_end_law(
+    spec: ModeSpec, tree: DraftTree, p: torch.Tensor, q: torch.Tensor | None, params: Mapping
+) -> list[tuple[int, float, torch.Tensor]]:
     """The mode's exact law of one step, conditional on the drawn tokens: (end node v,
     P(the accepted path ends at v), law of the token emitted after it) for every node
     with P > 0.  P(end at v) = reach[v] - sum of its children's reach."""

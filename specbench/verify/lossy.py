@@ -4,6 +4,7 @@ Each is one ``ModeSpec`` registration (conventions in ``modespec``).  They accep
 deterministic path, so their exact law is that path plus the law of the token after
 it; they are lossless for no child rule and report their drift as first_token_tv.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -71,10 +72,17 @@ class TypicalParams(ModeParams):
     delta: float = 0.3
 
 
-register(ModeSpec(
-    name="typical", verdict=typical, child_rule="topk", lossless_for=frozenset(),
-    law=Law(fixed_path(typical_path, typical_next), next_laws=fixed_next(typical_next)), params_type=TypicalParams,
-    doc=(typical.__doc__ or "").splitlines()[0]))
+register(
+    ModeSpec(
+        name="typical",
+        verdict=typical,
+        child_rule="topk",
+        lossless_for=frozenset(),
+        law=Law(fixed_path(typical_path, typical_next), next_laws=fixed_next(typical_next)),
+        params_type=TypicalParams,
+        doc=(typical.__doc__ or "").splitlines()[0],
+    )
+)
 
 
 # --------------------------------------------------------------------------
@@ -94,8 +102,11 @@ def seed_path(accepts, tree: DraftTree, p: torch.Tensor, q: torch.Tensor, params
     node = 0
     path: list[int] = []
     while True:
-        nxt = [c for c in children_by_rank(tree, node)
-               if accepts(float(p[node, tree.tokens[c]]), float(q[node, tree.tokens[c]]), params)]
+        nxt = [
+            c
+            for c in children_by_rank(tree, node)
+            if accepts(float(p[node, tree.tokens[c]]), float(q[node, tree.tokens[c]]), params)
+        ]
         if not nxt:
             return path
         node = nxt[0]
@@ -109,12 +120,22 @@ def _seed_mode(name: str, accepts, params_type: type[ModeParams], rule: str) -> 
     def fn(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> Verdict:
         path = walk(tree, p, q, params)
         return Verdict(path, target_token(p[path[-1] if path else 0], rng, params))
+
     fn.__name__ = name
-    fn.__doc__ = (f"Seed rule '{name}' (lossy): {rule}; children tried in rank order, stop at "
-                  "the first rejection, then the target's token (argmax at temperature 0).")
-    return ModeSpec(name=name, verdict=fn, child_rule="topk", lossless_for=frozenset(),
-                    law=Law(fixed_path(walk, target_dist), next_laws=fixed_next(target_dist)), needs_q=True, params_type=params_type,
-                    doc=f"Seed rule (lossy): {rule}.")
+    fn.__doc__ = (
+        f"Seed rule '{name}' (lossy): {rule}; children tried in rank order, stop at "
+        "the first rejection, then the target's token (argmax at temperature 0)."
+    )
+    return ModeSpec(
+        name=name,
+        verdict=fn,
+        child_rule="topk",
+        lossless_for=frozenset(),
+        law=Law(fixed_path(walk, target_dist), next_laws=fixed_next(target_dist)),
+        needs_q=True,
+        params_type=params_type,
+        doc=f"Seed rule (lossy): {rule}.",
+    )
 
 
 @dataclass(frozen=True, eq=False)

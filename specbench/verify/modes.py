@@ -9,6 +9,7 @@ Lossless: greedy (w.r.t. the greedy target, on any tree), speculative (chains),
 mss, sequoia, naive (any tree), block (chains), traversal, gbv.
 Lossy: typical, ratio, conservative, epsilon, hsd (chains; as its public code runs it).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -71,17 +72,26 @@ class GreedyParams(ModeParams):
     temperature: float = 0.0
 
 
-register(ModeSpec(
-    name="greedy", verdict=greedy, child_rule="topk", lossless_for=ANY_TREE,
-    law=Law(fixed_path(greedy_path, _argmax_dist), draw_free=True, next_laws=fixed_next(_argmax_dist)),
-    params_type=GreedyParams, argmax=True, doc="Longest path of target-argmax tokens, then the argmax bonus."))
+register(
+    ModeSpec(
+        name="greedy",
+        verdict=greedy,
+        child_rule="topk",
+        lossless_for=ANY_TREE,
+        law=Law(fixed_path(greedy_path, _argmax_dist), draw_free=True, next_laws=fixed_next(_argmax_dist)),
+        params_type=GreedyParams,
+        argmax=True,
+        doc="Longest path of target-argmax tokens, then the argmax bonus.",
+    )
+)
 
 
 # --------------------------------------------------------------------------
 # multi-step speculative sampling: speculative (chain), mss, sequoia
 # --------------------------------------------------------------------------
-def _multi_step(tree: DraftTree, p: torch.Tensor, q: torch.Tensor, rng: torch.Generator,
-                shuffle: bool, update_q: bool) -> Verdict:
+def _multi_step(
+    tree: DraftTree, p: torch.Tensor, q: torch.Tensor, rng: torch.Generator, shuffle: bool, update_q: bool
+) -> Verdict:
     """Multi-step speculative sampling down the tree.
 
     At each node try the children (random order if ``shuffle``, else storage
@@ -162,7 +172,7 @@ def node_mss_random(tree, node, p, q, final=True):
     if k > MAX_DP_CHILDREN:
         raise TooBig
     ps = [p[node]]
-    for _ in range(k if final else k - 1):      # p_k only matters for the emitted token
+    for _ in range(k if final else k - 1):  # p_k only matters for the emitted token
         ps.append(residual(ps[-1], qr))
     a = [[accept_prob(ps[i], qr, x) for x in xs] for i in range(k)]
     f = [0.0] * (1 << k)
@@ -213,26 +223,49 @@ def node_sequoia(tree, node, p, q, params, final=True):
 @dataclass(frozen=True, eq=False)
 class OrderParams(ModeParams):
     """``order``: siblings tried in "random" order (SpecInfer's rule) or in "storage" (draw) order."""
+
     order: str = "random"
 
 
-_SAMPLED = {"sample": marginal_sample, "sample_noreplace": marginal_noreplace}   # one child: same draw
-register(ModeSpec(
-    name="speculative", verdict=speculative, child_rule="sample",
-    lossless_for=frozenset(_SAMPLED), law=Law(top_down(node_mss), _SAMPLED, next_laws=top_down_next(node_mss)),
-    needs_q=True, chain_only=True,
-    doc="Speculative sampling (Leviathan et al.; Chen et al.) on a chain."))
-register(ModeSpec(
-    name="mss", verdict=mss, child_rule="sample", lossless_for=frozenset({"sample"}),
-    law=Law(top_down(node_mss), {"sample": marginal_sample}, next_laws=top_down_next(node_mss)), needs_q=True,
-    params_type=OrderParams,
-    doc="SpecInfer multi-step speculative sampling (children i.i.d. from q; verify.order random|storage)."))
-register(ModeSpec(
-    name="sequoia", verdict=sequoia, child_rule="sample_noreplace",
-    lossless_for=frozenset({"sample_noreplace"}), sibling_order="storage",
-    law=Law(top_down(node_sequoia), {"sample_noreplace": marginal_noreplace},
-            next_laws=top_down_next(node_sequoia)), needs_q=True,
-    doc="Sequoia (children without replacement, tried in draw order; p and q both updated on rejection)."))
+_SAMPLED = {"sample": marginal_sample, "sample_noreplace": marginal_noreplace}  # one child: same draw
+register(
+    ModeSpec(
+        name="speculative",
+        verdict=speculative,
+        child_rule="sample",
+        lossless_for=frozenset(_SAMPLED),
+        law=Law(top_down(node_mss), _SAMPLED, next_laws=top_down_next(node_mss)),
+        needs_q=True,
+        chain_only=True,
+        doc="Speculative sampling (Leviathan et al.; Chen et al.) on a chain.",
+    )
+)
+register(
+    ModeSpec(
+        name="mss",
+        verdict=mss,
+        child_rule="sample",
+        lossless_for=frozenset({"sample"}),
+        law=Law(top_down(node_mss), {"sample": marginal_sample}, next_laws=top_down_next(node_mss)),
+        needs_q=True,
+        params_type=OrderParams,
+        doc="SpecInfer multi-step speculative sampling (children i.i.d. from q; verify.order random|storage).",
+    )
+)
+register(
+    ModeSpec(
+        name="sequoia",
+        verdict=sequoia,
+        child_rule="sample_noreplace",
+        lossless_for=frozenset({"sample_noreplace"}),
+        sibling_order="storage",
+        law=Law(
+            top_down(node_sequoia), {"sample_noreplace": marginal_noreplace}, next_laws=top_down_next(node_sequoia)
+        ),
+        needs_q=True,
+        doc="Sequoia (children without replacement, tried in draw order; p and q both updated on rejection).",
+    )
+)
 
 
 # --------------------------------------------------------------------------
@@ -267,9 +300,15 @@ def node_naive(tree, node, p, q, params, final=True):
     return acc, (rest / none if none > 0 else pr), none
 
 
-register(ModeSpec(
-    name="naive", verdict=naive, child_rule="topk", lossless_for=ANY_TREE,
-    law=Law(top_down(node_naive), draw_free=True, next_laws=top_down_next(node_naive)),
-    doc="SpecInfer naive sampling: draw x ~ p; accept it if it is a child, else emit it."))
+register(
+    ModeSpec(
+        name="naive",
+        verdict=naive,
+        child_rule="topk",
+        lossless_for=ANY_TREE,
+        law=Law(top_down(node_naive), draw_free=True, next_laws=top_down_next(node_naive)),
+        doc="SpecInfer naive sampling: draw x ~ p; accept it if it is a child, else emit it.",
+    )
+)
 
 from . import block, lossy, seqlevel  # noqa: E402,F401  (register the other modes)

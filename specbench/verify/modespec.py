@@ -43,6 +43,7 @@ Two job-level parameters choose how a mode drafts and tries siblings:
 ``row_tags(spec, params)`` is what every CSV row carries about both (``child_rule``,
 ``sibling_order``), so the report can name a baseline and its order.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
@@ -57,7 +58,7 @@ from ..core.sampling import CHILD_RULES, TREE_CHILD_RULES, check_temperature
 from ..core.tree import DraftTree
 
 MODES: Registry[ModeSpec] = Registry("verify mode")
-RANDOM_RULES = ("sample", "sample_noreplace")     # child rules with draft randomness
+RANDOM_RULES = ("sample", "sample_noreplace")  # child rules with draft randomness
 SIBLING_ORDERS = ("random", "storage")
 
 
@@ -66,6 +67,7 @@ class ModeParams(Mapping[str, Any]):
     """A mode's parameters, the ``verify.*`` keys: the ones every mode has; a mode with
     more declares a subclass (``ModeSpec.params_type``).  Read as a mapping as well
     (``params["temperature"]``, equal to a dict of the same items)."""
+
     temperature: float = 1.0
     draft_temperature: float = 1.0
     top_p: float = 1.0
@@ -95,12 +97,13 @@ COMMON_DEFAULTS = MappingProxyType(dict(ModeParams()))
 @dataclass(frozen=True, eq=False)
 class ChildrenParams(ModeParams):
     """``children``: the random child rule the drafter uses (a mode lossless on several)."""
+
     children: str = "sample"
 
 
 class Verdict(NamedTuple):
-    path: list[int]       # accepted node indices, root excluded, in depth order
-    next_token: int       # bonus / correction token appended after the path
+    path: list[int]  # accepted node indices, root excluded, in depth order
+    next_token: int  # bonus / correction token appended after the path
 
 
 class PathLaw(NamedTuple):
@@ -110,6 +113,7 @@ class PathLaw(NamedTuple):
     number of accepted tokens is ``sum(reach[1:])``.  ``root_next``: distribution
     (float64 [V]) of the token emitted when the path ends at the root; None unless asked.
     """
+
     reach: list[float]
     root_next: torch.Tensor | None
 
@@ -125,28 +129,30 @@ class Law:
     (greedy, naive), so it is also the marginal under every rule.
     ``next_laws``: with ``path``, the law of the whole step (``distshift.path_end_law``).
     """
+
     path: Callable[..., PathLaw]
     marginal: Mapping[str, Callable[..., torch.Tensor]] = field(default_factory=dict)
     draw_free: bool = False
-    next_laws: Callable[..., list] | None = None    # (tree, p, q, params) -> per node: law of the
-                                                    # token emitted when the path ends there
+    next_laws: Callable[..., list] | None = None  # (tree, p, q, params) -> per node: law of the
+    # token emitted when the path ends there
 
 
 @dataclass(frozen=True)
 class ModeSpec:
     """One verification mode (see the module docstring for the conventions)."""
+
     name: str
     verdict: Callable[..., Verdict]
-    child_rule: str                       # how the drafter must choose children for this mode
-    lossless_for: frozenset               # tree child rules this mode is lossless on (empty: lossy)
+    child_rule: str  # how the drafter must choose children for this mode
+    lossless_for: frozenset  # tree child rules this mode is lossless on (empty: lossy)
     law: Law
     needs_q: bool = False
     chain_only: bool = False
-    params_type: type[ModeParams] = ModeParams   # its parameters and their defaults
+    params_type: type[ModeParams] = ModeParams  # its parameters and their defaults
     doc: str = ""
-    sibling_order: str = ""               # fixed order siblings are tried in ("" = none / a parameter)
-    argmax: bool = False                  # the verdict is the target's argmax at any temperature (greedy):
-                                          # refused at T > 0; the target's continuation can stand in (replay)
+    sibling_order: str = ""  # fixed order siblings are tried in ("" = none / a parameter)
+    argmax: bool = False  # the verdict is the target's argmax at any temperature (greedy):
+    # refused at T > 0; the target's continuation can stand in (replay)
     raw_verdict: Callable[..., Verdict] = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -166,6 +172,7 @@ class ModeSpec:
         def verdict(tree, p, q, rng, params):
             self.check_tree(tree, q)
             return raw(tree, p, q, rng, params)
+
         verdict.__doc__, verdict.__name__ = raw.__doc__, raw.__name__
         object.__setattr__(self, "verdict", verdict)
 
@@ -205,30 +212,36 @@ class ModeSpec:
             if key == "name" or val is None:
                 continue
             if key not in out:
-                raise ValueError(f"verify.{key}: not a parameter of verify={self.name}; "
-                                 f"valid: {', '.join(sorted(out))}")
+                raise ValueError(
+                    f"verify.{key}: not a parameter of verify={self.name}; valid: {', '.join(sorted(out))}"
+                )
             out[key] = val
         for key in ("temperature", "draft_temperature"):
             out[key] = check_temperature(out[key], f"verify.{key}")
         if "order" in out and out["order"] not in SIBLING_ORDERS:
             raise ValueError(f"verify.order={out['order']}: must be one of {', '.join(SIBLING_ORDERS)}")
         if "children" in out and out["children"] not in self.draft_rules:
-            raise ValueError(f"verify.children={out['children']}: verify={self.name} drafts with "
-                             f"{' or '.join(self.draft_rules)}")
+            raise ValueError(
+                f"verify.children={out['children']}: verify={self.name} drafts with {' or '.join(self.draft_rules)}"
+            )
         return self.params_type(**out)
 
     def check_tree(self, tree: DraftTree, q: torch.Tensor | None) -> None:
         """One-line ValueError when the tree cannot be verified by this mode at all."""
         if self.needs_q and q is None:
             fit = ", ".join(n for n in MODES.names() if not MODES.get(n).needs_q)
-            raise ValueError(f"verify={self.name} needs the draft distributions q (tree.q is None, "
-                             f"e.g. an n-gram drafter); use verify={fit} with that drafter")
+            raise ValueError(
+                f"verify={self.name} needs the draft distributions q (tree.q is None, "
+                f"e.g. an n-gram drafter); use verify={fit} with that drafter"
+            )
         if self.chain_only:
             for i in range(len(tree.parents)):
                 k = len(tree.children(i))
                 if k > 1:
-                    raise ValueError(f"verify={self.name} works on a chain only, but node {i} has "
-                                     f"{k} children; use tree=chain (or a tree mode)")
+                    raise ValueError(
+                        f"verify={self.name} works on a chain only, but node {i} has "
+                        f"{k} children; use tree=chain (or a tree mode)"
+                    )
 
 
 def row_tags(spec: ModeSpec, params: Mapping) -> dict:
@@ -263,10 +276,15 @@ def check_compatible(spec: ModeSpec, tree_child_rule: str) -> None:
     """One-line ValueError when a drafter that builds ``tree_child_rule`` trees cannot
     feed ``spec`` (e.g. mss on eagle2's top-k trees); it names the modes that fit."""
     if not fits(spec, tree_child_rule):
-        why = (f"is lossless only on trees drafted by {'/'.join(sorted(spec.lossless_for))}"
-               if spec.lossless else "needs the draft distributions q")
-        raise ValueError(f"verify={spec.name} {why}, but this drafter builds '{tree_child_rule}' "
-                         f"trees; modes that fit: {', '.join(modes_for(tree_child_rule))}")
+        why = (
+            f"is lossless only on trees drafted by {'/'.join(sorted(spec.lossless_for))}"
+            if spec.lossless
+            else "needs the draft distributions q"
+        )
+        raise ValueError(
+            f"verify={spec.name} {why}, but this drafter builds '{tree_child_rule}' "
+            f"trees; modes that fit: {', '.join(modes_for(tree_child_rule))}"
+        )
 
 
 def children_by_rank(tree: DraftTree, node: int) -> list[int]:

@@ -59,6 +59,7 @@ verification, which the paper proves optimal there.  Lossless on trees drawn fro
 without replacement (the proof in ``block``'s docstring; exact enumeration in the tests); with
 K > 1 paths it accepts at least what block accepts on its first path alone.
 """
+
 from __future__ import annotations
 
 import torch
@@ -93,7 +94,7 @@ def joint_ratio(tree: DraftTree, p: torch.Tensor, q: torch.Tensor) -> float:
 def hsd_plan(tree: DraftTree, p: torch.Tensor, q: torch.Tensor) -> tuple[list[float], list[float]]:
     """Block verification's plan with the leaf's acceptance replaced by min(1, R_g)."""
     entry, final = plan(tree, p, q)
-    leaf = len(tree.parents) - 1                       # a chain is stored root first
+    leaf = len(tree.parents) - 1  # a chain is stored root first
     if leaf > 0:
         final[leaf] = min(1.0, joint_ratio(tree, p, q))
     return entry, final
@@ -118,13 +119,30 @@ def gbv(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> Ve
     return traversal(tree, p, q, rng, params)
 
 
-register(ModeSpec(
-    name="hsd", verdict=hsd, child_rule="sample", lossless_for=frozenset(), needs_q=True, chain_only=True,
-    law=Law(hsd_law, next_laws=traversal_next),
-    doc="Hierarchical speculative decoding (Zhou et al. 2026) as its public code runs it (capping, one "
-        "step): block verification's weights, full chain accepted with min(1, prod p/q). LOSSY (exact)."))
-register(ModeSpec(
-    name="gbv", verdict=gbv, child_rule="sample", lossless_for=frozenset(SAMPLED), needs_q=True,
-    law=Law(traversal_law, SAMPLED, next_laws=traversal_next), params_type=ChildrenParams, sibling_order="storage",
-    doc="Greedy multi-path block verification (after Thomas and Pal 2026; derived): the tree's paths in "
-        "turn, each by block verification against the earlier paths' residual (= traversal's scan)."))
+register(
+    ModeSpec(
+        name="hsd",
+        verdict=hsd,
+        child_rule="sample",
+        lossless_for=frozenset(),
+        needs_q=True,
+        chain_only=True,
+        law=Law(hsd_law, next_laws=traversal_next),
+        doc="Hierarchical speculative decoding (Zhou et al. 2026) as its public code runs it (capping, one "
+        "step): block verification's weights, full chain accepted with min(1, prod p/q). LOSSY (exact).",
+    )
+)
+register(
+    ModeSpec(
+        name="gbv",
+        verdict=gbv,
+        child_rule="sample",
+        lossless_for=frozenset(SAMPLED),
+        needs_q=True,
+        law=Law(traversal_law, SAMPLED, next_laws=traversal_next),
+        params_type=ChildrenParams,
+        sibling_order="storage",
+        doc="Greedy multi-path block verification (after Thomas and Pal 2026; derived): the tree's paths in "
+        "turn, each by block verification against the earlier paths' residual (= traversal's scan).",
+    )
+)
