@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,7 @@ def _templated(tok, text: str) -> list[int]:
 def _cfg(name, **kw):
     """The shipped conf/dataset/<name>.yaml with overrides, as Hydra would compose it."""
     cfg = OmegaConf.load(CONF / f"{name}.yaml")
-    return OmegaConf.merge(cfg, kw)
+    return data.DatasetSpec.of(OmegaConf.to_container(OmegaConf.merge(cfg, kw)))
 
 
 @pytest.mark.parametrize(
@@ -93,10 +94,10 @@ def test_mt_bench_bad_file(tok, tmp_path):
     f = tmp_path / "q.jsonl"
     f.write_text('{"question_id": 1, "category": "x", "turns": []}\n')
     with pytest.raises(ValueError, match="turns") as e:
-        data.load_prompts({"name": "mt_bench", "path": str(f)}, tok)
+        data.load_prompts(data.DatasetSpec.of({"name": "mt_bench", "path": str(f)}), tok)
     assert "\n" not in str(e.value)
     with pytest.raises(ValueError, match="not found"):
-        data.load_prompts({"name": "mt_bench", "path": str(tmp_path / "nope.jsonl")}, tok)
+        data.load_prompts(data.DatasetSpec.of({"name": "mt_bench", "path": str(tmp_path / "nope.jsonl")}), tok)
 
 
 def test_setup_installs_mtbench_without_deps():
@@ -142,8 +143,8 @@ def test_stdlib_per_file(tok, tmp_path):
         "def nodoc(x):\n    return x\n"
     )
     (tmp_path / "broken.py").write_text("def (:\n")
-    one = data.load_prompts({"name": "stdlib_code", "root": str(tmp_path)}, tok)
-    two = data.load_prompts({"name": "stdlib_code", "root": str(tmp_path), "per_file": 2}, tok)
+    one = data.load_prompts(data.DatasetSpec.of({"name": "stdlib_code", "root": str(tmp_path)}), tok)
+    two = data.load_prompts(data.DatasetSpec.of({"name": "stdlib_code", "root": str(tmp_path), "per_file": 2}), tok)
     assert [p.id for p in one] == ["mod.a"]
     assert [p.id for p in two] == ["mod.a", "mod.b"]
     assert two[0].text == "def a(x):\n    '''Docstring that is long enough to pass the filter.'''\n"
@@ -178,7 +179,7 @@ def test_jsonl_bad_lines(tok, tmp_path, content, match):
     f = tmp_path / "bad.jsonl"
     f.write_text(content)
     with pytest.raises(ValueError, match=match) as e:
-        data.load_prompts({"name": "jsonl", "path": str(f)}, tok)
+        data.load_prompts(data.DatasetSpec.of({"name": "jsonl", "path": str(f)}), tok)
     assert "\n" not in str(e.value)
 
 
@@ -186,7 +187,7 @@ def test_jsonl_needs_path(tok, tmp_path):
     with pytest.raises(ValueError, match="dataset.path"):
         data.load_prompts(_cfg("jsonl"), tok)
     with pytest.raises(ValueError, match="not found"):
-        data.load_prompts({"name": "jsonl", "path": str(tmp_path / "nope.jsonl")}, tok)
+        data.load_prompts(data.DatasetSpec.of({"name": "jsonl", "path": str(tmp_path / "nope.jsonl")}), tok)
 
 
 def test_empty_dataset_is_one_line_error(tok, tmp_path):
@@ -194,15 +195,15 @@ def test_empty_dataset_is_one_line_error(tok, tmp_path):
     empty.write_text("\n\n")
     for cfg in ({"name": "smoke", "limit": 0}, {"name": "jsonl", "path": str(empty)}, {"name": "smoke", "prompts": []}):
         with pytest.raises(ValueError, match=r"^dataset \w+ has no prompts: ") as e:
-            data.load_prompts(cfg, tok)
+            data.load_prompts(data.DatasetSpec.of(cfg), tok)
         assert "\n" not in str(e.value)
     with pytest.raises(ValueError, match="dataset.limit"):
-        data.load_prompts({"name": "smoke", "limit": -1}, tok)
+        data.load_prompts(data.DatasetSpec.of({"name": "smoke", "limit": -1}), tok)
 
 
 def test_unknown_dataset_lists_valid(tok):
     with pytest.raises(UnknownName) as e:
-        data.load_prompts({"name": "humanevl"}, tok)
+        data.load_prompts(data.DatasetSpec.of({"name": "humanevl"}), tok)
     msg = str(e.value)
     for name in ("humaneval", "smoke", "stdlib_code", "chat", "math", "jsonl", "mt_bench"):
         assert name in msg
@@ -222,8 +223,8 @@ def test_max_prompt_tokens(tok):
 def test_chat_template_follows_dataset_kind(tok, tmp_path):
     f = tmp_path / "mine.jsonl"
     f.write_text('{"id": "a", "text": "hello world"}\n')
-    raw = data.load_prompts({"name": "jsonl", "path": str(f)}, tok)[0]
-    chat = data.load_prompts({"name": "jsonl", "path": str(f), "kind": "instruct"}, tok)[0]
+    raw = data.load_prompts(data.DatasetSpec.of({"name": "jsonl", "path": str(f)}), tok)[0]
+    chat = data.load_prompts(data.DatasetSpec.of({"name": "jsonl", "path": str(f), "kind": "instruct"}), tok)[0]
     expected = tok.apply_chat_template(
         [{"role": "user", "content": raw.text}], add_generation_prompt=True, tokenize=False
     )
@@ -232,7 +233,7 @@ def test_chat_template_follows_dataset_kind(tok, tmp_path):
     assert chat.ids == tok.encode(expected, add_special_tokens=False)
     assert chat.text == raw.text and len(chat.ids) > len(raw.ids)
     with pytest.raises(ValueError, match="dataset.kind") as e:
-        data.load_prompts({"name": "jsonl", "path": str(f), "kind": "chatty"}, tok)
+        data.load_prompts(data.DatasetSpec.of({"name": "jsonl", "path": str(f), "kind": "chatty"}), tok)
     assert "\n" not in str(e.value)
 
 
@@ -244,8 +245,10 @@ def test_chat_template_missing(tok):
             return list(text.encode())
 
     with pytest.raises(ValueError, match="dataset.kind=completion"):
-        data.load_prompts({"name": "math"}, NoTemplate())
-    assert data.load_prompts({"name": "smoke"}, NoTemplate())  # completion prompts need no template
+        data.load_prompts(data.DatasetSpec.of({"name": "math"}), NoTemplate())
+    assert data.load_prompts(
+        data.DatasetSpec.of({"name": "smoke"}), NoTemplate()
+    )  # completion prompts need no template
 
 
 def test_yaml_files_have_contract_keys():
@@ -253,3 +256,19 @@ def test_yaml_files_have_contract_keys():
         cfg = OmegaConf.load(path)
         assert cfg.name == path.stem and cfg.name in data.DATASETS
         assert "limit" in cfg and cfg.limit is None
+
+
+def test_loaders_read_a_typed_spec_checked_once():
+    spec = data.DatasetSpec.of({"name": "smoke", "limit": 1, "kind": None, "prompts": ["x"]})
+    assert (spec.name, spec.limit, spec.kind, dict(spec.options)) == ("smoke", 1, None, {"prompts": ["x"]})
+    assert spec.get("prompts") == ["x"] and spec.get("path", "d") == "d" and spec.get("limit") == 1
+    assert spec.with_limit(None).limit is None and spec.with_limit(None).options == spec.options
+    for keys, key in (
+        ({"name": "smoke", "limit": "3"}, "dataset.limit"),
+        ({"name": "smoke", "kind": "x"}, "dataset.kind"),
+        ({"name": "smoke", "max_prompt_tokens": True}, "dataset.max_prompt_tokens"),
+        ({}, "dataset=<name>"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(key)) as e:
+            data.DatasetSpec.of(keys)
+        assert "\n" not in str(e.value)

@@ -536,7 +536,7 @@ def test_real_new_pair_greedy_is_lossless(name):
     if not embedded.installed(REAL_PAIRS[name]):
         pytest.skip(f"{name}: embedded models {REAL_PAIRS[name]} not installed (bash scripts/setup.sh)")
     pair = models.load_pair(OmegaConf.load(os.path.join(CONF, "pair", f"{name}.yaml")), "float32", "cpu")
-    pr = data.load_prompts({"name": "humaneval", "limit": 1}, pair.tokenizer)[0]
+    pr = data.load_prompts(data.DatasetSpec.of({"name": "humaneval", "limit": 1}), pair.tokenizer)[0]
     done = decode_prompts(pair, [pr], {"name": "binary", "budget": 8}, {"name": "greedy"}, 12)[0]
     ids = torch.tensor([pr.ids])
     with torch.no_grad():
@@ -566,7 +566,7 @@ def test_calibrate_measures_the_new_drafters_by_a_star_replay(drafter, extra, cr
     cfg = composed_job(cross_dirs, [f"pair.drafter={drafter}", *extra, f"+replay_cache={tmp_path}/c"], tmp_path)
     job = from_config(cfg)
     pair = models.load_pair(job.pair.as_dict(), job.dtype, job.device)
-    prompts = data.load_prompts(job.dataset.config, pair.tokenizer)
+    prompts = data.load_prompts(job.dataset.loader_spec(), pair.tokenizer)
     vec, n = measure(job, identity.job_identity(job), pair, prompts, 4, eos_ids(pair))
     assert len(vec) == 4 and n > 0 and 0 < sum(vec) <= 1 + 1e-9
     if drafter == "layerskip":

@@ -76,7 +76,7 @@ class EchoDrafter(Drafter):
 
 @dataset("numbered_defs", kind="completion")
 def numbered_defs(spec):
-    return [(f"def/{i}", f"{spec['stem']} f{i}(x):", "code") for i in range(5)]
+    return [(f"def/{i}", f"{spec.get('stem')} f{i}(x):", "code") for i in range(5)]
 '''
 
 PRESETS = {

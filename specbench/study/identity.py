@@ -175,7 +175,7 @@ def dataset_fingerprint(dataset: DatasetSpec) -> str:
     prompt is a one-line error (no model needed)."""
     from ..inputs.data import DATASETS, check_rows
 
-    rows = DATASETS.get(dataset.name)(dataset.config)
+    rows = DATASETS.get(dataset.name)(dataset.loader_spec())
     if dataset.limit is not None:
         rows = rows[: dataset.limit]
     check_rows(dataset.name, rows, dataset.limit)

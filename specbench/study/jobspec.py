@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from .. import CONF_DIR
+from ..inputs import datasets
 from ..inputs.models import DTYPES, SOURCES
 
 ENGINES = ("live", "replay", "auto")
@@ -116,6 +117,10 @@ class DatasetSpec:
 
     def as_dict(self) -> dict:
         return dict(self.config)
+
+    def loader_spec(self) -> datasets.DatasetSpec:
+        """The typed spec the dataset's loader reads (inputs/datasets.py)."""
+        return datasets.DatasetSpec.of(self.config)
 
 
 @dataclass(frozen=True)
