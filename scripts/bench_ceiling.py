@@ -26,7 +26,7 @@ from specbench import api
 from specbench.core.kv import SlotKV
 from specbench.engine.loop import continuations
 from specbench.inputs import data, models
-from specbench.study.jobspec import pair_config
+from specbench.study.launch import pair_config
 
 
 def timed(fn):

@@ -43,7 +43,8 @@ from ..core.kv import SlotKV
 from ..core.tree import paths_to_parents
 from ..trees.policies import shape_paths
 from .context import context, new_drafters
-from .jobspec import ConfigError, JobSpec, from_config, pair_config, resolved
+from .jobspec import ConfigError, JobSpec, from_config, resolved
+from .launch import pair_config
 from .results import atomic_write, write_csv
 
 SIZES = (1, 2, 4, 8, 16, 32, 64, 128)

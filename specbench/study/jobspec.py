@@ -390,15 +390,3 @@ def from_config(cfg) -> JobSpec:
         plugins=plugins,
         extra={k: v for k, v in d.items() if k not in DEFAULTS and k not in GROUPS},
     )
-
-
-def pair_config(name: str) -> dict:
-    """conf/pair/NAME.yaml as a plain dict (a study pair's config, for scripts and multi-pair
-    commands; interpolations resolved where they can be); ValueError naming the valid pairs
-    when there is none."""
-    path = os.path.join(CONF_DIR, "pair", f"{name}.yaml")
-    if not os.path.exists(path):
-        valid = sorted(f[:-5] for f in os.listdir(os.path.join(CONF_DIR, "pair")) if f.endswith(".yaml"))
-        raise ValueError(f"no pair '{name}' in conf/pair/ (valid: {', '.join(valid)})")
-    node = OmegaConf.load(path)
-    return dict(OmegaConf.to_container(node, resolve=False))  # type: ignore[arg-type]
