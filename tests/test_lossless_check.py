@@ -15,6 +15,7 @@ from specbench.inputs.data import Prompt
 from specbench.inputs.models import Pair
 from specbench.study import lossless as L
 from specbench.study import lossless_check as LC
+from specbench.study.lossless_power import ModeVariant
 from specbench.study.results import read_csv
 from specbench.verify.modes import get_mode
 from test_hydra import specbench
@@ -64,22 +65,19 @@ def test_memoised_batched_draws_equal_the_plain_engines_draws(pair_and_prompt, m
 
 
 def test_groups_share_drafting_by_tree_and_child_rule():
-    g = LC.groups(
-        [
-            "speculative",
-            "mss",
-            "block",
-            "mss[order=storage]",
-            "sequoia",
-            "traversal[children=sample_noreplace]",
-            "hsd",
-            "naive",
-            "typical",
-        ],
-        TREES,
-        T1,
-    )
-    assert g == {
+    texts = [
+        "speculative",
+        "mss",
+        "block",
+        "mss[order=storage]",
+        "sequoia",
+        "traversal[children=sample_noreplace]",
+        "hsd",
+        "naive",
+        "typical",
+    ]
+    g = LC.groups([ModeVariant.parse(t) for t in texts], TREES, T1)
+    assert {key: [m.text for m in modes] for key, modes in g.items()} == {
         (TREES["chain"], "sample"): ["speculative", "block", "hsd"],
         (TREES["tree"], "sample"): ["mss", "mss[order=storage]"],
         (TREES["tree"], "sample_noreplace"): ["sequoia", "traversal[children=sample_noreplace]"],
@@ -91,7 +89,8 @@ def test_every_lossless_sampling_mode_passes_and_a_lossy_rule_fails(pair_and_pro
     pair, pr = pair_and_prompt
     assert set(L.sampling_modes()) >= {"speculative", "mss", "sequoia", "block", "traversal"}
     assert "greedy" not in L.sampling_modes()
-    rows = LC.check_prompt(pair, pr, 0, L.sampling_modes() + ["typical"], TREES, 600, T1, seed=0)
+    modes = [ModeVariant.parse(m) for m in L.sampling_modes() + ["typical"]]
+    rows = LC.check_prompt(pair, pr, 0, modes, TREES, 600, T1, seed=0)
     by_mode = {r["verify"]: r for r in rows}
     for name in L.sampling_modes():
         r = by_mode[name]

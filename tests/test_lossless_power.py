@@ -11,7 +11,7 @@ import torch
 from specbench.inputs.data import Prompt
 from specbench.inputs.models import Pair
 from specbench.study import lossless_check as LC
-from specbench.study.lossless_power import draws_for_power, parse_variant, power, power_tv
+from specbench.study.lossless_power import ModeVariant, draws_for_power, parse_variant, power, power_tv
 
 TV, ALPHA, TARGET, BINS = 0.02, 0.01, 0.9, 8
 
@@ -78,7 +78,7 @@ def test_a_lossy_rule_fails_the_check_at_its_power_on_tiny_models(pair_and_promp
     test = {"tv": 0.1, "alpha": ALPHA, "max_bins": BINS}
     n = draws_for_power(BINS - 1, test["tv"], ALPHA, TARGET)
     trees = {"chain": ("chain", 3), "tree": ("binary", 4)}
-    modes = ["mss[order=storage]", "traversal[children=sample_noreplace]", "typical"]
+    modes = [ModeVariant.parse(m) for m in ("mss[order=storage]", "traversal[children=sample_noreplace]", "typical")]
     rows = {
         r["verify"]: r
         for r in LC.check_prompt(pair, pr, 0, modes, trees, n, {"temperature": 1.0, "top_p": 1.0}, seed=0, test=test)
@@ -100,3 +100,8 @@ def test_mode_variants_parse():
     for bad in ("mss[order]", "mss order=storage", "[x=1]"):
         with pytest.raises(ValueError, match="--modes"):
             parse_variant(bad)
+    mode = ModeVariant.parse("mss[order=storage]")
+    assert (mode.text, mode.name, mode.own) == ("mss[order=storage]", "mss", {"order": "storage"})
+    assert mode.params({"temperature": 1.0, "order": "storage_rank"}) == {"temperature": 1.0, "order": "storage"}
+    with pytest.raises(ValueError, match="--modes"):
+        ModeVariant.parse("mss[order]")

@@ -72,7 +72,7 @@ from ..verify.modes import get_mode
 from ..verify.modespec import MODES
 from .context import context
 from .lossless_check import check_prompt, informative_prefix
-from .lossless_power import draws_for_power, parse_variant
+from .lossless_power import ModeVariant, draws_for_power
 
 ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = [
@@ -202,25 +202,27 @@ def parse_args(argv):
     return ap.parse_known_args(argv)
 
 
-def check_args(args) -> tuple[int, list[str], list[str]]:
-    """(N, modes, controls) from the arguments, or a one-line ValueError."""
+def check_args(args) -> tuple[int, list[ModeVariant], list[ModeVariant]]:
+    """(N, modes, controls) from the arguments, each mode parsed once, or a one-line ValueError."""
     if args.max_bins < 2:
         raise ValueError(f"--max-bins={args.max_bins}: must be >= 2")
     n = draws_for_power(args.max_bins - 1, args.tv, args.alpha, args.power) if args.draws == "auto" else int(args.draws)
     if n < 1:
         raise ValueError(f"--draws={args.draws}: must be >= 1 or auto")
-    modes = [m for m in args.modes.split(",") if m]
-    controls = [m for m in args.control.split(",") if m]
-    for m in modes:
-        name, own = parse_variant(m)
-        if name not in sampling_modes():
+    modes, controls = [], []
+    for m in filter(None, args.modes.split(",")):
+        mode = ModeVariant.parse(m)
+        if mode.name not in sampling_modes():
             raise ValueError(
                 f"--modes: {m!r} is not a lossless sampling mode: use any of {', '.join(sampling_modes())}"
             )
-        get_mode(name).params(own)
-    for m in controls:
-        if get_mode(parse_variant(m)[0]).lossless:
+        get_mode(mode.name).params(mode.own)
+        modes.append(mode)
+    for m in filter(None, args.control.split(",")):
+        control = ModeVariant.parse(m)
+        if get_mode(control.name).lossless:
             raise ValueError(f"--control: {m!r} is lossless; a positive control must be a lossy rule")
+        controls.append(control)
     return n, modes, controls
 
 
@@ -267,7 +269,7 @@ def main(argv=None) -> None:
         "dtype": job.dtype,
     }
     out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
-    lossy = {parse_variant(m)[0] for m in controls}
+    lossy = {m.name for m in controls}
     write_rows(out, [r for r in rows if r["verify"] not in lossy], keys, COLUMNS)
     if controls:
         write_rows(

@@ -16,7 +16,7 @@ The fit's columns:
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
@@ -31,7 +31,7 @@ from ..verify.modes import get_mode
 from ..verify.modespec import check_compatible, row_tags
 from .context import DecodePlan
 from .jobspec import tree_spec, verify_spec
-from .lossless_power import parse_variant, power
+from .lossless_power import ModeVariant, power
 
 MIN_EXPECTED = 5.0  # χ² bins: expected count >= 5 (the usual rule)
 NULL_SAMPLES = 200
@@ -168,14 +168,13 @@ def warm(memo, root: int, params: Mapping[str, Any], widths) -> None:
     memo.target.logits(nodes)
 
 
-def groups(modes, trees: dict, params: dict) -> dict:
-    """The modes (names or ``name[key=value;...]``) by how they draft: {(tree, child rule):
-    [mode, ...]}, in order of first appearance; one drafting serves a group (``first_tokens``)."""
-    out: dict = {}
-    for text in modes:
-        name, own = parse_variant(text)
-        spec = get_mode(name, {**params, **own})
-        out.setdefault((trees["chain"] if spec.chain_only else trees["tree"], spec.child_rule), []).append(text)
+def groups(modes: Sequence[ModeVariant], trees: dict, params: dict) -> dict[tuple, list[ModeVariant]]:
+    """The modes by how they draft: {(tree, child rule): [mode, ...]}, in order of first
+    appearance; one drafting serves a group (``first_tokens``)."""
+    out: dict[tuple, list[ModeVariant]] = {}
+    for mode in modes:
+        spec = get_mode(mode.name, mode.params(params))
+        out.setdefault((trees["chain"] if spec.chain_only else trees["tree"], spec.child_rule), []).append(mode)
     return out
 
 
@@ -183,7 +182,7 @@ def check_prompt(
     pair,
     prompt,
     index: int,
-    modes,
+    modes: Sequence[ModeVariant],
     trees: dict,
     n: int,
     params: dict,
@@ -192,7 +191,7 @@ def check_prompt(
     batch: int = 32,
     test: dict | None = None,
 ) -> list[dict]:
-    """One row per mode (a name or ``name[key=value;...]``) for one prefix; drafter and
+    """One row per mode (a ``--modes`` / ``--control`` entry) for one prefix; drafter and
     verifier share memoised models, warmed first (``warm``); the modes that draft alike
     share their drafted trees (``groups``; a row's ``wall_s`` and ``target_forwards`` are its
     group's).  ``test``: {"tv", "alpha", "max_bins"} of the power calculation (``lossless_power``)."""
@@ -203,21 +202,21 @@ def check_prompt(
         memo.draft.set_base(prompt.ids[:-1])
     root = (int(prompt.ids[-1]),)
     p = probs(memo.target.logits([root])[0], params["temperature"], params["top_p"])
-    warm(memo, root[0], get_mode(parse_variant(modes[0])[0]).params(params) if modes else params, widths)
+    warm(memo, root[0], get_mode(modes[0].name).params(params) if modes else params, widths)
     rows = []
-    for (tree, _), texts in groups(modes, trees, params).items():
+    for (tree, _), group in groups(modes, trees, params).items():
         t0, f0 = time.perf_counter(), memo.target.forwards
-        tokens = first_tokens(memo, prompt.ids, index, [parse_variant(t) for t in texts], tree, n, params, seed, batch)
+        tokens = first_tokens(memo, prompt.ids, index, [(m.name, m.own) for m in group], tree, n, params, seed, batch)
         cost = {"target_forwards": memo.target.forwards - f0, "wall_s": time.perf_counter() - t0}
-        for text, toks in zip(texts, tokens):
-            rows.append(check_row(memo, prompt, text, tree, toks, p, params, seed, test) | cost)
+        for mode, toks in zip(group, tokens):
+            rows.append(check_row(memo, prompt, mode, tree, toks, p, params, seed, test) | cost)
             print(
-                f"  {prompt.id:>14} {text:>12}: chi2_p={rows[-1]['chi2_p']:.3g} tv={rows[-1]['tv']:.4f} "
+                f"  {prompt.id:>14} {mode.text:>12}: chi2_p={rows[-1]['chi2_p']:.3g} tv={rows[-1]['tv']:.4f} "
                 f"(null {rows[-1]['tv_null']:.4f}), power {rows[-1]['power']:.3f} at TV {test['tv']}",
                 flush=True,
             )
         print(
-            f"  {prompt.id:>14} {len(texts)} modes on the same {n} drafted {tree[0]}/{tree[1]} trees: "
+            f"  {prompt.id:>14} {len(group)} modes on the same {n} drafted {tree[0]}/{tree[1]} trees: "
             f"{cost['target_forwards']} target forwards, {cost['wall_s']:.1f}s",
             flush=True,
         )
@@ -227,7 +226,7 @@ def check_prompt(
 def check_row(
     pair,
     prompt,
-    text: str,
+    mode: ModeVariant,
     tree: tuple[str, int],
     tokens: list[int],
     p: torch.Tensor,
@@ -237,14 +236,14 @@ def check_row(
 ) -> dict:
     """One mode's row: the fit of its first tokens against p, the power at its N and bins
     and, for a lossy control, its exact TV and whether it was rejected (``control_law``)."""
-    name, own = parse_variant(text)
-    spec = get_mode(name, {**params, **own})
+    own = mode.params(params)
+    spec = get_mode(mode.name, own)
     got = fit(tokens, p, seed, test["max_bins"])
     row = {
         "prefix_id": prompt.id,
         "prefix_tokens": len(prompt.ids),
-        "verify": name,
-        **row_tags(spec, spec.params({**params, **own})),
+        "verify": mode.name,
+        **row_tags(spec, spec.params(own)),
         "tree": tree[0],
         "budget": tree[1],
         "temperature": params["temperature"],
@@ -256,7 +255,7 @@ def check_row(
         "power": power(got["n_draws"], got["n_bins"] - 1, test["tv"], test["alpha"]),
     }
     if not spec.lossless:
-        row.update(control_law(pair, prompt, spec, {**params, **own}, tree, p, test["alpha"], row["chi2_p"]))
+        row.update(control_law(pair, prompt, spec, own, tree, p, test["alpha"], row["chi2_p"]))
     return row
 
 

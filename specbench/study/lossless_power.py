@@ -8,11 +8,17 @@ bins of total p-mass a into bins of mass b (a + b ≤ 1) costs at least δ²/a +
 So ``power(n, df, tv, alpha)`` = P(χ²_df(4Nδ²) > χ²_df quantile at 1 - alpha) is a
 lower bound on the probability that a rule that far from the target is rejected, and
 ``draws_for_power`` is the smallest N reaching a target power.
+
+A mode variant (``--modes`` / ``--control``: ``name[key=value;...]``) is parsed once into a
+``ModeVariant`` that the check passes down.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 MODE_VARIANT = re.compile(r"^([a-z_0-9]+)(?:\[([^\]]*)\])?$")
 
@@ -64,3 +70,23 @@ def parse_variant(text: str) -> tuple[str, dict]:
             raise ValueError(f"--modes: {text!r}: parameter {item!r} is not key=value")
         params[key.strip()] = val.strip()
     return m.group(1), params
+
+
+@dataclass(frozen=True)
+class ModeVariant:
+    """One ``--modes`` / ``--control`` entry, parsed once: ``text`` as given (``mss[order=storage]``),
+    the mode's ``name`` ("mss") and its ``own`` parameters ({"order": "storage"})."""
+
+    text: str
+    name: str
+    own: dict[str, str]
+
+    @classmethod
+    def parse(cls, text: str) -> ModeVariant:
+        """The variant ``text`` spells (``parse_variant``; a one-line ValueError otherwise)."""
+        name, own = parse_variant(text)
+        return cls(text, name, own)
+
+    def params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The check's sampling ``params`` with the variant's own on top."""
+        return {**params, **self.own}
