@@ -106,21 +106,8 @@ COLUMNS = [
     "wall_s",
 ]
 CONTROL_COLUMNS = COLUMNS + ["exact_tv", "rejected"]
-REPLACE_KEY = [
-    "pair_id",
-    "dataset",
-    "prefix_id",
-    "prefix_tokens",
-    "verify",
-    "child_rule",
-    "sibling_order",
-    "tree",
-    "budget",
-    "temperature",
-    "top_p",
-    "seed",
-    "n_draws",
-]  # a run at another N adds its rows
+# a check's identity: the columns that name what ran, not what it measured (a run at another N adds its rows)
+REPLACE_KEY = [c for c in COLUMNS[: COLUMNS.index("n_bins")] if c not in ("pair", "draft", "target", "dtype")]
 NUMERIC_KEY = ("prefix_tokens", "budget", "temperature", "top_p", "seed", "n_draws")  # a CSV reads 1.0 back as 1
 
 
