@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -262,7 +263,8 @@ def test_loaders_read_a_typed_spec_checked_once():
     spec = data.DatasetSpec.of({"name": "smoke", "limit": 1, "kind": None, "prompts": ["x"]})
     assert (spec.name, spec.limit, spec.kind, dict(spec.options)) == ("smoke", 1, None, {"prompts": ["x"]})
     assert spec.get("prompts") == ["x"] and spec.get("path", "d") == "d" and spec.get("limit") == 1
-    assert spec.with_limit(None).limit is None and spec.with_limit(None).options == spec.options
+    whole = dataclasses.replace(spec, limit=None)
+    assert whole.limit is None and whole.options == spec.options
     for keys, key in (
         ({"name": "smoke", "limit": "3"}, "dataset.limit"),
         ({"name": "smoke", "kind": "x"}, "dataset.kind"),

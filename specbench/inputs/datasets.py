@@ -20,6 +20,7 @@ from typing import Any
 
 from ..core.registry import Registry
 
+COMMON = ("name", "limit", "max_prompt_tokens", "kind")  # the keys every dataset config has (DatasetSpec's fields)
 KINDS = ("instruct", "completion")  # instruct: chat template applied; completion: raw text
 Rows = list[tuple[str, str, str]]  # (prompt id, text, category)
 
@@ -52,16 +53,12 @@ class DatasetSpec:
                 f"dataset {name}: dataset.kind={kind}; set dataset.kind to one of "
                 f"{', '.join(KINDS)} (instruct wraps prompts in the chat template)"
             )
-        common = {"name", "limit", "max_prompt_tokens", "kind"}
-        return cls(str(name), limit, mpt, kind, {k: v for k, v in keys.items() if k not in common})
+        return cls(str(name), limit, mpt, kind, {k: v for k, v in keys.items() if k not in COMMON})
 
     def get(self, key: str, default: Any = None) -> Any:
         """A key of the dataset config (typed field or loader option), or ``default`` where absent or None."""
-        value = getattr(self, key) if key in ("name", "limit", "max_prompt_tokens", "kind") else self.options.get(key)
+        value = getattr(self, key) if key in COMMON else self.options.get(key)
         return default if value is None else value
-
-    def with_limit(self, limit: int | None) -> DatasetSpec:
-        return DatasetSpec(self.name, limit, self.max_prompt_tokens, self.kind, self.options)
 
 
 @dataclass(frozen=True)

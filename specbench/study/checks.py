@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..inputs.datasets import COMMON as DATASET_COMMON
 from .jobspec import ConfigError, JobSpec, VerifySpec
 
 if TYPE_CHECKING:  # the registries load (torch) inside the checks, not on import
     from ..verify.modespec import ModeSpec
-
-DATASET_COMMON = ("name", "limit", "max_prompt_tokens", "kind")
 
 
 # --------------------------------------------------------------------------

@@ -16,7 +16,7 @@ the lossless check build one for a loaded pair without a whole job.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from tqdm import tqdm
@@ -116,7 +116,9 @@ class JobContext:
         for calibration, which takes the last ones)."""
         spec = self.job.dataset.loader_spec()
         return data.load_prompts(
-            spec.with_limit(None) if whole else spec, tokenizer, max_prompt_tokens=self.job.dataset.max_prompt_tokens
+            replace(spec, limit=None) if whole else spec,
+            tokenizer,
+            max_prompt_tokens=self.job.dataset.max_prompt_tokens,
         )
 
     def positions(self) -> dict:
