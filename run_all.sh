@@ -48,48 +48,48 @@ sweep() {  # sweep NAME [OVERRIDES...]: one reference preset, a multirun into $O
   step "${TAG:-}study: sweep=$name $*"
   $PY -m specbench.run -m sweep=$name out_root="$OUT" hydra.sweep.dir="$OUT/$name${SUFFIX:-}" "$@"
 }
+# The hour, in the issue's priority order (#23; REPORT.md's limitations price every floor left out).
 # greedy (bf16, 128 new tokens, replayed against each prompt's cached target continuation)
-sweep reference            # qwen_coder: 8 static shapes x budgets 4..64, first 64 prompts of 3 datasets
-sweep reference_pairs      # the n-gram drafter on the same prompts
-sweep reference_merged     # the merged drafter on part 1's HumanEval prompts
-sweep reference_live       # EAGLE-2 on part 1's HumanEval prompts
-sweep reference_skip       # the layer-skip pair: 4 shapes x budgets 4..32, HumanEval + MT-bench
-sweep reference_xpairs     # the cross-vocabulary pairs
-# sampling (live, bf16): each rule beside its strongest token-level baseline on the same drafted trees
-# at T = 1 on HumanEval, 64 new tokens, within the hour (REPORT.md's limitations list the floors left
-# out and what they would take; more: dataset=humaneval,mt_bench dataset.limit=32 max_new_tokens=128)
-SUFFIX=_t1 sweep reference_modes_chain verify.temperature=1.0 dataset=humaneval dataset.limit=32 max_new_tokens=64
-for preset in reference_modes_tree reference_modes_noreplace reference_modes; do
-  SUFFIX=_t1 sweep $preset verify.temperature=1.0 dataset=humaneval dataset.limit=16 max_new_tokens=64
-done
-# the temperature sweep: each lossless rule beside its baseline at T = 0.3 and 0.7 (16 prompts; the lossy
-# rules only at T = 1, REPORT.md's limitations say what the rest would take)
-for preset in reference_modes_chain reference_modes_tree reference_modes_noreplace; do
-  SUFFIX=_t03_07 sweep $preset verify.temperature=0.3,0.7 dataset=humaneval dataset.limit=16 max_new_tokens=64
-done
+sweep reference            # 1:  qwen_coder: 8 static shapes x budgets 4..64, first 64 prompts of 3 datasets
+sweep reference_live       # 1b: EAGLE-2 on the same prompts
+sweep reference_pairs      # 1c: the n-gram drafter on the same prompts
+sweep reference_merged     # 1d: the merged drafter on the same prompts
+sweep reference_skip       # 2:  the layer-skip pair: 4 shapes x budgets 4..32, HumanEval + MT-bench
 
-step "study: measured speed (live bf16, 8 prompts in flight: plain decoding, chain/4, binary/16)"
-$PY -m specbench.run -m sweep=reference_speed pair=qwen_coder tree=none,chain,binary out_root="$OUT" \
-  hydra.sweep.dir="$OUT/speed_qwen_coder"
+speed() {  # speed BATCH PAIR TREES: live bf16 speed, 16 HumanEval prompts x 64 tokens
+  step "${TAG:-}study: measured speed at batch $1 ($2: tree=$3; live bf16)"
+  $PY -m specbench.run -m sweep=reference_speed pair=$2 tree=$3 batch_size=$1 out_root="$OUT" \
+    hydra.sweep.dir="$OUT/speed_b$1_$2"
+}
+speed 8 qwen_coder none,chain,binary   # 4: plain decoding, chain/4, binary/16 with 8 prompts in flight
 
-step "losslessness on the real pair: first emitted token of each lossless sampling mode vs the target, modes that draft alike on the same trees (results/lossless_check.csv)"
-# one prompt (HumanEval/0), 1200 draws per group of modes that draft alike: ~7 min here.  90% power
-# against a first-token TV of 0.02 takes --draws auto (15148 per group, ~80 min here: REPORT.md)
-once lossless_grouped $PY -m specbench.study.lossless --draws 1200 pair=qwen_coder dataset=humaneval dataset.limit=1 \
-  dtype=bfloat16
-
-# outside the hour (SPECBENCH_EXTENDED=1 bash run_all.sh, ~100 min more here): the T = 1 mode sweep on MT-bench
-# and the lossless check at 90% power against a first-token TV of 0.02 (--draws auto: 15148 per group)
+# outside the hour (SPECBENCH_EXTENDED=1 bash run_all.sh), the floors left out, in the same order:
+# 4b, then 2b's n-gram part, 2b's cross-vocabulary pairs at chain/4, the sampling floors (3-3f) at T = 1 on
+# HumanEval then MT-bench and at T = 0.3 / 0.7, and the lossless check at 1200 draws, then at 90% power
 if [ -n "${SPECBENCH_EXTENDED:-}" ]; then
-  TAG="extended: " SUFFIX=_t1_mt sweep reference_modes_chain verify.temperature=1.0 dataset=mt_bench \
-    dataset.limit=32 max_new_tokens=64
-  for preset in reference_modes_tree reference_modes_noreplace reference_modes; do
-    TAG="extended: " SUFFIX=_t1_mt sweep $preset verify.temperature=1.0 dataset=mt_bench dataset.limit=16 \
-      max_new_tokens=64
+  TAG="extended: "
+  speed 1 qwen_coder none,chain        # 4b: one prompt in flight (plain decoding runs per pair: its
+  speed 1 smollm_qwen none,chain       #     measured speedup divides by its own pair's plain run)
+  for ds in humaneval mt_bench; do calibrate ngram_qwen $ds; done
+  sweep reference_pairs dataset=humaneval,mt_bench tree=chain,binary,sequoia,specinfer tree.budget=4,8,16,32
+  sweep reference_xpairs pair=smollm_qwen,gemma_qwen
+  # sampling (live, bf16): each rule beside its strongest token-level baseline on the same drafted trees
+  for ds in humaneval mt_bench; do
+    SUFFIX=_t1_$ds sweep reference_modes_chain verify.temperature=1.0 dataset=$ds dataset.limit=32 max_new_tokens=64
+    for preset in reference_modes_tree reference_modes_noreplace reference_modes; do
+      SUFFIX=_t1_$ds sweep $preset verify.temperature=1.0 dataset=$ds dataset.limit=16 max_new_tokens=64
+    done
   done
+  for preset in reference_modes_chain reference_modes_tree reference_modes_noreplace; do
+    SUFFIX=_t03_07 sweep $preset verify.temperature=0.3,0.7 dataset=humaneval dataset.limit=16 max_new_tokens=64
+  done
+  step "extended: losslessness on the real pair: first emitted token of each lossless sampling mode vs the target, modes that draft alike on the same trees (results/lossless_check.csv)"
+  once lossless_grouped $PY -m specbench.study.lossless --draws 1200 pair=qwen_coder dataset=humaneval \
+    dataset.limit=1 dtype=bfloat16
   step "extended: losslessness at 90% power against a first-token TV of 0.02 (--draws auto)"
   once lossless_power90 $PY -m specbench.study.lossless --draws auto pair=qwen_coder dataset=humaneval \
     dataset.limit=1 dtype=bfloat16
+  TAG=""
 fi
 
 step "tree-attention benchmark + real 1.5B model view (results/attention.csv)"

@@ -1,5 +1,6 @@
 """collect keeps config hashes as text: '3726142e8142' is not a number."""
 
+import gzip
 import json
 
 import pandas as pd
@@ -8,7 +9,7 @@ import pytest
 from mounts import ro_mount, tiny_tmpfs  # noqa: F401  (fixtures)
 from specbench.study.collect import CollectError, job_dirs, merge
 from specbench.study.collect import main as collect_main
-from specbench.study.results import read_csv
+from specbench.study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
 
 
 def test_float_looking_hashes_survive_collect(tmp_path):
@@ -83,10 +84,10 @@ def test_newest_run_of_a_config_replaces_all_its_rows(tmp_path):
     collect_main([str(tmp_path / "jobs"), "--out", str(out)])
     fake_job(tmp_path / "jobs2", "new", run_id="20260102T000000-bbbb", n_steps=3, emitted=2)
     collect_main([str(tmp_path / "jobs2"), "--out", str(out)])
-    summary, steps = read_csv(out / "summary.csv"), read_csv(out / "steps.csv")
+    summary, steps = read_csv(out / "summary.csv"), read_csv(out / STEPS_FILE)
     assert len(summary) == 1 and summary.n_steps.iloc[0] == len(steps) == 3
     assert steps.emitted.sum() == summary.new_tokens.iloc[0] and set(steps.run_id) == {"20260102T000000-bbbb"}
-    outputs = [json.loads(x) for x in (out / "outputs.jsonl").read_text().splitlines()]
+    outputs = [json.loads(x) for x in gzip.open(out / OUTPUTS_FILE, "rt").read().splitlines()]
     assert [o["text"] for o in outputs] == ["20260102T000000-bbbb"] and outputs[0]["config_hash"] == "abc123abc123"
 
 
@@ -123,8 +124,9 @@ def test_failed_jobs_are_skipped_and_listed_and_orphan_steps_dropped(tmp_path, c
     collect_main([str(tmp_path / "jobs"), "--out", str(out)])
     said = capsys.readouterr().out
     assert f"skipped 1 failed job(s) (see error.txt): {bad}" in said and "dropped 1 step rows" in said
-    steps = read_csv(out / "steps.csv")
+    steps = read_csv(out / STEPS_FILE)
     assert set(steps.config_hash) == {"abc123abc123"}
+    assert not (out / "steps.csv").exists()  # the uncompressed name from before the gzip is read, then gone
     with pytest.raises(CollectError):
         merge([str(bad)])
 
@@ -152,7 +154,7 @@ def test_an_older_folder_collected_later_never_replaces_newer_rows(tmp_path, cap
     collect_main([str(tmp_path / "old"), "--out", str(out)])  # older run, collected later
     summary = read_csv(out / "summary.csv")
     assert list(summary.run_id) == [NEW] and summary.n_steps.iloc[0] == 3
-    assert set(read_csv(out / "steps.csv").run_id) == {NEW}
+    assert set(read_csv(out / STEPS_FILE).run_id) == {NEW}
     collect_main([str(tmp_path), "--out", str(tmp_path / "both"), "--fresh"])  # both in one collect
     assert list(read_csv(tmp_path / "both" / "summary.csv").run_id) == [NEW]
     said = capsys.readouterr().out
@@ -174,7 +176,7 @@ def test_error_txt_or_two_run_ids_make_a_folder_failed_and_listed(tmp_path, caps
     assert f"skipped 1 failed job(s) (see error.txt): {err}" in said
     assert f"skipped 1 job folder(s) holding files of two runs: {mixed} (summary run {OLD}, others {NEW})" in said
     assert list(read_csv(out / "summary.csv").config_hash) == ["aaaaaaaaaaaa"]
-    assert set(read_csv(out / "steps.csv").config_hash) == {"aaaaaaaaaaaa"}
+    assert set(read_csv(out / STEPS_FILE).config_hash) == {"aaaaaaaaaaaa"}
 
 
 def paired_job(root, name, run_id, primary_run=None):
@@ -278,7 +280,7 @@ def test_collect_onto_a_full_disk_replaces_none_of_its_outputs(tmp_path, tiny_tm
     collect_main([str(tmp_path / "jobs"), "--out", str(out)])
     before = out_files(out)
     for i in range(40):
-        fake_job(tmp_path / "jobs", f"big{i}", h=f"{i:012d}", n_steps=400)
+        fake_job(tmp_path / "jobs", f"big{i}", h=f"{i:012d}", n_steps=4000)  # ~100x the disk, gzipped or not
     with pytest.raises(SystemExit) as e:
         collect_main([str(tmp_path / "jobs"), "--out", str(out)])
     msg = str(e.value)

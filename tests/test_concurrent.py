@@ -12,7 +12,7 @@ import pandas as pd
 
 from specbench.study.collect import main as collect_main
 from specbench.study.collect import scan
-from specbench.study.results import read_csv
+from specbench.study.results import STEPS_FILE, read_csv
 from test_resume import ROOT, RUN, TIMING, env, run, sweep_cmd
 
 A = ["tree=chain,binary", "tree.budget=2"]
@@ -53,7 +53,7 @@ def interleave(dirs, out, rng: random.Random | None) -> list:
 def collected(out, res) -> tuple[pd.DataFrame, pd.DataFrame]:
     """collect's summary and steps (in this process; timing and run ids aside)."""
     collect_main([str(out), "--out", str(res), "--fresh"])
-    summary, steps = read_csv(res / "summary.csv"), read_csv(res / "steps.csv")
+    summary, steps = read_csv(res / "summary.csv"), read_csv(res / STEPS_FILE)
     return (
         summary.drop(columns=[c for c in TIMING + RUN if c in summary]),
         steps.drop(columns=[c for c in TIMING + RUN if c in steps]),

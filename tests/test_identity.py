@@ -8,7 +8,7 @@ import shutil
 
 from specbench.core.atomic import umask
 from specbench.study import identity
-from specbench.study.results import read_csv
+from specbench.study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
 from test_hydra import job_args, specbench
 
 
@@ -48,7 +48,7 @@ def test_model_swapped_in_place_is_recomputed_and_collect_keeps_one_run_per_conf
     assert len(hashes) == 3 and len(set(hashes)) == 2
     res = tmp_path / "results"
     assert specbench("specbench.collect", str(out), "--out", str(res)).returncode == 0
-    summary, steps = read_csv(res / "summary.csv"), read_csv(res / "steps.csv")
+    summary, steps = read_csv(res / "summary.csv"), read_csv(res / STEPS_FILE)
     assert sorted(summary.config_hash) == sorted(set(hashes))
     for row in summary.itertuples():
         mine = steps[steps.config_hash == row.config_hash]
@@ -56,7 +56,7 @@ def test_model_swapped_in_place_is_recomputed_and_collect_keeps_one_run_per_conf
         assert set(mine.run_id) == {row.run_id}
     assert summary.pair_id.nunique() == 2  # same folders, different content
     mode = 0o666 & ~umask()
-    for f in [*summaries(out), res / "summary.csv", res / "steps.csv", res / "outputs.jsonl"]:
+    for f in [*summaries(out), res / "summary.csv", res / STEPS_FILE, res / OUTPUTS_FILE]:
         assert os.stat(f).st_mode & 0o777 == mode, f
 
 

@@ -12,7 +12,7 @@ from specbench.drafting.drafters import ModelDrafter
 from specbench.engine.loop import Decoding, decode_prompt, paired_generators
 from specbench.engine.verifiers import LiveVerifier
 from specbench.study import checks, jobspec
-from specbench.study.results import read_csv
+from specbench.study.results import STEPS_FILE, read_csv
 from specbench.trees.policies import make_policy
 from specbench.verify.modes import get_mode
 from test_hydra import job_args, specbench
@@ -126,7 +126,7 @@ def test_paired_job_rows_share_prompts_seeds_and_trees(tiny_pair_dirs, tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     res = tmp_path / "results"
     assert specbench("specbench.collect", str(out), "--out", str(res)).returncode == 0
-    summary, steps = read_csv(res / "summary.csv"), read_csv(res / "steps.csv")
+    summary, steps = read_csv(res / "summary.csv"), read_csv(res / STEPS_FILE)
     assert sorted(summary.verify) == ["block", "speculative"] and summary.config_hash.is_unique
     decode = summary[summary.pair_role == "decode"].iloc[0]
     assert (summary.pair_key == decode.config_hash).all()

@@ -18,7 +18,7 @@ from make_results import make_results  # noqa: E402
 
 from specbench.report import compare as C  # noqa: E402
 from specbench.report.sections import md_table  # noqa: E402
-from specbench.study.results import read_csv  # noqa: E402
+from specbench.study.results import STEPS_FILE, read_csv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -257,8 +257,8 @@ def test_degrades_with_summary_only(tmp_path):
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "REPORT.md").read_text()
     assert "attention.csv is absent" in text and "no speedup is measured" in text
-    assert "environment.json is absent" in text and "outputs.jsonl is absent" in text
-    assert "steps.csv is absent, so no paired mode comparison is shown" in text
+    assert "environment.json is absent" in text and "outputs.jsonl.gz is absent" in text
+    assert "steps.csv.gz is absent, so no paired mode comparison is shown" in text
     _assert_no_empty_parts(text)
     for h in summary.config_hash:
         assert f"| {h} |" in text
@@ -296,7 +296,7 @@ def test_paired_rows_are_compared_on_their_own_trees(tmp_path):
     from specbench.report import narrative as N
 
     src = Path(make_results(str(tmp_path / "results")))
-    summary, steps = read_csv(src / "summary.csv"), read_csv(src / "steps.csv")
+    summary, steps = read_csv(src / "summary.csv"), read_csv(src / STEPS_FILE)
     df, sums = A.prepare(summary), C.prompt_sums(steps)
     gains = A.mode_gains(df, sums).set_index(["verify", "budget"])
     for mode, ref in (("block", "speculative"), ("traversal", "mss")):

@@ -3,6 +3,7 @@ byte-identically, and it refuses truncated or inconsistent inputs before writing
 
 from __future__ import annotations
 
+import gzip
 import re
 import shutil
 import sys
@@ -15,9 +16,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from make_results import make_results  # noqa: E402
 
+from specbench.core.atomic import gzip_bytes  # noqa: E402
 from specbench.report import build as B  # noqa: E402
 from specbench.report import phrases as P  # noqa: E402
 from specbench.report import tables as T  # noqa: E402
+from specbench.study.results import STEPS_FILE  # noqa: E402
 from test_report import run_report  # noqa: E402  (the one report subprocess helper)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -202,7 +205,7 @@ def _refused(tmp_path: Path, snap: dict, name: str) -> None:
     assert not list(tmp_path.glob(".tmp-*")) and not list((tmp_path / "results").glob(".figures-*"))
 
 
-@pytest.mark.parametrize("name", ["summary.csv", "steps.csv"])
+@pytest.mark.parametrize("name", ["summary.csv", STEPS_FILE])
 def test_truncated_file_is_refused_in_one_line(rendered, name):
     tmp_path, snap = rendered
     path = tmp_path / "results" / name
@@ -213,20 +216,20 @@ def test_truncated_file_is_refused_in_one_line(rendered, name):
 
 def test_steps_missing_lines_is_refused(rendered):
     tmp_path, snap = rendered
-    path = tmp_path / "results" / "steps.csv"
-    lines = path.read_text().splitlines(keepends=True)
-    path.write_text("".join(lines[: len(lines) // 2]))  # whole lines lost: counts disagree
-    _refused(tmp_path, snap, "steps.csv")
+    path = tmp_path / "results" / STEPS_FILE
+    lines = gzip.open(path, "rt").read().splitlines(keepends=True)
+    path.write_bytes(gzip_bytes("".join(lines[: len(lines) // 2])))  # whole lines lost: counts disagree
+    _refused(tmp_path, snap, STEPS_FILE)
 
 
 def test_deleted_steps_degrades_with_the_right_reason_and_no_stale_figure(rendered):
     tmp_path, _ = rendered
-    (tmp_path / "results" / "steps.csv").unlink()
+    (tmp_path / "results" / STEPS_FILE).unlink()
     (tmp_path / "results" / "figures" / "stale_old_figure.png").write_bytes(b"old")
     proc = run_report(tmp_path)
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "REPORT.md").read_text()
-    assert "steps.csv is absent, so no paired mode comparison is shown" in text
+    assert "steps.csv.gz is absent, so no paired mode comparison is shown" in text
     links = {Path(x).name for x in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)}
     assert {p.name for p in (tmp_path / "results" / "figures").iterdir()} == links
     assert "mode_gains.png" not in links

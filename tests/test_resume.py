@@ -12,7 +12,7 @@ import time
 import pandas as pd
 
 from conftest import tiny_pair_overrides
-from specbench.study.results import read_csv
+from specbench.study.results import STEPS_FILE, read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMING = ["wall_s", "tokens_per_s", "draft_s", "verify_s"]
@@ -101,7 +101,7 @@ def collected(out, res) -> tuple[pd.DataFrame, pd.DataFrame]:
     """collect's summary and steps (timing and run ids aside)."""
     run([sys.executable, "-m", "specbench.collect", str(out), "--out", str(res), "--fresh"])
     summary = read_csv(os.path.join(res, "summary.csv"))
-    steps = read_csv(os.path.join(res, "steps.csv"))
+    steps = read_csv(os.path.join(res, STEPS_FILE))
     return (summary.drop(columns=[c for c in TIMING + RUN if c in summary]), steps.drop(columns=TIMING[2:] + RUN))
 
 

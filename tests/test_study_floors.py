@@ -13,6 +13,7 @@ import pytest
 
 from specbench.report import floors
 from specbench.report.tables import claim, cut_share, is_ranked
+from specbench.study.results import STEPS_FILE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "results")
@@ -22,7 +23,7 @@ RESULTS = os.path.join(ROOT, "results")
 def committed():
     summary = pd.read_csv(os.path.join(RESULTS, "summary.csv"))
     steps = pd.read_csv(
-        os.path.join(RESULTS, "steps.csv"), usecols=["config_hash", "prompt_id", "step", "accepted", "emitted"]
+        os.path.join(RESULTS, STEPS_FILE), usecols=["config_hash", "prompt_id", "step", "accepted", "emitted"]
     )
     return summary, steps
 

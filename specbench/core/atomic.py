@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gzip
 import json
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import IO
 
 
 def umask() -> int:
@@ -171,12 +173,48 @@ def write_file(path: str, text: str) -> None:
         fh.write(text)
 
 
+def gzipped(path: str | os.PathLike) -> bool:
+    """A results file whose name ends in .gz holds gzip text (results/steps.csv.gz: the step
+    records compress about 50x, and a git diff of them stays small)."""
+    return os.fspath(path).endswith(".gz")
+
+
+def gzip_bytes(text: str) -> bytes:
+    """``text`` gzipped with no file name and mtime 0 in the header: the same text, the same bytes."""
+    return gzip.compress(text.encode("utf-8"), mtime=0)
+
+
+def open_text(path: str | os.PathLike) -> IO[str]:
+    """``path`` opened for reading as utf-8 text (newlines untranslated), through gzip if `gzipped`."""
+    if gzipped(path):
+        return gzip.open(path, "rt", encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")
+
+
+def _last_byte(path: str | os.PathLike) -> bytes:
+    """The file's last byte (of its decompressed text where `gzipped`); b"" when empty.  A gzip
+    stream cut short raises EOFError."""
+    if not gzipped(path):
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() == 0:
+                return b""
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1)
+    last = b""
+    with gzip.open(path, "rb") as gz:
+        for block in iter(lambda: gz.read(1 << 22), b""):
+            last = block[-1:]
+    return last
+
+
 def incomplete(path: str | os.PathLike) -> str | None:
     """Why a text file written by specbench is not whole ("is empty", "is truncated ..."),
     or None: every writer ends a file with a newline, so a missing one means a cut file."""
-    with open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        if fh.tell() == 0:
-            return "is empty"
-        fh.seek(-1, os.SEEK_END)
-        return None if fh.read(1) == b"\n" else "is truncated (its last line is incomplete)"
+    try:
+        last = _last_byte(path)
+    except (EOFError, gzip.BadGzipFile) as e:
+        return f"is truncated or corrupt ({e})"
+    if not last:
+        return "is empty"
+    return None if last == b"\n" else "is truncated (its last line is incomplete)"

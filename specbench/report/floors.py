@@ -228,7 +228,7 @@ def shortfall(floor: Floor, summary: pd.DataFrame) -> tuple[int, float]:
     """(cells missing, the minutes they would take): one decode per missing pair x shape x dataset x
     temperature (the rules of a floor ride on it, ``verify.paired_with``), each at the median wall
     time per prompt-token of the runs most like it in summary.csv (greedy or sampling like it; then
-    same pair and tree, else same tree, else same pair, else all), times the floor's prompts and tokens."""
+    same pair and tree, else same pair, since the drafter sets the cost, else same tree, else all), times the floor's prompts and tokens."""
     cells = missing(floor, summary)
     gone = sorted({(p, t, b, d, r if temp == 0 else "", temp) for p, t, b, d, r, temp in cells})
     s = _index(summary)
@@ -237,7 +237,7 @@ def shortfall(floor: Floor, summary: pd.DataFrame) -> tuple[int, float]:
     total = 0.0
     for pair, label, _, _, _, temp in gone:
         k = s[(s["T"] > 0) == (temp > 0)]  # sampling runs live, greedy ones replay
-        for pick in (k[(k.pair == pair) & (k.label == label)], k[k.label == label], k[k.pair == pair], k, s):
+        for pick in (k[(k.pair == pair) & (k.label == label)], k[k.pair == pair], k[k.label == label], k, s):
             if len(pick):
                 total += float(pick.r.median()) * floor.min_prompts * floor.min_tokens
                 break

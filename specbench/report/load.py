@@ -4,9 +4,9 @@ Every refusal is an `InputError`: one line that names the file and the fix.  Che
 - every CSV: a complete last line (a file cut mid-write ends without a newline) and the
   header's number of fields on every row;
 - summary.csv: the key columns, no empty key cell;
-- steps.csv (optional): its configurations are in summary.csv and each one's step count
+- steps.csv.gz (optional): its configurations are in summary.csv and each one's step count
   equals summary.csv's ``n_steps`` (a half-copied or stale steps.csv is refused);
-- outputs.jsonl (optional): every line a JSON object.
+- outputs.jsonl.gz (optional): every line a JSON object.
 A missing optional file is no error: the sections that need it say so.
 """
 
@@ -19,8 +19,8 @@ import os
 
 import pandas as pd
 
-from ..core.atomic import incomplete
-from ..study.results import read_csv
+from ..core.atomic import incomplete, open_text
+from ..study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
 from . import analysis as A
 from . import compare as C
 
@@ -59,7 +59,7 @@ def check_complete(path: str) -> None:
     why = incomplete(path)
     if why:
         raise InputError(f"{path} {why}; {COLLECT}")
-    with open(path, newline="", encoding="utf-8") as fh:
+    with open_text(path) as fh:
         rows = csv.reader(fh)
         width = len(next(rows))
         for lineno, row in enumerate(rows, 2):
@@ -116,7 +116,7 @@ def check_steps(path: str, steps: pd.DataFrame, summary: pd.DataFrame) -> None:
 def read_outputs(path: str) -> dict:
     if not os.path.isfile(path):
         return {}
-    with open(path, encoding="utf-8") as fh:
+    with open_text(path) as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
@@ -142,7 +142,7 @@ def load(results: str) -> dict:
         raise InputError(f"{path} not found; run `python -m specbench.collect` first (or pass --results DIR)")
     summary = read_checked(path)
     check_summary(path, summary)
-    steps_path = os.path.join(results, "steps.csv")
+    steps_path = os.path.join(results, STEPS_FILE)
     steps = read_checked(steps_path)
     if steps is not None:
         check_steps(steps_path, steps, summary)
@@ -161,7 +161,7 @@ def load(results: str) -> dict:
         data,
         summary=summary,
         steps=A.relabel_pairs(steps, labels, by_hash),
-        outputs=read_outputs(os.path.join(results, "outputs.jsonl")),
+        outputs=read_outputs(os.path.join(results, OUTPUTS_FILE)),
         vector=A.relabel_pairs(_vectors(results), labels),
         env=env,
         results=results,

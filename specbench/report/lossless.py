@@ -86,12 +86,12 @@ def _greedy_outputs(table, has_outputs: bool, has_baseline: bool, margins: pd.Da
     out = [
         "**(a) Greedy outputs against plain decoding** (Spec-Bench `equal.py` style): every greedy "
         "configuration's generated tokens against the plain-decoding baseline's (tree none, same pair, "
-        "dataset, dtype and max_new_tokens) on the prompts both ran. In float32 all should be identical; "
+        "dataset, dtype, max_new_tokens and batch size) on the prompts both ran. In float32 all should be identical; "
         "bf16 kernels may round differently, and any divergence is reported, never hidden."
     ]
     if table.empty:
         why = (
-            "results/outputs.jsonl is absent"
+            "results/outputs.jsonl.gz is absent"
             if not has_outputs
             else "results/summary.csv has no plain-decoding baseline row (tree none)"
             if not has_baseline

@@ -24,7 +24,7 @@ pct = lambda x: "n/a" if x != x or x is None else f"{x:.0%}"  # noqa: E731
 
 
 NO_STEPS = (
-    "_results/steps.csv is absent, so {what} (it needs per-prompt step records; "
+    "_results/steps.csv.gz is absent, so {what} (it needs per-prompt step records; "
     "`python -m specbench.collect` writes them)._"
 )
 

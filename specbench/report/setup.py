@@ -23,8 +23,8 @@ DEFAULT_COMMANDS = [
 ENV_PER_PAIR = ("commands", "draft", "target", "dtype")  # per pair in the pairs table, not one value for all
 CSVS = [
     "summary.csv",
-    "steps.csv",
-    "outputs.jsonl",
+    "steps.csv.gz",
+    "outputs.jsonl.gz",
     "acceptance_vector.csv",
     "acceptance_matrix.csv",
     "gap_to_optimum.csv",

@@ -1,7 +1,9 @@
 """Speedup (projected and measured) and losslessness against the plain-decoding baseline.
 
 Both are measured against the baseline row (tree none, budget 0) of the same
-pair, dataset, dtype and max_new_tokens (`BASELINE_MATCH`).  pandas only.
+pair, dataset, dtype, max_new_tokens and batch size (`BASELINE_MATCH`): a live run's
+tokens/s depends on how many prompts share a forward, so a batch-8 run is never
+divided by a batch-1 baseline.  pandas only.
 
 Projected speedup = tokens_per_step · t_target(1) / (draft_cost + verify_cost)
 with t_role(n) the median measured forward time for n query tokens
@@ -22,7 +24,7 @@ from ..study.declared import draft_frontier
 from . import analysis as A
 from . import compare as C
 
-BASELINE_MATCH = ["pair", "dataset", "dtype", "max_new_tokens"]
+BASELINE_MATCH = ["pair", "dataset", "dtype", "max_new_tokens", "batch_size"]
 
 DRAFT_COST_RULE = (
     "draft_cost charges each drafter what it does per step: an n-gram drafter its measured "
@@ -192,7 +194,9 @@ def lossless_sentences(table: pd.DataFrame) -> list[str]:
     out: list[str] = []
     if table.empty:
         return out
-    for key, g in table.groupby(BASELINE_MATCH, sort=True):
+    keys = [k for k in BASELINE_MATCH if k in table]
+    for key, g in table.groupby(keys, sort=True):
+        where = dict(zip(keys, key))
         n, same = int(g.n_prompts.sum()), int(g.identical.sum())
         bad = g[g.identical < g.n_prompts]
         tail = (
@@ -204,7 +208,9 @@ def lossless_sentences(table: pd.DataFrame) -> list[str]:
             )
         )
         out.append(
-            f"{key[0]} on {key[1]} ({key[2]}, {int(key[3])} new tokens): {same} of {n} "
+            f"{where['pair']} on {where['dataset']} ({where['dtype']}, {int(where['max_new_tokens'])} new tokens"
+            + (f", batch {int(where['batch_size'])}" if "batch_size" in where else "")
+            + f"): {same} of {n} "
             f"(configuration, prompt) outputs of {len(g)} greedy configurations equal the baseline's "
             f"({same / n:.1%}); " + tail
         )

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..core.atomic import atomic_write_many, incomplete
-from .results import csv_writer, jsonl_text, read_csv, text_writer
+from ..core.atomic import atomic_write_many, incomplete, open_text
+from .results import OUTPUTS_FILE, STEPS_FILE, csv_writer, jsonl_text, read_csv, text_writer
 
 SUMMARY_ORDER = ["pair", "dataset", "verify", "temperature", "tree", "budget", "engine", "config_hash"]
 STEP_ORDER = ["config_hash", "prompt_id", "step"]
@@ -123,7 +123,7 @@ def _jsonl(path: str) -> list[dict]:
     if not os.path.exists(path):
         return []
     _complete(path)
-    with open(path, encoding="utf-8") as fh:
+    with open_text(path) as fh:
         try:
             return [json.loads(line) for line in fh if line.strip()]
         except ValueError as e:
@@ -169,13 +169,14 @@ def other_runs(job: JobRows) -> set[str]:
 # finding job folders
 # --------------------------------------------------------------------------
 def job_folders(roots) -> list[str]:
-    """Every folder under roots holding a job file (paired/<mode>/ folders included)."""
+    """Every folder under roots holding a job file (paired/<mode>/ folders included), less the
+    collected results folders among them (their steps are in STEPS_FILE)."""
     found = set()
     for root in roots:
         for name in JOB_MARKERS:
             for path in glob.glob(os.path.join(root, "**", name), recursive=True):
                 found.add(os.path.dirname(os.path.abspath(path)))
-    return sorted(found)
+    return sorted(d for d in found if not os.path.exists(os.path.join(d, STEPS_FILE)))
 
 
 def is_paired(d: str) -> bool:
@@ -228,15 +229,24 @@ def job_dirs(roots) -> tuple[list[str], list[str]]:
 # --------------------------------------------------------------------------
 # merging
 # --------------------------------------------------------------------------
+LEGACY = {STEPS_FILE: "steps.csv", OUTPUTS_FILE: "outputs.jsonl"}  # results/ names before the gzip
+
+
+def _collected(out: str, name: str, legacy: str) -> str:
+    """The collected file ``name`` in ``out``, or its uncompressed name from before where only that exists."""
+    path = os.path.join(out, name)
+    return path if os.path.exists(path) or not os.path.exists(os.path.join(out, legacy)) else os.path.join(out, legacy)
+
+
 def read_collected(out: str) -> tuple[list[JobRows], int]:
     """The jobs already in --out, and how many step rows had no summary (dropped)."""
     spath = os.path.join(out, "summary.csv")
     if not os.path.exists(spath):
         return [], 0
     summary = _csv(spath)
-    stpath = os.path.join(out, "steps.csv")
+    stpath, opath = (_collected(out, name, legacy) for name, legacy in LEGACY.items())
     steps = _csv(stpath) if os.path.exists(stpath) else pd.DataFrame(columns=["config_hash"])
-    outputs = _jsonl(os.path.join(out, "outputs.jsonl"))
+    outputs = _jsonl(opath)
     by_hash = dict(tuple(steps.groupby("config_hash", sort=False))) if len(steps) else {}
     jobs = []
     for i in range(len(summary)):
@@ -334,12 +344,15 @@ def write_derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> None:
 def write_all(out: str, summary, steps, outputs, tables: dict) -> None:
     """Every output together (summary last); a failure replaces none."""
     files = {
-        os.path.join(out, "steps.csv"): csv_writer(steps),
-        os.path.join(out, "outputs.jsonl"): text_writer(jsonl_text(outputs)),
+        os.path.join(out, STEPS_FILE): csv_writer(steps),
+        os.path.join(out, OUTPUTS_FILE): text_writer(jsonl_text(outputs)),
     }
     files.update({os.path.join(out, name): csv_writer(df) for name, df in tables.items()})
     files[os.path.join(out, "summary.csv")] = csv_writer(summary)
     atomic_write_many(files)
+    for legacy in LEGACY.values():  # read into these rows (read_collected), so no stale copy stays beside them
+        if os.path.exists(os.path.join(out, legacy)):
+            os.remove(os.path.join(out, legacy))
 
 
 def report_skipped(s: Scan) -> None:

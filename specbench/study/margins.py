@@ -2,7 +2,7 @@
 greedy output diverges from plain decoding (results/divergence_margins.csv).
 
 A greedy configuration's tokens should equal plain decoding's (tree none, same pair_id, dataset,
-dtype and max_new_tokens; results/outputs.jsonl).  Where they differ on a prompt, one float32
+dtype and max_new_tokens; results/outputs.jsonl.gz).  Where they differ on a prompt, one float32
 forward of the target over the prompt and the tokens both emitted gives its logits at the first
 divergent position:
 
@@ -23,7 +23,7 @@ import sys
 
 import pandas as pd
 
-from .results import first_divergence, read_csv, read_outputs, write_csv
+from .results import OUTPUTS_FILE, first_divergence, read_csv, read_outputs, write_csv
 
 COLUMNS = [
     "pair",
@@ -131,13 +131,13 @@ def measure(rows: list[dict]) -> tuple[list[dict], list[str]]:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m specbench.study.margins", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--results", default="results", help="folder with summary.csv and outputs.jsonl")
+    ap.add_argument("--results", default="results", help="folder with summary.csv and outputs.jsonl.gz")
     args = ap.parse_args(argv)
     summary_path = os.path.join(args.results, "summary.csv")
     if not os.path.isfile(summary_path):
         sys.exit(f"specbench: error: {summary_path} not found; run `python -m specbench.collect` first")
     try:
-        rows = divergences(read_csv(summary_path), read_outputs(os.path.join(args.results, "outputs.jsonl")))
+        rows = divergences(read_csv(summary_path), read_outputs(os.path.join(args.results, OUTPUTS_FILE)))
         done, notes = measure(rows) if rows else ([], [])
     except (ValueError, KeyError, FileNotFoundError) as e:
         sys.exit(f"specbench: error: {e}")

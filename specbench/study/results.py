@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-from ..core.atomic import atomic_write, atomic_write_many
+from ..core.atomic import atomic_write, atomic_write_many, gzip_bytes, gzipped, open_text
 
 if TYPE_CHECKING:  # the report reads CSVs through this module: no torch import here
     from .identity import Identity
@@ -200,7 +200,16 @@ def read_csv(path: str) -> pd.DataFrame:
 
 
 def csv_writer(df: pd.DataFrame):
-    return lambda tmp: df.to_csv(tmp, index=False, float_format="%.6g")
+    """A writer of ``df`` as specbench CSV; gzip (`core.atomic.gzipped`) where the temp file's name
+    ends in .gz, as `write_temp` names it after the target."""
+
+    def write(tmp: str) -> None:
+        if gzipped(tmp):
+            text_writer(df.to_csv(index=False, float_format="%.6g"))(tmp)
+        else:
+            df.to_csv(tmp, index=False, float_format="%.6g")
+
+    return write
 
 
 def write_csv(df: pd.DataFrame, path: str) -> None:
@@ -209,8 +218,8 @@ def write_csv(df: pd.DataFrame, path: str) -> None:
 
 def text_writer(text: str):
     def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with open(tmp, "wb") as fh:
+            fh.write(gzip_bytes(text) if gzipped(tmp) else text.encode("utf-8"))
 
     return write
 
@@ -220,6 +229,9 @@ def jsonl_text(rows: Sequence[dict]) -> str:
 
 
 JOB_FILES = ("summary.csv", "steps.csv", "outputs.jsonl", "config.yaml")
+# the collected results/ folder keeps its two large tables gzipped (`csv_writer`, `open_text`)
+STEPS_FILE = "steps.csv.gz"
+OUTPUTS_FILE = "outputs.jsonl.gz"
 PAIRED_DIR = "paired"
 
 
@@ -290,11 +302,11 @@ def find_finished(root: str, chash: str) -> str | None:
 
 
 def read_outputs(path: str) -> dict[tuple[str, str], list[int]]:
-    """results/outputs.jsonl -> {(config_hash, prompt_id): token_ids}; {} if absent."""
+    """results/outputs.jsonl.gz -> {(config_hash, prompt_id): token_ids}; {} if absent."""
     if not os.path.isfile(path):
         return {}
     out = {}
-    with open(path, encoding="utf-8") as fh:
+    with open_text(path) as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
