@@ -64,8 +64,8 @@ speed() {  # speed BATCH PAIR TREES: live bf16 speed, 16 HumanEval prompts x 64 
 speed 8 qwen_coder none,chain,binary   # 4: plain decoding, chain/4, binary/16 with 8 prompts in flight
 
 # outside the hour (SPECBENCH_EXTENDED=1 bash run_all.sh), the floors left out, in the same order:
-# 4b, then 2b's n-gram part, 2b's cross-vocabulary pairs at chain/4, the sampling floors (3-3f) at T = 1 on
-# HumanEval then MT-bench and at T = 0.3 / 0.7, and the lossless check at 1200 draws, then at 90% power
+# 4b, then 2b's n-gram part, 2b's cross-vocabulary pairs at chain/4, the sampling floors at T = 1 (3-3d)
+# and at T = 0.3 / 0.7 (3e, 3f), and the lossless check at 1200 draws, then at 90% power
 if [ -n "${SPECBENCH_EXTENDED:-}" ]; then
   TAG="extended: "
   speed 1 qwen_coder none,chain        # 4b: one prompt in flight (plain decoding runs per pair: its
@@ -73,15 +73,13 @@ if [ -n "${SPECBENCH_EXTENDED:-}" ]; then
   for ds in humaneval mt_bench; do calibrate ngram_qwen $ds; done
   sweep reference_pairs dataset=humaneval,mt_bench tree=chain,binary,sequoia,specinfer tree.budget=4,8,16,32
   sweep reference_xpairs pair=smollm_qwen,gemma_qwen
-  # sampling (live, bf16): each rule beside its strongest token-level baseline on the same drafted trees
-  for ds in humaneval mt_bench; do
-    SUFFIX=_t1_$ds sweep reference_modes_chain verify.temperature=1.0 dataset=$ds dataset.limit=32 max_new_tokens=64
-    for preset in reference_modes_tree reference_modes_noreplace reference_modes; do
-      SUFFIX=_t1_$ds sweep $preset verify.temperature=1.0 dataset=$ds dataset.limit=16 max_new_tokens=64
-    done
+  # sampling (live, bf16) at the floors' size, 128 new tokens on HumanEval and MT-bench: each rule beside its
+  # strongest token-level baseline on the same drafted trees (verify.paired_with), 32 prompts at T = 1 (3-3d)
+  for preset in reference_modes_chain reference_modes_tree reference_modes_noreplace reference_modes; do
+    SUFFIX=_t1 sweep $preset verify.temperature=1.0 dataset=humaneval,mt_bench dataset.limit=32
   done
-  for preset in reference_modes_chain reference_modes_tree reference_modes_noreplace; do
-    SUFFIX=_t03_07 sweep $preset verify.temperature=0.3,0.7 dataset=humaneval dataset.limit=16 max_new_tokens=64
+  for preset in reference_modes_chain reference_modes_tree reference_modes_noreplace reference_modes; do
+    SUFFIX=_t03_07 sweep $preset verify.temperature=0.3,0.7 dataset=humaneval,mt_bench dataset.limit=16  # 3e, 3f
   done
   step "extended: losslessness on the real pair: first emitted token of each lossless sampling mode vs the target, modes that draft alike on the same trees (results/lossless_check.csv)"
   once lossless_grouped $PY -m specbench.study.lossless --draws 1200 pair=qwen_coder dataset=humaneval \
