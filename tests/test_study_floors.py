@@ -17,6 +17,21 @@ from specbench.study.results import STEPS_FILE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "results")
+ROW = dict(  # one greedy replay of the layer-skip pair on HumanEval
+    pair="qwen_skip",
+    tree="chain",
+    tree_params="{}",
+    budget=4,
+    dataset="humaneval",
+    verify="greedy",
+    temperature=0.0,
+    n_prompts=32,
+    max_new_tokens=128,
+    engine="replay",
+    batch_size=32,
+    wall_s=10.0,
+    pair_role="decode",
+)
 
 
 @pytest.fixture(scope="module")
@@ -61,28 +76,24 @@ def test_every_unmet_floor_is_named_in_the_report_with_its_cost(committed):
 
 
 def test_missing_cells_are_found():
-    row = dict(
-        pair="qwen_skip",
-        tree="chain",
-        tree_params="{}",
-        budget=4,
-        dataset="humaneval",
-        verify="greedy",
-        temperature=0.0,
-        n_prompts=32,
-        max_new_tokens=128,
-        engine="replay",
-        batch_size=32,
-        wall_s=10.0,
-        pair_role="decode",
-    )
+    row = ROW
     summary = pd.DataFrame([row, dict(row, budget=8, n_prompts=31), dict(row, budget=16, max_new_tokens=64)])
     floor = floors.FLOORS[4]
     gone = floors.missing(floor, summary)
     assert ("qwen_skip", "chain", 4, "humaneval", "greedy", 0.0) not in gone
     assert ("qwen_skip", "chain", 8, "humaneval", "greedy", 0.0) in gone  # too few prompts
     assert ("qwen_skip", "chain", 16, "humaneval", "greedy", 0.0) in gone  # too few tokens
-    n, minutes = floors.shortfall(floor, summary)
-    assert n == len(gone) == len(list(floor.cells())) - 1
+    n, minutes, unpriced = floors.shortfall(floor, summary)
+    assert n == len(gone) == len(list(floor.cells())) - 1 and unpriced == 0
     per_token = sorted(10.0 / (p * t) for p, t in ((32, 128), (31, 128), (32, 64)))[1]  # the median
     assert minutes == pytest.approx(n * per_token * 32 * 128 / 60)
+
+
+def test_a_pair_with_no_run_of_its_kind_is_unpriced_not_priced_at_another_pairs_rate():
+    """The drafter sets the cost: a cross-vocabulary pair's cells are never priced at the layer-skip
+    pair's replay rate, and sampling cells never at a greedy replay's."""
+    summary = pd.DataFrame([ROW])
+    n, minutes, unpriced = floors.shortfall(floors.FLOORS[5], summary)  # 2b: smollm, gemma, n-gram
+    assert n == len(list(floors.FLOORS[5].cells())) and minutes == 0 and unpriced > 0
+    n, minutes, unpriced = floors.shortfall(floors.FLOORS[7], summary)  # 3: sampling chains at T = 1
+    assert minutes == 0 and unpriced == 2  # one decode per dataset carries the four rules

@@ -224,37 +224,53 @@ def missing(floor: Floor, summary: pd.DataFrame) -> list[tuple]:
     return [c for c in floor.cells() if c not in have]
 
 
-def shortfall(floor: Floor, summary: pd.DataFrame) -> tuple[int, float]:
-    """(cells missing, the minutes they would take): one decode per missing pair x shape x dataset x
-    temperature (the rules of a floor ride on it, ``verify.paired_with``), each at the median wall
-    time per prompt-token of the runs most like it in summary.csv (greedy or sampling like it; then
-    same pair and tree, else same pair, since the drafter sets the cost, else same tree, else all), times the floor's prompts and tokens."""
+def _like(s: pd.DataFrame, floor: Floor, temp: float) -> pd.DataFrame:
+    """The runs that cost like a floor's cell: live at batch 1 or batched for the speed floors, live
+    sampling at T > 0, else greedy replay."""
+    live = s.engine.astype(str) == "live"
+    if floor.engine == "live-b1":
+        return s[s.live_b1]
+    if floor.engine == "live":
+        return s[live & ~s.live_b1 & (s["T"] == 0)]
+    return s[s["T"] > 0] if temp > 0 else s[~live & (s["T"] == 0)]
+
+
+def shortfall(floor: Floor, summary: pd.DataFrame) -> tuple[int, float, int]:
+    """(cells missing, the minutes they would take, decodes left unpriced): one decode per missing
+    pair x shape x dataset x temperature (the rules of a floor ride on it, ``verify.paired_with``), each
+    at the median wall time per prompt-token of this pair's runs of the same kind in summary.csv
+    (`_like`: replay, live sampling, live at batch 1 or live batched, since they cost differently;
+    the same tree where there is one),
+    times the floor's prompts and tokens.  The drafter sets the cost, so a decode whose pair has no
+    run of its kind here is counted as unpriced, never priced at another pair's rate."""
     cells = missing(floor, summary)
     gone = sorted({(p, t, b, d, r if temp == 0 else "", temp) for p, t, b, d, r, temp in cells})
     s = _index(summary)
     s = s[s.pair_role.astype(str) == "decode"]
     s = s.assign(r=s.wall_s.astype(float) / (s.n_prompts * s.max_new_tokens))
-    total = 0.0
+    total, unpriced = 0.0, 0
     for pair, label, _, _, _, temp in gone:
-        k = s[(s["T"] > 0) == (temp > 0)]  # sampling runs live, greedy ones replay
-        for pick in (k[(k.pair == pair) & (k.label == label)], k[k.pair == pair], k[k.label == label], k, s):
-            if len(pick):
-                total += float(pick.r.median()) * floor.min_prompts * floor.min_tokens
-                break
-    return len(cells), total / 60
+        k = _like(s, floor, temp)
+        k = k[(k.pair == pair) & k.r.notna()]
+        pick = k[k.label == label] if (k.label == label).any() else k
+        if len(pick):
+            total += float(pick.r.median()) * floor.min_prompts * floor.min_tokens
+        else:
+            unpriced += 1
+    return len(cells), total / 60, unpriced
 
 
 NEEDED = ("pair", "tree", "budget", "dataset", "verify", "n_prompts", "max_new_tokens")
 
 
 def status(summary: pd.DataFrame) -> pd.DataFrame:
-    """One row per floor: name, cells, missing, minutes the missing cells would take (no rows when
-    summary.csv lacks a column the floors need)."""
+    """One row per floor: name, cells, missing, minutes the missing cells would take and decodes left
+    unpriced (`shortfall`; no rows when summary.csv lacks a column the floors need)."""
     if not set(NEEDED) <= set(summary.columns):
-        return pd.DataFrame(columns=["floor", "cells", "missing", "minutes"])
+        return pd.DataFrame(columns=["floor", "cells", "missing", "minutes", "unpriced"])
     rows = []
     for f in FLOORS:
         n = len(f.cells())
-        gone, minutes = shortfall(f, summary)
-        rows.append({"floor": f.name, "cells": n, "missing": gone, "minutes": minutes})
+        gone, minutes, unpriced = shortfall(f, summary)
+        rows.append({"floor": f.name, "cells": n, "missing": gone, "minutes": minutes, "unpriced": unpriced})
     return pd.DataFrame(rows)

@@ -187,11 +187,16 @@ def floor_sentences(summary: pd.DataFrame) -> list[str]:
         f"({'; '.join(met.floor) if len(met) else 'none'})."
     ]
     for r in st[st.missing > 0].itertuples():
-        out.append(
-            f"Floor not met: {r.floor}: {r.missing} of {r.cells} configurations absent; at the measured "
-            f"wall time per prompt-token of the most similar runs here they would take about "
-            f"{r.minutes:.0f} min more."
+        priced = (
+            f"at the measured wall time per prompt-token of the same pair's runs of the same kind here "
+            f"(replay, live sampling, live at batch 1 or batched; the same tree where run) they would take about "
+            f"{r.minutes:.0f} min more"
         )
+        if r.unpriced:
+            priced = f"{r.unpriced} of the decodes they need have no run of their pair and kind here to price them" + (
+                f"; the others would take about {r.minutes:.0f} min more" if r.minutes > 0 else ""
+            )
+        out.append(f"Floor not met: {r.floor}: {r.missing} of {r.cells} configurations absent; {priced}.")
     return out
 
 
