@@ -232,10 +232,10 @@ def job_dirs(roots) -> tuple[list[str], list[str]]:
 LEGACY = {STEPS_FILE: "steps.csv", OUTPUTS_FILE: "outputs.jsonl"}  # results/ names before the gzip
 
 
-def _collected(out: str, name: str, legacy: str) -> str:
-    """The collected file ``name`` in ``out``, or its uncompressed name from before where only that exists."""
-    path = os.path.join(out, name)
-    return path if os.path.exists(path) or not os.path.exists(os.path.join(out, legacy)) else os.path.join(out, legacy)
+def _collected(out: str, name: str) -> str:
+    """The collected file ``name`` in ``out``, or its name from before the gzip where only that exists."""
+    old = os.path.join(out, LEGACY[name])
+    return old if os.path.exists(old) and not os.path.exists(os.path.join(out, name)) else os.path.join(out, name)
 
 
 def read_collected(out: str) -> tuple[list[JobRows], int]:
@@ -244,7 +244,7 @@ def read_collected(out: str) -> tuple[list[JobRows], int]:
     if not os.path.exists(spath):
         return [], 0
     summary = _csv(spath)
-    stpath, opath = (_collected(out, name, legacy) for name, legacy in LEGACY.items())
+    stpath, opath = _collected(out, STEPS_FILE), _collected(out, OUTPUTS_FILE)
     steps = _csv(stpath) if os.path.exists(stpath) else pd.DataFrame(columns=["config_hash"])
     outputs = _jsonl(opath)
     by_hash = dict(tuple(steps.groupby("config_hash", sort=False))) if len(steps) else {}

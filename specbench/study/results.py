@@ -200,16 +200,8 @@ def read_csv(path: str) -> pd.DataFrame:
 
 
 def csv_writer(df: pd.DataFrame):
-    """A writer of ``df`` as specbench CSV; gzip (`core.atomic.gzipped`) where the temp file's name
-    ends in .gz, as `write_temp` names it after the target."""
-
-    def write(tmp: str) -> None:
-        if gzipped(tmp):
-            text_writer(df.to_csv(index=False, float_format="%.6g"))(tmp)
-        else:
-            df.to_csv(tmp, index=False, float_format="%.6g")
-
-    return write
+    """A writer of ``df`` as specbench CSV (`text_writer`: gzip where the target's name ends in .gz)."""
+    return lambda tmp: text_writer(df.to_csv(index=False, float_format="%.6g"))(tmp)
 
 
 def write_csv(df: pd.DataFrame, path: str) -> None:
@@ -217,6 +209,9 @@ def write_csv(df: pd.DataFrame, path: str) -> None:
 
 
 def text_writer(text: str):
+    """A writer of ``text`` as utf-8, gzipped (`core.atomic.gzipped`) where the temp file's name ends
+    in .gz, as `core.atomic.write_temp` names it after the target."""
+
     def write(tmp: str) -> None:
         with open(tmp, "wb") as fh:
             fh.write(gzip_bytes(text) if gzipped(tmp) else text.encode("utf-8"))
