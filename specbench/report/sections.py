@@ -197,6 +197,7 @@ LIVE_COLS = [
     ("rule", lambda r: r["mode"]),
     ("shape", lambda r: r["shape"]),
     ("N", lambda r: int(r["budget"])),
+    ("batch B", lambda r: A.fmt(r.get("batch_size"))),  # the baseline ran at the same B (speedup.BASELINE_MATCH)
     ("tokens/step", lambda r: A.fmt(r["tokens_per_step"], 2)),
     ("tokens/s", lambda r: A.fmt(r["tokens_per_s"], 2)),
     ("measured ×", lambda r: A.fmt(r["measured"], 2)),
