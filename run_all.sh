@@ -70,6 +70,7 @@ if [ -n "${SPECBENCH_EXTENDED:-}" ]; then
   TAG="extended: "
   speed 1 qwen_coder none,chain        # 4b: one prompt in flight (plain decoding runs per pair: its
   speed 1 smollm_qwen none,chain       #     measured speedup divides by its own pair's plain run)
+  step "extended: Sequoia acceptance vectors of the n-gram pair (results/acceptance_vector.csv)"
   for ds in humaneval mt_bench; do calibrate ngram_qwen $ds; done
   sweep reference_pairs dataset=humaneval,mt_bench tree=chain,binary,sequoia,specinfer tree.budget=4,8,16,32
   sweep reference_xpairs pair=smollm_qwen,gemma_qwen
