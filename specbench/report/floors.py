@@ -240,9 +240,9 @@ def shortfall(floor: Floor, summary: pd.DataFrame) -> tuple[int, float, int]:
     pair x shape x dataset x temperature (the rules of a floor ride on it, ``verify.paired_with``), each
     at the median wall time per prompt-token of this pair's runs of the same kind in summary.csv
     (`_like`: replay, live sampling, live at batch 1 or live batched, since they cost differently;
-    the same tree where there is one),
-    times the floor's prompts and tokens.  The drafter sets the cost, so a decode whose pair has no
-    run of its kind here is counted as unpriced, never priced at another pair's rate."""
+    the same tree where there is one), times the floor's prompts and tokens.  The drafter sets the
+    cost, so a decode whose pair has no run of its kind here is counted as unpriced, never priced at
+    another pair's rate."""
     cells = missing(floor, summary)
     gone = sorted({(p, t, b, d, r if temp == 0 else "", temp) for p, t, b, d, r, temp in cells})
     s = _index(summary)
