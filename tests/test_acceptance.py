@@ -12,7 +12,7 @@ import torch
 
 from specbench.study.acceptance import identity_gap
 from specbench.study.optimum import gap_to_optimum
-from specbench.study.results import read_csv
+from specbench.study.results import STEPS_FILE, read_csv
 from specbench.trees.sequoia import expected_accepted, optimal_paths
 from specbench.verify import distshift
 from specbench.verify.modes import get_mode
@@ -45,7 +45,7 @@ def sweep(tiny_pair_dirs, tmp_path_factory):
 
 
 def test_identity_on_every_job_of_a_sweep(sweep):
-    summary, steps = read_csv(sweep / "summary.csv"), read_csv(sweep / "steps.csv")
+    summary, steps = read_csv(sweep / "summary.csv"), read_csv(sweep / STEPS_FILE)
     matrix = read_csv(sweep / "acceptance_matrix.csv")
     assert len(summary) == 12 and set(summary.engine) == {"live", "replay"}
     gap = identity_gap(matrix, summary)

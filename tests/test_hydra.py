@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import tiny_pair_overrides
-from specbench.study.results import read_csv
+from specbench.study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,7 +49,9 @@ def test_multirun_four_jobs_then_collect_twice(tiny_pair_dirs, tmp_path):
     for _ in range(2):
         r = specbench("specbench.collect", str(out), "--out", str(res))
         assert r.returncode == 0, r.stderr[-2000:]
-        files.append([(res / f).read_bytes() for f in ("summary.csv", "steps.csv")])
+        files.append(
+            [(res / f).read_bytes() for f in ("summary.csv", STEPS_FILE, OUTPUTS_FILE)]
+        )  # gzip: same rows, same bytes
     assert files[0] == files[1]
     merged = read_csv(res / "summary.csv")
     assert len(merged) == 4 and merged.config_hash.is_unique
