@@ -64,16 +64,22 @@ speed() {  # speed BATCH PAIR TREES: live bf16 speed, 16 HumanEval prompts x 64 
 speed 8 qwen_coder none,chain,binary   # 4: plain decoding, chain/4, binary/16 with 8 prompts in flight
 
 # outside the hour (SPECBENCH_EXTENDED=1 bash run_all.sh), the floors left out, in the same order:
-# 4b, then 2b's n-gram part, 2b's cross-vocabulary pairs at chain/4, the sampling floors at T = 1 (3-3d)
+# 4b, then 2b (the n-gram and cross-vocabulary pairs), 2c (merged shapes), the sampling floors at T = 1 (3-3d)
 # and at T = 0.3 / 0.7 (3e, 3f), and the lossless check at 1200 draws, then at 90% power
 if [ -n "${SPECBENCH_EXTENDED:-}" ]; then
   TAG="extended: "
   speed 1 qwen_coder none,chain        # 4b: one prompt in flight (plain decoding runs per pair: its
   speed 1 smollm_qwen none,chain       #     measured speedup divides by its own pair's plain run)
-  step "extended: Sequoia acceptance vectors of the n-gram pair (results/acceptance_vector.csv)"
-  for ds in humaneval mt_bench; do calibrate ngram_qwen $ds; done
-  sweep reference_pairs dataset=humaneval,mt_bench tree=chain,binary,sequoia,specinfer tree.budget=4,8,16,32
-  sweep reference_xpairs pair=smollm_qwen,gemma_qwen
+  step "extended: Sequoia acceptance vectors of the n-gram and cross-vocabulary pairs (results/acceptance_vector.csv)"
+  for p in ngram_qwen smollm_qwen gemma_qwen; do   # merged: its model part reads qwen_coder's
+    for ds in humaneval mt_bench; do calibrate $p $ds; done
+  done
+  GRID="dataset=humaneval,mt_bench tree.budget=4,8,16,32"   # 2b / 2c: 32 prompts each, 128 new tokens
+  sweep reference_pairs $GRID tree=chain,binary,sequoia,specinfer   # 2b: n-gram (its preset's 64 prompts)
+  sweep reference_xpairs $GRID tree=chain,binary,sequoia,specinfer pair=smollm_qwen,gemma_qwen  # 2b: TLI
+  sweep reference_merged $GRID tree.shape=chain,binary,specinfer dataset.limit=32    # 2c, and its Sequoia shape:
+  sweep reference_merged $GRID tree.shape=sequoia dataset.limit=32 +tree.vector=results/acceptance_vector.csv \
+    +tree.calib_pair_id=auto '+tree.calib_dataset=${dataset.name}' +tree.calib_verify=greedy +tree.calib_temperature=0.0
   # sampling (live, bf16) at the floors' size, 128 new tokens on HumanEval and MT-bench: each rule beside its
   # strongest token-level baseline on the same drafted trees (verify.paired_with), 32 prompts at T = 1 (3-3d)
   for preset in reference_modes_chain reference_modes_tree reference_modes_noreplace reference_modes; do

@@ -156,6 +156,24 @@ def test_a_recalibrated_sequoia_vector_is_a_new_job_exactly_when_the_tree_change
     assert plain.reads == {} and "reads" not in plain.as_dict()  # other trees: hashes as before
 
 
+def test_a_merged_drafters_sequoia_shape_reads_its_model_parts_vector(tmp_path):
+    """tree=merged tree.shape=sequoia: the model part grows the Sequoia tree, so calib_pair_id=auto
+    names the pair with the model drafter (same draft and target), not the merged pair."""
+    from dataclasses import replace
+
+    job = sequoia_job(tmp_path / "acceptance_vector.csv")
+    ident = identity.job_identity(job)
+    params = {**job.tree.params, "shape": "sequoia"}
+    merged = replace(
+        job, tree=replace(job.tree, name="merged", params=params), pair=replace(job.pair, drafter="merged")
+    )
+    bound, _ = identity.bind(merged, ident)
+    assert bound.tree.params["calib_pair_id"] == identity.pair_id(ident, "model")
+    assert identity.pair_id(ident, "model") != identity.pair_id(ident, "merged")
+    own, _ = identity.bind(replace(job, pair=replace(job.pair, drafter="ngram")), ident)
+    assert own.tree.params["calib_pair_id"] == identity.pair_id(ident, "ngram")  # any other drafter: its own
+
+
 def test_two_jsonl_files_are_two_datasets_in_the_rows(tmp_path):
     from specbench.study.jobspec import from_config
     from specbench.study.results import row_keys

@@ -66,7 +66,9 @@ class Drafter:
       ``rank_replay``; other modes: star trials on ``pair.draft``'s logits), any other
       greedy only, by a star-tree drafted replay;
     * ``forward_model``: the model it forwards per depth (how its draft cost is charged:
-      forward costs of that model, or its measured draft time where it runs none).
+      forward costs of that model, or its measured draft time where it runs none);
+    * ``vector_drafter``: the drafter kind whose pair_id ``tree.calib_pair_id=auto`` names for a
+      Sequoia shape this drafter grows (None: its own; merged: ``model``, which grows that shape).
     ``name`` is set by the registry (``DRAFTERS``)."""
 
     name: ClassVar[str] = "base"
@@ -75,6 +77,7 @@ class Drafter:
     rank_replay: ClassVar[bool] = False
     teacher_forced: ClassVar[bool] = False
     pair_keys: ClassVar[tuple[str, ...]] = ()
+    vector_drafter: ClassVar[str | None] = None
     grows: ClassVar[Mapping[str, Grow]]
 
     @classmethod

@@ -36,6 +36,7 @@ class MergedDrafter(Drafter):
     """Model drafter + n-gram drafter, merged into one tree (``tree=merged``)."""
 
     draft_model = True
+    vector_drafter = "model"  # tree.shape=sequoia is grown by the model part: its pair's vector
 
     def __init__(self, model_drafter: ModelDrafter, max_ngram: int = 4, min_ngram: int = 1):
         self.model = model_drafter

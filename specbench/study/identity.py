@@ -13,8 +13,9 @@
   target fingerprints and the drafter (with its pair keys, e.g. ``layers``): the identity
   of a pair, whatever its name.
 * ``bind(job, ident)``: the job with ``tree.calib_pair_id=auto`` (Sequoia's
-  calibrated vector) replaced by its pair_id, so a vector measured on one pair
-  is never read for another that shares its config name; and the identity with
+  calibrated vector) replaced by its pair_id (for a merged drafter, its model part's:
+  ``Drafter.vector_drafter``), so a vector measured on one pair is never read for another
+  that shares its config name; and the identity with
   what the tree policy reads (``tree_reads``): for a static shape built from a
   file (Sequoia's acceptance vector) the rank paths it built, for any other
   file parameter the file's sha256.  So a recalibrated vector is a new job.
@@ -252,6 +253,9 @@ def bind(job: JobSpec, ident: Identity) -> tuple[JobSpec, Identity]:
     """(``job`` with ``tree.calib_pair_id=auto`` set to the job's own pair_id, ``ident`` with
     what its tree reads): see the module docstring."""
     if job.tree.params.get("calib_pair_id") == "auto":
-        params = {**job.tree.params, "calib_pair_id": pair_id(ident, job.pair.drafter, job.pair.drafter_params)}
+        from ..drafting.drafters import DRAFTERS
+
+        drafter = DRAFTERS.get(job.pair.drafter).vector_drafter or job.pair.drafter
+        params = {**job.tree.params, "calib_pair_id": pair_id(ident, drafter, job.pair.drafter_params)}
         job = replace(job, tree=replace(job.tree, params=params))
     return job, replace(ident, reads=tree_reads(job))
