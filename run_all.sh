@@ -64,8 +64,9 @@ speed() {  # speed BATCH PAIR TREES: live bf16 speed, 16 HumanEval prompts x 64 
 speed 8 qwen_coder none,chain,binary   # 4: plain decoding, chain/4, binary/16 with 8 prompts in flight
 
 # outside the hour (SPECBENCH_EXTENDED=1 bash run_all.sh), the floors left out, in the same order:
-# 4b, then 2b (the n-gram and cross-vocabulary pairs), 2c (merged shapes), the sampling floors at T = 1 (3-3d)
-# and at T = 0.3 / 0.7 (3e, 3f), and the lossless check at 1200 draws, then at 90% power
+# 4b, then 2b's n-gram part, 2c (merged shapes), 2b's cross-vocabulary pairs (the costliest part of 2),
+# the sampling floors at T = 1 (3-3d) and at T = 0.3 / 0.7 (3e, 3f), and the lossless check at 1200 draws;
+# SPECBENCH_POWER90=1 adds the check at 90% power (--draws auto, about 80 min)
 if [ -n "${SPECBENCH_EXTENDED:-}" ]; then
   TAG="extended: "
   speed 1 qwen_coder none,chain        # 4b: one prompt in flight (plain decoding runs per pair: its
@@ -76,10 +77,10 @@ if [ -n "${SPECBENCH_EXTENDED:-}" ]; then
   done
   GRID="dataset=humaneval,mt_bench tree.budget=4,8,16,32"   # 2b / 2c: 32 prompts each, 128 new tokens
   sweep reference_pairs $GRID tree=chain,binary,sequoia,specinfer   # 2b: n-gram (its preset's 64 prompts)
-  sweep reference_xpairs $GRID tree=chain,binary,sequoia,specinfer pair=smollm_qwen,gemma_qwen  # 2b: TLI
   sweep reference_merged $GRID tree.shape=chain,binary,specinfer dataset.limit=32    # 2c, and its Sequoia shape:
   sweep reference_merged $GRID tree.shape=sequoia dataset.limit=32 +tree.vector=results/acceptance_vector.csv \
     +tree.calib_pair_id=auto '+tree.calib_dataset=${dataset.name}' +tree.calib_verify=greedy +tree.calib_temperature=0.0
+  sweep reference_xpairs $GRID tree=chain,binary,sequoia,specinfer pair=smollm_qwen,gemma_qwen  # 2b: TLI (costliest)
   # sampling (live, bf16) at the floors' size, 128 new tokens on HumanEval and MT-bench: each rule beside its
   # strongest token-level baseline on the same drafted trees (verify.paired_with), 32 prompts at T = 1 (3-3d)
   for preset in reference_modes_chain reference_modes_tree reference_modes_noreplace reference_modes; do
@@ -91,9 +92,11 @@ if [ -n "${SPECBENCH_EXTENDED:-}" ]; then
   step "extended: losslessness on the real pair: first emitted token of each lossless sampling mode vs the target, modes that draft alike on the same trees (results/lossless_check.csv)"
   once lossless_grouped $PY -m specbench.study.lossless --draws 1200 pair=qwen_coder dataset=humaneval \
     dataset.limit=1 dtype=bfloat16
-  step "extended: losslessness at 90% power against a first-token TV of 0.02 (--draws auto)"
-  once lossless_power90 $PY -m specbench.study.lossless --draws auto pair=qwen_coder dataset=humaneval \
-    dataset.limit=1 dtype=bfloat16
+  if [ -n "${SPECBENCH_POWER90:-}" ]; then  # about 80 min more: its own opt-in
+    step "extended: losslessness at 90% power against a first-token TV of 0.02 (--draws auto)"
+    once lossless_power90 $PY -m specbench.study.lossless --draws auto pair=qwen_coder dataset=humaneval \
+      dataset.limit=1 dtype=bfloat16
+  fi
   TAG=""
 fi
 

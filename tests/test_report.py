@@ -164,6 +164,20 @@ def test_losslessness_section(built):
     assert "| synth | mss | 1.000 | humaneval/0 | 2000 |" in text  # lossless_check.csv shown
 
 
+def test_lossless_rows_of_a_pair_id_no_summary_row_has_are_left_out_and_counted(built, tmp_path):
+    """A check measured under an earlier identity of the models is not shown beside the current pair."""
+    shutil.copytree(built[0] / "results", tmp_path / "results")
+    summary = pd.read_csv(tmp_path / "results" / "summary.csv")
+    check = pd.read_csv(tmp_path / "results" / "lossless_check.csv")
+    check["pair_id"] = [summary.pair_id.iloc[0]] * (len(check) - 1) + ["stale0000000"]
+    check.to_csv(tmp_path / "results" / "lossless_check.csv", index=False)
+    proc = run_report(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "REPORT.md").read_text()
+    assert "1 row of results/lossless_check.csv belongs to a pair_id that no row of summary.csv has" in text
+    assert text.count("| synth | mss |") + text.count("| synth | speculative |") == len(check) - 1
+
+
 # --------------------------------------------------------------------------
 # the comparison helper
 # --------------------------------------------------------------------------

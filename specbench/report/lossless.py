@@ -72,11 +72,28 @@ def lossless_section(
     has_baseline: bool,
     margins: pd.DataFrame | None = None,
     control: pd.DataFrame | None = None,
+    pair_ids: set | None = None,
 ) -> str:
+    """``pair_ids``: the pairs of summary.csv; check and control rows of any other pair_id (a pair
+    measured under another identity of its models) are left out, and counted."""
     out = _greedy_outputs(table, has_outputs, has_baseline, margins)
     out.append(LOSSLESS_ALGEBRA)
+    stale = 0
+    if pair_ids is not None and check is not None and "pair_id" in check:
+        keep = check.pair_id.astype(str).isin(pair_ids)
+        check, stale = check[keep], int((~keep).sum())
+        if control is not None and "pair_id" in control:
+            control = control[control.pair_id.astype(str).isin(pair_ids)]
+    if stale:
+        out.append(
+            f"{stale} {'row' if stale == 1 else 'rows'} of results/lossless_check.csv "
+            f"{'belongs' if stale == 1 else 'belong'} to a pair_id that no row of summary.csv has "
+            "(a pair measured under an earlier identity of its models) and are not shown."
+        )
     if check is None or check.empty:
-        out.append("_results/lossless_check.csv is absent, so no empirical first-token check is shown._")
+        out.append(
+            "_results/lossless_check.csv has no rows of these pairs, so no empirical first-token check is shown._"
+        )
         return "\n\n".join(out)
     return "\n\n".join(out + _first_token_check(check, control))
 
@@ -214,7 +231,7 @@ def power_sentences(check: pd.DataFrame) -> list[str]:
         need = draws_for_power(bins - 1, tv, alpha, 0.9)
         short = (
             f" 90% power at TV {tv:g} takes {need} draws per group of modes (`--draws auto`), {need / n:.1f}× "
-            f"these (`SPECBENCH_EXTENDED=1 bash run_all.sh` runs it, outside the hour)."
+            f"these (`SPECBENCH_EXTENDED=1 SPECBENCH_POWER90=1 bash run_all.sh` runs it, outside the hour)."
             if h.power.min() < 0.9
             else ""
         )

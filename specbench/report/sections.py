@@ -270,6 +270,7 @@ def lossless(ctx) -> str:
         not A.baselines(d["summary"]).empty,
         d["margins"],
         d["lossless_control"],
+        set(d["summary"].pair_id.astype(str)) if "pair_id" in d["summary"] else None,
     )
 
 
