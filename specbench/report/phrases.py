@@ -58,7 +58,7 @@ def tldr(t: dict) -> list[str]:
         f"{T.MAX_CUT:.0%} of steps cut by max_new_tokens); the largest prompt set is {n_max}"
         + ("." if len(ranked) else ', so every "fastest" below is exploratory.')
     )
-    for pair in sorted(set(ans.pair), key=lambda p: (-int((ans.pair == p).sum()), p)):  # the widest pair first
+    for pair in widest_first(ans):
         if best := fastest_per_dataset(ans[ans.pair == pair]):
             out.append(pair_sentence(pair, best))
     capped = rows[(rows.temperature == 0) & (rows.cut > T.MAX_CUT)]
@@ -69,6 +69,11 @@ def tldr(t: dict) -> list[str]:
             "ranked."
         )
     return out + mode_tldr(t["modes"]) + speed_sentences(t["live"])[:1]
+
+
+def widest_first(ans: pd.DataFrame) -> list[str]:
+    """The answer's pairs, the one with the most answer rows (the main pair) first, then by name."""
+    return sorted(set(ans.pair), key=lambda p: (-int((ans.pair == p).sum()), p))
 
 
 def fastest_per_dataset(g: pd.DataFrame) -> list[dict]:

@@ -59,13 +59,15 @@ def answer(ctx) -> str:
     if t["answer"].empty:
         return "_No greedy (T=0) configuration ran, so there is no answer table._"
     out = [
-        f"Per pair × dataset (greedy, T=0; one table per dtype and engine), per shape: the budget with the highest "
+        f"Per pair × dataset (the pair with the most answer rows first, its largest tables first; greedy, T=0; one table per dtype and engine), "
+        f"per shape: the budget with the highest "
         f"speedup over plain decoding — measured where a live run has a live baseline, else projected from measured "
         f"forward costs (marked) — among the budgets where at most {T.MAX_CUT:.0%} of steps were cut by "
         f"max_new_tokens. A row is *ranked* only with ≥ {T.MIN_RANKED} prompts; no interval is printed from fewer "
         f"than {T.MIN_CI}. `(= chain N=8)`: identical step records (see *Identities*)."
     ]
-    for _key, g in _groups(t["answer"]):
+    order = {p: i for i, p in enumerate(P.widest_first(t["answer"]))}  # the main pair's tables first
+    for _key, g in sorted(_groups(t["answer"]), key=lambda kg: (order[kg[1].pair.iloc[0]], -len(kg[1]), kg[0])):
         out.append(f"**{P.where(g.iloc[0].to_dict())}**\n\n" + table(g.to_dict("records"), ANSWER_COLS))
     return "\n\n".join(out + figs(ctx, "tokens_per_step_vs_budget.png", "gain_vs_chain.png", "projected_speedup.png"))
 
