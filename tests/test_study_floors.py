@@ -75,6 +75,17 @@ def test_every_unmet_floor_is_named_in_the_report_with_its_cost(committed):
         assert r.floor in report, r.floor
 
 
+HOUR = ("1.", "1b.", "1c.", "1d.", "2.", "4.")  # the floors run_all.sh's hour runs (the rest: extended)
+
+
+def test_the_floors_of_the_hour_are_met_by_the_committed_results(committed):
+    summary, _ = committed
+    status = floors.status(summary)
+    hour = status[status.floor.str.split(" ").str[0].isin(HOUR)]
+    assert len(hour) == len(HOUR)
+    assert (hour.missing == 0).all(), hour[hour.missing > 0][["floor", "missing"]]
+
+
 def test_missing_cells_are_found():
     row = ROW
     summary = pd.DataFrame([row, dict(row, budget=8, n_prompts=31), dict(row, budget=16, max_new_tokens=64)])
