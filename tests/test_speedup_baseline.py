@@ -49,3 +49,21 @@ def test_lossless_sentences_name_the_batch_and_read_tables_without_it():
     assert "batch 8" in line and "4 of 4" in line
     (line,) = S.lossless_sentences(table.drop(columns="batch_size"))
     assert "batch" not in line and "4 of 4" in line
+
+
+def test_a_batched_live_row_keeps_its_measured_speedup_and_gets_no_batch_1_projection():
+    """costs.csv times one sequence's forwards: a projection from it is a batch-1 figure, so a live
+    batch-8 row has none (and keeps its row and measured speedup in the table)."""
+    summary = _summary().assign(tokens_per_step=2.0, pair_name="qwen_coder")
+    costs = pd.DataFrame(
+        [
+            dict(role=role, pair="qwen_coder", dtype="bfloat16", n_tokens=n, kv_len=256, seconds=0.01 * (1 + n / 64))
+            for role in ("draft", "target")
+            for n in (1, 2, 4, 5, 8, 16, 32)
+        ]
+    )
+    df = summary[summary.tree != "none"]
+    got = S.speedup_table(df, summary, None, costs).set_index("config_hash")
+    assert got.loc["chain1", "projected"] > 0 and got.loc["chain1", "measured"] == 1.5
+    assert pd.isna(got.loc["chain8", "projected"]) and got.loc["chain8", "measured"] == 0.9
+    assert "chain32" not in got.index  # batched, and no plain run at its batch: neither figure

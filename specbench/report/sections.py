@@ -214,8 +214,12 @@ def speed(ctx) -> str:
             "_No live run has a matching live plain-decoding baseline (tree none), so no speedup is measured; "
             "the answer tables use projections._"
         )
+    note = (
+        "`measured ×`: tokens/s over the plain-decoding run's at the same batch B. `projected ×`: from "
+        "results/costs.csv, which times one sequence's forwards, so only B = 1 rows have one."
+    )
     return "\n\n".join(
-        [table(live.to_dict("records"), LIVE_COLS), bullets(P.speed_sentences(live), "")]
+        [note, table(live.to_dict("records"), LIVE_COLS), bullets(P.speed_sentences(live), "")]
         + figs(ctx, "speed_measured_vs_projected.png")
     )
 

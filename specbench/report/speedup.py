@@ -84,6 +84,8 @@ def projected_speedup(df: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.Da
             lookup = steps.groupby("config_hash").draft_s.mean().to_dict()
     rows = []
     for r in df.to_dict("records"):
+        if r.get("engine") == "live" and int(r.get("batch_size") or 1) > 1:
+            continue  # costs.csv times one sequence's forwards: no projection for B prompts per forward
         name = r.get("pair_name", r["pair"])  # costs.csv is keyed by the pair's config name
         t_target = _cost_fn(costs, name, "target", r.get("dtype"))
         if t_target is None:
@@ -147,7 +149,9 @@ def speedup_table(df, summary, steps, costs) -> pd.DataFrame:
     if meas.empty:
         return proj.assign(measured=float("nan"), baseline_tokens_per_s=float("nan"), baseline_hash="")
     extra = meas[["config_hash", "baseline_hash", "baseline_tokens_per_s", "measured"]]
-    return proj.merge(extra, on="config_hash", how="left")
+    unprojected = meas[~meas.config_hash.isin(proj.config_hash)].assign(projected=float("nan"))
+    both = proj.merge(extra, on="config_hash", how="left")
+    return pd.concat([both, unprojected], ignore_index=True) if len(unprojected) else both
 
 
 def lossless_table(df: pd.DataFrame, summary: pd.DataFrame, outputs: dict) -> pd.DataFrame:
