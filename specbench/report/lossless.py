@@ -88,12 +88,11 @@ def lossless_section(
         out.append(
             f"{stale} {'row' if stale == 1 else 'rows'} of results/lossless_check.csv "
             f"{'belongs' if stale == 1 else 'belong'} to a pair_id that no row of summary.csv has "
-            "(a pair measured under an earlier identity of its models) and are not shown."
+            f"(a pair measured under an earlier identity of its models) and {'is' if stale == 1 else 'are'} not shown."
         )
     if check is None or check.empty:
-        out.append(
-            "_results/lossless_check.csv has no rows of these pairs, so no empirical first-token check is shown._"
-        )
+        what = "has no rows of these pairs" if stale else "is absent"
+        out.append(f"_results/lossless_check.csv {what}, so no empirical first-token check is shown._")
         return "\n\n".join(out)
     return "\n\n".join(out + _first_token_check(check, control))
 
