@@ -3,7 +3,7 @@ where it is registered (no list beside the registry), and a throwaway entry of e
 registered here, is usable by the rest of the code without touching another module."""
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,7 @@ from specbench.drafting.drafters import DRAFTERS, Drafter, ModelDrafter, check_s
 from specbench.drafting.levels import Levels
 from specbench.drafting.ngram import Trie
 from specbench.inputs import data
+from specbench.report.analysis import LABEL_SKIP, cross_shapes, shape_label
 from specbench.study import declared
 from specbench.study.checks import argmax
 from specbench.trees import base
@@ -81,6 +82,22 @@ def test_calibration_and_cost_rules_read_declared_capabilities():
     pkg = Path(declared.__file__).parents[1]
     assert not re.search(r"drafter\s*[!=]=", (pkg / "study" / "calibrate.py").read_text())
     assert "eagle2" not in (pkg / "report" / "speedup.py").read_text()
+
+
+def test_the_reports_copy_of_each_shapes_default_parameters_equals_the_registrys():
+    """A merged tree records only the keys given to its model part: the report fills the model
+    shape's defaults from study.declared (torch-free), so it compares merged specinfer with specinfer."""
+    shown = {}
+    for spec in POLICIES.entries():
+        if spec.kind in ("paths", "eagle2"):
+            p = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(spec.params()).items()}
+            skip = (*LABEL_SKIP, "paths")
+            if p := {k: v for k, v in p.items() if v is not None and k not in skip and not k.startswith("calib_")}:
+                shown[spec.name] = p
+    assert shown == declared.SHAPE_DEFAULTS
+    assert cross_shapes(["merged"], ['{"shape": "specinfer", "ngram_share": 0.5}'], [""]) == [
+        shape_label("specinfer", '{"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}')
+    ]
 
 
 def test_typed_params_are_checked_once_naming_the_key():

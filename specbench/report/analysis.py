@@ -19,6 +19,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..study.declared import shape_defaults
 from . import compare as C
 
 BASELINE_TREES = ("none",)
@@ -121,6 +122,19 @@ def shape_label(tree: str, params) -> str:
         and not (k == "paths" and tree != "paths")
     ]
     return f"{tree}({', '.join(items)})" if items else str(tree)
+
+
+def cross_shapes(trees, params, labels) -> list[str]:
+    """The static shape each row fills: its own label, or, for a merged tree, its model part's shape
+    with that shape's default parameters under the merged tree's own (study.declared.SHAPE_DEFAULTS)."""
+    return [_model_part(p) if t == "merged" else lab for t, p, lab in zip(trees, params, labels)]
+
+
+def _model_part(params) -> str:
+    p = json.loads(params) if isinstance(params, str) and params else {}
+    name = str(p.get("shape", "chain"))
+    model = {k: v for k, v in p.items() if k not in ("ngram_share", "shape")}
+    return shape_label(name, json.dumps({**shape_defaults(name), **model}))
 
 
 def mode_label(verify: str, temperature) -> str:

@@ -73,18 +73,19 @@ def answer(ctx) -> str:
 
 
 def cross_table(g: pd.DataFrame) -> str:
-    """Pairs × (shape, N): tokens/step · acceptance rate on the prompts all the column's pairs ran."""
-    cols = sorted({(r.cross_shape, int(r.budget), int(r.n_shared)) for r in g.itertuples()}, key=lambda c: (c[1], c[0]))
+    """(shape, N) x pairs: tokens/step · acceptance rate on the prompts all the row's pairs ran."""
+    rows_ = sorted(
+        {(r.cross_shape, int(r.budget), int(r.n_shared)) for r in g.itertuples()}, key=lambda c: (c[1], c[0])
+    )
     cell = {
         (r.pair, r.cross_shape, int(r.budget)): f"{A.fmt(r.tps_shared, 2)} · {A.fmt(r.rate_shared, 2)}"
-        + ("" if r.tree == r.cross_shape else f" ({r.tree})")
+        + ("" if r.cross_shape.split("(")[0] == r.tree else f" ({r.tree})")
         for r in g.itertuples()
     }
-    pairs = g.groupby("pair").tps_shared.max().sort_values(ascending=False, kind="mergesort").index
-    rows = [
-        [p] + [cell.get((p, s, b), "") for s, b, _ in cols] + [A.fmt(g[g.pair == p].n_prompts.max())] for p in pairs
-    ]
-    return md_table(rows, ["pair"] + [f"{s} N={b} ({n} shared prompts)" for s, b, n in cols] + ["its own prompts"])
+    pairs = list(g.groupby("pair").tps_shared.max().sort_values(ascending=False, kind="mergesort").index)
+    rows = [[f"{s} N={b}", str(n)] + [cell.get((p, s, b), "–") for p in pairs] for s, b, n in rows_]
+    rows.append(["its own prompts", ""] + [A.fmt(g[g.pair == p].n_prompts.max()) for p in pairs])
+    return md_table(rows, ["shape", "shared prompts"] + pairs)
 
 
 def cross(ctx) -> str:
@@ -96,8 +97,8 @@ def cross(ctx) -> str:
             "_No shape and budget was run by two pairs on shared prompts (greedy, same dtype), so no cross-pair table._"
         )
     out = [
-        "Every pair that ran the same shape and budget (greedy): tokens/step · acceptance rate, each column on "
-        "the prompts all its pairs ran (ratio of sums from steps.csv); a drafter that fills a shape (merged) is "
+        "Every pair that ran the same shape and budget (greedy): tokens/step · acceptance rate, each row on "
+        "the prompts all its pairs ran (– : not run) (ratio of sums from steps.csv); a drafter that fills a shape (merged) is "
         "compared at that shape."
     ]
     for (ds, dt, mnt), g in _groups(c, ["dataset", "dtype", "max_new_tokens"]):

@@ -18,3 +18,19 @@ def draft_frontier(tree: str) -> str | None:
     """The ``tree.*`` parameter that sizes the per-depth draft frontier of tree policy
     ``tree`` (``PolicySpec.draft_frontier``), or None: grown level by level over ~N/D nodes."""
     return DRAFT_FRONTIER.get(str(tree))
+
+
+# static tree policy -> the defaults of its shape-defining parameters (``Params`` fields that a
+# report label shows: not None, not the Sequoia vector or calibration keys), as JSON values; a
+# merged tree records only the ``tree.*`` keys given to its model part, the rest are these
+SHAPE_DEFAULTS: dict[str, dict] = {
+    "eagle2": {"width": 10, "depth": 6},
+    "kary": {"width": 2},
+    "specinfer": {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]},
+    "topk_wide": {"width": 4},
+}
+
+
+def shape_defaults(tree: str) -> dict:
+    """The default shape-defining ``tree.*`` parameters of tree policy ``tree`` (may be empty)."""
+    return dict(SHAPE_DEFAULTS.get(str(tree), {}))
