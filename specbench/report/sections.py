@@ -98,7 +98,7 @@ def cross(ctx) -> str:
         )
     out = [
         "Every pair that ran the same shape and budget (greedy): tokens/step · acceptance rate, each row on "
-        "the prompts all its pairs ran (– : not run) (ratio of sums from steps.csv); a drafter that fills a shape (merged) is "
+        "the prompts all its pairs ran (ratio of sums from steps.csv; –: not run); a drafter that fills a shape (merged) is "
         "compared at that shape."
     ]
     for (ds, dt, mnt), g in _groups(c, ["dataset", "dtype", "max_new_tokens"]):
