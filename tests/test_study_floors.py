@@ -7,11 +7,13 @@ REPORT.md with what it would take; and the floor checker itself finds a missing 
 from __future__ import annotations
 
 import os
+import re
 
 import pandas as pd
 import pytest
 
 from specbench.report import floors
+from specbench.report.setup import floor_sentences
 from specbench.report.tables import claim, cut_share, is_ranked
 from specbench.study.results import STEPS_FILE
 
@@ -73,6 +75,12 @@ def test_every_unmet_floor_is_named_in_the_report_with_its_cost(committed):
     assert (status.missing == 0).any()
     for r in status[status.missing > 0].itertuples():
         assert r.floor in report, r.floor
+    # with every floor met the loop above checks nothing: take gemma_qwen's budget-32 runs away and the
+    # report's sentence names floor 2b, counts its 8 absent cells and prices them at gemma's own runs
+    lines = floor_sentences(summary[~((summary.pair == "gemma_qwen") & (summary.budget == 32))])
+    unmet = [line for line in lines if line.startswith("Floor not met: ")]
+    assert len(unmet) == 1 and unmet[0].startswith(f"Floor not met: {floors.FLOORS[5].name}: 8 of 96 configurations")
+    assert re.search(r"would take about [1-9]\d* min more\.$", unmet[0]), unmet[0]
 
 
 def test_every_floor_is_met_by_the_committed_results(committed):
