@@ -29,8 +29,9 @@ PY=.venv/bin/python
 
 step "forward costs per pair (bf16, the study's dtype) and the environment (results/costs.csv, results/environment.json)"
 # one process: a model shared by pairs (the 1.5B target) is measured once
-once costs $PY -m specbench.study.costs pair=qwen_coder +costs_repeats=3 \
-  '+costs_pairs=[ngram_qwen,merged_qwen,smollm_qwen,qwen_skip,qwen_coder]' \
+# 7 repeats of every forward shape, interleaved across shapes, at KV lengths 128 and 512
+once costs $PY -m specbench.study.costs pair=qwen_coder +costs_repeats=7 \
+  '+costs_pairs=[ngram_qwen,merged_qwen,smollm_qwen,gemma_qwen,qwen_skip,qwen_coder]' \
   '+costs_dtypes=[bfloat16]' hydra.run.dir="$OUT/costs"
 
 step "Sequoia acceptance vectors (results/acceptance_vector.csv) on each dataset's LAST 4 prompts"
@@ -50,7 +51,8 @@ sweep() {  # sweep NAME [OVERRIDES...]: one reference preset, a multirun into $O
 }
 # The hour, in the issue's priority order (#23; REPORT.md's limitations price every floor left out).
 # greedy (bf16, 128 new tokens, replayed against each prompt's cached target continuation)
-sweep reference            # 1:  qwen_coder: 8 static shapes x budgets 4..64, first 64 prompts of 3 datasets
+sweep reference            # 1:  qwen_coder: 8 static shapes x budgets 1..64, first 64 prompts of 3 datasets
+sweep reference_sequoia_hw # 1:  Sequoia's own size for this machine's cost curves (costs.csv above)
 sweep reference_live       # 1b: EAGLE-2 on the same prompts
 sweep reference_pairs      # 1c: the n-gram drafter on the same prompts
 sweep reference_merged     # 1d: the merged drafter on the same prompts
@@ -62,6 +64,30 @@ speed() {  # speed BATCH PAIR TREES: live bf16 speed, 16 HumanEval prompts x 64 
     hydra.sweep.dir="$OUT/speed_b$1_$2"
 }
 speed 8 qwen_coder none,chain,binary   # 4: plain decoding, chain/4, binary/16 with 8 prompts in flight
+
+# The speed answer (#34): the cost model checked against live timing at batch 1 on this machine, with
+# the costs measured above. A projection of the study so far (its own collect and report under
+# $OUT/projected) picks, per pair and dataset, each static shape at its projected best budget and the
+# overall top three (specbench.study.validate); each runs live beside plain decoding on the same prompts.
+step "study: projection of the replayed grids (\$OUT/projected/speedup.csv)"
+$PY -m specbench.collect "$OUT" --out "$OUT/projected" --fresh
+for f in costs.csv environment.json acceptance_vector.csv; do [ -f "results/$f" ] && cp "results/$f" "$OUT/projected/"; done
+$PY -m specbench.report --results "$OUT/projected" --out "$OUT/projected/REPORT.md"
+step "study: live check of the projection at batch 1 (sweep=reference_validate: 8 prompts x 64 tokens)"
+[ -f "$OUT/validate_jobs.txt" ] || $PY -m specbench.study.validate --speedup "$OUT/projected/speedup.csv" \
+  --pairs "${SPECBENCH_VALIDATE_PAIRS:-qwen_coder,smollm_qwen,ngram_qwen}" > "$OUT/validate_jobs.txt"
+i=0
+while read -r job; do
+  i=$((i + 1))
+  # shellcheck disable=SC2086  # one job's overrides, word-split on purpose
+  once "validate_$i" $PY -m specbench.run sweep=reference_validate $job out_root="$OUT" \
+    hydra.run.dir="$OUT/validate/$i" < /dev/null
+done < "$OUT/validate_jobs.txt"
+step "study: batch size (sweep=reference_batch: plain and chain N=1..6 at B=1..16, 16 prompts x 32 tokens)"
+$PY -m specbench.run -m sweep=reference_batch tree=none batch_size=1,2,4,8,16 out_root="$OUT" \
+  hydra.sweep.dir="$OUT/batch_none"
+$PY -m specbench.run -m sweep=reference_batch tree=chain tree.budget=1,2,3,4,6 batch_size=1,2,4,8,16 \
+  out_root="$OUT" hydra.sweep.dir="$OUT/batch_chain"
 
 # outside the hour (SPECBENCH_EXTENDED=1 bash run_all.sh), the floors left out, in the same order:
 # 4b, then 2b's n-gram part, 2c (merged shapes), 2b's cross-vocabulary pairs (the costliest part of 2),

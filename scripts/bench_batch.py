@@ -2,10 +2,14 @@
 
     flock /tmp/specbench-real.lock .venv/bin/python scripts/bench_batch.py
     flock /tmp/specbench-real.lock .venv/bin/python scripts/bench_batch.py --cont-prompts 32 --cont-tokens 128
+    .venv/bin/python scripts/bench_batch.py --pair local --pair-override draft.path=D \
+        --pair-override target.path=T --dataset smoke --dtype float32 --prompts 4 --tokens 4 \
+        --batches 1,4 --trees chain/4 --cont-prompts 2 --cont-tokens 4 \
+        --divergence-out /tmp/x.csv                              # a tiny local pair, seconds
 
 (specbench is imported from the editable install `bash scripts/setup.sh` makes; no sys.path edit.)
 
-(1) bf16, live greedy, the same --prompts HumanEval prompts (optionally their last
+(1) bf16 (--dtype), live greedy, the same --prompts HumanEval (--dataset) prompts (optionally their last
     --prompt-tokens tokens): tokens/s (new tokens / wall
     seconds, prefill included) and tokens_per_step at B = --batches, for plain decoding
     (tree=none), chain/4 and binary/16 (the best tree of bench_live.py), or --trees.
@@ -14,7 +18,7 @@
     speed, and where they differ (batched fp32 kernels round differently: at exact
     near-ties a batched continuation can take the other token): the first divergent
     position and the batch-1 target's logit margin (top-1 minus top-2) there.
-Part 2 also writes its row to results/continuation_divergence.csv (REPORT.md, Setup).
+Part 2 also writes its row to --divergence-out (results/continuation_divergence.csv; REPORT.md, Setup).
 Prints the table, the divergences and, LAST, the two ratios: live chain/4 tokens/s at B=4
 over B=1, and batched continuation generation over batch-1.  Goals: >= 2x and >= 4x.
 """
@@ -29,11 +33,11 @@ import pstats
 import time
 
 import torch
-from omegaconf import OmegaConf
 
 from specbench.api import decode_prompts, eos_ids
 from specbench.engine.loop import continuations
 from specbench.inputs import data, models
+from specbench.study import scriptargs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GREEDY = {"name": "greedy", "temperature": 0.0, "draft_temperature": 1.0, "top_p": 1.0}
@@ -99,7 +103,7 @@ def margin(model, ids, cont, pos: int) -> float:
     return float(top[0] - top[1])
 
 
-def continuation_bench(target, prompts, n: int, b: int, eos) -> dict:
+def continuation_bench(target, prompts, n: int, b: int, eos, dataset: str = "humaneval") -> dict:
     """Batch-1 vs batch-b fp32 continuations: prints speed and divergences, returns the
     row of results/continuation_divergence.csv (``speedup`` = batch-1 s / batched s)."""
     ids = [pr.ids for pr in prompts]
@@ -131,7 +135,7 @@ def continuation_bench(target, prompts, n: int, b: int, eos) -> dict:
     )
     return {
         "dtype": "float32",
-        "dataset": "humaneval",
+        "dataset": dataset,
         "n_prompts": len(ids),
         "max_new_tokens": n,
         "batch_size": b,
@@ -157,9 +161,11 @@ def write_divergence(path: str, row: dict) -> None:
     write_csv(pd.concat([old, pd.DataFrame([row])], ignore_index=True), path)
 
 
-def main() -> None:
+def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pair", default="qwen_coder")
+    scriptargs.add_pair_args(ap)
+    scriptargs.add_dataset_arg(ap)
+    ap.add_argument("--dtype", default="bfloat16", help="the live table's dtype (part 2 is float32)")
     ap.add_argument("--prompts", type=int, default=8, help="HumanEval prompts for the live table")
     ap.add_argument("--tokens", type=int, default=32, help="new tokens per prompt, live table")
     ap.add_argument("--batches", default="1,2,4,8")
@@ -192,42 +198,50 @@ def main() -> None:
         metavar="K",
         help="cProfile the live table; print its K costliest functions (cumulative time)",
     )
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def live_part(args, pair_cfg: dict, ds: dict) -> float:
+    """Part 1: the live table; returns chain/4 tokens/s at B=4 over B=1 (nan without both)."""
+    pair = models.load_pair(pair_cfg, args.dtype, "cpu")
+    prompts = [
+        data.Prompt(pr.id, "", pr.ids[-args.prompt_tokens :] if args.prompt_tokens else pr.ids, "bench")
+        for pr in data.load_prompts(ds, pair.tokenizer)
+    ]
+    trees = {t: parse_tree(t) for t in args.trees}
     batches = [int(b) for b in args.batches.split(",")]
-    pair_cfg = OmegaConf.load(os.path.join(ROOT, "conf", "pair", f"{args.pair}.yaml"))
-    ds = OmegaConf.load(os.path.join(ROOT, "conf", "dataset", "humaneval.yaml"))
-    ds.limit = max(args.prompts, args.cont_prompts)
-    ratio_live = float("nan")
-    if not args.skip_live:
-        pair = models.load_pair(pair_cfg, "bfloat16", "cpu")
-        prompts = [
-            data.Prompt(pr.id, "", pr.ids[-args.prompt_tokens :] if args.prompt_tokens else pr.ids, "bench")
-            for pr in data.load_prompts(ds, pair.tokenizer)
-        ]
-        trees = {t: parse_tree(t) for t in args.trees}
-        prof = cProfile.Profile() if args.profile else None
-        table = (prof.runcall if prof else lambda f, *a: f(*a))(
-            live_table, pair, prompts[: args.prompts], trees, batches, args.tokens
-        )
-        if prof:
-            pstats.Stats(prof).sort_stats("cumulative").print_stats(args.profile)
-        if ("chain/4", 4) in table and ("chain/4", 1) in table:
-            ratio_live = table["chain/4", 4]["tok/s"] / table["chain/4", 1]["tok/s"]
-        del pair
-        models.clear_cache()
-        gc.collect()
-    ratio_cont = float("nan")
-    if not args.skip_cont:
-        target = models.load_model(pair_cfg.target, "float32", "cpu")
-        tokenizer = models.load_tokenizer(pair_cfg.target)
-        prompts = data.load_prompts(ds, tokenizer)[: args.cont_prompts]
-        eos = eos_ids(argparse.Namespace(target=target, tokenizer=tokenizer))
-        row = continuation_bench(target, prompts, args.cont_tokens, args.cont_batch or len(prompts), eos)
-        write_divergence(os.path.join(ROOT, args.divergence_out), {"pair": args.pair, **row})
-        ratio_cont = row["speedup"]
-    live = "not run (--skip-live)" if args.skip_live else f"{ratio_live:.2f}x"
-    cont = "not run (--skip-cont)" if args.skip_cont else f"{ratio_cont:.2f}x"
-    print(f"live chain/4 bf16 tokens/s, B=4 over B=1: {live} (goal >= 2x)")
+    prof = cProfile.Profile() if args.profile else None
+    table = (prof.runcall if prof else lambda f, *a: f(*a))(
+        live_table, pair, prompts[: args.prompts], trees, batches, args.tokens
+    )
+    if prof:
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(args.profile)
+    del pair
+    models.clear_cache()
+    gc.collect()
+    if ("chain/4", 4) in table and ("chain/4", 1) in table:
+        return table["chain/4", 4]["tok/s"] / table["chain/4", 1]["tok/s"]
+    return float("nan")
+
+
+def continuation_part(args, pair_cfg: dict, ds: dict) -> float:
+    """Part 2: batch-1 against batched float32 continuations; writes their row, returns the speedup."""
+    target = models.load_model(pair_cfg["target"], "float32", "cpu")
+    tokenizer = models.load_tokenizer(pair_cfg["target"])
+    prompts = data.load_prompts(ds, tokenizer)[: args.cont_prompts]
+    eos = eos_ids(argparse.Namespace(target=target, tokenizer=tokenizer))
+    row = continuation_bench(target, prompts, args.cont_tokens, args.cont_batch or len(prompts), eos, args.dataset)
+    write_divergence(os.path.join(ROOT, args.divergence_out), {"pair": pair_cfg["name"], **row})
+    return row["speedup"]
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    pair_cfg = scriptargs.pair_spec(args.pair, args.pair_override)
+    ds = {"name": args.dataset, "limit": max(args.prompts, args.cont_prompts)}
+    live = "not run (--skip-live)" if args.skip_live else f"{live_part(args, pair_cfg, ds):.2f}x"
+    cont = "not run (--skip-cont)" if args.skip_cont else f"{continuation_part(args, pair_cfg, ds):.2f}x"
+    print(f"live chain/4 {args.dtype} tokens/s, B=4 over B=1: {live} (goal >= 2x)")
     print(f"batched continuations fp32 ({args.cont_prompts} x {args.cont_tokens}) over batch-1: {cont} (goal >= 4x)")
 
 

@@ -1,6 +1,9 @@
 """bf16 replay against bf16 live decoding, on the same HumanEval prompts.
 
     .venv/bin/python scripts/bench_bf16_replay.py --prompts 16 --tokens 128
+    .venv/bin/python scripts/bench_bf16_replay.py --pair local --pair-override draft.path=D \
+        --pair-override target.path=T --dataset smoke --dtype float32 --prompts 2 --tokens 4 \
+        --batch 2 --trees chain/2 --out /tmp/x.csv               # a tiny local pair, seconds
 
 Replay defines the target's greedy output as its BATCHED continuation c (one batch of
 all prompts, ``engine.loop.continuations``).  Live bf16 decoding forwards trees, whose
@@ -9,7 +12,7 @@ prompts: how many live decodes diverge from c, where (first divergent position),
 target's logit margin there (top-1 minus top-2 after the common prefix: a near-tie
 means rounding, not a bug), and tokens_per_step of replay (drafted replay against c)
 and of live, with the paired difference (bootstrap 95% CI over prompts).  Writes
-results/bf16_replay_divergence.csv and prints the summary LAST.
+--out (results/bf16_replay_divergence.csv) and prints the summary LAST.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ import torch
 from specbench import api
 from specbench.engine.loop import continuations
 from specbench.engine.verifiers import ContinuationVerifier
-from specbench.inputs import data, models
-from specbench.study.launch import pair_config
+from specbench.inputs import data
+from specbench.study import scriptargs
 
 
 def first_divergence(a, b) -> int | None:
@@ -60,60 +63,64 @@ def paired_ci(diff: list[float], draws: int = 2000) -> tuple[float, float]:
     return float(means.quantile(0.025)), float(means.quantile(0.975))
 
 
+def tree_row(pair, args, prompts, conts, spec: str) -> dict:
+    """One --trees entry: live decodes against the batched continuations, and drafted replay."""
+    items = [SimpleNamespace(id=p.id, ids=p.ids) for p in prompts]
+    name, budget = spec.split("/")
+    tree = {"name": name, "budget": int(budget)}
+    live = api.decode_prompts(
+        pair, items, tree, {"name": "greedy"}, args.tokens, measure_shift=False, batch_size=args.batch
+    )
+    rep = replayed(pair, items, conts, tree, args.tokens)
+    where = [first_divergence(lv.tokens, c) for lv, c in zip(live, conts)]
+    margins = [margin(pair.target, p.ids + c[:w]) for p, c, w in zip(prompts, conts, where) if w is not None]
+    diff = [tps(lv) - tps(r) for lv, r in zip(live, rep)]
+    lo, hi = paired_ci(diff)
+    hit = [w for w in where if w is not None]
+    return {
+        "pair": pair.name,
+        "dtype": args.dtype,
+        "tree": name,
+        "budget": int(budget),
+        "prompts": len(prompts),
+        "max_new_tokens": args.tokens,
+        "live_batch": args.batch,
+        "diverged": len(hit),
+        "first_divergence_mean": sum(hit) / len(hit) if hit else float("nan"),
+        "margin_median": float(torch.tensor(margins).median()) if margins else float("nan"),
+        "margin_max": max(margins) if margins else float("nan"),
+        "tokens_per_step_live": sum(map(tps, live)) / len(live),
+        "tokens_per_step_replay": sum(map(tps, rep)) / len(rep),
+        "diff_live_minus_replay": sum(diff) / len(diff),
+        "diff_ci_lo": lo,
+        "diff_ci_hi": hi,
+    }
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    scriptargs.add_pair_args(ap)
+    scriptargs.add_dataset_arg(ap)
+    ap.add_argument("--dtype", default="bfloat16", help="float32: live equals replay (a check, not the point)")
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--batch", type=int, default=8, help="live batch size")
     ap.add_argument("--trees", nargs="+", default=["chain/4", "binary/16"])
     ap.add_argument("--out", default="results/bf16_replay_divergence.csv")
     args = ap.parse_args(argv)
-    pair = models.load_pair(pair_config("qwen_coder"), "bfloat16", "cpu")
-    prompts = data.load_prompts({"name": "humaneval", "limit": args.prompts}, pair.tokenizer)
-    items = [SimpleNamespace(id=p.id, ids=p.ids) for p in prompts]
+    pair = scriptargs.load_pair(args, args.dtype)
+    prompts = data.load_prompts({"name": args.dataset, "limit": args.prompts}, pair.tokenizer)
     conts = continuations(
         pair.target, [p.ids for p in prompts], args.tokens, api.eos_ids(pair), batch_size=len(prompts)
     )
-    rows = []
-    for spec in args.trees:
-        name, budget = spec.split("/")
-        tree = {"name": name, "budget": int(budget)}
-        live = api.decode_prompts(
-            pair, items, tree, {"name": "greedy"}, args.tokens, measure_shift=False, batch_size=args.batch
-        )
-        rep = replayed(pair, items, conts, tree, args.tokens)
-        where = [first_divergence(lv.tokens, c) for lv, c in zip(live, conts)]
-        margins = [margin(pair.target, p.ids + c[:w]) for p, c, w in zip(prompts, conts, where) if w is not None]
-        diff = [tps(lv) - tps(r) for lv, r in zip(live, rep)]
-        lo, hi = paired_ci(diff)
-        hit = [w for w in where if w is not None]
-        rows.append(
-            {
-                "pair": "qwen_coder",
-                "dtype": "bfloat16",
-                "tree": name,
-                "budget": int(budget),
-                "prompts": len(prompts),
-                "max_new_tokens": args.tokens,
-                "live_batch": args.batch,
-                "diverged": len(hit),
-                "first_divergence_mean": sum(hit) / len(hit) if hit else float("nan"),
-                "margin_median": float(torch.tensor(margins).median()) if margins else float("nan"),
-                "margin_max": max(margins) if margins else float("nan"),
-                "tokens_per_step_live": sum(map(tps, live)) / len(live),
-                "tokens_per_step_replay": sum(map(tps, rep)) / len(rep),
-                "diff_live_minus_replay": sum(diff) / len(diff),
-                "diff_ci_lo": lo,
-                "diff_ci_hi": hi,
-            }
-        )
+    rows = [tree_row(pair, args, prompts, conts, spec) for spec in args.trees]
     df = pd.DataFrame(rows)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     df.to_csv(args.out, index=False)
     print(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     for r in rows:
         print(
-            f"{r['tree']}/{r['budget']}: {r['diverged']}/{r['prompts']} live bf16 decodes leave the batched "
+            f"{r['tree']}/{r['budget']}: {r['diverged']}/{r['prompts']} live {args.dtype} decodes leave the batched "
             f"continuation (mean first position {r['first_divergence_mean']:.1f}, median margin "
             f"{r['margin_median']:.3f}); tokens_per_step live - replay = {r['diff_live_minus_replay']:+.3f} "
             f"[{r['diff_ci_lo']:+.3f}, {r['diff_ci_hi']:+.3f}]"

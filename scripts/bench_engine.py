@@ -3,6 +3,9 @@
 time ratio on its last line.
 
     flock /tmp/specbench-real.lock .venv/bin/python scripts/bench_engine.py
+    .venv/bin/python scripts/bench_engine.py --pair local --pair-override draft.path=D \
+        --pair-override target.path=T --dataset smoke --prompts 1 --tokens 4 --shapes chain \
+        --budgets 2 --out /tmp/scratch                           # a tiny local pair, seconds
 
 (specbench is imported from the editable install `bash scripts/setup.sh` makes; no sys.path edit.)
 
@@ -24,6 +27,7 @@ import time
 
 import pandas as pd
 
+from specbench.study import scriptargs
 from specbench.study.results import read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,6 +43,8 @@ def sweep(out: str, engine: str, args, cache: str) -> tuple[float, pd.DataFrame,
         "specbench.run",
         "-m",
         "sweep=engine_bench",
+        *scriptargs.hydra_pair_overrides(args),
+        f"dataset={args.dataset}",
         f"engine={engine}",
         f"out_root={out}",
         f"dataset.limit={args.prompts}",
@@ -80,16 +86,22 @@ def compare(live: pd.DataFrame, rep: pd.DataFrame, keys: list[str], cols: list[s
     return m[bad]
 
 
-def main() -> None:
+def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    scriptargs.add_pair_args(ap)
+    scriptargs.add_dataset_arg(ap)
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--shapes", default="chain,binary,kary,topk_wide")
     ap.add_argument("--budgets", default="4,8,16")
     ap.add_argument("--dtype", default="float32", help="replay equals live only in float32 (see README)")
     ap.add_argument("--out", default=None, help="scratch folder (default: a new temp dir)")
-    ap.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. pair=local ...")
-    args = ap.parse_args()
+    ap.add_argument("overrides", nargs="*", help="extra Hydra overrides of the study, e.g. batch_size=2")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
     out = args.out or tempfile.mkdtemp(prefix="bench_engine-")
     cache = os.path.join(out, "cache")
 

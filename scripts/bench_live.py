@@ -1,6 +1,9 @@
 """Wall tokens/s of the live engine against the tools users already have, on the real pair.
 
     flock /tmp/specbench-real.lock .venv/bin/python scripts/bench_live.py
+    .venv/bin/python scripts/bench_live.py --pair local --pair-override draft.path=D \
+        --pair-override target.path=T --dataset smoke --dtype float32 --prompts 1 --tokens 4 \
+        --search-prompts 1 --candidates "[{name: chain, budget: 2}]"   # a tiny local pair, seconds
 
 (specbench is imported from the editable install `bash scripts/setup.sh` makes; no sys.path edit.)
 
@@ -9,7 +12,7 @@ Same prompts, bf16, greedy, one process:
   (b) HF assisted generation, the 0.5B as assistant, a constant 4-token chain
   (c) specbench live, tree=chain budget 4
   (d) specbench live, the best tree: by default the fastest of --candidates, timed first on
-      --search-prompts held-out HumanEval prompts (the ones after the measured ones)
+      --search-prompts held-out HumanEval (--dataset) prompts (the ones after the measured ones)
 Prints (c)/(b), (d)/(a), (c)/(a) and whether the four produce identical tokens; bf16 kernels
 round differently per call shape, so a divergence is reported (rate and first position), not hidden.
 """
@@ -26,10 +29,10 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from specbench.api import decode_prompts
-from specbench.inputs import data, models
+from specbench.inputs import data
+from specbench.study import scriptargs
 from specbench.study.results import read_csv
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GREEDY = {"name": "greedy", "temperature": 0.0, "draft_temperature": 1.0, "top_p": 1.0}
 
 
@@ -119,8 +122,10 @@ def search_best(pair, candidates: list[dict], prompts, n, eos) -> dict:
     return best
 
 
-def main() -> None:
+def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    scriptargs.add_pair_args(ap)
+    scriptargs.add_dataset_arg(ap)
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--dtype", default="bfloat16")
@@ -134,59 +139,31 @@ def main() -> None:
     ap.add_argument(
         "--best-from", default=None, help="a bench_engine.py scratch folder: (d) = its live job with the most tokens/s"
     )
-    ap.add_argument("--pair", default="qwen_coder", help="a conf/pair/*.yaml name or a pair yaml path")
-    args = ap.parse_args()
-    torch.manual_seed(0)
+    return ap.parse_args(argv)
 
-    path = args.pair if args.pair.endswith(".yaml") else os.path.join(ROOT, "conf", "pair", f"{args.pair}.yaml")
-    pair_cfg = OmegaConf.load(path)
-    pair = models.load_pair(pair_cfg, args.dtype, "cpu")
-    ds = OmegaConf.load(os.path.join(ROOT, "conf", "dataset", "humaneval.yaml"))
-    ds.limit = args.prompts + args.search_prompts
-    loaded = data.load_prompts(ds, pair.tokenizer)
-    prompts, held_out = loaded[: args.prompts], loaded[args.prompts :]
+
+def eos_of(pair) -> set[int]:
     eos = pair.target.generation_config.eos_token_id
-    eos = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [pair.tokenizer.eos_token_id])
-    gc = pair.draft.generation_config
-    gc.num_assistant_tokens = 4
-    gc.num_assistant_tokens_schedule = "constant"
-    gc.assistant_confidence_threshold = 0.0  # never stop a chain early: exactly 4 tokens
+    return set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [pair.tokenizer.eos_token_id])
 
-    warm = prompts[0].ids[:16]
-    specbench_live(pair, {"name": "chain", "budget": 4}, warm, args.tokens, eos)  # first-call overheads
+
+def pick_best(args, pair, held_out, eos) -> dict:
+    """(d)'s tree: from --best-from, searched on the held-out prompts, or --best itself."""
     if args.best_from:
-        best = best_from(args.best_from)
-    elif args.best == "search":
-        if not held_out:
-            sys.exit("bench_live: --best search needs --search-prompts >= 1 held-out prompts")
-        best = search_best(
-            pair,
-            [dict(t) for t in OmegaConf.to_container(OmegaConf.create(args.candidates))],
-            held_out,
-            args.tokens,
-            eos,
-        )
-    else:
-        best = parse_tree(args.best)
-    args.best = tree_label(best)
-    methods = {
-        "a": ("plain greedy generate", lambda ids: hf_generate(pair.target, ids, args.tokens, eos)),
-        "b": ("HF assisted, 4-token chain", lambda ids: hf_generate(pair.target, ids, args.tokens, eos, pair.draft)),
-        "c": (
-            "specbench live chain/4",
-            lambda ids: specbench_live(pair, {"name": "chain", "budget": 4}, ids, args.tokens, eos)[0],
-        ),
-        "d": (f"specbench live {args.best}", lambda ids: specbench_live(pair, best, ids, args.tokens, eos)[0]),
-    }
-    for _, fn in methods.values():  # first-call overheads out of the timing
-        fn(warm)
-    outs, secs = {}, {}
-    for key, (label, fn) in methods.items():
-        outs[key], secs[key] = timed(fn, tqdm(prompts, desc=label))
+        return best_from(args.best_from)
+    if args.best != "search":
+        return parse_tree(args.best)
+    if not held_out:
+        sys.exit("bench_live: --best search needs --search-prompts >= 1 held-out prompts")
+    candidates = [dict(t) for t in OmegaConf.to_container(OmegaConf.create(args.candidates))]
+    return search_best(pair, candidates, held_out, args.tokens, eos)
+
+
+def report(args, prompts, methods, outs, secs) -> None:
+    """The tokens/s of each method, where their tokens diverge from (a), and LAST the ratios."""
     tps = {k: sum(map(len, outs[k])) / secs[k] for k in methods}
     for k, (label, _) in methods.items():
         print(f"({k}) {label:32s} {sum(map(len, outs[k])):5d} tokens {secs[k]:8.2f} s {tps[k]:7.2f} tok/s")
-
     same = True
     for k in "bcd":
         diffs = [(pr.id, first_diff(outs["a"][i], outs[k][i])) for i, pr in enumerate(prompts)]
@@ -200,12 +177,44 @@ def main() -> None:
             print(
                 f"({k}) vs (a): {len(bad)}/{len(prompts)} prompts differ; first differing position "
                 f"{', '.join(f'{p}@{d}' for p, d in bad)}; {agree}/{total} tokens before the first "
-                f"divergence ({100 * (1 - agree / total):.1f}% of tokens after a divergence, {args.dtype})"
+                f"divergence ({100 * (1 - agree / max(total, 1)):.1f}% of tokens after a divergence, {args.dtype})"
             )
     print("tokens: (a), (b), (c), (d) identical" if same else "tokens: NOT identical (see above)")
     print(
         f"(c)/(b) = {tps['c'] / tps['b']:.2f}  (d)/(a) = {tps['d'] / tps['a']:.2f}  (c)/(a) = {tps['c'] / tps['a']:.2f}"
     )
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    torch.manual_seed(0)
+    pair = scriptargs.load_pair(args, args.dtype)
+    loaded = data.load_prompts({"name": args.dataset, "limit": args.prompts + args.search_prompts}, pair.tokenizer)
+    prompts, held_out = loaded[: args.prompts], loaded[args.prompts :]
+    eos, n = eos_of(pair), args.tokens
+    gc = pair.draft.generation_config
+    gc.num_assistant_tokens = 4
+    gc.num_assistant_tokens_schedule = "constant"
+    gc.assistant_confidence_threshold = 0.0  # never stop a chain early: exactly 4 tokens
+
+    warm = prompts[0].ids[:16]
+    specbench_live(pair, {"name": "chain", "budget": 4}, warm, n, eos)  # first-call overheads
+    best = pick_best(args, pair, held_out, eos)
+    methods = {
+        "a": ("plain greedy generate", lambda ids: hf_generate(pair.target, ids, n, eos)),
+        "b": ("HF assisted, 4-token chain", lambda ids: hf_generate(pair.target, ids, n, eos, pair.draft)),
+        "c": (
+            "specbench live chain/4",
+            lambda ids: specbench_live(pair, {"name": "chain", "budget": 4}, ids, n, eos)[0],
+        ),
+        "d": (f"specbench live {tree_label(best)}", lambda ids: specbench_live(pair, best, ids, n, eos)[0]),
+    }
+    for _, fn in methods.values():  # first-call overheads out of the timing
+        fn(warm)
+    outs, secs = {}, {}
+    for key, (label, fn) in methods.items():
+        outs[key], secs[key] = timed(fn, tqdm(prompts, desc=label))
+    report(args, prompts, methods, outs, secs)
 
 
 if __name__ == "__main__":

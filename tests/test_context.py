@@ -131,8 +131,10 @@ def test_costs_read_their_keys_from_the_job_spec():
         costs_repeats=2,
         costs_dtypes=["float32", "bfloat16"],
     )
-    out, repeats, kv_len, jobs = settings(base)
-    assert (out, repeats, kv_len) == ("r", 2, 256)
+    out, repeats, kv_lens, jobs = settings(base)
+    assert (out, repeats, kv_lens) == ("r", 2, [128, 512])
     assert [(j.pair, j.dtype) for j in jobs] == [(base.pair, "float32"), (base.pair, "bfloat16")]
-    with pytest.raises(jobspec.ConfigError, match="costs_kv_len"):
-        settings(dataclasses.replace(base, extra={"costs_kv_len": 0}))
+    assert settings(dataclasses.replace(base, extra={}))[1] == 7  # >= 7 repeats unless asked otherwise
+    for bad in (0, [256, 0]):
+        with pytest.raises(jobspec.ConfigError, match="costs_kv_lens"):
+            settings(dataclasses.replace(base, extra={"costs_kv_lens": bad}))

@@ -202,6 +202,22 @@ def test_empty_dataset_is_one_line_error(tok, tmp_path):
         data.load_prompts(data.DatasetSpec.of({"name": "smoke", "limit": -1}), tok)
 
 
+def test_load_prompts_takes_a_mapping_or_a_dictconfig(tok):
+    """What a script naturally has (a dict, a conf/dataset DictConfig) is checked once, as the study's spec is."""
+    want = [p.ids for p in data.load_prompts(_cfg("humaneval", limit=2), tok)]
+    node = OmegaConf.load(CONF / "humaneval.yaml")
+    node.limit = 2
+    for keys in ({"name": "humaneval", "limit": 2}, node):
+        assert [p.ids for p in data.load_prompts(keys, tok)] == want
+        assert data.dataset_kind(keys) == "completion"
+    for bad, needle in (({"limit": 2}, "has no name"), ({"name": "smoke", "kind": "chat"}, "dataset.kind=chat")):
+        with pytest.raises(ValueError, match=needle) as e:
+            data.load_prompts(bad, tok)
+        assert "\n" not in str(e.value)
+    with pytest.raises(TypeError, match="a DatasetSpec or a mapping"):
+        data.load_prompts("smoke", tok)
+
+
 def test_unknown_dataset_lists_valid(tok):
     with pytest.raises(UnknownName) as e:
         data.load_prompts(data.DatasetSpec.of({"name": "humanevl"}), tok)

@@ -344,16 +344,20 @@ def test_load_pair_tli_and_layerskip(cross_dirs, sp_tokenizer):
 
 
 def test_forward_costs_cover_the_new_drafters(cross_dirs, tmp_path):
+    import pandas as pd
+
     from specbench.inputs import models
     from specbench.study.costs import cost_rows, merge_rows
 
     rows = []
     for name, cfg in (("tli", {"draft": local(cross_dirs[0])}), ("layerskip", {"layers": 1}), ("ngram", {})):
         p = models.load_pair({"name": name, "drafter": name, "target": local(cross_dirs[1]), **cfg}, "float32")
-        got = cost_rows(p, kv_len=8, repeats=1, sizes=(1, 4), progress=False)
+        got = cost_rows(p, kv_lens=[8], repeats=1, sizes=(1, 4), progress=False)
         assert {r["role"] for r in got} == ({"target"} if name == "ngram" else {"draft", "target"})
         rows += got
     path = tmp_path / "costs.csv"
+    pd.DataFrame([{**r, "samples": None} for r in rows]).to_csv(path, index=False)
+    assert len(merge_rows(str(path), rows[:1])) == 1  # rows without their repeats are dropped
     merge_rows(str(path), rows[:4]).to_csv(path, index=False)
     merged = merge_rows(str(path), rows)  # this run's pairs replace their old rows
     assert len(merged) == len(rows) and set(merged.pair) == {"tli", "layerskip", "ngram"}
@@ -365,7 +369,8 @@ def test_forward_costs_cover_the_new_drafters(cross_dirs, tmp_path):
 
 def test_costs_measure_a_shared_model_once_with_median_and_spread(cross_dirs):
     """Two pairs on one target: its rows are measured once (equal under both pairs);
-    every row has its median between its min and max over the repeats."""
+    every row has its median between its min and max over the repeats, at every KV length,
+    and carries each repeat (``samples``) for the report's bootstrap."""
     from specbench.inputs import models
     from specbench.study.costs import cost_rows
 
@@ -373,13 +378,15 @@ def test_costs_measure_a_shared_model_once_with_median_and_spread(cross_dirs):
     got = {}
     for name, cfg in (("skip", {"drafter": "layerskip", "layers": 1}), ("lookup", {"drafter": "ngram"})):
         p = models.load_pair({"name": name, "target": local(cross_dirs[1]), **cfg}, "float32")
-        got[name] = cost_rows(p, kv_len=8, repeats=3, sizes=(1, 4), progress=False, memo=memo)
+        got[name] = cost_rows(p, kv_lens=[8, 16], repeats=3, sizes=(1, 4), progress=False, memo=memo)
     target = {
-        name: [(r["n_tokens"], r["seconds"]) for r in rows if r["role"] == "target"] for name, rows in got.items()
+        name: [(r["kv_len"], r["n_tokens"], r["seconds"]) for r in rows if r["role"] == "target"]
+        for name, rows in got.items()
     }
-    assert target["skip"] == target["lookup"] and len(target["skip"]) == 2
+    assert target["skip"] == target["lookup"] and len(target["skip"]) == 4
     rows = got["skip"] + got["lookup"]
     assert all(r["seconds_min"] <= r["seconds"] <= r["seconds_max"] and r["repeats"] == 3 for r in rows)
+    assert all(len(r["samples"].split()) == 3 and r["device"] == "cpu" for r in rows)
 
 
 @pytest.mark.parametrize(
@@ -408,29 +415,6 @@ def test_costs_refuse_bad_values_in_one_line_before_loading(tmp_path, arg, key):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode != 0 and len(lines) == 1 and key in lines[0], r.stderr
     assert not (tmp_path / "costs.csv").exists()
-
-
-def test_projection_charges_the_costs_of_the_rows_dtype():
-    import pandas as pd
-
-    from specbench.report.speedup import projected_speedup
-
-    row = dict(
-        config_hash="h", pair="p", tree="chain", budget=4, tree_params="{}", tokens_per_step=3.0, drafter="model"
-    )
-    df = pd.DataFrame([{**row, "dtype": "float32"}, {**row, "config_hash": "g", "dtype": "bfloat16"}])
-    costs = pd.DataFrame(
-        [
-            dict(role=role, pair="p", dtype="float32", n_tokens=n, seconds=s * n**0.5)
-            for role, s in (("draft", 0.1), ("target", 0.3))
-            for n in (1, 2, 4, 8)
-        ]
-    )
-    got = projected_speedup(df, None, costs)
-    assert list(got.config_hash) == ["h"]  # no bfloat16 costs: no bfloat16 projection
-    costs2 = pd.concat([costs, costs.assign(dtype="bfloat16", seconds=0.3)])
-    got2 = projected_speedup(df, None, costs2).set_index("config_hash").projected
-    assert got2["h"] == pytest.approx(got.projected.iloc[0]) and got2["g"] != pytest.approx(got2["h"])
 
 
 def composed_job(dirs, extra, tmp_path):

@@ -156,7 +156,7 @@ def _colours(fig) -> dict[str, str]:
 
 def test_one_palette_across_figures(tmp_path):
     make_results(str(tmp_path / "results"))
-    text, figs = B.build(B.load(str(tmp_path / "results")) | {"results": "results"}, "results/figures")
+    text, figs, _ = B.build(B.load(str(tmp_path / "results")) | {"results": "results"}, "results/figures")
     seen: dict[str, set] = {}
     for f in figs:
         for lab, cols in _colours(f.fig).items():

@@ -63,7 +63,13 @@ def test_a_batched_live_row_keeps_its_measured_speedup_and_gets_no_batch_1_proje
         ]
     )
     df = summary[summary.tree != "none"]
-    got = S.speedup_table(df, summary, None, costs).set_index("config_hash")
+    steps = pd.DataFrame(
+        [
+            dict(config_hash=h, prompt_id="p", tree_size=4, tree_depth=4, emitted=2, scored="1.1.1.1")
+            for h in ("chain1", "chain8", "chain32")
+        ]
+    )
+    got = S.speedup_table(df, summary, steps, costs).set_index("config_hash")
     assert got.loc["chain1", "projected"] > 0 and got.loc["chain1", "measured"] == 1.5
     assert pd.isna(got.loc["chain8", "projected"]) and got.loc["chain8", "measured"] == 0.9
     assert "chain32" not in got.index  # batched, and no plain run at its batch: neither figure

@@ -157,6 +157,9 @@ class DraftTree:
     ``q[i]`` is the draft distribution the children of node i were chosen from
     (after draft temperature); rows of nodes that were never expanded are zero.
     ``ranks[i]`` is node i's sibling rank (0 for the root).
+    ``scored`` is what drafting this tree cost: the query tokens of each draft-model
+    forward (the first holds the committed tokens not yet in the draft cache and the
+    root; then one forward per expanded depth); empty when no model ran (n-gram).
     ``child_rule`` records how children were chosen (``sampling.CHILD_RULES``):
     "topk" (the draft's top-k of q), "sample" (i.i.d. from q, with replacement),
     "sample_noreplace" (from q without replacement, Sequoia), or "fixed"
@@ -170,6 +173,7 @@ class DraftTree:
     q: torch.Tensor | None = None  # [N+1, V] float32, or None (n-gram drafts)
     slots: list[int] | None = None  # drafter-side cache slot per node, -1 if never forwarded
     child_rule: str = "topk"  # how children were chosen (see above)
+    scored: tuple[int, ...] = ()  # tokens the drafter's model scored per draft forward this step
 
     @property
     def size(self) -> int:

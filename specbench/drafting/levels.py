@@ -13,7 +13,7 @@ batch draft in lockstep, one draft-model forward per depth for all of them.
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import torch
@@ -40,8 +40,10 @@ Levels = LevelGen[DraftTree]  # a drafter's step: returns its tree
 
 def run_levels(gens: Sequence[Levels]) -> list[DraftTree]:
     """Run every generator to its return value; each level's forwards batched per cache.
-    A generator receives logits [len(parents) - start, V] for its ``Forward``."""
+    A generator receives logits [len(parents) - start, V] for its ``Forward``; each tree
+    comes back with ``scored``, the tokens its generator had scored per forward."""
     out: list = [None] * len(gens)
+    scored: list[list[int]] = [[] for _ in gens]
     sends: dict[int, torch.Tensor | None] = {i: None for i in range(len(gens))}
     while sends:
         asks: dict[int, Forward] = {}
@@ -49,7 +51,7 @@ def run_levels(gens: Sequence[Levels]) -> list[DraftTree]:
             try:
                 asks[i] = next(gens[i]) if value is None else gens[i].send(value)
             except StopIteration as stop:
-                out[i] = stop.value
+                out[i] = replace(stop.value, scored=tuple(scored[i]))
         sends = {}
         by_kv: dict[int, list[int]] = {}
         for i, ask in asks.items():
@@ -58,7 +60,9 @@ def run_levels(gens: Sequence[Levels]) -> list[DraftTree]:
             kv = asks[members[0]].kv
             logits = kv.forward([(asks[i].row, asks[i].parents, asks[i].tokens, asks[i].start) for i in members])
             for b, i in enumerate(members):
-                sends[i] = logits[b, : len(asks[i].parents) - asks[i].start]
+                k = len(asks[i].parents) - asks[i].start
+                scored[i].append(k)
+                sends[i] = logits[b, :k]
     return out
 
 

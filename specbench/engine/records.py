@@ -27,6 +27,7 @@ class StepRecord:
     emitted: int  # tokens appended this step (accepted + 1, less only at EOS/limit)
     accept_path: str  # sibling ranks of the accepted nodes, e.g. "0.0.1"
     path_children: str = ""  # children counts of the root and each accepted node, e.g. "2.2.1"
+    scored: str = ""  # draft-model tokens per draft forward this step (``DraftTree.scored``), e.g. "1.2.2"
     draft_s: float = float("nan")
     verify_s: float = float("nan")
     first_token_tv: float = float("nan")
@@ -64,6 +65,7 @@ def step_record(
         emitted=len(new),
         accept_path=tree.rank_path(path),
         path_children=".".join(str(len(tree.children(n))) for n in [0, *path]),
+        scored=".".join(map(str, tree.scored)),
     )
     if measure_shift and mode.lossless_for and params.get("temperature", 1.0) == 0:
         # a lossless verdict at T = 0 (greedy) is the target's argmax: no shift, and its one

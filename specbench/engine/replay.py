@@ -58,7 +58,7 @@ def replay_prompt(prompt_id: str, ranks: Sequence[int], policy) -> list[StepReco
     ``len(ranks) == len(c)``; c already stops at EOS (inclusive) or at
     max_new_tokens, exactly where the live loop stops.  ``policy.observe`` is
     called after every step like the live loop does (adaptive shapes)."""
-    n, t = len(ranks), 0
+    n, t, pending = len(ranks), 0, 1
     records: list[StepRecord] = []
     while t < n:
         paths = policy.paths()
@@ -67,10 +67,21 @@ def replay_prompt(prompt_id: str, ranks: Sequence[int], policy) -> list[StepReco
         i = accept_run(ranks, t, shape, n - t)  # beyond c, live would truncate anyway
         kids = Counter(p[:-1] for p in shape)  # rank prefix -> number of children
         rec = greedy_record(prompt_id, len(records), size, depth, ranks[t : t + i], n - t, kids)
+        rec.scored = scored(pending, kids) if size else ""
         records.append(rec)
         policy.observe(i, size)
+        leaf = rec.accepted > 0 and kids[tuple(ranks[t : t + rec.accepted])] == 0
+        pending = 2 if leaf else 1  # an accepted leaf was never forwarded: it goes with the bonus token
         t += rec.emitted
     return records
+
+
+def scored(pending: int, kids: Counter) -> str:
+    """What the live model drafter forwards for a static shape (``DraftTree.scored``): the
+    ``pending`` committed tokens not yet in its cache (the bonus token, and an accepted
+    leaf, which was never forwarded), then each depth's nodes that have children."""
+    per_depth = Counter(len(prefix) for prefix in kids if prefix)
+    return ".".join(map(str, [pending, *(per_depth[d] for d in sorted(per_depth))]))
 
 
 def greedy_record(

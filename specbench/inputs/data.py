@@ -36,8 +36,10 @@ import gzip
 import importlib.util
 import os
 import sysconfig
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .datasets import DATASETS, DatasetSpec, dataset, packaged, read_jsonl, rows_from_jsonl
 
@@ -281,9 +283,23 @@ def encode(tokenizer, text: str, chat_template: bool) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-def dataset_kind(dataset: DatasetSpec) -> str:
+DatasetKeys = DatasetSpec | Mapping[str, Any]  # a typed spec, or a dataset config's keys (a dict or a DictConfig)
+
+
+def as_spec(dataset: DatasetKeys) -> DatasetSpec:
+    """``dataset`` as a typed ``DatasetSpec``: a mapping (a dict, a DictConfig) goes through
+    ``DatasetSpec.of`` once (a bad key is a one-line ValueError); a spec is returned as is."""
+    if isinstance(dataset, DatasetSpec):
+        return dataset
+    if not isinstance(dataset, Mapping):
+        raise TypeError(f"a dataset is a DatasetSpec or a mapping of its config keys, not {type(dataset).__name__}")
+    return DatasetSpec.of(dataset)
+
+
+def dataset_kind(dataset: DatasetKeys) -> str:
     """``instruct`` or ``completion``: ``dataset.kind`` if set, else the loader's registered kind."""
-    return dataset.kind or DATASETS.get(dataset.name).kind
+    spec = as_spec(dataset)
+    return spec.kind or DATASETS.get(spec.name).kind
 
 
 def check_rows(name: str, rows: list[tuple[str, str, str]], limit=None) -> None:
@@ -301,14 +317,17 @@ def check_rows(name: str, rows: list[tuple[str, str, str]], limit=None) -> None:
             raise ValueError(f"dataset {name}: prompt '{pid}' has empty text; remove or fill it")
 
 
-def load_prompts(dataset: DatasetSpec, tokenizer, *, max_prompt_tokens: int | None = None) -> list[Prompt]:
+def load_prompts(dataset: DatasetKeys, tokenizer, *, max_prompt_tokens: int | None = None) -> list[Prompt]:
     """Prompts of ``dataset.name``, first ``dataset.limit`` (None = all).
 
+    ``dataset`` is a ``DatasetSpec`` or a dataset config's keys (``{"name": "humaneval",
+    "limit": 4}``, a DictConfig of conf/dataset/*.yaml), checked once by `as_spec`.
     The chat template is applied iff the dataset's kind is ``instruct``
     (`dataset_kind`).  ``max_prompt_tokens`` defaults to
     ``dataset.max_prompt_tokens``; a longer prompt is an error (never
     silently truncated).
     """
+    dataset = as_spec(dataset)
     name, limit = dataset.name, dataset.limit
     loader = DATASETS.get(name)
     chat_template = dataset_kind(dataset) == "instruct"

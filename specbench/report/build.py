@@ -1,4 +1,4 @@
-"""`python -m specbench.report`: results/*.csv -> results/figures/*.png + REPORT.md.
+"""`python -m specbench.report`: results/*.csv -> results/speedup.csv, results/figures/*.png + REPORT.md.
 
 pandas + matplotlib only (never torch).  A pipeline: inputs (`load`, which refuses truncated
 or inconsistent files in one line before anything is written) -> tables (`tables.compute`)
@@ -16,11 +16,14 @@ import os
 import sys
 
 from ..core.atomic import os_line, replace_together
+from ..study.results import write_csv
 from . import figures as F
+from . import figures_hw as FH
 from . import figures_speed as FS
 from . import load as LD
 from . import optimum as O
 from . import sections as R
+from . import speedup as S
 from . import tables as T
 from .attention_report import kernels
 from .markdown import figure_link
@@ -39,6 +42,8 @@ def make_figures(t: dict, data: dict) -> list[F.Fig]:
         FS.fig_mode_gains(t["modes"]),
         FS.fig_lossy(t["modes"]),
         FS.fig_measured_vs_projected(t["live"]),
+        FH.fig_phase(t["phase"], t["points"]),
+        FH.fig_schedule(t["schedule"]),
         F.fig_alpha(t["rows"], t["sums"], data["steps"], t["pair"]),
         F.fig_acceptance_vector(data.get("vector")),
         FS.fig_gap(t["gap"]),
@@ -48,8 +53,8 @@ def make_figures(t: dict, data: dict) -> list[F.Fig]:
     return [f for f in made if f is not None]
 
 
-def build(data: dict, rel: str) -> tuple[str, list[F.Fig]]:
-    """REPORT.md's text and its figures (not yet written)."""
+def build(data: dict, rel: str) -> tuple[str, list[F.Fig], dict]:
+    """REPORT.md's text, its figures (not yet written) and the tables they were made from."""
     t = T.compute(data)
     t["gap"] = O.main_rows(data.get("gap"), t["df"], t["sums"])
     figs = make_figures(t, data)
@@ -64,7 +69,7 @@ def build(data: dict, rel: str) -> tuple[str, list[F.Fig]]:
     unlinked = sorted(set(by_name) - linked)
     if unlinked:
         raise RuntimeError(f"internal: figure(s) {', '.join(unlinked)} made but not linked by any section")
-    return text, figs
+    return text, figs, t
 
 
 def publish(text: str, figs: list[F.Fig], out: str, fig_dir: str) -> None:
@@ -84,11 +89,12 @@ def main(argv: list[str] | None = None) -> int:
         data = LD.load(args.results)
         data["results"] = os.path.relpath(os.path.abspath(args.results), here).replace(os.sep, "/")
         rel = os.path.relpath(os.path.abspath(fig_dir), here).replace(os.sep, "/")
-        text, figs = build(data, rel)
+        text, figs, t = build(data, rel)
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    try:
+    try:  # speedup.csv first: the report it feeds never outlives it
+        write_csv(S.speedup_csv(t["speed"]), os.path.join(args.results, "speedup.csv"))
         publish(text, figs, args.out, fig_dir)
     except OSError as exc:  # a full or read-only disk: one line, nothing replaced
         print(
@@ -96,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    print(f"wrote {args.out} and {fig_dir}/ ({len(figs)} figures)")
+    print(f"wrote {args.results}/speedup.csv, {args.out} and {fig_dir}/ ({len(figs)} figures)")
     return 0
 
 

@@ -35,10 +35,23 @@ def metric(r: dict, name: str, digits: int = 2) -> str:
     return interval(r.get(name), r.get(f"{name}_lo"), r.get(f"{name}_hi"), r.get("n_prompts"), digits)
 
 
+def projected(r: dict) -> str:
+    """'1.39 [1.36, 1.42]', or '–' without a projection."""
+    if r.get("projected") != r.get("projected") or r.get("projected") is None:
+        return "–"
+    return f"{r['projected']:.2f} [{r['projected_lo']:.2f}, {r['projected_hi']:.2f}]"
+
+
 def speed(r: dict) -> str:
+    """'1.39× [1.36, 1.42] (projected)', or '1.42× (measured; projected 1.39× [1.36, 1.42])'."""
     if r.get("speed") != r.get("speed") or r.get("speed") is None:
         return "not recorded"
-    return f"{r['speed']:.2f}×" + (" (projected)" if r.get("speed_basis") == "projected" else " (measured)")
+    lo, hi = r.get("projected_lo"), r.get("projected_hi")
+    ci = f" [{lo:.2f}, {hi:.2f}]" if lo == lo and lo is not None else ""
+    if r.get("speed_basis") == "projected":
+        return f"{r['speed']:.2f}×{ci} (projected)"
+    proj = f"; projected {r['projected']:.2f}×{ci}" if r.get("projected") == r.get("projected") else ""
+    return f"{r['speed']:.2f}× (measured{proj})"
 
 
 def claim_word(r: dict) -> str:
@@ -218,15 +231,19 @@ def cross_sentences(cross: pd.DataFrame) -> list[str]:
 
 
 def speed_sentences(live: pd.DataFrame) -> list[str]:
+    """The projection's error over the live runs that have both (median and worst), and the
+    highest measured speedup."""
     both = live[live.projected.notna()] if len(live) else live
     if both.empty:
         return []
-    ratio = both.measured / both.projected
+    err = both.error.abs()
+    inside = int(((both.measured >= both.projected_lo) & (both.measured <= both.projected_hi)).sum())
     b = both.sort_values(["measured", "config_hash"], ascending=[False, True]).iloc[0].to_dict()
     return [
-        f"Measured speedups of {len(both)} live configurations are {ratio.min():.2f}–{ratio.max():.2f}× their "
-        f"projections (median {ratio.median():.2f}); the highest measured is {b['measured']:.2f}× "
-        f"({where(b)}, {b['shape']} N={int(b['budget'])}, {b['mode']})."
+        f"Over {len(both)} live configurations the projection's error is {err.median():.0%} (median absolute) and "
+        f"{err.max():.0%} at worst; {inside} of {len(both)} measured speedups fall inside the projection's 95% "
+        f"interval. The highest measured is {b['measured']:.2f}× ({where(b)}, {b['shape']} N={int(b['budget'])}, "
+        f"{b['mode']})."
     ]
 
 

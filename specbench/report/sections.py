@@ -44,6 +44,7 @@ def _groups(df: pd.DataFrame, keys=A.GROUP):
 ANSWER_COLS = [
     ("shape", lambda r: r["shape"] + (f" (= {r['same_as']})" if isinstance(r.get("same_as"), str) else "")),
     ("best N (tried)", lambda r: f"{int(r['budget'])} ({r['budgets']})"),
+    ("bracketed", lambda r: r["bracket"]),
     ("speedup", P.speed),
     ("tokens/step [95% CI]", lambda r: P.metric(r, "tokens_per_step")),
     ("acceptance rate", lambda r: P.metric(r, "acceptance_rate", 3)),
@@ -143,49 +144,38 @@ def modes(ctx) -> str:
     return "\n\n".join(out + figs(ctx, "mode_gains.png", "lossy_tradeoff.png"))
 
 
-def _span(x: pd.Series, digits: int) -> str:
-    x = x.dropna().astype(float)
-    if x.empty:
-        return "n/a"
-    lo, hi = A.fmt(float(x.min()), digits), A.fmt(float(x.max()), digits)
-    return lo if lo == hi else f"{lo}–{hi}"
-
-
-BATCH_COLS = [
-    ("pair", lambda r: r["pair"]),
-    ("dataset", lambda r: r["dataset"]),
-    ("dtype", lambda r: r["dtype"]),
-    ("T", lambda r: f"{r['temperature']:g}"),
-    ("batch B", lambda r: int(r["batch_size"])),
-    ("live configurations", lambda r: r["n"]),
-    ("tokens/s", lambda r: r["tps"]),
-    ("acceptance rate", lambda r: r["rate"]),
-    ("prompts", lambda r: r["prompts"]),
+SCHEDULE_COLS = [
+    ("batch B", lambda r: int(r["B"])),
+    ("plain tokens/s", lambda r: A.fmt(r["plain"], 2)),
+    ("measured speedup by N", lambda r: r["by_n"]),
+    ("fastest", lambda r: r["best"]),
 ]
 
 
 def batch(ctx) -> str:
-    b = ctx["t"]["batch"]
-    out, keys = [], ["pair", "dataset", "dtype", "temperature", "batch_size"]
-    if b.empty or b.groupby(keys[:-1]).batch_size.nunique().max() < 2:
-        sizes = ", ".join(str(int(x)) for x in sorted(b.batch_size.unique())) if len(b) else "none"
-        out.append(
-            f"_No live sweep over the batch size within one setting: live runs used B = {sizes} "
-            "(batch_size in summary.csv), so acceptance and tokens/s against B are not measured by the study; "
-            "per setting and B, the spread over its configurations:_"
-        )
-    if len(b):
-        rows = [
-            dict(
-                zip(keys, k),
-                n=len(g),
-                tps=_span(g.tokens_per_s, 2),
-                rate=_span(g.get("acceptance_rate"), 2),
-                prompts=_span(g.get("n_prompts"), 0),
+    """The batch-size schedule (hardware.schedule), then the batched continuations' divergence."""
+    sched, out = ctx["t"]["schedule"], []
+    if sched.empty:
+        out.append("_No live setting ran at two or more batch sizes, so there is no batch-size schedule._")
+    for k, g in _groups(sched, ["pair", "dataset", "dtype", "max_new_tokens", "n_prompts"]):
+        rows = []
+        for b, gb in g.groupby("batch_size", sort=True):
+            top = gb.sort_values(["measured", "budget"], ascending=[False, True]).iloc[0]
+            rows.append(
+                dict(
+                    B=b,
+                    plain=top["baseline_tokens_per_s"],
+                    by_n=", ".join(f"{r['shape']} {int(r['budget'])}: {r['measured']:.2f}×" for _, r in gb.iterrows()),
+                    best=f"{top['shape']} N={int(top['budget'])} ({top['measured']:.2f}×)"
+                    if top["measured"] > 1
+                    else f"plain decoding (best speculative {top['measured']:.2f}×)",
+                )
             )
-            for k, g in b.groupby(keys, sort=True)
-        ]
-        out.append(table(rows, BATCH_COLS))
+        out.append(
+            f"**{k[0]} on {k[1]} ({k[2]}, {int(k[4])} prompts × {int(k[3])} new tokens, live)**: measured "
+            "speedup over plain decoding at the same B on the same prompts.\n\n" + table(rows, SCHEDULE_COLS)
+        )
+    out += figs(ctx, "batch_schedule.png")
     out.append(
         "**Batched target continuations** (replay's input). " + SU.divergence_sentence(ctx["data"].get("divergence"))
     )
@@ -193,18 +183,44 @@ def batch(ctx) -> str:
     return "\n\n".join(out)
 
 
+def hardware(ctx) -> str:
+    t = ctx["t"]
+    if t["phase"].empty:
+        return "_No replayed greedy configuration with measured costs: no phase diagram._"
+    from .hardware import MARGINAL_AT, phase_sentences
+
+    note = (
+        "Acceptance is measured once; the best tree depends on the cost curve. The diagram charges each "
+        "configuration's own steps on a modelled curve (a k-token forward costs 1 + m(k − 1) one-token target "
+        "forwards, r times that on the draft) and marks each measured machine at r = t_draft(1)/t_target(1), "
+        f"m = the secant of its target curve at {MARGINAL_AT} tokens. The modelled curve is linear; the answer "
+        "tables use the measured one."
+    )
+    return "\n\n".join([note, bullets(phase_sentences(t["phase"], t["points"]), "")] + figs(ctx, "phase_diagram.png"))
+
+
+def _pair_s(measured, model) -> str:
+    """'measured / model' seconds per step."""
+    return f"{A.fmt(measured, 3)} / {A.fmt(model, 3)}"
+
+
 LIVE_COLS = [
     ("pair", lambda r: r["pair"]),
     ("dataset", lambda r: r["dataset"]),
-    ("dtype", lambda r: r["dtype"]),
     ("rule", lambda r: r["mode"]),
     ("shape", lambda r: r["shape"]),
     ("N", lambda r: int(r["budget"])),
     ("batch B", lambda r: A.fmt(r.get("batch_size"))),  # the baseline ran at the same B (speedup.BASELINE_MATCH)
+    ("prompts × tokens", lambda r: f"{int(r['n_prompts'])} × {int(r['max_new_tokens'])}"),
     ("tokens/step", lambda r: A.fmt(r["tokens_per_step"], 2)),
-    ("tokens/s", lambda r: A.fmt(r["tokens_per_s"], 2)),
     ("measured ×", lambda r: A.fmt(r["measured"], 2)),
-    ("projected ×", lambda r: A.fmt(r["projected"], 2)),
+    (
+        "projected × [95% CI]",
+        lambda r: f"{A.fmt(r['projected'], 2)} [{A.fmt(r['projected_lo'], 2)}, {A.fmt(r['projected_hi'], 2)}]",
+    ),
+    ("error", lambda r: "–" if r["error"] != r["error"] else f"{r['error']:+.0%}"),
+    ("draft s/step measured / model", lambda r: _pair_s(r["draft_s_step"], r["draft_s_step_model"])),
+    ("verify s/step measured / model", lambda r: _pair_s(r["verify_s_step"], r["verify_s_step_model"])),
 ]
 
 
@@ -216,8 +232,12 @@ def speed(ctx) -> str:
             "the answer tables use projections._"
         )
     note = (
-        "`measured ×`: tokens/s over the plain-decoding run's at the same batch B. `projected ×`: from "
-        "results/costs.csv, which times one sequence's forwards, so only B = 1 rows have one."
+        "`measured ×`: tokens/s over the plain-decoding run's on the same prompts at the same batch B. "
+        "`projected ×`: the same run's own steps costed by the model under Method (results/costs.csv, which "
+        "times one sequence's forwards, so only B = 1 rows have one), with its 95% bootstrap interval over "
+        "prompts and cost repeats; `error` = projected ÷ measured − 1. The last two columns put the step's "
+        "measured draft and verify seconds beside the model's: what the model leaves out shows there. "
+        "Every row: results/speedup.csv."
     )
     return "\n\n".join(
         [note, table(live.to_dict("records"), LIVE_COLS), bullets(P.speed_sentences(live), "")]
@@ -311,8 +331,9 @@ SECTIONS = [
     ("## Answer: the fastest budget per shape", answer),
     ("## Across pairs at fixed budgets", cross),
     ("## Verification rules against their token-level baselines", modes),
-    ("## Batch size", batch),
     ("## Measured and projected speed", speed),
+    ("## Batch size", batch),
+    ("## Which tree on which hardware", hardware),
     ("## Analysis", analysis),
     ("### Identities", identities),
     ("### Acceptance by position and rank", acceptance),

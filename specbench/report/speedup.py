@@ -5,113 +5,77 @@ pair, dataset, dtype, max_new_tokens and batch size (`BASELINE_MATCH`): a live r
 tokens/s depends on how many prompts share a forward, so a batch-8 run is never
 divided by a batch-1 baseline.  pandas only.
 
-Projected speedup = tokens_per_step · t_target(1) / (draft_cost + verify_cost)
-with t_role(n) the median measured forward time for n query tokens
-(results/costs.csv, interpolated linearly), verify_cost = t_target(N+1), and a
-draft cost that charges each drafter what it does per step (`draft_cost`).
-Measured speedup = live tokens_per_s ÷ the baseline's tokens_per_s.
+Projected speedup = Σ emitted × t_target(1) ÷ Σ (each step's own draft and verify
+cost) on the measured cost curves, with a bootstrap interval over prompts and cost
+repeats (``costmodel``; DRAFT_COST_RULE says it in the report's words).
+Measured speedup = live tokens_per_s ÷ the baseline's tokens_per_s; where both exist,
+``error`` = projected ÷ measured − 1.
 """
 
 from __future__ import annotations
 
-import json
-import math
-
 import numpy as np
 import pandas as pd
 
-from ..study.declared import draft_frontier
 from . import analysis as A
 from . import compare as C
+from . import costmodel as CM
 
-BASELINE_MATCH = ["pair", "dataset", "dtype", "max_new_tokens", "batch_size"]
+OUTPUT_MATCH = ["pair", "dataset", "dtype", "max_new_tokens", "batch_size"]  # outputs compare on shared prompts
+BASELINE_MATCH = OUTPUT_MATCH + ["n_prompts"]  # speed: the same prompts (the dataset's first n)
 
 DRAFT_COST_RULE = (
-    "draft_cost charges each drafter what it does per step: an n-gram drafter its measured "
-    "lookup time (mean draft_s per step in steps.csv); EAGLE-2 one draft forward per depth over "
-    "its frontier of `width` nodes, D × t_draft(min(width, N)); every other model drafter one "
-    "draft forward per depth over a frontier of about N/D nodes, D × t_draft(⌈N/D⌉), with D "
-    "the config's deepest tree in steps.csv."
+    "Each step is charged what it did (specbench/report/costmodel.py): one draft-model forward "
+    "per entry of the step's `scored` column (the tokens the drafter's model scored: the "
+    "committed tokens not yet in its cache with the root, then each expanded depth's nodes; "
+    "EAGLE-2, adaptive chains and merged trees their real trees), plus one target forward over "
+    "its tree_size + 1 tokens; a drafter that runs no model (n-gram) is charged its measured "
+    "lookup time per step (draft_s). Forward times are the medians of the interleaved repeats in "
+    f"costs.csv at a {CM.KV}-token context (interpolated between the measured KV lengths). "
+    "The model charges forwards only: sampling, mask building and bookkeeping are not in it, and "
+    "the live rows measure what they add (speedup.csv: the per-step draft and verify seconds "
+    "measured beside the model's)."
 )
 
 
-def _cost_fn(costs: pd.DataFrame, pair: str, role: str, dtype: str | None = None):
-    """seconds(n_tokens) by linear interpolation of the measured points (clamped): this
-    pair's, in this dtype where costs.csv says the dtype."""
-    c = costs[costs.role == role]
-    if "pair" in c.columns:  # never another pair's costs: no rows, no projection
-        c = c[c.pair == pair]
-    if dtype is not None and "dtype" in c.columns:  # never another dtype's either
-        c = c[c.dtype.astype(str) == str(dtype)]
-    if c.empty:
-        return None
-    pts = c.groupby("n_tokens", sort=True).seconds.median()
-    xs, ys = pts.index.to_numpy(float), pts.to_numpy(float)
-    return lambda n: float(np.interp(n, xs, ys))
-
-
-def _param(params, key: str) -> int | None:
-    """The integer ``tree.<key>`` of a row's tree_params JSON, or None."""
-    try:
-        return int(json.loads(params).get(key))
-    except (TypeError, ValueError, json.JSONDecodeError):
-        return None
-
-
-def draft_cost(r, depth: int, t_draft, lookup_s: float | None) -> float | None:
-    """Seconds of drafting per step for one config (see DRAFT_COST_RULE); None if unknown.
-    A pair with target costs but no draft costs drafts without a model: ``study.costs``
-    measures the model a drafter forwards (``Drafter.forward_model``) and none for one that
-    runs no model (n-gram), which is charged its measured draft_s per step instead.  A tree
-    policy that declares a frontier parameter (``PolicySpec.draft_frontier``, EAGLE-2's
-    ``width``; the report reads ``study.declared``) forwards that many nodes per depth."""
-    n = int(r["budget"])
-    if t_draft is None:
-        return lookup_s if lookup_s is not None and math.isfinite(lookup_s) else None
-    if (key := draft_frontier(r["tree"])) and (width := _param(r["tree_params"], key)):
-        return depth * t_draft(min(width, n))
-    return depth * t_draft(math.ceil(n / depth))
+def curves(costs: pd.DataFrame) -> dict:
+    """(pair, role, dtype) -> (Curve, its bootstrap draws), or None without rows."""
+    out: dict = {}
+    keys = costs[["pair", "role"] + (["dtype"] if "dtype" in costs else [])].drop_duplicates()
+    for k in keys.to_dict("records"):
+        c = CM.curve(costs, k["pair"], k["role"], k.get("dtype"))
+        if c is not None:
+            out[(str(k["pair"]), k["role"], str(k.get("dtype")))] = (c, c.draws())
+    return out
 
 
 def projected_speedup(df: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.DataFrame | None) -> pd.DataFrame:
-    need = {"role", "n_tokens", "seconds"}
-    if costs is None or not need <= set(costs.columns) or df.empty:
+    """Per configuration with a target cost curve: the projected speedup of its own steps
+    (``costmodel.projection``) with its interval.  A live row at batch B > 1 is not
+    projected (costs.csv times one sequence's forwards)."""
+    need = {"role", "n_tokens", "seconds", "pair"}
+    if costs is None or not need <= set(costs.columns) or df.empty or steps is None or steps.empty:
         return pd.DataFrame()
-    depth, lookup = {}, {}
-    if steps is not None and {"config_hash", "tree_depth"} <= set(steps.columns):
-        depth = steps.groupby("config_hash").tree_depth.max().to_dict()
-        if "draft_s" in steps:
-            lookup = steps.groupby("config_hash").draft_s.mean().to_dict()
+    cv = curves(costs)
+    by_hash = dict(tuple(steps.groupby("config_hash", sort=False)))
     rows = []
     for r in df.to_dict("records"):
         if r.get("engine") == "live" and int(r.get("batch_size") or 1) > 1:
-            continue  # costs.csv times one sequence's forwards: no projection for B prompts per forward
-        name = r.get("pair_name", r["pair"])  # costs.csv is keyed by the pair's config name
-        t_target = _cost_fn(costs, name, "target", r.get("dtype"))
-        if t_target is None:
             continue
-        n = int(r["budget"])
-        d = max(1, int(depth.get(r["config_hash"], n if r["tree"] == "chain" else math.ceil(math.log2(n + 1)))))
-        dc = draft_cost(r, d, _cost_fn(costs, name, "draft", r.get("dtype")), lookup.get(r["config_hash"]))
-        if dc is None:
+        name, dt = str(r.get("pair_name", r["pair"])), str(r.get("dtype"))  # costs.csv is keyed by config name
+        target = cv.get((name, "target", dt))
+        g = by_hash.get(r["config_hash"])
+        if target is None or g is None or int(r["budget"]) == 0:
             continue
-        vc = t_target(n + 1)
-        rows.append(
-            {
-                **r,
-                "depth": d,
-                "draft_cost": dc,
-                "verify_cost": vc,
-                "projected": r["tokens_per_step"] * t_target(1) / (dc + vc),
-            }
-        )
+        c = CM.counts(g)
+        rows.append({**r, **CM.projection(c, cv.get((name, "draft", dt)), target)})
     return pd.DataFrame(rows)
 
 
-def match_baseline(base: pd.DataFrame, r) -> dict | None:
-    """The baseline row (lowest hash on ties) with the same BASELINE_MATCH keys as r, or None."""
+def match_baseline(base: pd.DataFrame, r, keys=BASELINE_MATCH) -> dict | None:
+    """The baseline row (lowest hash on ties) with the same ``keys`` as r, or None."""
     m = base
-    for k in BASELINE_MATCH:
+    for k in keys:
         if k in base and k in r:
             m = m[m[k].astype(str) == str(r[k])]
     return None if m.empty else m.iloc[0].to_dict()
@@ -138,20 +102,71 @@ def measured_speedup(df: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# a replayed configuration and a live batch-1 run of the same tree on the same pair, data and
+# rule are one configuration timed two ways: the live run's measured speedup ranks the replayed one
+TWIN = ["pair", "dataset", "dtype", "tree", "tree_params", "budget", "verify", "temperature"]
+SPEEDUP_COLUMNS = [
+    "config_hash", "pair", "dataset", "dtype", "engine", "batch_size", "n_prompts", "max_new_tokens",
+    "tree", "tree_params", "budget", "verify", "temperature", "tokens_per_step", "cost_basis",
+    "projected", "projected_lo", "projected_hi", "measured", "measured_hash", "error",
+    "draft_s_step", "draft_s_step_model", "verify_s_step", "verify_s_step_model",
+]  # fmt: skip
+
+
+def step_seconds(steps: pd.DataFrame | None) -> pd.DataFrame:
+    """Per live configuration: measured draft and verify seconds per step (steps.csv)."""
+    if steps is None or not {"draft_s", "verify_s"} <= set(steps.columns):
+        return pd.DataFrame(columns=["config_hash", "draft_s_step", "verify_s_step"])
+    live = steps[steps.verify_s.notna()]
+    g = live.groupby("config_hash")
+    return pd.DataFrame({"draft_s_step": g.draft_s.mean(), "verify_s_step": g.verify_s.mean()}).reset_index()
+
+
+def twins(table: pd.DataFrame) -> pd.DataFrame:
+    """``measured`` for every configuration without its own: a live batch-1 twin's (``TWIN``),
+    named in ``measured_hash``; a live row's own measurement names itself."""
+    out = table.assign(measured_hash=np.where(table.measured.notna(), table.config_hash, ""))
+    keys = [k for k in TWIN if k in out]
+    if not {"engine", "batch_size"} <= set(out.columns):
+        return out
+    live = out[(out.engine == "live") & out.measured.notna() & (out.batch_size.fillna(1).astype(int) == 1)]
+    if live.empty:
+        return out
+    best = live.sort_values("config_hash").drop_duplicates(keys).set_index(keys)
+    idx = pd.MultiIndex.from_frame(out[keys].astype(object))
+    best.index = pd.MultiIndex.from_frame(best.index.to_frame().astype(object))
+    got = best.reindex(idx)
+    own = out.measured.notna().to_numpy()
+    out["measured"] = np.where(own, out.measured, got.measured.to_numpy())
+    out["measured_hash"] = np.where(own, out.measured_hash, got.config_hash.fillna("").to_numpy())
+    return out
+
+
 def speedup_table(df, summary, steps, costs) -> pd.DataFrame:
-    """Projected speedup for every config with costs, and measured speedup where a live baseline matches."""
+    """Every configuration with a projection or a measurement: projected speedup with its
+    interval, measured speedup (its own, or its live batch-1 twin's), and for a live row
+    with both its ``error`` (projected ÷ measured − 1) and per-step seconds, measured beside
+    the model's."""
     proj = projected_speedup(df, steps, costs)
     meas = measured_speedup(df, summary)
     if proj.empty and meas.empty:
         return pd.DataFrame()
-    if proj.empty:
-        return meas.assign(projected=float("nan"))
-    if meas.empty:
-        return proj.assign(measured=float("nan"), baseline_tokens_per_s=float("nan"), baseline_hash="")
-    extra = meas[["config_hash", "baseline_hash", "baseline_tokens_per_s", "measured"]]
-    unprojected = meas[~meas.config_hash.isin(proj.config_hash)].assign(projected=float("nan"))
-    both = proj.merge(extra, on="config_hash", how="left")
-    return pd.concat([both, unprojected], ignore_index=True) if len(unprojected) else both
+    extra = ["projected", "projected_lo", "projected_hi", "cost_basis", "draft_s_step_model", "verify_s_step_model"]
+    out = df.copy()
+    for frame, cols in ((proj, extra), (meas, ["measured", "baseline_hash", "baseline_tokens_per_s"])):
+        have = frame.set_index("config_hash") if len(frame) else pd.DataFrame()
+        for c in cols:
+            out[c] = out.config_hash.map(have[c]) if c in have else np.nan
+    out = twins(out[out.projected.notna() | out.measured.notna()].reset_index(drop=True))
+    out = out.merge(step_seconds(steps), on="config_hash", how="left")
+    own = out.measured_hash == out.config_hash
+    out["error"] = np.where(own, out.projected / out.measured - 1, np.nan)
+    return out
+
+
+def speedup_csv(table: pd.DataFrame) -> pd.DataFrame:
+    """results/speedup.csv: ``SPEEDUP_COLUMNS`` of every row of ``speedup_table``."""
+    return table.reindex(columns=SPEEDUP_COLUMNS).sort_values(["pair", "dataset", "tree", "budget", "config_hash"])
 
 
 def lossless_table(df: pd.DataFrame, summary: pd.DataFrame, outputs: dict) -> pd.DataFrame:
@@ -162,7 +177,7 @@ def lossless_table(df: pd.DataFrame, summary: pd.DataFrame, outputs: dict) -> pd
         return pd.DataFrame()
     rows = []
     for r in df[(df.verify == "greedy") & (df.temperature == 0)].to_dict("records"):
-        b = match_baseline(base, r)
+        b = match_baseline(base, r, OUTPUT_MATCH)
         if b is None:
             continue
         eq = C.output_equality(outputs, r["config_hash"], b["config_hash"])
@@ -171,34 +186,11 @@ def lossless_table(df: pd.DataFrame, summary: pd.DataFrame, outputs: dict) -> pd
     return pd.DataFrame(rows)
 
 
-def speedup_sentences(table: pd.DataFrame) -> list[str]:
-    out: list[str] = []
-    if table.empty:
-        return out
-    for key, g in table.groupby(A.GROUP + ["mode"], sort=True):
-        where = f"{key[0]} on {key[1]} ({key[2]}, {int(key[3])} new tokens), {key[4]}"
-        if g.projected.notna().any():
-            b = g.sort_values(["projected", "config_hash"], ascending=[False, True], kind="mergesort").iloc[0]
-            out.append(
-                f"{where}: the highest projected speedup is {A.fmt(b.projected, 2)}× ({b['shape']}, "
-                f"N={int(b.budget)}); {int((g.projected > 1).sum())} of {int(g.projected.notna().sum())} "
-                "configurations project above 1×."
-            )
-        m = g[g.measured.notna()]
-        if len(m):
-            b = m.sort_values(["measured", "config_hash"], ascending=[False, True], kind="mergesort").iloc[0]
-            out.append(
-                f"{where}: measured speedup over plain decoding peaks at {A.fmt(b.measured, 2)}× "
-                f"({b['shape']}, N={int(b.budget)}; projected {A.fmt(b.projected, 2)}×)."
-            )
-    return out
-
-
 def lossless_sentences(table: pd.DataFrame) -> list[str]:
     out: list[str] = []
     if table.empty:
         return out
-    keys = [k for k in BASELINE_MATCH if k in table]
+    keys = [k for k in OUTPUT_MATCH if k in table]
     for key, g in table.groupby(keys, sort=True):
         where = dict(zip(keys, key))
         n, same = int(g.n_prompts.sum()), int(g.identical.sum())

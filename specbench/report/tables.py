@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from . import analysis as A
+from . import hardware as H
 from . import speedup as S
 
 MIN_RANKED, MIN_CI, MAX_CUT = 32, 10, 0.10
@@ -170,15 +171,18 @@ def calibration(df: pd.DataFrame, sums: pd.DataFrame, vector: pd.DataFrame | Non
 # --------------------------------------------------------------------------
 # the answer tables
 # --------------------------------------------------------------------------
+SPEED = ["measured", "measured_hash", "baseline_tokens_per_s", "projected", "projected_lo", "projected_hi", "error"]
+SPEED += ["draft_s_step", "draft_s_step_model", "verify_s_step", "verify_s_step_model"]
+
+
 def speed_columns(df: pd.DataFrame, speed: pd.DataFrame) -> pd.DataFrame:
-    """df with `speed` (measured where a live baseline matches, else projected) and `speed_basis`."""
+    """df with the speed table's columns (``SPEED``), `speed` (measured, by the configuration's
+    own live run or its live twin, else projected) and `speed_basis`."""
     out = df.copy()
-    meas = proj = pd.Series(np.nan, index=out.index)
-    if not speed.empty:
-        by = speed.drop_duplicates("config_hash").set_index("config_hash")
-        meas = out.config_hash.map(by["measured"]) if "measured" in by else meas
-        proj = out.config_hash.map(by["projected"]) if "projected" in by else proj
-    out["measured"], out["projected"] = meas.astype(float), proj.astype(float)
+    by = speed.drop_duplicates("config_hash").set_index("config_hash") if not speed.empty else pd.DataFrame()
+    for c in SPEED:
+        out[c] = out.config_hash.map(by[c]) if c in by else np.nan
+    out["measured"], out["projected"] = out.measured.astype(float), out.projected.astype(float)
     out["speed"] = out.measured.where(out.measured.notna(), out.projected)
     out["speed_basis"] = np.where(out.measured.notna(), "measured", np.where(out.projected.notna(), "projected", ""))
     return out
@@ -203,6 +207,16 @@ def annotate(df: pd.DataFrame, steps, speed, calib: pd.DataFrame, idents: pd.Dat
     return out
 
 
+def bracket(best: int, tried: list[int]) -> str:
+    """Where the best budget sits in the budgets tried (those the cut cap allows): ``interior``,
+    ``smallest admitted`` (N = 1), or an edge, which is no optimum: the best may lie beyond it."""
+    if len(set(tried)) < 2 or best not in tried:
+        return "one budget tried"
+    if best == min(tried):
+        return "smallest admitted" if best == 1 else f"edge: smallest tried (N={best})"
+    return f"edge: largest tried (N={best})" if best == max(tried) else "interior"
+
+
 def answer(rows: pd.DataFrame) -> pd.DataFrame:
     """Per greedy group and shape: the best budget by speed among the budgets the cap allows
     (cut share <= MAX_CUT); where no budget qualifies, the fastest one, marked not ranked."""
@@ -216,6 +230,7 @@ def answer(rows: pd.DataFrame) -> pd.DataFrame:
             .to_dict()
         )
         pick["budgets"] = ", ".join(str(int(b)) for b in sorted(grp.budget.unique()))
+        pick["bracket"] = bracket(int(pick["budget"]), grp[grp.ok].budget.astype(int).tolist())
         pick["by"] = pick["speed_basis"] or "tokens/step (no speed recorded)"
         out.append(pick)
     if not out:
@@ -295,16 +310,8 @@ def modes(df: pd.DataFrame, sums: pd.DataFrame, fps: pd.Series) -> pd.DataFrame:
 
 def live_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Live configurations with a measured speedup (and their projection, where costs exist)."""
-    return rows[rows.measured.notna()].sort_values(A.GROUP + ["mode", "shape", "budget"], kind="mergesort")
-
-
-def batch_rows(summary: pd.DataFrame) -> pd.DataFrame:
-    """Live rows (baseline included) per batch size: tokens/s and acceptance against B."""
-    if "batch_size" not in summary or "engine" not in summary:
-        return pd.DataFrame()
-    live = A._with_defaults(summary)
-    live = live[(live.engine == "live") & live.tokens_per_s.notna()] if "tokens_per_s" in live else live.iloc[0:0]
-    return live.sort_values(A.GROUP + ["mode", "shape", "budget", "batch_size"], kind="mergesort")
+    own = rows[rows.measured.notna() & (rows.measured_hash == rows.config_hash)]
+    return own.sort_values(A.GROUP + ["mode", "shape", "budget"], kind="mergesort")
 
 
 def setup_pairs(summary: pd.DataFrame) -> pd.DataFrame:
@@ -349,6 +356,9 @@ def compute(data: dict) -> dict:
     return dict(
         df=df,
         rows=rows,
+        phase=H.aggregates(rows, steps, data["costs"]),
+        points=H.machine_points(data["costs"]),
+        schedule=H.schedule(rows),
         sums=sums,
         speed=speed,
         calib=calib,
@@ -356,7 +366,6 @@ def compute(data: dict) -> dict:
         answer=answer(rows),
         cross=cross_pair(df, sums),
         modes=modes(df, sums, record_fingerprints(steps)),
-        batch=batch_rows(summary),
         live=live_rows(rows),
         setup=setup_pairs(summary),
         chain_diffs=A.vs_chain(df, sums),

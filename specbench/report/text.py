@@ -58,9 +58,12 @@ draws). "(includes 0)" marks an interval that contains zero: that difference is 
 
 SPEED = """\
 **Speed.** Measured speedup = live tokens/s ÷ the tokens/s of the live plain-decoding baseline (tree none) with
-the same pair, dataset, dtype and max_new_tokens. Projected speedup = tokens_per_step × t_target(1) ÷
-(draft_cost + verify_cost), with t_role(n) the median measured forward time for n query tokens on this machine
-(results/costs.csv, interpolated), verify_cost = t_target(N+1) and {rule} Prefill is ignored."""
+the same pair, dataset, dtype, max_new_tokens, batch size and prompts. Projected speedup = Σ emitted × t_target(1)
+÷ Σ over steps of the step's own cost, with t_role(n) the median of interleaved repeated forwards of n query
+tokens on this machine (results/costs.csv; results/environment.json names the machine), and its 95% interval from
+a joint bootstrap over prompts and over every cost point's repeats. {rule} Prefill is ignored. A replayed
+configuration with a live batch-1 twin (same pair, data, tree and rule) is ranked by the twin's measured
+speedup; the answer says which basis each row has."""
 
 EVIDENCE = """\
 **Evidence rules.** A ranked or "best" claim rests on at least {ranked} prompts, else it is listed as

@@ -1,9 +1,10 @@
 """`python -m specbench.study.costs [overrides]`: forward costs and the machine, for the report.
 
 Measures one forward of the drafter's model and of the target over n new tree
-tokens on top of a `kv_len`-token cache, through the engine's own slot cache
-(``kv.SlotKV``, the tree is dropped again after each forward), ``costs_repeats``
-times per shape (median as ``seconds``, with ``seconds_min`` / ``seconds_max``), for
+tokens on top of a `kv_len`-token cache (each of ``costs_kv_lens``), through the engine's
+own slot cache (``kv.SlotKV``, the tree is dropped again after each forward), ``costs_repeats``
+times per shape, interleaved across shapes (``measure``: median as ``seconds``, with min, max,
+quartiles and every repeat in ``samples``), for
 the pair in the config, and writes its rows into results/costs.csv (role, pair,
 dtype, n_tokens; other pairs' and dtypes' rows are kept, so one run per pair and
 dtype fills the table) and results/environment.json (hardware, library versions,
@@ -17,7 +18,7 @@ One process can measure several pairs and dtypes (``+costs_pairs=[qwen_coder,smo
 is measured once per dtype, and its rows are written under each pair.
 
 Keys (top level, all optional): ``results_dir`` (default results), ``costs_repeats``
-(default 5, >= 1), ``costs_kv_len`` (default 256, >= 1), ``costs_pairs`` (pair config
+(default 7, >= 1), ``costs_kv_lens`` (default [128, 512], each >= 1), ``costs_pairs`` (pair config
 names; default the ``pair`` group's), ``costs_dtypes`` (default ``dtype``).  Bad values,
 a bad dtype, pair or device are refused in one line before any model loads.
 """
@@ -27,12 +28,14 @@ from __future__ import annotations
 import json
 import os
 import platform
+import random
 import statistics
 import sys
 import time
 from collections.abc import Callable
 
 import hydra
+import numpy as np
 import pandas as pd
 import torch
 from omegaconf import DictConfig
@@ -47,7 +50,12 @@ from .jobspec import ConfigError, JobSpec, from_config, resolved
 from .launch import pair_config
 from .results import atomic_write, write_csv
 
-SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
+# every draft frontier and verify width of the dense budget grid (N and N + 1 for
+# N in 1..6, 8, 12, 16, 24, 32, 48, 64) is a measured point: a cost curve need not be
+# monotone (a one-row kernel can cost more than two rows), so nothing is interpolated
+# across a kernel change the repeats agree on
+SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 24, 25, 32, 33, 48, 49, 64, 65, 96, 128)
+KV_LENS = (128, 512)  # the study's contexts lie between (prompts of ~50-400 tokens + 128 new)
 
 
 def token_range(model) -> tuple[int, int]:
@@ -61,29 +69,41 @@ def synchronizer(model) -> Callable[[], None]:
     return torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
 
 
-def forward_costs(kv: SlotKV, row: int, n: int, repeats: int) -> list[float]:
-    """Seconds of ``repeats`` forwards over an n-node binary tree on the row's cache
-    (each tree dropped again: nothing is committed)."""
+def forward_cost(kv: SlotKV, row: int, n: int) -> float:
+    """Seconds of one forward over an n-node binary tree on the row's cache (the tree is
+    dropped again: nothing is committed)."""
     parents = paths_to_parents(shape_paths("binary", n - 1)) if n > 1 else [-1]
     tokens = torch.randint(*token_range(kv.model), (len(parents),)).tolist()
     sync = synchronizer(kv.model)
-    out = []
-    for _ in range(repeats):
-        kv.flush()
-        sync()
-        t0 = time.perf_counter()
-        kv.forward([(row, parents, tokens, 0)])
-        sync()
-        out.append(time.perf_counter() - t0)
-        kv.commit(row, [])
-    return out
+    kv.flush()
+    sync()
+    t0 = time.perf_counter()
+    kv.forward([(row, parents, tokens, 0)])
+    sync()
+    secs = time.perf_counter() - t0
+    kv.commit(row, [])
+    return secs
+
+
+def cpu_model() -> str:
+    """The processor's model name (/proc/cpuinfo on Linux), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+        if names:
+            return names[0]
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def environment(pair) -> dict:
     import transformers
 
     return {
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": cpu_model(),
+        "machine": platform.machine(),
+        "measured_on": time.strftime("%Y-%m-%d"),
         "cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "python": platform.python_version(),
@@ -92,17 +112,17 @@ def environment(pair) -> dict:
         "draft": pair.draft_name,
         "target": pair.target_name,
         "device": str(pair.target.device),
+        "gpu": torch.cuda.get_device_name(pair.target.device) if pair.target.device.type == "cuda" else None,
         "dtype": str(pair.target.dtype).replace("torch.", ""),
     }
 
 
-def cost_rows(
-    pair, kv_len: int, repeats: int, sizes=SIZES, progress: bool = True, memo: dict | None = None
-) -> list[dict]:
+def cost_rows(pair, kv_lens, repeats: int, sizes=SIZES, progress: bool = True, memo: dict | None = None) -> list[dict]:
     """Forward-cost rows of the pair's drafter model (role draft) and of its target;
     ``memo`` (model -> its measurements) measures a model shared by pairs once."""
     drafter_model = new_drafters(pair, 1.0, 1.0)().forward_model()
     dtype = str(pair.target.dtype).replace("torch.", "")
+    device = pair.target.device.type
     memo = {} if memo is None else memo
     rows = []
     for role, model in (("draft", drafter_model), ("target", pair.target)):
@@ -110,54 +130,80 @@ def cost_rows(
             continue
         key = (id(model), role)
         if key not in memo:
-            memo[key] = measure(model, kv_len, repeats, sizes, f"{pair.name} {role} forward cost", progress)
+            memo[key] = measure(model, kv_lens, repeats, sizes, f"{pair.name} {role} forward cost", progress)
         rows += [
-            {"role": role, "pair": pair.name, "dtype": dtype, "kv_len": kv_len, "repeats": repeats, **m}
+            {"role": role, "pair": pair.name, "dtype": dtype, "device": device, "repeats": repeats, **m}
             for m in memo[key]
         ]
     return rows
 
 
-def measure(model, kv_len: int, repeats: int, sizes, desc: str, progress: bool) -> list[dict]:
-    """Median, min and max seconds of each forward size on a ``kv_len``-token slot cache."""
+def measure(model, kv_lens, repeats: int, sizes, desc: str, progress: bool) -> list[dict]:
+    """Each (forward size, KV length) timed ``repeats`` times, the repeats interleaved: every
+    round times every shape once, in a fresh random order, so a slow spell of the machine
+    spreads over all shapes instead of biasing one.  Per shape: the median (``seconds``),
+    min, max, quartiles and every repeat (``samples``, space-separated: the report's
+    bootstrap over cost repeats resamples them)."""
     kv = SlotKV(model)
-    row = kv.add(torch.randint(*token_range(model), (kv_len + 1,)).tolist())
-    forward_costs(kv, row, 1, 1)  # warm-up: the prefill and the first allocation
-    out = []
-    for n in tqdm(sizes, desc=desc, disable=not progress):
-        secs = forward_costs(kv, row, n, repeats)
-        out.append(
-            {"n_tokens": n, "seconds": statistics.median(secs), "seconds_min": min(secs), "seconds_max": max(secs)}
-        )
-    return out
+    rows = {k: kv.add(torch.randint(*token_range(model), (k + 1,)).tolist()) for k in kv_lens}
+    for k in kv_lens:
+        forward_cost(kv, rows[k], 1)  # warm-up: the prefill and the first allocation
+    shapes = [(k, n) for k in kv_lens for n in sizes]
+    secs: dict[tuple[int, int], list[float]] = {s: [] for s in shapes}
+    order = random.Random(0)
+    for _ in tqdm(range(repeats), desc=desc, disable=not progress):
+        for k, n in order.sample(shapes, len(shapes)):
+            secs[(k, n)].append(forward_cost(kv, rows[k], n))
+    return [
+        {
+            "kv_len": k,
+            "n_tokens": n,
+            "seconds": statistics.median(v),
+            "seconds_min": min(v),
+            "seconds_max": max(v),
+            "seconds_q25": float(np.quantile(v, 0.25)),
+            "seconds_q75": float(np.quantile(v, 0.75)),
+            "samples": " ".join(f"{x:.6g}" for x in v),
+        }
+        for (k, n), v in secs.items()
+    ]
+
+
+KEY = ["pair", "dtype", "device"]  # one machine's curve of one pair in one dtype
 
 
 def merge_rows(path: str, rows: list[dict]) -> pd.DataFrame:
-    """The cost table at ``path`` with this pair's rows of this dtype replaced by ``rows``
-    (rows from before costs had a dtype column are dropped)."""
+    """The cost table at ``path`` with this pair's rows of this dtype and device replaced by
+    ``rows``; rows measured before every repeat was kept (no ``samples``: nothing to
+    bootstrap, no spread) are dropped, and so are rows from before costs had a dtype."""
     new = pd.DataFrame(rows)
     if not os.path.exists(path):
         return new
     old = pd.read_csv(path)
-    if not {"pair", "dtype"} <= set(old.columns):
+    if not {"pair", "dtype", "samples"} <= set(old.columns):
         return new
+    old = old.assign(device=old.get("device", "cpu"))
+    old = old[old.samples.notna()]
     if not new.empty:
-        mine = set(zip(new.pair.astype(str), new.dtype.astype(str)))
-        old = old[[k not in mine for k in zip(old.pair.astype(str), old.dtype.astype(str))]]
+        mine = set(new[KEY].astype(str).itertuples(index=False, name=None))
+        old = old[[k not in mine for k in old[KEY].astype(str).itertuples(index=False, name=None)]]
     return pd.concat([old, new], ignore_index=True)
 
 
-def settings(job: JobSpec) -> tuple[str, int, int, list[JobSpec]]:
-    """(results_dir, repeats, kv_len, [the job of each (pair, dtype) measured]) from the job
+def settings(job: JobSpec) -> tuple[str, int, list[int], list[JobSpec]]:
+    """(results_dir, repeats, kv_lens, [the job of each (pair, dtype) measured]) from the job
     spec's own keys (``JobSpec.extra``), refused in one line when out of range (no model load)."""
     from .checks import validate
 
     opts = job.extra
     out = str(opts.get("results_dir", "results"))
-    repeats, kv_len = opts.get("costs_repeats", 5), opts.get("costs_kv_len", 256)
-    for key, value in (("costs_repeats", repeats), ("costs_kv_len", kv_len)):
+    repeats, raw = opts.get("costs_repeats", 7), opts.get("costs_kv_lens", list(KV_LENS))
+    kv_lens = list(raw) if isinstance(raw, (list, tuple)) else [raw]
+    for key, value in [("costs_repeats", repeats)] + [("costs_kv_lens", k) for k in kv_lens]:
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"{key}={value!r}: must be an integer >= 1 (e.g. +{key}=5)")
+            raise ConfigError(
+                f"{key}={value!r}: must be an integer >= 1 (e.g. +costs_repeats=7, '+costs_kv_lens=[128,512]')"
+            )
     jobs = []
     for name in list(opts.get("costs_pairs") or [job.pair.name]):
         try:
@@ -168,14 +214,14 @@ def settings(job: JobSpec) -> tuple[str, int, int, list[JobSpec]]:
             one = from_config({**job.to_dict(), "pair": pair_cfg, "dtype": dtype})
             validate(one)  # dtype, device, pair: the job spec's checks
             jobs.append(one)
-    return out, repeats, kv_len, jobs
+    return out, repeats, kv_lens, jobs
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     try:  # costs measure forwards: the tree group plays no part
         job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
-        out, repeats, kv_len, jobs = settings(job)
+        out, repeats, kv_lens, jobs = settings(job)
     except ConfigError as e:
         print(f"specbench.study.costs: {e}", file=sys.stderr)
         sys.exit(2)
@@ -183,7 +229,7 @@ def main(cfg: DictConfig) -> None:
     memo: dict = {}
     for one in jobs:
         pair = context(one).load_pair()
-        rows += cost_rows(pair, kv_len, repeats, progress=job.progress, memo=memo)
+        rows += cost_rows(pair, kv_lens, repeats, progress=job.progress, memo=memo)
     write_csv(merge_rows(os.path.join(out, "costs.csv"), rows), os.path.join(out, "costs.csv"))
     pair = context(job).load_pair()
     env = environment(pair)

@@ -9,17 +9,6 @@ registered with a new declaration fails that test until it is copied here.
 
 from __future__ import annotations
 
-# tree policy -> ``PolicySpec.draft_frontier``: the ``tree.*`` parameter that sizes the
-# frontier its drafter forwards at each depth (policies that declare none are left out)
-DRAFT_FRONTIER: dict[str, str] = {"eagle2": "width"}
-
-
-def draft_frontier(tree: str) -> str | None:
-    """The ``tree.*`` parameter that sizes the per-depth draft frontier of tree policy
-    ``tree`` (``PolicySpec.draft_frontier``), or None: grown level by level over ~N/D nodes."""
-    return DRAFT_FRONTIER.get(str(tree))
-
-
 # static tree policy -> the defaults of its shape-defining parameters (``Params`` fields that a
 # report label shows: not None, not the Sequoia vector or calibration keys), as JSON values; a
 # merged tree records only the ``tree.*`` keys given to its model part, the rest are these

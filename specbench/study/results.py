@@ -186,6 +186,7 @@ TEXT_COLUMNS = {
         "accept_path",
         "role",
         "path_children",
+        "scored",
         "pair_key",
         "pair_role",
         "sibling_order",

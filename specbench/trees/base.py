@@ -4,8 +4,7 @@ A ``PolicySpec`` (an entry of ``POLICIES``) says everything the other layers ask
 a policy: the policy class made per prompt, its parameters' dataclass (``Params``:
 typed, validated once, a bad key is one line naming it), the drafter capability it
 needs (``kind``, a key of a drafter's ``grows``), whether its trees are always chains
-(chain-only modes may verify them), for static shapes the rank-path function, and how
-its drafting is charged (``draft_frontier``).
+(chain-only modes may verify them) and, for static shapes, the rank-path function.
 Adding a shape is one ``@static_shape(name, Params)`` function; adding another policy
 is one ``register_policy(name, Class, Params)`` call.
 """
@@ -112,12 +111,6 @@ class PolicySpec:
     shape: Callable[..., list[RankPath]] | None = None  # static shapes: fn(budget, params) -> paths
     listed_order: bool = False  # a static shape's list is trimmed in its listed order
     kind: str = "paths"
-    # How its drafting is charged (the report's projected speedup, ``report.speedup.draft_cost``):
-    # the ``tree.*`` parameter that sizes the frontier its drafter forwards at each depth
-    # (EAGLE-2's ``width``: D forwards over min(width, N) nodes), or None: a tree grown level by
-    # level, D forwards over about N/D nodes.  The report (no torch) reads its copy in
-    # ``study.declared``; tests/test_registries.py checks the two agree.
-    draft_frontier: str | None = None
 
     @property
     def rank_replayable(self) -> bool:
@@ -133,14 +126,14 @@ def register_policy(
     cls: type[TreePolicy],
     params: type[Params] = Params,
     chain: bool = False,
-    draft_frontier: str | None = None,
 ) -> None:
-    POLICIES.add(name, PolicySpec(name, cls, params, chain, kind=cls.kind, draft_frontier=draft_frontier))
+    POLICIES.add(name, PolicySpec(name, cls, params, chain, kind=cls.kind))
 
 
 @dataclass
 class StaticShape(TreePolicy):
-    """A fixed rank-path shape at exactly ``budget`` nodes (the budget rule of ``core.tree``)."""
+    """A fixed rank-path shape at exactly ``budget`` nodes (the budget rule of ``core.tree``), or
+    at most ``budget`` where its parameters choose the size (``Params.chooses_size``)."""
 
     spec: PolicySpec | None = None
 
@@ -162,6 +155,8 @@ def static_paths(
     for p in paths:
         if any(int(r) < 0 for r in p):
             raise ValueError(f"tree={name}: rank path {list(p)} has a negative rank; ranks are 0, 1, 2, ...")
+    if getattr(params, "chooses_size", False):  # the budget is the largest size it may choose
+        return list(paths)
     return fit_budget(paths, int(budget), listed_order)
 
 

@@ -167,7 +167,7 @@ class NoTree(TreePolicy):
 
 
 register_policy("adaptive_chain", AdaptiveChain, StartParams, chain=True)
-register_policy("eagle2", Eagle2Policy, Eagle2Params, draft_frontier="width")  # top-`width` frontier per depth
+register_policy("eagle2", Eagle2Policy, Eagle2Params)
 register_policy("ngram_trie", NgramTrie, DepthParams)
 register_policy("merged", Merged, MergedParams)
 register_policy("none", NoTree, chain=True)

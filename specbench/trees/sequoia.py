@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.costcurve import read_curve
 from ..core.tree import RankPath, sort_paths
 from .base import Params, positive, static_shape
 
@@ -77,15 +78,13 @@ def _solve(vector: tuple[float, ...], n_nodes: int, depth: int):
                 t[n, b], arg_m[n, b] = vals[j], m[j]
         best_b = np.argmax(t, axis=1)
         g_prev = t[np.arange(size), best_b]
-        tables.append((arg_m, best_b))
+        tables.append((arg_m, best_b, g_prev))
     return tables, g_prev
 
 
-def optimal_paths(vector: Sequence[float], budget: int, depth: int | None = None) -> list[RankPath]:
-    """Rank paths of the tree with `budget` draft nodes and depth <= `depth`
-    (default: unbounded) that maximises `expected_accepted`.  Children per
-    node are limited to len(vector), unless that cannot hold `budget` nodes
-    within the depth; then zero-probability ranks are appended as needed."""
+def _vector(vector: Sequence[float], budget: int, depth: int | None) -> tuple[tuple[float, ...], int, int]:
+    """(vector, budget, depth) checked; zero-probability ranks appended where len(vector)
+    ranks cannot place ``budget`` nodes within ``depth``."""
     vec = tuple(float(x) for x in vector)
     if not vec or any(not (0.0 <= x <= 1.0) for x in vec):
         raise ValueError(f"acceptance vector {list(vec)}: needs >= 1 probabilities in [0, 1]")
@@ -95,14 +94,28 @@ def optimal_paths(vector: Sequence[float], budget: int, depth: int | None = None
         raise ValueError(f"sequoia: budget={budget} and depth={depth} must be >= 1")
     while sum(len(vec) ** d for d in range(1, depth + 1)) < budget:
         vec += (0.0,)  # too few ranks to place N nodes: extra ranks are worth 0
+    return vec, budget, depth
+
+
+def optimal_paths(vector: Sequence[float], budget: int, depth: int | None = None) -> list[RankPath]:
+    """Rank paths of the tree with `budget` draft nodes and depth <= `depth`
+    (default: unbounded) that maximises `expected_accepted`.  Children per
+    node are limited to len(vector), unless that cannot hold `budget` nodes
+    within the depth; then zero-probability ranks are appended as needed."""
+    vec, budget, depth = _vector(vector, budget, depth)
     tables, g = _solve(vec, budget + 1, depth)
     assert math.isfinite(g[budget + 1])
+    return _paths(tables, budget + 1, depth)
+
+
+def _paths(tables, n_nodes: int, depth: int) -> list[RankPath]:
+    """The DP's tree of ``n_nodes`` nodes (root included) and depth <= ``depth``."""
     paths: list[RankPath] = []
 
     def build(prefix: RankPath, n: int, d: int) -> None:  # subtree of n nodes, depth budget d
         if n == 1:
             return
-        arg_m, best_b = tables[d - 1]
+        arg_m, best_b, _ = tables[d - 1]
         b = int(best_b[n])
         while b > 0:  # peel children b-1, b-2, ..., 0
             m = int(arg_m[n, b])
@@ -111,8 +124,35 @@ def optimal_paths(vector: Sequence[float], budget: int, depth: int | None = None
             build(child, m, d - 1)
             n, b = n - m, b - 1
 
-    build((), budget + 1, depth)
+    build((), n_nodes, depth)
     return sort_paths(paths)
+
+
+def draft_forwards(paths: Sequence[RankPath]) -> list[int]:
+    """Tokens per draft forward of a static tree: the root, then each depth's nodes with children."""
+    parents = {p[:-1] for p in paths if len(p) > 1}
+    depth = max((len(p) for p in parents), default=0)
+    return [1] + [sum(len(p) == d for p in parents) for d in range(1, depth + 1)]
+
+
+def fastest_paths(vector: Sequence[float], budget: int, depth: int | None, t_draft, t_target) -> list[RankPath]:
+    """Sequoia's hardware-aware size: among the DP trees of n <= ``budget`` nodes and depth
+    <= ``depth``, the one with the most expected tokens per second, (1 + E) / (its draft
+    forwards, ``draft_forwards``, + a target forward over n + 1 tokens) on the cost curves."""
+    vec, budget, depth = _vector(vector, budget, depth)
+    tables, _ = _solve(vec, budget + 1, depth)
+    best, best_rate = [(0,)], -1.0
+    for d in range(1, depth + 1):
+        g = tables[d - 1][2]
+        for n in range(1, budget + 1):
+            if not math.isfinite(g[n + 1]):
+                continue
+            paths = _paths(tables, n + 1, d)
+            cost = sum(t_draft(k) for k in draft_forwards(paths)) + t_target(n + 1)
+            rate = float(g[n + 1]) / cost  # g counts the root: 1 + expected accepted
+            if rate > best_rate + 1e-12:
+                best, best_rate = paths, rate
+    return best
 
 
 def _resolve(path: str | os.PathLike) -> Path:
@@ -172,6 +212,16 @@ class SequoiaParams(Params):
     calib_dataset: str | None = None
     calib_verify: str | None = None
     calib_temperature: float | None = None
+    # hardware-aware size (``fastest_paths``): with a costs.csv, the budget and depth are the
+    # largest tried and the tree is the fastest DP tree on this pair's cost curves
+    costs: str | None = None
+    cost_pair: str | None = None
+    cost_dtype: str | None = None
+
+    @property
+    def chooses_size(self) -> bool:
+        """With cost curves the tree has the size it chose (at most the budget)."""
+        return bool(self.costs)
 
 
 @static_shape("sequoia", SequoiaParams)
@@ -189,4 +239,18 @@ def sequoia(budget: int, params: SequoiaParams) -> list[RankPath]:
         vec = [float(x) for x in p.vector]
     if p.max_children:
         vec = vec[: int(p.max_children)]
+    if p.costs:
+        if not (p.cost_pair and p.cost_dtype):
+            raise ValueError("tree.costs needs tree.cost_pair and tree.cost_dtype (the curves' pair and dtype)")
+        path = _resolve(p.costs)
+        return list(
+            _fastest(tuple(vec), budget, p.depth, str(path), p.cost_pair, p.cost_dtype, path.stat().st_mtime_ns)
+        )
     return optimal_paths(vec, budget, p.depth)
+
+
+@functools.lru_cache(maxsize=32)
+def _fastest(vec, budget: int, depth, path: str, pair: str, dtype: str, mtime_ns: int) -> tuple[RankPath, ...]:
+    """``fastest_paths`` on the curves of a costs.csv (cached per file version: a policy is made per prompt)."""
+    t_draft, t_target = (read_curve(path, pair, role, dtype) for role in ("draft", "target"))
+    return tuple(fastest_paths(vec, budget, depth, t_draft, t_target))

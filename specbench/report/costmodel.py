@@ -1,0 +1,189 @@
+"""The per-step cost model: each step charged what it did, on a measured cost curve.
+
+A step costs one draft-model forward per entry of its ``scored`` column (the tokens
+the drafter's model scored in that forward: the committed tokens not yet in its
+cache, then each expanded depth's nodes) plus one target forward over its
+``tree_size + 1`` tokens (the root and the draft tokens it verified).  A drafter
+that runs no model (n-gram) is charged its measured lookup time (the step's
+``draft_s``).  Steps from before ``scored`` was recorded are charged a derived
+frontier, ``tree_depth`` forwards of about ``tree_size / tree_depth`` tokens
+(``cost_basis = derived``), never the budget's worst case.
+
+Cost curves come from results/costs.csv: per (pair, role, dtype) the median
+seconds of a forward of n tokens at each measured KV length, interpolated
+linearly to ``KV`` tokens of context (``core.costcurve``) and, between measured
+sizes, in n.  The
+bootstrap (``projection``) resamples prompts and, independently, every cost
+point's repeats (``samples``), so the interval carries both the prompts' and the
+machine's spread.  pandas and numpy only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..core.costcurve import KV, kv_weights
+
+BOOT = 400  # bootstrap replicates
+SEED = 0
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Seconds of one forward against its query tokens: ``sizes`` measured, and per size
+    the repeats at each KV length (``samples[i][j]``: size i, KV length j, weight ``w[j]``)."""
+
+    sizes: np.ndarray
+    samples: tuple[tuple[np.ndarray, ...], ...]
+    weights: tuple[float, ...]
+
+    def values(self, rng: np.random.Generator | None = None) -> np.ndarray:
+        """The median at each size (``rng``: of a resample of each point's repeats)."""
+
+        def med(x: np.ndarray) -> float:
+            return float(np.median(x if rng is None else rng.choice(x, len(x))))
+
+        return np.array([sum(w * med(x) for w, x in zip(self.weights, row)) for row in self.samples])
+
+    def draws(self, boot: int = BOOT) -> np.ndarray:
+        """[1 + boot, sizes]: the medians, then ``boot`` resamples of every point's repeats
+        (drawn once per curve, so every configuration on it sees the same machine draws)."""
+        rng = np.random.default_rng(SEED)
+        return np.stack([self.values()] + [self.values(rng) for _ in range(boot)])
+
+    def at(self, n, values: np.ndarray | None = None):
+        return np.interp(n, self.sizes, self.values() if values is None else values)
+
+
+def curve(costs: pd.DataFrame, pair: str, role: str, dtype) -> Curve | None:
+    """This pair's curve for ``role`` in this dtype (never another pair's or dtype's), or None."""
+    c = costs[(costs.role == role) & (costs.pair.astype(str) == str(pair))]
+    if "dtype" in c.columns and dtype is not None:
+        c = c[c.dtype.astype(str) == str(dtype)]
+    if c.empty:
+        return None
+    kv = c.kv_len.astype(int) if "kv_len" in c.columns else pd.Series(KV, index=c.index)
+    weights = kv_weights(sorted(set(kv)))
+    c = c.assign(kv=kv)
+    sizes = sorted(set(c.n_tokens.astype(int)) & set.intersection(*(set(c[c.kv == k].n_tokens) for k in weights)))
+    rows = []
+    for n in sizes:
+        rows.append(tuple(repeats(c[(c.kv == k) & (c.n_tokens == n)].iloc[0]) for k in weights))
+    return Curve(np.array(sizes, float), tuple(rows), tuple(weights.values()))
+
+
+def repeats(r) -> np.ndarray:
+    """A cost point's repeats (``samples``), or its median alone where they were not kept."""
+    s = r.get("samples")
+    if isinstance(s, str) and s.strip():
+        return np.array([float(x) for x in s.split()])
+    return np.array([float(r["seconds"])])
+
+
+def forwards(steps: pd.DataFrame) -> pd.Series:
+    """Per step, the query tokens of each draft forward (a tuple; empty without a model)."""
+    derived = steps.tree_depth.astype(int).combine(steps.tree_size.astype(int), derived_frontier)
+    if "scored" not in steps:
+        return derived
+    parsed = steps.scored.map(lambda s: tuple(int(x) for x in s.split(".")) if isinstance(s, str) and s else ())
+    has = steps.scored.notna()
+    return parsed.where(has, derived)
+
+
+def derived_frontier(depth: int, size: int) -> tuple[int, ...]:
+    """Steps without ``scored``: the root's forward, then ``depth - 1`` forwards of the mean width."""
+    if size <= 0:
+        return ()
+    return (1, *([math.ceil(size / depth)] * (depth - 1)))
+
+
+@dataclass(frozen=True)
+class Counts:
+    """One configuration's steps, per prompt: tokens emitted, draft forwards by size,
+    verify forwards by size and measured lookup seconds (drafters without a model)."""
+
+    emitted: np.ndarray  # [P]
+    draft_sizes: np.ndarray  # [S_d]
+    draft: np.ndarray  # [P, S_d] forwards of each size
+    verify_sizes: np.ndarray  # [S_v]
+    verify: np.ndarray  # [P, S_v]
+    lookup: np.ndarray  # [P] seconds
+    steps: np.ndarray  # [P]
+    derived: bool
+
+
+def counts(g: pd.DataFrame) -> Counts:
+    """``Counts`` of one configuration's step rows."""
+    fw = forwards(g)
+    prompts = pd.Index(sorted(g.prompt_id.astype(str).unique()))
+    pid = prompts.get_indexer(g.prompt_id.astype(str))
+    flat = [(p, k) for p, f in zip(pid, fw) for k in f]
+    d_sizes = np.array(sorted({k for _, k in flat}), int)
+    draft = np.zeros((len(prompts), len(d_sizes)))
+    if flat:
+        ps, ks = np.array(flat).T
+        np.add.at(draft, (ps, np.searchsorted(d_sizes, ks)), 1)
+    v = g.tree_size.astype(int).to_numpy() + 1
+    v_sizes = np.unique(v)
+    verify = np.zeros((len(prompts), len(v_sizes)))
+    np.add.at(verify, (pid, np.searchsorted(v_sizes, v)), 1)
+    lookup = np.zeros(len(prompts))
+    if "draft_s" in g:
+        np.add.at(lookup, pid, g.draft_s.astype(float).fillna(0).to_numpy())
+    return Counts(
+        emitted=np.bincount(pid, g.emitted.astype(float), len(prompts)),
+        draft_sizes=d_sizes,
+        draft=draft,
+        verify_sizes=v_sizes,
+        verify=verify,
+        lookup=lookup,
+        steps=np.bincount(pid, minlength=len(prompts)).astype(float),
+        derived="scored" not in g or bool(g.scored.isna().any()),
+    )
+
+
+def step_costs(c: Counts, draft: tuple[Curve, np.ndarray] | None, target: tuple[Curve, np.ndarray] | None):
+    """(draft seconds per prompt, verify seconds per prompt, plain decoding's seconds per
+    token) for one row of each curve's ``draws`` (a curve with that row's values)."""
+    assert target is not None, "a projection needs the target's curve"
+    (tc, tv) = target
+    verify = c.verify @ tc.at(c.verify_sizes, tv)
+    if draft is None or not len(c.draft_sizes):
+        drafting = c.lookup if draft is None else c.lookup * 0
+    else:
+        drafting = c.draft @ draft[0].at(c.draft_sizes, draft[1])
+    return drafting, verify, float(tc.at(1, tv))
+
+
+def row(curve_draws: tuple[Curve, np.ndarray] | None, b: int) -> tuple[Curve, np.ndarray] | None:
+    """Draw ``b`` of a (curve, draws) pair, as step_costs takes it."""
+    return None if curve_draws is None else (curve_draws[0], curve_draws[1][b])
+
+
+def projection(c: Counts, draft: tuple[Curve, np.ndarray] | None, target: tuple[Curve, np.ndarray]) -> dict:
+    """Projected speedup = Σ emitted × t_target(1) ÷ Σ step costs, with its 95% percentile
+    interval over joint resamples of the prompts and of the cost repeats (row b of each
+    curve's ``draws``), and the model's draft and verify seconds per step.  ``draft`` /
+    ``target``: (curve, its draws); ``draft`` None: the drafter runs no model."""
+    d, v, base = step_costs(c, row(draft, 0), row(target, 0))
+    out = {
+        "projected": c.emitted.sum() * base / (d.sum() + v.sum()),
+        "draft_s_step_model": d.sum() / c.steps.sum(),
+        "verify_s_step_model": v.sum() / c.steps.sum(),
+        "cost_basis": "derived" if c.derived else "scored",
+    }
+    rng = np.random.default_rng(SEED)
+    n, reps = len(c.emitted), []
+    for b in range(1, len(target[1])):
+        w = np.bincount(rng.integers(0, n, n), minlength=n)
+        d, v, base = step_costs(c, row(draft, b), row(target, b))
+        reps.append(w @ c.emitted * base / (w @ (d + v)))
+    out["projected_lo"], out["projected_hi"] = np.percentile(reps, [2.5, 97.5])
+    return out
+
+
+__all__ = ["KV", "Curve", "curve", "counts", "projection", "forwards"]

@@ -1,0 +1,123 @@
+"""The answer per hardware and per batch size (pandas, numpy, matplotlib; no torch).
+
+**Phase diagram.**  Acceptance is measured once; which tree is fastest depends on the cost
+curve.  On a two-parameter family of curves, a forward of k tokens costs ``1 + m (k - 1)``
+target one-token forwards on the target and ``r (1 + m (k - 1))`` on the draft model (``r``:
+the draft-to-target cost ratio, ``m``: the marginal cost of one more query token), so a
+configuration's speedup is ``E / (r (F + m (K - F)) + S + m (V - S))`` with, over its steps,
+E tokens emitted, F draft forwards of K tokens in all, S target forwards of V tokens
+(``costmodel.counts``; a drafter without a model drafts for free here).  Each machine
+measured in costs.csv is a point: ``r = t_draft(1) / t_target(1)`` and the secant
+``m = (t_target(M) / t_target(1) - 1) / (M - 1)`` at ``M = MARGINAL_AT``.
+
+**Batch-size schedule.**  Per live setting run at several batch sizes B: each B's
+configurations' measured speedups over plain decoding at the same B, and the fastest.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import costmodel as CM
+
+RS = np.logspace(-2, 0, 49)  # draft-to-target cost ratio
+MS = np.logspace(-3, 0, 49)  # marginal cost per query token, in one-token forwards
+MARGINAL_AT = 17  # the secant of a measured curve: a 16-token tree's verification
+
+
+def aggregates(rows: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.DataFrame | None) -> pd.DataFrame:
+    """Per replayed greedy configuration: E, F, K, S, V of its steps (module docstring); a pair
+    whose costs.csv rows time no draft model (n-gram) drafts for free."""
+    if steps is None or costs is None or rows.empty:
+        return pd.DataFrame()
+    timed = costs.groupby("pair").role.agg(set)
+    free_pairs = {str(p) for p, roles in timed.items() if "draft" not in roles}
+    keep = rows[(rows.engine == "replay") & (rows.temperature == 0) & (rows.budget.astype(int) > 0)]
+    by_hash = dict(tuple(steps[steps.config_hash.isin(keep.config_hash)].groupby("config_hash", sort=False)))
+    out = []
+    for r in keep.to_dict("records"):
+        g = by_hash.get(r["config_hash"])
+        if g is None:
+            continue
+        c = CM.counts(g)
+        free = str(r.get("pair_name", r["pair"])) in free_pairs
+        out.append(
+            {
+                **{k: r[k] for k in ("config_hash", "pair", "dataset", "shape", "budget", "max_new_tokens")},
+                "E": c.emitted.sum(),
+                "F": 0.0 if free else c.draft.sum(),
+                "K": 0.0 if free else float((c.draft @ c.draft_sizes).sum()),
+                "S": c.steps.sum(),
+                "V": float((c.verify @ c.verify_sizes).sum()),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def speedup(a: pd.DataFrame, r: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """[configs, len(r), len(m)] modelled speedups (module docstring)."""
+    E, F_, K, S, V = (a[c].to_numpy(float)[:, None, None] for c in "EFKSV")
+    rr, mm = r[None, :, None], m[None, None, :]
+    return E / (rr * (F_ + mm * (K - F_)) + S + mm * (V - S))
+
+
+def machine_points(costs: pd.DataFrame | None) -> pd.DataFrame:
+    """Per (pair, dtype, device) with draft and target curves: r and m (module docstring)."""
+    if costs is None or costs.empty:
+        return pd.DataFrame()
+    out = []
+    keys = ["pair", "dtype"] + (["device"] if "device" in costs else [])
+    for k, _g in costs.groupby(keys, sort=True):
+        key = dict(zip(keys, k))
+        t, d = (CM.curve(costs, key["pair"], role, key["dtype"]) for role in ("target", "draft"))
+        if t is None or d is None:
+            continue
+        t1 = float(t.at(1))
+        out.append({**key, "r": float(d.at(1)) / t1, "m": (float(t.at(MARGINAL_AT)) / t1 - 1) / (MARGINAL_AT - 1)})
+    return pd.DataFrame(out)
+
+
+def best_at(a: pd.DataFrame, r: float, m: float) -> dict:
+    """The modelled best configuration of ``a`` at one (r, m), with its speedup."""
+    s = speedup(a, np.array([r]), np.array([m]))[:, 0, 0]
+    i = int(np.argmax(s))
+    return {**a.iloc[i].to_dict(), "modelled": float(s[i])}
+
+
+def label(r: dict) -> str:
+    """'eagle2 N=16', 'merged:chain N=4': the shape without its parameters (a merged tree's
+    model part kept), and the budget."""
+    shape = str(r["shape"])
+    name, _, args = shape.partition("(")
+    part = [a.split("=", 1)[1] for a in args.rstrip(")").split(", ") if a.startswith("shape=")]
+    return f"{name}{':' + part[0] if part else ''} N={int(r['budget'])}"
+
+
+def schedule(speed: pd.DataFrame) -> pd.DataFrame:
+    """Per live setting with ≥ 2 batch sizes: each (B, configuration)'s measured speedup and
+    whether it is that B's fastest (``best``)."""
+    keys = ["pair", "dataset", "dtype", "max_new_tokens", "n_prompts"]
+    if speed.empty or not {"measured", "engine", "batch_size", *keys} <= set(speed.columns):
+        return pd.DataFrame()
+    live = speed[(speed.engine == "live") & (speed.measured_hash == speed.config_hash)].copy()
+    live = live[live.groupby(keys).batch_size.transform("nunique") >= 2]
+    if live.empty:
+        return pd.DataFrame()
+    top = live.groupby(keys + ["batch_size"]).measured.transform("max")
+    return live.assign(best=live.measured == top).sort_values(keys + ["batch_size", "shape", "budget"])
+
+
+def phase_sentences(a: pd.DataFrame, points: pd.DataFrame) -> list[str]:
+    """Per pair × dataset and measured machine: where it sits, and the modelled best there."""
+    out: list[str] = []
+    if a.empty or points.empty:
+        return out
+    for (pair, ds), g in a.groupby(["pair", "dataset"], sort=True):
+        for pt in points[points.pair == pair].to_dict("records"):
+            b = best_at(g.reset_index(drop=True), pt["r"], pt["m"])
+            out.append(
+                f"{pair} on {ds}: this {pt.get('device', '')} {pt['dtype']} curve sits at r = {pt['r']:.2f}, "
+                f"m = {pt['m']:.3f}; the linear model's best there is {label(b)} ({b['modelled']:.2f}×)."
+            )
+    return out

@@ -1,0 +1,89 @@
+"""`python -m specbench.study.validate`: which configurations to time live, from the projections.
+
+The cost model ranks nothing until it has been checked against live timing on the same
+machine.  This picks, per pair and dataset, each static shape at its projected best
+budget and the overall top ``--top`` configurations (any tree), from the replayed greedy
+study in results/speedup.csv (written by ``python -m specbench.report``), and prints one
+line of ``specbench.run`` overrides per job, plain decoding (``tree=none``) first, for
+run_all.sh to run with ``sweep=reference_validate`` (batch 1, live, the same prompts)::
+
+    python -m specbench.study.validate --pairs qwen_coder,smollm_qwen --datasets humaneval,mt_bench
+
+Only the pairs and datasets asked for; one line naming the fix for a missing file, a pair or
+dataset with no projection, or an unknown column set.  No model loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import pandas as pd
+
+from ..trees.policies import policy_spec
+from .results import read_csv
+
+NEED = {"pair", "dataset", "engine", "verify", "temperature", "tree", "budget", "projected", "max_new_tokens"}
+
+
+def static(tree: str) -> bool:
+    """A static shape: its trees are one rank-path list per budget."""
+    return policy_spec(tree).shape is not None
+
+
+def picks(speed: pd.DataFrame, pair: str, dataset: str, top: int) -> list[tuple[str, int]]:
+    """(tree, budget) of each static shape's best projection and of the top ``top`` overall,
+    from the replayed greedy rows of the longest study (``max_new_tokens``) of this pair and dataset."""
+    g = speed[
+        (speed.pair == pair)
+        & (speed.dataset == dataset)
+        & (speed.engine == "replay")
+        & (speed.verify == "greedy")
+        & (speed.temperature.astype(float) == 0)
+        & speed.projected.notna()
+    ]
+    g = g[g.max_new_tokens == g.max_new_tokens.max()] if len(g) else g
+    if g.empty:
+        raise ValueError(f"no projected replay row for pair={pair} dataset={dataset} (run its greedy grid first)")
+    g = g.sort_values(["projected", "tree", "budget"], ascending=[False, True, True], kind="mergesort")
+    chosen = [(t, int(b)) for t, b in zip(g.tree, g.budget)][:top]
+    for tree, s in g[g.tree.map(static)].groupby("tree", sort=True):
+        chosen.append((tree, int(s.budget.iloc[0])))
+    return list(dict.fromkeys(chosen))
+
+
+def jobs(speed: pd.DataFrame, pairs: list[str], datasets: list[str], top: int) -> list[str]:
+    out = []
+    for pair in pairs:
+        for ds in datasets:
+            out.append(f"pair={pair} dataset={ds} tree=none")
+            out += [f"pair={pair} dataset={ds} tree={t} tree.budget={b}" for t, b in picks(speed, pair, ds, top)]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m specbench.study.validate", description=__doc__.splitlines()[0])
+    ap.add_argument("--speedup", default="results/speedup.csv", help="the report's speedup.csv")
+    ap.add_argument("--pairs", default="qwen_coder,smollm_qwen,ngram_qwen")
+    ap.add_argument("--datasets", default="humaneval,mt_bench")
+    ap.add_argument("--top", type=int, default=3, help="the overall best this many, besides each static shape's")
+    args = ap.parse_args(argv)
+    try:
+        if args.top < 0:
+            raise ValueError(f"--top={args.top}: must be >= 0")
+        if not os.path.isfile(args.speedup):
+            raise ValueError(f"--speedup {args.speedup}: no such file (python -m specbench.report writes it)")
+        speed = read_csv(args.speedup)
+        if not NEED <= set(speed.columns):
+            raise ValueError(f"--speedup {args.speedup}: missing columns {sorted(NEED - set(speed.columns))}")
+        lines = jobs(speed, args.pairs.split(","), args.datasets.split(","), args.top)
+    except ValueError as e:
+        print(f"specbench.study.validate: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
