@@ -70,12 +70,18 @@ speed 8 qwen_coder none,chain,binary   # 4: plain decoding, chain/4, binary/16 w
 # $OUT/projected) picks, per pair and dataset, each static shape at its projected best budget and the
 # overall top three (specbench.study.validate); each runs live beside plain decoding on the same prompts.
 step "study: projection of the replayed grids (\$OUT/projected/speedup.csv)"
-$PY -m specbench.collect "$OUT" --out "$OUT/projected" --fresh
-for f in costs.csv environment.json acceptance_vector.csv; do [ -f "results/$f" ] && cp "results/$f" "$OUT/projected/"; done
+rm -rf "$OUT/projected"; mkdir -p "$OUT/projected"; cp -r results/. "$OUT/projected/"   # committed + this run's
+$PY -m specbench.collect "$OUT" --out "$OUT/projected"
 $PY -m specbench.report --results "$OUT/projected" --out "$OUT/projected/REPORT.md"
 step "study: live check of the projection at batch 1 (sweep=reference_validate: 8 prompts x 64 tokens)"
-[ -f "$OUT/validate_jobs.txt" ] || $PY -m specbench.study.validate --speedup "$OUT/projected/speedup.csv" \
-  --pairs "${SPECBENCH_VALIDATE_PAIRS:-qwen_coder,smollm_qwen,ngram_qwen}" > "$OUT/validate_jobs.txt"
+# about 27 jobs, 45 min: qwen_coder's shapes on HumanEval and MT-bench (and its top 2), the small and
+# n-gram drafters' on HumanEval (and their top 1); each job is skipped once done (resumable)
+if [ ! -f "$OUT/validate_jobs.txt" ]; then
+  { $PY -m specbench.study.validate --speedup "$OUT/projected/speedup.csv" --pairs qwen_coder \
+      --datasets humaneval,mt_bench --top 2
+    $PY -m specbench.study.validate --speedup "$OUT/projected/speedup.csv" --pairs smollm_qwen,ngram_qwen \
+      --datasets humaneval --top 1; } > "$OUT/validate_jobs.tmp" && mv "$OUT/validate_jobs.tmp" "$OUT/validate_jobs.txt"
+fi
 i=0
 while read -r job; do
   i=$((i + 1))
@@ -134,7 +140,9 @@ else
 fi
 
 step "collect, the logit margin at each greedy divergence (results/divergence_margins.csv), report"
-$PY -m specbench.collect "$OUT" --out results --fresh
+# merged into the committed results (a job's rows replaced as a unit, by config hash): a run that
+# holds only part of the study (no SPECBENCH_EXTENDED) keeps the committed rows of the other parts
+$PY -m specbench.collect "$OUT" --out results
 cp "$TIMES" results/run_times.csv.tmp && mv results/run_times.csv.tmp results/run_times.csv
 $PY -m specbench.study.margins --results results || echo "[run_all] margins failed (see above): REPORT.md says so" >&2
 $PY -m specbench.report

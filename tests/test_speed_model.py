@@ -205,3 +205,39 @@ def test_sequoia_reads_its_cost_curves_from_a_costs_csv(tmp_path):
     assert sorted(map(tuple, got)) == sorted(fastest_paths(VEC, 16, 5, t_draft, t_target))
     with pytest.raises(ValueError, match="no draft costs of pair q"):
         make_policy("sequoia", 16, {**params, "cost_pair": "q"}).paths()
+
+
+def test_replay_records_the_draft_forwards_live_runs():
+    """A chain of 3: the root's forward then one per expanded depth; after a step that accepted
+    the whole chain, its leaf (never forwarded) goes with the bonus token into the next root forward."""
+    from specbench.engine.replay import replay_prompt
+    from specbench.trees.policies import make_policy
+
+    recs = replay_prompt("p", [0, 0, 0, 0, 5, 0, 1, 0], make_policy("chain", 3, {}))
+    assert [r.accepted for r in recs] == [3, 0, 1, 1]  # the last step is cut by the length limit
+    assert [r.scored for r in recs] == ["1.1.1", "2.1.1", "1.1.1", "1.1.1"]
+
+
+def test_validate_picks_each_static_shapes_best_and_the_overall_top(tmp_path):
+    from specbench.study.validate import main
+
+    rows = [
+        dict(pair="p", dataset="d", engine="replay", verify="greedy", temperature=0, tree=t, budget=b,
+             projected=s, max_new_tokens=128)
+        for t, b, s in [("chain", 2, 1.3), ("chain", 4, 1.2), ("binary", 4, 1.1), ("binary", 8, 1.25),
+                        ("eagle2", 16, 1.4), ("chain", 3, 1.0)]
+    ]  # fmt: skip
+    pd.DataFrame(rows).to_csv(tmp_path / "speedup.csv", index=False)
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--speedup", str(tmp_path / "speedup.csv"), "--pairs", "p", "--datasets", "d", "--top", "1"]) == 0
+    assert out.getvalue().split("\n")[:4] == [
+        "pair=p dataset=d tree=none",
+        "pair=p dataset=d tree=eagle2 tree.budget=16",
+        "pair=p dataset=d tree=binary tree.budget=8",
+        "pair=p dataset=d tree=chain tree.budget=2",
+    ]
+    assert main(["--speedup", str(tmp_path / "nope.csv")]) == 2

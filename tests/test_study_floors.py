@@ -48,7 +48,7 @@ def committed():
 def test_part_one_is_complete_and_no_ranked_budget_is_cut_by_the_length_limit(committed):
     """Every cell of part 1 is there; a budget that lost more than 10% of its steps to max_new_tokens
     is never ranked (report.tables.claim), and at 128 tokens every shape keeps at least its budgets
-    4-32 rankable on every dataset (only budget 64 may cross the line)."""
+    1-32 rankable on every dataset (only budgets 48 and 64 may cross the line)."""
     summary, steps = committed
     first = floors.FLOORS[0]
     assert floors.missing(first, summary) == []
@@ -65,7 +65,7 @@ def test_part_one_is_complete_and_no_ranked_budget_is_cut_by_the_length_limit(co
     for r in rows.itertuples():
         assert is_ranked(claim(r.n_prompts, r.cut)) == (r.cut <= floors.MAX_CUT), (r.tree, r.budget, r.dataset)
     over = rows[rows.cut > floors.MAX_CUT]
-    assert (over.budget == 64).all(), over[["tree", "budget", "dataset", "cut"]]
+    assert (over.budget > 32).all(), over[["tree", "budget", "dataset", "cut"]]
 
 
 def test_every_unmet_floor_is_named_in_the_report_with_its_cost(committed):

@@ -51,7 +51,8 @@ def run_levels(gens: Sequence[Levels]) -> list[DraftTree]:
             try:
                 asks[i] = next(gens[i]) if value is None else gens[i].send(value)
             except StopIteration as stop:
-                out[i] = replace(stop.value, scored=tuple(scored[i]))
+                done = stop.value  # a drafter's tree, or a level generator's other result (EAGLE-2's candidates)
+                out[i] = replace(done, scored=tuple(scored[i])) if isinstance(done, DraftTree) else done
         sends = {}
         by_kv: dict[int, list[int]] = {}
         for i, ask in asks.items():

@@ -121,3 +121,21 @@ def phase_sentences(a: pd.DataFrame, points: pd.DataFrame) -> list[str]:
                 f"m = {pt['m']:.3f}; the linear model's best there is {label(b)} ({b['modelled']:.2f}×)."
             )
     return out
+
+
+def schedule_sentences(sched: pd.DataFrame) -> list[str]:
+    """Per live setting: the fastest configuration at each B, and the first B where none pays."""
+    out: list[str] = []
+    if sched.empty:
+        return out
+    for (pair, ds, dt), g in sched.groupby(["pair", "dataset", "dtype"], sort=True):
+        best = g[g.best].sort_values("batch_size")
+        items = [f"B={int(r['batch_size'])}: {label(r)} {r['measured']:.2f}×" for r in best.to_dict("records")]
+        losing = best[best.measured <= 1]
+        stop = (
+            f"; speculation stops paying at B = {int(losing.batch_size.iloc[0])}"
+            if len(losing)
+            else "; speculation pays at every B measured"
+        )
+        out.append(f"Batch-size schedule, {pair} on {ds} ({dt}, live, measured): {'; '.join(items)}{stop}.")
+    return out

@@ -7,6 +7,7 @@ import pandas as pd
 
 from . import analysis as A
 from . import tables as T
+from .hardware import schedule_sentences
 
 
 def where(r) -> str:
@@ -74,6 +75,7 @@ def tldr(t: dict) -> list[str]:
     for pair in widest_first(ans):
         if best := fastest_per_dataset(ans[ans.pair == pair]):
             out.append(pair_sentence(pair, best))
+    out += schedule_sentences(t.get("schedule", pd.DataFrame()))
     capped = rows[(rows.temperature == 0) & (rows.cut > T.MAX_CUT)]
     if len(rows.cut.dropna()):
         out.append(

@@ -55,6 +55,14 @@ ANSWER_COLS = [
 ]
 
 
+def machine(env: dict | None) -> str:
+    """'AMD EPYC, 2 cores, 2 torch threads, cpu' from results/environment.json."""
+    if not env:
+        return "machine not recorded"
+    parts = [env.get("gpu") or env.get("cpu"), f"{env.get('cores')} cores", f"{env.get('torch_threads')} torch threads"]
+    return ", ".join(str(p) for p in parts if p)
+
+
 def answer(ctx) -> str:
     t = ctx["t"]
     if t["answer"].empty:
@@ -65,7 +73,10 @@ def answer(ctx) -> str:
         f"speedup over plain decoding — measured where a live run has a live baseline, else projected from measured "
         f"forward costs (marked) — among the budgets where at most {T.MAX_CUT:.0%} of steps were cut by "
         f"max_new_tokens. A row is *ranked* only with ≥ {T.MIN_RANKED} prompts; no interval is printed from fewer "
-        f"than {T.MIN_CI}. `(= chain N=8)`: identical step records (see *Identities*)."
+        f"than {T.MIN_CI}. `(= chain N=8)`: identical step records (see *Identities*). `bracketed`: where the "
+        "best budget sits among those tried (an edge is no optimum). Projections are for this machine's cost "
+        f"curve ({machine(ctx['data'].get('env'))}); another machine's answer: re-measure costs.csv, or read the "
+        "phase diagram under *Which tree on which hardware*."
     ]
     order = {p: i for i, p in enumerate(P.widest_first(t["answer"]))}  # the main pair's tables first
     for _key, g in sorted(_groups(t["answer"]), key=lambda kg: (order[kg[1].pair.iloc[0]], -len(kg[1]), kg[0])):

@@ -229,9 +229,25 @@ def limitations(t: dict, data: dict) -> list[str]:
             + "; projected speedups transfer to other hardware only through re-measured forward costs."
         )
     out += floor_sentences(data["summary"])
+    out += bracket_sentences(t["answer"])
     if t["live"].empty or t["live"].measured.isna().all():
         out.append("No live configuration has a matching baseline: every speedup is projected.")
     return out
+
+
+def bracket_sentences(ans: pd.DataFrame) -> list[str]:
+    """How many answer rows' best budget sits at an edge of the budgets tried, per pair."""
+    if ans.empty or "bracket" not in ans:
+        return []
+    edge = ans[ans.bracket.astype(str).str.startswith("edge")]
+    if edge.empty:
+        return [f"Every answer row's best budget is bracketed ({len(ans)} rows: interior or N = 1)."]
+    per = ", ".join(f"{p} {len(g)}" for p, g in edge.groupby("pair", sort=True))
+    return [
+        f"{len(edge)} of {len(ans)} answer rows have their best budget at an edge of the budgets tried ({per}): "
+        "for those the optimum is not bracketed and may lie beyond it; their grids were not run dense at the "
+        "low end (budgets 1, 2, 3, ...)."
+    ]
 
 
 APPENDIX_COLS = [

@@ -4,6 +4,7 @@ one call before any model loads (``jobspec.from_config`` reads the config)."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from ..inputs.datasets import COMMON as DATASET_COMMON
@@ -151,13 +152,15 @@ def group_keys(group: str, option: str) -> set[str] | None:
 
 
 def tree_keys(job: JobSpec) -> set[str] | None:
-    """The parameters the job's tree uses: its preset's keys, and those of the policy it
-    nests (``Params.nested``: tree=merged's model shape)."""
+    """The parameters the job's tree uses: its preset's keys, its ``Params`` fields, and those
+    of the policy it nests (``Params.nested``: tree=merged's model shape)."""
     from ..trees.policies import POLICIES
 
     keys = group_keys("tree", job.tree.name)
     if keys is not None and job.tree.name in POLICIES:
-        if (sub := POLICIES.get(job.tree.name).params.nested(job.tree.params)) is not None:
+        params = POLICIES.get(job.tree.name).params
+        keys |= {f.name for f in fields(params)}  # the schema's optional keys (e.g. sequoia's tree.costs)
+        if (sub := params.nested(job.tree.params)) is not None:
             keys |= group_keys("tree", sub) or set()
     return keys
 

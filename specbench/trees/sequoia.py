@@ -141,7 +141,8 @@ def fastest_paths(vector: Sequence[float], budget: int, depth: int | None, t_dra
     forwards, ``draft_forwards``, + a target forward over n + 1 tokens) on the cost curves."""
     vec, budget, depth = _vector(vector, budget, depth)
     tables, _ = _solve(vec, budget + 1, depth)
-    best, best_rate = [(0,)], -1.0
+    best: list[RankPath] = [(0,)]
+    best_rate = -1.0
     for d in range(1, depth + 1):
         g = tables[d - 1][2]
         for n in range(1, budget + 1):
