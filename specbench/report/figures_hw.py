@@ -47,14 +47,17 @@ def fig_schedule(sched: pd.DataFrame) -> F.Fig | None:
     """Measured speedup against the draft budget, one line per batch size B (plain decoding = 1)."""
     if sched.empty:
         return None
-    groups = [(f"{k[0]} · {k[1]} ({k[2]})", g) for k, g in sched.groupby(["pair", "dataset", "dtype"], sort=True)]
+    keys = ["pair", "dataset", "dtype", "n_prompts", "max_new_tokens"]
+    groups = [(f"{k[0]} · {k[1]} ({k[2]}, {k[3]} × {k[4]} tok)", g) for k, g in sched.groupby(keys, sort=True)]
 
     def draw(ax, g):
-        for b, s in g.groupby("batch_size", sort=True):
+        for (b, shape), s in g.groupby(["batch_size", "shape"], sort=True):
             s = s.sort_values("budget")
-            ax.plot(s.budget, s.measured, marker="o", ms=3, label=f"B={int(b)}")
+            ax.plot(
+                s.budget, s.measured, marker="o", ms=3, label=f"B={int(b)}" + ("" if shape == "chain" else f" {shape}")
+            )
         ax.axhline(1, color="k", lw=0.6)
-        ax.set(xlabel="chain budget N (draft tokens)", ylabel="measured speedup ×")
+        ax.set(xlabel="budget N (draft tokens)", ylabel="measured speedup ×")
 
     return F.panels(
         groups,

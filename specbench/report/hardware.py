@@ -128,7 +128,7 @@ def schedule_sentences(sched: pd.DataFrame) -> list[str]:
     out: list[str] = []
     if sched.empty:
         return out
-    for (pair, ds, dt), g in sched.groupby(["pair", "dataset", "dtype"], sort=True):
+    for (pair, ds, dt, toks, n), g in sched.groupby(["pair", "dataset", "dtype", "max_new_tokens", "n_prompts"]):
         best = g[g.best].sort_values("batch_size")
         items = [f"B={int(r['batch_size'])}: {label(r)} {r['measured']:.2f}×" for r in best.to_dict("records")]
         losing = best[best.measured <= 1]
@@ -137,5 +137,6 @@ def schedule_sentences(sched: pd.DataFrame) -> list[str]:
             if len(losing)
             else "; speculation pays at every B measured"
         )
-        out.append(f"Batch-size schedule, {pair} on {ds} ({dt}, live, measured): {'; '.join(items)}{stop}.")
+        where = f"{pair} on {ds} ({dt}, live, {int(n)} prompts × {int(toks)} tokens, measured)"
+        out.append(f"Batch-size schedule, {where}: {'; '.join(items)}{stop}.")
     return out

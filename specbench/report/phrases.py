@@ -83,7 +83,7 @@ def tldr(t: dict) -> list[str]:
             f"their steps cut by max_new_tokens (largest share {rows.cut.max():.0%}); their budgets are never "
             "ranked."
         )
-    return out + mode_tldr(t["modes"]) + speed_sentences(t["live"])[:1]
+    return out + mode_tldr(t["modes"]) + speed_sentences(t["live"])
 
 
 def widest_first(ans: pd.DataFrame) -> list[str]:
@@ -233,20 +233,21 @@ def cross_sentences(cross: pd.DataFrame) -> list[str]:
 
 
 def speed_sentences(live: pd.DataFrame) -> list[str]:
-    """The projection's error over the live runs that have both (median and worst), and the
-    highest measured speedup."""
+    """Per live setting (prompts × tokens): the projection's error over the runs that have both
+    (median and worst) and how many measured speedups fall inside the projection's interval."""
     both = live[live.projected.notna()] if len(live) else live
-    if both.empty:
-        return []
-    err = both.error.abs()
-    inside = int(((both.measured >= both.projected_lo) & (both.measured <= both.projected_hi)).sum())
-    b = both.sort_values(["measured", "config_hash"], ascending=[False, True]).iloc[0].to_dict()
-    return [
-        f"Over {len(both)} live configurations the projection's error is {err.median():.0%} (median absolute) and "
-        f"{err.max():.0%} at worst; {inside} of {len(both)} measured speedups fall inside the projection's 95% "
-        f"interval. The highest measured is {b['measured']:.2f}× ({where(b)}, {b['shape']} N={int(b['budget'])}, "
-        f"{b['mode']})."
-    ]
+    out = []
+    for (n, toks), g in both.groupby(["n_prompts", "max_new_tokens"], sort=True):
+        err = g.error.abs()
+        inside = int(((g.measured >= g.projected_lo) & (g.measured <= g.projected_hi)).sum())
+        b = g.sort_values(["measured", "config_hash"], ascending=[False, True]).iloc[0].to_dict()
+        out.append(
+            f"Live batch-1 runs of {int(n)} prompts × {int(toks)} tokens ({len(g)} configurations): the projection's "
+            f"error is {err.median():.0%} (median absolute) and {err.max():.0%} at worst; {inside} of {len(g)} measured "
+            f"speedups fall inside its 95% interval; the highest measured is {b['measured']:.2f}× ({b['pair']} on "
+            f"{b['dataset']}, {b['shape']} N={int(b['budget'])})."
+        )
+    return out
 
 
 def calibration_sentence(calib: pd.DataFrame) -> str:
