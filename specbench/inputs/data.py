@@ -283,11 +283,11 @@ def encode(tokenizer, text: str, chat_template: bool) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-DatasetKeys = DatasetSpec | Mapping[str, Any]  # a typed spec, or a dataset config's keys (a dict or a DictConfig)
+DatasetKeys = DatasetSpec | Mapping[str, Any]  # a typed spec, or a dataset config's keys (any mapping)
 
 
 def as_spec(dataset: DatasetKeys) -> DatasetSpec:
-    """``dataset`` as a typed ``DatasetSpec``: a mapping (a dict, a DictConfig) goes through
+    """``dataset`` as a typed ``DatasetSpec``: a mapping of config keys goes through
     ``DatasetSpec.of`` once (a bad key is a one-line ValueError); a spec is returned as is."""
     if isinstance(dataset, DatasetSpec):
         return dataset
@@ -321,7 +321,7 @@ def load_prompts(dataset: DatasetKeys, tokenizer, *, max_prompt_tokens: int | No
     """Prompts of ``dataset.name``, first ``dataset.limit`` (None = all).
 
     ``dataset`` is a ``DatasetSpec`` or a dataset config's keys (``{"name": "humaneval",
-    "limit": 4}``, a DictConfig of conf/dataset/*.yaml), checked once by `as_spec`.
+    "limit": 4}``, or a composed conf/dataset/*.yaml), checked once by `as_spec`.
     The chat template is applied iff the dataset's kind is ``instruct``
     (`dataset_kind`).  ``max_prompt_tokens`` defaults to
     ``dataset.max_prompt_tokens``; a longer prompt is an error (never

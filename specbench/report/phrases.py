@@ -236,7 +236,9 @@ def speed_sentences(live: pd.DataFrame) -> list[str]:
     """Per live setting (prompts × tokens): the projection's error over the runs that have both
     (median and worst) and how many measured speedups fall inside the projection's interval."""
     both = live[live.projected.notna()] if len(live) else live
-    out = []
+    out: list[str] = []
+    if both.empty or not {"n_prompts", "max_new_tokens"} <= set(both.columns):
+        return out
     for (n, toks), g in both.groupby(["n_prompts", "max_new_tokens"], sort=True):
         err = g.error.abs()
         inside = int(((g.measured >= g.projected_lo) & (g.measured <= g.projected_hi)).sum())
