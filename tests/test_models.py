@@ -222,3 +222,35 @@ def test_embedded_cache_dtype_variant(tmp_path, monkeypatch):
     assert embedded.hf_path(m.key, "float16") == d / "hf"
     (d / "hf-bfloat16" / "config.json").write_text("{ }")  # truncated/changed copy
     assert embedded.hf_path(m.key, "bfloat16") == d / "hf"
+
+
+def test_random_weights_build_the_architecture_from_its_config_alone(tiny_pair_dirs, tmp_path):
+    """``weights: random`` needs only config.json: same layers and shapes as the folder's
+    model, seeded weights (the same twice), never the folder's own; a bad value is one line."""
+    import shutil
+
+    from specbench.study.costs import weights
+    from specbench.study.jobspec import ConfigError, _model
+
+    arch = tmp_path / "arch"
+    arch.mkdir()
+    shutil.copy(f"{tiny_pair_dirs[0]}/config.json", arch)  # the draft: a noisy copy, not seed 0
+    real = models.load_model(local(tiny_pair_dirs[0]), "float32")
+    spec = {**local(str(arch)), "weights": "random"}
+    rand = models.load_model(spec, "float32")
+    models.clear_cache()
+    again = models.load_model(spec, "float32")
+    shapes = {k: v.shape for k, v in real.state_dict().items()}
+    assert {k: v.shape for k, v in rand.state_dict().items()} == shapes
+    assert all(torch.equal(v, again.state_dict()[k]) for k, v in rand.state_dict().items())
+    assert not torch.equal(rand.lm_head.weight, real.lm_head.weight)
+    job_model = _model(spec, "pair.target")
+    assert job_model.as_dict() == spec and _model(local("d"), "pair.draft").as_dict() == local("d")
+    with pytest.raises(ConfigError, match=r"^pair.target.weights='zeros': must be one of pretrained, random$"):
+        _model({**spec, "weights": "zeros"}, "pair.target")
+
+    class Job:  # what costs.weights reads
+        class pair:
+            draft, target = None, job_model
+
+    assert weights(Job) == "random"

@@ -588,3 +588,27 @@ def test_layerskip_rank_replay_equals_live(name, budget, deep_target, tiny_token
         assert [(r.accepted, r.emitted, r.accept_path, r.tree_size) for r in live] == [
             (r.accepted, r.emitted, r.accept_path, r.tree_size) for r in rep
         ]
+
+
+def test_another_machines_costs_merge_in_without_a_model_load(tmp_path):
+    """``+costs_merge``: a GPU's rows join the CPU's (kept) with their environment file; a
+    file of CPU rows or of the wrong columns is refused in one line, nothing written."""
+    import pandas as pd
+
+    from specbench.study.costs import merge_file
+
+    row = {"role": "target", "pair": "p", "dtype": "bfloat16", "n_tokens": 1, "seconds": 0.2, "samples": "0.2"}
+    home, gpu = tmp_path / "home", tmp_path / "gpu"
+    home.mkdir(), gpu.mkdir()
+    pd.DataFrame([{**row, "device": "cpu"}]).to_csv(home / "costs.csv", index=False)
+    pd.DataFrame([{**row, "device": "cuda", "seconds": 0.02}]).to_csv(gpu / "costs.csv", index=False)
+    (gpu / "environment-cuda.json").write_text('{"gpu": "H100"}\n')
+    merge_file(str(home), str(gpu / "costs.csv"))
+    got = pd.read_csv(home / "costs.csv")
+    assert sorted(zip(got.device, got.seconds)) == [("cpu", 0.2), ("cuda", 0.02)]
+    assert (home / "environment-cuda.json").read_text() == '{"gpu": "H100"}\n'
+    before = (home / "costs.csv").read_bytes()
+    for bad in (home / "costs.csv", tmp_path / "nope.csv"):
+        with pytest.raises(SystemExit, match=r"^specbench.study.costs: costs_merge=\S+: "):
+            merge_file(str(home), str(bad))
+    assert (home / "costs.csv").read_bytes() == before

@@ -36,6 +36,24 @@ def test_every_cost_point_has_seven_interleaved_repeats_and_its_spread():
     assert env["device"] and env["cpu"] and env["torch_threads"] >= 1
 
 
+def test_another_devices_curve_names_its_machine_and_is_marked_in_the_report():
+    """A GPU's rows (device=cuda) come with environment-cuda.json naming the GPU; the report's
+    hardware section says what was timed there and marks the point for every pair it timed."""
+    costs = committed("costs.csv")
+    other = costs[costs.device.fillna("cpu") != "cpu"]
+    if other.empty:
+        pytest.skip("no other device's costs are committed")
+    report = open(os.path.join(ROOT, "REPORT.md"), encoding="utf-8").read()
+    for device, g in other.groupby("device"):
+        env = json.load(open(os.path.join(RESULTS, f"environment-{device}.json")))
+        assert env["gpu"] and env["measured_on"]
+        assert f"- {device} ({env['gpu']}" in report
+        if (g.weights == "random").any():
+            assert "with random weights" in report
+        for pair in set(g.pair):
+            assert f"this {device} bfloat16 curve sits at" in report and pair in report
+
+
 def test_every_projected_speedup_has_an_interval():
     speed = committed("speedup.csv")
     p = speed[speed.projected.notna()]

@@ -28,15 +28,19 @@ def kv_weights(kvs: Iterable[int]) -> dict[int, float]:
     return {lo: 1 - f, hi: f}
 
 
-def read_curve(path: str, pair: str, role: str, dtype: str) -> Callable[[float], float]:
-    """seconds(n) of this pair's ``role`` forward in ``dtype`` from a costs.csv; one line
-    naming the fix when the file has no such rows."""
+def read_curve(path: str, pair: str, role: str, dtype: str, device: str = "cpu") -> Callable[[float], float]:
+    """seconds(n) of this pair's ``role`` forward in ``dtype`` on ``device`` from a costs.csv
+    (rows that name no device are the CPU's); one line naming the fix when it has no such rows."""
     with open(path, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if (r["pair"], r["role"], r.get("dtype")) == (pair, role, dtype)]
+        rows = [
+            r
+            for r in csv.DictReader(f)
+            if (r["pair"], r["role"], r.get("dtype"), r.get("device") or "cpu") == (pair, role, dtype, device)
+        ]
     if not rows:
         raise ValueError(
-            f"{path}: no {role} costs of pair {pair} in {dtype}: run `python -m specbench.study.costs "
-            f"pair={pair} dtype={dtype}` first"
+            f"{path}: no {role} costs of pair {pair} in {dtype} on {device}: run `python -m specbench.study.costs "
+            f"pair={pair} dtype={dtype} device={device}` first"
         )
     kv = [int(r.get("kv_len") or KV) for r in rows]
     weights = kv_weights(kv)

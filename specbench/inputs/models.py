@@ -5,6 +5,8 @@ A model spec is ``{source: embedded|hub|local, id|path}``:
   ``bash scripts/setup.sh``; loads the cached de-quantized safetensors);
 - ``hub``: ``id`` is a Hugging Face hub id, passed to ``from_pretrained``;
 - ``local``: ``path`` is a folder in Hugging Face format.
+Optional ``weights: random`` (``WEIGHTS``): the architecture from the folder's config.json with
+seeded random weights, for timing only.
 
 Models are loaded in eval mode with SDPA attention (which honours the 4-D
 additive tree mask) and kept in a process-wide cache keyed by
@@ -38,6 +40,10 @@ log = logging.getLogger(__name__)
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
 SOURCES = ("embedded", "hub", "local")
+# ``weights: random`` builds the model from its config.json alone (seeded random weights): the
+# same layers, shapes and kernels, so the same forward time, for timing where the weights cannot
+# be (``study.costs`` on a machine without the model files); its rows say so
+WEIGHTS = ("pretrained", "random")
 
 _MODELS: dict[tuple, Any] = {}
 _TOKENIZERS: dict[tuple, Any] = {}
@@ -169,7 +175,8 @@ def load_model(spec: Mapping, dtype="bfloat16", device="cpu"):
 
     source, ref = spec_key(spec)
     tdtype, tdevice = resolve_dtype(dtype), resolve_device(device)
-    key = (source, ref, tdtype, str(tdevice))
+    random = _get(spec, "weights", "pretrained") == "random"
+    key = (source, ref, tdtype, str(tdevice), random)
     if key in _MODELS:
         return _MODELS[key]
     where = _location(source, ref, tdtype)
@@ -177,18 +184,31 @@ def load_model(spec: Mapping, dtype="bfloat16", device="cpu"):
     from safetensors import SafetensorError
 
     try:
-        model = AutoModelForCausalLM.from_pretrained(where, dtype=tdtype, attn_implementation="sdpa")
+        if random:
+            model = _random(where, tdtype, tdevice)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(where, dtype=tdtype, attn_implementation="sdpa")
     except (OSError, ValueError, RuntimeError, SafetensorError) as e:
         raise ValueError(
             f"cannot load model {where}: {str(e).splitlines()[0] if str(e) else type(e).__name__}; "
             "re-save or re-download it, or fix the pair's draft/target path"
         ) from e
     if tdevice.type != "cpu":
-        model = model.to(tdevice)  # type: ignore[arg-type]
+        model = model.to(tdevice)
     model.eval().requires_grad_(False)
     log.info("loaded %s model %s (%s, %s) in %.1fs", source, ref, dtype, tdevice, time.perf_counter() - t0)
     _MODELS[key] = model
     return model
+
+
+def _random(where: str, dtype: torch.dtype, device: torch.device):
+    """The folder's architecture with seeded random weights (``WEIGHTS``), made on ``device``."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    config = AutoConfig.from_pretrained(where)
+    with device:
+        return AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
 
 
 def load_tokenizer(spec: Mapping):

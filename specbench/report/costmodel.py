@@ -59,9 +59,11 @@ class Curve:
         return np.interp(n, self.sizes, self.values() if values is None else values)
 
 
-def curve(costs: pd.DataFrame, pair: str, role: str, dtype) -> Curve | None:
-    """This pair's curve for ``role`` in this dtype (never another pair's or dtype's), or None."""
+def curve(costs: pd.DataFrame, pair: str, role: str, dtype, device: str = "cpu") -> Curve | None:
+    """This pair's curve for ``role`` in this dtype on this device (never another pair's,
+    dtype's or machine's; rows from before costs named a device are the CPU's), or None."""
     c = costs[(costs.role == role) & (costs.pair.astype(str) == str(pair))]
+    c = c[(c.device.fillna("cpu") if "device" in c.columns else pd.Series("cpu", index=c.index)) == device]
     if "dtype" in c.columns and dtype is not None:
         c = c[c.dtype.astype(str) == str(dtype)]
     if c.empty:

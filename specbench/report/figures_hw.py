@@ -27,8 +27,9 @@ def fig_phase(a: pd.DataFrame, points: pd.DataFrame) -> F.Fig | None:
                 ax.text(RS[int(np.median(xs))], MS[int(np.median(ys))], name, fontsize=6, ha="center", va="center")
         pair = g.pair.iloc[0]
         for pt in points[points.pair == pair].to_dict("records") if len(points) else []:
-            ax.plot([pt["r"]], [pt["m"]], "k*", ms=9)
-            ax.annotate(f"{pt.get('device', '')} {pt['dtype']}", (pt["r"], pt["m"]), fontsize=6, xytext=(4, 4),
+            xy = (max(pt["r"], RS[0]), pt["m"])  # a drafter without a model (r = 0) at the left edge
+            ax.plot(*xy, "k*", ms=9)
+            ax.annotate(f"{pt.get('device', '')} {pt['dtype']}", xy, fontsize=6, xytext=(4, 4),
                         textcoords="offset points")  # fmt: skip
         ax.set(xscale="log", yscale="log", xlabel="draft / target cost ratio r", ylabel="marginal cost per token m")
 

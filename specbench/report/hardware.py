@@ -21,7 +21,7 @@ import pandas as pd
 
 from . import costmodel as CM
 
-RS = np.logspace(-2, 0, 49)  # draft-to-target cost ratio
+RS = np.logspace(-2, 0.5, 55)  # draft-to-target cost ratio (above 1: a draft slower than the target)
 MS = np.logspace(-3, 0, 49)  # marginal cost per query token, in one-token forwards
 MARGINAL_AT = 17  # the secant of a measured curve: a 16-token tree's verification
 
@@ -67,15 +67,51 @@ def machine_points(costs: pd.DataFrame | None) -> pd.DataFrame:
     if costs is None or costs.empty:
         return pd.DataFrame()
     out = []
-    keys = ["pair", "dtype"] + (["device"] if "device" in costs else [])
-    for k, _g in costs.groupby(keys, sort=True):
-        key = dict(zip(keys, k))
-        t, d = (CM.curve(costs, key["pair"], role, key["dtype"]) for role in ("target", "draft"))
-        if t is None or d is None:
+    costs = costs.assign(device=costs.device.fillna("cpu") if "device" in costs else "cpu")
+    for (pair, dtype, device), g in costs.groupby(["pair", "dtype", "device"], sort=True):
+        t, d = (CM.curve(costs, pair, role, dtype, device) for role in ("target", "draft"))
+        if t is None:
             continue
         t1 = float(t.at(1))
-        out.append({**key, "r": float(d.at(1)) / t1, "m": (float(t.at(MARGINAL_AT)) / t1 - 1) / (MARGINAL_AT - 1)})
+        out.append(
+            {
+                "pair": pair,
+                "dtype": dtype,
+                "device": device,
+                "r": 0.0 if d is None else float(d.at(1)) / t1,  # no draft model: it drafts for free here
+                "m": (float(t.at(MARGINAL_AT)) / t1 - 1) / (MARGINAL_AT - 1),
+                "t1": t1,
+                "t_max": float(t.at(t.sizes[-1])),
+                "n_max": int(t.sizes[-1]),
+                "weights": "random" if "weights" in g and (g.weights == "random").any() else "pretrained",
+            }
+        )
     return pd.DataFrame(out)
+
+
+def machine_sentences(points: pd.DataFrame, envs: dict) -> list[str]:
+    """Per measured device: what was timed, where, and how its target's forward cost grows."""
+    out: list[str] = []
+    if points.empty:
+        return out
+    for device, g in points.groupby("device", sort=True):
+        env = envs.get(device) or {}
+        what = (
+            "the pairs' architectures with random weights (the weight files cannot reach that machine; a "
+            "forward's time depends on the shapes, not the values)"
+            if (g.weights == "random").any()
+            else "the pairs' own models"
+        )
+        t = g.iloc[0]
+        out.append(
+            f"{device} ({env.get('gpu') or env.get('cpu') or 'machine not recorded'}, torch {env.get('torch', '?')}, "
+            f"{env.get('measured_on', '?')}): {what}. {t.pair}'s target's one-token forward takes {t.t1 * 1e3:.1f} ms and a "
+            f"{t.n_max}-token one {t.t_max * 1e3:.1f} ms ({t.t_max / t.t1:.2f}×); draft-to-target ratios r "
+            + ", ".join(f"{p} {r:.2f}" if r else f"{p} 0 (no draft model)" for p, r in zip(g.pair, g.r))
+            + ". No live run on this device times the pairs, so its best trees are the linear model's alone."
+            * (device != "cpu")
+        )
+    return out
 
 
 def best_at(a: pd.DataFrame, r: float, m: float) -> dict:

@@ -146,11 +146,13 @@ def load(results: str) -> dict:
     steps = read_checked(steps_path)
     if steps is not None:
         check_steps(steps_path, steps, summary)
-    env_path = os.path.join(results, "environment.json")
-    try:
-        env = json.load(open(env_path, encoding="utf-8")) if os.path.isfile(env_path) else None
-    except json.JSONDecodeError:
-        raise InputError(f"{env_path} is not complete JSON; rerun `bash run_all.sh` or delete it") from None
+    envs = {}  # device -> its environment (environment.json: the study's machine; environment-cuda.json ...)
+    for env_path in sorted(glob.glob(os.path.join(results, "environment*.json"))):
+        try:
+            env = json.load(open(env_path, encoding="utf-8"))
+        except json.JSONDecodeError:
+            raise InputError(f"{env_path} is not complete JSON; rerun `bash run_all.sh` or delete it") from None
+        envs[os.path.basename(env_path)[len("environment-") : -len(".json")] or "cpu"] = env
     labels = A.pair_labels(summary)
     summary = A.relabel_pairs(summary, labels)
     by_hash = dict(zip(summary.config_hash.astype(str), summary.pair))
@@ -163,6 +165,7 @@ def load(results: str) -> dict:
         steps=A.relabel_pairs(steps, labels, by_hash),
         outputs=read_outputs(os.path.join(results, OUTPUTS_FILE)),
         vector=A.relabel_pairs(_vectors(results), labels),
-        env=env,
+        env=envs.get("cpu"),
+        envs=envs,
         results=results,
     )

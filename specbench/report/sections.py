@@ -198,7 +198,7 @@ def hardware(ctx) -> str:
     t = ctx["t"]
     if t["phase"].empty:
         return "_No replayed greedy configuration with measured costs: no phase diagram._"
-    from .hardware import MARGINAL_AT, phase_sentences
+    from .hardware import MARGINAL_AT, machine_sentences, phase_sentences
 
     note = (
         "Acceptance is measured once; the best tree depends on the cost curve. The diagram charges each "
@@ -207,7 +207,10 @@ def hardware(ctx) -> str:
         f"m = the secant of its target curve at {MARGINAL_AT} tokens. The modelled curve is linear; the answer "
         "tables use the measured one."
     )
-    return "\n\n".join([note, bullets(phase_sentences(t["phase"], t["points"]), "")] + figs(ctx, "phase_diagram.png"))
+    machines = bullets(machine_sentences(t["points"], ctx["data"].get("envs") or {}), "")
+    return "\n\n".join(
+        [note, machines, bullets(phase_sentences(t["phase"], t["points"]), "")] + figs(ctx, "phase_diagram.png")
+    )
 
 
 def _pair_s(measured, model) -> str:

@@ -39,13 +39,14 @@ DRAFT_COST_RULE = (
 
 
 def curves(costs: pd.DataFrame) -> dict:
-    """(pair, role, dtype) -> (Curve, its bootstrap draws), or None without rows."""
+    """(pair, role, dtype, device) -> (Curve, its bootstrap draws), or None without rows."""
     out: dict = {}
-    keys = costs[["pair", "role"] + (["dtype"] if "dtype" in costs else [])].drop_duplicates()
+    keys = costs[["pair", "role"] + [c for c in ("dtype", "device") if c in costs]].drop_duplicates()
     for k in keys.to_dict("records"):
-        c = CM.curve(costs, k["pair"], k["role"], k.get("dtype"))
+        device = str(k.get("device") or "cpu")
+        c = CM.curve(costs, k["pair"], k["role"], k.get("dtype"), device)
         if c is not None:
-            out[(str(k["pair"]), k["role"], str(k.get("dtype")))] = (c, c.draws())
+            out[(str(k["pair"]), k["role"], str(k.get("dtype")), device)] = (c, c.draws())
     return out
 
 
@@ -63,12 +64,13 @@ def projected_speedup(df: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.Da
         if r.get("engine") == "live" and int(r.get("batch_size") or 1) > 1:
             continue
         name, dt = str(r.get("pair_name", r["pair"])), str(r.get("dtype"))  # costs.csv is keyed by config name
-        target = cv.get((name, "target", dt))
+        where = (dt, str(r.get("device") or "cpu"))  # the curve of the machine the row ran on
+        target = cv.get((name, "target", *where))
         g = by_hash.get(r["config_hash"])
         if target is None or g is None or int(r["budget"]) == 0:
             continue
         c = CM.counts(g)
-        rows.append({**r, **CM.projection(c, cv.get((name, "draft", dt)), target)})
+        rows.append({**r, **CM.projection(c, cv.get((name, "draft", *where)), target)})
     return pd.DataFrame(rows)
 
 

@@ -17,6 +17,11 @@ One process can measure several pairs and dtypes (``+costs_pairs=[qwen_coder,smo
 ``+costs_dtypes=[bfloat16,float32]``): a model shared by pairs (every pair's target here)
 is measured once per dtype, and its rows are written under each pair.
 
+Another machine's curve (a GPU's: ``device=cuda``, rows and ``environment-cuda.json`` name
+it) comes home with ``+costs_merge=PATH/costs.csv`` (no model load).  A model spec with
+``weights: random`` times its architecture alone (the rows' ``weights`` column says so), for
+a machine the model files cannot reach.
+
 Keys (top level, all optional): ``results_dir`` (default results), ``costs_repeats``
 (default 7, >= 1), ``costs_kv_lens`` (default [128, 512], each >= 1), ``costs_pairs`` (pair config
 names; default the ``pair`` group's), ``costs_dtypes`` (default ``dtype``).  Bad values,
@@ -25,10 +30,12 @@ a bad dtype, pair or device are refused in one line before any model loads.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
 import random
+import shutil
 import statistics
 import sys
 import time
@@ -117,9 +124,12 @@ def environment(pair) -> dict:
     }
 
 
-def cost_rows(pair, kv_lens, repeats: int, sizes=SIZES, progress: bool = True, memo: dict | None = None) -> list[dict]:
+def cost_rows(
+    pair, kv_lens, repeats: int, sizes=SIZES, progress: bool = True, memo: dict | None = None, weights="pretrained"
+) -> list[dict]:
     """Forward-cost rows of the pair's drafter model (role draft) and of its target;
-    ``memo`` (model -> its measurements) measures a model shared by pairs once."""
+    ``memo`` (model -> its measurements) measures a model shared by pairs once; ``weights``
+    says whether the models had their own weights or random ones (``models.WEIGHTS``)."""
     drafter_model = new_drafters(pair, 1.0, 1.0)().forward_model()
     dtype = str(pair.target.dtype).replace("torch.", "")
     device = pair.target.device.type
@@ -132,7 +142,15 @@ def cost_rows(pair, kv_lens, repeats: int, sizes=SIZES, progress: bool = True, m
         if key not in memo:
             memo[key] = measure(model, kv_lens, repeats, sizes, f"{pair.name} {role} forward cost", progress)
         rows += [
-            {"role": role, "pair": pair.name, "dtype": dtype, "device": device, "repeats": repeats, **m}
+            {
+                "role": role,
+                "pair": pair.name,
+                "dtype": dtype,
+                "device": device,
+                "weights": weights,
+                "repeats": repeats,
+                **m,
+            }
             for m in memo[key]
         ]
     return rows
@@ -225,19 +243,56 @@ def main(cfg: DictConfig) -> None:
     except ConfigError as e:
         print(f"specbench.study.costs: {e}", file=sys.stderr)
         sys.exit(2)
+    if job.extra.get("costs_merge"):
+        merge_file(out, str(job.extra["costs_merge"]))
+        return
     rows: list[dict] = []
     memo: dict = {}
     for one in jobs:
         pair = context(one).load_pair()
-        rows += cost_rows(pair, kv_lens, repeats, progress=job.progress, memo=memo)
+        rows += cost_rows(pair, kv_lens, repeats, progress=job.progress, memo=memo, weights=weights(one))
     write_csv(merge_rows(os.path.join(out, "costs.csv"), rows), os.path.join(out, "costs.csv"))
     pair = context(job).load_pair()
-    env = environment(pair)
-    atomic_write(
-        os.path.join(out, "environment.json"),
-        lambda tmp: open(tmp, "w").write(json.dumps(env, indent=1, sort_keys=True) + "\n"),
-    )
-    print(f"specbench: wrote {out}/costs.csv ({pair.name}) and {out}/environment.json")
+    env = {**environment(pair), "weights": weights(job)}
+    path = os.path.join(out, env_file(pair.target.device.type))
+    atomic_write(path, lambda tmp: open(tmp, "w").write(json.dumps(env, indent=1, sort_keys=True) + "\n"))
+    print(f"specbench: wrote {out}/costs.csv ({pair.name}) and {path}")
+
+
+def merge_file(out: str, path: str) -> None:
+    """``+costs_merge=PATH``: the rows of a costs.csv measured elsewhere (a GPU machine's) merged
+    into ``out``/costs.csv by (pair, dtype, device), with the environment-<device>.json beside
+    it; no model loads.  One line and exit 2 when the file is not such a table."""
+    try:
+        new = pd.read_csv(path)
+    except (OSError, ValueError) as e:
+        sys.exit(f"specbench.study.costs: costs_merge={path}: {str(e).splitlines()[0]}; give a costs.csv")
+    need = {*KEY, "role", "n_tokens", "seconds", "samples"}
+    if not need <= set(new.columns) or (new.device == "cpu").any():
+        sys.exit(
+            f"specbench.study.costs: costs_merge={path}: needs the columns {', '.join(sorted(need))} and another "
+            "device's rows (this machine's CPU is measured here)"
+        )
+    target = os.path.join(out, "costs.csv")
+    envs = [env_file(d) for d in sorted(set(new.device))]
+    found = {e: os.path.join(os.path.dirname(path), e) for e in envs}
+    write_csv(merge_rows(target, new.to_dict("records")), target)
+    for name, src in found.items():
+        if os.path.isfile(src):
+            atomic_write(os.path.join(out, name), functools.partial(shutil.copyfile, src))
+    print(f"specbench: merged {len(new)} rows of {path} into {target} ({', '.join(envs)} beside it)")
+
+
+def weights(job: JobSpec) -> str:
+    """random if any of the job's models was built with random weights, else pretrained."""
+    specs = [m for m in (job.pair.draft, job.pair.target) if m is not None]
+    return "random" if any(m.weights == "random" for m in specs) else "pretrained"
+
+
+def env_file(device: str) -> str:
+    """environment.json names the study's machine (the CPU); another device's own file sits
+    beside it (environment-cuda.json), so measuring a GPU never replaces the CPU's record."""
+    return "environment.json" if device == "cpu" else f"environment-{device}.json"
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from .. import CONF_DIR
 from ..inputs import datasets
-from ..inputs.models import DTYPES, SOURCES
+from ..inputs.models import DTYPES, SOURCES, WEIGHTS
 
 ENGINES = ("live", "replay", "auto")
 GROUPS = ("pair", "tree", "verify", "dataset")
@@ -59,9 +59,11 @@ class ModelSpec:
     source: str  # embedded | hub | local
     ref: str  # the embedded/hub id, or the local folder
     key: str  # its config key, e.g. pair.target (for messages)
+    weights: str = "pretrained"  # or random: the architecture alone, for timing (models.load_model)
 
     def as_dict(self) -> dict:
-        return {"source": self.source, "path" if self.source == "local" else "id": self.ref}
+        out = {"source": self.source, "path" if self.source == "local" else "id": self.ref}
+        return out if self.weights == "pretrained" else {**out, "weights": self.weights}
 
 
 @dataclass(frozen=True)
@@ -213,7 +215,10 @@ def _model(spec, key: str) -> ModelSpec:
             f"{key}.{field_} is not set: add {key}.{field_}="
             + ("DIR (a Hugging Face model folder)" if source == "local" else "NAME")
         )
-    return ModelSpec(str(source), str(ref), key)
+    weights = spec.get("weights", "pretrained")
+    if weights not in WEIGHTS:
+        raise ConfigError(f"{key}.weights={weights!r}: must be one of {', '.join(WEIGHTS)}")
+    return ModelSpec(str(source), str(ref), key, str(weights))
 
 
 def _drafter(name: str, params: dict):

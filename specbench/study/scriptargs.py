@@ -81,7 +81,8 @@ def load_pair(args: argparse.Namespace, dtype: str, device: str = "cpu") -> mode
 
 
 def hydra_pair_overrides(args: argparse.Namespace) -> list[str]:
-    """``args.pair`` / ``args.pair_override`` as the study's Hydra overrides (``pair=NAME pair.KEY=VALUE``)."""
+    """``args.pair`` / ``args.pair_override`` as the study's Hydra overrides (``pair=NAME ++pair.KEY=VALUE``:
+    set, whether or not the pair's yaml has the key, as ``pair_spec`` does)."""
     if args.pair.endswith((".yaml", ".yml")):
         raise ValueError(f"--pair {args.pair}: the study takes a conf/pair name here, not a yaml path")
-    return [f"pair={args.pair}", *(f"pair.{k}={v}" for k, v in _keys(args.pair_override))]
+    return [f"pair={args.pair}", *(f"++pair.{k}={v}" for k, v in _keys(args.pair_override))]

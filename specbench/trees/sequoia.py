@@ -218,6 +218,7 @@ class SequoiaParams(Params):
     costs: str | None = None
     cost_pair: str | None = None
     cost_dtype: str | None = None
+    cost_device: str | None = None  # the curves' device (default cpu)
 
     @property
     def chooses_size(self) -> bool:
@@ -245,13 +246,22 @@ def sequoia(budget: int, params: SequoiaParams) -> list[RankPath]:
             raise ValueError("tree.costs needs tree.cost_pair and tree.cost_dtype (the curves' pair and dtype)")
         path = _resolve(p.costs)
         return list(
-            _fastest(tuple(vec), budget, p.depth, str(path), p.cost_pair, p.cost_dtype, path.stat().st_mtime_ns)
+            _fastest(
+                tuple(vec),
+                budget,
+                p.depth,
+                str(path),
+                (p.cost_pair, p.cost_dtype, p.cost_device or "cpu"),
+                path.stat().st_mtime_ns,
+            )
         )
     return optimal_paths(vec, budget, p.depth)
 
 
 @functools.lru_cache(maxsize=32)
-def _fastest(vec, budget: int, depth, path: str, pair: str, dtype: str, mtime_ns: int) -> tuple[RankPath, ...]:
-    """``fastest_paths`` on the curves of a costs.csv (cached per file version: a policy is made per prompt)."""
-    t_draft, t_target = (read_curve(path, pair, role, dtype) for role in ("draft", "target"))
+def _fastest(vec, budget: int, depth, path: str, curve: tuple, mtime_ns: int) -> tuple[RankPath, ...]:
+    """``fastest_paths`` on the (pair, dtype, device) curves of a costs.csv (cached per file
+    version: a policy is made per prompt)."""
+    pair, dtype, device = curve
+    t_draft, t_target = (read_curve(path, pair, role, dtype, device) for role in ("draft", "target"))
     return tuple(fastest_paths(vec, budget, depth, t_draft, t_target))
