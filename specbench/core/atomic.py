@@ -6,6 +6,9 @@ half a file behind.  The file gets the mode an ordinary ``open(path, "w")``
 would give it (0666 minus the process umask), not mkstemp's private 0600.
 ``atomic_write_many({path: write})`` writes every temp file before renaming
 any, so one command's outputs are replaced together or (a full disk) not at all.
+Several paths (files or folders) are replaced as one unit by ``publish``: its renames are
+journalled first, so a SIGKILL at any instant is finished by the next ``recover`` (collect,
+report and every reader of a job folder call it; ``lock`` serialises writers of one folder).
 Failures are OSErrors naming the real path.  ``atomic_folder(path)`` does the same for a
 folder built in place of ``path`` (mode 0777 minus the umask, as ``mkdir`` gives).  Every atomic write in
 specbench goes through these.
@@ -82,7 +85,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Non
 
 def atomic_write_many(writers: dict) -> None:
     """{path: write(tmp)}: every temp file is written first; only if all succeed are they
-    renamed over their paths, so a full disk replaces none of them."""
+    renamed over their paths (``publish``: one unit, a kill is rolled forward), so a full
+    disk replaces none of them."""
     done: dict[str, str] = {}
     try:
         for path, write in writers.items():
@@ -91,14 +95,101 @@ def atomic_write_many(writers: dict) -> None:
         for tmp in done.values():
             os.remove(tmp)
         raise
-    for path, tmp in done.items():
+    if len(done) == 1:  # one rename is atomic by itself
+        ((path, tmp),) = done.items()
         try:
             os.replace(tmp, path)
         except OSError as e:
-            for t in done.values():
-                if os.path.exists(t):
-                    os.remove(t)
+            os.remove(tmp)
             raise named(e, path) from e
+        return
+    try:
+        publish({tmp: path for path, tmp in done.items()})
+    except OSError as e:
+        raise named(e, e.filename or next(iter(done))) from e
+
+
+# --------------------------------------------------------------------------
+# publishing several files (and folders) as one unit
+# --------------------------------------------------------------------------
+JOURNAL = ".publish.json"  # in the folder above every path of a publish under way: its renames
+OLD = ".tmp-old-"  # a replaced folder, until the publish that replaced it ends
+
+
+def publish(moves: dict[str, str]) -> None:
+    """Rename each temp file or folder over its path (``moves``: {temp: path}) as one unit:
+    the renames are written down first (``JOURNAL``, itself written atomically), so a kill at
+    any instant is finished by the next ``recover`` of that folder: old or new, never mixed.
+    A failure before the journal is down leaves every path as it was."""
+    moves = {os.path.abspath(t): os.path.abspath(p) for t, p in moves.items()}
+    where = os.path.commonpath([os.path.dirname(p) for p in moves.values()])
+    rel = {os.path.relpath(t, where): os.path.relpath(p, where) for t, p in moves.items()}
+    try:
+        write_text(os.path.join(where, JOURNAL), json.dumps(rel, sort_keys=True) + "\n")
+    except BaseException as e:
+        for t in moves:
+            shutil.rmtree(t, ignore_errors=True) if os.path.isdir(t) else os.remove(t)
+        if isinstance(e, OSError):
+            raise named(e, next(iter(moves.values()))) from e  # a path the caller asked for
+        raise
+    _roll(where, rel)
+
+
+def _roll(where: str, rel: dict[str, str]) -> None:
+    """Do (or finish) the journal's renames, then drop the journal and the replaced folders."""
+    for t, p in sorted(rel.items()):
+        t, p = os.path.join(where, t), os.path.join(where, p)
+        if not os.path.lexists(t):
+            continue  # renamed already
+        if os.path.isdir(t) and os.path.isdir(p):
+            old = os.path.join(os.path.dirname(p), OLD + os.path.basename(p))
+            shutil.rmtree(old, ignore_errors=True)
+            os.rename(p, old)
+        os.replace(t, p)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(where, JOURNAL))
+    for p in rel.values():
+        shutil.rmtree(os.path.join(where, os.path.dirname(p), OLD + os.path.basename(p)), ignore_errors=True)
+
+
+def recover(where: str | os.PathLike, clean: bool = True) -> None:
+    """Finish a publish into ``where`` that a kill interrupted (its journal); with ``clean``
+    (the caller holds the folder's ``lock``), also remove the temp files and folders a killed
+    writer left there before its journal was down."""
+    where = os.fspath(where)
+    journal = os.path.join(where, JOURNAL)
+    if os.path.isfile(journal):
+        with open(journal, encoding="utf-8") as fh:
+            _roll(where, json.load(fh))
+    if clean and os.path.isdir(where):
+        for e in os.scandir(where):
+            if e.name.startswith(".tmp-"):
+                shutil.rmtree(e.path, ignore_errors=True) if e.is_dir() else os.remove(e.path)
+
+
+@contextlib.contextmanager
+def lock(*wheres: str | os.PathLike) -> Iterator[None]:
+    """One writer at a time in each folder (an flock per folder, taken in a fixed order; a
+    second writer on this machine waits), and what an earlier killed writer left there is
+    recovered first.  The lock files live in the temp folder (``lock_file``), so a read-only
+    or full results folder is still refused by the write that needs it, naming its file."""
+    import fcntl
+
+    with contextlib.ExitStack() as stack:
+        for where in sorted({os.path.abspath(w) for w in wheres}):
+            fh = stack.enter_context(open(lock_file(where), "a"))
+            fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes
+            recover(where)
+        yield
+
+
+def lock_file(where: str) -> str:
+    """The lock of folder ``where``: <temp>/specbench-locks/<sha1 of its absolute path>.lock."""
+    import hashlib
+
+    d = os.path.join(tempfile.gettempdir(), "specbench-locks")
+    os.makedirs(d, exist_ok=True)
+    return os.path.join(d, hashlib.sha1(os.path.abspath(where).encode()).hexdigest() + ".lock")
 
 
 @contextlib.contextmanager
@@ -131,40 +222,26 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
 def replace_together(
     folder: str | os.PathLike, fill: Callable[[str], object], path: str | os.PathLike, text: str
 ) -> None:
-    """Replace ``folder`` (built by ``fill(tmp_folder)``) and the text file ``path`` together:
-    both are written beside their targets first, then swapped in; on any failure neither
-    changes (the old folder is put back), no temp file or folder is left, and an OSError
-    names the real path."""
+    """Replace ``folder`` (built by ``fill(tmp_folder)``) and the text file ``path`` together
+    (``publish``): both are written beside their targets first; on a failure before the swap
+    neither changes and no temp is left; a kill during it is finished by ``recover``; an
+    OSError names the real path."""
     folder, path = os.path.abspath(folder), os.path.abspath(path)
-    parent = os.path.dirname(folder)
-    made: list[str] = []  # temp folders to remove whatever happens
-    tmp, old, swapped = None, None, False
+    os.makedirs(os.path.dirname(folder), exist_ok=True)
+    new = tempfile.mkdtemp(prefix=".tmp-new-", dir=os.path.dirname(folder))
+    tmp = None
     try:
-        os.makedirs(parent, exist_ok=True)
-        made.append(tempfile.mkdtemp(prefix=".tmp-new-", dir=parent))
         tmp = write_temp(path, lambda t: write_file(t, text))
-        fill(made[0])
-        os.chmod(made[0], 0o777 & ~umask())
-        if os.path.isdir(folder):
-            old = tempfile.mkdtemp(prefix=".tmp-old-", dir=parent)
-            made.append(old)
-            os.rename(folder, os.path.join(old, "folder"))
-        os.rename(made[0], folder)
-        swapped = True
-        os.replace(tmp, path)
+        fill(new)
+        os.chmod(new, 0o777 & ~umask())
     except BaseException as e:
-        if swapped:  # the new folder is in place: take it out again
-            shutil.rmtree(folder, ignore_errors=True)
-        if old and not os.path.isdir(folder):
-            os.rename(os.path.join(old, "folder"), folder)
+        shutil.rmtree(new, ignore_errors=True)
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
         if isinstance(e, OSError) and ".tmp-" in str(e.filename or ".tmp-"):
             raise named(e, folder) from e  # the folder, not a temp file in or beside it
         raise
-    finally:
-        for d in made:
-            shutil.rmtree(d, ignore_errors=True)
+    publish({new: folder, tmp: path})
 
 
 def write_file(path: str, text: str) -> None:

@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 
-from ..core.atomic import os_line, replace_together
+from ..core.atomic import lock, os_line, replace_together
 from ..study.results import write_csv
 from . import figures as F
 from . import figures_hw as FH
@@ -93,9 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    try:  # speedup.csv first: the report it feeds never outlives it
-        write_csv(S.speedup_csv(t["speed"]), os.path.join(args.results, "speedup.csv"))
-        publish(text, figs, args.out, fig_dir)
+    try:  # speedup.csv first: the report it feeds never outlives it; one report at a time
+        with lock(os.path.dirname(os.path.abspath(args.out)), os.path.dirname(os.path.abspath(fig_dir))):
+            write_csv(S.speedup_csv(t["speed"]), os.path.join(args.results, "speedup.csv"))
+            publish(text, figs, args.out, fig_dir)
     except OSError as exc:  # a full or read-only disk: one line, nothing replaced
         print(
             f"error: {os_line(exc, args.out, '--out / --figures')} (REPORT.md and {fig_dir}/ were left as they were)",

@@ -19,7 +19,7 @@ import os
 
 import pandas as pd
 
-from ..core.atomic import incomplete, open_text
+from ..core.atomic import incomplete, open_text, recover
 from ..study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
 from . import analysis as A
 from . import compare as C
@@ -137,6 +137,7 @@ def _vectors(results: str) -> pd.DataFrame | None:
 
 def load(results: str) -> dict:
     """Every input of the report, validated, with pairs labelled (`analysis.pair_labels`)."""
+    recover(results, clean=False)  # a collect killed while publishing: its files all new (study.collect)
     path = os.path.join(results, "summary.csv")
     if not os.path.isfile(path):
         raise InputError(f"{path} not found; run `python -m specbench.collect` first (or pass --results DIR)")

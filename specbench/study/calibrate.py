@@ -55,7 +55,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from ..core.atomic import atomic_write
+from ..core.atomic import atomic_write, lock
 from ..core.sampling import choose_children, probs
 from ..core.tree import DraftTree
 from ..drafting.drafters import DRAFTERS
@@ -170,11 +170,6 @@ def star_ranks(
 def write_vector(path: Path, key: dict, vector: list[float], n: int, prompt_ids: str = "") -> None:
     """Replace the rows of `key` (its pair_id, dataset, verify, temperature) in the CSV,
     atomically (``core.atomic``); rows written before pair ids (no pair_id) are dropped."""
-    rows = []
-    if path.exists():
-        with open(path, newline="") as f:
-            rows = [r for r in csv.DictReader(f) if r.get("pair_id") and any(r[c] != str(key[c]) for c in KEY)]
-    rows += [{**key, "rank": k, "p_accept": f"{p:.6f}", "n": n, "prompt_ids": prompt_ids} for k, p in enumerate(vector)]
 
     def write(tmp: str) -> None:
         with open(tmp, "w", newline="") as f:
@@ -182,7 +177,15 @@ def write_vector(path: Path, key: dict, vector: list[float], n: int, prompt_ids:
             w.writeheader()
             w.writerows(rows)
 
-    atomic_write(path, write)
+    with lock(path.parent):  # read, merge and replace: one writer at a time
+        rows = []
+        if path.exists():
+            with open(path, newline="") as f:
+                rows = [r for r in csv.DictReader(f) if r.get("pair_id") and any(r[c] != str(key[c]) for c in KEY)]
+        rows += [
+            {**key, "rank": k, "p_accept": f"{p:.6f}", "n": n, "prompt_ids": prompt_ids} for k, p in enumerate(vector)
+        ]
+        atomic_write(path, write)
 
 
 def calibration_prompts(ctx) -> list:

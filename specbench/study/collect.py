@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..core.atomic import atomic_write_many, incomplete, open_text
+from ..core.atomic import atomic_write_many, incomplete, lock, open_text, recover
 from .results import OUTPUTS_FILE, STEPS_FILE, csv_writer, jsonl_text, read_csv, text_writer
 
 SUMMARY_ORDER = ["pair", "dataset", "verify", "temperature", "tree", "budget", "engine", "config_hash"]
@@ -193,6 +193,7 @@ def first_line(path: str) -> str:
 
 def scan_folder(d: str, scan: Scan) -> None:
     """Read one (primary) job folder with its paired folders, or record why it is skipped."""
+    recover(d, clean=False)  # a job killed while publishing its files: finish it (its temps may be a live job's)
     if os.path.exists(os.path.join(d, "error.txt")):
         return scan.skipped.append(("failed", d, first_line(os.path.join(d, "error.txt"))))
     if not os.path.exists(os.path.join(d, "summary.csv")):
@@ -373,13 +374,14 @@ def main(argv=None) -> None:
     ap.add_argument("--fresh", action="store_true", help="ignore rows already in --out")
     args = ap.parse_args(argv)
     try:
-        s = scan(args.dirs)
-        existing, orphans = ([], 0) if args.fresh else read_collected(args.out)
-        jobs = newest([*existing, *s.jobs], s.skipped)
-        report_skipped(s)
-        summary, steps, outputs = frames(jobs)
-        tables = derived(args.out, summary, steps)
-        write_all(args.out, summary, steps, outputs, tables)
+        with lock(args.out):  # one collect at a time into --out; a killed one's publish finished first
+            s = scan(args.dirs)
+            existing, orphans = ([], 0) if args.fresh else read_collected(args.out)
+            jobs = newest([*existing, *s.jobs], s.skipped)
+            report_skipped(s)
+            summary, steps, outputs = frames(jobs)
+            tables = derived(args.out, summary, steps)
+            write_all(args.out, summary, steps, outputs, tables)
     except CollectError as e:
         raise SystemExit(f"specbench: error: {e}") from None
     except OSError as e:

@@ -49,13 +49,14 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from .. import CONF_DIR
+from ..core.atomic import atomic_write_many, lock
 from ..core.kv import SlotKV
 from ..core.tree import paths_to_parents
 from ..trees.policies import shape_paths
 from .context import context, new_drafters
 from .jobspec import ConfigError, JobSpec, from_config, resolved
 from .launch import pair_config
-from .results import atomic_write, write_csv
+from .results import csv_writer
 
 # every draft frontier and verify width of the dense budget grid (N and N + 1 for
 # N in 1..6, 8, 12, 16, 24, 32, 48, 64) is a measured point: a cost curve need not be
@@ -251,11 +252,16 @@ def main(cfg: DictConfig) -> None:
     for one in jobs:
         pair = context(one).load_pair()
         rows += cost_rows(pair, kv_lens, repeats, progress=job.progress, memo=memo, weights=weights(one))
-    write_csv(merge_rows(os.path.join(out, "costs.csv"), rows), os.path.join(out, "costs.csv"))
     pair = context(job).load_pair()
     env = {**environment(pair), "weights": weights(job)}
     path = os.path.join(out, env_file(pair.target.device.type))
-    atomic_write(path, lambda tmp: open(tmp, "w").write(json.dumps(env, indent=1, sort_keys=True) + "\n"))
+    with lock(out):  # the rows and their machine together, one writer at a time
+        atomic_write_many(
+            {
+                os.path.join(out, "costs.csv"): csv_writer(merge_rows(os.path.join(out, "costs.csv"), rows)),
+                path: lambda tmp: open(tmp, "w").write(json.dumps(env, indent=1, sort_keys=True) + "\n"),
+            }
+        )
     print(f"specbench: wrote {out}/costs.csv ({pair.name}) and {path}")
 
 
@@ -276,10 +282,12 @@ def merge_file(out: str, path: str) -> None:
     target = os.path.join(out, "costs.csv")
     envs = [env_file(d) for d in sorted(set(new.device))]
     found = {e: os.path.join(os.path.dirname(path), e) for e in envs}
-    write_csv(merge_rows(target, new.to_dict("records")), target)
-    for name, src in found.items():
-        if os.path.isfile(src):
-            atomic_write(os.path.join(out, name), functools.partial(shutil.copyfile, src))
+    files = {target: csv_writer(merge_rows(target, new.to_dict("records")))}
+    files.update(
+        {os.path.join(out, n): functools.partial(shutil.copyfile, s) for n, s in found.items() if os.path.isfile(s)}
+    )
+    with lock(out):
+        atomic_write_many(files)
     print(f"specbench: merged {len(new)} rows of {path} into {target} ({', '.join(envs)} beside it)")
 
 

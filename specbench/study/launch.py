@@ -43,6 +43,7 @@ from .results import RESUMED_FILE
 
 USER_ERRORS = (ValueError, UnknownName, OSError, FloatingPointError)
 ERROR_FILE = "error.txt"
+RERUN_ERROR = "rerun-error.txt"  # a failed rerun in a folder that still holds its finished job
 FAILED: list[str] = []  # job folders that failed in this process (error.txt or not)
 STARTED: list[str] = []  # job folders started in this process
 
@@ -65,28 +66,42 @@ def one_line(e: BaseException) -> str:
 
 
 def clear_stale(out_dir: str) -> None:
-    """A stale error.txt of an earlier run in this folder goes first."""
-    err = os.path.join(out_dir, ERROR_FILE)
-    if os.path.exists(err):
-        os.remove(err)
+    """A stale error.txt (or rerun-error.txt) of an earlier run in this folder goes."""
+    for name in (ERROR_FILE, RERUN_ERROR):
+        if os.path.exists(os.path.join(out_dir, name)):
+            os.remove(os.path.join(out_dir, name))
 
 
 def run_guarded(job_fn, out_dir: str, overrides=None) -> int:
     """Call job_fn(); 0 on success, else write error.txt (if it can), print one line, return
-    2 (bad input) or 1 (anything else).  ``overrides`` go to ``.hydra/overrides.yaml`` first."""
+    2 (bad input) or 1 (anything else).  ``overrides`` go to ``.hydra/overrides.yaml`` first.
+    A folder that holds a finished job keeps it whole until a new one completes: a failed or
+    refused rerun writes ``rerun-error.txt`` (collect reads the finished job as before), and
+    the rerun's overrides replace the old ones only with its results."""
     logging.raiseExceptions = False  # a log record a full disk cannot take is not a traceback
     STARTED.append(os.path.abspath(out_dir))
+    holds = finished(out_dir)
+    write_overrides = (
+        (lambda: write_text(os.path.join(out_dir, ".hydra", "overrides.yaml"), OmegaConf.to_yaml(list(overrides))))
+        if overrides is not None
+        else (lambda: None)
+    )
     try:
-        clear_stale(out_dir)
-        if overrides is not None:
-            write_text(os.path.join(out_dir, ".hydra", "overrides.yaml"), OmegaConf.to_yaml(list(overrides)))
+        if not holds:
+            clear_stale(out_dir)
+            write_overrides()
         job_fn()
+        if holds:
+            write_overrides()
+            clear_stale(out_dir)
         return 0
     except Exception as e:  # noqa: BLE001  (every failure must reach the disk or the count)
         line = one_line(e)
         FAILED.append(os.path.abspath(out_dir))
         try:
-            write_text(os.path.join(out_dir, ERROR_FILE), f"{line}\n\n{traceback.format_exc()}")
+            write_text(
+                os.path.join(out_dir, RERUN_ERROR if holds else ERROR_FILE), f"{line}\n\n{traceback.format_exc()}"
+            )
         except OSError as e2:
             line += f" (and {ERROR_FILE} could not be written: {e2.strerror})"
         print(f"specbench: error: {line}", file=sys.stderr)

@@ -213,11 +213,9 @@ def check_args(args) -> tuple[int, list[ModeVariant], list[ModeVariant]]:
     return n, modes, controls
 
 
-def write_rows(out: Path, rows: list[dict], keys: dict, columns: list[str]) -> None:
+def merged(out: Path, rows: list[dict], keys: dict, columns: list[str]) -> pd.DataFrame:
     table = merge_rows(out, pd.DataFrame([{**keys, **r} for r in rows])[columns])
-    from .results import write_csv
-
-    write_csv(table.sort_values(["pair_id", "dataset", "prefix_id", "verify"], kind="mergesort"), str(out))
+    return table.sort_values(["pair_id", "dataset", "prefix_id", "verify"], kind="mergesort")
 
 
 def main(argv=None) -> None:
@@ -257,11 +255,15 @@ def main(argv=None) -> None:
     }
     out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
     lossy = {m.name for m in controls}
-    write_rows(out, [r for r in rows if r["verify"] not in lossy], keys, COLUMNS)
-    if controls:
-        write_rows(
-            out.with_name("lossless_control.csv"), [r for r in rows if r["verify"] in lossy], keys, CONTROL_COLUMNS
-        )
+    from ..core.atomic import atomic_write_many, lock
+    from .results import csv_writer
+
+    with lock(out.parent):  # the check and its controls replaced together (one unit, one writer)
+        files = {out: merged(out, [r for r in rows if r["verify"] not in lossy], keys, COLUMNS)}
+        if controls:
+            control = out.with_name("lossless_control.csv")
+            files[control] = merged(control, [r for r in rows if r["verify"] in lossy], keys, CONTROL_COLUMNS)
+        atomic_write_many({str(p): csv_writer(t) for p, t in files.items()})
     print(f"specbench: lossless check ({len(rows)} rows, {n} draws each) -> {out}")
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Sequence
@@ -24,7 +25,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-from ..core.atomic import atomic_write, atomic_write_many, gzip_bytes, gzipped, open_text
+from ..core.atomic import atomic_write, atomic_write_many, gzip_bytes, gzipped, open_text, recover
 
 if TYPE_CHECKING:  # the report reads CSVs through this module: no torch import here
     from .identity import Identity
@@ -224,7 +225,6 @@ def jsonl_text(rows: Sequence[dict]) -> str:
     return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
 
 
-JOB_FILES = ("summary.csv", "steps.csv", "outputs.jsonl", "config.yaml")
 # the collected results/ folder keeps its two large tables gzipped (`csv_writer`, `open_text`)
 STEPS_FILE = "steps.csv.gz"
 OUTPUTS_FILE = "outputs.jsonl.gz"
@@ -240,20 +240,6 @@ def mark_resumed(out_dir: str, done: str) -> None:
         atomic_write(os.path.join(out_dir, RESUMED_FILE), text_writer(f"{done}\n"))
     except OSError:
         pass  # the skip stands; the folder then reads as unfinished
-
-
-def clear_job(out_dir: str) -> None:
-    """Remove an earlier run's result files from a job folder (summary first), so the
-    folder never holds files of two runs."""
-    for name in JOB_FILES:
-        path = os.path.join(out_dir, name)
-        if os.path.exists(path):
-            os.remove(path)
-    paired = os.path.join(out_dir, PAIRED_DIR)
-    if os.path.isdir(paired):
-        import shutil
-
-        shutil.rmtree(paired)
 
 
 def write_job(
@@ -279,7 +265,12 @@ def write_job(
     files[os.path.join(out_dir, "outputs.jsonl")] = text_writer(jsonl_text([{**o, "run_id": run_id} for o in outputs]))
     files[os.path.join(out_dir, "config.yaml")] = text_writer(OmegaConf.to_yaml(OmegaConf.create(config)))
     files[os.path.join(out_dir, "summary.csv")] = csv_writer(summary)
-    atomic_write_many(files)
+    recover(out_dir)  # what a killed earlier run of this job left here
+    atomic_write_many(files)  # one unit (core.atomic.publish): the old run's files until the new ones are all in
+    old = os.path.join(out_dir, PAIRED_DIR)  # paired modes of an earlier run that this one has not: gone
+    for name in sorted(os.listdir(old)) if os.path.isdir(old) else []:
+        if name not in (paired or {}):
+            shutil.rmtree(os.path.join(old, name))
 
 
 def find_finished(root: str, chash: str) -> str | None:

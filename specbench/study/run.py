@@ -45,7 +45,6 @@ def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
         results.mark_resumed(out_dir, finished)
         return None
     identity.check_hub_models(job)  # offline: one line now, not ~90 s of retries
-    results.clear_job(out_dir)  # this folder never holds files of two runs
     ctx = context(job)
     prompts = ctx.prompts(ctx.tokenizer())
     checks.check_context(job, ctx.positions(), prompts)  # no weights yet

@@ -1,0 +1,246 @@
+"""A failed rerun never erases finished results; collect, report and the lossless check publish
+their outputs as one unit that a kill at any rename leaves old or new (after the ``recover``
+every reader runs); two collects into one --out never lose rows (#39).
+
+Kills are injected, not timed: a subprocess whose ``os.replace`` / ``os.rename`` ends the
+process (``os._exit``, as SIGKILL would: no cleanup runs) at its k-th call, for every k.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from specbench.core.atomic import recover
+from test_hydra import ROOT, job_args, specbench
+
+KILL = """
+import os, sys
+K, n = int(sys.argv[1]), [0]
+def killing(orig):
+    def f(*a, **kw):
+        n[0] += 1
+        if n[0] == K:
+            os._exit(137)
+        return orig(*a, **kw)
+    return f
+os.replace, os.rename = killing(os.replace), killing(os.rename)
+sys.argv = sys.argv[1:]
+"""
+
+
+def killed_at(k: int, code: str, *args) -> int:
+    """Run ``code`` with its k-th rename killing the process (k = 0: never); its exit status."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tests") + os.pathsep + ROOT)
+    r = subprocess.run([sys.executable, "-c", KILL + code, str(k), *args], env=env, capture_output=True, text=True)
+    assert r.returncode in (0, 137), r.stderr[-2000:]
+    return r.returncode
+
+
+def snapshot(folder) -> dict[str, bytes]:
+    """Every file under ``folder``: relative path -> bytes."""
+    out = {}
+    for d, _, files in os.walk(folder):
+        for f in files:
+            p = os.path.join(d, f)
+            out[os.path.relpath(p, folder)] = open(p, "rb").read()
+    return out
+
+
+# --------------------------------------------------------------------------
+# a failed rerun keeps the finished job
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "bad,line",
+    [
+        ("tree.budget=-1", "tree.budget"),  # refused by the config checks
+        ("max_new_tokens=100000", "max_new_tokens"),  # refused by the context check (prompts loaded)
+    ],
+)
+def test_a_failed_rerun_into_a_finished_folder_keeps_the_finished_job(tiny_pair_dirs, tmp_path, bad, line):
+    d, out, res = tmp_path / "job", tmp_path / "outputs", tmp_path / "results"
+    good = job_args(tiny_pair_dirs, out, "tree=chain", "tree.budget=2", f"hydra.run.dir={d}")
+    r = specbench(*good)
+    assert r.returncode == 0, r.stderr[-2000:]
+    before = snapshot(d)
+    r = specbench(*[a for a in good if not a.startswith(bad.split("=")[0] + "=")], bad)
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("specbench: error")]
+    assert r.returncode == 2 and len(lines) == 1 and line in lines[0], r.stderr[-2000:]
+    after = snapshot(d)
+    assert {k: v for k, v in after.items() if k not in ("rerun-error.txt", "run.log")} == {
+        k: v for k, v in before.items() if k != "run.log"
+    }
+    assert not (d / "error.txt").exists() and line in (d / "rerun-error.txt").read_text().splitlines()[0]
+    r = specbench("specbench.collect", str(d), "--out", str(res))
+    assert r.returncode == 0 and "collected 1 configurations" in r.stdout, r.stdout + r.stderr
+    r = specbench(*good)  # a new finished run replaces the old one and its rerun error
+    assert r.returncode == 0 and not (d / "rerun-error.txt").exists()
+
+
+def test_a_failing_sweep_rerun_keeps_every_finished_job(tiny_pair_dirs, tmp_path):
+    """The issue's case: a prompt longer than the model's positions appended to the data, the
+    same sweep rerun into the same folder: it fails, and every finished job stays."""
+    sweep, out, data = tmp_path / "sweep", tmp_path / "outputs", tmp_path / "prompts.jsonl"
+    data.write_text('{"id": "p0", "text": "def add(a, b):"}\n')
+    grid = ("-m", "tree=chain,binary", "tree.budget=2", f"hydra.sweep.dir={sweep}", "dataset=jsonl",
+            f"dataset.path={data}")  # fmt: skip
+    args = [a for a in job_args(tiny_pair_dirs, out, *grid) if a not in ("dataset=smoke", "dataset.limit=2")]
+    r = specbench(*args)
+    assert r.returncode == 0, r.stderr[-2000:]
+    before = {k: v for k, v in snapshot(sweep).items() if not k.endswith("run.log")}
+    with open(data, "a") as fh:
+        fh.write(json.dumps({"id": "long", "text": "word " * 3000}) + "\n")
+    r = specbench(*args)
+    assert r.returncode != 0 and "2 of 2 jobs failed" in r.stderr, r.stderr[-2000:]
+    after = {k: v for k, v in snapshot(sweep).items() if not k.endswith(("run.log", "rerun-error.txt"))}
+    assert after == before and len([k for k in after if k.endswith("summary.csv")]) == 2
+
+
+# --------------------------------------------------------------------------
+# publishing as one unit, killed at every rename
+# --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def two_sweeps(tiny_pair_dirs, tmp_path_factory):
+    """Two finished sweeps (2 configurations each) of the tiny pair."""
+    root = tmp_path_factory.mktemp("sweeps")
+    for name, trees in (("a", "chain,binary"), ("b", "kary,topk_wide")):
+        r = specbench(
+            *job_args(
+                tiny_pair_dirs,
+                root / "outputs",
+                "-m",
+                f"tree={trees}",
+                "tree.budget=2",
+                f"hydra.sweep.dir={root / name}",
+            )  # fmt: skip
+        )
+        assert r.returncode == 0, r.stderr[-2000:]
+    return root
+
+
+COLLECT = "from specbench.study import collect; collect.main(sys.argv[1:])"
+
+
+def collected(out) -> dict[str, bytes]:
+    return {k: v for k, v in snapshot(out).items() if not k.startswith(".")}
+
+
+def test_collect_killed_at_every_rename_leaves_old_or_new(two_sweeps, tmp_path):
+    a, b = str(two_sweeps / "a"), str(two_sweeps / "b")
+    base = tmp_path / "base"
+    killed_at(0, COLLECT, a, "--out", str(base))
+    old = collected(base)
+    new_dir = tmp_path / "new"
+    shutil.copytree(base, new_dir)
+    killed_at(0, COLLECT, b, "--out", str(new_dir))
+    new = collected(new_dir)
+    assert old != new
+    seen, k = set(), 1
+    while True:
+        out = tmp_path / f"k{k}"
+        shutil.copytree(base, out)
+        code = killed_at(k, COLLECT, b, "--out", str(out))
+        recover(out, clean=False)  # what a reader does first (report.load, a collect's lock)
+        got = collected(out)
+        assert got in (old, new), k
+        seen.add("new" if got == new else "old")
+        (tmp_path / "none").mkdir(exist_ok=True)
+        killed_at(0, COLLECT, str(tmp_path / "none"), "--out", str(out))  # a clean collect tidies what the kill left
+        assert collected(out) == got and not [f for f in os.listdir(out) if f.startswith((".tmp-", ".publish"))]
+        if code == 0:
+            break
+        k += 1
+    assert k >= 4 and seen == {"old", "new"}  # the journal and each file's rename were each a kill point
+
+
+PUBLISH = """
+from specbench.core.atomic import replace_together
+def fill(d):
+    open(os.path.join(d, "fig.png"), "w").write("new figure")
+replace_together(sys.argv[1], fill, sys.argv[2], "new report")
+"""
+
+
+def test_report_publish_killed_at_every_rename_leaves_old_or_new(tmp_path):
+    """The figures folder and REPORT.md are swapped as one unit (``replace_together``)."""
+    k = 1
+    while True:
+        root = tmp_path / f"k{k}"
+        (root / "results" / "figures").mkdir(parents=True)
+        (root / "results" / "figures" / "fig.png").write_text("old figure")
+        (root / "REPORT.md").write_text("old report")
+        code = killed_at(k, PUBLISH, str(root / "results" / "figures"), str(root / "REPORT.md"))
+        for d in (root, root / "results"):
+            recover(d)
+        got = (collected(root / "results"), (root / "REPORT.md").read_text())
+        assert got in (
+            ({"figures/fig.png": b"old figure"}, "old report"),
+            ({"figures/fig.png": b"new figure"}, "new report"),
+        ), (k, got)
+        assert sorted(os.listdir(root / "results")) == ["figures"]
+        if code == 0:
+            break
+        k += 1
+    assert k >= 3
+
+
+MANY = """
+from specbench.core.atomic import atomic_write_many, write_file
+atomic_write_many({p: (lambda t, p=p: write_file(t, "new " + os.path.basename(p))) for p in sys.argv[1:]})
+"""
+
+
+def test_two_tables_written_together_survive_a_kill_at_every_rename(tmp_path):
+    """lossless_check.csv and lossless_control.csv (and every multi-file write) as one unit."""
+    names = ("lossless_check.csv", "lossless_control.csv")
+    k = 1
+    while True:
+        d = tmp_path / f"k{k}"
+        d.mkdir()
+        for n in names:
+            (d / n).write_text("old " + n)
+        code = killed_at(k, MANY, *(str(d / n) for n in names))
+        recover(d)
+        got = {n: (d / n).read_text().split()[0] for n in names}
+        assert set(got.values()) in ({"old"}, {"new"}) and sorted(os.listdir(d)) == sorted(names), (k, got)
+        if code == 0:
+            break
+        k += 1
+    assert k >= 3
+
+
+# --------------------------------------------------------------------------
+# two collects at once
+# --------------------------------------------------------------------------
+def test_concurrent_collects_with_random_kills_lose_no_rows(two_sweeps, tmp_path):
+    """Two collects started together into one --out (each maybe killed at a random rename),
+    then a clean collect: every configuration exactly once, as one clean collect gives."""
+    a, b = str(two_sweeps / "a"), str(two_sweeps / "b")
+    ref = tmp_path / "ref"
+    killed_at(0, COLLECT, a, b, "--out", str(ref))
+    want = collected(ref)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tests") + os.pathsep + ROOT)
+    rng = random.Random(0)
+    for trial in range(3):
+        out = tmp_path / f"t{trial}"
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", KILL + COLLECT, str(rng.choice([0, 0, 2, 3, 4])), *dirs, "--out", str(out)],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )  # fmt: skip
+            for dirs in ((a,), (a, b))
+        ]
+        for p in procs:
+            assert p.wait(timeout=300) in (0, 137), p.stderr.read()[-2000:] if p.stderr else ""
+        killed_at(0, COLLECT, a, b, "--out", str(out))
+        assert collected(out) == want, trial
+        rows = json.loads(json.dumps(sorted(collected(out))))
+        assert "summary.csv" in rows
