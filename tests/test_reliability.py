@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+from mounts import ro_mount  # noqa: F401  (fixture)
 from specbench.core.atomic import recover
 from test_hydra import ROOT, job_args, specbench
 
@@ -244,3 +245,59 @@ def test_concurrent_collects_with_random_kills_lose_no_rows(two_sweeps, tmp_path
         assert collected(out) == want, trial
         rows = json.loads(json.dumps(sorted(collected(out))))
         assert "summary.csv" in rows
+
+
+# --------------------------------------------------------------------------
+# every command checks its keys like run, before any model load
+# --------------------------------------------------------------------------
+COMMANDS = {  # command -> (its arguments pointing every output into {out}, its own unknown key)
+    "specbench.run": (["out_root={out}", "hydra.run.dir={out}/job"], None),
+    "specbench.study.calibrate": (["--out", "{out}/vector.csv"], None),
+    "specbench.study.lossless": (["--out", "{out}/check.csv"], None),
+    "specbench.study.costs": (["+results_dir={out}", "hydra.run.dir={out}/job"], "+costs_foo=1"),
+    "specbench.attention_bench": (["out_csv={out}/a.csv", "fig_dir={out}/f", "hydra.run.dir={out}/job"], None),
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("key", ["foo=1", "+foo=1", "own"])
+def test_every_command_refuses_an_unknown_key_in_one_line_before_any_work(command, key, tmp_path):
+    args, own = COMMANDS[command]
+    if key == "own":
+        if own is None:
+            pytest.skip("no keys of its own")
+        key = own
+    out = tmp_path / "out"
+    r = specbench(command, *[a.format(out=out) for a in args], key)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    name = key.lstrip("+").partition("=")[0]
+    assert r.returncode == 2 and len(lines) == 1 and name in lines[0], r.stderr[-2000:]
+    assert "Loading weights" not in r.stderr and not out.exists()
+
+
+@pytest.mark.parametrize(
+    "command,args,flag",
+    [
+        ("specbench.collect", ["--nope"], "--nope"),
+        ("specbench.report", ["--nope"], "--nope"),
+        ("specbench.study.lossless", ["--batch", "0"], "--batch"),
+        ("specbench.study.lossless", ["--temperature", "-1"], "--temperature"),
+        ("specbench.study.lossless", ["--top-p", "0"], "--top-p"),
+        ("specbench.study.lossless", ["--tree-budget", "0"], "--tree-budget"),
+    ],
+)
+def test_bad_flags_are_one_line_before_any_model(command, args, flag, tmp_path):
+    r = specbench(command, *args, *(["--out", str(tmp_path / "x.csv")] if "lossless" in command else []))
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and flag in lines[0], r.stderr[-2000:]
+    assert "Loading weights" not in r.stderr and not (tmp_path / "x.csv").exists()
+
+
+@pytest.mark.parametrize("command", ["specbench.study.calibrate", "specbench.study.lossless", "specbench.study.costs"])
+def test_a_read_only_output_folder_is_found_before_the_work(command, ro_mount):
+    out = ro_mount / "sub" / "x.csv"
+    args = [f"+results_dir={out.parent}"] if command.endswith("costs") else ["--out", str(out)]
+    r = specbench(command, *args)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "writable" in lines[0], r.stderr[-2000:]
+    assert "Loading weights" not in r.stderr

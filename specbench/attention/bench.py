@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import statistics
 import sys
 import time
@@ -389,8 +390,12 @@ def hydra_main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """`python -m specbench.attention_bench`: a bad value, or a disk it cannot write, is one line."""
-    from ..study.argv import run_hydra
+    import yaml
 
+    from ..study.argv import check_keys, run_hydra
+
+    with open(os.path.join(CONF_DIR, "attention_bench.yaml")) as fh:
+        check_keys(sys.argv[1:], top=set(yaml.safe_load(fh)) | {"hydra"})  # foo=1, +foo=1: one line
     run_hydra(hydra_main)
 
 

@@ -11,10 +11,10 @@ REPORT.md and PNGs.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
+from ..core.args import Parser
 from ..core.atomic import lock, os_line, replace_together
 from ..study.results import write_csv
 from . import figures as F
@@ -78,7 +78,7 @@ def publish(text: str, figs: list[F.Fig], out: str, fig_dir: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m specbench.report", description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m specbench.report", description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="results", help="folder with summary.csv etc. (default results)")
     ap.add_argument("--out", default="REPORT.md", help="report path (default REPORT.md)")
     ap.add_argument("--figures", default=None, help="figure folder (default RESULTS/figures)")

@@ -124,11 +124,13 @@ def check_groups(argv) -> None:
                 fail(f"unknown {group} '{v}'. Valid: {', '.join(valid)}")
 
 
-def check_keys(argv) -> None:
+def check_keys(argv, extra=(), top: set[str] | None = None) -> None:
     """A key that no config holds is refused, with or without ``+``.  Group keys are
     checked against the chosen option's file (a parameter that option does not have);
-    keys a sweep preset or a tree's sub-shape may add are left to ``checks.check_keys``."""
-    top, dirs = top_keys(), search_dirs(argv)
+    keys a sweep preset or a tree's sub-shape may add are left to ``checks.check_keys``.
+    ``extra``: the command's own top-level keys (``study.costs``' ``costs_*``); ``top``: the
+    valid top-level keys of another config (``attention_bench``; default conf/config.yaml's)."""
+    top, dirs = (top_keys() if top is None else set(top)) | set(extra), search_dirs(argv)
     sweep = any(a.lstrip("+~").startswith("sweep=") for a in argv)  # a preset may pick the options
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
@@ -203,12 +205,26 @@ def check_plugins(argv) -> None:
         fail(str(e))
 
 
-def check_argv(argv) -> None:
-    """Everything about the command line that needs no composed config (see the docstring)."""
+def check_argv(argv, extra=()) -> None:
+    """Everything about the command line that needs no composed config (see the docstring);
+    ``extra``: the command's own top-level keys."""
     check_groups(argv)
-    check_keys(argv)
+    check_keys(argv, extra)
     check_plugins(argv)
     check_dirs(argv)
+
+
+def check_out(path: str, key: str) -> None:
+    """An output file's folder must be (or be creatable as) a writable folder with room for a
+    file: one line naming ``key`` before any model loads or measurement."""
+    probe = os.path.abspath(os.path.expanduser(os.path.dirname(path) or "."))
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe) or not os.access(probe, os.W_OK | os.X_OK):
+        fail(f"{key}={path}: {probe} {'is not writable' if os.path.isdir(probe) else 'is not a directory'}; "
+             f"point {key} at a writable folder")  # fmt: skip
+    if (e := probe_write(probe)) is not None:
+        fail(f"{key}={path}: {probe}: {e.strerror}; free space or point {key} at another folder")
 
 
 def run_hydra(main) -> None:

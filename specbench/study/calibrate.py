@@ -42,7 +42,6 @@ the rows of its own job's pair_id.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import sys
 from collections import Counter
@@ -55,6 +54,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from ..core.args import Parser
 from ..core.atomic import atomic_write, lock
 from ..core.sampling import choose_children, probs
 from ..core.tree import DraftTree
@@ -196,19 +196,22 @@ def calibration_prompts(ctx) -> list:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m specbench.study.calibrate", description=__doc__.split("\n\n")[1])
+    ap = Parser(prog="python -m specbench.study.calibrate", description=__doc__.split("\n\n")[1])
     ap.add_argument("--ranks", type=int, default=16, help="sibling ranks measured (K)")
     ap.add_argument("--out", default="results/acceptance_vector.csv", help="CSV (relative: repo root)")
     args, overrides = ap.parse_known_args(argv)
     if args.ranks < 1:
         sys.exit("specbench: error: --ranks must be >= 1")
     from ..inputs.models import eos_ids
-    from . import identity, jobspec
+    from . import identity
+    from .argv import check_out
     from .context import context
-    from .launch import compose
+    from .launch import checked_job
 
+    out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
+    job = checked_job(overrides)  # as run checks it: one line, no model yet
+    check_out(str(out), "--out")
     try:
-        job = jobspec.from_config(compose(overrides))
         if not DRAFTERS.get(job.pair.drafter).teacher_forced and job.verify.name != "greedy":
             raise ValueError(
                 f"pair={job.pair.name} drafts with '{job.pair.drafter}': calibrate it with "
@@ -221,7 +224,6 @@ def main(argv=None) -> None:
         vector, n = measure(job, ident, pair, prompts, args.ranks, eos_ids(pair))
     except (ValueError, KeyError, FileNotFoundError) as e:
         sys.exit(f"specbench: error: {e}")
-    out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
     key = {
         "pair": job.pair.name,
         "pair_id": identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params),

@@ -24,7 +24,6 @@ full or read-only disk: one line naming the path, exit status 1) none is.
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ..core.args import Parser
 from ..core.atomic import atomic_write_many, incomplete, lock, open_text, recover
 from .results import OUTPUTS_FILE, STEPS_FILE, csv_writer, jsonl_text, read_csv, text_writer
 
@@ -368,7 +368,7 @@ def report_skipped(s: Scan) -> None:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m specbench.collect", description=__doc__.splitlines()[0])
     ap.add_argument("dirs", nargs="*", default=["outputs"], help="folders to search for jobs")
     ap.add_argument("--out", default="results", help="where summary.csv, steps.csv and outputs.jsonl go")
     ap.add_argument("--fresh", action="store_true", help="ignore rows already in --out")

@@ -303,5 +303,19 @@ def env_file(device: str) -> str:
     return "environment.json" if device == "cpu" else f"environment-{device}.json"
 
 
+KEYS = ("results_dir", "costs_repeats", "costs_kv_lens", "costs_pairs", "costs_dtypes", "costs_merge")
+
+
+def cli() -> None:
+    """`python -m specbench.study.costs`: the command line checked as `run` checks it (its own
+    keys: ``KEYS``), and the results folder writable, before any model loads."""
+    from . import argv
+
+    argv.check_argv(sys.argv[1:], extra=KEYS)
+    results_dir = argv.override_value(sys.argv[1:], "results_dir", "results")
+    argv.check_out(os.path.join(str(results_dir), "costs.csv"), "results_dir")
+    argv.run_hydra(main)
+
+
 if __name__ == "__main__":
-    main()
+    cli()

@@ -57,6 +57,27 @@ def compose(overrides):
         return hydra_compose("config", overrides=list(overrides))
 
 
+def checked_job(overrides):
+    """The job spec of a command that is not ``run`` (``study.calibrate``, ``study.lossless``)
+    from its overrides, checked as ``run`` checks them before any model loads: an unknown
+    group option or key (``+`` or not) or a bad value is one line and exit 2."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from . import argv, checks, jobspec
+
+    argv.check_groups(overrides)
+    argv.check_keys(overrides)
+    argv.check_plugins(overrides)
+    try:
+        job = jobspec.from_config(compose(overrides))
+        checks.check_no_extra(job)
+        checks.check_keys(job)
+    except (HydraException, OmegaConfBaseException, ValueError) as e:
+        argv.fail((str(e).strip().splitlines() or [type(e).__name__])[0])
+    return job
+
+
 def one_line(e: BaseException) -> str:
     """The first line of an error; an OSError names the path it could not use."""
     if isinstance(e, OSError) and e.filename and e.strerror:

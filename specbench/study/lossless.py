@@ -61,13 +61,13 @@ replication beside them.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
+from ..core.args import Parser
 from ..verify.modes import get_mode
 from ..verify.modespec import MODES
 from .context import context
@@ -151,7 +151,7 @@ def merge_rows(path: Path, new: pd.DataFrame) -> pd.DataFrame:
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="python -m specbench.study.lossless", description=__doc__.split("\n\n")[1])
+    ap = Parser(prog="python -m specbench.study.lossless", description=__doc__.split("\n\n")[1])
     ap.add_argument(
         "--draws",
         default="auto",
@@ -193,6 +193,19 @@ def check_args(args) -> tuple[int, list[ModeVariant], list[ModeVariant]]:
     """(N, modes, controls) from the arguments, each mode parsed once, or a one-line ValueError."""
     if args.max_bins < 2:
         raise ValueError(f"--max-bins={args.max_bins}: must be >= 2")
+    for flag, value, ok, want in (
+        ("--batch", args.batch, args.batch >= 1, ">= 1"),
+        ("--chain-budget", args.chain_budget, args.chain_budget >= 1, ">= 1"),
+        ("--tree-budget", args.tree_budget, args.tree_budget >= 1, ">= 1"),
+        ("--temperature", args.temperature, args.temperature > 0, "> 0 (the check samples)"),
+        ("--top-p", args.top_p, 0 < args.top_p <= 1, "in (0, 1]"),
+        ("--tv", args.tv, 0 < args.tv < 1, "in (0, 1)"),
+        ("--alpha", args.alpha, 0 < args.alpha < 1, "in (0, 1)"),
+        ("--power", args.power, 0 < args.power < 1, "in (0, 1)"),
+        ("--prefix-search", args.prefix_search, args.prefix_search >= 0, ">= 0"),
+    ):
+        if not ok:
+            raise ValueError(f"{flag}={value}: must be {want}")
     n = draws_for_power(args.max_bins - 1, args.tv, args.alpha, args.power) if args.draws == "auto" else int(args.draws)
     if n < 1:
         raise ValueError(f"--draws={args.draws}: must be >= 1 or auto")
@@ -220,12 +233,18 @@ def merged(out: Path, rows: list[dict], keys: dict, columns: list[str]) -> pd.Da
 
 def main(argv=None) -> None:
     args, overrides = parse_args(argv)
-    from . import identity, jobspec
-    from .launch import compose
+    from . import identity
+    from .argv import check_out, fail
+    from .launch import checked_job
 
+    out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
     try:
         n, modes, controls = check_args(args)
-        job = jobspec.from_config(compose(overrides))
+    except ValueError as e:
+        fail(str(e).splitlines()[0])
+    job = checked_job(overrides)  # as run checks it: one line, no model yet
+    check_out(str(out), "--out")
+    try:
         ident = identity.job_identity(job)
         ctx = context(job)
         pair = ctx.load_pair()
@@ -253,7 +272,6 @@ def main(argv=None) -> None:
         "dataset": job.dataset.name,
         "dtype": job.dtype,
     }
-    out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
     lossy = {m.name for m in controls}
     from ..core.atomic import atomic_write_many, lock
     from .results import csv_writer
