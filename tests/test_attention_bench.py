@@ -102,6 +102,21 @@ def test_grid_errors_name_the_fix():
         ab.grid_points(cfg_for("grid=tiny", "grids.tiny.0.impls=[fussed]"))
 
 
+@pytest.mark.parametrize(
+    "override,match",
+    [
+        ("grids.tiny.0.batch=[0]", r"^grids.tiny.batch: 0 must be an integer >= 1$"),
+        ("grids.tiny.0.tree_size=[-2]", r"^grids.tiny.tree_size: -2 must be an integer >= 1$"),
+        ("grids.tiny.0.shape=[bnary]", "bnary"),
+        ("grids.tiny.0.dtype=[float64]", r"^grids.tiny.dtype: 'float64' is not one of"),
+    ],
+)
+def test_bad_grid_values_are_refused_before_any_measurement(override, match):
+    """grid_points runs before the bandwidth and FLOP measurement (main_run)."""
+    with pytest.raises((ValueError, KeyError), match=match):
+        ab.grid_points(cfg_for("grid=tiny", override))
+
+
 def test_default_grid_keeps_the_headline_point():
     pts = ab.grid_points(cfg_for())
     for dt in ("bfloat16", "float32"):

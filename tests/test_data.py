@@ -174,6 +174,8 @@ def test_jsonl_user_file(tok, tmp_path):
         ("not json\n", "not valid JSON"),
         ('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n', "duplicate id"),
         ('{"id": "a", "text": "   "}\n', "empty text"),
+        ('{"id": "a", "text": null}\n', '"text" is null, not a string'),  # was decoded as the prompt "None"
+        ('{"id": "a", "text": 7}\n', '"text" is 7, not a string'),
     ],
 )
 def test_jsonl_bad_lines(tok, tmp_path, content, match):

@@ -66,7 +66,13 @@ def grid_points(cfg: DictConfig) -> dict[tuple, list[str]]:
             ai.IMPLS.get(name)  # unknown name -> one-line error
         for dt in sl.dtype:
             if dt not in DTYPES:
-                raise ValueError(f"dtype '{dt}' is not one of {', '.join(DTYPES)}")
+                raise ValueError(f"grids.{cfg.grid}.dtype: '{dt}' is not one of {', '.join(DTYPES)}")
+        for axis, low in (("batch", 1), ("kv_len", 0), ("tree_size", 1)):
+            for v in sl[axis]:
+                if not isinstance(v, int) or isinstance(v, bool) or v < low:
+                    raise ValueError(f"grids.{cfg.grid}.{axis}: {v!r} must be an integer >= {low}")
+        for shape in sl.shape:
+            tree_parents(shape, 1)  # an unknown or non-static shape: one line naming it
         for pt in itertools.product(*(list(sl[a]) for a in GRID_AXES)):
             have = points.setdefault(tuple(pt), [])
             have += [i for i in impls if i not in have]

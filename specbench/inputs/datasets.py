@@ -128,7 +128,11 @@ def rows_from_jsonl(path: Path | str, default_task: str, opener=open) -> list[tu
         if pid in seen:
             raise ValueError(f"{path}:{lineno}: duplicate id '{pid}'; ids must be unique")
         seen.add(pid)
-        out.append((pid, str(row["text"]), str(row.get("task") or default_task)))
+        if not isinstance(row["text"], str):
+            raise ValueError(
+                f'{path}:{lineno}: "text" is {json.dumps(row["text"])}, not a string; give each prompt its text'
+            )
+        out.append((pid, row["text"], str(row.get("task") or default_task)))
     return out
 
 
