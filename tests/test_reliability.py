@@ -301,3 +301,23 @@ def test_a_read_only_output_folder_is_found_before_the_work(command, ro_mount):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "writable" in lines[0], r.stderr[-2000:]
     assert "Loading weights" not in r.stderr
+
+
+@pytest.mark.parametrize("tree,verify", [("eagle2", "mss"), ("eagle2", "sequoia")])
+def test_the_modes_a_refusal_suggests_are_each_accepted(tree, verify):
+    """'modes that fit' names only modes the same checks then accept (eagle2 once named
+    chain-only ones); no model loads."""
+    from specbench.study import checks, jobspec
+    from specbench.study.launch import compose
+
+    def job(mode):
+        return jobspec.from_config(compose([f"tree={tree}", f"verify={mode}"]))
+
+    with pytest.raises(ValueError) as e:
+        checks.validate(job(verify))
+    if "modes that fit: " not in str(e.value):
+        pytest.skip(f"refused for another reason: {e.value}")
+    fit = str(e.value).split("modes that fit: ")[1].split(", ")
+    assert fit
+    for mode in fit:
+        checks.validate(job(mode))

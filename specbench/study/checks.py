@@ -37,7 +37,7 @@ def check_registries(job: JobSpec) -> ModeSpec:
             "would tie; use verify.draft_temperature=1 (the ranking is the same at any T > 0)"
         )
     tree_rule = drafter.child_rule(policy.kind, mode.child_rule)
-    check_compatible(mode, tree_rule)
+    check_compatible(mode, tree_rule, policy_spec(job.tree.name).chain)
     check_paired(job, mode, tree_rule)
     return mode
 

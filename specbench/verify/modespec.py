@@ -267,14 +267,16 @@ def fits(spec: ModeSpec, tree_child_rule: str) -> bool:
     return not spec.lossless or tree_child_rule in spec.lossless_for
 
 
-def modes_for(tree_child_rule: str) -> list[str]:
-    """Names of the modes that may verify trees drafted by ``tree_child_rule``."""
-    return [n for n in MODES.names() if fits(MODES.get(n), tree_child_rule)]
+def modes_for(tree_child_rule: str, chain: bool = True) -> list[str]:
+    """Names of the modes that may verify trees drafted by ``tree_child_rule`` (``chain``: the
+    policy drafts chains, so chain-only modes fit too)."""
+    return [n for n in MODES.names() if fits(MODES.get(n), tree_child_rule) and (chain or not MODES.get(n).chain_only)]
 
 
-def check_compatible(spec: ModeSpec, tree_child_rule: str) -> None:
+def check_compatible(spec: ModeSpec, tree_child_rule: str, chain: bool = True) -> None:
     """One-line ValueError when a drafter that builds ``tree_child_rule`` trees cannot
-    feed ``spec`` (e.g. mss on eagle2's top-k trees); it names the modes that fit."""
+    feed ``spec`` (e.g. mss on eagle2's top-k trees); it names the modes that fit (on a
+    tree policy, ``chain`` false: not the chain-only ones)."""
     if not fits(spec, tree_child_rule):
         why = (
             f"is lossless only on trees drafted by {'/'.join(sorted(spec.lossless_for))}"
@@ -283,7 +285,7 @@ def check_compatible(spec: ModeSpec, tree_child_rule: str) -> None:
         )
         raise ValueError(
             f"verify={spec.name} {why}, but this drafter builds '{tree_child_rule}' "
-            f"trees; modes that fit: {', '.join(modes_for(tree_child_rule))}"
+            f"trees; modes that fit: {', '.join(modes_for(tree_child_rule, chain))}"
         )
 
 
