@@ -612,3 +612,14 @@ def test_another_machines_costs_merge_in_without_a_model_load(tmp_path):
         with pytest.raises(SystemExit, match=r"^specbench.study.costs: costs_merge=\S+: "):
             merge_file(str(home), str(bad))
     assert (home / "costs.csv").read_bytes() == before
+
+
+def test_a_layer_range_past_the_target_is_refused_before_its_weights_load(cross_dirs, monkeypatch):
+    from specbench.inputs import models
+
+    def no_load(*a, **kw):
+        raise AssertionError("weights loaded before the layer range was checked")
+
+    monkeypatch.setattr(models, "load_model", no_load)
+    with pytest.raises(ValueError, match=r"pair.layers='0-9': layer indices must lie in 0..1 \(the target has 2"):
+        models.load_pair({"drafter": "layerskip", "layers": "0-9", "target": local(cross_dirs[1])})

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import statistics
 import sys
 import time
@@ -37,7 +36,7 @@ from ..core.atomic import atomic_write
 from ..core.tree import paths_to_parents
 from ..trees.policies import shape_paths
 from . import impls as ai
-from .config import all_failed, merge_rows, validate
+from .config import all_failed, check_slice, merge_rows, top_keys, validate
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 POINT = ["level", "batch", "kv_len", "tree_size", "shape", "dtype"]
@@ -64,13 +63,7 @@ def grid_points(cfg: DictConfig) -> dict[tuple, list[str]]:
         impls = list(sl.get("impls") or cfg.impls)
         for name in impls:
             ai.IMPLS.get(name)  # unknown name -> one-line error
-        for dt in sl.dtype:
-            if dt not in DTYPES:
-                raise ValueError(f"grids.{cfg.grid}.dtype: '{dt}' is not one of {', '.join(DTYPES)}")
-        for axis, low in (("batch", 1), ("kv_len", 0), ("tree_size", 1)):
-            for v in sl[axis]:
-                if not isinstance(v, int) or isinstance(v, bool) or v < low:
-                    raise ValueError(f"grids.{cfg.grid}.{axis}: {v!r} must be an integer >= {low}")
+        check_slice(cfg.grid, sl, DTYPES)
         for shape in sl.shape:
             tree_parents(shape, 1)  # an unknown or non-static shape: one line naming it
         for pt in itertools.product(*(list(sl[a]) for a in GRID_AXES)):
@@ -396,12 +389,9 @@ def hydra_main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """`python -m specbench.attention_bench`: a bad value, or a disk it cannot write, is one line."""
-    import yaml
-
     from ..study.argv import check_keys, run_hydra
 
-    with open(os.path.join(CONF_DIR, "attention_bench.yaml")) as fh:
-        check_keys(sys.argv[1:], top=set(yaml.safe_load(fh)) | {"hydra"})  # foo=1, +foo=1: one line
+    check_keys(sys.argv[1:], top=top_keys(CONF_DIR))  # foo=1, +foo=1: one line
     run_hydra(hydra_main)
 
 

@@ -83,3 +83,25 @@ def all_failed(new: pd.DataFrame) -> str | None:
             f"all {len(new)} measurements failed (first: {first}); results left as they were: fix the cause and rerun"
         )
     return None
+
+
+def check_slice(grid: str, sl, dtypes) -> None:
+    """One grid slice's axes: dtypes known, batch and tree size >= 1, KV length >= 0 (one line
+    naming ``grids.<grid>.<axis>``), before anything is measured."""
+    for dt in sl["dtype"]:
+        if dt not in dtypes:
+            raise ValueError(f"grids.{grid}.dtype: '{dt}' is not one of {', '.join(dtypes)}")
+    for axis, low in (("batch", 1), ("kv_len", 0), ("tree_size", 1)):
+        for v in sl[axis]:
+            if not isinstance(v, int) or isinstance(v, bool) or v < low:
+                raise ValueError(f"grids.{grid}.{axis}: {v!r} must be an integer >= {low}")
+
+
+def top_keys(conf_dir: str) -> set[str]:
+    """The keys conf/attention_bench.yaml holds (and hydra): what a command line may set."""
+    import os
+
+    import yaml
+
+    with open(os.path.join(conf_dir, "attention_bench.yaml")) as fh:
+        return set(yaml.safe_load(fh)) | {"hydra"}

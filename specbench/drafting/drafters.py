@@ -56,7 +56,7 @@ class Drafter:
     * ``draft_model``: it needs a separate draft model (``pair.draft``);
       ``own_tokenizer``: that model keeps its own vocabulary (else it must share the target's);
     * ``pair_keys``: its own ``pair.*`` keys (``check_params`` checks them before any model
-      loads; ``pair_inputs`` resolves them once the target is loaded);
+      loads; ``pair_inputs`` resolves them on the target's config, before its weights load);
     * ``rank_replay``: static shapes replay from the teacher-forced ranks of ``rank_model``;
     * ``teacher_forced``: its children at every node are the top-k / draws of ``pair.draft``'s
       own next-token distribution over the target's vocabulary and nothing else (no n-gram
@@ -91,8 +91,9 @@ class Drafter:
                 )
 
     @classmethod
-    def pair_inputs(cls, params: Mapping[str, Any], target, target_name: str) -> dict:
-        """Pair fields (``inputs.models.Pair``) derived from its own keys once the target is loaded."""
+    def pair_inputs(cls, params: Mapping[str, Any], config, target_name: str) -> dict:
+        """Pair fields (``inputs.models.Pair``) derived from its own keys and the target's config
+        (read before its weights load, so a bad key is refused first)."""
         return {}
 
     @classmethod

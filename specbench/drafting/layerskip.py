@@ -164,7 +164,7 @@ class LayerSkipDrafter(ModelDrafter):
         resolve_layers(params.get("layers"))
 
     @classmethod
-    def pair_inputs(cls, params, target, target_name: str) -> dict:
-        """``pair.layers`` resolved on the target's layer count, and the draft's name."""
-        layers = resolve_layers(params.get("layers"), target.config.num_hidden_layers)
+    def pair_inputs(cls, params, config, target_name: str) -> dict:
+        """``pair.layers`` resolved on the target's layer count (its config), and the draft's name."""
+        layers = resolve_layers(params.get("layers"), config.num_hidden_layers)
         return {"layers": layers, "draft_name": f"{target_name}@layers={describe(layers)}"}

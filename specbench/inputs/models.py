@@ -143,13 +143,18 @@ def model_folder(source: str, ref: str, dtype="float32", key: str = "the model")
 CONTEXT_ATTRS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 
 
+def target_config(spec: Mapping, dtype="float32"):
+    """A model's config (config.json; no weights load)."""
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(_location(*spec_key(spec), resolve_dtype(dtype)))
+
+
 def context_length(spec: Mapping, dtype="float32") -> int | None:
     """The number of positions a model was built for, read from its config (config.json; an
     embedded model's de-quantized folder carries its GGUF's) without loading any weights;
     None if the config does not say."""
-    from transformers import AutoConfig
-
-    config = AutoConfig.from_pretrained(_location(*spec_key(spec), resolve_dtype(dtype)))
+    config = target_config(spec, dtype)
     for attr in CONTEXT_ATTRS:
         n = getattr(config, attr, None)
         if isinstance(n, int) and n > 0:
@@ -299,7 +304,8 @@ def load_pair(pair_spec: Mapping, dtype="bfloat16", device="cpu") -> Pair:
     """The target, the draft model if the drafter needs one (``draft_model``), and the
     tokenizers: the draft's must equal the target's unless the drafter keeps its own
     (``own_tokenizer``, drafter=tli).  The drafter's own pair keys (``pair_keys``, e.g.
-    layerskip's ``pair.layers``) are resolved on the loaded target (``pair_inputs``)."""
+    layerskip's ``pair.layers``) are resolved on the target's config before any weights load
+    (``pair_inputs``)."""
     drafter = _get(pair_spec, "drafter", "model")
     if drafter not in DRAFTERS:
         raise ValueError(f"pair.drafter '{drafter}' is not one of {', '.join(DRAFTERS.names())}")
@@ -318,11 +324,14 @@ def load_pair(pair_spec: Mapping, dtype="bfloat16", device="cpu") -> Pair:
         if not cls.own_tokenizer:
             check_same_tokenizer(draft_tokenizer, tokenizer, draft_name, target_name)
         draft = load_model(dspec, dtype, device)
+    own = {k: pair_spec[k] for k in cls.pair_keys if _get(pair_spec, k) is not None}
+    extra = {
+        "draft_name": draft_name,
+        **(cls.pair_inputs(own, target_config(tspec, dtype), target_name) if own else {}),
+    }
     target = load_model(tspec, dtype, device)
     if draft is not None and not cls.own_tokenizer:
         draft = fit_draft_vocab(draft, target, tokenizer, draft_name, target_name)
-    own = {k: pair_spec[k] for k in cls.pair_keys if _get(pair_spec, k) is not None}
-    extra = {"draft_name": draft_name, **(cls.pair_inputs(own, target, target_name) if own else {})}
     return Pair(
         name=_get(pair_spec, "name", f"{extra['draft_name']}->{target_name}"),
         target_name=target_name,
