@@ -1,0 +1,193 @@
+"""`python -m specbench.export [overrides] format=F [out=PATH]`: a configuration in the form a
+serving engine takes, or its speculation profile.
+
+The configuration is the study's overrides (``pair=qwen_coder tree=binary tree.budget=16``,
+checked as ``run`` checks them, no model loads) or ``config_hash=H``, a committed row of
+``results_dir`` (default results).  ``format``:
+
+- ``paths``: the tree as a rank-path list, ``[[0], [0, 0], [1], ...]`` (Medusa's choices,
+  TensorRT-LLM's ``medusa_choices``, vLLM's ``speculative_token_tree``), for every static
+  shape (Sequoia's DP tree included); its parents and sibling ranks are the policy's.
+- ``sglang``, ``trtllm``, ``vllm``: the engine's own settings (``engines.FORMATS``; each names
+  the engine version whose source it was checked against).
+- ``profile``: the speculation profile of the configuration's committed rows (``profile``).
+
+``out=PATH`` writes JSON there (atomically); without it the JSON goes to stdout.  What a format
+cannot express is refused in one line naming what is missing, exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import pandas as pd
+
+from ..core.atomic import write_text
+from ..trees.policies import make_policy, policy_spec
+from .engines import FORMATS, Choice
+
+KEYS = ("format", "out", "config_hash", "results_dir")  # export's own keys, set without a +
+PROFILE_VERSION = 1
+
+
+def paths(choice: Choice) -> list[list[int]]:
+    """The static shape's rank paths (a refusal for a tree drafted at run time)."""
+    if policy_spec(choice.tree).shape is None:
+        raise ValueError(
+            f"format=paths: tree={choice.tree} is drafted at run time, not one static rank-path list; export a "
+            "static shape (chain, binary, kary, specinfer, topk_wide, sequoia, medusa63, paths), or EAGLE-2 "
+            "and chains with format=sglang / trtllm / vllm"
+        )
+    policy = make_policy(choice.tree, choice.budget, choice.params)
+    return [list(p) for p in policy.paths()]  # type: ignore[attr-defined]
+
+
+def profile(summary: pd.Series, steps: pd.DataFrame) -> dict:
+    """The field's per-position acceptance figures of one configuration's steps: the
+    acceptance-length histogram, marginal (P(accepted >= d)) and conditional (P(accepted >= d |
+    accepted >= d - 1)) acceptance per position, the acceptance length AL = 1 + accepted per
+    step token-weighted (over all steps) and per request (the mean of each prompt's), and the
+    consistency checks as fields (AL = 1 + sum of marginals; marginals non-increasing)."""
+    acc = steps.accepted.to_numpy(int)
+    depth = int(max(acc.max(initial=0), steps.tree_depth.max()))
+    hist = np.bincount(acc, minlength=depth + 1)
+    marginal = [float((acc >= d).mean()) for d in range(1, depth + 1)]
+    conditional = [m / prev if prev else None for m, prev in zip(marginal, [1.0, *marginal[:-1]])]
+    al = 1 + float(acc.mean())
+    per_request = steps.groupby("prompt_id").accepted.mean() + 1
+    return {
+        "profile_version": PROFILE_VERSION,
+        "config_hash": str(summary.config_hash),
+        **{
+            k: _plain(summary[k]) for k in ("pair", "dataset", "tree", "tree_params", "budget", "verify", "temperature")
+        },
+        "n_requests": int(per_request.size),
+        "n_steps": int(acc.size),
+        "acceptance_length_histogram": hist.tolist(),
+        "marginal_acceptance": marginal,
+        "conditional_acceptance": conditional,
+        "acceptance_length_token_weighted": al,
+        "acceptance_length_per_request": float(per_request.mean()),
+        "checks": {
+            "al_equals_1_plus_sum_marginal": bool(np.isclose(al, 1 + sum(marginal))),
+            "marginal_non_increasing": bool(all(b <= a + 1e-12 for a, b in zip(marginal, marginal[1:]))),
+            "histogram_counts_steps": int(hist.sum()) == int(acc.size),
+        },
+    }
+
+
+def _plain(v):
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def committed(results: str, chash: str) -> tuple[pd.Series, pd.DataFrame]:
+    """The summary row and step rows of ``chash`` in ``results`` (one line when absent)."""
+    from .results import STEPS_FILE, read_csv
+
+    summary = read_csv(os.path.join(results, "summary.csv"))
+    rows = summary[summary.config_hash.astype(str) == chash]
+    if rows.empty:
+        raise ValueError(
+            f"config_hash={chash}: no such row in {results}/summary.csv; run the configuration and collect it first"
+        )
+    steps = read_csv(os.path.join(results, STEPS_FILE))
+    return rows.iloc[0], steps[steps.config_hash.astype(str) == chash]
+
+
+def choose(argv: list[str], opts: dict) -> tuple[Choice, str | None]:
+    """(what to export, its config hash where known) from ``config_hash`` or the overrides."""
+    if opts.get("config_hash"):
+        row, _ = committed(opts["results_dir"], opts["config_hash"])
+        return Choice.of_row(row), str(opts["config_hash"])
+    from .launch import checked_job
+
+    job = checked_job(argv)
+    chash = None
+    if opts["format"] == "profile" or job.tree.params.get("calib_pair_id") == "auto":
+        from . import identity
+
+        ident = identity.job_identity(job)  # content fingerprints: no model loads
+        job, ident = identity.bind(job, ident)
+        chash = identity.config_hash(job, ident)
+    return Choice.of_job(job), chash
+
+
+def split_argv(argv: list[str]) -> tuple[list[str], dict]:
+    """(the study's overrides, export's own keys) of the command line."""
+    opts: dict = {"format": None, "out": None, "config_hash": None, "results_dir": "results"}
+    rest = []
+    for arg in argv:
+        key, eq, value = arg.lstrip("+").partition("=")
+        if eq and key in KEYS:
+            opts[key] = value
+        else:
+            rest.append(arg)
+    if opts["format"] not in (*FORMATS, "paths", "profile"):
+        raise ValueError(
+            f"format={opts['format']}: must be one of paths, profile, {', '.join(FORMATS)} (e.g. format=paths)"
+        )
+    return rest, opts
+
+
+def export(argv: list[str]) -> tuple[object, dict]:
+    """(the exported JSON object, export's own keys) for a command line (one-line ValueErrors)."""
+    rest, opts = split_argv(argv)
+    choice, chash = choose(rest, opts)
+    if opts["format"] == "paths":
+        return paths(choice), opts
+    if opts["format"] == "profile":
+        if chash is None:
+            raise ValueError("format=profile needs the configuration's committed rows: give config_hash=H")
+        row, steps = committed(opts["results_dir"], chash)
+        if steps.empty:
+            raise ValueError(f"config_hash={chash}: no step rows in {opts['results_dir']}; collect them first")
+        return profile(row, steps), opts
+    return FORMATS[opts["format"]](choice, paths, batch_schedule(opts["results_dir"], choice)), opts
+
+
+def batch_schedule(results: str, choice: Choice) -> list[tuple[int, int]] | None:
+    """[(batch size, draft length K), ...] from the batch-size study's live chains of this pair
+    (results/speedup.csv): per B the fastest chain's N where it beats plain decoding, else 0;
+    None without such a study."""
+    path = os.path.join(results, "speedup.csv")
+    if not os.path.isfile(path):
+        return None
+    speed = pd.read_csv(path)
+    live = speed[
+        (speed.engine == "live")
+        & (speed.measured_hash.astype(str) == speed.config_hash.astype(str))
+        & (speed.pair.astype(str) == choice.pair)
+        & (speed.tree == "chain")
+    ]
+    setting = ["dataset", "dtype", "max_new_tokens", "n_prompts"]  # one live setting, never mixed
+    sizes = live.groupby(setting).batch_size.nunique()
+    if sizes.empty or sizes.max() < 2:
+        return None
+    live = live.set_index(setting).loc[sizes.idxmax()].reset_index()
+    out = []
+    for b, g in live.groupby("batch_size", sort=True):
+        best = g.loc[g.measured.idxmax()]
+        out.append((int(b), int(best.budget) if best.measured > 1 else 0))
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        obj, opts = export(argv)
+    except ValueError as e:
+        print(f"specbench: error: {(str(e).strip().splitlines() or [type(e).__name__])[0]}", file=sys.stderr)
+        sys.exit(2)
+    text = json.dumps(obj, indent=None if opts["format"] == "paths" else 1) + "\n"
+    if opts["out"]:
+        write_text(opts["out"], text)
+        print(f"specbench: wrote {opts['format']} -> {opts['out']}")
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

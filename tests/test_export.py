@@ -1,0 +1,121 @@
+"""`python -m specbench.export` (#38): the tree as a rank-path list for every static shape, the
+engines' settings, and the speculation profile of committed rows; refusals in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from specbench.core.tree import paths_to_parents
+from specbench.study import engines
+from specbench.study.engines import Choice
+from specbench.study.export import export, paths, profile
+from specbench.trees.policies import POLICIES, make_policy
+from test_hydra import ROOT, specbench
+
+STATIC = [n for n in POLICIES.names() if POLICIES.get(n).shape is not None and n != "paths"]
+
+
+def choice(tree="chain", budget=4, drafter="model", verify="greedy", **params) -> Choice:
+    return Choice("p", drafter, "org/draft", tree, budget, params, verify, 0.0)
+
+
+def test_the_command_writes_the_rank_path_list(tmp_path):
+    out = tmp_path / "tree.json"
+    r = specbench("specbench.export", "pair=qwen_coder", "tree=binary", "tree.budget=16", "format=paths", f"out={out}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(out.read_text())
+    assert isinstance(got, list) and len(got) == 16 and all(isinstance(x, int) for p in got for x in p)
+    assert got == [list(p) for p in make_policy("binary", 16).paths()]
+
+
+@pytest.mark.parametrize("tree", STATIC)
+def test_every_static_shape_round_trips_at_every_budget(tree):
+    """The exported list, read back, is the policy's tree: the same parents and sibling ranks."""
+    for budget in range(1, 65):
+        try:
+            want = make_policy(tree, budget).paths()
+        except ValueError:
+            continue  # a budget the shape does not admit (medusa63 above 63)
+        back = json.loads(json.dumps(paths(choice(tree, budget))))
+        assert paths_to_parents([tuple(p) for p in back]) == paths_to_parents(want), (tree, budget)
+        assert [p[-1] for p in back] == [p[-1] for p in want] and len(back) == len(want) == budget
+
+
+@pytest.mark.parametrize(
+    "argv,line",
+    [
+        (["tree=eagle2", "tree.budget=16", "format=paths"], "format=paths: tree=eagle2 is drafted at run time"),
+        (["tree=binary", "tree.budget=16", "format=vllm"], "vLLM drafts chains only"),
+        (["pair=smollm_qwen", "tree=chain", "tree.budget=4", "format=sglang"], "pair.drafter=tli"),
+        (["tree=binary", "tree.budget=4", "format=sglang"], "SGLang takes a chain or an EAGLE-style"),
+        (["tree=chain", "tree.budget=4", "verify=typical", "verify.temperature=1", "format=trtllm"], "verify=typical"),
+        (["tree=chain", "tree.budget=4", "format=yaml"], "format=yaml: must be one of"),
+        (["tree=chain", "tree.budget=4", "format=paths", "foo=1"], "foo"),
+    ],
+)
+def test_what_a_format_cannot_express_is_one_line(argv, line):
+    r = specbench("specbench.export", *argv)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and line in lines[0], r.stderr[-2000:]
+
+
+def test_engine_settings_follow_their_sources():
+    s = engines.sglang(choice("chain", 3), paths)["server_args"]
+    assert s["--speculative-num-draft-tokens"] == 4 and s["--speculative-num-steps"] == 3  # the root counts
+    assert s["--speculative-algorithm"] == "STANDALONE" and s["--speculative-eagle-topk"] == 1
+    e = engines.sglang(choice("eagle2", 16, depth=5, width=4), paths)["server_args"]
+    assert (e["--speculative-num-steps"], e["--speculative-eagle-topk"], e["--speculative-num-draft-tokens"]) == (
+        5,
+        4,
+        17,
+    )
+    t = engines.trtllm(choice("eagle2", 16, depth=5, width=4), paths)["speculative_config"]
+    assert t["use_dynamic_tree"] and t["max_draft_len"] <= t["max_total_draft_tokens"] <= 4 * t["max_draft_len"]
+    st = engines.trtllm(choice("binary", 8), paths)["speculative_config"]
+    assert st["eagle_choices"] == paths(choice("binary", 8)) and st["max_draft_len"] == max(
+        map(len, st["eagle_choices"])
+    )
+    v = engines.vllm(choice("chain", 2, drafter="ngram"), paths)["speculative_config"]
+    assert v == {"num_speculative_tokens": 2, "method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 4}
+    sched = engines.vllm(choice("chain", 3), paths, [(1, 3), (4, 2), (16, 1)])["speculative_config"]
+    assert sched["num_speculative_tokens_per_batch_size"] == [[1, 1, 3], [2, 4, 2], [5, 16, 1]]
+    ds = engines.trtllm(choice("chain", 3), paths, [(1, 3), (4, 0)])["speculative_config"]
+    assert ds["draft_len_schedule"] == {"1": 3, "4": 0}
+    for fmt in engines.FORMATS:
+        assert engines.FORMATS[fmt](choice("chain", 2), paths)["checked_against"] == engines.CHECKED[fmt]
+
+
+def test_the_profile_of_a_committed_configuration_checks_out_and_equals_the_csvs():
+    from specbench.study.results import STEPS_FILE, read_csv
+
+    results = os.path.join(ROOT, "results")
+    if not os.path.exists(os.path.join(results, STEPS_FILE)):
+        pytest.skip("no committed steps")
+    summary = read_csv(os.path.join(results, "summary.csv"))
+    row = summary[(summary.engine == "replay") & (summary.tree == "binary") & (summary.budget == 16)].iloc[0]
+    obj, _ = export([f"config_hash={row.config_hash}", "format=profile"])
+    assert all(obj["checks"].values())
+    assert obj["acceptance_length_histogram"] == json.loads(row.accept_hist)
+    assert obj["acceptance_length_token_weighted"] == pytest.approx(1 + row.acceptance_length, abs=1e-5)
+    assert obj["n_steps"] == row.n_steps and obj["n_requests"] == row.n_prompts
+    assert obj["marginal_acceptance"][0] == pytest.approx(1 - obj["acceptance_length_histogram"][0] / row.n_steps)
+
+
+def test_a_hand_made_profile():
+    """Two prompts: accepted 2, 0 | 1 (depth 2): marginals 2/3, 1/3; AL 2 token-weighted, per
+    request mean(2, 2) = 2; conditional P(>=2 | >=1) = 1/2."""
+    import pandas as pd
+
+    steps = pd.DataFrame({"prompt_id": ["a", "a", "b"], "accepted": [2, 0, 1], "tree_depth": [2, 2, 2]})
+    row = pd.Series({"config_hash": "h", "pair": "p", "dataset": "d", "tree": "chain", "tree_params": "{}",
+                     "budget": 2, "verify": "greedy", "temperature": 0.0})  # fmt: skip
+    p = profile(row, steps)
+    assert p["acceptance_length_histogram"] == [1, 1, 1]
+    assert p["marginal_acceptance"] == pytest.approx([2 / 3, 1 / 3])
+    assert p["conditional_acceptance"] == pytest.approx([2 / 3, 1 / 2])
+    assert p["acceptance_length_token_weighted"] == pytest.approx(2.0)
+    assert p["acceptance_length_per_request"] == pytest.approx(((1 + 1) + (1 + 1)) / 2)
+    assert all(p["checks"].values())
