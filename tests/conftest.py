@@ -170,3 +170,26 @@ def decode_one(
         torch.Generator().manual_seed(seed),
     )
     return res.records, res.tokens
+
+
+def report_text(path) -> str:
+    """REPORT.md with the pages it links (results/tables/*.md): the whole report's text."""
+    import re
+    from pathlib import Path
+
+    path = Path(path)
+    text = path.read_text()
+    pages = dict.fromkeys(re.findall(r"\]\(([^)\s]+\.md)\)", text))
+    return text + "".join((path.parent / p).read_text() for p in pages if (path.parent / p).is_file())
+
+
+def report_figures(path) -> list:
+    """Every figure REPORT.md and its linked pages link, resolved from the file that links it."""
+    import re
+    from pathlib import Path
+
+    path = Path(path)
+    docs = [path, *(path.parent / p for p in re.findall(r"\]\(([^)\s]+\.md)\)", path.read_text()))]
+    return [
+        d.parent / link for d in docs if d.is_file() for link in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", d.read_text())
+    ]

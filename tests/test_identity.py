@@ -6,6 +6,7 @@ import glob
 import os
 import shutil
 
+from conftest import report_text
 from specbench.core.atomic import umask
 from specbench.study import identity
 from specbench.study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
@@ -75,7 +76,7 @@ def test_two_local_pairs_stay_apart_in_collect_and_report(tiny_pair_dirs, tmp_pa
     report = tmp_path / "REPORT.md"
     r = specbench("specbench.report", "--results", str(res), "--out", str(report))
     assert r.returncode == 0, r.stderr[-2000:]
-    text = report.read_text()
+    text = report_text(report)
     assert all(p in text for p in summary.pair)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import report_text
 from specbench.core.atomic import umask
 from specbench.inputs.data import Prompt
 from specbench.inputs.models import Pair
@@ -138,7 +139,7 @@ def test_cli_writes_the_csv_atomically_replaces_its_rows_and_the_report_shows_it
     report = tmp_path / "REPORT.md"
     r = specbench("specbench.report", "--results", str(tmp_path / "results"), "--out", str(report))
     assert r.returncode == 0, r.stderr[-2000:]
-    text = report.read_text()
+    text = report_text(report)
     assert (
         "| pair | verify | child_rule | sibling_order | dtype | temperature | prefix_id | seed | n_draws | tree "
         "| budget | chi2_p | holm_p | tv | tv_null | power |"

@@ -5,6 +5,7 @@ their own Sequoia acceptance vectors and stay apart in collect and the report.""
 import glob
 import shutil
 
+from conftest import report_text
 from specbench.study.results import read_csv
 from test_bad_input import one_line_error, written
 from test_hydra import job_args, specbench
@@ -69,7 +70,7 @@ def test_a_vector_calibrated_on_one_local_pair_is_not_used_for_another_and_the_r
     report = tmp_path / "REPORT.md"
     r = specbench("specbench.report", "--results", str(res), "--out", str(report))
     assert r.returncode == 0, r.stderr[-2000:]
-    text = report.read_text()
+    text = report_text(report)
     name = summary.pair.iloc[0]
     for pid in summary.pair_id:
         assert f"### {name} [{pid}] · smoke · greedy T=0" in text

@@ -13,6 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import report_figures, report_text
+
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from make_results import make_results  # noqa: E402
 
@@ -56,11 +58,8 @@ def test_report_is_byte_deterministic(built):
 
 def test_every_linked_figure_exists(built):
     d = built[0]
-    text = (d / "REPORT.md").read_text()
-    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
-    assert len(links) >= 8
-    for link in links:
-        assert (d / link).is_file(), link
+    links = report_figures(d / "REPORT.md")  # a page's links are relative to its folder
+    assert len(links) >= 8 and all(p.is_file() for p in links), links
     expected = {
         "tokens_per_step_vs_budget.png",
         "gain_vs_chain.png",
@@ -82,15 +81,15 @@ def test_every_linked_figure_exists(built):
 
 def test_every_configuration_appears(built):
     d = built[0]
-    text = (d / "REPORT.md").read_text()
+    text = report_text(d / "REPORT.md")
     summary = read_csv(d / "results" / "summary.csv")
     for h in summary.config_hash:
         assert f"| {h} |" in text, h
 
 
 def test_sections_and_definitions(built):
-    text = (built[0] / "REPORT.md").read_text()
-    headings = re.findall(r"^## (.+)$", text, flags=re.M)
+    text = report_text(built[0] / "REPORT.md")
+    headings = re.findall(r"^## (.+)$", (built[0] / "REPORT.md").read_text(), flags=re.M)  # the body's
     order = [
         "TL;DR",
         "Answer: the fastest budget per shape",
@@ -153,13 +152,13 @@ def _assert_no_empty_parts(text: str) -> None:
 
 
 def test_no_empty_table_or_section(built):
-    _assert_no_empty_parts((built[0] / "REPORT.md").read_text())
+    _assert_no_empty_parts(report_text(built[0] / "REPORT.md"))
     with pytest.raises(RuntimeError, match="empty table"):
         md_table([], ["a", "b"])
 
 
 def test_losslessness_section(built):
-    text = (built[0] / "REPORT.md").read_text()
+    text = report_text(built[0] / "REPORT.md")
     assert "| 83.3% | mt_bench/0@5 |" in text  # the one divergent output, located
     assert "53 of 54" in text and "zero by its algebra" in text and "not evidence by itself" in text
     assert "| synth | mss | 1.000 | humaneval/0 | 2000 |" in text  # lossless_check.csv shown
@@ -174,7 +173,7 @@ def test_lossless_rows_of_a_pair_id_no_summary_row_has_are_left_out_and_counted(
     check.to_csv(tmp_path / "results" / "lossless_check.csv", index=False)
     proc = run_report(tmp_path)
     assert proc.returncode == 0, proc.stderr
-    text = (tmp_path / "REPORT.md").read_text()
+    text = report_text(tmp_path / "REPORT.md")
     assert "1 row of results/lossless_check.csv belongs to a pair_id that no row of summary.csv has" in text
     assert text.count("| synth | mss |") + text.count("| synth | speculative |") == len(check) - 1
 
@@ -270,15 +269,15 @@ def test_degrades_with_summary_only(tmp_path):
     summary[keep].to_csv(res / "summary.csv", index=False)
     proc = run_report(tmp_path)
     assert proc.returncode == 0, proc.stderr
-    text = (tmp_path / "REPORT.md").read_text()
+    text = report_text(tmp_path / "REPORT.md")
     assert "attention.csv is absent" in text and "no speedup is measured" in text
     assert "environment.json is absent" in text and "outputs.jsonl.gz is absent" in text
     assert "steps.csv.gz is absent, so no paired mode comparison is shown" in text
     _assert_no_empty_parts(text)
     for h in summary.config_hash:
         assert f"| {h} |" in text
-    for link in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
-        assert (tmp_path / link).is_file()
+    for fig in report_figures(tmp_path / "REPORT.md"):
+        assert fig.is_file(), fig
 
 
 def test_missing_summary_is_one_line_error(tmp_path):
@@ -335,7 +334,7 @@ def test_paired_rows_are_compared_on_their_own_trees(tmp_path):
 def test_gap_to_optimum_section(built):
     """The DP's prediction per budget, each shape's measured share of it, and sentences from the rows."""
     d = built[0]
-    text = (d / "REPORT.md").read_text()
+    text = report_text(d / "REPORT.md")
     gap = read_csv(d / "results" / "gap_to_optimum.csv")
     section = text.split("### Gap to the Sequoia DP's prediction", 1)[1].split("\n## ", 1)[0]
     assert (

@@ -12,6 +12,7 @@ import re
 import pandas as pd
 import pytest
 
+from conftest import report_text
 from specbench.report import floors
 from specbench.report.setup import floor_sentences
 from specbench.report.tables import claim, cut_share, is_ranked
@@ -70,7 +71,7 @@ def test_part_one_is_complete_and_no_ranked_budget_is_cut_by_the_length_limit(co
 
 def test_every_unmet_floor_is_named_in_the_report_with_its_cost(committed):
     summary, _ = committed
-    report = open(os.path.join(ROOT, "REPORT.md"), encoding="utf-8").read()
+    report = report_text(os.path.join(ROOT, "REPORT.md"))
     status = floors.status(summary)
     assert (status.missing == 0).any()
     for r in status[status.missing > 0].itertuples():

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import report_text
 from specbench.study.results import read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,7 +44,7 @@ def test_another_devices_curve_names_its_machine_and_is_marked_in_the_report():
     other = costs[costs.device.fillna("cpu") != "cpu"]
     if other.empty:
         pytest.skip("no other device's costs are committed")
-    report = open(os.path.join(ROOT, "REPORT.md"), encoding="utf-8").read()
+    report = report_text(os.path.join(ROOT, "REPORT.md"))
     for device, g in other.groupby("device"):
         env = json.load(open(os.path.join(RESULTS, f"environment-{device}.json")))
         assert env["gpu"] and env["measured_on"]

@@ -220,28 +220,37 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
 
 
 def replace_together(
-    folder: str | os.PathLike, fill: Callable[[str], object], path: str | os.PathLike, text: str
+    folder: str | os.PathLike,
+    fill: Callable[[str], object],
+    path: str | os.PathLike,
+    text: str,
+    more: dict | None = None,
 ) -> None:
-    """Replace ``folder`` (built by ``fill(tmp_folder)``) and the text file ``path`` together
-    (``publish``): both are written beside their targets first; on a failure before the swap
-    neither changes and no temp is left; a kill during it is finished by ``recover``; an
-    OSError names the real path."""
-    folder, path = os.path.abspath(folder), os.path.abspath(path)
-    os.makedirs(os.path.dirname(folder), exist_ok=True)
-    new = tempfile.mkdtemp(prefix=".tmp-new-", dir=os.path.dirname(folder))
+    """Replace ``folder`` (built by ``fill(tmp_folder)``), the text file ``path`` and each further
+    folder of ``more`` ({folder: fill}) together (``publish``): all are written beside their
+    targets first; on a failure before the swap none changes and no temp is left; a kill during
+    it is finished by ``recover``; an OSError names the real path."""
+    folders = {os.path.abspath(folder): fill, **{os.path.abspath(f): g for f, g in (more or {}).items()}}
+    path = os.path.abspath(path)
+    made: dict[str, str] = {}  # temp -> final
     tmp = None
     try:
         tmp = write_temp(path, lambda t: write_file(t, text))
-        fill(new)
-        os.chmod(new, 0o777 & ~umask())
+        for final, fill_one in folders.items():
+            os.makedirs(os.path.dirname(final), exist_ok=True)
+            new = tempfile.mkdtemp(prefix=".tmp-new-", dir=os.path.dirname(final))
+            made[new] = final
+            fill_one(new)
+            os.chmod(new, 0o777 & ~umask())
     except BaseException as e:
-        shutil.rmtree(new, ignore_errors=True)
+        for new in made:
+            shutil.rmtree(new, ignore_errors=True)
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
         if isinstance(e, OSError) and ".tmp-" in str(e.filename or ".tmp-"):
-            raise named(e, folder) from e  # the folder, not a temp file in or beside it
+            raise named(e, next(iter(folders))) from e  # the folder, not a temp file in or beside it
         raise
-    publish({new: folder, tmp: path})
+    publish({**made, tmp: path})
 
 
 def write_file(path: str, text: str) -> None:

@@ -15,7 +15,7 @@ import os
 import sys
 
 from ..core.args import Parser
-from ..core.atomic import lock, os_line, replace_together
+from ..core.atomic import lock, os_line, replace_together, write_file
 from ..study.results import write_csv
 from . import figures as F
 from . import figures_hw as FH
@@ -53,28 +53,42 @@ def make_figures(t: dict, data: dict) -> list[F.Fig]:
     return [f for f in made if f is not None]
 
 
-def build(data: dict, rel: str) -> tuple[str, list[F.Fig], dict]:
-    """REPORT.md's text, its figures (not yet written) and the tables they were made from."""
+PAGE_FIGS = "../figures"  # a page (results/tables/<page>.md) sees the figures beside its folder
+
+
+def build(data: dict, rel: str, tables_rel: str = "results/tables") -> tuple[str, list[F.Fig], dict]:
+    """REPORT.md's text, its figures (not yet written) and the tables they were made from
+    (``t["pages"]``: the linked pages' markdown, ``sections.render``)."""
     t = T.compute(data)
     t["gap"] = O.main_rows(data.get("gap"), t["df"], t["sums"])
     figs = make_figures(t, data)
     by_name = {f.name: f for f in figs}
     linked: set[str] = set()
 
-    def link(name: str) -> str:
-        linked.add(name)
-        return figure_link(by_name[name], rel)
+    def link_for(page: str | None):
+        def link(name: str) -> str:
+            linked.add(name)
+            return figure_link(by_name[name], rel if page is None else PAGE_FIGS)
 
-    text = R.render(dict(t=t, data=data, figs=by_name, link=link))
+        return link
+
+    text, t["pages"] = R.render(dict(t=t, data=data, figs=by_name), link_for, tables_rel)
     unlinked = sorted(set(by_name) - linked)
     if unlinked:
         raise RuntimeError(f"internal: figure(s) {', '.join(unlinked)} made but not linked by any section")
     return text, figs, t
 
 
-def publish(text: str, figs: list[F.Fig], out: str, fig_dir: str) -> None:
-    """The figures and REPORT.md replaced together (``core.atomic.replace_together``)."""
-    replace_together(fig_dir, lambda folder: F.save_all(figs, folder), out, text)
+def publish(text: str, figs: list[F.Fig], out: str, fig_dir: str, pages: dict[str, str] | None = None) -> None:
+    """The figures, the linked pages (a tables folder beside the figures) and REPORT.md replaced
+    together (``core.atomic.replace_together``)."""
+
+    def fill_pages(folder: str) -> None:
+        for name, page in (pages or {}).items():
+            write_file(os.path.join(folder, f"{name}.md"), page)
+
+    more = {os.path.join(os.path.dirname(os.path.abspath(fig_dir)), "tables"): fill_pages} if pages else {}
+    replace_together(fig_dir, lambda folder: F.save_all(figs, folder), out, text, more)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,14 +103,15 @@ def main(argv: list[str] | None = None) -> int:
         data = LD.load(args.results)
         data["results"] = os.path.relpath(os.path.abspath(args.results), here).replace(os.sep, "/")
         rel = os.path.relpath(os.path.abspath(fig_dir), here).replace(os.sep, "/")
-        text, figs, t = build(data, rel)
+        tables = os.path.join(os.path.dirname(os.path.abspath(fig_dir)), "tables")
+        text, figs, t = build(data, rel, os.path.relpath(tables, here).replace(os.sep, "/"))
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:  # speedup.csv first: the report it feeds never outlives it; one report at a time
         with lock(os.path.dirname(os.path.abspath(args.out)), os.path.dirname(os.path.abspath(fig_dir))):
             write_csv(S.speedup_csv(t["speed"]), os.path.join(args.results, "speedup.csv"))
-            publish(text, figs, args.out, fig_dir)
+            publish(text, figs, args.out, fig_dir, t["pages"])
     except OSError as exc:  # a full or read-only disk: one line, nothing replaced
         print(
             f"error: {os_line(exc, args.out, '--out / --figures')} (REPORT.md and {fig_dir}/ were left as they were)",

@@ -272,7 +272,7 @@ def appendix(t: dict, data: dict) -> str:
     res = data["results"]
     have = [f for f in CSVS if os.path.isfile(os.path.join(res, f))]
     out = [
-        "**Inputs.** " + ", ".join(f"[{f}]({res}/{f})" for f in have) + ".",
+        "**Inputs.** " + ", ".join(f"[{f}](../{f})" for f in have) + ".",  # from results/tables/appendix.md
         f"**Every configuration** ({len(data['summary'])} rows of summary.csv), grouped by pair · dataset · rule.",
     ]
     for (pair, ds, mode), g in t["rows"].groupby(["pair", "dataset", "mode"], sort=True):
