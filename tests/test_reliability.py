@@ -321,3 +321,43 @@ def test_the_modes_a_refusal_suggests_are_each_accepted(tree, verify):
     assert fit
     for mode in fit:
         checks.validate(job(mode))
+
+
+def test_an_acceptance_vector_that_is_not_a_probability_is_refused():
+    """Rank k's acceptance probabilities exclude each other: a vector summing past 1 is refused."""
+    from specbench.trees.policies import make_policy
+
+    with pytest.raises(ValueError, match=r"^tree.vector=\[0.8, 0.5\] sums to 1.3 > 1"):
+        make_policy("sequoia", 4, {"vector": [0.8, 0.5]}).paths()
+    assert make_policy("sequoia", 4, {"vector": [0.7, 0.3]}).paths()  # sums to 1: a valid vector
+
+
+REPORT = "from specbench.report.build import main; sys.exit(main(sys.argv[1:]))"
+
+
+def test_concurrent_reports_with_random_kills_end_as_one_clean_report(two_sweeps, tmp_path):
+    """Two reports started together on one results folder (each maybe killed at a random
+    rename), then a clean report: REPORT.md, its pages and figures equal one clean run's."""
+    res = tmp_path / "results"
+    killed_at(0, COLLECT, str(two_sweeps / "a"), str(two_sweeps / "b"), "--out", str(res))
+    ref = tmp_path / "ref"
+    shutil.copytree(res, ref / "results")
+    args = lambda d: ["--results", str(d / "results"), "--out", str(d / "REPORT.md")]  # noqa: E731
+    killed_at(0, REPORT, *args(ref))
+    want = snapshot(ref)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tests") + os.pathsep + ROOT)
+    run = tmp_path / "run"
+    shutil.copytree(res, run / "results")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", KILL + REPORT, str(k), *args(run)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        for k in (0, random.Random(1).choice([2, 3, 4]))
+    ]
+    for p in procs:
+        assert p.wait(timeout=600) in (0, 137), p.stderr.read()[-2000:] if p.stderr else ""
+    killed_at(0, REPORT, *args(run))
+    assert snapshot(run) == want

@@ -203,7 +203,7 @@ def main(argv=None) -> None:
     if args.ranks < 1:
         sys.exit("specbench: error: --ranks must be >= 1")
     from ..inputs.models import eos_ids
-    from . import identity
+    from . import checks, identity
     from .argv import check_out
     from .context import context
     from .launch import checked_job
@@ -219,8 +219,9 @@ def main(argv=None) -> None:
             )
         ident = identity.job_identity(job)
         ctx = context(job)
-        pair = ctx.load_pair()
         prompts = calibration_prompts(ctx)
+        checks.check_context(job, ctx.positions(), prompts)  # lengths vs the models' positions: no weights yet
+        pair = ctx.load_pair()
         vector, n = measure(job, ident, pair, prompts, args.ranks, eos_ids(pair))
     except (ValueError, KeyError, FileNotFoundError) as e:
         sys.exit(f"specbench: error: {e}")

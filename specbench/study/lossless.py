@@ -233,7 +233,7 @@ def merged(out: Path, rows: list[dict], keys: dict, columns: list[str]) -> pd.Da
 
 def main(argv=None) -> None:
     args, overrides = parse_args(argv)
-    from . import identity
+    from . import checks, identity
     from .argv import check_out, fail
     from .launch import checked_job
 
@@ -247,8 +247,9 @@ def main(argv=None) -> None:
     try:
         ident = identity.job_identity(job)
         ctx = context(job)
+        prompts = ctx.prompts(ctx.tokenizer())
+        checks.check_context(job, ctx.positions(), prompts)  # lengths vs the models' positions: no weights yet
         pair = ctx.load_pair()
-        prompts = ctx.prompts(pair.tokenizer)
         params = {"temperature": args.temperature, "top_p": args.top_p}
         trees = {"chain": ("chain", args.chain_budget), "tree": (args.tree, args.tree_budget)}
         widths = [int(w) for w in args.warm.split(",") if w]

@@ -239,6 +239,11 @@ def sequoia(budget: int, params: SequoiaParams) -> list[RankPath]:
         vec = load_vector(p.vector, p.calib_pair_id, p.calib_dataset, p.calib_verify, p.calib_temperature)
     else:
         vec = [float(x) for x in p.vector]
+        if sum(vec) > 1 + 1e-4:  # at most one child is the accepted one: rank k's chances exclude each other
+            raise ValueError(
+                f"tree.vector={vec} sums to {sum(vec):.4g} > 1: the probability that the rank-k child is the "
+                "accepted one, summed over k, is at most 1; calibrate one (python -m specbench.study.calibrate)"
+            )
     if p.max_children:
         vec = vec[: int(p.max_children)]
     if p.costs:
