@@ -431,3 +431,24 @@ def test_the_hour_excludes_the_set_up_and_the_extended_steps():
     assert "up to the report: 600 s = 10.0 min; the steps marked extended" in text  # per step, the longest run
     assert "took 905 s = 15.1 min more." in text
     assert "extended" not in run_times(times[~times.step.str.startswith("extended")])
+
+
+def test_a_served_deployment_sits_beside_the_study(built, tmp_path):
+    """results/served.csv (import_metrics) puts each served deployment's tokens per step beside
+    the study's row of the same pair, data, tree and budget."""
+    from specbench.study.import_metrics import main as import_main
+    from test_import_metrics import VLLM_DUMP
+
+    shutil.copytree(built[0] / "results", tmp_path / "results")
+    rows = read_csv(tmp_path / "results" / "summary.csv")
+    chain = rows[(rows.tree == "chain") & (rows.temperature == 0) & (rows.budget > 0)].iloc[0]
+    dump = tmp_path / "metrics.txt"
+    dump.write_text(VLLM_DUMP)
+    import_main([str(dump), "--engine", "vllm", "--pair", chain.pair, "--dataset", chain.dataset,
+                 "--budget", str(int(chain.budget)), "--out", str(tmp_path / "results" / "served.csv")])  # fmt: skip
+    proc = run_report(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "REPORT.md").read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith("- vllm served "))
+    assert f"{chain.pair} chain N={int(chain.budget)} on {chain.dataset}: 2.80 tokens/step over 100 steps" in line
+    assert "the study measured" in line or "no greedy row" in line

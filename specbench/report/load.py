@@ -47,6 +47,7 @@ OPTIONAL_CSV = {
     "attention_recheck": "attention_threads1.csv",
     "bf16_replay": "bf16_replay_divergence.csv",
     "run_times": "run_times.csv",
+    "served": "served.csv",  # what a server measured (python -m specbench.import_metrics)
 }
 
 

@@ -19,6 +19,7 @@ from . import tables as T
 from . import text as X
 from .lossless import lossless_section, margin_note  # noqa: F401  (the losslessness API)
 from .markdown import bullets, md_table, table
+from .speedup import served_sentences
 
 pct = lambda x: "n/a" if x != x or x is None else f"{x:.0%}"  # noqa: E731
 
@@ -240,11 +241,13 @@ LIVE_COLS = [
 
 def speed(ctx) -> str:
     live = ctx["t"]["live"]
+    lines = served_sentences(ctx["data"].get("served"), ctx["t"]["rows"])
+    served = bullets(lines, "") if lines else ""
     if live.empty:
         return (
             "_No live run has a matching live plain-decoding baseline (tree none), so no speedup is measured; "
             "the answer tables use projections._"
-        )
+        ) + (f"\n\n{served}" if served else "")
     note = (
         "`measured ×`: tokens/s over the plain-decoding run's on the same prompts at the same batch B. "
         "`projected ×`: the same run's own steps costed by the model under Method (results/costs.csv, which "
@@ -255,6 +258,7 @@ def speed(ctx) -> str:
     )
     return "\n\n".join(
         [note, table(live.to_dict("records"), LIVE_COLS), bullets(P.speed_sentences(live), "")]
+        + ([served] if served else [])
         + figs(ctx, "speed_measured_vs_projected.png")
     )
 

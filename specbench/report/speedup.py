@@ -255,3 +255,29 @@ def lossless_check_sentences(check: pd.DataFrame) -> list[str]:
             )
         )
     return out
+
+
+def served_sentences(served: pd.DataFrame | None, rows: pd.DataFrame) -> list[str]:
+    """Per served deployment (results/served.csv): its tokens per step beside the study's for the
+    same pair, data, tree and budget (greedy; the row with the most prompts)."""
+    if served is None or served.empty or rows.empty:
+        return []
+    out = []
+    for s in served.to_dict("records"):
+        m = rows[
+            (rows.pair.astype(str) == str(s["pair"])) & (rows.dataset == s["dataset"]) & (rows.tree == s["tree"])
+            & (rows.budget.astype(int) == int(s["budget"])) & (rows.temperature == 0)
+        ]  # fmt: skip
+        head = (
+            f"{s['engine']} served {s['pair']} {s['tree']} N={int(s['budget'])} on {s['dataset']}: "
+            f"{s['tokens_per_step']:.2f} tokens/step over {int(s['n_steps'])} steps"
+        )
+        if m.empty:
+            out.append(head + "; the study has no greedy row of this tree to set beside it.")
+            continue
+        r = m.loc[m.n_prompts.astype(int).idxmax()]
+        out.append(
+            head + f"; the study measured {r.tokens_per_step:.2f} [{r.tokens_per_step_lo:.2f}, "
+            f"{r.tokens_per_step_hi:.2f}] ({r.engine}, {int(r.n_prompts)} prompts, T=0)."
+        )
+    return out
