@@ -102,6 +102,9 @@ def test_the_profile_of_a_committed_configuration_checks_out_and_equals_the_csvs
     assert obj["acceptance_length_token_weighted"] == pytest.approx(1 + row.acceptance_length, abs=1e-5)
     assert obj["n_steps"] == row.n_steps and obj["n_requests"] == row.n_prompts
     assert obj["marginal_acceptance"][0] == pytest.approx(1 - obj["acceptance_length_histogram"][0] / row.n_steps)
+    lengths = read_csv(os.path.join(results, "acceptance_length.csv")).set_index("config_hash").loc[row.config_hash]
+    assert lengths.al_per_request == pytest.approx(obj["acceptance_length_per_request"], abs=1e-5)
+    assert lengths.al_token_weighted == pytest.approx(obj["acceptance_length_token_weighted"], abs=1e-5)
 
 
 def test_a_hand_made_profile():
@@ -119,3 +122,17 @@ def test_a_hand_made_profile():
     assert p["acceptance_length_token_weighted"] == pytest.approx(2.0)
     assert p["acceptance_length_per_request"] == pytest.approx(((1 + 1) + (1 + 1)) / 2)
     assert all(p["checks"].values())
+
+
+def test_acceptance_lengths_token_weighted_and_per_request_by_hand():
+    """collect's acceptance_length.csv: prompt a accepts 2, 0; b accepts 1: token-weighted
+    1 + 3/3 = 2; per request mean(1 + 1, 1 + 1) = 2; with a third step on b accepting 3: 1 + 6/4 and
+    mean(2, 3)."""
+    import pandas as pd
+
+    from specbench.study.acceptance import acceptance_lengths
+
+    steps = pd.DataFrame({"config_hash": "h", "prompt_id": ["a", "a", "b", "b"], "accepted": [2, 0, 1, 3]})
+    r = acceptance_lengths(steps).iloc[0]
+    assert (r.n_requests, r.n_steps) == (2, 4)
+    assert r.al_token_weighted == pytest.approx(1 + 6 / 4) and r.al_per_request == pytest.approx((2 + 3) / 2)

@@ -121,3 +121,25 @@ def identity_gap(matrix: pd.DataFrame, summary: pd.DataFrame) -> pd.Series:
     per = matrix[matrix.scope == "config"].groupby("config_hash").marginal.sum()
     length = summary.set_index("config_hash").acceptance_length
     return (per - length.reindex(per.index)).rename("identity_gap")
+
+
+LENGTH_COLUMNS = ["config_hash", "n_requests", "n_steps", "al_token_weighted", "al_per_request"]
+
+
+def acceptance_lengths(steps: pd.DataFrame | None) -> pd.DataFrame:
+    """Per configuration, the acceptance length as the field's tools report it (SPEED-Bench,
+    SGLang): AL = 1 + accepted per step (the bonus token counted), token-weighted over every
+    step and per request (the mean of each prompt's AL)."""
+    if steps is None or steps.empty or "accepted" not in steps:
+        return pd.DataFrame(columns=LENGTH_COLUMNS)
+    per_prompt = steps.groupby(["config_hash", "prompt_id"], sort=True).accepted.agg(["mean", "size"])
+    g = per_prompt.groupby(level="config_hash")
+    out = pd.DataFrame(
+        {
+            "n_requests": g.size(),
+            "n_steps": g["size"].sum(),
+            "al_token_weighted": 1 + steps.groupby("config_hash").accepted.mean(),
+            "al_per_request": 1 + g["mean"].mean(),
+        }
+    )
+    return out.reset_index()[LENGTH_COLUMNS]

@@ -324,10 +324,11 @@ def read_vectors(out: str) -> pd.DataFrame | None:
 
 
 def derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """{file name: table}: acceptance_matrix.csv and (with greedy vectors) gap_to_optimum.csv."""
-    from .acceptance import acceptance_matrix
+    """{file name: table}: acceptance_matrix.csv, acceptance_length.csv, gap_to_optimum.csv (greedy vectors)."""
+    from .acceptance import acceptance_lengths, acceptance_matrix
 
     tables = {"acceptance_matrix.csv": acceptance_matrix(summary, steps)}
+    tables["acceptance_length.csv"] = acceptance_lengths(steps)
     vectors = read_vectors(out)
     if vectors is not None:
         from .optimum import gap_to_optimum
@@ -337,8 +338,7 @@ def derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> dict[str, p
 
 
 def write_derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> None:
-    """acceptance_matrix.csv and (with greedy acceptance vectors in ``out``) gap_to_optimum.csv,
-    replaced together (for tools that build results/ without job folders)."""
+    """The derived tables (``derived``) replaced together (for tools that build results/ without job folders)."""
     atomic_write_many({os.path.join(out, name): csv_writer(df) for name, df in derived(out, summary, steps).items()})
 
 
