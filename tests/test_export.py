@@ -136,3 +136,16 @@ def test_acceptance_lengths_token_weighted_and_per_request_by_hand():
     r = acceptance_lengths(steps).iloc[0]
     assert (r.n_requests, r.n_steps) == (2, 4)
     assert r.al_token_weighted == pytest.approx(1 + 6 / 4) and r.al_per_request == pytest.approx((2 + 3) / 2)
+
+
+def test_recommend_exports_the_reports_answer():
+    """recommend=true picks what REPORT.md's TL;DR names for the pair and dataset (committed results)."""
+    import re
+
+    report = os.path.join(ROOT, "REPORT.md")
+    if not os.path.exists(os.path.join(ROOT, "results", "speedup.csv")) or not os.path.exists(report):
+        pytest.skip("no committed results")
+    line = next(ln for ln in open(report, encoding="utf-8") if ln.startswith("- qwen_coder ("))
+    shape, budget = re.search(r"humaneval (\w+) N=(\d+) at [\d.]+× \(measured", line).groups()
+    got, _ = export(["recommend=true", "pair=qwen_coder", "dataset=humaneval", "format=paths"])
+    assert got == paths(choice(shape, int(budget)))

@@ -29,7 +29,7 @@ from ..core.atomic import write_text
 from ..trees.policies import make_policy, policy_spec
 from .engines import FORMATS, Choice
 
-KEYS = ("format", "out", "config_hash", "results_dir")  # export's own keys, set without a +
+KEYS = ("format", "out", "config_hash", "results_dir", "recommend")  # export's own keys, set without a +
 PROFILE_VERSION = 1
 
 
@@ -99,6 +99,10 @@ def committed(results: str, chash: str) -> tuple[pd.Series, pd.DataFrame]:
 
 def choose(argv: list[str], opts: dict) -> tuple[Choice, str | None]:
     """(what to export, its config hash where known) from ``config_hash`` or the overrides."""
+    if opts.get("recommend") in ("true", "True", "1"):
+        opts["config_hash"] = recommended(
+            opts["results_dir"], dict(a.lstrip("+").split("=", 1) for a in argv if "=" in a)
+        )
     if opts.get("config_hash"):
         row, _ = committed(opts["results_dir"], opts["config_hash"])
         return Choice.of_row(row), str(opts["config_hash"])
@@ -115,9 +119,34 @@ def choose(argv: list[str], opts: dict) -> tuple[Choice, str | None]:
     return Choice.of_job(job), chash
 
 
+def recommended(results: str, given: dict) -> str:
+    """``recommend=true``: the config hash of the fastest greedy configuration of ``pair`` on
+    ``dataset`` at ``batch_size`` (default 1) in results/speedup.csv (optionally of one ``tree``),
+    picked as the report's TL;DR picks: rows of >= 32 prompts, a measured speedup (a live run's, or a
+    replayed row's live twin's) before a projected one (this machine's cost curve)."""
+    if "pair" not in given or "dataset" not in given:
+        raise ValueError("recommend=true needs pair=NAME and dataset=NAME (the recommendation's pair and data)")
+    speed = pd.read_csv(os.path.join(results, "speedup.csv"))
+    b = int(given.get("batch_size", 1))  # a replayed row stands for batch 1 (its batch_size is replay's)
+    at_b = (speed.batch_size.astype(int) == b) & (speed.engine == "live") | ((speed.engine == "replay") & (b == 1))
+    rows = speed[
+        (speed.pair.astype(str) == given["pair"]) & (speed.dataset == given["dataset"]) & (speed.temperature == 0)
+        & at_b & (speed.budget.astype(int) > 0)
+    ]  # fmt: skip
+    if "tree" in given:
+        rows = rows[rows.tree == given["tree"]]
+    big = rows[rows.n_prompts.astype(int) >= 32]  # the report ranks rows of >= 32 prompts
+    rows = big if len(big) else rows
+    measured = rows[rows.measured.notna()]  # a measured speed before a projected one, as the report's TL;DR
+    score = measured.measured if len(measured) else rows.projected
+    if score.notna().sum() == 0:
+        raise ValueError(f"recommend=true: no measured or projected speedup of {given['pair']} on {given['dataset']}")
+    return str(rows.loc[score.idxmax()].config_hash)
+
+
 def split_argv(argv: list[str]) -> tuple[list[str], dict]:
     """(the study's overrides, export's own keys) of the command line."""
-    opts: dict = {"format": None, "out": None, "config_hash": None, "results_dir": "results"}
+    opts: dict = {"format": None, "out": None, "config_hash": None, "results_dir": "results", "recommend": None}
     rest = []
     for arg in argv:
         key, eq, value = arg.lstrip("+").partition("=")
