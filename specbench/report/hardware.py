@@ -108,7 +108,8 @@ def machine_sentences(points: pd.DataFrame, envs: dict) -> list[str]:
             f"{env.get('measured_on', '?')}): {what}. {t.pair}'s target's one-token forward takes {t.t1 * 1e3:.1f} ms and a "
             f"{t.n_max}-token one {t.t_max * 1e3:.1f} ms ({t.t_max / t.t1:.2f}×); draft-to-target ratios r "
             + ", ".join(f"{p} {r:.2f}" if r else f"{p} 0 (no draft model)" for p, r in zip(g.pair, g.r))
-            + ". No live run on this device times the pairs, so its best trees are the linear model's alone."
+            + "."
+            + " No live run on this device times the pairs, so its best trees are the linear model's alone."
             * (device != "cpu")
         )
     return out
