@@ -75,7 +75,8 @@ def test_sglang_responses(tmp_path):
     [
         ("not metrics\n", "vllm", "no vLLM spec-decode counters"),
         ('{"meta_info": {"completion_tokens": 3}}\n', "sglang", "spec_verify_ct"),
-        ("{bad\n", "sglang", "not JSON"),
+        ("{bad\n", "sglang", "not valid JSON"),
+        ("[1, 2]\n", "sglang", "expected a JSON object"),
     ],
 )
 def test_a_file_that_is_not_such_a_dump_is_one_line(tmp_path, content, engine, line):

@@ -229,7 +229,7 @@ def test_random_weights_build_the_architecture_from_its_config_alone(tiny_pair_d
     model, seeded weights (the same twice), never the folder's own; a bad value is one line."""
     import shutil
 
-    from specbench.study.costs import weights
+    from specbench.study.costs import job_weights
     from specbench.study.jobspec import ConfigError, _model
 
     arch = tmp_path / "arch"
@@ -249,8 +249,8 @@ def test_random_weights_build_the_architecture_from_its_config_alone(tiny_pair_d
     with pytest.raises(ConfigError, match=r"^pair.target.weights='zeros': must be one of pretrained, random$"):
         _model({**spec, "weights": "zeros"}, "pair.target")
 
-    class Job:  # what costs.weights reads
+    class Job:  # what costs.job_weights reads
         class pair:
             draft, target = None, job_model
 
-    assert weights(Job) == "random"
+    assert job_weights(Job) == "random"

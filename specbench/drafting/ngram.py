@@ -33,8 +33,12 @@ from ..core.tree import DraftTree, RankPath
 from .drafters import DRAFTERS, Drafter
 from .levels import Levels
 
+MAX_NGRAM, MIN_NGRAM = 4, 1  # the n-gram sizes matched, longest first
 
-def continuations(history: Sequence[int], max_len: int, max_ngram: int = 4, min_ngram: int = 1) -> list[list[int]]:
+
+def continuations(
+    history: Sequence[int], max_len: int, max_ngram: int = MAX_NGRAM, min_ngram: int = MIN_NGRAM
+) -> list[list[int]]:
     """Continuations of the history's suffix n-grams, best first, deduplicated.
 
     Longer n-grams come first; for one n, the most recent occurrence first.
@@ -161,8 +165,8 @@ def ngram_trie(
     history: Sequence[int],
     limit: int,
     max_depth: int,
-    max_ngram: int = 4,
-    min_ngram: int = 1,
+    max_ngram: int = MAX_NGRAM,
+    min_ngram: int = MIN_NGRAM,
     into: Trie | None = None,
     shape: Sequence[RankPath] | None = None,
 ) -> Trie:
@@ -183,7 +187,7 @@ class NgramDrafter(Drafter):
     """Prompt-lookup drafting: no model, a token trie of n-gram continuations (its draft
     cost is its measured lookup time: ``forward_model`` is None)."""
 
-    def __init__(self, max_ngram: int = 4, min_ngram: int = 1):
+    def __init__(self, max_ngram: int = MAX_NGRAM, min_ngram: int = MIN_NGRAM):
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError(f"ngram sizes min={min_ngram} max={max_ngram}: need 1 <= min <= max")
         self.max_ngram, self.min_ngram = max_ngram, min_ngram

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.jsonl import json_objects
 from ..core.registry import Registry
 
 COMMON = ("name", "limit", "max_prompt_tokens", "kind")  # the keys every dataset config has (DatasetSpec's fields)
@@ -101,19 +102,9 @@ def read_jsonl(path: Path | str, opener=open) -> Iterable[tuple[int, dict]]:
 
 def _jsonl_rows(path: Path | str, opener=open) -> Iterable[tuple[int, dict]]:
     with opener(path, "rt", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(
-                    f"{path}:{lineno}: not valid JSON ({exc.msg}); "
-                    "fix the line or point dataset.path at a JSON-lines file"
-                ) from None
-            if not isinstance(row, dict):
-                raise ValueError(f'{path}:{lineno}: expected a JSON object like {{"id": "...", "text": "..."}}')
-            yield lineno, row
+        yield from json_objects(
+            fh, str(path), "fix the line or point dataset.path at a JSON-lines file", '{"id": "...", "text": "..."}'
+        )
 
 
 def rows_from_jsonl(path: Path | str, default_task: str, opener=open) -> list[tuple[str, str, str]]:

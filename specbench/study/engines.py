@@ -29,7 +29,9 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..drafting.ngram import MAX_NGRAM, MIN_NGRAM
 from ..inputs import embedded
+from ..trees.eagle2 import Eagle2Params
 from ..trees.policies import policy_spec
 
 CHECKED = {
@@ -83,7 +85,8 @@ def model_id(source: str, ref: str) -> str:
 def shape(c: Choice, paths) -> tuple[str, int, int]:
     """("chain" | "eagle2" | "tree", depth, top-k) of the configuration's trees."""
     if c.tree == "eagle2":
-        return "eagle2", int(c.params.get("depth", 6)), int(c.params.get("width", 10))
+        p = Eagle2Params.parse("eagle2", c.params)  # its defaults filled in
+        return "eagle2", int(p.depth), int(p.width)
     if policy_spec(c.tree).chain and c.tree != "adaptive_chain":
         return "chain", c.budget, 1
     p = paths(c)
@@ -116,7 +119,7 @@ def vllm(c: Choice, paths, schedule=None) -> dict:
         )
     cfg: dict = {"num_speculative_tokens": depth}
     if c.drafter == "ngram":
-        cfg.update(method="ngram", prompt_lookup_min=1, prompt_lookup_max=4)  # the study's n-gram sizes
+        cfg.update(method="ngram", prompt_lookup_min=MIN_NGRAM, prompt_lookup_max=MAX_NGRAM)  # the study's sizes
     else:
         cfg.update(method="draft_model", model=c.draft)
     notes = []
@@ -158,7 +161,7 @@ def trtllm(c: Choice, paths, schedule=None) -> dict:
     notes = []
     if c.drafter == "ngram":
         cfg: dict = {"decoding_type": "NGram", "max_draft_len": depth if kind == "chain" else c.budget,
-                     "max_matching_ngram_size": 4}  # fmt: skip
+                     "max_matching_ngram_size": MAX_NGRAM}  # fmt: skip
     elif kind == "chain":
         cfg = {"decoding_type": "Draft_Target", "max_draft_len": depth, "speculative_model": c.draft}
         if schedule and schedule[0][1] == depth:  # its smallest batch size must take max_draft_len

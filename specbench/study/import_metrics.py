@@ -34,6 +34,7 @@ import pandas as pd
 
 from ..core.args import Parser
 from ..core.atomic import lock, write_text
+from ..core.jsonl import json_objects
 
 COLUMNS = [
     "engine", "config_hash", "pair", "dataset", "tree", "budget", "n_requests", "n_steps", "acceptance_rate",
@@ -84,14 +85,9 @@ def from_vllm(text: str, path: str) -> dict:
 
 def from_sglang(text: str, path: str) -> dict:
     reqs = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            raise ValueError(f"{path}:{lineno}: not JSON; give one SGLang response object per line") from None
-        meta = obj.get("meta_info", obj) if isinstance(obj, dict) else {}
+    lines = json_objects(text.splitlines(), path, "give one SGLang response object per line", '{"meta_info": {...}}')
+    for lineno, obj in lines:
+        meta = obj.get("meta_info", obj)
         if not meta.get("spec_verify_ct"):
             raise ValueError(f"{path}:{lineno}: no meta_info.spec_verify_ct > 0: not a speculative SGLang response")
         reqs.append(meta)

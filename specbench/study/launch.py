@@ -102,11 +102,11 @@ def run_guarded(job_fn, out_dir: str, overrides=None) -> int:
     logging.raiseExceptions = False  # a log record a full disk cannot take is not a traceback
     STARTED.append(os.path.abspath(out_dir))
     holds = finished(out_dir)
-    write_overrides = (
-        (lambda: write_text(os.path.join(out_dir, ".hydra", "overrides.yaml"), OmegaConf.to_yaml(list(overrides))))
-        if overrides is not None
-        else (lambda: None)
-    )
+
+    def write_overrides() -> None:
+        if overrides is not None:
+            write_text(os.path.join(out_dir, ".hydra", "overrides.yaml"), OmegaConf.to_yaml(list(overrides)))
+
     try:
         if not holds:
             clear_stale(out_dir)
