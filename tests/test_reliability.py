@@ -280,6 +280,7 @@ def test_every_command_refuses_an_unknown_key_in_one_line_before_any_work(comman
     [
         ("specbench.collect", ["--nope"], "--nope"),
         ("specbench.report", ["--nope"], "--nope"),
+        ("specbench.import_metrics", ["x", "--engine", "vllm", "--pair", "p", "--dataset", "d", "--nope"], "--nope"),
         ("specbench.study.lossless", ["--batch", "0"], "--batch"),
         ("specbench.study.lossless", ["--temperature", "-1"], "--temperature"),
         ("specbench.study.lossless", ["--top-p", "0"], "--top-p"),
