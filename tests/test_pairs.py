@@ -218,6 +218,72 @@ def test_tli_sampling_modes_stay_lossless(mode, name, budget, params, cross_draf
     assert first_token_pvalue(drafter, tiny_target, prompt, policy, mode) > 1e-3
 
 
+def test_a_sliced_head_drafts_the_same_trees(cross_draft, tiny_target, tiny_tokenizer, vmap):
+    """#35: the TLI drafter computes only the intersection's LM-head rows (``slice_head``,
+    done by ``from_pair``); fp32: every drafted tree and its q rows equal the full head's."""
+    import copy
+
+    pair = SimpleNamespace(
+        name="x",
+        draft=copy.deepcopy(cross_draft),
+        draft_tokenizer=vmap.draft_tokenizer,
+        tokenizer=tiny_tokenizer,
+        target=tiny_target,
+    )
+    TLIDrafter.from_pair(pair, 1.0)
+    TLIDrafter.from_pair(pair, 1.0)  # once per model
+    rows = pair.draft.get_output_embeddings().weight.shape[0]
+    assert rows == vmap.size < cross_draft.get_output_embeddings().weight.shape[0]
+    for name, budget, params in SHAPES[:-1]:
+        for text in PROMPTS:
+            prompt = tiny_tokenizer.encode(text)
+            full, sliced = Recording(cross_draft, vmap), Recording(pair.draft, vmap)
+            for drafter in (full, sliced):
+                decode_one(drafter, tiny_target, prompt, make_policy(name, budget, params), 16, params=GREEDY)
+            assert [t.tokens.tolist() for t in full.trees] == [t.tokens.tolist() for t in sliced.trees]
+            for a, b in zip(full.trees, sliced.trees):
+                torch.testing.assert_close(a.q, b.q)
+
+
+TLI_SHAPES = [
+    ("chain", {}),
+    ("binary", {}),
+    ("kary", {"width": 3}),
+    ("topk_wide", {"width": 3}),
+    ("specinfer", {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}),
+    ("sequoia", {"vector": [0.6, 0.2, 0.1, 0.05], "depth": 6}),
+    ("adaptive_chain", {"start": 2}),
+]
+
+
+@pytest.mark.parametrize("draft_t", [0.0, 1.0])
+@pytest.mark.parametrize("name,params", TLI_SHAPES, ids=[s[0] for s in TLI_SHAPES])
+def test_tli_rank_replay_equals_live(name, params, draft_t, cross_draft, tiny_target, tiny_tokenizer, vmap):
+    """#35: a TLI drafter's context is the committed tokens mapped one by one, so one
+    teacher-forced pass in the drafter's tokens gives its static trees at every budget:
+    every step record equals live (fp32), across target tokens outside the intersection."""
+    from specbench.engine import replay
+    from specbench.engine.loop import continuation
+    from test_replay import same_records
+
+    assert DRAFTERS.get("tli").rank_replay
+    outside = 0
+    for text, n in zip(PROMPTS, (24, 7, 40)):
+        prompt = tiny_tokenizer.encode(text)
+        cont = continuation(tiny_target, prompt, n, {0})
+        outside += sum(t not in vmap.t2d for t in cont)
+        ranks = replay.draft_ranks(cross_draft, prompt, cont, draft_t, vocab=vmap)
+        for budget in (1, 3, 8, 21):
+            make = lambda: make_policy(name, budget, dict(params))  # noqa: E731
+            params_v = {"temperature": 0.0, "draft_temperature": draft_t}
+            live, out = decode_one(
+                TLIDrafter(cross_draft, vmap, draft_t), tiny_target, prompt, make(), n, params=params_v
+            )
+            assert out == cont
+            same_records(live, replay.replay_prompt("p0", ranks, make(), replay.widths(vmap, cont)))
+    assert outside > 0  # the target emitted tokens the drafter cannot propose
+
+
 # --------------------------------------------------------------------------
 # layer-skip self-drafting
 # --------------------------------------------------------------------------
@@ -437,8 +503,9 @@ NEW_DRAFTERS = {"tli": ["pair.drafter=tli"], "layerskip": ["pair.drafter=layersk
 
 @pytest.mark.parametrize("drafter", sorted(NEW_DRAFTERS))
 def test_run_job_replays_the_new_drafters_equal_to_live(drafter, cross_dirs, tmp_path):
-    """tli replays drafted (its trees follow the draft vocabulary's ranks); layerskip's static shapes
-    replay by the layer view's ranks (Drafter.rank_replay); both equal live."""
+    """tli's static shapes replay by the draft's ranks over its own tokens, layerskip's by the
+    layer view's ranks (Drafter.rank_replay): through run_job, both equal live (every column
+    but the timings, ``scored`` included)."""
     import pandas as pd
 
     from specbench.study.checks import validate
@@ -452,10 +519,10 @@ def test_run_job_replays_the_new_drafters_equal_to_live(drafter, cross_dirs, tmp
             cross_dirs, NEW_DRAFTERS[drafter] + ["tree=binary", "tree.budget=4", f"engine={engine}"], tmp_path
         )
         job = from_config(cfg)
-        assert validate(job)[0] == engine and context(job).by_ranks() == (drafter == "layerskip")
+        assert validate(job)[0] == engine and context(job).by_ranks()
         run_job(cfg, str(tmp_path / engine))
         rows[engine] = pd.read_csv(tmp_path / engine / "steps.csv")
-    cols = ["prompt_id", "step", "tree_size", "tree_depth", "accepted", "emitted", "accept_path"]
+    cols = ["prompt_id", "step", "tree_size", "tree_depth", "accepted", "emitted", "accept_path", "scored"]
     pd.testing.assert_frame_equal(rows["live"][cols], rows["replay"][cols])
     assert rows["live"].accepted.sum() > 0
 
@@ -573,7 +640,7 @@ def test_layerskip_rank_replay_equals_live(name, budget, deep_target, tiny_token
     from specbench.engine.loop import continuation
 
     cls = DRAFTERS.get("layerskip")
-    assert cls.rank_replay and not DRAFTERS.get("tli").rank_replay
+    assert cls.rank_replay
     pair = SimpleNamespace(name="s", target=deep_target, layers=(0, 1, 3))
     for text, n in (("def add(a, b):", 24), ("for i in range(10):", 9)):
         prompt = tiny_tokenizer.encode(text)

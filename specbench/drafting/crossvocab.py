@@ -35,7 +35,10 @@ the drafter's vocabulary inside and the target's outside, so its tree builders
   drafter tokenizer's encoding of the target prompt's text (with the drafter's
   own BOS); a committed intersection token maps 1:1; a committed target token
   outside it (the target's bonus/correction token) is re-encoded from its bytes
-  (``VocabMap.encode_bytes``).
+  on its own (``VocabMap.draft_tokens``).  Token by token, so the drafter's context
+  is a function of the committed tokens alone, whatever the steps were: under
+  greedy verification its static trees replay from ONE teacher-forced pass over
+  that context (``rank_replay``; ``engine.replay``).
 Verification sees only target-vocabulary tokens and q rows, so every lossless
 mode stays lossless.  ``outside_share`` measures how many of the target's
 emitted tokens lie outside the intersection (those are never drafted).
@@ -156,10 +159,27 @@ class VocabMap:
         return m
 
     def to_target(self, logits: torch.Tensor) -> torch.Tensor:
-        """Drafter logits [..., Vd] -> target-vocabulary logits [..., Vt] (-inf off the intersection)."""
+        """Drafter logits [..., Vd], or a sliced head's [..., size] (``slice_head``: the
+        intersection in target-id order) -> target-vocabulary logits [..., Vt] (-inf off it)."""
         out = logits.new_full((*logits.shape[:-1], self.target_vocab), float("-inf"))
-        out[..., self.target_ids.to(logits.device)] = logits[..., self.draft_ids.to(logits.device)]
+        ours = logits if logits.shape[-1] == self.size else logits[..., self.draft_ids.to(logits.device)]
+        out[..., self.target_ids.to(logits.device)] = ours
         return out
+
+    def slice_head(self, model) -> None:
+        """Keep only the LM-head rows of the intersection, in target-id order (once per model):
+        a draft forward then computes ``size`` logits, not the drafter's whole vocabulary
+        (Gemma-3: 95,968 of 262,144 rows).  ``to_target`` reads either kind of row."""
+        head = model.get_output_embeddings()
+        if head.weight.shape[0] == self.size:
+            return
+        w = head.weight
+        sliced = torch.nn.Linear(w.shape[1], self.size, bias=head.bias is not None, device=w.device, dtype=w.dtype)
+        with torch.no_grad():
+            sliced.weight.copy_(w[self.draft_ids.to(w.device)])
+            if head.bias is not None:
+                sliced.bias.copy_(head.bias[self.draft_ids.to(w.device)])
+        model.set_output_embeddings(sliced)
 
     def target_text(self, t: int) -> bytes:
         """The bytes of target token t (a special token: its literal content)."""
@@ -176,17 +196,20 @@ class VocabMap:
         ]
 
     def to_draft(self, target_ids: Sequence[int]) -> list[int]:
-        """Committed target tokens -> the drafter's tokens: intersection tokens 1:1,
-        each run of other tokens re-encoded from its bytes."""
-        out: list[int] = []
-        run = b""
-        for t in map(int, target_ids):
-            if t in self.t2d:
-                out += self.encode_bytes(run) + [self.t2d[t]]
-                run = b""
-            else:
-                run += self.target_text(t)
-        return out + self.encode_bytes(run)
+        """Committed target tokens -> the drafter's tokens, token by token (``draft_tokens``),
+        so the drafter's context is a function of the committed tokens alone (rank replay)."""
+        return [d for t in target_ids for d in self.draft_tokens(t)]
+
+    def draft_tokens(self, t: int) -> list[int]:
+        """One committed target token in the drafter's tokens: its intersection twin, else
+        its bytes re-encoded (``encode_bytes``), else (no bytes it can spell) the filler."""
+        t = int(t)
+        return [self.t2d[t]] if t in self.t2d else (self.encode_bytes(self.target_text(t)) or [self.filler])
+
+    def draft_prompt(self, prompt_ids: Sequence[int]) -> list[int]:
+        """The drafter's prompt: its own tokenizer's encoding of the prompt's text (its own BOS)."""
+        text = b"".join(self.target_text(t) for t in prompt_ids).decode("utf-8", "replace")
+        return self.draft_tokenizer.encode(text) or [self.filler]
 
     def encode_bytes(self, data: bytes) -> list[int]:
         """The drafter's tokens for ``data``: its tokenizer's encoding of the text when
@@ -234,7 +257,7 @@ class TLIDrafter(ModelDrafter):
     """A drafter with its own vocabulary, restricted to the tokens it shares with the target."""
 
     own_tokenizer = True
-    rank_replay = False  # its trees follow the draft vocabulary's ranks, mapped per step
+    rank_replay = True  # its context is the committed tokens mapped one by one (``VocabMap.to_draft``)
     teacher_forced = False  # its children are mapped from the draft vocabulary, not pair.draft's over the target's
 
     def __init__(self, model, vocab: VocabMap, temperature: float = 1.0, top_p: float = 1.0, kv=None):
@@ -247,17 +270,17 @@ class TLIDrafter(ModelDrafter):
             raise ValueError(
                 f"pair={pair.name}: pair.drafter=tli needs a draft model with its own tokenizer (pair.draft)"
             )
-        return cls(
-            pair.draft,
-            vocab_map(pair.draft_tokenizer, pair.tokenizer, output_size(pair.target)),
-            temperature,
-            top_p,
-            kv,
-        )
+        return cls(pair.draft, cls.rank_vocab(pair), temperature, top_p, kv)
+
+    @classmethod
+    def rank_vocab(cls, pair) -> VocabMap:
+        """The pair's vocabulary map; the draft model's head is sliced to it (``slice_head``)."""
+        vocab = vocab_map(pair.draft_tokenizer, pair.tokenizer, output_size(pair.target))
+        vocab.slice_head(pair.draft)
+        return vocab
 
     def reset(self, prompt_ids: Sequence[int]) -> None:
-        text = b"".join(self.vocab.target_text(t) for t in prompt_ids).decode("utf-8", "replace")
-        super().reset(self.vocab.draft_tokenizer.encode(text) or [self.vocab.filler])
+        super().reset(self.vocab.draft_prompt(prompt_ids))
         self.draft_chain = self.pending  # the drafter's last prompt token (not cached yet)
         self.history = list(prompt_ids)  # the committed history stays in target ids
         self.pending = [int(prompt_ids[-1])]
@@ -275,4 +298,4 @@ class TLIDrafter(ModelDrafter):
         forwarded = tree.slots is not None
         super().commit(tree, path, next_token)  # keeps the accepted path's drafter KV
         new = self.vocab.to_draft(self.pending if forwarded else [next_token])
-        self.draft_chain = (new if forwarded else self.draft_chain + new) or [self.vocab.filler]
+        self.draft_chain = new if forwarded else self.draft_chain + new

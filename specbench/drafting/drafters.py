@@ -47,6 +47,26 @@ class DrafterProtocol(Protocol):
 Grow = Callable[[Any, Any, str, torch.Generator], Levels]  # (drafter, policy, rule, rng) -> levels
 
 
+class SameVocab:
+    """How a draft model over the target's own vocabulary reads a target context (rank
+    replay, ``Drafter.rank_vocab``): token for token.  ``crossvocab.VocabMap`` is the other kind."""
+
+    @staticmethod
+    def draft_prompt(prompt_ids: Sequence[int]) -> list[int]:
+        return [int(t) for t in prompt_ids]
+
+    @staticmethod
+    def draft_tokens(token: int) -> list[int]:
+        return [int(token)]
+
+    @staticmethod
+    def to_target(logits: torch.Tensor) -> torch.Tensor:
+        return logits
+
+
+SAME_VOCAB = SameVocab()
+
+
 class Drafter:
     """Base class: keeps the committed token history (prompt + output) and grows
     ``tree=none`` (no draft tokens).  What a drafter can do is declared here, as data:
@@ -57,7 +77,9 @@ class Drafter:
       ``own_tokenizer``: that model keeps its own vocabulary (else it must share the target's);
     * ``pair_keys``: its own ``pair.*`` keys (``check_params`` checks them before any model
       loads; ``pair_inputs`` resolves them on the target's config, before its weights load);
-    * ``rank_replay``: static shapes replay from the teacher-forced ranks of ``rank_model``;
+    * ``rank_replay``: static shapes replay from the teacher-forced ranks of ``rank_model``
+      (reading the target's tokens as ``rank_vocab`` says): its tree is a function of the
+      committed context alone;
     * ``teacher_forced``: its children at every node are the top-k / draws of ``pair.draft``'s
       own next-token distribution over the target's vocabulary and nothing else (no n-gram
       merge, vocabulary map or layer view), so teacher-forcing ``pair.draft`` along a
@@ -106,6 +128,12 @@ class Drafter:
         """The model whose teacher-forced top-k ranks this drafter's static trees follow
         (``rank_replay`` drafters only: greedy replay of a static shape from ranks)."""
         raise NotImplementedError(f"the {cls.name} drafter has no rank replay")
+
+    @classmethod
+    def rank_vocab(cls, pair):
+        """How ``rank_model`` reads the target's tokens (its prompt, each committed token,
+        its logits over the target's vocabulary): ``SAME_VOCAB`` unless it has its own."""
+        return SAME_VOCAB
 
     @classmethod
     def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> Drafter:

@@ -30,6 +30,7 @@ import torch
 from ..core import kv
 from ..core.diskcache import DiskCache, ids_digest
 from ..core.sampling import probs, token_ranks
+from ..drafting.drafters import SAME_VOCAB
 from .loop import NAN, continuations
 from .records import PromptResult, StepRecord
 
@@ -52,12 +53,15 @@ def accept_run(ranks: Sequence[int], t: int, paths: set, limit: int) -> int:
     return i
 
 
-def replay_prompt(prompt_id: str, ranks: Sequence[int], policy) -> list[StepRecord]:
+def replay_prompt(
+    prompt_id: str, ranks: Sequence[int], policy, widths: Sequence[int] | None = None
+) -> list[StepRecord]:
     """The live engine's step records for one prompt, from the draft ranks of c.
 
     ``len(ranks) == len(c)``; c already stops at EOS (inclusive) or at
     max_new_tokens, exactly where the live loop stops.  ``policy.observe`` is
-    called after every step like the live loop does (adaptive shapes)."""
+    called after every step like the live loop does (adaptive shapes).  ``widths[j]``:
+    the draft tokens c[j] becomes (``draft_sequence``; default 1), for ``scored``."""
     n, t, pending = len(ranks), 0, 1
     records: list[StepRecord] = []
     while t < n:
@@ -71,7 +75,8 @@ def replay_prompt(prompt_id: str, ranks: Sequence[int], policy) -> list[StepReco
         records.append(rec)
         policy.observe(i, size)
         leaf = rec.accepted > 0 and kids[tuple(ranks[t : t + rec.accepted])] == 0
-        pending = 2 if leaf else 1  # an accepted leaf was never forwarded: it goes with the bonus token
+        bonus = widths[t + rec.emitted - 1] if widths else 1
+        pending = bonus + int(leaf)  # an accepted leaf was never forwarded: it goes with the bonus token
         t += rec.emitted
     return records
 
@@ -110,10 +115,15 @@ def greedy_record(
 
 
 def draft_ranks(
-    model, prompt_ids: Sequence[int], cont: Sequence[int], temperature: float = 0.0, top_p: float = 1.0
+    model,
+    prompt_ids: Sequence[int],
+    cont: Sequence[int],
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    vocab=SAME_VOCAB,
 ) -> list[int]:
     """Ranks of cont[j] under the draft given prompt + cont[:j] (``draft_ranks_many``, one prompt)."""
-    return draft_ranks_many(model, [prompt_ids], [cont], temperature, top_p)[0]
+    return draft_ranks_many(model, [prompt_ids], [cont], temperature, top_p, vocab=vocab)[0]
 
 
 def draft_ranks_many(
@@ -124,10 +134,12 @@ def draft_ranks_many(
     top_p: float = 1.0,
     batch_size: int = 1,
     chunk: int = 256,
+    vocab=SAME_VOCAB,
 ) -> list[list[int]]:
     """Draft ranks of every continuation, ``batch_size`` prompts per teacher-forced
     forward: each prompt is prefilled, then prompt[-1] + cont[:-1] goes through as a
-    chain, in chunks of ``chunk // batch_size`` positions (bounded [rows, chunk, V] logits)."""
+    chain (in the draft's tokens: ``vocab``), in chunks of ``chunk // batch_size``
+    positions (bounded [rows, chunk, V] logits)."""
     out: list[list[int]] = []
     for s in range(0, len(prompts), batch_size):
         out += teacher_forced_ranks(
@@ -137,33 +149,61 @@ def draft_ranks_many(
             temperature,
             top_p,
             max(1, chunk // batch_size),
+            vocab,
         )
     return out
 
 
 @torch.inference_mode()
-def teacher_forced_ranks(model, prompts, conts, temperature: float, top_p: float, chunk: int) -> list[list[int]]:
-    """One batch of ``draft_ranks_many`` (per-row slot caches and masks: ``kv.SlotKV``)."""
+def teacher_forced_ranks(
+    model, prompts, conts, temperature: float, top_p: float, chunk: int, vocab=SAME_VOCAB
+) -> list[list[int]]:
+    """One batch of ``draft_ranks_many`` (per-row slot caches and masks: ``kv.SlotKV``).
+    ``vocab`` says how the draft model reads target tokens (``Drafter.rank_vocab``): row j's
+    rank is taken at the draft position that ends prompt + cont[:j] in its own tokens."""
     rows = kv.SlotKV(model)
-    ids = [rows.add([int(x) for x in prompt_ids]) for prompt_ids in prompts]
-    seqs = [[int(p[-1])] + [int(x) for x in c[:-1]] if c else [] for p, c in zip(prompts, conts)]
+    heads = [vocab.draft_prompt(p) for p in prompts]
+    ids = [rows.add(h) for h in heads]
+    fed = [draft_sequence(vocab, h, c) for h, c in zip(heads, conts)]
     ranks: list[list[int]] = [[] for _ in prompts]
-    for s in range(0, max(map(len, seqs), default=0), chunk):
-        parts = [(r, seq[s : s + chunk], b) for b, (r, seq) in enumerate(zip(ids, seqs)) if seq[s : s + chunk]]
+    for s in range(0, max((len(seq) for seq, _ in fed), default=0), chunk):
+        parts = [(r, seq[s : s + chunk], b) for b, (r, (seq, _)) in enumerate(zip(ids, fed)) if seq[s : s + chunk]]
         logits = rows.forward([(r, kv.chain(len(part)), part, 0) for r, part, _ in parts])
         for (r, part, b), row_logits in zip(parts, logits):
-            q = probs(row_logits[: len(part)], temperature, top_p)
-            ranks[b] += ranks_from_probs(q, conts[b][s : s + len(part)])
+            at = fed[b][1]
+            js = [j for j in range(len(ranks[b]), len(at)) if at[j] < s + len(part)]
+            rows_at = torch.as_tensor([at[j] - s for j in js], dtype=torch.long, device=row_logits.device)
+            q = probs(vocab.to_target(row_logits[rows_at]), temperature, top_p)
+            ranks[b] += ranks_from_probs(q, [conts[b][j] for j in js])
             rows.commit(r, range(len(part)))
     return ranks
 
 
-def replay_by_ranks(prompts, ranks_and_conts: Sequence[tuple[list[int], list[int]]], new_policy) -> list[PromptResult]:
+def draft_sequence(vocab, head: Sequence[int], cont: Sequence[int]) -> tuple[list[int], list[int]]:
+    """(the draft tokens fed after the cached ``head[:-1]``, and for each j the index among
+    them whose logits predict cont[j]): head[-1], then each of cont[:-1] in draft tokens."""
+    if not cont:
+        return [], []
+    seq, at = [int(head[-1])], [0]
+    for t in cont[:-1]:
+        seq += vocab.draft_tokens(t)
+        at.append(len(seq) - 1)
+    return seq, at
+
+
+def replay_by_ranks(
+    prompts, ranks_and_conts: Sequence[tuple[list[int], list[int]]], new_policy, vocab=SAME_VOCAB
+) -> list[PromptResult]:
     """Rank replay of every prompt, from its (ranks, c) (``cached_ranks_many``)."""
     return [
-        PromptResult(pr.id, replay_prompt(pr.id, ranks, new_policy()), list(cont))
+        PromptResult(pr.id, replay_prompt(pr.id, ranks, new_policy(), widths(vocab, cont)), list(cont))
         for pr, (ranks, cont) in zip(prompts, ranks_and_conts)
     ]
+
+
+def widths(vocab, cont: Sequence[int]) -> list[int]:
+    """How many draft tokens each token of ``cont`` becomes (``vocab.draft_tokens``)."""
+    return [len(vocab.draft_tokens(t)) for t in cont]
 
 
 # --------------------------------------------------------------------------
@@ -214,10 +254,11 @@ def cached_ranks_many(
     prompts: Sequence[Sequence[int]],
     batch_size: int = 1,
     progress=None,
+    vocab=SAME_VOCAB,
 ) -> list[tuple[list[int], list[int]]]:
     """(draft ranks of c, c) of every prompt, both cached, the missing ones computed
     ``batch_size`` prompts per forward; ``draft_key`` adds the draft's identity and its
-    temperature / top-p to ``key``."""
+    temperature / top-p to ``key``; ``vocab``: how the draft reads target tokens."""
     conts = cached_continuations(store, target, key, prompts, batch_size, progress)
     ranks = store.get_or_compute_many(
         "ranks",
@@ -229,6 +270,7 @@ def cached_ranks_many(
             draft_key["draft_temperature"],
             draft_key["draft_top_p"],
             batch_size,
+            vocab=vocab,
         ),
     )
     return list(zip(ranks, conts))

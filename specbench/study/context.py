@@ -156,16 +156,17 @@ class JobContext:
     def draft_ranks(self, pair, prompts, ident, eos, progress=None) -> list:
         """(ranks, continuation) of every prompt, from the replay cache (computed where missing)."""
         key, draft_key = self.cache_keys(ident, eos)
-        model = DRAFTERS.get(self.job.pair.drafter).rank_model(pair)
+        drafter = DRAFTERS.get(self.job.pair.drafter)
         return replay.cached_ranks_many(
             self.store(),
             pair.target,
-            model,
+            drafter.rank_model(pair),
             key,
             draft_key,
             [pr.ids for pr in prompts],
             self.job.continuation_batch,
             progress,
+            drafter.rank_vocab(pair),
         )
 
     def continuation_verifier(self, pair, prompts, ident, progress=None) -> ContinuationVerifier:
@@ -187,7 +188,8 @@ class JobContext:
             return self.plan.run(pair, prompts, self.plan.live_verifier(pair), bar)
         if self.by_ranks():
             table = self.draft_ranks(pair, prompts, ident, eos_ids(pair), bar)
-            return replay.replay_by_ranks(prompts, table, self.plan.new_policy)
+            vocab = DRAFTERS.get(self.job.pair.drafter).rank_vocab(pair)
+            return replay.replay_by_ranks(prompts, table, self.plan.new_policy, vocab)
         return self.plan.run(pair, prompts, self.continuation_verifier(pair, prompts, ident, bar), bar)
 
 
