@@ -35,7 +35,7 @@ once costs $PY -m specbench.study.costs pair=qwen_coder +costs_repeats=7 \
   '+costs_dtypes=[bfloat16]' hydra.run.dir="$OUT/costs"
 
 step "Sequoia acceptance vectors (results/acceptance_vector.csv) on each dataset's LAST 4 prompts"
-# disjoint from the scored first ones; bf16 (the study's dtype by measurement, README "Engines"),
+# disjoint from the scored first ones; bf16 (the study's dtype by measurement, docs/engines.md),
 # the 4 prompts' continuations in one batch
 calibrate() {  # calibrate PAIR DATASET
   once "calibrate_$1_$2" $PY -m specbench.study.calibrate pair=$1 verify=greedy dtype=bfloat16 dataset=$2 \

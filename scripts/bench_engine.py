@@ -94,7 +94,7 @@ def parse_args(argv):
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--shapes", default="chain,binary,kary,topk_wide")
     ap.add_argument("--budgets", default="4,8,16")
-    ap.add_argument("--dtype", default="float32", help="replay equals live only in float32 (see README)")
+    ap.add_argument("--dtype", default="float32", help="replay equals live only in float32 (see docs/engines.md)")
     ap.add_argument("--out", default=None, help="scratch folder (default: a new temp dir)")
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides of the study, e.g. batch_size=2")
     return ap.parse_args(argv)
@@ -135,7 +135,7 @@ def main(argv=None) -> None:
         print(
             f"MISMATCH: {len(bad)} of {n_cfg} configurations and {len(bad_steps)} of {len(live_steps)} "
             f"steps differ between live and replay (bf16 rounding between the teacher-forced and the "
-            f"tree forwards, see README):"
+            f"tree forwards, see docs/engines.md):"
         )
         print(bad.to_string(max_cols=12, max_colwidth=20))
     else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import os
+import pathlib
 
 # Tiny models run fastest single-threaded, and the 2-core CI box is shared by
 # subprocess jobs: OpenMP spinning across oversubscribed threads costs ~30x.
@@ -170,6 +171,16 @@ def decode_one(
         torch.Generator().manual_seed(seed),
     )
     return res.records, res.tokens
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+# the documentation: README.md, then the reference pages under docs/ it links
+DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def docs_text() -> str:
+    """README.md and every docs/*.md page, concatenated: what the documentation says."""
+    return "\n".join(p.read_text() for p in DOC_FILES)
 
 
 def report_text(path) -> str:

@@ -241,6 +241,7 @@ def test_readme_and_config_comments_name_files_that_exist():
         p: p.read_text()
         for p in [
             ROOT / "README.md",
+            *ROOT.glob("docs/*.md"),
             *ROOT.glob("conf/**/*.yaml"),
             *ROOT.glob("specbench/**/*.py"),
             *ROOT.glob("tests/*.py"),

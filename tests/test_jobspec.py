@@ -93,8 +93,8 @@ def test_the_spec_is_frozen():
 
 
 def test_replay_in_bf16_is_asked_for_never_automatic():
-    """engine=replay runs greedy bf16 jobs against the batched bf16 continuation (README
-    "Engines"); engine=auto replays only where exact (float32); a sampling mode never replays."""
+    """engine=replay runs greedy bf16 jobs against the batched bf16 continuation
+    (docs/engines.md); engine=auto replays only where exact (float32); a sampling mode never replays."""
     from specbench.study.checks import resolve_engine
     from specbench.study.jobspec import ConfigError, from_config
 

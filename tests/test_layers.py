@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "specbench"
-# bottom to top (README "Architecture"); attention/ sits beside study/
+# bottom to top (docs/architecture.md); attention/ sits beside study/
 LAYER = {
     "core": 0,
     "trees": 1,

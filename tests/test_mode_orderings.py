@@ -1,6 +1,6 @@
 """Expected accepted tokens, exact (every drafted tree and every coin enumerated), over 100
 random Markov worlds: the sequence-level rules against their strongest token-level
-baselines on the same drafted trees (README, "Verification modes").
+baselines on the same drafted trees (docs/verification.md).
 
 Claimed, in expectation over the draft's draws (NOT per drawn tree, where it is false):
 traversal >= storage-order mss (children with replacement), traversal >= sequoia (without),

@@ -1,4 +1,4 @@
-"""README "Extending": a shape, a verify mode, a drafter and a dataset, each registered in ONE
+"""docs/extending.md: a shape, a verify mode, a drafter and a dataset, each registered in ONE
 user module outside the package (``plugins=[module]``) with its presets in a config folder
 of its own (``hydra.searchpath``), run through a real multirun; and the ``plugins`` key
 leaves every job's config hash as it was."""
@@ -21,7 +21,7 @@ from specbench.study.results import read_csv
 ROOT = Path(__file__).resolve().parents[1]
 
 PLUGIN = '''
-"""Throwaway entries of every kind, registered as README's "Extending" table says."""
+"""Throwaway entries of every kind, registered as docs/extending.md's table says."""
 from dataclasses import dataclass
 
 from specbench.drafting.drafters import DRAFTERS, Drafter

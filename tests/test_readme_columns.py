@@ -1,5 +1,6 @@
-"""README documents every column of every CSV specbench writes: the columns the code
-produces (summary, steps, calibration, lossless check) and the headers of results/*.csv."""
+"""The documentation (README.md + docs/*.md) documents every column of every CSV specbench writes:
+the columns the code produces (summary, steps, calibration, lossless check) and the headers of
+results/*.csv."""
 
 import dataclasses
 import glob
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from conftest import docs_text
 from specbench.engine.records import StepRecord
 from specbench.study import calibrate, lossless, margins
 from specbench.study.results import KEY_COLUMNS, summarize
@@ -16,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def documented() -> set[str]:
-    return set(re.findall(r"`([a-z_0-9*]+)`", (ROOT / "README.md").read_text()))
+    return set(re.findall(r"`([a-z_0-9*]+)`", docs_text()))
 
 
 def undocumented(columns) -> list[str]:

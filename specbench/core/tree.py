@@ -9,7 +9,7 @@ A *static shape* is a prefix-closed set of draft rank paths, Medusa style:
 ``(0,)`` is the draft's top-1 first token, ``(0, 1)`` the runner-up child of
 that token, and so on.
 
-Budget rule (documented in README.md): a generated shape lists its rank paths
+Budget rule (documented in docs/trees.md): a generated shape lists its rank paths
 breadth-first, ordered by (depth, rank path); a budget of N keeps the first N.
 Because a parent is shorter than its children it always comes first, so the
 kept set is still a tree.  An explicit list (``paths``, ``medusa63``) is

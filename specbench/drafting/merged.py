@@ -1,7 +1,7 @@
 """SpecInfer-style merged drafting (``tree=merged``): the token-trie union of a
 model draft and an n-gram draft under ONE budget N.
 
-Budget split (fixed rule, reported in the README):
+Budget split (fixed rule, reported in docs/trees.md):
   1. the n-gram drafter claims up to s = floor(tree.ngram_share * N) nodes
      (default share 0.5), but only as many as its matches supply;
   2. the model drafter grows ``tree.shape`` (a static shape trimmed by the

@@ -1,7 +1,7 @@
 """REPORT.md as a declarative list of sections (`SECTIONS`): (heading, render(ctx) -> markdown).
 
 A section's render reads the tables (`tables.compute`), the phrases (`phrases`) and the made
-figures by name; a section with nothing to show says why in one line.  The order (README, "The report"):
+figures by name; a section with nothing to show says why in one line.  The order (docs/report.md):
 TL;DR and the answer tables, analysis, method, setup, limitations, references, appendix.
 """
 

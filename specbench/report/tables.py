@@ -1,7 +1,7 @@
 """The report's tables as pandas frames: the answer tables, the cross-pair table, the cap,
 identities, calibration, batch size and measured vs projected speed (pandas only).
 
-Evidence rules (README, "The report"): a ranked or "best" claim rests on >= MIN_RANKED prompts; an
+Evidence rules (docs/report.md): a ranked or "best" claim rests on >= MIN_RANKED prompts; an
 interval from fewer than MIN_CI prompts is not printed; a budget where more than MAX_CUT of
 the steps were cut by max_new_tokens is never ranked; a Sequoia tree calibrated on the
 prompts it is scored on is never ranked.

@@ -98,7 +98,7 @@ def argmax(mode: str) -> bool:
 def why_not_replayable(job: JobSpec, bf16_continuation: bool = False) -> str | None:
     """None when replay is exact for this job, else the reason.  ``bf16_continuation``:
     also accept bfloat16, where replay's reference is DEFINED as the target's batched bf16
-    continuation (README "Engines": how far live bf16 decoding is from it is measured)."""
+    continuation (docs/engines.md: how far live bf16 decoding is from it is measured)."""
     if not argmax(job.verify.name):
         return f"verify={job.verify.name} is not greedy"
     if job.verify.paired_with:

@@ -23,8 +23,8 @@ The prefix is each prompt cut where the target is least certain among its last
 ``--prefix-search`` tokens (``informative_prefix``): right after a HumanEval prompt
 the next token has p ≈ 0.99 and χ² would have one bin.  Before the draws the memos
 are warmed with the draft's likeliest paths (``warm``: one batched forward per
-depth instead of one per new node).  Measured cost on this 2-core CPU: see the
-README (The report).
+depth instead of one per new node).  Measured cost on this 2-core CPU: see
+docs/verification.md ("The empirical check's power").
 
 A lossless mode gives p-values spread uniformly on [0, 1] and tv ≈ tv_null.  (The
 exact ``first_token_tv`` in steps.csv is zero by each lossless mode's algebra, so

@@ -1,7 +1,7 @@
 """User modules a run imports before it resolves any registry name: ``plugins=[my.module]``.
 
 A plugin is one importable module (on ``PYTHONPATH``) that registers entries the way
-README's "Extending" table says: a shape (``@static_shape``), a verify mode
+docs/extending.md's table says: a shape (``@static_shape``), a verify mode
 (``register(ModeSpec(...))``), a drafter (``@DRAFTERS.register``), a dataset
 (``@dataset``).  Their presets live in a config folder of the user's, added with
 ``hydra.searchpath=[file:///path/to/conf]`` (``tree/NAME.yaml``, ``verify/NAME.yaml``, ...).

@@ -1,6 +1,6 @@
 """Per-job files: row keys from the job spec, the metrics, steps/summary/outputs writers.
 
-Metric definitions (also in README.md and REPORT.md):
+Metric definitions (also in docs/metrics.md and REPORT.md):
   acceptance_rate   = sum(accepted) / sum(tree_size)       (verified / drafted; NaN when nothing
                                                           was drafted, e.g. tree=none)
   acceptance_length = mean accepted per step               (bonus token NOT counted)

@@ -9,7 +9,7 @@ Decoding" (ICLR 2026, arXiv 2601.05724), as its public code runs it
 ----------------------------------------------------------------------------------------
 The paper's own text was not readable here; the rule is transcribed from its public code
 (github ZhouYuxuanYX/Hierarchical-Speculative-Decoding, ``transformers/generation/utils.py``,
-``_speculative_sampling`` with ``backward=True`` and the capping the README calls "HSD (clever)",
+``_speculative_sampling`` with ``backward=True`` and the capping docs/verification.md calls "HSD (clever)",
 run by ``eval_speculative_qwen_backward_clever.sh``; ``algorithm.py`` is the same computation).
 On a chain X_1..X_g with prefix ratios R_k = prod_{j<=k} p_{j-1}(X_j)/q_{j-1}(X_j) (R_0 = 1):
 
