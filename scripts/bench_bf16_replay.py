@@ -10,9 +10,11 @@ all prompts, ``engine.loop.continuations``).  Live bf16 decoding forwards trees,
 kernels round differently, so its tokens can leave c.  Per tree (--trees), on the same
 prompts: how many live decodes diverge from c, where (first divergent position), the
 target's logit margin there (top-1 minus top-2 after the common prefix: a near-tie
-means rounding, not a bug), and tokens_per_step of replay (drafted replay against c)
-and of live, with the paired difference (bootstrap 95% CI over prompts).  Writes
---out (results/bf16_replay_divergence.csv) and prints the summary LAST.
+means rounding, not a bug), and tokens_per_step of replay (drafted replay against c),
+of rank replay (one teacher-forced draft pass, where the drafter and shape declare it:
+what the reference grids run) and of live, with the paired differences (bootstrap 95% CI
+over prompts).  Writes --out (results/bf16_replay_divergence.csv; rows of other pairs and
+trees are kept) and prints the summary LAST.
 """
 
 from __future__ import annotations
@@ -26,10 +28,13 @@ import pandas as pd
 import torch
 
 from specbench import api
+from specbench.drafting.drafters import DRAFTERS
+from specbench.engine import replay
 from specbench.engine.loop import continuations
 from specbench.engine.verifiers import ContinuationVerifier
 from specbench.inputs import data
 from specbench.study import scriptargs
+from specbench.trees.policies import make_policy, policy_spec
 
 
 def first_divergence(a, b) -> int | None:
@@ -52,8 +57,22 @@ def replayed(pair, items, conts, tree: dict, n: int):
     return plan.run(pair, items, verifier)
 
 
+def rank_replayed(pair, items, conts, tree: dict) -> list | None:
+    """Rank replay of every prompt (what the reference grids use for static shapes over a
+    drafter that declares it): one teacher-forced bf16 draft pass, then a walk over the ranks;
+    None where the drafter or the shape does not replay by ranks."""
+    cls = DRAFTERS.get(pair.drafter)
+    if not (cls.rank_replay and policy_spec(tree["name"]).rank_replayable):
+        return None
+    vocab = cls.rank_vocab(pair)
+    ranks = replay.draft_ranks_many(cls.rank_model(pair), [it.ids for it in items], conts, 1.0, vocab=vocab)
+    make = lambda: make_policy(tree["name"], tree["budget"])  # noqa: E731
+    return [replay.replay_prompt(it.id, r, make(), replay.widths(vocab, c)) for it, r, c in zip(items, ranks, conts)]
+
+
 def tps(result) -> float:
-    return sum(r.emitted for r in result.records) / max(len(result.records), 1)
+    records = getattr(result, "records", result)  # a PromptResult or a list of step records
+    return sum(r.emitted for r in records) / max(len(records), 1)
 
 
 def paired_ci(diff: list[float], draws: int = 2000) -> tuple[float, float]:
@@ -77,6 +96,9 @@ def tree_row(pair, args, prompts, conts, spec: str) -> dict:
     diff = [tps(lv) - tps(r) for lv, r in zip(live, rep)]
     lo, hi = paired_ci(diff)
     hit = [w for w in where if w is not None]
+    ranked = rank_replayed(pair, items, conts, tree)
+    by_rank = [tps(lv) - tps(r) for lv, r in zip(live, ranked)] if ranked else []
+    rank_lo, rank_hi = paired_ci(by_rank) if by_rank else (float("nan"), float("nan"))
     return {
         "pair": pair.name,
         "dtype": args.dtype,
@@ -94,7 +116,22 @@ def tree_row(pair, args, prompts, conts, spec: str) -> dict:
         "diff_live_minus_replay": sum(diff) / len(diff),
         "diff_ci_lo": lo,
         "diff_ci_hi": hi,
+        "tokens_per_step_rank_replay": sum(map(tps, ranked)) / len(ranked) if ranked else float("nan"),
+        "diff_live_minus_rank_replay": sum(by_rank) / len(by_rank) if by_rank else float("nan"),
+        "rank_diff_ci_lo": rank_lo,
+        "rank_diff_ci_hi": rank_hi,
     }
+
+
+def kept_rows(path: str, new: pd.DataFrame) -> pd.DataFrame:
+    """The rows already in ``path`` (another pair's, another tree's) with this run's replacing
+    those of the same pair, dtype, tree and budget: a run never drops what another measured."""
+    if not os.path.exists(path):
+        return new
+    old = pd.read_csv(path)
+    key = ["pair", "dtype", "tree", "budget"]
+    same = old.set_index(key).index.isin(new.set_index(key).index)
+    return pd.concat([old[~same], new], ignore_index=True)
 
 
 def main(argv=None) -> int:
@@ -114,16 +151,18 @@ def main(argv=None) -> int:
         pair.target, [p.ids for p in prompts], args.tokens, api.eos_ids(pair), batch_size=len(prompts)
     )
     rows = [tree_row(pair, args, prompts, conts, spec) for spec in args.trees]
-    df = pd.DataFrame(rows)
+    df = kept_rows(args.out, pd.DataFrame(rows))
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    df.to_csv(args.out, index=False)
+    df.to_csv(args.out + ".tmp", index=False)
+    os.replace(args.out + ".tmp", args.out)
     print(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     for r in rows:
         print(
             f"{r['tree']}/{r['budget']}: {r['diverged']}/{r['prompts']} live {args.dtype} decodes leave the batched "
             f"continuation (mean first position {r['first_divergence_mean']:.1f}, median margin "
             f"{r['margin_median']:.3f}); tokens_per_step live - replay = {r['diff_live_minus_replay']:+.3f} "
-            f"[{r['diff_ci_lo']:+.3f}, {r['diff_ci_hi']:+.3f}]"
+            f"[{r['diff_ci_lo']:+.3f}, {r['diff_ci_hi']:+.3f}]; live - rank replay = "
+            f"{r['diff_live_minus_rank_replay']:+.3f} [{r['rank_diff_ci_lo']:+.3f}, {r['rank_diff_ci_hi']:+.3f}]"
         )
     return 0
 

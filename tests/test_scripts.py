@@ -76,7 +76,13 @@ def test_bench_bf16_replay(run, tmp_path):
     row = pd.read_csv(csv).iloc[0]
     assert (row["dtype"], row.tree, row.budget, row.prompts, row.live_batch) == ("float32", "chain", 2, 2, 2)
     assert row.diverged == 0  # float32: live equals the batched continuation
-    assert row.tokens_per_step_live == row.tokens_per_step_replay
+    assert row.tokens_per_step_live == row.tokens_per_step_replay == row.tokens_per_step_rank_replay
+    run(  # a second tree joins the file; the first tree's row stays
+        "bench_bf16_replay",
+        *("--dtype", "float32", "--prompts", "2", "--tokens", "4", "--batch", "2", "--trees", "binary/3"),
+        *("--out", str(csv)),
+    )
+    assert sorted(pd.read_csv(csv).tree) == ["binary", "chain"]
 
 
 def test_bench_engine(run, tmp_path):
