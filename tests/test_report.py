@@ -61,7 +61,7 @@ def test_every_linked_figure_exists(built):
     links = report_figures(d / "REPORT.md")  # a page's links are relative to its folder
     assert len(links) >= 8 and all(p.is_file() for p in links), links
     expected = {
-        "tokens_per_step_vs_budget.png",
+        "acceptance_vs_budget.png",
         "gain_vs_chain.png",
         "alpha_by_depth.png",
         "acceptance_vector.png",
@@ -93,6 +93,7 @@ def test_sections_and_definitions(built):
     order = [
         "TL;DR",
         "Answer: the fastest budget per shape",
+        "Acceptance against the budget",
         "Across pairs at fixed budgets",
         "Verification rules against their token-level baselines",
         "Measured and projected speed",

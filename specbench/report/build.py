@@ -18,6 +18,7 @@ from ..core.args import Parser
 from ..core.atomic import lock, os_line, replace_together, write_file
 from ..study.results import write_csv
 from . import figures as F
+from . import figures_accept as FA
 from . import figures_hw as FH
 from . import figures_speed as FS
 from . import load as LD
@@ -35,7 +36,7 @@ load = LD.load  # the notebook's entry point
 def make_figures(t: dict, data: dict) -> list[F.Fig]:
     kern = kernels(data["attention"])
     made = [
-        F.fig_tokens_per_step(t["rows"], t["sums"], t["pair"]),
+        FA.fig_acceptance_vs_budget(t["rows"], t["sums"]),
         FS.fig_projected(t["rows"], t["sums"], t["pair"]),
         F.fig_gain_vs_chain(t["chain_diffs"], t["pair"]),
         F.fig_accept_hist(t["cross"], t["rows"]),

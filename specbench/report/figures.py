@@ -186,51 +186,6 @@ def main_groups(rows: pd.DataFrame, sums, pair) -> list:
 # --------------------------------------------------------------------------
 # acceptance
 # --------------------------------------------------------------------------
-def fig_tokens_per_step(rows, sums, pair) -> Fig | None:
-    groups = main_groups(rows, sums, pair)
-    if not groups:
-        return None
-
-    def draw(ax, g):
-        for shape, s in g.groupby("shape", sort=True):
-            s = s.sort_values("budget")
-            st = style(shape)
-            ax.errorbar(
-                s.budget,
-                s.tokens_per_step,
-                yerr=ci(
-                    s.tokens_per_step, s.get("tokens_per_step_lo"), s.get("tokens_per_step_hi"), s.get("n_prompts")
-                ),
-                ms=3,
-                capsize=2,
-                label=shape,
-                **st,
-            )
-            cut = s[s.cut > T.MAX_CUT]
-            ax.plot(
-                cut.budget,
-                cut.tokens_per_step,
-                ls="none",
-                marker=st["marker"],
-                ms=7,
-                mfc="white",
-                mec=st["color"],
-                zorder=3,
-            )
-        budget_axis(ax, g.budget.unique())
-        ax.set_ylabel("tokens_per_step")
-
-    return panels(
-        groups,
-        "tokens_per_step_vs_budget.png",
-        draw,
-        f"tokens_per_step against budget for {pair}, greedy, one panel per dataset (its main prompt set); "
-        f"bars: 95% bootstrap CI over prompts (none from fewer than {T.MIN_CI} prompts); large hollow markers: "
-        f"more than {T.MAX_CUT:.0%} of the "
-        "steps were cut by max_new_tokens (never ranked).",
-    )
-
-
 def fig_gain_vs_chain(diffs: pd.DataFrame, pair) -> Fig | None:
     if diffs.empty or pair not in set(diffs.pair):
         return None

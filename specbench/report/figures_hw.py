@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
@@ -45,18 +46,27 @@ def fig_phase(a: pd.DataFrame, points: pd.DataFrame) -> F.Fig | None:
 
 
 def fig_schedule(sched: pd.DataFrame) -> F.Fig | None:
-    """Measured speedup against the draft budget, one line per batch size B (plain decoding = 1)."""
+    """Measured speedup against the draft budget, one line per batch size B (plain decoding = 1);
+    only the settings where some line has two or more budgets (the rest: the table)."""
     if sched.empty:
         return None
     keys = ["pair", "dataset", "dtype", "n_prompts", "max_new_tokens"]
-    groups = [(f"{k[0]} · {k[1]} ({k[2]}, {k[3]} × {k[4]} tok)", g) for k, g in sched.groupby(keys, sort=True)]
+    groups = [
+        (f"{k[0]} · {k[1]} ({k[2]}, {k[3]} × {k[4]} tok)", g)
+        for k, g in sched.groupby(keys, sort=True)
+        if g.groupby(["batch_size", "shape"]).budget.nunique().max() >= 2
+    ]
+    if not groups:
+        return None
+    sizes = sorted({int(b) for _t, g in groups for b in g.batch_size})
+    shades = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(sizes)))
 
     def draw(ax, g):
         for (b, shape), s in g.groupby(["batch_size", "shape"], sort=True):
             s = s.sort_values("budget")
-            ax.plot(
-                s.budget, s.measured, marker="o", ms=3, label=f"B={int(b)}" + ("" if shape == "chain" else f" {shape}")
-            )
+            c = shades[sizes.index(int(b))]
+            ax.plot(s.budget, s.measured, marker="o" if shape == "chain" else "s", ms=3, color=c,
+                    label=f"B={int(b):>2}" + ("" if shape == "chain" else f" {shape}"))  # fmt: skip
         ax.axhline(1, color="k", lw=0.6)
         ax.set(xlabel="budget N (draft tokens)", ylabel="measured speedup ×")
 
@@ -65,6 +75,7 @@ def fig_schedule(sched: pd.DataFrame) -> F.Fig | None:
         "batch_schedule.png",
         draw,
         "Measured speedup over plain decoding at the same batch size B against the draft budget, one line "
-        "per B (live, same prompts): the best N per B is the schedule a serving engine takes.",
+        "per B (live, same prompts; darker: smaller B): the best N per B is the schedule a serving engine "
+        "takes. Settings with a single budget per B are in the table only.",
         legend="batch",
     )

@@ -132,47 +132,41 @@ def fig_projected(rows: pd.DataFrame, sums, pair) -> F.Fig | None:
 
 
 def fig_measured_vs_projected(live: pd.DataFrame) -> F.Fig | None:
+    """Every live batch-1 configuration with a projection in one panel: measured against projected,
+    one look per pair · dataset · prompts × tokens (colour: the pair; marker: the setting)."""
     both = live[live.projected.notna()] if len(live) else live
     if both.empty:
         return None
-    groups = [(f"{k[0]} · {k[1]} ({k[2]})", g) for k, g in both.groupby(["pair", "dataset", "dtype"], sort=True)]
+    both = both.assign(
+        setting=[f"{r.pair} · {r.dataset} · {int(r.n_prompts)}×{int(r.max_new_tokens)}" for r in both.itertuples()]
+    )
+    settings = sorted(both.setting.unique())
 
     def draw(ax, g):
-        for r in g.sort_values(["mode", "shape", "budget"]).to_dict("records"):
-            ax.scatter(
-                [r["projected"]],
-                [r["measured"]],
-                s=22,
-                color=F.color(r["verify"]),
-                label=r["verify"],
-                marker="o" if r["tree"] == "chain" else "s",
-                zorder=3,
-            )
-            ax.annotate(
-                f"{r['shape']} N={int(r['budget'])}",
-                (r["projected"], r["measured"]),
-                fontsize=6,
-                xytext=(3, 3),
-                textcoords="offset points",
-            )
-        lim = [0, max(1.2, float(np.nanmax(g[["projected", "measured"]].to_numpy())) * 1.1)]
+        for name, s in g.groupby("setting", sort=True):
+            c = F.color(s.pair.iloc[0])
+            xerr = F.ci(s.projected, s.projected_lo, s.projected_hi)
+            ax.errorbar(s.projected, s.measured, xerr=xerr, ls="none", ms=5, capsize=2, elinewidth=0.6,
+                        color=c, marker=F.MARKERS[settings.index(name) % len(F.MARKERS)], mec="k", mew=0.4,
+                        alpha=0.85, label=name)  # fmt: skip
+        vals = np.concatenate([g.projected_lo.fillna(g.projected), g.projected_hi.fillna(g.projected), g.measured])
+        lim = [float(np.nanmin(vals)) * 0.95, float(np.nanmax(vals)) * 1.03]
         ax.plot(lim, lim, color="k", lw=0.6, ls="--")
-        ax.set_xlim(lim)
-        ax.set_ylim(lim)
-        ax.set_xlabel("projected speedup ×")
-        ax.set_ylabel("measured speedup ×")
+        ax.fill_between(lim, [v * 0.9 for v in lim], [v * 1.1 for v in lim], color="k", alpha=0.06, lw=0)
+        ax.set(xlim=lim, ylim=lim, aspect="equal", xlabel="projected speedup ×", ylabel="measured speedup ×")
 
     return F.panels(
-        groups,
+        [("live batch-1 runs: measured against projected", both)],
         "speed_measured_vs_projected.png",
         draw,
         "Measured speedup (live tokens/s ÷ the live plain-decoding baseline) against the projection from "
-        "measured forward costs, per live configuration (colour: rule; circles: chains, squares: "
-        "trees); dashed: measured = projected.",
+        "measured forward costs, one point per live batch-1 configuration (colour: pair; marker: pair · "
+        "dataset · prompts × new tokens; bars: the projection's 95% interval); dashed: measured = projected, "
+        "grey band: within ±10%. Each point's shape and budget: the speed table.",
         sharey=False,
-        w=4.2,
-        h=3.6,
-        legend="rule",
+        w=4.6,
+        h=4.4,
+        legend="pair · dataset · setting",
     )
 
 
@@ -213,7 +207,9 @@ def fig_gap(rows: pd.DataFrame, min_budgets: int = 3) -> F.Fig | None:
         f"Measured tokens_per_step of each static shape (solid; 95% bootstrap CI from {F.T.MIN_CI}+ prompts) against "
         "the Sequoia DP's prediction for its best tree (dashed) and the DP's prediction for the same shape "
         "(hollow, dotted), per pair and "
-        f"dataset with at least {min_budgets} budgets (the others are in the table only).",
+        f"dataset with at least {min_budgets} budgets (the others are in the table only); each panel its own "
+        "y scale.",
+        sharey=False,
         h=3.4,
     )
 

@@ -2,7 +2,8 @@
 
 A section's render reads the tables (`tables.compute`), the phrases (`phrases`) and the made
 figures by name; a section with nothing to show says why in one line.  The order (docs/report.md):
-TL;DR and the answer tables, analysis, method, setup, limitations, references, appendix.
+TL;DR and the answer tables, acceptance against the budget, analysis, method, setup, limitations,
+references, appendix.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pandas as pd
 
 from . import analysis as A
 from . import attention_report as AR
+from . import figures_accept as FA
 from . import lossless as L
 from . import optimum as O
 from . import phrases as P
@@ -82,7 +84,7 @@ def answer(ctx) -> str:
     order = {p: i for i, p in enumerate(P.widest_first(t["answer"]))}  # the main pair's tables first
     for _key, g in sorted(_groups(t["answer"]), key=lambda kg: (order[kg[1].pair.iloc[0]], -len(kg[1]), kg[0])):
         out.append(f"**{P.where(g.iloc[0].to_dict())}**\n\n" + table(g.to_dict("records"), ANSWER_COLS))
-    return "\n\n".join(out + figs(ctx, "tokens_per_step_vs_budget.png", "gain_vs_chain.png", "projected_speedup.png"))
+    return "\n\n".join(out + figs(ctx, "gain_vs_chain.png", "projected_speedup.png"))
 
 
 def cross_table(g: pd.DataFrame) -> str:
@@ -349,6 +351,7 @@ def limitations(ctx) -> str:
 SECTIONS = [
     ("## TL;DR", lambda c: bullets(P.tldr(c["t"]), ""), None),
     ("## Answer: the fastest budget per shape", answer, "answer"),
+    ("## Acceptance against the budget", FA.section, None),
     ("## Across pairs at fixed budgets", cross, "pairs"),
     ("## Verification rules against their token-level baselines", modes, "verification"),
     ("## Measured and projected speed", speed, None),
