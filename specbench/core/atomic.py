@@ -23,7 +23,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -212,11 +212,6 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
 
 def write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write(path, lambda tmp: write_file(tmp, text))
-
-
-def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
-    """One JSON object per line, every line ending in a newline."""
-    write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
 def replace_together(

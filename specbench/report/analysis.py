@@ -97,11 +97,6 @@ def relabel_pairs(df: pd.DataFrame | None, labels: dict[str, str], by_hash: dict
     return out
 
 
-def alpha_cols(df: pd.DataFrame) -> list[str]:
-    cols = [c for c in df.columns if c.startswith("alpha_") and c[6:].isdigit()]
-    return sorted(cols, key=lambda c: int(c[6:]))
-
-
 # parameters that say where a shape comes from, not what it is: a named path list
 # (medusa63) is its name; sequoia's vector is calibrated per dataset
 LABEL_SKIP = ("name", "budget", "vector", "max_children")
