@@ -6,8 +6,17 @@ from __future__ import annotations
 import pandas as pd
 
 from . import analysis as A
+from . import attention_stats as S
+from . import attention_text as AT
 from .markdown import md_table
 
+FIGURES = (
+    "attention_grid.png",
+    "attention_fusion.png",
+    "attention_model.png",
+    "attention_time.png",
+    "attention_speedup.png",
+)
 KEY = {"batch": 1, "kv_len": 1024, "tree_size": 64}
 POINT = ["shape", "dtype", "batch", "kv_len", "tree_size"]
 
@@ -110,14 +119,31 @@ def recheck(w: pd.DataFrame, again: pd.DataFrame | None) -> str:
     )
 
 
-def section(att: pd.DataFrame | None, again: pd.DataFrame | None, links: list[str]) -> str:
+def section(att: pd.DataFrame | None, again: pd.DataFrame | None, links: dict[str, str]) -> str:
+    """The subsection; ``links``: {figure file: its markdown link}, each placed beside its text."""
     kern = kernels(att)
     if kern.empty:
         return "_results/attention.csv is absent: run `python -m specbench.attention_bench`._"
-    if "threads" in kern:
-        kern = kern.assign(threads=kern.threads)
     w = wide(kern)
     if "threads" in kern:
         w["threads"] = int(kern.threads.iloc[0])
-    parts = [key_table(w), chain_check(w), recheck(w, again)] + links
+    cells = S.fused_cells(kern)
+    sp = S.speedups(kern, cells)
+    mv = S.model_view(att)
+    parts = [
+        key_table(w),
+        AT.grid_sentence(cells),
+        AT.roof_sentence(kern, cells),
+        links.get("attention_grid.png", ""),
+        AT.spread_sentence(cells, sp),
+        AT.why_sentence(kern, sp),
+        links.get("attention_fusion.png", ""),
+        AT.model_text(mv, sp),
+        links.get("attention_model.png", ""),
+        chain_check(w),
+        recheck(w, again),
+        links.get("attention_time.png", ""),
+        links.get("attention_speedup.png", ""),
+        AT.cell_table(cells, sp),
+    ]
     return "\n\n".join(p for p in parts if p)

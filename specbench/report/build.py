@@ -19,6 +19,7 @@ from ..core.atomic import lock, os_line, replace_together, write_file
 from ..study.results import write_csv
 from . import figures as F
 from . import figures_accept as FA
+from . import figures_attn as FT
 from . import figures_hw as FH
 from . import figures_speed as FS
 from . import load as LD
@@ -50,6 +51,9 @@ def make_figures(t: dict, data: dict) -> list[F.Fig]:
         FS.fig_gap(t["gap"]),
         FS.fig_attention_time(kern) if len(kern) else None,
         FS.fig_attention_ratio(kern) if len(kern) else None,
+        FT.fig_attention_grid(kern) if len(kern) else None,
+        FT.fig_attention_fusion(kern) if len(kern) else None,
+        FT.fig_attention_model(data["attention"]),
     ]
     return [f for f in made if f is not None]
 

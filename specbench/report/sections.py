@@ -325,7 +325,7 @@ def attention(ctx) -> str:
     return AR.section(
         ctx["data"]["attention"],
         ctx["data"].get("attention_recheck"),
-        figs(ctx, "attention_time.png", "attention_speedup.png"),
+        {n: ctx["link"](n) for n in AR.FIGURES if n in ctx["figs"]},
     )
 
 

@@ -1,0 +1,165 @@
+"""Report figures, tree attention over the whole grid (numbers from `attention_stats`):
+``attention_grid.png`` (fused time and its roofline fraction over batch × KV length × draft length),
+``attention_fusion.png`` (fused's speedup over per-branch attention against the KV re-read and the
+recompute ratio) and ``attention_model.png`` (the real model: one tree forward against one per branch).
+
+Same conventions as `figures` (palette keyed by name, `Fig` results, legends outside the data).
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+
+from . import attention_stats as S
+from . import figures as F
+
+DTYPE_LINE = {"bfloat16": ("-", "o"), "float32": ("--", "s")}
+
+
+def _log2_ticks(ax, values) -> None:
+    ticks = sorted(int(v) for v in values)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+
+
+def _batch_colors(batches) -> dict:
+    cols = plt.get_cmap("viridis")(np.linspace(0.0, 0.85, max(len(batches), 1)))
+    return {b: cols[i] for i, b in enumerate(sorted(batches))}
+
+
+def _grid_legend(fig, colors: dict, dtypes) -> None:
+    handles = [Line2D([], [], color=c, lw=2, label=f"batch {int(b)}") for b, c in colors.items()]
+    handles += [
+        Line2D([], [], color="0.3", ls=DTYPE_LINE.get(d, ("-", "o"))[0], marker=DTYPE_LINE.get(d, ("-", "o"))[1],
+               ms=3, label=d)
+        for d in sorted(dtypes)
+    ]  # fmt: skip
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.9), frameon=False)
+
+
+def fig_attention_grid(kern: pd.DataFrame) -> F.Fig | None:
+    """Row 1: fused ms against N, one panel per KV length, one line per batch (style: dtype), band = the
+    spread over shapes; row 2: the same points' roofline fraction."""
+    cells = S.fused_cells(kern)
+    if cells.empty or cells.tree_size.nunique() < 2:
+        return None
+    _, source = S.roof_frac(kern[kern.impl == "fused"])
+    has_roof = cells.roof.notna().any()
+    kvs = sorted(cells.kv_len.unique())
+    colors = _batch_colors(cells.batch.unique())
+    rows = 2 if has_roof else 1
+    with plt.rc_context(F.RC):
+        fig, axes = plt.subplots(rows, len(kvs), figsize=(2.6 * len(kvs), 2.5 * rows), squeeze=False, sharey="row")
+        for j, kv in enumerate(kvs):
+            for (dt, b), g in cells[cells.kv_len == kv].groupby(["dtype", "batch"], sort=True):
+                g = g.sort_values("tree_size")
+                ls, mk = DTYPE_LINE.get(dt, ("-", "o"))
+                kw = dict(color=colors[b], ls=ls, marker=mk, ms=3)
+                axes[0][j].plot(g.tree_size, g.fused_ms, **kw)
+                axes[0][j].fill_between(g.tree_size, g.lo_ms, g.hi_ms, color=colors[b], alpha=0.12, lw=0)
+                if has_roof:
+                    axes[1][j].plot(g.tree_size, g.roof, **kw)
+            axes[0][j].set_title(f"KV length {int(kv)}")
+            axes[0][j].set_yscale("log")
+            for i in range(rows):
+                _log2_ticks(axes[i][j], cells.tree_size.unique())
+                axes[i][j].yaxis.set_tick_params(labelleft=True)
+            axes[rows - 1][j].set_xlabel("draft length N")
+        axes[0][0].set_ylabel("fused ms (median over shapes)")
+        if has_roof:
+            axes[1][0].set_ylabel("fraction of roofline")
+            axes[1][0].set_ylim(0, min(1.0, float(cells.roof.max()) * 1.15))
+        _grid_legend(fig, colors, cells.dtype.unique())
+        fig.tight_layout()
+    return F.Fig(
+        "attention_grid.png",
+        fig,
+        "Fused tree-attention time against draft length N, one panel per KV length, one line per batch size "
+        "(solid bfloat16, dashed float32); the line is the median over the tree shapes (one computation) and "
+        "the band their min–max, the noise of that point"
+        + (f"; bottom row: the fraction of the roofline reached, roof = {source}, measured on this machine." if has_roof else ".")
+        + _plane_note(cells),
+    )  # fmt: skip
+
+
+def _plane_note(cells: pd.DataFrame) -> str:
+    b0 = cells.batch.min()
+    kvs = sorted(int(k) for k in cells[cells.batch != b0].kv_len.unique())
+    return f" Batches above {int(b0)} were measured at KV {', '.join(map(str, kvs))} only." if len(kvs) == 1 else ""
+
+
+def _fusion_panel(ax, sp: pd.DataFrame, x: str, label: str, noise: float) -> None:
+    for (shape, dt), g in sp.groupby(["shape", "dtype"], sort=True):
+        mk = DTYPE_LINE.get(dt, ("-", "o"))[1]
+        inside = g.noise if "noise" in g else pd.Series(False, index=g.index)
+        c = F.color(shape)
+        ax.scatter(g[x][~inside], g.speedup[~inside], s=14, marker=mk, color=c, label=f"{shape}, {dt}")
+        ax.scatter(g[x][inside], g.speedup[inside], s=14, marker=mk, facecolors="none", edgecolors=c)
+    hi = float(sp[x].max()) * 1.2
+    ax.plot([1, hi], [1, hi], color="0.5", ls=":", lw=1, label="speedup = ratio")
+    if noise == noise:
+        ax.axhspan(1 / noise, noise, color="0.85", zorder=0, label="median noise (spread over shapes)")
+    ax.set(xscale="log", yscale="log", xlabel=label, ylabel="sequential ÷ fused time")
+    ticks = [t for t in (1, 1.5, 2, 3, 4, 8, 16, 32, 64) if t <= hi]
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+
+
+def fig_attention_fusion(kern: pd.DataFrame) -> F.Fig | None:
+    """Speedup against the KV re-read ratio and against the recompute ratio, every (cell, shape)."""
+    cells = S.fused_cells(kern)
+    sp = S.speedups(kern, cells)
+    if sp.empty or "reread" not in sp or sp.reread.nunique() < 2:
+        return None
+    noise = float(cells[cells.n_shapes > 1].spread.median()) if (cells.n_shapes > 1).any() else float("nan")
+    with plt.rc_context(F.RC):
+        fig, axes = plt.subplots(1, 2, figsize=(8.0, 3.2), sharey=True)
+        _fusion_panel(axes[0], sp, "reread", "KV bytes re-read: per-branch ÷ fused", noise)
+        _fusion_panel(axes[1], sp, "recompute", "tokens recomputed: branch tokens ÷ tree nodes", noise)
+        axes[1].yaxis.set_tick_params(labelleft=True)
+        axes[0].set_title("against the KV re-read")
+        axes[1].set_title("against the recomputed ancestors")
+        F.legend_outside(fig, axes[:1], "shape, dtype")
+        fig.tight_layout()
+    return F.Fig(
+        "attention_fusion.png",
+        fig,
+        "Why fusion helps some shapes and not others: fused attention's speedup over per-branch attention at "
+        "every measured point (batch, KV length, N) against how much more KV per-branch attention reads (left) "
+        "and how many more tokens it computes (right); hollow: within that point's noise (grey band: the median "
+        "noise); dotted: speedup equal to the ratio.",
+    )
+
+
+def fig_attention_model(att: pd.DataFrame | None) -> F.Fig | None:
+    """The real model: seconds per tree for one tree forward and for one forward per branch."""
+    mv = S.model_view(att)
+    if mv.empty:
+        return None
+    x = np.arange(len(mv))
+    with plt.rc_context(F.RC):
+        fig, ax = plt.subplots(figsize=(4.2, 3.0))
+        ax.bar(x - 0.2, mv.model_tree, 0.4, color=F.color("fused"), label="one tree forward (fused)")
+        ax.bar(x + 0.2, mv.model_branches, 0.4, color=F.color("sequential"), label="one forward per branch")
+        for i, r in enumerate(mv.to_dict("records")):
+            nb = f"{int(r['n_branches'])} branches, " if r.get("n_branches") == r.get("n_branches") else ""
+            ax.annotate(f"{nb}{r['ratio']:.1f}×", (i + 0.2, r["model_branches"]), ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(x, list(mv["shape"]))
+        ax.set_ylabel("seconds per tree (median)")
+        ax.set_ylim(0, float(mv.model_branches.max()) * 1.18)
+        r0 = mv.iloc[0]
+        ax.set_title(
+            f"real model, KV {int(r0.get('kv_len', 0))}, N={int(r0.get('tree_size', 0))}, {r0.get('dtype', '')}"
+        )
+        F.legend_outside(fig, [ax], None)
+        fig.tight_layout()
+    return F.Fig(
+        "attention_model.png",
+        fig,
+        "The real target model verifying one draft tree: one forward over the whole tree (tree attention) "
+        "against one forward per root-to-leaf branch; the label gives the number of branches and the ratio.",
+    )
