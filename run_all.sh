@@ -31,7 +31,7 @@ step "forward costs per pair (bf16, the study's dtype) and the environment (resu
 # one process: a model shared by pairs (the 1.5B target) is measured once
 # 7 repeats of every forward shape, interleaved across shapes, at KV lengths 128 and 512
 once costs $PY -m specbench.study.costs pair=qwen_coder +costs_repeats=7 \
-  '+costs_pairs=[ngram_qwen,merged_qwen,smollm_qwen,gemma_qwen,qwen_skip,qwen_coder]' \
+  '+costs_pairs=[ngram_qwen,merged_qwen,smollm_qwen,gemma_qwen,qwen_skip,qwen_coder,smollm_qwen05,gemma_qwen05,ngram_qwen05,qwen05_skip]' \
   '+costs_dtypes=[bfloat16]' hydra.run.dir="$OUT/costs"
 
 step "Sequoia acceptance vectors (results/acceptance_vector.csv) on each dataset's LAST 4 prompts"
@@ -43,6 +43,10 @@ calibrate() {  # calibrate PAIR DATASET
 }
 for ds in humaneval stdlib_code mt_bench; do calibrate qwen_coder $ds; done
 for ds in humaneval mt_bench; do calibrate qwen_skip $ds; done
+# the cross-vocabulary pairs (their grids replay by ranks now) and the second target's pairs (#34 item 8)
+for p in smollm_qwen gemma_qwen smollm_qwen05 gemma_qwen05 ngram_qwen05 qwen05_skip; do
+  for ds in humaneval mt_bench; do calibrate $p $ds; done
+done
 
 sweep() {  # sweep NAME [OVERRIDES...]: one reference preset, a multirun into $OUT/NAME
   local name=$1; shift
@@ -57,6 +61,11 @@ sweep reference_live       # 1b: EAGLE-2 on the same prompts
 sweep reference_pairs      # 1c: the n-gram drafter on the same prompts
 sweep reference_merged     # 1d: the merged drafter on the same prompts
 sweep reference_skip       # 2:  the layer-skip pair: 4 shapes x budgets 4..32, HumanEval + MT-bench
+# 2b's cross-vocabulary pairs: rank replay (one teacher-forced pass of each draft per prompt), so every
+# budget of the grid costs a walk over the ranks
+sweep reference_xpairs dataset=humaneval,mt_bench tree=chain,binary,sequoia,specinfer pair=smollm_qwen,gemma_qwen \
+  tree.budget=1,2,3,4,5,6,8,12,16,24,32,48,64
+sweep reference_target05   # the second target, Qwen2.5-Coder-0.5B: 4 drafters x 4 shapes x budgets 1..32
 
 speed() {  # speed BATCH PAIR TREES: live bf16 speed, 16 HumanEval prompts x 64 tokens
   step "${TAG:-}study: measured speed at batch $1 ($2: tree=$3; live bf16)"
@@ -96,15 +105,15 @@ $PY -m specbench.run -m sweep=reference_batch tree=chain tree.budget=1,2,3,4,6 b
   out_root="$OUT" hydra.sweep.dir="$OUT/batch_chain"
 
 # outside the hour (SPECBENCH_EXTENDED=1 bash run_all.sh), the floors left out, in the same order:
-# 4b, then 2b's n-gram part, 2c (merged shapes), 2b's cross-vocabulary pairs (the costliest part of 2),
+# 4b, then 2b's n-gram part, 2c (merged shapes),
 # the sampling floors at T = 1 (3-3d) and at T = 0.3 / 0.7 (3e, 3f), and the lossless check at 1200 draws;
 # SPECBENCH_POWER90=1 adds the check at 90% power (--draws auto, about 80 min)
 if [ -n "${SPECBENCH_EXTENDED:-}" ]; then
   TAG="extended: "
   speed 1 qwen_coder none,chain        # 4b: one prompt in flight (plain decoding runs per pair: its
   speed 1 smollm_qwen none,chain       #     measured speedup divides by its own pair's plain run)
-  step "extended: Sequoia acceptance vectors of the n-gram and cross-vocabulary pairs (results/acceptance_vector.csv)"
-  for p in ngram_qwen smollm_qwen gemma_qwen; do   # merged: its model part reads qwen_coder's
+  step "extended: Sequoia acceptance vectors of the n-gram pair (results/acceptance_vector.csv)"
+  for p in ngram_qwen; do   # merged: its model part reads qwen_coder's
     for ds in humaneval mt_bench; do calibrate $p $ds; done
   done
   GRID="dataset=humaneval,mt_bench tree.budget=4,8,16,32"   # 2b / 2c: 32 prompts each, 128 new tokens
@@ -112,7 +121,6 @@ if [ -n "${SPECBENCH_EXTENDED:-}" ]; then
   sweep reference_merged $GRID tree.shape=chain,binary,specinfer dataset.limit=32    # 2c, and its Sequoia shape:
   sweep reference_merged $GRID tree.shape=sequoia dataset.limit=32 +tree.vector=results/acceptance_vector.csv \
     +tree.calib_pair_id=auto '+tree.calib_dataset=${dataset.name}' +tree.calib_verify=greedy +tree.calib_temperature=0.0
-  sweep reference_xpairs $GRID tree=chain,binary,sequoia,specinfer pair=smollm_qwen,gemma_qwen  # 2b: TLI (costliest)
   # sampling (live, bf16) at the floors' size, 128 new tokens on HumanEval and MT-bench: each rule beside its
   # strongest token-level baseline on the same drafted trees (verify.paired_with), 32 prompts at T = 1 (3-3d)
   for preset in reference_modes_chain reference_modes_tree reference_modes_noreplace reference_modes; do
