@@ -14,6 +14,7 @@ from . import analysis as A
 from . import attention_report as AR
 from . import figures_accept as FA
 from . import lossless as L
+from . import matrix
 from . import optimum as O
 from . import phrases as P
 from . import setup as SU
@@ -116,9 +117,9 @@ def cross(ctx) -> str:
         "the prompts all its pairs ran (ratio of sums from steps.csv; –: not run); a drafter that fills a shape (merged) is "
         "compared at that shape."
     ]
-    for (ds, dt, mnt), g in _groups(c, ["dataset", "dtype", "max_new_tokens"]):
-        out.append(f"**{ds} ({dt}, {int(mnt)} new tokens)**\n\n" + cross_table(g))
-    return "\n\n".join(out + figs(ctx, "accept_length_hist.png"))
+    for (ds, dt, mnt, tgt), g in _groups(c, ["dataset", "dtype", "max_new_tokens", "target"]):
+        out.append(f"**{ds} ({dt}, {int(mnt)} new tokens), target {tgt}**\n\n" + cross_table(g))
+    return "\n\n".join(out + matrix.render(c) + figs(ctx, "accept_length_hist.png"))
 
 
 MODE_COLS = [

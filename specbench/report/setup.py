@@ -69,7 +69,7 @@ def bf16_replay_sentence(df: pd.DataFrame | None) -> str:
             "live bf16 decoding is from the bf16 batched continuation._"
         )
     parts = [
-        f"{r.tree}/{int(r.budget)}: {int(r.diverged)} of {int(r.prompts)} prompts diverge"
+        f"{r.pair} {r.tree}/{int(r.budget)}: {int(r.diverged)} of {int(r.prompts)} prompts diverge"
         + (
             f" (mean first position {r.first_divergence_mean:.1f}, the target's top-1 minus top-2 logit there "
             f"at most {r.margin_max:.3f})"
@@ -79,6 +79,7 @@ def bf16_replay_sentence(df: pd.DataFrame | None) -> str:
         + ", tokens_per_step live minus replay "
         + P.interval(r.diff_live_minus_replay, r.diff_ci_lo, r.diff_ci_hi, int(r.prompts))
         + (" (the interval includes zero)" if r.diff_ci_lo <= 0 <= r.diff_ci_hi else "")
+        + rank_replay_words(r)
         for r in df.itertuples()
     ]
     return (
@@ -86,6 +87,19 @@ def bf16_replay_sentence(df: pd.DataFrame | None) -> str:
         f"{int(df.max_new_tokens.iloc[0])} new tokens, HumanEval, live batch {int(df.live_batch.iloc[0])}): "
         + "; ".join(parts)
         + "."
+    )
+
+
+def rank_replay_words(r) -> str:
+    """Live minus rank replay (the grids' engine for static shapes), where the row measured it."""
+    diff = getattr(r, "diff_live_minus_rank_replay", float("nan"))
+    if diff != diff:
+        return ""
+    lo, hi = r.rank_diff_ci_lo, r.rank_diff_ci_hi
+    return (
+        ", live minus rank replay "
+        + P.interval(diff, lo, hi, int(r.prompts))
+        + (" (the interval includes zero)" if lo <= 0 <= hi else "")
     )
 
 
