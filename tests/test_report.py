@@ -99,6 +99,7 @@ def test_sections_and_definitions(built):
         "Acceptance against the budget",
         "Across pairs at fixed budgets",
         "Verification rules against their token-level baselines",
+        "Comparisons fixed in advance",
         "Measured and projected speed",
         "Batch size",
         "Which tree on which hardware",

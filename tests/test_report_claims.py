@@ -252,39 +252,28 @@ def test_mode_baseline_names_its_sibling_order(tmp_path):
     assert not gains[gains.ref_mode.str.startswith("speculative")].baseline.str.contains("order").any()
 
 
-def test_the_tldr_best_lossless_gain_rests_on_32_shared_prompts():
-    """A larger gain on 16 prompts is never called "best": only comparisons with >= MIN_RANKED
-    shared prompts are ranked; with none, the line says the largest gain is exploratory."""
-    from specbench.report.compare import Paired
-
-    where = dict(pair="p", dataset="humaneval", dtype="bfloat16", engine="live", max_new_tokens=64)
-
-    def gain(h, verify, diff, n):
-        return dict(
-            where,
-            config_hash=h,
-            verify=verify,
-            mode=f"{verify} T=1",
-            ref_mode="mss T=1",
-            baseline="mss",
-            shape="binary",
-            budget=16,
-            lossless_b=True,
-            diff=diff,
-            n_shared=n,
-            paired=Paired(h, "b", n, 4.0 + diff, 4.0, diff, diff - 0.1, diff + 0.1),
-        )
-
-    both = pd.DataFrame([gain("a", "sequoia", 0.4, 16), gain("c", "traversal", 0.1, 32)])
-    (line,) = P.mode_tldr(both)
-    assert (
-        line.startswith(
-            f"Best lossless rule gain over its token-level baseline (≥ {T.MIN_RANKED} prompts): traversal T=1"
-        )
-        and "+0.10 [+0.00, +0.20]" in line
+def test_the_tldr_picks_no_largest_of_many_and_counts_the_fixed_list():
+    """No "best"/"largest" lossless gain headline (#36): the TL;DR counts the comparisons fixed in
+    advance that clear zero after Holm's adjustment, naming the rules."""
+    comp = pd.DataFrame(
+        dict(verify=["typical", "gbv", "ratio"], diff=[0.5, 0.1, -0.3], clears_zero=[True, False, True])
     )
-    (line,) = P.mode_tldr(both.iloc[:1])
-    assert line.startswith("Largest lossless rule gain") and "exploratory" in line and "on 16 prompts" in line
+    lines = P.tldr(
+        {
+            "answer": pd.DataFrame(),
+            "rows": pd.DataFrame(),
+            "modes": pd.DataFrame(),
+            "live": pd.DataFrame(),
+            "comparisons": comp,
+        }
+    )
+    assert lines == ["No greedy configuration ran, so there is no answer table."]
+    from specbench.report import fixed as FX
+
+    line = FX.sentence(comp)
+    assert line.startswith("Of the 3 comparisons fixed in advance") and ", 2 clear zero: " in line
+    assert line.endswith("above zero, typical 1 of 1; below zero, ratio 1 of 1.")
+    assert not hasattr(P, "mode_tldr")
 
 
 def test_tldr_quotes_each_pairs_ranked_study_per_dataset_before_an_exploratory_measurement():

@@ -1,4 +1,5 @@
-"""`python -m specbench.report`: results/*.csv -> results/speedup.csv, results/figures/*.png + REPORT.md.
+"""`python -m specbench.report`: results/*.csv -> results/speedup.csv, results/comparisons.csv,
+results/figures/*.png + REPORT.md.
 
 pandas + matplotlib only (never torch).  A pipeline: inputs (`load`, which refuses truncated
 or inconsistent files in one line before anything is written) -> tables (`tables.compute`)
@@ -22,6 +23,8 @@ from . import figures_accept as FA
 from . import figures_attn as FT
 from . import figures_hw as FH
 from . import figures_speed as FS
+from . import fixed as FX
+from . import fixed_page as FP
 from . import load as LD
 from . import optimum as O
 from . import sections as R
@@ -65,6 +68,7 @@ def build(data: dict, rel: str, tables_rel: str = "results/tables") -> tuple[str
     """REPORT.md's text, its figures (not yet written) and the tables they were made from
     (``t["pages"]``: the linked pages' markdown, ``sections.render``)."""
     t = T.compute(data)
+    t["comparisons"] = FX.comparisons(t["df"], t["sums"])
     t["gap"] = O.main_rows(data.get("gap"), t["df"], t["sums"])
     figs = make_figures(t, data)
     by_name = {f.name: f for f in figs}
@@ -116,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     try:  # speedup.csv first: the report it feeds never outlives it; one report at a time
         with lock(os.path.dirname(os.path.abspath(args.out)), os.path.dirname(os.path.abspath(fig_dir))):
             write_csv(S.speedup_csv(t["speed"]), os.path.join(args.results, "speedup.csv"))
+            write_csv(FP.frame(t["comparisons"]), os.path.join(args.results, "comparisons.csv"))
             publish(text, figs, args.out, fig_dir, t["pages"])
     except OSError as exc:  # a full or read-only disk: one line, nothing replaced
         print(
@@ -123,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    print(f"wrote {args.results}/speedup.csv, {args.out} and {fig_dir}/ ({len(figs)} figures)")
+    print(
+        f"wrote {args.results}/speedup.csv, {args.results}/comparisons.csv, {args.out} and {fig_dir}/ ({len(figs)} figures)"
+    )
     return 0
 
 

@@ -9,8 +9,10 @@ Definition (used for every difference in REPORT.md): over a set of prompts P,
 the same formula as summary.csv's tokens_per_step over all of a config's
 prompts).  The paired difference is ``tokens_per_step_a(P) -
 tokens_per_step_b(P)`` with P the shared prompts; its 95% interval is a
-percentile bootstrap that resamples P with replacement, the same resample for
-both configurations (seeded, `N_BOOT` draws).
+percentile bootstrap (``scipy.stats.bootstrap``, paired) that resamples P with
+replacement, the same resample for both configurations (seeded, `N_PAIRED`
+draws).  `boot_p` reads a two-sided p-value off the same bootstrap draws, and
+`interval_at` another level's interval from them (`report.fixed`).
 
 The module also compares generated tokens with a baseline's (`output_equality`,
 Spec-Bench ``equal.py`` style).
@@ -20,12 +22,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
-from ..study.results import N_BOOT, first_divergence, read_outputs  # noqa: F401 (the report's API)
+from ..study.results import first_divergence, read_outputs  # noqa: F401 (the report's API)
+
+N_PAIRED = 10000  # bootstrap draws per paired difference (enough for a Holm level of 0.05 / 100)
 
 COMPARABLE_KEYS = ("dataset", "temperature", "dtype", "max_new_tokens")
 
@@ -78,13 +83,34 @@ class Paired:
     diff: float  # a_value - b_value
     lo: float  # 95% paired bootstrap interval of diff
     hi: float
+    boot: np.ndarray | None = field(default=None, repr=False, compare=False)  # the bootstrap draws of diff
 
     @property
     def includes_zero(self) -> bool:
         return self.lo <= 0.0 <= self.hi
 
 
-def paired_difference(sums: pd.DataFrame, a: Mapping, b: Mapping, seed: int = 0, n_boot: int = N_BOOT) -> Paired:
+def _ratio_diff(ae, as_, be, bs, axis=-1):
+    return ae.sum(axis) / as_.sum(axis) - be.sum(axis) / bs.sum(axis)
+
+
+def paired_boot(x: np.ndarray, y: np.ndarray, seed: int = 0, n_boot: int = N_PAIRED):
+    """``scipy.stats.bootstrap`` (paired percentile, 95%) of Σ emitted / Σ steps of x minus y's,
+    x and y [prompts, (emitted, steps)] in the same prompt order; None from fewer than 2 prompts."""
+    if len(x) < 2:
+        return None
+    return stats.bootstrap(
+        (x[:, 0], x[:, 1], y[:, 0], y[:, 1]),
+        _ratio_diff,
+        paired=True,
+        vectorized=True,
+        n_resamples=n_boot,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+
+
+def paired_difference(sums: pd.DataFrame, a: Mapping, b: Mapping, seed: int = 0, n_boot: int = N_PAIRED) -> Paired:
     """tokens_per_step of a minus b on their shared prompts, with a paired bootstrap interval."""
     check_comparable(a, b)
     ha, hb = str(a["config_hash"]), str(b["config_hash"])
@@ -95,12 +121,40 @@ def paired_difference(sums: pd.DataFrame, a: Mapping, b: Mapping, seed: int = 0,
         )
     x = sums.loc[ha].loc[shared, ["emitted", "steps"]].to_numpy(float)
     y = sums.loc[hb].loc[shared, ["emitted", "steps"]].to_numpy(float)
-    idx = np.random.default_rng(seed).integers(0, len(shared), size=(n_boot, len(shared)))
-    xs, ys = x[idx].sum(axis=1), y[idx].sum(axis=1)  # [n_boot, 2]
-    boot = xs[:, 0] / xs[:, 1] - ys[:, 0] / ys[:, 1]
-    lo, hi = np.percentile(boot, [2.5, 97.5])
     av, bv = x[:, 0].sum() / x[:, 1].sum(), y[:, 0].sum() / y[:, 1].sum()
-    return Paired(ha, hb, len(shared), float(av), float(bv), float(av - bv), float(lo), float(hi))
+    res = paired_boot(x, y, seed, n_boot)
+    if res is None:  # one prompt: every resample is the difference itself
+        return Paired(ha, hb, len(shared), float(av), float(bv), float(av - bv), float(av - bv), float(av - bv))
+    lo, hi = res.confidence_interval
+    boot = np.asarray(res.bootstrap_distribution, float)
+    return Paired(ha, hb, len(shared), float(av), float(bv), float(av - bv), float(lo), float(hi), boot)
+
+
+def interval_at(p: Paired, level: float) -> tuple[float, float]:
+    """The percentile interval of p's bootstrap draws at confidence ``level`` (linear quantiles, as
+    ``scipy.stats.bootstrap`` reads its own)."""
+    if p.boot is None:
+        return p.lo, p.hi
+    a = (1 - level) / 2
+    lo, hi = np.quantile(p.boot, [a, 1 - a])
+    return float(lo), float(hi)
+
+
+def boot_p(p: Paired) -> float:
+    """Two-sided paired-bootstrap p-value: the smallest α at which the 1 − α percentile interval of the
+    draws (`interval_at`) excludes zero, so that interval excludes zero exactly when α > p.  NaN
+    without draws (fewer than 2 prompts)."""
+    if p.boot is None:
+        return float("nan")
+    x = np.sort(p.boot[np.isfinite(p.boot)])
+    n = len(x)
+    if n < 2:
+        return float("nan")
+    j = int(np.searchsorted(x, 0.0, side="right")) - 1  # the last draw <= 0
+    u_lo = 0.0 if j < 0 else 1.0 if j == n - 1 else (j - x[j] / (x[j + 1] - x[j])) / (n - 1)
+    i = int(np.searchsorted(x, 0.0, side="left"))  # the first draw >= 0
+    u_hi = 0.0 if i == 0 else 1.0 if i == n else (i - 1 - x[i - 1] / (x[i] - x[i - 1])) / (n - 1)
+    return float(min(1.0, 2 * min(u_lo, 1 - u_hi)))
 
 
 # --------------------------------------------------------------------------

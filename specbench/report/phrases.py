@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from . import analysis as A
+from . import fixed as FX
 from . import tables as T
 from .hardware import schedule_sentences
 
@@ -83,7 +84,8 @@ def tldr(t: dict) -> list[str]:
             f"their steps cut by max_new_tokens (largest share {rows.cut.max():.0%}); their budgets are never "
             "ranked."
         )
-    return out + mode_tldr(t["modes"]) + speed_sentences(t["live"])
+    fixed = FX.sentence(t.get("comparisons"))  # a count over the fixed list, never the largest of many
+    return out + ([fixed] if fixed else []) + speed_sentences(t["live"])
 
 
 def widest_first(ans: pd.DataFrame) -> list[str]:
@@ -113,27 +115,6 @@ def pair_sentence(pair: str, best: list[dict]) -> str:
         for b in best
     ]
     return f"{pair}{' ' + setting(best[0]) if one else ''}, fastest per dataset: {'; '.join(items)}."
-
-
-def mode_tldr(gains: pd.DataFrame) -> list[str]:
-    if gains.empty:
-        return []
-    lossless = gains[gains.lossless_b & (gains.verify != gains.ref_mode.str.split(" ").str[0])]
-    if lossless.empty:
-        return []
-    ranked = lossless[lossless.n_shared.astype(int) >= T.MIN_RANKED]
-    pool = ranked if len(ranked) else lossless
-    b = pool.sort_values(["diff", "config_hash"], ascending=[False, True]).iloc[0].to_dict()
-    what = f"{b['mode']} vs {b['baseline']} on {b['shape']} N={int(b['budget'])}, {gain(b)} tokens/step"
-    if len(ranked):
-        return [
-            f"Best lossless rule gain over its token-level baseline (≥ {T.MIN_RANKED} prompts): {what} ({where(b)})."
-        ]
-    return [
-        f"Largest lossless rule gain over its token-level baseline, exploratory (every comparison has fewer "
-        f"than {T.MIN_RANKED} shared prompts, so none is ranked): {what} on {int(b['n_shared'])} prompts "
-        f"({where(b)})."
-    ]
 
 
 def gain(r: dict) -> str:

@@ -13,6 +13,7 @@ import pandas as pd
 from . import analysis as A
 from . import attention_report as AR
 from . import figures_accept as FA
+from . import fixed_page as FP
 from . import lossless as L
 from . import matrix
 from . import optimum as O
@@ -149,7 +150,8 @@ def modes(ctx) -> str:
         "(speculative sampling on chains; multi-step speculative sampling, mss, on trees drawn with replacement; "
         "on the same drafted trees, the token-level rule their decode verified: sequoia on trees drawn without "
         "replacement, naive on the top-k trees the lossy rules share), on the prompts both ran. *same trees*: the rule re-verified the baseline's own drafted trees "
-        "(`verify.paired_with`), so Δ is the gain per drafted tree; *own trees*: each drafted its own."
+        "(`verify.paired_with`), so Δ is the gain per drafted tree; *own trees*: each drafted its own. These "
+        "intervals are not adjusted for the number of comparisons: *Comparisons fixed in advance* adjusts them (Holm)."
     ]
     for key, grp in _groups(g, A.GROUP + ["temperature"]):
         grp = grp.sort_values(["lossless_b", "tree", "budget", "mode"], ascending=[False, True, True, True])
@@ -355,6 +357,7 @@ SECTIONS = [
     ("## Acceptance against the budget", FA.section, None),
     ("## Across pairs at fixed budgets", cross, "pairs"),
     ("## Verification rules against their token-level baselines", modes, "verification"),
+    ("## Comparisons fixed in advance", FP.section, "comparisons"),
     ("## Measured and projected speed", speed, None),
     ("## Batch size", batch, None),
     ("## Which tree on which hardware", hardware, None),

@@ -53,8 +53,10 @@ Per configuration (a row of `summary.csv`):
 dtype and max_new_tokens, and only on the prompts both ran (from steps.csv); T=0 and T>0 are never ranked
 together. Over a prompt set P, tokens_per_step(P) = Σ_P emitted ÷ Σ_P steps (ratio of sums, as in summary.csv).
 A difference Δ = tokens_per_step_a(P) − tokens_per_step_b(P) on the shared prompts P carries a 95% paired
-bootstrap interval: P is resampled with replacement, the same resample for both configurations (seeded, 1000
-draws). "(includes 0)" marks an interval that contains zero: that difference is not resolved by these prompts."""
+bootstrap interval: P is resampled with replacement, the same resample for both configurations
+(`scipy.stats.bootstrap`, percentile, seeded, 10000 draws). "(includes 0)" marks an interval that contains zero:
+that difference is not resolved by these prompts. These intervals are not adjusted for the number of comparisons;
+the comparisons fixed in advance (T>0 rules against their baselines) carry Holm-adjusted ones."""
 
 SPEED = """\
 **Speed.** Measured speedup = live tokens/s ÷ the tokens/s of the live plain-decoding baseline (tree none) with

@@ -6,7 +6,8 @@ Metric definitions (also in docs/metrics.md and REPORT.md):
   acceptance_length = mean accepted per step               (bonus token NOT counted)
   tokens_per_step   = mean emitted per step                (bonus token counted; Spec-Bench's tau)
   alpha_d           = P(accepted >= d | accepted >= d-1 and tree_depth >= d)   (EAGLE)
-CIs are 95% percentile bootstraps over prompts (seeded, 1000 resamples).
+CIs are 95% percentile bootstraps over prompts (``scipy.stats.bootstrap``, paired over each
+prompt's sums; seeded, 1000 resamples).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import shutil
 import time
 import uuid
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
+from scipy import stats
 
 from ..core.atomic import atomic_write, atomic_write_many, gzip_bytes, gzipped, open_text, recover
 
@@ -125,20 +128,43 @@ def _metrics(df: pd.DataFrame) -> dict:
     }
 
 
+def _ratio(num, den, axis=-1):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return num.sum(axis) / den.sum(axis)
+
+
+def _ratio_ci(num: np.ndarray, den: np.ndarray, seed: int) -> tuple[float, float]:
+    """95% percentile interval of Σ num / Σ den over prompts resampled with replacement."""
+    if den.sum() <= 0:
+        return float("nan"), float("nan")
+    if len(num) < 2:  # one prompt: every resample is the prompt itself
+        return float(num.sum() / den.sum()), float(num.sum() / den.sum())
+    with warnings.catch_warnings():  # a resample with nothing drafted has no rate (NaN), dropped below
+        warnings.simplefilter("ignore")
+        res = stats.bootstrap(
+            (num, den),
+            _ratio,
+            paired=True,
+            vectorized=True,
+            n_resamples=N_BOOT,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
+    v = np.asarray(res.bootstrap_distribution, float)
+    v = v[np.isfinite(v)]
+    lo, hi = np.percentile(v, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
 def bootstrap(df: pd.DataFrame, seed: int = 0) -> dict:
     """95% percentile CIs of the job metrics, resampling prompts."""
     groups = [g for _, g in df.groupby("prompt_id", sort=True)]
-    rng = np.random.default_rng(seed)
-    sums = np.array([[g.accepted.sum(), g.tree_size.sum(), g.emitted.sum(), len(g)] for g in groups], float)
-    idx = rng.integers(0, len(groups), size=(N_BOOT, len(groups)))
-    s = sums[idx].sum(axis=1)  # [N_BOOT, 4]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rate = np.where(s[:, 1] > 0, s[:, 0] / np.maximum(s[:, 1], 1), np.nan)
-    stats = {"acceptance_rate": rate, "acceptance_length": s[:, 0] / s[:, 3], "tokens_per_step": s[:, 2] / s[:, 3]}
+    rows = [[g.accepted.sum(), g.tree_size.sum(), g.emitted.sum(), len(g)] for g in groups]
+    sums = np.array(rows, float).reshape(-1, 4)
+    parts = {"acceptance_rate": (0, 1), "acceptance_length": (0, 3), "tokens_per_step": (2, 3)}
     out = {}
-    for k, v in stats.items():
-        v = v[~np.isnan(v)]  # resamples with nothing drafted have no rate
-        out[f"{k}_lo"], out[f"{k}_hi"] = np.percentile(v, [2.5, 97.5]) if len(v) else (np.nan, np.nan)
+    for k, (num, den) in parts.items():
+        out[f"{k}_lo"], out[f"{k}_hi"] = _ratio_ci(sums[:, num], sums[:, den], seed)
     return out
 
 
