@@ -204,3 +204,11 @@ def report_figures(path) -> list:
     return [
         d.parent / link for d in docs if d.is_file() for link in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", d.read_text())
     ]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (scripts/test.sh runs ``-n auto --dist loadgroup``) the tests that load
+    the installed models share one worker, so each real model is loaded and held once."""
+    for item in items:
+        if item.get_closest_marker("real"):
+            item.add_marker(pytest.mark.xdist_group("real"))
