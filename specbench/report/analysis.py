@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..study.declared import shape_defaults
-from . import compare as C
+from . import compare
 
 BASELINE_TREES = ("none",)
 GROUP = ["pair", "dataset", "dtype", "max_new_tokens"]
@@ -46,7 +46,7 @@ def fmt_ci(v, lo, hi, digits: int = 2) -> str:
     return f"{fmt(v, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
 
 
-def fmt_diff(p: C.Paired | None, digits: int = 2) -> str:
+def fmt_diff(p: compare.Paired | None, digits: int = 2) -> str:
     if p is None:
         return "n/a"
     return f"{p.diff:+.{digits}f} [{p.lo:+.{digits}f}, {p.hi:+.{digits}f}]" + (
@@ -186,7 +186,7 @@ def main_pair(df: pd.DataFrame) -> str | None:
 
 def prompt_key(sums: pd.DataFrame, row) -> frozenset | tuple:
     """The set of prompts a config ran (steps.csv), or its prompt count when steps.csv is absent."""
-    got = C.prompts_of(sums, row["config_hash"])
+    got = compare.prompts_of(sums, row["config_hash"])
     return got if got else ("n_prompts", row.get("n_prompts"))
 
 
@@ -200,10 +200,10 @@ def main_set(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     return df[[k == best for k in keys]]
 
 
-def _pair_or_none(sums, a, b) -> C.Paired | None:
+def _pair_or_none(sums, a, b) -> compare.Paired | None:
     try:
-        return C.paired_difference(sums, a, b)
-    except C.Incomparable:
+        return compare.paired_difference(sums, a, b)
+    except compare.Incomparable:
         return None
 
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import analysis as A
-from . import attention_stats as S
-from . import attention_text as AT
+from . import analysis, attention_stats, attention_text
 from .markdown import md_table
 
 FIGURES = (
@@ -38,8 +36,8 @@ def key_table(w: pd.DataFrame) -> str:
         return ""
     rows = [
         [r["shape"], r["dtype"]]
-        + [A.fmt(1000 * r[c]) for c in impls]
-        + [A.fmt(r[c] / r["fused"], 2) for c in impls if c != "fused"]
+        + [analysis.fmt(1000 * r[c]) for c in impls]
+        + [analysis.fmt(r[c] / r["fused"], 2) for c in impls if c != "fused"]
         for r in key.to_dict("records")
     ]
     return (
@@ -127,23 +125,23 @@ def section(att: pd.DataFrame | None, again: pd.DataFrame | None, links: dict[st
     w = wide(kern)
     if "threads" in kern:
         w["threads"] = int(kern.threads.iloc[0])
-    cells = S.fused_cells(kern)
-    sp = S.speedups(kern, cells)
-    mv = S.model_view(att)
+    cells = attention_stats.fused_cells(kern)
+    sp = attention_stats.speedups(kern, cells)
+    mv = attention_stats.model_view(att)
     parts = [
         key_table(w),
-        AT.grid_sentence(cells),
-        AT.roof_sentence(kern, cells),
+        attention_text.grid_sentence(cells),
+        attention_text.roof_sentence(kern, cells),
         links.get("attention_grid.png", ""),
-        AT.spread_sentence(cells, sp),
-        AT.why_sentence(kern, sp),
+        attention_text.spread_sentence(cells, sp),
+        attention_text.why_sentence(kern, sp),
         links.get("attention_fusion.png", ""),
-        AT.model_text(mv, sp),
+        attention_text.model_text(mv, sp),
         links.get("attention_model.png", ""),
         chain_check(w),
         recheck(w, again),
         links.get("attention_time.png", ""),
         links.get("attention_speedup.png", ""),
-        AT.cell_table(cells, sp),
+        attention_text.cell_table(cells, sp),
     ]
     return "\n\n".join(p for p in parts if p)

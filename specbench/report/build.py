@@ -18,45 +18,44 @@ import sys
 from ..core.args import Parser
 from ..core.atomic import lock, os_line, replace_together, write_file
 from ..study.results import write_csv
-from . import figures as F
-from . import figures_accept as FA
-from . import figures_attn as FT
-from . import figures_hw as FH
-from . import figures_speed as FS
-from . import fixed as FX
-from . import fixed_page as FP
-from . import load as LD
-from . import optimum as O
-from . import sections as R
-from . import speedup as S
-from . import tables as T
+from . import (
+    figures,
+    figures_accept,
+    figures_attn,
+    figures_hw,
+    figures_speed,
+    fixed,
+    fixed_page,
+    optimum,
+    sections,
+    speedup,
+    tables,
+)
 from .attention_report import kernels
+from .load import InputError, load  # noqa: F401  (InputError, load: the notebook's entry point)
 from .markdown import figure_link
 
-InputError = LD.InputError
-load = LD.load  # the notebook's entry point
 
-
-def make_figures(t: dict, data: dict) -> list[F.Fig]:
+def make_figures(t: dict, data: dict) -> list[figures.Fig]:
     kern = kernels(data["attention"])
     made = [
-        FA.fig_acceptance_vs_budget(t["rows"], t["sums"]),
-        FS.fig_projected(t["rows"], t["sums"], t["pair"]),
-        F.fig_gain_vs_chain(t["chain_diffs"], t["pair"]),
-        F.fig_accept_hist(t["cross"], t["rows"]),
-        FS.fig_mode_gains(t["modes"]),
-        FS.fig_lossy(t["modes"]),
-        FS.fig_measured_vs_projected(t["live"]),
-        FH.fig_phase(t["phase"], t["points"]),
-        FH.fig_schedule(t["schedule"]),
-        F.fig_alpha(t["rows"], t["sums"], data["steps"], t["pair"]),
-        F.fig_acceptance_vector(data.get("vector")),
-        FS.fig_gap(t["gap"]),
-        FS.fig_attention_time(kern) if len(kern) else None,
-        FS.fig_attention_ratio(kern) if len(kern) else None,
-        FT.fig_attention_grid(kern) if len(kern) else None,
-        FT.fig_attention_fusion(kern) if len(kern) else None,
-        FT.fig_attention_model(data["attention"]),
+        figures_accept.fig_acceptance_vs_budget(t["rows"], t["sums"]),
+        figures_speed.fig_projected(t["rows"], t["sums"], t["pair"]),
+        figures.fig_gain_vs_chain(t["chain_diffs"], t["pair"]),
+        figures.fig_accept_hist(t["cross"], t["rows"]),
+        figures_speed.fig_mode_gains(t["modes"]),
+        figures_speed.fig_lossy(t["modes"]),
+        figures_speed.fig_measured_vs_projected(t["live"]),
+        figures_hw.fig_phase(t["phase"], t["points"]),
+        figures_hw.fig_schedule(t["schedule"]),
+        figures.fig_alpha(t["rows"], t["sums"], data["steps"], t["pair"]),
+        figures.fig_acceptance_vector(data.get("vector")),
+        figures_speed.fig_gap(t["gap"]),
+        figures_speed.fig_attention_time(kern) if len(kern) else None,
+        figures_speed.fig_attention_ratio(kern) if len(kern) else None,
+        figures_attn.fig_attention_grid(kern) if len(kern) else None,
+        figures_attn.fig_attention_fusion(kern) if len(kern) else None,
+        figures_attn.fig_attention_model(data["attention"]),
     ]
     return [f for f in made if f is not None]
 
@@ -64,12 +63,12 @@ def make_figures(t: dict, data: dict) -> list[F.Fig]:
 PAGE_FIGS = "../figures"  # a page (results/tables/<page>.md) sees the figures beside its folder
 
 
-def build(data: dict, rel: str, tables_rel: str = "results/tables") -> tuple[str, list[F.Fig], dict]:
+def build(data: dict, rel: str, tables_rel: str = "results/tables") -> tuple[str, list[figures.Fig], dict]:
     """REPORT.md's text, its figures (not yet written) and the tables they were made from
     (``t["pages"]``: the linked pages' markdown, ``sections.render``)."""
-    t = T.compute(data)
-    t["comparisons"] = FX.comparisons(t["df"], t["sums"])
-    t["gap"] = O.main_rows(data.get("gap"), t["df"], t["sums"])
+    t = tables.compute(data)
+    t["comparisons"] = fixed.comparisons(t["df"], t["sums"])
+    t["gap"] = optimum.main_rows(data.get("gap"), t["df"], t["sums"])
     figs = make_figures(t, data)
     by_name = {f.name: f for f in figs}
     linked: set[str] = set()
@@ -81,14 +80,14 @@ def build(data: dict, rel: str, tables_rel: str = "results/tables") -> tuple[str
 
         return link
 
-    text, t["pages"] = R.render(dict(t=t, data=data, figs=by_name), link_for, tables_rel)
+    text, t["pages"] = sections.render(dict(t=t, data=data, figs=by_name), link_for, tables_rel)
     unlinked = sorted(set(by_name) - linked)
     if unlinked:
         raise RuntimeError(f"internal: figure(s) {', '.join(unlinked)} made but not linked by any section")
     return text, figs, t
 
 
-def publish(text: str, figs: list[F.Fig], out: str, fig_dir: str, pages: dict[str, str] | None = None) -> None:
+def publish(text: str, figs: list[figures.Fig], out: str, fig_dir: str, pages: dict[str, str] | None = None) -> None:
     """The figures, the linked pages (a tables folder beside the figures) and REPORT.md replaced
     together (``core.atomic.replace_together``)."""
 
@@ -97,7 +96,7 @@ def publish(text: str, figs: list[F.Fig], out: str, fig_dir: str, pages: dict[st
             write_file(os.path.join(folder, f"{name}.md"), page)
 
     more = {os.path.join(os.path.dirname(os.path.abspath(fig_dir)), "tables"): fill_pages} if pages else {}
-    replace_together(fig_dir, lambda folder: F.save_all(figs, folder), out, text, more)
+    replace_together(fig_dir, lambda folder: figures.save_all(figs, folder), out, text, more)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,18 +108,18 @@ def main(argv: list[str] | None = None) -> int:
     fig_dir = args.figures or os.path.join(args.results, "figures")
     here = os.path.dirname(os.path.abspath(args.out))
     try:
-        data = LD.load(args.results)
+        data = load(args.results)
         data["results"] = os.path.relpath(os.path.abspath(args.results), here).replace(os.sep, "/")
         rel = os.path.relpath(os.path.abspath(fig_dir), here).replace(os.sep, "/")
-        tables = os.path.join(os.path.dirname(os.path.abspath(fig_dir)), "tables")
-        text, figs, t = build(data, rel, os.path.relpath(tables, here).replace(os.sep, "/"))
+        tables_dir = os.path.join(os.path.dirname(os.path.abspath(fig_dir)), "tables")
+        text, figs, t = build(data, rel, os.path.relpath(tables_dir, here).replace(os.sep, "/"))
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:  # speedup.csv first: the report it feeds never outlives it; one report at a time
         with lock(os.path.dirname(os.path.abspath(args.out)), os.path.dirname(os.path.abspath(fig_dir))):
-            write_csv(S.speedup_csv(t["speed"]), os.path.join(args.results, "speedup.csv"))
-            write_csv(FP.frame(t["comparisons"]), os.path.join(args.results, "comparisons.csv"))
+            write_csv(speedup.speedup_csv(t["speed"]), os.path.join(args.results, "speedup.csv"))
+            write_csv(fixed_page.frame(t["comparisons"]), os.path.join(args.results, "comparisons.csv"))
             publish(text, figs, args.out, fig_dir, t["pages"])
     except OSError as exc:  # a full or read-only disk: one line, nothing replaced
         print(

@@ -22,8 +22,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from . import analysis as A  # noqa: E402
-from . import tables as T  # noqa: E402
+from . import analysis, tables  # noqa: E402
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
@@ -154,7 +153,7 @@ def ci(v, lo, hi, n=None):
     hi = np.asarray(v if hi is None else hi, float)
     lo, hi = np.where(np.isfinite(lo), lo, v), np.where(np.isfinite(hi), hi, v)
     if n is not None:
-        few = np.asarray(n, float) < T.MIN_CI
+        few = np.asarray(n, float) < tables.MIN_CI
         lo, hi = np.where(few, v, lo), np.where(few, v, hi)
     return [np.maximum(v - lo, 0), np.maximum(hi - v, 0)]
 
@@ -180,7 +179,7 @@ def group_title(k) -> str:
 
 
 def main_groups(rows: pd.DataFrame, sums, pair) -> list:
-    return [(f"{d}", g) for d, g in A.main_groups(rows, sums, pair)]
+    return [(f"{d}", g) for d, g in analysis.main_groups(rows, sums, pair)]
 
 
 # --------------------------------------------------------------------------
@@ -190,7 +189,7 @@ def fig_gain_vs_chain(diffs: pd.DataFrame, pair) -> Fig | None:
     if diffs.empty or pair not in set(diffs.pair):
         return None
     d = diffs[diffs.pair == pair]
-    groups = [(f"{k[1]} ({k[2]}, {int(k[3])} tok)", g) for k, g in d.groupby(A.GROUP, sort=True)]
+    groups = [(f"{k[1]} ({k[2]}, {int(k[3])} tok)", g) for k, g in d.groupby(analysis.GROUP, sort=True)]
     shapes = sorted(d["shape"].unique())
 
     def draw(ax, g):
@@ -216,7 +215,7 @@ def fig_gain_vs_chain(diffs: pd.DataFrame, pair) -> Fig | None:
         "gain_vs_chain.png",
         draw,
         f"Paired difference in tokens_per_step of each shape over chain at the same budget ({pair}, "
-        f"greedy) on the prompts both ran; bars: 95% paired bootstrap interval (none from fewer than {T.MIN_CI} "
+        f"greedy) on the prompts both ran; bars: 95% paired bootstrap interval (none from fewer than {tables.MIN_CI} "
         "shared prompts).",
     )
 

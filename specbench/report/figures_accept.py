@@ -13,9 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from . import analysis as A
-from . import figures as F
-from . import tables as T
+from . import analysis, figures, tables
 
 NAME = "acceptance_vs_budget.png"
 METRICS = (("acceptance_rate", "acceptance rate"), ("acceptance_length", "acceptance length"))
@@ -27,8 +25,8 @@ MIN_BUDGETS = 2  # a pair × dataset with fewer budgets has no curve to draw
 def series(rows: pd.DataFrame, sums) -> list[tuple[tuple[str, str], pd.DataFrame]]:
     """((pair, dataset), rows) of every pair's greedy grid on its main prompt set, with 2+ budgets."""
     out = []
-    for k, g in A.greedy_groups(rows, main_only=True):
-        main = A.main_set(g, sums)
+    for k, g in analysis.greedy_groups(rows, main_only=True):
+        main = analysis.main_set(g, sums)
         if main.budget.nunique() >= MIN_BUDGETS:
             out.append(((str(k[0]), str(k[1])), main))
     return out
@@ -37,20 +35,20 @@ def series(rows: pd.DataFrame, sums) -> list[tuple[tuple[str, str], pd.DataFrame
 def hue(shape: str) -> str:
     """The palette's colour; a merged tree takes the colour of the shape it fills."""
     inner = shape.split("shape=", 1)[1].rstrip(")").split(",")[0] if shape.startswith("merged(") else ""
-    return F.color(inner or shape)
+    return figures.color(inner or shape)
 
 
 def looks(shapes) -> dict[str, dict]:
     """One look per shape name: its colour, and marker and line style by its sorted index."""
     return {
-        s: dict(color=hue(s), marker=F.MARKERS[i % 8], ls=LINESTYLES[(i + i // 8) % len(LINESTYLES)])
+        s: dict(color=hue(s), marker=figures.MARKERS[i % 8], ls=LINESTYLES[(i + i // 8) % len(LINESTYLES)])
         for i, s in enumerate(sorted(set(shapes)))
     }
 
 
 def log2_axis(ax, budgets) -> None:
     """log2 x axis ticked at the powers of two among the budgets (every budget crowds a narrow panel)."""
-    F.budget_axis(ax, budgets)
+    figures.budget_axis(ax, budgets)
     ticks = sorted(int(b) for b in budgets)
     two = [b for b in ticks if b & (b - 1) == 0]
     ticks = two + [ticks[-1]] * (ticks[-1] not in two) if len(two) >= 2 else ticks
@@ -60,7 +58,7 @@ def log2_axis(ax, budgets) -> None:
 def band(s: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """The interval's ends, collapsed to the value where it is missing or from < MIN_CI prompts."""
     v = s[metric].to_numpy(float)
-    lo_err, hi_err = F.ci(v, s.get(f"{metric}_lo"), s.get(f"{metric}_hi"), s.get("n_prompts"))
+    lo_err, hi_err = figures.ci(v, s.get(f"{metric}_lo"), s.get(f"{metric}_hi"), s.get("n_prompts"))
     return v - lo_err, v + hi_err
 
 
@@ -74,7 +72,7 @@ def draw_metric(ax, g: pd.DataFrame, metric: str, look: dict) -> None:
         ax.plot(x, s[metric], ms=4, lw=1.1, mfc="none", mew=1.0, label=shape, **st)
         lo, hi = band(s, metric)
         ax.fill_between(x, lo, hi, color=st["color"], alpha=0.12, lw=0)
-        cut = s.cut > T.MAX_CUT if "cut" in s else np.zeros(len(s), bool)
+        cut = s.cut > tables.MAX_CUT if "cut" in s else np.zeros(len(s), bool)
         ax.plot(x[cut], s[metric][cut], ls="none", marker="o", ms=9, mfc="none", mec=st["color"], zorder=3)
     log2_axis(ax, g.budget.unique())
 
@@ -88,14 +86,14 @@ def layout(groups) -> tuple[list[str], list[str]]:
     return pairs, sorted({d for (_p, d), _g in groups})
 
 
-def fig_acceptance_vs_budget(rows: pd.DataFrame, sums) -> F.Fig | None:
+def fig_acceptance_vs_budget(rows: pd.DataFrame, sums) -> figures.Fig | None:
     groups = series(rows, sums)
     if not groups:
         return None
     pairs, datasets = layout(groups)
     look = looks(s for _k, g in groups for s in g["shape"])
     cells = {k: g for k, g in groups}
-    with plt.rc_context(F.RC):
+    with plt.rc_context(figures.RC):
         fig, axes = plt.subplots(
             len(pairs), 2 * len(datasets), figsize=(2.7 * 2 * len(datasets), 2.4 * len(pairs)), squeeze=False
         )
@@ -109,15 +107,15 @@ def fig_acceptance_vs_budget(rows: pd.DataFrame, sums) -> F.Fig | None:
                     draw_metric(ax, cells[(p, d)], metric, look)
                     ax.set_title(f"{p} · {d}")
                     ax.set_ylabel(ylabel)
-        F.legend_outside(fig, list(axes.flat), "shape")
+        figures.legend_outside(fig, list(axes.flat), "shape")
         fig.tight_layout()
-    return F.Fig(
+    return figures.Fig(
         NAME,
         fig,
         "Acceptance rate (accepted ÷ drafted tokens) and acceptance length (accepted draft tokens per step, "
         "bonus not counted) against the budget N, every shape of each pair's replayed greedy grid, one row per "
         "pair and two panels per dataset (its main prompt set); shaded: 95% bootstrap CI over prompts (none from "
-        f"fewer than {T.MIN_CI} prompts); large rings: more than {T.MAX_CUT:.0%} of the steps were cut by "
+        f"fewer than {tables.MIN_CI} prompts); large rings: more than {tables.MAX_CUT:.0%} of the steps were cut by "
         "max_new_tokens (never ranked).",
     )
 

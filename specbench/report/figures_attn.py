@@ -13,8 +13,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from . import attention_stats as S
-from . import figures as F
+from . import attention_stats, figures
 
 DTYPE_LINE = {"bfloat16": ("-", "o"), "float32": ("--", "s")}
 
@@ -41,18 +40,18 @@ def _grid_legend(fig, colors: dict, dtypes) -> None:
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.9), frameon=False)
 
 
-def fig_attention_grid(kern: pd.DataFrame) -> F.Fig | None:
+def fig_attention_grid(kern: pd.DataFrame) -> figures.Fig | None:
     """Row 1: fused ms against N, one panel per KV length, one line per batch (style: dtype), band = the
     spread over shapes; row 2: the same points' roofline fraction."""
-    cells = S.fused_cells(kern)
+    cells = attention_stats.fused_cells(kern)
     if cells.empty or cells.tree_size.nunique() < 2:
         return None
-    _, source = S.roof_frac(kern[kern.impl == "fused"])
+    _, source = attention_stats.roof_frac(kern[kern.impl == "fused"])
     has_roof = cells.roof.notna().any()
     kvs = sorted(cells.kv_len.unique())
     colors = _batch_colors(cells.batch.unique())
     rows = 2 if has_roof else 1
-    with plt.rc_context(F.RC):
+    with plt.rc_context(figures.RC):
         fig, axes = plt.subplots(rows, len(kvs), figsize=(2.6 * len(kvs), 2.5 * rows), squeeze=False, sharey="row")
         for j, kv in enumerate(kvs):
             for (dt, b), g in cells[cells.kv_len == kv].groupby(["dtype", "batch"], sort=True):
@@ -75,7 +74,7 @@ def fig_attention_grid(kern: pd.DataFrame) -> F.Fig | None:
             axes[1][0].set_ylim(0, min(1.0, float(cells.roof.max()) * 1.15))
         _grid_legend(fig, colors, cells.dtype.unique())
         fig.tight_layout()
-    return F.Fig(
+    return figures.Fig(
         "attention_grid.png",
         fig,
         "Fused tree-attention time against draft length N, one panel per KV length, one line per batch size "
@@ -96,7 +95,7 @@ def _fusion_panel(ax, sp: pd.DataFrame, x: str, label: str, noise: float) -> Non
     for (shape, dt), g in sp.groupby(["shape", "dtype"], sort=True):
         mk = DTYPE_LINE.get(dt, ("-", "o"))[1]
         inside = g.noise if "noise" in g else pd.Series(False, index=g.index)
-        c = F.color(shape)
+        c = figures.color(shape)
         ax.scatter(g[x][~inside], g.speedup[~inside], s=14, marker=mk, color=c, label=f"{shape}, {dt}")
         ax.scatter(g[x][inside], g.speedup[inside], s=14, marker=mk, facecolors="none", edgecolors=c)
     hi = float(sp[x].max()) * 1.2
@@ -109,23 +108,23 @@ def _fusion_panel(ax, sp: pd.DataFrame, x: str, label: str, noise: float) -> Non
     ax.xaxis.set_minor_locator(plt.NullLocator())
 
 
-def fig_attention_fusion(kern: pd.DataFrame) -> F.Fig | None:
+def fig_attention_fusion(kern: pd.DataFrame) -> figures.Fig | None:
     """Speedup against the KV re-read ratio and against the recompute ratio, every (cell, shape)."""
-    cells = S.fused_cells(kern)
-    sp = S.speedups(kern, cells)
+    cells = attention_stats.fused_cells(kern)
+    sp = attention_stats.speedups(kern, cells)
     if sp.empty or "reread" not in sp or sp.reread.nunique() < 2:
         return None
     noise = float(cells[cells.n_shapes > 1].spread.median()) if (cells.n_shapes > 1).any() else float("nan")
-    with plt.rc_context(F.RC):
+    with plt.rc_context(figures.RC):
         fig, axes = plt.subplots(1, 2, figsize=(8.0, 3.2), sharey=True)
         _fusion_panel(axes[0], sp, "reread", "KV bytes re-read: per-branch ÷ fused", noise)
         _fusion_panel(axes[1], sp, "recompute", "tokens recomputed: branch tokens ÷ tree nodes", noise)
         axes[1].yaxis.set_tick_params(labelleft=True)
         axes[0].set_title("against the KV re-read")
         axes[1].set_title("against the recomputed ancestors")
-        F.legend_outside(fig, axes[:1], "shape, dtype")
+        figures.legend_outside(fig, axes[:1], "shape, dtype")
         fig.tight_layout()
-    return F.Fig(
+    return figures.Fig(
         "attention_fusion.png",
         fig,
         "Why fusion helps some shapes and not others: fused attention's speedup over per-branch attention at "
@@ -135,16 +134,16 @@ def fig_attention_fusion(kern: pd.DataFrame) -> F.Fig | None:
     )
 
 
-def fig_attention_model(att: pd.DataFrame | None) -> F.Fig | None:
+def fig_attention_model(att: pd.DataFrame | None) -> figures.Fig | None:
     """The real model: seconds per tree for one tree forward and for one forward per branch."""
-    mv = S.model_view(att)
+    mv = attention_stats.model_view(att)
     if mv.empty:
         return None
     x = np.arange(len(mv))
-    with plt.rc_context(F.RC):
+    with plt.rc_context(figures.RC):
         fig, ax = plt.subplots(figsize=(4.2, 3.0))
-        ax.bar(x - 0.2, mv.model_tree, 0.4, color=F.color("fused"), label="one tree forward (fused)")
-        ax.bar(x + 0.2, mv.model_branches, 0.4, color=F.color("sequential"), label="one forward per branch")
+        ax.bar(x - 0.2, mv.model_tree, 0.4, color=figures.color("fused"), label="one tree forward (fused)")
+        ax.bar(x + 0.2, mv.model_branches, 0.4, color=figures.color("sequential"), label="one forward per branch")
         for i, r in enumerate(mv.to_dict("records")):
             nb = f"{int(r['n_branches'])} branches, " if r.get("n_branches") == r.get("n_branches") else ""
             ax.annotate(f"{nb}{r['ratio']:.1f}×", (i + 0.2, r["model_branches"]), ha="center", va="bottom", fontsize=7)
@@ -155,9 +154,9 @@ def fig_attention_model(att: pd.DataFrame | None) -> F.Fig | None:
         ax.set_title(
             f"real model, KV {int(r0.get('kv_len', 0))}, N={int(r0.get('tree_size', 0))}, {r0.get('dtype', '')}"
         )
-        F.legend_outside(fig, [ax], None)
+        figures.legend_outside(fig, [ax], None)
         fig.tight_layout()
-    return F.Fig(
+    return figures.Fig(
         "attention_model.png",
         fig,
         "The real target model verifying one draft tree: one forward over the whole tree (tree attention) "

@@ -6,11 +6,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from . import figures as F
+from . import figures
 from .hardware import MS, RS, label, speedup
 
 
-def fig_phase(a: pd.DataFrame, points: pd.DataFrame) -> F.Fig | None:
+def fig_phase(a: pd.DataFrame, points: pd.DataFrame) -> figures.Fig | None:
     """One panel per pair × dataset: the modelled best configuration over (r, m), this
     machine's measured point starred."""
     if a.empty:
@@ -34,7 +34,7 @@ def fig_phase(a: pd.DataFrame, points: pd.DataFrame) -> F.Fig | None:
                         textcoords="offset points")  # fmt: skip
         ax.set(xscale="log", yscale="log", xlabel="draft / target cost ratio r", ylabel="marginal cost per token m")
 
-    return F.panels(
+    return figures.panels(
         groups,
         "phase_diagram.png",
         draw,
@@ -45,7 +45,7 @@ def fig_phase(a: pd.DataFrame, points: pd.DataFrame) -> F.Fig | None:
     )
 
 
-def fig_schedule(sched: pd.DataFrame) -> F.Fig | None:
+def fig_schedule(sched: pd.DataFrame) -> figures.Fig | None:
     """Measured speedup against the draft budget, one line per batch size B (plain decoding = 1);
     only the settings where some line has two or more budgets (the rest: the table)."""
     if sched.empty:
@@ -70,7 +70,7 @@ def fig_schedule(sched: pd.DataFrame) -> F.Fig | None:
         ax.axhline(1, color="k", lw=0.6)
         ax.set(xlabel="budget N (draft tokens)", ylabel="measured speedup ×")
 
-    return F.panels(
+    return figures.panels(
         groups,
         "batch_schedule.png",
         draw,

@@ -10,29 +10,28 @@ import numpy as np
 import pandas as pd
 from matplotlib.colors import LogNorm
 
-from . import analysis as A
-from . import figures as F
+from . import analysis, figures
 
 
-def fig_mode_gains(gains: pd.DataFrame) -> F.Fig | None:
+def fig_mode_gains(gains: pd.DataFrame) -> figures.Fig | None:
     """Paired gain of each rule over its token-level baseline; lossless and lossy rules in separate
     panels; filled markers: the same drafted trees, hollow: each rule's own trees; n in the label."""
     if gains.empty:
         return None
     groups = []
-    for (k, lossless), g in gains.groupby([gains[A.GROUP].apply(tuple, axis=1), "lossless_b"], sort=True):
-        title = f"{F.group_title(k)}, {'lossless' if lossless else 'lossy'} rules"
+    for (k, lossless), g in gains.groupby([gains[analysis.GROUP].apply(tuple, axis=1), "lossless_b"], sort=True):
+        title = f"{figures.group_title(k)}, {'lossless' if lossless else 'lossy'} rules"
         groups.append((title, g.sort_values(["mode", "shape", "budget"], kind="mergesort")))
     rows = max(len(g) for _, g in groups)
 
     def draw(ax, g):
         y = np.arange(len(g))[::-1]
         for yi, r in zip(y, g.to_dict("records")):
-            st = F.style(r["verify"])
+            st = figures.style(r["verify"])
             ax.errorbar(
                 [r["diff"]],
                 [yi],
-                xerr=F.ci([r["diff"]], [r["lo"]], [r["hi"]], [r["n_shared"]]),
+                xerr=figures.ci([r["diff"]], [r["lo"]], [r["hi"]], [r["n_shared"]]),
                 ms=5,
                 capsize=2,
                 ls="none",
@@ -52,14 +51,14 @@ def fig_mode_gains(gains: pd.DataFrame) -> F.Fig | None:
         ax.axvline(0, color="k", lw=0.6)
         ax.set_xlabel("Δ tokens_per_step (paired)")
 
-    return F.panels(
+    return figures.panels(
         groups,
         "mode_gains.png",
         draw,
         "Each verification rule at T>0 against its strongest token-level baseline on the same shape and "
         "budget (named on each row), on the prompts both ran; filled: both verified the same drafted "
         f"trees, hollow: each drafted its own; bars: 95% paired bootstrap interval, drawn only from "
-        f"{F.T.MIN_CI}+ shared prompts (n).",
+        f"{figures.tables.MIN_CI}+ shared prompts (n).",
         sharey=False,
         sharex=True,
         w=6.0,
@@ -68,32 +67,32 @@ def fig_mode_gains(gains: pd.DataFrame) -> F.Fig | None:
     )
 
 
-def fig_lossy(gains: pd.DataFrame) -> F.Fig | None:
+def fig_lossy(gains: pd.DataFrame) -> figures.Fig | None:
     if gains.empty or "first_token_tv" not in gains:
         return None
     lossy = gains[~gains.lossless_b & gains.first_token_tv.notna()]
     if lossy.empty:
         return None
-    groups = [(F.group_title(k), g) for k, g in lossy.groupby(A.GROUP, sort=True)]
+    groups = [(figures.group_title(k), g) for k, g in lossy.groupby(analysis.GROUP, sort=True)]
 
     def draw(ax, g):
         for r in g.sort_values(["mode", "shape", "budget"], kind="mergesort").to_dict("records"):
             ax.errorbar(
                 [r["first_token_tv"]],
                 [r["diff"]],
-                yerr=F.ci([r["diff"]], [r["lo"]], [r["hi"]], [r["n_shared"]]),
+                yerr=figures.ci([r["diff"]], [r["lo"]], [r["hi"]], [r["n_shared"]]),
                 ms=5,
                 capsize=2,
                 ls="none",
                 label=r["verify"],
-                color=F.color(r["verify"]),
+                color=figures.color(r["verify"]),
                 marker="o" if r["tree"] == "chain" else "s",
             )
         ax.axhline(0, color="k", lw=0.6)
         ax.set_xlabel("first_token_tv (drift from the target distribution)")
         ax.set_ylabel("Δ tokens_per_step vs token-level rule")
 
-    return F.panels(
+    return figures.panels(
         groups,
         "lossy_tradeoff.png",
         draw,
@@ -104,8 +103,8 @@ def fig_lossy(gains: pd.DataFrame) -> F.Fig | None:
     )
 
 
-def fig_projected(rows: pd.DataFrame, sums, pair) -> F.Fig | None:
-    groups = [(t, g[g.projected.notna()]) for t, g in F.main_groups(rows, sums, pair)]
+def fig_projected(rows: pd.DataFrame, sums, pair) -> figures.Fig | None:
+    groups = [(t, g[g.projected.notna()]) for t, g in figures.main_groups(rows, sums, pair)]
     groups = [(t, g) for t, g in groups if len(g)]
     if not groups:
         return None
@@ -113,15 +112,15 @@ def fig_projected(rows: pd.DataFrame, sums, pair) -> F.Fig | None:
     def draw(ax, g):
         for shape, s in g.groupby("shape", sort=True):
             s = s.sort_values("budget")
-            (line,) = ax.plot(s.budget, s.projected, ms=3, label=shape, **F.style(shape))
+            (line,) = ax.plot(s.budget, s.projected, ms=3, label=shape, **figures.style(shape))
             ax.fill_between(s.budget, s.projected_lo, s.projected_hi, color=line.get_color(), alpha=0.15, lw=0)
             m = s[s.measured.notna()]
             ax.scatter(m.budget, m.measured, s=30, marker="*", color=line.get_color(), edgecolors="k", zorder=5)
         ax.axhline(1, color="k", lw=0.6)
-        F.budget_axis(ax, g.budget.unique())
+        figures.budget_axis(ax, g.budget.unique())
         ax.set_ylabel("projected speedup ×")
 
-    return F.panels(
+    return figures.panels(
         groups,
         "projected_speedup.png",
         draw,
@@ -131,7 +130,7 @@ def fig_projected(rows: pd.DataFrame, sums, pair) -> F.Fig | None:
     )
 
 
-def fig_measured_vs_projected(live: pd.DataFrame) -> F.Fig | None:
+def fig_measured_vs_projected(live: pd.DataFrame) -> figures.Fig | None:
     """Every live batch-1 configuration with a projection in one panel: measured against projected,
     one look per pair · dataset · prompts × tokens (colour: the pair; marker: the setting)."""
     both = live[live.projected.notna()] if len(live) else live
@@ -144,10 +143,10 @@ def fig_measured_vs_projected(live: pd.DataFrame) -> F.Fig | None:
 
     def draw(ax, g):
         for name, s in g.groupby("setting", sort=True):
-            c = F.color(s.pair.iloc[0])
-            xerr = F.ci(s.projected, s.projected_lo, s.projected_hi)
+            c = figures.color(s.pair.iloc[0])
+            xerr = figures.ci(s.projected, s.projected_lo, s.projected_hi)
             ax.errorbar(s.projected, s.measured, xerr=xerr, ls="none", ms=5, capsize=2, elinewidth=0.6,
-                        color=c, marker=F.MARKERS[settings.index(name) % len(F.MARKERS)], mec="k", mew=0.4,
+                        color=c, marker=figures.MARKERS[settings.index(name) % len(figures.MARKERS)], mec="k", mew=0.4,
                         alpha=0.85, label=name)  # fmt: skip
         vals = np.concatenate([g.projected_lo.fillna(g.projected), g.projected_hi.fillna(g.projected), g.measured])
         lim = [float(np.nanmin(vals)) * 0.95, float(np.nanmax(vals)) * 1.03]
@@ -155,7 +154,7 @@ def fig_measured_vs_projected(live: pd.DataFrame) -> F.Fig | None:
         ax.fill_between(lim, [v * 0.9 for v in lim], [v * 1.1 for v in lim], color="k", alpha=0.06, lw=0)
         ax.set(xlim=lim, ylim=lim, aspect="equal", xlabel="projected speedup ×", ylabel="measured speedup ×")
 
-    return F.panels(
+    return figures.panels(
         [("live batch-1 runs: measured against projected", both)],
         "speed_measured_vs_projected.png",
         draw,
@@ -170,7 +169,7 @@ def fig_measured_vs_projected(live: pd.DataFrame) -> F.Fig | None:
     )
 
 
-def fig_gap(rows: pd.DataFrame, min_budgets: int = 3) -> F.Fig | None:
+def fig_gap(rows: pd.DataFrame, min_budgets: int = 3) -> figures.Fig | None:
     if rows.empty:
         return None
     groups = [
@@ -186,25 +185,26 @@ def fig_gap(rows: pd.DataFrame, min_budgets: int = 3) -> F.Fig | None:
         ax.plot(opt.budget, opt.optimum, "k--", lw=1.2, label="DP prediction, best tree")
         for shape, s in g.groupby("shape", sort=True):
             s = s.sort_values("budget")
-            st = F.style(shape)
+            st = figures.style(shape)
             ax.errorbar(
                 s.budget,
                 s.tokens_per_step,
-                yerr=F.ci(s.tokens_per_step, s.tokens_per_step_lo, s.tokens_per_step_hi, s.n_prompts),
+                yerr=figures.ci(s.tokens_per_step, s.tokens_per_step_lo, s.tokens_per_step_hi, s.n_prompts),
                 ms=3,
                 capsize=2,
                 label=shape,
                 **st,
             )
             ax.plot(s.budget, s.predicted, ls=":", lw=0.8, marker=st["marker"], mfc="none", ms=3, color=st["color"])
-        F.budget_axis(ax, g.budget.unique())
+        figures.budget_axis(ax, g.budget.unique())
         ax.set_ylabel("tokens_per_step")
 
-    return F.panels(
+    return figures.panels(
         groups,
         "gap_to_optimum.png",
         draw,
-        f"Measured tokens_per_step of each static shape (solid; 95% bootstrap CI from {F.T.MIN_CI}+ prompts) against "
+        "Measured tokens_per_step of each static shape (solid; 95% bootstrap CI from "
+        f"{figures.tables.MIN_CI}+ prompts) against "
         "the Sequoia DP's prediction for its best tree (dashed) and the DP's prediction for the same shape "
         "(hollow, dotted), per pair and "
         f"dataset with at least {min_budgets} budgets (the others are in the table only); each panel its own "
@@ -217,7 +217,7 @@ def fig_gap(rows: pd.DataFrame, min_budgets: int = 3) -> F.Fig | None:
 ATTN = {"batch": 1, "kv_len": 1024}
 
 
-def fig_attention_time(kern: pd.DataFrame) -> F.Fig | None:
+def fig_attention_time(kern: pd.DataFrame) -> figures.Fig | None:
     """Time against tree size at one fixed slice (batch 1, KV 1024): no median over other settings."""
     k = kern[(kern.batch == ATTN["batch"]) & (kern.kv_len == ATTN["kv_len"]) & kern.median_s.notna()]
     if k.empty or k.tree_size.nunique() < 2:
@@ -227,7 +227,7 @@ def fig_attention_time(kern: pd.DataFrame) -> F.Fig | None:
     def draw(ax, g):
         for impl, s in g.groupby("impl", sort=True):
             s = s.sort_values("tree_size")
-            ax.plot(s.tree_size, s.median_s * 1e3, ms=3, label=impl, **F.style(impl))
+            ax.plot(s.tree_size, s.median_s * 1e3, ms=3, label=impl, **figures.style(impl))
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ticks = sorted(int(x) for x in g.tree_size.unique())
@@ -236,7 +236,7 @@ def fig_attention_time(kern: pd.DataFrame) -> F.Fig | None:
         ax.set_xlabel("tree size N (draft tokens)")
         ax.set_ylabel("median ms")
 
-    return F.panels(
+    return figures.panels(
         groups,
         "attention_time.png",
         draw,
@@ -246,7 +246,7 @@ def fig_attention_time(kern: pd.DataFrame) -> F.Fig | None:
     )
 
 
-def fig_attention_ratio(kern: pd.DataFrame) -> F.Fig | None:
+def fig_attention_ratio(kern: pd.DataFrame) -> figures.Fig | None:
     """sequential ÷ fused over KV length × tree size at batch 1, one shared colour scale."""
     k = kern[(kern.batch == ATTN["batch"]) & kern.impl.isin(["fused", "sequential"])]
     if k.empty:
@@ -260,8 +260,8 @@ def fig_attention_ratio(kern: pd.DataFrame) -> F.Fig | None:
     lim = float(max(ratio.r.max(), 1 / ratio.r.min()))
     norm = LogNorm(vmin=1 / lim, vmax=lim)
     groups = [(f"{s}, {dt}", g) for (s, dt), g in ratio.groupby(["shape", "dtype"], sort=True)]
-    with plt.rc_context(F.RC):
-        fig, axes = F.grid(len(groups), w=3.4, h=3.0, layout="constrained")
+    with plt.rc_context(figures.RC):
+        fig, axes = figures.grid(len(groups), w=3.4, h=3.0, layout="constrained")
         for ax, (title, g) in zip(axes, groups):
             t = g.pivot(index="kv_len", columns="tree_size", values="r")
             im = ax.imshow(t.to_numpy(), cmap="RdBu", norm=norm, origin="lower", aspect="auto")
@@ -279,7 +279,7 @@ def fig_attention_ratio(kern: pd.DataFrame) -> F.Fig | None:
                     ax.text(c, r, f"{val:.1f}", ha="center", va="center", fontsize=6)
             ax.grid(False)
         fig.colorbar(im, ax=axes[: len(groups)], label="sequential ÷ fused time (shared log scale)")
-    return F.Fig(
+    return figures.Fig(
         "attention_speedup.png",
         fig,
         f"Fused tree attention's speedup over per-branch attention (sequential ÷ fused median time) at batch "

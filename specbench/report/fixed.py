@@ -31,13 +31,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import analysis as A
-from . import compare as C
-from . import tables as T
+from . import analysis, compare, tables
 
 ALPHA = 0.05
-BEST_LOSSLESS = A.REFERENCE_MODE  # chain: speculative, tree: mss (fixed before any result)
-KEYS = A.GROUP + ["tree", "tree_params", "budget", "temperature"]
+BEST_LOSSLESS = analysis.REFERENCE_MODE  # chain: speculative, tree: mss (fixed before any result)
+KEYS = analysis.GROUP + ["tree", "tree_params", "budget", "temperature"]
 BASELINE, BEST, NAIVE = "baseline", "best lossless", "naive"
 COLUMNS = [
     "pair",
@@ -87,7 +85,7 @@ def _first(rows: pd.DataFrame) -> dict | None:
 def _on_trees(d: pd.DataFrame, r: dict, verify: str, own_decode: bool) -> dict | None:
     """The row of ``verify`` on r's drafted trees (same pair_key), else, with own_decode, its decode
     with r's keys (its own trees, the same prompts)."""
-    cand = A._same(d[d.verify == verify], r, KEYS)
+    cand = analysis._same(d[d.verify == verify], r, KEYS)
     same = cand[cand.pair_key == r["pair_key"]]
     if len(same) or not own_decode:
         return _first(same)
@@ -98,7 +96,7 @@ def targets(d: pd.DataFrame, r: dict) -> list[tuple[dict, str]]:
     """(row compared with, reason) for one subject row r, in the declared order."""
     kind = "chain" if r["tree"] == "chain" else "tree"
     out = []
-    base = A._reference_row(d, r, KEYS)
+    base = analysis._reference_row(d, r, KEYS)
     if len(base):
         out.append((base.iloc[0].to_dict(), BASELINE))
     if not is_lossless(r["lossless"]):
@@ -113,8 +111,8 @@ def fixed_list(df: pd.DataFrame) -> list[tuple[dict, dict, str]]:
     ``df``: `analysis.prepare`'s rows.  Reads the rows' structure only, never a result column."""
     if df.empty or not (df.temperature > 0).any():
         return []
-    hot = df[(df.temperature > 0) & ~A._controls(df)]
-    hot = hot[[v != A.reference_mode(t) for v, t in zip(hot.verify, hot.tree)]]
+    hot = df[(df.temperature > 0) & ~analysis._controls(df)]
+    hot = hot[[v != analysis.reference_mode(t) for v, t in zip(hot.verify, hot.tree)]]
     hot = hot.sort_values(KEYS + ["verify", "config_hash"], kind="mergesort")
     out: dict[tuple[str, str], tuple[dict, dict, list[str]]] = {}
     for r in hot.to_dict("records"):
@@ -141,9 +139,9 @@ def holm(p: np.ndarray, alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
     return adj, level
 
 
-def _row(r: dict, ref: dict, why: str, p: C.Paired | None) -> dict:
+def _row(r: dict, ref: dict, why: str, p: compare.Paired | None) -> dict:
     n = p.n_prompts if p is not None else 0
-    tested = p if p is not None and n >= T.MIN_CI else None
+    tested = p if p is not None and n >= tables.MIN_CI else None
     return dict(
         {k: r.get(k) for k in ("pair", "dataset", "engine", "dtype", "max_new_tokens", "temperature", "tree", "shape")},
         budget=int(r["budget"]),
@@ -160,7 +158,7 @@ def _row(r: dict, ref: dict, why: str, p: C.Paired | None) -> dict:
         diff=p.diff if p else np.nan,
         diff_lo=tested.lo if tested else np.nan,
         diff_hi=tested.hi if tested else np.nan,
-        p_value=C.boot_p(tested) if tested else np.nan,
+        p_value=compare.boot_p(tested) if tested else np.nan,
         paired=p,
     )
 
@@ -171,8 +169,8 @@ def comparisons(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r, ref, why in fixed_list(df):
         try:
-            p = C.paired_difference(sums, r, ref)
-        except C.Incomparable:
+            p = compare.paired_difference(sums, r, ref)
+        except compare.Incomparable:
             p = None
         rows.append(_row(r, ref, why, p))
     if not rows:
@@ -180,7 +178,7 @@ def comparisons(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(rows)
     out["holm_p"], out["holm_alpha"] = holm(out.p_value.to_numpy(float))
     bounds = [
-        C.interval_at(p, 1 - a) if p is not None and pv == pv else (np.nan, np.nan)
+        compare.interval_at(p, 1 - a) if p is not None and pv == pv else (np.nan, np.nan)
         for p, a, pv in zip(out.paired, out.holm_alpha, out.p_value)
     ]
     out["adj_lo"], out["adj_hi"] = [b[0] for b in bounds], [b[1] for b in bounds]

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import analysis as A
-from . import fixed as FX
-from . import phrases as P
-from . import tables as T
+from . import analysis, fixed, phrases, tables
 from .markdown import table
 
 
@@ -25,7 +22,7 @@ def p_text(p) -> str:
 
 def level(r) -> str:
     """The adjusted interval's confidence level, '1 − α/97'."""
-    return f"1 − α/{round(FX.ALPHA / r['holm_alpha'])}"
+    return f"1 − α/{round(fixed.ALPHA / r['holm_alpha'])}"
 
 
 COLS = [
@@ -69,23 +66,23 @@ def section(ctx) -> str:
     if comp is None or comp.empty:
         return "_No configuration ran at T>0 beside a token-level rule, so the fixed list is empty._"
     note = NOTE.format(
-        tree=FX.BEST_LOSSLESS["tree"],
-        chain=FX.BEST_LOSSLESS["chain"],
-        boot=FX.C.N_PAIRED,
+        tree=fixed.BEST_LOSSLESS["tree"],
+        chain=fixed.BEST_LOSSLESS["chain"],
+        boot=fixed.compare.N_PAIRED,
         m=len(comp),
-        alpha=FX.ALPHA,
+        alpha=fixed.ALPHA,
     )
-    out = [note, FX.sentence(comp) or ""]
-    if (comp.n_prompts < T.MIN_CI).any():
-        out.append(f"A comparison on fewer than {T.MIN_CI} shared prompts counts in m with p = 1 and no interval.")
-    for key, g in comp.groupby(A.GROUP + ["engine", "temperature"], sort=True, dropna=False):
+    out = [note, fixed.sentence(comp) or ""]
+    if (comp.n_prompts < tables.MIN_CI).any():
+        out.append(f"A comparison on fewer than {tables.MIN_CI} shared prompts counts in m with p = 1 and no interval.")
+    for key, g in comp.groupby(analysis.GROUP + ["engine", "temperature"], sort=True, dropna=False):
         g = g.sort_values(
             ["lossless", "tree", "budget", "verify", "against"], ascending=[False, True, True, True, True]
         )
-        out.append(f"**{P.where(g.iloc[0].to_dict())}, T={key[-1]:g}**\n\n" + table(g.to_dict("records"), COLS))
+        out.append(f"**{phrases.where(g.iloc[0].to_dict())}, T={key[-1]:g}**\n\n" + table(g.to_dict("records"), COLS))
     return "\n\n".join(out)
 
 
 def frame(comp: pd.DataFrame | None) -> pd.DataFrame:
     """results/comparisons.csv's rows (`fixed.COLUMNS`), empty with its header without comparisons."""
-    return FX.csv_frame(comp if comp is not None else pd.DataFrame(columns=FX.COLUMNS))
+    return fixed.csv_frame(comp if comp is not None else pd.DataFrame(columns=fixed.COLUMNS))

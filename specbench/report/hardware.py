@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import costmodel as CM
+from . import costmodel
 
 RS = np.logspace(-2, 0.5, 55)  # draft-to-target cost ratio (above 1: a draft slower than the target)
 MS = np.logspace(-3, 0, 49)  # marginal cost per query token, in one-token forwards
@@ -40,7 +40,7 @@ def aggregates(rows: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.DataFra
         g = by_hash.get(r["config_hash"])
         if g is None:
             continue
-        c = CM.counts(g)
+        c = costmodel.counts(g)
         free = str(r.get("pair_name", r["pair"])) in free_pairs
         out.append(
             {
@@ -69,7 +69,7 @@ def machine_points(costs: pd.DataFrame | None) -> pd.DataFrame:
     out = []
     costs = costs.assign(device=costs.device.fillna("cpu") if "device" in costs else "cpu")
     for (pair, dtype, device), g in costs.groupby(["pair", "dtype", "device"], sort=True):
-        t, d = (CM.curve(costs, pair, role, dtype, device) for role in ("target", "draft"))
+        t, d = (costmodel.curve(costs, pair, role, dtype, device) for role in ("target", "draft"))
         if t is None:
             continue
         t1 = float(t.at(1))

@@ -21,8 +21,7 @@ import pandas as pd
 
 from ..core.atomic import incomplete, open_text, recover
 from ..study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
-from . import analysis as A
-from . import compare as C
+from . import analysis, compare
 
 REQUIRED = [
     "config_hash",
@@ -127,7 +126,7 @@ def read_outputs(path: str) -> dict:
                 raise InputError(f"{path} line {lineno} is not complete JSON (truncated?); {COLLECT}") from None
             if not isinstance(row, dict) or not {"config_hash", "prompt_id", "token_ids"} <= set(row):
                 raise InputError(f"{path} line {lineno} lacks config_hash/prompt_id/token_ids; {COLLECT}")
-    return C.read_outputs(path)
+    return compare.read_outputs(path)
 
 
 def _vectors(results: str) -> pd.DataFrame | None:
@@ -155,18 +154,18 @@ def load(results: str) -> dict:
         except json.JSONDecodeError:
             raise InputError(f"{env_path} is not complete JSON; rerun `bash run_all.sh` or delete it") from None
         envs[os.path.basename(env_path)[len("environment-") : -len(".json")] or "cpu"] = env
-    labels = A.pair_labels(summary)
-    summary = A.relabel_pairs(summary, labels)
+    labels = analysis.pair_labels(summary)
+    summary = analysis.relabel_pairs(summary, labels)
     by_hash = dict(zip(summary.config_hash.astype(str), summary.pair))
     data = {k: read_checked(os.path.join(results, f)) for k, f in OPTIONAL_CSV.items()}
     for key in ("lossless_check", "lossless_control"):
-        data[key] = A.relabel_pairs(data[key], labels)
+        data[key] = analysis.relabel_pairs(data[key], labels)
     return dict(
         data,
         summary=summary,
-        steps=A.relabel_pairs(steps, labels, by_hash),
+        steps=analysis.relabel_pairs(steps, labels, by_hash),
         outputs=read_outputs(os.path.join(results, OUTPUTS_FILE)),
-        vector=A.relabel_pairs(_vectors(results), labels),
+        vector=analysis.relabel_pairs(_vectors(results), labels),
         env=envs.get("cpu"),
         envs=envs,
         results=results,

@@ -7,8 +7,7 @@ import math
 
 import pandas as pd
 
-from . import analysis as A
-from . import speedup as S
+from . import analysis, speedup
 from .markdown import bullets, md_table
 
 LOSSLESS_ALGEBRA = (
@@ -116,7 +115,9 @@ def _greedy_outputs(table, has_outputs: bool, has_baseline: bool, margins: pd.Da
         out.append(f"_{why}, so no greedy output is compared._")
         return out
     rows = []
-    for r in table.sort_values(A.GROUP + ["shape", "budget", "config_hash"], kind="mergesort").to_dict("records"):
+    for r in table.sort_values(analysis.GROUP + ["shape", "budget", "config_hash"], kind="mergesort").to_dict(
+        "records"
+    ):
         div = _divergence_cell(r, margins)
         rows.append(
             [
@@ -147,13 +148,13 @@ def _greedy_outputs(table, has_outputs: bool, has_baseline: bool, margins: pd.Da
             ],
         )
     )
-    out.append(bullets(S.lossless_sentences(table), ""))
+    out.append(bullets(speedup.lossless_sentences(table), ""))
     return out + [note for note in [margin_note(table, margins)] if note]
 
 
 def _first_token_check(check: pd.DataFrame, control: pd.DataFrame | None) -> list[str]:
     """Part (b)'s empirical check (results/lossless_check.csv) and its positive controls."""
-    check = check.assign(holm_p=check.groupby("pair").chi2_p.transform(lambda p: S.holm(p.astype(float))))
+    check = check.assign(holm_p=check.groupby("pair").chi2_p.transform(lambda p: speedup.holm(p.astype(float))))
     out = [
         "The empirical check (`python -m specbench.study.lossless`): per prefix, N seeded one-step "
         "draws through the drafter, verifier and mode (the modes that draft alike verify the same drafted "
@@ -184,7 +185,9 @@ def _first_token_check(check: pd.DataFrame, control: pd.DataFrame | None) -> lis
             ),
         )
     )
-    out.append(bullets(S.lossless_check_sentences(check) + power_sentences(check) + control_sentences(control), ""))
+    out.append(
+        bullets(speedup.lossless_check_sentences(check) + power_sentences(check) + control_sentences(control), "")
+    )
     if control is not None and not control.empty:
         out.append(
             _check_table(
@@ -211,7 +214,10 @@ def _first_token_check(check: pd.DataFrame, control: pd.DataFrame | None) -> lis
 def _check_table(check: pd.DataFrame, want) -> str:
     cols = [c for c in want if c in check]
     rows = [
-        [A.fmt(r[c], 4 if c.startswith(("tv", "exact")) else 3) if isinstance(r[c], float) else r[c] for c in cols]
+        [
+            analysis.fmt(r[c], 4 if c.startswith(("tv", "exact")) else 3) if isinstance(r[c], float) else r[c]
+            for c in cols
+        ]
         for r in check.sort_values(cols[:4], kind="mergesort").to_dict("records")
     ]
     return md_table(rows, cols)
@@ -237,8 +243,8 @@ def power_sentences(check: pd.DataFrame) -> list[str]:
         out.append(
             f"Power at {n} draws ({len(h)} checks, up to {bins} bins): each χ² test at level {alpha:g} "
             f"rejects a first-token law at total variation {tv:g} from the target with probability at least "
-            f"{A.fmt(h.power.min(), 3)} (a worst-case bound over such laws); 90% power is reached against a "
-            f"TV of {A.fmt(power_tv(n, bins - 1, alpha, 0.9), 3)}.{short}"
+            f"{analysis.fmt(h.power.min(), 3)} (a worst-case bound over such laws); 90% power is reached against a "
+            f"TV of {analysis.fmt(power_tv(n, bins - 1, alpha, 0.9), 3)}.{short}"
         )
     return out
 
@@ -254,7 +260,7 @@ def control_sentences(control: pd.DataFrame | None) -> list[str]:
     names = ", ".join(sorted(set(control.verify)))
     return [
         f"Positive controls ({names}, lossy rules through the same check at the same N): {int(rej.sum())} of "
-        f"{len(control)} rejected at level {A.fmt(control.alpha.astype(float).max())}; their exact first-token "
-        f"TV at the prefix is {A.fmt(control.exact_tv.astype(float).min(), 3)}–"
-        f"{A.fmt(control.exact_tv.astype(float).max(), 3)}."
+        f"{len(control)} rejected at level {analysis.fmt(control.alpha.astype(float).max())}; their exact first-token "
+        f"TV at the prefix is {analysis.fmt(control.exact_tv.astype(float).min(), 3)}–"
+        f"{analysis.fmt(control.exact_tv.astype(float).max(), 3)}."
     ]

@@ -9,13 +9,13 @@ import math
 
 import pandas as pd
 
-from . import compare as C
+from . import compare
 from .analysis import GROUP, fmt, fmt_ci, fmt_diff, greedy_groups, main_set
 
 MARGINAL_GAIN = 0.05  # extra budget "stops paying" below +5% tokens_per_step per budget step
 
 
-def _zero(p: C.Paired) -> str:
+def _zero(p: compare.Paired) -> str:
     return "; the interval includes zero, so this difference is not resolved" if p.includes_zero else ""
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import analysis as A
+from . import analysis
 
 
 def main_rows(gap: pd.DataFrame | None, df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
@@ -19,11 +19,11 @@ def main_rows(gap: pd.DataFrame | None, df: pd.DataFrame, sums: pd.DataFrame) ->
     if gap is None or gap.empty:
         return pd.DataFrame()
     keep = set()
-    for _, g in A.greedy_groups(df, main_only=True):
-        keep |= set(A.main_set(g, sums).config_hash)
+    for _, g in analysis.greedy_groups(df, main_only=True):
+        keep |= set(analysis.main_set(g, sums).config_hash)
     rows = gap[gap.config_hash.isin(keep)].copy()
     rows["pair"] = rows.config_hash.map(df.drop_duplicates("config_hash").set_index("config_hash").pair)
-    rows["shape"] = [A.shape_label(t, p) for t, p in zip(rows.tree, rows.tree_params)]
+    rows["shape"] = [analysis.shape_label(t, p) for t, p in zip(rows.tree, rows.tree_params)]
     return rows.sort_values(
         ["pair", "dataset", "budget", "fraction", "shape"], ascending=[True, True, True, False, True], kind="mergesort"
     ).reset_index(drop=True)
@@ -35,7 +35,9 @@ def sentences(rows: pd.DataFrame) -> list[str]:
         best = g.sort_values(["budget", "fraction"], ascending=[True, False], kind="mergesort").drop_duplicates(
             "budget"
         )
-        parts = [f"N={int(r.budget)}: {r.shape} {r.fraction:.0%} of {A.fmt(r.optimum, 2)}" for r in best.itertuples()]
+        parts = [
+            f"N={int(r.budget)}: {r.shape} {r.fraction:.0%} of {analysis.fmt(r.optimum, 2)}" for r in best.itertuples()
+        ]
         over = g[g.tokens_per_step > g.optimum]
         short = g[g.model_gap > 0]
         worst = g.loc[g.model_gap.idxmax()]
@@ -44,8 +46,8 @@ def sentences(rows: pd.DataFrame) -> list[str]:
             f"best tree (tokens/step): " + "; ".join(parts) + f". {len(over)} of {len(g)} shapes measure above "
             f"that prediction and {len(short)} below the DP's prediction for themselves (mean "
             f"{g.model_gap.mean():+.2f} tokens/step, predicted minus measured); the largest shortfall is "
-            f"{worst['shape']} at N={int(worst.budget)}: {A.fmt(worst.tokens_per_step, 2)} measured vs "
-            f"{A.fmt(worst.predicted, 2)} predicted."
+            f"{worst['shape']} at N={int(worst.budget)}: {analysis.fmt(worst.tokens_per_step, 2)} measured vs "
+            f"{analysis.fmt(worst.predicted, 2)} predicted."
         )
     return out
 
@@ -57,13 +59,14 @@ def pivot(rows: pd.DataFrame) -> tuple[list[list], list[str]]:
     table = []
     for (pair, dataset), g in rows.groupby(["pair", "dataset"], sort=True):
         opt = g.drop_duplicates("budget").set_index("budget").optimum
-        table.append([pair, dataset, "**DP prediction, best tree**"] + [A.fmt(opt.get(b), 2) for b in budgets])
+        table.append([pair, dataset, "**DP prediction, best tree**"] + [analysis.fmt(opt.get(b), 2) for b in budgets])
         for shape, s in g.groupby("shape", sort=True):
             s = s.set_index("budget")
             table.append(
                 [pair, dataset, shape]
                 + [
-                    f"{A.fmt(s.tokens_per_step[b], 2)} ({s.fraction[b]:.0%}; DP {A.fmt(s.predicted[b], 2)})"
+                    f"{analysis.fmt(s.tokens_per_step[b], 2)} ({s.fraction[b]:.0%}; "
+                    f"DP {analysis.fmt(s.predicted[b], 2)})"
                     if b in s.index
                     else ""
                     for b in budgets

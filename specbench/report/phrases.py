@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import analysis as A
-from . import fixed as FX
-from . import tables as T
+from . import analysis, fixed, tables
 from .hardware import schedule_sentences
 
 
@@ -28,9 +26,9 @@ def interval(v, lo, hi, n, digits: int = 2) -> str:
     if v is None or v != v:
         return "n/a"
     n = int(n) if n == n and n is not None else 0
-    if n < T.MIN_CI:
-        return f"{A.fmt(float(v), digits)} (n={n}, no CI)"
-    return A.fmt_ci(float(v), lo, hi, digits)
+    if n < tables.MIN_CI:
+        return f"{analysis.fmt(float(v), digits)} (n={n}, no CI)"
+    return analysis.fmt_ci(float(v), lo, hi, digits)
 
 
 def metric(r: dict, name: str, digits: int = 2) -> str:
@@ -57,7 +55,7 @@ def speed(r: dict) -> str:
 
 
 def claim_word(r: dict) -> str:
-    return "ranked" if T.is_ranked(r["claim"]) else r["claim"]
+    return "ranked" if tables.is_ranked(r["claim"]) else r["claim"]
 
 
 # --------------------------------------------------------------------------
@@ -67,25 +65,25 @@ def tldr(t: dict) -> list[str]:
     if ans.empty:
         return ["No greedy configuration ran, so there is no answer table."]
     n_max = int(rows.n_prompts.max()) if "n_prompts" in rows else 0
-    ranked = ans[ans.claim.map(T.is_ranked)]
+    ranked = ans[ans.claim.map(tables.is_ranked)]
     out.append(
-        f"{len(ranked)} of {len(ans)} answer rows carry a ranked claim (≥ {T.MIN_RANKED} prompts, ≤ "
-        f"{T.MAX_CUT:.0%} of steps cut by max_new_tokens); the largest prompt set is {n_max}"
+        f"{len(ranked)} of {len(ans)} answer rows carry a ranked claim (≥ {tables.MIN_RANKED} prompts, ≤ "
+        f"{tables.MAX_CUT:.0%} of steps cut by max_new_tokens); the largest prompt set is {n_max}"
         + ("." if len(ranked) else ', so every "fastest" below is exploratory.')
     )
     for pair in widest_first(ans):
         if best := fastest_per_dataset(ans[ans.pair == pair]):
             out.append(pair_sentence(pair, best))
     out += schedule_sentences(t.get("schedule", pd.DataFrame()))
-    capped = rows[(rows.temperature == 0) & (rows.cut > T.MAX_CUT)]
+    capped = rows[(rows.temperature == 0) & (rows.cut > tables.MAX_CUT)]
     if len(rows.cut.dropna()):
         out.append(
-            f"{len(capped)} of {int(rows.cut.notna().sum())} configurations had more than {T.MAX_CUT:.0%} of "
+            f"{len(capped)} of {int(rows.cut.notna().sum())} configurations had more than {tables.MAX_CUT:.0%} of "
             f"their steps cut by max_new_tokens (largest share {rows.cut.max():.0%}); their budgets are never "
             "ranked."
         )
-    fixed = FX.sentence(t.get("comparisons"))  # a count over the fixed list, never the largest of many
-    return out + ([fixed] if fixed else []) + speed_sentences(t["live"])
+    fixed_line = fixed.sentence(t.get("comparisons"))  # a count over the fixed list, never the largest of many
+    return out + ([fixed_line] if fixed_line else []) + speed_sentences(t["live"])
 
 
 def widest_first(ans: pd.DataFrame) -> list[str]:
@@ -97,7 +95,7 @@ def fastest_per_dataset(g: pd.DataFrame) -> list[dict]:
     """A pair's fastest answer row per dataset: from its ranked rows (the full-size study) where it has
     any, else from all of them (then each says exploratory); a measured speed before a projected one."""
     g = g[g.speed.notna()]
-    ranked = g[g.claim.map(T.is_ranked)]
+    ranked = g[g.claim.map(tables.is_ranked)]
     out = []
     for _ds, d in (ranked if len(ranked) else g).groupby("dataset", sort=True):
         meas = d[d.speed_basis == "measured"]
@@ -110,7 +108,8 @@ def pair_sentence(pair: str, best: list[dict]) -> str:
     one = len({setting(b) for b in best}) == 1
     items = [
         f"{b['dataset']}{'' if one else ' ' + setting(b)} {b['shape']} N={int(b['budget'])} at {speed(b)}, "
-        f"{A.fmt(b['tokens_per_step'], 2)} tokens/step, acceptance rate {A.fmt(b['acceptance_rate'], 2)}, "
+        f"{analysis.fmt(b['tokens_per_step'], 2)} tokens/step, "
+        f"acceptance rate {analysis.fmt(b['acceptance_rate'], 2)}, "
         f"{claim_word(b)}"
         for b in best
     ]
@@ -119,23 +118,24 @@ def pair_sentence(pair: str, best: list[dict]) -> str:
 
 def gain(r: dict) -> str:
     p = r["paired"]
-    if int(r["n_shared"]) < T.MIN_CI:
+    if int(r["n_shared"]) < tables.MIN_CI:
         return f"{p.diff:+.2f} (n={int(r['n_shared'])}, no CI)"
-    return A.fmt_diff(p)
+    return analysis.fmt_diff(p)
 
 
 def answer_sentences(ans: pd.DataFrame) -> list[str]:
     out: list[str] = []
     if ans.empty:
         return out
-    for _, g in ans.groupby(A.GROUP, sort=True):
+    for _, g in ans.groupby(analysis.GROUP, sort=True):
         g = g[g.speed.notna()]
         if len(g) < 2:
             continue
         first, last = g.iloc[0].to_dict(), g.iloc[-1].to_dict()
         big = g.sort_values("tokens_per_step", ascending=False).iloc[0].to_dict()
         tail = (
-            f"; the most tokens per step, {big['shape']} N={int(big['budget'])} ({A.fmt(big['tokens_per_step'], 2)}), "
+            f"; the most tokens per step, {big['shape']} N={int(big['budget'])} "
+            f"({analysis.fmt(big['tokens_per_step'], 2)}), "
             f"runs at {speed(big)}"
             if big["config_hash"] != first["config_hash"]
             else ""
@@ -151,12 +151,12 @@ def cap_sentences(rows: pd.DataFrame) -> list[str]:
     out: list[str] = []
     if rows.empty:
         return out
-    for _, g in rows[rows.temperature == 0].groupby(A.GROUP, sort=True):
-        over = g[g.cut > T.MAX_CUT]
+    for _, g in rows[rows.temperature == 0].groupby(analysis.GROUP, sort=True):
+        over = g[g.cut > tables.MAX_CUT]
         if len(over):
             budgets = ", ".join(str(int(b)) for b in sorted(over.budget.unique()))
             out.append(
-                f"{where(g.iloc[0])}: {len(over)} of {len(g)} configurations lose more than {T.MAX_CUT:.0%} "
+                f"{where(g.iloc[0])}: {len(over)} of {len(g)} configurations lose more than {tables.MAX_CUT:.0%} "
                 f"of their steps to max_new_tokens (budgets {budgets}; worst {over.cut.max():.0%}, "
                 f"{over.sort_values('cut').iloc[-1]['shape']}): at these budgets tokens_per_step partly "
                 "measures the length cap."
@@ -205,7 +205,7 @@ def cross_sentences(cross: pd.DataFrame) -> list[str]:
         ["dataset", "dtype", "max_new_tokens", "cross_shape", "budget"], sort=True
     ):
         g = g.sort_values("tps_shared", ascending=False)
-        order = ", ".join(f"{r.pair} {A.fmt(r.tps_shared, 2)}" for r in g.itertuples())
+        order = ", ".join(f"{r.pair} {analysis.fmt(r.tps_shared, 2)}" for r in g.itertuples())
         out.append(
             f"{ds} ({dt}, {int(mnt)} new tokens), {shape} N={int(budget)} on the {int(g.n_shared.iloc[0])} "
             f"prompts all {len(g)} pairs ran: {order} tokens/step."

@@ -10,53 +10,38 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import analysis as A
-from . import attention_report as AR
-from . import figures_accept as FA
-from . import fixed_page as FP
-from . import lossless as L
-from . import matrix
-from . import optimum as O
-from . import phrases as P
-from . import setup as SU
-from . import tables as T
-from . import text as X
+from . import (
+    analysis,
+    attention_report,
+    figures_accept,
+    fixed_page,
+    lossless,
+    matrix,
+    optimum,
+    phrases,
+    setup,
+    tables,
+    text,
+)
 from .lossless import lossless_section, margin_note  # noqa: F401  (the losslessness API)
 from .markdown import bullets, md_table, table
+from .sections_common import figs, groups, no_steps
 from .speedup import served_sentences
 
 pct = lambda x: "n/a" if x != x or x is None else f"{x:.0%}"  # noqa: E731
-
-
-NO_STEPS = (
-    "_results/steps.csv.gz is absent, so {what} (it needs per-prompt step records; "
-    "`python -m specbench.collect` writes them)._"
-)
-
-
-def no_steps(ctx, what: str) -> str | None:
-    return NO_STEPS.format(what=what) if ctx["data"]["steps"] is None else None
-
-
-def figs(ctx, *names) -> list[str]:
-    return [ctx["link"](n) for n in names if n in ctx["figs"]]
-
-
-def _groups(df: pd.DataFrame, keys=A.GROUP):
-    return df.groupby(keys, sort=True) if len(df) else []
 
 
 ANSWER_COLS = [
     ("shape", lambda r: r["shape"] + (f" (= {r['same_as']})" if isinstance(r.get("same_as"), str) else "")),
     ("best N (tried)", lambda r: f"{int(r['budget'])} ({r['budgets']})"),
     ("bracketed", lambda r: r["bracket"]),
-    ("speedup", P.speed),
-    ("tokens/step [95% CI]", lambda r: P.metric(r, "tokens_per_step")),
-    ("acceptance rate", lambda r: P.metric(r, "acceptance_rate", 3)),
-    ("acceptance length", lambda r: P.metric(r, "acceptance_length")),
-    ("prompts / tokens", lambda r: f"{A.fmt(r.get('n_prompts'))} / {A.fmt(r.get('new_tokens'))}"),
+    ("speedup", phrases.speed),
+    ("tokens/step [95% CI]", lambda r: phrases.metric(r, "tokens_per_step")),
+    ("acceptance rate", lambda r: phrases.metric(r, "acceptance_rate", 3)),
+    ("acceptance length", lambda r: phrases.metric(r, "acceptance_length")),
+    ("prompts / tokens", lambda r: f"{analysis.fmt(r.get('n_prompts'))} / {analysis.fmt(r.get('new_tokens'))}"),
     ("cut by cap", lambda r: pct(r.get("cut"))),
-    ("claim", P.claim_word),
+    ("claim", phrases.claim_word),
 ]
 
 
@@ -76,16 +61,16 @@ def answer(ctx) -> str:
         f"Per pair × dataset (the pair with the most answer rows first, its largest tables first; greedy, T=0; one table per dtype and engine), "
         f"per shape: the budget with the highest "
         f"speedup over plain decoding — measured where a live run has a live baseline, else projected from measured "
-        f"forward costs (marked) — among the budgets where at most {T.MAX_CUT:.0%} of steps were cut by "
-        f"max_new_tokens. A row is *ranked* only with ≥ {T.MIN_RANKED} prompts; no interval is printed from fewer "
-        f"than {T.MIN_CI}. `(= chain N=8)`: identical step records (see *Identities*). `bracketed`: where the "
+        f"forward costs (marked) — among the budgets where at most {tables.MAX_CUT:.0%} of steps were cut by "
+        f"max_new_tokens. A row is *ranked* only with ≥ {tables.MIN_RANKED} prompts; no interval is printed from fewer "
+        f"than {tables.MIN_CI}. `(= chain N=8)`: identical step records (see *Identities*). `bracketed`: where the "
         "best budget sits among those tried (an edge is no optimum). Projections are for this machine's cost "
         f"curve ({machine(ctx['data'].get('env'))}); another machine's answer: re-measure costs.csv, or read the "
         "phase diagram under *Which tree on which hardware*."
     ]
-    order = {p: i for i, p in enumerate(P.widest_first(t["answer"]))}  # the main pair's tables first
-    for _key, g in sorted(_groups(t["answer"]), key=lambda kg: (order[kg[1].pair.iloc[0]], -len(kg[1]), kg[0])):
-        out.append(f"**{P.where(g.iloc[0].to_dict())}**\n\n" + table(g.to_dict("records"), ANSWER_COLS))
+    order = {p: i for i, p in enumerate(phrases.widest_first(t["answer"]))}  # the main pair's tables first
+    for _key, g in sorted(groups(t["answer"]), key=lambda kg: (order[kg[1].pair.iloc[0]], -len(kg[1]), kg[0])):
+        out.append(f"**{phrases.where(g.iloc[0].to_dict())}**\n\n" + table(g.to_dict("records"), ANSWER_COLS))
     return "\n\n".join(out + figs(ctx, "gain_vs_chain.png", "projected_speedup.png"))
 
 
@@ -95,13 +80,13 @@ def cross_table(g: pd.DataFrame) -> str:
         {(r.cross_shape, int(r.budget), int(r.n_shared)) for r in g.itertuples()}, key=lambda c: (c[1], c[0])
     )
     cell = {
-        (r.pair, r.cross_shape, int(r.budget)): f"{A.fmt(r.tps_shared, 2)} · {A.fmt(r.rate_shared, 2)}"
+        (r.pair, r.cross_shape, int(r.budget)): f"{analysis.fmt(r.tps_shared, 2)} · {analysis.fmt(r.rate_shared, 2)}"
         + ("" if r.cross_shape.split("(")[0] == r.tree else f" ({r.tree})")
         for r in g.itertuples()
     }
     pairs = list(g.groupby("pair").tps_shared.max().sort_values(ascending=False, kind="mergesort").index)
     rows = [[f"{s} N={b}", str(n)] + [cell.get((p, s, b), "–") for p in pairs] for s, b, n in rows_]
-    rows.append(["its own prompts", ""] + [A.fmt(g[g.pair == p].n_prompts.max()) for p in pairs])
+    rows.append(["its own prompts", ""] + [analysis.fmt(g[g.pair == p].n_prompts.max()) for p in pairs])
     return md_table(rows, ["shape", "shared prompts"] + pairs)
 
 
@@ -118,7 +103,7 @@ def cross(ctx) -> str:
         "the prompts all its pairs ran (ratio of sums from steps.csv; –: not run); a drafter that fills a shape (merged) is "
         "compared at that shape."
     ]
-    for (ds, dt, mnt, tgt), g in _groups(c, ["dataset", "dtype", "max_new_tokens", "target"]):
+    for (ds, dt, mnt, tgt), g in groups(c, ["dataset", "dtype", "max_new_tokens", "target"]):
         out.append(f"**{ds} ({dt}, {int(mnt)} new tokens), target {tgt}**\n\n" + cross_table(g))
     return "\n\n".join(out + matrix.render(c) + figs(ctx, "accept_length_hist.png"))
 
@@ -129,10 +114,10 @@ MODE_COLS = [
     ("shape", lambda r: r["shape"]),
     ("N", lambda r: int(r["budget"])),
     ("prompts", lambda r: int(r["n_shared"])),
-    ("tokens/step", lambda r: A.fmt(r["paired"].a_value, 2)),
-    ("baseline tokens/step", lambda r: A.fmt(r["paired"].b_value, 2)),
-    ("Δ [95% paired CI]", P.gain),
-    ("first_token_tv", lambda r: A.fmt(r.get("first_token_tv"))),
+    ("tokens/step", lambda r: analysis.fmt(r["paired"].a_value, 2)),
+    ("baseline tokens/step", lambda r: analysis.fmt(r["paired"].b_value, 2)),
+    ("Δ [95% paired CI]", phrases.gain),
+    ("first_token_tv", lambda r: analysis.fmt(r.get("first_token_tv"))),
 ]
 
 
@@ -153,17 +138,17 @@ def modes(ctx) -> str:
         "(`verify.paired_with`), so Δ is the gain per drafted tree; *own trees*: each drafted its own. These "
         "intervals are not adjusted for the number of comparisons: *Comparisons fixed in advance* adjusts them (Holm)."
     ]
-    for key, grp in _groups(g, A.GROUP + ["temperature"]):
+    for key, grp in groups(g, analysis.GROUP + ["temperature"]):
         grp = grp.sort_values(["lossless_b", "tree", "budget", "mode"], ascending=[False, True, True, True])
         out.append(
-            f"**{P.where(grp.iloc[0].to_dict())}, T={key[-1]:g}**\n\n" + table(grp.to_dict("records"), MODE_COLS)
+            f"**{phrases.where(grp.iloc[0].to_dict())}, T={key[-1]:g}**\n\n" + table(grp.to_dict("records"), MODE_COLS)
         )
     return "\n\n".join(out + figs(ctx, "mode_gains.png", "lossy_tradeoff.png"))
 
 
 SCHEDULE_COLS = [
     ("batch B", lambda r: int(r["B"])),
-    ("plain tokens/s", lambda r: A.fmt(r["plain"], 2)),
+    ("plain tokens/s", lambda r: analysis.fmt(r["plain"], 2)),
     ("measured speedup by N", lambda r: r["by_n"]),
     ("fastest", lambda r: r["best"]),
 ]
@@ -174,7 +159,7 @@ def batch(ctx) -> str:
     sched, out = ctx["t"]["schedule"], []
     if sched.empty:
         out.append("_No live setting ran at two or more batch sizes, so there is no batch-size schedule._")
-    for k, g in _groups(sched, ["pair", "dataset", "dtype", "max_new_tokens", "n_prompts"]):
+    for k, g in groups(sched, ["pair", "dataset", "dtype", "max_new_tokens", "n_prompts"]):
         rows = []
         for b, gb in g.groupby("batch_size", sort=True):
             top = gb.sort_values(["measured", "budget"], ascending=[False, True]).iloc[0]
@@ -194,9 +179,9 @@ def batch(ctx) -> str:
         )
     out += figs(ctx, "batch_schedule.png")
     out.append(
-        "**Batched target continuations** (replay's input). " + SU.divergence_sentence(ctx["data"].get("divergence"))
+        "**Batched target continuations** (replay's input). " + setup.divergence_sentence(ctx["data"].get("divergence"))
     )
-    out.append(SU.bf16_replay_sentence(ctx["data"].get("bf16_replay")))
+    out.append(setup.bf16_replay_sentence(ctx["data"].get("bf16_replay")))
     return "\n\n".join(out)
 
 
@@ -221,7 +206,7 @@ def hardware(ctx) -> str:
 
 def _pair_s(measured, model) -> str:
     """'measured / model' seconds per step."""
-    return f"{A.fmt(measured, 3)} / {A.fmt(model, 3)}"
+    return f"{analysis.fmt(measured, 3)} / {analysis.fmt(model, 3)}"
 
 
 LIVE_COLS = [
@@ -230,13 +215,16 @@ LIVE_COLS = [
     ("rule", lambda r: r["mode"]),
     ("shape", lambda r: r["shape"]),
     ("N", lambda r: int(r["budget"])),
-    ("batch B", lambda r: A.fmt(r.get("batch_size"))),  # the baseline ran at the same B (speedup.BASELINE_MATCH)
+    ("batch B", lambda r: analysis.fmt(r.get("batch_size"))),  # the baseline ran at the same B (speedup.BASELINE_MATCH)
     ("prompts × tokens", lambda r: f"{int(r['n_prompts'])} × {int(r['max_new_tokens'])}"),
-    ("tokens/step", lambda r: A.fmt(r["tokens_per_step"], 2)),
-    ("measured ×", lambda r: A.fmt(r["measured"], 2)),
+    ("tokens/step", lambda r: analysis.fmt(r["tokens_per_step"], 2)),
+    ("measured ×", lambda r: analysis.fmt(r["measured"], 2)),
     (
         "projected × [95% CI]",
-        lambda r: f"{A.fmt(r['projected'], 2)} [{A.fmt(r['projected_lo'], 2)}, {A.fmt(r['projected_hi'], 2)}]",
+        lambda r: (
+            f"{analysis.fmt(r['projected'], 2)} "
+            f"[{analysis.fmt(r['projected_lo'], 2)}, {analysis.fmt(r['projected_hi'], 2)}]"
+        ),
     ),
     ("error", lambda r: "–" if r["error"] != r["error"] else f"{r['error']:+.0%}"),
     ("draft s/step measured / model", lambda r: _pair_s(r["draft_s_step"], r["draft_s_step_model"])),
@@ -262,16 +250,18 @@ def speed(ctx) -> str:
         "Every row: results/speedup.csv."
     )
     return "\n\n".join(
-        [note, table(live.to_dict("records"), LIVE_COLS), bullets(P.speed_sentences(live), "")]
+        [note, table(live.to_dict("records"), LIVE_COLS), bullets(phrases.speed_sentences(live), "")]
         + ([served] if served else [])
         + figs(ctx, "speed_measured_vs_projected.png")
     )
 
 
-def analysis(ctx) -> str:
+def analysis_section(ctx) -> str:
     t = ctx["t"]
-    lines = P.answer_sentences(t["answer"]) + P.cap_sentences(t["rows"]) + P.cross_sentences(t["cross"])
-    lines += [P.calibration_sentence(t["calib"])]
+    lines = (
+        phrases.answer_sentences(t["answer"]) + phrases.cap_sentences(t["rows"]) + phrases.cross_sentences(t["cross"])
+    )
+    lines += [phrases.calibration_sentence(t["calib"])]
     return bullets(lines, "no greedy configuration ran")
 
 
@@ -279,7 +269,7 @@ def identities(ctx) -> str:
     return (
         "Configurations whose step records are identical on every prompt, stated once (the answer tables mark "
         "them `(= …)`); they are identities of the methods, not findings:\n\n"
-        + bullets(P.identity_sentences(ctx["t"]["idents"]), "no two configurations have identical step records")
+        + bullets(phrases.identity_sentences(ctx["t"]["idents"]), "no two configurations have identical step records")
     )
 
 
@@ -301,23 +291,23 @@ def gap(ctx) -> str:
         return "_No results/gap_to_optimum.csv rows (greedy static shapes with a calibrated acceptance vector)._"
     return "\n\n".join(
         [
-            X.GAP,
-            bullets(O.sentences(rows), ""),
+            text.GAP,
+            bullets(optimum.sentences(rows), ""),
             "Each cell: measured tokens_per_step (share of the DP "
             "prediction for the best tree; DP prediction for the shape itself).",
-            md_table(*O.pivot(rows)),
+            md_table(*optimum.pivot(rows)),
         ]
         + figs(ctx, "gap_to_optimum.png")
     )
 
 
-def lossless(ctx) -> str:
+def losslessness(ctx) -> str:
     t, d = ctx["t"], ctx["data"]
-    return L.lossless_section(
+    return lossless.lossless_section(
         t["lossless"],
         d["lossless_check"],
         bool(d["outputs"]),
-        not A.baselines(d["summary"]).empty,
+        not analysis.baselines(d["summary"]).empty,
         d["margins"],
         d["lossless_control"],
         set(d["summary"].pair_id.astype(str)) if "pair_id" in d["summary"] else None,
@@ -325,53 +315,53 @@ def lossless(ctx) -> str:
 
 
 def attention(ctx) -> str:
-    return AR.section(
+    return attention_report.section(
         ctx["data"]["attention"],
         ctx["data"].get("attention_recheck"),
-        {n: ctx["link"](n) for n in AR.FIGURES if n in ctx["figs"]},
+        {n: ctx["link"](n) for n in attention_report.FIGURES if n in ctx["figs"]},
     )
 
 
 def method(ctx) -> str:
-    from . import speedup as S
+    from . import speedup
 
     return "\n\n".join(
         [
-            X.METHOD,
-            X.SPEED.format(rule=S.DRAFT_COST_RULE),
-            "**Metric definitions.** " + X.METRICS,
-            X.EVIDENCE.format(ranked=T.MIN_RANKED, ci=T.MIN_CI, cut=f"{T.MAX_CUT:.0%}"),
+            text.METHOD,
+            text.SPEED.format(rule=speedup.DRAFT_COST_RULE),
+            "**Metric definitions.** " + text.METRICS,
+            text.EVIDENCE.format(ranked=tables.MIN_RANKED, ci=tables.MIN_CI, cut=f"{tables.MAX_CUT:.0%}"),
         ]
     )
 
 
 def limitations(ctx) -> str:
-    return bullets(SU.limitations(ctx["t"], ctx["data"]), "none recorded")
+    return bullets(setup.limitations(ctx["t"], ctx["data"]), "none recorded")
 
 
 # (heading, render, page): a section with a page is written to results/tables/<page>.md (its
 # figures with it) and REPORT.md keeps its heading and a link, so the body stays what a reader reads
 SECTIONS = [
-    ("## TL;DR", lambda c: bullets(P.tldr(c["t"]), ""), None),
+    ("## TL;DR", lambda c: bullets(phrases.tldr(c["t"]), ""), None),
     ("## Answer: the fastest budget per shape", answer, "answer"),
-    ("## Acceptance against the budget", FA.section, None),
+    ("## Acceptance against the budget", figures_accept.section, None),
     ("## Across pairs at fixed budgets", cross, "pairs"),
     ("## Verification rules against their token-level baselines", modes, "verification"),
-    ("## Comparisons fixed in advance", FP.section, "comparisons"),
+    ("## Comparisons fixed in advance", fixed_page.section, "comparisons"),
     ("## Measured and projected speed", speed, None),
     ("## Batch size", batch, None),
     ("## Which tree on which hardware", hardware, None),
-    ("## Analysis", analysis, "analysis"),
+    ("## Analysis", analysis_section, "analysis"),
     ("### Identities", identities, "analysis"),
     ("### Acceptance by position and rank", acceptance, "analysis"),
     ("### Gap to the Sequoia DP's prediction", gap, "analysis"),
-    ("### Losslessness on the real pairs", lossless, "analysis"),
+    ("### Losslessness on the real pairs", losslessness, "analysis"),
     ("### Tree attention", attention, "analysis"),
     ("## Method", method, None),
-    ("## Setup", lambda c: SU.setup(c["t"], c["data"]), "setup"),
+    ("## Setup", lambda c: setup.setup(c["t"], c["data"]), "setup"),
     ("## Limitations", limitations, None),
-    ("## References", lambda c: X.REFERENCES, None),
-    ("## Appendix: inputs and every configuration", lambda c: SU.appendix(c["t"], c["data"]), "appendix"),
+    ("## References", lambda c: text.REFERENCES, None),
+    ("## Appendix: inputs and every configuration", lambda c: setup.appendix(c["t"], c["data"]), "appendix"),
 ]
 PAGE_NOTE = "The full section, with its tables and figures: [{page}.md]({rel}/{page}.md)."
 
@@ -387,12 +377,12 @@ def render(ctx, link_for, tables_rel: str) -> tuple[str, dict[str, str]]:
     ]
     pages: dict[str, list[str]] = {}
     for h, fn, page in SECTIONS:
-        text = f"{h}\n\n{fn({**ctx, 'link': link_for(page), 'page': page})}\n"
+        block = f"{h}\n\n{fn({**ctx, 'link': link_for(page), 'page': page})}\n"
         if page is None:
-            head.append(text)
+            head.append(block)
             continue
         if page not in pages:
             head.append(f"{h}\n\n{PAGE_NOTE.format(page=page, rel=tables_rel)}\n")
             pages[page] = ["_Generated by `python -m specbench.report` from results/*.csv; do not edit._\n"]
-        pages[page].append(text.removeprefix("#") if h.startswith("## ") else text)
+        pages[page].append(block.removeprefix("#") if h.startswith("## ") else block)
     return "\n".join(head), {p: "\n".join(t) for p, t in pages.items()}

@@ -7,10 +7,7 @@ import os
 
 import pandas as pd
 
-from . import analysis as A
-from . import floors as F
-from . import phrases as P
-from . import tables as T
+from . import analysis, floors, phrases, tables
 from .markdown import md_table, table
 
 DEFAULT_COMMANDS = [
@@ -77,7 +74,7 @@ def bf16_replay_sentence(df: pd.DataFrame | None) -> str:
             else ""
         )
         + ", tokens_per_step live minus replay "
-        + P.interval(r.diff_live_minus_replay, r.diff_ci_lo, r.diff_ci_hi, int(r.prompts))
+        + phrases.interval(r.diff_live_minus_replay, r.diff_ci_lo, r.diff_ci_hi, int(r.prompts))
         + (" (the interval includes zero)" if r.diff_ci_lo <= 0 <= r.diff_ci_hi else "")
         + rank_replay_words(r)
         for r in df.itertuples()
@@ -98,7 +95,7 @@ def rank_replay_words(r) -> str:
     lo, hi = r.rank_diff_ci_lo, r.rank_diff_ci_hi
     return (
         ", live minus rank replay "
-        + P.interval(diff, lo, hi, int(r.prompts))
+        + phrases.interval(diff, lo, hi, int(r.prompts))
         + (" (the interval includes zero)" if lo <= 0 <= hi else "")
     )
 
@@ -192,9 +189,9 @@ def run_times(times: pd.DataFrame | None) -> str:
 
 def floor_sentences(summary: pd.DataFrame) -> list[str]:
     """The study's size floors (report/floors.py): how many are met, and each unmet one with its cost."""
-    st = F.status(summary)
+    st = floors.status(summary)
     if st.empty:
-        return [f"summary.csv lacks one of {', '.join(F.NEEDED)}: the study's size floors are not checked."]
+        return [f"summary.csv lacks one of {', '.join(floors.NEEDED)}: the study's size floors are not checked."]
     met = st[st.missing == 0]
     out = [
         f"Study size: {len(met)} of {len(st)} floors of the reference study are met in full "
@@ -223,19 +220,19 @@ def limitations(t: dict, data: dict) -> list[str]:
     rows = t["rows"]
     out = []
     if "n_prompts" in rows and len(rows):
-        small = rows[rows.n_prompts < T.MIN_RANKED]
+        small = rows[rows.n_prompts < tables.MIN_RANKED]
         out.append(
-            f"{len(small)} of {len(rows)} configurations ran fewer than {T.MIN_RANKED} prompts (smallest "
+            f"{len(small)} of {len(rows)} configurations ran fewer than {tables.MIN_RANKED} prompts (smallest "
             f"{int(rows.n_prompts.min())}); their orderings are exploratory."
         )
     if "max_new_tokens" in rows and len(rows):
         caps = ", ".join(str(int(x)) for x in sorted(rows.max_new_tokens.unique()))
         out.append(
             f"Generations stop at max_new_tokens = {caps}; a large tree can finish a prompt in a few steps, "
-            f"and {int((rows.cut > T.MAX_CUT).sum())} configurations lose more than {T.MAX_CUT:.0%} of their "
+            f"and {int((rows.cut > tables.MAX_CUT).sum())} configurations lose more than {tables.MAX_CUT:.0%} of their "
             "steps to that cap."
         )
-    out.append(P.calibration_sentence(t["calib"]))
+    out.append(phrases.calibration_sentence(t["calib"]))
     if "device" in rows:
         out.append(
             f"Every timing is on {', '.join(sorted(rows.device.astype(str).unique()))}"
@@ -269,16 +266,16 @@ APPENDIX_COLS = [
     ("shape", lambda r: r["shape"]),
     ("N", lambda r: int(r["budget"])),
     ("dtype", lambda r: r["dtype"]),
-    ("max_new_tokens", lambda r: A.fmt(r.get("max_new_tokens"))),
+    ("max_new_tokens", lambda r: analysis.fmt(r.get("max_new_tokens"))),
     ("engine", lambda r: r.get("engine", "")),
     ("role", lambda r: r.get("pair_role", "")),
-    ("prompts", lambda r: A.fmt(r.get("n_prompts"))),
-    ("steps", lambda r: A.fmt(r.get("n_steps"))),
-    ("acceptance_rate", lambda r: P.metric(r, "acceptance_rate", 3)),
-    ("acceptance_length", lambda r: P.metric(r, "acceptance_length")),
-    ("tokens_per_step", lambda r: P.metric(r, "tokens_per_step")),
+    ("prompts", lambda r: analysis.fmt(r.get("n_prompts"))),
+    ("steps", lambda r: analysis.fmt(r.get("n_steps"))),
+    ("acceptance_rate", lambda r: phrases.metric(r, "acceptance_rate", 3)),
+    ("acceptance_length", lambda r: phrases.metric(r, "acceptance_length")),
+    ("tokens_per_step", lambda r: phrases.metric(r, "tokens_per_step")),
     ("cut", lambda r: "n/a" if r.get("cut") != r.get("cut") else f"{r['cut']:.0%}"),
-    ("speedup", P.speed),
+    ("speedup", phrases.speed),
 ]
 
 
@@ -291,17 +288,17 @@ def appendix(t: dict, data: dict) -> str:
     ]
     for (pair, ds, mode), g in t["rows"].groupby(["pair", "dataset", "mode"], sort=True):
         out.append(f"### {pair} · {ds} · {mode}\n\n" + table(g.to_dict("records"), APPENDIX_COLS))
-    base = A.baselines(data["summary"])
+    base = analysis.baselines(data["summary"])
     if not base.empty:
         cols = [
             ("config_hash", lambda r: r["config_hash"]),
             ("pair", lambda r: r["pair"]),
             ("dataset", lambda r: r["dataset"]),
             ("dtype", lambda r: r["dtype"]),
-            ("max_new_tokens", lambda r: A.fmt(r.get("max_new_tokens"))),
+            ("max_new_tokens", lambda r: analysis.fmt(r.get("max_new_tokens"))),
             ("engine", lambda r: r.get("engine", "")),
-            ("prompts", lambda r: A.fmt(r.get("n_prompts"))),
-            ("tokens_per_s", lambda r: A.fmt(r.get("tokens_per_s"), 2)),
+            ("prompts", lambda r: analysis.fmt(r.get("n_prompts"))),
+            ("tokens_per_s", lambda r: analysis.fmt(r.get("tokens_per_s"), 2)),
         ]
         out.append("### Baseline (plain target decoding, tree none)\n\n" + table(base.to_dict("records"), cols))
     return "\n\n".join(out)

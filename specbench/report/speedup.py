@@ -17,9 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import analysis as A
-from . import compare as C
-from . import costmodel as CM
+from . import analysis, compare, costmodel
 
 OUTPUT_MATCH = ["pair", "dataset", "dtype", "max_new_tokens", "batch_size"]  # outputs compare on shared prompts
 BASELINE_MATCH = OUTPUT_MATCH + ["n_prompts"]  # speed: the same prompts (the dataset's first n)
@@ -31,7 +29,7 @@ DRAFT_COST_RULE = (
     "EAGLE-2, adaptive chains and merged trees their real trees), plus one target forward over "
     "its tree_size + 1 tokens; a drafter that runs no model (n-gram) is charged its measured "
     "lookup time per step (draft_s). Forward times are the medians of the interleaved repeats in "
-    f"costs.csv at a {CM.KV}-token context (interpolated between the measured KV lengths). "
+    f"costs.csv at a {costmodel.KV}-token context (interpolated between the measured KV lengths). "
     "The model charges forwards only: sampling, mask building and bookkeeping are not in it, and "
     "the live rows measure what they add (speedup.csv: the per-step draft and verify seconds "
     "measured beside the model's)."
@@ -44,7 +42,7 @@ def curves(costs: pd.DataFrame) -> dict:
     keys = costs[["pair", "role"] + [c for c in ("dtype", "device") if c in costs]].drop_duplicates()
     for k in keys.to_dict("records"):
         device = str(k.get("device") or "cpu")
-        c = CM.curve(costs, k["pair"], k["role"], k.get("dtype"), device)
+        c = costmodel.curve(costs, k["pair"], k["role"], k.get("dtype"), device)
         if c is not None:
             out[(str(k["pair"]), k["role"], str(k.get("dtype")), device)] = (c, c.draws())
     return out
@@ -69,8 +67,8 @@ def projected_speedup(df: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.Da
         g = by_hash.get(r["config_hash"])
         if target is None or g is None or int(r["budget"]) == 0:
             continue
-        c = CM.counts(g)
-        rows.append({**r, **CM.projection(c, cv.get((name, "draft", *where)), target)})
+        c = costmodel.counts(g)
+        rows.append({**r, **costmodel.projection(c, cv.get((name, "draft", *where)), target)})
     return pd.DataFrame(rows)
 
 
@@ -85,7 +83,7 @@ def match_baseline(base: pd.DataFrame, r, keys=BASELINE_MATCH) -> dict | None:
 
 def measured_speedup(df: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     """Live configs with tokens_per_s beside their live baseline: measured = ratio of tokens_per_s."""
-    base = A.baselines(summary)
+    base = analysis.baselines(summary)
     if base.empty or "tokens_per_s" not in df or "engine" not in df:
         return pd.DataFrame()
     base = base[(base.engine == "live") & base.tokens_per_s.notna()]
@@ -173,7 +171,7 @@ def speedup_csv(table: pd.DataFrame) -> pd.DataFrame:
 
 def lossless_table(df: pd.DataFrame, summary: pd.DataFrame, outputs: dict) -> pd.DataFrame:
     """Every greedy configuration's outputs against its greedy (T=0) baseline's on the same prompts."""
-    base = A.baselines(summary)
+    base = analysis.baselines(summary)
     base = base[(base.verify.astype(str) == "greedy") & (base.temperature.astype(float) == 0)] if len(base) else base
     if not outputs or base.empty:
         return pd.DataFrame()
@@ -182,7 +180,7 @@ def lossless_table(df: pd.DataFrame, summary: pd.DataFrame, outputs: dict) -> pd
         b = match_baseline(base, r, OUTPUT_MATCH)
         if b is None:
             continue
-        eq = C.output_equality(outputs, r["config_hash"], b["config_hash"])
+        eq = compare.output_equality(outputs, r["config_hash"], b["config_hash"])
         if eq["n_prompts"]:
             rows.append({**r, **eq, "baseline_hash": b["config_hash"]})
     return pd.DataFrame(rows)
@@ -239,14 +237,15 @@ def lossless_check_sentences(check: pd.DataFrame) -> list[str]:
         p, m = g.chi2_p.astype(float), int(check.chi2_p[check.pair == pair].astype(float).notna().sum())
         low, flagged = int((p < CHECK_ALPHA).sum()), int((g.holm_p < CHECK_ALPHA).sum())
         tv = (
-            f"; empirical TV {A.fmt(g.tv.astype(float).mean(), 4)} against {A.fmt(g.tv_null.astype(float).mean(), 4)}"
+            f"; empirical TV {analysis.fmt(g.tv.astype(float).mean(), 4)} "
+            f"against {analysis.fmt(g.tv_null.astype(float).mean(), 4)}"
             " for exact sampling at the same N"
             if "tv_null" in g and g.tv_null.notna().any()
             else ""
         )
         out.append(
             f"{pair}, {mode}: {low} of {len(g)} checks (prefix × seed) have p < {CHECK_ALPHA:g} (smallest "
-            f"p = {A.fmt(p.min())}, Holm-adjusted over the pair's {m} checks {A.fmt(g.holm_p.min())}; "
+            f"p = {analysis.fmt(p.min())}, Holm-adjusted over the pair's {m} checks {analysis.fmt(g.holm_p.min())}; "
             f"{int(g.n_draws.min())}+ draws each){tv}; "
             + (
                 "consistent with a lossless sampler."

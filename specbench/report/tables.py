@@ -16,9 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from . import analysis as A
-from . import hardware as H
-from . import speedup as S
+from . import analysis, hardware, speedup
 
 MIN_RANKED, MIN_CI, MAX_CUT = 32, 10, 0.10
 ENGINE_WORDS = {
@@ -107,7 +105,7 @@ def identities(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
         return pd.DataFrame()
     d = df.assign(fp=df.config_hash.map(fp)).dropna(subset=["fp"])
     rows = []
-    for _, g in d.groupby(A.GROUP + ["temperature", "budget", "fp"], sort=True):
+    for _, g in d.groupby(analysis.GROUP + ["temperature", "budget", "fp"], sort=True):
         if g.config_hash.nunique() < 2:
             continue
         g = g.sort_values(["tree", "verify", "shape", "config_hash"], kind="mergesort")
@@ -222,7 +220,7 @@ def answer(rows: pd.DataFrame) -> pd.DataFrame:
     (cut share <= MAX_CUT); where no budget qualifies, the fastest one, marked not ranked."""
     g = rows[rows.temperature == 0]
     out = []
-    for _key, grp in g.groupby(A.GROUP + ["shape"], sort=True):
+    for _key, grp in g.groupby(analysis.GROUP + ["shape"], sort=True):
         grp = grp.assign(ok=~(grp.cut > MAX_CUT), key=grp.speed.fillna(-np.inf), tps=grp.tokens_per_step.astype(float))
         pick = (
             grp.sort_values(["ok", "key", "tps", "budget"], ascending=[False, False, False, True], kind="mergesort")
@@ -238,7 +236,7 @@ def answer(rows: pd.DataFrame) -> pd.DataFrame:
     res = pd.DataFrame(out)
     res["_k"] = res.speed.fillna(-np.inf)
     return (
-        res.sort_values(A.GROUP + ["_k", "shape"], ascending=[True] * 4 + [False, True], kind="mergesort")
+        res.sort_values(analysis.GROUP + ["_k", "shape"], ascending=[True] * 4 + [False, True], kind="mergesort")
         .drop(columns="_k")
         .reset_index(drop=True)
     )
@@ -249,7 +247,7 @@ def cross_pair(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     more pairs ran, per dataset, dtype and max_new_tokens, on the prompts all of them ran."""
     g = df[df.temperature == 0]
     # a drafter that only fills a static shape (merged n-gram + model) is compared at that shape
-    g = g.assign(cross_shape=A.cross_shapes(g.tree, g.tree_params, g["shape"]))
+    g = g.assign(cross_shape=analysis.cross_shapes(g.tree, g.tree_params, g["shape"]))
     rows = []
     for _key, grp in g.groupby(["dataset", "dtype", "max_new_tokens", "cross_shape", "budget"], sort=True):
         if grp.pair.nunique() < 2:
@@ -285,11 +283,11 @@ def sibling_orders(df: pd.DataFrame) -> dict:
 
 
 def modes(df: pd.DataFrame, sums: pd.DataFrame, fps: pd.Series) -> pd.DataFrame:
-    """A.mode_gains with the baseline named: its rule, whether it verified the same drafted trees,
+    """analysis.mode_gains with the baseline named: its rule, whether it verified the same drafted trees,
     and its sibling order where the study records one (`sibling_order`).  A rule whose step
     records equal its baseline's (mss or sequoia on a chain is speculative sampling) is an
     identity, stated under Identities, not a row here."""
-    gains = A.mode_gains(df, sums)
+    gains = analysis.mode_gains(df, sums)
     if gains.empty:
         return gains
     fp = fps.to_dict()
@@ -311,12 +309,12 @@ def modes(df: pd.DataFrame, sums: pd.DataFrame, fps: pd.Series) -> pd.DataFrame:
 def live_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Live configurations with a measured speedup (and their projection, where costs exist)."""
     own = rows[rows.measured.notna() & (rows.measured_hash == rows.config_hash)]
-    return own.sort_values(A.GROUP + ["mode", "shape", "budget"], kind="mergesort")
+    return own.sort_values(analysis.GROUP + ["mode", "shape", "budget"], kind="mergesort")
 
 
 def setup_pairs(summary: pd.DataFrame) -> pd.DataFrame:
     """Per pair label and dtype: draft, target, engines, weight quantisation (when recorded), prompts."""
-    d = A._with_defaults(summary)
+    d = analysis._with_defaults(summary)
     rows = []
     for (pair, dtype), g in d.groupby(["pair", "dtype"], sort=True):
         quant = [
@@ -347,18 +345,18 @@ def setup_pairs(summary: pd.DataFrame) -> pd.DataFrame:
 def compute(data: dict) -> dict:
     """Every table of the report from the loaded inputs (`load.load`)."""
     summary, steps = data["summary"], data["steps"]
-    df = A.prepare(summary)
+    df = analysis.prepare(summary)
     sums = prompt_sums(steps)
-    speed = S.speedup_table(df, summary, steps, data["costs"])
+    speed = speedup.speedup_table(df, summary, steps, data["costs"])
     calib = calibration(df, sums, data.get("vector"))
     idents = identities(df, steps)
     rows = annotate(df, steps, speed, calib, idents)
     return dict(
         df=df,
         rows=rows,
-        phase=H.aggregates(rows, steps, data["costs"]),
-        points=H.machine_points(data["costs"]),
-        schedule=H.schedule(rows),
+        phase=hardware.aggregates(rows, steps, data["costs"]),
+        points=hardware.machine_points(data["costs"]),
+        schedule=hardware.schedule(rows),
         sums=sums,
         speed=speed,
         calib=calib,
@@ -368,7 +366,7 @@ def compute(data: dict) -> dict:
         modes=modes(df, sums, record_fingerprints(steps)),
         live=live_rows(rows),
         setup=setup_pairs(summary),
-        chain_diffs=A.vs_chain(df, sums),
-        lossless=S.lossless_table(df, summary, data["outputs"]),
-        pair=A.main_pair(df),
+        chain_diffs=analysis.vs_chain(df, sums),
+        lossless=speedup.lossless_table(df, summary, data["outputs"]),
+        pair=analysis.main_pair(df),
     )
