@@ -140,6 +140,12 @@ def test_calibration_prompts_disjoint_from_scored_prompts():
     assert not ranked.calibration.fillna("").str.startswith("in-sample").any()
 
 
+def _first_face(h):
+    """An artist's face colour: one RGBA (a patch such as a span) or the first of many (a collection)."""
+    fc = h.get_facecolor()
+    return fc if len(fc) == 4 and not hasattr(fc[0], "__len__") else fc[0]
+
+
 def _colours(fig) -> dict[str, str]:
     """label -> colour of every labelled artist of a figure (lines, error bars, bars, scatters)."""
     out = {}
@@ -150,9 +156,9 @@ def _colours(fig) -> dict[str, str]:
             elif hasattr(h, "patches"):  # BarContainer
                 c = h.patches[0].get_facecolor()
             elif hasattr(h, "get_facecolor") and not hasattr(h, "get_color"):
-                c = h.get_facecolor()[0]
+                c = _first_face(h)
             else:
-                c = h.get_color() if not hasattr(h, "get_facecolor") else h.get_facecolor()[0]
+                c = h.get_color() if not hasattr(h, "get_facecolor") else _first_face(h)
             out.setdefault(lab, set()).add(mcolors.to_hex(c))
     return out
 
