@@ -11,4 +11,6 @@ bash scripts/check.sh
 if ! .venv/bin/python -m specbench.inputs.embedded status; then
   echo "[test] embedded models not installed: tests marked 'real' will be skipped"
 fi
-exec .venv/bin/python -m pytest -q -rs "$@"     # -rs: one line per skip reason
+# -n auto --dist loadgroup (pytest-xdist): one worker per core; the tests that load the installed models
+# share one worker (tests/conftest.py), so each real model is loaded once; -rs: one line per skip reason
+exec .venv/bin/python -m pytest -q -rs -n auto --dist loadgroup "$@"
