@@ -38,7 +38,7 @@ def test_each_drafter_against_each_target_with_a_sentence_for_those_that_ran_bot
     assert "| drafter \\ target | big | small |" in text
     assert "| smollm | 2.00 · 0.25 | 2.50 · 0.38 |" in text
     assert "| n-gram lookup | 1.60 · 0.27 | – |" in text
-    assert "| self, layers 0-9 | 3.60 · 0.66 | – |" in text
+    assert "| self, layer subset | 3.60 · 0.66 (layers 0-9) | – |" in text
     assert "| draft + n-gram (merged) | 3.60 · 0.65 | – |" in text
     assert "- smollm: 2.50 tokens/step (rate 0.38) verified by small, 2.00 (rate 0.25) by big." in text
     assert "9.00" not in text and "binary" not in text

@@ -81,7 +81,8 @@ def test_every_unmet_floor_is_named_in_the_report_with_its_cost(committed):
     lines = floor_sentences(summary[~((summary.pair == "gemma_qwen") & (summary.budget == 32))])
     unmet = [line for line in lines if line.startswith("Floor not met: ")]
     assert len(unmet) == 1 and unmet[0].startswith(f"Floor not met: {floors.FLOORS[5].name}: 8 of 96 configurations")
-    assert re.search(r"would take about [1-9]\d* min more\.$", unmet[0]), unmet[0]
+    # gemma's grid replays by ranks now: priced at its own (seconds-long) runs, not at a live rate
+    assert re.search(r"would take (about [1-9]\d* min|under a minute) more\.$", unmet[0]), unmet[0]
 
 
 def test_every_floor_is_met_by_the_committed_results(committed):

@@ -21,7 +21,7 @@ def drafter_label(draft: str, tree: str) -> str:
     if draft == "ngram":
         return "n-gram lookup"
     if "@layers=" in draft:
-        return f"self, layers {draft.split('@layers=')[1]}"
+        return "self, layer subset"
     return f"{draft} + n-gram (merged)" if tree == "merged" else draft
 
 
@@ -53,16 +53,17 @@ def table(grp: pd.DataFrame) -> str:
     targets = sorted(grp.target.unique())
     drafters = sorted(grp.drafter.unique())
     at = {(r.drafter, r.target): r for r in grp.itertuples()}
-    rows = [
-        [d]
-        + [
-            f"{analysis.fmt(at[d, t].tps_shared, 2)} · {analysis.fmt(at[d, t].rate_shared, 2)}" if (d, t) in at else "–"
-            for t in targets
-        ]
-        for d in drafters
-    ]
+    rows = [[d] + [cell(at[d, t]) if (d, t) in at else "–" for t in targets] for d in drafters]
     rows.append(["shared prompts"] + [analysis.fmt(int(grp.n_shared.max()))] * len(targets))
     return md_table(rows, ["drafter \\ target"] + targets)
+
+
+def cell(r) -> str:
+    """tokens/step · acceptance rate, and which layers a self-drafting subset keeps."""
+    layers = str(r.draft).split("@layers=")[1] if "@layers=" in str(r.draft) else ""
+    return f"{analysis.fmt(r.tps_shared, 2)} · {analysis.fmt(r.rate_shared, 2)}" + (
+        f" (layers {layers})" if layers else ""
+    )
 
 
 def sentences(grp: pd.DataFrame) -> list[str]:

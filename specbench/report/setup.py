@@ -200,15 +200,20 @@ def floor_sentences(summary: pd.DataFrame) -> list[str]:
     for r in st[st.missing > 0].itertuples():
         priced = (
             f"at the measured wall time per prompt-token of the same pair's runs of the same kind here "
-            f"(replay, live sampling, live at batch 1 or batched; the same tree where run) they would take about "
-            f"{r.minutes:.0f} min more"
+            f"(replay, live sampling, live at batch 1 or batched; the same tree where run) they would take "
+            + minutes_more(r.minutes)
         )
         if r.unpriced:
             priced = f"{r.unpriced} of the decodes they need have no run of their pair and kind here to price them" + (
-                f"; the others would take about {r.minutes:.0f} min more" if r.minutes > 0 else ""
+                f"; the others would take {minutes_more(r.minutes)}" if r.minutes > 0 else ""
             )
         out.append(f"Floor not met: {r.floor}: {r.missing} of {r.cells} configurations absent; {priced}.")
     return out
+
+
+def minutes_more(minutes: float) -> str:
+    """'about 12 min more', or 'under a minute more' (a rank-replayed grid prices at seconds)."""
+    return f"about {minutes:.0f} min more" if minutes >= 0.5 else "under a minute more"
 
 
 def _short(text, n: int = 90) -> str:
