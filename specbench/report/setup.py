@@ -199,8 +199,8 @@ def floor_sentences(summary: pd.DataFrame) -> list[str]:
     ]
     for r in st[st.missing > 0].itertuples():
         priced = (
-            f"at the measured wall time per prompt-token of the same pair's runs of the same kind here "
-            f"(replay, live sampling, live at batch 1 or batched; the same tree where run) they would take "
+            "at the measured wall time per prompt-token of the same pair's runs of the same kind here "
+            "(replay, live sampling, live at batch 1 or batched; the same tree where run) they would take "
             + minutes_more(r.minutes)
         )
         if r.unpriced:
