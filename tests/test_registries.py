@@ -64,7 +64,7 @@ def test_capabilities_replace_the_old_lists():
     # drafters: which policy kinds they grow, what they need from a pair, how they are charged
     assert sorted(DRAFTERS.get("ngram").grows) == ["ngram_trie", "none", "paths"]
     assert DRAFTERS.get("layerskip").pair_keys == ("layers",) and DRAFTERS.get("model").name == "model"
-    assert [n for n in DRAFTERS.names() if DRAFTERS.get(n).rank_replay] == ["layerskip", "model"]
+    assert [n for n in DRAFTERS.names() if DRAFTERS.get(n).rank_replay] == ["layerskip", "model", "tli"]
     assert data.DATASETS.get("mt_bench").kind == "instruct"
 
 

@@ -228,7 +228,11 @@ def answer(rows: pd.DataFrame) -> pd.DataFrame:
             .to_dict()
         )
         pick["budgets"] = ", ".join(str(int(b)) for b in sorted(grp.budget.unique()))
-        pick["bracket"] = bracket(int(pick["budget"]), grp[grp.ok].budget.astype(int).tolist())
+        pick["bracket"] = (
+            bracket(int(pick["budget"]), grp[grp.ok].budget.astype(int).tolist())
+            if grp.speed.notna().any()
+            else "no speed: no cost curve for this pair"  # tokens/step always grows with N: no optimum
+        )
         pick["by"] = pick["speed_basis"] or "tokens/step (no speed recorded)"
         out.append(pick)
     if not out:
