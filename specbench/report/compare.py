@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from ..study.results import first_divergence, read_outputs  # noqa: F401 (the report's API)
+from ..study.results import first_divergence, paired_bootstrap, read_outputs  # noqa: F401 (the report's API)
 
 N_PAIRED = 10000  # bootstrap draws per paired difference (enough for a Holm level of 0.05 / 100)
 
@@ -99,15 +98,7 @@ def paired_boot(x: np.ndarray, y: np.ndarray, seed: int = 0, n_boot: int = N_PAI
     x and y [prompts, (emitted, steps)] in the same prompt order; None from fewer than 2 prompts."""
     if len(x) < 2:
         return None
-    return stats.bootstrap(
-        (x[:, 0], x[:, 1], y[:, 0], y[:, 1]),
-        _ratio_diff,
-        paired=True,
-        vectorized=True,
-        n_resamples=n_boot,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
+    return paired_bootstrap((x[:, 0], x[:, 1], y[:, 0], y[:, 1]), _ratio_diff, n_boot, seed)
 
 
 def paired_difference(sums: pd.DataFrame, a: Mapping, b: Mapping, seed: int = 0, n_boot: int = N_PAIRED) -> Paired:

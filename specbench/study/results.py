@@ -128,6 +128,20 @@ def _metrics(df: pd.DataFrame) -> dict:
     }
 
 
+def paired_bootstrap(samples: tuple, statistic, n_resamples: int, seed: int = 0):
+    """``scipy.stats.bootstrap`` over prompts, the one way the study and the report resample: paired
+    (a prompt's arrays move together), vectorised, 95% percentile interval, seeded."""
+    return stats.bootstrap(
+        samples,
+        statistic,
+        paired=True,
+        vectorized=True,
+        n_resamples=n_resamples,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+
+
 def _ratio(num, den, axis=-1):
     with np.errstate(invalid="ignore", divide="ignore"):
         return num.sum(axis) / den.sum(axis)
@@ -141,15 +155,7 @@ def _ratio_ci(num: np.ndarray, den: np.ndarray, seed: int) -> tuple[float, float
         return float(num.sum() / den.sum()), float(num.sum() / den.sum())
     with warnings.catch_warnings():  # a resample with nothing drafted has no rate (NaN), dropped below
         warnings.simplefilter("ignore")
-        res = stats.bootstrap(
-            (num, den),
-            _ratio,
-            paired=True,
-            vectorized=True,
-            n_resamples=N_BOOT,
-            method="percentile",
-            rng=np.random.default_rng(seed),
-        )
+        res = paired_bootstrap((num, den), _ratio, N_BOOT, seed)
     v = np.asarray(res.bootstrap_distribution, float)
     v = v[np.isfinite(v)]
     lo, hi = np.percentile(v, [2.5, 97.5])
