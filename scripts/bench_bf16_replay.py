@@ -28,6 +28,7 @@ import pandas as pd
 import torch
 
 from specbench import api
+from specbench.core.atomic import atomic_write
 from specbench.drafting.drafters import DRAFTERS
 from specbench.engine import replay
 from specbench.engine.loop import continuations
@@ -153,8 +154,7 @@ def main(argv=None) -> int:
     rows = [tree_row(pair, args, prompts, conts, spec) for spec in args.trees]
     df = kept_rows(args.out, pd.DataFrame(rows))
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    df.to_csv(args.out + ".tmp", index=False)
-    os.replace(args.out + ".tmp", args.out)
+    atomic_write(args.out, lambda tmp: df.to_csv(tmp, index=False))
     print(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     for r in rows:
         print(

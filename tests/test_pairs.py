@@ -18,6 +18,7 @@ from specbench.drafting.drafters import DRAFTERS
 from specbench.drafting.layerskip import LayerSkipDrafter, describe, layer_view, resolve_layers
 from specbench.inputs import embedded
 from specbench.trees.policies import make_policy
+from test_replay import PLANNED, STATIC
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -245,14 +246,8 @@ def test_a_sliced_head_drafts_the_same_trees(cross_draft, tiny_target, tiny_toke
                 torch.testing.assert_close(a.q, b.q)
 
 
-TLI_SHAPES = [
-    ("chain", {}),
-    ("binary", {}),
-    ("kary", {"width": 3}),
-    ("topk_wide", {"width": 3}),
-    ("specinfer", {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}),
-    ("sequoia", {"vector": [0.6, 0.2, 0.1, 0.05], "depth": 6}),
-    ("adaptive_chain", {"start": 2}),
+TLI_SHAPES = [s for s in STATIC if s[0] != "paths"] + [
+    (name, {k: v for k, v in PLANNED[name].items() if k != "name"}) for name in ("sequoia", "adaptive_chain")
 ]
 
 
