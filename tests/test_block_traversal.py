@@ -230,6 +230,7 @@ def test_block_is_chain_only_and_traversal_needs_q():
     tree = DraftTree([-1, 0, 0], torch.tensor([0, 1, 2]), [0, 0, 1], q, child_rule="sample")
     block = get_mode("block")
     with pytest.raises(ValueError, match="verify=block works on a chain only"):
-        block.verdict(tree, q, q, torch.Generator(), block.params())
+        block.checked_verdict(tree, q, torch.Generator(), block.params())
+    no_q = DraftTree([-1, 0, 0], torch.tensor([0, 1, 2]), [0, 0, 1], None, child_rule="sample")
     with pytest.raises(ValueError, match="verify=traversal needs the draft distributions q"):
-        get_mode("traversal").verdict(tree, q, None, torch.Generator(), block.params())
+        get_mode("traversal").checked_verdict(no_q, q, torch.Generator(), block.params())

@@ -86,3 +86,46 @@ def test_tree_none_summary_has_no_acceptance_rate(tiny_draft, tiny_target, tiny_
     row = results.summarize({"seed": 0}, steps, 1.0, [len(recs)]).iloc[0]
     assert row.tokens_per_step == 1 and row.acceptance_length == 0
     assert math.isnan(row.acceptance_rate) and math.isnan(row.acceptance_rate_lo)
+
+
+def test_the_registered_verdict_is_the_one_that_runs():
+    """No wrapper swapped in at registration: ``ModeSpec.verdict`` is the function registered;
+    the check is ``checked_verdict``, called by the loop where it is applied."""
+    from specbench.verify import modes
+    from specbench.verify.modes import get_mode
+
+    assert get_mode("greedy").verdict is modes.greedy
+    assert get_mode("mss").verdict is get_mode("mss").configured({"order": "random"}).verdict
+
+
+def test_analysis_is_off_the_step_clock(tiny_draft, tiny_target, tiny_tokenizer):
+    """The exact law and paired verdicts run after the step's clock stops (``loop.analyse``):
+    a slow paired verdict shows in ``analysis_s``, not in any step's draft or verify seconds."""
+    import time
+    from dataclasses import replace
+
+    from specbench.engine.loop import Decoding, decode_prompt
+    from specbench.engine.verifiers import LiveVerifier
+    from specbench.verify.modes import get_mode
+
+    greedy = get_mode("greedy")
+
+    def slow(tree, p, q, rng, params):
+        time.sleep(0.2)
+        return greedy.verdict(tree, p, q, rng, params)
+
+    params = greedy.params({"temperature": 0.0})
+    run = Decoding(greedy, params, 12, frozenset(), paired=((replace(greedy, verdict=slow), params),))
+    res = decode_prompt(
+        "p0",
+        tiny_tokenizer.encode("def add(a, b):"),
+        ModelDrafter(tiny_draft),
+        LiveVerifier(tiny_target, 0.0, 1.0),
+        make_policy("chain", 3),
+        run,
+        torch.Generator().manual_seed(0),
+    )
+    steps = len(res.records)
+    assert steps == len(res.paired[0]) and steps >= 3
+    assert res.analysis_s >= 0.2 * steps
+    assert all(r.verify_s < 0.2 and r.draft_s < 0.2 for r in res.records)

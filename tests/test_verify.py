@@ -120,7 +120,7 @@ def test_chain_only_mode_on_branching_tree():
     q = torch.full((3, 4), 0.25)
     tree = DraftTree([-1, 0, 0], torch.tensor([0, 1, 2]), [0, 0, 1], q)
     with pytest.raises(ValueError, match="tree=chain"):
-        get_mode("speculative").verdict(tree, q, q, torch.Generator(), get_mode("speculative").params())
+        get_mode("speculative").checked_verdict(tree, q, torch.Generator(), get_mode("speculative").params())
     assert get_mode("speculative").chain_only is True
 
 
@@ -136,7 +136,7 @@ def test_modes_need_q_or_say_so():
     tree = DraftTree([-1, 0], torch.tensor([0, 1]), [0, 0], None)
     p = torch.full((2, 3), 1 / 3)
     with pytest.raises(ValueError, match="needs the draft distributions"):
-        get_mode("mss").verdict(tree, p, None, torch.Generator(), get_mode("mss").params())
+        get_mode("mss").checked_verdict(tree, p, torch.Generator(), get_mode("mss").params())
     naive = get_mode("naive")
     assert isinstance(naive.verdict(tree, p, None, torch.Generator(), naive.params()), Verdict)
 

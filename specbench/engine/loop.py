@@ -3,14 +3,14 @@
 The loop (``run_rows``) keeps up to ``batch_size`` prompts in flight as *rows*;
 each row has its own drafter, tree policy and generator (``prompt_rng``), so a
 row's result does not depend on the batch or its neighbours.  Per step
-(``step``), for every row::
+(``step``), control goes down to each part once and comes back::
 
-    tree    = row.drafter.draft(policy, mode.child_rule, rng)   # a level generator (draft_rows)
-    p       = verifier.score(trees)[row]                        # ONE target forward for all rows
-    verdict = mode.verdict(tree, p, tree.q, rng, params)        # verify: accepted path + next token
-    emitted = truncate(path tokens + next token)                # EOS / max_new_tokens
-    verifier.commit(paths)            # every row keeps its accepted path; finished rows leave
-    record a StepRecord; drafter.commit(tree, path, next); policy.observe(...)
+    trees    = draft_rows(rows)                   # drafter: every row's tree (level generators)
+    ps       = verifier.score(trees)              # verifier: ONE target forward for all rows
+    verdicts = mode.checked_verdict(tree, p, ...) # mode: accepted path + next token per row
+    commit(...)     # the one place state changes: target cache, drafter cache, policy, output
+    step_record(...)                              # record: pure, one StepRecord per row
+    analyse(...)    # off the clock: the exact law and the paired modes' verdicts
 
 A finished row's slot is refilled with the next prompt; batch 1 is one row (``decode_prompt``).
 The verifier (``engine.verifiers``) is the live target model, or replay of its continuation.
@@ -20,9 +20,11 @@ by each extra mode, with its own generator; the decode follows the primary mode 
 Drafting is level-wise (``drafting.levels``): every row's drafter yields the nodes it
 needs scored at each depth, and rows whose drafters share a draft cache draft in
 lockstep, one draft-model forward per depth for all of them; no threads.  Timing:
-``draft_s`` is the step's shared draft phase; ``verify_s`` is the step's shared
-verification (the one target forward, every row's verdict, the cache update),
-the same for every row of the step.
+``draft_s`` is the step's shared draft phase and the drafters' cache commits;
+``verify_s`` is the step's shared verification (the one target forward, every row's
+verdict, the target's cache update), the same for every row of the step.  The
+analysis (``analyse``) is timed apart: ``PromptResult.analysis_s``, which a job's
+wall time leaves out.
 ``continuation(s)`` (the target's own continuation, greedy or sampled: for replay,
 calibration, costs) are this loop with ``tree=none``.  ``decode`` runs a prompt set through
 the loop (the entry point); definitions (accepted / emitted / bonus) are in ``engine.records.StepRecord``.
@@ -44,7 +46,7 @@ from ..drafting.levels import run_levels
 from ..trees.policies import TreePolicy, make_policy
 from ..verify.modes import get_mode
 from ..verify.modespec import ModeParams, ModeSpec, Verdict
-from .records import PromptResult, StepRecord, step_record
+from .records import PromptResult, StepRecord, measure_shift, step_record
 from .verifiers import LiveVerifier, Verifier
 
 NAN = float("nan")
@@ -124,9 +126,10 @@ class Row:
     records: list[StepRecord] = field(default_factory=list)
     gens: list[torch.Generator] = field(default_factory=list)  # one per ``Decoding.paired`` mode
     paired: list[list[StepRecord]] = field(default_factory=list)  # their records
+    analysis_s: float = 0.0  # seconds spent off the clock (``analyse``)
 
     def result(self) -> PromptResult:
-        return PromptResult(self.prompt_id, self.records, self.out, self.paired)
+        return PromptResult(self.prompt_id, self.records, self.out, self.paired, self.analysis_s)
 
     def finished(self, run: Decoding, new: Sequence[int] = ()) -> bool:
         """Done once ``new`` is appended: the length limit or EOS reached."""
@@ -165,19 +168,22 @@ def run_rows(
 
 
 def step(rows: Sequence[Row], verifier: Verifier, run: Decoding) -> list[bool]:
-    """One decode step of every row (see the module docstring): returns which rows finished."""
+    """One decode step of every row, in order: drafter, verifier, mode, commit, record (see
+    the module docstring); then the analysis, off the clock.  Returns which rows finished."""
     trees, draft_s = draft_rows(rows, run)
     t1 = time.perf_counter()
     ps = verifier.score(trees)  # every row's tree in one call
-    verdicts = [run.mode.verdict(tree, p, tree.q, row.rng, run.params) for row, tree, p in zip(rows, trees, ps)]
-    news = [
-        appended(tree, v, run.max_new_tokens - len(row.out), run.eos) for row, tree, v in zip(rows, trees, verdicts)
-    ]
+    verdicts = [run.mode.checked_verdict(tree, p, row.rng, run.params) for row, tree, p in zip(rows, trees, ps)]
+    left = [run.max_new_tokens - len(row.out) for row in rows]
+    news = [appended(tree, v, n, run.eos) for tree, v, n in zip(trees, verdicts, left)]
     finished = [row.finished(run, new) for row, new in zip(rows, news)]
-    verifier.commit([None if fin else v.path for v, fin in zip(verdicts, finished)])
-    verify_s = time.perf_counter() - t1 if verifier.timed else NAN
-    for row, tree, p, v, new, ds in zip(rows, trees, ps, verdicts, news, draft_s):
-        record(row, tree, p, v, new, run, ds, verify_s)
+    commit_s = commit(rows, trees, verdicts, news, finished, verifier)
+    verify_s = time.perf_counter() - t1 - commit_s if verifier.timed else NAN
+    for row, tree, v, new, ds in zip(rows, trees, verdicts, news, draft_s):
+        rec = step_record(row.prompt_id, len(row.records), tree, v, new)
+        rec.draft_s, rec.verify_s = ds + commit_s, verify_s
+        row.records.append(rec)
+    analyse(rows, trees, ps, left, run)
     return finished
 
 
@@ -189,40 +195,48 @@ def draft_rows(rows: Sequence[Row], run: Decoding) -> tuple[list[DraftTree], lis
     return trees, [time.perf_counter() - t0] * len(rows)
 
 
-def record(
-    row: Row,
-    tree: DraftTree,
-    p: torch.Tensor,
-    verdict: Verdict,
-    new: list[int],
-    run: Decoding,
-    draft_s: float,
-    verify_s: float,
+def commit(
+    rows: Sequence[Row],
+    trees: Sequence[DraftTree],
+    verdicts: Sequence[Verdict],
+    news: Sequence[list[int]],
+    finished: Sequence[bool],
+    verifier: Verifier,
+) -> float:
+    """The one place a step's verdicts change state: the target's cache keeps every unfinished
+    row's accepted path, each drafter commits its path and next token, each policy observes
+    the accepted length, each row's output grows.  Returns the drafters' commit seconds
+    (draft-side time, added to ``draft_s``)."""
+    verifier.commit([None if fin else v.path for v, fin in zip(verdicts, finished)])
+    t0 = time.perf_counter()
+    for row, tree, v in zip(rows, trees, verdicts):
+        row.drafter.commit(tree, v.path, v.next_token)
+    commit_s = time.perf_counter() - t0
+    for row, tree, v, new in zip(rows, trees, verdicts, news):
+        row.policy.observe(len(v.path), tree.size)
+        row.out += new
+    return commit_s
+
+
+def analyse(
+    rows: Sequence[Row], trees: Sequence[DraftTree], ps: Sequence[torch.Tensor], left: Sequence[int], run: Decoding
 ) -> None:
-    """Append the step's record and tokens to the row (and each paired mode's verdict on
-    the same tree and rows); commit the verdict to its drafter and policy."""
-    remaining = run.max_new_tokens - len(row.out)
-    row.drafter.commit(tree, verdict.path, verdict.next_token)
-    rec = step_record(row.prompt_id, len(row.records), tree, p, verdict, new, run.mode, run.params, run.measure_shift)
-    rec.draft_s, rec.verify_s = draft_s, verify_s
-    for (mode, params), g, recs in zip(run.paired, row.gens, row.paired):
-        v = mode.verdict(tree, p, tree.q, g, params)
-        recs.append(
-            step_record(
-                row.prompt_id,
-                rec.step,
-                tree,
-                p,
-                v,
-                appended(tree, v, remaining, run.eos),
-                mode,
-                params,
-                run.measure_shift,
-            )
-        )
-    row.records.append(rec)
-    row.out += new
-    row.policy.observe(len(verdict.path), tree.size)
+    """Off the decode's clock (its seconds go to ``Row.analysis_s``): each step record's exact
+    law (``Decoding.measure_shift``) and each paired mode's verdict on the same tree and
+    target rows, with its own record."""
+    t0 = time.perf_counter()
+    for row, tree, p, n in zip(rows, trees, ps, left):
+        rec = row.records[-1]
+        if run.measure_shift:
+            measure_shift(rec, tree, p, run.mode, run.params)
+        for (mode, params), g, recs in zip(run.paired, row.gens, row.paired):
+            pv = mode.checked_verdict(tree, p, g, params)
+            recs.append(step_record(row.prompt_id, rec.step, tree, pv, appended(tree, pv, n, run.eos)))
+            if run.measure_shift:
+                measure_shift(recs[-1], tree, p, mode, params)
+    spent = (time.perf_counter() - t0) / max(len(rows), 1)
+    for row in rows:
+        row.analysis_s += spent
 
 
 def decode(

@@ -1,7 +1,7 @@
 """What the engine's loop (``engine.loop``) records: ``StepRecord``, one decode step of one prompt (a row
 of steps.csv, with the definitions of accepted / emitted), ``PromptResult``, one prompt's records and
-tokens, and ``step_record``, the record of one verdict on one tree (the exact ``first_token_tv`` /
-``expected_accepted`` of ``verify.distshift`` when the decoding measures the shift).
+tokens, ``step_record``, the record of one verdict on one tree, and ``measure_shift``, which adds the
+exact ``first_token_tv`` / ``expected_accepted`` of ``verify.distshift`` (run outside the step's clock).
 """
 
 from __future__ import annotations
@@ -40,23 +40,14 @@ class PromptResult:
     records: list[StepRecord]
     tokens: list[int]  # the new tokens, in order
     paired: list[list[StepRecord]] = field(default_factory=list)  # per ``Decoding.paired`` mode
+    analysis_s: float = 0.0  # seconds of exact-law analysis and paired verdicts: not decoding time
 
 
-def step_record(
-    prompt_id: str,
-    step: int,
-    tree: DraftTree,
-    p: torch.Tensor,
-    verdict: Verdict,
-    new: list[int],
-    mode: ModeSpec,
-    params: ModeParams,
-    measure_shift: bool,
-) -> StepRecord:
-    """The record of one verdict on one tree (timing left NaN); ``new`` = tokens appended."""
+def step_record(prompt_id: str, step: int, tree: DraftTree, verdict: Verdict, new: list[int]) -> StepRecord:
+    """The record of one verdict on one tree (timing and the law left NaN); ``new`` = tokens appended."""
     accepted = min(len(verdict.path), len(new))
     path = verdict.path[:accepted]
-    rec = StepRecord(
+    return StepRecord(
         prompt_id=prompt_id,
         step=step,
         tree_size=tree.size,
@@ -67,16 +58,19 @@ def step_record(
         path_children=".".join(str(len(tree.children(n))) for n in [0, *path]),
         scored=".".join(map(str, tree.scored)),
     )
-    if measure_shift and mode.lossless_for and params.get("temperature", 1.0) == 0:
+
+
+def measure_shift(rec: StepRecord, tree: DraftTree, p: torch.Tensor, mode: ModeSpec, params: ModeParams) -> None:
+    """Fill ``rec``'s exact ``first_token_tv`` and ``expected_accepted`` (``verify.distshift``)."""
+    if mode.lossless_for and params.get("temperature", 1.0) == 0:
         # a lossless verdict at T = 0 (greedy) is the target's argmax: no shift, and its one
         # path is the expectation (what rank replay records; the law would say the same)
-        rec.first_token_tv, rec.expected_accepted = 0.0, float(accepted)
-    elif measure_shift:
-        rec.first_token_tv = law.first_token_tv(mode, tree, p, tree.q, params)
-        # capped like `accepted` at the tokens emitted (EOS / length limit): exact for
-        # greedy, a bound on a sampling mode's last step
-        rec.expected_accepted = min(float(len(new)), law.expected_accepted(mode, tree, p, tree.q, params))
-    return rec
+        rec.first_token_tv, rec.expected_accepted = 0.0, float(rec.accepted)
+        return
+    rec.first_token_tv = law.first_token_tv(mode, tree, p, tree.q, params)
+    # capped like `accepted` at the tokens emitted (EOS / length limit): exact for
+    # greedy, a bound on a sampling mode's last step
+    rec.expected_accepted = min(float(rec.emitted), law.expected_accepted(mode, tree, p, tree.q, params))
 
 
-__all__ = ["StepRecord", "PromptResult", "step_record"]
+__all__ = ["StepRecord", "PromptResult", "step_record", "measure_shift"]

@@ -51,7 +51,7 @@ def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
     pair = ctx.load_pair()
     t0 = time.perf_counter()
     done = ctx.decode(pair, prompts, engine, ident)
-    wall = time.perf_counter() - t0
+    wall = time.perf_counter() - t0 - sum(d.analysis_s for d in done)  # decoding only (engine.loop.analyse)
     records = [r for d in done for r in d.records]
     outputs = [{"prompt_id": d.prompt_id, "token_ids": [int(t) for t in d.tokens]} for d in done]
     keys = results.row_keys(

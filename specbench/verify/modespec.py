@@ -153,7 +153,6 @@ class ModeSpec:
     sibling_order: str = ""  # fixed order siblings are tried in ("" = none / a parameter)
     argmax: bool = False  # the verdict is the target's argmax at any temperature (greedy):
     # refused at T > 0; the target's continuation can stand in (replay)
-    raw_verdict: Callable[..., Verdict] = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.child_rule not in CHILD_RULES:
@@ -163,18 +162,15 @@ class ModeSpec:
             raise ValueError(f"mode {self.name}: unknown child rules {sorted(bad)}")
         if self.lossless_for and self.child_rule not in self.lossless_for:
             raise ValueError(f"mode {self.name}: not lossless on its own child rule")
-        object.__setattr__(self, "lossless_for", frozenset(self.lossless_for))
+        object.__setattr__(self, "lossless_for", frozenset(self.lossless_for))  # a set given as a list
         if "children" in self.defaults and self.defaults["children"] not in self.draft_rules:
             raise ValueError(f"mode {self.name}: children={self.defaults['children']} not in {self.draft_rules}")
-        raw = self.verdict
-        object.__setattr__(self, "raw_verdict", raw)
 
-        def verdict(tree, p, q, rng, params):
-            self.check_tree(tree, q)
-            return raw(tree, p, q, rng, params)
-
-        verdict.__doc__, verdict.__name__ = raw.__doc__, raw.__name__
-        object.__setattr__(self, "verdict", verdict)
+    def checked_verdict(self, tree: DraftTree, p: torch.Tensor, rng: torch.Generator, params: ModeParams) -> Verdict:
+        """``check_tree`` (one line when this mode cannot verify the tree at all), then the
+        registered ``verdict`` on the tree's own q: what the engine's loop calls."""
+        self.check_tree(tree, tree.q)
+        return self.verdict(tree, p, tree.q, rng, params)
 
     @property
     def defaults(self) -> Mapping[str, Any]:
@@ -199,7 +195,7 @@ class ModeSpec:
         rule = params.get("children") if "children" in self.defaults else None
         if rule is None or rule == self.child_rule:
             return self
-        return replace(self, verdict=self.raw_verdict, child_rule=rule)
+        return replace(self, child_rule=rule)
 
     def params(self, overrides: Mapping | None = None) -> ModeParams:
         """``defaults`` updated with ``overrides`` (a mapping, e.g. the job spec's ``verify`` params;
