@@ -77,14 +77,17 @@ def traced_step(tree: str, budget: int, extra: list[str]) -> tuple[list[str], li
     loop.step = step
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            cfg = compose([*BASE, f"tree={tree}", f"tree.budget={budget}", f"out_root={tmp}", *extra])
+            given = {o.split("=")[0] for o in extra}
+            base = [o for o in BASE if o.split("=")[0] not in given]
+            cfg = compose([*base, f"tree={tree}", f"tree.budget={budget}", f"out_root={tmp}", *extra])
             run_job(cfg, tmp)
     finally:
         loop.step = real
     return got[-1]
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str]) -> list[str]:
+    """Print each tree's trace; returns the count lines."""
     counts = []
     for tree, budget in TREES:
         seq, calls = traced_step(tree, budget, argv)
@@ -93,6 +96,7 @@ def main(argv: list[str]) -> None:
         print(f"{tree}/{budget}: " + " > ".join(m.removeprefix("specbench.") for m in order))
         print(f"{tree}/{budget} loop calls: " + ", ".join(dict.fromkeys(calls)))
     print("; ".join(counts))
+    return counts
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from specbench.inputs import models
 from specbench.study import scriptargs
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
-MODEL_SCRIPTS = ("bench_batch", "bench_bf16_replay", "bench_ceiling", "bench_engine", "bench_live")
+MODEL_SCRIPTS = ("bench_batch", "bench_bf16_replay", "bench_ceiling", "bench_engine", "bench_live", "trace_step")
 
 
 def test_every_python_script_has_a_smoke_test():
@@ -105,3 +105,22 @@ def test_pair_option_errors_are_one_line(tiny_pair_dirs, tmp_path):
         assert "\n" not in str(e.value)
     spec = scriptargs.pair_spec("local", [f"pair.draft.path={tiny_pair_dirs[0]}", f"target.path={tiny_pair_dirs[1]}"])
     assert spec["name"] == f"local:{tiny_pair_dirs[0]}->{tiny_pair_dirs[1]}"
+
+
+def test_trace_step(tiny_pair_dirs, capsys):
+    """scripts/trace_step.py follows one live step of the tiny pair: the loop calls each part
+    once, in order (drafter, verifier, mode, commit, record, analysis)."""
+    from conftest import tiny_pair_overrides
+
+    spec = importlib.util.spec_from_file_location("script_trace_step", SCRIPTS / "trace_step.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    counts = module.main([*tiny_pair_overrides(tiny_pair_dirs), "dataset=smoke"])
+    out = capsys.readouterr().out
+    assert len(counts) == 2 and all("modules" in c and "returns" in c for c in counts)
+    calls = [line for line in out.splitlines() if " loop calls: " in line][0].split(": ", 1)[1].split(", ")
+    order = ["drafters.draft", "verifiers.score", "modespec.checked_verdict", "verifiers.commit", "records.step_record"]
+    at = [next(i for i, c in enumerate(calls) if c.endswith(name)) for name in order]
+    assert at == sorted(at), calls
+    models.clear_cache()
