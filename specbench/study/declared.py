@@ -14,7 +14,7 @@ from __future__ import annotations
 # merged tree records only the ``tree.*`` keys given to its model part, the rest are these
 SHAPE_DEFAULTS: dict[str, dict] = {
     "eagle2": {"width": 10, "depth": 6},
-    "kary": {"width": 2},
+    "kary": {"width": 3},
     "specinfer": {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]},
     "topk_wide": {"width": 4},
 }

@@ -33,7 +33,7 @@ def chain(budget: int, params: Params) -> list[RankPath]:
 
 @dataclass(frozen=True)
 class Width(Params):
-    width: int = positive(2)
+    width: int = positive(3)  # children per node (width 2 is binary)
 
 
 @dataclass(frozen=True)
