@@ -259,30 +259,29 @@ def test_mode_baseline_names_its_sibling_order(tmp_path):
 
 
 def test_the_tldr_picks_no_largest_of_many_and_counts_the_fixed_list():
-    """No "best"/"largest" lossless gain headline (#36): the TL;DR counts the comparisons fixed in
-    advance that clear zero after Holm's adjustment, naming the rules."""
+    """No "best"/"largest" lossless gain headline (#36): the comparisons fixed in advance are counted
+    (those that clear zero after Holm's adjustment, naming the rules) above their section's link."""
+    from specbench.report import fixed as FX
+    from specbench.report import sections as S
+    from specbench.report import tldr
+
     comp = pd.DataFrame(
         dict(verify=["typical", "gbv", "ratio"], diff=[0.5, 0.1, -0.3], clears_zero=[True, False, True])
     )
-    lines = P.tldr(
-        {
-            "answer": pd.DataFrame(),
-            "rows": pd.DataFrame(),
-            "modes": pd.DataFrame(),
-            "live": pd.DataFrame(),
-            "comparisons": comp,
-        }
-    )
-    assert lines == ["No greedy configuration ran, so there is no answer table."]
-    from specbench.report import fixed as FX
-
+    ctx = {"t": {"answer": pd.DataFrame(), "comparisons": comp}, "data": {}}
+    assert tldr.section(ctx) == "_No greedy configuration has a speed (measured or projected), so there is no answer._"
     line = FX.sentence(comp)
     assert line.startswith("Of the 3 comparisons fixed in advance") and ", 2 clear zero: " in line
     assert line.endswith("above zero, typical 1 of 1; below zero, ratio 1 of 1.")
-    assert not hasattr(P, "mode_tldr")
+    assert S.LEADS["comparisons"](ctx) == line
+    assert not hasattr(P, "mode_tldr") and not hasattr(P, "tldr")
 
 
 def test_tldr_quotes_each_pairs_ranked_study_per_dataset_before_an_exploratory_measurement():
+    """One row per pair and dataset (the pair with the most answer rows first): the ranked study's
+    fastest tree with a short label, its speedup and verdict, acceptance rate and length."""
+    from specbench.report import tldr
+
     row = dict(
         dtype="bfloat16",
         max_new_tokens=128,
@@ -291,13 +290,21 @@ def test_tldr_quotes_each_pairs_ranked_study_per_dataset_before_an_exploratory_m
         budget=4,
         tokens_per_step=3.0,
         acceptance_rate=0.5,
+        acceptance_rate_lo=0.4,
+        acceptance_rate_hi=0.6,
+        acceptance_length=2.0,
+        acceptance_length_lo=1.8,
+        acceptance_length_hi=2.2,
+        n_prompts=64,
+        projected_lo=1.2,
+        projected_hi=1.8,
         claim="ranked",
     )
     ans = pd.DataFrame(
         [
             {**row, "pair": "main", "dataset": "he", "shape": "chain", "speed": 1.5},
             {**row, "pair": "main", "dataset": "he", "shape": "binary", "speed": 1.4},
-            {**row, "pair": "main", "dataset": "mt", "shape": "binary", "speed": 1.2},
+            {**row, "pair": "main", "dataset": "mt", "shape": "sequoia(depth=12)", "speed": 1.1, "projected_lo": 0.9},
             {
                 **row,
                 "pair": "main",
@@ -312,22 +319,18 @@ def test_tldr_quotes_each_pairs_ranked_study_per_dataset_before_an_exploratory_m
             {**row, "pair": "aside", "dataset": "he", "shape": "chain", "speed": 0.8, "claim": "exploratory (8 < 32)"},
         ]
     )
-    lines = P.tldr(
-        {
-            "answer": ans,
-            "rows": ans.assign(n_prompts=64, temperature=0.0, cut=0.0),
-            "modes": pd.DataFrame(),
-            "live": pd.DataFrame(),
-        }
+    text = tldr.section({"t": {"answer": ans}, "data": {"env": {"cpu": "X", "cores": 2}}})
+    rows = [ln for ln in text.splitlines() if ln.startswith("| main") or ln.startswith("| aside")]
+    assert rows == [
+        "| main | he | chain N=4 | 1.50× [1.20, 1.80] | 0.50 [0.40, 0.60] | 2.00 [1.80, 2.20] |",
+        "| main | mt | sequoia N=4 | 1.10× [0.90, 1.80], includes 1× | 0.50 [0.40, 0.60] | 2.00 [1.80, 2.20] |",
+        "| aside | he | chain N=4 (exploratory (8 < 32)) | 0.80× [1.20, 1.80], slower than plain decoding "
+        "| 0.50 [0.40, 0.60] | 2.00 [1.80, 2.20] |",
+    ]
+    assert (
+        "Speculation pays in 1 of the 3 rows; its 95% interval includes 1× (no gain resolved) in 1 (main on mt)" in text
     )
-    main, aside = lines[1:3]  # the pair with the most answer rows first
-    assert main == (
-        "main (bfloat16, replayed, 128 new tokens), fastest per dataset: he chain N=4 at 1.50× "
-        "(projected), 3.00 tokens/step, acceptance rate 0.50, ranked; mt binary N=4 at 1.20× (projected), "
-        "3.00 tokens/step, acceptance rate 0.50, ranked."
-    )
-    assert aside.startswith("aside (bfloat16, replayed, 128 new tokens), fastest per dataset: he chain N=4 at 0.80×")
-    assert aside.endswith("exploratory (8 < 32).")  # no ranked row: said so
+    assert "it loses in 1 (aside on he)." in text
 
 
 def test_the_report_body_is_short_and_links_every_figure_that_exists():

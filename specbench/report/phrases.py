@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import analysis, fixed, tables
-from .hardware import schedule_sentences
+from . import analysis, tables
 
 
 def where(r) -> str:
@@ -58,34 +57,6 @@ def claim_word(r: dict) -> str:
     return "ranked" if tables.is_ranked(r["claim"]) else r["claim"]
 
 
-# --------------------------------------------------------------------------
-def tldr(t: dict) -> list[str]:
-    ans, rows = t["answer"], t["rows"]
-    out = []
-    if ans.empty:
-        return ["No greedy configuration ran, so there is no answer table."]
-    n_max = int(rows.n_prompts.max()) if "n_prompts" in rows else 0
-    ranked = ans[ans.claim.map(tables.is_ranked)]
-    out.append(
-        f"{len(ranked)} of {len(ans)} answer rows carry a ranked claim (≥ {tables.MIN_RANKED} prompts, ≤ "
-        f"{tables.MAX_CUT:.0%} of steps cut by max_new_tokens); the largest prompt set is {n_max}"
-        + ("." if len(ranked) else ', so every "fastest" below is exploratory.')
-    )
-    for pair in widest_first(ans):
-        if best := fastest_per_dataset(ans[ans.pair == pair]):
-            out.append(pair_sentence(pair, best))
-    out += schedule_sentences(t.get("schedule", pd.DataFrame()))
-    capped = rows[(rows.temperature == 0) & (rows.cut > tables.MAX_CUT)]
-    if len(rows.cut.dropna()):
-        out.append(
-            f"{len(capped)} of {int(rows.cut.notna().sum())} configurations had more than {tables.MAX_CUT:.0%} of "
-            f"their steps cut by max_new_tokens (largest share {rows.cut.max():.0%}); their budgets are never "
-            "ranked."
-        )
-    fixed_line = fixed.sentence(t.get("comparisons"))  # a count over the fixed list, never the largest of many
-    return out + ([fixed_line] if fixed_line else []) + speed_sentences(t["live"])
-
-
 def widest_first(ans: pd.DataFrame) -> list[str]:
     """The answer's pairs, the one with the most answer rows (the main pair) first, then by name."""
     return sorted(set(ans.pair), key=lambda p: (-int((ans.pair == p).sum()), p))
@@ -101,19 +72,6 @@ def fastest_per_dataset(g: pd.DataFrame) -> list[dict]:
         meas = d[d.speed_basis == "measured"]
         out.append((meas if len(meas) else d).sort_values(["speed", "shape"], ascending=[False, True]).iloc[0])
     return [r.to_dict() for r in out]
-
-
-def pair_sentence(pair: str, best: list[dict]) -> str:
-    """'qwen_coder (bfloat16, replayed, 128 new tokens), fastest per dataset: humaneval chain N=4 at …'."""
-    one = len({setting(b) for b in best}) == 1
-    items = [
-        f"{b['dataset']}{'' if one else ' ' + setting(b)} {b['shape']} N={int(b['budget'])} at {speed(b)}, "
-        f"{analysis.fmt(b['tokens_per_step'], 2)} tokens/step, "
-        f"acceptance rate {analysis.fmt(b['acceptance_rate'], 2)}, "
-        f"{claim_word(b)}"
-        for b in best
-    ]
-    return f"{pair}{' ' + setting(best[0]) if one else ''}, fastest per dataset: {'; '.join(items)}."
 
 
 def gain(r: dict) -> str:

@@ -230,6 +230,12 @@ def limitations(t: dict, data: dict) -> list[str]:
             f"{len(small)} of {len(rows)} configurations ran fewer than {tables.MIN_RANKED} prompts (smallest "
             f"{int(rows.n_prompts.min())}); their orderings are exploratory."
         )
+    if len(ans := t["answer"]) and "n_prompts" in rows:
+        out.append(
+            f"{int(ans.claim.map(tables.is_ranked).sum())} of {len(ans)} answer rows (per pair, dataset and shape, "
+            f"the fastest budget) carry a ranked claim (≥ {tables.MIN_RANKED} prompts, ≤ {tables.MAX_CUT:.0%} of steps "
+            f"cut by max_new_tokens); the largest prompt set is {int(rows.n_prompts.max())}."
+        )
     if "max_new_tokens" in rows and len(rows):
         caps = ", ".join(str(int(x)) for x in sorted(rows.max_new_tokens.unique()))
         out.append(

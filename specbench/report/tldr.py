@@ -1,0 +1,179 @@
+"""The TL;DR (docs/report.md, "REPORT.md, in this order"): per pair and dataset the tree to use on
+this machine at batch 1, its speedup, acceptance rate and acceptance length with their intervals,
+and where the answer moves with batch size (`hardware.schedule`) and with another machine's cost
+curve (`hardware.best_at` on its measured point); every number read from `tables.compute`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+
+from . import hardware, phrases, tables
+from .markdown import table
+
+
+def label(r: dict, shapes: set[str]) -> str:
+    """'binary N=3': the shape's name and budget; its parameters only where another of ``shapes``
+    (the pair's recommended shapes) has the same name; the tokens it drafts where fewer than N."""
+    name = hardware.label({**r, "budget": 0})
+    same = {s for s in shapes if hardware.label({"shape": s, "budget": 0}) == name}
+    text = hardware.label(r) if len(same) < 2 else f"{r['shape']} N={int(r['budget'])}"
+    return text + (f" ({d:.1f} drafted per step)" if (d := drafted(r)) < 0.95 * int(r["budget"]) else "")
+
+
+def drafted(r: dict) -> float:
+    """Mean draft tokens per step (acceptance length ÷ acceptance rate): below the budget where the
+    drafter builds smaller trees (an n-gram trie without a match, a cost-aware Sequoia DP)."""
+    rate, length = r.get("acceptance_rate"), r.get("acceptance_length")
+    return float(length) / float(rate) if rate and length and rate == rate and length == length else float("nan")
+
+
+def has_ci(r: dict) -> bool:
+    lo = r.get("projected_lo")
+    return lo is not None and lo == lo
+
+
+def verdict(r: dict) -> str:
+    """'' where speculation pays (above 1×, and the projection's interval above 1× where it has
+    one), else what a reader must know: it loses, or the interval includes 1×."""
+    if r["speed"] <= 1 or (has_ci(r) and r["projected_hi"] < 1):
+        return "slower than plain decoding"
+    return "includes 1×" if has_ci(r) and r["projected_lo"] <= 1 else ""
+
+
+def speed_cell(r: dict) -> str:
+    """'1.49× [1.29, 1.65]' (projected) or '1.67× measured (projected [1.45, 1.85])', with its verdict."""
+    ci = f"[{r['projected_lo']:.2f}, {r['projected_hi']:.2f}]" if has_ci(r) else ""
+    if r["speed_basis"] == "measured":
+        cell = f"{r['speed']:.2f}× measured" + (f" (projected {ci})" if ci else "")
+    else:
+        cell = f"{r['speed']:.2f}× {ci}".strip()
+    return cell + (f", {v}" if (v := verdict(r)) else "")
+
+
+def others(t: dict) -> pd.DataFrame:
+    """The measured machines other than this one (costs.csv's points off the cpu)."""
+    pts = t.get("points", pd.DataFrame())
+    return pts[pts.device != "cpu"] if "device" in pts else pd.DataFrame(columns=["device", "pair"])
+
+
+def modelled(t: dict, r: dict, pt: dict) -> dict | None:
+    """The linear model's best configuration of r's pair and dataset at the machine point pt."""
+    a = t.get("phase", pd.DataFrame())
+    g = a[(a.pair == r["pair"]) & (a.dataset == r["dataset"])] if len(a) else a
+    return hardware.best_at(g.reset_index(drop=True), pt["r"], pt["m"]) if len(g) else None
+
+
+def note(r: dict) -> str:
+    """' (largest tried)' where the best budget is an edge of the grid, and the claim unless ranked."""
+    edge = str(r.get("bracket", ""))
+    where = [edge.split("(")[0].removeprefix("edge: ").strip()] if edge.startswith("edge") else []
+    return "".join(f" ({w})" for w in where + ([] if tables.is_ranked(r["claim"]) else [r["claim"]]))
+
+
+def recommended(t: dict) -> pd.DataFrame:
+    """Per pair (the pair with the most answer rows first) and dataset: the fastest answer row
+    (`phrases.fastest_per_dataset`: ranked rows where any, a measured speed before a projected one),
+    with its short label, its speed cell and each other machine's modelled best."""
+    ans, out = t["answer"], []
+    for pair in phrases.widest_first(ans) if len(ans) else []:
+        out += phrases.fastest_per_dataset(ans[ans.pair == pair])
+    if not out:
+        return pd.DataFrame()
+    for r in out:
+        r["tree"] = label(r, {str(x["shape"]) for x in out if x["pair"] == r["pair"]}) + note(r)
+        r["speed_cell"], r["verdict"] = speed_cell(r), verdict(r)
+        for pt in others(t).to_dict("records"):
+            if pt["pair"] == r["pair"] and (b := modelled(t, r, pt)) is not None:
+                r[f"on_{pt['device']}"] = f"{hardware.label(b)} ({b['modelled']:.2f}×)"
+    return pd.DataFrame(out)
+
+
+def other_cell(col: str) -> Callable[[dict], str]:
+    return lambda r: r[col] if isinstance(r.get(col), str) else "–"
+
+
+def columns(t: dict, envs: dict) -> list:
+    cols = [
+        ("pair", lambda r: r["pair"]),
+        ("dataset", lambda r: r["dataset"]),
+        ("tree", lambda r: r["tree"]),
+        ("speedup on this CPU [95% CI]", lambda r: r["speed_cell"]),
+        ("acceptance rate [95% CI]", lambda r: phrases.metric(r, "acceptance_rate")),
+        ("acceptance length [95% CI]", lambda r: phrases.metric(r, "acceptance_length")),
+    ]
+    devs = sorted(set(others(t).device))
+    return cols + [(f"modelled best on {machine(dev, envs)}", other_cell(f"on_{dev}")) for dev in devs]
+
+
+def machine(dev: str, envs: dict) -> str:
+    """'cuda (NVIDIA H100 80GB HBM3)', or the device alone where its environment is not recorded."""
+    gpu = (envs.get(dev) or {}).get("gpu")
+    return f"{dev} ({gpu})" if gpu else dev
+
+
+def lead(rec: pd.DataFrame, env: dict | None) -> str:
+    """What the table is, and in how many rows speculation pays, is unresolved, or loses."""
+    machine = f" ({env.get('cpu')}, {env.get('cores')} cores)" if env else ""
+    parts = [f"pays in {int((rec.verdict == '').sum())} of the {len(rec)} rows"]
+    for word, what in (("includes 1×", "its 95% interval includes 1× (no gain resolved)"), ("slower", "it loses")):
+        hit = rec[rec.verdict.str.startswith(word)]
+        if len(hit):
+            names = ", ".join(f"{r.pair} on {r.dataset}" for r in hit.itertuples())
+            parts.append(f"{what} in {len(hit)} ({names})")
+    return (
+        f"Which draft tree to use, per pair (drafter → target) and dataset, on this CPU{machine} at batch 1 with "
+        f"greedy verification: the fastest configuration with ≥ {tables.MIN_RANKED} prompts and ≤ "
+        f"{tables.MAX_CUT:.0%} of steps cut by max_new_tokens, by measured speedup over plain decoding where a "
+        "live run exists, else projected from measured forward costs with its 95% interval. Acceptance rate: "
+        "accepted ÷ drafted tokens; acceptance length: accepted draft tokens per step (the bonus token not "
+        f"counted); 95% bootstrap intervals over prompts. Speculation {'; '.join(parts)}."
+    )
+
+
+def span(v: pd.Series, digits: int = 3) -> str:
+    """'0.003–0.011', or one value where all agree."""
+    lo, hi = f"{v.min():.{digits}f}", f"{v.max():.{digits}f}"
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def hardware_sentence(t: dict, rec: pd.DataFrame, envs: dict) -> list[str]:
+    """Per other measured machine: its curve against this one's, and how the modelled best moves."""
+    out, pts = [], t.get("points", pd.DataFrame())
+    for dev, g in others(t).groupby("device", sort=True):
+        here = pts[(pts.device == "cpu") & pts.pair.isin(g.pair)].set_index("pair")
+        rs = ", ".join(f"{p} {here.r.get(p, float('nan')):.2f} → {r:.2f}" for p, r in zip(g.pair, g.r) if r)
+        moves: list[int] = []
+        best: dict[str, list[float]] = {}
+        for rr in rec[rec.pair.isin(g.pair) & rec.pair.isin(here.index)].to_dict("records"):
+            pt = g[g.pair == rr["pair"]].iloc[0].to_dict()
+            there, cpu = modelled(t, rr, pt), modelled(t, rr, here.loc[rr["pair"]].to_dict())
+            if there is None or cpu is None:
+                continue
+            moves.append((int(there["budget"]) > int(cpu["budget"])) - (int(there["budget"]) < int(cpu["budget"])))
+            best.setdefault(rr["pair"], []).append(there["modelled"])
+        best_s = ", ".join(
+            f"{p} {min(v):.2f}–{max(v):.2f}×" + (" (speculation loses)" if max(v) <= 1 else "") for p, v in best.items()
+        )
+        out.append(
+            f"On {machine(dev, envs)}, timed with {', '.join(sorted(set(g.weights)))} weights and no "
+            f"live run (so the linear model of *Which tree on which hardware* alone), an extra verified token costs "
+            f"m = {span(g.m)} one-token target forwards (here {span(here.m)}) and a draft forward r times the "
+            f"target's (here → there: {rs}). Against this CPU's modelled best, the best budget grows in "
+            f"{moves.count(1)}, stays in {moves.count(0)} and shrinks in {moves.count(-1)} of the {len(moves)} rows "
+            f"with a {dev} column; the best modelled speedup per pair: {best_s}."
+        )
+    return out
+
+
+def section(ctx) -> str:
+    t = ctx["t"]
+    rec = recommended(t)
+    if rec.empty:
+        return "_No greedy configuration has a speed (measured or projected), so there is no answer._"
+    lines = hardware.schedule_sentences(t.get("schedule", pd.DataFrame()))
+    envs = ctx["data"].get("envs") or {}
+    lines += hardware_sentence(t, rec, envs)
+    body = [lead(rec, ctx["data"].get("env")), table(rec.to_dict("records"), columns(t, envs))]
+    return "\n\n".join(body + ["\n".join(f"- {s}" for s in lines)] * bool(lines))
