@@ -131,20 +131,6 @@ def label(r: dict) -> str:
     return f"{name}{':' + part[0] if part else ''} N={int(r['budget'])}"
 
 
-def schedule(speed: pd.DataFrame) -> pd.DataFrame:
-    """Per live setting with ≥ 2 batch sizes: each (B, configuration)'s measured speedup and
-    whether it is that B's fastest (``best``)."""
-    keys = ["pair", "dataset", "dtype", "max_new_tokens", "n_prompts"]
-    if speed.empty or not {"measured", "engine", "batch_size", *keys} <= set(speed.columns):
-        return pd.DataFrame()
-    live = speed[(speed.engine == "live") & (speed.measured_hash == speed.config_hash)].copy()
-    live = live[live.groupby(keys).batch_size.transform("nunique") >= 2]
-    if live.empty:
-        return pd.DataFrame()
-    top = live.groupby(keys + ["batch_size"]).measured.transform("max")
-    return live.assign(best=live.measured == top).sort_values(keys + ["batch_size", "shape", "budget"])
-
-
 def phase_sentences(a: pd.DataFrame, points: pd.DataFrame) -> list[str]:
     """Per pair × dataset and measured machine: where it sits, and the modelled best there."""
     out: list[str] = []

@@ -157,7 +157,7 @@ SCHEDULE_COLS = [
 
 
 def batch(ctx) -> str:
-    """The batch-size schedule (hardware.schedule), then the batched continuations' divergence."""
+    """The batch-size schedule (study.schedule.schedule), then the batched continuations' divergence."""
     sched, out = ctx["t"]["schedule"], []
     if sched.empty:
         out.append("_No live setting ran at two or more batch sizes, so there is no batch-size schedule._")

@@ -16,6 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..study import schedule
 from . import analysis, hardware, speedup
 
 MIN_RANKED, MIN_CI, MAX_CUT = 32, 10, 0.10
@@ -360,7 +361,7 @@ def compute(data: dict) -> dict:
         rows=rows,
         phase=hardware.aggregates(rows, steps, data["costs"]),
         points=hardware.machine_points(data["costs"]),
-        schedule=hardware.schedule(rows),
+        schedule=schedule.schedule(rows),
         sums=sums,
         speed=speed,
         calib=calib,

@@ -28,6 +28,7 @@ import pandas as pd
 from ..core.atomic import write_text
 from ..trees.policies import make_policy, policy_spec
 from .engines import FORMATS, Choice
+from .schedule import draft_lengths
 
 KEYS = ("format", "out", "config_hash", "results_dir", "recommend")  # export's own keys, set without a +
 PROFILE_VERSION = 1
@@ -179,28 +180,9 @@ def export(argv: list[str]) -> tuple[object, dict]:
 
 def batch_schedule(results: str, choice: Choice) -> list[tuple[int, int]] | None:
     """[(batch size, draft length K), ...] from the batch-size study's live chains of this pair
-    (results/speedup.csv): per B the fastest chain's N where it beats plain decoding, else 0;
-    None without such a study."""
+    (results/speedup.csv, ``study.schedule.draft_lengths``); None without such a study."""
     path = os.path.join(results, "speedup.csv")
-    if not os.path.isfile(path):
-        return None
-    speed = pd.read_csv(path)
-    live = speed[
-        (speed.engine == "live")
-        & (speed.measured_hash.astype(str) == speed.config_hash.astype(str))
-        & (speed.pair.astype(str) == choice.pair)
-        & (speed.tree == "chain")
-    ]
-    setting = ["dataset", "dtype", "max_new_tokens", "n_prompts"]  # one live setting, never mixed
-    sizes = live.groupby(setting).batch_size.nunique()
-    if sizes.empty or sizes.max() < 2:
-        return None
-    live = live.set_index(setting).loc[sizes.idxmax()].reset_index()
-    out = []
-    for b, g in live.groupby("batch_size", sort=True):
-        best = g.loc[g.measured.idxmax()]
-        out.append((int(b), int(best.budget) if best.measured > 1 else 0))
-    return out
+    return draft_lengths(pd.read_csv(path), choice.pair) if os.path.isfile(path) else None
 
 
 def main(argv: list[str] | None = None) -> None:
