@@ -221,7 +221,7 @@ def test_tli_sampling_modes_stay_lossless(mode, name, budget, params, cross_draf
 
 def test_a_sliced_head_drafts_the_same_trees(cross_draft, tiny_target, tiny_tokenizer, vmap):
     """#35: the TLI drafter computes only the intersection's LM-head rows (``slice_head``,
-    done by ``from_pair``); fp32: every drafted tree and its q rows equal the full head's."""
+    done by ``prepare`` as the pair loads); fp32: every drafted tree and its q rows equal the full head's."""
     import copy
 
     pair = SimpleNamespace(
@@ -231,8 +231,9 @@ def test_a_sliced_head_drafts_the_same_trees(cross_draft, tiny_target, tiny_toke
         tokenizer=tiny_tokenizer,
         target=tiny_target,
     )
-    TLIDrafter.from_pair(pair, 1.0)
-    TLIDrafter.from_pair(pair, 1.0)  # once per model
+    TLIDrafter.prepare(pair)
+    TLIDrafter.prepare(pair)  # once per model
+    assert TLIDrafter.rank_vocab(pair) is pair.vocab and TLIDrafter.from_pair(pair, 1.0).vocab is pair.vocab
     rows = pair.draft.get_output_embeddings().weight.shape[0]
     assert rows == vmap.size < cross_draft.get_output_embeddings().weight.shape[0]
     for name, budget, params in SHAPES[:-1]:

@@ -273,11 +273,18 @@ class TLIDrafter(ModelDrafter):
         return cls(pair.draft, cls.rank_vocab(pair), temperature, top_p, kv)
 
     @classmethod
+    def prepare(cls, pair) -> None:
+        """At pair loading: the pair's vocabulary map (``pair.vocab``), and the draft model's
+        head sliced to it (``slice_head``; once per model)."""
+        pair.vocab = vocab_map(pair.draft_tokenizer, pair.tokenizer, output_size(pair.target))
+        pair.vocab.slice_head(pair.draft)
+
+    @classmethod
     def rank_vocab(cls, pair) -> VocabMap:
-        """The pair's vocabulary map; the draft model's head is sliced to it (``slice_head``)."""
-        vocab = vocab_map(pair.draft_tokenizer, pair.tokenizer, output_size(pair.target))
-        vocab.slice_head(pair.draft)
-        return vocab
+        """The pair's vocabulary map (``prepare``)."""
+        if getattr(pair, "vocab", None) is None:
+            raise ValueError(f"pair={pair.name}: drafter=tli needs the pair's vocabulary map (load it with load_pair)")
+        return pair.vocab
 
     def reset(self, prompt_ids: Sequence[int]) -> None:
         super().reset(self.vocab.draft_prompt(prompt_ids))

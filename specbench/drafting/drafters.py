@@ -136,6 +136,11 @@ class Drafter:
         return SAME_VOCAB
 
     @classmethod
+    def prepare(cls, pair) -> None:
+        """What this drafter sets up on a pair as it is loaded (``inputs.models.load_pair``),
+        once: nothing unless it has its own (tli: the vocabulary map and the sliced head)."""
+
+    @classmethod
     def from_pair(cls, pair, temperature: float = 1.0, top_p: float = 1.0, kv=None) -> Drafter:
         raise NotImplementedError(f"the {cls.name} drafter is not made from a pair")
 

@@ -61,6 +61,7 @@ class Pair:
     drafter: str = "model"
     draft_tokenizer: Any = None  # the draft model's own tokenizer (drafter=tli reads it)
     layers: tuple[int, ...] | None = None  # pair.layers resolved on the target (drafter=layerskip)
+    vocab: Any = None  # the draft-to-target vocabulary map (drafter=tli, ``Drafter.prepare``)
 
 
 def eos_ids(pair) -> frozenset[int]:
@@ -305,7 +306,7 @@ def load_pair(pair_spec: Mapping, dtype="bfloat16", device="cpu") -> Pair:
     tokenizers: the draft's must equal the target's unless the drafter keeps its own
     (``own_tokenizer``, drafter=tli).  The drafter's own pair keys (``pair_keys``, e.g.
     layerskip's ``pair.layers``) are resolved on the target's config before any weights load
-    (``pair_inputs``)."""
+    (``pair_inputs``); what the drafter sets up on the loaded pair, once, is ``Drafter.prepare``."""
     drafter = _get(pair_spec, "drafter", "model")
     if drafter not in DRAFTERS:
         raise ValueError(f"pair.drafter '{drafter}' is not one of {', '.join(DRAFTERS.names())}")
@@ -332,7 +333,7 @@ def load_pair(pair_spec: Mapping, dtype="bfloat16", device="cpu") -> Pair:
     target = load_model(tspec, dtype, device)
     if draft is not None and not cls.own_tokenizer:
         draft = fit_draft_vocab(draft, target, tokenizer, draft_name, target_name)
-    return Pair(
+    pair = Pair(
         name=_get(pair_spec, "name", f"{extra['draft_name']}->{target_name}"),
         target_name=target_name,
         draft=draft,
@@ -343,6 +344,8 @@ def load_pair(pair_spec: Mapping, dtype="bfloat16", device="cpu") -> Pair:
         draft_tokenizer=draft_tokenizer,
         **extra,
     )
+    cls.prepare(pair)
+    return pair
 
 
 def clear_cache() -> None:
