@@ -83,13 +83,18 @@ rm -rf "$OUT/projected"; mkdir -p "$OUT/projected"; cp -r results/. "$OUT/projec
 $PY -m specbench.collect "$OUT" --out "$OUT/projected"
 $PY -m specbench.report --results "$OUT/projected" --out "$OUT/projected/REPORT.md"
 step "study: live check of the projection at batch 1 (sweep=reference_validate: 8 prompts x 64 tokens)"
-# about 27 jobs, 45 min: qwen_coder's shapes on HumanEval and MT-bench (and its top 2), the small and
-# n-gram drafters' on HumanEval (and their top 1); each job is skipped once done (resumable)
+# about 47 jobs, 65 min: qwen_coder's shapes on HumanEval and MT-bench (and its top 2), the small and
+# n-gram drafters' and the second target's four pairs' on HumanEval (and their top 1); each job is
+# skipped once done (resumable)
 if [ ! -f "$OUT/validate_jobs.txt" ]; then
   { $PY -m specbench.study.validate --speedup "$OUT/projected/speedup.csv" --pairs qwen_coder \
       --datasets humaneval,mt_bench --top 2
     $PY -m specbench.study.validate --speedup "$OUT/projected/speedup.csv" --pairs smollm_qwen,ngram_qwen \
-      --datasets humaneval --top 1; } > "$OUT/validate_jobs.tmp" && mv "$OUT/validate_jobs.tmp" "$OUT/validate_jobs.txt"
+      --datasets humaneval --top 1
+    # the second target's pairs (#34 item 8): each shape at its projected best and the top 1, HumanEval
+    $PY -m specbench.study.validate --speedup "$OUT/projected/speedup.csv" \
+      --pairs smollm_qwen05,gemma_qwen05,ngram_qwen05,qwen05_skip --datasets humaneval --top 1
+  } > "$OUT/validate_jobs.tmp" && mv "$OUT/validate_jobs.tmp" "$OUT/validate_jobs.txt"
 fi
 i=0
 while read -r job; do
