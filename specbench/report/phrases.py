@@ -82,7 +82,8 @@ def tldr(t: dict) -> list[str]:
             f"their steps cut by max_new_tokens (largest share {rows.cut.max():.0%}); their budgets are never "
             "ranked."
         )
-    fixed_line = fixed.sentence(t.get("comparisons"))  # a count over the fixed list, never the largest of many
+    # a count over the fixed list (never the largest of many), naming the baselines its rows declare
+    fixed_line = fixed.sentence(t.get("comparisons"), analysis.role_names(t.get("df", t["rows"])))
     return out + ([fixed_line] if fixed_line else []) + speed_sentences(t["live"])
 
 
