@@ -9,6 +9,7 @@ import pytest
 from mounts import ro_mount, tiny_tmpfs  # noqa: F401  (fixtures)
 from specbench.study.collect import CollectError, job_dirs, merge
 from specbench.study.collect import main as collect_main
+from specbench.study.describe import DESCRIBED
 from specbench.study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
 
 
@@ -286,3 +287,27 @@ def test_collect_onto_a_full_disk_replaces_none_of_its_outputs(tmp_path, tiny_tm
     msg = str(e.value)
     assert msg.startswith(f"specbench: error: {out}/") and "No space left on device" in msg and "\n" not in msg
     assert out_files(out) == before  # no temp file, no 0-byte file
+
+
+def test_rows_from_before_the_described_columns_get_them_from_the_registries_by_name(tmp_path):
+    """study.describe: a job folder's older summary (its drafter in config.yaml) and rows kept in --out
+    (their pair's preset names the drafter) are described on collect; a name no registry knows is left
+    empty, and the config hashes stay as they were."""
+    d = fake_job(tmp_path / "jobs", "old")
+    read_csv(d / "summary.csv").assign(tree="kary", tree_params="{}", verify="mss", child_rule="sample").to_csv(
+        d / "summary.csv", index=False
+    )
+    (d / "config.yaml").write_text("pair:\n  drafter: ngram\n")
+    out = tmp_path / "results"
+    collect_main([str(tmp_path / "jobs"), "--out", str(out)])
+    row = read_csv(out / "summary.csv").iloc[0]
+    assert json.loads(row.tree_resolved) == {"width": 2} and row.frontier_rule == "fixed"
+    assert (row.mode_family, row.baseline_of, row.token_level_on) == ("lossless", "tree", "chain,tree")
+    kept = read_csv(out / "summary.csv").drop(columns=list(DESCRIBED))
+    unknown = kept.assign(config_hash="0123456789ab", tree="zigzag", verify="strict_greedy")
+    pd.concat([kept.assign(pair="qwen_coder"), unknown]).to_csv(out / "summary.csv", index=False)
+    collect_main([str(tmp_path / "no_jobs"), "--out", str(out)])
+    rows = read_csv(out / "summary.csv").set_index("config_hash")
+    assert list(rows.index) == ["0123456789ab", "abc123abc123"]
+    assert rows.loc["abc123abc123", "frontier_rule"] == "sample"  # qwen_coder: the model drafter
+    assert rows.loc["0123456789ab", list(DESCRIBED)].isna().all()  # not registered here: left empty

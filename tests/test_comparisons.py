@@ -13,6 +13,7 @@ from specbench.report import compare as C
 from specbench.report import fixed as FX
 from specbench.report import fixed_page as FP
 from specbench.report import tables as T
+from specbench.study.describe import mode_columns
 from specbench.study.results import read_csv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,6 +60,7 @@ def _tables():
                 pair_role=role,
                 n_prompts=12,
                 tokens_per_step=tps,
+                **mode_columns(v),  # each mode's declared role, as its rows carry it
             )
             for h, v, ll, tree, n, k, role, tps in ROWS
         ]
@@ -77,7 +79,7 @@ def _tables():
 def made():
     summary, steps = _tables()
     comp = FX.comparisons(A.prepare(summary), T.prompt_sums(steps))
-    page = FP.section({"t": {"comparisons": comp}, "data": {"steps": steps}})
+    page = FP.section({"t": {"comparisons": comp, "df": A.prepare(summary)}, "data": {"steps": steps}})
     return comp, page
 
 

@@ -1,9 +1,11 @@
 """docs/extending.md: a shape, a verify mode, a drafter and a dataset, each registered in ONE
 user module outside the package (``plugins=[module]``) with its presets in a config folder
-of its own (``hydra.searchpath``), run through a real multirun; and the ``plugins`` key
-leaves every job's config hash as it was."""
+of its own (``hydra.searchpath``), run through a real multirun, collected and reported like
+built-in entries (rows describe themselves: study.describe); and the ``plugins`` key leaves
+every job's config hash as it was."""
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -14,7 +16,9 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from specbench.study import identity, jobspec
+from conftest import report_text
+from specbench.report import build
+from specbench.study import collect, identity, jobspec
 from specbench.study.launch import compose
 from specbench.study.results import read_csv
 
@@ -29,7 +33,7 @@ from specbench.drafting.ngram import Trie
 from specbench.inputs.data import dataset
 from specbench.trees.base import Params, positive, static_shape
 from specbench.verify.modes import get_mode, greedy
-from specbench.verify.modespec import ModeParams, ModeSpec, register
+from specbench.verify.modespec import ModeParams, ModeSpec, Role, register
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,7 @@ class StrictParams(ModeParams):
 
 register(ModeSpec(name="strict_greedy", verdict=greedy, child_rule="topk",
                   lossless_for=get_mode("greedy").lossless_for, law=get_mode("greedy").law,
-                  params_type=StrictParams))
+                  params_type=StrictParams, role=Role(token_level=("tree",))))
 
 
 @DRAFTERS.register("echo")
@@ -164,6 +168,17 @@ def test_a_plugin_modules_shape_mode_drafter_and_dataset_run_through_a_multirun(
     assert list(config.plugins) == ["feat_entries"] and config.verify.strictness == 2
     assert config.dataset.stem == "def" and config.tree.width in (1, 2)
     assert package_files() == before  # nothing under specbench/ or conf/ was touched
+    # collected and reported as built-in entries are: each row carries what its entries declare
+    # (study.describe), so the report, which never imports the plugin, labels and places them
+    res = tmp_path / "results"
+    collect.main([str(out), "--out", str(res)])
+    rows = read_csv(str(res / "summary.csv")).sort_values("tree_params")
+    assert [json.loads(p) for p in rows.tree_resolved] == [{"width": 1}, {"width": 2}]
+    assert set(rows.mode_family) == {"lossless"} and set(rows.token_level_on) == {"tree"}
+    assert rows.baseline_of.isna().all() and set(rows.frontier_rule) == {"fixed"}  # echo: candidates not from q
+    assert build.main(["--results", str(res), "--out", str(tmp_path / "REPORT.md")]) == 0
+    report = report_text(tmp_path / "REPORT.md")  # with the pages it links
+    assert "zigzag(width=1)" in report and "zigzag(width=2)" in report and "strict_greedy T=0" in report
 
 
 def test_a_plugin_preset_key_is_checked_and_a_bad_plugin_is_one_line(tiny_pair_dirs, tmp_path, plugin_dirs):

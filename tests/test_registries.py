@@ -2,8 +2,9 @@
 where it is registered (no list beside the registry), and a throwaway entry of each kind,
 registered here, is usable by the rest of the code without touching another module."""
 
+import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -15,13 +16,14 @@ from specbench.drafting.drafters import DRAFTERS, Drafter, ModelDrafter, check_s
 from specbench.drafting.levels import Levels
 from specbench.drafting.ngram import Trie
 from specbench.inputs import data
-from specbench.report.analysis import LABEL_SKIP, cross_shapes, shape_label
-from specbench.study import declared
+from specbench.report import analysis
+from specbench.report.analysis import cross_shapes, shape_label
+from specbench.study import describe
 from specbench.study.checks import argmax
 from specbench.trees import base
 from specbench.trees.policies import POLICIES, Params, make_policy, param_checks, policy_spec, positive, shape_paths
 from specbench.verify.modes import MODES, get_mode, greedy
-from specbench.verify.modespec import ModeParams, ModeSpec, register
+from specbench.verify.modespec import ModeParams, ModeSpec, Role, register, role_tags
 
 
 @pytest.fixture
@@ -75,25 +77,59 @@ def test_calibration_and_cost_rules_read_declared_capabilities():
     for cls in filter(lambda c: c.teacher_forced, DRAFTERS.entries()):
         assert cls.rank_replay and cls.draft_model and not cls.own_tokenizer, cls.name
     # the report charges each step the draft forwards it recorded (steps.csv `scored`), by no policy name
-    pkg = Path(declared.__file__).parents[1]
+    pkg = Path(describe.__file__).parents[1]
     assert not re.search(r"drafter\s*[!=]=", (pkg / "study" / "calibrate.py").read_text())
     assert "eagle2" not in (pkg / "report" / "speedup.py").read_text()
 
 
-def test_the_reports_copy_of_each_shapes_default_parameters_equals_the_registrys():
-    """A merged tree records only the keys given to its model part: the report fills the model
-    shape's defaults from study.declared (torch-free), so it compares merged specinfer with specinfer."""
-    shown = {}
-    for spec in POLICIES.entries():
-        if spec.kind in ("paths", "eagle2"):
-            p = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(spec.params()).items()}
-            skip = (*LABEL_SKIP, "paths")
-            if p := {k: v for k, v in p.items() if v is not None and k not in skip and not k.startswith("calib_")}:
-                shown[spec.name] = p
-    assert shown == declared.SHAPE_DEFAULTS
-    assert cross_shapes(["merged"], ['{"shape": "specinfer", "ngram_share": 0.5}'], [""]) == [
+def test_rows_carry_each_shapes_resolved_parameters_and_the_report_reads_them():
+    """A merged tree is given only the keys of its model part: its row's tree_resolved holds the
+    model shape's defaults (study.describe, from the registry), so the report (no copy of the
+    registry) compares merged specinfer with specinfer; a row without the column keeps what it was given."""
+    assert json.loads(describe.tree_resolved("kary", {})) == {"width": 2}
+    assert json.loads(describe.tree_resolved("eagle2", {"depth": 3})) == {"width": 10, "depth": 3}
+    merged = describe.tree_resolved("merged", {"shape": "specinfer", "ngram_share": 0.5})
+    assert json.loads(merged) == {
+        "ngram_share": 0.5,
+        "shape": "specinfer",
+        "model": {"expansion": [1, 1, 3, 1, 1, 1, 1, 1]},
+    }
+    given = ['{"shape": "specinfer", "ngram_share": 0.5}']
+    assert cross_shapes(["merged"], given, [merged], [""]) == [
         shape_label("specinfer", '{"expansion": [1, 1, 3, 1, 1, 1, 1, 1]}')
     ]
+    assert cross_shapes(["merged"], given, [float("nan")], [""]) == ["specinfer"]
+    assert cross_shapes(
+        ["kary"], ['{"width": 3}'], [describe.tree_resolved("kary", {"width": 3})], ["kary(width=3)"]
+    ) == ["kary(width=3)"]
+
+
+def test_mode_roles_are_declared_on_the_entries_and_carried_by_rows():
+    """The report's former REFERENCE_MODE / TOKEN_LEVEL / LOSSY lists, now each mode's declared Role."""
+    tags = {n: role_tags(get_mode(n)) for n in MODES.names()}
+    assert {n for n, t in tags.items() if t["mode_family"] == "lossy"} == {
+        "conservative",
+        "epsilon",
+        "hsd",
+        "ratio",
+        "typical",
+    }
+    assert {n: t["baseline_of"] for n, t in tags.items() if t["baseline_of"]} == {
+        "speculative": "chain",
+        "mss": "tree",
+        "naive": analysis.LOSSY_BASELINE,
+    }
+    assert {n: t["token_level_on"] for n, t in tags.items() if t["token_level_on"]} == {
+        "speculative": "chain",
+        "mss": "chain,tree",
+        "sequoia": "tree",
+        "naive": "tree",
+    }
+    with pytest.raises(ValueError, match="role: unknown kinds"):
+        Role(baseline_of=("forest",))
+    assert describe.frontier_rule("model", "eagle2", "sample") == "topk"
+    assert describe.frontier_rule("ngram", "chain", "topk") == "fixed"
+    assert describe.frontier_rule("model", "binary", "sample_noreplace") == "sample_noreplace"
 
 
 def test_typed_params_are_checked_once_naming_the_key():
@@ -173,6 +209,10 @@ def test_throwaway_shape_mode_drafter_and_dataset(scratch, tiny_target, tiny_tok
         grows = {**Drafter.grows, "paths": grow_paths}
 
     assert EchoDrafter.name == "echo"
+    # a throwaway shape under a merged tree is labelled with its defaults, as a built-in one is
+    merged = describe.tree_resolved("merged", {"shape": "zigzag"})
+    assert cross_shapes(["merged"], ['{"shape": "zigzag"}'], [merged], [""]) == ["zigzag(width=2)"]
+    assert describe.frontier_rule("echo", "zigzag", "topk") == "topk"
     assert decode_one(EchoDrafter(), tiny_target, prompt, make_policy("zigzag", 4), 12)[1] == out
     with pytest.raises(ValueError, match="not supported by the echo drafter"):
         EchoDrafter().draft_now(make_policy("eagle2", 4, {"width": 2, "depth": 2}), "topk", torch.Generator())

@@ -399,13 +399,15 @@ def test_a_paired_control_is_not_compared_and_traversal_on_a_chain_meets_mss_on_
         budget=4,
         temperature=1.0,
     )
+    from specbench.study.describe import mode_columns
+
     rows = [
         dict(base, config_hash="spec", verify="speculative", pair_key="spec", pair_role="decode"),
         dict(base, config_hash="mss", verify="mss", pair_key="mss", pair_role="decode"),
         dict(base, config_hash="mss_ctl", verify="mss", pair_key="mss", pair_role="paired"),
         dict(base, config_hash="trav", verify="traversal", pair_key="mss", pair_role="paired"),
     ]
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame([dict(r, **mode_columns(r["verify"])) for r in rows])  # each mode's declared role
     assert list(df.config_hash[A._controls(df)]) == ["mss_ctl"]
     keys = A.GROUP + ["tree", "tree_params", "budget", "temperature"]
 

@@ -268,9 +268,10 @@ def test_the_tldr_picks_no_largest_of_many_and_counts_the_fixed_list():
     comp = pd.DataFrame(
         dict(verify=["typical", "gbv", "ratio"], diff=[0.5, 0.1, -0.3], clears_zero=[True, False, True])
     )
-    ctx = {"t": {"answer": pd.DataFrame(), "comparisons": comp}, "data": {}}
+    roles = pd.DataFrame(dict(verify=["speculative", "mss", "naive"], baseline_of=["chain", "tree", "lossy"]))
+    ctx = {"t": {"answer": pd.DataFrame(), "comparisons": comp, "df": roles}, "data": {}}
     assert tldr.section(ctx) == "_No greedy configuration has a speed (measured or projected), so there is no answer._"
-    line = FX.sentence(comp)
+    line = FX.sentence(comp, {"chain": "speculative", "tree": "mss", "lossy": "naive"})
     assert line.startswith("Of the 3 comparisons fixed in advance") and ", 2 clear zero: " in line
     assert line.endswith("above zero, typical 1 of 1; below zero, ratio 1 of 1.")
     assert S.LEADS["comparisons"](ctx) == line

@@ -19,17 +19,16 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..study.declared import shape_defaults
+from ..study.describe import DESCRIBED
 from . import compare
 
 BASELINE_TREES = ("none",)
 GROUP = ["pair", "dataset", "dtype", "max_new_tokens"]
-# the token-level rule each mode is compared with at T>0: the chain rule for chains, SpecInfer's for trees
-REFERENCE_MODE = {"chain": "speculative", "tree": "mss"}
-# rules that are the token-level rule on that shape (mss with one child per node is speculative sampling);
-# on the same drafted trees a rule is compared with the one of these its decode verified: mss (trees drawn
-# with replacement), sequoia (without), naive (top-k trees, the decode the lossy rules ride on)
-TOKEN_LEVEL = {"chain": ("speculative", "mss"), "tree": ("mss", "sequoia", "naive")}
+# A mode's role is read from its rows (study.describe): ``baseline_of`` names the kind of tree
+# ("chain" or "tree") whose token-level reference it is (every other rule at T>0 is compared with it),
+# or "lossy" (the rule each lossy rule is compared with on the same trees); ``token_level_on`` the kinds
+# on which it is a token-level rule, the baseline of a rule that verified the same drafted trees.
+LOSSY_BASELINE = "lossy"
 
 
 def fmt(x, digits: int = 3) -> str:
@@ -119,17 +118,49 @@ def shape_label(tree: str, params) -> str:
     return f"{tree}({', '.join(items)})" if items else str(tree)
 
 
-def cross_shapes(trees, params, labels) -> list[str]:
+def cross_shapes(trees, params, resolved, labels) -> list[str]:
     """The static shape each row fills: its own label, or, for a merged tree, its model part's shape
-    with that shape's default parameters under the merged tree's own (study.declared.SHAPE_DEFAULTS)."""
-    return [_model_part(p) if t == "merged" else lab for t, p, lab in zip(trees, params, labels)]
+    with that shape's parameters, defaults filled in (the row's ``tree_resolved``; rows without one:
+    the parameters the merged tree was given)."""
+    return [_model_part(p, r) if t == "merged" else lab for t, p, r, lab in zip(trees, params, resolved, labels)]
 
 
-def _model_part(params) -> str:
+def _model_part(params, resolved) -> str:
+    if isinstance(resolved, str) and resolved:
+        p = json.loads(resolved)
+        return shape_label(str(p.get("shape", "chain")), json.dumps(p.get("model", {})))
     p = json.loads(params) if isinstance(params, str) and params else {}
-    name = str(p.get("shape", "chain"))
     model = {k: v for k, v in p.items() if k not in ("ngram_share", "shape")}
-    return shape_label(name, json.dumps({**shape_defaults(name), **model}))
+    return shape_label(str(p.get("shape", "chain")), json.dumps(model))
+
+
+def kind(tree) -> str:
+    """The kind of drafted tree a role names: "chain" for tree=chain, else "tree"."""
+    return "chain" if tree == "chain" else "tree"
+
+
+def has_role(cell, what: str) -> bool:
+    """Whether a ``baseline_of`` / ``token_level_on`` cell (comma-separated) names ``what``."""
+    return isinstance(cell, str) and what in cell.split(",")
+
+
+def with_role(df: pd.DataFrame, column: str, what: str) -> pd.DataFrame:
+    """The rows whose ``column`` (``baseline_of`` or ``token_level_on``) names ``what``."""
+    return df[[has_role(c, what) for c in df[column]]]
+
+
+def is_reference(baseline_of, tree) -> bool:
+    """Whether a row's mode is the token-level reference on its kind of tree."""
+    return has_role(baseline_of, kind(tree))
+
+
+def role_names(df: pd.DataFrame) -> dict[str, str]:
+    """{"chain" / "tree" / LOSSY_BASELINE: the mode(s) the rows declare the baseline of it}, for prose."""
+    out = {}
+    for what in ("chain", "tree", LOSSY_BASELINE):
+        names = sorted(set(with_role(df, "baseline_of", what).verify.astype(str))) if "baseline_of" in df else []
+        out[what] = " / ".join(names) or f"its {what} baseline"
+    return out
 
 
 def mode_label(verify: str, temperature) -> str:
@@ -150,6 +181,7 @@ def _with_defaults(summary: pd.DataFrame) -> pd.DataFrame:
         ("engine", "?"),
         ("dtype", "?"),
         ("max_new_tokens", 0),
+        *((c, "") for c in DESCRIBED),
     ):
         if col not in df.columns:
             df[col] = default
@@ -308,21 +340,20 @@ def vs_chain(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def reference_mode(tree: str) -> str:
-    return REFERENCE_MODE["chain" if tree == "chain" else "tree"]
-
-
 def _reference_row(d: pd.DataFrame, r: dict, keys) -> pd.DataFrame:
     """The token-level row a T>0 row is compared with: on the same drafted trees when one of
-    another mode shares its pair_key (a paired re-verification first: it shares the row's random
-    numbers too), else the token-level rule's own decode with the same keys."""
-    kind = "chain" if r["tree"] == "chain" else "tree"
-    same = _same(d[d.verify.isin(TOKEN_LEVEL[kind]) & (d.verify != r["verify"])], r, keys)
-    same = same[same.pair_key == r["pair_key"]].assign(other=lambda x: x.verify != REFERENCE_MODE[kind])
+    another token-level mode (``token_level_on``) shares its pair_key (the reference first, then a
+    paired re-verification: it shares the row's random numbers too), else the reference rule's own
+    decode (``baseline_of`` the row's kind of tree) with the same keys."""
+    k = kind(r["tree"])
+    level = with_role(d, "token_level_on", k)
+    same = _same(level[level.verify != r["verify"]], r, keys)
+    same = same[same.pair_key == r["pair_key"]]
+    same = same.assign(other=[not has_role(b, k) for b in same.baseline_of])
     if len(same):
         order = ["other", "pair_role", "config_hash"]
         return same.sort_values(order, ascending=[True, False, True], kind="mergesort").iloc[:1]
-    ref = _same(d[d.verify == REFERENCE_MODE[kind]], r, keys)
+    ref = _same(with_role(d, "baseline_of", k), r, keys)
     return ref[ref.pair_role == "decode"]
 
 
@@ -345,7 +376,7 @@ def mode_gains(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
 
     def select(d):
         hot = d[(d.temperature > 0) & ~_controls(d)]
-        return hot[[v != reference_mode(t) for v, t in zip(hot.verify, hot.tree)]]
+        return hot[[not is_reference(b, t) for b, t in zip(hot.baseline_of, hot.tree)]]
 
     out = versus(df, sums, select, lambda d, r: _reference_row(d, r, keys))
     if len(out):

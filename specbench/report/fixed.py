@@ -9,10 +9,12 @@ shape, budget and temperature:
 1. *baseline*: every rule (a paired control and the reference rule's own decode excepted) against
    its strongest token-level baseline, the row `analysis._reference_row` declares (on the same
    drafted trees where one shares its pair_key, else the reference rule's decode);
-2. *best lossless*: every lossy rule against the best lossless rule, fixed a priori as the declared
-   reference `BEST_LOSSLESS` (speculative sampling on chains, multi-step speculative sampling, mss,
-   on trees): its row on the same trees where one exists, else its decode on the same prompts;
-3. *naive*: every lossy rule against naive on the same drafted trees, where naive verified them.
+2. *best lossless*: every lossy rule against the best lossless rule, fixed a priori as the mode the
+   rows declare the reference of their kind of tree (``baseline_of``, `study.describe`: speculative
+   sampling on chains, multi-step speculative sampling, mss, on trees): its row on the same trees
+   where one exists, else its decode on the same prompts;
+3. *naive*: every lossy rule (``mode_family``) against the rule the rows declare the lossy rules'
+   baseline (``baseline_of`` lossy: naive) on the same drafted trees, where it verified them.
 
 A pair of rows reached by two of these is listed once, with both reasons.  Each comparison is the
 paired difference Δ in tokens_per_step on the prompts both ran (`compare.paired_difference`:
@@ -34,7 +36,6 @@ import pandas as pd
 from . import analysis, compare, tables
 
 ALPHA = 0.05
-BEST_LOSSLESS = analysis.REFERENCE_MODE  # chain: speculative, tree: mss (fixed before any result)
 KEYS = analysis.GROUP + ["tree", "tree_params", "budget", "temperature"]
 BASELINE, BEST, NAIVE = "baseline", "best lossless", "naive"
 COLUMNS = [
@@ -73,6 +74,12 @@ def is_lossless(v) -> bool:
     return str(v).strip().lower() in ("true", "1", "1.0")
 
 
+def is_lossy(r: dict) -> bool:
+    """A row of a lossy rule: its declared ``mode_family``, else (older rows) its ``lossless`` flag."""
+    family = r.get("mode_family")
+    return family == "lossy" if isinstance(family, str) and family else not is_lossless(r["lossless"])
+
+
 def _first(rows: pd.DataFrame) -> dict | None:
     """The row a declared choice names among several: paired re-verifications (same random numbers)
     before the decode, then by config_hash."""
@@ -82,10 +89,10 @@ def _first(rows: pd.DataFrame) -> dict | None:
     return order.iloc[0].to_dict()
 
 
-def _on_trees(d: pd.DataFrame, r: dict, verify: str, own_decode: bool) -> dict | None:
-    """The row of ``verify`` on r's drafted trees (same pair_key), else, with own_decode, its decode
-    with r's keys (its own trees, the same prompts)."""
-    cand = analysis._same(d[d.verify == verify], r, KEYS)
+def _on_trees(d: pd.DataFrame, r: dict, baseline_of: str, own_decode: bool) -> dict | None:
+    """The row of the mode declared the baseline of ``baseline_of`` on r's drafted trees (same
+    pair_key), else, with own_decode, its decode with r's keys (its own trees, the same prompts)."""
+    cand = analysis._same(analysis.with_role(d, "baseline_of", baseline_of), r, KEYS)
     same = cand[cand.pair_key == r["pair_key"]]
     if len(same) or not own_decode:
         return _first(same)
@@ -94,13 +101,13 @@ def _on_trees(d: pd.DataFrame, r: dict, verify: str, own_decode: bool) -> dict |
 
 def targets(d: pd.DataFrame, r: dict) -> list[tuple[dict, str]]:
     """(row compared with, reason) for one subject row r, in the declared order."""
-    kind = "chain" if r["tree"] == "chain" else "tree"
     out = []
     base = analysis._reference_row(d, r, KEYS)
     if len(base):
         out.append((base.iloc[0].to_dict(), BASELINE))
-    if not is_lossless(r["lossless"]):
-        for ref, why in ((_on_trees(d, r, BEST_LOSSLESS[kind], True), BEST), (_on_trees(d, r, "naive", False), NAIVE)):
+    if is_lossy(r):
+        best = _on_trees(d, r, analysis.kind(r["tree"]), True)
+        for ref, why in ((best, BEST), (_on_trees(d, r, analysis.LOSSY_BASELINE, False), NAIVE)):
             if ref is not None:
                 out.append((ref, why))
     return out
@@ -112,7 +119,7 @@ def fixed_list(df: pd.DataFrame) -> list[tuple[dict, dict, str]]:
     if df.empty or not (df.temperature > 0).any():
         return []
     hot = df[(df.temperature > 0) & ~analysis._controls(df)]
-    hot = hot[[v != analysis.reference_mode(t) for v, t in zip(hot.verify, hot.tree)]]
+    hot = hot[[not analysis.is_reference(b, t) for b, t in zip(hot.baseline_of, hot.tree)]]
     hot = hot.sort_values(KEYS + ["verify", "config_hash"], kind="mergesort")
     out: dict[tuple[str, str], tuple[dict, dict, list[str]]] = {}
     for r in hot.to_dict("records"):
@@ -191,15 +198,16 @@ def csv_frame(comp: pd.DataFrame) -> pd.DataFrame:
     return comp.reindex(columns=COLUMNS)
 
 
-def sentence(comp: pd.DataFrame | None) -> str | None:
-    """How many comparisons of the fixed list clear zero after Holm's adjustment, and for which rules."""
+def sentence(comp: pd.DataFrame | None, names: dict) -> str | None:
+    """How many comparisons of the fixed list clear zero after Holm's adjustment, and for which rules
+    (``names``: `analysis.role_names` of the rows)."""
     if comp is None or comp.empty:
         return None
     head = (
         f"Of the {len(comp)} comparisons fixed in advance (each rule at T>0 against its strongest token-level "
-        f"baseline, each lossy rule against {BEST_LOSSLESS['tree']} on trees ({BEST_LOSSLESS['chain']} on "
-        f"chains) and against naive; Holm-adjusted, family-wise {ALPHA:.0%}), {int(comp.clears_zero.sum())} "
-        "clear zero"
+        f"baseline, each lossy rule against {names['tree']} on trees ({names['chain']} on "
+        f"chains) and against {names[analysis.LOSSY_BASELINE]}; Holm-adjusted, family-wise {ALPHA:.0%}), "
+        f"{int(comp.clears_zero.sum())} clear zero"
     )
     parts = []
     for word, side in (("above", comp["diff"] > 0), ("below", comp["diff"] < 0)):

@@ -48,7 +48,7 @@ NOTE = (
     "baseline (the row *Verification rules against their token-level baselines* compares it with); (2) *best "
     "lossless*: each lossy rule against the best lossless rule, fixed before any result as the token-level "
     "reference ({tree} on trees, {chain} on chains), on the same drafted trees where it verified them, else its "
-    "own decode on the same prompts; (3) *naive*: each lossy rule against naive on the same drafted trees. A pair "
+    "own decode on the same prompts; (3) *naive*: each lossy rule against {lossy} on the same drafted trees. A pair "
     "reached twice is listed once with both reasons. Δ = tokens_per_step of the rule minus the row it is compared "
     "with, on the prompts both ran (ratio of sums); its 95% interval and p-value come from one paired percentile "
     "bootstrap (`scipy.stats.bootstrap`, {boot} draws, seed 0); p is two-sided, the smallest α whose 1 − α "
@@ -65,14 +65,16 @@ def section(ctx) -> str:
         return "_results/steps.csv.gz is absent, so no comparison is computed (it pairs the rows by prompt)._"
     if comp is None or comp.empty:
         return "_No configuration ran at T>0 beside a token-level rule, so the fixed list is empty._"
+    names = analysis.role_names(ctx["t"]["df"])
     note = NOTE.format(
-        tree=fixed.BEST_LOSSLESS["tree"],
-        chain=fixed.BEST_LOSSLESS["chain"],
+        tree=names["tree"],
+        chain=names["chain"],
+        lossy=names[analysis.LOSSY_BASELINE],
         boot=fixed.compare.N_PAIRED,
         m=len(comp),
         alpha=fixed.ALPHA,
     )
-    out = [note, fixed.sentence(comp) or ""]
+    out = [note, fixed.sentence(comp, names) or ""]
     if (comp.n_prompts < tables.MIN_CI).any():
         out.append(f"A comparison on fewer than {tables.MIN_CI} shared prompts counts in m with p = 1 and no interval.")
     for key, g in comp.groupby(analysis.GROUP + ["engine", "temperature"], sort=True, dropna=False):

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import pandas as pd
 
 STATIC = ("chain", "binary", "kary", "topk_wide", "specinfer", "medusa63", "sequoia", "adaptive_chain")
-LOSSY = ("typical", "ratio", "conservative", "epsilon")
 MAX_CUT = 0.10  # at most this share of a ranked budget's steps cut by max_new_tokens
 
 
@@ -45,7 +44,8 @@ class Floor:
 
 
 HE_MT = ("humaneval", "mt_bench")
-# the floors, in the priority order
+# the floors, in the priority order; each names the rules the study plan runs (what a mode is,
+# lossless or lossy, a baseline or not, the report reads from its rows: study.describe)
 FLOORS: tuple[Floor, ...] = (
     Floor(
         "1. qwen_coder greedy, every static shape, budgets 4-64, 3 datasets",
@@ -133,7 +133,16 @@ FLOORS: tuple[Floor, ...] = (
         ("sequoia", "traversal", "gbv"),
         (1.0,),
     ),
-    Floor("3d. lossy rules at T=1", ("qwen_coder",), ("binary",), (16,), HE_MT, 32, ("naive",) + LOSSY, (1.0,)),
+    Floor(
+        "3d. lossy rules at T=1",
+        ("qwen_coder",),
+        ("binary",),
+        (16,),
+        HE_MT,
+        32,
+        ("naive", "typical", "ratio", "conservative", "epsilon"),
+        (1.0,),
+    ),
     Floor(
         "3e. chains at T=0.3 and 0.7",
         ("qwen_coder",),
@@ -151,7 +160,7 @@ FLOORS: tuple[Floor, ...] = (
         (16,),
         HE_MT,
         16,
-        ("mss", "traversal", "sequoia", "naive") + LOSSY,
+        ("mss", "traversal", "sequoia", "naive", "typical", "ratio", "conservative", "epsilon"),
         (0.3, 0.7),
     ),
     Floor(

@@ -366,7 +366,11 @@ SECTIONS = [
     ("## Appendix: inputs and every configuration", lambda c: setup.appendix(c["t"], c["data"]), "appendix"),
 ]
 PAGE_NOTE = "The full section, with its tables and figures: [{page}.md]({rel}/{page}.md)."
-LEADS = {"comparisons": lambda c: fixed.sentence(c["t"].get("comparisons"))}  # kept in REPORT.md above the link
+LEADS = {  # kept in REPORT.md above the link
+    "comparisons": lambda c: fixed.sentence(
+        c["t"].get("comparisons"), analysis.role_names(c["t"].get("df", pd.DataFrame()))
+    )
+}
 
 
 def render(ctx, link_for, tables_rel: str) -> tuple[str, dict[str, str]]:

@@ -252,7 +252,7 @@ def cross_pair(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     more pairs ran, per dataset, dtype and max_new_tokens, on the prompts all of them ran."""
     g = df[df.temperature == 0]
     # a drafter that only fills a static shape (merged n-gram + model) is compared at that shape
-    g = g.assign(cross_shape=analysis.cross_shapes(g.tree, g.tree_params, g["shape"]))
+    g = g.assign(cross_shape=analysis.cross_shapes(g.tree, g.tree_params, g.tree_resolved, g["shape"]))
     rows = []
     for _key, grp in g.groupby(["dataset", "dtype", "max_new_tokens", "cross_shape", "budget"], sort=True):
         if grp.pair.nunique() < 2:

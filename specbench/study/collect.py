@@ -35,6 +35,7 @@ import pandas as pd
 
 from ..core.args import Parser
 from ..core.atomic import atomic_write_many, incomplete, lock, open_text, recover
+from .describe import complete
 from .results import OUTPUTS_FILE, STEPS_FILE, csv_writer, jsonl_text, read_csv, text_writer
 
 SUMMARY_ORDER = ["pair", "dataset", "verify", "temperature", "tree", "budget", "engine", "config_hash"]
@@ -150,7 +151,7 @@ def check_job(summary: pd.DataFrame, steps: pd.DataFrame, where: str) -> None:
 
 
 def read_job(d: str) -> JobRows:
-    summary = _csv(os.path.join(d, "summary.csv"))
+    summary = complete(_csv(os.path.join(d, "summary.csv")), d)  # older rows: described columns by name
     steps = _csv(os.path.join(d, "steps.csv"))
     check_job(summary, steps, d)
     h = str(summary.config_hash.iloc[0])
@@ -244,7 +245,7 @@ def read_collected(out: str) -> tuple[list[JobRows], int]:
     spath = os.path.join(out, "summary.csv")
     if not os.path.exists(spath):
         return [], 0
-    summary = _csv(spath)
+    summary = complete(_csv(spath), None)
     stpath, opath = _collected(out, STEPS_FILE), _collected(out, OUTPUTS_FILE)
     steps = _csv(stpath) if os.path.exists(stpath) else pd.DataFrame(columns=["config_hash"])
     outputs = _jsonl(opath)

@@ -29,6 +29,7 @@ from omegaconf import OmegaConf
 from scipy import stats
 
 from ..core.atomic import atomic_write, atomic_write_many, gzip_bytes, gzipped, open_text, recover
+from .describe import DESCRIBED
 
 if TYPE_CHECKING:  # the report reads CSVs through this module: no torch import here
     from .identity import Identity
@@ -60,11 +61,14 @@ KEY_COLUMNS = [
     "pair_role",
     "child_rule",
     "sibling_order",
+    *DESCRIBED,
 ]
 # pair_key: the config_hash of the decode whose drafted trees (and target rows) the row verified;
 # pair_role: "decode" (the mode the decode followed) or "paired" (a verify.paired_with mode on
 # those trees).  Rows sharing a pair_key were verified on the same trees.
 # child_rule, sibling_order: how the row's mode drafts and tries siblings (verify.modespec.row_tags).
+# DESCRIBED (tree_resolved, mode_family, baseline_of, token_level_on, frontier_rule): what the row's
+# registry entries declare, so the report reads data only (study.describe).
 N_BOOT = 1000
 
 
@@ -102,19 +106,24 @@ def row_keys(job: JobSpec, ident: Identity, names: tuple[str, str], lossless: bo
         "batch_size": job.batch_size,
         "pair_key": config_hash(job, ident),
         "pair_role": "decode",
-        **_mode_tags(v),
+        **_described(job),
     }
 
 
-def _mode_tags(v) -> dict:
-    from ..verify.modes import get_mode  # torch: imported only when rows are written
+def _described(job: JobSpec) -> dict:
+    """The mode's row tags and every described column (torch: imported only when rows are written)."""
+    from ..verify.modes import get_mode
     from ..verify.modespec import row_tags
+    from .describe import job_columns
 
-    spec = get_mode(v.name)
-    return row_tags(spec, spec.params(v.params))
+    spec = get_mode(job.verify.name)
+    tags = row_tags(spec, spec.params(job.verify.params))
+    return {**tags, **job_columns(job, tags["child_rule"])}
 
 
 def steps_frame(keys: dict, records: Sequence) -> pd.DataFrame:
+    """A job's steps.csv: its key columns (the described ones are its summary row's alone) and records."""
+    keys = {k: v for k, v in keys.items() if k not in DESCRIBED}
     rows = [{**keys, **asdict(r)} for r in records]
     return pd.DataFrame(rows)
 
@@ -224,6 +233,7 @@ TEXT_COLUMNS = {
         "pair_role",
         "sibling_order",
         "child_rule",
+        *DESCRIBED,
     )
 }
 

@@ -27,7 +27,7 @@ from omegaconf import DictConfig
 from .. import CONF_DIR
 from ..engine.loop import accept_histogram
 from ..verify.modes import get_mode
-from ..verify.modespec import row_tags
+from ..verify.modespec import role_tags, row_tags
 from . import argv, checks, identity, jobspec, launch, results
 from .context import context
 
@@ -70,6 +70,7 @@ def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
             "lossless": get_mode(name).lossless,
             "pair_role": "paired",
             **row_tags(get_mode(name), checks.paired_params(job.verify, name)),
+            **role_tags(get_mode(name)),
         }
         psteps = results.steps_frame(pkeys, recs)
         paired[name] = (psteps, results.summarize(pkeys, psteps, float("nan"), accept_histogram(recs)))

@@ -52,6 +52,7 @@ __all__ = [
     "policy_spec",
     "shape_paths",
     "as_budget",
+    "resolved_params",
     "SequoiaParams",
     "PathsPolicy",
 ]
@@ -188,6 +189,19 @@ def make_policy(name: str, budget, params: Mapping[str, Any] | None = None) -> T
     if spec.kind != "none" and budget < 1:
         raise ValueError(f"tree.budget={budget}: the budget (number of draft tokens) must be >= 1")
     return spec.make(name, budget, spec.params.parse(name, dict(params or {})))
+
+
+def resolved_params(name: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``tree.*`` parameters of policy ``name`` with its defaults filled in (parsed by its
+    ``Params``); a nested policy's (merged: its model part's) under ``model``, resolved the
+    same way.  What every row carries as ``tree_resolved`` (``study.describe``)."""
+    spec = policy_spec(name)
+    given = dict(params or {})
+    out = spec.params.parse(name, given).as_dict()
+    inner = spec.params.nested(given)
+    if inner is not None:
+        out["model"] = resolved_params(inner, out.get("model"))
+    return out
 
 
 def as_budget(budget) -> int:

@@ -28,7 +28,7 @@ from .distshift import (
     top_down,
     top_down_next,
 )
-from .modespec import MODES, Law, ModeParams, ModeSpec, Verdict, register
+from .modespec import LOSSY_BASELINE, MODES, Law, ModeParams, ModeSpec, Role, Verdict, register
 
 ANY_TREE = frozenset(TREE_CHILD_RULES)
 
@@ -237,6 +237,7 @@ register(
         law=Law(top_down(node_mss), _SAMPLED, next_laws=top_down_next(node_mss)),
         needs_q=True,
         chain_only=True,
+        role=Role(baseline_of=("chain",), token_level=("chain",)),
         doc="Speculative sampling (Leviathan et al.; Chen et al.) on a chain.",
     )
 )
@@ -249,6 +250,7 @@ register(
         law=Law(top_down(node_mss), {"sample": marginal_sample}, next_laws=top_down_next(node_mss)),
         needs_q=True,
         params_type=OrderParams,
+        role=Role(baseline_of=("tree",), token_level=("chain", "tree")),  # on a chain: speculative sampling
         doc="SpecInfer multi-step speculative sampling (children i.i.d. from q; verify.order random|storage).",
     )
 )
@@ -263,6 +265,7 @@ register(
             top_down(node_sequoia), {"sample_noreplace": marginal_noreplace}, next_laws=top_down_next(node_sequoia)
         ),
         needs_q=True,
+        role=Role(token_level=("tree",)),  # the token-level rule on trees drawn without replacement
         doc="Sequoia (children without replacement, tried in draw order; p and q both updated on rejection).",
     )
 )
@@ -307,6 +310,7 @@ register(
         child_rule="topk",
         lossless_for=ANY_TREE,
         law=Law(top_down(node_naive), draw_free=True, next_laws=top_down_next(node_naive)),
+        role=Role(baseline_of=(LOSSY_BASELINE,), token_level=("tree",)),  # on top-k trees, as the lossy rules
         doc="SpecInfer naive sampling: draw x ~ p; accept it if it is a child, else emit it.",
     )
 )

@@ -42,6 +42,10 @@ Two job-level parameters choose how a mode drafts and tries siblings:
 
 ``row_tags(spec, params)`` is what every CSV row carries about both (``child_rule``,
 ``sibling_order``), so the report can name a baseline and its order.
+
+A mode's role in the report's comparisons is declared on its spec (``Role``), and every
+row carries it (``role_tags``: its family, lossless or lossy, and the baselines it is), so
+the report (no torch) reads roles from the rows, a plugin mode's like a built-in one's.
 """
 
 from __future__ import annotations
@@ -101,6 +105,30 @@ class ChildrenParams(ModeParams):
     children: str = "sample"
 
 
+ROLE_KINDS = ("chain", "tree")  # the report's two kinds of drafted tree (tree=chain, or any other)
+LOSSY_BASELINE = "lossy"  # Role.baseline_of: the rule each lossy rule is compared with on its trees
+
+
+@dataclass(frozen=True)
+class Role:
+    """What a mode is in the report's comparisons at T > 0 (declared on its ``ModeSpec``; every
+    row carries it, ``role_tags``).  ``baseline_of``: the comparisons it is the fixed baseline
+    of: a kind of ``ROLE_KINDS`` (the token-level reference every other rule on that kind is
+    compared with: speculative on chains, mss on trees) or ``LOSSY_BASELINE`` (the rule each
+    lossy rule is compared with on the same drafted trees: naive).  ``token_level``: the kinds
+    on which it is a token-level rule, a baseline for a rule that verified the same trees."""
+
+    baseline_of: tuple[str, ...] = ()
+    token_level: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        bad = set(self.baseline_of) - {*ROLE_KINDS, LOSSY_BASELINE} | set(self.token_level) - set(ROLE_KINDS)
+        if bad:
+            raise ValueError(
+                f"role: unknown kinds {sorted(bad)}; kinds: {', '.join(ROLE_KINDS)} (and {LOSSY_BASELINE})"
+            )
+
+
 class Verdict(NamedTuple):
     path: list[int]  # accepted node indices, root excluded, in depth order
     next_token: int  # bonus / correction token appended after the path
@@ -153,6 +181,7 @@ class ModeSpec:
     sibling_order: str = ""  # fixed order siblings are tried in ("" = none / a parameter)
     argmax: bool = False  # the verdict is the target's argmax at any temperature (greedy):
     # refused at T > 0; the target's continuation can stand in (replay)
+    role: Role = Role()  # its role in the report's comparisons
 
     def __post_init__(self) -> None:
         if self.child_rule not in CHILD_RULES:
@@ -180,6 +209,11 @@ class ModeSpec:
     @property
     def lossless(self) -> bool:
         return bool(self.lossless_for)
+
+    @property
+    def family(self) -> str:
+        """The mode's family: "lossless" (lossless on some child rule) or "lossy"."""
+        return "lossless" if self.lossless else "lossy"
 
     @property
     def draft_rules(self) -> tuple:
@@ -246,6 +280,16 @@ def row_tags(spec: ModeSpec, params: Mapping) -> dict:
     "storage", or "" where siblings are not tried one by one)."""
     spec = spec.configured(params)
     return {"child_rule": spec.child_rule, "sibling_order": str(params.get("order", spec.sibling_order))}
+
+
+def role_tags(spec: ModeSpec) -> dict:
+    """The columns a CSV row carries about the mode's declared role: ``mode_family`` ("lossless"
+    or "lossy"), ``baseline_of`` and ``token_level_on`` (``Role``'s kinds, comma-separated)."""
+    return {
+        "mode_family": spec.family,
+        "baseline_of": ",".join(spec.role.baseline_of),
+        "token_level_on": ",".join(spec.role.token_level),
+    }
 
 
 def register(spec: ModeSpec) -> ModeSpec:
