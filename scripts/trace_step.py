@@ -22,7 +22,7 @@ from specbench.study.launch import compose
 from specbench.study.run import run_job
 
 TREES = (("chain", 1), ("binary", 16))
-BASE = ["pair=qwen_coder", "dataset=humaneval", "dataset.limit=1", "max_new_tokens=12", "engine=live"]
+BASE = ["pair=qwen_coder", "dataset=humaneval", "dataset.limit=1", "max_new_tokens=48", "engine=live"]
 
 
 def trace(fn, *args):
@@ -83,6 +83,8 @@ def traced_step(tree: str, budget: int, extra: list[str]) -> tuple[list[str], li
             run_job(cfg, tmp)
     finally:
         loop.step = real
+    if len(got) < 3:
+        raise SystemExit(f"{tree}/{budget}: the job took {len(got)} steps; raise max_new_tokens to trace the third")
     return got[-1]
 
 

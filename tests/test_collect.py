@@ -301,7 +301,7 @@ def test_rows_from_before_the_described_columns_get_them_from_the_registries_by_
     out = tmp_path / "results"
     collect_main([str(tmp_path / "jobs"), "--out", str(out)])
     row = read_csv(out / "summary.csv").iloc[0]
-    assert json.loads(row.tree_resolved) == {"width": 2} and row.frontier_rule == "fixed"
+    assert json.loads(row.tree_resolved) == {"width": 3} and row.frontier_rule == "fixed"
     assert (row.mode_family, row.baseline_of, row.token_level_on) == ("lossless", "tree", "chain,tree")
     kept = read_csv(out / "summary.csv").drop(columns=list(DESCRIBED))
     unknown = kept.assign(config_hash="0123456789ab", tree="zigzag", verify="strict_greedy")

@@ -95,7 +95,8 @@ def test_the_registered_verdict_is_the_one_that_runs():
     from specbench.verify.modes import get_mode
 
     assert get_mode("greedy").verdict is modes.greedy
-    assert get_mode("mss").verdict is get_mode("mss").configured({"order": "random"}).verdict
+    traversal = get_mode("traversal")  # a spec configured for another child rule keeps the verdict too
+    assert traversal.configured({"children": "sample_noreplace"}).verdict is traversal.verdict
 
 
 def test_analysis_is_off_the_step_clock(tiny_draft, tiny_target, tiny_tokenizer):
@@ -111,7 +112,7 @@ def test_analysis_is_off_the_step_clock(tiny_draft, tiny_target, tiny_tokenizer)
     greedy = get_mode("greedy")
 
     def slow(tree, p, q, rng, params):
-        time.sleep(0.2)
+        time.sleep(1.0)
         return greedy.verdict(tree, p, q, rng, params)
 
     params = greedy.params({"temperature": 0.0})
@@ -127,5 +128,5 @@ def test_analysis_is_off_the_step_clock(tiny_draft, tiny_target, tiny_tokenizer)
     )
     steps = len(res.records)
     assert steps == len(res.paired[0]) and steps >= 3
-    assert res.analysis_s >= 0.2 * steps
-    assert all(r.verify_s < 0.2 and r.draft_s < 0.2 for r in res.records)
+    assert res.analysis_s >= 1.0 * steps
+    assert all(r.verify_s < 0.5 and r.draft_s < 0.5 for r in res.records)

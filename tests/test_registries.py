@@ -86,7 +86,7 @@ def test_rows_carry_each_shapes_resolved_parameters_and_the_report_reads_them():
     """A merged tree is given only the keys of its model part: its row's tree_resolved holds the
     model shape's defaults (study.describe, from the registry), so the report (no copy of the
     registry) compares merged specinfer with specinfer; a row without the column keeps what it was given."""
-    assert json.loads(describe.tree_resolved("kary", {})) == {"width": 2}
+    assert json.loads(describe.tree_resolved("kary", {})) == {"width": 3}
     assert json.loads(describe.tree_resolved("eagle2", {"depth": 3})) == {"width": 10, "depth": 3}
     merged = describe.tree_resolved("merged", {"shape": "specinfer", "ngram_share": 0.5})
     assert json.loads(merged) == {

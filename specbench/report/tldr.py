@@ -35,11 +35,14 @@ def has_ci(r: dict) -> bool:
 
 
 def verdict(r: dict) -> str:
-    """'' where speculation pays (above 1×, and the projection's interval above 1× where it has
-    one), else what a reader must know: it loses, or the interval includes 1×."""
-    if r["speed"] <= 1 or (has_ci(r) and r["projected_hi"] < 1):
+    """'' where speculation pays, else what a reader must know: it loses, or the interval includes 1×.
+    A measured speedup is judged by itself (the interval beside it is the projection's); a projected
+    one by its interval where it has one (above 1×: pays; below: loses; else includes 1×)."""
+    if r["speed_basis"] != "measured" and has_ci(r) and r["projected_lo"] <= 1 <= r["projected_hi"]:
+        return "includes 1×"
+    if r["speed"] <= 1 or (r["speed_basis"] != "measured" and has_ci(r) and r["projected_hi"] < 1):
         return "slower than plain decoding"
-    return "includes 1×" if has_ci(r) and r["projected_lo"] <= 1 else ""
+    return ""
 
 
 def speed_cell(r: dict) -> str:
@@ -141,8 +144,14 @@ def span(v: pd.Series, digits: int = 3) -> str:
 def hardware_sentence(t: dict, rec: pd.DataFrame, envs: dict) -> list[str]:
     """Per other measured machine: its curve against this one's, and how the modelled best moves."""
     out, pts = [], t.get("points", pd.DataFrame())
+    dtypes = set(rec.dtype) if "dtype" in rec else set()
+
+    def one(p: pd.DataFrame) -> pd.DataFrame:  # one point per pair: the answer's dtype's
+        return (p[p.dtype.isin(dtypes)] if dtypes and "dtype" in p else p).drop_duplicates("pair")
+
     for dev, g in others(t).groupby("device", sort=True):
-        here = pts[(pts.device == "cpu") & pts.pair.isin(g.pair)].set_index("pair")
+        g = one(g)
+        here = one(pts[(pts.device == "cpu") & pts.pair.isin(g.pair)]).set_index("pair")
         rs = ", ".join(f"{p} {here.r.get(p, float('nan')):.2f} → {r:.2f}" for p, r in zip(g.pair, g.r) if r)
         moves: list[int] = []
         best: dict[str, list[float]] = {}

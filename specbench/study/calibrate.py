@@ -99,7 +99,7 @@ def star_trial(
         child_rule=mode.child_rule,
     )
     p = p_row.expand(k + 1, v).clone()
-    verdict = mode.verdict(tree, p, q, rng, params)
+    verdict = mode.checked_verdict(tree, p, rng, params)  # tree.q is q
     return verdict.path[0] - 1 if verdict.path else None
 
 

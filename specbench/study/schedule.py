@@ -36,5 +36,5 @@ def draft_lengths(speed: pd.DataFrame, pair: str, tree: str = "chain") -> list[t
         return None
     setting = sched.groupby(SETTING).batch_size.nunique().idxmax()
     one = sched.set_index(SETTING).loc[[setting]]
-    best = one[one.best].groupby("batch_size", sort=True).first()
-    return [(int(b), int(r.budget) if r.measured > 1 else 0) for b, r in best.iterrows()]
+    best = one[one.best].sort_values("batch_size", kind="mergesort").drop_duplicates("batch_size")
+    return [(int(r.batch_size), int(r.budget) if r.measured > 1 else 0) for r in best.itertuples()]

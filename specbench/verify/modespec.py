@@ -195,7 +195,7 @@ class ModeSpec:
         if "children" in self.defaults and self.defaults["children"] not in self.draft_rules:
             raise ValueError(f"mode {self.name}: children={self.defaults['children']} not in {self.draft_rules}")
 
-    def checked_verdict(self, tree: DraftTree, p: torch.Tensor, rng: torch.Generator, params: ModeParams) -> Verdict:
+    def checked_verdict(self, tree: DraftTree, p: torch.Tensor, rng: torch.Generator, params: Mapping) -> Verdict:
         """``check_tree`` (one line when this mode cannot verify the tree at all), then the
         registered ``verdict`` on the tree's own q: what the engine's loop calls."""
         self.check_tree(tree, tree.q)
