@@ -112,11 +112,11 @@ def test_analysis_is_off_the_step_clock(tiny_draft, tiny_target, tiny_tokenizer)
     greedy = get_mode("greedy")
 
     def slow(tree, p, q, rng, params):
-        time.sleep(1.0)
+        time.sleep(0.6)
         return greedy.verdict(tree, p, q, rng, params)
 
     params = greedy.params({"temperature": 0.0})
-    run = Decoding(greedy, params, 12, frozenset(), paired=((replace(greedy, verdict=slow), params),))
+    run = Decoding(greedy, params, 8, frozenset(), paired=((replace(greedy, verdict=slow), params),))
     res = decode_prompt(
         "p0",
         tiny_tokenizer.encode("def add(a, b):"),
@@ -127,6 +127,6 @@ def test_analysis_is_off_the_step_clock(tiny_draft, tiny_target, tiny_tokenizer)
         torch.Generator().manual_seed(0),
     )
     steps = len(res.records)
-    assert steps == len(res.paired[0]) and steps >= 3
-    assert res.analysis_s >= 1.0 * steps
-    assert all(r.verify_s < 0.5 and r.draft_s < 0.5 for r in res.records)
+    assert steps == len(res.paired[0]) and steps >= 2
+    assert res.analysis_s >= 0.6 * steps
+    assert all(r.verify_s < 0.3 and r.draft_s < 0.3 for r in res.records)
