@@ -1,8 +1,7 @@
 """conf/ and the registries' schemas agree: a group option's YAML restates no parameter default
-differently from its registry entry's dataclass (``trees.base.PolicySpec.params``, the verify
-``ModeSpec.params_type``), and names no key the entry lacks; so a default has one source."""
+differently from its registry entry's defaults (``PolicySpec.params().as_dict()``, the verify
+``ModeSpec.defaults``), and names no key the entry lacks; so a default has one source."""
 
-from dataclasses import MISSING, fields
 from pathlib import Path
 
 import pytest
@@ -14,16 +13,6 @@ from specbench.verify.modes import get_mode
 
 CONF = Path(CONF_DIR)
 GROUP_KEYS = {"name", "budget"}  # the option's own name; the tree budget (a sweep axis, no default)
-
-
-def defaults(cls) -> dict:
-    out = {}
-    for f in fields(cls):
-        if f.default is not MISSING:
-            out[f.name] = f.default
-        elif f.default_factory is not MISSING:
-            out[f.name] = f.default_factory()
-    return out
 
 
 def plain(value):
@@ -58,19 +47,19 @@ def differing(path: Path, schema: dict) -> list[str]:
 def test_tree_options_restate_no_default_differently(path):
     name = OmegaConf.load(path).name
     assert name == path.stem
-    assert differing(path, defaults(policy_spec(name).params)) == []
+    assert differing(path, policy_spec(name).params().as_dict()) == []
 
 
 @pytest.mark.parametrize("path", options("verify"), ids=lambda p: p.stem)
 def test_verify_options_restate_no_default_differently(path):
     name = OmegaConf.load(path).name
     assert name == path.stem
-    assert differing(path, defaults(get_mode(name).params_type)) == []
+    assert differing(path, dict(get_mode(name).defaults)) == []
 
 
 def test_a_differing_default_fails(tmp_path):
     """The check itself: kary's YAML saying width 5 where the schema says otherwise is caught."""
     bad = tmp_path / "kary.yaml"
     bad.write_text("name: kary\nbudget: 16\nwidth: 5\nfoo: 1\n")
-    found = differing(bad, defaults(policy_spec("kary").params))
+    found = differing(bad, policy_spec("kary").params().as_dict())
     assert any("width=5" in b for b in found) and any("foo" in b for b in found)

@@ -46,19 +46,25 @@ def verdict(r: dict) -> str:
 
 
 def speed_cell(r: dict) -> str:
-    """'1.49× [1.29, 1.65]' (projected) or '1.67× measured (projected [1.45, 1.85])', with its verdict."""
+    """'1.49× [1.29, 1.65]' (projected) or '1.67× measured (projected [1.45, 1.85])', with its verdict
+    (``r["verdict"]``)."""
     ci = f"[{r['projected_lo']:.2f}, {r['projected_hi']:.2f}]" if has_ci(r) else ""
     if r["speed_basis"] == "measured":
         cell = f"{r['speed']:.2f}× measured" + (f" (projected {ci})" if ci else "")
     else:
         cell = f"{r['speed']:.2f}× {ci}".strip()
-    return cell + (f", {v}" if (v := verdict(r)) else "")
+    return cell + (f", {r['verdict']}" if r["verdict"] else "")
 
 
-def others(t: dict) -> pd.DataFrame:
-    """The measured machines other than this one (costs.csv's points off the cpu)."""
+def points(t: dict, dtypes: set, here: bool = False) -> pd.DataFrame:
+    """The measured machine points (costs.csv's), one per device and pair: the answer's dtype's
+    (``dtypes``); this machine's (``here``) or the others'."""
     pts = t.get("points", pd.DataFrame())
-    return pts[pts.device != "cpu"] if "device" in pts else pd.DataFrame(columns=["device", "pair"])
+    if "device" not in pts:
+        return pd.DataFrame(columns=["device", "pair"])
+    pts = pts[(pts.device == "cpu") == here]
+    pts = pts[pts.dtype.isin(dtypes)] if dtypes and "dtype" in pts else pts
+    return pts.drop_duplicates(["device", "pair"])
 
 
 def modelled(t: dict, r: dict, pt: dict) -> dict | None:
@@ -84,10 +90,12 @@ def recommended(t: dict) -> pd.DataFrame:
         out += phrases.fastest_per_dataset(ans[ans.pair == pair])
     if not out:
         return pd.DataFrame()
+    there = points(t, {r.get("dtype") for r in out} - {None}).to_dict("records")
     for r in out:
         r["tree"] = label(r, {str(x["shape"]) for x in out if x["pair"] == r["pair"]}) + note(r)
-        r["speed_cell"], r["verdict"] = speed_cell(r), verdict(r)
-        for pt in others(t).to_dict("records"):
+        r["verdict"] = verdict(r)
+        r["speed_cell"] = speed_cell(r)
+        for pt in there:
             if pt["pair"] == r["pair"] and (b := modelled(t, r, pt)) is not None:
                 r[f"on_{pt['device']}"] = f"{hardware.label(b)} ({b['modelled']:.2f}×)"
     return pd.DataFrame(out)
@@ -106,7 +114,7 @@ def columns(t: dict, envs: dict) -> list:
         ("acceptance rate [95% CI]", lambda r: phrases.metric(r, "acceptance_rate")),
         ("acceptance length [95% CI]", lambda r: phrases.metric(r, "acceptance_length")),
     ]
-    devs = sorted(set(others(t).device))
+    devs = sorted(set(points(t, set()).device))
     return cols + [(f"modelled best on {machine(dev, envs)}", other_cell(f"on_{dev}")) for dev in devs]
 
 
@@ -143,15 +151,10 @@ def span(v: pd.Series, digits: int = 3) -> str:
 
 def hardware_sentence(t: dict, rec: pd.DataFrame, envs: dict) -> list[str]:
     """Per other measured machine: its curve against this one's, and how the modelled best moves."""
-    out, pts = [], t.get("points", pd.DataFrame())
-    dtypes = set(rec.dtype) if "dtype" in rec else set()
-
-    def one(p: pd.DataFrame) -> pd.DataFrame:  # one point per pair: the answer's dtype's
-        return (p[p.dtype.isin(dtypes)] if dtypes and "dtype" in p else p).drop_duplicates("pair")
-
-    for dev, g in others(t).groupby("device", sort=True):
-        g = one(g)
-        here = one(pts[(pts.device == "cpu") & pts.pair.isin(g.pair)]).set_index("pair")
+    out, dtypes = [], set(rec.dtype) if "dtype" in rec else set()
+    cpu = points(t, dtypes, here=True)
+    for dev, g in points(t, dtypes).groupby("device", sort=True):
+        here = cpu[cpu.pair.isin(g.pair)].set_index("pair")
         rs = ", ".join(f"{p} {here.r.get(p, float('nan')):.2f} → {r:.2f}" for p, r in zip(g.pair, g.r) if r)
         moves: list[int] = []
         best: dict[str, list[float]] = {}
