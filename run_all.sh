@@ -48,31 +48,21 @@ for p in smollm_qwen gemma_qwen smollm_qwen05 gemma_qwen05 ngram_qwen05 qwen05_s
   for ds in humaneval mt_bench; do calibrate $p $ds; done
 done
 
-sweep() {  # sweep NAME [OVERRIDES...]: one reference preset, a multirun into $OUT/NAME
-  local name=$1; shift
-  step "${TAG:-}study: sweep=$name $*"
-  $PY -m specbench.run -m sweep=$name out_root="$OUT" hydra.sweep.dir="$OUT/$name${SUFFIX:-}" "$@"
+plan_runs() {  # plan_runs PHASE: every sweep of the study plan (specbench/study/plan.py) in PHASE, in its order
+  local runs part folder preset
+  runs=$($PY -m specbench.study.plan runs --phase "$1")   # one line per sweep: part, folder, preset, overrides
+  while IFS=$'\t' read -r -a r; do
+    part=${r[0]}; folder=${r[1]}; preset=${r[2]}
+    step "${TAG:-}study: part $part: sweep=$preset ${r[*]:3}"
+    $PY -m specbench.run -m sweep="$preset" out_root="$OUT" hydra.sweep.dir="$OUT/$folder" "${r[@]:3}" < /dev/null
+  done <<< "$runs"
 }
-# The hour, in the issue's priority order (#23; REPORT.md's limitations price every floor left out).
-# greedy (bf16, 128 new tokens, replayed against each prompt's cached target continuation)
-sweep reference            # 1:  qwen_coder: 8 static shapes x budgets 1..64, first 64 prompts of 3 datasets
-sweep reference_sequoia_hw # 1:  Sequoia's own size for this machine's cost curves (costs.csv above)
-sweep reference_live       # 1b: EAGLE-2 on the same prompts
-sweep reference_pairs      # 1c: the n-gram drafter on the same prompts
-sweep reference_merged     # 1d: the merged drafter on the same prompts
-sweep reference_skip       # 2:  the layer-skip pair: 4 shapes x budgets 4..32, HumanEval + MT-bench
-# 2b's cross-vocabulary pairs: rank replay (one teacher-forced pass of each draft per prompt), so every
-# budget of the grid costs a walk over the ranks
-sweep reference_xpairs dataset=humaneval,mt_bench tree=chain,binary,sequoia,specinfer pair=smollm_qwen,gemma_qwen \
-  tree.budget=1,2,3,4,5,6,8,12,16,24,32,48,64
-sweep reference_target05   # the second target, Qwen2.5-Coder-0.5B: 4 drafters x 4 shapes x budgets 1..32
-
-speed() {  # speed BATCH PAIR TREES: live bf16 speed, 16 HumanEval prompts x 64 tokens
-  step "${TAG:-}study: measured speed at batch $1 ($2: tree=$3; live bf16)"
-  $PY -m specbench.run -m sweep=reference_speed pair=$2 tree=$3 batch_size=$1 out_root="$OUT" \
-    hydra.sweep.dir="$OUT/speed_b$1_$2"
-}
-speed 8 qwen_coder none,chain,binary   # 4: plain decoding, chain/4, binary/16 with 8 prompts in flight
+# The hour, in the issue's priority order (#23; REPORT.md's limitations price every floor left out):
+# greedy (bf16, 128 new tokens, replayed against each prompt's cached target continuation) for qwen_coder's
+# 8 static shapes x budgets 1..64 on 3 datasets (1), Sequoia sized for this machine, EAGLE-2 (1b), the
+# n-gram (1c) and merged (1d) drafters, the layer-skip (2) and cross-vocabulary (2b) pairs, the second
+# target; live speed at batch 8 (4) and the batch-size schedule (plain and chain N=1..6 at B=1..16)
+plan_runs hour
 
 # The speed answer (#34): the cost model checked against live timing at batch 1 on this machine, with
 # the costs measured above. A projection of the study so far (its own collect and report under
@@ -103,37 +93,18 @@ while read -r job; do
   once "validate_$i" $PY -m specbench.run sweep=reference_validate $job out_root="$OUT" \
     hydra.run.dir="$OUT/validate/$i" < /dev/null
 done < "$OUT/validate_jobs.txt"
-step "study: batch size (sweep=reference_batch: plain and chain N=1..6 at B=1..16, 16 prompts x 32 tokens)"
-$PY -m specbench.run -m sweep=reference_batch tree=none batch_size=1,2,4,8,16 out_root="$OUT" \
-  hydra.sweep.dir="$OUT/batch_none"
-$PY -m specbench.run -m sweep=reference_batch tree=chain tree.budget=1,2,3,4,6 batch_size=1,2,4,8,16 \
-  out_root="$OUT" hydra.sweep.dir="$OUT/batch_chain"
 
-# outside the hour (SPECBENCH_EXTENDED=1 bash run_all.sh), the floors left out, in the same order:
-# 4b, then 2b's n-gram part, 2c (merged shapes),
-# the sampling floors at T = 1 (3-3d) and at T = 0.3 / 0.7 (3e, 3f), and the lossless check at 1200 draws;
-# SPECBENCH_POWER90=1 adds the check at 90% power (--draws auto, about 80 min)
+# outside the hour (SPECBENCH_EXTENDED=1 bash run_all.sh), the floors left out, in the same order, and
+# the lossless check at 1200 draws; SPECBENCH_POWER90=1 adds the check at 90% power (--draws auto, about 80 min)
 if [ -n "${SPECBENCH_EXTENDED:-}" ]; then
   TAG="extended: "
-  speed 1 qwen_coder none,chain        # 4b: one prompt in flight (plain decoding runs per pair: its
-  speed 1 smollm_qwen none,chain       #     measured speedup divides by its own pair's plain run)
   step "extended: Sequoia acceptance vectors of the n-gram pair (results/acceptance_vector.csv)"
   for p in ngram_qwen; do   # merged: its model part reads qwen_coder's
     for ds in humaneval mt_bench; do calibrate $p $ds; done
   done
-  GRID="dataset=humaneval,mt_bench tree.budget=4,8,16,32"   # 2b / 2c: 32 prompts each, 128 new tokens
-  sweep reference_pairs $GRID tree=chain,binary,sequoia,specinfer   # 2b: n-gram (its preset's 64 prompts)
-  sweep reference_merged $GRID tree.shape=chain,binary,specinfer dataset.limit=32    # 2c, and its Sequoia shape:
-  sweep reference_merged $GRID tree.shape=sequoia dataset.limit=32 +tree.vector=results/acceptance_vector.csv \
-    +tree.calib_pair_id=auto '+tree.calib_dataset=${dataset.name}' +tree.calib_verify=greedy +tree.calib_temperature=0.0
-  # sampling (live, bf16) at the floors' size, 128 new tokens on HumanEval and MT-bench: each rule beside its
-  # strongest token-level baseline on the same drafted trees (verify.paired_with), 32 prompts at T = 1 (3-3d)
-  for preset in reference_modes_chain reference_modes_tree reference_modes_noreplace reference_modes; do
-    SUFFIX=_t1 sweep $preset verify.temperature=1.0 dataset=humaneval,mt_bench dataset.limit=32
-  done
-  for preset in reference_modes_chain reference_modes_tree reference_modes_noreplace reference_modes; do
-    SUFFIX=_t03_07 sweep $preset verify.temperature=0.3,0.7 dataset=humaneval,mt_bench dataset.limit=16  # 3e, 3f
-  done
+  # 2b's n-gram pair and 2c (merged shapes) at budgets 1..32, the sampling rules at T = 1 (3-3d) and at
+  # T = 0.3 / 0.7 (3e, 3f), live speed at batch 1 (4b): the plan's extended sweeps
+  plan_runs extended
   step "extended: losslessness on the real pair: first emitted token of each lossless sampling mode vs the target, modes that draft alike on the same trees (results/lossless_check.csv)"
   once lossless_grouped $PY -m specbench.study.lossless --draws 1200 pair=qwen_coder dataset=humaneval \
     dataset.limit=1 dtype=bfloat16

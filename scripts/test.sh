@@ -12,5 +12,6 @@ if ! .venv/bin/python -m specbench.inputs.embedded status; then
   echo "[test] embedded models not installed: tests marked 'real' will be skipped"
 fi
 # -n auto --dist loadgroup (pytest-xdist): one worker per core; the tests that load the installed models
-# share one worker (tests/conftest.py), so each real model is loaded once; -rs: one line per skip reason
-exec .venv/bin/python -m pytest -q -rs -n auto --dist loadgroup "$@"
+# share one worker (tests/conftest.py), so each real model is loaded once; -rs: one line per skip reason;
+# --durations=15: the slowest tests, last (where the suite's 15 minutes go)
+exec .venv/bin/python -m pytest -q -rs --durations=15 -n auto --dist loadgroup "$@"

@@ -1,191 +1,25 @@
-"""The reference study's size floors (issue #23), checked against results/ by the report and a test.
+"""The reference study's size floors (issue #23; declared with the sweeps that meet them in
+``study.plan``), checked against results/ by the report and a test.
 
 A floor asks for every combination of its pairs x trees x budgets x datasets x temperatures x rules
 to have a summary row on at least ``min_prompts`` prompts of ``min_tokens`` new tokens.  Floors are
-listed in the issue's priority order; ``run_all.sh`` keeps them in that order within its hour, and
+listed in the issue's priority order; ``run_all.sh`` runs the plan's sweeps in that order, and
 REPORT.md lists every unmet floor with what it would take at the measured wall time of the runs it
 has (``shortfall``).  Pure pandas: the test over the committed CSVs uses the same definitions.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
-from dataclasses import dataclass
 
 import pandas as pd
 
-STATIC = ("chain", "binary", "kary", "topk_wide", "specinfer", "medusa63", "sequoia", "adaptive_chain")
+from ..study import plan
+from ..study.plan import Floor
+
 MAX_CUT = 0.10  # at most this share of a ranked budget's steps cut by max_new_tokens
-
-
-@dataclass(frozen=True)
-class Floor:
-    name: str
-    pairs: tuple
-    trees: tuple  # tree labels: a tree name, or merged:<shape>
-    budgets: tuple
-    datasets: tuple
-    min_prompts: int
-    rules: tuple = ("greedy",)
-    temperatures: tuple = (0.0,)
-    min_tokens: int = 128
-    engine: str | None = None  # "live" for measured speed
-    shapes: tuple = ()  # (tree, budget) pairs instead of trees x budgets, where given
-
-    def cells(self):
-        shapes = self.shapes or [(t, b) for t, b in itertools.product(self.trees, self.budgets) if _fits(t, b)]
-        return [
-            (p, t, b, d, r, temp)
-            for p, (t, b), d, r, temp in itertools.product(
-                self.pairs, shapes, self.datasets, self.rules, self.temperatures
-            )
-        ]
-
-
-HE_MT = ("humaneval", "mt_bench")
-# the floors, in the issue's priority order; each names the rules the study plan runs (what a mode is,
-# lossless or lossy, a baseline or not, the report reads from its rows: study.describe)
-FLOORS: tuple[Floor, ...] = (
-    Floor(
-        "1. qwen_coder greedy, every static shape, budgets 4-64, 3 datasets",
-        ("qwen_coder",),
-        STATIC,
-        (4, 8, 16, 32, 64),
-        ("humaneval", "mt_bench", "stdlib_code"),
-        64,
-    ),
-    Floor(
-        "1b. EAGLE-2 on part 1's prompts, all 3 datasets",
-        ("qwen_coder",),
-        ("eagle2",),
-        (16,),
-        ("humaneval", "mt_bench", "stdlib_code"),
-        64,
-    ),
-    Floor(
-        "1c. n-gram drafter on part 1's prompts",
-        ("ngram_qwen",),
-        ("chain", "binary", "ngram_trie"),
-        (16,),
-        ("humaneval", "mt_bench", "stdlib_code"),
-        64,
-    ),
-    Floor(
-        "1d. merged drafter on part 1's prompts, all 3 datasets",
-        ("merged_qwen",),
-        ("merged:binary",),
-        (16,),
-        ("humaneval", "mt_bench", "stdlib_code"),
-        64,
-    ),
-    Floor(
-        "2. layer-skip pair: chain/binary/sequoia/specinfer, budgets 4-32",
-        ("qwen_skip",),
-        ("chain", "binary", "sequoia", "specinfer"),
-        (4, 8, 16, 32),
-        HE_MT,
-        32,
-    ),
-    Floor(
-        "2b. other pairs: chain/binary/sequoia/specinfer, budgets 4-32",
-        ("smollm_qwen", "gemma_qwen", "ngram_qwen"),
-        ("chain", "binary", "sequoia", "specinfer"),
-        (4, 8, 16, 32),
-        HE_MT,
-        32,
-    ),
-    Floor(
-        "2c. merged pair: chain/binary/sequoia/specinfer shapes, budgets 4-32",
-        ("merged_qwen",),
-        ("merged:chain", "merged:binary", "merged:sequoia", "merged:specinfer"),
-        (4, 8, 16, 32),
-        HE_MT,
-        32,
-    ),
-    Floor(
-        "3. chains at T=1: speculative, block, gbv, hsd",
-        ("qwen_coder",),
-        ("chain",),
-        (4,),
-        HE_MT,
-        32,
-        ("speculative", "block", "gbv", "hsd"),
-        (1.0,),
-    ),
-    Floor(
-        "3b. trees with replacement at T=1: mss, traversal, gbv",
-        ("qwen_coder",),
-        ("binary",),
-        (16,),
-        HE_MT,
-        32,
-        ("mss", "traversal", "gbv"),
-        (1.0,),
-    ),
-    Floor(
-        "3c. trees without replacement at T=1: sequoia, traversal, gbv",
-        ("qwen_coder",),
-        ("binary",),
-        (16,),
-        HE_MT,
-        32,
-        ("sequoia", "traversal", "gbv"),
-        (1.0,),
-    ),
-    Floor(
-        "3d. lossy rules at T=1",
-        ("qwen_coder",),
-        ("binary",),
-        (16,),
-        HE_MT,
-        32,
-        ("naive", "typical", "ratio", "conservative", "epsilon"),
-        (1.0,),
-    ),
-    Floor(
-        "3e. chains at T=0.3 and 0.7",
-        ("qwen_coder",),
-        ("chain",),
-        (4,),
-        HE_MT,
-        16,
-        ("speculative", "block", "gbv", "hsd"),
-        (0.3, 0.7),
-    ),
-    Floor(
-        "3f. trees and lossy rules at T=0.3 and 0.7",
-        ("qwen_coder",),
-        ("binary",),
-        (16,),
-        HE_MT,
-        16,
-        ("mss", "traversal", "sequoia", "naive", "typical", "ratio", "conservative", "epsilon"),
-        (0.3, 0.7),
-    ),
-    Floor(
-        "4. live speed at batch 8: plain, chain/4, binary/16",
-        ("qwen_coder",),
-        (),
-        (),
-        ("humaneval",),
-        16,
-        engine="live",
-        min_tokens=64,
-        shapes=(("none", 0), ("chain", 4), ("binary", 16)),
-    ),
-    Floor(
-        "4b. live speed at batch 1: plain and chain/4, qwen_coder and smollm_qwen",
-        ("qwen_coder", "smollm_qwen"),
-        (),
-        (),
-        ("humaneval",),
-        16,
-        engine="live-b1",
-        min_tokens=64,
-        shapes=(("none", 0), ("chain", 4)),
-    ),
-)
+STATIC = plan.STATIC
+FLOORS: tuple[Floor, ...] = plan.floors()  # the study plan's floors, in the issue's priority order
 
 
 def tree_label(tree: str, params) -> str:
@@ -215,10 +49,6 @@ def _index(summary: pd.DataFrame) -> pd.DataFrame:
     s["T"] = s.temperature.astype(float).round(3)
     s["live_b1"] = (s.engine.astype(str) == "live") & (s.batch_size.astype(int) == 1)
     return s
-
-
-def _fits(tree: str, budget: int) -> bool:
-    return not (tree == "none") ^ (budget == 0)
 
 
 def missing(floor: Floor, summary: pd.DataFrame) -> list[tuple]:
