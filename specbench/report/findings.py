@@ -1,6 +1,6 @@
-"""The findings table: REPORT.md's computed claims as rows (id, section, sentence, numbers), built in
-one place (`frame`) from the tables of `tables.compute`; a section prints its rows as bullets
-(`sentences`).  `numbers` holds the values a sentence rests on.  Imports analysis, tables, hardware
+"""The findings table: the computed claims of REPORT.md's analysis, identities, speed, gap, hardware
+and comparisons sections as rows (id, section, sentence, numbers), built in one place (`frame`) from
+the tables of `tables.compute`; a section prints its rows as bullets (`sentences`).  `numbers` holds the values a sentence rests on.  Imports analysis, tables, hardware
 (the phase diagram's modelled best) and phrases (the wording of a group, a speed, a claim)."""
 
 from __future__ import annotations
