@@ -1,9 +1,8 @@
 """Every number REPORT.md states, computed from results/*.csv (pandas only, no torch).
 
-Labels and groups, the headline (best shape per budget and its paired
-difference to chain) and the mode comparison at T>0 (paired gains over the
-token-level rules); the analysis sentences on them, and on the saturation of
-extra budget, are in `specbench.report.narrative`.  Comparisons go through `compare.paired_difference`, so two
+Labels and groups, the paired differences to chain and the mode comparison at T>0 (paired gains
+over the token-level rules); the sentences on them are in the findings table
+(`specbench.report.findings`).  Comparisons go through `compare.paired_difference`, so two
 configurations are only ever compared on the prompts both ran, within one
 comparison group (`GROUP`: pair, dataset, dtype, max_new_tokens) and one
 temperature.  Speedup and losslessness tables live in `specbench.report.speedup`.
@@ -239,6 +238,11 @@ def _pair_or_none(sums, a, b) -> compare.Paired | None:
         return None
 
 
+def groups(df: pd.DataFrame, keys=GROUP):
+    """``df`` grouped by ``keys``, sorted; no groups for an empty frame (which may lack the columns)."""
+    return df.groupby(keys, sort=True) if len(df) else []
+
+
 def greedy_groups(df: pd.DataFrame, main_only: bool = False) -> list:
     """(group key, rows) for the T=0 configurations, one comparison group at a time; with main_only,
     per (pair, dataset) only the group with the most configurations (the sweep, not the live set)."""
@@ -256,43 +260,6 @@ def greedy_groups(df: pd.DataFrame, main_only: bool = False) -> list:
 def main_groups(df: pd.DataFrame, sums: pd.DataFrame, pair: str | None) -> list[tuple[str, pd.DataFrame]]:
     """(dataset, rows) for one pair at T=0: per dataset its main comparison group on its main prompt set."""
     return [(k[1], main_set(g, sums)) for k, g in greedy_groups(df, main_only=True) if k[0] == pair]
-
-
-# --------------------------------------------------------------------------
-# headline: best shape per budget, paired difference to chain
-# --------------------------------------------------------------------------
-def headline(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
-    """Per (pair, dataset) at T=0, in its main comparison group, and per budget: the best shape among
-    the configurations that ran the group's main prompt set, and its paired difference to chain."""
-    rows = []
-    for key, g in greedy_groups(df, main_only=True):
-        main = main_set(g, sums)
-        for budget, gb in main.groupby("budget", sort=True):
-            gb = gb.sort_values(
-                ["tokens_per_step", "shape", "config_hash"], ascending=[False, True, True], kind="mergesort"
-            )
-            best = gb.iloc[0].to_dict()
-            chain = gb[gb.tree == "chain"]
-            paired = (
-                None if chain.empty or best["tree"] == "chain" else _pair_or_none(sums, best, chain.iloc[0].to_dict())
-            )
-            rows.append(
-                dict(
-                    zip(GROUP, key),
-                    budget=int(budget),
-                    shape=best["shape"],
-                    config_hash=best["config_hash"],
-                    n_prompts=best.get("n_prompts"),
-                    n_shapes=gb["shape"].nunique(),
-                    tokens_per_step=best["tokens_per_step"],
-                    lo=best.get("tokens_per_step_lo"),
-                    hi=best.get("tokens_per_step_hi"),
-                    has_chain=not chain.empty,
-                    chain_tps=chain.iloc[0]["tokens_per_step"] if len(chain) else float("nan"),
-                    paired=paired,
-                )
-            )
-    return pd.DataFrame(rows)
 
 
 def versus(df: pd.DataFrame, sums: pd.DataFrame, select, reference) -> pd.DataFrame:

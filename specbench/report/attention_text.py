@@ -8,12 +8,9 @@ import pandas as pd
 
 from . import attention_stats
 from .markdown import md_table
+from .phrases import pct
 
 SPAN = {"batch": "batch {lo} to {hi}", "kv_len": "KV length {lo} to {hi}", "tree_size": "N={lo} to N={hi}"}
-
-
-def pct(x: float) -> str:
-    return "n/a" if x != x else f"{x:.0%}"
 
 
 def xx(x: float, digits: int = 2) -> str:

@@ -1,9 +1,10 @@
 """`python -m specbench.report`: results/*.csv -> results/speedup.csv, results/comparisons.csv,
 results/figures/*.png + REPORT.md.
 
-pandas + matplotlib only (never torch).  A pipeline: inputs (`load`, which refuses truncated
+pandas, matplotlib and jinja2 only (never torch).  A pipeline: inputs (`load`, which refuses truncated
 or inconsistent files in one line before anything is written) -> tables (`tables.compute`)
--> figures (`make_figures`) -> the declarative sections (`sections.SECTIONS`) -> written
+-> figures (`make_figures`) -> the sections (`sections.render`: one
+Jinja2 template, templates/report.md.j2, filled by each section's computed markdown) -> written
 together: the figures go to a fresh folder beside the old one, REPORT.md to a temporary
 file, then both are swapped in, so a failed run leaves the previous report and figures as
 they were and no stale figure survives.  Deterministic: the same inputs give a byte-identical
@@ -24,6 +25,7 @@ from . import (
     figures_attn,
     figures_hw,
     figures_speed,
+    findings,
     fixed,
     fixed_page,
     optimum,
@@ -60,15 +62,23 @@ def make_figures(t: dict, data: dict) -> list[figures.Fig]:
     return [f for f in made if f is not None]
 
 
+def compute(data: dict) -> dict:
+    """The tables (`tables.compute`), the comparisons fixed in advance, the gap to the DP and the
+    findings table (`findings.frame`: every computed claim)."""
+    t = tables.compute(data)
+    t["comparisons"] = fixed.comparisons(t["df"], t["sums"])
+    t["gap"] = optimum.main_rows(data.get("gap"), t["df"], t["sums"])
+    t["findings"] = findings.frame(t, data)
+    return t
+
+
 PAGE_FIGS = "../figures"  # a page (results/tables/<page>.md) sees the figures beside its folder
 
 
 def build(data: dict, rel: str, tables_rel: str = "results/tables") -> tuple[str, list[figures.Fig], dict]:
     """REPORT.md's text, its figures (not yet written) and the tables they were made from
     (``t["pages"]``: the linked pages' markdown, ``sections.render``)."""
-    t = tables.compute(data)
-    t["comparisons"] = fixed.comparisons(t["df"], t["sums"])
-    t["gap"] = optimum.main_rows(data.get("gap"), t["df"], t["sums"])
+    t = compute(data)
     figs = make_figures(t, data)
     by_name = {f.name: f for f in figs}
     linked: set[str] = set()

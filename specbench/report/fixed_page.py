@@ -1,11 +1,13 @@
 """The *Comparisons fixed in advance* section (results/tables/comparisons.md): the list of
-`fixed.comparisons`, one table per group and temperature, each row with its adjusted interval."""
+`fixed.comparisons`, one table per group and temperature, each row with its adjusted interval, under
+the findings table's count of those that clear zero (its note is in templates/report.md.j2).
+Imports analysis, findings, fixed, phrases and tables."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from . import analysis, fixed, phrases, tables
+from . import analysis, findings, fixed, phrases, tables
 from .markdown import table
 
 
@@ -41,40 +43,11 @@ COLS = [
     ("configs", lambda r: f"{r['config_hash']} − {r['baseline_hash']}"),
 ]
 
-NOTE = (
-    "The comparisons fixed in advance (issue #36), every one reported: the list is read from which rows exist "
-    "(rule, shape, budget, temperature and which rows verified the same drafted trees), never from a result. At "
-    "T>0, per group, shape, budget and temperature: (1) *baseline*: each rule against its strongest token-level "
-    "baseline (the row *Verification rules against their token-level baselines* compares it with); (2) *best "
-    "lossless*: each lossy rule against the best lossless rule, fixed before any result as the token-level "
-    "reference ({tree} on trees, {chain} on chains), on the same drafted trees where it verified them, else its "
-    "own decode on the same prompts; (3) *naive*: each lossy rule against {lossy} on the same drafted trees. A pair "
-    "reached twice is listed once with both reasons. Δ = tokens_per_step of the rule minus the row it is compared "
-    "with, on the prompts both ran (ratio of sums); its 95% interval and p-value come from one paired percentile "
-    "bootstrap (`scipy.stats.bootstrap`, {boot} draws, seed 0); p is two-sided, the smallest α whose 1 − α "
-    "interval excludes zero. Holm's step-down runs over all {m} comparisons at family-wise α = {alpha}. The "
-    "adjusted interval is the same bootstrap's percentile interval at the level of the comparison's Holm step, "
-    "1 − α/(m − i + 1) for p-value rank i, held at the first step Holm does not reject for every comparison "
-    "after it: it excludes zero exactly when Holm rejects (*clears 0*). Every row: results/comparisons.csv."
-)
-
 
 def section(ctx) -> str:
-    comp = ctx["t"].get("comparisons")
-    if ctx["data"]["steps"] is None:
-        return "_results/steps.csv.gz is absent, so no comparison is computed (it pairs the rows by prompt)._"
-    if comp is None or comp.empty:
-        return "_No configuration ran at T>0 beside a token-level rule, so the fixed list is empty._"
-    names = analysis.role_names(ctx["t"]["df"])
-    note = NOTE.format(
-        tree=names["tree"],
-        chain=names["chain"],
-        lossy=names[analysis.LOSSY_BASELINE],
-        boot=fixed.compare.N_PAIRED,
-        m=len(comp),
-        alpha=fixed.ALPHA,
-    )
-    out = [note, fixed.sentence(comp, names) or ""]
+    """The lead finding and one table per group and temperature (the template holds the note)."""
+    comp = ctx["t"]["comparisons"]
+    out = [c["sentence"] for c in findings.comparison_claims(comp, analysis.role_names(ctx["t"]["df"]))] or [""]
     if (comp.n_prompts < tables.MIN_CI).any():
         out.append(f"A comparison on fewer than {tables.MIN_CI} shared prompts counts in m with p = 1 and no interval.")
     for key, g in comp.groupby(analysis.GROUP + ["engine", "temperature"], sort=True, dropna=False):

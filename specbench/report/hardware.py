@@ -89,32 +89,6 @@ def machine_points(costs: pd.DataFrame | None) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def machine_sentences(points: pd.DataFrame, envs: dict) -> list[str]:
-    """Per measured device: what was timed, where, and how its target's forward cost grows."""
-    out: list[str] = []
-    if points.empty:
-        return out
-    for device, g in points.groupby("device", sort=True):
-        env = envs.get(device) or {}
-        what = (
-            "the pairs' architectures with random weights (the weight files cannot reach that machine; a "
-            "forward's time depends on the shapes, not the values)"
-            if (g.weights == "random").any()
-            else "the pairs' own models"
-        )
-        t = g.iloc[0]
-        out.append(
-            f"{device} ({env.get('gpu') or env.get('cpu') or 'machine not recorded'}, torch {env.get('torch', '?')}, "
-            f"{env.get('measured_on', '?')}): {what}. {t.pair}'s target's one-token forward takes {t.t1 * 1e3:.1f} ms and a "
-            f"{t.n_max}-token one {t.t_max * 1e3:.1f} ms ({t.t_max / t.t1:.2f}×); draft-to-target ratios r "
-            + ", ".join(f"{p} {r:.2f}" if r else f"{p} 0 (no draft model)" for p, r in zip(g.pair, g.r))
-            + "."
-            + " No live run on this device times the pairs, so its best trees are the linear model's alone."
-            * (device != "cpu")
-        )
-    return out
-
-
 def best_at(a: pd.DataFrame, r: float, m: float) -> dict:
     """The modelled best configuration of ``a`` at one (r, m), with its speedup."""
     s = speedup(a, np.array([r]), np.array([m]))[:, 0, 0]
@@ -129,21 +103,6 @@ def label(r: dict) -> str:
     name, _, args = shape.partition("(")
     part = [a.split("=", 1)[1] for a in args.rstrip(")").split(", ") if a.startswith("shape=")]
     return f"{name}{':' + part[0] if part else ''} N={int(r['budget'])}"
-
-
-def phase_sentences(a: pd.DataFrame, points: pd.DataFrame) -> list[str]:
-    """Per pair × dataset and measured machine: where it sits, and the modelled best there."""
-    out: list[str] = []
-    if a.empty or points.empty:
-        return out
-    for (pair, ds), g in a.groupby(["pair", "dataset"], sort=True):
-        for pt in points[points.pair == pair].to_dict("records"):
-            b = best_at(g.reset_index(drop=True), pt["r"], pt["m"])
-            out.append(
-                f"{pair} on {ds}: this {pt.get('device', '')} {pt['dtype']} curve sits at r = {pt['r']:.2f}, "
-                f"m = {pt['m']:.3f}; the linear model's best there is {label(b)} ({b['modelled']:.2f}×)."
-            )
-    return out
 
 
 def schedule_sentences(sched: pd.DataFrame) -> list[str]:

@@ -59,8 +59,10 @@ def _divergence_cell(r: dict, margins: pd.DataFrame | None) -> str:
         if margins is None
         else dict(zip(zip(margins.config_hash, margins.baseline_hash, margins.prompt_id), margins.margin))
     )
-    key = lambda p: (r["config_hash"], r.get("baseline_hash"), p)  # noqa: E731
-    cells = [f"{p}@{pos}" + (f" (Δlogit {by[key(p)]:+.3f})" if key(p) in by else "") for p, pos in r["diverged"][:3]]
+    margin = {p: by.get((r["config_hash"], r.get("baseline_hash"), p)) for p, _ in r["diverged"][:3]}
+    cells = [
+        f"{p}@{pos}" + ("" if margin[p] is None else f" (Δlogit {margin[p]:+.3f})") for p, pos in r["diverged"][:3]
+    ]
     return ", ".join(cells) + (" …" if len(r["diverged"]) > 3 else "")
 
 
@@ -114,40 +116,14 @@ def _greedy_outputs(table, has_outputs: bool, has_baseline: bool, margins: pd.Da
         )
         out.append(f"_{why}, so no greedy output is compared._")
         return out
-    rows = []
-    for r in table.sort_values(analysis.GROUP + ["shape", "budget", "config_hash"], kind="mergesort").to_dict(
-        "records"
-    ):
-        div = _divergence_cell(r, margins)
-        rows.append(
-            [
-                r["pair"],
-                r["dataset"],
-                r["dtype"],
-                r["shape"],
-                int(r["budget"]),
-                r.get("engine", ""),
-                r["n_prompts"],
-                f"{r['identical'] / r['n_prompts']:.1%}",
-                div or "—",
-            ]
-        )
-    out.append(
-        md_table(
-            rows,
-            [
-                "pair",
-                "dataset",
-                "dtype",
-                "shape",
-                "N",
-                "engine",
-                "prompts",
-                "token-identical",
-                "first divergence (prompt@token)",
-            ],
-        )
-    )
+    head = ["pair", "dataset", "dtype", "shape", "N", "engine", "prompts", "token-identical"]
+    order = table.sort_values(analysis.GROUP + ["shape", "budget", "config_hash"], kind="mergesort")
+    rows = [
+        [r["pair"], r["dataset"], r["dtype"], r["shape"], int(r["budget"]), r.get("engine", ""), r["n_prompts"]]
+        + [f"{r['identical'] / r['n_prompts']:.1%}", _divergence_cell(r, margins) or "—"]
+        for r in order.to_dict("records")
+    ]
+    out.append(md_table(rows, head + ["first divergence (prompt@token)"]))
     out.append(bullets(speedup.lossless_sentences(table), ""))
     return out + [note for note in [margin_note(table, margins)] if note]
 
@@ -162,53 +138,18 @@ def _first_token_check(check: pd.DataFrame, control: pd.DataFrame | None) -> lis
         "Holm-adjusted over all of the pair's checks), their TV, the TV of N exact draws from the target "
         "(`tv_null`), and the test's power against a first-token TV of `tv_target`."
     ]
-    out.append(
-        _check_table(
-            check,
-            (
-                "pair",
-                "verify",
-                "child_rule",
-                "sibling_order",
-                "dtype",
-                "temperature",
-                "prefix_id",
-                "seed",
-                "n_draws",
-                "tree",
-                "budget",
-                "chi2_p",
-                "holm_p",
-                "tv",
-                "tv_null",
-                "power",
-            ),
-        )
-    )
+    out.append(_check_table(check, CHECK_COLS))
     out.append(
         bullets(speedup.lossless_check_sentences(check) + power_sentences(check) + control_sentences(control), "")
     )
     if control is not None and not control.empty:
-        out.append(
-            _check_table(
-                control,
-                (
-                    "pair",
-                    "verify",
-                    "child_rule",
-                    "dtype",
-                    "prefix_id",
-                    "n_draws",
-                    "tree",
-                    "budget",
-                    "chi2_p",
-                    "tv",
-                    "exact_tv",
-                    "rejected",
-                ),
-            )
-        )
+        out.append(_check_table(control, CONTROL_COLS))
     return out
+
+
+CHECK_COLS = "pair verify child_rule sibling_order dtype temperature prefix_id seed n_draws tree budget".split()
+CHECK_COLS += ["chi2_p", "holm_p", "tv", "tv_null", "power"]
+CONTROL_COLS = "pair verify child_rule dtype prefix_id n_draws tree budget chi2_p tv exact_tv rejected".split()
 
 
 def _check_table(check: pd.DataFrame, want) -> str:

@@ -29,29 +29,6 @@ def main_rows(gap: pd.DataFrame | None, df: pd.DataFrame, sums: pd.DataFrame) ->
     ).reset_index(drop=True)
 
 
-def sentences(rows: pd.DataFrame) -> list[str]:
-    out = []
-    for (pair, dataset), g in rows.groupby(["pair", "dataset"], sort=True):
-        best = g.sort_values(["budget", "fraction"], ascending=[True, False], kind="mergesort").drop_duplicates(
-            "budget"
-        )
-        parts = [
-            f"N={int(r.budget)}: {r.shape} {r.fraction:.0%} of {analysis.fmt(r.optimum, 2)}" for r in best.itertuples()
-        ]
-        over = g[g.tokens_per_step > g.optimum]
-        short = g[g.model_gap > 0]
-        worst = g.loc[g.model_gap.idxmax()]
-        out.append(
-            f"{pair} on {dataset}: the best static shape per budget as a share of the DP's prediction for its "
-            f"best tree (tokens/step): " + "; ".join(parts) + f". {len(over)} of {len(g)} shapes measure above "
-            f"that prediction and {len(short)} below the DP's prediction for themselves (mean "
-            f"{g.model_gap.mean():+.2f} tokens/step, predicted minus measured); the largest shortfall is "
-            f"{worst['shape']} at N={int(worst.budget)}: {analysis.fmt(worst.tokens_per_step, 2)} measured vs "
-            f"{analysis.fmt(worst.predicted, 2)} predicted."
-        )
-    return out
-
-
 def pivot(rows: pd.DataFrame) -> tuple[list[list], list[str]]:
     """One row per pair, dataset and shape; per budget ``measured (share; DP prediction for the shape)``,
     and per dataset a first row with the DP's prediction for its best tree."""

@@ -1,5 +1,5 @@
-"""Sentence specs: the one place that phrases a group, a claim, an interval and each analysis
-sentence of REPORT.md, every number read from the tables (`tables.compute`)."""
+"""The wording of a group, a setting, a claim, a speed, an interval and a share, shared by the
+sections, the TL;DR and the findings table (`findings`).  Imports analysis and tables."""
 
 from __future__ import annotations
 
@@ -18,6 +18,11 @@ def setting(r) -> str:
     eng = {"replay": "replayed", "live": "live"}.get(str(r.get("engine")), str(r.get("engine", "")))
     parts = [str(r["dtype"])] + ([eng] if eng and eng != "?" else []) + [f"{int(r['max_new_tokens'])} new tokens"]
     return f"({', '.join(parts)})"
+
+
+def pct(x) -> str:
+    """'12%', or 'n/a' for a missing value."""
+    return "n/a" if x is None or x != x else f"{x:.0%}"
 
 
 def interval(v, lo, hi, n, digits: int = 2) -> str:
@@ -79,130 +84,3 @@ def gain(r: dict) -> str:
     if int(r["n_shared"]) < tables.MIN_CI:
         return f"{p.diff:+.2f} (n={int(r['n_shared'])}, no CI)"
     return analysis.fmt_diff(p)
-
-
-def answer_sentences(ans: pd.DataFrame) -> list[str]:
-    out: list[str] = []
-    if ans.empty:
-        return out
-    for _, g in ans.groupby(analysis.GROUP, sort=True):
-        g = g[g.speed.notna()]
-        if len(g) < 2:
-            continue
-        first, last = g.iloc[0].to_dict(), g.iloc[-1].to_dict()
-        big = g.sort_values("tokens_per_step", ascending=False).iloc[0].to_dict()
-        tail = (
-            f"; the most tokens per step, {big['shape']} N={int(big['budget'])} "
-            f"({analysis.fmt(big['tokens_per_step'], 2)}), "
-            f"runs at {speed(big)}"
-            if big["config_hash"] != first["config_hash"]
-            else ""
-        )
-        out.append(
-            f"{where(first)}: {first['shape']} N={int(first['budget'])} is fastest at {speed(first)} and "
-            f"{last['shape']} N={int(last['budget'])} slowest at {speed(last)}{tail} ({claim_word(first)})."
-        )
-    return out
-
-
-def cap_sentences(rows: pd.DataFrame) -> list[str]:
-    out: list[str] = []
-    if rows.empty:
-        return out
-    for _, g in rows[rows.temperature == 0].groupby(analysis.GROUP, sort=True):
-        over = g[g.cut > tables.MAX_CUT]
-        if len(over):
-            budgets = ", ".join(str(int(b)) for b in sorted(over.budget.unique()))
-            out.append(
-                f"{where(g.iloc[0])}: {len(over)} of {len(g)} configurations lose more than {tables.MAX_CUT:.0%} "
-                f"of their steps to max_new_tokens (budgets {budgets}; worst {over.cut.max():.0%}, "
-                f"{over.sort_values('cut').iloc[-1]['shape']}): at these budgets tokens_per_step partly "
-                "measures the length cap."
-            )
-    return out
-
-
-WHY = {
-    ("chain", "sequoia"): "the Sequoia DP, given the measured acceptance vector, builds a chain at this budget",
-    ("binary", "medusa63"): "the first N rank paths of medusa63 are those of binary at this budget",
-    ("chain", "specinfer"): "specinfer's expansion keeps one child per node at these depths",
-    ("chain", "ngram_trie"): "the n-gram trie has one continuation per node here, a chain",
-    ("mss", "speculative"): "multi-step speculative sampling with one child per node is speculative sampling",
-    ("mss", "sequoia"): "on a chain Sequoia's rule tries the single child, as speculative sampling does",
-    ("block", "traversal"): "on a chain traversal verification reduces to block verification",
-    ("speculative", "speculative"): "the paired re-verification of a decode's own trees reproduces the decode",
-}
-
-
-def identity_sentences(idents: pd.DataFrame) -> list[str]:
-    """Each identity stated once: the rows, the budgets and why they coincide."""
-    if idents.empty:
-        return []
-    out = []
-    keys = ["pair", "dtype", "mode", "shape", "ref_mode", "ref_shape"]
-    for _k, g in idents.groupby(keys, sort=True):
-        r = g.iloc[0].to_dict()
-        a, b = (r["ref_tree"], r["tree"]) if r["tree"] != r["ref_tree"] else (r["ref_verify"], r["verify"])
-        why = WHY.get(tuple(sorted((a, b)))) or "they build and accept the same trees here"
-        places = "; ".join(
-            f"{ds} N={', '.join(str(int(x)) for x in sorted(x.budget.unique()))}"
-            for ds, x in g.groupby("dataset", sort=True)
-        )
-        out.append(
-            f"{r['pair']} ({r['dtype']}): {r['shape']} under {r['mode']} = {r['ref_shape']} under "
-            f"{r['ref_mode']}, step for step on every prompt ({places}): {why}."
-        )
-    return out
-
-
-def cross_sentences(cross: pd.DataFrame) -> list[str]:
-    out: list[str] = []
-    if cross.empty:
-        return out
-    for (ds, dt, mnt, shape, budget), g in cross.groupby(
-        ["dataset", "dtype", "max_new_tokens", "cross_shape", "budget"], sort=True
-    ):
-        g = g.sort_values("tps_shared", ascending=False)
-        order = ", ".join(f"{r.pair} {analysis.fmt(r.tps_shared, 2)}" for r in g.itertuples())
-        out.append(
-            f"{ds} ({dt}, {int(mnt)} new tokens), {shape} N={int(budget)} on the {int(g.n_shared.iloc[0])} "
-            f"prompts all {len(g)} pairs ran: {order} tokens/step."
-        )
-    return out
-
-
-def speed_sentences(live: pd.DataFrame) -> list[str]:
-    """Per live setting (prompts × tokens): the projection's error over the runs that have both
-    (median and worst) and how many measured speedups fall inside the projection's interval."""
-    both = live[live.projected.notna()] if len(live) else live
-    out: list[str] = []
-    if both.empty or not {"n_prompts", "max_new_tokens"} <= set(both.columns):
-        return out
-    for (n, toks), g in both.groupby(["n_prompts", "max_new_tokens"], sort=True):
-        err = g.error.abs()
-        inside = int(((g.measured >= g.projected_lo) & (g.measured <= g.projected_hi)).sum())
-        b = g.sort_values(["measured", "config_hash"], ascending=[False, True]).iloc[0].to_dict()
-        out.append(
-            f"Live batch-1 runs of {int(n)} prompts × {int(toks)} tokens ({len(g)} configurations): the projection's "
-            f"error is {err.median():.0%} (median absolute) and {err.max():.0%} at worst; {inside} of {len(g)} measured "
-            f"speedups fall inside its 95% interval; the highest measured is {b['measured']:.2f}× ({b['pair']} on "
-            f"{b['dataset']}, {b['shape']} N={int(b['budget'])})."
-        )
-    return out
-
-
-def calibration_sentence(calib: pd.DataFrame) -> str:
-    if calib.empty:
-        return "No Sequoia configuration ran, so no calibration is used."
-    counts = calib.calibration.str.split(" ").str[0].value_counts()
-    if set(counts.index) == {"not"} and calib.calibration.str.startswith("not recorded").all():
-        return (
-            "The calibration prompts of the acceptance vectors are not recorded (results/acceptance_vector.csv "
-            "has no `prompt_ids` column), so whether the Sequoia trees were calibrated on the prompts they are "
-            "scored on cannot be checked; their rows are not ranked."
-        )
-    parts = [f"{n} {k}" for k, n in sorted(counts.items())]
-    return (
-        f"Calibration prompts against scored prompts, per Sequoia configuration: {', '.join(parts)}; an "
-        "in-sample tree, or one whose calibration prompts are not recorded, is never ranked."
-    )

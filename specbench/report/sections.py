@@ -1,19 +1,23 @@
-"""REPORT.md as a declarative list of sections (`SECTIONS`): (heading, render(ctx) -> markdown).
+"""REPORT.md and its pages from one template (templates/report.md.j2: the skeleton, the section
+order and the fixed prose), filled by the sections' computed markdown (`RENDER`: name -> render(ctx)).
 
 A section's render reads the tables (`tables.compute`), the phrases (`phrases`) and the made
-figures by name; a section with nothing to show says why in one line.  The order (docs/report.md):
-TL;DR and the answer tables, acceptance against the budget, analysis, method, setup, limitations,
-references, appendix.
+figures by name; a section with nothing to show says why in one line.  Imports jinja2, the
+section modules (tldr, fixed_page, figures_accept, lossless, attention_report, setup, ...) and
+the markdown helpers.
 """
 
 from __future__ import annotations
 
+import jinja2
 import pandas as pd
 
 from . import (
     analysis,
     attention_report,
+    compare,
     figures_accept,
+    findings,
     fixed,
     fixed_page,
     lossless,
@@ -21,16 +25,19 @@ from . import (
     optimum,
     phrases,
     setup,
+    speedup,
     tables,
-    text,
     tldr,
 )
+from .hardware import MARGINAL_AT
 from .lossless import lossless_section, margin_note  # noqa: F401  (the losslessness API)
 from .markdown import bullets, md_table, table
-from .sections_common import figs, groups, no_steps
 from .speedup import served_sentences
 
-pct = lambda x: "n/a" if x != x or x is None else f"{x:.0%}"  # noqa: E731
+
+def figs(ctx, *names) -> list[str]:
+    """The links to those of ``names`` that were made."""
+    return [ctx["link"](n) for n in names if n in ctx["figs"]]
 
 
 ANSWER_COLS = [
@@ -42,7 +49,7 @@ ANSWER_COLS = [
     ("acceptance rate", lambda r: phrases.metric(r, "acceptance_rate", 3)),
     ("acceptance length", lambda r: phrases.metric(r, "acceptance_length")),
     ("prompts / tokens", lambda r: f"{analysis.fmt(r.get('n_prompts'))} / {analysis.fmt(r.get('new_tokens'))}"),
-    ("cut by cap", lambda r: pct(r.get("cut"))),
+    ("cut by cap", lambda r: phrases.pct(r.get("cut"))),
     ("claim", phrases.claim_word),
 ]
 
@@ -56,22 +63,9 @@ def machine(env: dict | None) -> str:
 
 
 def answer(ctx) -> str:
-    t = ctx["t"]
-    if t["answer"].empty:
-        return "_No greedy (T=0) configuration ran, so there is no answer table._"
-    out = [
-        f"Per pair × dataset (the pair with the most answer rows first, its largest tables first; greedy, T=0; one table per dtype and engine), "
-        f"per shape: the budget with the highest "
-        f"speedup over plain decoding — measured where a live run has a live baseline, else projected from measured "
-        f"forward costs (marked) — among the budgets where at most {tables.MAX_CUT:.0%} of steps were cut by "
-        f"max_new_tokens. A row is *ranked* only with ≥ {tables.MIN_RANKED} prompts; no interval is printed from fewer "
-        f"than {tables.MIN_CI}. `(= chain N=8)`: identical step records (see *Identities*). `bracketed`: where the "
-        "best budget sits among those tried (an edge is no optimum). Projections are for this machine's cost "
-        f"curve ({machine(ctx['data'].get('env'))}); another machine's answer: re-measure costs.csv, or read the "
-        "phase diagram under *Which tree on which hardware*."
-    ]
+    t, out = ctx["t"], []
     order = {p: i for i, p in enumerate(phrases.widest_first(t["answer"]))}  # the main pair's tables first
-    for _key, g in sorted(groups(t["answer"]), key=lambda kg: (order[kg[1].pair.iloc[0]], -len(kg[1]), kg[0])):
+    for _key, g in sorted(analysis.groups(t["answer"]), key=lambda kg: (order[kg[1].pair.iloc[0]], -len(kg[1]), kg[0])):
         out.append(f"**{phrases.where(g.iloc[0].to_dict())}**\n\n" + table(g.to_dict("records"), ANSWER_COLS))
     return "\n\n".join(out + figs(ctx, "gain_vs_chain.png", "projected_speedup.png"))
 
@@ -93,19 +87,8 @@ def cross_table(g: pd.DataFrame) -> str:
 
 
 def cross(ctx) -> str:
-    c = ctx["t"]["cross"]
-    if msg := no_steps(ctx, "no cross-pair table on shared prompts is shown"):
-        return msg
-    if c.empty:
-        return (
-            "_No shape and budget was run by two pairs on shared prompts (greedy, same dtype), so no cross-pair table._"
-        )
-    out = [
-        "Every pair that ran the same shape and budget (greedy): tokens/step · acceptance rate, each row on "
-        "the prompts all its pairs ran (ratio of sums from steps.csv; –: not run); a drafter that fills a shape (merged) is "
-        "compared at that shape."
-    ]
-    for (ds, dt, mnt, tgt), g in groups(c, ["dataset", "dtype", "max_new_tokens", "target"]):
+    c, out = ctx["t"]["cross"], []
+    for (ds, dt, mnt, tgt), g in analysis.groups(c, ["dataset", "dtype", "max_new_tokens", "target"]):
         out.append(f"**{ds} ({dt}, {int(mnt)} new tokens), target {tgt}**\n\n" + cross_table(g))
     return "\n\n".join(out + matrix.render(c) + figs(ctx, "accept_length_hist.png"))
 
@@ -124,23 +107,8 @@ MODE_COLS = [
 
 
 def modes(ctx) -> str:
-    g = ctx["t"]["modes"]
-    if msg := no_steps(ctx, "no paired mode comparison is shown"):
-        return msg
-    if g.empty:
-        return (
-            "_No configuration ran at T>0 beside its token-level rule on shared prompts, so there is no mode "
-            "comparison._"
-        )
-    out = [
-        "Each rule at T>0 against its strongest token-level baseline on the same shape, budget and temperature "
-        "(speculative sampling on chains; multi-step speculative sampling, mss, on trees drawn with replacement; "
-        "on the same drafted trees, the token-level rule their decode verified: sequoia on trees drawn without "
-        "replacement, naive on the top-k trees the lossy rules share), on the prompts both ran. *same trees*: the rule re-verified the baseline's own drafted trees "
-        "(`verify.paired_with`), so Δ is the gain per drafted tree; *own trees*: each drafted its own. These "
-        "intervals are not adjusted for the number of comparisons: *Comparisons fixed in advance* adjusts them (Holm)."
-    ]
-    for key, grp in groups(g, analysis.GROUP + ["temperature"]):
+    g, out = ctx["t"]["modes"], []
+    for key, grp in analysis.groups(g, analysis.GROUP + ["temperature"]):
         grp = grp.sort_values(["lossless_b", "tree", "budget", "mode"], ascending=[False, True, True, True])
         out.append(
             f"**{phrases.where(grp.iloc[0].to_dict())}, T={key[-1]:g}**\n\n" + table(grp.to_dict("records"), MODE_COLS)
@@ -161,7 +129,7 @@ def batch(ctx) -> str:
     sched, out = ctx["t"]["schedule"], []
     if sched.empty:
         out.append("_No live setting ran at two or more batch sizes, so there is no batch-size schedule._")
-    for k, g in groups(sched, ["pair", "dataset", "dtype", "max_new_tokens", "n_prompts"]):
+    for k, g in analysis.groups(sched, ["pair", "dataset", "dtype", "max_new_tokens", "n_prompts"]):
         rows = []
         for b, gb in g.groupby("batch_size", sort=True):
             top = gb.sort_values(["measured", "budget"], ascending=[False, True]).iloc[0]
@@ -188,22 +156,8 @@ def batch(ctx) -> str:
 
 
 def hardware(ctx) -> str:
-    t = ctx["t"]
-    if t["phase"].empty:
-        return "_No replayed greedy configuration with measured costs: no phase diagram._"
-    from .hardware import MARGINAL_AT, machine_sentences, phase_sentences
-
-    note = (
-        "Acceptance is measured once; the best tree depends on the cost curve. The diagram charges each "
-        "configuration's own steps on a modelled curve (a k-token forward costs 1 + m(k − 1) one-token target "
-        "forwards, r times that on the draft) and marks each measured machine at r = t_draft(1)/t_target(1), "
-        f"m = the secant of its target curve at {MARGINAL_AT} tokens. The modelled curve is linear; the answer "
-        "tables use the measured one."
-    )
-    machines = bullets(machine_sentences(t["points"], ctx["data"].get("envs") or {}), "")
-    return "\n\n".join(
-        [note, machines, bullets(phase_sentences(t["phase"], t["points"]), "")] + figs(ctx, "phase_diagram.png")
-    )
+    found = [bullets(findings.sentences(ctx["t"]["findings"], s), "") for s in ("machines", "phase")]
+    return "\n\n".join(found + figs(ctx, "phase_diagram.png"))
 
 
 def _pair_s(measured, model) -> str:
@@ -237,54 +191,17 @@ LIVE_COLS = [
 def speed(ctx) -> str:
     live = ctx["t"]["live"]
     lines = served_sentences(ctx["data"].get("served"), ctx["t"]["rows"])
-    served = bullets(lines, "") if lines else ""
+    served = [bullets(lines, "")] if lines else []
     if live.empty:
-        return (
-            "_No live run has a matching live plain-decoding baseline (tree none), so no speedup is measured; "
-            "the answer tables use projections._"
-        ) + (f"\n\n{served}" if served else "")
-    note = (
-        "`measured ×`: tokens/s over the plain-decoding run's on the same prompts at the same batch B. "
-        "`projected ×`: the same run's own steps costed by the model under Method (results/costs.csv, which "
-        "times one sequence's forwards, so only B = 1 rows have one), with its 95% bootstrap interval over "
-        "prompts and cost repeats; `error` = projected ÷ measured − 1. The last two columns put the step's "
-        "measured draft and verify seconds beside the model's: what the model leaves out shows there. "
-        "Every row: results/speedup.csv."
-    )
+        return "\n\n".join(served)
+    found = bullets(findings.sentences(ctx["t"]["findings"], "speed"), "")
     return "\n\n".join(
-        [note, table(live.to_dict("records"), LIVE_COLS), bullets(phrases.speed_sentences(live), "")]
-        + ([served] if served else [])
-        + figs(ctx, "speed_measured_vs_projected.png")
-    )
-
-
-def analysis_section(ctx) -> str:
-    t = ctx["t"]
-    lines = (
-        phrases.answer_sentences(t["answer"]) + phrases.cap_sentences(t["rows"]) + phrases.cross_sentences(t["cross"])
-    )
-    lines += [phrases.calibration_sentence(t["calib"])]
-    return bullets(lines, "no greedy configuration ran")
-
-
-def identities(ctx) -> str:
-    return (
-        "Configurations whose step records are identical on every prompt, stated once (the answer tables mark "
-        "them `(= …)`); they are identities of the methods, not findings:\n\n"
-        + bullets(phrases.identity_sentences(ctx["t"]["idents"]), "no two configurations have identical step records")
+        [table(live.to_dict("records"), LIVE_COLS), found, *served, *figs(ctx, "speed_measured_vs_projected.png")]
     )
 
 
 def acceptance(ctx) -> str:
-    got = figs(ctx, "alpha_by_depth.png", "acceptance_vector.png")
-    return (
-        "\n\n".join(got)
-        if got
-        else (
-            no_steps(ctx, "no per-position acceptance is shown")
-            or "_No greedy sweep at N=16 and no acceptance vector: nothing to show._"
-        )
-    )
+    return "\n\n".join(figs(ctx, "alpha_by_depth.png", "acceptance_vector.png"))
 
 
 def gap(ctx) -> str:
@@ -293,8 +210,7 @@ def gap(ctx) -> str:
         return "_No results/gap_to_optimum.csv rows (greedy static shapes with a calibrated acceptance vector)._"
     return "\n\n".join(
         [
-            text.GAP,
-            bullets(optimum.sentences(rows), ""),
+            bullets(findings.sentences(ctx["t"]["findings"], "gap"), ""),
             "Each cell: measured tokens_per_step (share of the DP "
             "prediction for the best tree; DP prediction for the shape itself).",
             md_table(*optimum.pivot(rows)),
@@ -324,73 +240,68 @@ def attention(ctx) -> str:
     )
 
 
-def method(ctx) -> str:
-    from . import speedup
-
-    return "\n\n".join(
-        [
-            text.METHOD,
-            text.SPEED.format(rule=speedup.DRAFT_COST_RULE),
-            "**Metric definitions.** " + text.METRICS,
-            text.EVIDENCE.format(ranked=tables.MIN_RANKED, ci=tables.MIN_CI, cut=f"{tables.MAX_CUT:.0%}"),
-        ]
-    )
-
-
 def limitations(ctx) -> str:
     return bullets(setup.limitations(ctx["t"], ctx["data"]), "none recorded")
 
 
-# (heading, render, page): a section with a page is written to results/tables/<page>.md (its
-# figures with it) and REPORT.md keeps its heading and a link, so the body stays what a reader reads
-SECTIONS = [
-    ("## TL;DR", tldr.section, None),
-    ("## Answer: the fastest budget per shape", answer, "answer"),
-    ("## Acceptance against the budget", figures_accept.section, None),
-    ("## Across pairs at fixed budgets", cross, "pairs"),
-    ("## Verification rules against their token-level baselines", modes, "verification"),
-    ("## Comparisons fixed in advance", fixed_page.section, "comparisons"),
-    ("## Measured and projected speed", speed, None),
-    ("## Batch size", batch, None),
-    ("## Which tree on which hardware", hardware, None),
-    ("## Analysis", analysis_section, "analysis"),
-    ("### Identities", identities, "analysis"),
-    ("### Acceptance by position and rank", acceptance, "analysis"),
-    ("### Gap to the Sequoia DP's prediction", gap, "analysis"),
-    ("### Losslessness on the real pairs", losslessness, "analysis"),
-    ("### Tree attention", attention, "analysis"),
-    ("## Method", method, None),
-    ("## Setup", lambda c: setup.setup(c["t"], c["data"]), "setup"),
-    ("## Limitations", limitations, None),
-    ("## References", lambda c: text.REFERENCES, None),
-    ("## Appendix: inputs and every configuration", lambda c: setup.appendix(c["t"], c["data"]), "appendix"),
-]
-PAGE_NOTE = "The full section, with its tables and figures: [{page}.md]({rel}/{page}.md)."
-LEADS = {  # kept in REPORT.md above the link
-    "comparisons": lambda c: fixed.sentence(
-        c["t"].get("comparisons"), analysis.role_names(c["t"].get("df", pd.DataFrame()))
-    )
+RENDER = {  # a section's computed markdown, by the name the template (templates/report.md.j2) gives it
+    "tldr": tldr.section,
+    "answer": answer,
+    "acceptance_budget": figures_accept.section,
+    "pairs": cross,
+    "verification": modes,
+    "comparisons": fixed_page.section,
+    "speed": speed,
+    "batch": batch,
+    "hardware": hardware,
+    "acceptance": acceptance,
+    "gap": gap,
+    "losslessness": losslessness,
+    "attention": attention,
+    "setup": lambda c: setup.setup(c["t"], c["data"]),
+    "limitations": limitations,
+    "appendix": lambda c: setup.appendix(c["t"], c["data"]),
 }
+TEMPLATE = jinja2.Environment(
+    loader=jinja2.PackageLoader("specbench.report"),
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    undefined=jinja2.StrictUndefined,
+).get_template("report.md.j2")
 
 
 def render(ctx, link_for, tables_rel: str) -> tuple[str, dict[str, str]]:
-    """(REPORT.md, {page: its markdown}): ``link_for(page)`` links a figure from where the text
-    lands (``page`` None: REPORT.md); ``tables_rel`` is the tables folder seen from REPORT.md."""
-    head = [
-        "# specbench report",
-        "",
-        "_Generated by `python -m specbench.report` from results/*.csv; do not edit._",
-        "",
-    ]
-    pages: dict[str, list[str]] = {}
-    for h, fn, page in SECTIONS:
-        block = f"{h}\n\n{fn({**ctx, 'link': link_for(page), 'page': page})}\n"
-        if page is None:
-            head.append(block)
-            continue
-        if page not in pages:
-            lead = LEADS[page](ctx) if page in LEADS else None
-            head.append(f"{h}\n\n{lead + ' ' if lead else ''}{PAGE_NOTE.format(page=page, rel=tables_rel)}\n")
-            pages[page] = ["_Generated by `python -m specbench.report` from results/*.csv; do not edit._\n"]
-        pages[page].append(block.removeprefix("#") if h.startswith("## ") else block)
-    return "\n".join(head), {p: "\n".join(t) for p, t in pages.items()}
+    """(REPORT.md, {page: its markdown}) from the template: ``link_for(page)`` links a figure from
+    where the text lands (``page`` None: REPORT.md); ``tables_rel`` is the tables folder seen from
+    REPORT.md."""
+
+    def body(name: str, page: str | None = None) -> str:
+        return RENDER[name]({**ctx, "link": link_for(page)})
+
+    t = ctx["t"]
+    lead = " ".join(findings.sentences(t["findings"], "comparisons"))
+
+    def claims(section: str, empty: str) -> str:
+        return bullets(findings.sentences(t["findings"], section), empty)
+
+    module = TEMPLATE.make_module(
+        dict(
+            body=body,
+            claims=claims,
+            t=t,
+            no_steps=ctx["data"]["steps"] is None,
+            machine=machine(ctx["data"].get("env")),
+            marginal_at=MARGINAL_AT,
+            roles=analysis.role_names(t["df"]),
+            n_paired=compare.N_PAIRED,
+            alpha=fixed.ALPHA,
+            tables_rel=tables_rel,
+            comparisons_lead=f"{lead} " if lead else "",
+            draft_cost_rule=speedup.DRAFT_COST_RULE,
+            min_ranked=tables.MIN_RANKED,
+            min_ci=tables.MIN_CI,
+            max_cut=f"{tables.MAX_CUT:.0%}",
+        )
+    )
+    return str(module), {p: str(getattr(module, p)()) for p in vars(module)["pages"]}

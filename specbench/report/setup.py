@@ -7,7 +7,7 @@ import os
 
 import pandas as pd
 
-from . import analysis, floors, phrases, tables
+from . import analysis, findings, floors, phrases, tables
 from .markdown import md_table, table
 
 DEFAULT_COMMANDS = [
@@ -18,23 +18,11 @@ DEFAULT_COMMANDS = [
     "python -m specbench.report",
 ]
 ENV_PER_PAIR = ("commands", "draft", "target", "dtype")  # per pair in the pairs table, not one value for all
-CSVS = [
-    "summary.csv",
-    "steps.csv.gz",
-    "outputs.jsonl.gz",
-    "acceptance_vector.csv",
-    "acceptance_matrix.csv",
-    "gap_to_optimum.csv",
-    "costs.csv",
-    "lossless_check.csv",
-    "continuation_divergence.csv",
-    "divergence_margins.csv",
-    "bf16_replay_divergence.csv",
-    "attention.csv",
-    "attention_threads1.csv",
-    "environment.json",
-    "run_times.csv",
-]
+CSVS = (  # one string, split on spaces
+    "summary.csv steps.csv.gz outputs.jsonl.gz acceptance_vector.csv acceptance_matrix.csv"
+    " gap_to_optimum.csv costs.csv lossless_check.csv continuation_divergence.csv divergence_margins.csv"
+    " bf16_replay_divergence.csv attention.csv attention_threads1.csv environment.json run_times.csv"
+).split()
 SETUP_STEP = "set-up"  # run_all.sh's first step (environment + models): timed apart from the study
 EXTENDED_STEP = "extended:"  # run_all.sh's steps under SPECBENCH_EXTENDED=1: timed apart from the hour
 
@@ -243,7 +231,7 @@ def limitations(t: dict, data: dict) -> list[str]:
             f"and {int((rows.cut > tables.MAX_CUT).sum())} configurations lose more than {tables.MAX_CUT:.0%} of their "
             "steps to that cap."
         )
-    out.append(phrases.calibration_sentence(t["calib"]))
+    out.append(findings.calibration_claim(t["calib"])["sentence"])
     if "device" in rows:
         out.append(
             f"Every timing is on {', '.join(sorted(rows.device.astype(str).unique()))}"
@@ -285,7 +273,7 @@ APPENDIX_COLS = [
     ("acceptance_rate", lambda r: phrases.metric(r, "acceptance_rate", 3)),
     ("acceptance_length", lambda r: phrases.metric(r, "acceptance_length")),
     ("tokens_per_step", lambda r: phrases.metric(r, "tokens_per_step")),
-    ("cut", lambda r: "n/a" if r.get("cut") != r.get("cut") else f"{r['cut']:.0%}"),
+    ("cut", lambda r: phrases.pct(r.get("cut"))),
     ("speedup", phrases.speed),
 ]
 
