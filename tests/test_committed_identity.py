@@ -11,18 +11,19 @@ config its hash was computed from.
   the group schemas computed for the same row: tests/fixtures/committed_identity.json, keyed by
   the row's committed config hash (written by ``write`` on that code).
 
-Each (pair, tree, verify, dataset) option is composed once; a row's values are merged over it.
+Each (pair, tree, verify, dataset) combination is composed once; a row's values are set over it.
 """
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
 import sys
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf, open_dict
+from omegaconf import OmegaConf
 
 from specbench import CONF_DIR
 from specbench.study import identity, jobspec
@@ -50,22 +51,27 @@ def row_values(row: dict) -> dict:
     if "children" in defaults:
         verify["children"] = row["child_rule"]
     tree = {"budget": int(row["budget"]), **json.loads(row["tree_params"] or "{}")}
-    return {"tree": tree, "verify": verify, **{k: json.loads(row[k]) if k not in ("dtype", "device", "engine") else row[k] for k in TOP}}
+    return {
+        "tree": tree,
+        "verify": verify,
+        **{k: json.loads(row[k]) if k not in ("dtype", "device", "engine") else row[k] for k in TOP},
+    }
 
 
 def jobs(rows: list[dict]):
-    """(row, job spec) of every row: its options composed once, its values merged over them."""
-    composed: dict[tuple, object] = {}
+    """(row, job spec) of every row: its options composed once, its values set over them."""
+    composed: dict[tuple, dict] = {}
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         for row in rows:
             key = tuple(row[g] for g in ("pair", "tree", "verify", "dataset"))
             if key not in composed:
                 overrides = [f"{g}={v}" for g, v in zip(("pair", "tree", "verify", "dataset"), key)]
-                composed[key] = compose("config", overrides=overrides)
-            cfg = OmegaConf.create(OmegaConf.to_container(composed[key]))  # a copy, as Hydra composes it
-            with open_dict(cfg):
-                cfg = OmegaConf.merge(cfg, row_values(row))
-            yield row, jobspec.from_config(cfg)
+                composed[key] = OmegaConf.to_container(compose("config", overrides=overrides))
+            cfg = copy.deepcopy(composed[key])  # as Hydra composes it, the row's values set over it
+            values = row_values(row)
+            cfg["tree"].update(values.pop("tree"))
+            cfg["verify"].update(values.pop("verify"))
+            yield row, jobspec.from_config({**cfg, **values})
 
 
 def write(path: Path = FIXTURE) -> None:
