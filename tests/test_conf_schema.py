@@ -86,3 +86,19 @@ def test_a_differing_default_fails(tmp_path):
     bad.write_text("budget: 16\nwidth: 5\nfoo: 1\n")
     found = differing(bad, schema("tree", "kary"))
     assert any("width=5" in b for b in found) and any("foo" in b for b in found)
+
+
+def test_hydra_refuses_a_key_the_schema_lacks_in_one_line(capsys):
+    """Past the command-line check (a compose from code, a sweep preset), Hydra's structured config
+    refuses the key; ``run_hydra`` names it, its closest valid key and the valid keys."""
+    from specbench.study.argv import run_hydra
+    from specbench.study.launch import compose as compose_study
+
+    with pytest.raises(SystemExit) as e:
+        run_hydra(lambda: compose_study(["tree=kary", "tree.widht=3"]))
+    assert e.value.code == 2
+    line = capsys.readouterr().err.strip()
+    assert line == (
+        "specbench: error: tree.widht: not a parameter of tree=kary (did you mean width?); "
+        "remove it (valid: budget, name, width)"
+    )
