@@ -1,8 +1,7 @@
 """The typed job spec: the resolved Hydra config, read ONCE, checked before any model loads.
 
-Imports: yaml, omegaconf, ``inputs`` (datasets, model constants) and the tree-policy and
-verify-mode registries, whose registration stores the ``tree`` and ``verify`` options in Hydra's
-ConfigStore (``core.options``), so importing this module makes them composable.
+Imports: yaml, omegaconf, ``inputs`` and the tree and verify registries (whose registration
+stores their options in Hydra's ConfigStore, ``core.options``: importing this makes them composable).
 
 ``from_config(cfg) -> JobSpec`` turns the composed config into frozen
 dataclasses, with one-line ``ConfigError``s naming the key and the fix.  The
