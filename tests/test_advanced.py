@@ -214,10 +214,11 @@ def test_adaptive_chain_heuristic():
 
 def test_medusa63_config_is_the_63_node_tree():
     cfg = yaml.safe_load(open(os.path.join(ROOT, "conf", "tree", "medusa63.yaml")))
-    paths = shape_paths(cfg["name"], 63, paths=cfg["paths"])
+    assert cfg["defaults"][0] == "/schema/tree/medusa63@_here_"  # a named variant of the medusa63 shape
+    paths = shape_paths("medusa63", 63, paths=cfg["paths"])
     assert len(paths) == 63 and max_depth(paths) == 4 and max(p[-1] for p in paths) == 9
     # trimmed in Medusa's listed (priority) order, stored breadth-first
-    assert shape_paths(cfg["name"], 8, paths=cfg["paths"]) == sorted(
+    assert shape_paths("medusa63", 8, paths=cfg["paths"]) == sorted(
         [tuple(p) for p in cfg["paths"][:8]], key=lambda p: (len(p), p)
     )
 
@@ -270,7 +271,7 @@ def test_calibrate_writes_a_vector_the_sequoia_shape_reads(tiny_draft, tiny_targ
     from specbench.inputs.models import Pair
     from specbench.study.calibrate import measure, write_vector
 
-    vcfg = yaml.safe_load(open(os.path.join(ROOT, "conf", "verify", f"{verify}.yaml")))
+    vcfg = {"name": verify}  # the option verify=<name>: the mode's defaults (its schema, core.options)
     from specbench.study.identity import Identity
     from specbench.study.jobspec import from_config
 

@@ -91,6 +91,17 @@ CASES = {
     "misspelt key with +": (["+max_new_token=3"], "did you mean max_new_tokens?", False),
     "tree parameter the tree does not use": (["+tree.width=3"], "tree.width: not a parameter of tree=chain", False),
     "unknown dataset key": (["+dataset.foo=1"], "dataset.foo: not a parameter of dataset=smoke", False),
+    # issue 37: a tree or verify option is its registry entry's schema; + or not, a key it lacks is refused
+    "misspelt tree key": (
+        ["tree=kary", "tree.widht=3"],
+        "tree.widht: not a parameter of tree=kary (did you mean width?); remove it (valid: budget, name, width)",
+        False,
+    ),
+    "misspelt verify key with +": (
+        ["verify=mss", "+verify.ordr=storage"],
+        "verify.ordr: not a parameter of verify=mss (did you mean order?)",
+        False,
+    ),
     "whitespace-only prompt": (["dataset=jsonl", "dataset.path={blank}"], "prompt 'ws' has empty text", False),
     # issue 25: a plugins module that cannot be imported (study/plugins.py)
     "plugin module not importable": (

@@ -9,6 +9,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from specbench.study import checks, jobspec
+from specbench.study.argv import options  # a group's options: the registries' schemas and conf/'s files
 from specbench.study.identity import Identity, config_hash
 
 CONF = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
@@ -19,15 +20,13 @@ PARTNER = {
     ("pair", "merged_qwen"): ["tree=merged"],
     ("tree", "merged"): ["pair=merged_qwen"],
     ("tree", "ngram_trie"): ["pair=ngram_qwen"],
+    ("tree", "paths"): ["tree.paths=[[0],[1],[0,0]]"],  # the list is the user's: no default
 }
 
 
-def options(group: str) -> list[str]:
-    return sorted(f[:-5] for f in os.listdir(os.path.join(CONF, group)) if f.endswith(".yaml"))
-
-
 def every_config() -> list[list[str]]:
-    """Each option of each group (with the others at their defaults), each sweep preset
+    """Each option of each group (with the others at their defaults: a tree policy's and a verify
+    mode's from their registry entries' schemas), each sweep preset
     and each launcher preset."""
     out = [
         [f"{g}={o}"] + PARTNER.get((g, o), [])

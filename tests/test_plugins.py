@@ -1,6 +1,7 @@
 """docs/extending.md: a shape, a verify mode, a drafter and a dataset, each registered in ONE
-user module outside the package (``plugins=[module]``) with its presets in a config folder
-of its own (``hydra.searchpath``), run through a real multirun, collected and reported like
+user module outside the package (``plugins=[module]``): the shape and the mode are options
+without any YAML (their schemas, ``core.options``), the dataset's and pair's presets sit in a
+config folder of its own (``hydra.searchpath``); run through a real multirun, collected and reported like
 built-in entries (rows describe themselves: study.describe); and the ``plugins`` key leaves
 every job's config hash as it was."""
 
@@ -83,10 +84,9 @@ def numbered_defs(spec):
     return [(f"def/{i}", f"{spec.get('stem')} f{i}(x):", "code") for i in range(5)]
 '''
 
+# the shape and the mode need no preset: registering them stores their options (core.options);
+# the dataset and the pair groups are YAML presets, in the plugin's own config folder
 PRESETS = {
-    "tree/zigzag.yaml": "name: zigzag\nbudget: 4\nwidth: 2\n",
-    "verify/strict_greedy.yaml": "name: strict_greedy\ntemperature: 0.0\ndraft_temperature: 1.0\ntop_p: 1.0\n"
-    "strictness: 1\n",
     "dataset/numbered_defs.yaml": "name: numbered_defs\nlimit: null\nmax_prompt_tokens: null\nstem: def\n",
     "pair/echo_local.yaml": "name: echo_local\ndraft: null\ntarget:\n  source: local\n  path: ???\n"
     "drafter: echo\nchat_template: false\n",

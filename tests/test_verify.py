@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 from scipy.stats import chisquare
 
@@ -19,7 +20,6 @@ from specbench.verify.modespec import check_compatible, modes_for
 LOSSLESS = ["greedy", "speculative", "mss", "sequoia", "naive", "block", "traversal", "gbv"]
 ALL = LOSSLESS + ["typical", "ratio", "conservative", "epsilon", "hsd"]
 CHAIN_ONLY = ("speculative", "block", "hsd")
-CONF = Path(__file__).resolve().parents[1] / "conf" / "verify"
 
 
 # --------------------------------------------------------------------------
@@ -149,12 +149,17 @@ def test_registry_meta_and_configs():
         assert spec.child_rule in CHILD_RULES
         assert spec.lossless == (name in LOSSLESS)
         assert spec.chain_only == (name in CHAIN_ONLY)
-        cfg = OmegaConf.to_container(OmegaConf.load(CONF / f"{name}.yaml"))
-        assert cfg.pop("name") == name
-        assert cfg == spec.params(), name  # the yaml shows exactly the spec's defaults
+        cfg = option(name)
+        assert cfg.pop("name") == name and cfg.pop("paired_with") == []
+        assert cfg == spec.params(), name  # the option shows exactly the spec's defaults
         for key in ("temperature", "draft_temperature", "top_p"):
             assert key in cfg, (name, key)
-    assert OmegaConf.load(CONF / "greedy.yaml").temperature == 0
+    assert option("greedy")["temperature"] == 0
+
+
+def option(name: str) -> dict:
+    """The config option ``verify=<name>`` as the mode's registration stored it (core.options)."""
+    return OmegaConf.to_container(ConfigStore.instance().load(f"verify/{name}.yaml").node)
 
 
 def test_params_merge_defaults_and_reject_unknown_keys():

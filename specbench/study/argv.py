@@ -1,21 +1,28 @@
 """Command-line checks of ``python -m specbench.run`` before Hydra starts, and the one-line
 form of what Hydra itself raises.
 
-* ``check_argv(argv)``: an unknown group option (``tree=bnary``), an unknown key
-  (``foo=1``, ``+foo=1``, ``tree.widht=3``: Hydra would print six lines or, with a
-  ``+``, run it silently under a new hash), a ``plugins`` module that cannot be
-  imported, or an out_root / ``hydra.run.dir`` / ``hydra.sweep.dir`` that cannot be
-  written: one line naming the key and the fix, exit status 2, nothing created.
-  Group options and keys are looked up in conf/ and the ``file://`` folders of a
-  ``hydra.searchpath=[...]`` override (a plugin's presets, ``study.plugins``).
+* ``check_argv(argv)``: a ``plugins`` module that cannot be imported, an unknown group option
+  (``tree=bnary``), an unknown key (``foo=1``, ``+foo=1``, ``tree.widht=3``,
+  ``+tree.widht=3``: Hydra would print six lines or, with a ``+``, run it silently under a
+  new hash), or an out_root / ``hydra.run.dir`` / ``hydra.sweep.dir`` that cannot be
+  written: one line naming the key and the fix, exit status 2, nothing created.  A tree or
+  verify option's keys are its registry entry's schema (``core.options``, stored when the
+  registries and plugins are imported, which happens first); a dataset option's are its
+  YAML preset's in conf/ or a ``file://`` folder of a ``hydra.searchpath=[...]`` override
+  (a plugin's presets, ``study.plugins``).  Group options are the ConfigStore's and those files.
 * ``run_hydra(main)``: runs a Hydra app; an OSError (a full or read-only disk at
   a folder or file Hydra writes) or a Hydra composition error becomes one line
   naming the path or key, exit status 1 or 2 (``HYDRA_FULL_ERROR=1`` keeps the
-  full traceback of anything but an OSError).
+  full traceback of anything but an OSError); a key a group's schema lacks is named with
+  the fix and the valid keys (``schema_line``), as ``check_argv`` names it.
+
+Imports: yaml, hydra's override parser and errors, ``core.options``, ``study.plugins``;
+``study.jobspec`` (the registries) when the plugins are checked.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import sys
@@ -24,12 +31,13 @@ import tempfile
 import yaml
 
 from .. import CONF_DIR
-from .plugins import config_dirs, option_file
+from ..core.options import schema_keys, stored
+from .plugins import config_dirs, import_registries, option_file
 
 GROUPS = ("pair", "tree", "verify", "dataset", "sweep")
-# groups whose keys are checked here against the chosen option's file (pair keys are the
-# drafter's to check, verify keys the mode spec's: both one line already); any dataset takes kind
-CHECKED_GROUPS = {"tree": set(), "dataset": {"kind"}}
+# groups whose keys are checked here: tree and verify against the option's schema, dataset against
+# its preset's file (pair keys are the drafter's to check: one line already); any dataset takes kind
+CHECKED_GROUPS = {"tree": set(), "verify": set(), "dataset": {"kind"}}
 DIR_KEYS = ("out_root", "hydra.run.dir", "hydra.sweep.dir")
 WRITES: list[str] = []  # the folders check_dirs accepted (named if Hydra's write fails later)
 
@@ -40,9 +48,12 @@ def fail(msg: str, code: int = 2):
 
 
 def options(group: str, dirs=None) -> list[str]:
-    """The options of ``group`` in conf/ or (``dirs``) the search path's folders."""
+    """The options of ``group``: the registries' (ConfigStore) and the files in conf/ or (``dirs``)
+    the search path's folders."""
+    import_registries()
     folders = [os.path.join(d, group) for d in dirs or [CONF_DIR]]
-    return sorted({f[:-5] for d in folders if os.path.isdir(d) for f in os.listdir(d) if f.endswith(".yaml")})
+    files = {f[:-5] for d in folders if os.path.isdir(d) for f in os.listdir(d) if f.endswith(".yaml")}
+    return sorted(files | set(stored(group)))
 
 
 def override_value(argv, key: str, default=None):
@@ -89,12 +100,16 @@ def top_keys() -> set[str]:
 
 
 def group_keys(group: str, option: str, dirs=None) -> set[str] | None:
-    """Keys of conf/<group>/<option>.yaml or a search path folder's (None where there is no
-    such file, or for tree=merged, which takes its sub-shape's keys too)."""
-    path = option_file(group, option, dirs)
-    if path is None or (group, option) == ("tree", "merged"):
-        return None
-    return set(_yaml(path)) | {"name"} | CHECKED_GROUPS.get(group, set())
+    """The keys of ``group=option``: its registry entry's schema (tree, verify), else those of
+    conf/<group>/<option>.yaml or a search path folder's; None where there is neither."""
+    import_registries()
+    keys = schema_keys(group, option)
+    if keys is None:
+        path = option_file(group, option, dirs)
+        if path is None:
+            return None
+        keys = list(_yaml(path))
+    return set(keys) | {"name"} | CHECKED_GROUPS.get(group, set())
 
 
 def chosen(argv, group: str) -> list[str]:
@@ -126,8 +141,8 @@ def check_groups(argv) -> None:
 
 def check_keys(argv, extra=(), top: set[str] | None = None) -> None:
     """A key that no config holds is refused, with or without ``+``.  Group keys are
-    checked against the chosen option's file (a parameter that option does not have);
-    keys a sweep preset or a tree's sub-shape may add are left to ``checks.check_keys``.
+    checked against the chosen option's keys (``group_keys``: a parameter it does not have);
+    with a sweep preset, which may pick other options, Hydra's schemas refuse them (``schema_line``).
     ``extra``: the command's own top-level keys (``study.costs``' ``costs_*``); ``top``: the
     valid top-level keys of another config (``attention_bench``; default conf/config.yaml's)."""
     top, dirs = (top_keys() if top is None else set(top)) | set(extra), search_dirs(argv)
@@ -149,10 +164,26 @@ def check_keys(argv, extra=(), top: set[str] | None = None) -> None:
             for option in chosen(argv, head):
                 valid = group_keys(head, option, dirs)
                 if valid is not None and name not in valid:
-                    fail(
-                        f"{head}.{name}: not a parameter of {head}={option}{closest(name, valid)}; remove it "
-                        f"(valid: {', '.join(sorted(valid))})"
-                    )
+                    fail(not_a_parameter(f"{head}.{name}", f"{head}={option}", valid))
+
+
+def not_a_parameter(key: str, option: str, valid) -> str:
+    """The one line for a key that option ``group=name`` does not have."""
+    name = key.rpartition(".")[2]
+    return f"{key}: not a parameter of {option}{closest(name, valid)}; remove it (valid: {', '.join(sorted(valid))})"
+
+
+def schema_line(e: BaseException) -> str | None:
+    """The one line for a Hydra error whose cause is a key a group's schema lacks (its node's
+    type is named ``group=option``, ``core.options.node``); None for any other error."""
+    cause = e.__cause__
+    kind = getattr(cause, "object_type", None)
+    key = getattr(cause, "key", None)
+    if kind is None or key is None or "=" not in kind.__name__:
+        return None
+    group = kind.__name__.partition("=")[0]
+    valid = [f.name for f in dataclasses.fields(kind)]
+    return not_a_parameter(f"{group}.{key}", kind.__name__, valid)
 
 
 PROBE_BYTES = 1 << 16  # room for Hydra's multirun.yaml (non-atomic) and a job's first files
@@ -207,10 +238,10 @@ def check_plugins(argv) -> None:
 
 def check_argv(argv, extra=()) -> None:
     """Everything about the command line that needs no composed config (see the docstring);
-    ``extra``: the command's own top-level keys."""
+    ``extra``: the command's own top-level keys.  The plugins first: their entries are options."""
+    check_plugins(argv)
     check_groups(argv)
     check_keys(argv, extra)
-    check_plugins(argv)
     check_dirs(argv)
 
 
@@ -236,17 +267,17 @@ def run_hydra(main) -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises; we print the one line
     try:
         main()
+    except (HydraException, OmegaConfBaseException) as e:  # before OSError: a missing config is both
+        if user_full:
+            raise
+        line = schema_line(e) or (str(e).strip().splitlines() or [type(e).__name__])[0]
+        if line.startswith("Ambiguous value"):
+            line += ": add -m to sweep over the values, or write key=[a,b] for a list"
+        fail(line)
     except OSError as e:
         from ..core.atomic import os_line
 
         fail(os_line(e, " / ".join(WRITES) or "the output folder", "out_root (or hydra.run.dir)"), 1)
-    except (HydraException, OmegaConfBaseException) as e:
-        if user_full:
-            raise
-        line = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        if line.startswith("Ambiguous value"):
-            line += ": add -m to sweep over the values, or write key=[a,b] for a list"
-        fail(line)
     finally:
         if not user_full:
             os.environ.pop("HYDRA_FULL_ERROR", None)

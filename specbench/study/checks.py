@@ -4,7 +4,6 @@ one call before any model loads (``jobspec.from_config`` reads the config)."""
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from ..inputs.datasets import COMMON as DATASET_COMMON
@@ -137,34 +136,6 @@ def check_temperature(job: JobSpec) -> None:
             )
 
 
-def group_keys(group: str, option: str) -> set[str] | None:
-    """The keys conf/<group>/<option>.yaml sets, or the file's of that name in a folder of
-    the run's ``hydra.searchpath`` (a plugin's preset); None where there is no such file."""
-    import yaml
-
-    from .plugins import config_dirs, hydra_searchpath, option_file
-
-    path = option_file(group, option, config_dirs(hydra_searchpath()))
-    if path is None:
-        return None
-    with open(path, encoding="utf-8") as fh:
-        return set(yaml.safe_load(fh) or {})
-
-
-def tree_keys(job: JobSpec) -> set[str] | None:
-    """The parameters the job's tree uses: its preset's keys, its ``Params`` fields, and those
-    of the policy it nests (``Params.nested``: tree=merged's model shape)."""
-    from ..trees.policies import POLICIES
-
-    keys = group_keys("tree", job.tree.name)
-    if keys is not None and job.tree.name in POLICIES:
-        params = POLICIES.get(job.tree.name).params
-        keys |= {f.name for f in fields(params)}  # the schema's optional keys (e.g. sequoia's tree.costs)
-        if (sub := params.nested(job.tree.params)) is not None:
-            keys |= group_keys("tree", sub) or set()
-    return keys
-
-
 def check_no_extra(job: JobSpec) -> None:
     """A study job reads no top-level key beyond conf/config.yaml's (``+foo=1`` is refused;
     other apps on the same config, e.g. ``study.costs``, read their own ``+`` keys)."""
@@ -174,21 +145,24 @@ def check_no_extra(job: JobSpec) -> None:
 
 
 def check_keys(job: JobSpec) -> None:
-    """Group keys no part of the job reads are refused (``+tree.width=3`` on a chain,
-    ``+dataset.foo=1``): they would run silently under a new config hash."""
-    for group, used, given in (
-        ("tree", tree_keys(job), job.tree.params),
-        ("dataset", group_keys("dataset", job.dataset.name), job.dataset.config),
-    ):
-        if used is None:
-            continue
-        used = used | set(DATASET_COMMON if group == "dataset" else ("name", "budget"))
-        extra = sorted(k for k, v in given.items() if k not in used and v is not None)
-        if extra:
-            name = job.tree.name if group == "tree" else job.dataset.name
-            raise ConfigError(
-                f"{group}.{extra[0]}: not a parameter of {group}={name}; remove it (valid: {', '.join(sorted(used))})"
-            )
+    """Dataset keys no part of the job reads are refused (``+dataset.foo=1``, a sweep preset's):
+    they would run silently under a new config hash.  The dataset group is YAML presets
+    (conf/dataset/, ``argv.group_keys``); tree and verify keys are refused by their options'
+    schemas (``core.options``) and, for a caller that passes plain dicts, by the registry's own
+    parse (``Params.parse``, ``ModeSpec.params``)."""
+    from .argv import group_keys
+    from .plugins import config_dirs, hydra_searchpath
+
+    used = group_keys("dataset", job.dataset.name, config_dirs(hydra_searchpath()))
+    if used is None:
+        return
+    used |= set(DATASET_COMMON)
+    extra = sorted(k for k, v in job.dataset.config.items() if k not in used and v is not None)
+    if extra:
+        raise ConfigError(
+            f"dataset.{extra[0]}: not a parameter of dataset={job.dataset.name}; remove it "
+            f"(valid: {', '.join(sorted(used))})"
+        )
 
 
 def validate(job: JobSpec) -> tuple[str, ModeSpec]:

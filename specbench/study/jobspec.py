@@ -1,10 +1,13 @@
 """The typed job spec: the resolved Hydra config, read ONCE, checked before any model loads.
 
+Imports: yaml, omegaconf, ``inputs`` and the tree and verify registries (whose registration
+stores their options in Hydra's ConfigStore, ``core.options``: importing this makes them composable).
+
 ``from_config(cfg) -> JobSpec`` turns the composed config into frozen
 dataclasses, with one-line ``ConfigError``s naming the key and the fix.  The
 top-level defaults are conf/config.yaml's (``DEFAULTS`` reads them; written
-nowhere else), a group's are its conf/<group>/ preset's and a verify mode's its
-spec's.  ``tree_spec`` / ``verify_spec`` read one group alone (the public API's
+nowhere else), a tree policy's and a verify mode's their registry entry's (the group
+option's schema), a pair's and a dataset's their conf/<group>/ preset's.  ``tree_spec`` / ``verify_spec`` read one group alone (the public API's
 and the lossless check's trees and modes).  ``checks.validate(job)`` adds the
 cross-field checks (registries, engine, device, dtype).  Modules below the
 study layer take the spec's plain fields, never ``cfg``.
@@ -27,6 +30,9 @@ from omegaconf.errors import OmegaConfBaseException
 from .. import CONF_DIR
 from ..inputs import datasets
 from ..inputs.models import DTYPES, SOURCES, WEIGHTS
+from ..trees.base import POSITIVE, RANK_PATHS
+from ..trees.policies import POLICIES, param_checks
+from ..verify.modes import get_mode
 
 ENGINES = ("live", "replay", "auto")
 GROUPS = ("pair", "tree", "verify", "dataset")
@@ -281,10 +287,9 @@ def _tree(d: Mapping) -> TreeSpec:
     t = _section(d, "tree")
     # >= 0 here (tree=none is budget 0); whether a policy accepts 0 is the registry's call
     budget = _int(t.get("budget"), "tree.budget", 0, "the number of draft tokens, e.g. tree.budget=16")
-    params = {k: v for k, v in t.items() if k not in ("name", "budget")}
-    from ..trees.base import POSITIVE, RANK_PATHS
-    from ..trees.policies import param_checks
-
+    # an unset optional key (``trees.base.optional``) is no part of the job's identity
+    unset = POLICIES.get(t["name"]).params.optional_keys() if t["name"] in POLICIES else set()
+    params = {k: v for k, v in t.items() if k not in ("name", "budget") and not (v is None and k in unset)}
     for k, check in param_checks().items():  # as the policies declare their parameters
         if check["check"] == POSITIVE and params.get(k) is not None:
             params[k] = _int(params[k], f"tree.{k}", 1, f"set tree.{k} to 1 or more (null = default)")
@@ -295,8 +300,6 @@ def _tree(d: Mapping) -> TreeSpec:
 
 def _verify(d: Mapping) -> VerifySpec:
     """The verify group merged over the mode spec's defaults (the only place they live)."""
-    from ..verify.modes import get_mode
-
     v = _section(d, "verify")
     name = str(v.pop("name"))
     paired = _names(v.pop("paired_with", None), "verify.paired_with")

@@ -53,6 +53,9 @@ def compose(overrides):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
+    from .plugins import import_registries
+
+    import_registries()  # the tree and verify options (core.options)
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return hydra_compose("config", overrides=list(overrides))
 
@@ -66,9 +69,9 @@ def checked_job(overrides):
 
     from . import argv, checks, jobspec
 
+    argv.check_plugins(overrides)  # first: a plugin's entries are options
     argv.check_groups(overrides)
     argv.check_keys(overrides)
-    argv.check_plugins(overrides)
     try:
         job = jobspec.from_config(compose(overrides))
         checks.check_no_extra(job)

@@ -4,7 +4,8 @@ A plugin is one importable module (on ``PYTHONPATH``) that registers entries the
 docs/extending.md's table says: a shape (``@static_shape``), a verify mode
 (``register(ModeSpec(...))``), a drafter (``@DRAFTERS.register``), a dataset
 (``@dataset``).  Their presets live in a config folder of the user's, added with
-``hydra.searchpath=[file:///path/to/conf]`` (``tree/NAME.yaml``, ``verify/NAME.yaml``, ...).
+``hydra.searchpath=[file:///path/to/conf]`` (``pair/NAME.yaml``, ``dataset/NAME.yaml``); a shape's
+or mode's option is its registered schema, no file (``core.options``).
 
 * ``import_plugins(names)``: imports each (once per process; Python caches modules); one
   that cannot be imported is a one-line ``ConfigError`` naming the key and the fix.
@@ -20,6 +21,11 @@ docs/extending.md's table says: a shape (``@static_shape``), a verify mode
   plugin's code changed needs ``resume=false`` or another ``out_root``.
 * ``config_dirs(searchpath)``: conf/ and the ``file://`` folders of a ``hydra.searchpath``,
   where the command-line checks find a group's option files.
+* ``import_registries()``: the built-in tree policies and verify modes, whose registration
+  stores their config options in Hydra's ConfigStore (``core.options``): imported before
+  anything composes a config or lists a group's options.
+
+Imports: importlib, ``specbench.CONF_DIR``; the registries (torch) and ``jobspec`` when called.
 """
 
 from __future__ import annotations
@@ -57,6 +63,12 @@ def import_plugins(value) -> tuple[str, ...]:
                 f"file path)"
             ) from None
     return tuple(names)
+
+
+def import_registries() -> None:
+    """Import the tree-policy and verify-mode registries (see the module docstring)."""
+    from ..trees import policies  # noqa: F401
+    from ..verify import modes  # noqa: F401
 
 
 def searchpath_dirs(entries) -> list[str] | None:

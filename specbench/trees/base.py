@@ -6,7 +6,11 @@ typed, validated once, a bad key is one line naming it), the drafter capability 
 needs (``kind``, a key of a drafter's ``grows``), whether its trees are always chains
 (chain-only modes may verify them) and, for static shapes, the rank-path function.
 Adding a shape is one ``@static_shape(name, Params)`` function; adding another policy
-is one ``register_policy(name, Class, Params)`` call.
+is one ``register_policy(name, Class, Params)`` call.  Either stores the policy's option
+``tree=<name>`` in Hydra's ConfigStore (``core.options``): its ``Params`` fields with their
+defaults, ``name`` and the policy's default ``budget``; no YAML is needed.
+
+Imports: ``core.registry``, ``core.tree`` and ``core.options`` (hydra's ConfigStore).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Protocol, TypeVar
 
+from ..core import options
 from ..core.registry import Registry
 from ..core.tree import RankPath, fit_budget
 
@@ -29,6 +34,12 @@ def positive(default: int | None = None) -> Any:
     return field(default=default, metadata={"check": POSITIVE})
 
 
+def optional(default: Any = None) -> Any:
+    """An extra parameter: while it is unset (null) it is no part of a job's identity (the config
+    hash hashes only the keys that are set), so adding one leaves every committed hash valid."""
+    return field(default=default, metadata={"optional": True})
+
+
 def checked(default: Any, check: str, example: str) -> Any:
     """A parameter with a declared check (``RANK_PATHS`` / ``RANK_COUNTS``) and an example fix."""
     return field(default=default, metadata={"check": check, "example": example})
@@ -39,6 +50,8 @@ class Params:
     """A policy's parameters (subclass: one field per ``tree.*`` key).  ``parse`` takes the
     config's keys once: an unknown key, or a bad positive integer, is one line naming it;
     a null value keeps the default."""
+
+    nests: ClassVar[bool] = False  # takes the keys of the policy it nests too (``nested``)
 
     @classmethod
     def parse(cls: type[P], policy: str, given: Mapping[str, Any]) -> P:
@@ -63,6 +76,16 @@ class Params:
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def schema(cls) -> dict[str, Any]:
+        """The ``tree.*`` keys of the policy's config option and their defaults."""
+        return cls().as_dict()
+
+    @classmethod
+    def optional_keys(cls) -> set[str]:
+        """Keys that are no part of a job's identity while unset (``optional``)."""
+        return {f.name for f in fields(cls) if f.metadata.get("optional")}
 
 
 def as_positive(value: Any, key: str) -> int:
@@ -111,6 +134,11 @@ class PolicySpec:
     shape: Callable[..., list[RankPath]] | None = None  # static shapes: fn(budget, params) -> paths
     listed_order: bool = False  # a static shape's list is trimmed in its listed order
     kind: str = "paths"
+    budget: int = 16  # the default tree.budget of its config option
+
+    def option(self) -> dict[str, Any]:
+        """Its config option's keys and defaults (``name``, ``budget``, its ``Params``')."""
+        return {"name": self.name, "budget": self.budget, **self.params.schema()}
 
     @property
     def rank_replayable(self) -> bool:
@@ -126,8 +154,20 @@ def register_policy(
     cls: type[TreePolicy],
     params: type[Params] = Params,
     chain: bool = False,
+    budget: int = 16,
 ) -> None:
-    POLICIES.add(name, PolicySpec(name, cls, params, chain, kind=cls.kind))
+    """Register policy ``name`` (made as ``cls(name, budget, params)``) and store its option."""
+    add(PolicySpec(name, cls, params, chain, kind=cls.kind, budget=budget))
+
+
+def add(spec: PolicySpec) -> None:
+    """Add ``spec`` to ``POLICIES`` and store its config option (``core.options``); the options of
+    policies that take other policies' keys (``Params.nests``: merged) are stored again, with
+    the new policy's keys."""
+    POLICIES.add(spec.name, spec)
+    for entry in POLICIES.entries():
+        if entry is spec or entry.params.nests:
+            options.store("tree", entry.name, entry.option())
 
 
 @dataclass
@@ -160,9 +200,12 @@ def static_paths(
     return fit_budget(paths, int(budget), listed_order)
 
 
-def static_shape(name: str, params: type[Params] = Params, listed_order: bool = False, chain: bool = False) -> Callable:
+def static_shape(
+    name: str, params: type[Params] = Params, listed_order: bool = False, chain: bool = False, budget: int = 16
+) -> Callable:
     """Register a static shape ``fn(budget, params) -> rank paths`` (possibly more than the
-    budget: the budget rule trims them) as the tree policy ``name``."""
+    budget: the budget rule trims them) as the tree policy ``name`` (``budget``: its option's
+    default)."""
 
     def deco(fn: Callable[..., list[RankPath]]) -> Callable[..., list[RankPath]]:
         spec: PolicySpec
@@ -170,8 +213,8 @@ def static_shape(name: str, params: type[Params] = Params, listed_order: bool = 
         def make(n: str, budget: int, p: Params) -> TreePolicy:
             return StaticShape(n, budget, p, spec=spec)
 
-        spec = PolicySpec(name, make, params, chain, fn, listed_order)
-        POLICIES.add(name, spec)
+        spec = PolicySpec(name, make, params, chain, fn, listed_order, budget=budget)
+        add(spec)
         return fn
 
     return deco

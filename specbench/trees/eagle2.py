@@ -1,6 +1,6 @@
 """EAGLE-2 dynamic draft trees (Li et al. 2024, "EAGLE-2"), on a plain draft LM.
 
-Parameters (``conf/tree/eagle2.yaml``): ``budget`` N (draft tokens kept),
+Parameters (``Eagle2Params``, the option ``tree=eagle2``): ``budget`` N (draft tokens kept),
 ``width`` k (top-k per expansion and frontier size), ``depth`` D (maximum
 tree depth = number of draft forwards per step).
 

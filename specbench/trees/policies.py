@@ -60,7 +60,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class StartParams(Params):
-    start: int | None = positive()
+    start: int | None = positive(4)  # the first step's length (at most the budget)
 
 
 @dataclass
@@ -68,7 +68,7 @@ class AdaptiveChain(TreePolicy):
     """A top-1 chain whose length adapts per step (HF assisted generation's
     "heuristic" schedule, seed 002): +2 after a step that accepted every draft
     token, -1 otherwise; floor 1, cap = ``budget``.  Starts at ``params.start``
-    (default min(budget, 4)); a fresh policy per prompt restarts it."""
+    (default 4, at most the budget); a fresh policy per prompt restarts it."""
 
     params: StartParams = field(default_factory=StartParams)
     length: int = 0
@@ -114,6 +114,9 @@ class NgramTrie(TreePolicy):
         return int(self.params.depth or self.budget)
 
 
+MODEL_KINDS = ("paths", "eagle2")  # the policies a merged tree's model part may be
+
+
 @dataclass(frozen=True)
 class MergedParams(Params):
     """The n-gram share of the budget, the model part's policy and that policy's own
@@ -122,6 +125,17 @@ class MergedParams(Params):
     ngram_share: float = 0.5
     shape: str = "chain"
     model: Mapping[str, Any] = field(default_factory=dict)
+    nests: ClassVar[bool] = True
+
+    @classmethod
+    def schema(cls) -> dict[str, Any]:
+        """``ngram_share``, ``shape`` and every key a model part's policy takes (unset: null)."""
+        return {"ngram_share": cls.ngram_share, "shape": cls.shape, **dict.fromkeys(sorted(cls.optional_keys()))}
+
+    @classmethod
+    def optional_keys(cls) -> set[str]:
+        """The model part's keys: those of every policy it may be (a static shape or eagle2)."""
+        return {k for s in POLICIES.entries() if s.kind in MODEL_KINDS for k in s.params.schema()}
 
     @classmethod
     def parse(cls, policy: str, given: Mapping[str, Any]) -> MergedParams:
@@ -154,7 +168,7 @@ class Merged(TreePolicy):
         """The model part's policy at this step's model budget (made once per budget)."""
         if budget not in self._model:
             sub = make_policy(self.shape, budget, self.params.model)
-            if sub.kind not in ("paths", "eagle2"):
+            if sub.kind not in MODEL_KINDS:
                 raise ValueError(f"tree.shape={self.shape}: the merged model part must be a static shape or eagle2")
             self._model[budget] = sub
         return self._model[budget]
@@ -171,7 +185,7 @@ register_policy("adaptive_chain", AdaptiveChain, StartParams, chain=True)
 register_policy("eagle2", Eagle2Policy, Eagle2Params)
 register_policy("ngram_trie", NgramTrie, DepthParams)
 register_policy("merged", Merged, MergedParams)
-register_policy("none", NoTree, chain=True)
+register_policy("none", NoTree, chain=True, budget=0)
 
 
 def policy_spec(name: str) -> PolicySpec:

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..core.costcurve import read_curve
 from ..core.tree import RankPath, sort_paths
-from .base import Params, positive, static_shape
+from .base import Params, optional, positive, static_shape
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VECTOR = "results/acceptance_vector.csv"
@@ -215,10 +215,10 @@ class SequoiaParams(Params):
     calib_temperature: float | None = None
     # hardware-aware size (``fastest_paths``): with a costs.csv, the budget and depth are the
     # largest tried and the tree is the fastest DP tree on this pair's cost curves
-    costs: str | None = None
-    cost_pair: str | None = None
-    cost_dtype: str | None = None
-    cost_device: str | None = None  # the curves' device (default cpu)
+    costs: str | None = optional()
+    cost_pair: str | None = optional()
+    cost_dtype: str | None = optional()
+    cost_device: str | None = optional()  # the curves' device (default cpu)
 
     @property
     def chooses_size(self) -> bool:

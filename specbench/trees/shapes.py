@@ -26,7 +26,7 @@ def _full_tree(expansion: Sequence[int], budget: int) -> list[RankPath]:
     return paths
 
 
-@static_shape("chain", chain=True)
+@static_shape("chain", chain=True, budget=4)
 def chain(budget: int, params: Params) -> list[RankPath]:
     return [(0,) * d for d in range(1, budget + 1)]
 
@@ -81,7 +81,7 @@ class PathList(Params):
     paths: Sequence[Sequence[int]] = checked((), RANK_PATHS, "tree.paths=[[0],[1],[0,0]]")
 
 
-@static_shape("medusa63", PathList, listed_order=True)  # conf/tree/medusa63.yaml: Medusa's mc_sim_7b_63
+@static_shape("medusa63", PathList, listed_order=True, budget=63)  # conf/tree/medusa63.yaml: its path list
 @static_shape("paths", PathList, listed_order=True)
 def explicit_paths(budget: int, params: PathList) -> list[RankPath]:
     """The list as given: its order is the priority order the budget trims by."""

@@ -46,6 +46,10 @@ Two job-level parameters choose how a mode drafts and tries siblings:
 A mode's role in the report's comparisons is declared on its spec (``Role``), and every
 row carries it (``role_tags``: its family, lossless or lossy, and the baselines it is), so
 the report (no torch) reads roles from the rows, a plugin mode's like a built-in one's.
+
+``register`` also stores the mode's config option (``verify=<name>``: its parameters and their
+defaults) in Hydra's ConfigStore; no YAML is needed.  Imports: torch, ``core.registry``,
+``core.sampling``, ``core.tree`` and ``core.options`` (hydra).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from ..core import options
 from ..core.registry import Registry
 from ..core.sampling import CHILD_RULES, TREE_CHILD_RULES, check_temperature
 from ..core.tree import DraftTree
@@ -293,8 +298,12 @@ def role_tags(spec: ModeSpec) -> dict:
 
 
 def register(spec: ModeSpec) -> ModeSpec:
-    """Add a mode to ``MODES``."""
-    return MODES.add(spec.name, spec)
+    """Add a mode to ``MODES`` and store its config option ``verify=<name>`` in Hydra's ConfigStore
+    (``core.options``): ``name``, its parameters' defaults and ``paired_with`` (the modes also
+    verifying the same drafted trees; none by default)."""
+    MODES.add(spec.name, spec)
+    options.store("verify", spec.name, {"name": spec.name, **spec.defaults, "paired_with": []})
+    return spec
 
 
 def fits(spec: ModeSpec, tree_child_rule: str) -> bool:

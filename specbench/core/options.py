@@ -1,0 +1,79 @@
+"""A registry entry's config-group option: its structured config in Hydra's ``ConfigStore``.
+
+Each tree policy and verify mode stores, when it is registered, one node whose fields are its
+parameters with their defaults (``store(group, name, values)``): the option ``group=name``
+(``tree=kary``, ``verify=mss``), so a plugin's entries are options without any YAML.  Hydra's
+structured configs are closed: an unknown key (``tree.widht=3``) fails composition, and
+``study.argv`` refuses it, ``+`` or not, in one line before Hydra starts (``schema_keys``).
+
+The node is also stored as ``schema/<group>/<name>``; a YAML file of the same name in conf/
+(a named variant carrying data the entry's defaults do not, e.g. conf/tree/medusa63.yaml's path
+list) takes the option's place and extends that node (``defaults: [/schema/tree/medusa63@_here_]``),
+so it is closed and typed the same way.  Every field is typed ``Any``: the job spec
+(``study.jobspec``) checks values and says in one line what is wrong.
+
+Imports: hydra's ``ConfigStore`` and ``specbench.CONF_DIR`` only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+
+from .. import CONF_DIR
+
+SCHEMA = "schema"  # the group the nodes are also stored under (schema/<group>/<name>)
+
+
+def plain(value: Any) -> Any:
+    """A default as a config holds it (tuples as lists, mappings as dicts)."""
+    if isinstance(value, (tuple, list)):
+        return [plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def node(group: str, name: str, values: Mapping[str, Any]) -> type:
+    """A dataclass with one ``Any`` field per key of ``values`` (its default), named ``group=name``."""
+    return dataclasses.make_dataclass(f"{group}={name}", [(key, Any, _field(v)) for key, v in values.items()])
+
+
+def _field(value: Any) -> Any:
+    """A field of default ``value`` (a list or mapping through a factory, as dataclasses ask)."""
+    value = plain(value)
+    if isinstance(value, (list, dict)):
+        return dataclasses.field(default_factory=lambda: plain(value))
+    return dataclasses.field(default=value)
+
+
+def store(group: str, name: str, values: Mapping[str, Any]) -> None:
+    """Store entry ``name``'s node as ``schema/<group>/<name>`` and, unless conf/<group>/<name>.yaml
+    (a named variant that extends it) exists, as the option ``<group>/<name>``."""
+    store_ = ConfigStore.instance()
+    cls = node(group, name, values)
+    store_.store(group=f"{SCHEMA}/{group}", name=name, node=cls)
+    if not os.path.isfile(os.path.join(CONF_DIR, group, f"{name}.yaml")):
+        store_.store(group=group, name=name, node=cls)
+
+
+def _group(path: str) -> dict:
+    repo: Any = ConfigStore.instance().repo
+    for part in path.split("/"):
+        repo = repo.get(part, {}) if isinstance(repo, dict) else {}
+    return repo if isinstance(repo, dict) else {}
+
+
+def stored(group: str) -> list[str]:
+    """The options of ``group`` stored in the ConfigStore (named variants in conf/ aside)."""
+    return sorted(k.removesuffix(".yaml") for k in _group(group) if k.endswith(".yaml"))
+
+
+def schema_keys(group: str, name: str) -> list[str] | None:
+    """The keys of entry ``name``'s node (its parameters and ``name``), None if none is stored."""
+    entry = _group(f"{SCHEMA}/{group}").get(f"{name}.yaml")
+    return None if entry is None else sorted(entry.node.keys())
