@@ -20,6 +20,8 @@ import itertools
 from dataclasses import dataclass
 
 STATIC = ("chain", "binary", "kary", "topk_wide", "specinfer", "medusa63", "sequoia", "adaptive_chain")
+FOUR = ("chain", "binary", "sequoia", "specinfer")  # the shapes every other pair runs
+B4_32 = (4, 8, 16, 32)
 HE_MT = ("humaneval", "mt_bench")
 THREE = ("humaneval", "mt_bench", "stdlib_code")
 HE_MT_ARGS = ("dataset=humaneval,mt_bench",)
@@ -94,11 +96,16 @@ def _speed(batch: int, pair: str, trees: str, phase: str = "hour") -> Sweep:
     return Sweep(f"speed_b{batch}_{pair}", "reference_speed", args, phase)
 
 
-def _modes(kind: str, temperatures: str, limit: int, suffix: str) -> Sweep:
-    """A sampling preset (live, bf16, 128 new tokens): each rule beside its strongest token-level baseline
-    on the same drafted trees (``verify.paired_with``)."""
-    args = (f"verify.temperature={temperatures}", *HE_MT_ARGS, f"dataset.limit={limit}")
-    return Sweep(MODES[kind] + suffix, MODES[kind], args, "extended")
+def _sampling(
+    pid: str, kinds: tuple, temps: tuple, limit: int, name: str, tree: str, budget: int, rules: tuple
+) -> Part:
+    """A sampling part: its presets (live, bf16, 128 new tokens; each rule beside its strongest token-level
+    baseline on the same drafted trees, ``verify.paired_with``) at ``temps`` on ``limit`` prompts of
+    HumanEval and MT-bench, and its floor on qwen_coder's one shape, from the same numbers."""
+    args = (f"verify.temperature={','.join(map(str, temps))}", *HE_MT_ARGS, f"dataset.limit={limit}")
+    suffix = "_t" + "_".join(f"{t:g}".replace(".", "") for t in temps)  # _t1, _t03_07
+    sweeps = tuple(Sweep(MODES[k] + suffix, MODES[k], args, "extended") for k in kinds)
+    return Part(pid, sweeps, Floor(name, ("qwen_coder",), (tree,), (budget,), HE_MT, limit, rules, temps))
 
 
 _XPAIRS = (*HE_MT_ARGS, "tree=chain,binary,sequoia,specinfer", "pair=smollm_qwen,gemma_qwen")
@@ -157,8 +164,8 @@ PARTS: tuple[Part, ...] = (
         Floor(
             "2. layer-skip pair: chain/binary/sequoia/specinfer, budgets 4-32",
             ("qwen_skip",),
-            ("chain", "binary", "sequoia", "specinfer"),
-            (4, 8, 16, 32),
+            FOUR,
+            B4_32,
             HE_MT,
             32,
         ),
@@ -177,8 +184,8 @@ PARTS: tuple[Part, ...] = (
         Floor(
             "2b. other pairs: chain/binary/sequoia/specinfer, budgets 4-32",
             ("smollm_qwen", "gemma_qwen", "ngram_qwen"),
-            ("chain", "binary", "sequoia", "specinfer"),
-            (4, 8, 16, 32),
+            FOUR,
+            B4_32,
             HE_MT,
             32,
         ),
@@ -197,77 +204,44 @@ PARTS: tuple[Part, ...] = (
         Floor(
             "2c. merged pair: chain/binary/sequoia/specinfer shapes, budgets 4-32",
             ("merged_qwen",),
-            ("merged:chain", "merged:binary", "merged:sequoia", "merged:specinfer"),
-            (4, 8, 16, 32),
+            tuple(f"merged:{shape}" for shape in FOUR),
+            B4_32,
             HE_MT,
             32,
         ),
     ),
-    Part(
-        "3",
-        (_modes("chain", "1.0", 32, "_t1"),),
-        Floor(
-            "3. chains at T=1: speculative, block, gbv, hsd",
-            ("qwen_coder",),
-            ("chain",),
-            (4,),
-            HE_MT,
-            32,
-            _CHAIN_RULES,
-            _T1,
-        ),
-    ),
-    Part(
+    _sampling("3", ("chain",), _T1, 32, "3. chains at T=1: speculative, block, gbv, hsd", "chain", 4, _CHAIN_RULES),
+    _sampling(
         "3b",
-        (_modes("tree", "1.0", 32, "_t1"),),
-        Floor(
-            "3b. trees with replacement at T=1: mss, traversal, gbv",
-            ("qwen_coder",),
-            ("binary",),
-            (16,),
-            HE_MT,
-            32,
-            ("mss", "traversal", "gbv"),
-            _T1,
-        ),
+        ("tree",),
+        _T1,
+        32,
+        "3b. trees with replacement at T=1: mss, traversal, gbv",
+        "binary",
+        16,
+        ("mss", "traversal", "gbv"),
     ),
-    Part(
+    _sampling(
         "3c",
-        (_modes("noreplace", "1.0", 32, "_t1"),),
-        Floor(
-            "3c. trees without replacement at T=1: sequoia, traversal, gbv",
-            ("qwen_coder",),
-            ("binary",),
-            (16,),
-            HE_MT,
-            32,
-            ("sequoia", "traversal", "gbv"),
-            _T1,
-        ),
+        ("noreplace",),
+        _T1,
+        32,
+        "3c. trees without replacement at T=1: sequoia, traversal, gbv",
+        "binary",
+        16,
+        ("sequoia", "traversal", "gbv"),
     ),
-    Part(
-        "3d",
-        (_modes("lossy", "1.0", 32, "_t1"),),
-        Floor("3d. lossy rules at T=1", ("qwen_coder",), ("binary",), (16,), HE_MT, 32, _LOSSY, _T1),
-    ),
-    Part(
-        "3e",
-        (_modes("chain", "0.3,0.7", 16, "_t03_07"),),
-        Floor("3e. chains at T=0.3 and 0.7", ("qwen_coder",), ("chain",), (4,), HE_MT, 16, _CHAIN_RULES, _T37),
-    ),
-    Part(
+    _sampling("3d", ("lossy",), _T1, 32, "3d. lossy rules at T=1", "binary", 16, _LOSSY),
+    _sampling("3e", ("chain",), _T37, 16, "3e. chains at T=0.3 and 0.7", "chain", 4, _CHAIN_RULES),
+    _sampling(
         "3f",
-        tuple(_modes(kind, "0.3,0.7", 16, "_t03_07") for kind in ("tree", "noreplace", "lossy")),
-        Floor(
-            "3f. trees and lossy rules at T=0.3 and 0.7",
-            ("qwen_coder",),
-            ("binary",),
-            (16,),
-            HE_MT,
-            16,
-            ("mss", "traversal", "sequoia", *_LOSSY),
-            _T37,
-        ),
+        ("tree", "noreplace", "lossy"),
+        _T37,
+        16,
+        "3f. trees and lossy rules at T=0.3 and 0.7",
+        "binary",
+        16,
+        ("mss", "traversal", "sequoia", *_LOSSY),
     ),
     Part(
         "4",
