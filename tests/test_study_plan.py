@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 
 from specbench.report import floors
 from specbench.study import plan
+from specbench.study.plugins import import_registries
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUPS = ("pair", "tree", "verify", "dataset")
@@ -74,6 +75,7 @@ def sweep_cells(sweep: plan.Sweep) -> list[dict]:
     """Every job of a sweep as Hydra composes it: pair, tree label, budget, dataset, rules, T, prompts,
     tokens, engine and batch size.  One composition per choice of the groups swept; the other axes
     (budgets, temperatures, ...) are set on a copy of it."""
+    import_registries()  # the tree and verify options are the registries' structured configs (core.options)
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         base = compose("config", overrides=[f"sweep={sweep.preset}"], return_hydra_config=True)
         fixed, axes = _axes(sweep, dict(base.hydra.sweeper.params or {}))
