@@ -81,13 +81,16 @@ def write(path: Path = FIXTURE) -> None:
 
 
 def test_every_committed_configuration_normalises_as_when_it_was_hashed():
+    """Rows collected after the fixture was written (a user's own runs) are checked for their tree
+    dict; every row the fixture holds is still committed, and its hash recomputes equal."""
     expected = json.loads(FIXTURE.read_text())
     rows = decode_rows()
-    assert len(rows) == len(expected) >= 1000
+    assert len(expected) >= 1000 and set(expected) <= {r["config_hash"] for r in rows}
     for row, job in jobs(rows):
         tree = {"name": row["tree"], "budget": int(row["budget"]), **json.loads(row["tree_params"] or "{}")}
         assert job.tree.as_dict() == tree, row["config_hash"]
-        assert identity.config_hash(job, IDENT) == expected[row["config_hash"]], row["config_hash"]
+        if row["config_hash"] in expected:
+            assert identity.config_hash(job, IDENT) == expected[row["config_hash"]], row["config_hash"]
 
 
 if __name__ == "__main__":
