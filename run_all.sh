@@ -49,7 +49,7 @@ for p in smollm_qwen gemma_qwen smollm_qwen05 gemma_qwen05 ngram_qwen05 qwen05_s
 done
 
 plan_runs() {  # plan_runs PHASE: every sweep of the study plan (specbench/study/plan.py) in PHASE, in its order
-  local runs part folder preset
+  local runs part folder preset r
   runs=$($PY -m specbench.study.plan runs --phase "$1")   # one line per sweep: part, folder, preset, overrides
   while IFS=$'\t' read -r -a r; do
     part=${r[0]}; folder=${r[1]}; preset=${r[2]}
