@@ -8,11 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench.report import analysis as A
-from specbench.report import compare as C
-from specbench.report import fixed as FX
-from specbench.report import fixed_page as FP
-from specbench.report import tables as T
+from specbench.report import analysis, compare, fixed, fixed_page, tables
 from specbench.study.describe import mode_columns
 from specbench.study.results import read_csv
 
@@ -78,18 +74,18 @@ def _tables():
 @pytest.fixture(scope="module")
 def made():
     summary, steps = _tables()
-    comp = FX.comparisons(A.prepare(summary), T.prompt_sums(steps))
-    page = FP.section({"t": {"comparisons": comp, "df": A.prepare(summary)}, "data": {"steps": steps}})
+    comp = fixed.comparisons(analysis.prepare(summary), tables.prompt_sums(steps))
+    page = fixed_page.section({"t": {"comparisons": comp, "df": analysis.prepare(summary)}, "data": {"steps": steps}})
     return comp, page
 
 
 def test_the_list_is_exactly_the_declared_comparisons(made):
     summary, _ = _tables()
-    got = {(r["config_hash"], ref["config_hash"], why) for r, ref, why in FX.fixed_list(A.prepare(summary))}
+    got = {(r["config_hash"], ref["config_hash"], why) for r, ref, why in fixed.fixed_list(analysis.prepare(summary))}
     assert got == EXPECTED
     # structure only: the list does not move when every result does
     moved = summary.assign(tokens_per_step=summary.tokens_per_step[::-1].to_numpy())
-    assert {(r["config_hash"], ref["config_hash"], w) for r, ref, w in FX.fixed_list(A.prepare(moved))} == got
+    assert {(r["config_hash"], ref["config_hash"], w) for r, ref, w in fixed.fixed_list(analysis.prepare(moved))} == got
     comp, _ = made
     assert set(zip(comp.config_hash, comp.baseline_hash, comp.against)) == EXPECTED
 
@@ -100,7 +96,7 @@ def test_each_comparison_appears_on_the_page_with_its_adjusted_interval(made):
     for r in comp.to_dict("records"):
         row = [ln for ln in lines if f"| {r['config_hash']} − {r['baseline_hash']} |" in ln]
         assert len(row) == 1, r
-        adjusted = FP.signed(r["diff"], r["adj_lo"], r["adj_hi"])
+        adjusted = fixed_page.signed(r["diff"], r["adj_lo"], r["adj_hi"])
         assert f"| {adjusted} | {'yes' if r['clears_zero'] else 'no'} |" in row[0]
         assert r["adj_lo"] <= r["diff_lo"] and r["diff_hi"] <= r["adj_hi"]  # widened, never narrowed
     assert f"Of the {len(comp)} comparisons fixed in advance" in page
@@ -108,31 +104,31 @@ def test_each_comparison_appears_on_the_page_with_its_adjusted_interval(made):
 
 
 def test_holm_on_a_known_example():
-    adj, level = FX.holm(np.array([0.01, 0.04, 0.03, 0.005]))
+    adj, level = fixed.holm(np.array([0.01, 0.04, 0.03, 0.005]))
     # sorted 0.005, 0.01, 0.03, 0.04 -> 4·0.005, 3·0.01, 2·0.03, max(0.06, 0.04)
     assert np.allclose(adj, [0.03, 0.06, 0.06, 0.02])
     # two rejected (ranks 1-2); from rank 3, the first not rejected, the level stays 0.05/2
     assert np.allclose(level, [0.05 / 3, 0.05 / 2, 0.05 / 2, 0.05 / 4])
-    adj, level = FX.holm(np.array([np.nan, 0.001]))  # NaN counts as 1
+    adj, level = fixed.holm(np.array([np.nan, 0.001]))  # NaN counts as 1
     assert np.allclose(adj, [1.0, 0.002]) and np.allclose(level, [0.05, 0.025])
-    assert [len(x) for x in FX.holm(np.array([]))] == [0, 0]
+    assert [len(x) for x in fixed.holm(np.array([]))] == [0, 0]
 
 
 def test_the_bootstrap_p_value_is_where_the_interval_leaves_zero():
     for seed in range(3):
         draws = np.random.default_rng(seed).normal(0.3 * seed, 0.2, size=2000)
-        p = C.Paired("a", "b", 20, 1.0, 1.0, 0.0, 0.0, 0.0, draws)
-        pv = C.boot_p(p)
+        p = compare.Paired("a", "b", 20, 1.0, 1.0, 0.0, 0.0, 0.0, draws)
+        pv = compare.boot_p(p)
         for a in np.linspace(0.001, 0.999, 97):
-            lo, hi = C.interval_at(p, 1 - a)
+            lo, hi = compare.interval_at(p, 1 - a)
             assert (lo > 0 or hi < 0) == (a > pv), (seed, a, pv)
-    assert C.boot_p(C.Paired("a", "b", 20, 1.0, 1.0, 0.0, 0.0, 0.0, np.zeros(100))) == 1.0
+    assert compare.boot_p(compare.Paired("a", "b", 20, 1.0, 1.0, 0.0, 0.0, 0.0, np.zeros(100))) == 1.0
 
 
 def test_every_committed_comparison_is_on_the_linked_page_with_its_adjusted_interval():
     comp = pd.read_csv(ROOT / "results" / "comparisons.csv", dtype={"config_hash": str, "baseline_hash": str})
     summary = read_csv(str(ROOT / "results" / "summary.csv"))
-    declared = {(r["config_hash"], ref["config_hash"], w) for r, ref, w in FX.fixed_list(A.prepare(summary))}
+    declared = {(r["config_hash"], ref["config_hash"], w) for r, ref, w in fixed.fixed_list(analysis.prepare(summary))}
     assert declared and set(zip(comp.config_hash, comp.baseline_hash, comp.against)) == declared
     report = (ROOT / "REPORT.md").read_text()
     assert "(results/tables/comparisons.md)" in report and "Best lossless" not in report
@@ -142,5 +138,8 @@ def test_every_committed_comparison_is_on_the_linked_page_with_its_adjusted_inte
     for r in comp.to_dict("records"):
         row = [ln for ln in lines if f"| {r['config_hash']} − {r['baseline_hash']} |" in ln]
         assert len(row) == 1, r
-        assert f"| {FP.signed(r['diff'], r['adj_lo'], r['adj_hi'])} | {'yes' if r['clears_zero'] else 'no'} |" in row[0]
+        assert (
+            f"| {fixed_page.signed(r['diff'], r['adj_lo'], r['adj_hi'])} | {'yes' if r['clears_zero'] else 'no'} |"
+            in row[0]
+        )
         assert bool(r["clears_zero"]) == (r["adj_lo"] > 0 or r["adj_hi"] < 0), r  # Holm and the interval agree

@@ -14,8 +14,7 @@ from conftest import report_text
 from specbench.core.atomic import umask
 from specbench.inputs.data import Prompt
 from specbench.inputs.models import Pair
-from specbench.study import lossless as L
-from specbench.study import lossless_check as LC
+from specbench.study import lossless, lossless_check
 from specbench.study.lossless_power import ModeVariant
 from specbench.study.results import read_csv
 from specbench.verify.modes import get_mode
@@ -49,20 +48,20 @@ def test_memoised_batched_draws_equal_the_plain_engines_draws(pair_and_prompt, m
     from specbench.engine.memo import MemoModel
 
     pair, pr = pair_and_prompt
-    (plain,) = LC.first_tokens(pair, pr.ids, 0, [(mode, {})], tree, 25, T1)
+    (plain,) = lossless_check.first_tokens(pair, pr.ids, 0, [(mode, {})], tree, 25, T1)
     memo = replace(pair, draft=MemoModel(pair.draft), target=MemoModel(pair.target))
-    grouped = LC.first_tokens(memo, pr.ids, 0, [(mode, {}), (other, {})], tree, 25, T1, batch=8)
+    grouped = lossless_check.first_tokens(memo, pr.ids, 0, [(mode, {}), (other, {})], tree, 25, T1, batch=8)
     assert grouped[0] == plain and len(grouped[1]) == 25
     assert 0 < memo.target.forwards <= 25 / 8 + 1  # the batch's new nodes in one forward
     warmed = replace(pair, draft=MemoModel(pair.draft), target=MemoModel(pair.target))
     for m in (warmed.draft, warmed.target):
         m.set_base(pr.ids[:-1])
-    LC.warm(warmed, pr.ids[-1], get_mode(mode).params(T1), (16, 64))  # one batched forward per depth
+    lossless_check.warm(warmed, pr.ids[-1], get_mode(mode).params(T1), (16, 64))  # one batched forward per depth
     assert warmed.target.forwards == 1 and len(warmed.target.memo) == 1 + 16 + 64
-    assert LC.first_tokens(warmed, pr.ids, 0, [(mode, {})], tree, 25, T1, batch=5)[0] == plain
+    assert lossless_check.first_tokens(warmed, pr.ids, 0, [(mode, {})], tree, 25, T1, batch=5)[0] == plain
     with pytest.raises(ValueError, match="one prompt at a time"):
         warmed.target.set_base(pr.ids[:-1])
-        LC.first_tokens(warmed, pr.ids[:-1], 0, [(mode, {})], tree, 2, T1, batch=2)
+        lossless_check.first_tokens(warmed, pr.ids[:-1], 0, [(mode, {})], tree, 2, T1, batch=2)
 
 
 def test_groups_share_drafting_by_tree_and_child_rule():
@@ -77,7 +76,7 @@ def test_groups_share_drafting_by_tree_and_child_rule():
         "naive",
         "typical",
     ]
-    g = LC.groups([ModeVariant.parse(t) for t in texts], TREES, T1)
+    g = lossless_check.groups([ModeVariant.parse(t) for t in texts], TREES, T1)
     assert {key: [m.text for m in modes] for key, modes in g.items()} == {
         (TREES["chain"], "sample"): ["speculative", "block", "hsd"],
         (TREES["tree"], "sample"): ["mss", "mss[order=storage]"],
@@ -88,12 +87,12 @@ def test_groups_share_drafting_by_tree_and_child_rule():
 
 def test_every_lossless_sampling_mode_passes_and_a_lossy_rule_fails(pair_and_prompt):
     pair, pr = pair_and_prompt
-    assert set(L.sampling_modes()) >= {"speculative", "mss", "sequoia", "block", "traversal"}
-    assert "greedy" not in L.sampling_modes()
-    modes = [ModeVariant.parse(m) for m in L.sampling_modes() + ["typical"]]
-    rows = LC.check_prompt(pair, pr, 0, modes, TREES, 600, T1, seed=0)
+    assert set(lossless.sampling_modes()) >= {"speculative", "mss", "sequoia", "block", "traversal"}
+    assert "greedy" not in lossless.sampling_modes()
+    modes = [ModeVariant.parse(m) for m in lossless.sampling_modes() + ["typical"]]
+    rows = lossless_check.check_prompt(pair, pr, 0, modes, TREES, 600, T1, seed=0)
     by_mode = {r["verify"]: r for r in rows}
-    for name in L.sampling_modes():
+    for name in lossless.sampling_modes():
         r = by_mode[name]
         assert r["chi2_p"] > 1e-3 and r["tv"] < r["tv_null"] + 0.05, r
     assert by_mode["typical"]["chi2_p"] < 1e-10 and by_mode["typical"]["tv"] > by_mode["typical"]["tv_null"] + 0.05
@@ -117,7 +116,7 @@ def test_cli_writes_the_csv_atomically_replaces_its_rows_and_the_report_shows_it
     r = specbench("specbench.study.lossless", "--draws=40", "--modes=mss,speculative", *common)
     assert r.returncode == 0, r.stderr[-2000:]
     table = read_csv(out)
-    assert list(table.columns) == L.COLUMNS and len(table) == 4
+    assert list(table.columns) == lossless.COLUMNS and len(table) == 4
     assert os.stat(out).st_mode & 0o777 == 0o666 & ~umask()
     r = specbench("specbench.study.lossless", "--draws=40", "--modes=block,mss", *common)
     assert r.returncode == 0, r.stderr[-2000:]

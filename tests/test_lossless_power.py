@@ -10,7 +10,7 @@ import torch
 
 from specbench.inputs.data import Prompt
 from specbench.inputs.models import Pair
-from specbench.study import lossless_check as LC
+from specbench.study import lossless_check
 from specbench.study.lossless_power import ModeVariant, draws_for_power, parse_variant, power, power_tv
 
 TV, ALPHA, TARGET, BINS = 0.02, 0.01, 0.9, 8
@@ -56,7 +56,7 @@ def test_a_tv_002_shift_is_rejected_at_the_stated_power():
 
     def rejected(law):
         tokens = rng.choice(len(p), size=n, p=law)
-        return LC.fit(tokens, torch.tensor(p), max_bins=BINS)["chi2_p"] < ALPHA
+        return lossless_check.fit(tokens, torch.tensor(p), max_bins=BINS)["chi2_p"] < ALPHA
 
     rate = np.mean([rejected(bad) for _ in range(reps)])
     null = np.mean([rejected(p) for _ in range(reps)])
@@ -81,7 +81,9 @@ def test_a_lossy_rule_fails_the_check_at_its_power_on_tiny_models(pair_and_promp
     modes = [ModeVariant.parse(m) for m in ("mss[order=storage]", "traversal[children=sample_noreplace]", "typical")]
     rows = {
         r["verify"]: r
-        for r in LC.check_prompt(pair, pr, 0, modes, trees, n, {"temperature": 1.0, "top_p": 1.0}, seed=0, test=test)
+        for r in lossless_check.check_prompt(
+            pair, pr, 0, modes, trees, n, {"temperature": 1.0, "top_p": 1.0}, seed=0, test=test
+        )
     }
     control = rows["typical"]
     assert control["exact_tv"] >= test["tv"] and control["power"] >= TARGET and control["rejected"]

@@ -18,7 +18,7 @@ from conftest import report_figures, report_text
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from make_results import make_results  # noqa: E402
 
-from specbench.report import compare as C  # noqa: E402
+from specbench.report import compare  # noqa: E402
 from specbench.report.sections import md_table  # noqa: E402
 from specbench.study.results import STEPS_FILE, read_csv  # noqa: E402
 
@@ -200,13 +200,13 @@ def test_paired_bootstrap_hand_computed():
     Resampling two prompts: {p0,p0} gives Δ=1, {p1,p1} Δ=0, mixed Δ=0.5 (prob 1/4, 1/4, 1/2), so the
     2.5th and 97.5th percentiles of the bootstrap are exactly 0 and 1."""
     steps = pd.concat([_steps("a", {"p0": [2, 2], "p1": [1, 1], "p2": [5]}), _steps("b", {"p0": [1, 1], "p1": [1, 1]})])
-    p = C.paired_difference(C.prompt_sums(steps), dict(ROW, config_hash="a"), dict(ROW, config_hash="b"))
+    p = compare.paired_difference(compare.prompt_sums(steps), dict(ROW, config_hash="a"), dict(ROW, config_hash="b"))
     assert (p.n_prompts, p.a_value, p.b_value, p.diff) == (2, 1.5, 1.0, 0.5)
     assert (p.lo, p.hi) == (0.0, 1.0) and p.includes_zero
     # ratio of sums, not a mean of per-prompt means: p0 3 steps of 3, p1 1 step of 1 -> 10/4, not 2;
     # resamples {p0,p0} Δ=2, {p1,p1} Δ=0, mixed Δ=10/4-1=1.5 -> interval [0, 2]
     steps = pd.concat([_steps("a", {"p0": [3, 3, 3], "p1": [1]}), _steps("b", {"p0": [1, 1, 1], "p1": [1]})])
-    p = C.paired_difference(C.prompt_sums(steps), dict(ROW, config_hash="a"), dict(ROW, config_hash="b"))
+    p = compare.paired_difference(compare.prompt_sums(steps), dict(ROW, config_hash="a"), dict(ROW, config_hash="b"))
     assert (p.a_value, p.diff, p.lo, p.hi) == (2.5, 1.5, 0.0, 2.0)
 
 
@@ -214,23 +214,23 @@ def test_paired_bootstrap_hand_computed():
     "key,value", [("temperature", 1.0), ("dtype", "bfloat16"), ("max_new_tokens", 128), ("dataset", "mt_bench")]
 )
 def test_comparison_refuses_mismatched_settings(key, value):
-    sums = C.prompt_sums(pd.concat([_steps("a", {"p0": [2]}), _steps("b", {"p0": [1]})]))
-    with pytest.raises(C.Incomparable, match=key) as e:
-        C.paired_difference(sums, dict(ROW, config_hash="a"), dict(ROW, config_hash="b", **{key: value}))
+    sums = compare.prompt_sums(pd.concat([_steps("a", {"p0": [2]}), _steps("b", {"p0": [1]})]))
+    with pytest.raises(compare.Incomparable, match=key) as e:
+        compare.paired_difference(sums, dict(ROW, config_hash="a"), dict(ROW, config_hash="b", **{key: value}))
     assert "\n" not in str(e.value)
 
 
 def test_comparison_refuses_no_shared_prompts():
-    sums = C.prompt_sums(pd.concat([_steps("a", {"p0": [2]}), _steps("b", {"p1": [1]})]))
-    with pytest.raises(C.Incomparable, match="share no prompts") as e:
-        C.paired_difference(sums, dict(ROW, config_hash="a"), dict(ROW, config_hash="b"))
+    sums = compare.prompt_sums(pd.concat([_steps("a", {"p0": [2]}), _steps("b", {"p1": [1]})]))
+    with pytest.raises(compare.Incomparable, match="share no prompts") as e:
+        compare.paired_difference(sums, dict(ROW, config_hash="a"), dict(ROW, config_hash="b"))
     assert "\n" not in str(e.value)
 
 
 def test_output_equality():
-    assert C.first_divergence([1, 2, 3], [1, 2, 3]) is None
-    assert C.first_divergence([1, 2, 3], [1, 5, 3]) == 1
-    assert C.first_divergence([1, 2], [1, 2, 7]) == 2
+    assert compare.first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert compare.first_divergence([1, 2, 3], [1, 5, 3]) == 1
+    assert compare.first_divergence([1, 2], [1, 2, 7]) == 2
     outs = {
         ("a", "p0"): [1, 2],
         ("a", "p1"): [3, 4],
@@ -238,7 +238,7 @@ def test_output_equality():
         ("base", "p1"): [3, 9],
         ("base", "p2"): [0],
     }
-    assert C.output_equality(outs, "a", "base") == dict(n_prompts=2, identical=1, diverged=[("p1", 1)])
+    assert compare.output_equality(outs, "a", "base") == dict(n_prompts=2, identical=1, diverged=[("p1", 1)])
 
 
 def test_report_does_not_import_torch(tmp_path):
@@ -314,12 +314,12 @@ def test_notebook_executes(tmp_path, monkeypatch):
 def test_paired_rows_are_compared_on_their_own_trees(tmp_path):
     """block/traversal at N=4 verified the token-level rule's trees (pair_key): their reference is
     that decode, the gain is paired per prompt (and the exact laws give it on those trees); at N=8 each decoded alone."""
-    from specbench.report import analysis as A
+    from specbench.report import analysis
 
     src = Path(make_results(str(tmp_path / "results")))
     summary, steps = read_csv(src / "summary.csv"), read_csv(src / STEPS_FILE)
-    df, sums = A.prepare(summary), C.prompt_sums(steps)
-    gains = A.mode_gains(df, sums).set_index(["verify", "budget"])
+    df, sums = analysis.prepare(summary), compare.prompt_sums(steps)
+    gains = analysis.mode_gains(df, sums).set_index(["verify", "budget"])
     for mode, ref in (("block", "speculative"), ("traversal", "mss")):
         paired, alone = gains.loc[(mode, 4)], gains.loc[(mode, 8)]
         assert paired.same_trees and not alone.same_trees
@@ -329,7 +329,7 @@ def test_paired_rows_are_compared_on_their_own_trees(tmp_path):
         assert paired["diff"] > 0 and paired["lo"] >= 0 and paired["n_shared"] == 6
         assert paired["exact_gain"] > 0 and alone["exact_gain"] != alone["exact_gain"]  # NaN on own trees
     old = summary.drop(columns=["pair_key", "pair_role"])  # CSVs from before pairing
-    assert not A.mode_gains(A.prepare(old), sums).empty
+    assert not analysis.mode_gains(analysis.prepare(old), sums).empty
 
 
 def test_gap_to_optimum_section(built):
@@ -383,7 +383,7 @@ def test_setup_quotes_the_measured_continuation_divergence_or_says_it_is_absent(
 def test_a_paired_control_is_not_compared_and_traversal_on_a_chain_meets_mss_on_its_trees():
     """mss re-verifying its own decode's chains (a control) is no subject of the mode table; traversal
     on those chains is compared with that control (mss on a chain is speculative sampling), paired."""
-    from specbench.report import analysis as A
+    from specbench.report import analysis
 
     base = dict(
         pair="p",
@@ -404,11 +404,11 @@ def test_a_paired_control_is_not_compared_and_traversal_on_a_chain_meets_mss_on_
         dict(base, config_hash="trav", verify="traversal", pair_key="mss", pair_role="paired"),
     ]
     df = pd.DataFrame([dict(r, **mode_columns(r["verify"])) for r in rows])  # each mode's declared role
-    assert list(df.config_hash[A._controls(df)]) == ["mss_ctl"]
-    keys = A.GROUP + ["tree", "tree_params", "budget", "temperature"]
+    assert list(df.config_hash[analysis._controls(df)]) == ["mss_ctl"]
+    keys = analysis.GROUP + ["tree", "tree_params", "budget", "temperature"]
 
     def ref(h):
-        return A._reference_row(df, df.set_index("config_hash").loc[h].to_dict() | {"config_hash": h}, keys)
+        return analysis._reference_row(df, df.set_index("config_hash").loc[h].to_dict() | {"config_hash": h}, keys)
 
     assert list(ref("trav").config_hash) == ["mss_ctl"]  # the same drafted chains
     assert list(ref("mss").config_hash) == ["spec"]  # never itself: speculative's own decode

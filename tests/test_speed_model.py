@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from specbench.core.costcurve import kv_weights
-from specbench.report import speedup as S
+from specbench.report import speedup
 from specbench.report.tables import bracket
 
 
@@ -94,7 +94,7 @@ def by_hand(trees) -> float:
 
 def test_each_step_is_charged_the_forwards_of_its_own_tree():
     df = pd.DataFrame([config("h", 4)])
-    got = S.projected_speedup(df, steps("h", TREES), costs()).iloc[0]
+    got = speedup.projected_speedup(df, steps("h", TREES), costs()).iloc[0]
     assert got.projected == pytest.approx(by_hand(TREES))
     assert got.cost_basis == "scored"
     assert got.draft_s_step_model == pytest.approx((3 * t_draft(1) + t_draft(2) + t_draft(3)) / 2)
@@ -107,21 +107,21 @@ def test_the_budget_is_never_charged_only_the_trees():
     """An adaptive policy at budget 32 whose trees were small costs what its trees cost."""
     df = pd.DataFrame([config("small", 4), config("big", 32, tree="adaptive_chain")])
     st = pd.concat([steps("small", TREES), steps("big", TREES)])
-    got = S.projected_speedup(df, st, costs()).set_index("config_hash").projected
+    got = speedup.projected_speedup(df, st, costs()).set_index("config_hash").projected
     assert got["big"] == pytest.approx(got["small"]) == pytest.approx(by_hand(TREES))
 
 
 def test_a_drafter_without_a_model_is_charged_its_measured_lookup():
     trees = [("a", 3, 3, 2, "", 0.004), ("b", 5, 2, 4, "", 0.006)]
     df = pd.DataFrame([config("ng", 4, tree="ngram_trie")])
-    got = S.projected_speedup(df, steps("ng", trees), costs(draft=False)).iloc[0]
+    got = speedup.projected_speedup(df, steps("ng", trees), costs(draft=False)).iloc[0]
     want = 6 * t_target(1) / (0.010 + t_target(4) + t_target(6))
     assert got.projected == pytest.approx(want)
 
 
 def test_steps_without_scored_are_charged_a_derived_frontier_and_say_so():
     st = steps("h", TREES).drop(columns="scored")
-    got = S.projected_speedup(pd.DataFrame([config("h", 4)]), st, costs()).iloc[0]
+    got = speedup.projected_speedup(pd.DataFrame([config("h", 4)]), st, costs()).iloc[0]
     derived = [("a", 3, 3, 2, "1.1.1", 0), ("b", 5, 2, 4, "1.3", 0)]  # depth forwards of ceil(N/D)
     assert got.cost_basis == "derived" and got.projected == pytest.approx(by_hand(derived))
 
@@ -129,8 +129,8 @@ def test_steps_without_scored_are_charged_a_derived_frontier_and_say_so():
 def test_the_interval_carries_the_cost_repeats_spread():
     df = pd.DataFrame([config("h", 4)])
     many = [(f"p{i}", n, d, e, sc, ds) for i in range(8) for _, n, d, e, sc, ds in TREES]
-    exact = S.projected_speedup(df, steps("h", many), costs()).iloc[0]
-    noisy = S.projected_speedup(df, steps("h", many), costs(noise=0.2)).iloc[0]
+    exact = speedup.projected_speedup(df, steps("h", many), costs()).iloc[0]
+    noisy = speedup.projected_speedup(df, steps("h", many), costs(noise=0.2)).iloc[0]
     # every prompt alike: with exact costs the interval is the point; noisy repeats widen it
     assert exact.projected_hi - exact.projected_lo == pytest.approx(0, abs=1e-12)
     assert noisy.projected_hi - noisy.projected_lo > 0.01
@@ -139,9 +139,9 @@ def test_the_interval_carries_the_cost_repeats_spread():
 
 def test_costs_are_never_another_pairs_or_dtypes():
     df = pd.DataFrame([config("h", 4)])
-    assert S.projected_speedup(df, steps("h", TREES), costs(pair="other")).empty
+    assert speedup.projected_speedup(df, steps("h", TREES), costs(pair="other")).empty
     bf = costs().assign(dtype="bfloat16")
-    assert S.projected_speedup(df, steps("h", TREES), bf).empty
+    assert speedup.projected_speedup(df, steps("h", TREES), bf).empty
 
 
 def test_a_replayed_configuration_is_ranked_by_its_live_twins_measurement():
@@ -152,13 +152,13 @@ def test_a_replayed_configuration_is_ranked_by_its_live_twins_measurement():
     base = config("base", 0, tree="none", engine="live", tokens_per_s=2.0)
     df = pd.DataFrame([rep, live, base]).assign(mode="greedy", shape="chain", lossless=True)
     st = pd.concat([steps("rep", TREES), steps("live", TREES)])
-    table = S.speedup_table(df, df, st, costs()).set_index("config_hash")
+    table = speedup.speedup_table(df, df, st, costs()).set_index("config_hash")
     assert table.loc["live", "measured"] == pytest.approx(1.5)
     assert table.loc["rep", "measured"] == pytest.approx(1.5) and table.loc["rep", "measured_hash"] == "live"
     assert table.loc["live", "error"] == pytest.approx(by_hand(TREES) / 1.5 - 1)
     assert np.isnan(table.loc["rep", "error"])
-    out = S.speedup_csv(table.reset_index())
-    assert list(out.columns) == S.SPEEDUP_COLUMNS and json.loads(out.tree_params.iloc[0]) == {}
+    out = speedup.speedup_csv(table.reset_index())
+    assert list(out.columns) == speedup.SPEEDUP_COLUMNS and json.loads(out.tree_params.iloc[0]) == {}
 
 
 def test_a_best_budget_at_the_edge_of_the_grid_is_no_optimum():

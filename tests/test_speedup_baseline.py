@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from specbench.report import speedup as S
+from specbench.report import speedup
 
 ROW = dict(
     pair="qwen_coder",
@@ -33,7 +33,7 @@ def _summary() -> pd.DataFrame:
 def test_each_batch_size_has_its_own_baseline():
     summary = _summary()
     df = summary[summary.tree != "none"]
-    got = S.measured_speedup(df, summary).set_index("config_hash")
+    got = speedup.measured_speedup(df, summary).set_index("config_hash")
     assert got.loc["chain1", "baseline_hash"] == "plain1"
     assert got.loc["chain1", "measured"] == 6.0 / 4.0
     assert got.loc["chain8", "baseline_hash"] == "plain8"
@@ -45,9 +45,9 @@ def test_lossless_sentences_name_the_batch_and_read_tables_without_it():
     table = pd.DataFrame(
         [dict(ROW, batch_size=8, n_prompts=4, identical=4, diverged=[[]], config_hash="chain8")],
     )
-    (line,) = S.lossless_sentences(table)
+    (line,) = speedup.lossless_sentences(table)
     assert "batch 8" in line and "4 of 4" in line
-    (line,) = S.lossless_sentences(table.drop(columns="batch_size"))
+    (line,) = speedup.lossless_sentences(table.drop(columns="batch_size"))
     assert "batch" not in line and "4 of 4" in line
 
 
@@ -69,7 +69,7 @@ def test_a_batched_live_row_keeps_its_measured_speedup_and_gets_no_batch_1_proje
             for h in ("chain1", "chain8", "chain32")
         ]
     )
-    got = S.speedup_table(df, summary, steps, costs).set_index("config_hash")
+    got = speedup.speedup_table(df, summary, steps, costs).set_index("config_hash")
     assert got.loc["chain1", "projected"] > 0 and got.loc["chain1", "measured"] == 1.5
     assert pd.isna(got.loc["chain8", "projected"]) and got.loc["chain8", "measured"] == 0.9
     assert "chain32" not in got.index  # batched, and no plain run at its batch: neither figure

@@ -88,12 +88,15 @@ def repeats(r) -> np.ndarray:
 
 def forwards(steps: pd.DataFrame) -> pd.Series:
     """Per step, the query tokens of each draft forward (a tuple; empty without a model)."""
-    derived = steps.tree_depth.astype(int).combine(steps.tree_size.astype(int), derived_frontier)
-    if "scored" not in steps:
-        return derived
-    parsed = steps.scored.map(lambda s: tuple(int(x) for x in s.split(".")) if isinstance(s, str) and s else ())
-    has = steps.scored.notna()
-    return parsed.where(has, derived)
+    has = steps.scored.notna() if "scored" in steps else pd.Series(False, index=steps.index)
+    out = pd.Series([()] * len(steps), index=steps.index, dtype=object)
+    if has.any():  # each distinct ``scored`` string parsed once
+        parsed = {s: tuple(int(x) for x in s.split(".")) if s else () for s in steps.scored[has].unique()}
+        out[has] = steps.scored[has].map(parsed)
+    old = steps[~has]
+    if len(old):
+        out[~has] = [derived_frontier(d, n) for d, n in zip(old.tree_depth.astype(int), old.tree_size.astype(int))]
+    return out
 
 
 def derived_frontier(depth: int, size: int) -> tuple[int, ...]:
@@ -123,12 +126,11 @@ def counts(g: pd.DataFrame) -> Counts:
     fw = forwards(g)
     prompts = pd.Index(sorted(g.prompt_id.astype(str).unique()))
     pid = prompts.get_indexer(g.prompt_id.astype(str))
-    flat = [(p, k) for p, f in zip(pid, fw) for k in f]
-    d_sizes = np.array(sorted({k for _, k in flat}), int)
+    ks = np.fromiter((k for f in fw for k in f), int)
+    ps = np.repeat(pid, fw.map(len).to_numpy(int))
+    d_sizes = np.unique(ks)
     draft = np.zeros((len(prompts), len(d_sizes)))
-    if flat:
-        ps, ks = np.array(flat).T
-        np.add.at(draft, (ps, np.searchsorted(d_sizes, ks)), 1)
+    np.add.at(draft, (ps, np.searchsorted(d_sizes, ks)), 1)
     v = g.tree_size.astype(int).to_numpy() + 1
     v_sizes = np.unique(v)
     verify = np.zeros((len(prompts), len(v_sizes)))
