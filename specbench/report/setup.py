@@ -246,18 +246,33 @@ def limitations(t: dict, data: dict) -> list[str]:
 
 
 def bracket_sentences(ans: pd.DataFrame) -> list[str]:
-    """How many answer rows' best budget sits at an edge of the budgets tried, per pair."""
+    """How many answer rows' best budget sits at an edge of the budgets tried, per pair; a live
+    check's edge names the replayed grid's best for the same shape."""
     if ans.empty or "bracket" not in ans:
         return []
     edge = ans[ans.bracket.astype(str).str.startswith("edge")]
     if edge.empty:
         return [f"Every answer row's best budget is bracketed ({len(ans)} rows: interior or N = 1)."]
     per = ", ".join(f"{p} {len(g)}" for p, g in edge.groupby("pair", sort=True))
-    return [
+    live = edge[edge.get("engine", pd.Series("", index=edge.index)) == "live"]
+    out = [
         f"{len(edge)} of {len(ans)} answer rows have their best budget at an edge of the budgets tried ({per}): "
-        "for those the optimum is not bracketed and may lie beyond it; their grids were not run dense at the "
-        "low end (budgets 1, 2, 3, ...)."
+        "for those the optimum is not bracketed and may lie beyond it."
     ]
+    if len(edge) > len(live):
+        out.append(f"{len(edge) - len(live)} of them are grids not run dense at the low end (budgets 1, 2, 3, ...).")
+    key = ["pair", "dataset", "dtype", "shape"]
+    replay = ans[ans.get("engine", pd.Series("", index=ans.index)) == "replay"]
+    replay = replay.sort_values("max_new_tokens", ascending=False, kind="mergesort").drop_duplicates(key)  # the longest run
+    best = {tuple(r[k] for k in key): int(r["budget"]) for r in replay.to_dict("records")}
+    for r in live.to_dict("records"):
+        now = best.get(tuple(r[k] for k in key))
+        moved = f"; the replayed grid's best is now N={now}" if now is not None else ""
+        out.append(
+            f"{r['pair']}'s live check of {r['shape']} on {r['dataset']} ran N = {r['budgets']} only{moved} "
+            "(`run_all.sh` re-picks its live budgets from the current projection)."
+        )
+    return out
 
 
 APPENDIX_COLS = [
