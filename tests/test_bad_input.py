@@ -91,6 +91,15 @@ CASES = {
     "misspelt key with +": (["+max_new_token=3"], "did you mean max_new_tokens?", False),
     "tree parameter the tree does not use": (["+tree.width=3"], "tree.width: not a parameter of tree=chain", False),
     "unknown dataset key": (["+dataset.foo=1"], "dataset.foo: not a parameter of dataset=smoke", False),
+    # a dataset option is its loader's schema, a pair's its drafter's (core.options): + or not, one line
+    "misspelt dataset key": (
+        ["dataset.limt=3"],
+        "dataset.limt: not a parameter of dataset=smoke (did you mean limit?); remove it "
+        "(valid: kind, limit, max_prompt_tokens, name, prompts)",
+        False,
+    ),
+    "pair key its drafter lacks": (["pair.layers=3"], "pair.layers: not a parameter of pair.drafter=model", False),
+    "pair key with +": (["+pair.foo=1"], "pair.foo: not a parameter of pair.drafter=model; remove it", False),
     # issue 37: a tree or verify option is its registry entry's schema; + or not, a key it lacks is refused
     "misspelt tree key": (
         ["tree=kary", "tree.widht=3"],

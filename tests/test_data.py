@@ -14,7 +14,6 @@ from omegaconf import OmegaConf
 from specbench.core.registry import UnknownName
 from specbench.inputs import data
 
-CONF = Path(__file__).resolve().parents[1] / "conf" / "dataset"
 CHAT_TASKS = {"writing", "roleplay", "reasoning", "extraction", "translation", "summarisation", "qa"}
 
 
@@ -41,9 +40,8 @@ def _templated(tok, text: str) -> list[int]:
 
 
 def _cfg(name, **kw):
-    """The shipped conf/dataset/<name>.yaml with overrides, as Hydra would compose it."""
-    cfg = OmegaConf.load(CONF / f"{name}.yaml")
-    return data.DatasetSpec.of(OmegaConf.to_container(OmegaConf.merge(cfg, kw)))
+    """Dataset ``name``'s option (its loader's schema) with overrides, as Hydra would compose it."""
+    return data.DatasetSpec.of({**data.DATASETS.get(name).schema(name), **kw})
 
 
 @pytest.mark.parametrize(
@@ -205,9 +203,9 @@ def test_empty_dataset_is_one_line_error(tok, tmp_path):
 
 
 def test_load_prompts_takes_a_mapping_or_a_dictconfig(tok):
-    """What a script naturally has (a dict, a conf/dataset DictConfig) is checked once, as the study's spec is."""
+    """What a script naturally has (a dict, a composed dataset DictConfig) is checked once, as the study's spec is."""
     want = [p.ids for p in data.load_prompts(_cfg("humaneval", limit=2), tok)]
-    node = OmegaConf.load(CONF / "humaneval.yaml")
+    node = OmegaConf.create(data.DATASETS.get("humaneval").schema("humaneval"))
     node.limit = 2
     for keys in ({"name": "humaneval", "limit": 2}, node):
         assert [p.ids for p in data.load_prompts(keys, tok)] == want
@@ -270,11 +268,11 @@ def test_chat_template_missing(tok):
     )  # completion prompts need no template
 
 
-def test_yaml_files_have_contract_keys():
-    for path in sorted(CONF.glob("*.yaml")):
-        cfg = OmegaConf.load(path)
-        assert cfg.name == path.stem and cfg.name in data.DATASETS
-        assert "limit" in cfg and cfg.limit is None
+def test_every_dataset_option_has_the_contract_keys():
+    """Each loader's option (its schema, ``core.options``): the common keys, null, and its own options."""
+    for name in data.DATASETS.names():
+        keys = data.DATASETS.get(name).schema(name)
+        assert keys["name"] == name and all(keys[k] is None for k in ("limit", "max_prompt_tokens", "kind"))
 
 
 def test_loaders_read_a_typed_spec_checked_once():

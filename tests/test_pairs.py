@@ -572,17 +572,13 @@ REAL_PAIRS = {
 def test_real_new_pair_greedy_is_lossless(name):
     """One HumanEval prompt, 12 tokens, binary/8 in fp32: the pair's drafter through the one
     loop gives the target's own greedy tokens and accepts some drafts."""
-    import os
-
-    from omegaconf import OmegaConf
-
     from specbench.api import decode_prompts, eos_ids
     from specbench.inputs import data, models
-    from test_jobspec import CONF
+    from specbench.study.launch import pair_config
 
     if not embedded.installed(REAL_PAIRS[name]):
         pytest.skip(f"{name}: embedded models {REAL_PAIRS[name]} not installed (bash scripts/setup.sh)")
-    pair = models.load_pair(OmegaConf.load(os.path.join(CONF, "pair", f"{name}.yaml")), "float32", "cpu")
+    pair = models.load_pair(pair_config(name), "float32", "cpu")
     pr = data.load_prompts(data.DatasetSpec.of({"name": "humaneval", "limit": 1}), pair.tokenizer)[0]
     done = decode_prompts(pair, [pr], {"name": "binary", "budget": 8}, {"name": "greedy"}, 12)[0]
     ids = torch.tensor([pr.ids])

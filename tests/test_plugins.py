@@ -1,7 +1,8 @@
 """docs/extending.md: a shape, a verify mode, a drafter and a dataset, each registered in ONE
-user module outside the package (``plugins=[module]``): the shape and the mode are options
-without any YAML (their schemas, ``core.options``), the dataset's and pair's presets sit in a
-config folder of its own (``hydra.searchpath``); run through a real multirun, collected and reported like
+user module outside the package (``plugins=[module]``): the shape, the mode and the dataset are
+options without any YAML (their schemas, ``core.options``), the pair (a named variant: its models)
+sits in a config folder of its own (``hydra.searchpath``), extending the drafter's schema
+(``/schema/pair/echo``); run through a real multirun, collected and reported like
 built-in entries (rows describe themselves: study.describe); and the ``plugins`` key leaves
 every job's config hash as it was."""
 
@@ -79,17 +80,16 @@ class EchoDrafter(Drafter):
     grows = {**Drafter.grows, "paths": grow_paths}
 
 
-@dataset("numbered_defs", kind="completion")
+@dataset("numbered_defs", kind="completion", options={"stem": "def"})
 def numbered_defs(spec):
     return [(f"def/{i}", f"{spec.get('stem')} f{i}(x):", "code") for i in range(5)]
 '''
 
-# the shape and the mode need no preset: registering them stores their options (core.options);
-# the dataset and the pair groups are YAML presets, in the plugin's own config folder
+# the shape, the mode and the dataset need no preset: registering them stores their options
+# (core.options); a pair is a YAML file, in the plugin's own config folder, over its drafter's schema
 PRESETS = {
-    "dataset/numbered_defs.yaml": "name: numbered_defs\nlimit: null\nmax_prompt_tokens: null\nstem: def\n",
-    "pair/echo_local.yaml": "name: echo_local\ndraft: null\ntarget:\n  source: local\n  path: ???\n"
-    "drafter: echo\nchat_template: false\n",
+    "pair/echo_local.yaml": "defaults:\n  - /schema/pair/echo@_here_\n  - _self_\nname: echo_local\n"
+    "draft: null\ntarget:\n  source: local\n  path: ???\ndrafter: echo\nchat_template: false\n",
 }
 
 
@@ -198,6 +198,11 @@ def test_a_plugin_preset_key_is_checked_and_a_bad_plugin_is_one_line(tiny_pair_d
             "tree=zigzag",
             "tree.widht=2",
         ): "tree.widht: not a parameter of tree=zigzag (did you mean width?)",
+        ("plugins=[feat_entries]", plugin_dirs, "+dataset.stm=x"): (
+            "dataset.stm: not a parameter of dataset=numbered_defs (did you mean stem?); remove it "
+            "(valid: kind, limit, max_prompt_tokens, name, stem)"
+        ),
+        ("plugins=[feat_entries]", plugin_dirs, "+pair.foo=1"): "pair.foo: not a parameter of pair.drafter=echo",
         (
             "-m",
             "plugins=[feat_entries,no.such.mod]",

@@ -65,7 +65,7 @@ def test_capabilities_replace_the_old_lists():
     assert policy_spec("sequoia").rank_replayable and not policy_spec("eagle2").rank_replayable
     # drafters: which policy kinds they grow, what they need from a pair, how they are charged
     assert sorted(DRAFTERS.get("ngram").grows) == ["ngram_trie", "none", "paths"]
-    assert DRAFTERS.get("layerskip").pair_keys == ("layers",) and DRAFTERS.get("model").name == "model"
+    assert dict(DRAFTERS.get("layerskip").pair_keys) == {"layers": "???"} and DRAFTERS.get("model").name == "model"
     assert [n for n in DRAFTERS.names() if DRAFTERS.get(n).rank_replay] == ["layerskip", "model", "tli"]
     assert data.DATASETS.get("mt_bench").kind == "instruct"
 

@@ -1,10 +1,14 @@
 """A registry entry's config-group option: its structured config in Hydra's ``ConfigStore``.
 
-Each tree policy and verify mode stores, when it is registered, one node whose fields are its
-parameters with their defaults (``store(group, name, values)``): the option ``group=name``
-(``tree=kary``, ``verify=mss``), so a plugin's entries are options without any YAML.  Hydra's
-structured configs are closed: an unknown key (``tree.widht=3``) fails composition, and
-``study.argv`` refuses it, ``+`` or not, in one line before Hydra starts (``schema_keys``).
+Each tree policy, verify mode and dataset loader stores, when it is registered, one node whose
+fields are its parameters with their defaults (``store(group, name, values)``): the option
+``group=name`` (``tree=kary``, ``verify=mss``, ``dataset=humaneval``), so a plugin's entries are
+options without any YAML.  A drafter stores only the schema of the pairs it drafts for
+(``schema/pair/<drafter>``, ``option=False``): a pair is a named variant carrying data (model ids).
+Hydra's structured configs are closed: an unknown key (``tree.widht=3``) fails composition, and
+``study.argv`` names it in one line (``schema_line``); a ``+`` key, which Hydra adds to a closed
+node, is refused by ``unknown_key`` on the composed node (before Hydra starts, ``study.argv``;
+on every job's config, ``study.jobspec``).
 
 The node is also stored as ``schema/<group>/<name>``; a YAML file of the same name in conf/
 (a named variant carrying data the entry's defaults do not, e.g. conf/tree/medusa63.yaml's path
@@ -12,17 +16,19 @@ list) takes the option's place and extends that node (``defaults: [/schema/tree/
 so it is closed and typed the same way.  Every field is typed ``Any``: the job spec
 (``study.jobspec``) checks values and says in one line what is wrong.
 
-Imports: hydra's ``ConfigStore`` and ``specbench.CONF_DIR`` only.
+Imports: hydra's ``ConfigStore``, omegaconf and ``specbench.CONF_DIR`` only.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
 
 from .. import CONF_DIR
 
@@ -38,9 +44,10 @@ def plain(value: Any) -> Any:
     return value
 
 
-def node(group: str, name: str, values: Mapping[str, Any]) -> type:
-    """A dataclass with one ``Any`` field per key of ``values`` (its default), named ``group=name``."""
-    return dataclasses.make_dataclass(f"{group}={name}", [(key, Any, _field(v)) for key, v in values.items()])
+def node(label: str, values: Mapping[str, Any]) -> type:
+    """A dataclass with one ``Any`` field per key of ``values`` (its default), named ``label``
+    (``group=name``: what the one-line errors call the option)."""
+    return dataclasses.make_dataclass(label, [(key, Any, _field(v)) for key, v in values.items()])
 
 
 def _field(value: Any) -> Any:
@@ -51,13 +58,14 @@ def _field(value: Any) -> Any:
     return dataclasses.field(default=value)
 
 
-def store(group: str, name: str, values: Mapping[str, Any]) -> None:
-    """Store entry ``name``'s node as ``schema/<group>/<name>`` and, unless conf/<group>/<name>.yaml
-    (a named variant that extends it) exists, as the option ``<group>/<name>``."""
+def store(group: str, name: str, values: Mapping[str, Any], option: bool = True, label: str = "") -> None:
+    """Store entry ``name``'s node (named ``label``, default ``group=name``) as
+    ``schema/<group>/<name>`` and, where ``option`` and unless conf/<group>/<name>.yaml (a named
+    variant that extends it) exists, as the option ``<group>/<name>``."""
     store_ = ConfigStore.instance()
-    cls = node(group, name, values)
+    cls = node(label or f"{group}={name}", values)
     store_.store(group=f"{SCHEMA}/{group}", name=name, node=cls)
-    if not os.path.isfile(os.path.join(CONF_DIR, group, f"{name}.yaml")):
+    if option and not os.path.isfile(os.path.join(CONF_DIR, group, f"{name}.yaml")):
         store_.store(group=group, name=name, node=cls)
 
 
@@ -77,3 +85,33 @@ def schema_keys(group: str, name: str) -> list[str] | None:
     """The keys of entry ``name``'s node (its parameters and ``name``), None if none is stored."""
     entry = _group(f"{SCHEMA}/{group}").get(f"{name}.yaml")
     return None if entry is None else sorted(entry.node.keys())
+
+
+def fields(cfg: Any) -> tuple[str, list[str]] | None:
+    """(its option's name, its keys) of a composed group node whose type is a stored schema
+    (``node``); None for a plain mapping (a YAML file that extends no schema: open)."""
+    kind = OmegaConf.get_type(cfg) if isinstance(cfg, DictConfig) else None
+    if kind is None or not dataclasses.is_dataclass(kind) or "=" not in kind.__name__:
+        return None
+    return kind.__name__, [f.name for f in dataclasses.fields(kind)]
+
+
+def closest(word: str, valid) -> str:
+    near = difflib.get_close_matches(word, sorted(valid), n=1)
+    return f" (did you mean {near[0]}?)" if near else ""
+
+
+def not_a_parameter(key: str, option: str, valid) -> str:
+    """The one line for a key that option ``option`` (``group=name``) does not have."""
+    name = key.rpartition(".")[2]
+    return f"{key}: not a parameter of {option}{closest(name, valid)}; remove it (valid: {', '.join(sorted(valid))})"
+
+
+def unknown_key(group: str, cfg: Any) -> str | None:
+    """The one line for the first key of composed group node ``cfg`` that its schema lacks (a
+    ``+group.key=...`` override, which Hydra adds to a closed node); None if none or no schema."""
+    known = fields(cfg)
+    if known is None:
+        return None
+    extra = sorted(str(k) for k in cfg if k not in known[1])
+    return not_a_parameter(f"{group}.{extra[0]}", known[0], known[1]) if extra else None

@@ -3,7 +3,8 @@
 ``Registry[T]`` holds entries of one type (a spec object, or a class of one base);
 what an entry can do is declared ON the entry (its fields or class attributes), never
 beside the registration.  A registry made with ``name_attr`` writes the registered
-name onto the entry, so the name is not repeated in the entry's body.  An unknown
+name onto the entry, so the name is not repeated in the entry's body; one made with ``on_add``
+calls it with each new entry (the drafters store their pairs' config schema so).  An unknown
 name raises a one-line error that lists the valid names and suggests the closest one.
 """
 
@@ -23,9 +24,10 @@ class UnknownName(KeyError):
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, name_attr: str | None = None):
+    def __init__(self, kind: str, name_attr: str | None = None, on_add: Callable[[str, T], None] | None = None):
         self.kind = kind
         self.name_attr = name_attr
+        self.on_add = on_add
         self._items: dict[str, T] = {}
 
     def add(self, name: str, entry: T) -> T:
@@ -35,6 +37,8 @@ class Registry(Generic[T]):
         if self.name_attr is not None:
             setattr(entry, self.name_attr, name)
         self._items[name] = entry
+        if self.on_add is not None:
+            self.on_add(name, entry)
         return entry
 
     def register(self, name: str) -> Callable[[E], E]:

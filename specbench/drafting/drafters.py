@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Protocol
 
 import torch
 
+from ..core import options
 from ..core.kv import SlotKV
 from ..core.registry import Registry
 from ..core.sampling import choose_slots, probs
@@ -75,8 +76,11 @@ class Drafter:
       ``draft`` dispatches on the policy's kind and refuses the others in one line;
     * ``draft_model``: it needs a separate draft model (``pair.draft``);
       ``own_tokenizer``: that model keeps its own vocabulary (else it must share the target's);
-    * ``pair_keys``: its own ``pair.*`` keys (``check_params`` checks them before any model
-      loads; ``pair_inputs`` resolves them on the target's config, before its weights load);
+    * ``pair_keys``: its own ``pair.*`` keys and their defaults (``???``: required); with
+      ``PAIR_COMMON`` they are the schema of its pairs, stored when it is registered
+      (``schema/pair/<name>``, ``pair_schema``), which a conf/pair/*.yaml extends; ``check_params``
+      checks their values before any model loads; ``pair_inputs`` resolves them on the target's
+      config, before its weights load);
     * ``rank_replay``: static shapes replay from the teacher-forced ranks of ``rank_model``
       (reading the target's tokens as ``rank_vocab`` says): its tree is a function of the
       committed context alone;
@@ -98,7 +102,7 @@ class Drafter:
     own_tokenizer: ClassVar[bool] = False
     rank_replay: ClassVar[bool] = False
     teacher_forced: ClassVar[bool] = False
-    pair_keys: ClassVar[tuple[str, ...]] = ()
+    pair_keys: ClassVar[Mapping[str, Any]] = {}
     vector_drafter: ClassVar[str | None] = None
     grows: ClassVar[Mapping[str, Grow]]
 
@@ -178,7 +182,21 @@ class Drafter:
         return rule
 
 
-DRAFTERS: Registry[type[Drafter]] = Registry("drafter", name_attr="name")
+# the keys every pair has ("???": required; a drafter without a draft model has draft: null)
+PAIR_COMMON = {"name": "???", "draft": "???", "target": "???", "drafter": None, "chat_template": "???"}
+
+
+def pair_schema(name: str, cls: type[Drafter]) -> dict[str, Any]:
+    """The keys and defaults of a pair that drafter ``name`` drafts for: ``PAIR_COMMON`` and its ``pair_keys``."""
+    return {**PAIR_COMMON, "draft": PAIR_COMMON["draft"] if cls.draft_model else None, "drafter": name, **cls.pair_keys}
+
+
+def _store_pair_schema(name: str, cls: type[Drafter]) -> None:
+    """``schema/pair/<name>`` (no option: a pair is a named variant in conf/pair/, which extends it)."""
+    options.store("pair", name, pair_schema(name, cls), option=False, label=f"pair.drafter={name}")
+
+
+DRAFTERS: Registry[type[Drafter]] = Registry("drafter", name_attr="name", on_add=_store_pair_schema)
 
 
 def check_supported(cls: type[Drafter], kind: str, name: str) -> None:

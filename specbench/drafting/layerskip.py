@@ -132,7 +132,7 @@ class LayerSkipDrafter(ModelDrafter):
 
     draft_model = False
     teacher_forced = False  # its draft is the target's layer view, not pair.draft (calibrated by star replay)
-    pair_keys = ("layers",)
+    pair_keys = {"layers": "???"}  # required: k (the first k layers) or a list / ranges text like '0-9,16-27'
 
     def __init__(self, target, layers: Sequence[int], temperature: float = 1.0, top_p: float = 1.0, kv=None):
         view = kv.model if kv is not None else layer_view(target, layers)

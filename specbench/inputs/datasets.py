@@ -1,12 +1,18 @@
 """The dataset registry and the readers its loaders share.
 
-``@dataset(name, kind=...)`` registers a loader ``fn(spec) -> rows`` in ``DATASETS`` with its kind
-(``KINDS``: instruct prompts get the chat template, completion prompts are fed raw).  The loaders
+``@dataset(name, kind=..., options={...})`` registers a loader ``fn(spec) -> rows`` in ``DATASETS``
+with its kind (``KINDS``: instruct prompts get the chat template, completion prompts are fed raw)
+and its own options with their defaults, and stores its config option ``dataset=<name>``: the
+``COMMON`` keys and those options (``core.options``: Hydra's ConfigStore, no YAML; an unknown key
+is refused).  ``kind`` (null: the registered kind) is no part of a job's identity while unset,
+unless the loader declares it among its own options (``identity``).  The loaders
 themselves, and the entry point ``load_prompts``, are in `specbench.inputs.data`, which registers
 them on import: read ``DATASETS`` through that module.  A loader reads a typed ``DatasetSpec``
 (the keys every dataset has, checked once, plus the loader's own keys).  The readers:
 JSON-lines files with one-line errors (``read_jsonl``, ``rows_from_jsonl``) and our packaged
 prompt files (``packaged``).
+
+Imports: ``core.options`` (Hydra's ConfigStore), ``core.jsonl``, ``core.registry``.
 """
 
 from __future__ import annotations
@@ -18,10 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core import options as config_options
 from ..core.jsonl import json_objects
 from ..core.registry import Registry
 
 COMMON = ("name", "limit", "max_prompt_tokens", "kind")  # the keys every dataset config has (DatasetSpec's fields)
+UNSET = ("kind",)  # common keys no part of a job's identity while null (unless a loader's own option)
 KINDS = ("instruct", "completion")  # instruct: chat template applied; completion: raw text
 Rows = list[tuple[str, str, str]]  # (prompt id, text, category)
 
@@ -64,10 +72,12 @@ class DatasetSpec:
 
 @dataclass(frozen=True)
 class DatasetLoader:
-    """A registered dataset: its loader ``load(spec) -> rows`` and its declared kind."""
+    """A registered dataset: its loader ``load(spec) -> rows``, its declared kind and its own
+    options (``path``, ``tasks``, ...) with their defaults."""
 
     load: Callable[[DatasetSpec], Rows]
     kind: str
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -76,6 +86,14 @@ class DatasetLoader:
     def __call__(self, spec: DatasetSpec) -> Rows:
         return self.load(spec)
 
+    def schema(self, name: str) -> dict[str, Any]:
+        """The keys and defaults of its config option: ``COMMON`` (null) and its own options."""
+        return {**dict.fromkeys(COMMON), "name": name, **self.options}
+
+    def identity(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """``config`` less the ``UNSET`` keys left null that are not its own options."""
+        return {k: v for k, v in config.items() if not (k in UNSET and v is None and k not in self.options)}
+
 
 DATASETS: Registry[DatasetLoader] = Registry("dataset")
 
@@ -83,14 +101,23 @@ DATASETS: Registry[DatasetLoader] = Registry("dataset")
 Loader = Callable[[DatasetSpec], Rows]
 
 
-def dataset(name: str, kind: str) -> Callable[[Loader], Loader]:
-    """Register ``fn(spec: DatasetSpec) -> rows`` as dataset ``name`` of ``kind`` (instruct | completion)."""
+def dataset(name: str, kind: str, options: Mapping[str, Any] | None = None) -> Callable[[Loader], Loader]:
+    """Register ``fn(spec: DatasetSpec) -> rows`` as dataset ``name`` of ``kind`` (instruct |
+    completion) with its own ``options`` ({key: default}) and store its config option."""
 
     def deco(fn: Loader) -> Loader:
-        DATASETS.add(name, DatasetLoader(fn, kind))
+        loader = DATASETS.add(name, DatasetLoader(fn, kind, dict(options or {})))
+        config_options.store("dataset", name, loader.schema(name))
         return fn
 
     return deco
+
+
+def identity(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A dataset config as its job's identity: less the ``UNSET`` keys left null (a registered
+    dataset's, ``DatasetLoader.identity``)."""
+    name = str(config.get("name"))
+    return DATASETS.get(name).identity(config) if name in DATASETS else dict(config)
 
 
 def read_jsonl(path: Path | str, opener=open) -> Iterable[tuple[int, dict]]:

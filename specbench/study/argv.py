@@ -5,25 +5,25 @@ form of what Hydra itself raises.
   (``tree=bnary``), an unknown key (``foo=1``, ``+foo=1``, ``tree.widht=3``,
   ``+tree.widht=3``: Hydra would print six lines or, with a ``+``, run it silently under a
   new hash), or an out_root / ``hydra.run.dir`` / ``hydra.sweep.dir`` that cannot be
-  written: one line naming the key and the fix, exit status 2, nothing created.  A tree or
-  verify option's keys are its registry entry's schema (``core.options``, stored when the
-  registries and plugins are imported, which happens first); a dataset option's are its
-  YAML preset's in conf/ or a ``file://`` folder of a ``hydra.searchpath=[...]`` override
-  (a plugin's presets, ``study.plugins``).  Group options are the ConfigStore's and those files.
+  written: one line naming the key and the fix, exit status 2, nothing created.  A group
+  option's keys are its schema as Hydra composes it (``option_keys``): a tree policy's, verify
+  mode's or dataset's registry entry's, a pair's its drafter's (``core.options``, stored when
+  the registries and plugins are imported, which happens first).  Group options are the
+  ConfigStore's and the files in conf/ or a ``file://`` folder of a ``hydra.searchpath=[...]``
+  override (a plugin's pairs, ``study.plugins``).
 * ``run_hydra(main)``: runs a Hydra app; an OSError (a full or read-only disk at
   a folder or file Hydra writes) or a Hydra composition error becomes one line
   naming the path or key, exit status 1 or 2 (``HYDRA_FULL_ERROR=1`` keeps the
   full traceback of anything but an OSError); a key a group's schema lacks is named with
   the fix and the valid keys (``schema_line``), as ``check_argv`` names it.
 
-Imports: yaml, hydra's override parser and errors, ``core.options``, ``study.plugins``;
+Imports: yaml, hydra's override parser, compose API and errors, ``core.options``, ``study.plugins``;
 ``study.jobspec`` (the registries) when the plugins are checked.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import sys
 import tempfile
@@ -31,13 +31,10 @@ import tempfile
 import yaml
 
 from .. import CONF_DIR
-from ..core.options import schema_keys, stored
-from .plugins import config_dirs, import_registries, option_file
+from ..core.options import closest, fields, not_a_parameter, stored
+from .plugins import config_dirs, import_registries
 
 GROUPS = ("pair", "tree", "verify", "dataset", "sweep")
-# groups whose keys are checked here: tree and verify against the option's schema, dataset against
-# its preset's file (pair keys are the drafter's to check: one line already); any dataset takes kind
-CHECKED_GROUPS = {"tree": set(), "verify": set(), "dataset": {"kind"}}
 DIR_KEYS = ("out_root", "hydra.run.dir", "hydra.sweep.dir")
 WRITES: list[str] = []  # the folders check_dirs accepted (named if Hydra's write fails later)
 
@@ -99,17 +96,22 @@ def top_keys() -> set[str]:
     return (set(cfg) - {"defaults"}) | set(GROUPS) | {"hydra", "replay_cache"}
 
 
-def group_keys(group: str, option: str, dirs=None) -> set[str] | None:
-    """The keys of ``group=option``: its registry entry's schema (tree, verify), else those of
-    conf/<group>/<option>.yaml or a search path folder's; None where there is neither."""
+def option_keys(group: str, option: str, argv) -> tuple[str, list[str]] | None:
+    """(the option's name, its keys) of ``group=option`` as Hydra composes it (its node's schema,
+    ``core.options.fields``, with ``argv``'s search path); None where it extends no schema or
+    does not compose (Hydra then says why in one line, ``run_hydra``)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
     import_registries()
-    keys = schema_keys(group, option)
-    if keys is None:
-        path = option_file(group, option, dirs)
-        if path is None:
-            return None
-        keys = list(_yaml(path))
-    return set(keys) | {"name"} | CHECKED_GROUPS.get(group, set())
+    searchpath = [a for a in argv if a.lstrip("+~").startswith("hydra.searchpath=")][-1:]
+    try:
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            cfg = compose("config", overrides=[f"{group}={option}", *searchpath])
+    except (HydraException, OmegaConfBaseException):
+        return None
+    return fields(cfg[group])
 
 
 def chosen(argv, group: str) -> list[str]:
@@ -120,11 +122,6 @@ def chosen(argv, group: str) -> list[str]:
             return [v for v in value.split(",") if v]
     default = defaults().get(group)
     return [default] if default else []
-
-
-def closest(word: str, valid) -> str:
-    near = difflib.get_close_matches(word, sorted(valid), n=1)
-    return f" (did you mean {near[0]}?)" if near else ""
 
 
 def check_groups(argv) -> None:
@@ -140,12 +137,14 @@ def check_groups(argv) -> None:
 
 
 def check_keys(argv, extra=(), top: set[str] | None = None) -> None:
-    """A key that no config holds is refused, with or without ``+``.  Group keys are
-    checked against the chosen option's keys (``group_keys``: a parameter it does not have);
-    with a sweep preset, which may pick other options, Hydra's schemas refuse them (``schema_line``).
-    ``extra``: the command's own top-level keys (``study.costs``' ``costs_*``); ``top``: the
-    valid top-level keys of another config (``attention_bench``; default conf/config.yaml's)."""
-    top, dirs = (top_keys() if top is None else set(top)) | set(extra), search_dirs(argv)
+    """A key that no config holds is refused, with or without ``+``: the ONE check of top-level
+    keys; a group key is checked against the chosen option's schema (``option_keys``).  With a
+    sweep preset, which may pick other options, every job's config is checked against its
+    schemas (Hydra's, ``schema_line``; a ``+`` key, ``jobspec.resolved``).  ``extra``: the
+    command's own top-level keys (``study.costs``' ``costs_*``); ``top``: the valid top-level
+    keys of another config (``attention_bench``, which has no groups; default conf/config.yaml's)."""
+    groups = GROUPS[:4] if top is None else ()
+    top = (top_keys() if top is None else set(top)) | set(extra)
     sweep = any(a.lstrip("+~").startswith("sweep=") for a in argv)  # a preset may pick the options
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
@@ -159,29 +158,24 @@ def check_keys(argv, extra=(), top: set[str] | None = None) -> None:
                 f"{key}: no such key{closest(head, top)}; remove it (a + does not add keys to a job); "
                 f"valid top-level keys: {', '.join(sorted(top))}"
             )
-        if head in CHECKED_GROUPS and rest and not sweep:
+        if head in groups and rest and not sweep:
             name = rest.split(".")[0]
             for option in chosen(argv, head):
-                valid = group_keys(head, option, dirs)
-                if valid is not None and name not in valid:
-                    fail(not_a_parameter(f"{head}.{name}", f"{head}={option}", valid))
-
-
-def not_a_parameter(key: str, option: str, valid) -> str:
-    """The one line for a key that option ``group=name`` does not have."""
-    name = key.rpartition(".")[2]
-    return f"{key}: not a parameter of {option}{closest(name, valid)}; remove it (valid: {', '.join(sorted(valid))})"
+                known = option_keys(head, option, argv)
+                if known is not None and name not in known[1]:
+                    fail(not_a_parameter(f"{head}.{name}", *known))
 
 
 def schema_line(e: BaseException) -> str | None:
     """The one line for a Hydra error whose cause is a key a group's schema lacks (its node's
-    type is named ``group=option``, ``core.options.node``); None for any other error."""
+    type is named ``group=option`` or ``pair.drafter=name``, ``core.options.node``); None for
+    any other error."""
     cause = e.__cause__
     kind = getattr(cause, "object_type", None)
     key = getattr(cause, "key", None)
     if kind is None or key is None or "=" not in kind.__name__:
         return None
-    group = kind.__name__.partition("=")[0]
+    group = kind.__name__.partition("=")[0].partition(".")[0]
     valid = [f.name for f in dataclasses.fields(kind)]
     return not_a_parameter(f"{group}.{key}", kind.__name__, valid)
 

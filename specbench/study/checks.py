@@ -1,12 +1,14 @@
 """Cross-field checks of a job spec (no model needed): registries, child-rule
 compatibility, paired modes, and which engine runs it.  ``validate(job)`` is the
-one call before any model loads (``jobspec.from_config`` reads the config)."""
+one call before any model loads (``jobspec.from_config`` reads the config; the keys are
+the groups' schemas' to check, ``core.options``, and the top-level ones ``argv.check_keys``').
+
+Imports: ``study.jobspec``; the drafter, tree and verify registries inside the checks."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..inputs.datasets import COMMON as DATASET_COMMON
 from .jobspec import ConfigError, JobSpec, VerifySpec
 
 if TYPE_CHECKING:  # the registries load (torch) inside the checks, not on import
@@ -136,40 +138,10 @@ def check_temperature(job: JobSpec) -> None:
             )
 
 
-def check_no_extra(job: JobSpec) -> None:
-    """A study job reads no top-level key beyond conf/config.yaml's (``+foo=1`` is refused;
-    other apps on the same config, e.g. ``study.costs``, read their own ``+`` keys)."""
-    if job.extra:
-        key = sorted(job.extra)[0]
-        raise ConfigError(f"{key}: no such key; remove it (a top-level key must be one of conf/config.yaml's)")
-
-
-def check_keys(job: JobSpec) -> None:
-    """Dataset keys no part of the job reads are refused (``+dataset.foo=1``, a sweep preset's):
-    they would run silently under a new config hash.  The dataset group is YAML presets
-    (conf/dataset/, ``argv.group_keys``); tree and verify keys are refused by their options'
-    schemas (``core.options``) and, for a caller that passes plain dicts, by the registry's own
-    parse (``Params.parse``, ``ModeSpec.params``)."""
-    from .argv import group_keys
-    from .plugins import config_dirs, hydra_searchpath
-
-    used = group_keys("dataset", job.dataset.name, config_dirs(hydra_searchpath()))
-    if used is None:
-        return
-    used |= set(DATASET_COMMON)
-    extra = sorted(k for k, v in job.dataset.config.items() if k not in used and v is not None)
-    if extra:
-        raise ConfigError(
-            f"dataset.{extra[0]}: not a parameter of dataset={job.dataset.name}; remove it "
-            f"(valid: {', '.join(sorted(used))})"
-        )
-
-
 def validate(job: JobSpec) -> tuple[str, ModeSpec]:
     """Every check that needs no model: returns (engine, mode spec)."""
     from ..inputs.models import resolve_device
 
-    check_keys(job)
     check_temperature(job)
     try:
         resolve_device(job.device)

@@ -1,19 +1,18 @@
 """The typed job spec: the resolved Hydra config, read ONCE, checked before any model loads.
 
-Imports: yaml, omegaconf, ``inputs`` and the tree and verify registries (whose registration
-stores their options in Hydra's ConfigStore, ``core.options``: importing this makes them composable).
+Imports: yaml, omegaconf, ``core.options``, ``inputs`` and the dataset, drafter, tree and verify
+registries (their registration stores their options and schemas in Hydra's ConfigStore: importing
+this makes them composable).
 
-``from_config(cfg) -> JobSpec`` turns the composed config into frozen
-dataclasses, with one-line ``ConfigError``s naming the key and the fix.  The
-top-level defaults are conf/config.yaml's (``DEFAULTS`` reads them; written
-nowhere else), a tree policy's and a verify mode's their registry entry's (the group
-option's schema), a pair's and a dataset's their conf/<group>/ preset's.  ``tree_spec`` / ``verify_spec`` read one group alone (the public API's
-and the lossless check's trees and modes).  ``checks.validate(job)`` adds the
-cross-field checks (registries, engine, device, dtype).  Modules below the
-study layer take the spec's plain fields, never ``cfg``.
-
-``JobSpec.to_dict()`` is the normalised config: what the config hash covers
-(with the content identity, see ``identity.py``) and what ``config.yaml`` holds.
+``from_config(cfg) -> JobSpec``: the composed config as frozen dataclasses, with one-line
+``ConfigError``s naming the key and the fix.  Defaults: conf/config.yaml's top-level ones
+(``DEFAULTS``, written nowhere else), the group option's schema (a tree policy's, verify mode's,
+dataset's registry entry; a pair's drafter, under its conf/pair/ file).  A key a group's schema
+lacks (``+group.key``, which Hydra adds to a closed node) is refused here too
+(``core.options.unknown_key``).  ``tree_spec`` / ``verify_spec`` read one group alone;
+``checks.validate(job)`` adds the cross-field checks.  Modules below the study layer take the
+spec's plain fields, never ``cfg``.  ``JobSpec.to_dict()`` is the normalised config: what the
+config hash covers (with the content identity, ``identity.py``) and what ``config.yaml`` holds.
 """
 
 from __future__ import annotations
@@ -28,6 +27,9 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from .. import CONF_DIR
+from ..core.options import unknown_key
+from ..drafting.drafters import DRAFTERS, PAIR_COMMON
+from ..inputs import data as _data  # noqa: F401  (registers the dataset loaders: their options)
 from ..inputs import datasets
 from ..inputs.models import DTYPES, SOURCES, WEIGHTS
 from ..trees.base import POSITIVE, RANK_PATHS
@@ -40,15 +42,13 @@ OPTIONAL = {"replay_cache": None}  # top-level keys config.yaml leaves out (set 
 
 
 def _defaults() -> dict[str, Any]:
-    """conf/config.yaml's top-level values (the groups, Hydra's keys and sweep presets aside) plus
-    ``OPTIONAL``: the one place the top-level defaults are written."""
+    """conf/config.yaml's top-level values (groups and Hydra's keys aside) and ``OPTIONAL``: their one place."""
     with open(os.path.join(CONF_DIR, "config.yaml"), encoding="utf-8") as fh:
         top = yaml.safe_load(fh)
     return {**{k: v for k, v in top.items() if k not in (*GROUPS, "defaults", "hydra")}, **OPTIONAL}
 
 
 DEFAULTS: dict[str, Any] = _defaults()
-PAIR_KEYS = ("name", "draft", "target", "drafter", "chat_template")
 # not part of a job's identity (exact_continuations: how missing replay records are computed;
 # the records' cache keys do not say it either; plugins: the modules imported, whose entries'
 # names and parameters the groups carry, see study/plugins.py)
@@ -229,8 +229,6 @@ def _model(spec, key: str) -> ModelSpec:
 
 def _drafter(name: str, params: dict):
     """The drafter class of pair.drafter, its own pair.* keys checked (no model needed)."""
-    from ..drafting.drafters import DRAFTERS
-
     if name not in DRAFTERS:
         raise ConfigError(f"pair.drafter={name!r}: must be one of {', '.join(DRAFTERS.names())}")
     cls = DRAFTERS.get(name)
@@ -244,7 +242,7 @@ def _drafter(name: str, params: dict):
 def _pair(d: Mapping) -> PairSpec:
     p = _section(d, "pair")
     drafter = str(p.get("drafter") or "model")
-    params = {k: v for k, v in p.items() if k not in PAIR_KEYS}
+    params = {k: v for k, v in p.items() if k not in PAIR_COMMON}
     needs_draft = _drafter(drafter, params).draft_model
     draft = p.get("draft")
     if needs_draft and draft is None:
@@ -323,11 +321,10 @@ def _names(value, key: str) -> tuple:
 
 def _dataset(d: Mapping) -> DatasetSpec:
     ds = _section(d, "dataset")
-    limit = ds.get("limit")
+    limit, mpt = ds.get("limit"), ds.get("max_prompt_tokens")
     limit = None if limit is None else _int(limit, "dataset.limit", 1, "use a positive number, or null for all")
-    mpt = ds.get("max_prompt_tokens")
     mpt = None if mpt is None else _int(mpt, "dataset.max_prompt_tokens", 1, "or null for no check")
-    ds.update(limit=limit, max_prompt_tokens=mpt)
+    ds = datasets.identity({**ds, "limit": limit, "max_prompt_tokens": mpt})  # an unset kind: none of it
     return DatasetSpec(str(ds["name"]), limit, mpt, ds)
 
 
@@ -352,9 +349,12 @@ def _missing(node, prefix: str = "") -> list[str]:
 
 
 def resolved(cfg) -> dict:
-    """The config as a plain dict; a ??? value or a broken interpolation is a ConfigError."""
+    """The config as a plain dict; a key its group's schema lacks, ??? or a broken interpolation: ConfigError."""
     if isinstance(cfg, Mapping) and not isinstance(cfg, DictConfig):
         cfg = OmegaConf.create(dict(cfg))
+    for group in GROUPS:
+        if (line := unknown_key(group, cfg.get(group))) is not None:
+            raise ConfigError(line)
     if "hydra" in cfg:  # compose(..., return_hydra_config=True)
         cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
     missing = _missing(cfg)

@@ -67,15 +67,13 @@ def checked_job(overrides):
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from . import argv, checks, jobspec
+    from . import argv, jobspec
 
     argv.check_plugins(overrides)  # first: a plugin's entries are options
     argv.check_groups(overrides)
     argv.check_keys(overrides)
     try:
         job = jobspec.from_config(compose(overrides))
-        checks.check_no_extra(job)
-        checks.check_keys(job)
     except (HydraException, OmegaConfBaseException, ValueError) as e:
         argv.fail((str(e).strip().splitlines() or [type(e).__name__])[0])
     return job
@@ -185,12 +183,11 @@ class FailureReport(Callback):
 
 
 def pair_config(name: str) -> dict:
-    """conf/pair/NAME.yaml as a plain dict (a study pair's config, for scripts and multi-pair
-    commands; interpolations resolved where they can be); ValueError naming the valid pairs
-    when there is none."""
+    """conf/pair/NAME.yaml as Hydra composes it over its drafter's schema, a plain dict (a study
+    pair's config, for scripts and multi-pair commands; interpolations left as written);
+    ValueError naming the valid pairs when there is none."""
     path = os.path.join(CONF_DIR, "pair", f"{name}.yaml")
     if not os.path.exists(path):
         valid = sorted(f[:-5] for f in os.listdir(os.path.join(CONF_DIR, "pair")) if f.endswith(".yaml"))
         raise ValueError(f"no pair '{name}' in conf/pair/ (valid: {', '.join(valid)})")
-    node = OmegaConf.load(path)
-    return dict(OmegaConf.to_container(node, resolve=False))  # type: ignore[arg-type]
+    return dict(OmegaConf.to_container(compose([f"pair={name}"]).pair, resolve=False))  # type: ignore[arg-type]

@@ -3,9 +3,10 @@
 A plugin is one importable module (on ``PYTHONPATH``) that registers entries the way
 docs/extending.md's table says: a shape (``@static_shape``), a verify mode
 (``register(ModeSpec(...))``), a drafter (``@DRAFTERS.register``), a dataset
-(``@dataset``).  Their presets live in a config folder of the user's, added with
-``hydra.searchpath=[file:///path/to/conf]`` (``pair/NAME.yaml``, ``dataset/NAME.yaml``); a shape's
-or mode's option is its registered schema, no file (``core.options``).
+(``@dataset``).  A shape's, mode's or dataset's option is its registered schema, no file
+(``core.options``); a pair is a file in a config folder of the user's, added with
+``hydra.searchpath=[file:///path/to/conf]`` (``pair/NAME.yaml``, extending its drafter's schema
+``/schema/pair/<drafter>@_here_``).
 
 * ``import_plugins(names)``: imports each (once per process; Python caches modules); one
   that cannot be imported is a one-line ``ConfigError`` naming the key and the fix.
@@ -21,9 +22,9 @@ or mode's option is its registered schema, no file (``core.options``).
   plugin's code changed needs ``resume=false`` or another ``out_root``.
 * ``config_dirs(searchpath)``: conf/ and the ``file://`` folders of a ``hydra.searchpath``,
   where the command-line checks find a group's option files.
-* ``import_registries()``: the built-in tree policies and verify modes, whose registration
-  stores their config options in Hydra's ConfigStore (``core.options``): imported before
-  anything composes a config or lists a group's options.
+* ``import_registries()``: the built-in tree policies, verify modes, drafters and datasets,
+  whose registration stores their config options and schemas in Hydra's ConfigStore
+  (``core.options``): imported before anything composes a config or lists a group's options.
 
 Imports: importlib, ``specbench.CONF_DIR``; the registries (torch) and ``jobspec`` when called.
 """
@@ -66,7 +67,9 @@ def import_plugins(value) -> tuple[str, ...]:
 
 
 def import_registries() -> None:
-    """Import the tree-policy and verify-mode registries (see the module docstring)."""
+    """Import the tree-policy, verify-mode, drafter and dataset registries (see the module docstring)."""
+    from ..drafting import drafters  # noqa: F401
+    from ..inputs import data  # noqa: F401
     from ..trees import policies  # noqa: F401
     from ..verify import modes  # noqa: F401
 

@@ -34,8 +34,7 @@ from .context import context
 
 def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
     """Run one job into out_dir; returns its summary row (None if resumed)."""
-    job = jobspec.from_config(cfg)
-    checks.check_no_extra(job)  # +foo=1: refused, not a silent new hash
+    job = jobspec.from_config(cfg)  # +foo=1 was refused before Hydra started (argv.check_keys)
     ident = identity.job_identity(job)  # content fingerprints: no model loads
     job, ident = identity.bind(job, ident)  # + what the tree reads (Sequoia's vector)
     engine, mode = checks.validate(job)

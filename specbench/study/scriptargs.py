@@ -6,7 +6,7 @@ does (a leading ``pair.`` is optional).  Two local Hugging Face folders, as the 
 
     scripts/bench_live.py --pair local --pair-override draft.path=DIR --pair-override target.path=DIR
 
-``--dataset`` names a conf/dataset config (``humaneval``; ``smoke`` is four short prompts).
+``--dataset`` names a dataset option (``humaneval``; ``smoke`` is four short prompts: ``inputs.data``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def add_pair_args(ap: argparse.ArgumentParser, default: str = "qwen_coder") -> N
 
 
 def add_dataset_arg(ap: argparse.ArgumentParser, default: str = "humaneval") -> None:
-    ap.add_argument("--dataset", default=default, help="a conf/dataset name (humaneval; smoke: 4 short prompts)")
+    ap.add_argument("--dataset", default=default, help="a dataset name (humaneval; smoke: 4 short prompts)")
 
 
 def _keys(overrides) -> list[tuple[str, str]]:
