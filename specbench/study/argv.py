@@ -31,7 +31,7 @@ import tempfile
 import yaml
 
 from .. import CONF_DIR
-from ..core.options import closest, fields, not_a_parameter, stored
+from ..core.options import closest, fields, not_a_parameter, schema_keys, stored
 from .plugins import config_dirs, import_registries
 
 GROUPS = ("pair", "tree", "verify", "dataset", "sweep")
@@ -158,12 +158,23 @@ def check_keys(argv, extra=(), top: set[str] | None = None) -> None:
                 f"{key}: no such key{closest(head, top)}; remove it (a + does not add keys to a job); "
                 f"valid top-level keys: {', '.join(sorted(top))}"
             )
-        if head in groups and rest and not sweep:
+        if head in groups and rest:
             name = rest.split(".")[0]
+            if sweep:  # the preset picks the options: a key no option of the group has is refused
+                union = any_option_keys(head)
+                if union and name not in union:
+                    fail(not_a_parameter(f"{head}.{name}", f"any {head} option", union))
+                continue
             for option in chosen(argv, head):
                 known = option_keys(head, option, argv)
                 if known is not None and name not in known[1]:
                     fail(not_a_parameter(f"{head}.{name}", *known))
+
+
+def any_option_keys(group: str) -> set[str]:
+    """The keys of every schema stored for ``group`` (its entries', a pair's drafters')."""
+    import_registries()
+    return {k for name in stored(f"schema/{group}") for k in schema_keys(group, name) or ()}
 
 
 def schema_line(e: BaseException) -> str | None:
