@@ -104,14 +104,14 @@ def test_each_comparison_appears_on_the_page_with_its_adjusted_interval(made):
 
 
 def test_holm_on_a_known_example():
-    adj, level = fixed.holm(np.array([0.01, 0.04, 0.03, 0.005]))
+    adj, level = compare.holm(np.array([0.01, 0.04, 0.03, 0.005]))
     # sorted 0.005, 0.01, 0.03, 0.04 -> 4·0.005, 3·0.01, 2·0.03, max(0.06, 0.04)
     assert np.allclose(adj, [0.03, 0.06, 0.06, 0.02])
     # two rejected (ranks 1-2); from rank 3, the first not rejected, the level stays 0.05/2
     assert np.allclose(level, [0.05 / 3, 0.05 / 2, 0.05 / 2, 0.05 / 4])
-    adj, level = fixed.holm(np.array([np.nan, 0.001]))  # NaN counts as 1
+    adj, level = compare.holm(np.array([np.nan, 0.001]))  # NaN counts as 1
     assert np.allclose(adj, [1.0, 0.002]) and np.allclose(level, [0.05, 0.025])
-    assert [len(x) for x in fixed.holm(np.array([]))] == [0, 0]
+    assert [len(x) for x in compare.holm(np.array([]))] == [0, 0]
 
 
 def test_the_bootstrap_p_value_is_where_the_interval_leaves_zero():

@@ -157,3 +157,20 @@ def output_equality(outputs: Mapping, config_hash: str, baseline_hash: str) -> d
     diverged = [(p, first_divergence(outputs[(config_hash, p)], outputs[(baseline_hash, p)])) for p in prompts]
     diverged = [(p, pos) for p, pos in diverged if pos is not None]
     return dict(n_prompts=len(prompts), identical=len(prompts) - len(diverged), diverged=diverged)
+
+
+def holm(p: np.ndarray, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """Holm's step-down over p-values (NaN counts as 1): (adjusted p, the level of each adjusted
+    interval).  Adjusted p_(i) = max_{j ≤ i} min(1, (m − j + 1) p_(j)); rejected: adjusted p < alpha.
+    Level: alpha / (m − min(i, k) + 1), k the first rank not rejected (ties ranked in list order)."""
+    p = np.where(np.isnan(p), 1.0, np.asarray(p, float))
+    m = len(p)
+    order = np.argsort(p, kind="mergesort")
+    steps = m - np.arange(m)  # m − i + 1 for rank i = 1..m
+    adj_sorted = np.maximum.accumulate(np.minimum(1.0, steps * p[order]))
+    rejected = adj_sorted < alpha
+    k = int(np.argmin(rejected)) if not rejected.all() else m  # 0-based first rank not rejected
+    level_sorted = alpha / steps[np.minimum(np.arange(m), k)] if m else steps.astype(float)
+    adj, level = np.empty(m), np.empty(m)
+    adj[order], level[order] = adj_sorted, level_sorted
+    return adj, level

@@ -20,7 +20,7 @@ A pair of rows reached by two of these is listed once, with both reasons.  Each 
 paired difference Δ in tokens_per_step on the prompts both ran (`compare.paired_difference`:
 ratio of sums, `compare.N_PAIRED` paired bootstrap draws, seed 0), its 95% percentile interval,
 the two-sided bootstrap p-value (`compare.boot_p`: the smallest α whose 1 − α interval excludes
-zero) and Holm's step-down over the whole list at family-wise `ALPHA` (`holm`).  The adjusted
+zero) and Holm's step-down over the whole list at family-wise `ALPHA` (`compare.holm`).  The adjusted
 interval is the percentile interval at 1 − α_i, α_i = ALPHA / (m − min(i, k) + 1) for the
 comparison of p-value rank i, k the first rank Holm does not reject: the step's own level, held at
 the stopping step's for the comparisons after it.  So an adjusted interval excludes zero exactly
@@ -104,23 +104,6 @@ def fixed_list(df: pd.DataFrame) -> list[tuple[dict, dict, str]]:
     return [(r, ref, ", ".join(whys)) for r, ref, whys in out.values()]
 
 
-def holm(p: np.ndarray, alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
-    """Holm's step-down over p-values (NaN counts as 1): (adjusted p, the level of each adjusted
-    interval).  Adjusted p_(i) = max_{j ≤ i} min(1, (m − j + 1) p_(j)); rejected: adjusted p < alpha.
-    Level: alpha / (m − min(i, k) + 1), k the first rank not rejected (ties ranked in list order)."""
-    p = np.where(np.isnan(p), 1.0, np.asarray(p, float))
-    m = len(p)
-    order = np.argsort(p, kind="mergesort")
-    steps = m - np.arange(m)  # m − i + 1 for rank i = 1..m
-    adj_sorted = np.maximum.accumulate(np.minimum(1.0, steps * p[order]))
-    rejected = adj_sorted < alpha
-    k = int(np.argmin(rejected)) if not rejected.all() else m  # 0-based first rank not rejected
-    level_sorted = alpha / steps[np.minimum(np.arange(m), k)] if m else steps.astype(float)
-    adj, level = np.empty(m), np.empty(m)
-    adj[order], level[order] = adj_sorted, level_sorted
-    return adj, level
-
-
 def _row(r: dict, ref: dict, why: str, p: compare.Paired | None) -> dict:
     n = p.n_prompts if p is not None else 0
     tested = p if p is not None and n >= tables.MIN_CI else None
@@ -158,7 +141,7 @@ def comparisons(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame(columns=COLUMNS + ["paired"])
     out = pd.DataFrame(rows)
-    out["holm_p"], out["holm_alpha"] = holm(out.p_value.to_numpy(float))
+    out["holm_p"], out["holm_alpha"] = compare.holm(out.p_value.to_numpy(float), ALPHA)
     bounds = [
         compare.interval_at(p, 1 - a) if p is not None and pv == pv else (np.nan, np.nan)
         for p, a, pv in zip(out.paired, out.holm_alpha, out.p_value)

@@ -263,7 +263,9 @@ def bracket_sentences(ans: pd.DataFrame) -> list[str]:
         out.append(f"{len(edge) - len(live)} of them are grids not run dense at the low end (budgets 1, 2, 3, ...).")
     key = ["pair", "dataset", "dtype", "shape"]
     replay = ans[ans.get("engine", pd.Series("", index=ans.index)) == "replay"]
-    replay = replay.sort_values("max_new_tokens", ascending=False, kind="mergesort").drop_duplicates(key)  # the longest run
+    replay = replay.sort_values("max_new_tokens", ascending=False, kind="mergesort").drop_duplicates(
+        key
+    )  # the longest run
     best = {tuple(r[k] for k in key): int(r["budget"]) for r in replay.to_dict("records")}
     for r in live.to_dict("records"):
         now = best.get(tuple(r[k] for k in key))

@@ -217,11 +217,9 @@ CHECK_ALPHA = 0.01  # a Holm-adjusted χ² p-value below this flags a (pair, mod
 
 
 def holm(p: pd.Series) -> pd.Series:
-    """Holm's step-down adjusted p-values (family-wise error over the non-NaN ``p``; NaN stays NaN)."""
-    order = p.dropna().sort_values(kind="mergesort")
-    m = len(order)
-    adj = np.minimum(1.0, np.maximum.accumulate(order.to_numpy(float) * (m - np.arange(m))))
-    return pd.Series(adj, index=order.index).reindex(p.index)
+    """Holm-adjusted p-values over the non-NaN ``p`` (``compare.holm``); NaN stays NaN."""
+    q = p.dropna()
+    return pd.Series(compare.holm(q.to_numpy(float))[0], index=q.index).reindex(p.index)
 
 
 def lossless_check_sentences(check: pd.DataFrame) -> list[str]:
