@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from specbench import CONF_DIR
-from specbench.core.options import fields, plain, schema_keys, stored
+from specbench.core.options import plain, schema_keys, stored
 from specbench.drafting.drafters import DRAFTERS, pair_schema
 from specbench.inputs.data import DATASETS
 from specbench.trees.policies import POLICIES, policy_spec
@@ -122,7 +122,10 @@ def test_a_pair_extends_its_drafters_schema_and_restates_no_default_differently(
     assert raw(path)["defaults"] == [f"/schema/pair/{drafter}@_here_", "_self_"]
     assert differing(path, schema("pair", drafter)) == []
     node = composed("pair", path.stem)
-    assert fields(node) == (f"pair.drafter={drafter}", list(schema("pair", drafter)))
+    kind = OmegaConf.get_type(node)  # the node IS its drafter's schema (closed by Hydra)
+    assert kind.__name__ == f"pair.drafter={drafter}" and list(kind.__dataclass_fields__) == list(
+        schema("pair", drafter)
+    )
 
 
 def test_every_drafter_stores_its_pair_schema_and_no_option():

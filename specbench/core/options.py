@@ -7,7 +7,7 @@ options without any YAML.  A drafter stores only the schema of the pairs it draf
 (``schema/pair/<drafter>``, ``option=False``): a pair is a named variant carrying data (model ids).
 Hydra's structured configs are closed: an unknown key (``tree.widht=3``) fails composition, and
 ``study.argv`` names it in one line (``schema_line``); a ``+`` key, which Hydra adds to a closed
-node, is refused by ``unknown_key`` on the composed node (before Hydra starts, ``study.argv``;
+node, is refused by ``study.schema.unknown_key`` on the composed node (before Hydra starts, ``study.argv``;
 on every job's config, ``study.jobspec``).
 
 The node is also stored as ``schema/<group>/<name>``; a YAML file of the same name in conf/
@@ -16,7 +16,8 @@ list) takes the option's place and extends that node (``defaults: [/schema/tree/
 so it is closed and typed the same way.  Every field is typed ``Any``: the job spec
 (``study.jobspec``) checks values and says in one line what is wrong.
 
-Imports: hydra's ``ConfigStore``, omegaconf and ``specbench.CONF_DIR`` only.
+Imports: hydra's ``ConfigStore`` and ``specbench.CONF_DIR`` only (a composed config is read
+against these nodes in the study layer, ``study.schema``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
 
 from .. import CONF_DIR
 
@@ -87,15 +87,6 @@ def schema_keys(group: str, name: str) -> list[str] | None:
     return None if entry is None else sorted(entry.node.keys())
 
 
-def fields(cfg: Any) -> tuple[str, list[str]] | None:
-    """(its option's name, its keys) of a composed group node whose type is a stored schema
-    (``node``); None for a plain mapping (a YAML file that extends no schema: open)."""
-    kind = OmegaConf.get_type(cfg) if isinstance(cfg, DictConfig) else None
-    if kind is None or not dataclasses.is_dataclass(kind) or "=" not in kind.__name__:
-        return None
-    return kind.__name__, [f.name for f in dataclasses.fields(kind)]
-
-
 def closest(word: str, valid) -> str:
     near = difflib.get_close_matches(word, sorted(valid), n=1)
     return f" (did you mean {near[0]}?)" if near else ""
@@ -105,13 +96,3 @@ def not_a_parameter(key: str, option: str, valid) -> str:
     """The one line for a key that option ``option`` (``group=name``) does not have."""
     name = key.rpartition(".")[2]
     return f"{key}: not a parameter of {option}{closest(name, valid)}; remove it (valid: {', '.join(sorted(valid))})"
-
-
-def unknown_key(group: str, cfg: Any) -> str | None:
-    """The one line for the first key of composed group node ``cfg`` that its schema lacks (a
-    ``+group.key=...`` override, which Hydra adds to a closed node); None if none or no schema."""
-    known = fields(cfg)
-    if known is None:
-        return None
-    extra = sorted(str(k) for k in cfg if k not in known[1])
-    return not_a_parameter(f"{group}.{extra[0]}", known[0], known[1]) if extra else None

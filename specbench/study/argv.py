@@ -31,8 +31,9 @@ import tempfile
 import yaml
 
 from .. import CONF_DIR
-from ..core.options import closest, fields, not_a_parameter, schema_keys, stored
+from ..core.options import closest, not_a_parameter, schema_keys, stored
 from .plugins import config_dirs, import_registries
+from .schema import fields
 
 GROUPS = ("pair", "tree", "verify", "dataset", "sweep")
 DIR_KEYS = ("out_root", "hydra.run.dir", "hydra.sweep.dir")
@@ -98,20 +99,22 @@ def top_keys() -> set[str]:
 
 def option_keys(group: str, option: str, argv) -> tuple[str, list[str]] | None:
     """(the option's name, its keys) of ``group=option`` as Hydra composes it (its node's schema,
-    ``core.options.fields``, with ``argv``'s search path); None where it extends no schema or
+    ``study.schema.fields``, with ``argv``'s search path); None where it extends no schema or
     does not compose (Hydra then says why in one line, ``run_hydra``)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     import_registries()
-    searchpath = [a for a in argv if a.lstrip("+~").startswith("hydra.searchpath=")][-1:]
+    # the search path, and a pair's drafter where the command line sets it (its schema: the drafter's)
+    keep = ("hydra.searchpath=", "pair.drafter=") if group == "pair" else ("hydra.searchpath=",)
+    given = [a for a in argv if a.startswith(keep) and "," not in a.partition("=")[2]]
     try:
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            cfg = compose("config", overrides=[f"{group}={option}", *searchpath])
+            cfg = compose("config", overrides=[f"{group}={option}", *given])
     except (HydraException, OmegaConfBaseException):
         return None
-    return fields(cfg[group])
+    return fields(group, cfg[group])
 
 
 def chosen(argv, group: str) -> list[str]:

@@ -9,7 +9,7 @@ this makes them composable).
 (``DEFAULTS``, written nowhere else), the group option's schema (a tree policy's, verify mode's,
 dataset's registry entry; a pair's drafter, under its conf/pair/ file).  A key a group's schema
 lacks (``+group.key``, which Hydra adds to a closed node) is refused here too
-(``core.options.unknown_key``).  ``tree_spec`` / ``verify_spec`` read one group alone;
+(``study.schema.unknown_key``).  ``tree_spec`` / ``verify_spec`` read one group alone;
 ``checks.validate(job)`` adds the cross-field checks.  Modules below the study layer take the
 spec's plain fields, never ``cfg``.  ``JobSpec.to_dict()`` is the normalised config: what the
 config hash covers (with the content identity, ``identity.py``) and what ``config.yaml`` holds.
@@ -27,7 +27,6 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from .. import CONF_DIR
-from ..core.options import unknown_key
 from ..drafting.drafters import DRAFTERS, PAIR_COMMON
 from ..inputs import data as _data  # noqa: F401  (registers the dataset loaders: their options)
 from ..inputs import datasets
@@ -35,6 +34,7 @@ from ..inputs.models import DTYPES, SOURCES, WEIGHTS
 from ..trees.base import POSITIVE, RANK_PATHS
 from ..trees.policies import POLICIES, param_checks
 from ..verify.modes import get_mode
+from .schema import unknown_key
 
 ENGINES = ("live", "replay", "auto")
 GROUPS = ("pair", "tree", "verify", "dataset")
