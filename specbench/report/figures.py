@@ -288,7 +288,10 @@ def fig_accept_hist(cross: pd.DataFrame, rows: pd.DataFrame) -> Fig | None:
     groups = []
     for (ds, dt), g in cross.groupby(["dataset", "dtype"], sort=True):
         n = g.groupby(["cross_shape", "budget"]).pair.nunique()
-        shape, budget = sorted(n.index, key=lambda k: (-n[k], k[1], k[0]))[0]
+        top = sorted(k for k in n.index if n[k] == n.max())  # the settings most pairs ran, by shape and budget
+        shape = top[0][0]
+        budgets = [b for s, b in top if s == shape]
+        budget = budgets[(len(budgets) - 1) // 2]  # their middle budget: neither N=1's 0/1 bars nor the longest tail
         groups.append((f"{ds} ({dt}), {shape} N={int(budget)}", g[(g.cross_shape == shape) & (g.budget == budget)]))
 
     def draw(ax, g):
