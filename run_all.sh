@@ -9,13 +9,16 @@ cd "$(dirname "$0")"
 START=$(date +%s)
 OUT=${SPECBENCH_OUT:-outputs/reference}
 mkdir -p "$OUT"
-TIMES="$OUT/step_times.csv"   # each step's wall time, every run (a resumed run appends), copied to
-[ -f "$TIMES" ] || echo "run,step,seconds" > "$TIMES"    # results/run_times.csv
+TIMES="$OUT/step_times.csv"   # each step's wall time, every run (a resumed run appends), with its ceiling
+[ -f "$TIMES" ] || echo "run,step,seconds" > "$TIMES"    # in results/run_times.csv (study.ceiling)
 STEP=""; STEP_T=$START
+# every model's forwards and tokens, per step (specbench/core/forwards.py): each step's compute ceiling
+SPECBENCH_FORWARDS="$(cd "$OUT" && pwd)/forwards.csv"
+export SPECBENCH_FORWARDS SPECBENCH_RUN=$START SPECBENCH_STEP=""
 step() {  # step MESSAGE: ends the previous step (its wall time to $TIMES), starts the next
   local now; now=$(date +%s)
   if [ -n "$STEP" ]; then printf '%s,"%s",%s\n' "$START" "$STEP" $(( now - STEP_T )) >> "$TIMES"; fi
-  STEP="$*"; STEP_T=$now
+  STEP="$*"; STEP_T=$now; SPECBENCH_STEP="$STEP"
   echo; echo "== [run_all $(( now - START ))s] $*"
 }
 once() {  # once NAME CMD...: run CMD unless an earlier run_all finished it
@@ -127,7 +130,9 @@ step "collect, the logit margin at each greedy divergence (results/divergence_ma
 # merged into the committed results (a job's rows replaced as a unit, by config hash): a run that
 # holds only part of the study (no SPECBENCH_EXTENDED) keeps the committed rows of the other parts
 $PY -m specbench.collect "$OUT" --out results
-cp "$TIMES" results/run_times.csv.tmp && mv results/run_times.csv.tmp results/run_times.csv
+# each step's wall time beside its compute ceiling (its forwards' tokens at each model's measured rate)
+$PY -m specbench.study.ceiling --times "$TIMES" --forwards "$SPECBENCH_FORWARDS" --costs results/costs.csv \
+  --out results/run_times.csv
 $PY -m specbench.study.margins --results results || echo "[run_all] margins failed (see above): REPORT.md says so" >&2
 $PY -m specbench.report
 step "done in $(( $(date +%s) - START ))s: see REPORT.md"

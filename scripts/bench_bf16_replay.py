@@ -50,9 +50,10 @@ def margin(model, context) -> float:
     return float(top[0] - top[1])
 
 
-def replayed(pair, items, conts, tree: dict, n: int):
-    """Drafted replay of every prompt against its continuation (the replay engine's verifier)."""
-    plan = api.plan(tree, {"name": "greedy", "temperature": 0.0}, n, measure_shift=False)
+def replayed(pair, items, conts, tree: dict, n: int, batch: int):
+    """Drafted replay of every prompt against its continuation (the replay engine's verifier),
+    ``batch`` prompts drafting in one forward (a row's result does not depend on it)."""
+    plan = api.plan(tree, {"name": "greedy", "temperature": 0.0}, n, measure_shift=False, batch_size=batch)
     table = {tuple(it.ids): c for it, c in zip(items, conts)}
     verifier = ContinuationVerifier(lambda ids: table[tuple(ids)], pair.target.get_output_embeddings().weight.shape[0])
     return plan.run(pair, items, verifier)
@@ -91,7 +92,7 @@ def tree_row(pair, args, prompts, conts, spec: str) -> dict:
     live = api.decode_prompts(
         pair, items, tree, {"name": "greedy"}, args.tokens, measure_shift=False, batch_size=args.batch
     )
-    rep = replayed(pair, items, conts, tree, args.tokens)
+    rep = replayed(pair, items, conts, tree, args.tokens, args.batch)
     where = [first_divergence(lv.tokens, c) for lv, c in zip(live, conts)]
     margins = [margin(pair.target, p.ids + c[:w]) for p, c, w in zip(prompts, conts, where) if w is not None]
     diff = [tps(lv) - tps(r) for lv, r in zip(live, rep)]

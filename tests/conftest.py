@@ -206,6 +206,7 @@ def report_figures(path) -> list:
     ]
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group marks
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (scripts/test.sh runs ``-n auto --dist loadgroup``) the tests that load
     the installed models share one worker, so each real model is loaded and held once."""

@@ -100,6 +100,17 @@ CASES = {
     ),
     "pair key its drafter lacks": (["pair.layers=3"], "pair.layers: not a parameter of pair.drafter=model", False),
     "pair key with +": (["+pair.foo=1"], "pair.foo: not a parameter of pair.drafter=model; remove it", False),
+    # a pair's draft and target are typed model specs: a key one lacks is refused, + or not
+    "model spec key with +": (
+        ["+pair.draft.foo=1"],
+        "pair.draft.foo: not a parameter of a model spec; remove it",
+        False,
+    ),
+    "misspelt model spec key": (
+        ["pair.target.idd=x"],
+        "pair.target.idd: not a parameter of a model spec (did you mean id?); remove it (valid: id, path, source, weights)",
+        False,
+    ),
     # issue 37: a tree or verify option is its registry entry's schema; + or not, a key it lacks is refused
     "misspelt tree key": (
         ["tree=kary", "tree.widht=3"],

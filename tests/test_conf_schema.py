@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from specbench import CONF_DIR
-from specbench.core.options import plain, schema_keys, stored
+from specbench.core.options import is_node, plain, schema_keys, stored
 from specbench.drafting.drafters import DRAFTERS, pair_schema
 from specbench.inputs.data import DATASETS
 from specbench.trees.policies import POLICIES, policy_spec
@@ -58,6 +58,8 @@ def differing(path: Path, defaults: dict) -> list[str]:
         if key not in defaults:
             bad.append(f"{path.name}: {key} is not a field of the schema")
         elif isinstance(value, str) and "${" in value:
+            continue
+        elif is_node(defaults[key]):  # a nested node (a pair's model spec): no default, its keys typed
             continue
         elif defaults[key] not in NO_DEFAULT and plain(defaults[key]) != value:
             bad.append(f"{path.name}: {key}={value!r}, schema default {defaults[key]!r}")

@@ -26,12 +26,13 @@ import dataclasses
 import difflib
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Optional, TypeGuard
 
 from hydra.core.config_store import ConfigStore
 
 from .. import CONF_DIR
 
+NODE = "_specbench_node"  # the class attribute that marks a node's class
 SCHEMA = "schema"  # the group the nodes are also stored under (schema/<group>/<name>)
 
 
@@ -46,12 +47,23 @@ def plain(value: Any) -> Any:
 
 def node(label: str, values: Mapping[str, Any]) -> type:
     """A dataclass with one ``Any`` field per key of ``values`` (its default), named ``label``
-    (``group=name``: what the one-line errors call the option)."""
-    return dataclasses.make_dataclass(label, [(key, Any, _field(v)) for key, v in values.items()])
+    (``group=name``: what the one-line errors call the option).  A value that is itself a node
+    (a class this made) is a nested node, unset by default: ``pair.draft``'s model spec."""
+    optional = Optional  # omegaconf reads Optional[...], not X | None
+    fields = [(key, optional[v] if is_node(v) else Any, _field(v)) for key, v in values.items()]
+    return dataclasses.make_dataclass(label, fields, namespace={NODE: True})
+
+
+def is_node(kind: Any) -> TypeGuard[Any]:
+    """Whether ``kind`` is a node's class (``node``)."""
+    return isinstance(kind, type) and getattr(kind, NODE, False)
 
 
 def _field(value: Any) -> Any:
-    """A field of default ``value`` (a list or mapping through a factory, as dataclasses ask)."""
+    """A field of default ``value`` (a list or mapping through a factory, as dataclasses ask;
+    None for a nested node)."""
+    if is_node(value):
+        return dataclasses.field(default=None)
     value = plain(value)
     if isinstance(value, (list, dict)):
         return dataclasses.field(default_factory=lambda: plain(value))

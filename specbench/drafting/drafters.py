@@ -182,13 +182,16 @@ class Drafter:
         return rule
 
 
-# the keys every pair has ("???": required; a drafter without a draft model has draft: null)
-PAIR_COMMON = {"name": "???", "draft": "???", "target": "???", "drafter": None, "chat_template": "???"}
+# a model's keys (inputs.models): source, then id (embedded, hub) or path (local), and weights
+MODEL_SPEC = options.node("a model spec", {"source": None, "id": None, "path": None, "weights": None})
+# the keys every pair has ("???": required; draft and target are model specs, checked by the job
+# spec; a drafter without a draft model leaves draft unset)
+PAIR_COMMON = {"name": "???", "draft": MODEL_SPEC, "target": MODEL_SPEC, "drafter": None, "chat_template": "???"}
 
 
 def pair_schema(name: str, cls: type[Drafter]) -> dict[str, Any]:
     """The keys and defaults of a pair that drafter ``name`` drafts for: ``PAIR_COMMON`` and its ``pair_keys``."""
-    return {**PAIR_COMMON, "draft": PAIR_COMMON["draft"] if cls.draft_model else None, "drafter": name, **cls.pair_keys}
+    return {**PAIR_COMMON, "drafter": name, **cls.pair_keys}
 
 
 def _store_pair_schema(name: str, cls: type[Drafter]) -> None:

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from torch import nn
 
+from ..core import forwards
 from ..core.kv import SlotKV
 from .drafters import DRAFTERS, ModelDrafter
 
@@ -116,6 +117,7 @@ def layer_view(model, layers: Sequence[int]):
     view_inner = _shallow(inner)
     view_inner.layers = nn.ModuleList([_renumbered(inner.layers[i], k) for k, i in enumerate(layers)])
     view_inner.config = view_config
+    forwards.count(view_inner, f"{getattr(inner, forwards.NAME, 'target')}@layers={describe(layers)}")
     view = _shallow(model)
     setattr(view, _decoder_attr(model, inner), view_inner)
     view.config = view_config

@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from ..core import forwards
 from ..drafting.drafters import DRAFTERS
 from . import embedded
 
@@ -202,6 +203,7 @@ def load_model(spec: Mapping, dtype="bfloat16", device="cpu"):
     if tdevice.type != "cpu":
         model = model.to(tdevice)
     model.eval().requires_grad_(False)
+    forwards.count(model.get_decoder(), ref)  # every forward, the LM-head-less prefill's too
     log.info("loaded %s model %s (%s, %s) in %.1fs", source, ref, dtype, tdevice, time.perf_counter() - t0)
     _MODELS[key] = model
     return model

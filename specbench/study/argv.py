@@ -31,7 +31,7 @@ import tempfile
 import yaml
 
 from .. import CONF_DIR
-from ..core.options import closest, not_a_parameter, schema_keys, stored
+from ..core.options import closest, is_node, not_a_parameter, schema_keys, stored
 from .plugins import config_dirs, import_registries
 from .schema import fields
 
@@ -187,11 +187,12 @@ def schema_line(e: BaseException) -> str | None:
     cause = e.__cause__
     kind = getattr(cause, "object_type", None)
     key = getattr(cause, "key", None)
-    if kind is None or key is None or "=" not in kind.__name__:
+    if key is None or not is_node(kind):
         return None
+    full = str(getattr(cause, "full_key", "") or "")  # pair.draft.foo: a nested node's key
     group = kind.__name__.partition("=")[0].partition(".")[0]
-    valid = [f.name for f in dataclasses.fields(kind)]
-    return not_a_parameter(f"{group}.{key}", kind.__name__, valid)
+    name = full if full.endswith(f".{key}") else f"{group}.{key}"
+    return not_a_parameter(name, kind.__name__, [f.name for f in dataclasses.fields(kind)])
 
 
 PROBE_BYTES = 1 << 16  # room for Hydra's multirun.yaml (non-atomic) and a job's first files

@@ -49,6 +49,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from .. import CONF_DIR
+from ..core import forwards
 from ..core.atomic import atomic_write_many, lock
 from ..core.kv import SlotKV
 from ..core.tree import paths_to_parents
@@ -146,6 +147,7 @@ def cost_rows(
             {
                 "role": role,
                 "pair": pair.name,
+                "model": getattr(model.get_decoder(), forwards.NAME, ""),  # as the forward counts name it
                 "dtype": dtype,
                 "device": device,
                 "weights": weights,

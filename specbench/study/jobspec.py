@@ -221,7 +221,7 @@ def _model(spec, key: str) -> ModelSpec:
             f"{key}.{field_} is not set: add {key}.{field_}="
             + ("DIR (a Hugging Face model folder)" if source == "local" else "NAME")
         )
-    weights = spec.get("weights", "pretrained")
+    weights = spec.get("weights") or "pretrained"
     if weights not in WEIGHTS:
         raise ConfigError(f"{key}.weights={weights!r}: must be one of {', '.join(WEIGHTS)}")
     return ModelSpec(str(source), str(ref), key, str(weights))

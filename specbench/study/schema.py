@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ..core.options import not_a_parameter, schema_keys
+from ..core.options import is_node, not_a_parameter, schema_keys
 
 
 def fields(group: str, cfg: Any) -> tuple[str, list[str]] | None:
@@ -27,16 +27,20 @@ def fields(group: str, cfg: Any) -> tuple[str, list[str]] | None:
     if isinstance(drafter, str) and (keys := schema_keys("pair", drafter)) is not None:
         return f"pair.drafter={drafter}", keys
     kind = OmegaConf.get_type(cfg)
-    if kind is None or not dataclasses.is_dataclass(kind) or "=" not in kind.__name__:
+    if not is_node(kind):
         return None
     return kind.__name__, [f.name for f in dataclasses.fields(kind)]
 
 
 def unknown_key(group: str, cfg: Any) -> str | None:
-    """The one line for the first key of composed group node ``cfg`` that its schema lacks;
-    None if none or no schema."""
+    """The one line for the first key of composed group node ``cfg`` (or of a node nested in it)
+    that its schema lacks; None if none or no schema."""
     known = fields(group, cfg)
     if known is None:
         return None
     extra = sorted(str(k) for k in cfg if k not in known[1])
-    return not_a_parameter(f"{group}.{extra[0]}", known[0], known[1]) if extra else None
+    if extra:
+        return not_a_parameter(f"{group}.{extra[0]}", known[0], known[1])
+    nodes = [k for k in known[1] if not (OmegaConf.is_missing(cfg, k) or OmegaConf.is_interpolation(cfg, k))]
+    nested = (unknown_key(f"{group}.{k}", cfg.get(k)) for k in nodes)  # pair.draft's model spec, unresolved
+    return next((line for line in nested if line is not None), None)

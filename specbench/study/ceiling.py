@@ -1,0 +1,97 @@
+"""Each step of ``bash run_all.sh`` beside its compute ceiling, into results/run_times.csv.
+
+A step's ceiling is the time the tokens its forwards processed (``core.forwards``: every model's
+forwards and tokens, per step, in $OUT/forwards.csv) would take at each model's own large-batch
+rate on this machine: its widest measured forward (``n_tokens`` = 128) at the shorter KV length
+(results/costs.csv, bf16, cpu; the median over the pairs that share the model).  ``ratio`` =
+ceiling / wall seconds: 1 is a step that only ran wide forwards; a step of narrow forwards (decoding
+at batch 1, by design) sits far below it, and ``narrow_rate`` says how far its typical forward is
+from the wide one: the rate of a forward of ``tokens_per_forward`` tokens (the step's busiest model,
+interpolated on its cost curve) over its 128-token rate.
+
+    python -m specbench.study.ceiling --times $OUT/step_times.csv --forwards $OUT/forwards.csv \\
+        --costs results/costs.csv --out results/run_times.csv
+
+Imports: pandas, numpy and ``core.atomic``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core.atomic import atomic_write
+
+COLUMNS = ["run", "step", "seconds", "forwards", "tokens", "ceiling_s", "ratio", "busiest", "tokens_per_forward"]
+COLUMNS += ["narrow_rate", "unrated"]
+
+
+def curves(costs: pd.DataFrame, device: str = "cpu", dtype: str = "bfloat16") -> dict[str, pd.Series]:
+    """model -> its forward seconds by ``n_tokens`` at its shortest KV length (median over pairs)."""
+    if "model" not in costs:
+        return {}
+    c = costs[(costs.device == device) & (costs.dtype == dtype) & costs.model.notna() & (costs.model != "")]
+    c = c[c.kv_len == c.groupby("model").kv_len.transform("min")]
+    return {str(m): g.groupby("n_tokens").seconds.median() for m, g in c.groupby("model")}
+
+
+def rate(curve: pd.Series, n: float) -> float:
+    """Tokens/s of an ``n``-token forward on ``curve`` (interpolated; the widest beyond it)."""
+    n = min(max(n, float(curve.index.min())), float(curve.index.max()))
+    return n / float(np.interp(n, curve.index.to_numpy(float), curve.to_numpy(float)))
+
+
+def step_row(seconds: float, fwd: pd.DataFrame, by_model: dict[str, pd.Series]) -> dict:
+    """One step's ceiling columns from its models' forward counts."""
+    rated = fwd[fwd.model.isin(by_model)]
+    ceiling = sum(r.tokens / rate(by_model[r.model], by_model[r.model].index.max()) for r in rated.itertuples())
+    out: dict[str, Any] = {"forwards": int(fwd.forwards.sum()), "tokens": int(fwd.tokens.sum())}
+    out["unrated"] = " ".join(sorted(set(fwd.model) - set(by_model)))
+    if rated.empty:
+        return out
+    busiest = rated.loc[rated.tokens.idxmax()]
+    per = busiest.tokens / max(busiest.forwards, 1)
+    curve = by_model[busiest.model]
+    out |= {"ceiling_s": ceiling, "ratio": ceiling / seconds if seconds > 0 else np.nan, "busiest": busiest.model}
+    out |= {"tokens_per_forward": per, "narrow_rate": rate(curve, per) / rate(curve, curve.index.max())}
+    return out
+
+
+def ceilings(times: pd.DataFrame, forwards: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
+    """``times`` (run, step, seconds) with each step's ceiling columns (NaN where no forward was
+    counted: a step of no model, or a run from before the counts)."""
+    by_model = curves(costs)
+    rows = []
+    for t in times.itertuples(index=False):
+        fwd = forwards[(forwards.run.astype(str) == str(t.run)) & (forwards.step == t.step)]
+        rows.append({"run": t.run, "step": t.step, "seconds": t.seconds, **step_row(t.seconds, fwd, by_model)})
+    return pd.DataFrame(rows).reindex(columns=COLUMNS)
+
+
+def read(path: str, columns) -> pd.DataFrame:
+    return pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=columns)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--times", required=True, help="run_all.sh's step_times.csv (run, step, seconds)")
+    ap.add_argument("--forwards", required=True, help="the forward counts (core.forwards) of the same runs")
+    ap.add_argument("--costs", default="results/costs.csv")
+    ap.add_argument("--out", default="results/run_times.csv")
+    a = ap.parse_args(argv)
+    out = ceilings(
+        read(a.times, ["run", "step", "seconds"]),
+        read(a.forwards, ["run", "step", "model", "forwards", "tokens"]),
+        read(a.costs, ["model"]),
+    )
+    atomic_write(a.out, lambda tmp: out.to_csv(tmp, index=False, float_format="%.4g"))
+    done = out.dropna(subset=["ratio"])
+    print(f"[ceiling] {len(done)} of {len(out)} steps with a ceiling -> {a.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Each run_all.sh step beside its compute ceiling (#35): the forward counts (core.forwards), the
+ceiling they give (study.ceiling) and the report's run-time table that reads them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+
+from specbench.core import forwards
+from specbench.drafting.layerskip import layer_view
+from specbench.report.setup import run_times
+from specbench.study.ceiling import ceilings, main
+from test_hydra import ROOT, job_args
+
+
+def _counts(name: str) -> tuple[int, int]:
+    return forwards.FORWARDS[name], forwards.TOKENS[name]
+
+
+def test_every_forward_counts_its_tokens_under_its_models_name(tiny_target):
+    forwards.count(tiny_target.get_decoder(), "tiny-t")
+    before = _counts("tiny-t")
+    with torch.no_grad():
+        tiny_target(input_ids=torch.zeros(2, 5, dtype=torch.long))  # batch 2 x 5 tokens
+        tiny_target.get_decoder()(input_ids=torch.zeros(1, 3, dtype=torch.long))  # no LM head (a prefill)
+    assert _counts("tiny-t") == (before[0] + 2, before[1] + 13)
+    view = layer_view(tiny_target, [0])  # shares the target's hook, counts under its own name
+    view_before = _counts("tiny-t@layers=0")
+    with torch.no_grad():
+        view(input_ids=torch.zeros(1, 4, dtype=torch.long))
+    assert _counts("tiny-t@layers=0") == (view_before[0] + 1, view_before[1] + 4)
+    assert _counts("tiny-t") == (before[0] + 2, before[1] + 13)
+
+
+def test_a_job_appends_its_models_counts_under_the_step_it_ran_in(tiny_pair_dirs, tmp_path):
+    csv = tmp_path / "forwards.csv"
+    env = dict(os.environ, SPECBENCH_FORWARDS=str(csv), SPECBENCH_RUN="7", SPECBENCH_STEP="study: a step")
+    args = job_args(tiny_pair_dirs, tmp_path / "out", "tree=chain", "tree.budget=2", "engine=live")
+    r = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = pd.read_csv(csv)
+    assert list(rows.columns) == forwards.COLUMNS
+    assert set(rows.step) == {"study: a step"} and set(rows.run) == {7}
+    assert set(rows.model) == set(tiny_pair_dirs)  # local models are named by their folder
+    assert (rows.tokens >= rows.forwards).all() and (rows.forwards > 0).all()
+
+
+def _costs(model: str, s128: float, s8: float) -> list[dict]:
+    base = {"model": model, "device": "cpu", "dtype": "bfloat16"}
+    return [
+        {**base, "kv_len": 128, "n_tokens": 8, "seconds": s8},
+        {**base, "kv_len": 128, "n_tokens": 128, "seconds": s128},
+        {**base, "kv_len": 512, "n_tokens": 128, "seconds": 99.0},  # the longer context is not the rate
+    ]
+
+
+def test_a_steps_ceiling_is_its_tokens_at_each_models_wide_rate():
+    costs = pd.DataFrame(_costs("big", 1.28, 0.8) + _costs("small", 0.128, 0.1))  # 100 and 1000 tok/s wide
+    times = pd.DataFrame({"run": [1, 1, 1], "step": ["a", "b", "c"], "seconds": [20.0, 10.0, 5.0]})
+    fwd = pd.DataFrame(
+        [
+            [1, "a", "big", 1000, 8000],  # 80 s of ceiling, 8 tokens per forward
+            [1, "a", "small", 10, 1000],  # 1 s
+            [2, "b", "big", 1, 100],  # another run's step b: not this one's
+            [1, "c", "nowhere", 3, 30],  # a model without a cost curve
+        ],
+        columns=forwards.COLUMNS,
+    )
+    out = ceilings(times, fwd, costs).set_index("step")
+    a = out.loc["a"]
+    assert a.ceiling_s == pytest.approx(81.0) and a.ratio == pytest.approx(81.0 / 20.0)
+    assert (a.busiest, a.forwards, a.tokens, a.tokens_per_forward) == ("big", 1010, 9000, 8.0)
+    assert a.narrow_rate == pytest.approx((8 / 0.8) / 100.0)  # 10 tok/s at 8 tokens, 100 at 128
+    assert pd.isna(out.loc["b"].ceiling_s) and out.loc["b"].forwards == 0
+    assert pd.isna(out.loc["c"].ratio) and out.loc["c"].unrated == "nowhere"
+
+
+def test_the_cli_writes_run_times_and_the_report_names_each_step_below_its_ceiling(tmp_path):
+    pd.DataFrame({"run": [1, 1, 1], "step": ["set-up", "wide", "narrow"], "seconds": [9, 100, 100]}).to_csv(
+        tmp_path / "times.csv", index=False
+    )
+    fwd = [[1, "wide", "m", 100, 12800], [1, "narrow", "m", 1000, 1000]]
+    pd.DataFrame(fwd, columns=forwards.COLUMNS).to_csv(tmp_path / "fwd.csv", index=False)
+    pd.DataFrame(_costs("m", 1.28, 0.8) + [{**_costs("m", 1, 1)[0], "n_tokens": 1, "seconds": 0.5}]).to_csv(
+        tmp_path / "costs.csv", index=False
+    )
+    out = tmp_path / "run_times.csv"
+    main(
+        ["--times", str(tmp_path / "times.csv"), "--forwards", str(tmp_path / "fwd.csv")]
+        + ["--costs", str(tmp_path / "costs.csv"), "--out", str(out)]
+    )
+    text = run_times(pd.read_csv(out))
+    assert "| wide | 100 | 1.7 | 128 | 1.28 |" in text  # 12,800 tokens at 100 tok/s
+    assert "1 of 2 steps with counted forwards run at 0.4 of their ceiling or more" in text
+    # 1,000 one-token forwards: 10 s of ceiling in 100; a 1-token forward runs at 2 of the 100 tok/s
+    assert "narrow (0.10): m's forwards average 1.0 tokens, and a forward that narrow runs at 0.02" in text
+
+
+def test_runs_from_before_the_counts_say_they_have_no_ceiling():
+    times = pd.DataFrame({"run": [1], "step": ["study: sweep=reference"], "seconds": [60]})
+    text = run_times(times)
+    assert "No step has a ceiling: these runs predate the forward counts" in text
+    assert "| step | seconds | minutes |" in text  # no empty ceiling columns
