@@ -106,3 +106,19 @@ def test_runs_from_before_the_counts_say_they_have_no_ceiling():
     text = run_times(times)
     assert "No step has a ceiling: these runs predate the forward counts" in text
     assert "| step | seconds | minutes |" in text  # no empty ceiling columns
+
+
+def test_a_view_made_before_its_target_is_counted_counts_once_and_apart():
+    from conftest import build_model
+
+    target = build_model(64, seed=3)
+    view = layer_view(target, [1])  # the target is not counted yet: the view is named after no one
+    with torch.no_grad():
+        target(input_ids=torch.zeros(1, 2, dtype=torch.long))  # uncounted, and no error
+    forwards.count(target.get_decoder(), "fresh")
+    before, view_before = _counts("fresh"), _counts("target@layers=1")
+    with torch.no_grad():
+        target(input_ids=torch.zeros(1, 3, dtype=torch.long))
+        view(input_ids=torch.zeros(1, 5, dtype=torch.long))
+    assert _counts("fresh") == (before[0] + 1, before[1] + 3)  # one hook, however many copies share it
+    assert _counts("target@layers=1") == (view_before[0] + 1, view_before[1] + 5)

@@ -21,7 +21,6 @@ from typing import Any
 TOKENS: collections.Counter[str] = collections.Counter()
 FORWARDS: collections.Counter[str] = collections.Counter()
 NAME = "_specbench_forward_name"  # the attribute a counted module carries its name in
-HOOKED = "_specbench_forward_hooked"
 COLUMNS = ["run", "step", "model", "forwards", "tokens"]
 
 
@@ -29,18 +28,18 @@ def _hook(module: Any, args: tuple, kwargs: dict) -> None:
     ids = kwargs.get("input_ids", args[0] if args else None)
     if ids is None:
         ids = kwargs.get("inputs_embeds")
-    if ids is not None and getattr(ids, "dim", lambda: 0)() >= 2:
-        name = getattr(module, NAME)
+    name = getattr(module, NAME, None)  # None: a module that shares a counted one's hooks, not counted
+    if name is not None and ids is not None and getattr(ids, "dim", lambda: 0)() >= 2:
         FORWARDS[name] += 1
         TOKENS[name] += int(ids.shape[0]) * int(ids.shape[1])
 
 
 def count(model: Any, name: str) -> None:
-    """Count ``model``'s forward tokens under ``name`` (once hooked, only renamed)."""
+    """Count ``model``'s forward tokens under ``name`` (once hooked, only renamed).  A shallow copy
+    of a module shares its hook table, so the hook is looked for there, not in a flag."""
     setattr(model, NAME, name)
-    if not getattr(model, HOOKED, False):
+    if _hook not in model._forward_pre_hooks.values():
         model.register_forward_pre_hook(_hook, with_kwargs=True)
-        setattr(model, HOOKED, True)
 
 
 def _write() -> None:

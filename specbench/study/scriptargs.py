@@ -49,9 +49,12 @@ def _keys(overrides) -> list[tuple[str, str]]:
 
 
 def _missing(node, prefix: str = "") -> list[str]:
-    """The dotted keys whose value is still ``???`` (OmegaConf's mandatory marker)."""
+    """The dotted keys still unset: ``???`` (OmegaConf's mandatory marker), or the id or path a
+    model spec's source needs (pair=local's paths; the job spec checks the same)."""
     if isinstance(node, dict):
-        return [k for key, v in node.items() for k in _missing(v, f"{prefix}{key}.")]
+        need = {"local": "path", "embedded": "id", "hub": "id"}.get(str(node.get("source")))
+        own = [f"{prefix}{need}"] if need and node.get(need) is None else []
+        return own + [k for key, v in node.items() for k in _missing(v, f"{prefix}{key}.")]
     return [prefix.rstrip(".")] if node == "???" else []
 
 
