@@ -75,7 +75,9 @@ def test_a_steps_ceiling_is_its_tokens_at_each_models_wide_rate():
     a = out.loc["a"]
     assert a.ceiling_s == pytest.approx(81.0) and a.ratio == pytest.approx(81.0 / 20.0)
     assert (a.busiest, a.forwards, a.tokens, a.tokens_per_forward) == ("big", 1010, 9000, 8.0)
-    assert a.narrow_rate == pytest.approx((8 / 0.8) / 100.0)  # 10 tok/s at 8 tokens, 100 at 128
+    small_at_100 = 0.1 + (100 - 8) / (128 - 8) * (0.128 - 0.1)  # the small model's curve between 8 and 128
+    assert a.forward_s == pytest.approx(1000 * 0.8 + 10 * small_at_100)  # each model's forwards at their width
+    assert a.in_forwards == pytest.approx(a.forward_s / 20.0)
     assert pd.isna(out.loc["b"].ceiling_s) and out.loc["b"].forwards == 0
     assert pd.isna(out.loc["c"].ratio) and out.loc["c"].unrated == "nowhere"
 
@@ -86,7 +88,7 @@ def test_the_cli_writes_run_times_and_the_report_names_each_step_below_its_ceili
     )
     fwd = [[1, "wide", "m", 100, 12800], [1, "narrow", "m", 1000, 1000]]
     pd.DataFrame(fwd, columns=forwards.COLUMNS).to_csv(tmp_path / "fwd.csv", index=False)
-    pd.DataFrame(_costs("m", 1.28, 0.8) + [{**_costs("m", 1, 1)[0], "n_tokens": 1, "seconds": 0.5}]).to_csv(
+    pd.DataFrame(_costs("m", 1.28, 0.8) + [{**_costs("m", 1, 1)[0], "n_tokens": 1, "seconds": 0.05}]).to_csv(
         tmp_path / "costs.csv", index=False
     )
     out = tmp_path / "run_times.csv"
@@ -97,8 +99,9 @@ def test_the_cli_writes_run_times_and_the_report_names_each_step_below_its_ceili
     text = run_times(pd.read_csv(out))
     assert "| wide | 100 | 1.7 | 128 | 1.28 |" in text  # 12,800 tokens at 100 tok/s
     assert "1 of 2 steps with counted forwards run at 0.4 of their ceiling or more" in text
-    # 1,000 one-token forwards: 10 s of ceiling in 100; a 1-token forward runs at 2 of the 100 tok/s
-    assert "narrow (0.10): m's forwards average 1.0 tokens, and a forward that narrow runs at 0.02" in text
+    # 1,000 one-token forwards: 10 s of ceiling in 100; at 0.05 s each they would take 50 s
+    assert "narrow (0.10): narrow forwards: m's forwards average 1.0 tokens, and its forwards at their own" in text
+    assert "would take 0.50 of its wall time" in text
 
 
 def test_runs_from_before_the_counts_say_they_have_no_ceiling():

@@ -184,7 +184,7 @@ def run_times(times: pd.DataFrame | None) -> str:
     )
 
 
-CEILING = ["ceiling_s", "ratio", "busiest", "tokens_per_forward", "narrow_rate"]
+CEILING = ["ceiling_s", "ratio", "in_forwards", "busiest", "tokens_per_forward"]
 CEILING_WIDTH = 128  # the widest forward study.costs times: the rate a step's ceiling assumes
 LOW_RATIO = 0.4  # a step below this share of its ceiling is named, with why (#35)
 
@@ -213,15 +213,10 @@ def ceiling_sentence(per: pd.DataFrame) -> str:
 def _why_low(r) -> str:
     """Why one step sits below its ceiling, from its counts: narrow forwards, or time outside them."""
     width = f"{r.busiest}'s forwards average {r.tokens_per_forward:.1f} tokens"
-    if r.narrow_rate < 2 * r.ratio:  # the forwards' width explains at least half of the gap
-        return (
-            f"{r.step} ({r.ratio:.2f}): {width}, and a forward that narrow runs at {r.narrow_rate:.2f} "
-            f"of the {CEILING_WIDTH}-token rate here"
-        )
-    return (
-        f"{r.step} ({r.ratio:.2f}): {width} (a forward that wide runs at {r.narrow_rate:.2f} of the "
-        f"{CEILING_WIDTH}-token rate), so most of its time is spent outside the models' forwards"
-    )
+    share = f"its forwards at their own widths on this machine's cost curves would take {r.in_forwards:.2f} of its wall time"
+    if r.in_forwards >= 0.5:
+        return f"{r.step} ({r.ratio:.2f}): narrow forwards: {width}, and {share}"
+    return f"{r.step} ({r.ratio:.2f}): time outside the models' forwards: {width}, and {share}"
 
 
 def floor_sentences(summary: pd.DataFrame) -> list[str]:

@@ -4,10 +4,12 @@ A step's ceiling is the time the tokens its forwards processed (``core.forwards`
 forwards and tokens, per step, in $OUT/forwards.csv) would take at each model's own large-batch
 rate on this machine: its widest measured forward (``n_tokens`` = 128) at the shorter KV length
 (results/costs.csv, bf16, cpu; the median over the pairs that share the model).  ``ratio`` =
-ceiling / wall seconds: 1 is a step that only ran wide forwards; a step of narrow forwards (decoding
-at batch 1, by design) sits far below it, and ``narrow_rate`` says how far its typical forward is
-from the wide one: the rate of a forward of ``tokens_per_forward`` tokens (the step's busiest model,
-interpolated on its cost curve) over its 128-token rate.
+ceiling / wall seconds: 1 is a step that only ran wide forwards.  What keeps a step below it:
+``forward_s`` is the time of its forwards at their own widths (each model's forward count times the
+cost curve at its mean width, an estimate: the curve is convex), and ``in_forwards`` = forward_s /
+wall seconds: near 1, the step is narrow forwards (decoding at batch 1, by design); far below 1, its
+time goes outside the models' forwards.  ``busiest`` and ``tokens_per_forward``: the model with the
+most tokens, and its mean forward width.
 
     python -m specbench.study.ceiling --times $OUT/step_times.csv --forwards $OUT/forwards.csv \\
         --costs results/costs.csv --out results/run_times.csv
@@ -26,8 +28,8 @@ import pandas as pd
 
 from ..core.atomic import atomic_write
 
-COLUMNS = ["run", "step", "seconds", "forwards", "tokens", "ceiling_s", "ratio", "busiest", "tokens_per_forward"]
-COLUMNS += ["narrow_rate", "unrated"]
+COLUMNS = ["run", "step", "seconds", "forwards", "tokens", "ceiling_s", "ratio", "forward_s", "in_forwards"]
+COLUMNS += ["busiest", "tokens_per_forward", "unrated"]
 
 
 def curves(costs: pd.DataFrame, device: str = "cpu", dtype: str = "bfloat16") -> dict[str, pd.Series]:
@@ -39,25 +41,29 @@ def curves(costs: pd.DataFrame, device: str = "cpu", dtype: str = "bfloat16") ->
     return {str(m): g.groupby("n_tokens").seconds.median() for m, g in c.groupby("model")}
 
 
-def rate(curve: pd.Series, n: float) -> float:
-    """Tokens/s of an ``n``-token forward on ``curve`` (interpolated; the widest beyond it)."""
-    n = min(max(n, float(curve.index.min())), float(curve.index.max()))
-    return n / float(np.interp(n, curve.index.to_numpy(float), curve.to_numpy(float)))
+def seconds_at(curve: pd.Series, n: float) -> float:
+    """Seconds of an ``n``-token forward on ``curve`` (interpolated; clamped to its measured sizes,
+    linear in ``n`` beyond the widest)."""
+    sizes, secs = curve.index.to_numpy(float), curve.to_numpy(float)
+    if n > sizes[-1]:
+        return float(secs[-1] * n / sizes[-1])
+    return float(np.interp(n, sizes, secs))
 
 
 def step_row(seconds: float, fwd: pd.DataFrame, by_model: dict[str, pd.Series]) -> dict:
-    """One step's ceiling columns from its models' forward counts."""
+    """One step's ceiling columns from its models' forward counts: ``ceiling_s`` (every token at
+    its model's widest rate) and ``forward_s`` (each model's forwards at their mean width)."""
     rated = fwd[fwd.model.isin(by_model)]
-    ceiling = sum(r.tokens / rate(by_model[r.model], by_model[r.model].index.max()) for r in rated.itertuples())
     out: dict[str, Any] = {"forwards": int(fwd.forwards.sum()), "tokens": int(fwd.tokens.sum())}
     out["unrated"] = " ".join(sorted(set(fwd.model) - set(by_model)))
-    if rated.empty:
+    if rated.empty or seconds <= 0:
         return out
+    wide = {m: float(c.index.max()) for m, c in by_model.items()}
+    ceiling = sum(r.tokens * seconds_at(by_model[r.model], wide[r.model]) / wide[r.model] for r in rated.itertuples())
+    at_width = sum(r.forwards * seconds_at(by_model[r.model], r.tokens / r.forwards) for r in rated.itertuples())
     busiest = rated.loc[rated.tokens.idxmax()]
-    per = busiest.tokens / max(busiest.forwards, 1)
-    curve = by_model[busiest.model]
-    out |= {"ceiling_s": ceiling, "ratio": ceiling / seconds if seconds > 0 else np.nan, "busiest": busiest.model}
-    out |= {"tokens_per_forward": per, "narrow_rate": rate(curve, per) / rate(curve, curve.index.max())}
+    out |= {"ceiling_s": ceiling, "ratio": ceiling / seconds, "forward_s": at_width, "in_forwards": at_width / seconds}
+    out |= {"busiest": busiest.model, "tokens_per_forward": busiest.tokens / max(busiest.forwards, 1)}
     return out
 
 
