@@ -125,3 +125,8 @@ def test_a_view_made_before_its_target_is_counted_counts_once_and_apart():
         view(input_ids=torch.zeros(1, 5, dtype=torch.long))
     assert _counts("fresh") == (before[0] + 1, before[1] + 3)  # one hook, however many copies share it
     assert _counts("target@layers=1") == (view_before[0] + 1, view_before[1] + 5)
+
+
+def test_counted_steps_without_a_named_cost_curve_say_so():
+    times = pd.DataFrame({"run": [1], "step": ["study: x"], "seconds": [60], "forwards": [12], "ratio": [float("nan")]})
+    assert "No step has a ceiling: 1 step counted forwards, but results/costs.csv names none" in run_times(times)

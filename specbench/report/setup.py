@@ -200,6 +200,12 @@ def ceiling_sentence(per: pd.DataFrame) -> str:
     busiest model's forwards (what keeps it there)."""
     have = per.dropna(subset=["ratio"])
     if have.empty:
+        counted = int((pd.to_numeric(per.get("forwards", pd.Series(dtype=float)), errors="coerce") > 0).sum())
+        if counted:
+            return (
+                f"No step has a ceiling: {counted} step{'s' if counted != 1 else ''} counted forwards, but results/costs.csv names none of "
+                "their models (rows from before its `model` column: rerun `python -m specbench.study.costs`)."
+            )
         return "No step has a ceiling: these runs predate the forward counts (`specbench.study.ceiling`)."
     low = have[have.ratio < LOW_RATIO]
     out = (
