@@ -2,8 +2,9 @@
 asked of the machine, so its wall time can sit beside its compute ceiling (``study.ceiling``).
 
 * ``count(model, name)``: from now on every forward of ``model`` adds one to ``FORWARDS[name]``
-  and its tokens (``input_ids``: batch x length, padding included) to ``TOKENS[name]``.  A module copied from a counted one (the
-  layer-skip drafter's view of the target) shares its hook and counts under the name it is given.
+  and its tokens (``input_ids``: batch x length, padding included) to ``TOKENS[name]``.  A module
+  copied from a counted one (the layer-skip drafter's view of the target) shares its hook and
+  counts under the name it is given.
 * Where ``SPECBENCH_FORWARDS`` names a CSV, the process appends one ``run,step,model,forwards,tokens``
   row per model when it exits (``SPECBENCH_RUN`` and ``SPECBENCH_STEP``, which run_all.sh sets).
 
@@ -25,11 +26,11 @@ COLUMNS = ["run", "step", "model", "forwards", "tokens"]
 
 
 def _hook(module: Any, args: tuple, kwargs: dict) -> None:
-    ids = kwargs.get("input_ids", args[0] if args else None)
+    ids: Any = kwargs.get("input_ids", args[0] if args else None)
     if ids is None:
         ids = kwargs.get("inputs_embeds")
     name = getattr(module, NAME, None)  # None: a module that shares a counted one's hooks, not counted
-    if name is not None and ids is not None and getattr(ids, "dim", lambda: 0)() >= 2:
+    if name is not None and getattr(ids, "ndim", 0) >= 2:
         FORWARDS[name] += 1
         TOKENS[name] += int(ids.shape[0]) * int(ids.shape[1])
 

@@ -80,12 +80,17 @@ def _get(spec: Mapping | None, key: str, default=None):
     return spec.get(key, default) if spec is not None else default
 
 
+def ref_key(source: str) -> str:
+    """The key that names a model of ``source``: ``path`` (local) or ``id`` (embedded, hub)."""
+    return "path" if source == "local" else "id"
+
+
 def spec_key(spec: Mapping) -> tuple[str, str]:
     """(source, id-or-path) with a one-line error for a malformed spec."""
     source = _get(spec, "source")
     if source not in SOURCES:
         raise ValueError(f"model source '{source}' is not one of {', '.join(SOURCES)}")
-    field = "path" if source == "local" else "id"
+    field = ref_key(source)
     ref = _get(spec, field)
     if not ref:
         raise ValueError(f"a model spec with source={source} needs '{field}' (got {dict(spec)})")

@@ -196,8 +196,8 @@ def _ceiling_cells(r) -> list[str]:
 
 
 def ceiling_sentence(per: pd.DataFrame) -> str:
-    """How many steps have a ceiling, and each below ``LOW_RATIO`` of it with the width of its
-    busiest model's forwards (what keeps it there)."""
+    """How many steps have a ceiling, and each below ``LOW_RATIO`` of it with what keeps it there
+    (``_why_low``: narrow forwards, or time outside them)."""
     have = per.dropna(subset=["ratio"])
     if have.empty:
         counted = int((pd.to_numeric(per.get("forwards", pd.Series(dtype=float)), errors="coerce") > 0).sum())

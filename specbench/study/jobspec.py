@@ -30,7 +30,7 @@ from .. import CONF_DIR
 from ..drafting.drafters import DRAFTERS, PAIR_COMMON
 from ..inputs import data as _data  # noqa: F401  (registers the dataset loaders: their options)
 from ..inputs import datasets
-from ..inputs.models import DTYPES, SOURCES, WEIGHTS
+from ..inputs.models import DTYPES, SOURCES, WEIGHTS, ref_key
 from ..trees.base import POSITIVE, RANK_PATHS
 from ..trees.policies import POLICIES, param_checks
 from ..verify.modes import get_mode
@@ -68,7 +68,7 @@ class ModelSpec:
     weights: str = "pretrained"  # or random: the architecture alone, for timing (models.load_model)
 
     def as_dict(self) -> dict:
-        out = {"source": self.source, "path" if self.source == "local" else "id": self.ref}
+        out = {"source": self.source, ref_key(self.source): self.ref}
         return out if self.weights == "pretrained" else {**out, "weights": self.weights}
 
 
@@ -214,7 +214,7 @@ def _model(spec, key: str) -> ModelSpec:
     source = spec.get("source")
     if source not in SOURCES:
         raise ConfigError(f"{key}.source={source!r}: must be one of {', '.join(SOURCES)}")
-    field_ = "path" if source == "local" else "id"
+    field_ = ref_key(source)
     ref = spec.get(field_)
     if not ref:
         raise ConfigError(

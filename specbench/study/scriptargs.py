@@ -52,7 +52,7 @@ def _missing(node, prefix: str = "") -> list[str]:
     """The dotted keys still unset: ``???`` (OmegaConf's mandatory marker), or the id or path a
     model spec's source needs (pair=local's paths; the job spec checks the same)."""
     if isinstance(node, dict):
-        need = {"local": "path", "embedded": "id", "hub": "id"}.get(str(node.get("source")))
+        need = models.ref_key(node["source"]) if node.get("source") in models.SOURCES else None
         own = [f"{prefix}{need}"] if need and node.get(need) is None else []
         return own + [k for key, v in node.items() for k in _missing(v, f"{prefix}{key}.")]
     return [prefix.rstrip(".")] if node == "???" else []
