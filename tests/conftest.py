@@ -206,10 +206,18 @@ def report_figures(path) -> list:
     ]
 
 
+# module-scoped fixtures that take seconds to build (a sweep, a rendered report, a table of
+# exact laws): the tests that use one share a worker, so it is built once, not once per worker
+SHARED_FIXTURES = {"two_sweeps", "basic_rows", "table", "sweep", "built", "big", "rendered_once"}
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group marks
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (scripts/test.sh runs ``-n auto --dist loadgroup``) the tests that load
-    the installed models share one worker, so each real model is loaded and held once."""
+    the installed models share one worker, so each real model is loaded and held once; so do a
+    module's tests that use one of its ``SHARED_FIXTURES``."""
     for item in items:
         if item.get_closest_marker("real"):
             item.add_marker(pytest.mark.xdist_group("real"))
+        elif SHARED_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))

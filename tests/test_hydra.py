@@ -2,21 +2,24 @@
 
 import glob
 import os
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
+import forkserver
 from conftest import tiny_pair_overrides
 from specbench.study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+JOB_MODULES = ("specbench.study.run", "specbench.study.collect")  # what a job's interpreter imports
+
+
 def specbench(*args, cwd=ROOT):
+    """``python -m ARGS`` (forked from an interpreter that has imported a job's modules: forkserver.py)."""
     env = dict(os.environ, HYDRA_FULL_ERROR="0", TOKENIZERS_PARALLELISM="false")
-    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return forkserver.run(args, cwd=cwd, env=env, timeout=600, preload=JOB_MODULES)
 
 
 def job_args(dirs, out, *extra):

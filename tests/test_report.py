@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import forkserver
 from conftest import report_figures, report_text
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
@@ -26,10 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_report(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python -m specbench.report ARGS`` in cwd (forked from an interpreter that has imported the
+    report's modules, and not torch: forkserver.py)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run(
-        [sys.executable, "-m", "specbench.report", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
-    )
+    return forkserver.run(["specbench.report", *args], cwd=cwd, env=env, timeout=900, preload=("specbench.report.build",))
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,10 @@ import time
 
 import pandas as pd
 
+import forkserver
 from conftest import tiny_pair_overrides
 from specbench.study.results import STEPS_FILE, read_csv
+from test_hydra import JOB_MODULES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMING = ["wall_s", "tokens_per_s", "draft_s", "verify_s"]
@@ -43,7 +45,9 @@ def sweep_cmd(dirs, out, *extra) -> list[str]:
 
 
 def run(cmd, timeout=900):
-    r = subprocess.run(cmd, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=timeout)
+    """``cmd`` (``python -m ...``), forked from an interpreter that has imported a job's modules."""
+    assert cmd[:2] == [sys.executable, "-m"], cmd
+    r = forkserver.run(cmd[2:], cwd=ROOT, env=env(), timeout=timeout, preload=JOB_MODULES)
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-3000:])
     return r
 
