@@ -45,7 +45,9 @@ def run(args, *, cwd, env: dict, timeout: float, preload: tuple[str, ...]) -> su
     own = {k: env.get(k) for k in PER_COMMAND}
     with tempfile.TemporaryDirectory() as tmp:
         out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
-        srv.stdin.write((json.dumps({"args": cmd[2:], "cwd": str(cwd), "out": out, "err": err, "env": own}) + "\n").encode())
+        srv.stdin.write(
+            (json.dumps({"args": cmd[2:], "cwd": str(cwd), "out": out, "err": err, "env": own}) + "\n").encode()
+        )
         srv.stdin.flush()
         pid = int(reply(srv, None))
         try:
@@ -119,7 +121,6 @@ def child(req: dict, channel: int) -> None:
     """Become ``python -m ARGS`` in req's folder, writing to its files; never returns."""
     import runpy
     import threading
-    import traceback
 
     os.close(channel)
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -139,8 +140,9 @@ def child(req: dict, channel: int) -> None:
         runpy._run_module_as_main(req["args"][0], alter_argv=True)  # what ``python -m`` calls
     except SystemExit as exc:
         code = exit_code(exc)
-    except BaseException:
-        traceback.print_exc()
+    except BaseException as exc:  # printed as the interpreter prints it, from runpy's frame on
+        exc.__traceback__ = exc.__traceback__.tb_next
+        sys.excepthook(type(exc), exc, exc.__traceback__)
         code = 1
     try:
         threading._shutdown()  # as the interpreter does at exit: non-daemon threads first

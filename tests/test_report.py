@@ -30,7 +30,9 @@ def run_report(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     """``python -m specbench.report ARGS`` in cwd (forked from an interpreter that has imported the
     report's modules, and not torch: forkserver.py)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return forkserver.run(["specbench.report", *args], cwd=cwd, env=env, timeout=900, preload=("specbench.report.build",))
+    return forkserver.run(
+        ["specbench.report", *args], cwd=cwd, env=env, timeout=900, preload=("specbench.report.build",)
+    )
 
 
 @pytest.fixture(scope="module")
