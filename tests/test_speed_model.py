@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from specbench.core.costcurve import kv_weights
-from specbench.report import speedup
+from specbench.report import costmodel, speedup
 from specbench.report.tables import bracket
 
 
@@ -135,6 +135,17 @@ def test_the_interval_carries_the_cost_repeats_spread():
     assert exact.projected_hi - exact.projected_lo == pytest.approx(0, abs=1e-12)
     assert noisy.projected_hi - noisy.projected_lo > 0.01
     assert noisy.projected_lo <= noisy.projected <= noisy.projected_hi
+
+
+def test_a_curves_draws_are_the_medians_of_each_points_own_resamples():
+    """``Curve.draws`` (medians taken at once) equals drawing each point's resample in turn and
+    taking its median, on the same random stream: points with 7, 4 and 1 repeats, two KV lengths."""
+    rng = np.random.default_rng(3)
+    samples = tuple((rng.random(n), rng.random(m)) for n, m in [(7, 7), (4, 7), (1, 4)])
+    curve = costmodel.Curve(np.array([1.0, 2.0, 4.0]), samples, (0.25, 0.75))
+    stream = np.random.default_rng(costmodel.SEED)
+    by_point = np.stack([curve.values()] + [curve.values(stream) for _ in range(50)])
+    assert np.array_equal(curve.draws(50), by_point)
 
 
 def test_costs_are_never_another_pairs_or_dtypes():

@@ -66,10 +66,19 @@ def prompt_sums(steps: pd.DataFrame | None) -> pd.DataFrame:
     )
 
 
+def rows_of(sums: pd.DataFrame, config_hash: str) -> pd.DataFrame | None:
+    """One configuration's per-prompt sums (indexed by prompt_id), or None where steps.csv has none."""
+    if sums.empty:
+        return None
+    try:
+        return sums.loc[config_hash]
+    except KeyError:
+        return None
+
+
 def prompts_of(sums: pd.DataFrame, config_hash: str) -> frozenset:
-    if sums.empty or config_hash not in sums.index.get_level_values(0):
-        return frozenset()
-    return frozenset(sums.loc[config_hash].index)
+    got = rows_of(sums, config_hash)
+    return frozenset() if got is None else frozenset(got.index)
 
 
 @dataclass(frozen=True)
@@ -105,13 +114,15 @@ def paired_difference(sums: pd.DataFrame, a: Mapping, b: Mapping, seed: int = 0,
     """tokens_per_step of a minus b on their shared prompts, with a paired bootstrap interval."""
     check_comparable(a, b)
     ha, hb = str(a["config_hash"]), str(b["config_hash"])
-    shared = sorted(prompts_of(sums, ha) & prompts_of(sums, hb))
+    ra, rb = rows_of(sums, ha), rows_of(sums, hb)
+    shared = sorted(frozenset(() if ra is None else ra.index) & frozenset(() if rb is None else rb.index))
     if not shared:
         raise Incomparable(
             f"configs {ha} and {hb} share no prompts in steps.csv; compare only configurations run on the same prompts"
         )
-    x = sums.loc[ha].loc[shared, ["emitted", "steps"]].to_numpy(float)
-    y = sums.loc[hb].loc[shared, ["emitted", "steps"]].to_numpy(float)
+    assert ra is not None and rb is not None  # both ran the shared prompts
+    x = ra.loc[shared, ["emitted", "steps"]].to_numpy(float)
+    y = rb.loc[shared, ["emitted", "steps"]].to_numpy(float)
     av, bv = x[:, 0].sum() / x[:, 1].sum(), y[:, 0].sum() / y[:, 1].sum()
     res = paired_boot(x, y, seed, n_boot)
     if res is None:  # one prompt: every resample is the difference itself

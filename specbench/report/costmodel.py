@@ -51,9 +51,21 @@ class Curve:
 
     def draws(self, boot: int = BOOT) -> np.ndarray:
         """[1 + boot, sizes]: the medians, then ``boot`` resamples of every point's repeats
-        (drawn once per curve, so every configuration on it sees the same machine draws)."""
+        (drawn once per curve, so every configuration on it sees the same machine draws).
+        The resamples are drawn point by point in ``values``' order (the same random stream);
+        their medians and weighted sums are taken at once."""
         rng = np.random.default_rng(SEED)
-        return np.stack([self.values()] + [self.values(rng) for _ in range(boot)])
+        flat = [x for row in self.samples for x in row]
+        picks = [[x[rng.integers(0, len(x), len(x))] for x in flat] for _ in range(boot)]
+        meds = np.empty((boot, len(flat)))
+        for n in {len(x) for x in flat}:  # points with n repeats: one median over [boot, points, n]
+            at = [i for i, x in enumerate(flat) if len(x) == n]
+            meds[:, at] = np.median(np.array([[p[i] for i in at] for p in picks]), axis=-1)
+        per_kv = meds.reshape(boot, len(self.samples), len(self.weights))
+        out = np.zeros((boot, len(self.samples)))
+        for j, w in enumerate(self.weights):  # sum(w * med) in values' order
+            out = out + w * per_kv[:, :, j]
+        return np.vstack([self.values()[None], out])
 
     def at(self, n, values: np.ndarray | None = None):
         return np.interp(n, self.sizes, self.values() if values is None else values)
@@ -150,6 +162,20 @@ def counts(g: pd.DataFrame) -> Counts:
     )
 
 
+class StepCounts:
+    """Each configuration's ``Counts`` in one steps table, made on first use and kept (the
+    projection and the phase diagram read the same configurations)."""
+
+    def __init__(self, steps: pd.DataFrame):
+        self.groups = dict(tuple(steps.groupby("config_hash", sort=False)))
+        self.made: dict[str, Counts] = {}
+
+    def get(self, config_hash: str) -> Counts | None:
+        if config_hash not in self.made and config_hash in self.groups:
+            self.made[config_hash] = counts(self.groups[config_hash])
+        return self.made.get(config_hash)
+
+
 def step_costs(c: Counts, draft: tuple[Curve, np.ndarray] | None, target: tuple[Curve, np.ndarray] | None):
     """(draft seconds per prompt, verify seconds per prompt, plain decoding's seconds per
     token) for one row of each curve's ``draws`` (a curve with that row's values)."""
@@ -190,4 +216,4 @@ def projection(c: Counts, draft: tuple[Curve, np.ndarray] | None, target: tuple[
     return out
 
 
-__all__ = ["KV", "Curve", "curve", "counts", "projection", "forwards"]
+__all__ = ["KV", "Curve", "curve", "counts", "StepCounts", "projection", "forwards"]

@@ -26,21 +26,23 @@ MS = np.logspace(-3, 0, 49)  # marginal cost per query token, in one-token forwa
 MARGINAL_AT = 17  # the secant of a measured curve: a 16-token tree's verification
 
 
-def aggregates(rows: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.DataFrame | None) -> pd.DataFrame:
+def aggregates(
+    rows: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.DataFrame | None, counted=None
+) -> pd.DataFrame:
     """Per replayed greedy configuration: E, F, K, S, V of its steps (module docstring); a pair
-    whose costs.csv rows time no draft model (n-gram) drafts for free."""
+    whose costs.csv rows time no draft model (n-gram) drafts for free.  ``counted``: the steps'
+    ``costmodel.StepCounts``, where the caller shares them."""
     if steps is None or costs is None or rows.empty:
         return pd.DataFrame()
     timed = costs.groupby("pair").role.agg(set)
     free_pairs = {str(p) for p, roles in timed.items() if "draft" not in roles}
     keep = rows[(rows.engine == "replay") & (rows.temperature == 0) & (rows.budget.astype(int) > 0)]
-    by_hash = dict(tuple(steps[steps.config_hash.isin(keep.config_hash)].groupby("config_hash", sort=False)))
+    counted = counted or costmodel.StepCounts(steps[steps.config_hash.isin(keep.config_hash)])
     out = []
     for r in keep.to_dict("records"):
-        g = by_hash.get(r["config_hash"])
-        if g is None:
+        c = counted.get(r["config_hash"])
+        if c is None:
             continue
-        c = costmodel.counts(g)
         free = str(r.get("pair_name", r["pair"])) in free_pairs
         out.append(
             {

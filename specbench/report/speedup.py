@@ -48,15 +48,18 @@ def curves(costs: pd.DataFrame) -> dict:
     return out
 
 
-def projected_speedup(df: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.DataFrame | None) -> pd.DataFrame:
+def projected_speedup(
+    df: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.DataFrame | None, counted=None
+) -> pd.DataFrame:
     """Per configuration with a target cost curve: the projected speedup of its own steps
     (``costmodel.projection``) with its interval.  A live row at batch B > 1 is not
-    projected (costs.csv times one sequence's forwards)."""
+    projected (costs.csv times one sequence's forwards).  ``counted``: the steps'
+    ``costmodel.StepCounts``, where the caller shares them."""
     need = {"role", "n_tokens", "seconds", "pair"}
     if costs is None or not need <= set(costs.columns) or df.empty or steps is None or steps.empty:
         return pd.DataFrame()
     cv = curves(costs)
-    by_hash = dict(tuple(steps.groupby("config_hash", sort=False)))
+    counted = counted or costmodel.StepCounts(steps)
     rows = []
     for r in df.to_dict("records"):
         if r.get("engine") == "live" and int(r.get("batch_size") or 1) > 1:
@@ -64,10 +67,8 @@ def projected_speedup(df: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.Da
         name, dt = str(r.get("pair_name", r["pair"])), str(r.get("dtype"))  # costs.csv is keyed by config name
         where = (dt, str(r.get("device") or "cpu"))  # the curve of the machine the row ran on
         target = cv.get((name, "target", *where))
-        g = by_hash.get(r["config_hash"])
-        if target is None or g is None or int(r["budget"]) == 0:
+        if target is None or int(r["budget"]) == 0 or (c := counted.get(r["config_hash"])) is None:
             continue
-        c = costmodel.counts(g)
         rows.append({**r, **costmodel.projection(c, cv.get((name, "draft", *where)), target)})
     return pd.DataFrame(rows)
 
@@ -142,12 +143,12 @@ def twins(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def speedup_table(df, summary, steps, costs) -> pd.DataFrame:
+def speedup_table(df, summary, steps, costs, counted=None) -> pd.DataFrame:
     """Every configuration with a projection or a measurement: projected speedup with its
     interval, measured speedup (its own, or its live batch-1 twin's), and for a live row
     with both its ``error`` (projected ÷ measured − 1) and per-step seconds, measured beside
     the model's."""
-    proj = projected_speedup(df, steps, costs)
+    proj = projected_speedup(df, steps, costs, counted)
     meas = measured_speedup(df, summary)
     if proj.empty and meas.empty:
         return pd.DataFrame()

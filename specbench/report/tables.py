@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..study import schedule
-from . import analysis, hardware, speedup
+from . import analysis, compare, costmodel, hardware, speedup
 
 MIN_RANKED, MIN_CI, MAX_CUT = 32, 10, 0.10
 ENGINE_WORDS = {
@@ -144,7 +144,7 @@ def calibration(df: pd.DataFrame, sums: pd.DataFrame, vector: pd.DataFrame | Non
     for r in df[df.tree == "sequoia"].to_dict("records"):
         p = _params(r.get("tree_params"))
         ds, pid = str(p.get("calib_dataset", r["dataset"])), str(p.get("calib_pair_id", r.get("pair_id", "")))
-        scored = set(sums.loc[r["config_hash"]].index) if r["config_hash"] in sums.index.get_level_values(0) else set()
+        scored = set(compare.prompts_of(sums, r["config_hash"]))
         calib = None
         if vector is not None and "prompt_ids" in vector:
             v = vector[vector.dataset.astype(str) == ds]
@@ -273,7 +273,7 @@ def cross_pair(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
         if grp.pair.nunique() < 2:
             continue
         grp = grp.drop_duplicates("pair")
-        sets = [set(sums.loc[h].index) if h in sums.index.get_level_values(0) else set() for h in grp.config_hash]
+        sets = [set(compare.prompts_of(sums, h)) for h in grp.config_hash]
         shared = set.intersection(*sets) if sets else set()
         if not shared:
             continue
@@ -367,14 +367,15 @@ def compute(data: dict) -> dict:
     summary, steps = data["summary"], data["steps"]
     df = analysis.prepare(summary)
     sums = prompt_sums(steps)
-    speed = speedup.speedup_table(df, summary, steps, data["costs"])
+    counted = costmodel.StepCounts(steps) if steps is not None else None  # shared: projection, phase diagram
+    speed = speedup.speedup_table(df, summary, steps, data["costs"], counted)
     calib = calibration(df, sums, data.get("vector"))
     idents = identities(df, steps)
     rows = annotate(df, steps, speed, calib, idents)
     return dict(
         df=df,
         rows=rows,
-        phase=hardware.aggregates(rows, steps, data["costs"]),
+        phase=hardware.aggregates(rows, steps, data["costs"], counted),
         points=hardware.machine_points(data["costs"]),
         schedule=schedule.schedule(rows),
         sums=sums,
