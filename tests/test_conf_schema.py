@@ -191,3 +191,19 @@ def test_under_a_sweep_preset_a_key_no_option_of_its_group_has_is_refused_before
     line = refused(lambda: argv.check_keys(["-m", "sweep=reference", "+dataset.limt=3"]), capsys)
     assert line.startswith("dataset.limt: not a parameter of any dataset option (did you mean limit?)")
     argv.check_keys(["-m", "sweep=reference", "+dataset.tasks=[x]"])  # mt_bench's: left to its jobs
+
+
+def test_a_pair_file_that_extends_no_schema_has_its_model_specs_checked():
+    """A plugin's pair file that does not extend ``/schema/pair/<drafter>`` composes as a plain
+    mapping: its keys are still its drafter's, and its draft and target are model specs."""
+    from specbench.study.schema import unknown_key
+
+    pair = {"name": "p", "drafter": "model", "chat_template": False, "draft": None}
+    good = OmegaConf.create(dict(pair, target={"source": "local", "path": "/m"}))
+    assert unknown_key("pair", good) is None
+    bad = OmegaConf.create(dict(pair, target={"source": "local", "pth": "/m"}))
+    assert unknown_key("pair", bad) == (
+        "pair.target.pth: not a parameter of a model spec (did you mean path?); "
+        "remove it (valid: id, path, source, weights)"
+    )
+    assert unknown_key("pair", OmegaConf.create(dict(pair, drafter="no_such", extra=1))) is None  # no schema

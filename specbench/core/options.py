@@ -34,6 +34,7 @@ from .. import CONF_DIR
 
 NODE = "_specbench_node"  # the class attribute that marks a node's class
 SCHEMA = "schema"  # the group the nodes are also stored under (schema/<group>/<name>)
+NODES: dict[tuple[str, str], type] = {}  # (group, name) -> the node class ``store`` stored
 
 
 def plain(value: Any) -> Any:
@@ -76,6 +77,7 @@ def store(group: str, name: str, values: Mapping[str, Any], option: bool = True,
     variant that extends it) exists, as the option ``<group>/<name>``."""
     store_ = ConfigStore.instance()
     cls = node(label or f"{group}={name}", values)
+    NODES[(group, name)] = cls
     store_.store(group=f"{SCHEMA}/{group}", name=name, node=cls)
     if option and not os.path.isfile(os.path.join(CONF_DIR, group, f"{name}.yaml")):
         store_.store(group=group, name=name, node=cls)
@@ -93,10 +95,15 @@ def stored(group: str) -> list[str]:
     return sorted(k.removesuffix(".yaml") for k in _group(group) if k.endswith(".yaml"))
 
 
+def schema_node(group: str, name: str) -> type | None:
+    """Entry ``name``'s node class (``store``), None if none is stored."""
+    return NODES.get((group, name))
+
+
 def schema_keys(group: str, name: str) -> list[str] | None:
     """The keys of entry ``name``'s node (its parameters and ``name``), None if none is stored."""
-    entry = _group(f"{SCHEMA}/{group}").get(f"{name}.yaml")
-    return None if entry is None else sorted(entry.node.keys())
+    kind = schema_node(group, name)
+    return None if kind is None else sorted(f.name for f in dataclasses.fields(kind))
 
 
 def closest(word: str, valid) -> str:

@@ -114,7 +114,8 @@ def option_keys(group: str, option: str, argv) -> tuple[str, list[str]] | None:
             cfg = compose("config", overrides=[f"{group}={option}", *given])
     except (HydraException, OmegaConfBaseException):
         return None
-    return fields(group, cfg[group])
+    known = fields(group, cfg[group])
+    return None if known is None else (known[0], [f.name for f in dataclasses.fields(known[1])])
 
 
 def chosen(argv, group: str) -> list[str]:
