@@ -10,13 +10,17 @@ server imports the preloaded modules, then forks a child per command.  The child
 and atexit handlers run.  The server's environment is the command's, so what a module reads
 from the environment at import is what a fresh interpreter would read.
 
-``SPECBENCH_TEST_FORK=0`` runs every command in a fresh interpreter instead
+What a fork shares that fresh interpreters would not: the server's string-hash seed and numpy's
+global random state (every specbench generator is seeded; set order is never an output), and
+the time its imports took (a test that times a run to place kills in a fresh one times a fresh
+one: ``test_resume``).  ``SPECBENCH_TEST_FORK=0`` runs every command in a fresh interpreter instead
 (``tests/test_forkserver.py`` checks that both give the same output).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import select
@@ -26,6 +30,7 @@ import sys
 import tempfile
 
 SERVERS: dict = {}  # (environment, preload) -> the server's Popen
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUFFERS: dict = {}  # a server's pid -> the bytes it wrote that no reply has taken yet
 MAX_SERVERS = 3  # the least recently used one is stopped beyond this
 PER_COMMAND = ("PYTEST_CURRENT_TEST",)  # set per test by pytest, read by no module at import: the child's own
@@ -41,26 +46,35 @@ def run(args, *, cwd, env: dict, timeout: float, preload: tuple[str, ...]) -> su
     cmd = [sys.executable, "-m", *map(str, args)]
     if not enabled():
         return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    srv = server({k: v for k, v in env.items() if k not in PER_COMMAND}, preload)
+    key = ({k: v for k, v in env.items() if k not in PER_COMMAND}, preload)
+    srv = server(*key)
     own = {k: env.get(k) for k in PER_COMMAND}
     with tempfile.TemporaryDirectory() as tmp:
         out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
-        srv.stdin.write(
-            (json.dumps({"args": cmd[2:], "cwd": str(cwd), "out": out, "err": err, "env": own}) + "\n").encode()
-        )
-        srv.stdin.flush()
-        pid = int(reply(srv, None))
+        request = {"args": cmd[2:], "cwd": str(cwd), "out": out, "err": err, "env": own}
         try:
-            code = int(reply(srv, timeout))
+            srv.stdin.write((json.dumps(request) + "\n").encode())
+            srv.stdin.flush()
+            pid = int(reply(srv, None))
+            try:
+                code = int(reply(srv, timeout))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):  # it may have ended just now
+                    os.kill(pid, signal.SIGKILL)
+                reply(srv, None)
+                raise subprocess.TimeoutExpired(cmd, timeout, read(out), read(err)) from None
         except subprocess.TimeoutExpired:
-            os.kill(pid, signal.SIGKILL)
-            reply(srv, None)
-            raise subprocess.TimeoutExpired(cmd, timeout, read(out), read(err)) from None
+            raise
+        except BaseException:  # replies left unread would answer the next command: a new server then
+            discard(*key)
+            raise
         return subprocess.CompletedProcess(cmd, code, read(out), read(err))
 
 
 def read(path: str) -> str:
-    """A captured stream as ``text=True`` gives it (universal newlines)."""
+    """A captured stream as ``text=True`` gives it (universal newlines); "" if never opened."""
+    if not os.path.exists(path):
+        return ""
     with open(path, encoding=None, newline=None) as fh:
         return fh.read()
 
@@ -86,8 +100,8 @@ def server(env: dict, preload: tuple[str, ...]) -> subprocess.Popen:
     key = (frozenset(env.items()), preload)
     srv = SERVERS.pop(key, None)
     if srv is None or srv.poll() is not None:
-        srv = subprocess.Popen(
-            [sys.executable, __file__, *preload], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        srv = subprocess.Popen(  # imports from the repository, whatever folder a test is in
+            [sys.executable, __file__, *preload], env=env, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
         if reply(srv, 600) != "ready":
             raise RuntimeError("the test fork server did not start")
@@ -95,6 +109,15 @@ def server(env: dict, preload: tuple[str, ...]) -> subprocess.Popen:
     while len(SERVERS) > MAX_SERVERS:
         stop(SERVERS.pop(next(iter(SERVERS))))
     return srv
+
+
+def discard(env: dict, preload: tuple[str, ...]) -> None:
+    """Kill the server of (env, preload) and forget it."""
+    srv = SERVERS.pop((frozenset(env.items()), preload), None)
+    if srv is not None:
+        srv.kill()
+        srv.wait()
+        BUFFERS.pop(srv.pid, None)
 
 
 def stop(srv: subprocess.Popen) -> None:
