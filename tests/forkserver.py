@@ -46,8 +46,8 @@ def run(args, *, cwd, env: dict, timeout: float, preload: tuple[str, ...]) -> su
     cmd = [sys.executable, "-m", *map(str, args)]
     if not enabled():
         return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    key = ({k: v for k, v in env.items() if k not in PER_COMMAND}, preload)
-    srv = server(*key)
+    shared = {k: v for k, v in env.items() if k not in PER_COMMAND}
+    srv = server(shared, preload)
     own = {k: env.get(k) for k in PER_COMMAND}
     with tempfile.TemporaryDirectory() as tmp:
         out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
@@ -66,7 +66,7 @@ def run(args, *, cwd, env: dict, timeout: float, preload: tuple[str, ...]) -> su
         except subprocess.TimeoutExpired:
             raise
         except BaseException:  # replies left unread would answer the next command: a new server then
-            discard(*key)
+            discard(shared, preload)
             raise
         return subprocess.CompletedProcess(cmd, code, read(out), read(err))
 
@@ -96,16 +96,19 @@ def reply(srv: subprocess.Popen, timeout: float | None) -> str:
     return line.decode().strip()
 
 
+def key(env: dict, preload: tuple[str, ...]) -> tuple:
+    return frozenset(env.items()), preload
+
+
 def server(env: dict, preload: tuple[str, ...]) -> subprocess.Popen:
-    key = (frozenset(env.items()), preload)
-    srv = SERVERS.pop(key, None)
+    srv = SERVERS.pop(key(env, preload), None)
     if srv is None or srv.poll() is not None:
         srv = subprocess.Popen(  # imports from the repository, whatever folder a test is in
             [sys.executable, __file__, *preload], env=env, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
         if reply(srv, 600) != "ready":
             raise RuntimeError("the test fork server did not start")
-    SERVERS[key] = srv  # the most recently used last
+    SERVERS[key(env, preload)] = srv  # the most recently used last
     while len(SERVERS) > MAX_SERVERS:
         stop(SERVERS.pop(next(iter(SERVERS))))
     return srv
@@ -113,11 +116,10 @@ def server(env: dict, preload: tuple[str, ...]) -> subprocess.Popen:
 
 def discard(env: dict, preload: tuple[str, ...]) -> None:
     """Kill the server of (env, preload) and forget it."""
-    srv = SERVERS.pop((frozenset(env.items()), preload), None)
+    srv = SERVERS.pop(key(env, preload), None)
     if srv is not None:
         srv.kill()
-        srv.wait()
-        BUFFERS.pop(srv.pid, None)
+        stop(srv)
 
 
 def stop(srv: subprocess.Popen) -> None:

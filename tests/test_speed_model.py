@@ -144,7 +144,13 @@ def test_a_curves_draws_are_the_medians_of_each_points_own_resamples():
     samples = tuple((rng.random(n), rng.random(m)) for n, m in [(7, 7), (4, 7), (1, 4)])
     curve = costmodel.Curve(np.array([1.0, 2.0, 4.0]), samples, (0.25, 0.75))
     stream = np.random.default_rng(costmodel.SEED)
-    by_point = np.stack([curve.values()] + [curve.values(stream) for _ in range(50)])
+
+    def resampled() -> list[float]:  # each point's resample in turn, its median, weighted by KV length
+        return [
+            sum(w * float(np.median(stream.choice(x, len(x)))) for w, x in zip(curve.weights, row)) for row in samples
+        ]
+
+    by_point = np.stack([curve.values()] + [resampled() for _ in range(50)])
     assert np.array_equal(curve.draws(50), by_point)
 
 

@@ -76,9 +76,12 @@ def rows_of(sums: pd.DataFrame, config_hash: str) -> pd.DataFrame | None:
         return None
 
 
+def _prompts(rows: pd.DataFrame | None) -> frozenset:
+    return frozenset() if rows is None else frozenset(rows.index)
+
+
 def prompts_of(sums: pd.DataFrame, config_hash: str) -> frozenset:
-    got = rows_of(sums, config_hash)
-    return frozenset() if got is None else frozenset(got.index)
+    return _prompts(rows_of(sums, config_hash))
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,7 @@ def paired_difference(sums: pd.DataFrame, a: Mapping, b: Mapping, seed: int = 0,
     check_comparable(a, b)
     ha, hb = str(a["config_hash"]), str(b["config_hash"])
     ra, rb = rows_of(sums, ha), rows_of(sums, hb)
-    shared = sorted(frozenset(() if ra is None else ra.index) & frozenset(() if rb is None else rb.index))
+    shared = sorted(_prompts(ra) & _prompts(rb))
     if not shared:
         raise Incomparable(
             f"configs {ha} and {hb} share no prompts in steps.csv; compare only configurations run on the same prompts"

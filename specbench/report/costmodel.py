@@ -41,19 +41,15 @@ class Curve:
     samples: tuple[tuple[np.ndarray, ...], ...]
     weights: tuple[float, ...]
 
-    def values(self, rng: np.random.Generator | None = None) -> np.ndarray:
-        """The median at each size (``rng``: of a resample of each point's repeats)."""
-
-        def med(x: np.ndarray) -> float:
-            return float(np.median(x if rng is None else rng.choice(x, len(x))))
-
-        return np.array([sum(w * med(x) for w, x in zip(self.weights, row)) for row in self.samples])
+    def values(self) -> np.ndarray:
+        """The median at each size (its KV lengths' medians, weighted)."""
+        return np.array([sum(w * float(np.median(x)) for w, x in zip(self.weights, row)) for row in self.samples])
 
     def draws(self, boot: int = BOOT) -> np.ndarray:
         """[1 + boot, sizes]: the medians, then ``boot`` resamples of every point's repeats
         (drawn once per curve, so every configuration on it sees the same machine draws).
-        The resamples are drawn point by point in ``values``' order (the same random stream);
-        their medians and weighted sums are taken at once."""
+        Each replicate resamples the points in ``values``' order, one ``rng.integers`` draw
+        each (what ``rng.choice(x, len(x))`` draws); the medians and weighted sums are taken at once."""
         rng = np.random.default_rng(SEED)
         flat = [x for row in self.samples for x in row]
         picks = [[x[rng.integers(0, len(x), len(x))] for x in flat] for _ in range(boot)]
