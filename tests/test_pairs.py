@@ -453,7 +453,12 @@ def test_costs_measure_a_shared_model_once_with_median_and_spread(cross_dirs):
 
 @pytest.mark.parametrize(
     "arg,key",
-    [("+costs_repeats=0", "costs_repeats"), ("dtype=float64", "dtype"), ("+costs_pairs=[nope]", "costs_pairs")],
+    [
+        ("+costs_repeats=0", "costs_repeats"),
+        ("dtype=float64", "dtype"),
+        # a valid pair composes inside the running Hydra app first (run_all.sh's costs step), then the bad one
+        ("+costs_pairs=[ngram_qwen,nope]", "costs_pairs: no pair 'nope' in conf/pair/"),
+    ],
 )
 def test_costs_refuse_bad_values_in_one_line_before_loading(tmp_path, arg, key):
     import subprocess

@@ -49,13 +49,17 @@ STARTED: list[str] = []  # job folders started in this process
 
 
 def compose(overrides):
-    """conf/config.yaml composed with ``overrides`` (no job folder, no Hydra run)."""
+    """conf/config.yaml composed with ``overrides`` (no job folder, no Hydra run); inside a running
+    Hydra app (``study.costs``' ``costs_pairs``) through the app's own config loader."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
 
     from .plugins import import_registries
 
     import_registries()  # the tree and verify options (core.options)
+    if GlobalHydra.instance().is_initialized():
+        return hydra_compose("config", overrides=list(overrides))
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return hydra_compose("config", overrides=list(overrides))
 
