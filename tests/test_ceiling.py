@@ -130,3 +130,41 @@ def test_a_view_made_before_its_target_is_counted_counts_once_and_apart():
 def test_counted_steps_without_a_named_cost_curve_say_so():
     times = pd.DataFrame({"run": [1], "step": ["study: x"], "seconds": [60], "forwards": [12], "ratio": [float("nan")]})
     assert "No step has a ceiling: 1 step counted forwards, but results/costs.csv names none" in run_times(times)
+
+
+def test_one_runs_least_time_is_batch_one_wall_plus_the_other_live_decodes_at_their_widest_rate():
+    from specbench.report import costmodel, onerun
+
+    summary = pd.DataFrame(
+        [  # hash, engine, role, batch, wall seconds
+            ("b1", "live", "decode", 1, 120.0),  # timed at batch 1: its wall time
+            ("wide", "live", "decode", 32, 999.0),  # batched: its tokens at the widest rate, not its wall
+            ("paired", "live", "paired", 32, 999.0),  # verified on wide's decode: no forward of its own
+            ("grid", "replay", "decode", 32, 5.0),  # replayed: not counted
+        ],
+        columns=["config_hash", "engine", "pair_role", "batch_size", "wall_s"],
+    ).assign(pair="p", dtype="bfloat16")
+    steps = pd.DataFrame(  # two steps of wide: trees of 3 and 1 draft tokens, draft forwards of 1+2 and 1 tokens
+        [("wide", "a", 3, 2, "1.2", 4), ("wide", "b", 1, 1, "1", 2), ("paired", "a", 3, 2, "1.2", 4)],
+        columns=["config_hash", "prompt_id", "tree_size", "tree_depth", "scored", "emitted"],
+    )
+    costs = pd.DataFrame(  # target: 0.01 s a token at its widest (128); draft: 0.001
+        [
+            (role, n, s, kv)
+            for role, wide in (("target", 1.28), ("draft", 0.128))
+            for n, s in ((1, wide / 10), (128, wide))
+            for kv in (128, 512)
+        ],
+        columns=["role", "n_tokens", "seconds", "kv_len"],
+    ).assign(pair="p", dtype="bfloat16", device="cpu", samples="")
+    b = onerun.least(summary, costmodel.StepCounts(steps), costs)
+    assert b is not None
+    assert (b["b1_n"], b["wide_n"], b["unrated"], b["replayed"]) == (1, 1, 0, 1)
+    assert b["b1_min"] == pytest.approx(2.0)
+    # target: (3+1) + (1+1) = 6 tokens x 0.01 s; draft: 3 + 1 = 4 tokens x 0.001 s
+    assert b["wide_min"] * 60 == pytest.approx(6 * 0.01 + 4 * 0.001)
+    text = onerun.sentence(b, 128)
+    assert "at least 2 min" in text and "the 1 live configurations timed at batch 1 took 2.0 min" in text
+    no_curve = onerun.least(summary, costmodel.StepCounts(steps), costs[costs.role == "draft"])
+    assert no_curve is not None and (no_curve["wide_n"], no_curve["unrated"]) == (0, 1)
+    assert onerun.least(summary.drop(columns="pair_role"), costmodel.StepCounts(steps), costs) is None

@@ -7,7 +7,7 @@ import os
 
 import pandas as pd
 
-from . import analysis, findings, floors, phrases, tables
+from . import analysis, findings, floors, onerun, phrases, tables
 from .markdown import md_table, table
 
 DEFAULT_COMMANDS = [
@@ -289,6 +289,8 @@ def limitations(t: dict, data: dict) -> list[str]:
             + "; projected speedups transfer to other hardware only through re-measured forward costs."
         )
     out += floor_sentences(data["summary"])
+    if least := onerun.sentence(t.get("least"), CEILING_WIDTH):
+        out.append(least)
     out += bracket_sentences(t["answer"])
     if t["live"].empty or t["live"].measured.isna().all():
         out.append("No live configuration has a matching baseline: every speedup is projected.")

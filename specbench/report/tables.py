@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..study import schedule
-from . import analysis, compare, costmodel, hardware, speedup
+from . import analysis, compare, costmodel, hardware, onerun, speedup
 
 MIN_RANKED, MIN_CI, MAX_CUT = 32, 10, 0.10
 ENGINE_WORDS = {
@@ -390,4 +390,5 @@ def compute(data: dict) -> dict:
         chain_diffs=analysis.vs_chain(df, sums),
         lossless=speedup.lossless_table(df, summary, data["outputs"]),
         pair=analysis.main_pair(df),
+        least=onerun.least(summary, counted, data["costs"]),
     )
