@@ -12,7 +12,7 @@ from specbench.core.tree import depths, max_depth
 from specbench.drafting.drafters import ModelDrafter
 from specbench.drafting.levels import drafted
 from specbench.drafting.merged import MergedDrafter
-from specbench.drafting.ngram import NgramDrafter, continuations
+from specbench.drafting.ngram import NgramDrafter, continuations, ngram_trie
 from specbench.trees.eagle2 import grow, select
 from specbench.trees.policies import AdaptiveChain, Eagle2Policy, make_policy, shape_paths
 from specbench.trees.sequoia import expected_accepted, load_vector, optimal_paths
@@ -101,6 +101,41 @@ def test_sequoia_shape_reads_the_calibrated_csv(tmp_path):
 
 
 # ------------------------------------------------------------------ n-gram
+def _continuations_by_definition(h, max_len, max_ngram=4, min_ngram=1):
+    """Every n from longest, every earlier occurrence of the last n tokens from most recent, first seen kept."""
+    out = []
+    for n in range(max_ngram, min_ngram - 1, -1):
+        for i in range(len(h) - n - 1, -1, -1) if len(h) > n else ():
+            cont = h[i + n : i + n + max_len]
+            if h[i : i + n] == h[-n:] and cont not in out:
+                out.append(cont)
+    return out
+
+
+def test_ngram_continuations_and_tries_follow_the_definition_on_random_histories():
+    import random
+
+    from specbench.drafting.ngram import Trie
+
+    rng = random.Random(3)
+    for _ in range(300):
+        h = [rng.randrange(rng.choice([2, 5, 30])) for _ in range(rng.randrange(0, 120))]
+        max_len, max_ngram = rng.randrange(1, 9), rng.randrange(1, 6)
+        min_ngram = rng.randrange(1, max_ngram + 1)
+        want = _continuations_by_definition(h, max_len, max_ngram, min_ngram)
+        assert continuations(h, max_len, max_ngram, min_ngram) == want
+        if not h:
+            continue
+        limit = rng.randrange(1, 20)
+        trie = Trie(h[-1])  # the trie as drafted: each continuation inserted until it holds limit nodes
+        for c in want:
+            if trie.size >= limit:
+                break
+            trie.insert(c, limit, max_len)
+        got = ngram_trie(h, limit, max_len, max_ngram, min_ngram)
+        assert (got.parents, got.tokens, got.ranks) == (trie.parents, trie.tokens, trie.ranks)
+
+
 def test_ngram_finds_repeated_spans_and_branches():
     h = [5, 6, 7, 8, 1, 2, 9, 5, 6, 7, 3, 5, 6, 7]
     conts = continuations(h, max_len=3)

@@ -25,7 +25,7 @@ modes verify it losslessly) and every node's draft-cache slot is -1.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 
@@ -43,22 +43,32 @@ def continuations(
 
     Longer n-grams come first; for one n, the most recent occurrence first.
     """
+    return list(iter_continuations(history, max_len, max_ngram, min_ngram))
+
+
+def iter_continuations(
+    history: Sequence[int], max_len: int, max_ngram: int = MAX_NGRAM, min_ngram: int = MIN_NGRAM
+) -> Iterator[list[int]]:
+    """``continuations``, one at a time (a trie that fills stops drawing them).  An occurrence of
+    any suffix n-gram ends where the history's last token occurs, so those positions are found
+    once and each n compares only there."""
     if not 1 <= min_ngram <= max_ngram:
         raise ValueError(f"ngram sizes min={min_ngram} max={max_ngram}: need 1 <= min <= max")
     h = list(history)
-    out: list[list[int]] = []
+    if not h:
+        return
+    ends = [j for j in range(len(h) - 2, -1, -1) if h[j] == h[-1]]  # most recent first, a token after each
     seen: set[tuple[int, ...]] = set()
     for n in range(max_ngram, min_ngram - 1, -1):
         if len(h) <= n:
             continue
         suffix = h[-n:]
-        for i in range(len(h) - n - 1, -1, -1):  # i + n <= len(h) - 1: a continuation exists
-            if h[i : i + n] == suffix:
-                cont = tuple(h[i + n : i + n + max_len])
+        for j in ends:
+            if j >= n - 1 and h[j - n + 1 : j + 1] == suffix:
+                cont = tuple(h[j + 1 : j + 1 + max_len])
                 if cont not in seen:
                     seen.add(cont)
-                    out.append(list(cont))
-    return out
+                    yield list(cont)
 
 
 class Trie:
@@ -175,10 +185,12 @@ def ngram_trie(
     ``shape``, only nodes whose rank path is in it."""
     trie = into if into is not None else Trie(history[-1])
     allowed = None if shape is None else set(map(tuple, shape))
-    for c in continuations(history, max_depth, max_ngram, min_ngram):
+    if trie.size >= limit:
+        return trie
+    for c in iter_continuations(history, max_depth, max_ngram, min_ngram):
+        trie.insert(c, limit, max_depth, allowed)
         if trie.size >= limit:
             break
-        trie.insert(c, limit, max_depth, allowed)
     return trie
 
 
