@@ -185,12 +185,10 @@ def ngram_trie(
     ``shape``, only nodes whose rank path is in it."""
     trie = into if into is not None else Trie(history[-1])
     allowed = None if shape is None else set(map(tuple, shape))
-    if trie.size >= limit:
-        return trie
     for c in iter_continuations(history, max_depth, max_ngram, min_ngram):
-        trie.insert(c, limit, max_depth, allowed)
         if trie.size >= limit:
             break
+        trie.insert(c, limit, max_depth, allowed)
     return trie
 
 

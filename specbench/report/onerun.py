@@ -6,8 +6,8 @@ no engine work can remove, from the committed results alone.
 * Every other live decode (the sampling rules at batch 32, live speed and the batch-size study at
   batch 2-16): the tokens its forwards processed (steps.csv: ``tree_size + 1`` target tokens and the
   ``scored`` draft tokens of every step, ``costmodel.Counts``) at each model's widest measured forward
-  rate here (results/costs.csv, the pair's own curve in its dtype): the compute ceiling of
-  ``study.ceiling``. A paired rule (``pair_role = paired``) is verified on its baseline's decode and
+  rate here (results/costs.csv: the pair's own ``costmodel.curve`` in its dtype, at the projection's
+  context): a compute ceiling as ``study.ceiling`` takes one. A paired rule (``pair_role = paired``) is verified on its baseline's decode and
   costs no forward of its own.
 
 Left out, so the sum is a lower bound: the replayed grids, prefill, the costs, the calibration and
@@ -44,14 +44,17 @@ def least(summary: pd.DataFrame, counted: costmodel.StepCounts | None, costs: pd
         return None
     live = summary[(summary.engine == "live") & (summary.pair_role == "decode")]
     b1, wide = live[live.batch_size == 1], live[live.batch_size > 1]
+    rates = {  # (pair, dtype) -> seconds per token of its (target, draft), each curve read once
+        (p, d): tuple(per_token(costmodel.curve(costs, p, role, d)) for role in ("target", "draft"))
+        for p, d in set(zip(wide.pair, wide.dtype))
+    }
     seconds, unrated = 0.0, 0
     for r in wide.itertuples():
-        c = counted.get(r.config_hash)
-        target = per_token(costmodel.curve(costs, r.pair, "target", r.dtype))
+        c, (target, draft) = counted.get(r.config_hash), rates[(r.pair, r.dtype)]
         if c is None or target is None:
             unrated += 1
             continue
-        seconds += decode_seconds(c, target, per_token(costmodel.curve(costs, r.pair, "draft", r.dtype)))
+        seconds += decode_seconds(c, target, draft)
     return dict(
         b1_n=len(b1),
         b1_min=float(b1.wall_s.sum()) / 60,

@@ -26,6 +26,7 @@ which registers the resolver there too.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import logging
 import os
@@ -58,9 +59,8 @@ def compose(overrides):
     from .plugins import import_registries
 
     import_registries()  # the tree and verify options (core.options)
-    if GlobalHydra.instance().is_initialized():
-        return hydra_compose("config", overrides=list(overrides))
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+    running = GlobalHydra.instance().is_initialized()
+    with contextlib.nullcontext() if running else initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return hydra_compose("config", overrides=list(overrides))
 
 
