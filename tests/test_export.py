@@ -9,7 +9,6 @@ import os
 import pytest
 
 from specbench.core.tree import paths_to_parents
-from specbench.study import engines
 from specbench.study.engines import Choice
 from specbench.study.export import export, paths, profile
 from specbench.trees.policies import POLICIES, make_policy
@@ -48,44 +47,32 @@ def test_every_static_shape_round_trips_at_every_budget(tree):
     "argv,line",
     [
         (["tree=eagle2", "tree.budget=16", "format=paths"], "format=paths: tree=eagle2 is drafted at run time"),
-        (["tree=binary", "tree.budget=16", "format=vllm"], "vLLM drafts chains only"),
-        (["pair=smollm_qwen", "tree=chain", "tree.budget=4", "format=sglang"], "pair.drafter=tli"),
-        (["tree=binary", "tree.budget=4", "format=sglang"], "SGLang takes a chain or an EAGLE-style"),
+        (["tree=binary", "tree.budget=16", "format=vllm"], "format=vllm (vLLM): tree=binary is a tree"),
+        (["pair=smollm_qwen", "tree=chain", "tree.budget=4", "format=sglang"], "nearest exportable: format=vllm"),
+        (["tree=binary", "tree.budget=4", "format=sglang"], "nearest exportable: tree=eagle2 tree.budget=4"),
         (["tree=chain", "tree.budget=4", "verify=typical", "verify.temperature=1", "format=trtllm"], "verify=typical"),
+        (["tree=eagle2", "tree.budget=16", "format=trtllm"], "give eagle_head="),
         (["tree=chain", "tree.budget=4", "format=yaml"], "format=yaml: must be one of"),
         (["tree=chain", "tree.budget=4", "format=paths", "foo=1"], "foo"),
     ],
 )
-def test_what_a_format_cannot_express_is_one_line(argv, line):
-    r = specbench("specbench.export", *argv)
+def test_what_a_format_cannot_express_is_one_line(argv, line, tmp_path):
+    out = tmp_path / "x.json"
+    r = specbench("specbench.export", *argv, f"out={out}")
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and line in lines[0], r.stderr[-2000:]
+    assert not out.exists()
 
 
-def test_engine_settings_follow_their_sources():
-    s = engines.sglang(choice("chain", 3), paths)["server_args"]
-    assert s["--speculative-num-draft-tokens"] == 4 and s["--speculative-num-steps"] == 3  # the root counts
-    assert s["--speculative-algorithm"] == "STANDALONE" and s["--speculative-eagle-topk"] == 1
-    e = engines.sglang(choice("eagle2", 16, depth=5, width=4), paths)["server_args"]
-    assert (e["--speculative-num-steps"], e["--speculative-eagle-topk"], e["--speculative-num-draft-tokens"]) == (
-        5,
-        4,
-        17,
-    )
-    t = engines.trtllm(choice("eagle2", 16, depth=5, width=4), paths)["speculative_config"]
-    assert t["use_dynamic_tree"] and t["max_draft_len"] <= t["max_total_draft_tokens"] <= 4 * t["max_draft_len"]
-    st = engines.trtllm(choice("binary", 8), paths)["speculative_config"]
-    assert st["eagle_choices"] == paths(choice("binary", 8)) and st["max_draft_len"] == max(
-        map(len, st["eagle_choices"])
-    )
-    v = engines.vllm(choice("chain", 2, drafter="ngram"), paths)["speculative_config"]
-    assert v == {"num_speculative_tokens": 2, "method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 4}
-    sched = engines.vllm(choice("chain", 3), paths, [(1, 3), (4, 2), (16, 1)])["speculative_config"]
-    assert sched["num_speculative_tokens_per_batch_size"] == [[1, 1, 3], [2, 4, 2], [5, 16, 1]]
-    ds = engines.trtllm(choice("chain", 3), paths, [(1, 3), (4, 0)])["speculative_config"]
-    assert ds["draft_len_schedule"] == {"1": 3, "4": 0}
-    for fmt in engines.FORMATS:
-        assert engines.FORMATS[fmt](choice("chain", 2), paths)["checked_against"] == engines.CHECKED[fmt]
+def test_nearest_true_exports_the_nearest_configuration_labelled(tmp_path):
+    out = tmp_path / "spec.json"
+    argv = ["tree=binary", "tree.budget=16", "format=vllm", "nearest=true", f"out={out}"]
+    r = specbench("specbench.export", *argv)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(out.read_text())
+    assert got["study"]["tree"] == "chain" and got["nearest"]["asked"]["tree"] == "binary"
+    assert got["nearest"]["changed"] == ["tree=chain tree.budget=4"] and got["notes"][0].startswith("NEAREST")
+    assert got["speculative_config"]["num_speculative_tokens"] == 4
 
 
 def test_the_profile_of_a_committed_configuration_checks_out_and_equals_the_csvs():

@@ -85,3 +85,108 @@ def test_a_file_that_is_not_such_a_dump_is_one_line(tmp_path, content, engine, l
     r, out = run(tmp_path, f, "--engine", engine, "--budget", "2")
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and line in lines[0] and not out.exists(), r.stderr
+
+
+def _dump(drafts=100, drafted=300, accepted=180, per_pos=("80", "60", "40"), extra=""):
+    lines = [f"vllm:spec_decode_num_drafts_total {drafts}", f"vllm:spec_decode_num_draft_tokens_total {drafted}",
+             f"vllm:spec_decode_num_accepted_tokens_total {accepted}"]  # fmt: skip
+    lines += [
+        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {v}' for i, v in enumerate(per_pos)
+    ]
+    return "\n".join(lines) + "\n" + extra
+
+
+def _row(tmp_path, text, engine="vllm", budget=None):
+    from argparse import Namespace
+
+    from specbench.study.import_metrics import row
+
+    f = tmp_path / "m.txt"
+    f.write_text(text)
+    args = Namespace(file=str(f), engine=engine, pair="p", dataset="d", tree="chain", budget=budget)
+    return row(args)
+
+
+def _sg(**meta):
+    return json.dumps({"meta_info": {"completion_tokens": 30, "spec_verify_ct": 10, **meta}}) + "\n"
+
+
+@pytest.mark.parametrize(
+    "text,engine,words",
+    [
+        (_dump(drafts=-1), "vllm", "must be finite and >= 0"),
+        (_dump(accepted="NaN"), "vllm", "must be finite and >= 0"),
+        (_dump(accepted="abc"), "vllm", "m.txt:3: vllm:spec_decode_num_accepted_tokens_total = 'abc' is not a number"),
+        (_dump(per_pos=("120", "60", "0"), accepted=180), "vllm", "a position's accepted count 120 > drafts 100"),
+        (_dump(accepted=400), "vllm", "accepted tokens 400 > draft tokens 300"),
+        (
+            _dump(per_pos=("80", "60", "40")).replace('position="1"', 'position="5"'),
+            "vllm",
+            "lacks position(s) 1, 3, 4 of 0..5",
+        ),
+        (_dump(per_pos=("60", "80", "40")), "vllm", "increase with position"),
+        (_dump(accepted=150), "vllm", "sum to 180, not the accepted tokens 150"),
+        (
+            _dump(extra='vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0"} 3\n'),
+            "vllm",
+            "without a position",
+        ),
+        ('{"meta_info": {"spec_verify_ct": 3}}\n', "sglang", "m.txt:1: no meta_info.completion_tokens"),
+        (_sg(completion_tokens=-4), "sglang", "completion_tokens = -4 is not a count"),
+        (_sg(completion_tokens="x"), "sglang", "completion_tokens = 'x' is not a count"),
+        (_sg(spec_num_proposed_drafts=5, spec_num_correct_drafts=9), "sglang", "9 accepted drafts > 5 proposed"),
+        (_sg(spec_correct_drafts_histogram=[4, 4]), "sglang", "counts 8 steps, spec_verify_ct says 10"),
+        (_sg(spec_num_correct_drafts=3, spec_correct_drafts_histogram=[5, 5]), "sglang", "holds 5 accepted drafts"),
+        (_sg(spec_correct_drafts_histogram=[5, 0, 0, 0, 0, 5]), "sglang", "accepted 5 drafts, more than --budget 3"),
+        ('{"meta_info": [1]}\n', "sglang", "meta_info is not an object"),
+        ("sglang:spec_accept_length 0.5\n", "sglang", "(must be >= 1)"),
+    ],
+)
+def test_import_refuses_nonsense_in_one_line_naming_the_file(tmp_path, text, engine, words):
+    with pytest.raises(ValueError) as e:
+        _row(tmp_path, text, engine, budget=3)
+    assert "\n" not in str(e.value) and words in str(e.value) and "m.txt" in str(e.value), str(e.value)
+
+
+def test_a_refused_import_exits_2_writes_nothing_and_prints_no_traceback(tmp_path):
+    f = tmp_path / "metrics.txt"
+    f.write_text(_dump(per_pos=("80", "40")).replace('position="1"', 'engine="0"'))  # a per-position sample unlabelled
+    r, out = run(tmp_path, f, "--engine", "vllm")
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "without a position label" in lines[0] and not out.exists()
+    assert "Traceback" not in r.stderr
+
+
+def test_sglang_histogram_gives_the_marginals(tmp_path):
+    """Two requests, steps by accepted drafts [2, 1, 1] and [1, 2, 3, 0] (10 steps): summed [3, 3, 4];
+    P(>= 1) = 7/10, P(>= 2) = 4/10; 1 + their sum = 1 + 11 accepted / 10 steps."""
+    text = _sg(
+        spec_verify_ct=4, completion_tokens=8, spec_num_correct_drafts=3, spec_correct_drafts_histogram=[2, 1, 1]
+    )
+    text += _sg(
+        spec_verify_ct=6, completion_tokens=16, spec_num_correct_drafts=8, spec_correct_drafts_histogram=[1, 2, 3, 0]
+    )
+    got = _row(tmp_path, text, "sglang", budget=2)
+    marginal = json.loads(got["marginal_acceptance"])
+    assert marginal == pytest.approx([7 / 10, 4 / 10])
+    assert 1 + sum(marginal) == pytest.approx(1 + 11 / 10)
+    assert got["n_steps"] == 10 and got["tokens_per_step"] == pytest.approx(24 / 10)
+
+
+def test_sglang_prometheus_gauges(tmp_path):
+    """sglang/srt/metrics/collector.py: mostrecent gauges per label set (two dp ranks here), averaged."""
+    text = (
+        "# HELP sglang:spec_accept_length Mean acceptance length of speculative decoding.\n"
+        "# TYPE sglang:spec_accept_length gauge\n"
+        'sglang:spec_accept_length{model_name="Qwen/Qwen2.5-Coder-1.5B-Instruct",dp_rank="0"} 2.5\n'
+        'sglang:spec_accept_length{model_name="Qwen/Qwen2.5-Coder-1.5B-Instruct",dp_rank="1"} 3.5\n'
+        'sglang:spec_accept_rate{model_name="Qwen/Qwen2.5-Coder-1.5B-Instruct",dp_rank="0"} 0.5\n'
+        'sglang:spec_accept_rate{model_name="Qwen/Qwen2.5-Coder-1.5B-Instruct",dp_rank="1"} 0.7\n'
+    )
+    f = tmp_path / "sglang_metrics.txt"
+    f.write_text(text)
+    r, out = run(tmp_path, f, "--engine", "sglang", "--budget", "4")
+    assert r.returncode == 0, r.stderr[-2000:]
+    row = pd.read_csv(out).iloc[0]
+    assert row.tokens_per_step == pytest.approx(3.0) and row.acceptance_length == pytest.approx(2.0)
+    assert row.acceptance_rate == pytest.approx(0.6) and pd.isna(row.n_steps)

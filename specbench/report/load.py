@@ -47,6 +47,7 @@ OPTIONAL_CSV = {
     "bf16_replay": "bf16_replay_divergence.csv",
     "run_times": "run_times.csv",
     "served": "served.csv",  # what a server measured (python -m specbench.import_metrics)
+    "bench": "speed.csv",  # the interleaved speed benchmark (python -m specbench.study.speed)
 }
 
 
@@ -158,7 +159,7 @@ def load(results: str) -> dict:
     summary = analysis.relabel_pairs(summary, labels)
     by_hash = dict(zip(summary.config_hash.astype(str), summary.pair))
     data = {k: read_checked(os.path.join(results, f)) for k, f in OPTIONAL_CSV.items()}
-    for key in ("lossless_check", "lossless_control"):
+    for key in ("lossless_check", "lossless_control", "bench"):
         data[key] = analysis.relabel_pairs(data[key], labels)
     return dict(
         data,

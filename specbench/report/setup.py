@@ -302,15 +302,19 @@ def bracket_sentences(ans: pd.DataFrame) -> list[str]:
     check's edge names the replayed grid's best for the same shape."""
     if ans.empty or "bracket" not in ans:
         return []
-    edge = ans[ans.bracket.astype(str).str.startswith("edge")]
-    if edge.empty:
-        return [f"Every answer row's best budget is bracketed ({len(ans)} rows: interior or N = 1)."]
-    per = ", ".join(f"{p} {len(g)}" for p, g in edge.groupby("pair", sort=True))
-    live = edge[edge.get("engine", pd.Series("", index=edge.index)) == "live"]
+    kind = ans.bracket.astype(str).map(lambda b: "at an edge" if b.startswith("edge") else b)
+    counts = ", ".join(f"{n} {k}" for k, n in kind.value_counts().sort_index().items())
+    edge = ans[kind == "at an edge"]
     out = [
-        f"{len(edge)} of {len(ans)} answer rows have their best budget at an edge of the budgets tried ({per}): "
-        "for those the optimum is not bracketed and may lie beyond it."
+        f"Where each of the {len(ans)} answer rows' best budget sits among the budgets tried (answer.md's labels): "
+        f"{counts}. Only an interior best (or N = 1, the smallest admitted) is an optimum; one budget tried "
+        "brackets nothing, and an edge's optimum may lie beyond it."
     ]
+    if edge.empty:
+        return out
+    per = ", ".join(f"{p} {len(g)}" for p, g in edge.groupby("pair", sort=True))
+    out.append(f"The edges per pair: {per}.")
+    live = edge[edge.get("engine", pd.Series("", index=edge.index)) == "live"]
     if len(edge) > len(live):
         out.append(f"{len(edge) - len(live)} of them are grids not run dense at the low end (budgets 1, 2, 3, ...).")
     key = ["pair", "dataset", "dtype", "shape"]

@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..study import schedule
+from ..study import schedule, speedstats
 from . import analysis, compare, costmodel, hardware, onerun, speedup
 
 MIN_RANKED, MIN_CI, MAX_CUT = 32, 10, 0.10
@@ -171,7 +171,7 @@ def calibration(df: pd.DataFrame, sums: pd.DataFrame, vector: pd.DataFrame | Non
 # the answer tables
 # --------------------------------------------------------------------------
 SPEED = ["measured", "measured_hash", "baseline_tokens_per_s", "projected", "projected_lo", "projected_hi", "error"]
-SPEED += ["draft_s_step", "draft_s_step_model", "verify_s_step", "verify_s_step_model"]
+SPEED += ["draft_s_step", "draft_s_step_model", "verify_s_step", "verify_s_step_model", "cost_basis"]
 
 
 def speed_columns(df: pd.DataFrame, speed: pd.DataFrame) -> pd.DataFrame:
@@ -181,6 +181,7 @@ def speed_columns(df: pd.DataFrame, speed: pd.DataFrame) -> pd.DataFrame:
     by = speed.drop_duplicates("config_hash").set_index("config_hash") if not speed.empty else pd.DataFrame()
     for c in SPEED:
         out[c] = out.config_hash.map(by[c]) if c in by else np.nan
+    out["cost_basis"] = out.cost_basis.astype(object)
     out["measured"], out["projected"] = out.measured.astype(float), out.projected.astype(float)
     out["speed"] = out.measured.where(out.measured.notna(), out.projected)
     out["speed_basis"] = np.where(out.measured.notna(), "measured", np.where(out.projected.notna(), "projected", ""))
@@ -391,4 +392,5 @@ def compute(data: dict) -> dict:
         lossless=speedup.lossless_table(df, summary, data["outputs"]),
         pair=analysis.main_pair(df),
         least=onerun.least(summary, counted, data["costs"]),
+        **speedstats.tables(data.get("bench")),
     )

@@ -5,11 +5,9 @@ curve (`hardware.best_at` on its measured point); every number read from `tables
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pandas as pd
 
-from . import hardware, phrases, tables
+from . import hardware, measured, phrases, tables
 from .markdown import table
 
 
@@ -75,47 +73,57 @@ def modelled(t: dict, r: dict, pt: dict) -> dict | None:
 
 
 def note(r: dict) -> str:
-    """' (largest tried)' where the best budget is an edge of the grid, and the claim unless ranked."""
+    """' (largest tried)' where the best budget is an edge of the grid, ' (one budget tried)', ' (costed
+    on a derived basis)' where its steps lack the drafter's scored tokens, and the claim unless ranked."""
     edge = str(r.get("bracket", ""))
     where = [edge.split("(")[0].removeprefix("edge: ").strip()] if edge.startswith("edge") else []
+    where += [edge] if edge == "one budget tried" else []
+    where += ["costed on a derived basis"] if r.get("cost_basis") == "derived" else []
     return "".join(f" ({w})" for w in where + ([] if tables.is_ranked(r["claim"]) else [r["claim"]]))
 
 
+def projected_only(t: dict) -> pd.DataFrame:
+    """The answer rows ranked by projection alone (a single live run's reading ranks nothing: the
+    measured answer is the interleaved benchmark's), for the pairs and datasets it has not timed."""
+    ans = t["answer"]
+    if ans.empty:
+        return ans
+    done = {(r.pair, r.dataset) for r in measured.shown(t).itertuples()} if "measured" in t else set()
+    ans = ans[[(p, d) not in done for p, d in zip(ans.pair, ans.dataset)]]
+    if "bracket" in ans:  # a grid with one budget brackets nothing: no TL;DR row from it
+        ans = ans[ans.bracket.astype(str) != "one budget tried"]
+    ans = ans.assign(speed=ans.projected if "projected" in ans else ans.speed, speed_basis="projected")
+    return ans[ans.speed.notna()] if "projected" in ans else ans
+
+
 def recommended(t: dict) -> pd.DataFrame:
-    """Per pair (the pair with the most answer rows first) and dataset: the fastest answer row
-    (`phrases.fastest_per_dataset`: ranked rows where any, a measured speed before a projected one),
-    with its short label, its speed cell and each other machine's modelled best."""
-    ans, out = t["answer"], []
+    """Per pair (the pair with the most answer rows first) and dataset without a benchmark run: the
+    fastest answer row by projection (`projected_only`, `phrases.fastest_per_dataset`: ranked rows
+    where any), with its short label and its speed cell."""
+    ans, out = projected_only(t), []
     for pair in phrases.widest_first(ans) if len(ans) else []:
         out += phrases.fastest_per_dataset(ans[ans.pair == pair])
     if not out:
         return pd.DataFrame()
-    there = points(t, {r.get("dtype") for r in out} - {None}).to_dict("records")
     for r in out:
         r["tree"] = label(r, {str(x["shape"]) for x in out if x["pair"] == r["pair"]}) + note(r)
         r["verdict"] = verdict(r)
         r["speed_cell"] = speed_cell(r)
-        for pt in there:
-            if pt["pair"] == r["pair"] and (b := modelled(t, r, pt)) is not None:
-                r[f"on_{pt['device']}"] = f"{hardware.label(b)} ({b['modelled']:.2f}×)"
     return pd.DataFrame(out)
 
 
-def other_cell(col: str) -> Callable[[dict], str]:
-    return lambda r: r[col] if isinstance(r.get(col), str) else "–"
-
-
 def columns(t: dict, envs: dict) -> list:
-    cols = [
+    """The projected table's columns.  Another machine's modelled best stays out of the table: its
+    points are one HF-eager timing each, whose repeat spread exceeds the differences between pairs;
+    ``hardware_sentence`` states it below, labelled."""
+    return [
         ("pair", lambda r: r["pair"]),
         ("dataset", lambda r: r["dataset"]),
         ("tree", lambda r: r["tree"]),
-        ("speedup on this CPU [95% CI]", lambda r: r["speed_cell"]),
+        ("projected speedup [95% CI]", lambda r: r["speed_cell"]),
         ("acceptance rate [95% CI]", lambda r: phrases.metric(r, "acceptance_rate")),
         ("acceptance length [95% CI]", lambda r: phrases.metric(r, "acceptance_length")),
     ]
-    devs = sorted(set(points(t, set()).device))
-    return cols + [(f"modelled best on {machine(dev, envs)}", other_cell(f"on_{dev}")) for dev in devs]
 
 
 def machine(dev: str, envs: dict) -> str:
@@ -134,10 +142,10 @@ def lead(rec: pd.DataFrame, env: dict | None) -> str:
             names = ", ".join(f"{r.pair} on {r.dataset}" for r in hit.itertuples())
             parts.append(f"{what} in {len(hit)} ({names})")
     return (
-        f"Which draft tree to use, per pair (drafter → target) and dataset, on this CPU{machine} at batch 1 with "
-        f"greedy verification: the fastest configuration with ≥ {tables.MIN_RANKED} prompts and ≤ "
-        f"{tables.MAX_CUT:.0%} of steps cut by max_new_tokens, by measured speedup over plain decoding where a "
-        "live run exists, else projected from measured forward costs with its 95% interval. Acceptance rate: "
+        f"**Projected only** (no interleaved measurement yet), per pair (drafter → target) and dataset, on the "
+        f"CPU that measured the costs{machine} at batch 1 with greedy verification: the fastest configuration "
+        f"with ≥ {tables.MIN_RANKED} prompts and ≤ {tables.MAX_CUT:.0%} of steps cut by max_new_tokens, by its "
+        "speedup projected from measured forward costs, with its 95% interval. Acceptance rate: "
         "accepted ÷ drafted tokens; acceptance length: accepted draft tokens per step (the bonus token not "
         f"counted); 95% bootstrap intervals over prompts. Speculation {'; '.join(parts)}."
     )
@@ -166,10 +174,12 @@ def hardware_sentence(t: dict, rec: pd.DataFrame, envs: dict) -> list[str]:
             moves.append((int(there["budget"]) > int(cpu["budget"])) - (int(there["budget"]) < int(cpu["budget"])))
             best.setdefault(rr["pair"], []).append(there["modelled"])
         best_s = ", ".join(
-            f"{p} {min(v):.2f}–{max(v):.2f}×" + (" (speculation loses)" if max(v) <= 1 else "") for p, v in best.items()
+            f"{p} {min(v):.2f}–{max(v):.2f}×" + (" (plain decoding: speculation loses)" if max(v) <= 1 else "")
+            for p, v in best.items()
         )
         out.append(
-            f"On {machine(dev, envs)}, timed with {', '.join(sorted(set(g.weights)))} weights and no "
+            f"On {machine(dev, envs)}, timed once per point (HF eager forwards, launch-bound: the harness, "
+            f"not a serving engine) with {', '.join(sorted(set(g.weights)))} weights and no "
             f"live run (so the linear model of *Which tree on which hardware* alone), an extra verified token costs "
             f"m = {span(g.m)} one-token target forwards (here {span(here.m)}) and a draft forward r times the "
             f"target's (here → there: {rs}). Against this CPU's modelled best, the best budget grows in "
@@ -181,11 +191,14 @@ def hardware_sentence(t: dict, rec: pd.DataFrame, envs: dict) -> list[str]:
 
 def section(ctx) -> str:
     t = ctx["t"]
-    rec = recommended(t)
-    if rec.empty:
+    rec, meas = recommended(t), measured.section(t)
+    if rec.empty and not meas:
         return "_No greedy configuration has a speed (measured or projected), so there is no answer._"
     lines = hardware.schedule_sentences(t.get("schedule", pd.DataFrame()))
     envs = ctx["data"].get("envs") or {}
-    lines += hardware_sentence(t, rec, envs)
-    body = [lead(rec, ctx["data"].get("env")), table(rec.to_dict("records"), columns(t, envs))]
+    lines += hardware_sentence(t, rec, envs) if len(rec) else []
+    lines += [s for s in [measured.error_sentence(t.get("speed", pd.DataFrame()))] if s]
+    body = meas
+    if len(rec):
+        body += [lead(rec, ctx["data"].get("env")), table(rec.to_dict("records"), columns(t, envs))]
     return "\n\n".join(body + ["\n".join(f"- {s}" for s in lines)] * bool(lines))

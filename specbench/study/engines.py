@@ -1,204 +1,215 @@
 """Serving engines' speculative-decoding settings for one study configuration (``study.export``).
 
-Each format was checked against the engine's own source at the version in ``CHECKED``:
+Each format emits what the engine's own validation accepts, checked key by key against its
+source at ``CHECKED`` (docs/serving.md lists the keys, their types and the refusals):
 
-- ``vllm``: ``speculative_config`` (vllm/config/speculative.py): ``method`` ``draft_model`` or
-  ``ngram`` (``prompt_lookup_min/max``), ``model``, ``num_speculative_tokens``, and the
-  per-batch-size draft length ``num_speculative_tokens_per_batch_size`` ([start, end, K]
-  ranges, from 0.24.0).  vLLM drafts chains only (its ``speculative_token_tree`` took EAGLE
-  heads and was removed in 0.21.0).
-- ``sglang``: server arguments (sglang/srt/server_args.py): ``--speculative-algorithm``
-  STANDALONE (a separate draft model) or NGRAM, ``--speculative-num-steps`` (depth),
-  ``--speculative-eagle-topk`` and ``--speculative-num-draft-tokens``, which counts the root
-  (a chain of N is N + 1).  A chain and EAGLE-2's (depth, top-k, tokens) tree fit; a fixed
-  tree of another shape does not.
-- ``trtllm``: ``tensorrt_llm.llmapi`` decoding configs (llm_args.py): ``DraftTargetDecodingConfig``
-  (``max_draft_len``, ``speculative_model``, ``draft_len_schedule``: {max batch size: draft
-  length}, 0 = no speculation), ``EagleDecodingConfig`` (``use_dynamic_tree``,
-  ``dynamic_tree_max_topK``, ``max_draft_len``, ``max_total_draft_tokens``; or a static tree
-  as ``eagle_choices``, which needs an EAGLE head), ``NGramDecodingConfig``.
+- ``vllm``: ``speculative_config`` (``SpeculativeConfig``): ``method`` ``draft_model`` (``model``)
+  or ``ngram`` (``prompt_lookup_min``/``max``: the study's n-gram sizes), ``num_speculative_tokens``
+  (> 0), ``use_heterogeneous_vocab`` for a cross-vocabulary draft (vLLM's TLI, draft_model only,
+  greedy draft sampling only), ``draft_sample_method`` / ``rejection_sample_method`` at T > 0,
+  and ``num_speculative_tokens_per_batch_size``: inclusive [start, end, K] ranges from 1, K >= 0,
+  the last K carried to larger batches.  vLLM drafts chains only.
+- ``sglang``: server arguments: ``--speculative-algorithm`` STANDALONE (a separate draft
+  model: ``--speculative-num-steps`` = depth, ``--speculative-eagle-topk``,
+  ``--speculative-num-draft-tokens``, which counts the root) or NGRAM (a chain: topk is
+  ``--speculative-ngram-max-bfs-breadth``, set to 1).  A chain and EAGLE-2's (depth, top-k,
+  tokens) tree fit; no per-batch-size draft length.
+- ``trtllm``: ``speculative_config`` of the LLM API: ``Draft_Target`` (a chain of the draft
+  model; ``draft_len_schedule`` {max batch size: K}, its smallest key's K = ``max_draft_len``,
+  0 beyond its largest key), ``NGram`` (linear only), ``Eagle3`` (EAGLE-2's dynamic tree or a
+  static ``eagle_choices`` tree; it drafts with an EAGLE-3 head, ``speculative_model``, which
+  the export takes as ``eagle_head=``), ``use_rejection_sampling`` at T > 0.
 
-Engines verify greedily (T = 0) or by rejection sampling (T > 0): a study rule other than
-``greedy`` or ``speculative``, a cross-vocabulary or layer-subset drafter, is refused in one
-line naming what is missing.
+What an engine cannot run as the study ran it is a ``Refusal`` (``engine_rules``); ``settings``
+with ``nearest=True`` exports the nearest configuration instead, labelled.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ..drafting.ngram import MAX_NGRAM, MIN_NGRAM
-from ..inputs import embedded
-from ..trees.eagle2 import Eagle2Params
-from ..trees.policies import policy_spec
+from .engine_rules import (
+    CHECKED,
+    ENGINE,
+    Choice,
+    Refusal,
+    chain_of,
+    check,
+    engine_rule,
+    nearest_choice,
+    overrides,
+    ranges,
+    rule_note,
+    schedule_note,
+    shape,
+    wrap,
+)
 
-CHECKED = {
-    "vllm": "vLLM 0.24.0 (vllm/config/speculative.py; read in the 0.24.0 and 0.33.0 sdists)",
-    "sglang": "SGLang 0.5.23 (sglang/srt/arg_groups/fields/spec.py; 0.5.10.post1 server_args.py)",
-    "trtllm": "TensorRT-LLM 1.3 line (tensorrt_llm/llmapi/llm_args.py at commit 0004396720054fd8)",
-}
-ENGINE_RULES = ("greedy", "speculative")  # what engines verify with: argmax at T=0, rejection sampling at T>0
-
-
-@dataclass(frozen=True)
-class Choice:
-    """One study configuration, as an engine needs it."""
-
-    pair: str
-    drafter: str  # model | ngram | tli | layerskip | merged
-    draft: str | None  # the draft model an engine loads (its hub id where known), None without one
-    tree: str
-    budget: int
-    params: dict
-    verify: str
-    temperature: float
-
-    @classmethod
-    def of_job(cls, job) -> Choice:
-        d = job.pair.draft
-        return cls(
-            job.pair.name, job.pair.drafter, d and model_id(d.source, d.ref), job.tree.name, job.tree.budget,
-            dict(job.tree.params), job.verify.name, float(job.verify.temperature),
-        )  # fmt: skip
-
-    @classmethod
-    def of_row(cls, row) -> Choice:
-        """From a committed summary row (its pair's conf/pair file names the drafter)."""
-        from .launch import pair_config
-
-        pair = pair_config(str(row["pair"]))
-        d = pair.get("draft") or {}
-        ref = d.get("path") or d.get("id")
-        return cls(
-            str(row["pair"]), pair.get("drafter", "model"), ref and model_id(d["source"], ref), str(row["tree"]),
-            int(row["budget"]), json.loads(row["tree_params"] or "{}"), str(row["verify"]), float(row["temperature"]),
-        )  # fmt: skip
+__all__ = ["CHECKED", "ENGINE", "Choice", "FORMATS", "Refusal", "ranges", "settings"]
+TLI_NOTE = (
+    "use_heterogeneous_vocab: vLLM intersects the vocabularies' token strings (the word-initial space marker "
+    "normalised) and hands the draft a target token outside the intersection as its unk token; the study "
+    "intersects byte strings and re-encodes such a token from its bytes, so acceptance may differ"
+)
 
 
-def model_id(source: str, ref: str) -> str:
-    """What an engine loads: an embedded model's hub id, else the hub id or the local folder."""
-    return embedded.EMBEDDED.get(ref).hf_name if source == "embedded" else ref
-
-
-def shape(c: Choice, paths) -> tuple[str, int, int]:
-    """("chain" | "eagle2" | "tree", depth, top-k) of the configuration's trees."""
-    if c.tree == "eagle2":
-        p = Eagle2Params.parse("eagle2", c.params)  # its defaults filled in
-        return "eagle2", int(p.depth), int(p.width)
-    if policy_spec(c.tree).chain and c.tree != "adaptive_chain":
-        return "chain", c.budget, 1
-    p = paths(c)
-    return "tree", max(len(x) for x in p), max(x[-1] for x in p) + 1
-
-
-def check(c: Choice, fmt: str) -> None:
-    """One-line refusal of what ``fmt`` cannot express."""
-    if c.verify not in ENGINE_RULES:
-        raise ValueError(
-            f"format={fmt}: verify={c.verify} has no counterpart there ({CHECKED[fmt]} verifies greedily at T=0 "
-            "and by rejection sampling at T>0): export a verify=greedy or verify=speculative configuration"
-        )
-    if c.drafter not in ("model", "ngram"):
-        raise ValueError(
-            f"format={fmt}: pair.drafter={c.drafter} ({c.pair}) has no counterpart there: it serves a separate "
-            "draft model of the target's vocabulary or n-gram lookup"
-        )
-    if c.tree == "adaptive_chain":
-        raise ValueError(f"format={fmt}: tree=adaptive_chain has no counterpart there; export tree=chain")
-
-
-def vllm(c: Choice, paths, schedule=None) -> dict:
-    check(c, "vllm")
+def vllm(c: Choice, paths, schedule=None, eagle_head=None) -> dict:
+    check(c, "vllm", ("model", "ngram", "tli"))
     kind, depth, _ = shape(c, paths)
     if kind != "chain":
-        raise ValueError(
-            f"format=vllm: tree={c.tree} is a tree; vLLM drafts chains only (speculative_token_tree took EAGLE "
-            "heads and was removed in 0.21.0): export a chain, or use format=paths / sglang / trtllm"
-        )
+        raise Refusal("vllm", f"tree={c.tree} is a tree and vLLM drafts chains only", chain_of(depth))
+    rule = engine_rule(c, "vllm")
     cfg: dict = {"num_speculative_tokens": depth}
+    notes = [rule_note(rule, c)]
     if c.drafter == "ngram":
         cfg.update(method="ngram", prompt_lookup_min=MIN_NGRAM, prompt_lookup_max=MAX_NGRAM)  # the study's sizes
+        notes.append(
+            f"vLLM's n-gram proposer matches the last {MIN_NGRAM}..{MAX_NGRAM} tokens in the request's own tokens, as "
+            "the study; which earlier occurrence it continues is its own rule (the study's: the most recent)"
+        )
     else:
         cfg.update(method="draft_model", model=c.draft)
-    notes = []
+        if c.drafter == "tli":
+            if rule == "speculative":
+                raise Refusal("vllm", "use_heterogeneous_vocab takes greedy draft sampling only", {"verify": "naive"})
+            cfg["use_heterogeneous_vocab"] = True
+            notes.append(TLI_NOTE)
+        if rule != "greedy":
+            cfg["draft_sample_method"] = "probabilistic" if rule == "speculative" else "greedy"
+    if rule != "greedy":
+        cfg["rejection_sample_method"] = "standard"
     if schedule:
-        ks = [k for _, k in schedule]
-        if min(ks) >= 1:
-            cfg["num_speculative_tokens_per_batch_size"] = ranges(schedule)
-        else:
-            stop = next(b for b, k in schedule if k == 0)
-            notes.append(f"speculation stops paying at batch {stop} (the study's batch-size schedule); vLLM's "
-                         "schedule carries K forward and takes no 0: serve those batch sizes without it")  # fmt: skip
+        cfg["num_speculative_tokens_per_batch_size"] = ranges(schedule)
+        last_b, last_k = schedule[-1]
+        notes.append(
+            f"{schedule_note(schedule)}; vLLM carries the last K ({last_k}) to every batch size above {last_b}, "
+            f"beyond the measured range, and caps each K at num_speculative_tokens ({depth})"
+        )
     return wrap("vllm", c, {"speculative_config": cfg}, notes)
 
 
-def sglang(c: Choice, paths, schedule=None) -> dict:
-    check(c, "sglang")
+def sglang(c: Choice, paths, schedule=None, eagle_head=None) -> dict:
+    check(c, "sglang", ("model", "ngram"))
     kind, depth, topk = shape(c, paths)
-    if kind == "tree":
-        raise ValueError(
-            f"format=sglang: tree={c.tree} is a fixed tree; SGLang takes a chain or an EAGLE-style dynamic tree "
-            "(depth, top-k, tokens): export tree=chain or tree=eagle2, or format=paths"
+    if c.drafter == "ngram" and kind != "chain":
+        raise Refusal(
+            "sglang", f"tree={c.tree}: SGLang's n-gram drafts its own BFS trie, not this tree", chain_of(depth)
         )
+    if kind == "tree":
+        raise Refusal(
+            "sglang", f"tree={c.tree} is a fixed tree; SGLang drafts a chain or an EAGLE-style dynamic tree",
+            {"tree": "eagle2", "budget": c.budget, "params": {"depth": depth, "width": topk}},
+        )  # fmt: skip
+    if kind == "eagle2" and topk == 1 and c.budget != depth:
+        raise Refusal("sglang", "with top-k 1 SGLang drafts num_steps + 1 tokens, a chain", chain_of(depth))
+    rule = engine_rule(c, "sglang")
+    if rule == "speculative":
+        raise Refusal(
+            "sglang", "--speculative-use-rejection-sampling takes EAGLE/EAGLE3/NEXTN heads with top-k 1 only; "
+            "STANDALONE and NGRAM verify T>0 requests with drafts as one-hot", {"verify": "naive"},
+        )  # fmt: skip
     tokens = c.budget + 1  # SGLang counts the root among the draft tokens
-    args: dict[str, object] = {
-        "--speculative-num-steps": depth,
-        "--speculative-eagle-topk": topk,
-        "--speculative-num-draft-tokens": tokens,
-    }
+    notes = [rule_note(rule, c)]
     if c.drafter == "ngram":
-        args = {"--speculative-algorithm": "NGRAM", "--speculative-num-draft-tokens": tokens}
+        args: dict[str, object] = {
+            "--speculative-algorithm": "NGRAM", "--speculative-num-draft-tokens": tokens,
+            "--speculative-ngram-min-bfs-breadth": 1, "--speculative-ngram-max-bfs-breadth": 1,
+        }  # fmt: skip
+        notes.append(
+            "SGLang's n-gram cache is shared by all requests and matches suffixes up to "
+            "--speculative-ngram-max-trie-depth (default 18) tokens; the study's looks up the request's own "
+            f"tokens with suffixes of {MIN_NGRAM}..{MAX_NGRAM}: acceptance may differ"
+        )
     else:
-        args = {"--speculative-algorithm": "STANDALONE", "--speculative-draft-model-path": c.draft, **args}
-    return wrap("sglang", c, {"server_args": args}, [])
+        args = {
+            "--speculative-algorithm": "STANDALONE", "--speculative-draft-model-path": c.draft,
+            "--speculative-num-steps": depth, "--speculative-eagle-topk": topk, "--speculative-num-draft-tokens": tokens,
+        }  # fmt: skip
+    if topk > 1:
+        notes.append("top-k > 1 needs --page-size 1 or attention backend flashinfer, fa3 or triton (not trtllm_mha)")
+    if schedule:
+        notes.append(f"{schedule_note(schedule)}; SGLang has no per-batch-size draft length: not exported")
+    return wrap("sglang", c, {"server_args": args}, notes)
 
 
-def trtllm(c: Choice, paths, schedule=None) -> dict:
-    check(c, "trtllm")
+def trtllm(c: Choice, paths, schedule=None, eagle_head=None) -> dict:
+    check(c, "trtllm", ("model", "ngram"))
     kind, depth, topk = shape(c, paths)
-    notes = []
+    rule = engine_rule(c, "trtllm")
+    notes = [rule_note(rule, c)]
     if c.drafter == "ngram":
-        cfg: dict = {"decoding_type": "NGram", "max_draft_len": depth if kind == "chain" else c.budget,
-                     "max_matching_ngram_size": MAX_NGRAM}  # fmt: skip
+        if kind != "chain":
+            raise Refusal("trtllm", f"tree={c.tree}: TensorRT-LLM's NGram drafts linear chains only", chain_of(depth))
+        cfg: dict = {"decoding_type": "NGram", "max_draft_len": depth, "max_matching_ngram_size": MAX_NGRAM,
+                     "is_public_pool": False, "is_use_oldest": False}  # fmt: skip
+        notes.append("a private pool per request, the most recent match first, as the study's n-gram lookup")
     elif kind == "chain":
         cfg = {"decoding_type": "Draft_Target", "max_draft_len": depth, "speculative_model": c.draft}
-        if schedule and schedule[0][1] == depth:  # its smallest batch size must take max_draft_len
-            cfg["draft_len_schedule"] = {str(b): k for b, k in schedule}
-        elif schedule:
-            notes.append(f"the batch-size study's schedule starts at N={schedule[0][1]} for batch {schedule[0][0]}: "
-                         f"export tree.budget={schedule[0][1]} to take its draft_len_schedule")  # fmt: skip
-    elif kind == "eagle2":
-        cfg = {"decoding_type": "Eagle", "use_dynamic_tree": True, "dynamic_tree_max_topK": topk,
-               "max_draft_len": depth, "max_total_draft_tokens": c.budget}  # fmt: skip
-        notes.append("TensorRT-LLM drafts EAGLE-2 trees with an EAGLE head (speculative_model); the study's "
-                     f"acceptance is for {c.pair}'s draft model")  # fmt: skip
+        notes += draft_len_schedule(cfg, schedule, depth)
     else:
-        cfg = {"decoding_type": "Eagle", "eagle_choices": paths(c), "max_draft_len": depth}
-        notes.append("a static tree takes an EAGLE head there (eagle_choices, deprecated for release 1.4); the "
-                     f"study's acceptance is for {c.pair}'s draft model")  # fmt: skip
+        cfg = eagle3(c, paths, kind, depth, topk, eagle_head)
+        notes.append(
+            f"Eagle3 drafts with the EAGLE-3 head {eagle_head}: the study's acceptance is {c.pair}'s draft model's"
+        )
+    if rule != "greedy":
+        cfg["use_rejection_sampling"] = rule == "speculative"
     return wrap("trtllm", c, {"speculative_config": cfg}, notes)
 
 
-def ranges(schedule: list[tuple[int, int]]) -> list[list[int]]:
-    """[(batch size, K), ...] (sizes ascending) -> vLLM's [start, end, K] ranges: each measured
-    size's K holds up to the next measured size."""
-    out = []
-    for i, (b, k) in enumerate(schedule):
-        start = 1 if i == 0 else schedule[i - 1][0] + 1
-        out.append([start, b, k])
-    return out
+def eagle3(c: Choice, paths, kind: str, depth: int, topk: int, eagle_head) -> dict:
+    """TensorRT-LLM's Eagle3 config of an EAGLE-2 or static tree (refused without an EAGLE-3 head)."""
+    if not eagle_head:
+        raise Refusal(
+            "trtllm", f"tree={c.tree} runs there as Eagle3, which drafts with an EAGLE-3 head of the target "
+            f"('Draft model must be provided for EAGLE'), not {c.pair}'s draft model: give eagle_head=HUB_ID_OR_DIR",
+            chain_of(depth),
+        )  # fmt: skip
+    if kind == "tree":
+        p = paths(c)
+        return {"decoding_type": "Eagle3", "speculative_model": eagle_head, "eagle_choices": p,
+                "max_draft_len": depth, "max_total_draft_tokens": len(p)}  # fmt: skip
+    if not depth <= c.budget <= topk * depth:
+        raise Refusal("trtllm", f"max_total_draft_tokens={c.budget} is outside [depth, top-k x depth]", chain_of(depth))
+    return {"decoding_type": "Eagle3", "speculative_model": eagle_head, "use_dynamic_tree": True,
+            "dynamic_tree_max_topK": topk, "max_draft_len": depth, "max_total_draft_tokens": c.budget}  # fmt: skip
 
 
-def wrap(engine: str, c: Choice, body: dict, notes: list[str]) -> dict:
-    return {
-        "engine": engine,
-        "checked_against": CHECKED[engine],
-        "study": {"pair": c.pair, "tree": c.tree, "budget": c.budget, "verify": c.verify, "temperature": c.temperature},
-        **body,
-        "notes": notes,
-    }
+def draft_len_schedule(cfg: dict, schedule, depth: int) -> list[str]:
+    """Sets Draft_Target's draft_len_schedule where TensorRT-LLM's validation takes it (its
+    smallest key's K = max_draft_len, every K <= max_draft_len); the notes say what it means."""
+    if not schedule:
+        return []
+    ks = [k for _, k in schedule]
+    if ks[0] != depth or max(ks) > depth:
+        return [
+            f"{schedule_note(schedule)}; not exported: TensorRT-LLM needs the smallest batch size's K to equal "
+            f"max_draft_len ({depth}) and no K above it (export tree.budget={ks[0]} where it is the largest)"
+        ]
+    cfg["draft_len_schedule"] = {str(b): k for b, k in schedule}
+    return [
+        f"{schedule_note(schedule)}; TensorRT-LLM runs every batch size above {schedule[-1][0]}, beyond the "
+        "measured range, without speculation (draft_len_schedule's implicit 0)"
+    ]
 
 
 FORMATS: dict[str, Callable[..., dict]] = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm}
+
+
+def settings(fmt: str, c: Choice, paths, schedule=None, eagle_head=None, nearest: bool = False) -> dict:
+    """``fmt``'s settings for ``c``; with ``nearest``, a refused configuration's nearest exportable
+    one, labelled ("nearest": what was asked, what changed and why)."""
+    asked, changes, why = c, list[str](), list[str]()
+    for _ in range(6):  # each step moves to a simpler configuration; a few suffice
+        try:
+            out = FORMATS[fmt](c, paths, schedule, eagle_head)
+        except Refusal as r:
+            if not (nearest and r.nearest):
+                raise
+            c, changes, why = nearest_choice(c, r), [*changes, overrides(r.nearest)], [*why, r.reason]
+            continue
+        if changes:
+            out["nearest"] = {"asked": wrap(fmt, asked, {}, [])["study"], "changed": changes, "why": why}
+            out["notes"].insert(0, f"NEAREST exportable configuration, not the one asked: {'; '.join(changes)}")
+        return out
+    raise Refusal(fmt, "no exportable configuration near this one")

@@ -1,19 +1,21 @@
-"""`python -m specbench.export [overrides] format=F [out=PATH]`: a configuration in the form a
-serving engine takes, or its speculation profile.
+"""`python -m specbench.export [overrides] format=F [out=PATH] [nearest=true] [eagle_head=ID]`: a
+configuration in the form a serving engine takes, or its speculation profile.
 
 The configuration is the study's overrides (``pair=qwen_coder tree=binary tree.budget=16``,
 checked as ``run`` checks them, no model loads) or ``config_hash=H``, a committed row of
 ``results_dir`` (default results).  ``format``:
 
 - ``paths``: the tree as a rank-path list, ``[[0], [0, 0], [1], ...]`` (Medusa's choices,
-  TensorRT-LLM's ``medusa_choices``, vLLM's ``speculative_token_tree``), for every static
-  shape (Sequoia's DP tree included); its parents and sibling ranks are the policy's.
+  TensorRT-LLM's ``medusa_choices`` and ``eagle_choices``), for every static shape (Sequoia's
+  DP tree included); its parents and sibling ranks are the policy's.
 - ``sglang``, ``trtllm``, ``vllm``: the engine's own settings (``engines.FORMATS``; each names
-  the engine version whose source it was checked against).
+  the engine source it was checked against, docs/serving.md).  ``eagle_head=HUB_ID_OR_DIR``: the
+  EAGLE-3 head TensorRT-LLM's Eagle3 drafts trees with (it has no tree of a separate draft model).
 - ``profile``: the speculation profile of the configuration's committed rows (``profile``).
 
 ``out=PATH`` writes JSON there (atomically); without it the JSON goes to stdout.  What a format
-cannot express is refused in one line naming what is missing, exit 2.
+cannot run as the study ran it is refused in one line naming the engine, the reason and the
+nearest exportable configuration, exit 2; ``nearest=true`` exports that one instead, labelled.
 """
 
 from __future__ import annotations
@@ -27,10 +29,18 @@ import pandas as pd
 
 from ..core.atomic import write_text
 from ..trees.policies import make_policy, policy_spec
-from .engines import FORMATS, Choice
+from .engines import FORMATS, Choice, settings
 from .schedule import draft_lengths
 
-KEYS = ("format", "out", "config_hash", "results_dir", "recommend")  # export's own keys, set without a +
+KEYS = (
+    "format",
+    "out",
+    "config_hash",
+    "results_dir",
+    "recommend",
+    "nearest",
+    "eagle_head",
+)  # export's own keys, set without a +
 PROFILE_VERSION = 1
 
 
@@ -147,7 +157,7 @@ def recommended(results: str, given: dict) -> str:
 
 def split_argv(argv: list[str]) -> tuple[list[str], dict]:
     """(the study's overrides, export's own keys) of the command line."""
-    opts: dict = {"format": None, "out": None, "config_hash": None, "results_dir": "results", "recommend": None}
+    opts: dict = {k: None for k in KEYS} | {"results_dir": "results"}
     rest = []
     for arg in argv:
         key, eq, value = arg.lstrip("+").partition("=")
@@ -175,7 +185,9 @@ def export(argv: list[str]) -> tuple[object, dict]:
         if steps.empty:
             raise ValueError(f"config_hash={chash}: no step rows in {opts['results_dir']}; collect them first")
         return profile(row, steps), opts
-    return FORMATS[opts["format"]](choice, paths, batch_schedule(opts["results_dir"], choice)), opts
+    near = opts.get("nearest") in ("true", "True", "1")
+    sched = batch_schedule(opts["results_dir"], choice)
+    return settings(opts["format"], choice, paths, sched, opts.get("eagle_head"), near), opts
 
 
 def batch_schedule(results: str, choice: Choice) -> list[tuple[int, int]] | None:

@@ -32,9 +32,9 @@ def static(tree: str) -> bool:
     return policy_spec(tree).shape is not None
 
 
-def picks(speed: pd.DataFrame, pair: str, dataset: str, top: int) -> list[tuple[str, int]]:
-    """(tree, budget) of each static shape's best projection and of the top ``top`` overall,
-    from the replayed greedy rows of the longest study (``max_new_tokens``) of this pair and dataset."""
+def projected(speed: pd.DataFrame, pair: str, dataset: str) -> pd.DataFrame:
+    """The replayed greedy rows with a projection of the longest study (``max_new_tokens``) of this
+    pair and dataset, fastest first; a ValueError naming the fix where there is none."""
     g = speed[
         (speed.pair == pair)
         & (speed.dataset == dataset)
@@ -46,11 +46,40 @@ def picks(speed: pd.DataFrame, pair: str, dataset: str, top: int) -> list[tuple[
     g = g[g.max_new_tokens == g.max_new_tokens.max()] if len(g) else g
     if g.empty:
         raise ValueError(f"no projected replay row for pair={pair} dataset={dataset} (run its greedy grid first)")
-    g = g.sort_values(["projected", "tree", "budget"], ascending=[False, True, True], kind="mergesort")
+    return g.sort_values(["projected", "tree", "budget"], ascending=[False, True, True], kind="mergesort")
+
+
+def picks(speed: pd.DataFrame, pair: str, dataset: str, top: int) -> list[tuple[str, int]]:
+    """(tree, budget) of each static shape's best projection and of the top ``top`` overall,
+    from the replayed greedy rows of the longest study (``max_new_tokens``) of this pair and dataset."""
+    g = projected(speed, pair, dataset)
     chosen = [(t, int(b)) for t, b in zip(g.tree, g.budget)][:top]
     for tree, s in g[g.tree.map(static)].groupby("tree", sort=True):
         chosen.append((tree, int(s.budget.iloc[0])))
     return list(dict.fromkeys(chosen))
+
+
+def speed_picks(speed: pd.DataFrame, pair: str, dataset: str, most: int = 6) -> list[tuple[str, int]]:
+    """The interleaved benchmark's candidates (``study.speed``), at most ``most``: the projected top
+    three, the budgets either side of the top's in its shape's grid (so a measured optimum is
+    bracketed), then each other shape's best whose projected interval overlaps the top's.  Rows
+    costed on a derived basis are left out where the pair has scored ones (an n-gram pair has none), and configurations that build the same trees (equal
+    tokens per step and projection: binary N=3 and medusa63 N=3) are taken once."""
+    g = projected(speed, pair, dataset)
+    if "cost_basis" in g and (g.cost_basis == "scored").any():  # an n-gram pair runs no draft model: all derived
+        g = g[g.cost_basis == "scored"]
+    whole = g
+    g = g.assign(_same=g.tokens_per_step.astype(float).round(6).astype(str) + g.projected.round(6).astype(str))
+    g = g.drop_duplicates("_same")
+    top = g.iloc[0]
+    chosen = [(t, int(b)) for t, b in zip(g.tree, g.budget)][:3]
+    grid = sorted(whole[whole.tree == top.tree].budget.astype(int))
+    i = grid.index(int(top.budget))
+    chosen += [(str(top.tree), b) for b in grid[max(0, i - 1) : i + 2] if b != int(top.budget)]
+    lo = float(top.projected_lo) if top.projected_lo == top.projected_lo else float(top.projected)
+    near = g[(g.tree != top.tree) & (g.projected_hi.astype(float) >= lo)].drop_duplicates("tree")
+    chosen += [(t, int(b)) for t, b in zip(near.tree, near.budget)]
+    return list(dict.fromkeys(chosen))[:most]
 
 
 def jobs(speed: pd.DataFrame, pairs: list[str], datasets: list[str], top: int) -> list[str]:

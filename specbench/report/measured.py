@@ -1,0 +1,157 @@
+"""The TL;DR's measured answer: the interleaved speed benchmark's runs (results/speed.csv, through
+``study.speedstats``), per pair and dataset the configuration shown among those that tie the
+fastest, its paired interval, the ties, the run's controls, and the same configuration's
+acceptance from its full replay; and the projection's error against live timing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..study import speedstats
+from . import phrases
+from .markdown import table
+
+
+def shown(t: dict) -> pd.DataFrame:
+    """One row per benchmark run at batch 1 (``t["measured"]``): the configuration shown, its
+    ties' names, its verdict and the full replay's acceptance of the same tree and budget."""
+    m = t.get("measured", pd.DataFrame())
+    if m.empty:
+        return m
+    m = m[m.batch_size.astype(int) == 1]
+    out = []
+    for _run, g in m.groupby("run_id", sort=False):
+        r = g[g.shown].iloc[0].to_dict()
+        r["candidate"] = built(r)
+        others = g[g.tie & ~g.shown].sort_values("speedup", ascending=False)
+        r["ties"] = ", ".join(f"{c} {s:.2f}×" for c, s in zip(others.candidate, others.speedup)) or "none"
+        r["verdict"] = verdict(r)
+        out.append({**r, **replay_metrics(t.get("rows", pd.DataFrame()), r)})
+    return pd.DataFrame(out).sort_values(["pair", "dataset"], kind="mergesort").reset_index(drop=True)
+
+
+def built(r: dict) -> str:
+    """The candidate's name, and the tree it built where that is smaller than its budget (a
+    cost-aware Sequoia DP, an n-gram trie without a match): 'sequoia N=64 (builds 3.0 nodes, depth 2)'."""
+    n, d = r.get("drafted_per_step"), r.get("tree_depth")
+    if n is None or n != n or n >= 0.95 * float(r["budget"]):
+        return str(r["candidate"])
+    return f"{r['candidate']} (builds {n:.1f} nodes, depth {int(d or 0)})"
+
+
+def verdict(r: dict) -> str:
+    if not r["controls_hold"]:
+        return "a control failed: not ranked"
+    if r["lo"] > 1:
+        return "pays"
+    return "slower than plain decoding" if r["hi"] < 1 else "includes 1×"
+
+
+def replay_metrics(rows: pd.DataFrame, r: dict) -> dict:
+    """The acceptance rate and length, with intervals and their prompt count, of the same pair,
+    dataset, tree, budget and dtype in the replayed greedy study (its longest run), else {}."""
+    if rows.empty:
+        return {}
+    g = rows[
+        (rows.pair == r["pair"])
+        & (rows.dataset == r["dataset"])
+        & (rows.tree == r["tree"])
+        & (rows.budget.astype(int) == int(r["budget"]))
+        & (rows.dtype == r["dtype"])
+        & (rows.engine == "replay")
+        & (rows.temperature.astype(float) == 0)
+    ]
+    if g.empty:
+        return {}
+    best = g.sort_values(["max_new_tokens", "n_prompts"], ascending=False, kind="mergesort").iloc[0]
+    cols = [f"acceptance_{m}{s}" for m in ("rate", "length") for s in ("", "_lo", "_hi")]
+    return {
+        **{c: best[c] for c in cols},
+        "n_prompts_replay": best["n_prompts"],
+        "tokens_replay": best["max_new_tokens"],
+    }
+
+
+def speed_cell(r: dict) -> str:
+    return f"{r['speedup']:.2f}× [{r['lo']:.2f}, {r['hi']:.2f}]" + (
+        "" if r["verdict"] == "pays" else f", {r['verdict']}"
+    )
+
+
+def replay_cell(name: str):
+    def cell(r: dict) -> str:
+        if r.get(name) != r.get(name) or r.get(name) is None:
+            return "no replay of this tree"
+        return phrases.metric({**r, "n_prompts": r["n_prompts_replay"]}, name)
+
+    return cell
+
+
+COLUMNS = [
+    ("pair", lambda r: r["pair"]),
+    ("dataset", lambda r: r["dataset"]),
+    ("tree (shown)", lambda r: r["candidate"]),
+    ("measured speedup [95% CI]", speed_cell),
+    ("ties it (paired difference includes 0)", lambda r: r["ties"]),
+    ("acceptance rate, full replay [95% CI]", replay_cell("acceptance_rate")),
+    ("acceptance length, full replay [95% CI]", replay_cell("acceptance_length")),
+]
+
+
+def lead(rec: pd.DataFrame) -> str:
+    machines = "; ".join(sorted(set(rec.machine)))
+    sizes = sorted({(int(n), int(k)) for n, k in zip(rec.n_prompts, rec.max_new_tokens)})
+    size = ", ".join(f"{n} prompts × {k} tokens" for n, k in sizes)
+    pays = int((rec.verdict == "pays").sum())
+    return (
+        f"**Measured** (the interleaved speed benchmark, `python -m specbench.study.speed`; batch 1, greedy, "
+        f"{size}, timed on {machines}): each configuration and plain decoding decode the same prompts in the "
+        "same round in a fresh random order, and a speedup is the paired throughput ratio to plain decoding "
+        "with a 95% bootstrap interval over prompts. The ties are the configurations whose paired difference "
+        "to the fastest has a Bonferroni-adjusted interval that includes 0; the one shown is "
+        f"{speedstats.PICK_RULE}. The acceptance columns are the same tree and budget in the replayed study "
+        f"(its own prompts and length, beside each interval). Speculation pays (interval above 1×) in {pays} "
+        f"of the {len(rec)} measured rows."
+    )
+
+
+def controls_sentence(t: dict) -> str:
+    c = t.get("controls", pd.DataFrame())
+    if c.empty:
+        return ""
+    parts = []
+    for r in c.itertuples():
+        what = "×" if r.kind == "speedup" else " (difference)"
+        ok = "holds" if r.holds else "FAILS"
+        parts.append(f"{r.pair}/{r.dataset}: {r.control} {r.estimate:.3f}{what} [{r.lo:.3f}, {r.hi:.3f}] {ok}")
+    held = int(c.holds.sum())
+    return (
+        f"Controls ({held} of {len(c)} hold; A/A must include 1×, identical trees a difference of 0): "
+        + "; ".join(parts)
+        + "."
+    )
+
+
+def error_sentence(speed: pd.DataFrame) -> str:
+    """The projection's error (measured ÷ projected - 1) over every live batch-1 configuration with
+    both, median and worst, from speedup.csv."""
+    if speed is None or speed.empty or "error" not in speed:
+        return ""
+    e = speed[(speed.batch_size.astype(int) == 1) & speed.error.notna()].error.astype(float)
+    if e.empty:
+        return ""
+    worst = e.iloc[int(np.argmax(e.abs().to_numpy()))]
+    return (
+        f"The cost model's projection against live timing at batch 1 (one live run per configuration, on the "
+        f"machine that measured the costs): median absolute error {e.abs().median():.0%}, worst {worst:+.0%}, "
+        f"over {len(e)} configurations."
+    )
+
+
+def section(t: dict) -> list[str]:
+    """The measured table with its lead and the controls, or nothing without a benchmark run."""
+    rec = shown(t)
+    if rec.empty:
+        return []
+    return [lead(rec), table(rec.to_dict("records"), COLUMNS)] + [s for s in [controls_sentence(t)] if s]

@@ -1,0 +1,198 @@
+"""Measured speedups from the interleaved speed benchmark's rows (``results/speed.csv``; torch-free).
+
+One row of speed.csv is one timed decode: a candidate (plain decoding included) on one unit (a
+prompt, or a batch of ``batch_size`` prompts) in one round of one run, with its wall seconds and
+the tokens it emitted.  Every candidate decodes the same units in every round, in a fresh random
+order (``study.speed``), so a candidate is compared with plain decoding **of the same units in
+the same rounds**:
+
+* **speedup** of candidate c = (Σ tokens_c / Σ wall_c) ÷ (Σ tokens_plain / Σ wall_plain) over the
+  run's units and rounds (a ratio of throughputs, equal to Σ wall_plain / Σ wall_c where both emit
+  the same tokens, as greedy decodes do);
+* its **95% interval**: a paired percentile bootstrap over units (each unit's rounds resampled
+  with it), by ``scipy.stats.bootstrap``;
+* a **difference** between two candidates: their speedups' difference on the same resamples, so
+  the interval is paired too.  The answer's ties are the candidates whose difference to the
+  fastest includes 0 at a Bonferroni-adjusted level (the comparisons, one per candidate, are
+  fixed before the run: ``ties``);
+* **controls** in every run (``controls``): plain decoding timed against itself (A/A) and two
+  identical trees under two names.  Their intervals must include 1× (and their difference 0);
+  if one does not, the run's timing is not trusted and its speedups are not ranked.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+PLAIN = "plain"  # the baseline candidate: tree=none
+PLAIN_AA = "plain (A/A)"  # plain decoding again, as a candidate: the A/A control
+TWIN_SUFFIX = " (twin)"  # an identical tree under a second name: the identical-tree control
+RUN = ["run_id"]  # one benchmark process: its candidates, units and rounds
+LEVEL = 0.95
+RESAMPLES = 4000
+
+
+def unit_sums(run: pd.DataFrame) -> pd.DataFrame:
+    """[unit × (tokens, wall) per candidate]: each unit's tokens and seconds summed over the rounds,
+    only units every candidate decoded in every round (a unit missing anywhere is dropped)."""
+    g = run.groupby(["unit", "candidate"]).agg(tokens=("tokens", "sum"), wall_s=("wall_s", "sum"), n=("round", "size"))
+    wide = g.unstack("candidate")
+    complete = wide["n"].notna().all(axis=1) & (wide["n"].nunique(axis=1) == 1)
+    return wide[complete][["tokens", "wall_s"]]
+
+
+def _ratio(tp, wp, tc, wc, axis=-1):
+    return (np.sum(tc, axis=axis) / np.sum(wc, axis=axis)) / (np.sum(tp, axis=axis) / np.sum(wp, axis=axis))
+
+
+def _interval(data: tuple, statistic, level: float) -> tuple[float, float]:
+    if len(data[0]) < 2:
+        return float("nan"), float("nan")
+    res = stats.bootstrap(
+        data,
+        statistic,
+        paired=True,
+        vectorized=True,
+        confidence_level=level,
+        n_resamples=RESAMPLES,
+        method="percentile",
+        rng=np.random.default_rng(0),
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def _cols(w: pd.DataFrame, name: str) -> tuple:
+    return w["tokens"][name].to_numpy(float), w["wall_s"][name].to_numpy(float)
+
+
+def speedup(w: pd.DataFrame, cand: str, base: str = PLAIN, level: float = LEVEL) -> tuple[float, float, float]:
+    """(speedup, lo, hi) of ``cand`` over ``base`` on the units of ``unit_sums``."""
+    data = (*_cols(w, base), *_cols(w, cand))
+    return float(_ratio(*data)), *_interval(data, _ratio, level)
+
+
+def difference(w: pd.DataFrame, a: str, b: str, level: float = LEVEL) -> tuple[float, float, float]:
+    """(speedup_a - speedup_b, lo, hi): both over plain decoding, on the same resamples."""
+
+    def diff(tp, wp, ta, wa, tb, wb, axis=-1):
+        return _ratio(tp, wp, ta, wa, axis) - _ratio(tp, wp, tb, wb, axis)
+
+    data = (*_cols(w, PLAIN), *_cols(w, a), *_cols(w, b))
+    return float(diff(*data)), *_interval(data, diff, level)
+
+
+def twins(names) -> list[tuple[str, str]]:
+    """The identical-tree controls: (tree, its twin) for every ``X (twin)`` candidate whose X ran."""
+    names = set(names)
+    return [(n.removesuffix(TWIN_SUFFIX), n) for n in sorted(names) if n.endswith(TWIN_SUFFIX)]
+
+
+def controls(w: pd.DataFrame) -> list[dict]:
+    """Every control of one run: what it compares, its estimate and interval, and whether it holds
+    (A/A: the speedup's interval includes 1; twins: the difference's interval includes 0)."""
+    out = []
+    names = set(w["tokens"].columns)
+    if PLAIN_AA in names:
+        s, lo, hi = speedup(w, PLAIN_AA)
+        out.append(dict(control="A/A: plain vs plain", kind="speedup", estimate=s, lo=lo, hi=hi, holds=lo <= 1 <= hi))
+    for a, b in twins(names):
+        if a in names:
+            d, lo, hi = difference(w, a, b)
+            out.append(dict(control=f"{a} vs {b}", kind="difference", estimate=d, lo=lo, hi=hi, holds=lo <= 0 <= hi))
+    return out
+
+
+def candidates(w: pd.DataFrame) -> list[str]:
+    """The candidates ranked: all but plain decoding, its A/A copy and the twins."""
+    return [c for c in w["tokens"].columns if c not in (PLAIN, PLAIN_AA) and not c.endswith(TWIN_SUFFIX)]
+
+
+def ranked(run: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
+    """One run's candidates, fastest first: speedup with its interval, each one's difference to the
+    fastest with a Bonferroni-adjusted interval (k = candidates - 1 comparisons fixed in advance),
+    ``tie`` (that interval includes 0, or it is the fastest), ``pays`` (lo > 1) and ``controls_hold``."""
+    w = unit_sums(run)
+    names = candidates(w) if len(w) else []
+    if not names:
+        return pd.DataFrame()
+    rows = [dict(zip(["candidate", "speedup", "lo", "hi"], (c, *speedup(w, c, level=level)))) for c in names]
+    df = pd.DataFrame(rows).sort_values(["speedup", "candidate"], ascending=[False, True], kind="mergesort")
+    best = df.candidate.iloc[0]
+    adjusted = 1 - (1 - level) / max(1, len(names) - 1)
+    diffs = [difference(w, best, c, adjusted) if c != best else (0.0, 0.0, 0.0) for c in df.candidate]
+    df["diff_to_best"] = [d[0] for d in diffs]
+    df["diff_lo"], df["diff_hi"] = [d[1] for d in diffs], [d[2] for d in diffs]
+    df["tie"] = (df.candidate == best) | (df.diff_lo <= 0)
+    df["pays"] = df.lo > 1
+    df["n_units"], df["n_rounds"] = len(w), int(run["round"].nunique())
+    df["controls_hold"] = all(c["holds"] for c in controls(w))
+    return df.reset_index(drop=True)
+
+
+def describe(run: pd.DataFrame) -> pd.DataFrame:
+    """Per candidate of one run: its tree, budget and the timed decodes' own acceptance
+    (accepted ÷ drafted, accepted per step, drafted per step, the deepest tree)."""
+    g = run.groupby("candidate", sort=False)
+    out = g[["tree", "budget", "tree_params", "config_hash"]].first()
+    sums = g[["accepted", "drafted", "steps", "tokens"]].sum()
+    out["timed_acceptance_rate"] = sums.accepted / sums.drafted.where(sums.drafted > 0)
+    out["timed_acceptance_length"] = sums.accepted / sums.steps
+    out["drafted_per_step"] = sums.drafted / sums.steps
+    out["tree_depth"] = g["tree_depth"].max()
+    return out.reset_index()
+
+
+def pick(r: pd.DataFrame) -> pd.Series:
+    """The configuration shown among the ties: the fewest draft tokens per step (the cheapest
+    to verify, and the one that loses least as the batch grows), then the faster."""
+    t = r[r.tie].sort_values(["drafted_per_step", "speedup"], ascending=[True, False], kind="mergesort")
+    return t.iloc[0]
+
+
+PICK_RULE = "among the configurations that tie the fastest, the one drafting the fewest tokens per step"
+
+
+def latest_runs(speed: pd.DataFrame) -> pd.DataFrame:
+    """The newest run per (pair, dataset, dtype, batch size, max_new_tokens, machine): earlier runs
+    of the same configuration set on the same machine stay in the file but are not ranked again."""
+    key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine"]
+    last = speed.groupby(key, dropna=False)["run_id"].transform("max")
+    return speed[speed.run_id == last]
+
+
+def answers(speed: pd.DataFrame) -> pd.DataFrame:
+    """Per run (the newest of each key, ``latest_runs``): every candidate ranked (``ranked``) with
+    its description (``describe``) and the run's keys, ``shown`` on the row ``pick`` chooses."""
+    out = []
+    keys = ["pair", "dataset", "dtype", "device", "batch_size", "max_new_tokens", "machine", "machine_id"]
+    for run_id, run in latest_runs(speed).groupby("run_id", sort=True):
+        r = ranked(run)
+        if r.empty:
+            continue
+        r = r.merge(describe(run), on="candidate", how="left")
+        for k in keys:
+            r[k] = run[k].iloc[0]
+        r["run_id"] = run_id
+        r["n_prompts"] = run.prompt_ids.str.split("|").explode().nunique()
+        r["shown"] = r.candidate == pick(r).candidate
+        out.append(r)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def run_controls(speed: pd.DataFrame) -> pd.DataFrame:
+    """Every newest run's controls (``controls``), with the run's keys."""
+    out = []
+    for run_id, run in latest_runs(speed).groupby("run_id", sort=True):
+        w = unit_sums(run)
+        for c in controls(w) if len(w) else []:
+            out.append({"run_id": run_id, **{k: run[k].iloc[0] for k in ("pair", "dataset", "batch_size")}, **c})
+    return pd.DataFrame(out)
+
+
+def tables(bench: pd.DataFrame | None) -> dict:
+    """The report's ``measured`` (``answers``) and ``controls`` (``run_controls``), where a run exists."""
+    if bench is None or bench.empty:
+        return {}
+    return dict(measured=answers(bench), controls=run_controls(bench))

@@ -1,0 +1,280 @@
+"""The interleaved speed benchmark's statistics on hand-made timing tables (study.speedstats), its
+candidate picks (study.validate.speed_picks), and the report's answer from them."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from specbench.study import speedstats as ss
+from specbench.study.validate import speed_picks
+
+KEYS = dict(
+    pair="p",
+    dataset="d",
+    dtype="float32",
+    device="cpu",
+    batch_size=1,
+    max_new_tokens=64,
+    machine="cpu A",
+    machine_id="m1",
+    tree_params="{}",
+    config_hash="h",
+    tree_depth=1,
+)
+
+
+def table(walls: dict, units: int = 16, rounds: int = 1, noise: float = 0.03, seed: int = 0, run="r1", **kw):
+    """A run where candidate c's decode of a unit takes walls[c] × the unit's length × noise,
+    64 tokens each (so plain's tokens/s differ per unit, as prompts do)."""
+    rng = np.random.default_rng(seed)
+    length = rng.uniform(0.5, 2.0, units)
+    rows = []
+    for r in range(rounds):
+        for u in range(units):
+            for c, w in walls.items():
+                tree, budget = ("none", 0) if c.startswith("plain") else (c.split(" N=")[0], 3)
+                rows.append(
+                    dict(
+                        KEYS,
+                        **kw,
+                        run_id=run,
+                        candidate=c,
+                        tree=tree,
+                        budget=int(c.split("N=")[1].split()[0]) if "N=" in c else budget,
+                        round=r,
+                        unit=u,
+                        prompt_ids=f"q{u}",
+                        wall_s=w * length[u] * (1 + noise * rng.standard_normal()),
+                        tokens=64,
+                        steps=64 if tree == "none" else 30,
+                        accepted=0 if tree == "none" else 34,
+                        drafted=0 if tree == "none" else 30 * int(c.split("N=")[1].split()[0]),
+                    )
+                )
+    return pd.DataFrame(rows)
+
+
+def test_paired_speedup_is_the_throughput_ratio_with_an_interval_around_it():
+    df = table({"plain": 2.0, "chain N=3": 1.0})
+    w = ss.unit_sums(df)
+    s, lo, hi = ss.speedup(w, "chain N=3")
+    assert s == pytest.approx(w.wall_s["plain"].sum() / w.wall_s["chain N=3"].sum())
+    assert 1.9 < lo < s < hi < 2.1
+
+
+def test_pairing_removes_the_spread_between_prompts():
+    """Units differ 4× in length; paired on the same units the interval stays narrow."""
+    df = table({"plain": 2.0, "chain N=3": 1.6}, noise=0.01)
+    s, lo, hi = ss.speedup(ss.unit_sums(df), "chain N=3")
+    assert hi - lo < 0.03 and s == pytest.approx(1.25, abs=0.02)
+
+
+def test_a_unit_missing_for_one_candidate_is_dropped_for_all():
+    df = table({"plain": 2.0, "chain N=3": 1.0})
+    df = df[~((df.unit == 3) & (df.candidate == "chain N=3"))]
+    assert len(ss.unit_sums(df)) == 15
+
+
+def test_the_controls_hold_on_identical_timings_and_fail_on_a_biased_one():
+    same = table({"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.2, "binary N=3 (twin)": 1.2})
+    cs = ss.controls(ss.unit_sums(same))
+    assert [c["control"] for c in cs] == ["A/A: plain vs plain", "binary N=3 vs binary N=3 (twin)"]
+    assert all(c["holds"] for c in cs)
+    assert cs[0]["lo"] <= 1 <= cs[0]["hi"] and cs[1]["lo"] <= 0 <= cs[1]["hi"]
+    biased = table({"plain": 2.0, ss.PLAIN_AA: 2.3, "binary N=3": 1.2, "binary N=3 (twin)": 1.2})
+    aa = ss.controls(ss.unit_sums(biased))[0]
+    assert not aa["holds"] and aa["hi"] < 1
+    r = ss.ranked(biased)
+    assert not r.controls_hold.any()
+
+
+def test_ties_are_the_candidates_whose_paired_difference_to_the_fastest_includes_zero():
+    walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.20, "chain N=4": 1.21, "binary N=3": 1.6}
+    r = ss.ranked(table(walls, noise=0.03)).set_index("candidate")
+    assert list(r.index)[0] in ("chain N=3", "chain N=4")
+    assert r.loc["chain N=3", "tie"] and r.loc["chain N=4", "tie"]
+    assert not r.loc["binary N=3", "tie"]
+    assert r.loc["binary N=3", "diff_lo"] > 0
+    assert r.pays.all()
+    assert ss.PLAIN_AA not in r.index  # a control is never ranked
+
+
+def test_ties_are_bonferroni_adjusted_for_the_number_of_comparisons():
+    walls = {"plain": 2.0, "chain N=3": 1.20, "chain N=4": 1.232}
+    base = table(walls, noise=0.04)
+    extra = table({"plain": 2.0, **{f"binary N={n}": 1.9 for n in range(5, 12)}}, noise=0.04, seed=1)
+    few = ss.ranked(base).set_index("candidate")
+    many = ss.ranked(pd.concat([base, extra[extra.candidate != "plain"]])).set_index("candidate")
+
+    def width(r):
+        other = "chain N=4" if r.index[0] == "chain N=3" else "chain N=3"
+        return r.loc[other, "diff_hi"] - r.loc[other, "diff_lo"]
+
+    assert r_best(few) == r_best(many)  # the same data for the two chains
+    assert width(many) > width(few)
+
+
+def r_best(r):
+    return r.index[0]
+
+
+def test_speculation_pays_only_where_the_interval_is_above_one():
+    r = ss.ranked(table({"plain": 2.0, "chain N=3": 1.98}, noise=0.05)).iloc[0]
+    assert r.lo <= 1 <= r.hi and not r.pays
+
+
+def test_the_answer_shows_the_cheapest_tie_and_keeps_runs_and_machines_apart():
+    walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.20, "chain N=4": 1.20, "chain N=2": 1.5}
+    old = table(walls, run="20260101T000000-a")
+    new = table(walls, run="20260102T000000-b", seed=1)
+    other = table({"plain": 2.0, "chain N=4": 0.5}, run="20260103T000000-c", machine="gpu B", machine_id="m2")
+    a = ss.answers(pd.concat([old, new, other]))
+    assert set(a.run_id) == {"20260102T000000-b", "20260103T000000-c"}  # the newest per machine
+    here = a[a.machine_id == "m1"]
+    shown = here[here.shown].iloc[0]
+    assert shown.candidate == "chain N=3"  # ties chain N=4, drafts fewer tokens per step
+    assert shown.drafted_per_step == pytest.approx(3) and shown.timed_acceptance_length == pytest.approx(34 / 30)
+    assert a[a.machine_id == "m2"].speedup.iloc[0] == pytest.approx(4, rel=0.05)
+
+
+def speedup_csv(rows):
+    base = dict(pair="p", dataset="d", engine="replay", verify="greedy", temperature=0, max_new_tokens=128)
+    return pd.DataFrame([{**base, "cost_basis": "scored", **r} for r in rows])
+
+
+def test_speed_picks_bracket_the_top_budget_dedupe_identical_trees_and_skip_derived_costs():
+    rows = [
+        dict(tree="chain", budget=b, projected=p, projected_lo=p - 0.1, projected_hi=p + 0.1, tokens_per_step=t)
+        for b, p, t in [(2, 1.5, 2.0), (3, 1.7, 2.5), (4, 1.6, 2.8), (5, 1.4, 3.0)]
+    ]
+    rows += [
+        dict(tree="binary", budget=3, projected=1.65, projected_lo=1.55, projected_hi=1.75, tokens_per_step=2.3),
+        dict(tree="medusa63", budget=3, projected=1.65, projected_lo=1.55, projected_hi=1.75, tokens_per_step=2.3),
+        dict(tree="merged", budget=8, projected=1.9, projected_lo=1.8, projected_hi=2.0, tokens_per_step=3),
+        dict(tree="specinfer", budget=8, projected=1.0, projected_lo=0.9, projected_hi=1.1, tokens_per_step=3.1),
+    ]
+    df = speedup_csv(rows)
+    df.loc[df.tree == "merged", "cost_basis"] = "derived"
+    picks = speed_picks(df, "p", "d")
+    assert picks[0] == ("chain", 3)
+    assert ("chain", 2) in picks and ("chain", 4) in picks  # either side of the top's budget
+    assert ("merged", 8) not in picks  # derived cost basis, where the pair has scored rows
+    assert ("binary", 3) in picks and ("medusa63", 3) not in picks  # the same trees, once
+    assert ("specinfer", 8) not in picks  # its interval does not reach the top's
+    assert len(picks) <= 6
+
+
+# --------------------------------------------------------------------------
+# the command, on the tiny pair
+# --------------------------------------------------------------------------
+def speed_cmd(tmp_path, dirs, *extra):
+    import subprocess
+    import sys
+
+    from conftest import tiny_pair_overrides
+
+    args = [sys.executable, "-m", "specbench.study.speed", *tiny_pair_overrides(dirs), "dataset=smoke"]
+    args += ["dataset.limit=3", "max_new_tokens=6", f"+results_dir={tmp_path}", f"hydra.run.dir={tmp_path}/h", *extra]
+    return subprocess.run(args, capture_output=True, text=True, timeout=300)
+
+
+def test_the_benchmark_times_every_candidate_interleaved_with_its_controls(tmp_path, tiny_pair_dirs):
+    p = speed_cmd(tmp_path, tiny_pair_dirs, "+speed_candidates=[chain/2,binary/3]", "+speed_rounds=2")
+    assert p.returncode == 0, p.stderr
+    df = pd.read_csv(tmp_path / "speed.csv")
+    names = ["plain", ss.PLAIN_AA, "chain N=2", "binary N=3", "chain N=2 (twin)"]
+    assert sorted(set(df.candidate)) == sorted(names)
+    assert len(df) == 2 * 3 * len(names)  # rounds x units x candidates
+    assert df.same_tokens.all()  # greedy: every tree decodes plain decoding's tokens
+    orders = df.sort_values("order").groupby(["round", "unit"]).candidate.agg(tuple)
+    assert orders.nunique() > 1  # a fresh random order per unit and round
+    assert df.machine.nunique() == 1 and df.machine_id.notna().all() and df.run_id.nunique() == 1
+    assert (df[df.tree == "none"].drafted == 0).all() and (df[df.tree == "chain"].tree_depth <= 2).all()
+    steps = pd.read_csv(tmp_path / "speed_steps.csv.gz")
+    assert set(steps.candidate) == set(names) and steps.groupby("candidate").emitted.sum().nunique() == 1
+    assert p.stdout.strip().splitlines()[-1].startswith("tokens equal to plain decoding's: all")
+    assert "control A/A: plain vs plain" in p.stdout
+    again = speed_cmd(tmp_path, tiny_pair_dirs, "+speed_candidates=[chain/2]")
+    assert again.returncode == 0, again.stderr
+    assert len(pd.read_csv(tmp_path / "speed.csv")) == len(df) + 3 * 4  # appended: nothing lost
+
+
+@pytest.mark.parametrize(
+    "arg, needle",
+    [
+        ("+speed_candidates=[chain]", "speed_candidates: 'chain' is not TREE/BUDGET"),
+        ("+speed_rounds=0", "speed_rounds=0: must be an integer >= 1"),
+        ("+speed_candidates=auto", "speedup.csv not found"),
+        ("+speed_candidates=[nosuch/3]", "nosuch"),
+    ],
+)
+def test_bad_keys_are_one_line_before_any_model_loads(tmp_path, tiny_pair_dirs, arg, needle):
+    p = speed_cmd(tmp_path, tiny_pair_dirs, arg)
+    assert p.returncode == 2 and needle in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "speed.csv").exists()
+
+
+# --------------------------------------------------------------------------
+# the TL;DR from the benchmark's rows
+# --------------------------------------------------------------------------
+def tldr_of(bench, answer):
+    from specbench.report import tldr
+
+    t = {"answer": answer, **ss.tables(bench)}
+    return tldr.section({"t": t, "data": {"env": {"cpu": "X", "cores": 2}}})
+
+
+def answer_row(**kw):
+    base = dict(
+        pair="p",
+        dataset="d",
+        dtype="float32",
+        max_new_tokens=128,
+        engine="replay",
+        budget=5,
+        tokens_per_step=3.0,
+        acceptance_rate=0.5,
+        acceptance_rate_lo=0.4,
+        acceptance_rate_hi=0.6,
+        acceptance_length=2.0,
+        acceptance_length_lo=1.8,
+        acceptance_length_hi=2.2,
+        n_prompts=64,
+        projected=2.5,
+        projected_lo=2.3,
+        projected_hi=2.7,
+        speed=2.5,
+        speed_basis="projected",
+        claim="ranked",
+        shape="chain",
+        cost_basis="scored",
+    )
+    return {**base, **kw}
+
+
+def test_a_projection_never_outranks_a_measurement_and_each_table_says_its_evidence():
+    walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.2, "chain N=3 (twin)": 1.2, "chain N=4": 1.22}
+    bench = table(walls, run="r9")
+    answer = pd.DataFrame([answer_row(), answer_row(dataset="other", cost_basis="derived", budget=4)])
+    text = tldr_of(bench, answer)
+    measured, projected = text.split("**Projected only**")
+    assert "**Measured**" in measured and "| p | d | chain N=3 | 1.6" in measured  # not the projected 2.5×
+    assert "| p | d | chain N=4 " not in measured and "| chain N=4 1.6" in measured  # the tie, named
+    assert "A/A: plain vs plain" in measured and "2 of 2 hold" in measured
+    assert "| p | d |" not in projected  # measured pairs and datasets are not ranked again by projection
+    assert "| p | other | chain N=4 (costed on a derived basis) | 2.50× [2.30, 2.70] |" in projected
+
+
+def test_the_measured_row_is_labelled_by_the_tree_it_built():
+    walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "sequoia N=64": 1.2}
+    bench = table(walls)  # 30 steps drafting 30 * 64 tokens: relabel to a 3-node tree
+    bench.loc[bench.candidate == "sequoia N=64", "drafted"] = 90
+    bench.loc[bench.candidate == "sequoia N=64", "tree_depth"] = 2
+    text = tldr_of(bench, pd.DataFrame())
+    assert "| sequoia N=64 (builds 3.0 nodes, depth 2) |" in text
+
+
+def test_a_failed_control_unranks_the_run():
+    walls = {"plain": 2.0, ss.PLAIN_AA: 2.4, "chain N=3": 1.2}
+    text = tldr_of(table(walls), pd.DataFrame())
+    assert "a control failed: not ranked" in text and "0 of 1 hold" in text and "FAILS" in text
