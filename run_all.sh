@@ -14,6 +14,7 @@ TIMES="$OUT/step_times.csv"   # each step's wall time, every run (a resumed run 
 STEP=""; STEP_T=$START
 # every model's forwards and tokens, per step (specbench/core/forwards.py): each step's compute ceiling
 SPECBENCH_FORWARDS="$(cd "$OUT" && pwd)/forwards.csv"
+[ -f "$SPECBENCH_FORWARDS" ] || echo "run,step,model,forwards,tokens" > "$SPECBENCH_FORWARDS"  # study.ceiling refuses none
 export SPECBENCH_FORWARDS SPECBENCH_RUN=$START SPECBENCH_STEP=""
 step() {  # step MESSAGE: ends the previous step (its wall time to $TIMES), starts the next
   local now; now=$(date +%s)

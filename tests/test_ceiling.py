@@ -168,3 +168,91 @@ def test_one_runs_least_time_is_batch_one_wall_plus_the_other_live_decodes_at_th
     no_curve = onerun.least(summary, costmodel.StepCounts(steps), costs[costs.role == "draft"])
     assert no_curve is not None and (no_curve["wide_n"], no_curve["unrated"]) == (0, 1)
     assert onerun.least(summary.drop(columns="pair_role"), costmodel.StepCounts(steps), costs) is None
+
+
+# --------------------------------------------------------------------------
+# issue 55: a missing, cut, binary or garbled input is refused in one line, nothing written
+# --------------------------------------------------------------------------
+GOOD = {
+    "times": "run,step,seconds\n1,wide,100\n",
+    "fwd": "run,step,model,forwards,tokens\n1,wide,m,100,12800\n",
+    "costs": "role,pair,dtype,device,model,kv_len,n_tokens,seconds,samples\n"
+    "target,p,bfloat16,cpu,m,128,128,1.28,1.28 1.3\n",
+}
+BAD = {  # case -> (file, its text or None for missing, what the one line names)
+    "times missing": ("times", None, "--times="),
+    "forwards missing": ("fwd", None, "--forwards="),
+    "costs missing": ("costs", None, "--costs="),
+    "seconds abc": ("times", "run,step,seconds\n1,wide,abc\n", "line 2: seconds='abc'"),
+    "seconds negative": ("times", "run,step,seconds\n1,wide,-3\n", "seconds='-3'"),
+    "times cut mid-row": ("times", "run,step,seconds\n1,wide,100\n1,narr", "truncated"),
+    "times header only": ("times", "run,step,seconds\n", "holds no rows"),
+    "times wrong columns": ("times", "a,b,c\n1,2,3\n", "lacks the column(s) run, step, seconds"),
+    "times binary": ("times", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\n", "not UTF-8 text"),
+    "times not UTF-8": ("times", "run,step,seconds\n1,caf\u00e9,3\n".encode("latin-1"), "not UTF-8 text"),
+    "forwards a row too long": ("fwd", "run,step,model,forwards,tokens\n1,wide,m,100,12800,7\n", "line 2 has 6"),
+    "forwards tokens abc": ("fwd", "run,step,model,forwards,tokens\n1,wide,m,100,abc\n", "tokens='abc'"),
+    "forwards fractional": ("fwd", "run,step,model,forwards,tokens\n1,wide,m,1.5,3\n", "is not an integer"),
+    "costs seconds nan": ("costs", GOOD["costs"].replace(",1.28,", ",nan,"), "seconds='nan'"),
+    "costs samples abc": ("costs", GOOD["costs"].replace("1.28 1.3", "1.28 abc"), "samples='1.28 abc'"),
+    "costs a folder": ("costs", "dir", "not a file"),
+}
+
+
+def _files(tmp_path, which=None, text=None) -> dict:
+    paths = {}
+    for name, good in GOOD.items():
+        p = paths[name] = tmp_path / f"{name}.csv"
+        body = text if name == which else good
+        if body == "dir":
+            p.mkdir()
+        elif isinstance(body, bytes):
+            p.write_bytes(body)
+        elif body is not None:
+            p.write_text(body)
+    return paths
+
+
+def _ceiling(paths, out, capsys) -> tuple[int, list[str]]:
+    args = ["--times", str(paths["times"]), "--forwards", str(paths["fwd"])]
+    with pytest.raises(SystemExit) as e:
+        main([*args, "--costs", str(paths["costs"]), "--out", str(out)])
+    return int(e.value.code or 0), [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_a_bad_input_is_one_line_and_run_times_is_kept(tmp_path, capsys, case):
+    which, text, needle = BAD[case]
+    paths = _files(tmp_path, which, text)
+    out = tmp_path / "res" / "run_times.csv"
+    out.parent.mkdir()
+    out.write_text("run,step,seconds\n" + "".join(f"1,s{i},{i}\n" for i in range(73)))
+    before = out.read_bytes()
+    code, lines = _ceiling(paths, out, capsys)
+    assert code == 2 and len(lines) == 1 and needle in lines[0] and str(paths[which]) in lines[0], lines
+    assert lines[0].startswith("specbench: error:") and "; " in lines[0]  # the fix follows
+    assert out.read_bytes() == before and os.listdir(out.parent) == ["run_times.csv"]
+
+
+def test_the_good_inputs_write_run_times(tmp_path, capsys):
+    paths = _files(tmp_path)
+    main(["--times", str(paths["times"]), "--forwards", str(paths["fwd"]), "--costs", str(paths["costs"])]
+         + ["--out", str(tmp_path / "run_times.csv")])  # fmt: skip
+    assert pd.read_csv(tmp_path / "run_times.csv").ratio.iloc[0] == pytest.approx(
+        1.28
+    )  # 12,800 tokens at 100 tok/s in 100 s
+
+
+@pytest.mark.parametrize("where", ["under a file", "read-only mount"])
+def test_an_unwritable_out_is_one_line(tmp_path, capsys, request, where):
+    paths = _files(tmp_path)
+    if where == "under a file":
+        out = tmp_path / "times.csv" / "run_times.csv"
+    else:
+        from mounts import mount_tmpfs
+
+        mount_tmpfs(tmp_path / "ro", "size=100k,ro", request)
+        out = tmp_path / "ro" / "run_times.csv"
+    code, lines = _ceiling(paths, out, capsys)
+    assert code == 2 and len(lines) == 1 and "--out" in lines[0] and str(out) in lines[0], lines
+    assert not out.exists()

@@ -311,3 +311,46 @@ def test_rows_from_before_the_described_columns_get_them_from_the_registries_by_
     assert list(rows.index) == ["0123456789ab", "abc123abc123"]
     assert rows.loc["abc123abc123", "frontier_rule"] == "sample"  # qwen_coder: the model drafter
     assert rows.loc["0123456789ab", list(DESCRIBED)].isna().all()  # not registered here: left empty
+
+
+# --------------------------------------------------------------------------
+# issue 55: one folder, one lock, however it is named
+# --------------------------------------------------------------------------
+def test_a_folder_and_a_symlink_to_it_share_one_lock(tmp_path):
+    from specbench.core.atomic import lock_file
+
+    (tmp_path / "S").mkdir()
+    (tmp_path / "Sl").symlink_to(tmp_path / "S")
+    names = [tmp_path / "S", tmp_path / "Sl", tmp_path / "Sl" / ".." / "S", tmp_path / "S" / "new"]
+    assert len({lock_file(str(n)) for n in names[:3]}) == 1
+    assert lock_file(str(names[3])) == lock_file(str(tmp_path / "Sl" / "new"))  # not there yet: parent resolved
+
+
+def _collect_at(go, dirs: list[str]) -> None:
+    go.wait()
+    collect_main([*dirs])
+
+
+def test_two_collects_into_one_folder_one_through_a_symlink_keep_both(tmp_path):
+    """``collect A --out S & collect B --out Sl`` (Sl -> S), forked together, 6 trials: both rows stay."""
+    import multiprocessing
+
+    fake_job(tmp_path / "A", "j", h="aaaaaaaaaaaa")
+    fake_job(tmp_path / "B", "j", h="bbbbbbbbbbbb")
+    ctx = multiprocessing.get_context("fork")
+    for trial in range(6):
+        s = tmp_path / f"S{trial}"
+        s.mkdir()
+        (tmp_path / f"Sl{trial}").symlink_to(s)
+        go = ctx.Event()
+        procs = [
+            ctx.Process(target=_collect_at, args=(go, [str(tmp_path / src), "--out", str(tmp_path / out)]))
+            for src, out in (("A", f"S{trial}"), ("B", f"Sl{trial}"))
+        ]
+        for p in procs:
+            p.start()
+        go.set()
+        for p in procs:
+            p.join(timeout=120)
+            assert p.exitcode == 0, trial
+        assert sorted(read_csv(s / "summary.csv").config_hash) == ["aaaaaaaaaaaa", "bbbbbbbbbbbb"], trial

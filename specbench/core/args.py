@@ -1,5 +1,6 @@
 """The argparse parser of specbench's flag commands (collect, report, study.calibrate,
-study.lossless): a bad or unknown flag is one line naming it, exit status 2, like ``run``."""
+study.lossless): a bad or unknown flag is one line naming it, exit status 2, like ``run``;
+``refuse(line)``: the same for a refused input file or value."""
 
 from __future__ import annotations
 
@@ -12,3 +13,9 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         print(f"specbench: error: {message} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(2)
+
+
+def refuse(line: str) -> NoReturn:
+    """One line on stderr (``specbench: error: <line>``) and exit status 2: a refused input."""
+    print(f"specbench: error: {line}", file=sys.stderr)
+    sys.exit(2)

@@ -172,11 +172,13 @@ def lock(*wheres: str | os.PathLike) -> Iterator[None]:
     """One writer at a time in each folder (an flock per folder, taken in a fixed order; a
     second writer on this machine waits), and what an earlier killed writer left there is
     recovered first.  The lock files live in the temp folder (``lock_file``), so a read-only
-    or full results folder is still refused by the write that needs it, naming its file."""
+    or full results folder is still refused by the write that needs it, naming its file.  A folder
+    is keyed by its resolved path, so two writers given it through a symlink and directly wait
+    for each other."""
     import fcntl
 
     with contextlib.ExitStack() as stack:
-        for where in sorted({os.path.abspath(w) for w in wheres}):
+        for where in sorted({os.path.realpath(w) for w in wheres}):
             fh = stack.enter_context(open(lock_file(where), "a"))
             fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes
             recover(where)
@@ -184,12 +186,13 @@ def lock(*wheres: str | os.PathLike) -> Iterator[None]:
 
 
 def lock_file(where: str) -> str:
-    """The lock of folder ``where``: <temp>/specbench-locks/<sha1 of its absolute path>.lock."""
+    """The lock of folder ``where``: <temp>/specbench-locks/<sha1 of its resolved path>.lock (symlinks
+    and ``..`` resolved: one folder, one lock, however it is named)."""
     import hashlib
 
     d = os.path.join(tempfile.gettempdir(), "specbench-locks")
     os.makedirs(d, exist_ok=True)
-    return os.path.join(d, hashlib.sha1(os.path.abspath(where).encode()).hexdigest() + ".lock")
+    return os.path.join(d, hashlib.sha1(os.path.realpath(where).encode()).hexdigest() + ".lock")
 
 
 @contextlib.contextmanager

@@ -54,6 +54,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from ..core import readers
 from ..core.args import Parser
 from ..core.atomic import atomic_write, lock
 from ..core.sampling import choose_children, probs
@@ -217,6 +218,8 @@ def main(argv=None) -> None:
                 f"pair={job.pair.name} drafts with '{job.pair.drafter}': calibrate it with "
                 "verify=greedy (sampling modes need a draft model of the target's vocabulary)"
             )
+        if out.exists():  # its rows are kept: a cut or garbled one is refused before the measuring
+            readers.check(out, readers.VECTOR, "--out")
         ident = identity.job_identity(job)
         ctx = context(job)
         prompts = calibration_prompts(ctx)

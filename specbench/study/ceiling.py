@@ -14,19 +14,19 @@ most tokens, and its mean forward width.
     python -m specbench.study.ceiling --times $OUT/step_times.csv --forwards $OUT/forwards.csv \\
         --costs results/costs.csv --out results/run_times.csv
 
-Imports: pandas, numpy and ``core.atomic``.
+Imports: pandas, numpy, ``core.atomic``, ``core.args`` and ``core.readers``.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..core.atomic import atomic_write
+from ..core import readers
+from ..core.args import Parser, refuse
+from ..core.atomic import atomic_write, os_line
 
 COLUMNS = ["run", "step", "seconds", "forwards", "tokens", "ceiling_s", "ratio", "forward_s", "in_forwards"]
 COLUMNS += ["busiest", "tokens_per_forward", "unrated"]
@@ -78,23 +78,25 @@ def ceilings(times: pd.DataFrame, forwards: pd.DataFrame, costs: pd.DataFrame) -
     return pd.DataFrame(rows).reindex(columns=COLUMNS)
 
 
-def read(path: str, columns) -> pd.DataFrame:
-    return pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=columns)
-
-
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """Every input read and checked (``core.readers``: a missing, cut, binary or garbled file, wrong
+    columns, a value out of range) before ``--out`` is replaced: a refusal is one line, exit 2."""
+    ap = Parser(prog="python -m specbench.study.ceiling", description=__doc__.split("\n\n")[0])
     ap.add_argument("--times", required=True, help="run_all.sh's step_times.csv (run, step, seconds)")
     ap.add_argument("--forwards", required=True, help="the forward counts (core.forwards) of the same runs")
-    ap.add_argument("--costs", default="results/costs.csv")
-    ap.add_argument("--out", default="results/run_times.csv")
+    ap.add_argument("--costs", default="results/costs.csv", help="the forward costs (study.costs)")
+    ap.add_argument("--out", default="results/run_times.csv", help="the table written (replaced whole)")
     a = ap.parse_args(argv)
-    out = ceilings(
-        read(a.times, ["run", "step", "seconds"]),
-        read(a.forwards, ["run", "step", "model", "forwards", "tokens"]),
-        read(a.costs, ["model"]),
-    )
-    atomic_write(a.out, lambda tmp: out.to_csv(tmp, index=False, float_format="%.4g"))
+    try:
+        times = readers.read(a.times, readers.STEP_TIMES, "--times")
+        fwd = readers.read(a.forwards, readers.FORWARDS, "--forwards")
+        costs = readers.read(a.costs, readers.CURVES, "--costs")
+        out = ceilings(times, fwd, costs)
+        atomic_write(a.out, lambda tmp: out.to_csv(tmp, index=False, float_format="%.4g"))
+    except readers.TableError as e:
+        refuse(str(e))
+    except OSError as e:
+        refuse(f"--out {os_line(e, a.out, '--out')} (nothing was written)")
     done = out.dropna(subset=["ratio"])
     print(f"[ceiling] {len(done)} of {len(out)} steps with a ceiling -> {a.out}")
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ..core import readers
 from ..core.args import Parser
 from ..core.atomic import atomic_write_many, incomplete, lock, open_text, recover
 from .describe import complete
@@ -42,15 +43,6 @@ SUMMARY_ORDER = ["pair", "dataset", "verify", "temperature", "tree", "budget", "
 STEP_ORDER = ["config_hash", "prompt_id", "step"]
 FIX = "rerun the job or delete its folder"
 JOB_MARKERS = ("summary.csv", "steps.csv", "outputs.jsonl", "error.txt", "resumed.txt", ".hydra")
-VECTOR_COLUMNS = {
-    "pair": str,
-    "dataset": str,
-    "verify": str,
-    "temperature": float,
-    "rank": int,
-    "p_accept": float,
-    "n": int,
-}
 SKIP_LABELS = {
     "failed": "failed job(s) (see error.txt)",
     "unfinished": "unfinished job folder(s) (no summary.csv: killed, or a full disk)",
@@ -304,23 +296,15 @@ def frames(jobs: dict[str, JobRows]) -> tuple[pd.DataFrame, pd.DataFrame, list[d
 # derived tables and writing
 # --------------------------------------------------------------------------
 def read_vectors(out: str) -> pd.DataFrame | None:
-    """Every acceptance_vector*.csv in ``out``, checked (a malformed one is a CollectError)."""
-    files = sorted(glob.glob(os.path.join(out, "acceptance_vector*.csv")))
+    """Every acceptance_vector*.csv in ``out``, checked (``core.readers.VECTOR``: a malformed one is
+    a CollectError)."""
     parts = []
-    for f in files:
-        df = _csv(f)
-        missing = [c for c in VECTOR_COLUMNS if c not in df]
-        if missing:
-            raise CollectError(
-                f"{f} lacks column(s) {', '.join(missing)}: regenerate it with `python -m specbench.study.calibrate`"
-            )
-        for col, kind in VECTOR_COLUMNS.items():
-            if kind is not str and pd.to_numeric(df[col], errors="coerce").isna().any():
-                raise CollectError(
-                    f"{f}: column {col} has a non-numeric value: regenerate it with "
-                    "`python -m specbench.study.calibrate`"
-                )
-        parts.append(df)
+    for f in sorted(glob.glob(os.path.join(out, "acceptance_vector*.csv"))):
+        try:
+            readers.check(f, readers.VECTOR)
+        except readers.TableError as e:
+            raise CollectError(str(e)) from None
+        parts.append(read_csv(f))
     return pd.concat(parts, ignore_index=True) if parts else None
 
 

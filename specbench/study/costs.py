@@ -25,7 +25,9 @@ a machine the model files cannot reach.
 Keys (top level, all optional): ``results_dir`` (default results), ``costs_repeats``
 (default 7, >= 1), ``costs_kv_lens`` (default [128, 512], each >= 1), ``costs_pairs`` (pair config
 names; default the ``pair`` group's), ``costs_dtypes`` (default ``dtype``).  Bad values,
-a bad dtype, pair or device are refused in one line before any model loads.
+a bad dtype, pair or device, KV lengths past a model's positions (``check_positions``, from its
+config), a garbled costs.csv to merge into or to merge (``core.readers``) are refused in one line,
+exit 2, before any model loads.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from typing import NoReturn
 
 import hydra
 import numpy as np
@@ -49,10 +52,11 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from .. import CONF_DIR
-from ..core import forwards
+from ..core import forwards, readers
 from ..core.atomic import atomic_write_many, lock
 from ..core.kv import SlotKV
 from ..core.tree import paths_to_parents
+from ..inputs import machine
 from ..trees.policies import shape_paths
 from .context import context, new_drafters
 from .jobspec import ConfigError, JobSpec, from_config, resolved
@@ -94,23 +98,12 @@ def forward_cost(kv: SlotKV, row: int, n: int) -> float:
     return secs
 
 
-def cpu_model() -> str:
-    """The processor's model name (/proc/cpuinfo on Linux), else what ``platform`` knows."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
-        if names:
-            return names[0]
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def environment(pair) -> dict:
     import transformers
 
     return {
-        "cpu": cpu_model(),
+        "cpu": machine.cpu_model(),
+        "machine_id": machine.identity(pair.target.device)["machine_id"],  # speed.csv's: same machine or not
         "machine": platform.machine(),
         "measured_on": time.strftime("%Y-%m-%d"),
         "cores": os.cpu_count(),
@@ -198,10 +191,8 @@ def merge_rows(path: str, rows: list[dict]) -> pd.DataFrame:
     ``rows``; rows measured before every repeat was kept (no ``samples``: nothing to
     bootstrap, no spread) are dropped, and so are rows from before costs had a dtype."""
     new = pd.DataFrame(rows)
-    if not os.path.exists(path):
-        return new
-    old = pd.read_csv(path)
-    if not {"pair", "dtype", "samples"} <= set(old.columns):
+    old = read_old(path)
+    if old is None or not {"pair", "dtype", "samples"} <= set(old.columns):
         return new
     old = old.assign(device=old.get("device", "cpu"))
     old = old[old.samples.notna()]
@@ -209,6 +200,33 @@ def merge_rows(path: str, rows: list[dict]) -> pd.DataFrame:
         mine = set(new[KEY].astype(str).itertuples(index=False, name=None))
         old = old[[k not in mine for k in old[KEY].astype(str).itertuples(index=False, name=None)]]
     return pd.concat([old, new], ignore_index=True)
+
+
+def read_old(path: str) -> pd.DataFrame | None:
+    """The costs.csv rows are merged into (None where there is none), checked (``core.readers``: a
+    cut, binary or garbled file is a ``TableError``; a table of the current columns, their values)."""
+    if not os.path.exists(path):
+        return None
+    fix = f"restore it (git checkout -- {path}) or move it away, then rerun"
+    readers.check_text(path, fix)
+    old = pd.read_csv(path)
+    if {"pair", "dtype", "samples"} <= set(old.columns):
+        return readers.read(path, readers.Kind("a costs.csv", readers.COSTS.columns, fix))
+    return old
+
+
+def check_positions(jobs: list[JobSpec], kv_lens: list[int]) -> None:
+    """The longest KV length, its prefill's one token and the widest forward (``SIZES``) must fit
+    every measured model's positions (read from its config: no weights load)."""
+    need, wide = max(kv_lens) + 1 + max(SIZES), max(SIZES)
+    for one in jobs:
+        for role, n in context(one).positions().items():
+            if n and need > n:
+                fix = f"lower it to {n - 1 - wide} or less" if n - 1 - wide >= 1 else "measure a model with more"
+                raise ConfigError(
+                    f"costs_kv_lens={kv_lens}: a {wide}-token forward on a {max(kv_lens)}-token cache needs "
+                    f"{need} positions > the {role}'s {n} (pair {one.pair.name}); {fix} (e.g. '+costs_kv_lens=[128]')"
+                )
 
 
 def settings(job: JobSpec) -> tuple[str, int, list[int], list[JobSpec]]:
@@ -243,12 +261,13 @@ def main(cfg: DictConfig) -> None:
     try:  # costs measure forwards: the tree group plays no part
         job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
         out, repeats, kv_lens, jobs = settings(job)
-    except ConfigError as e:
-        print(f"specbench.study.costs: {e}", file=sys.stderr)
-        sys.exit(2)
-    if job.extra.get("costs_merge"):
-        merge_file(out, str(job.extra["costs_merge"]))
-        return
+        if job.extra.get("costs_merge"):
+            merge_file(out, str(job.extra["costs_merge"]))
+            return
+        check_positions(jobs, kv_lens)
+        read_old(os.path.join(out, "costs.csv"))  # a garbled table is refused before the measuring, not after
+    except (ConfigError, readers.TableError) as e:
+        refuse(str(e))
     rows: list[dict] = []
     memo: dict = {}
     for one in jobs:
@@ -270,25 +289,22 @@ def main(cfg: DictConfig) -> None:
 def merge_file(out: str, path: str) -> None:
     """``+costs_merge=PATH``: the rows of a costs.csv measured elsewhere (a GPU machine's) merged
     into ``out``/costs.csv by (pair, dtype, device), with the environment-<device>.json beside
-    it; no model loads.  One line and exit 2 when the file is not such a table."""
-    try:
-        new = pd.read_csv(path)
-    except (OSError, ValueError) as e:
-        sys.exit(f"specbench.study.costs: costs_merge={path}: {str(e).splitlines()[0]}; give a costs.csv")
-    need = {*KEY, "role", "n_tokens", "seconds", "samples"}
-    if not need <= set(new.columns) or (new.device == "cpu").any():
-        sys.exit(
-            f"specbench.study.costs: costs_merge={path}: needs the columns {', '.join(sorted(need))} and another "
-            "device's rows (this machine's CPU is measured here)"
+    it; no model loads.  A ``TableError`` when the file is not such a table (``core.readers``:
+    missing, cut, binary, wrong columns, a seconds value not a number > 0), a ``ConfigError`` when
+    it holds CPU rows (``main``: one line, exit 2)."""
+    new = readers.read(path, readers.COSTS_MERGE, "costs_merge")  # columns, seconds > 0, whole lines
+    if (new.device == "cpu").any():
+        raise ConfigError(
+            f"costs_merge={path}: holds cpu rows; give another device's costs.csv (this machine's CPU is measured here)"
         )
     target = os.path.join(out, "costs.csv")
     envs = [env_file(d) for d in sorted(set(new.device))]
     found = {e: os.path.join(os.path.dirname(path), e) for e in envs}
-    files = {target: csv_writer(merge_rows(target, new.to_dict("records")))}
-    files.update(
-        {os.path.join(out, n): functools.partial(shutil.copyfile, s) for n, s in found.items() if os.path.isfile(s)}
-    )
-    with lock(out):
+    with lock(out):  # read, merge and replace: one writer at a time
+        files = {target: csv_writer(merge_rows(target, new.to_dict("records")))}
+        files.update(
+            {os.path.join(out, n): functools.partial(shutil.copyfile, s) for n, s in found.items() if os.path.isfile(s)}
+        )
         atomic_write_many(files)
     print(f"specbench: merged {len(new)} rows of {path} into {target} ({', '.join(envs)} beside it)")
 
@@ -306,6 +322,11 @@ def env_file(device: str) -> str:
 
 
 KEYS = ("results_dir", "costs_repeats", "costs_kv_lens", "costs_pairs", "costs_dtypes", "costs_merge")
+
+
+def refuse(line: str) -> NoReturn:
+    print(f"specbench.study.costs: {line}", file=sys.stderr)
+    sys.exit(2)
 
 
 def cli() -> None:

@@ -1,8 +1,7 @@
 """The typed job spec: the resolved Hydra config, read ONCE, checked before any model loads.
 
-Imports: yaml, omegaconf, ``core.options``, ``inputs`` and the dataset, drafter, tree and verify
-registries (their registration stores their options and schemas in Hydra's ConfigStore: importing
-this makes them composable).
+Imports: yaml, omegaconf, ``core.options``, ``inputs`` and the dataset, drafter, tree and verify registries
+(their registration stores options and schemas in Hydra's ConfigStore: importing this makes them composable).
 
 ``from_config(cfg) -> JobSpec``: the composed config as frozen dataclasses, with one-line
 ``ConfigError``s naming the key and the fix.  Defaults: conf/config.yaml's top-level ones
@@ -30,6 +29,7 @@ from .. import CONF_DIR
 from ..drafting.drafters import DRAFTERS, PAIR_COMMON
 from ..inputs import data as _data  # noqa: F401  (registers the dataset loaders: their options)
 from ..inputs import datasets
+from ..inputs.machine import resolve_dtype
 from ..inputs.models import DTYPES, SOURCES, WEIGHTS, ref_key
 from ..trees.base import POSITIVE, RANK_PATHS
 from ..trees.policies import POLICIES, param_checks
@@ -387,7 +387,7 @@ def from_config(cfg) -> JobSpec:
         max_new_tokens=_int(top["max_new_tokens"], "max_new_tokens", 1, "e.g. max_new_tokens=64"),
         seed=_int(top["seed"], "seed", 0, "e.g. seed=0"),
         device=str(top["device"]),
-        dtype=_choice(top["dtype"], "dtype", DTYPES),
+        dtype=_choice(resolve_dtype(top["dtype"], str(top["device"]), top["replay_cache"]), "dtype", DTYPES),
         engine=_choice(top["engine"], "engine", ENGINES),
         batch_size=_int(top["batch_size"], "batch_size", 1, "prompts per target forward, e.g. batch_size=1"),
         resume=_bool(top["resume"], "resume"),

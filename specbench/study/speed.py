@@ -25,7 +25,6 @@ any model loads.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -42,9 +41,9 @@ from tqdm import tqdm
 from .. import CONF_DIR
 from ..core.atomic import atomic_write_many, lock
 from ..core.registry import UnknownName
+from ..inputs import machine
 from . import checks, identity, results, speedstats, validate
 from .context import DecodePlan, context
-from .costs import cpu_model
 from .jobspec import ConfigError, JobSpec, from_config, resolved, tree_spec
 
 KEYS = ("results_dir", "speed_candidates", "speed_rounds")
@@ -111,21 +110,6 @@ def roster(job: JobSpec) -> list[Candidate]:
     out += [candidate(job, f"{t} N={b}", t, b) for t, b in trees]
     t, b = trees[0]
     return out + [candidate(job, f"{t} N={b}{speedstats.TWIN_SUFFIX}", t, b)]
-
-
-def machine(device: torch.device) -> dict:
-    """The identity of the machine that times: CPU or GPU model, cores, threads, torch."""
-    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
-    what = {
-        "cpu": cpu_model(),
-        "gpu": gpu,
-        "cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-    }
-    name = gpu or f"{what['cpu']}, {what['cores']} cores, {what['torch_threads']} threads"
-    ident = hashlib.sha1(repr(sorted(what.items())).encode()).hexdigest()[:10]
-    return {**what, "machine": f"{name}, torch {what['torch']}", "machine_id": ident}
 
 
 def timed(pair, c: Candidate, unit) -> tuple[float, list]:
@@ -246,7 +230,7 @@ def main(cfg: DictConfig) -> None:
         sys.exit(2)
     pair = ctx.load_pair()
     plain = results.row_keys(cands[0].job, cands[0].ident, names(pair), True, "live", "")
-    base = {"run_id": results.new_run_id(), **machine(pair.target.device), **{k: plain[k] for k in RUN_KEYS}}
+    base = {"run_id": results.new_run_id(), **machine.identity(pair.target.device), **{k: plain[k] for k in RUN_KEYS}}
     rows, steps = bench(job, pair, prompts, cands, base)
     write(out, rows, steps)
     print(f"specbench: wrote {len(rows)} rows to {out}/{FILE} ({base['machine']})")

@@ -9,22 +9,21 @@ run_all.sh to run with ``sweep=reference_validate`` (batch 1, live, the same pro
 
     python -m specbench.study.validate --pairs qwen_coder,smollm_qwen --datasets humaneval,mt_bench
 
-Only the pairs and datasets asked for; one line naming the fix for a missing file, a pair or
-dataset with no projection, or an unknown column set.  No model loads.
+Only the pairs and datasets asked for; one line naming the fix (exit 2) for a missing, cut, binary
+or garbled speedup.csv (``core.readers.SPEEDUP``: its columns and values), a pair or dataset with no
+projection.  No model loads.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 
 import pandas as pd
 
+from ..core import readers
+from ..core.args import Parser
 from ..trees.policies import policy_spec
 from .results import read_csv
-
-NEED = {"pair", "dataset", "engine", "verify", "temperature", "tree", "budget", "projected", "max_new_tokens"}
 
 
 def static(tree: str) -> bool:
@@ -92,7 +91,7 @@ def jobs(speed: pd.DataFrame, pairs: list[str], datasets: list[str], top: int) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m specbench.study.validate", description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m specbench.study.validate", description=__doc__.splitlines()[0])
     ap.add_argument("--speedup", default="results/speedup.csv", help="the report's speedup.csv")
     ap.add_argument("--pairs", default="qwen_coder,smollm_qwen,ngram_qwen")
     ap.add_argument("--datasets", default="humaneval,mt_bench")
@@ -101,11 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.top < 0:
             raise ValueError(f"--top={args.top}: must be >= 0")
-        if not os.path.isfile(args.speedup):
-            raise ValueError(f"--speedup {args.speedup}: no such file (python -m specbench.report writes it)")
-        speed = read_csv(args.speedup)
-        if not NEED <= set(speed.columns):
-            raise ValueError(f"--speedup {args.speedup}: missing columns {sorted(NEED - set(speed.columns))}")
+        speed = readers.read(args.speedup, readers.SPEEDUP, "--speedup", reader=read_csv)  # cut, binary, garbled
         lines = jobs(speed, args.pairs.split(","), args.datasets.split(","), args.top)
     except ValueError as e:
         print(f"specbench.study.validate: {e}", file=sys.stderr)

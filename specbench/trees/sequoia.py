@@ -163,7 +163,12 @@ def _resolve(path: str | os.PathLike) -> Path:
 
 @functools.lru_cache(maxsize=8)
 def _read_rows(file: str, mtime_ns: int) -> tuple[dict, ...]:
-    with open(file, newline="") as f:
+    """The rows of an acceptance_vector.csv, checked first (``core.readers.VECTOR``: a cut, binary
+    or garbled file, a rank or p_accept out of range, is one ValueError naming it)."""
+    from ..core import readers  # pandas: only where a vector file is read
+
+    readers.check(file, readers.VECTOR, "tree.vector")
+    with open(file, newline="", encoding="utf-8") as f:
         return tuple(csv.DictReader(f))
 
 

@@ -1,0 +1,245 @@
+"""Checked CSV inputs: one declared reader per input file kind, so every command that reads a kind
+inherits its checks.
+
+``read(path, kind, key)`` returns the table at ``path`` (``check``: its text cells) or raises a
+``TableError``: one line naming the option (``key``), the file, the line or column, and the fix.
+Checked, in order: the file exists and is a file; it is UTF-8 text (no NUL byte: a binary file);
+its last line is whole (every writer ends a file with a newline, so a missing one is a cut file,
+``atomic.incomplete``); every row has the header's number of fields; the declared columns are
+there; each cell of a declared column has its type and range (``Col``: numbers finite, integers
+whole, bounds); and the table has ``Kind.min_rows`` rows.  ``check_text`` is the first four alone,
+for readers that parse a file themselves.
+
+The kinds: ``COSTS`` (costs.csv, ``study.costs``), ``CURVES`` (the columns of it a model's cost
+curve needs, ``study.ceiling``), ``COSTS_MERGE`` (another machine's costs.csv),
+``STEP_TIMES`` (run_all.sh's step_times.csv), ``FORWARDS`` (``core.forwards``), ``SPEEDUP`` (the
+report's speedup.csv), ``VECTOR`` (acceptance_vector.csv, ``study.calibrate``).
+
+Imports: pandas and ``core.atomic``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import math
+import os
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .atomic import gzipped, incomplete, open_text
+
+
+class TableError(ValueError):
+    """An input file refused: one line naming it and the fix."""
+
+
+@dataclass(frozen=True)
+class Col:
+    """A declared column: ``kind`` "str", "int", "float" or "floats" (space-separated numbers);
+    numbers lie in [``lo``, ``hi``] (``lo`` excluded with ``above``) and are finite; ``empty``:
+    a cell may be empty; ``optional``: the column may be absent."""
+
+    kind: str = "float"
+    lo: float | None = None
+    hi: float | None = None
+    above: bool = False
+    empty: bool = False
+    optional: bool = False
+
+    def wants(self) -> str:
+        what = {"int": "an integer", "float": "a finite number", "floats": "space-separated finite numbers"}
+        bounds = [f"> {self.lo:g}" if self.above else f">= {self.lo:g}"] if self.lo is not None else []
+        bounds += [f"<= {self.hi:g}"] if self.hi is not None else []
+        return what.get(self.kind, "text") + (" " + " and ".join(bounds) if bounds else "")
+
+    def ok(self, cell: str) -> bool:
+        if cell == "":
+            return self.empty
+        if self.kind == "str":
+            return True
+        values = cell.split() if self.kind == "floats" else [cell]
+        return bool(values) and all(self._number_ok(v) for v in values)
+
+    def _number_ok(self, text: str) -> bool:
+        try:
+            x = float(text)
+        except ValueError:
+            return False
+        if not math.isfinite(x) or (self.kind == "int" and not x.is_integer()):
+            return False
+        if self.lo is not None and (x <= self.lo if self.above else x < self.lo):
+            return False
+        return self.hi is None or x <= self.hi
+
+
+@dataclass(frozen=True)
+class Kind:
+    """An input file kind: its declared columns, the fix a refusal names, the rows it must hold."""
+
+    name: str
+    columns: dict[str, Col]
+    fix: str
+    min_rows: int = 0
+
+
+def _where(path: str, key: str) -> str:
+    return f"{key}={path}" if key else str(path)
+
+
+def check_text(path: str | os.PathLike, fix: str, key: str = "") -> None:
+    """Refuse a missing, binary, non-UTF-8 or cut file, or one whose rows have the wrong number of
+    fields (a ``TableError`` naming ``key``, the file and ``fix``)."""
+    path = os.fspath(path)
+    at = _where(path, key)
+    if not os.path.exists(path):
+        raise TableError(f"{at}: no such file; {fix}")
+    if not os.path.isfile(path):
+        raise TableError(f"{at}: not a file; {fix}")
+    try:
+        why = incomplete(path)
+        _text(path)
+    except UnicodeDecodeError as e:
+        raise TableError(f"{at}: not UTF-8 text (byte {e.start}: a binary file?); {fix}") from None
+    except OSError as e:
+        raise TableError(f"{at}: {e.strerror or e}; {fix}") from None
+    if why:
+        raise TableError(f"{at}: the file {why}; {fix}")
+    with open_text(path) as fh:
+        rows = csv.reader(fh)
+        try:
+            width = len(next(rows, []))
+            for row in rows:
+                if row and len(row) != width:
+                    raise TableError(
+                        f"{at}: line {rows.line_num} has {len(row)} fields, the header {width} "
+                        f"(a cut or garbled file); {fix}"
+                    )
+        except csv.Error as e:
+            raise TableError(f"{at}: line {rows.line_num}: {e}; {fix}") from None
+
+
+def _text(path: str) -> None:
+    """Raise UnicodeDecodeError where the (decompressed) file is not UTF-8 or holds a NUL byte."""
+    import gzip
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    done = 0
+    with gzip.open(path, "rb") if gzipped(path) else open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            if b"\0" in block:
+                i = block.index(b"\0")
+                raise UnicodeDecodeError("utf-8", block, i, i + 1, "a NUL byte")
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError as e:
+                raise UnicodeDecodeError("utf-8", block, done + e.start, done + e.end, e.reason) from None
+            done += len(block)
+    decoder.decode(b"", final=True)
+
+
+def check(path: str | os.PathLike, kind: Kind, key: str = "") -> pd.DataFrame:
+    """The table at ``path`` as text cells, checked against ``kind`` (``check_text``, then its
+    declared columns, cells and rows); a ``TableError`` (one line) otherwise."""
+    path = os.fspath(path)
+    at = _where(path, key)
+    check_text(path, kind.fix, key)
+    try:
+        raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (ValueError, pd.errors.ParserError) as e:
+        raise TableError(f"{at}: cannot be read as a CSV ({str(e).splitlines()[0]}); {kind.fix}") from None
+    missing = [c for c, col in kind.columns.items() if not col.optional and c not in raw.columns]
+    if missing:
+        raise TableError(f"{at}: not {kind.name}: it lacks the column(s) {', '.join(missing)}; {kind.fix}")
+    for name, col in kind.columns.items():
+        if name not in raw.columns:
+            continue
+        bad = [i for i, cell in enumerate(raw[name]) if not col.ok(cell.strip())]
+        if bad:
+            cell = raw[name].iloc[bad[0]]
+            raise TableError(f"{at}: line {bad[0] + 2}: {name}={cell!r} is not {col.wants()}; {kind.fix}")
+    if len(raw) < kind.min_rows:
+        raise TableError(f"{at}: holds no rows (only its header); {kind.fix}")
+    return raw
+
+
+def read(path: str | os.PathLike, kind: Kind, key: str = "", reader=pd.read_csv) -> pd.DataFrame:
+    """``check``, then the table parsed by ``reader`` (a ``TableError``, one line, where it is refused)."""
+    check(path, kind, key)
+    return reader(path)
+
+
+COSTS_FIX = "give a costs.csv that python -m specbench.study.costs wrote"
+_SECONDS = Col("float", lo=0, above=True)
+_SPREAD = Col("float", lo=0, empty=True, optional=True)
+COSTS = Kind(
+    "a costs.csv",
+    {
+        "role": Col("str"),
+        "pair": Col("str"),
+        "dtype": Col("str"),
+        "device": Col("str", optional=True),
+        "model": Col("str", empty=True, optional=True),
+        "kv_len": Col("int", lo=0, optional=True),
+        "n_tokens": Col("int", lo=1),
+        "seconds": _SECONDS,
+        "repeats": Col("int", lo=1, empty=True, optional=True),
+        **{f"seconds_{s}": _SPREAD for s in ("min", "max", "q25", "q75")},
+        "samples": Col("floats", lo=0, empty=True, optional=True),
+    },
+    COSTS_FIX,
+)
+CURVES = Kind(  # what study.ceiling reads of a costs.csv: each model's curve
+    "a costs.csv",
+    {
+        **{c: Col("str", optional=True) for c in ("role", "pair")},
+        **{c: Col("str") for c in ("device", "dtype")},
+        "kv_len": Col("int", lo=0),
+    }
+    | {c: col for c, col in COSTS.columns.items() if c not in ("role", "pair", "device", "dtype", "kv_len")},
+    COSTS_FIX,
+)
+COSTS_MERGE = Kind(
+    "a costs.csv",
+    {**COSTS.columns, "device": Col("str"), "samples": Col("floats", lo=0, empty=True)},
+    "give a costs.csv that python -m specbench.study.costs wrote on the other machine",
+    min_rows=1,
+)
+STEP_TIMES = Kind(
+    "run_all.sh's step_times.csv",
+    {"run": Col("str"), "step": Col("str"), "seconds": Col("float", lo=0)},
+    "give the step_times.csv bash run_all.sh writes (run,step,seconds)",
+    min_rows=1,
+)
+FORWARDS = Kind(
+    "a forward-count CSV",
+    {"run": Col("str"), "step": Col("str"), "model": Col("str")}
+    | {"forwards": Col("int", lo=0), "tokens": Col("int", lo=0)},
+    "give the forwards.csv that SPECBENCH_FORWARDS names in bash run_all.sh (run,step,model,forwards,tokens)",
+)
+SPEEDUP = Kind(
+    "the report's speedup.csv",
+    {
+        **{c: Col("str") for c in ("pair", "dataset", "engine", "verify", "tree")},
+        "temperature": Col("float", lo=0),
+        "budget": Col("int", lo=0),
+        "max_new_tokens": Col("int", lo=1),
+        "projected": Col("float", lo=0, empty=True),
+        **{c: Col("float", lo=0, empty=True, optional=True) for c in ("projected_lo", "projected_hi")},
+        "tokens_per_step": Col("float", lo=0, empty=True, optional=True),
+    },
+    "regenerate it with python -m specbench.report",
+)
+VECTOR = Kind(
+    "an acceptance_vector.csv",
+    {
+        **{c: Col("str") for c in ("pair", "dataset", "verify")},
+        "pair_id": Col("str", empty=True, optional=True),
+        "temperature": Col("float", lo=0),
+        "rank": Col("int", lo=0),
+        "p_accept": Col("float", lo=0, hi=1),
+        "n": Col("int", lo=0),
+    },
+    "regenerate it with python -m specbench.study.calibrate",
+)

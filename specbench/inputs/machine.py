@@ -1,0 +1,125 @@
+"""The machine that runs, measured first: its identity (every timed row and cost point carries it)
+and the dtype it runs fastest (``dtype=auto``).
+
+* ``identity(device)``: CPU or GPU model, the CPU's vector capability (torch's: AVX2, AVX512),
+  cores, torch threads, torch version, a readable ``machine`` and a ``machine_id`` (a hash of the
+  six): a speedup is never formed across two.
+* ``rates(device)``: measured GFLOP/s of the models' widest projection (a 1536 × 8960 linear
+  layer, the 1.5B target's MLP) in each dtype the device can use, at 1 row (a decode step) and at
+  64 rows (a tree or prefill), 5 interleaved repeats each (median).  CPUs of one kind differ 15× in
+  bf16: with AVX-512 BF16 a bf16 matmul runs ~2× fp32, with AVX2 alone ~60× slower.
+* ``pick(rates)``: the dtype with the larger geometric mean over the two widths.
+* ``auto_dtype(device)``: ``pick(rates(device))``, measured once per machine and kept in the cache
+  folder (``<cache>/machine-<machine_id>.json``), so every job of a study resolves ``auto`` alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import platform
+import statistics
+import time
+
+import torch
+
+from ..core.diskcache import cache_root
+
+ROWS = (1, 64)
+WIDTH, HIDDEN = 1536, 8960
+REPEATS = 5
+
+
+def cpu_model() -> str:
+    """The processor's model name (/proc/cpuinfo on Linux), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+        if names:
+            return names[0]
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def identity(device: str | torch.device = "cpu") -> dict:
+    """What times: CPU or GPU model, cores, threads, torch; ``machine`` in words and ``machine_id``."""
+    device = torch.device(device)
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+    what = {
+        "cpu": cpu_model(),
+        "capability": torch.backends.cpu.get_cpu_capability(),  # AVX2 vs AVX512: bf16 runs 60x apart
+        "gpu": gpu,
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
+    name = gpu or f"{what['cpu']} ({what['capability']}), {what['cores']} cores, {what['torch_threads']} threads"
+    ident = hashlib.sha1(repr(sorted(what.items())).encode()).hexdigest()[:10]
+    return {**what, "machine": f"{name}, torch {what['torch']}", "machine_id": ident}
+
+
+def candidates(device: torch.device) -> tuple[str, ...]:
+    return ("bfloat16", "float32") if device.type == "cpu" else ("bfloat16", "float16", "float32")
+
+
+@torch.no_grad()
+def rates(device: str | torch.device = "cpu") -> dict[str, dict[int, float]]:
+    """{dtype: {rows: GFLOP/s}} of one linear layer, repeats interleaved across dtypes and widths."""
+    device = torch.device(device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    layers = {
+        dt: torch.nn.Linear(WIDTH, HIDDEN, bias=False).to(device, getattr(torch, dt)) for dt in candidates(device)
+    }
+    xs = {(dt, n): torch.randn(n, WIDTH, device=device, dtype=getattr(torch, dt)) for dt in layers for n in ROWS}
+    for (dt, _n), x in xs.items():  # warm-up
+        layers[dt](x)
+    secs: dict[tuple, list[float]] = {k: [] for k in xs}
+    for _ in range(REPEATS):
+        for (dt, n), x in xs.items():
+            sync()
+            t0 = time.perf_counter()
+            layers[dt](x)
+            sync()
+            secs[(dt, n)].append(time.perf_counter() - t0)
+    flops = {n: 2 * n * WIDTH * HIDDEN / 1e9 for n in ROWS}
+    return {dt: {n: flops[n] / statistics.median(secs[(dt, n)]) for n in ROWS} for dt in layers}
+
+
+def pick(measured: dict[str, dict[int, float]]) -> str:
+    """The dtype with the larger geometric mean rate over the widths (ties: the first given)."""
+    score = {dt: math.exp(sum(math.log(r) for r in by.values()) / len(by)) for dt, by in measured.items()}
+    return max(score, key=lambda dt: score[dt])
+
+
+def auto_dtype(device: str = "cpu", cache: str | None = None) -> tuple[str, dict]:
+    """(dtype, record) for ``dtype=auto``: measured once per machine, then read from the cache."""
+    me = identity(device)
+    path = os.path.join(cache_root(cache), f"machine-{me['machine_id']}.json")
+    if os.path.isfile(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                rec = json.load(f)
+            return str(rec["dtype"]), rec
+        except (OSError, ValueError, KeyError):
+            pass  # a cut or foreign file: measure again
+    measured = rates(device)
+    rec = {
+        **me,
+        "dtype": pick(measured),
+        "rates_gflops": {dt: {str(n): r for n, r in by.items()} for dt, by in measured.items()},
+    }
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(rec, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+    return rec["dtype"], rec
+
+
+def resolve_dtype(value, device: str = "cpu", cache: str | None = None):
+    """``value``, or for ``auto`` the faster dtype here (``auto_dtype``): resolved where the job spec
+    is read, so every row and config hash names the dtype that ran."""
+    return auto_dtype(device, cache)[0] if value == "auto" else value

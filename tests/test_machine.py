@@ -1,0 +1,43 @@
+"""The machine measured first (inputs.machine): its identity, and ``dtype=auto`` picking the faster
+dtype from measured rates, resolved into the job spec and recorded once per machine."""
+
+import json
+
+import pytest
+
+from specbench.inputs import machine
+
+AVX512_BF16 = {"bfloat16": {1: 3.1, 64: 51.8}, "float32": {1: 1.8, 64: 15.5}}
+AVX2_ONLY = {"bfloat16": {1: 0.3, 64: 0.9}, "float32": {1: 9.0, 64: 60.7}}
+
+
+@pytest.mark.parametrize("rates, want", [(AVX512_BF16, "bfloat16"), (AVX2_ONLY, "float32")])
+def test_auto_picks_the_faster_dtype_from_measured_rates(rates, want):
+    assert machine.pick(rates) == want
+
+
+def test_the_pick_weighs_both_widths():
+    """bf16 faster at 64 rows, 4x slower at 1 row: fp32 wins on the geometric mean."""
+    assert machine.pick({"bfloat16": {1: 1.0, 64: 30.0}, "float32": {1: 4.0, 64: 20.0}}) == "float32"
+
+
+def test_dtype_auto_is_resolved_in_the_job_spec_and_recorded_once_per_machine(tmp_path, monkeypatch):
+    from specbench.study.jobspec import from_config
+
+    calls = []
+    monkeypatch.setattr(machine, "rates", lambda device: calls.append(device) or AVX2_ONLY)
+    from specbench.study.launch import compose
+
+    overrides = ["pair=qwen_coder", "dtype=auto", f"+replay_cache={tmp_path}"]
+    job = from_config(compose(overrides))
+    assert job.dtype == "float32" and calls == ["cpu"]
+    rec = json.loads(next(tmp_path.glob("machine-*.json")).read_text())
+    assert rec["dtype"] == "float32" and rec["rates_gflops"]["float32"]["64"] == 60.7
+    assert rec["machine_id"] == machine.identity("cpu")["machine_id"] and rec["cpu"]
+    assert from_config(compose(overrides)).dtype == "float32"
+    assert calls == ["cpu"]  # measured once: every job of a study resolves auto alike
+
+
+def test_the_measurement_runs_and_names_each_dtype():
+    rates = machine.rates("cpu")
+    assert set(rates) == {"bfloat16", "float32"} and all(r > 0 for by in rates.values() for r in by.values())
