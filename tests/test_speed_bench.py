@@ -278,3 +278,26 @@ def test_a_failed_control_unranks_the_run():
     walls = {"plain": 2.0, ss.PLAIN_AA: 2.4, "chain N=3": 1.2}
     text = tldr_of(table(walls), pd.DataFrame())
     assert "a control failed: not ranked" in text and "0 of 1 hold" in text and "FAILS" in text
+
+
+def test_a_measured_speedup_is_never_set_against_costs_from_another_machine():
+    from specbench.report import measured
+
+    walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.0}
+    t = {**ss.tables(table(walls)), "speed": pd.DataFrame([answer_row(tree="chain", budget=3, projected=2.2)])}
+    t["speed"]["max_new_tokens"] = 128
+    other = measured.projection_check(t, {"machine_id": "elsewhere"})
+    assert "not set against the projection" in other and "error" not in other
+    assert "not set against" in measured.projection_check(t, {})  # a machine not identified: not compared
+    same = measured.projection_check(t, {"machine_id": "m1"})
+    assert "median absolute 1" in same and "over 1 configurations" in same  # 2.2 projected vs ~2.0 measured
+
+
+def test_a_later_run_of_the_same_candidates_adds_rounds_and_another_set_replaces_them():
+    walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.2}
+    first, second = table(walls, run="20260101-a"), table(walls, run="20260102-b", seed=3)
+    a = ss.answers(pd.concat([first, second]))
+    assert set(a.run_id) == {"20260102-b"} and (a.n_rounds == 2).all()
+    other = table({"plain": 2.0, "chain N=4": 1.0}, run="20260103-c")
+    b = ss.answers(pd.concat([first, second, other]))
+    assert set(b.candidate) == {"chain N=4"} and (b.n_rounds == 1).all()

@@ -149,6 +149,34 @@ def error_sentence(speed: pd.DataFrame) -> str:
     )
 
 
+def projection_check(t: dict, env: dict | None) -> str:
+    """The projection against the benchmark's measured speedups, only where the cost curve was measured
+    on the machine that timed them (``machine_id``); otherwise it says none is compared, and why."""
+    m, speed = t.get("measured", pd.DataFrame()), t.get("speed", pd.DataFrame())
+    if m.empty or speed is None or speed.empty:
+        return ""
+    here = (env or {}).get("machine_id")
+    same = m[m.machine_id == here] if here else m.iloc[0:0]
+    if same.empty:
+        return (
+            "The benchmark's speedups are not set against the projection: the cost curve (results/costs.csv) "
+            "was measured on another machine or one not identified (environment.json has no matching "
+            "`machine_id`), and a speedup is never formed across machines."
+        )
+    key = ["pair", "dataset", "tree", "budget", "dtype"]
+    proj = speed[(speed.engine == "replay") & speed.projected.notna()]
+    proj = proj.sort_values("max_new_tokens", ascending=False).drop_duplicates(key)
+    both = same.merge(proj[key + ["projected"]], on=key, how="inner")
+    if both.empty:
+        return ""
+    err = both.projected / both.speedup - 1
+    return (
+        f"On the benchmark's machine, the projection's error against its measured speedups: median absolute "
+        f"{err.abs().median():.0%}, worst {err.iloc[int(np.argmax(err.abs().to_numpy()))]:+.0%}, over {len(err)} "
+        "configurations."
+    )
+
+
 def section(t: dict) -> list[str]:
     """The measured table with its lead and the controls, or nothing without a benchmark run."""
     rec = shown(t)

@@ -197,7 +197,11 @@ def section(ctx) -> str:
     lines = hardware.schedule_sentences(t.get("schedule", pd.DataFrame()))
     envs = ctx["data"].get("envs") or {}
     lines += hardware_sentence(t, rec, envs) if len(rec) else []
-    lines += [s for s in [measured.error_sentence(t.get("speed", pd.DataFrame()))] if s]
+    checks = [
+        measured.error_sentence(t.get("speed", pd.DataFrame())),
+        measured.projection_check(t, ctx["data"].get("env")),
+    ]
+    lines += [s for s in checks if s]
     body = meas
     if len(rec):
         body += [lead(rec, ctx["data"].get("env")), table(rec.to_dict("records"), columns(t, envs))]

@@ -155,11 +155,19 @@ PICK_RULE = "among the configurations that tie the fastest, the one drafting the
 
 
 def latest_runs(speed: pd.DataFrame) -> pd.DataFrame:
-    """The newest run per (pair, dataset, dtype, batch size, max_new_tokens, machine): earlier runs
-    of the same configuration set on the same machine stay in the file but are not ranked again."""
-    key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine"]
-    last = speed.groupby(key, dropna=False)["run_id"].transform("max")
-    return speed[speed.run_id == last]
+    """Per (pair, dataset, dtype, batch size, max_new_tokens, machine): the newest run, pooled with
+    the earlier runs of the same candidates on the same prompts (each of their rounds is one more
+    round: every candidate beside plain decoding on the same units), under the newest ``run_id``.
+    Runs of other candidate sets stay in the file but are not ranked again."""
+    key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine_id"]
+    out = []
+    for _k, g in speed.groupby(key, dropna=False, sort=True):
+        sets = g.groupby("run_id").apply(lambda r: (frozenset(r.candidate), frozenset(r.prompt_ids)))
+        newest = max(sets.index)
+        same = [r for r in sets.index if sets[r] == sets[newest]]
+        pooled = g[g.run_id.isin(same)]
+        out.append(pooled.assign(round=pooled.run_id + ":" + pooled["round"].astype(str), run_id=newest))
+    return pd.concat(out, ignore_index=True) if out else speed.iloc[0:0]
 
 
 def answers(speed: pd.DataFrame) -> pd.DataFrame:
