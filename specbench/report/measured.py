@@ -100,7 +100,7 @@ COLUMNS = [
 
 
 def lead(rec: pd.DataFrame) -> str:
-    machines = "; ".join(sorted(set(rec.machine)))
+    machines = "; ".join(sorted(set(rec.machine))) if rec.machine.nunique() == 1 else "the machine in each row"
     sizes = sorted({(int(n), int(k)) for n, k in zip(rec.n_prompts, rec.max_new_tokens)})
     size = ", ".join(f"{n} prompts × {k} tokens" for n, k in sizes)
     pays = int((rec.verdict == "pays").sum())
@@ -178,8 +178,10 @@ def projection_check(t: dict, env: dict | None) -> str:
 
 
 def section(t: dict) -> list[str]:
-    """The measured table with its lead and the controls, or nothing without a benchmark run."""
+    """The measured table with its lead and the controls, or nothing without a benchmark run; the
+    machine of each row where the runs name more than one."""
     rec = shown(t)
     if rec.empty:
         return []
-    return [lead(rec), table(rec.to_dict("records"), COLUMNS)] + [s for s in [controls_sentence(t)] if s]
+    cols = COLUMNS + [("timed on", lambda r: r["machine"])] * (rec.machine.nunique() > 1)
+    return [lead(rec), table(rec.to_dict("records"), cols)] + [s for s in [controls_sentence(t)] if s]
