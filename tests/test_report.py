@@ -450,11 +450,22 @@ def test_a_served_deployment_sits_beside_the_study(built, tmp_path):
     chain = rows[(rows.tree == "chain") & (rows.temperature == 0) & (rows.budget > 0)].iloc[0]
     dump = tmp_path / "metrics.txt"
     dump.write_text(VLLM_DUMP)
-    import_main([str(dump), "--engine", "vllm", "--pair", chain.pair, "--dataset", chain.dataset,
-                 "--budget", str(int(chain.budget)), "--out", str(tmp_path / "results" / "served.csv")])  # fmt: skip
+    import_main(
+        [
+            str(dump),
+            "--engine",
+            "vllm",
+            "--pair",
+            chain.pair,
+            "--dataset",
+            chain.dataset,
+            "--out",
+            str(tmp_path / "results" / "served.csv"),
+        ]
+    )  # fmt: skip  (vLLM's budget is counted: 3)
     proc = run_report(tmp_path)
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "REPORT.md").read_text()
     line = next(ln for ln in text.splitlines() if ln.startswith("- vllm served "))
-    assert f"{chain.pair} chain N={int(chain.budget)} on {chain.dataset}: 2.80 tokens/step over 100 steps" in line
+    assert f"{chain.pair} chain N=3 on {chain.dataset}: 2.80 tokens/step over 100 steps" in line
     assert "the study measured" in line or "no greedy row" in line

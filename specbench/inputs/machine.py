@@ -25,6 +25,7 @@ import time
 
 import torch
 
+from ..core.atomic import atomic_write, write_file
 from ..core.diskcache import cache_root
 
 ROWS = (1, 64)
@@ -112,10 +113,7 @@ def auto_dtype(device: str = "cpu", cache: str | None = None) -> tuple[str, dict
         "rates_gflops": {dt: {str(n): r for n, r in by.items()} for dt, by in measured.items()},
     }
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(rec, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: write_file(tmp, json.dumps(rec, indent=1, sort_keys=True)))
     return rec["dtype"], rec
 
 

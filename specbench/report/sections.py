@@ -195,8 +195,13 @@ def speed(ctx) -> str:
     if live.empty:
         return "\n\n".join(served)
     found = bullets(findings.sentences(ctx["t"]["findings"], "speed"), "")
+    checked = live[live.projected.notna()] if "projected" in live else live  # batch B > 1: under Batch size
+    note = f"The {len(live) - len(checked)} live runs without a projection (batch B > 1) are under *Batch size*."
+    if checked.empty:
+        return "\n\n".join(["_No live run has a projection (results/steps.csv.gz or costs missing)._", *served])
     return "\n\n".join(
-        [table(live.to_dict("records"), LIVE_COLS), found, *served, *figs(ctx, "speed_measured_vs_projected.png")]
+        [table(checked.to_dict("records"), LIVE_COLS), *[note][: len(checked) < len(live)], found, *served]
+        + figs(ctx, "speed_measured_vs_projected.png")
     )
 
 

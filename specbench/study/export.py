@@ -131,10 +131,10 @@ def choose(argv: list[str], opts: dict) -> tuple[Choice, str | None]:
 
 
 def recommended(results: str, given: dict) -> str:
-    """``recommend=true``: the config hash of the fastest greedy configuration of ``pair`` on
-    ``dataset`` at ``batch_size`` (default 1) in results/speedup.csv (optionally of one ``tree``),
-    picked as the report's TL;DR picks: rows of >= 32 prompts, a measured speedup (a live run's, or a
-    replayed row's live twin's) before a projected one (this machine's cost curve)."""
+    """``recommend=true``: the config hash of what the report's TL;DR names for ``pair`` on ``dataset``
+    at ``batch_size`` (default 1): the interleaved benchmark's answer where it timed them (results/
+    speed.csv, ``study.speedstats``: the configuration shown among the ties; its replayed row), else the
+    fastest projection in results/speedup.csv (rows of >= 32 prompts; optionally of one ``tree``)."""
     if "pair" not in given or "dataset" not in given:
         raise ValueError("recommend=true needs pair=NAME and dataset=NAME (the recommendation's pair and data)")
     speed = pd.read_csv(os.path.join(results, "speedup.csv"))
@@ -148,11 +148,32 @@ def recommended(results: str, given: dict) -> str:
         rows = rows[rows.tree == given["tree"]]
     big = rows[rows.n_prompts.astype(int) >= 32]  # the report ranks rows of >= 32 prompts
     rows = big if len(big) else rows
-    measured = rows[rows.measured.notna()]  # a measured speed before a projected one, as the report's TL;DR
-    score = measured.measured if len(measured) else rows.projected
-    if score.notna().sum() == 0:
+    shown = measured_answer(results, given, b)
+    if shown is not None and "tree" not in given:
+        same = rows[(rows.tree == shown["tree"]) & (rows.budget.astype(int) == int(shown["budget"]))]
+        same = same[(same.engine == "replay") & (same.dtype == shown["dtype"])]
+        if len(same):
+            return str(same.sort_values("max_new_tokens", ascending=False).iloc[0].config_hash)
+    if rows.projected.notna().sum() == 0:
         raise ValueError(f"recommend=true: no measured or projected speedup of {given['pair']} on {given['dataset']}")
-    return str(rows.loc[score.idxmax()].config_hash)
+    return str(rows.loc[rows.projected.idxmax()].config_hash)
+
+
+def measured_answer(results: str, given: dict, batch: int) -> dict | None:
+    """The benchmark's shown configuration of the pair and dataset at ``batch``, or None."""
+    from .speedstats import answers
+
+    path = os.path.join(results, "speed.csv")
+    if not os.path.isfile(path):
+        return None
+    a = answers(pd.read_csv(path))
+    a = (
+        a[(a.pair == given["pair"]) & (a.dataset == given["dataset"]) & (a.batch_size.astype(int) == batch)]
+        if len(a)
+        else a
+    )
+    a = a[a.shown & a.controls_hold] if len(a) else a
+    return a.sort_values("run_id").iloc[-1].to_dict() if len(a) else None
 
 
 def split_argv(argv: list[str]) -> tuple[list[str], dict]:
