@@ -302,3 +302,42 @@ def test_follow_reads_the_greedy_verdict_off_the_continuation():
     assert follow(tree, [6, 7, 1]) == [2, 4]
     assert follow(tree, [5, 7]) == [1, 3]
     assert follow(tree, [4]) == [] and follow(tree, []) == []
+
+
+def one_hot_rows(tree, rest, vocab):
+    """The [N+1, V] rows replay used to build: one-hot along the path spelling ``rest``, zero elsewhere."""
+    p = torch.zeros(len(tree.parents), vocab)
+    for j, node in enumerate([0, *follow(tree, rest)][: len(rest)]):
+        p[node, rest[j]] = 1.0
+    return p
+
+
+def test_replay_argmax_ids_give_the_verdict_of_one_hot_rows():
+    """Replay hands greedy token ids (``TargetArgmax``), no [N+1, V] rows: on random trees
+    and continuations (the end of c included) the verdict equals greedy's on the one-hot rows."""
+    from specbench.core.tree import DraftTree
+    from specbench.verify.modes import get_mode
+    from specbench.verify.modespec import TargetArgmax
+
+    greedy, g = get_mode("greedy"), torch.Generator().manual_seed(0)
+    params = greedy.params({"temperature": 0.0})
+    for _ in range(300):
+        n, vocab = int(torch.randint(1, 12, (1,), generator=g)), 4  # few tokens: many siblings alike
+        parents = [-1] + [int(torch.randint(0, i, (1,), generator=g)) for i in range(1, n + 1)]
+        tree = DraftTree(parents, torch.randint(0, vocab, (n + 1,), generator=g), [0] * (n + 1))
+        rest = torch.randint(0, vocab, (int(torch.randint(1, 6, (1,), generator=g)),), generator=g).tolist()
+        ids = ContinuationVerifier.argmax(tree, rest)
+        assert isinstance(ids, TargetArgmax) and len(ids.ids) == n + 1
+        want = greedy.checked_verdict(tree, one_hot_rows(tree, rest, vocab), g, params)
+        assert greedy.checked_verdict(tree, ids, g, params) == want
+
+
+def test_only_an_argmax_mode_takes_replays_argmax_ids():
+    from specbench.core.tree import DraftTree
+    from specbench.verify.modes import get_mode
+    from specbench.verify.modespec import TargetArgmax
+
+    tree = DraftTree(parents=[-1, 0], tokens=torch.tensor([3, 1]), ranks=[0, 0])
+    naive = get_mode("naive")
+    with pytest.raises(ValueError, match="verify=naive needs the target's distributions.*greedy"):
+        naive.checked_verdict(tree, TargetArgmax([1, 2]), torch.Generator(), naive.params({}))

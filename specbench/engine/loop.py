@@ -45,7 +45,7 @@ from ..drafting.drafters import Drafter, DrafterProtocol
 from ..drafting.levels import run_levels
 from ..trees.policies import TreePolicy, make_policy
 from ..verify.modes import get_mode
-from ..verify.modespec import ModeParams, ModeSpec, Verdict
+from ..verify.modespec import ModeParams, ModeSpec, TargetRows, Verdict
 from .records import PromptResult, StepRecord, measure_shift, step_record
 from .verifiers import LiveVerifier, Verifier
 
@@ -172,7 +172,7 @@ def step(rows: Sequence[Row], verifier: Verifier, run: Decoding) -> list[bool]:
     the module docstring); then the analysis, off the clock.  Returns which rows finished."""
     trees, draft_s = draft_rows(rows, run)
     t1 = time.perf_counter()
-    ps = verifier.score(trees)  # every row's tree in one call
+    ps = verifier.score(trees)  # every row's tree in one call ([N+1, V] rows, or replay's argmax ids)
     verdicts = [run.mode.checked_verdict(tree, p, row.rng, run.params) for row, tree, p in zip(rows, trees, ps)]
     left = [run.max_new_tokens - len(row.out) for row in rows]
     news = [appended(tree, v, n, run.eos) for tree, v, n in zip(trees, verdicts, left)]
@@ -219,7 +219,7 @@ def commit(
 
 
 def analyse(
-    rows: Sequence[Row], trees: Sequence[DraftTree], ps: Sequence[torch.Tensor], left: Sequence[int], run: Decoding
+    rows: Sequence[Row], trees: Sequence[DraftTree], ps: Sequence[TargetRows], left: Sequence[int], run: Decoding
 ) -> None:
     """Off the decode's clock (its seconds go to ``Row.analysis_s``): each step record's exact
     law (``Decoding.measure_shift``) and each paired mode's verdict on the same tree and

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch
-
 from ..core.tree import DraftTree
 from ..verify import distshift as law
-from ..verify.modespec import ModeParams, ModeSpec, Verdict
+from ..verify.modespec import ModeParams, ModeSpec, TargetArgmax, TargetRows, Verdict
 
 
 @dataclass
@@ -60,13 +58,15 @@ def step_record(prompt_id: str, step: int, tree: DraftTree, verdict: Verdict, ne
     )
 
 
-def measure_shift(rec: StepRecord, tree: DraftTree, p: torch.Tensor, mode: ModeSpec, params: ModeParams) -> None:
+def measure_shift(rec: StepRecord, tree: DraftTree, p: TargetRows, mode: ModeSpec, params: ModeParams) -> None:
     """Fill ``rec``'s exact ``first_token_tv`` and ``expected_accepted`` (``verify.distshift``)."""
     if mode.lossless_for and params.get("temperature", 1.0) == 0:
         # a lossless verdict at T = 0 (greedy) is the target's argmax: no shift, and its one
         # path is the expectation (what rank replay records; the law would say the same)
         rec.first_token_tv, rec.expected_accepted = 0.0, float(rec.accepted)
         return
+    if isinstance(p, TargetArgmax):
+        raise ValueError(f"verify={mode.name}: its exact law needs the target's distributions, not only its argmax")
     rec.first_token_tv = law.first_token_tv(mode, tree, p, tree.q, params)
     # capped like `accepted` at the tokens emitted (EOS / length limit): exact for
     # greedy, a bound on a sampling mode's last step

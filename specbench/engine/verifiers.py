@@ -7,8 +7,9 @@ rows in flight order.
   Sampling modes and wall-clock figures need it.
 * ``ContinuationVerifier``: replay.  Under greedy verification the output is the
   target's own greedy continuation c, so the target's argmax after a node is
-  known wherever the node lies on the tree path spelling c; p is one-hot there
-  (rows off that path are never read by greedy).  No target forward.
+  known wherever the node lies on the tree path spelling c: each row gets a
+  ``TargetArgmax`` of token ids (``verify.modespec``), all a mode declaring
+  ``argmax`` reads, in place of [N+1, V] rows.  No target forward.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch
 from ..core import kv
 from ..core.sampling import probs
 from ..core.tree import DraftTree
+from ..verify.modespec import TargetArgmax, TargetRows
 
 
 class Verifier(Protocol):
@@ -30,7 +32,7 @@ class Verifier(Protocol):
 
     def start(self, prompt_ids: Sequence[int]) -> None: ...
 
-    def score(self, trees: Sequence[DraftTree]) -> list[torch.Tensor]: ...
+    def score(self, trees: Sequence[DraftTree]) -> Sequence[TargetRows]: ...
 
     def commit(self, paths: Sequence[Sequence[int] | None]) -> None: ...
 
@@ -68,27 +70,32 @@ class LiveVerifier:
 
 
 class ContinuationVerifier:
-    """Replay: the target's greedy continuation c of each row's prompt stands in for the target."""
+    """Replay: the target's greedy continuation c of each row's prompt stands in for the target.
+    Its rows are ``TargetArgmax`` token ids, so only a mode declaring ``argmax`` (greedy) can
+    read them (``ModeSpec.checked_verdict`` refuses the rest)."""
 
     timed = False
 
-    def __init__(self, continuation_of: Callable[[Sequence[int]], list[int]], vocab_size: int):
-        self.continuation_of, self.vocab_size = continuation_of, vocab_size
+    def __init__(self, continuation_of: Callable[[Sequence[int]], list[int]], vocab_size: int | None = None):
+        self.continuation_of = continuation_of
+        self.vocab_size = vocab_size  # the target's vocabulary (no [N+1, V] rows are built)
         self.rows: list[tuple[list[int], int]] = []  # (c, tokens of c emitted so far)
 
     def start(self, prompt_ids: Sequence[int]) -> None:
         self.rows.append((list(self.continuation_of(prompt_ids)), 0))
 
-    def score(self, trees: Sequence[DraftTree]) -> list[torch.Tensor]:
-        return [self.one_hot(tree, cont[t:]) for (cont, t), tree in zip(self.rows, trees)]
+    def score(self, trees: Sequence[DraftTree]) -> list[TargetArgmax]:
+        return [self.argmax(tree, cont[t:]) for (cont, t), tree in zip(self.rows, trees)]
 
-    def one_hot(self, tree: DraftTree, rest: Sequence[int]) -> torch.Tensor:
-        """One-hot target rows along the tree path spelling ``rest`` (zero rows elsewhere)."""
-        nodes = [0, *follow(tree, rest)]
-        p = torch.zeros(len(tree.parents), self.vocab_size)
-        for j, node in enumerate(nodes[: len(rest)]):
-            p[node, rest[j]] = 1.0
-        return p
+    @staticmethod
+    def argmax(tree: DraftTree, rest: Sequence[int]) -> TargetArgmax:
+        """The target's argmax after each node: ``rest[j]`` at the j-th node of the tree path
+        spelling ``rest``; 0 elsewhere (a zero row's argmax: off that path greedy reads
+        it only past the end of c, which the loop truncates)."""
+        ids = [0] * len(tree.parents)
+        for j, node in enumerate([0, *follow(tree, rest)][: len(rest)]):
+            ids[node] = int(rest[j])
+        return TargetArgmax(ids)
 
     def commit(self, paths: Sequence[Sequence[int] | None]) -> None:
         self.rows = [(cont, t + len(path) + 1) for (cont, t), path in zip(self.rows, paths) if path is not None]

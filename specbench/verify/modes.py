@@ -28,7 +28,18 @@ from .distshift import (
     top_down,
     top_down_next,
 )
-from .modespec import LOSSY_BASELINE, MODES, Law, ModeParams, ModeSpec, Role, Verdict, register
+from .modespec import (
+    LOSSY_BASELINE,
+    MODES,
+    Law,
+    ModeParams,
+    ModeSpec,
+    Role,
+    TargetRows,
+    Verdict,
+    argmax_ids,
+    register,
+)
 
 ANY_TREE = frozenset(TREE_CHILD_RULES)
 
@@ -44,9 +55,13 @@ def get_mode(name: str, params=None) -> ModeSpec:
 # --------------------------------------------------------------------------
 # greedy
 # --------------------------------------------------------------------------
-def greedy_path(tree: DraftTree, p: torch.Tensor, q=None, params=None) -> list[int]:
+def greedy_path(tree: DraftTree, p: TargetRows, q=None, params=None) -> list[int]:
     """Longest path whose tokens equal the target's argmax after their parent."""
-    best = p.argmax(-1).tolist()
+    return argmax_walk(tree, argmax_ids(p))
+
+
+def argmax_walk(tree: DraftTree, best: list[int]) -> list[int]:
+    """Longest path whose tokens equal ``best[parent]`` (the first such child at each level)."""
     tokens = tree.tokens.tolist()
     node = 0
     path: list[int] = []
@@ -56,10 +71,12 @@ def greedy_path(tree: DraftTree, p: torch.Tensor, q=None, params=None) -> list[i
     return path
 
 
-def greedy(tree: DraftTree, p: torch.Tensor, q, rng: torch.Generator, params) -> Verdict:
-    """Longest path whose tokens equal the target's argmax, then the argmax bonus."""
-    path = greedy_path(tree, p)
-    return Verdict(path, int(p[path[-1] if path else 0].argmax()))
+def greedy(tree: DraftTree, p: TargetRows, q, rng: torch.Generator, params) -> Verdict:
+    """Longest path whose tokens equal the target's argmax, then the argmax bonus: reads
+    only the argmax after each node (p's rows, or replay's ``TargetArgmax``)."""
+    best = argmax_ids(p)
+    path = argmax_walk(tree, best)
+    return Verdict(path, best[path[-1] if path else 0])
 
 
 def _argmax_dist(p_row: torch.Tensor, params=None) -> torch.Tensor:

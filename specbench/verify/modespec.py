@@ -13,7 +13,9 @@ Conventions shared by every mode
 
 * ``p[i]``: target next-token probabilities after node i (temperature / top-p already
   applied with ``sampling.probs``); ``q[i]``: the draft distribution node i's children
-  were chosen from (zero rows where not expanded; None for drafters without q).
+  were chosen from (zero rows where not expanded; None for drafters without q).  A mode
+  declaring ``argmax`` (greedy) may be given a ``TargetArgmax`` for p instead: the target's
+  argmax token after each node, all replay knows (``argmax_ids`` reads either).
 * ``rng``: a CPU ``torch.Generator``; every random choice uses it.
 * ``params``: the mode's ``ModeParams`` dataclass (declared at registration, read as a
   mapping too), ``spec.params(overrides)`` (the ``verify`` config group minus ``name``,
@@ -139,6 +141,23 @@ class Verdict(NamedTuple):
     next_token: int  # bonus / correction token appended after the path
 
 
+@dataclass(frozen=True)
+class TargetArgmax:
+    """The target's argmax token after each node of a tree (``ids[i]``, node i; [N+1]): all
+    that a mode declaring ``argmax`` reads of the target, given in place of the [N+1, V]
+    rows p where that is all the verifier knows (replay: ``engine.verifiers``)."""
+
+    ids: list[int]
+
+
+TargetRows = torch.Tensor | TargetArgmax  # what a verifier gives a verdict per row
+
+
+def argmax_ids(p: TargetRows) -> list[int]:
+    """The target's argmax token after every node: ``TargetArgmax.ids``, else ``p.argmax(-1)``."""
+    return p.ids if isinstance(p, TargetArgmax) else p.argmax(-1).tolist()
+
+
 class PathLaw(NamedTuple):
     """A mode's exact law on one drafted tree, over the verifier's randomness.
 
@@ -200,10 +219,14 @@ class ModeSpec:
         if "children" in self.defaults and self.defaults["children"] not in self.draft_rules:
             raise ValueError(f"mode {self.name}: children={self.defaults['children']} not in {self.draft_rules}")
 
-    def checked_verdict(self, tree: DraftTree, p: torch.Tensor, rng: torch.Generator, params: Mapping) -> Verdict:
+    def checked_verdict(self, tree: DraftTree, p: TargetRows, rng: torch.Generator, params: Mapping) -> Verdict:
         """``check_tree`` (one line when this mode cannot verify the tree at all), then the
-        registered ``verdict`` on the tree's own q: what the engine's loop calls."""
+        registered ``verdict`` on the tree's own q: what the engine's loop calls.  Only a
+        mode declaring ``argmax`` takes a ``TargetArgmax`` for p."""
         self.check_tree(tree, tree.q)
+        if isinstance(p, TargetArgmax) and not self.argmax:
+            fit = ", ".join(n for n in MODES.names() if MODES.get(n).argmax)
+            raise ValueError(f"verify={self.name} needs the target's distributions, not only its argmax; use {fit}")
         return self.verdict(tree, p, tree.q, rng, params)
 
     @property
