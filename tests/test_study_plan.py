@@ -26,7 +26,7 @@ GROUPS = ("pair", "tree", "verify", "dataset")
 
 
 def test_run_all_runs_every_reference_sweep_from_the_plan():
-    text = (ROOT / "run_all.sh").read_text()
+    text = (ROOT / "scripts" / "full_study.sh").read_text()
     own = set(re.findall(r"sweep=(reference\w*)", text))
     assert own <= {"reference_validate"}, own  # the live check's jobs come from the projection, not a preset grid
     presets = {p.stem for p in (ROOT / "conf" / "sweep").glob("reference*.yaml")}
