@@ -3,13 +3,26 @@
 # Idempotent and resumable: finished sweep jobs (same config hash) are skipped on a rerun, other
 # finished steps leave a marker in $OUT, and the replay engine's target continuations are cached
 # on disk ($SPECBENCH_CACHE, default ~/.cache/specbench).  Start over: rm -r outputs/reference
+# Its arguments set the launcher of every sweep of the plan (scripts/sweeps.sh, docs/cluster.md):
+#   SPECBENCH_STUDY=full SPECBENCH_LAUNCHER=slurm bash run_all.sh hydra.launcher.partition=cpu
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/sweeps.sh   # first: an unknown launcher or argument stops before anything runs or is written
+launcher_only "$@"
 source scripts/steps.sh
 
+PHASES=hour${SPECBENCH_EXTENDED:+,extended}${SPECBENCH_POWER90:+,power90}
+print_plan() {  # each step, its jobs and its expected time from the recorded run times, and the total
+  [ -n "${PLANNED:-}" ] && return
+  PLANNED=1
+  $PY -m specbench.study.eta --phases "$PHASES" --times results/run_times.csv --out "$OUT"
+}
+# before anything runs where the environment is set up; on a fresh clone right after set-up
+if [ -x "$PY" ]; then print_plan; fi
 step "set-up (environment + embedded models)"
 bash scripts/setup.sh
 PY=.venv/bin/python
+print_plan
 
 step "forward costs per pair (bf16, the study's dtype) and the environment (results/costs.csv, results/environment.json)"
 # one process: a model shared by pairs (the 1.5B target) is measured once
@@ -32,21 +45,12 @@ for p in smollm_qwen gemma_qwen smollm_qwen05 gemma_qwen05 ngram_qwen05 qwen05_s
   for ds in humaneval mt_bench; do calibrate $p $ds; done
 done
 
-plan_runs() {  # plan_runs PHASE: every sweep of the study plan (specbench/study/plan.py) in PHASE, in its order
-  local runs part folder preset r
-  runs=$($PY -m specbench.study.plan runs --phase "$1")   # one line per sweep: part, folder, preset, overrides
-  while IFS=$'\t' read -r -a r; do
-    part=${r[0]}; folder=${r[1]}; preset=${r[2]}
-    step "${TAG:-}study: part $part: sweep=$preset ${r[*]:3}"
-    $PY -m specbench.run -m sweep="$preset" out_root="$OUT" hydra.sweep.dir="$OUT/$folder" "${r[@]:3}" < /dev/null
-  done <<< "$runs"
-}
 # The hour, in the issue's priority order (#23; REPORT.md's limitations price every floor left out):
 # greedy (bf16, 128 new tokens, replayed against each prompt's cached target continuation) for qwen_coder's
 # 8 static shapes x budgets 1..64 on 3 datasets (1), Sequoia sized for this machine, EAGLE-2 (1b), the
 # n-gram (1c) and merged (1d) drafters, the layer-skip (2) and cross-vocabulary (2b) pairs, the second
 # target; live speed at batch 8 (4) and the batch-size schedule (plain and chain N=1..6 at B=1..16)
-plan_runs hour
+plan_runs hour "$@"
 
 # The speed answer (#34): the cost model checked against live timing at batch 1 on this machine, with
 # the costs measured above. A projection of the study so far (its own collect and report under
@@ -88,7 +92,7 @@ if [ -n "${SPECBENCH_EXTENDED:-}" ]; then
   done
   # 2b's n-gram pair and 2c (merged shapes) at budgets 1..32, the sampling rules at T = 1 (3-3d) and at
   # T = 0.3 / 0.7 (3e, 3f), live speed at batch 1 (4b): the plan's extended sweeps
-  plan_runs extended
+  plan_runs extended "$@"
   step "extended: losslessness on the real pair: first emitted token of each lossless sampling mode vs the target, modes that draft alike on the same trees (results/lossless_check.csv)"
   once lossless_grouped $PY -m specbench.study.lossless --draws 1200 pair=qwen_coder dataset=humaneval \
     dataset.limit=1 dtype=bfloat16

@@ -1,5 +1,6 @@
 """A real SLURM run: a one-node controller + daemon on localhost (scripts/slurm_local.sh), a 4-job
-tiny-model sweep through hydra/launcher=submitit_slurm, collected rows equal to the basic launcher's.
+tiny-model sweep through hydra/launcher=submitit_slurm, collected rows equal to the basic launcher's,
+and the study plan's tiny phase end to end (SPECBENCH_LAUNCHER=slurm bash scripts/run_plan.sh tiny).
 Skipped, with the one-line reason, where the cluster cannot be set up (not root, no apt, ...)."""
 
 import os
@@ -50,3 +51,16 @@ def test_submitit_slurm_sweep_gives_the_basic_launchers_rows(tiny_pair_dirs, tmp
     assert len(list((tmp_path / "out").rglob("summary.csv"))) == 4, r.stderr[-2000:]
     assert list((tmp_path / "out").rglob("*_submission.sh"))  # it really went through sbatch
     pd.testing.assert_frame_equal(collected(tmp_path / "out", tmp_path / "res"), basic_rows)
+
+
+def test_the_tiny_plan_runs_through_slurm_and_is_collected(tiny_pair_dirs, tmp_path, slurm_conf):
+    """SPECBENCH_LAUNCHER=slurm: scripts/run_plan.sh submits the plan's sweep as a SLURM array
+    (hydra/launcher=slurm, the preset sized down for this one node), then collects."""
+    from test_plan_launchers import check_plan_ran, run_plan, tiny_pair
+
+    sized = ["hydra.launcher.timeout_min=5", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=1"]
+    r = run_plan(tmp_path / "out", "tiny", *tiny_pair(tiny_pair_dirs), *sized, launcher="slurm")
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-3000:])
+    assert list((tmp_path / "out").rglob("*_submission.sh"))  # it really went through sbatch
+    check_plan_ran(tmp_path / "out", tiny_pair_dirs, r)
+    assert "sweep tiny: 100%" in r.stderr

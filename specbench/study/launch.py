@@ -40,7 +40,7 @@ from .. import CONF_DIR
 from ..core.atomic import os_line, write_text
 from ..core.registry import UnknownName
 from .resolvers import job_dirname  # noqa: F401  (registers conf/config.yaml's resolvers)
-from .results import RESUMED_FILE
+from .sweepjobs import finished  # a job folder holding its summary or a resume marker
 
 USER_ERRORS = (ValueError, UnknownName, OSError, FloatingPointError)
 ERROR_FILE = "error.txt"
@@ -146,10 +146,6 @@ def job_folders(sweep_dir: str) -> set[str]:
         else set()
     )
     return marked | {d for d in top if not any(m.startswith(d + os.sep) for m in marked)}
-
-
-def finished(job_dir: str) -> bool:
-    return any(os.path.exists(os.path.join(job_dir, f)) for f in ("summary.csv", RESUMED_FILE))
 
 
 def failed_jobs(sweep_dir: str) -> tuple[list[str], list[str], int]:

@@ -79,7 +79,7 @@ class Sweep:
     folder: str
     preset: str
     args: tuple[str, ...] = ()
-    phase: str = "hour"  # hour: run_all.sh's hour; extended: SPECBENCH_EXTENDED=1
+    phase: str = "hour"  # hour: run_all.sh's hour; extended: SPECBENCH_EXTENDED=1; tiny: the tiny plan
 
 
 @dataclass(frozen=True)
@@ -283,6 +283,19 @@ PARTS: tuple[Part, ...] = (
 )
 
 
+# the tiny plan (phase "tiny"): the study's sweep machinery on a few short prompts, one sweep of 2 jobs
+# (a preset's shape, replayed and live), for any small pair given beside it (the tests' tiny local pair:
+# pair=local pair.draft.path=... pair.target.path=...); scripts/run_plan.sh tiny runs it end to end
+_TINY = ("dataset=smoke", "dataset.limit=2", "max_new_tokens=8", "batch_size=2", "dtype=float32")
+TINY: tuple[Part, ...] = (
+    Part(
+        "tiny",
+        (Sweep("tiny", "reference", (*_TINY, "tree=binary", "tree.budget=2", "engine=replay,live"), "tiny"),),
+    ),
+)
+PHASES = ("hour", "extended", "tiny")
+
+
 def floors() -> tuple[Floor, ...]:
     """The floors in the issue's priority order (`PARTS`' order: 1, 1b-1d, 2, 2b, 2c, 3-3f, 4, 4b)."""
     return tuple(p.floor for p in PARTS if p.floor is not None)
@@ -290,13 +303,13 @@ def floors() -> tuple[Floor, ...]:
 
 def runs(phase: str) -> list[tuple[str, Sweep]]:
     """(part id, sweep) of every sweep in ``phase``, in run order."""
-    return [(p.id, s) for p in PARTS for s in p.sweeps if s.phase == phase]
+    return [(p.id, s) for p in PARTS + TINY for s in p.sweeps if s.phase == phase]
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m specbench.study.plan", description=__doc__.split("\n\n")[0])
     ap.add_argument("command", choices=["runs"], help="runs: one tab-separated line per sweep of --phase")
-    ap.add_argument("--phase", choices=["hour", "extended"], required=True)
+    ap.add_argument("--phase", choices=PHASES, required=True)
     a = ap.parse_args(argv)
     for part, s in runs(a.phase):
         print("\t".join((part, s.folder, s.preset, *s.args)))

@@ -28,7 +28,7 @@ from .. import CONF_DIR
 from ..engine.loop import accept_histogram
 from ..verify.modes import get_mode
 from ..verify.modespec import role_tags, row_tags
-from . import argv, checks, identity, jobspec, launch, results
+from . import argv, checks, identity, jobspec, launch, progress, results
 from .context import context
 
 
@@ -40,7 +40,7 @@ def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
     engine, mode = checks.validate(job)
     chash = identity.config_hash(job, ident)
     if job.resume and (finished := results.find_finished(job.out_root, chash)):
-        print(f"specbench: skip {chash}: already finished in {finished}")
+        say(f"specbench: skip {chash}: already finished in {finished}")
         results.mark_resumed(out_dir, finished)
         return None
     identity.check_hub_models(job)  # offline: one line now, not ~90 s of retries
@@ -75,7 +75,7 @@ def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
         paired[name] = (psteps, results.summarize(pkeys, psteps, float("nan"), accept_histogram(recs)))
     results.write_job(out_dir, job, ident, steps, summary, texts, paired)
     s = summary.iloc[0]
-    print(
+    say(
         f"specbench: {chash} {keys['pair']} {keys['tree']}/{keys['budget']} {keys['verify']} "
         f"[{engine}] acceptance_rate={s.acceptance_rate:.3f} acceptance_length={s.acceptance_length:.3f} "
         f"tokens_per_step={s.tokens_per_step:.3f} ({s.n_steps} steps, {wall:.1f}s) -> {out_dir}"
@@ -83,9 +83,18 @@ def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
     return summary
 
 
+def say(line: str) -> None:
+    """A job's one line, unless its sweep shows a progress bar (``study.progress``)."""
+    if not (HydraConfig.initialized() and progress.quiet(HydraConfig.get())):
+        print(line)
+
+
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
+    if progress.quiet(hc):  # (a launcher may pickle this function by value: no module state here)
+        cfg.progress = False  # the sweep's bar, not one per prompt (not in the config hash)
+        progress.hush()
     code = launch.run_guarded(
         lambda: run_job(cfg, hc.runtime.output_dir), hc.runtime.output_dir, list(hc.overrides.task)
     )

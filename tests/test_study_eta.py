@@ -1,0 +1,141 @@
+"""The full study's plan printed before it starts (specbench/study/eta.py): each step's jobs, counted
+from the sweeps' overrides as Hydra's basic sweeper makes them, and its expected time from the recorded
+run times (the longest run of each step, matched by preset and overrides or by message), scaled to the
+jobs a resumed run has left; torch-free; its fixed steps are scripts/full_study.sh's."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specbench.study import eta, plan, results, sweepjobs
+
+ROOT = Path(__file__).resolve().parents[1]
+SETUP = eta.STEPS[0].message  # type: ignore[union-attr]
+COSTS = eta.STEPS[1].message  # type: ignore[union-attr]
+
+
+def write_times(path, rows) -> str:
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["run", "step", "seconds", "ratio"])
+        w.writerows(rows)
+    return str(path)
+
+
+@pytest.fixture
+def times(tmp_path):
+    ref = plan.runs("hour")[0][1]  # part 1: sweep=reference, no overrides of its own
+    xpairs = next(s for _, s in plan.runs("hour") if s.preset == "reference_xpairs")
+    rows = [
+        ["1795628679", "study: sweep=reference ", "100", ""],  # an older message of the same sweep
+        ["1795700000", "study: part 1: sweep=reference ", "300", "0.5"],  # the longest: taken
+        ["1795800000", "study: part 1: sweep=reference ", "5", ""],  # a resumed run: what it had left
+        ["1795628679", SETUP, "60", ""],
+        ["1795628679", COSTS, "0", ""],  # skipped by its marker: no measurement
+        ["1795628679", f"study: part 2b: sweep=reference_xpairs {' '.join(reversed(xpairs.args))}", "7200", ""],
+        ["1795628679", "study: live check of the projection at batch 1 (sweep=reference_validate: 8 x 64)", "9", ""],
+    ]
+    return ref, xpairs, eta.recorded(write_times(tmp_path / "run_times.csv", rows))
+
+
+def test_each_step_gets_its_longest_recorded_run_matched_by_preset_and_overrides(times):
+    ref, xpairs, recorded = times
+    rows = {r.name: r for r in eta.lines(["hour"], recorded)}
+    r = rows["sweep=reference"]
+    assert (r.seconds, r.run, r.jobs, r.part) == (300.0, "1795700000", len(sweepjobs.plan_jobs(ref)), "1")
+    x = rows[" ".join(("sweep=reference_xpairs", *xpairs.args))]
+    assert x.seconds == 7200.0  # its overrides recorded in another order
+    assert rows["set-up"].seconds == 60.0 and rows["set-up"].jobs is None
+    assert rows["costs"].seconds is None  # a 0 s record is a marker's skip
+    assert rows["live check"].seconds is None  # "(sweep=reference_validate" is no sweep step of the plan
+    assert "lossless" not in rows and "calibrate n-gram" not in rows  # extended steps: not in phase hour
+    text = eta.render(list(rows.values()), ["hour"], "run_times.csv")
+    unknown = sum(r.seconds is None for r in rows.values())
+    assert f"2 h 06 min + {unknown} steps with no recorded time" in text.splitlines()[-1]  # 300 + 7200 + 60 s
+    assert f"5 min 00 s (recorded {eta.when('1795700000')})" in text and "no recorded time" in text
+    jobs = sum(r.jobs or 0 for r in rows.values())
+    assert f"{jobs:,}" in text.splitlines()[-1]
+
+
+def test_a_resumed_runs_finished_jobs_are_counted_and_its_time_scaled(times, tmp_path):
+    ref, _, recorded = times
+    names = sweepjobs.job_dirs(sweepjobs.plan_jobs(ref))
+    for name in names[:78]:
+        os.makedirs(tmp_path / "out" / ref.folder / name)
+        (tmp_path / "out" / ref.folder / name / "summary.csv").write_text("x\n")
+    os.makedirs(tmp_path / "out" / ref.folder / names[78])  # started, unfinished
+    (tmp_path / "out" / ref.folder / names[79]).mkdir()
+    (tmp_path / "out" / ref.folder / names[79] / results.RESUMED_FILE).write_text("elsewhere\n")
+    r = next(r for r in eta.lines(["hour"], recorded, str(tmp_path / "out")) if r.name == "sweep=reference")
+    assert r.done == 79
+    assert math.isclose(r.seconds, 300.0 * (len(names) - 79) / len(names))
+    assert f"{len(names):,} (79 done)" in eta.render([r], ["hour"], "t.csv")
+
+
+def test_extended_and_power90_add_their_steps_in_full_study_order():
+    names = [r.name for r in eta.lines(["hour", "extended", "power90"], {})]
+    hour = [r.name for r in eta.lines(["hour"], {})]
+    assert names[: len(hour) - 2] == hour[:-2] and names[-2:] == ["attention", "collect"]
+    assert names.index("calibrate n-gram") < names.index("lossless") < names.index("lossless 90%")
+    assert len(names) == len(hour) + len(plan.runs("extended")) + 3
+
+
+def test_the_fixed_steps_are_full_study_shs_own():
+    text = (ROOT / "scripts" / "full_study.sh").read_text()
+    literals = [m.replace("\\$", "$") for m in re.findall(r'^\s*step "([^"]*)"', text, re.M)]
+    fixed = [m for m in literals if "$" not in m.replace("$OUT", "")]  # not a sweep's or the final line
+    assert fixed == [s.message for s in eta.STEPS if isinstance(s, eta.Step)]
+    assert [s for s in eta.STEPS if isinstance(s, str)] == ["hour", "extended"]
+    assert 'step "${TAG:-}study: part $part: sweep=$preset ${r[*]:3}"' in (ROOT / "scripts" / "sweeps.sh").read_text()
+
+
+def test_preset_params_are_hydras_composition_of_every_plan_preset():
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from specbench.study.plugins import import_registries
+
+    import_registries()
+    presets = sorted({s.preset for ph in plan.PHASES for _, s in plan.runs(ph)})
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        for preset in presets:
+            cfg = compose("config", overrides=[f"sweep={preset}"], return_hydra_config=True)
+            given = cfg.hydra.sweeper.params
+            params = {} if given is None else OmegaConf.to_container(given)
+            assert {k: str(v) for k, v in params.items()} == {
+                k: str(v) for k, v in sweepjobs.preset_params(preset).items()
+            }, preset
+
+
+def test_jobs_are_the_product_with_command_line_axes_replacing_the_presets():
+    jobs = sweepjobs.expand({"dataset": "a,b,c", "tree": "x,y", "tree.budget": "1,2"}, ["sweep=p", "tree=z", "k=v"])
+    assert len(jobs) == 3 * 1 * 2
+    assert jobs[0] == ["dataset=a", "tree=z", "tree.budget=1", "sweep=p", "k=v"]
+    assert sweepjobs.task(["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "+hydra.x=1", "a=1"]) == ["a=1"]
+    assert sweepjobs.DONE_FILES == ("summary.csv", results.RESUMED_FILE)
+
+
+def test_the_printer_is_torch_free_and_refuses_bad_input_in_one_line(tmp_path):
+    code = (
+        "import sys; from specbench.study import eta; eta.main(['--phases', 'hour,extended']); "
+        "assert 'torch' not in sys.modules and 'pandas' not in sys.modules, 'imported'"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.startswith("The study's plan (phases: hour, extended;") and "total" in r.stdout
+    bad = tmp_path / "bad.csv"
+    bad.write_text("run,when,seconds\n1,x,3\n")
+    for args, key in ((["--phases", "hour,weekend"], "--phases"), (["--times", str(bad)], "--times")):
+        r = subprocess.run(
+            [sys.executable, "-m", "specbench.study.eta", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
+        assert r.returncode == 2 and r.stdout == "", r
+        assert len(r.stderr.strip().splitlines()) == 1 and key in r.stderr
