@@ -1,7 +1,8 @@
 """The full study's plan printed before it starts (specbench/study/eta.py): each step's jobs, counted
 from the sweeps' overrides as Hydra's basic sweeper makes them, and its expected time from the recorded
 run times (the longest run of each step, matched by preset and overrides or by message), scaled to the
-jobs a resumed run has left; torch-free; its fixed steps are scripts/full_study.sh's."""
+jobs a resumed run has left; torch-free; its fixed steps are scripts/full_study.sh's.  The sweep bar
+follows the job folders (study.progress)."""
 
 from __future__ import annotations
 
@@ -139,3 +140,47 @@ def test_the_printer_is_torch_free_and_refuses_bad_input_in_one_line(tmp_path):
         )
         assert r.returncode == 2 and r.stdout == "", r
         assert len(r.stderr.strip().splitlines()) == 1 and key in r.stderr
+
+
+def test_the_sweep_bar_follows_the_job_folders_and_survives_pickling(tmp_path, capsys):
+    import pickle
+
+    from omegaconf import OmegaConf
+
+    from specbench.study import progress
+
+    config = OmegaConf.create(
+        {
+            "hydra": {
+                "sweeper": {
+                    "_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
+                    "params": {"x": "1,2"},
+                },
+                "overrides": {"task": ["sweep=p", "y=a,b,c", "out_root=o"]},
+                "job": {"config": {"override_dirname": {"exclude_keys": ["out_root", "sweep"]}}},
+                "sweep": {"dir": str(tmp_path / "sw")},
+            }
+        }
+    )
+    names = sweepjobs.job_dirs(
+        sweepjobs.expand({"x": "1,2"}, ["sweep=p", "y=a,b,c", "out_root=o"]), ["out_root", "sweep"]
+    )
+    assert len(names) == 6 and names[0] == "x=1,y=a"
+    (tmp_path / "sw" / names[0]).mkdir(parents=True)
+    (tmp_path / "sw" / names[0] / "summary.csv").write_text("x\n")  # finished before this run: starts the bar
+    bar = progress.SweepBar(bar=True, interval=60)
+    bar.on_multirun_start(config)
+    assert bar.tqdm is not None and (bar.tqdm.n, bar.tqdm.total) == (1, 6)
+    clone = pickle.loads(pickle.dumps(bar))  # a launcher ships the callbacks to its workers
+    assert clone.on and clone.tqdm is None
+    for name, file in ((names[1], results.RESUMED_FILE), (names[2], "error.txt")):
+        (tmp_path / "sw" / name).mkdir()
+        (tmp_path / "sw" / name / file).write_text("x\n")
+    bar.refresh()
+    assert bar.tqdm.n == 3 and bar.count() == (3, 1)
+    bar.on_multirun_end(config)
+    err = capsys.readouterr().err
+    assert "3/6" in err and "failed=1" in err
+    off = progress.SweepBar()
+    off.on_multirun_start(config)
+    assert off.tqdm is None
