@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 source scripts/sweeps.sh   # first: an unknown launcher or argument stops before anything runs or is written
 launcher_only "$@"
 source scripts/steps.sh
+# every committed result: the hour and the extended part (SPECBENCH_EXTENDED= , set empty, runs the hour alone)
+SPECBENCH_EXTENDED=${SPECBENCH_EXTENDED-1}
 
 PHASES=hour${SPECBENCH_EXTENDED:+,extended}${SPECBENCH_POWER90:+,power90}
 print_plan() {  # each step, its jobs and its expected time from the recorded run times, and the total
