@@ -28,12 +28,12 @@ fixed steps) is planned even over the budget, and the plan says so.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from dataclasses import dataclass, field
 
 from ..core.args import Parser, refuse
 from ..core.atomic import atomic_write, write_file
+from .planview import get, printout, record
 
 # billions of parameters the forward multiplies through (the embeddings' lookup is free)
 PARAMS_B = {"qwen1.5b": 1.54, "qwen0.5b": 0.49, "smollm": 0.135, "gemma": 0.17, "tiny": 0.0001}
@@ -189,7 +189,11 @@ def plan(prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample:
     small, full = prof.grids
     grid = small if fill.take(grid_s(small, rates, prof)) else "none"
     speed = _units(units[:1], prof, rate, fill, costed, first=True)
-    speed += _units(units[1:], prof, rate, fill, costed, first=False) if speed and speed[-1]["prompts"] == prof.prompts[1] else []
+    speed += (
+        _units(units[1:], prof, rate, fill, costed, first=False)
+        if speed and speed[-1]["prompts"] == prof.prompts[1]
+        else []
+    )
     if grid == small and fill.take(grid_s(full, rates, prof) - grid_s(small, rates, prof)):
         grid = full
     k = 1
@@ -287,35 +291,6 @@ def read_machine(path: str) -> dict:
     return rec
 
 
-def mmss(seconds: float) -> str:
-    s = int(math.ceil(seconds))
-    return f"{s // 60}:{s % 60:02d}"
-
-
-def printout(p: dict, spent: float) -> str:
-    lines = [f"plan ({p['profile']} profile, dtype {p['dtype']}, {p['machine']['machine']}):"]
-    lines.append(f"  already spent (set-up, machine): {mmss(spent)}")
-    for s in p["steps"]:
-        what = {
-            "costs": f"pairs {','.join(s.get('pairs', []))}, {s.get('repeats')} repeats",
-            "recheck": f"{s.get('configurations')} configurations x {s.get('prompts')} prompts",
-            "speed": "; ".join(
-                f"{u['pair']}/{u['dataset']}: {len(u['candidates'])} candidates x {u['prompts']} prompts x {u['tokens']} tokens ({mmss(u['eta_s'])})"
-                for u in s.get("units", [])
-            )
-            or "none fits",
-            "attention": f"grid {s.get('grid')}",
-        }.get(s["step"], "")
-        lines.append(f"  {s['step']:<10} ETA {mmss(s['eta_s']):>7}  {what}")
-    total = spent + p["planned_s"]
-    lines.append(
-        f"  total ETA {mmss(total)} of the {mmss(p['minutes'] * 60)} budget (SPECBENCH_MINUTES={p['minutes']:g})"
-    )
-    if p["over_budget"]:
-        lines.append("  OVER BUDGET: the mandatory steps alone exceed it (raise SPECBENCH_MINUTES)")
-    return "\n".join(lines)
-
-
 def make(args) -> dict:
     from .recheck import sample, sample_file
 
@@ -329,49 +304,6 @@ def make(args) -> dict:
     budget_s = args.minutes * 60 - args.spent
     p = plan(prof, rec["rates_gflops"], dtype, budget_s, units, rows.to_dict("records"))
     return {**p, "minutes": args.minutes, "spent_s": args.spent, "machine": rec, "covered": sentence(p)}
-
-
-def get(p: dict, key: str) -> str:
-    """One plan value as the shell reads it (lists in Hydra's [a,b] form)."""
-    by = {s["step"]: s for s in p["steps"]}
-    values = {
-        "dtype": p["dtype"],
-        "costs_pairs": "[" + ",".join(by["costs"]["pairs"]) + "]",
-        "costs_repeats": str(by["costs"]["repeats"]),
-        "kv_lens": "[" + ",".join(map(str, by["costs"]["kv_lens"])) + "]",
-        "recheck_prompts": str(by["recheck"]["prompts"]),
-        "grid": by["attention"]["grid"],
-        "speed": "\n".join(
-            f"{u['pair']}\t{u['dataset']}\t{u['prompts']}\t{u['tokens']}\t[{','.join(u['candidates'])}]"
-            for u in by["speed"]["units"]
-        ),
-    }
-    if key not in values:
-        refuse(f"get: unknown key {key!r} (valid: {', '.join(values)})")
-    return values[key]
-
-
-def record(p: dict, check: str) -> dict:
-    """results/default_run.json: what the default run covered, on which machine (the report's sentence)."""
-    import os
-
-    import pandas as pd
-
-    from .recheck import verdict
-
-    m = p["machine"]
-    line = verdict(pd.read_csv(check)) if os.path.isfile(check) else "acceptance-sample check: not run"
-    keep = ("machine", "machine_id", "cpu", "capability", "gpu", "cores", "torch_threads", "torch", "rates_gflops")
-    return {
-        "profile": p["profile"],
-        "minutes": p["minutes"],
-        "planned_s": round(p["spent_s"] + p["planned_s"]),
-        "dtype": p["dtype"],
-        "dtype_auto": m.get("dtype"),
-        **{k: m.get(k) for k in keep},
-        "covered": p["covered"],
-        "acceptance_check": line,
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
