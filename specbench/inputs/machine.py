@@ -128,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     cache), printed in one line and written to ``--out`` (JSON) for the default run's plan."""
     from ..core.args import Parser
 
-    ap = Parser(prog="python -m specbench.inputs.machine", description="this machine measured: dtype=auto and its rates")
+    ap = Parser(
+        prog="python -m specbench.inputs.machine", description="this machine measured: dtype=auto and its rates"
+    )
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", default=None, help="where the record goes (JSON)")
     args = ap.parse_args(argv)
