@@ -2,6 +2,7 @@
 # The default run (bash run_all.sh): this machine's answer within a time budget.
 #   bash run_all.sh                          # SPECBENCH_MINUTES (default 45) on this machine
 #   bash run_all.sh --plan-only              # measure the machine, print the plan, run nothing
+#   SPECBENCH_DTYPE=float32 bash run_all.sh  # the costs and speed steps in this dtype, not the measured one
 #   SPECBENCH_PROFILE=tiny SPECBENCH_TINY_PAIR=DRAFT_DIR:TARGET_DIR bash run_all.sh
 #                                            # every step on a tiny local pair (tests/test_run_all.py)
 # Set-up; the machine measured (dtype=auto and its rates: specbench/inputs/machine.py); the plan
@@ -29,7 +30,7 @@ if ! [[ "$MINUTES" =~ ^[0-9]+([.][0-9]+)?$ ]] || [ "$(echo "$MINUTES" | tr -d 0.
 fi
 case "$PROFILE" in
   real) export SPECBENCH_OUT=${SPECBENCH_OUT:-outputs/default}; RESULTS=results; REPORT=REPORT.md
-        PAIR=(); DTYPE_ARG=(); ATTN=() ;;
+        PAIR=(); DTYPE_ARG=(${SPECBENCH_DTYPE:+--dtype "$SPECBENCH_DTYPE"}); ATTN=() ;;
   tiny) export SPECBENCH_OUT=${SPECBENCH_OUT:-outputs/tiny}; RESULTS=$SPECBENCH_OUT/results; REPORT=$SPECBENCH_OUT/REPORT.md
         if [[ "${SPECBENCH_TINY_PAIR:-}" != *:* ]]; then
           echo "run_all.sh: SPECBENCH_PROFILE=tiny needs SPECBENCH_TINY_PAIR=DRAFT_DIR:TARGET_DIR (two local model folders)" >&2; exit 2

@@ -67,6 +67,7 @@ def record(p: dict, check: str) -> dict:
     from .recheck import verdict
 
     m = p["machine"]
+    costs = next(s for s in p["steps"] if s["step"] == "costs")
     line = verdict(pd.read_csv(check)) if os.path.isfile(check) else "acceptance-sample check: not run"
     keep = ("machine", "machine_id", "cpu", "capability", "gpu", "cores", "torch_threads", "torch", "rates_gflops")
     return {
@@ -77,5 +78,7 @@ def record(p: dict, check: str) -> dict:
         "dtype_auto": m.get("dtype"),
         **{k: m.get(k) for k in keep},
         "covered": p["covered"],
+        "costs_pairs": costs["pairs"],
+        "costs_repeats": costs["repeats"],
         "acceptance_check": line,
     }
