@@ -23,6 +23,8 @@ LAYERS = ("core", "trees", "verify", "drafting", "engine", "inputs", "study", "a
 # results/ files a command writes that the committed study does not hold: {path: the command}
 GENERATED = {
     "results/served.csv": "python -m specbench.import_metrics",
+    "results/default_run.json": "bash run_all.sh (the default run's record)",
+    "results/acceptance_check.csv": "bash run_all.sh (the acceptance-sample check)",
 }
 # config groups whose keys read like module.attribute (`tree.budget`, `verify.paired_with`)
 CONFIG_GROUPS = {"tree", "verify", "pair", "dataset", "hydra", "grids", "draft", "target", "sweep"}

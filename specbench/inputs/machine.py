@@ -121,3 +121,31 @@ def resolve_dtype(value, device: str = "cpu", cache: str | None = None):
     """``value``, or for ``auto`` the faster dtype here (``auto_dtype``): resolved where the job spec
     is read, so every row and config hash names the dtype that ran."""
     return auto_dtype(device, cache)[0] if value == "auto" else value
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m specbench.inputs.machine [--out FILE]`: this machine measured (or read from the
+    cache), printed in one line and written to ``--out`` (JSON) for the default run's plan."""
+    from ..core.args import Parser
+
+    ap = Parser(
+        prog="python -m specbench.inputs.machine", description="this machine measured: dtype=auto and its rates"
+    )
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", default=None, help="where the record goes (JSON)")
+    args = ap.parse_args(argv)
+    dtype, rec = auto_dtype(args.device)
+    rates_txt = "; ".join(
+        f"{dt} {by['1']:.1f} (1 row) / {by['64']:.1f} (64 rows) GFLOP/s" for dt, by in rec["rates_gflops"].items()
+    )
+    print(f"machine: {rec['machine']} [{rec['machine_id']}]: {rates_txt}: dtype=auto is {dtype}")
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        atomic_write(args.out, lambda tmp: write_file(tmp, json.dumps(rec, indent=1, sort_keys=True) + "\n"))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..core.atomic import incomplete, open_text, recover
 from ..study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
-from . import analysis, compare
+from . import analysis, compare, defaultrun
 
 REQUIRED = [
     "config_hash",
@@ -48,6 +48,7 @@ OPTIONAL_CSV = {
     "run_times": "run_times.csv",
     "served": "served.csv",  # what a server measured (python -m specbench.import_metrics)
     "bench": "speed.csv",  # the interleaved speed benchmark (python -m specbench.study.speed)
+    "acceptance_check": "acceptance_check.csv",  # the default run's acceptance-sample check (study.recheck)
 }
 
 
@@ -169,5 +170,6 @@ def load(results: str) -> dict:
         vector=analysis.relabel_pairs(_vectors(results), labels),
         env=envs.get("cpu"),
         envs=envs,
+        default_run=defaultrun.read(results),
         results=results,
     )

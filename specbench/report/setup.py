@@ -7,7 +7,7 @@ import os
 
 import pandas as pd
 
-from . import analysis, findings, floors, onerun, phrases, tables
+from . import analysis, defaultrun, findings, floors, onerun, phrases, tables
 from .markdown import md_table, table
 
 DEFAULT_COMMANDS = [
@@ -292,6 +292,7 @@ def limitations(t: dict, data: dict) -> list[str]:
     if least := onerun.sentence(t.get("least"), CEILING_WIDTH):
         out.append(least)
     out += bracket_sentences(t["answer"])
+    out.append(defaultrun.sentence(data.get("default_run"), data.get("acceptance_check")))
     if t["live"].empty or t["live"].measured.isna().all():
         out.append("No live configuration has a matching baseline: every speedup is projected.")
     return out

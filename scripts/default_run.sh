@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The default run (bash run_all.sh): this machine's answer within a time budget.
+#   bash run_all.sh                          # SPECBENCH_MINUTES (default 45) on this machine
+#   bash run_all.sh --plan-only              # measure the machine, print the plan, run nothing
+#   SPECBENCH_DTYPE=float32 bash run_all.sh  # the costs and speed steps in this dtype, not the measured one
+#   SPECBENCH_PROFILE=tiny SPECBENCH_TINY_PAIR=DRAFT_DIR:TARGET_DIR bash run_all.sh
+#                                            # every step on a tiny local pair (tests/test_run_all.py)
+# Set-up; the machine measured (dtype=auto and its rates: specbench/inputs/machine.py); the plan
+# (specbench/study/budget.py: which pairs, candidates, prompts and attention grid fit the minutes
+# left, each step's ETA, into $OUT/plan.json); this machine's forward costs for the plan's pairs; the
+# acceptance-sample check (specbench/study/recheck.py: a fixed stratified sample of the committed
+# replayed configurations re-derived in their dtype, compared step by step: one PASS/FAIL line,
+# results/acceptance_check.csv); the interleaved speed benchmark for the plan's pairs x datasets;
+# the tree-attention grid the plan sized; collect; each step's time beside its ceiling; report.
+# Every committed row this run does not re-measure is kept.  Resumable: a finished step leaves a
+# marker in $OUT and is skipped by the next run (start over: rm -r outputs/default).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PLAN_ONLY=${SPECBENCH_PLAN_ONLY:-}
+for a in "$@"; do
+  case "$a" in
+    --plan-only) PLAN_ONLY=1 ;;
+    *) echo "run_all.sh: unknown option '$a' (valid: --plan-only)" >&2; exit 2 ;;
+  esac
+done
+PROFILE=${SPECBENCH_PROFILE:-real}
+MINUTES=${SPECBENCH_MINUTES:-45}
+if ! [[ "$MINUTES" =~ ^[0-9]+([.][0-9]+)?$ ]] || [ "$(echo "$MINUTES" | tr -d 0.)" = "" ]; then
+  echo "run_all.sh: SPECBENCH_MINUTES=$MINUTES: must be a number of minutes > 0 (e.g. SPECBENCH_MINUTES=45)" >&2; exit 2
+fi
+case "$PROFILE" in
+  real) export SPECBENCH_OUT=${SPECBENCH_OUT:-outputs/default}; RESULTS=results; REPORT=REPORT.md
+        PAIR=(); DTYPE_ARG=(${SPECBENCH_DTYPE:+--dtype "$SPECBENCH_DTYPE"}); ATTN=() ;;
+  tiny) export SPECBENCH_OUT=${SPECBENCH_OUT:-outputs/tiny}; RESULTS=$SPECBENCH_OUT/results; REPORT=$SPECBENCH_OUT/REPORT.md
+        if [[ "${SPECBENCH_TINY_PAIR:-}" != *:* ]]; then
+          echo "run_all.sh: SPECBENCH_PROFILE=tiny needs SPECBENCH_TINY_PAIR=DRAFT_DIR:TARGET_DIR (two local model folders)" >&2; exit 2
+        fi
+        PAIR=(pair=local "pair.draft.path=${SPECBENCH_TINY_PAIR%%:*}" "pair.target.path=${SPECBENCH_TINY_PAIR#*:}" device=cpu)
+        DTYPE_ARG=(--dtype float32); ATTN=(repeats=2 min_repeats=1 warmup=1 max_seconds=0.05 check=false bandwidth_mb=16 matmul_n=256) ;;
+  *) echo "run_all.sh: SPECBENCH_PROFILE=$PROFILE: must be real or tiny (e.g. SPECBENCH_PROFILE=tiny)" >&2; exit 2 ;;
+esac
+source scripts/steps.sh
+PY=.venv/bin/python
+mkdir -p "$RESULTS"
+
+if [ -z "$PLAN_ONLY" ]; then
+  step "set-up (environment + embedded models)"
+  if [ "$PROFILE" = tiny ]; then bash scripts/setup.sh --no-models; else bash scripts/setup.sh; fi
+fi
+
+step "the machine measured (dtype=auto and its rates, \$OUT/machine.json)"
+$PY -m specbench.inputs.machine --out "$OUT/machine.json"
+
+if [ "$PROFILE" = tiny ]; then  # the tiny pair's own "committed" rows: what its acceptance sample re-derives
+  step "tiny: the reference rows of the tiny pair (\$OUT/results)"
+  once tiny_seed $PY -m specbench.run -m "${PAIR[@]}" dtype=float32 dataset=smoke dataset.limit=2 max_new_tokens=8 \
+    engine=replay verify=greedy tree=binary tree.budget=2 progress=false out_root="$OUT/seed" \
+    hydra.sweep.dir="$OUT/seed/multirun" < /dev/null
+  once tiny_seed_collect $PY -m specbench.collect "$OUT/seed" --out "$RESULTS"
+fi
+
+step "the plan: what fits ${MINUTES} min here (\$OUT/plan.json)"
+PLAN="$OUT/plan.json"
+[ -n "$PLAN_ONLY" ] && PLAN="$OUT/plan.preview.json"
+if [ -f "$PLAN" ] && [ -z "$PLAN_ONLY" ]; then
+  echo "kept the plan of an earlier run ($PLAN: rm it to plan again)"
+else
+  $PY -m specbench.study.budget plan --machine "$OUT/machine.json" --minutes "$MINUTES" \
+    --spent $(( $(date +%s) - START )) --profile "$PROFILE" --results "$RESULTS" "${DTYPE_ARG[@]}" --out "$PLAN"
+fi
+[ -n "$PLAN_ONLY" ] && exit 0
+get() { $PY -m specbench.study.budget get "$PLAN" "$1"; }
+DTYPE=$(get dtype)
+
+step "forward costs of the plan's pairs on this machine (costs.csv)"
+if [ "$PROFILE" = tiny ]; then COSTS_PAIRS=(); else COSTS_PAIRS=("+costs_pairs=$(get costs_pairs)"); fi
+once costs $PY -m specbench.study.costs "${PAIR[@]}" dtype="$DTYPE" "+costs_repeats=$(get costs_repeats)" \
+  "${COSTS_PAIRS[@]}" "+costs_dtypes=[$DTYPE]" "+costs_kv_lens=$(get kv_lens)" "+results_dir=$RESULTS" \
+  hydra.run.dir="$OUT/costs"
+
+step "the acceptance-sample check: committed configurations re-derived (acceptance_check.csv)"
+if [ ! -f "$OUT/recheck_jobs.txt" ]; then
+  $PY -m specbench.study.recheck jobs --results "$RESULTS" --prompts "$(get recheck_prompts)" \
+    --pair-overrides "${PAIR[*]}" > "$OUT/recheck_jobs.tmp" && mv "$OUT/recheck_jobs.tmp" "$OUT/recheck_jobs.txt"
+fi
+i=0
+while read -r job; do
+  i=$((i + 1))
+  # shellcheck disable=SC2086  # one job's overrides, word-split on purpose
+  once "recheck_$i" $PY -m specbench.run $job out_root="$OUT/recheck" "+replay_cache=$OUT/replay_cache" \
+    hydra.run.dir="$OUT/recheck/$i" < /dev/null
+done < "$OUT/recheck_jobs.txt"
+once recheck_compare $PY -m specbench.study.recheck compare --results "$RESULTS" --runs "$OUT/recheck" \
+  --out "$RESULTS/acceptance_check.csv"
+
+step "the speed benchmark: the plan's candidates, interleaved with plain decoding (speed.csv)"
+while IFS=$'\t' read -r pair ds n tok cands; do
+  [ -n "$pair" ] || continue
+  if [ "$PROFILE" = tiny ]; then P=("${PAIR[@]}"); else P=("pair=$pair"); fi
+  once "speed_${pair}_${ds}" $PY -m specbench.study.speed "${P[@]}" dataset="$ds" dataset.limit="$n" \
+    max_new_tokens="$tok" dtype="$DTYPE" batch_size=1 "+speed_candidates=$cands" +speed_rounds=1 \
+    "+results_dir=$RESULTS" hydra.run.dir="$OUT/speed/${pair}_${ds}" < /dev/null
+done <<< "$(get speed)"
+
+GRID=$(get grid)
+step "tree-attention benchmark, grid=$GRID (attention.csv)"
+VIEW=false; [ "$GRID" = default ] && VIEW=true   # the real 1.5B model's view with the full grid only
+if [ "$GRID" != none ]; then
+  once attention $PY -m specbench.attention_bench grid="$GRID" model_view=$VIEW merge=true \
+    out_csv="$RESULTS/attention.csv" fig_dir="$RESULTS/figures" progress=false "${ATTN[@]}"
+fi
+
+step "collect and the run's record (default_run.json)"
+mkdir -p "$OUT/jobs"   # nothing new to merge: the steps above wrote their own files; committed rows are kept
+once collect $PY -m specbench.collect "$OUT/jobs" --out "$RESULTS"
+once record $PY -m specbench.study.budget record "$PLAN" --check "$RESULTS/acceptance_check.csv" \
+  --out "$RESULTS/default_run.json"
+step "each step's ceiling (run_times.csv), report"
+once ceiling $PY -m specbench.study.ceiling --times "$TIMES" --forwards "$SPECBENCH_FORWARDS" \
+  --costs "$RESULTS/costs.csv" --out "$RESULTS/run_times.csv"
+once report $PY -m specbench.report --results "$RESULTS" --out "$REPORT"
+step "done in $(( $(date +%s) - START ))s: see $REPORT"

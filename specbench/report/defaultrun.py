@@ -1,0 +1,44 @@
+"""What the last default run (`bash run_all.sh`) covered, on which machine: one sentence from
+results/default_run.json (study.budget's record) and results/acceptance_check.csv (study.recheck)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+
+from ..study.recheck import verdict
+
+
+def read(results: str) -> dict | None:
+    path = os.path.join(results, "default_run.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            rec = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) and rec.get("covered") else None
+
+
+def sentence(rec: dict | None, check: pd.DataFrame | None) -> str:
+    """The run's budget, machine, dtype, plan and acceptance-sample check, or that none is recorded."""
+    if rec is None:
+        return "results/default_run.json is absent: no default run (`bash run_all.sh`) is recorded in these results."
+    rates = rec.get("rates_gflops", {}).get(rec["dtype"], {})
+    rate = (
+        f"; a 1536 x 8960 layer ran {float(rates['1']):.1f} GFLOP/s at 1 row, {float(rates['64']):.1f} at 64"
+        if rates
+        else ""
+    )
+    why = (
+        "dtype=auto's measured choice"
+        if rec.get("dtype_auto") == rec["dtype"]
+        else f"dtype=auto measured {rec.get('dtype_auto')} faster"
+    )
+    checked = verdict(check) if check is not None else "the acceptance-sample check did not run"
+    return (
+        f"The last default run (`bash run_all.sh`, {rec['profile']} profile, SPECBENCH_MINUTES={float(rec['minutes']):g}) "
+        f"ran on {rec['machine']} in {rec['dtype']} ({why}{rate}), planned {int(rec['planned_s']) / 60:.0f} min "
+        f"and covered {rec['covered']}; {checked}."
+    )

@@ -1,0 +1,351 @@
+"""The default run's plan (``bash run_all.sh``): what fits a time budget on this machine, from the
+rates it measured (``inputs/machine.py``: GFLOP/s of a 1536 x 8960 linear layer at 1 and 64 rows in
+each dtype).  torch-free: pandas and the standard library.
+
+Every step's time is an estimate from the models' sizes (2 FLOP per parameter and token) at the
+measured rate for its forward width, plus each process's start and model load:
+
+* ``costs``: every forward shape of the answer's pairs' models, ``repeats`` + 1 times, at each KV length;
+* ``recheck``: one target continuation per (target, dataset) of the acceptance sample
+  (``study.recheck``), ``prompts`` wide, plus one drafter pass per sampled configuration;
+* ``speed``: per pair x dataset, ``prompts`` x ``tokens`` decodes of plain decoding, its A/A copy,
+  each candidate and the first one's twin, each token one target decode step (a tree step's
+  drafts and wider forward cost about the steps it saves);
+* ``attention``: the tree-attention grid's time on a reference machine, scaled by the rates;
+* ``collect``, ``ceiling``, ``report``: fixed.
+
+``plan`` fills the budget in stages, each taken only once the stage before it reached its cap (so
+more minutes never cover less): the small attention grid, the first pair x dataset's speed
+prompts, every further pair x dataset at full size (in the answer's order), the default grid, more
+acceptance-sample prompts.  The mandatory part (costs of the first pair, one sample prompt, the
+fixed steps) is planned even over the budget, and the plan says so.
+
+    python -m specbench.study.budget plan --machine OUT/machine.json --minutes 45 --spent 120 \\
+        --out OUT/plan.json [--profile tiny] [--results results]
+    python -m specbench.study.budget get OUT/plan.json speed      # one line per unit, for the shell
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+
+from ..core.args import Parser, refuse
+from ..core.atomic import atomic_write, write_file
+from .planview import get, printout, record
+
+# billions of parameters the forward multiplies through (the embeddings' lookup is free)
+PARAMS_B = {"qwen1.5b": 1.54, "qwen0.5b": 0.49, "smollm": 0.135, "gemma": 0.17, "tiny": 0.0001}
+PAIRS = {  # pair: (draft model or None, target model); a layer-skip draft is half its target
+    "qwen_coder": ("qwen0.5b", "qwen1.5b"),
+    "merged_qwen": ("qwen0.5b", "qwen1.5b"),
+    "ngram_qwen": (None, "qwen1.5b"),
+    "smollm_qwen": ("smollm", "qwen1.5b"),
+    "gemma_qwen": ("gemma", "qwen1.5b"),
+    "qwen_skip": ("qwen1.5b/2", "qwen1.5b"),
+    "smollm_qwen05": ("smollm", "qwen0.5b"),
+    "gemma_qwen05": ("gemma", "qwen0.5b"),
+    "ngram_qwen05": (None, "qwen0.5b"),
+    "qwen05_skip": ("qwen0.5b/2", "qwen0.5b"),
+    "local": ("tiny", "tiny"),
+}
+COST_SHAPES, COST_WIDTH = 23, 31  # study.costs: 23 widths 1..128, mean 31 tokens
+PROMPT_TOKENS = 200  # a prompt's tokens, for prefill estimates
+# a whole model's wide forward runs ~4x the one 64-row linear layer's rate (results/costs.csv: the 1.5B
+# target's 128-token forward in 1.29 s where that layer ran 80 GFLOP/s; its 1-token one matches the 1-row rate)
+WIDE_GAIN = 4.0
+REF_GFLOPS = 80.0  # the attention grids' seconds below were timed where a 64-row bf16 matmul ran this fast
+GRIDS = ("none", "tiny", "key", "default")
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    tokens: int = 64  # new tokens per speed decode
+    prompts: tuple[int, int] = (4, 16)  # speed prompts per pair x dataset: (fewest worth running, most)
+    recheck_prompts: int = 2
+    costs_repeats: int = 3
+    kv_lens: tuple[int, ...] = (128, 512)
+    grids: tuple[str, str] = ("key", "default")  # (small, full) attention grid
+    grid_s: dict = field(default_factory=lambda: {"none": 0.0, "tiny": 5.0, "key": 40.0, "default": 660.0})
+    load_s: float = 15.0  # one process: imports and model load
+    fixed_s: dict = field(default_factory=lambda: {"collect": 90.0, "ceiling": 10.0, "report": 180.0})
+
+
+PROFILES = {
+    "real": Profile("real"),
+    "tiny": Profile(
+        "tiny",
+        tokens=8,
+        prompts=(1, 2),
+        recheck_prompts=2,
+        costs_repeats=1,
+        kv_lens=(16,),
+        grids=("none", "tiny"),
+        load_s=4.0,
+        fixed_s={"collect": 6.0, "ceiling": 3.0, "report": 40.0},
+    ),
+}
+
+
+def params(model: str | None) -> float:
+    if model is None:
+        return 0.0
+    name, _, half = model.partition("/")
+    return PARAMS_B[name] / (2 if half else 1)
+
+
+def models(pair: str) -> tuple[str | None, str]:
+    return PAIRS.get(pair, ("qwen0.5b", "qwen1.5b"))
+
+
+def forward_s(model: str | None, width: int, rate: dict) -> float:
+    """One forward of ``width`` tokens: the first token at the 1-row rate (a decode step reads every
+    weight once), each further one at the 64-row rate times ``WIDE_GAIN``."""
+    if model is None:
+        return 0.0
+    flop = 2 * params(model)
+    return flop / float(rate["1"]) + flop * (max(width, 1) - 1) / (float(rate["64"]) * WIDE_GAIN) + 0.002
+
+
+def costs_s(pairs, rate: dict, prof: Profile) -> float:
+    """study.costs for ``pairs``: each distinct model once (a shared target is measured once)."""
+    ms = {m for p in pairs for m in models(p) if m is not None}
+    per = {m: COST_SHAPES * forward_s(m, COST_WIDTH, rate) * (prof.costs_repeats + 1) for m in ms}
+    fill = {m: sum(forward_s(m, kv, rate) for kv in prof.kv_lens) for m in ms}
+    return (prof.load_s + sum(per[m] * len(prof.kv_lens) + fill[m] for m in ms)) if ms else 0.0
+
+
+def recheck_s(sample: list[dict], prompts: int, rates: dict, prof: Profile) -> float:
+    """The acceptance sample (rows with pair, dataset, dtype, max_new_tokens), in each row's own
+    dtype: a continuation per (target, dataset) and a drafter pass and a process per row."""
+    conts = {(models(r["pair"])[1], r["dataset"], r["dtype"]): int(r["max_new_tokens"]) for r in sample}
+    t = sum(
+        forward_s(m, prompts * PROMPT_TOKENS, rates[dt]) + n * forward_s(m, prompts, rates[dt])
+        for (m, _, dt), n in conts.items()
+    )
+    for r in sample:
+        width = prompts * (PROMPT_TOKENS + int(r["max_new_tokens"]))
+        t += prof.load_s + forward_s(models(r["pair"])[0], width, rates[r["dtype"]])
+    return t
+
+
+def speed_s(pair: str, n_candidates: int, prompts: int, prof: Profile, rate: dict) -> float:
+    """study.speed on one pair x dataset: plain, A/A, each candidate and a twin per prompt, and a
+    warm-up of every other one."""
+    decodes = (n_candidates + 3) * prompts + (n_candidates + 4) // 2
+    per_token = forward_s(models(pair)[1], 1, rate)  # a tree step's wider forward and drafts ~ its tokens saved
+    return prof.load_s + decodes * prof.tokens * per_token
+
+
+def grid_s(grid: str, rates: dict, prof: Profile) -> float:
+    best = max(float(r["64"]) for r in rates.values())
+    return prof.grid_s[grid] * max(1.0, REF_GFLOPS / best) if grid != "tiny" else prof.grid_s[grid]
+
+
+@dataclass
+class Fill:
+    """The budget as it is spent: ``left`` seconds, stages taken until one stops short."""
+
+    left: float
+    open: bool = True
+
+    def take(self, seconds: float) -> bool:
+        if self.open and seconds <= self.left:
+            self.left -= seconds
+            return True
+        self.open = False
+        return False
+
+
+def _units(units, prof: Profile, rate: dict, fill: Fill, costed: set, first: bool) -> list[dict]:
+    """Speed units in order: the first with as many prompts as fit (>= the fewest), each further
+    one at full size with its pair's costs; stops at the first that does not fit."""
+    out: list[dict] = []
+    lo, hi = prof.prompts
+    for i, (pair, dataset, cands) in enumerate(units):
+        extra = 0.0 if pair in costed else costs_s([pair], rate, prof)
+        sizes = range(hi, lo - 1, -1) if first and i == 0 else [hi]
+        n = next((p for p in sizes if extra + speed_s(pair, len(cands), p, prof, rate) <= fill.left), 0)
+        if not fill.open or not n or not fill.take(extra + speed_s(pair, len(cands), n, prof, rate)):
+            fill.open = False
+            break
+        costed.add(pair)
+        eta = speed_s(pair, len(cands), n, prof, rate)
+        out.append(dict(pair=pair, dataset=dataset, prompts=n, tokens=prof.tokens, candidates=list(cands), eta_s=eta))
+        if n < hi:
+            fill.open = False
+    return out
+
+
+def plan(prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample: list[dict]) -> dict:
+    """What fits ``budget_s`` seconds (see the module's docstring): a JSON-ready dict."""
+    rate = rates[dtype]
+    first = [units[0][0]] if units else []
+    must = sum(prof.fixed_s.values()) + recheck_s(sample, 1, rates, prof) + costs_s(first, rate, prof)
+    fill = Fill(budget_s - must, open=budget_s >= must)
+    costed = set(first)
+    small, full = prof.grids
+    grid = small if fill.take(grid_s(small, rates, prof)) else "none"
+    speed = _units(units[:1], prof, rate, fill, costed, first=True)
+    speed += (
+        _units(units[1:], prof, rate, fill, costed, first=False)
+        if speed and speed[-1]["prompts"] == prof.prompts[1]
+        else []
+    )
+    if grid == small and fill.take(grid_s(full, rates, prof) - grid_s(small, rates, prof)):
+        grid = full
+    k = 1
+    while k < prof.recheck_prompts and fill.take(
+        recheck_s(sample, k + 1, rates, prof) - recheck_s(sample, k, rates, prof)
+    ):
+        k += 1
+    pairs = sorted({u["pair"] for u in speed} | set(first))
+    steps = [
+        dict(
+            step="costs",
+            pairs=pairs,
+            repeats=prof.costs_repeats,
+            kv_lens=list(prof.kv_lens),
+            eta_s=costs_s(pairs, rate, prof),
+        ),
+        dict(step="recheck", prompts=k, configurations=len(sample), eta_s=recheck_s(sample, k, rates, prof)),
+        dict(step="speed", units=speed, eta_s=sum(u["eta_s"] for u in speed)),
+        dict(step="attention", grid=grid, eta_s=grid_s(grid, rates, prof)),
+        *(dict(step=name, eta_s=s) for name, s in prof.fixed_s.items()),
+    ]
+    total = sum(s["eta_s"] for s in steps)
+    return dict(
+        profile=prof.name, dtype=dtype, budget_s=budget_s, planned_s=total, over_budget=total > budget_s, steps=steps
+    )
+
+
+def covered(p: dict) -> tuple[int, int, int, int]:
+    """(speed units, speed prompts, attention grid rank, sample prompts): what a plan covers."""
+    by = {s["step"]: s for s in p["steps"]}
+    units = by["speed"]["units"]
+    return len(units), sum(u["prompts"] for u in units), GRIDS.index(by["attention"]["grid"]), by["recheck"]["prompts"]
+
+
+def sentence(p: dict) -> str:
+    """What the plan covers, in one sentence (the report's and the printout's)."""
+    by = {s["step"]: s for s in p["steps"]}
+    units = by["speed"]["units"]
+    sp = "; ".join(
+        f"{u['pair']} on {u['dataset']} ({len(u['candidates'])} candidates, {u['prompts']} prompts x {u['tokens']} tokens)"
+        for u in units
+    )
+    rc = by["recheck"]
+    return (
+        f"forward costs of {', '.join(by['costs']['pairs']) or 'no pair'} ({by['costs']['repeats']} repeats); "
+        f"the acceptance sample ({rc['configurations']} configurations, {rc['prompts']} prompts each); "
+        f"the speed benchmark for {sp or 'no pair (the budget left none)'}; "
+        f"the tree-attention grid '{by['attention']['grid']}'"
+    )
+
+
+# the answer's pairs x datasets, in the order the budget takes them (each where results/speedup.csv
+# projects it): the speed answer's pairs first (the committed benchmark's), then the other drafters
+UNITS = [
+    ("qwen_coder", "humaneval"),
+    ("ngram_qwen", "humaneval"),
+    ("qwen_coder", "mt_bench"),
+    ("ngram_qwen", "mt_bench"),
+    ("smollm_qwen", "humaneval"),
+    ("qwen_skip", "humaneval"),
+    ("gemma_qwen", "humaneval"),
+    ("smollm_qwen05", "humaneval"),
+]
+TINY_UNITS = [("local", "smoke", ["chain/2", "binary/2"])]
+
+
+def answer_units(results_dir: str) -> list[tuple[str, str, list[str]]]:
+    """UNITS with their benchmark candidates (``study.validate.speed_picks`` on the committed
+    projections); a pair x dataset without a projection is left out."""
+    import os
+
+    from . import validate  # torch (the tree registry): only here, for the real profile
+    from .results import read_csv
+
+    path = os.path.join(results_dir, "speedup.csv")
+    if not os.path.isfile(path):
+        refuse(f"--results: {path} not found; run python -m specbench.report first")
+    speed = read_csv(path)
+    out = []
+    for pair, ds in UNITS:
+        try:
+            out.append((pair, ds, [f"{t}/{b}" for t, b in validate.speed_picks(speed, pair, ds)]))
+        except (ValueError, KeyError):
+            continue
+    return out
+
+
+def read_machine(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            rec = json.load(f)
+        rec["rates_gflops"][rec["dtype"]]["64"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        refuse(f"--machine={path}: not a machine record ({type(e).__name__}); run python -m specbench.inputs.machine")
+    return rec
+
+
+def make(args) -> dict:
+    from .recheck import sample, sample_file
+
+    prof = PROFILES[args.profile]
+    rec = read_machine(args.machine)
+    dtype = args.dtype or rec["dtype"]
+    if dtype not in rec["rates_gflops"]:
+        refuse(f"--dtype={dtype}: not measured on this machine (measured: {', '.join(rec['rates_gflops'])})")
+    units = TINY_UNITS if args.profile == "tiny" else answer_units(args.results)
+    rows = sample(sample_file(args.results))
+    budget_s = args.minutes * 60 - args.spent
+    p = plan(prof, rec["rates_gflops"], dtype, budget_s, units, rows.to_dict("records"))
+    return {**p, "minutes": args.minutes, "spent_s": args.spent, "machine": rec, "covered": sentence(p)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(prog="python -m specbench.study.budget", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    mk = sub.add_parser("plan", help="plan what fits the budget, print it, write --out")
+    mk.add_argument("--machine", required=True, help="the machine record (python -m specbench.inputs.machine --out)")
+    mk.add_argument("--minutes", type=float, default=45.0, help="the whole run's budget (SPECBENCH_MINUTES)")
+    mk.add_argument("--spent", type=float, default=0.0, help="seconds already spent (set-up, machine)")
+    mk.add_argument("--profile", choices=sorted(PROFILES), default="real")
+    mk.add_argument("--results", default="results", help="summary.csv (the acceptance sample), speedup.csv")
+    mk.add_argument("--dtype", default=None, help="the dtype the speed and costs steps run in (default: the measured)")
+    mk.add_argument("--out", required=True, help="the plan (JSON)")
+    g = sub.add_parser("get", help="one value of a plan, for the shell")
+    g.add_argument("plan")
+    g.add_argument("key")
+    r = sub.add_parser("record", help="what the run covered, for the report (results/default_run.json)")
+    r.add_argument("plan")
+    r.add_argument("--check", default="results/acceptance_check.csv")
+    r.add_argument("--out", default="results/default_run.json")
+    args = ap.parse_args(argv)
+    if args.cmd == "record":
+        with open(args.plan, encoding="utf-8") as f:
+            rec = record(json.load(f), args.check)
+        atomic_write(args.out, lambda tmp: write_file(tmp, json.dumps(rec, indent=1, sort_keys=True) + "\n"))
+        print(rec["acceptance_check"])
+        return 0
+    if args.cmd == "get":
+        try:
+            with open(args.plan, encoding="utf-8") as f:
+                print(get(json.load(f), args.key))
+        except (OSError, ValueError) as e:
+            refuse(f"{args.plan}: {e}")
+        return 0
+    if not args.minutes > 0:
+        refuse(f"--minutes={args.minutes:g}: must be > 0 (SPECBENCH_MINUTES=45)")
+    p = make(args)
+    print(printout(p, args.spent))
+    print(f"  covers: {p['covered']}")
+    atomic_write(args.out, lambda tmp: write_file(tmp, json.dumps(p, indent=1, sort_keys=True) + "\n"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

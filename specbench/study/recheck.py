@@ -1,0 +1,192 @@
+"""`python -m specbench.study.recheck`: the acceptance-sample check of the default run.
+
+A fixed, stratified sample of the committed replayed greedy configurations (results/summary.csv),
+re-derived on this machine and compared with the committed rows step by step.
+
+* ``sample``: every pair, shape family (``tree``), frontier rule and dataset of the committed
+  replay rows is represented: a greedy cover, each pick the row that adds the most values not yet
+  represented, ties to the one needing no new target continuation (a target x dataset already
+  picked), then the budget nearest ``BUDGET`` (4: the shapes differ there, and a replayed
+  budget costs little more than another), the fewest new tokens and the config hash (fixed: the same
+  committed rows give the same sample).
+* ``jobs``: one ``specbench.run`` override line per sampled row: its pair, dataset, tree and
+  scalar tree parameters, budget, rule, dtype (the committed row's), new tokens and seed, on the
+  replay engine, on the first ``--prompts`` prompts (the committed steps are per prompt, so the
+  first prompts compare alone).
+* ``compare``: each re-derived job's steps against the committed steps of its row's config hash
+  and the same prompts, column by column (``COLUMNS``), one row per (configuration, prompt) into
+  ``--out`` (results/acceptance_check.csv), and ONE line: ``acceptance-sample check: PASS ...`` or
+  ``FAIL`` naming what differs.  Exit 0 either way (the result is the CSV); 2 for bad input.
+
+    python -m specbench.study.recheck jobs --results results --prompts 2 > OUT/recheck_jobs.txt
+    python -m specbench.study.recheck compare --results results --runs OUT/recheck \\
+        --out results/acceptance_check.csv
+
+torch-free: pandas, ``core`` and ``study.results``.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+
+import pandas as pd
+
+from ..core.args import Parser, refuse
+from ..core.atomic import atomic_write
+from .results import csv_writer, read_csv
+
+STRATA = ("pair", "tree", "frontier_rule", "dataset")
+TARGET = {"pair": "target", "dataset": "dataset"}  # a continuation is one per target x dataset
+COLUMNS = ("tree_size", "tree_depth", "accepted", "emitted", "accept_path")  # per step, besides its count
+BUDGET = 4  # the budget sampled where a configuration has several: shapes differ there, and replay's cost hardly does
+SAME = ("pair", "tree", "tree_params", "budget", "verify", "temperature", "dataset", "seed", "max_new_tokens", "dtype")
+
+
+def sample_file(results: str) -> str:
+    path = os.path.join(results, "summary.csv")
+    if not os.path.isfile(path):
+        refuse(f"--results: {path} not found; give the folder of the committed summary.csv")
+    return path
+
+
+def replayed(summary: pd.DataFrame) -> pd.DataFrame:
+    s = summary[(summary.engine == "replay") & (summary.verify == "greedy")]
+    return s[s.temperature.astype(float) == 0]
+
+
+def sample(path: str) -> pd.DataFrame:
+    """The fixed stratified sample of ``path``'s replayed greedy rows (see the module docstring)."""
+    rows = replayed(read_csv(path))
+    rows = rows.assign(_b=(rows.budget.astype(int) - BUDGET).abs()).sort_values(
+        ["_b", "budget", "max_new_tokens", "config_hash"], kind="mergesort"
+    )
+    seen: set = set()
+    conts: set = set()
+    picked = []
+    while True:
+        gain = rows.apply(lambda r: sum((k, r[k]) not in seen for k in STRATA), axis=1) if len(rows) else rows
+        if not len(rows) or gain.max() == 0:
+            break
+        fresh = rows.apply(lambda r: (r.target, r.dataset) not in conts, axis=1)
+        best = rows.assign(_g=-gain, _n=fresh).sort_values(["_g", "_n"], kind="mergesort").iloc[0]
+        picked.append(best.name)
+        seen.update((k, best[k]) for k in STRATA)
+        conts.add((best.target, best.dataset))
+    return rows.loc[picked].drop(columns=["_b"])
+
+
+def _value(v) -> str:
+    return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def job_line(row, prompts: int, pair_overrides: str = "") -> str:
+    """The ``specbench.run`` overrides that re-derive ``row`` on its first ``prompts`` prompts."""
+    params = json.loads(row["tree_params"]) if isinstance(row["tree_params"], str) else {}
+    scalar = [f"tree.{k}={_value(v)}" for k, v in sorted(params.items()) if not isinstance(v, (list, dict))]
+    pair = pair_overrides or f"pair={row['pair']}"
+    return " ".join(
+        [
+            pair,
+            f"dataset={row['dataset']}",
+            f"tree={row['tree']}",
+            *scalar,
+            f"tree.budget={int(row['budget'])}",
+            f"verify={row['verify']}",
+            f"dtype={row['dtype']}",
+            f"max_new_tokens={int(row['max_new_tokens'])}",
+            f"seed={int(row['seed'])}",
+            f"dataset.limit={prompts}",
+            f"batch_size={prompts}",
+            "engine=replay",
+            "progress=false",
+        ]
+    )
+
+
+def _text(v) -> str:
+    """A key value alike however the CSV typed it (4, 4.0 and "4" are one budget)."""
+    try:
+        return repr(float(v))
+    except (TypeError, ValueError):
+        return str(v)
+
+
+def _key(df: pd.DataFrame) -> pd.Series:
+    return df[list(SAME)].map(_text).agg("|".join, axis=1)
+
+
+def compare(summary: pd.DataFrame, steps: pd.DataFrame, runs: str) -> pd.DataFrame:
+    """One row per re-derived (configuration, prompt): its step count and each column equal or not."""
+    committed = replayed(summary)
+    want = dict(zip(_key(committed), committed.config_hash))
+    out = []
+    for path in sorted(glob.glob(os.path.join(runs, "**", "steps.csv"), recursive=True)):
+        if "paired" in path.split(os.sep):
+            continue
+        new = read_csv(path)
+        chash = want.get(_key(new.head(1)).iloc[0]) if len(new) else None
+        old = steps[steps.config_hash == chash] if chash else steps.iloc[:0]
+        for pid, g in new.groupby("prompt_id", sort=True):
+            o = old[old.prompt_id == pid].sort_values("step")
+            g = g.sort_values("step")
+            row = {"config_hash": chash or "", **{k: g[k].iloc[0] for k in SAME}, "prompt_id": pid}
+            row.update(steps=len(g), committed_steps=len(o), found=bool(len(o)))
+            same_n = len(o) == len(g)
+            for c in COLUMNS:
+                row[f"same_{c}"] = bool(same_n and (o[c].map(_text).values == g[c].map(_text).values).all())
+            row["identical"] = bool(len(o)) and same_n and all(row[f"same_{c}"] for c in COLUMNS)
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def verdict(check: pd.DataFrame) -> str:
+    """ONE line: PASS (every re-derived prompt identical) or FAIL naming what differs."""
+    if check.empty:
+        return "acceptance-sample check: FAIL: nothing was re-derived (see the recheck jobs above)"
+    n_conf, n = check.config_hash.nunique(), len(check)
+    if check.identical.all():
+        return f"acceptance-sample check: PASS: {n_conf} configurations x {n // max(n_conf, 1)} prompts identical to the committed rows, column by column"
+    bad = check[~check.identical]
+    cols = [c for c in COLUMNS if not check[f"same_{c}"].all()]
+    what = ", ".join(f"{r.pair} {r.tree}/{r.budget} {r.dataset} {r.prompt_id}" for r in bad.head(5).itertuples())
+    missing = int((~check.found).sum())
+    return (
+        f"acceptance-sample check: FAIL: {len(bad)} of {n} prompts differ ({what}"
+        f"{', ...' if len(bad) > 5 else ''}; columns {', '.join(cols) or 'none'}; {missing} without a committed row)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(prog="python -m specbench.study.recheck", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    j = sub.add_parser("jobs", help="the sample's specbench.run overrides, one line each")
+    j.add_argument("--results", default="results")
+    j.add_argument("--prompts", type=int, default=2)
+    j.add_argument("--pair-overrides", default="", help="instead of pair=NAME (a local pair's folders)")
+    c = sub.add_parser("compare", help="the re-derived steps against the committed ones")
+    c.add_argument("--results", default="results")
+    c.add_argument("--runs", required=True, help="the folder the re-derived jobs wrote")
+    c.add_argument("--out", default="results/acceptance_check.csv")
+    args = ap.parse_args(argv)
+    path = sample_file(args.results)
+    if args.cmd == "jobs":
+        if args.prompts < 1:
+            refuse(f"--prompts={args.prompts}: must be >= 1")
+        for _, row in sample(path).iterrows():
+            print(job_line(row, args.prompts, args.pair_overrides))
+        return 0
+    steps_path = os.path.join(args.results, "steps.csv.gz")
+    if not os.path.isfile(steps_path):
+        refuse(f"--results: {steps_path} not found; the committed steps are what the sample is compared with")
+    check = compare(read_csv(path), read_csv(steps_path), args.runs)
+    if not check.empty:
+        atomic_write(args.out, csv_writer(check))
+    print(verdict(check))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
