@@ -256,3 +256,18 @@ def test_an_unwritable_out_is_one_line(tmp_path, capsys, request, where):
     code, lines = _ceiling(paths, out, capsys)
     assert code == 2 and len(lines) == 1 and "--out" in lines[0] and str(out) in lines[0], lines
     assert not out.exists()
+
+
+def test_a_run_replaces_its_own_rows_and_keeps_every_other_runs(tmp_path):
+    """run_times.csv holds each run's steps: the default run beside the full study's parts (#52 item 8)."""
+    out = tmp_path / "run_times.csv"
+    pd.DataFrame({"run": [7, 7], "step": ["sweep a", "sweep b"], "seconds": [600, 700]}).to_csv(out, index=False)
+    pd.DataFrame(_costs("m", 1.28, 0.8)).to_csv(tmp_path / "costs.csv", index=False)
+    pd.DataFrame([[9, "wide", "m", 100, 12800]], columns=forwards.COLUMNS).to_csv(tmp_path / "fwd.csv", index=False)
+    args = ["--forwards", str(tmp_path / "fwd.csv"), "--costs", str(tmp_path / "costs.csv"), "--out", str(out)]
+    for seconds in (100, 90):  # the same run, written twice (a resumed run): its rows replaced, not doubled
+        pd.DataFrame({"run": [9], "step": ["wide"], "seconds": [seconds]}).to_csv(tmp_path / "t.csv", index=False)
+        main(["--times", str(tmp_path / "t.csv"), *args])
+    got = pd.read_csv(out)
+    assert list(zip(got.run, got.step, got.seconds)) == [(7, "sweep a", 600), (7, "sweep b", 700), (9, "wide", 90)]
+    assert got.loc[got.run == 9, "ceiling_s"].iloc[0] == pytest.approx(128)

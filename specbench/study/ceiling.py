@@ -19,6 +19,8 @@ Imports: pandas, numpy, ``core.atomic``, ``core.args`` and ``core.readers``.
 
 from __future__ import annotations
 
+import os
+
 from typing import Any
 
 import numpy as np
@@ -78,6 +80,17 @@ def ceilings(times: pd.DataFrame, forwards: pd.DataFrame, costs: pd.DataFrame) -
     return pd.DataFrame(rows).reindex(columns=COLUMNS)
 
 
+def keep_other_runs(out: pd.DataFrame, path: str) -> pd.DataFrame:
+    """These runs' rows replace their own in ``path``; every other run's rows are kept (a default run
+    beside the full study's parts: each part's time stays on record, #52 item 8)."""
+    if not os.path.exists(path):
+        return out
+    old = readers.read(path, readers.STEP_TIMES, "--out")
+    old = old[~old.run.astype(str).isin(set(out.run.astype(str)))]
+    both = pd.concat([old.reindex(columns=COLUMNS), out], ignore_index=True) if len(old) else out
+    return both.sort_values("run", kind="stable").reset_index(drop=True)
+
+
 def main(argv=None) -> None:
     """Every input read and checked (``core.readers``: a missing, cut, binary or garbled file, wrong
     columns, a value out of range) before ``--out`` is replaced: a refusal is one line, exit 2."""
@@ -85,13 +98,13 @@ def main(argv=None) -> None:
     ap.add_argument("--times", required=True, help="run_all.sh's step_times.csv (run, step, seconds)")
     ap.add_argument("--forwards", required=True, help="the forward counts (core.forwards) of the same runs")
     ap.add_argument("--costs", default="results/costs.csv", help="the forward costs (study.costs)")
-    ap.add_argument("--out", default="results/run_times.csv", help="the table written (replaced whole)")
+    ap.add_argument("--out", default="results/run_times.csv", help="the table written (its other runs kept)")
     a = ap.parse_args(argv)
     try:
         times = readers.read(a.times, readers.STEP_TIMES, "--times")
         fwd = readers.read(a.forwards, readers.FORWARDS, "--forwards")
         costs = readers.read(a.costs, readers.CURVES, "--costs")
-        out = ceilings(times, fwd, costs)
+        out = keep_other_runs(ceilings(times, fwd, costs), a.out)
         atomic_write(a.out, lambda tmp: out.to_csv(tmp, index=False, float_format="%.4g"))
     except readers.TableError as e:
         refuse(str(e))
