@@ -269,19 +269,46 @@ def test_mode_baseline_names_its_sibling_order(tmp_path):
 
 def test_the_tldr_picks_no_largest_of_many_and_counts_the_fixed_list():
     """No "best"/"largest" lossless gain headline (#36): the comparisons fixed in advance are counted
-    (those that clear zero after Holm's adjustment, naming the rules) above their section's link."""
+    per rule in each direction and neither, the nulls beside the positives (#53), with what they rest on."""
     from specbench.report import analysis, findings, fixed, tldr
 
     comp = pd.DataFrame(
-        dict(verify=["typical", "gbv", "ratio"], diff=[0.5, 0.1, -0.3], clears_zero=[True, False, True])
+        dict(
+            verify=["typical", "gbv", "ratio", "gbv", "block"],
+            lossless=[False, True, False, True, True],
+            against=["baseline, naive", "baseline", "best lossless", "baseline", "baseline"],
+            diff=[0.5, 0.1, -0.3, -0.01, 0.02],
+            clears_zero=[True, False, True, False, False],
+            pair=["p"] * 5,
+            dataset=["he"] * 5,
+            tree=["binary", "binary", "binary", "chain", "chain"],
+            budget=[16, 16, 16, 4, 4],
+            temperature=[1.0, 1.0, 0.7, 1.0, 1.0],
+            n_prompts=[16, 16, 32, 16, 16],
+        )
     )
-    roles = pd.DataFrame(dict(verify=["speculative", "mss", "naive"], baseline_of=["chain", "tree", "lossy"]))
+    roles = pd.DataFrame(
+        dict(
+            verify=["speculative", "mss", "naive", "gbv"],
+            baseline_of=["chain", "tree", "lossy", None],
+            token_level_on=["chain", "chain,tree", "tree", None],
+        )
+    )
     ctx = {"t": {"answer": pd.DataFrame(), "comparisons": comp, "df": roles}, "data": {}}
     assert tldr.section(ctx) == "_No greedy configuration has a speed (measured or projected), so there is no answer._"
-    line = fixed.sentence(comp, {"chain": "speculative", "tree": "mss", "lossy": "naive"})
-    assert line.startswith("Of the 3 comparisons fixed in advance") and ", 2 clear zero: " in line
-    assert line.endswith("above zero, typical 1 of 1; below zero, ratio 1 of 1.")
-    assert [c["sentence"] for c in findings.comparison_claims(comp, analysis.role_names(roles))] == [line]
+    names = {"chain": "speculative", "tree": "mss", "lossy": "naive"}
+    line = fixed.sentence(comp, names, findings.token_level_rules(roles))
+    assert line.startswith("Of the 5 comparisons fixed in advance") and ", 2 clear zero. " in line
+    assert "lossless rules: block 0 / 0 / 1, gbv 0 / 0 / 2; lossy rules: ratio 0 / 1 / 0, typical 1 / 0 / 0." in line
+    assert "No comparison of a lossless alternative to the token-level rules clears zero above its baseline " in line
+    assert "(block 0 of 1, gbv 0 of 2)." in line
+    assert line.endswith("They rest on p only, on he, with the trees chain N=4, binary N=16, at T = 0.7, 1, on "
+                         "16–32 prompts, and compare tokens per step (acceptance), not timed speed.")  # fmt: skip
+    one = comp.assign(clears_zero=[True, True, True, False, False])  # a lossless alternative clears zero
+    assert "1 of the 3 comparisons of a lossless alternative to the token-level rules clear zero above its baseline " \
+        "(block 0 of 1, gbv 1 of 2)." in fixed.sentence(one, names, {"speculative", "mss", "naive"})  # fmt: skip
+    claims = findings.comparison_claims(comp, analysis.role_names(roles), findings.token_level_rules(roles))
+    assert [c["sentence"] for c in claims] == [line]
     assert not hasattr(phrases, "mode_tldr") and not hasattr(phrases, "tldr")
 
 
@@ -342,15 +369,19 @@ def test_tldr_quotes_each_pairs_ranked_study_per_dataset_before_an_exploratory_m
 
 
 def test_the_report_body_is_short_and_links_every_figure_that_exists():
-    """REPORT.md's body ≤ 350 lines (its long sections are linked pages under results/tables/);
-    every figure it or a page links exists, and every figure in results/figures/ is linked."""
+    """REPORT.md's body ≤ 350 lines and ≤ 2,500 words, tables included, links and image lines
+    excluded (#53; its long sections are linked pages under results/tables/); every figure it or a
+    page links exists, and every figure in results/figures/ is linked."""
     import re
 
     report = ROOT / "REPORT.md"
     if not report.exists():
         pytest.skip("no committed REPORT.md")
+    from specbench.report import mainpage
+
     body = report.read_text()
     assert len(body.splitlines()) <= 350
+    assert mainpage.words(body) <= mainpage.MAX_WORDS, mainpage.words(body)
     linked = set()
     for doc in [report, *(report.parent / p for p in re.findall(r"\]\(([^)\s]+\.md)\)", body))]:
         assert doc.is_file(), doc

@@ -41,8 +41,8 @@ from .markdown import figure_link
 def make_figures(t: dict, data: dict) -> list[figures.Fig]:
     kern = kernels(data["attention"])
     made = [
-        figures_accept.fig_acceptance_vs_budget(t["rows"], t["sums"]),
-        figures_speed.fig_projected(t["rows"], t["sums"], t["pair"]),
+        figures_accept.fig_acceptance_vs_budget(t["rows"], t["sums"], t["pair"]),
+        figures_speed.fig_projected(t["rows"], t["sums"], t["live"]),
         figures.fig_gain_vs_chain(t["chain_diffs"], t["pair"]),
         figures.fig_accept_hist(t["cross"], t["rows"]),
         figures_speed.fig_mode_gains(t["modes"]),

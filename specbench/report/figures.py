@@ -4,14 +4,14 @@ Each ``fig_*`` function takes tables and returns a `Fig` (file name, matplotlib 
 or None when its data is missing; `save_all` writes them.  Rules every figure keeps: never
 average across datasets or prompt sets (one panel per group); **one palette keyed by name**
 (`color`: the same shape, pair, rule or implementation has the same colour in every figure);
-legends outside the data; shared y-axes where panels show the same metric.
+legends outside the data; shared y-axes where panels show the same metric.  The palette itself
+(colours and markers) is `palette`.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import zlib
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import matplotlib
@@ -20,9 +20,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from . import analysis, tables  # noqa: E402
+from . import analysis, palette, tables  # noqa: E402
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
@@ -42,44 +43,7 @@ RC: dict[RcKeyType, Any] = {
     "grid.alpha": 0.3,
 }
 PNG_META = {"Software": None}
-# one palette, keyed by name: shapes, pairs, verification rules and attention implementations
-PALETTE = {
-    "none": "#000000",
-    "chain": "#1f77b4",
-    "binary": "#ff7f0e",
-    "kary": "#2ca02c",
-    "topk_wide": "#d62728",
-    "specinfer": "#9467bd",
-    "medusa63": "#8c564b",
-    "sequoia": "#e377c2",
-    "eagle2": "#17becf",
-    "adaptive_chain": "#7f7f7f",
-    "paths": "#bcbd22",
-    "ngram_trie": "#393b79",
-    "merged": "#637939",
-    "qwen_coder": "#1b9e77",
-    "qwen_skip": "#d95f02",
-    "smollm_qwen": "#7570b3",
-    "gemma_qwen": "#e7298a",
-    "ngram_qwen": "#66a61e",
-    "merged_qwen": "#a6761d",
-    "speculative": "#4c72b0",
-    "mss": "#55a868",
-    "block": "#c44e52",
-    "traversal": "#8172b2",
-    "typical": "#ccb974",
-    "naive": "#64b5cd",
-    "ratio": "#8c8c8c",
-    "conservative": "#da8bc3",
-    "epsilon": "#937860",
-    "greedy": "#000000",
-    "fused": "#1f77b4",
-    "sequential": "#d62728",
-    "flex": "#ff7f0e",
-    "flex_compiled": "#2ca02c",
-}
-EXTRA_COLORS = ("#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363", "#8c6d31")
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+MARKERS = palette.MARKERS
 
 
 class Fig(NamedTuple):
@@ -88,20 +52,18 @@ class Fig(NamedTuple):
     caption: str
 
 
-def base_name(name: str) -> str:
-    """The palette key of a label: 'kary(width=3)' -> kary, 'mss T=1' -> mss, 'p [id]' -> p."""
-    return str(name).split("(", 1)[0].split(" [", 1)[0].split(" ", 1)[0]
+base_name = palette.base_name
 
 
-def color(name: str) -> str:
-    key = base_name(name)
-    return PALETTE.get(key) or EXTRA_COLORS[zlib.crc32(key.encode()) % len(EXTRA_COLORS)]
+def color(name: str, kind: str | None = None) -> str:
+    """The palette's colour of a name (`palette.look`): the same in every figure."""
+    return palette.look(name, kind)[0]
 
 
-def style(name: str) -> dict:
-    """Colour from the palette, marker by the parameter variant: same name, same look everywhere."""
-    marker = "o" if "(" not in str(name) else MARKERS[zlib.crc32(str(name).encode()) % len(MARKERS)]
-    return dict(color=color(name), marker=marker)
+def style(name: str, kind: str | None = None) -> dict:
+    """Colour and marker from the palette (`palette.look`): same name, same look everywhere."""
+    c, m = palette.look(name, kind)
+    return dict(color=c, marker=m)
 
 
 shape_style = style  # the notebook's name for it
@@ -279,47 +241,62 @@ def _hist(cell) -> np.ndarray:
         return np.zeros(0)
 
 
+HATCHES = (None, "////", "....", "xxxx")  # the datasets of one pair's panel, beside its one colour
+
+
 def fig_accept_hist(cross: pd.DataFrame, rows: pd.DataFrame) -> Fig | None:
-    """Acceptance-length histograms (accept_hist) of every pair at the cross-pair setting most
-    pairs share, one panel per dataset and dtype."""
+    """Acceptance-length histograms (accept_hist) at the cross-pair setting most pairs share (per
+    dataset and dtype: the shape most pairs ran, its middle budget): small multiples, one panel per
+    pair in its palette colour, one hatch per dataset."""
     if cross.empty or "accept_hist" not in rows:
         return None
     hist = dict(zip(rows.config_hash, rows.accept_hist))
-    groups = []
-    for (ds, dt), g in cross.groupby(["dataset", "dtype"], sort=True):
+    picks = []
+    for (ds, _dt), g in cross.groupby(["dataset", "dtype"], sort=True):
         n = g.groupby(["cross_shape", "budget"]).pair.nunique()
         top = sorted(k for k in n.index if n[k] == n.max())  # the settings most pairs ran, by shape and budget
         shape = top[0][0]
         budgets = [b for s, b in top if s == shape]
         budget = budgets[(len(budgets) - 1) // 2]  # their middle budget: neither N=1's 0/1 bars nor the longest tail
-        groups.append((f"{ds} ({dt}), {shape} N={int(budget)}", g[(g.cross_shape == shape) & (g.budget == budget)]))
+        picks.append(
+            g[(g.cross_shape == shape) & (g.budget == budget)].assign(setting=f"{ds}, {shape} N={int(budget)}")
+        )
+    both = pd.concat(picks)
+    settings = sorted(both.setting.unique())
+    groups = [(p, g) for p, g in both.groupby("pair", sort=True)]
 
     def draw(ax, g):
-        pairs = list(g.sort_values("pair").pair)
-        wid = 0.8 / max(len(pairs), 1)
-        for i, r in enumerate(g.sort_values("pair").to_dict("records")):
+        wid = 0.8 / len(settings)
+        for r in g.sort_values("setting").to_dict("records"):
             h = _hist(hist.get(r["config_hash"]))
+            i = settings.index(r["setting"])
             if h.sum():
-                ax.bar(
-                    np.arange(len(h)) + (i - (len(pairs) - 1) / 2) * wid,
-                    h / h.sum(),
-                    width=wid,
-                    color=color(r["pair"]),
-                    label=r["pair"],
-                )
-        ax.set_xlabel("accepted draft tokens in a step (bonus not counted)")
+                ax.bar(np.arange(len(h)) + (i - (len(settings) - 1) / 2) * wid, h / h.sum(), width=wid,
+                       color=color(r["pair"], "pair"), hatch=HATCHES[i % len(HATCHES)], edgecolor="white", lw=0,
+                       label=f"{r['pair']}: {r['setting']}")  # fmt: skip
+        ax.set_xlabel("accepted draft tokens in a step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("share of steps")
 
-    return panels(
+    fig = panels(
         groups,
         "accept_length_hist.png",
         draw,
-        "Acceptance-length histograms (SPEED-Bench style): the share of steps accepting k draft tokens, "
-        "per pair at the shape and budget most pairs ran, over each configuration's own prompts.",
-        w=4.2,
-        legend="pair",
+        "Acceptance-length histograms (SPEED-Bench style): the share of steps accepting k draft tokens (bonus not "
+        "counted), one panel per pair in its palette colour, one bar per dataset (solid, hatched) at the shape and "
+        "budget most pairs ran there, over each configuration's own prompts.",
+        w=3.2,
+        h=2.4,
+        legend="dataset, shape and budget",
     )
+    for ax in fig.fig.axes:
+        ax.set_title(ax.get_title(), color=color(ax.get_title(), "pair"), fontweight="bold")
+    fig.fig.legends.clear()  # the datasets' hatches in a neutral grey, not the first panel's colour
+    proxies = [
+        Patch(fc="#888888", ec="white", hatch=HATCHES[i % len(HATCHES)], label=s) for i, s in enumerate(settings)
+    ]
+    fig.fig.legend(handles=proxies, loc="upper left", bbox_to_anchor=(1.0, 0.9), frameon=False, title="dataset, tree")
+    return fig
 
 
 def fig_acceptance_vector(vector: pd.DataFrame | None) -> Fig | None:
@@ -332,7 +309,7 @@ def fig_acceptance_vector(vector: pd.DataFrame | None) -> Fig | None:
     def draw(ax, g):
         for pair, gp in g.groupby("pair", sort=True):
             gp = gp[gp.p_accept.astype(float) > 0].sort_values("rank")
-            ax.plot(gp["rank"], gp.p_accept, ms=3, lw=0.8, label=pair, **style(pair))
+            ax.plot(gp["rank"], gp.p_accept, ms=3, lw=0.8, label=pair, **style(pair, "pair"))
         ax.set_xlabel("draft rank k")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_yscale("log")

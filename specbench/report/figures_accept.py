@@ -1,10 +1,12 @@
-"""The classic figure: acceptance rate and acceptance length against the draft budget N.
+"""The classic figure: acceptance rate and acceptance length against the draft tokens per step.
 
-Every shape of every pair's replayed greedy grid, one row of panels per pair and two panels per
-dataset (rate, then length), each on its main prompt set (`analysis.main_groups`); shaded: the
-95% bootstrap interval over prompts from summary.csv (none from fewer than `tables.MIN_CI`
-prompts).  Shapes that overlap stay apart by marker and line style as well as colour.  The
-section that links it states the trade-off the figure shows, computed from the same rows.
+On the main dataset's replayed greedy grid (each on its main prompt set, `analysis.main_set`),
+one row of two panels (rate, length) per question: the main pair's asked shapes; the advanced
+drafters on its target (each at the tree it built, not its upper bound); each pair's chain per
+target.  At most six series a panel; shapes that built the same trees are drawn once, named
+together; every look from `palette`.  Shaded: the 95% bootstrap interval over prompts (none from
+fewer than `tables.MIN_CI` prompts).  The finding that links it states the trade-off, computed
+from the same rows.
 """
 
 from __future__ import annotations
@@ -13,12 +15,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from . import analysis, figures, tables
+from . import analysis, figures, palette, tables
 
 NAME = "acceptance_vs_budget.png"
 METRICS = (("acceptance_rate", "acceptance rate"), ("acceptance_length", "acceptance length"))
-LINESTYLES = ("-", "--", ":", "-.")  # with the 8 markers: 32 distinct (marker, line) looks
-DODGE = 0.03  # octaves between neighbouring shapes' points, so identical curves stay visible
 MIN_BUDGETS = 2  # a pair × dataset with fewer budgets has no curve to draw
 
 
@@ -32,27 +32,115 @@ def series(rows: pd.DataFrame, sums) -> list[tuple[tuple[str, str], pd.DataFrame
     return out
 
 
-def hue(shape: str) -> str:
-    """The palette's colour; a merged tree takes the colour of the shape it fills."""
-    inner = shape.split("shape=", 1)[1].rstrip(")").split(",")[0] if shape.startswith("merged(") else ""
-    return figures.color(inner or shape)
+STATIC = ("chain", "binary", "kary", "topk_wide", "specinfer", "sequoia", "medusa63", "paths")  # the asked shapes
+MAX_SERIES = 6  # per panel
 
 
-def looks(shapes) -> dict[str, dict]:
-    """One look per shape name: its colour, and marker and line style by its sorted index."""
-    return {
-        s: dict(color=hue(s), marker=figures.MARKERS[i % 8], ls=LINESTYLES[(i + i // 8) % len(LINESTYLES)])
-        for i, s in enumerate(sorted(set(shapes)))
-    }
+def is_static(shape: str) -> bool:
+    """A fixed shape whose budget is its tree (a cost-aware Sequoia, sized by its costs, is not)."""
+    return figures.base_name(shape) in STATIC and "costs=" not in shape
 
 
-def log2_axis(ax, budgets) -> None:
-    """log2 x axis ticked at the powers of two among the budgets (every budget crowds a narrow panel)."""
-    figures.budget_axis(ax, budgets)
-    ticks = sorted(int(b) for b in budgets)
-    two = [b for b in ticks if b & (b - 1) == 0]
-    ticks = two + [ticks[-1]] * (ticks[-1] not in two) if len(two) >= 2 else ticks
-    ax.set_xticks(ticks, [str(b) for b in ticks])
+def short(shape: str) -> str:
+    """'kary(width=3)' stays; 'merged(ngram_share=0.5, shape=chain)' -> 'merged:chain'; a cost-aware
+    Sequoia -> 'sequoia (cost-aware)'."""
+    if shape.startswith("merged(") and "shape=" in shape:
+        return "merged:" + shape.split("shape=", 1)[1].split(",")[0].rstrip(")")
+    if "costs=" in shape:
+        return f"{figures.base_name(shape)} (cost-aware)"
+    return shape.replace("specinfer(expansion=[1, 1, 3, 1, 1, 1, 1, 1])", "specinfer")
+
+
+def built(g: pd.DataFrame) -> pd.Series:
+    """Draft tokens per step, the tree each configuration built: Σ tree_size ÷ steps = length ÷ rate."""
+    rate = g.acceptance_rate.where(g.acceptance_rate > 0)
+    return (g.acceptance_length / rate).fillna(g.budget.astype(float))
+
+
+def dedupe(named: list[tuple[str, dict, pd.DataFrame]]) -> list[tuple[str, dict, pd.DataFrame]]:
+    """Series that build the same trees (identical x and both metrics at every point) drawn once,
+    labelled by every name ('binary = medusa63')."""
+    out: list[tuple[str, dict, pd.DataFrame]] = []
+    for label, look, s in named:
+        sig = s[["x", "acceptance_rate", "acceptance_length"]].round(6).to_numpy().tolist()
+        twin = next((i for i, (_l, _k, o) in enumerate(out) if o[["x", "acceptance_rate", "acceptance_length"]]
+                     .round(6).to_numpy().tolist() == sig), None)  # fmt: skip
+        if twin is None:
+            out.append((label, look, s))
+        else:
+            lab, lk, o = out[twin]
+            out[twin] = (f"{lab} = {label}", lk, o)
+    return out
+
+
+def _series(g: pd.DataFrame, label, look) -> list[tuple[str, dict, pd.DataFrame]]:
+    out = []
+    for shape, s in g.groupby("shape", sort=True):
+        s = s.assign(x=built(s)).sort_values("x")
+        out.append((label(shape, s), look(shape, s), s))
+    return out
+
+
+def shape_look(shape: str, _s=None) -> dict:
+    return figures.style(shape, "shape")
+
+
+def advanced_look(shape: str, _s=None) -> dict:
+    """A merged tree: merged's colour with the filled shape's marker; any other: the shape's look."""
+    if shape.startswith("merged"):
+        return dict(zip(("color", "marker"), palette.merged_look(shape)))
+    return shape_look(shape)
+
+
+def _target(g: pd.DataFrame) -> str:
+    """The rows' target model ('' where summary.csv does not name it)."""
+    return str(g["target"].iloc[0]) if "target" in g and len(g) else ""
+
+
+def panel_sets(groups, pair: str) -> tuple[list[tuple[str, list]], list[str]]:
+    """The figure's rows: the main pair's asked shapes; its advanced drafters (and those of the pairs
+    sharing its target, one per pair in turn); then per target, each pair's chain. At most
+    MAX_SERIES series each; the labels that limit left out."""
+    by = {k: g for k, g in groups}
+    ds = sorted({d for (p, d) in by if p == pair}, key=lambda d: (d != "humaneval", d))
+    if not ds:
+        return [], []
+    d, main = ds[0], by[(pair, ds[0])]
+    asked = main[main["shape"].map(is_static)]
+    asked = asked.assign(o=asked["shape"].map(lambda sh: STATIC.index(figures.base_name(sh)))).sort_values("o")
+    ser = dedupe(_series(asked, lambda sh, _s: short(sh), shape_look))
+    ser.sort(key=lambda x: STATIC.index(figures.base_name(x[0])))
+    rows = [(f"{pair}, {d}: the asked shapes", ser)]
+    pool: list[tuple] = []
+    for (p, dd), g in sorted(by.items(), key=lambda kg: (kg[0][0] != pair, kg[0])):
+        if dd == d and (p == pair or _target(g) == _target(main)):
+            a = g[~g["shape"].map(is_static)]
+            own = _series(a, lambda sh, _s, p=p: short(sh) + ("" if p == pair else f" ({p})"), advanced_look)
+            pool += [(p != pair, i, lab, lk, s_) for i, (lab, lk, s_) in enumerate(own)]
+    adv = dedupe([(lab, lk, s_) for _o, _i, lab, lk, s_ in sorted(pool, key=lambda x: x[:3])])
+    if adv:
+        rows.append((f"{d}: the advanced drafters on {pair}'s target", adv))
+    targets = {_target(g) for (p, dd), g in by.items() if dd == d}
+    for tgt in sorted(targets, key=lambda x: (x != _target(main), x)):
+        chains = []
+        for (p, dd), g in sorted(by.items(), key=lambda kg: (-len(kg[1]), kg[0])):
+            if dd == d and _target(g) == tgt:
+                c = g[g["shape"].map(lambda sh: short(sh) in ("chain", "merged:chain"))]
+                chains += _series(c.head(len(c)), lambda sh, _s, p=p: f"{p} ({short(sh)})",
+                                  lambda _sh, _s, p=p: figures.style(p, "pair"))  # fmt: skip
+        if len(chains) >= 2:  # noqa: SIM102
+            rows.append((f"{d}: each pair's chain" + (f", target {tgt}" if tgt else ""), chains))
+    gone = sorted(label for _t, ser in rows for label, _k, _s in ser[MAX_SERIES:])
+    return [(title, ser[:MAX_SERIES]) for title, ser in rows if ser], gone
+
+
+def log2_axis(ax, xs) -> None:
+    """log2 x axis ticked at powers of two."""
+    ax.set_xscale("log", base=2)
+    lo, hi = max(float(np.min(xs)), 0.25), float(np.max(xs))
+    ticks = [2.0**k for k in range(int(np.floor(np.log2(lo))), int(np.ceil(np.log2(hi))) + 1)]
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
 
 
 def band(s: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
@@ -62,67 +150,54 @@ def band(s: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
     return v - lo_err, v + hi_err
 
 
-def draw_metric(ax, g: pd.DataFrame, metric: str, look: dict) -> None:
-    """Each shape's line (hollow markers, dodged a little along N), its interval and its cut budgets."""
-    shapes = sorted(g["shape"].unique())
-    for shape, s in g.groupby("shape", sort=True):
-        s = s.sort_values("budget")
-        st = look[shape]
-        x = s.budget * 2 ** (DODGE * (shapes.index(shape) - (len(shapes) - 1) / 2))
-        ax.plot(x, s[metric], ms=4, lw=1.1, mfc="none", mew=1.0, label=shape, **st)
+def draw_metric(ax, series: list, metric: str) -> None:
+    """Each series' line (its look from the palette), its interval and its cut budgets."""
+    for label, look, s in series:
+        x = s.x.to_numpy(float)
+        ax.plot(x, s[metric], ms=4, lw=1.2, mfc="none", mew=1.1, label=label, **look)
         lo, hi = band(s, metric)
-        ax.fill_between(x, lo, hi, color=st["color"], alpha=0.12, lw=0)
-        cut = s.cut > tables.MAX_CUT if "cut" in s else np.zeros(len(s), bool)
-        ax.plot(x[cut], s[metric][cut], ls="none", marker="o", ms=9, mfc="none", mec=st["color"], zorder=3)
-    log2_axis(ax, g.budget.unique())
+        ax.fill_between(x, lo, hi, color=look["color"], alpha=0.15, lw=0)
+        cut = (s.cut > tables.MAX_CUT).to_numpy() if "cut" in s else np.zeros(len(s), bool)
+        ax.plot(x[cut], s[metric].to_numpy()[cut], ls="none", marker="o", ms=10, mfc="none", mec=look["color"])
+    log2_axis(ax, np.concatenate([s.x.to_numpy(float) for _l, _k, s in series]))
+    ax.set_xlabel("draft tokens per step (tree built)")
 
 
-def layout(groups) -> tuple[list[str], list[str]]:
-    """Rows: pairs (the most configurations first); columns: datasets."""
-    size: dict[str, int] = {}
-    for (p, _d), g in groups:
-        size[p] = size.get(p, 0) + len(g)
-    pairs = sorted(size, key=lambda p: (-size[p], p))
-    return pairs, sorted({d for (_p, d), _g in groups})
-
-
-def fig_acceptance_vs_budget(rows: pd.DataFrame, sums) -> figures.Fig | None:
+def fig_acceptance_vs_budget(rows: pd.DataFrame, sums, pair=None) -> figures.Fig | None:
     groups = series(rows, sums)
-    if not groups:
+    pair = pair or (sorted(groups, key=lambda kg: -len(kg[1]))[0][0][0] if groups else None)
+    sets, gone = panel_sets(groups, pair) if groups else ([], [])
+    if not sets:
         return None
-    pairs, datasets = layout(groups)
-    look = looks(s for _k, g in groups for s in g["shape"])
-    cells = {k: g for k, g in groups}
     with plt.rc_context(figures.RC):
-        fig, axes = plt.subplots(
-            len(pairs), 2 * len(datasets), figsize=(2.7 * 2 * len(datasets), 2.4 * len(pairs)), squeeze=False
-        )
-        for i, p in enumerate(pairs):
-            for j, d in enumerate(datasets):
-                for m, (metric, ylabel) in enumerate(METRICS):
-                    ax = axes[i][2 * j + m]
-                    if (p, d) not in cells:
-                        ax.set_visible(False)
-                        continue
-                    draw_metric(ax, cells[(p, d)], metric, look)
-                    ax.set_title(f"{p} · {d}")
-                    ax.set_ylabel(ylabel)
-        figures.legend_outside(fig, list(axes.flat), "shape")
+        fig, axes = plt.subplots(len(sets), 2, figsize=(10.5, 3.0 * len(sets)), squeeze=False)
+        for i, (title, ser) in enumerate(sets):
+            for m, (metric, ylabel) in enumerate(METRICS):
+                draw_metric(axes[i][m], ser, metric)
+                axes[i][m].set_ylabel(ylabel)
+            axes[i][0].set_title(title, loc="left", fontsize=9, fontweight="bold")
+            axes[i][1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, fontsize=8)
         fig.tight_layout()
     return figures.Fig(
         NAME,
         fig,
-        "Acceptance rate (accepted ÷ drafted tokens) and acceptance length (accepted draft tokens per step, "
-        "bonus not counted) against the budget N, every shape of each pair's replayed greedy grid, one row per "
-        "pair and two panels per dataset (its main prompt set); shaded: 95% bootstrap CI over prompts (none from "
-        f"fewer than {tables.MIN_CI} prompts); large rings: more than {tables.MAX_CUT:.0%} of the steps were cut by "
-        "max_new_tokens (never ranked).",
+        "Acceptance rate (accepted ÷ drafted tokens, left) and acceptance length (accepted draft tokens per step, "
+        "bonus not counted, right) against the draft tokens each configuration built per step (a fixed shape's "
+        "budget N; a dynamic drafter's mean tree), on the main dataset's replayed greedy grid: the main pair's asked "
+        "shapes, the advanced drafters on its target, then each pair's chain per target. Shapes that built the same "
+        "trees are one line (named together). Shaded: 95% bootstrap CI over prompts (none from fewer than "
+        f"{tables.MIN_CI}); large rings: more than {tables.MAX_CUT:.0%} of the steps cut by max_new_tokens (never "
+        "ranked). Every pair and dataset: the answer tables"
+        + (f"; left out here (six series a panel): {', '.join(gone)}." if gone else "."),
     )
 
 
 def _at(s: pd.DataFrame, metric: str, budget) -> str:
+    """The value at one budget with its 95% interval where one is printed (≥ MIN_CI prompts)."""
     r = s[s.budget == budget].iloc[0]
-    return f"{r[metric]:.2f}"
+    lo, hi = r.get(f"{metric}_lo"), r.get(f"{metric}_hi")
+    ok = lo is not None and hi is not None and lo == lo and hi == hi and r.get("n_prompts", 0) >= tables.MIN_CI
+    return f"{r[metric]:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if ok else "")
 
 
 def tradeoff_sentence(rows: pd.DataFrame, sums, pair) -> str | None:
@@ -144,20 +219,13 @@ def tradeoff_sentence(rows: pd.DataFrame, sums, pair) -> str | None:
     shapes = sorted(g["shape"].unique(), key=lambda s: (s != "chain", s))
     s = g[g["shape"] == shapes[0]]
     lo, hi = s.budget.min(), s.budget.max()
+    over = f" (95% intervals over its {int(s.n_prompts.min())} prompts)" if "n_prompts" in s else ""
     return (
         f"The trade-off: a larger budget lowers the acceptance rate and raises the acceptance length. {p}'s "
         f"{shapes[0]} on {d} accepts {_at(s, 'acceptance_rate', lo)} of its draft tokens at N={int(lo)} and "
         f"{_at(s, 'acceptance_rate', hi)} at N={int(hi)}, while its acceptance length grows from "
-        f"{_at(s, 'acceptance_length', lo)} to {_at(s, 'acceptance_length', hi)} tokens per step; of the "
-        f"figure's {n} shape series, the rate at the largest budget is below the smallest budget's in {falls} "
+        f"{_at(s, 'acceptance_length', lo)} to {_at(s, 'acceptance_length', hi)} tokens per step{over}; of the {n} "
+        "shape series of every pair's replayed greedy grid, "
+        f"the rate at the largest budget is below the smallest budget's in {falls} "
         f"and the length above it in {grows}."
     )
-
-
-def section(ctx) -> str:
-    """REPORT.md's acceptance-against-budget section: the computed trade-off and the figure."""
-    t = ctx["t"]
-    line = tradeoff_sentence(t["rows"], t["sums"], t["pair"])
-    if line is None or NAME not in ctx["figs"]:
-        return "_No replayed greedy grid with two or more budgets, so no acceptance-against-budget figure._"
-    return "\n\n".join([line, ctx["link"](NAME)])

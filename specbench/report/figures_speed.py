@@ -9,8 +9,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.colors import LogNorm
+from matplotlib.lines import Line2D
 
-from . import analysis, figures
+from . import analysis, figures, palette
 
 
 def fig_mode_gains(gains: pd.DataFrame) -> figures.Fig | None:
@@ -27,17 +28,17 @@ def fig_mode_gains(gains: pd.DataFrame) -> figures.Fig | None:
     def draw(ax, g):
         y = np.arange(len(g))[::-1]
         for yi, r in zip(y, g.to_dict("records")):
-            st = figures.style(r["verify"])
+            st = figures.style(r["verify"], "rule")
             ax.errorbar(
                 [r["diff"]],
                 [yi],
                 xerr=figures.ci([r["diff"]], [r["lo"]], [r["hi"]], [r["n_shared"]]),
-                ms=5,
+                ms=6.5,
                 capsize=2,
                 ls="none",
                 label=r["verify"],
                 color=st["color"],
-                marker="o",
+                marker=st["marker"],
                 mfc=st["color"] if r["same_trees"] else "white",
                 mec=st["color"],
             )
@@ -61,7 +62,7 @@ def fig_mode_gains(gains: pd.DataFrame) -> figures.Fig | None:
         f"{figures.tables.MIN_CI}+ shared prompts (n).",
         sharey=False,
         sharex=True,
-        w=6.0,
+        w=7.5,
         h=0.9 + 0.3 * rows,
         legend="rule",
     )
@@ -85,7 +86,7 @@ def fig_lossy(gains: pd.DataFrame) -> figures.Fig | None:
                 capsize=2,
                 ls="none",
                 label=r["verify"],
-                color=figures.color(r["verify"]),
+                color=figures.color(r["verify"], "rule"),
                 marker="o" if r["tree"] == "chain" else "s",
             )
         ax.axhline(0, color="k", lw=0.6)
@@ -103,31 +104,65 @@ def fig_lossy(gains: pd.DataFrame) -> figures.Fig | None:
     )
 
 
-def fig_projected(rows: pd.DataFrame, sums, pair) -> figures.Fig | None:
-    groups = [(t, g[g.projected.notna()]) for t, g in figures.main_groups(rows, sums, pair)]
-    groups = [(t, g) for t, g in groups if len(g)]
+RUN_MARKERS = ("*", "D", "^", "v", "P", "X")  # a live run's size (prompts × new tokens), in sorted order
+MAX_SHAPES = 6  # projected curves per panel
+
+
+def run_size(r) -> str:
+    return f"{int(r['n_prompts'])} × {int(r['max_new_tokens'])}"
+
+
+def fig_projected(rows: pd.DataFrame, sums, live: pd.DataFrame) -> figures.Fig | None:
+    """Every pair × dataset with a live batch-1 check: the projected speedup of the replayed grid's
+    shapes that were checked live, and each live run's measured speedup, its marker by run size."""
+    b1 = live[live.projected.notna() & live.measured.notna()] if len(live) and "projected" in live else live.iloc[:0]
+    if b1.empty:
+        return None
+    sizes = sorted({run_size(r) for r in b1.to_dict("records")}, key=lambda x: tuple(int(v) for v in x.split(" × ")))
+    groups = []
+    for (pair, ds), g in b1.groupby(["pair", "dataset"], sort=True):
+        grid = dict(figures.main_groups(rows, sums, pair)).get(ds)
+        if grid is None:
+            continue
+        checked = sorted(set(g["shape"]))[:MAX_SHAPES]
+        curves = grid[grid.projected.notna() & grid["shape"].isin(checked)]
+        groups.append((f"{pair} · {ds}", (curves, g[g["shape"].isin(checked)])))
     if not groups:
         return None
 
-    def draw(ax, g):
-        for shape, s in g.groupby("shape", sort=True):
+    def draw(ax, cg):
+        curves, runs = cg
+        for shape, s in curves.groupby("shape", sort=True):
             s = s.sort_values("budget")
-            (line,) = ax.plot(s.budget, s.projected, ms=3, label=shape, **figures.style(shape))
-            ax.fill_between(s.budget, s.projected_lo, s.projected_hi, color=line.get_color(), alpha=0.15, lw=0)
-            m = s[s.measured.notna()]
-            ax.scatter(m.budget, m.measured, s=30, marker="*", color=line.get_color(), edgecolors="k", zorder=5)
+            st = figures.style(shape, "shape")
+            ax.plot(s.budget, s.projected, ms=3.5, lw=1.1, mfc="none", label=shape.split("(expansion")[0], **st)
+            ax.fill_between(s.budget, s.projected_lo, s.projected_hi, color=st["color"], alpha=0.12, lw=0)
+        for r in runs.to_dict("records"):
+            ax.plot([r["budget"]], [r["measured"]], ls="none", marker=RUN_MARKERS[sizes.index(run_size(r)) % 6], ms=10,
+                    color=figures.color(r["shape"], "shape"), mec="black", mew=0.7, zorder=5)  # fmt: skip
         ax.axhline(1, color="k", lw=0.6)
-        figures.budget_axis(ax, g.budget.unique())
-        ax.set_ylabel("projected speedup ×")
+        figures.budget_axis(ax, curves.budget.unique() if len(curves) else runs.budget.unique())
+        ax.set_ylabel("speedup ×")
 
-    return figures.panels(
+    fig = figures.panels(
         groups,
         "projected_speedup.png",
         draw,
-        f"Projected speedup against budget for {pair}, greedy, one panel per dataset (each step costed by the "
-        "measured forward costs; definition under Method), shaded: its 95% interval over prompts and cost "
-        "repeats; ★ the speedup measured live at batch 1 for the same tree (its run: the speed table).",
+        "Projected speedup against budget (lines; shaded: 95% interval over prompts and cost repeats) of the "
+        "replayed greedy grid's shapes that were checked live, and each live batch-1 run's measured speedup "
+        "(large markers, the shape's colour; marker: the run's prompts × new tokens), one panel per pair × dataset "
+        f"with a live check (at most {MAX_SHAPES} shapes each). Each run: the speed table on speed.md.",
+        w=4.0,
+        h=3.0,
     )
+    handles: list = list(fig.fig.legends[0].legend_handles)
+    labels = [t.get_text() for t in fig.fig.legends[0].get_texts()]
+    fig.fig.legends.clear()
+    handles += [Line2D([], [], ls="none", marker=RUN_MARKERS[i % 6], ms=9, mfc="#888888", mec="black",
+                       label=f"measured live, {sz}") for i, sz in enumerate(sizes)]  # fmt: skip
+    labels += [f"measured live, {sz} (prompts × tokens)" for sz in sizes]
+    fig.fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.9), frameon=False, title="shape")
+    return fig
 
 
 def fig_measured_vs_projected(live: pd.DataFrame) -> figures.Fig | None:
@@ -139,15 +174,20 @@ def fig_measured_vs_projected(live: pd.DataFrame) -> figures.Fig | None:
     both = both.assign(
         setting=[f"{r.pair} · {r.dataset} · {int(r.n_prompts)}×{int(r.max_new_tokens)}" for r in both.itertuples()]
     )
-    settings = sorted(both.setting.unique())
+
+    sizes = sorted({run_size(r) for r in both.to_dict("records")}, key=lambda x: tuple(int(v) for v in x.split(" × ")))
+    datasets = sorted(set(both.dataset), key=lambda d: (d != "humaneval", d))
 
     def draw(ax, g):
         for name, s in g.groupby("setting", sort=True):
-            c = figures.color(s.pair.iloc[0])
+            c = figures.color(s.pair.iloc[0], "pair")
             xerr = figures.ci(s.projected, s.projected_lo, s.projected_hi)
-            ax.errorbar(s.projected, s.measured, xerr=xerr, ls="none", ms=5, capsize=2, elinewidth=0.6,
-                        color=c, marker=figures.MARKERS[settings.index(name) % len(figures.MARKERS)], mec="k", mew=0.4,
-                        alpha=0.85, label=name)  # fmt: skip
+            # filled: the main dataset and the larger target (the pair palette's circle); hollow: the others
+            small = palette.PAIRS.get(str(s.pair.iloc[0]), ("", "o"))[1] != "o"
+            first = datasets.index(s.dataset.iloc[0]) == 0 and not small
+            ax.errorbar(s.projected, s.measured, xerr=xerr, ls="none", ms=7, capsize=2, elinewidth=0.6, color=c,
+                        marker=RUN_MARKERS[sizes.index(run_size(s.iloc[0])) % 6], mec="k" if first else c, mew=0.8,
+                        mfc=c if first else "white", alpha=0.9, label=name)  # fmt: skip
         vals = np.concatenate([g.projected_lo.fillna(g.projected), g.projected_hi.fillna(g.projected), g.measured])
         lim = [float(np.nanmin(vals)) * 0.95, float(np.nanmax(vals)) * 1.03]
         ax.plot(lim, lim, color="k", lw=0.6, ls="--")
@@ -159,8 +199,9 @@ def fig_measured_vs_projected(live: pd.DataFrame) -> figures.Fig | None:
         "speed_measured_vs_projected.png",
         draw,
         "Measured speedup (live tokens/s ÷ the live plain-decoding baseline) against the projection from "
-        "measured forward costs, one point per live batch-1 configuration (colour: pair; marker: pair · "
-        "dataset · prompts × new tokens; bars: the projection's 95% interval); dashed: measured = projected, "
+        "measured forward costs, one point per live batch-1 configuration (colour: the pair; marker: the run's "
+        "prompts × new tokens; hollow: a second dataset or a pair whose target is the smaller one; bars: the projection's 95% interval); "
+        "dashed: measured = projected, "
         "grey band: within ±10%. Each point's shape and budget: the speed table.",
         sharey=False,
         w=4.6,
@@ -227,7 +268,7 @@ def fig_attention_time(kern: pd.DataFrame) -> figures.Fig | None:
     def draw(ax, g):
         for impl, s in g.groupby("impl", sort=True):
             s = s.sort_values("tree_size")
-            ax.plot(s.tree_size, s.median_s * 1e3, ms=3, label=impl, **figures.style(impl))
+            ax.plot(s.tree_size, s.median_s * 1e3, ms=3, label=impl, **figures.style(impl, "impl"))
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ticks = sorted(int(x) for x in g.tree_size.unique())

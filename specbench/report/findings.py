@@ -25,7 +25,7 @@ def frame(t: dict, data: dict) -> pd.DataFrame:
         *cross_claims(t["cross"]),
         calibration_claim(t["calib"]),
         *identity_claims(t["idents"]),
-        *comparison_claims(t["comparisons"], analysis.role_names(t["df"])),
+        *comparison_claims(t["comparisons"], analysis.role_names(t["df"]), token_level_rules(t["df"])),
         *speed_claims(t["live"]),
         *gap_claims(t["gap"]),
         *machine_claims(t["points"], data.get("envs") or {}),
@@ -113,9 +113,16 @@ def calibration_claim(calib: pd.DataFrame) -> dict:
     return claim("analysis", "calibration", sentence, **{k: int(n) for k, n in counts.items()})
 
 
-def comparison_claims(comp: pd.DataFrame | None, names: dict) -> list[dict]:
+def token_level_rules(df: pd.DataFrame) -> set | None:
+    """The rules the rows declare token-level (`token_level_on`); None where no row says."""
+    if "token_level_on" not in df or df.token_level_on.isna().all():
+        return None
+    return set(df.loc[df.token_level_on.notna(), "verify"].astype(str))
+
+
+def comparison_claims(comp: pd.DataFrame | None, names: dict, token_level: set | None = None) -> list[dict]:
     """How many comparisons of the fixed list clear zero after Holm's adjustment (`fixed.sentence`)."""
-    line = fixed.sentence(comp, names)
+    line = fixed.sentence(comp, names, token_level)
     return [] if line is None or comp is None else [claim("comparisons", "fixed", line, m=len(comp))]
 
 

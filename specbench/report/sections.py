@@ -16,11 +16,11 @@ from . import (
     analysis,
     attention_report,
     compare,
-    figures_accept,
     findings,
     fixed,
     fixed_page,
     lossless,
+    mainpage,
     matrix,
     optimum,
     phrases,
@@ -246,13 +246,14 @@ def attention(ctx) -> str:
 
 
 def limitations(ctx) -> str:
-    return bullets(setup.limitations(ctx["t"], ctx["data"]), "none recorded")
+    """The limits of the evidence (the bookkeeping is on the setup page)."""
+    return bullets(mainpage.limits(ctx["t"], ctx["data"], setup.limitations(ctx["t"], ctx["data"])), "none recorded")
 
 
 RENDER = {  # a section's computed markdown, by the name the template (templates/report.md.j2) gives it
     "tldr": tldr.section,
     "answer": answer,
-    "acceptance_budget": figures_accept.section,
+    "findings": mainpage.section,
     "pairs": cross,
     "verification": modes,
     "comparisons": fixed_page.section,
@@ -265,6 +266,7 @@ RENDER = {  # a section's computed markdown, by the name the template (templates
     "attention": attention,
     "setup": lambda c: setup.setup(c["t"], c["data"]),
     "limitations": limitations,
+    "bookkeeping": lambda c: bullets(setup.bookkeeping(c["t"], c["data"]), "none recorded"),
     "appendix": lambda c: setup.appendix(c["t"], c["data"]),
 }
 TEMPLATE = jinja2.Environment(
@@ -285,7 +287,6 @@ def render(ctx, link_for, tables_rel: str) -> tuple[str, dict[str, str]]:
         return RENDER[name]({**ctx, "link": link_for(page)})
 
     t = ctx["t"]
-    lead = " ".join(findings.sentences(t["findings"], "comparisons"))
 
     def claims(section: str, empty: str) -> str:
         return bullets(findings.sentences(t["findings"], section), empty)
@@ -302,7 +303,7 @@ def render(ctx, link_for, tables_rel: str) -> tuple[str, dict[str, str]]:
             n_paired=compare.N_PAIRED,
             alpha=fixed.ALPHA,
             tables_rel=tables_rel,
-            comparisons_lead=f"{lead} " if lead else "",
+            index=mainpage.index(tables_rel),
             draft_cost_rule=speedup.DRAFT_COST_RULE,
             min_ranked=tables.MIN_RANKED,
             min_ci=tables.MIN_CI,

@@ -288,17 +288,33 @@ def limitations(t: dict, data: dict) -> list[str]:
             + (f" ({data['env'].get('cpu')}, {data['env'].get('cores')} cores)" if data["env"] else "")
             + "; projected speedups transfer to other hardware only through re-measured forward costs."
         )
-    out += floor_sentences(data["summary"])
-    if least := onerun.sentence(t.get("least"), CEILING_WIDTH):
-        out.append(least)
-    out += bracket_sentences(t["answer"])
     out.append(defaultrun.sentence(data.get("default_run"), data.get("acceptance_check")))
     if t["live"].empty or t["live"].measured.isna().all():
         out.append("No live configuration has a matching baseline: every speedup is projected.")
     return out
 
 
-def bracket_sentences(ans: pd.DataFrame) -> list[str]:
+def bookkeeping(t: dict, data: dict) -> list[str]:
+    """The study's bookkeeping (the setup page): its size floors, the least time one run takes, and
+    where each answer row's best budget sits among the budgets tried."""
+    least = onerun.sentence(t.get("least"), CEILING_WIDTH)
+    return floor_sentences(data["summary"]) + ([least] if least else []) + bracket_sentences(t["answer"], t["rows"])
+
+
+def live_budgets(rows: pd.DataFrame, r: dict) -> str:
+    """'N = 1, 2, 3, 4, 6 (16 × 32); 3 (8 × 64)': every live batch-1 run in summary.csv of r's pair,
+    shape, dataset and dtype, by run size (prompts × new tokens)."""
+    keep = (rows.engine == "live") & (rows.batch_size.astype(float) == 1)
+    for k in ("pair", "shape", "dataset", "dtype"):
+        keep &= rows[k].astype(str) == str(r[k])
+    runs = [
+        f"{', '.join(str(int(b)) for b in sorted(set(g.budget)))} ({int(n)} × {int(k)})"
+        for (n, k), g in rows[keep].groupby(["n_prompts", "max_new_tokens"], sort=True)
+    ]
+    return "N = " + "; ".join(runs) if runs else "no live batch-1 run"
+
+
+def bracket_sentences(ans: pd.DataFrame, rows: pd.DataFrame | None = None) -> list[str]:
     """How many answer rows' best budget sits at an edge of the budgets tried, per pair; a live
     check's edge names the replayed grid's best for the same shape."""
     if ans.empty or "bracket" not in ans:
@@ -327,9 +343,11 @@ def bracket_sentences(ans: pd.DataFrame) -> list[str]:
     for r in live.to_dict("records"):
         now = best.get(tuple(r[k] for k in key))
         moved = f"; the replayed grid's best is now N={now}" if now is not None else ""
+        ran = live_budgets(rows, r) if rows is not None else f"N = {r['budgets']}"
         out.append(
-            f"{r['pair']}'s live check of {r['shape']} on {r['dataset']} ran N = {r['budgets']} only{moved} "
-            "(`run_all.sh` re-picks its live budgets from the current projection)."
+            f"{r['pair']}'s live check of {r['shape']} on {r['dataset']} has its best at an edge of N = "
+            f"{r['budgets']} at {int(r['max_new_tokens'])} new tokens; its live batch-1 runs (prompts × tokens): "
+            f"{ran}{moved} (`run_all.sh` re-picks its live budgets from the current projection)."
         )
     return out
 

@@ -1,0 +1,166 @@
+"""REPORT.md's main page beyond the TL;DR: the findings (at most five, each a computed sentence with
+its numbers and its figure), the limits of the evidence, the index of the linked pages, and the
+word count the main page is held to (`words`, `MAX_WORDS`).
+
+Every sentence here is computed from the tables (`tables.compute`, the findings table); the
+pages' long sections (speed table, batch size, hardware bullets, method) live on linked pages.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from . import figures_accept, findings, fixed, hardware
+from .markdown import bullets
+
+MAX_WORDS = 2500  # REPORT.md, tables included, links and image lines excluded
+
+
+def words(text: str) -> int:
+    """Words of a markdown text as the main page's limit counts them: every whitespace- or
+    pipe-separated token holding a letter or digit, tables included; an image line (``![...](...)``)
+    is left out and a link counts as its text only."""
+    n = 0
+    for line in text.splitlines():
+        if line.lstrip().startswith("!["):
+            continue
+        line = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", line)
+        n += sum(1 for w in re.split(r"[\s|]+", line) if re.search(r"\w", w))
+    return n
+
+
+def span(values) -> str:
+    """'16–32', or '16' where every value is the same."""
+    lo, hi = int(min(values)), int(max(values))
+    return f"{lo}" if lo == hi else f"{lo}–{hi}"
+
+
+def _figs(ctx, *names) -> list[str]:
+    return [ctx["link"](n) for n in names if n in ctx["figs"]]
+
+
+def _finding(title: str, lines: list[str], figs: list[str]) -> str:
+    return "\n\n".join([f"### {title}", *[x for x in lines if x], *figs])
+
+
+def acceptance(ctx) -> str | None:
+    t = ctx["t"]
+    line = figures_accept.tradeoff_sentence(t["rows"], t["sums"], t["pair"])
+    return line and _finding("Acceptance falls with the budget; accepted length grows", [line],
+                             _figs(ctx, figures_accept.NAME))  # fmt: skip
+
+
+def speed(ctx) -> str | None:
+    live = ctx["t"]["live"]
+    both = live[live.projected.notna()] if len(live) and "projected" in live else live.iloc[:0]
+    if both.empty:
+        return None
+    err = both.error.abs()
+    inside = int(((both.measured >= both.projected_lo) & (both.measured <= both.projected_hi)).sum())
+    worst = both.loc[err.idxmax()]
+    sizes = ", ".join(
+        f"{int(n)} × {int(k)}: {g.error.abs().median():.0%} median, {g.error.abs().max():.0%} worst ({len(g)})"
+        for (n, k), g in both.groupby(["n_prompts", "max_new_tokens"], sort=True)
+    )
+    line = (
+        f"Over the {len(both)} live batch-1 configurations the cost model's projection is off by {err.median():.0%} "
+        f"(median absolute) and {err.max():.0%} at worst ({worst['pair']} on {worst['dataset']}, {worst['shape']} "
+        f"N={int(worst['budget'])}: projected {worst['projected']:.2f}× [{worst['projected_lo']:.2f}, "
+        f"{worst['projected_hi']:.2f}], measured {worst['measured']:.2f}×); {inside} of {len(both)} measured "
+        f"speedups fall inside the projection's 95% interval. Per run size (prompts × tokens): {sizes}. "
+        "Each run, with its measured and modelled seconds per step: speed.md."
+    )
+    return _finding("The cost model against live timing", [line],
+                    _figs(ctx, "speed_measured_vs_projected.png", "projected_speedup.png"))  # fmt: skip
+
+
+def hardware_line(t: dict) -> str | None:
+    """Per measured machine: at its own (r, m), in how many pair × dataset the modelled best is a
+    tree (above 1×), and the range of the modelled best speedups."""
+    a, pts = t["phase"], t["points"]
+    if a.empty or pts.empty:
+        return None
+    parts = []
+    for dev, gp in pts.groupby("device", sort=True):
+        best = []
+        for (pair, _ds), g in a.groupby(["pair", "dataset"], sort=True):
+            for pt in gp[gp.pair == pair].to_dict("records"):
+                best.append(hardware.best_at(g.reset_index(drop=True), pt["r"], pt["m"])["modelled"])
+        if best:
+            b = np.array(best)
+            weights = (
+                " (random weights, HF eager forwards, one timing per point)" if (gp.weights == "random").any() else ""
+            )
+            parts.append(
+                f"on {dev}{weights} a tree beats plain decoding in {int((b > 1).sum())} of {len(b)} pair × dataset "
+                f"(modelled best {b.min():.2f}–{b.max():.2f}×)"
+            )
+    if not parts:
+        return None
+    return (
+        "Charging each replayed configuration's own steps on a linear cost curve at each measured machine's point, "
+        + "; ".join(parts)
+        + ". The modelled curve has no interval: each machine's point is one measured cost curve. Every pair, "
+        "dataset and machine: hardware.md."
+    )
+
+
+def hardware_finding(ctx) -> str | None:
+    line = hardware_line(ctx["t"])
+    return line and _finding("Which tree on which hardware (modelled)", [line], _figs(ctx, "phase_diagram.png"))
+
+
+def rules(ctx) -> str | None:
+    lines = findings.sentences(ctx["t"]["findings"], "comparisons")
+    if not lines:
+        return None
+    return _finding("Verification rules: what clears zero, and what does not", lines,
+                              _figs(ctx, "mode_gains.png"))  # fmt: skip
+
+
+def section(ctx) -> str:
+    """The findings, numbered, each with its figure."""
+    found = [f for f in (acceptance(ctx), speed(ctx), hardware_finding(ctx), rules(ctx)) if f]
+    if not found:
+        return "_No replayed, live or compared configuration: no finding._"
+    return "\n\n".join(re.sub(r"^### ", f"### {i}. ", f) for i, f in enumerate(found, 1))
+
+
+def limits(t: dict, data: dict, base: list[str]) -> list[str]:
+    """The limits of the evidence: ``base`` (sample sizes, caps, calibration, one machine), then
+    which pairs, trees and temperatures the rules' conclusions and the live checks cover."""
+    out = list(base)
+    comp = t.get("comparisons")
+    if comp is not None and len(comp):
+        out.append("The verification rules' conclusions are narrow. " + fixed.scope(comp))
+    live = t["live"]
+    if len(live):
+        b1 = live[live.batch_size.astype(float) == 1] if "batch_size" in live else live
+        pairs = sorted(set(b1.pair.astype(str)))
+        out.append(
+            f"Live speed was measured for {len(pairs)} of {t['rows'].pair.nunique()} pairs at batch 1 "
+            f"({', '.join(pairs)}), on {', '.join(sorted(set(b1.dataset.astype(str))))}, with "
+            f"{span(b1.n_prompts)} prompts of {span(b1.max_new_tokens)} new tokens per run, on "
+            f"{', '.join(sorted(set(b1.device.astype(str))))} only; the other pairs' speedups are projected."
+        )
+    return out
+
+
+PAGES = {  # the linked pages, in the order the main page lists them, with what each holds
+    "answer": "the fastest budget per shape, per pair × dataset, measured or projected",
+    "speed": "every live run's measured speedup beside its projection, and the batch-size schedule",
+    "hardware": "the modelled best tree per pair, dataset and measured machine (phase diagram)",
+    "verification": "each verification rule against its token-level baseline, paired",
+    "comparisons": "the comparisons fixed in advance, Holm-adjusted",
+    "pairs": "the pairs side by side at fixed shapes and budgets",
+    "analysis": "identities, per-position acceptance, the gap to the Sequoia DP, losslessness, tree attention",
+    "method": "trees, drafters, verification, the speed model, metric definitions, evidence rules, references",
+    "setup": "per pair: models, dtype, prompts; the study's size floors and run time",
+    "appendix": "every configuration with its hash, and the input files",
+}
+
+
+def index(tables_rel: str) -> str:
+    return bullets([f"[{p}.md]({tables_rel}/{p}.md): {what}." for p, what in PAGES.items()], "")

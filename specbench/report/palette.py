@@ -1,0 +1,107 @@
+"""The figures' one palette: eight colour-blind-safe colours (Okabe & Ito) and eight markers.
+
+Every name a figure draws has one fixed look, a (colour, marker) pair, the same in every figure:
+one table for tree shapes, one for pairs, one for verification rules and one for attention
+implementations.  Within a table no two names share a look, so two series in one panel never
+look alike; a colour is never the only thing that tells two series apart (the marker differs
+too).  A name in no table (a new shape or pair) takes a look from a hash of its name; a
+parametrised variant (``kary(width=3)``) keeps its name's colour and takes a marker by hash.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+# Okabe & Ito (2008), "Color Universal Design": distinguishable under the common colour-vision deficiencies
+BLACK, ORANGE, SKY, GREEN, YELLOW, BLUE, VERMILLION, PURPLE = (
+    "#000000",
+    "#E69F00",
+    "#56B4E9",
+    "#009E73",
+    "#F0E442",
+    "#0072B2",
+    "#D55E00",
+    "#CC79A7",
+)
+COLORS = (BLUE, VERMILLION, GREEN, PURPLE, ORANGE, SKY, BLACK, YELLOW)
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+PLAIN = "#BBBBBB"  # plain decoding (no speculation), where a figure shows it as a region or a line
+
+SHAPES: dict[str, tuple[str, str]] = {
+    "none": (BLACK, "o"),
+    "chain": (BLUE, "o"),
+    "binary": (VERMILLION, "s"),
+    "kary": (GREEN, "^"),
+    "topk_wide": (PURPLE, "D"),
+    "specinfer": (ORANGE, "v"),
+    "sequoia": (SKY, "P"),
+    "medusa63": (BLACK, "X"),
+    "paths": (YELLOW, "*"),
+    "eagle2": (BLUE, "D"),
+    "adaptive_chain": (VERMILLION, "^"),
+    "ngram_trie": (GREEN, "s"),
+    "merged": (PURPLE, "o"),
+}
+PAIRS: dict[str, tuple[str, str]] = {  # a drafter family's colour; marker: the 1.5B target (o) or the 0.5B (s)
+    "qwen_coder": (BLUE, "o"),
+    "qwen_skip": (ORANGE, "o"),
+    "qwen05_skip": (ORANGE, "s"),
+    "smollm_qwen": (GREEN, "o"),
+    "smollm_qwen05": (GREEN, "s"),
+    "gemma_qwen": (PURPLE, "o"),
+    "gemma_qwen05": (PURPLE, "s"),
+    "ngram_qwen": (VERMILLION, "o"),
+    "ngram_qwen05": (VERMILLION, "s"),
+    "merged_qwen": (SKY, "o"),
+}
+RULES: dict[str, tuple[str, str]] = {
+    "greedy": (BLACK, "o"),
+    "speculative": (BLUE, "o"),
+    "mss": (GREEN, "s"),
+    "sequoia": SHAPES["sequoia"],  # the rule and the shape share a name, so they share a look
+    "block": (VERMILLION, "^"),
+    "traversal": (PURPLE, "D"),
+    "gbv": (ORANGE, "v"),
+    "hsd": (BLACK, "X"),
+    "typical": (YELLOW, "*"),
+    "naive": (BLUE, "s"),
+    "ratio": (VERMILLION, "o"),
+    "conservative": (GREEN, "D"),
+    "epsilon": (PURPLE, "^"),
+}
+IMPLS: dict[str, tuple[str, str]] = {
+    "fused": (BLUE, "o"),
+    "sequential": (VERMILLION, "s"),
+    "flex": (ORANGE, "^"),
+    "flex_compiled": (GREEN, "D"),
+}
+TABLES = {"shape": SHAPES, "pair": PAIRS, "rule": RULES, "impl": IMPLS}
+
+
+def base_name(name: str) -> str:
+    """The palette key of a label: 'kary(width=3)' -> kary, 'mss T=1' -> mss, 'p [id]' -> p."""
+    return str(name).split("(", 1)[0].split(" [", 1)[0].split(" ", 1)[0]
+
+
+def _hashed(key: str, salt: str = "") -> int:
+    return zlib.crc32((salt + key).encode())
+
+
+def look(name: str, kind: str | None = None) -> tuple[str, str]:
+    """(colour, marker) of a name: from ``kind``'s table, else the first table that has it."""
+    key = base_name(name)
+    tables = [TABLES[kind]] if kind else list(TABLES.values())
+    found = next((t[key] for t in tables if key in t), None)
+    if found is None:
+        h = _hashed(key)
+        found = (COLORS[h % len(COLORS)], MARKERS[(h // len(COLORS)) % len(MARKERS)])
+    if "(" in str(name) and key != "merged":  # a parametrised variant: its name's colour, a marker by hash
+        found = (found[0], MARKERS[_hashed(str(name), "variant") % len(MARKERS)])
+    return found
+
+
+def merged_look(name: str) -> tuple[str, str]:
+    """A merged tree ('merged(shape=chain, ...)' or 'merged:chain'): merged's colour, the filled shape's marker."""
+    inner = str(name).split("shape=", 1)[-1].split(",")[0].rstrip(")") if "shape=" in str(name) else ""
+    inner = inner or str(name).partition(":")[2].split(" ")[0]
+    return SHAPES["merged"][0], look(inner, "shape")[1] if inner else SHAPES["merged"][1]
