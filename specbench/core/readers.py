@@ -104,7 +104,9 @@ def check_file(path: str | os.PathLike, fix: str, key: str = "", whole: bool = T
         _text(path)
     except UnicodeDecodeError as e:
         raise TableError(f"{at}: not UTF-8 text (byte {e.start}: a binary file?); {fix}") from None
-    except OSError as e:
+    except EOFError as e:  # a gzip stream cut short
+        raise TableError(f"{at}: the file is truncated or corrupt ({e}); {fix}") from None
+    except OSError as e:  # gzip.BadGzipFile among them
         raise TableError(f"{at}: {e.strerror or e}; {fix}") from None
     if why and (whole or why == "is empty"):
         raise TableError(f"{at}: the file {why}; {fix}")
@@ -162,16 +164,22 @@ def check(path: str | os.PathLike, kind: Kind, key: str = "") -> pd.DataFrame:
     missing = [c for c, col in kind.columns.items() if not col.optional and c not in raw.columns]
     if missing:
         raise TableError(f"{at}: not {kind.name}: it lacks the column(s) {', '.join(missing)}; {kind.fix}")
-    for name, col in kind.columns.items():
-        if name not in raw.columns:
-            continue
-        bad = [i for i, cell in enumerate(raw[name]) if not col.ok(cell.strip())]
-        if bad:
-            cell = raw[name].iloc[bad[0]]
-            raise TableError(f"{at}: line {bad[0] + 2}: {name}={cell!r} is not {col.wants()}; {kind.fix}")
+    check_cells(raw, kind.columns, at, kind.fix)
     if len(raw) < kind.min_rows:
         raise TableError(f"{at}: holds no rows (only its header); {kind.fix}")
     return raw
+
+
+def check_cells(df: pd.DataFrame, columns: dict[str, Col], at: str, fix: str) -> None:
+    """Each cell of the declared ``columns`` that ``df`` holds (text or parsed; a missing value is
+    an empty cell) has its type and range: a ``TableError`` naming ``at``, the line and ``fix``."""
+    for name, col in columns.items():
+        if name not in df.columns:
+            continue
+        cells = df[name].astype(object).where(df[name].notna(), "").astype(str)
+        bad = [i for i, cell in enumerate(cells) if not col.ok(cell.strip())]
+        if bad:
+            raise TableError(f"{at}: line {bad[0] + 2}: {name}={cells.iloc[bad[0]]!r} is not {col.wants()}; {fix}")
 
 
 def read(path: str | os.PathLike, kind: Kind, key: str = "", reader=pd.read_csv) -> pd.DataFrame:

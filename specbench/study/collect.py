@@ -103,8 +103,9 @@ def _complete(path: str, fix: str = FIX) -> None:
         raise CollectError(f"{path} {why}: {fix}")
 
 
-def _csv(path: str, fix: str = FIX) -> pd.DataFrame:
-    """A job's (or --out's) CSV, whole, parsed and keyed by config_hash, or a one-line CollectError."""
+def _csv(path: str, fix: str = FIX, cells: bool = True) -> pd.DataFrame:
+    """A job's (or --out's) CSV, whole, parsed and keyed by config_hash, its counts checked cell by
+    cell (not with ``cells=False``: --out's large steps table), or a one-line CollectError."""
     if not os.path.exists(path):
         raise CollectError(f"{path} is missing: {fix}")
     _complete(path, fix)
@@ -114,7 +115,20 @@ def _csv(path: str, fix: str = FIX) -> pd.DataFrame:
         raise CollectError(f"{path} cannot be read ({str(e).splitlines()[0]}): {fix}") from None
     if "config_hash" not in df.columns:
         raise CollectError(f"{path} lacks the column config_hash (a garbled or foreign file): {fix}")
+    declared = SUMMARY_CELLS if os.path.basename(path).startswith("summary") else STEP_CELLS
+    try:  # the counts and settings collect and the report compute with (``core.readers``)
+        readers.check_cells(df, declared if cells else {}, path, fix)
+    except readers.TableError as e:
+        raise CollectError(str(e)) from None
     return df
+
+
+_COUNT = readers.Col("int", lo=0, empty=True)
+SUMMARY_CELLS = {
+    **{c: _COUNT for c in ("budget", "n_steps", "new_tokens", "n_prompts", "max_new_tokens", "batch_size", "seed")},
+    "temperature": readers.Col("float", lo=0, empty=True),
+}
+STEP_CELLS = {c: _COUNT for c in ("step", "emitted", "accepted", "tree_size", "tree_depth")}
 
 
 def _jsonl(path: str, fix: str = FIX) -> list[dict]:
@@ -247,7 +261,7 @@ def read_collected(out: str) -> tuple[list[JobRows], int]:
         return [], 0
     summary = complete(_csv(spath, OUT_FIX), None)
     stpath, opath = _collected(out, STEPS_FILE), _collected(out, OUTPUTS_FILE)
-    steps = _csv(stpath, OUT_FIX) if os.path.exists(stpath) else pd.DataFrame(columns=["config_hash"])
+    steps = _csv(stpath, OUT_FIX, cells=False) if os.path.exists(stpath) else pd.DataFrame(columns=["config_hash"])
     outputs = _jsonl(opath, OUT_FIX)
     by_hash = dict(tuple(steps.groupby("config_hash", sort=False))) if len(steps) else {}
     jobs = []
