@@ -23,6 +23,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import hydra
@@ -225,8 +227,8 @@ def publish_run(df: pd.DataFrame, out: Path, fig_dir: Path, fc) -> None:
     """The CSV and its figures (drawn into a staged folder) replaced as one unit, one writer at a time."""
     fig_dir.parent.mkdir(parents=True, exist_ok=True)
     with lock(out.parent, fig_dir), tempfile.TemporaryDirectory(prefix=staged() + "fig-", dir=fig_dir.parent) as tmp:
-        files = {out: lambda t: df.to_csv(t, index=False)}
-        files |= {fig_dir / p.name: (lambda t, p=p: shutil.copyfile(p, t)) for p in draw_figures(df, Path(tmp), fc)}
+        files: dict[Path, Callable[[str], object]] = {out: lambda t: df.to_csv(t, index=False)}
+        files |= {fig_dir / p.name: partial(shutil.copyfile, p) for p in draw_figures(df, Path(tmp), fc)}
         atomic_write_many(files)
 
 
@@ -365,9 +367,7 @@ def main_run(cfg: DictConfig) -> pd.DataFrame:
             raise RuntimeError(why)
         df = merge_rows(old, df, KEY) if old is not None else df
     elif (df := old) is None:  # else grid=none, model_view=false: refresh derived columns, redraw figures
-        raise ValueError(
-            f"grid={cfg.grid} with model_view=false measures nothing and {out} does not exist to redraw from"
-        )
+        raise ValueError(f"grid={cfg.grid} with model_view=false measures nothing; no {out} to redraw from")
     df = finish(df.sort_values(KEY, kind="stable").reset_index(drop=True))
     publish_run(df, out, Path(to_absolute_path(cfg.fig_dir)), cfg.figures)
     print(

@@ -7,8 +7,10 @@ would give it (0666 minus the process umask), not mkstemp's private 0600.
 ``atomic_write_many({path: write})`` writes every temp file before renaming
 any, so one command's outputs are replaced together or (a full disk) not at all.
 Several paths (files or folders) are replaced as one unit by ``publish``: its renames are
-journalled first, so a SIGKILL at any instant is finished by the next ``recover`` (collect,
-report and every reader of a job folder call it; ``lock`` serialises writers of one folder).
+journalled first, a copy of the journal in each folder it writes into, so a SIGKILL at any instant
+is finished by the next ``recover`` of any of them (collect, report and every reader of a job
+folder call it; ``lock`` serialises writers of one folder).  A command's staged files are named
+``.tmp-<command>-*`` (``command``), and its cleanup removes only its own.
 Failures are OSErrors naming the real path.  ``atomic_folder(path)`` does the same for a
 folder built in place of ``path`` (mode 0777 minus the umask, as ``mkdir`` gives).  Every atomic write in
 specbench goes through these.

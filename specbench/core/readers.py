@@ -321,3 +321,9 @@ SPEED_COLUMNS = (
     "wall_s",
     "tokens",
 )
+_COUNT = Col("int", lo=0, empty=True)
+SUMMARY_COUNTS = {  # what collect checks of each summary row it merges (and keeps)
+    **{c: _COUNT for c in ("budget", "n_steps", "new_tokens", "n_prompts", "max_new_tokens", "batch_size", "seed")},
+    "temperature": Col("float", lo=0, empty=True),
+}
+STEP_COUNTS = {c: _COUNT for c in ("step", "emitted", "accepted", "tree_size", "tree_depth")}  # of each job's steps

@@ -115,20 +115,9 @@ def _csv(path: str, fix: str = FIX, cells: bool = True) -> pd.DataFrame:
         raise CollectError(f"{path} cannot be read ({str(e).splitlines()[0]}): {fix}") from None
     if "config_hash" not in df.columns:
         raise CollectError(f"{path} lacks the column config_hash (a garbled or foreign file): {fix}")
-    declared = SUMMARY_CELLS if os.path.basename(path).startswith("summary") else STEP_CELLS
-    try:  # the counts and settings collect and the report compute with (``core.readers``)
-        readers.check_cells(df, declared if cells else {}, path, fix)
-    except readers.TableError as e:
-        raise CollectError(str(e)) from None
+    declared = readers.SUMMARY_COUNTS if os.path.basename(path).startswith("summary") else readers.STEP_COUNTS
+    readers.check_cells(df, declared if cells else {}, path, fix)  # a TableError: one line, as a CollectError
     return df
-
-
-_COUNT = readers.Col("int", lo=0, empty=True)
-SUMMARY_CELLS = {
-    **{c: _COUNT for c in ("budget", "n_steps", "new_tokens", "n_prompts", "max_new_tokens", "batch_size", "seed")},
-    "temperature": readers.Col("float", lo=0, empty=True),
-}
-STEP_CELLS = {c: _COUNT for c in ("step", "emitted", "accepted", "tree_size", "tree_depth")}
 
 
 def _jsonl(path: str, fix: str = FIX) -> list[dict]:
@@ -389,7 +378,7 @@ def main(argv=None) -> None:
             summary, steps, outputs = frames(jobs)
             tables = derived(args.out, summary, steps)
             write_all(args.out, summary, steps, outputs, tables)
-    except CollectError as e:  # a bad input: one line, exit 2
+    except (CollectError, readers.TableError) as e:  # a bad input: one line, exit 2
         refuse(str(e))
     except OSError as e:
         from ..core.atomic import os_line

@@ -62,7 +62,8 @@ DUMP_FIX = "give the /metrics text as the server wrote it"
 def samples(text: str, path: str, keep) -> list[tuple[int, str, dict, float]]:
     """(line, name, labels, value) of the Prometheus samples whose name ``keep`` takes; a value that
     is not a finite number >= 0, or a series given twice, is one line naming the file, the line and the fix."""
-    out, seen = [], {}
+    out: list[tuple[int, str, dict, float]] = []
+    seen: dict[tuple, int] = {}  # (name, labels) -> the line that gave it
     for lineno, line in enumerate(text.splitlines(), 1):
         m = SAMPLE.match(line.strip())
         if not m or not keep(m["name"]):
