@@ -282,3 +282,19 @@ def test_attention_bench_refuses_a_bad_csv_to_merge_or_redraw_before_timing(tmp_
     assert f"out_csv={out}" in lines[0] or str(out) in lines[0], lines[0]
     after = {k: v for k, v in snapshot(tmp_path).items() if not k.startswith("h" + os.sep)}
     assert after == before
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["verify.temperature=abc", "verify.draft_temperature=x", "verify.top_p=abc", "seed=abc", "tree.budget=abc",
+     "max_new_tokens=abc", "dataset.limit=abc", "batch_size=abc"],
+)  # fmt: skip
+def test_a_value_that_is_not_a_number_is_one_line_naming_its_key_before_any_load(tiny_pair_dirs, tmp_path, value):
+    from test_hydra import job_args, specbench
+
+    key = value.split("=")[0]
+    args = [a for a in job_args(tiny_pair_dirs, tmp_path / "out", "tree=chain") if not a.startswith(key + "=")]
+    r = specbench(*args, value, f"hydra.run.dir={tmp_path / 'job'}")
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"specbench: error: {key}="), r.stderr[-1500:]
+    assert "loaded local model" not in r.stdout + r.stderr and not (tmp_path / "out").exists()
