@@ -297,4 +297,22 @@ def test_a_value_that_is_not_a_number_is_one_line_naming_its_key_before_any_load
     r = specbench(*args, value, f"hydra.run.dir={tmp_path / 'job'}")
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"specbench: error: {key}="), r.stderr[-1500:]
-    assert "loaded local model" not in r.stdout + r.stderr and not (tmp_path / "out").exists()
+    assert "Loading weights" not in r.stdout + r.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["seed=99999999999999999999999", "seed=9223372036854775807", "tree.budget=99999999999999999999",
+     "tree.budget=5000", "max_new_tokens=99999999999999999999"],
+)  # fmt: skip
+def test_a_value_out_of_range_is_one_line_naming_its_key_before_any_load(tiny_pair_dirs, tmp_path, value):
+    """A seed torch cannot take, a tree no memory holds, more tokens than the models' positions (a
+    batch_size or dataset.limit above the prompts there are is no error: it takes them all)."""
+    from test_hydra import job_args, specbench
+
+    key = value.split("=")[0]
+    args = [a for a in job_args(tiny_pair_dirs, tmp_path / "out", "tree=chain") if not a.startswith(key + "=")]
+    r = specbench(*args, value, f"hydra.run.dir={tmp_path / 'job'}")
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and f"{key}=" in lines[0], r.stderr[-1500:]
+    assert "Loading weights" not in r.stdout + r.stderr and not (tmp_path / "out").exists()
