@@ -16,6 +16,8 @@ import os
 import pandas as pd
 import pytest
 
+from mounts import ro_mount  # noqa: F401  (fixture)
+
 HASH = "abcabcabcabc"
 SUMMARY = {
     "config_hash": HASH, "run_id": "20260101T000000-aaaa", "pair": "p", "dataset": "d", "tree": "chain",
@@ -316,3 +318,54 @@ def test_a_value_out_of_range_is_one_line_naming_its_key_before_any_load(tiny_pa
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and f"{key}=" in lines[0], r.stderr[-1500:]
     assert "Loading weights" not in r.stdout + r.stderr and not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------
+# export out= and import_metrics --out: an existing file, a folder, a folder it cannot write
+# --------------------------------------------------------------------------
+def _export_out(out) -> list[str]:
+    return ["format=paths", "tree=chain", "tree.budget=3", f"out={out}"]
+
+
+def _import_out(out) -> list[str]:
+    return ["m.txt", "--engine", "vllm", "--pair", "p", "--dataset", "d", "--out", str(out)]
+
+
+OUTS = {"export": (_export, _export_out, "out="), "import_metrics": (_import, _import_out, "--out=")}
+
+
+def _call(fn, argv) -> int:
+    try:
+        return fn(argv) or 0
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 1
+
+
+@pytest.mark.parametrize("command", sorted(OUTS))
+def test_out_an_existing_file_is_replaced_and_a_folder_is_one_line(tmp_path, monkeypatch, capsys, command):
+    fn, argv, key = OUTS[command]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.txt").write_text(VLLM)
+    out = tmp_path / "o.csv"
+    out.write_text(SERVED.replace(",chain,3,", ",chain,5,") if command == "import_metrics" else "old\n")
+    assert _call(fn, argv(out)) == 0 and out.read_text() != "old\n"
+    if command == "import_metrics":  # merged: the old row of another key kept, this one's added
+        assert len(pd.read_csv(out)) == 2
+    capsys.readouterr()
+    folder = tmp_path / "d"
+    folder.mkdir()
+    assert _call(fn, argv(folder)) == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"{key}{folder}: is a folder; give a file path" in lines[0], lines
+    assert not any(folder.iterdir())
+
+
+@pytest.mark.parametrize("command", sorted(OUTS))
+def test_out_in_a_folder_it_cannot_write_is_one_line_before_the_work(tmp_path, monkeypatch, capsys, command, ro_mount):
+    fn, argv, key = OUTS[command]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.txt").write_text(VLLM)
+    assert _call(fn, argv(ro_mount / "o.csv")) == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"{key}{ro_mount / 'o.csv'}" in lines[0] and "writable" in lines[0], lines
+    assert not any(ro_mount.iterdir())
