@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from mounts import ro_mount  # noqa: F401  (fixture)
+from test_reliability import snapshot
 
 HASH = "abcabcabcabc"
 SUMMARY = {
@@ -117,46 +118,16 @@ def damaged(path, how: str, numeric=None) -> None:
 # command -> (the file it reads, its argv, the folders it must leave as they were, the damages
 # that apply, the non-numeric damage)
 # --------------------------------------------------------------------------
-def _collect(argv):
-    from specbench.study.collect import main
+def _main(module: str):
+    """``module``'s ``main``, imported when the case runs."""
+    import importlib
 
-    return main(argv)
-
-
-def _margins(argv):
-    from specbench.study.margins import main
-
-    return main(argv)
+    return lambda argv: importlib.import_module(module).main(argv)
 
 
-def _export(argv):
-    from specbench.study.export import main
-
-    return main(argv)
-
-
-def _import(argv):
-    from specbench.study.import_metrics import main
-
-    return main(argv)
-
-
-def _validate(argv):
-    from specbench.study.validate import main
-
-    return main(argv)
-
-
-def _report(argv):
-    from specbench.report.build import main
-
-    return main(argv)
-
-
-def _calibrate(argv):
-    from specbench.study.calibrate import main
-
-    return main(argv)
+_collect, _margins, _export = (_main(f"specbench.study.{m}") for m in ("collect", "margins", "export"))
+_import, _validate, _calibrate = (_main(f"specbench.study.{m}") for m in ("import_metrics", "validate", "calibrate"))
+_report = _main("specbench.report.build")
 
 
 ALL = DAMAGES
@@ -229,15 +200,6 @@ def _setup(tmp_path) -> None:
     (tmp_path / "m.txt").write_text(VLLM)
     (tmp_path / "x" / "served.csv").write_text(SERVED)
     (tmp_path / "x" / "v.csv").write_text(VECTOR)
-
-
-def snapshot(root) -> dict[str, bytes]:
-    out = {}
-    for d, _, files in os.walk(root):
-        for f in files:
-            p = os.path.join(d, f)
-            out[os.path.relpath(p, root)] = open(p, "rb").read()
-    return out
 
 
 PARAMS = [(case, how) for case, spec in CASES.items() for how in spec[3] if how != "non-numeric" or spec[4] or
