@@ -221,3 +221,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("real"))
         elif SHARED_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
+@pytest.fixture(autouse=True)
+def _staging_command():
+    """Each test starts as no command (``core.atomic.command``): a command's main run in-process by an
+    earlier test must not decide which staged files this test's ``recover`` cleans."""
+    from specbench.core import atomic
+
+    atomic.command("specbench")
+    yield

@@ -108,8 +108,9 @@ def test_incomplete_job_files_are_refused_with_the_file_named(tmp_path, damage, 
     out = tmp_path / "results"
     with pytest.raises(SystemExit) as e:
         collect_main([str(tmp_path / "jobs"), "--out", str(out)])
-    assert str(target) in str(e.value) and str(e.value).startswith("specbench: error:")
-    assert "\n" not in str(e.value) and not out.exists()
+    said = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and str(target) in said and said.startswith("specbench: error:")
+    assert "\n" not in said and not out.exists()
 
 
 def test_failed_jobs_are_skipped_and_listed_and_orphan_steps_dropped(tmp_path, capsys):
@@ -214,9 +215,11 @@ def test_paired_rows_are_collected_only_with_their_primary(tmp_path, capsys):
     _, orphan = paired_job(tmp_path / "lone", "x", NEW)
     (orphan.parent.parent / "summary.csv").unlink()  # the primary never finished
     _, other = paired_job(tmp_path / "other", "y", NEW, primary_run=OLD)  # primary of another run
-    with pytest.raises(SystemExit, match="no finished jobs"):
+    with pytest.raises(SystemExit) as e:
         collect_main([str(tmp_path / "lone"), str(tmp_path / "other"), "--out", str(tmp_path / "r2")])
-    said = capsys.readouterr().out
+    both = capsys.readouterr()
+    assert e.value.code == 2 and "no finished jobs" in both.err
+    said = both.out
     assert f"skipped 1 paired folder(s) without their primary's run: {orphan}" in said
     assert f"{other.parent.parent} (summary run {OLD}, others {NEW})" in said
     assert not (tmp_path / "r2").exists()  # nothing to collect: error, no files
@@ -237,7 +240,7 @@ def test_unfinished_and_resumed_folders_are_listed(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("damage", ["missing column", "not a number"])
-def test_a_malformed_acceptance_vector_rewrites_nothing(tmp_path, damage):
+def test_a_malformed_acceptance_vector_rewrites_nothing(tmp_path, damage, capsys):
     fake_job(tmp_path / "jobs", "a", h="aaaaaaaaaaaa")
     out = tmp_path / "results"
     collect_main([str(tmp_path / "jobs"), "--out", str(out)])
@@ -251,7 +254,8 @@ def test_a_malformed_acceptance_vector_rewrites_nothing(tmp_path, damage):
     fake_job(tmp_path / "jobs", "b", h="bbbbbbbbbbbb")
     with pytest.raises(SystemExit) as e:
         collect_main([str(tmp_path / "jobs"), "--out", str(out)])
-    assert str(e.value).startswith(f"specbench: error: {vec}") and "\n" not in str(e.value)
+    said = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and said.startswith(f"specbench: error: {vec}") and "\n" not in said
     assert {k: v for k, v in out_files(out).items() if k != vec.name} == before
 
 

@@ -601,7 +601,7 @@ def test_real_new_pair_greedy_is_lossless(name):
 
 
 @pytest.mark.parametrize("drafter,extra", [("tli", []), ("layerskip", ["+pair.layers=2"])])
-def test_calibrate_measures_the_new_drafters_by_a_star_replay(drafter, extra, cross_dirs, tmp_path):
+def test_calibrate_measures_the_new_drafters_by_a_star_replay(drafter, extra, cross_dirs, tmp_path, capsys):
     """Greedy acceptance vectors for drafters without a same-vocabulary draft model: one rank
     per step of a one-level star tree (drafted replay); layer-skip with every layer is the
     target itself, so its top child is always accepted."""
@@ -622,11 +622,12 @@ def test_calibrate_measures_the_new_drafters_by_a_star_replay(drafter, extra, cr
     from conftest import tiny_pair_overrides
     from specbench.study.calibrate import main
 
-    with pytest.raises(SystemExit, match="calibrate it with verify=greedy"):  # before any model load
+    with pytest.raises(SystemExit) as e:  # before any model load
         main(
             tiny_pair_overrides(cross_dirs)
             + [f"pair.drafter={drafter}", *extra, "verify=speculative", "dataset=smoke", f"--out={tmp_path}/v.csv"]
         )
+    assert e.value.code == 2 and "calibrate it with verify=greedy" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name,budget", [("chain", 4), ("binary", 8), ("specinfer", 6)])

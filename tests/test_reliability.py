@@ -99,6 +99,7 @@ def test_a_failing_sweep_rerun_keeps_every_finished_job(tiny_pair_dirs, tmp_path
         fh.write(json.dumps({"id": "long", "text": "word " * 3000}) + "\n")
     r = specbench(*args)
     assert r.returncode != 0 and "2 of 2 jobs failed" in r.stderr, r.stderr[-2000:]
+    assert "could not write error.txt" not in r.stderr  # #55: each wrote rerun-error.txt; the disk is fine
     after = {k: v for k, v in snapshot(sweep).items() if not k.endswith(("run.log", "rerun-error.txt"))}
     assert after == before and len([k for k in after if k.endswith("summary.csv")]) == 2
 

@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import shutil
 import statistics
 import sys
+import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import hydra
@@ -32,11 +36,11 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from .. import CONF_DIR
-from ..core.atomic import atomic_write
+from ..core.atomic import atomic_write, atomic_write_many, lock, staged
 from ..core.tree import paths_to_parents
 from ..trees.policies import shape_paths
 from . import impls as ai
-from .config import all_failed, check_slice, merge_rows, top_keys, validate
+from .config import all_failed, check_slice, merge_rows, read_existing, top_keys, validate
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 POINT = ["level", "batch", "kv_len", "tree_size", "shape", "dtype"]
@@ -219,21 +223,19 @@ def finish(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def save_csv(df: pd.DataFrame, path: Path, merge: bool) -> pd.DataFrame:
-    """Write the rows (merged with the CSV's: a failed row never replaces a good one)."""
-    if merge and path.is_file():
-        df = merge_rows(pd.read_csv(path), df, KEY)
-    df = finish(df.sort_values(KEY, kind="stable").reset_index(drop=True))
-    atomic_write(path, lambda tmp: df.to_csv(tmp, index=False))
-    return df
+def publish_run(df: pd.DataFrame, out: Path, fig_dir: Path, fc) -> None:
+    """The CSV and its figures (drawn into a staged folder) replaced as one unit, one writer at a time."""
+    fig_dir.parent.mkdir(parents=True, exist_ok=True)
+    with lock(out.parent, fig_dir), tempfile.TemporaryDirectory(prefix=staged() + "fig-", dir=fig_dir.parent) as tmp:
+        files: dict[Path, Callable[[str], object]] = {out: lambda t: df.to_csv(t, index=False)}
+        files |= {fig_dir / p.name: partial(shutil.copyfile, p) for p in draw_figures(df, Path(tmp), fc)}
+        atomic_write_many(files)
 
 
 def draw_figures(df: pd.DataFrame, out: Path, fc) -> list[Path]:
-    """attention_time_<dtype>.png: time vs tree size, one line per implementation,
-    one panel per (shape, batch) at kv_len=fc.kv_len.  attention_speedup_<dtype>.png:
-    sequential/fused time over kv_len x tree size at batch=fc.batch, one panel per shape, on one
-    colour scale shared by every panel and dtype.  (REPORT.md draws its own attention figures;
-    `python -m specbench.report` replaces these in results/figures/.)"""
+    """attention_time_<dtype>.png: time vs tree size per implementation, a panel per (shape, batch) at
+    kv_len=fc.kv_len; attention_speedup_<dtype>.png: sequential/fused time over kv_len x tree size at
+    batch=fc.batch, a panel per shape, one colour scale (the report redraws its own)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -340,6 +342,8 @@ def main_run(cfg: DictConfig) -> pd.DataFrame:
         torch.set_num_threads(int(cfg.threads))
     points = grid_points(cfg)
     dims, source = (dict(cfg.dims), "config") if cfg.dims else ai.target_dims(cfg.model.target)
+    out = Path(to_absolute_path(cfg.out_csv))  # the rows merged or redrawn: checked before any timing
+    old = read_existing(out, KEY) if out.exists() and (cfg.merge or not (points or cfg.model_view)) else None
     t0 = time.perf_counter()
     rows = []
     if points:
@@ -354,7 +358,6 @@ def main_run(cfg: DictConfig) -> pd.DataFrame:
             rows += bench_point(cfg, point, impls, dims, limits)
     if cfg.model_view:
         rows += model_view(cfg)
-    out = Path(to_absolute_path(cfg.out_csv))
     if rows:
         df = pd.DataFrame(rows)
         df["dims_source"], df["grid"] = source, cfg.grid
@@ -362,14 +365,11 @@ def main_run(cfg: DictConfig) -> pd.DataFrame:
         df["run_wall_s"] = time.perf_counter() - t0
         if (why := all_failed(df)) is not None:
             raise RuntimeError(why)
-        df = save_csv(df, out, cfg.merge)
-    elif out.is_file():  # grid=none, model_view=false: refresh derived columns, redraw figures
-        df = save_csv(pd.read_csv(out), out, merge=False)
-    else:
-        raise ValueError(
-            f"grid={cfg.grid} with model_view=false measures nothing and {out} does not exist to redraw from"
-        )
-    draw_figures(df, Path(to_absolute_path(cfg.fig_dir)), cfg.figures)
+        df = merge_rows(old, df, KEY) if old is not None else df
+    elif (df := old) is None:  # else grid=none, model_view=false: refresh derived columns, redraw figures
+        raise ValueError(f"grid={cfg.grid} with model_view=false measures nothing; no {out} to redraw from")
+    df = finish(df.sort_values(KEY, kind="stable").reset_index(drop=True))
+    publish_run(df, out, Path(to_absolute_path(cfg.fig_dir)), cfg.figures)
     print(
         f"{'wrote' if rows else 'redrew figures from'} {cfg.out_csv} ({len(df)} rows) "
         f"in {time.perf_counter() - t0:.0f}s"

@@ -7,11 +7,14 @@ ValueError naming the key and the fix.  ``merge_rows(old, new, key)``: the rows 
 point and implementation, except that a failed measurement (``note`` starting
 with ``failed``) never replaces a good one.  ``all_failed(new)``: the one line
 for a run in which nothing was measured (the CSV is then left as it is).
+``read_existing(path, key)``: the CSV a run merges into or redraws, checked before any timing.
 """
 
 from __future__ import annotations
 
 import pandas as pd
+
+from ..core import readers
 
 # key -> (minimum, fix); None = any value >= minimum, null not allowed
 POSITIVE = {
@@ -72,6 +75,18 @@ def merge_rows(old: pd.DataFrame, new: pd.DataFrame, key: list[str]) -> pd.DataF
     keep_new = ~(failed(new) & k_new.isin(good_old))
     replaced = set(k_new[keep_new])
     return pd.concat([old[~k_old.isin(replaced)], new[keep_new]], ignore_index=True)
+
+
+ATTENTION_FIX = "give the attention.csv a run wrote (git checkout results/attention.csv), or rerun with merge=false"
+
+
+def read_existing(path, key: list[str]) -> pd.DataFrame:
+    """The CSV a run merges into (``merge=true``) or redraws (``grid=none``), checked before anything is
+    measured (``core.readers``): a cut, binary or foreign file is one line naming ``out_csv``."""
+    df = readers.table(path, [*key, "median_s"], ATTENTION_FIX, "out_csv")
+    if not pd.api.types.is_numeric_dtype(df["median_s"]):
+        raise readers.TableError(f"out_csv={path}: column median_s holds a value that is not a number; {ATTENTION_FIX}")
+    return df
 
 
 def all_failed(new: pd.DataFrame) -> str | None:

@@ -8,8 +8,16 @@ import argparse
 import sys
 from typing import NoReturn
 
+from .atomic import command
+
 
 class Parser(argparse.ArgumentParser):
+    """``prog`` names the command (``core.atomic.command``: the files it stages, and cleans)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        command(self.prog.split()[-1].rsplit(".", 1)[-1])
+
     def error(self, message: str) -> NoReturn:
         print(f"specbench: error: {message} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(2)

@@ -7,8 +7,10 @@ would give it (0666 minus the process umask), not mkstemp's private 0600.
 ``atomic_write_many({path: write})`` writes every temp file before renaming
 any, so one command's outputs are replaced together or (a full disk) not at all.
 Several paths (files or folders) are replaced as one unit by ``publish``: its renames are
-journalled first, so a SIGKILL at any instant is finished by the next ``recover`` (collect,
-report and every reader of a job folder call it; ``lock`` serialises writers of one folder).
+journalled first, a copy of the journal in each folder it writes into, so a SIGKILL at any instant
+is finished by the next ``recover`` of any of them (collect, report and every reader of a job
+folder call it; ``lock`` serialises writers of one folder).  A command's staged files are named
+``.tmp-<command>-*`` (``command``), and its cleanup removes only its own.
 Failures are OSErrors naming the real path.  ``atomic_folder(path)`` does the same for a
 folder built in place of ``path`` (mode 0777 minus the umask, as ``mkdir`` gives).  Every atomic write in
 specbench goes through these.
@@ -65,7 +67,7 @@ def write_temp(path: str | os.PathLike, write: Callable[[str], None]) -> str:
     tmp = None
     try:
         os.makedirs(d, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=os.path.basename(path))
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=staged(), suffix=os.path.basename(path))
         os.close(fd)
         write(tmp)
         os.chmod(tmp, 0o666 & ~umask())
@@ -112,58 +114,108 @@ def atomic_write_many(writers: dict) -> None:
 # --------------------------------------------------------------------------
 # publishing several files (and folders) as one unit
 # --------------------------------------------------------------------------
-JOURNAL = ".publish.json"  # in the folder above every path of a publish under way: its renames
-OLD = ".tmp-old-"  # a replaced folder, until the publish that replaced it ends
+_COMMAND = ["specbench"]  # the running command's name: its staged files are .tmp-<name>-*
+
+
+def command(name: str) -> None:
+    """Name the running command (``collect``, ``report``, ...): the files it stages are
+    ``.tmp-<name>-*`` and its journals ``.publish-<name>.json``, and its cleanup (``recover``)
+    removes only those, never what another command staged in a shared folder."""
+    _COMMAND[0] = name
+
+
+def staged(name: str | None = None) -> str:
+    """The prefix of the files and folders a command stages: ``.tmp-<command>-``."""
+    return f".tmp-{name or _COMMAND[0]}-"
+
+
+def journal(name: str | None = None) -> str:
+    return f".publish-{name or _COMMAND[0]}.json"
 
 
 def publish(moves: dict[str, str]) -> None:
     """Rename each temp file or folder over its path (``moves``: {temp: path}) as one unit:
-    the renames are written down first (``JOURNAL``, itself written atomically), so a kill at
-    any instant is finished by the next ``recover`` of that folder: old or new, never mixed.
-    A failure before the journal is down leaves every path as it was."""
+    the renames are written down first, in a journal beside what they publish (one copy in each
+    folder of a path, written before any rename), so a kill at any instant is finished by the next
+    ``recover`` of any of those folders: old or new, never mixed.  A failure before the journals
+    are all down leaves every path as it was."""
     moves = {os.path.abspath(t): os.path.abspath(p) for t, p in moves.items()}
-    where = os.path.commonpath([os.path.dirname(p) for p in moves.values()])
-    rel = {os.path.relpath(t, where): os.path.relpath(p, where) for t, p in moves.items()}
+    folders = sorted({os.path.dirname(p) for p in moves.values()})
+    name, written = journal(), []
     try:
-        write_text(os.path.join(where, JOURNAL), json.dumps(rel, sort_keys=True) + "\n")
+        for f in folders:
+            write_text(os.path.join(f, name), json.dumps(_body(f, folders, moves), sort_keys=True) + "\n")
+            written.append(os.path.join(f, name))
     except BaseException as e:
-        for t in moves:
-            shutil.rmtree(t, ignore_errors=True) if os.path.isdir(t) else os.remove(t)
+        for path in [*written, *moves]:
+            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.remove(path)
         if isinstance(e, OSError):
             raise named(e, next(iter(moves.values()))) from e  # a path the caller asked for
         raise
-    _roll(where, rel)
+    _roll(folders[0], name, _body(folders[0], folders, moves))
 
 
-def _roll(where: str, rel: dict[str, str]) -> None:
-    """Do (or finish) the journal's renames, then drop the journal and the replaced folders."""
-    for t, p in sorted(rel.items()):
-        t, p = os.path.join(where, t), os.path.join(where, p)
+def _body(where: str, folders: list[str], moves: dict[str, str]) -> dict:
+    """A journal in ``where``: every path relative to it (so any copy finishes the publish)."""
+    rel = {os.path.relpath(t, where): os.path.relpath(p, where) for t, p in moves.items()}
+    return {"prefix": staged(), "folders": [os.path.relpath(f, where) for f in folders], "moves": rel}
+
+
+def _old(path: str, prefix: str) -> str:
+    return os.path.join(os.path.dirname(path), prefix + "old-" + os.path.basename(path))
+
+
+def _roll(where: str, name: str, body: dict) -> None:
+    """Do (or finish) the journal's renames, then drop its copies and the replaced folders."""
+    prefix = body["prefix"]
+    targets = []
+    for t, p in sorted(body["moves"].items()):
+        t, p = os.path.normpath(os.path.join(where, t)), os.path.normpath(os.path.join(where, p))
+        targets.append(p)
         if not os.path.lexists(t):
             continue  # renamed already
         if os.path.isdir(t) and os.path.isdir(p):
-            old = os.path.join(os.path.dirname(p), OLD + os.path.basename(p))
-            shutil.rmtree(old, ignore_errors=True)
-            os.rename(p, old)
+            shutil.rmtree(_old(p, prefix), ignore_errors=True)
+            os.rename(p, _old(p, prefix))
         os.replace(t, p)
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(os.path.join(where, JOURNAL))
-    for p in rel.values():
-        shutil.rmtree(os.path.join(where, os.path.dirname(p), OLD + os.path.basename(p)), ignore_errors=True)
+    for f in body["folders"]:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(where, f, name))
+    for p in targets:
+        shutil.rmtree(_old(p, prefix), ignore_errors=True)
+
+
+def _finish(where: str, name: str, clean: bool) -> None:
+    """Finish the publish whose journal ``name`` lies in ``where``: with a copy in each of its
+    folders it rolls forward; else it was killed while its journals were written (no rename yet)
+    or dropped (every rename done), and with ``clean`` the copies left are removed."""
+    with open(os.path.join(where, name), encoding="utf-8") as fh:
+        body = json.load(fh)
+    if "moves" not in body:  # a journal written before journals went beside what they publish
+        body = {"prefix": ".tmp-", "folders": ["."], "moves": body}
+    copies = [os.path.join(where, f, name) for f in body["folders"]]
+    if all(os.path.isfile(c) for c in copies):
+        _roll(where, name, body)
+    elif clean:
+        for c in copies:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(c)
 
 
 def recover(where: str | os.PathLike, clean: bool = True) -> None:
-    """Finish a publish into ``where`` that a kill interrupted (its journal); with ``clean``
-    (the caller holds the folder's ``lock``), also remove the temp files and folders a killed
-    writer left there before its journal was down."""
+    """Finish every publish into ``where`` that a kill interrupted (its journals, whichever
+    command wrote them); with ``clean`` (the caller holds the folder's ``lock``), also remove
+    the files and folders this command (``command``) staged there and a kill left behind;
+    another command's staged files stay for that command's next run."""
     where = os.fspath(where)
-    journal = os.path.join(where, JOURNAL)
-    if os.path.isfile(journal):
-        with open(journal, encoding="utf-8") as fh:
-            _roll(where, json.load(fh))
-    if clean and os.path.isdir(where):
+    if not os.path.isdir(where):
+        return
+    for e in sorted(os.scandir(where), key=lambda e: e.name):
+        if e.name.startswith(".publish") and e.name.endswith(".json") and e.is_file():
+            _finish(where, e.name, clean)
+    if clean:
         for e in os.scandir(where):
-            if e.name.startswith(".tmp-"):
+            if e.name.startswith(staged()):
                 shutil.rmtree(e.path, ignore_errors=True) if e.is_dir() else os.remove(e.path)
 
 
@@ -201,7 +253,7 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
     failure it is removed: readers never see a half-built folder."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}.", dir=out.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{staged()}{out.name}.", dir=out.parent))
     try:
         yield tmp
         os.chmod(tmp, 0o777 & ~umask())
@@ -223,32 +275,33 @@ def replace_together(
     path: str | os.PathLike,
     text: str,
     more: dict | None = None,
+    files: dict | None = None,
 ) -> None:
-    """Replace ``folder`` (built by ``fill(tmp_folder)``), the text file ``path`` and each further
-    folder of ``more`` ({folder: fill}) together (``publish``): all are written beside their
-    targets first; on a failure before the swap none changes and no temp is left; a kill during
-    it is finished by ``recover``; an OSError names the real path."""
+    """Replace ``folder`` (built by ``fill(tmp_folder)``), the text file ``path``, each further
+    folder of ``more`` ({folder: fill}) and each file of ``files`` ({path: write(tmp)}) together
+    (``publish``): all are written beside their targets first; on a failure before the swap none
+    changes and no temp is left; a kill during it is finished by ``recover``; an OSError names the
+    real path."""
     folders = {os.path.abspath(folder): fill, **{os.path.abspath(f): g for f, g in (more or {}).items()}}
-    path = os.path.abspath(path)
+    writes = {os.path.abspath(path): lambda t: write_file(t, text)}
+    writes.update({os.path.abspath(p): w for p, w in (files or {}).items()})
     made: dict[str, str] = {}  # temp -> final
-    tmp = None
     try:
-        tmp = write_temp(path, lambda t: write_file(t, text))
+        for final, write in writes.items():
+            made[write_temp(final, write)] = final
         for final, fill_one in folders.items():
             os.makedirs(os.path.dirname(final), exist_ok=True)
-            new = tempfile.mkdtemp(prefix=".tmp-new-", dir=os.path.dirname(final))
+            new = tempfile.mkdtemp(prefix=staged() + "new-", dir=os.path.dirname(final))
             made[new] = final
             fill_one(new)
             os.chmod(new, 0o777 & ~umask())
     except BaseException as e:
         for new in made:
-            shutil.rmtree(new, ignore_errors=True)
-        if tmp and os.path.exists(tmp):
-            os.unlink(tmp)
+            shutil.rmtree(new, ignore_errors=True) if os.path.isdir(new) else os.unlink(new)
         if isinstance(e, OSError) and ".tmp-" in str(e.filename or ".tmp-"):
             raise named(e, next(iter(folders))) from e  # the folder, not a temp file in or beside it
         raise
-    publish({**made, tmp: path})
+    publish(made)
 
 
 def write_file(path: str, text: str) -> None:

@@ -8,7 +8,8 @@ its last line is whole (every writer ends a file with a newline, so a missing on
 ``atomic.incomplete``); every row has the header's number of fields; the declared columns are
 there; each cell of a declared column has its type and range (``Col``: numbers finite, integers
 whole, bounds); and the table has ``Kind.min_rows`` rows.  ``check_text`` is the first four alone,
-for readers that parse a file themselves.
+for readers that parse a file themselves; ``table`` reads a results table a command uses in part
+(declared columns, a large gzipped one without the row scan).
 
 The kinds: ``COSTS`` (costs.csv, ``study.costs``), ``CURVES`` (the columns of it a model's cost
 curve needs, ``study.ceiling``), ``COSTS_MERGE`` (another machine's costs.csv),
@@ -24,6 +25,7 @@ import codecs
 import csv
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -88,9 +90,9 @@ def _where(path: str, key: str) -> str:
     return f"{key}={path}" if key else str(path)
 
 
-def check_text(path: str | os.PathLike, fix: str, key: str = "") -> None:
-    """Refuse a missing, binary, non-UTF-8 or cut file, or one whose rows have the wrong number of
-    fields (a ``TableError`` naming ``key``, the file and ``fix``)."""
+def check_file(path: str | os.PathLike, fix: str, key: str = "", whole: bool = True) -> None:
+    """Refuse a missing, binary or non-UTF-8 file, or (``whole``) one cut mid-line: a ``TableError``
+    naming ``key``, the file and ``fix``.  For text files that are not CSV (a server's dump)."""
     path = os.fspath(path)
     at = _where(path, key)
     if not os.path.exists(path):
@@ -102,10 +104,20 @@ def check_text(path: str | os.PathLike, fix: str, key: str = "") -> None:
         _text(path)
     except UnicodeDecodeError as e:
         raise TableError(f"{at}: not UTF-8 text (byte {e.start}: a binary file?); {fix}") from None
-    except OSError as e:
+    except EOFError as e:  # a gzip stream cut short
+        raise TableError(f"{at}: the file is truncated or corrupt ({e}); {fix}") from None
+    except OSError as e:  # gzip.BadGzipFile among them
         raise TableError(f"{at}: {e.strerror or e}; {fix}") from None
-    if why:
+    if why and (whole or why == "is empty"):
         raise TableError(f"{at}: the file {why}; {fix}")
+
+
+def check_text(path: str | os.PathLike, fix: str, key: str = "") -> None:
+    """Refuse a missing, binary, non-UTF-8 or cut file (``check_file``), or one whose rows have the
+    wrong number of fields (a ``TableError`` naming ``key``, the file and ``fix``)."""
+    path = os.fspath(path)
+    at = _where(path, key)
+    check_file(path, fix, key)
     with open_text(path) as fh:
         rows = csv.reader(fh)
         try:
@@ -152,22 +164,55 @@ def check(path: str | os.PathLike, kind: Kind, key: str = "") -> pd.DataFrame:
     missing = [c for c, col in kind.columns.items() if not col.optional and c not in raw.columns]
     if missing:
         raise TableError(f"{at}: not {kind.name}: it lacks the column(s) {', '.join(missing)}; {kind.fix}")
-    for name, col in kind.columns.items():
-        if name not in raw.columns:
-            continue
-        bad = [i for i, cell in enumerate(raw[name]) if not col.ok(cell.strip())]
-        if bad:
-            cell = raw[name].iloc[bad[0]]
-            raise TableError(f"{at}: line {bad[0] + 2}: {name}={cell!r} is not {col.wants()}; {kind.fix}")
+    check_cells(raw, kind.columns, at, kind.fix)
     if len(raw) < kind.min_rows:
         raise TableError(f"{at}: holds no rows (only its header); {kind.fix}")
     return raw
+
+
+def check_cells(df: pd.DataFrame, columns: dict[str, Col], at: str, fix: str) -> None:
+    """Each cell of the declared ``columns`` that ``df`` holds (text or parsed; a missing value is
+    an empty cell) has its type and range: a ``TableError`` naming ``at``, the line and ``fix``."""
+    for name, col in columns.items():
+        if name not in df.columns:
+            continue
+        cells = df[name].astype(object).where(df[name].notna(), "").astype(str)
+        bad = [i for i, cell in enumerate(cells) if not col.ok(cell.strip())]
+        if bad:
+            raise TableError(f"{at}: line {bad[0] + 2}: {name}={cells.iloc[bad[0]]!r} is not {col.wants()}; {fix}")
 
 
 def read(path: str | os.PathLike, kind: Kind, key: str = "", reader=pd.read_csv) -> pd.DataFrame:
     """``check``, then the table parsed by ``reader`` (a ``TableError``, one line, where it is refused)."""
     check(path, kind, key)
     return reader(path)
+
+
+def table(
+    path: str | os.PathLike, columns: Sequence[str], fix: str, key: str = "", reader=pd.read_csv, scan: bool = True
+) -> pd.DataFrame:
+    """A results table read by ``reader`` with the ``columns`` a command uses, or a ``TableError``
+    (one line naming ``key``, the file and ``fix``): missing, not a file, cut, binary or not UTF-8,
+    unparseable, or lacking a column.  ``scan=False`` (a large gzipped table, e.g. steps.csv.gz)
+    skips ``check_text``'s row-by-row scan: its last line and the parse are still checked."""
+    path = os.fspath(path)
+    at = _where(path, key)
+    if scan:
+        check_text(path, fix, key)
+    elif not os.path.isfile(path):
+        raise TableError(f"{at}: {'not a file' if os.path.exists(path) else 'no such file'}; {fix}")
+    elif why := incomplete(path):
+        raise TableError(f"{at}: the file {why}; {fix}")
+    try:
+        df = reader(path)
+    except (ValueError, UnicodeDecodeError, EOFError, OSError, pd.errors.ParserError) as e:  # BadGzipFile: OSError
+        raise TableError(
+            f"{at}: cannot be read ({(str(e).strip().splitlines() or [type(e).__name__])[0]}); {fix}"
+        ) from None
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise TableError(f"{at}: lacks the column(s) {', '.join(missing)} (a garbled or foreign file); {fix}")
+    return df
 
 
 COSTS_FIX = "give a costs.csv that python -m specbench.study.costs wrote"
@@ -243,3 +288,42 @@ VECTOR = Kind(
     },
     "regenerate it with python -m specbench.study.calibrate",
 )
+SPEEDUP_ROWS = Kind(  # what export's recommend=true reads of it: the rows a recommendation names
+    "the report's speedup.csv",
+    {
+        **SPEEDUP.columns,
+        "config_hash": Col("str"),
+        "batch_size": Col("int", lo=1),
+        "n_prompts": Col("int", lo=0),
+    },
+    SPEEDUP.fix,
+)
+COLLECT_FIX = "collect it again (python -m specbench.collect) or git checkout the committed results/"
+SUMMARY = Kind(  # a collected summary.csv, as export and margins read its rows
+    "a collected summary.csv",
+    {
+        **{c: Col("str") for c in ("config_hash", "pair", "dataset", "tree", "verify")},
+        "tree_params": Col("str", empty=True),
+        "budget": Col("int", lo=0),
+        "temperature": Col("float", lo=0),
+    },
+    COLLECT_FIX,
+)
+SPEED_FIX = "rerun python -m specbench.study.speed (or git checkout results/speed.csv)"
+SPEED_COLUMNS = (
+    "run_id",
+    "machine_id",
+    "pair",
+    "dataset",
+    "batch_size",
+    "candidate",
+    "config_hash",
+    "wall_s",
+    "tokens",
+)
+_COUNT = Col("int", lo=0, empty=True)
+SUMMARY_COUNTS = {  # what collect checks of each summary row it merges (and keeps)
+    **{c: _COUNT for c in ("budget", "n_steps", "new_tokens", "n_prompts", "max_new_tokens", "batch_size", "seed")},
+    "temperature": Col("float", lo=0, empty=True),
+}
+STEP_COUNTS = {c: _COUNT for c in ("step", "emitted", "accepted", "tree_size", "tree_depth")}  # of each job's steps

@@ -30,7 +30,10 @@ def check_temperature(temperature, key: str = "verify.temperature") -> float:
     """``temperature`` as a float, or a one-line ValueError naming ``key``: it must be
     finite and either 0 (greedy) or >= MIN_TEMPERATURE (a positive temperature below
     that overflows ``logits / T`` in float32 and ``probs`` would return NaN rows)."""
-    t = float(temperature)
+    try:
+        t = float(temperature)
+    except (TypeError, ValueError):
+        raise ValueError(f"{key}={temperature!r}: must be a number >= 0 (0 = greedy), e.g. {key}=0") from None
     if not t == t or t in (float("inf"), float("-inf")) or t < 0:
         raise ValueError(f"{key}={temperature}: must be a finite number >= 0 (0 = greedy)")
     if 0 < t < MIN_TEMPERATURE:

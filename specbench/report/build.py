@@ -16,9 +16,11 @@ from __future__ import annotations
 import os
 import sys
 
+import pandas as pd
+
 from ..core.args import Parser
 from ..core.atomic import lock, os_line, replace_together, write_file
-from ..study.results import write_csv
+from ..study.results import csv_writer
 from . import (
     figures,
     figures_accept,
@@ -97,16 +99,25 @@ def build(data: dict, rel: str, tables_rel: str = "results/tables") -> tuple[str
     return text, figs, t
 
 
-def publish(text: str, figs: list[figures.Fig], out: str, fig_dir: str, pages: dict[str, str] | None = None) -> None:
-    """The figures, the linked pages (a tables folder beside the figures) and REPORT.md replaced
-    together (``core.atomic.replace_together``)."""
+def publish(
+    text: str,
+    figs: list[figures.Fig],
+    out: str,
+    fig_dir: str,
+    pages: dict[str, str] | None = None,
+    csvs: dict[str, pd.DataFrame] | None = None,
+) -> None:
+    """The figures, the linked pages (a tables folder beside the figures), REPORT.md and the
+    tables it derives (``csvs``: speedup.csv, comparisons.csv) replaced together
+    (``core.atomic.replace_together``: one journalled unit, a kill leaves all old or all new)."""
 
     def fill_pages(folder: str) -> None:
         for name, page in (pages or {}).items():
             write_file(os.path.join(folder, f"{name}.md"), page)
 
     more = {os.path.join(os.path.dirname(os.path.abspath(fig_dir)), "tables"): fill_pages} if pages else {}
-    replace_together(fig_dir, lambda folder: figures.save_all(figs, folder), out, text, more)
+    files = {path: csv_writer(df) for path, df in (csvs or {}).items()}
+    replace_together(fig_dir, lambda folder: figures.save_all(figs, folder), out, text, more, files)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,11 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    try:  # speedup.csv first: the report it feeds never outlives it; one report at a time
-        with lock(os.path.dirname(os.path.abspath(args.out)), os.path.dirname(os.path.abspath(fig_dir))):
-            write_csv(speedup.speedup_csv(t["speed"]), os.path.join(args.results, "speedup.csv"))
-            write_csv(fixed_page.frame(t["comparisons"]), os.path.join(args.results, "comparisons.csv"))
-            publish(text, figs, args.out, fig_dir, t["pages"])
+    csvs = {
+        os.path.join(args.results, "speedup.csv"): speedup.speedup_csv(t["speed"]),
+        os.path.join(args.results, "comparisons.csv"): fixed_page.frame(t["comparisons"]),
+    }
+    try:  # one report at a time; everything it writes replaced as one unit
+        with lock(*{os.path.dirname(os.path.abspath(p)) for p in (args.out, fig_dir, *csvs)}):
+            publish(text, figs, args.out, fig_dir, t["pages"], csvs)
     except OSError as exc:  # a full or read-only disk: one line, nothing replaced
         print(
             f"error: {os_line(exc, args.out, '--out / --figures')} (REPORT.md and {fig_dir}/ were left as they were)",

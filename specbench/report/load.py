@@ -12,14 +12,14 @@ A missing optional file is no error: the sections that need it say so.
 
 from __future__ import annotations
 
-import csv
 import glob
 import json
 import os
 
 import pandas as pd
 
-from ..core.atomic import incomplete, open_text, recover
+from ..core import readers
+from ..core.atomic import open_text, recover
 from ..study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
 from . import analysis, compare, defaultrun
 
@@ -35,6 +35,12 @@ REQUIRED = [
     "tokens_per_step",
 ]
 COLLECT = "regenerate it with `python -m specbench.collect`"
+NUMBERS = {
+    "budget": readers.Col("int", lo=0),
+    **{c: readers.Col("float", lo=0, empty=True) for c in ("acceptance_rate", "acceptance_length", "tokens_per_step")},
+    **{c: readers.Col("int", lo=0, empty=True, optional=True) for c in ("n_steps", "new_tokens", "n_prompts")},
+    "temperature": readers.Col("float", lo=0, empty=True, optional=True),
+}
 OPTIONAL_CSV = {
     "lossless_check": "lossless_check.csv",
     "lossless_control": "lossless_control.csv",
@@ -57,19 +63,12 @@ class InputError(ValueError):
 
 
 def check_complete(path: str) -> None:
-    """Refuse a CSV whose last line is cut or whose rows have the wrong number of fields."""
-    why = incomplete(path)
-    if why:
-        raise InputError(f"{path} {why}; {COLLECT}")
-    with open_text(path) as fh:
-        rows = csv.reader(fh)
-        width = len(next(rows))
-        for lineno, row in enumerate(rows, 2):
-            if row and len(row) != width:
-                raise InputError(
-                    f"{path} is truncated or corrupt: line {lineno} has {len(row)} fields, "
-                    f"the header {width}; {COLLECT}"
-                )
+    """Refuse a binary, non-UTF-8 or cut CSV, or one whose rows have the wrong number of fields
+    (``core.readers.check_text``)."""
+    try:
+        readers.check_text(path, COLLECT)
+    except readers.TableError as e:
+        raise InputError(str(e)) from None
 
 
 def read_checked(path: str) -> pd.DataFrame | None:
@@ -86,6 +85,10 @@ def check_summary(path: str, summary: pd.DataFrame) -> None:
     empty = [c for c in REQUIRED[:6] if summary[c].isna().any()]
     if empty:
         raise InputError(f"{path} has rows with an empty {empty[0]}; {COLLECT}")
+    try:  # the numbers every section computes with: finite, in range (``core.readers``)
+        readers.check_cells(summary, NUMBERS, path, COLLECT)
+    except readers.TableError as e:
+        raise InputError(str(e)) from None
     dup = summary.config_hash[summary.config_hash.duplicated()]
     if len(dup):
         raise InputError(f"{path} lists configuration {dup.iloc[0]} twice; {COLLECT}")

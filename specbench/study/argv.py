@@ -257,7 +257,11 @@ def check_argv(argv, extra=()) -> None:
 
 def check_out(path: str, key: str) -> None:
     """An output file's folder must be (or be creatable as) a writable folder with room for a
-    file: one line naming ``key`` before any model loads or measurement."""
+    file, and the file itself no folder: one line naming ``key`` before any model loads or measurement."""
+    if os.path.isdir(path):
+        fail(
+            f"{key}={path}: is a folder; give a file path (e.g. {key}={os.path.join(path, os.path.basename(path) or 'out')}.csv)"
+        )
     probe = os.path.abspath(os.path.expanduser(os.path.dirname(path) or "."))
     while not os.path.exists(probe):
         probe = os.path.dirname(probe)
@@ -273,6 +277,9 @@ def run_hydra(main) -> None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from ..core.atomic import command
+
+    command(main.__module__.rsplit(".", 1)[-1])  # the files this command stages (and cleans)
     user_full = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises; we print the one line
     try:

@@ -43,7 +43,6 @@ the rows of its own job's pair_id.
 from __future__ import annotations
 
 import csv
-import sys
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
@@ -55,7 +54,7 @@ import torch
 from tqdm import tqdm
 
 from ..core import readers
-from ..core.args import Parser
+from ..core.args import Parser, refuse
 from ..core.atomic import atomic_write, lock
 from ..core.sampling import choose_children, probs
 from ..core.tree import DraftTree
@@ -202,7 +201,7 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default="results/acceptance_vector.csv", help="CSV (relative: repo root)")
     args, overrides = ap.parse_known_args(argv)
     if args.ranks < 1:
-        sys.exit("specbench: error: --ranks must be >= 1")
+        refuse(f"--ranks={args.ranks}: give 1 or more sibling ranks")
     from ..inputs.models import eos_ids
     from . import checks, identity
     from .argv import check_out
@@ -226,8 +225,8 @@ def main(argv=None) -> None:
         checks.check_context(job, ctx.positions(), prompts)  # lengths vs the models' positions: no weights yet
         pair = ctx.load_pair()
         vector, n = measure(job, ident, pair, prompts, args.ranks, eos_ids(pair))
-    except (ValueError, KeyError, FileNotFoundError) as e:
-        sys.exit(f"specbench: error: {e}")
+    except (ValueError, KeyError, FileNotFoundError) as e:  # a bad input: one line, exit 2
+        refuse((str(e).strip().splitlines() or [type(e).__name__])[0])
     key = {
         "pair": job.pair.name,
         "pair_id": identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params),

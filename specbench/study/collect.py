@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..core import readers
-from ..core.args import Parser
+from ..core.args import Parser, refuse
 from ..core.atomic import atomic_write_many, incomplete, lock, open_text, recover
 from .describe import complete
 from .results import OUTPUTS_FILE, STEPS_FILE, csv_writer, jsonl_text, read_csv, text_writer
@@ -42,6 +42,7 @@ from .results import OUTPUTS_FILE, STEPS_FILE, csv_writer, jsonl_text, read_csv,
 SUMMARY_ORDER = ["pair", "dataset", "verify", "temperature", "tree", "budget", "engine", "config_hash"]
 STEP_ORDER = ["config_hash", "prompt_id", "step"]
 FIX = "rerun the job or delete its folder"
+OUT_FIX = "git checkout the committed results/, or collect with --fresh to rebuild --out from the job folders"
 JOB_MARKERS = ("summary.csv", "steps.csv", "outputs.jsonl", "error.txt", "resumed.txt", ".hydra")
 SKIP_LABELS = {
     "failed": "failed job(s) (see error.txt)",
@@ -96,31 +97,41 @@ class Scan:
 # --------------------------------------------------------------------------
 # reading files
 # --------------------------------------------------------------------------
-def _complete(path: str) -> None:
+def _complete(path: str, fix: str = FIX) -> None:
     why = incomplete(path)
     if why:
-        raise CollectError(f"{path} {why}: {FIX}")
+        raise CollectError(f"{path} {why}: {fix}")
 
 
-def _csv(path: str) -> pd.DataFrame:
+def _csv(path: str, fix: str = FIX, cells: bool = True) -> pd.DataFrame:
+    """A job's (or --out's) CSV, whole, parsed and keyed by config_hash, its counts checked cell by
+    cell (not with ``cells=False``: --out's large steps table), or a one-line CollectError."""
     if not os.path.exists(path):
-        raise CollectError(f"{path} is missing: {FIX}")
-    _complete(path)
+        raise CollectError(f"{path} is missing: {fix}")
+    _complete(path, fix)
     try:
-        return read_csv(path)
-    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise CollectError(f"{path} cannot be read ({str(e).splitlines()[0]}): {FIX}") from None
+        df = read_csv(path)
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, OSError) as e:
+        raise CollectError(f"{path} cannot be read ({str(e).splitlines()[0]}): {fix}") from None
+    if "config_hash" not in df.columns:
+        raise CollectError(f"{path} lacks the column config_hash (a garbled or foreign file): {fix}")
+    declared = readers.SUMMARY_COUNTS if os.path.basename(path).startswith("summary") else readers.STEP_COUNTS
+    readers.check_cells(df, declared if cells else {}, path, fix)  # a TableError: one line, as a CollectError
+    return df
 
 
-def _jsonl(path: str) -> list[dict]:
+def _jsonl(path: str, fix: str = FIX) -> list[dict]:
     if not os.path.exists(path):
         return []
-    _complete(path)
+    _complete(path, fix)
     with open_text(path) as fh:
         try:
-            return [json.loads(line) for line in fh if line.strip()]
-        except ValueError as e:
-            raise CollectError(f"{path} cannot be read ({e}): {FIX}") from None
+            rows = [json.loads(line) for line in fh if line.strip()]
+        except (ValueError, OSError) as e:
+            raise CollectError(f"{path} cannot be read ({str(e).splitlines()[0]}): {fix}") from None
+    if not all(isinstance(r, dict) for r in rows):
+        raise CollectError(f"{path} holds a line that is not a JSON object: {fix}")
+    return rows
 
 
 def check_job(summary: pd.DataFrame, steps: pd.DataFrame, where: str) -> None:
@@ -237,10 +248,10 @@ def read_collected(out: str) -> tuple[list[JobRows], int]:
     spath = os.path.join(out, "summary.csv")
     if not os.path.exists(spath):
         return [], 0
-    summary = complete(_csv(spath), None)
+    summary = complete(_csv(spath, OUT_FIX), None)
     stpath, opath = _collected(out, STEPS_FILE), _collected(out, OUTPUTS_FILE)
-    steps = _csv(stpath) if os.path.exists(stpath) else pd.DataFrame(columns=["config_hash"])
-    outputs = _jsonl(opath)
+    steps = _csv(stpath, OUT_FIX, cells=False) if os.path.exists(stpath) else pd.DataFrame(columns=["config_hash"])
+    outputs = _jsonl(opath, OUT_FIX)
     by_hash = dict(tuple(steps.groupby("config_hash", sort=False))) if len(steps) else {}
     jobs = []
     for i in range(len(summary)):
@@ -367,8 +378,8 @@ def main(argv=None) -> None:
             summary, steps, outputs = frames(jobs)
             tables = derived(args.out, summary, steps)
             write_all(args.out, summary, steps, outputs, tables)
-    except CollectError as e:
-        raise SystemExit(f"specbench: error: {e}") from None
+    except (CollectError, readers.TableError) as e:  # a bad input: one line, exit 2
+        refuse(str(e))
     except OSError as e:
         from ..core.atomic import os_line
 

@@ -27,7 +27,8 @@ import sys
 import numpy as np
 import pandas as pd
 
-from ..core.atomic import write_text
+from ..core import readers
+from ..core.atomic import os_line, write_text
 from ..trees.policies import make_policy, policy_spec
 from .engines import FORMATS, Choice, settings
 from .schedule import draft_lengths
@@ -95,17 +96,29 @@ def _plain(v):
 
 
 def committed(results: str, chash: str) -> tuple[pd.Series, pd.DataFrame]:
-    """The summary row and step rows of ``chash`` in ``results`` (one line when absent)."""
+    """The summary row and step rows of ``chash`` in ``results`` (one line when absent, or when a
+    file is missing, cut, binary or lacks a column it needs: ``core.readers``)."""
     from .results import STEPS_FILE, read_csv
 
-    summary = read_csv(os.path.join(results, "summary.csv"))
+    summary = readers.read(os.path.join(results, "summary.csv"), readers.SUMMARY, "results_dir", read_csv)
     rows = summary[summary.config_hash.astype(str) == chash]
     if rows.empty:
         raise ValueError(
             f"config_hash={chash}: no such row in {results}/summary.csv; run the configuration and collect it first"
         )
-    steps = read_csv(os.path.join(results, STEPS_FILE))
-    return rows.iloc[0], steps[steps.config_hash.astype(str) == chash]
+    path = os.path.join(results, STEPS_FILE)
+    steps = readers.table(path, STEP_COLUMNS, readers.COLLECT_FIX, "results_dir", read_csv, scan=False)
+    steps = steps[steps.config_hash.astype(str) == chash]
+    for c in ("accepted", "tree_depth"):
+        if not pd.api.types.is_numeric_dtype(steps[c]) or steps[c].isna().any() or (steps[c] < 0).any():
+            raise readers.TableError(
+                f"results_dir={path}: column {c} of config_hash={chash} holds a value that is not a count; "
+                f"{readers.COLLECT_FIX}"
+            )
+    return rows.iloc[0], steps
+
+
+STEP_COLUMNS = ("config_hash", "prompt_id", "accepted", "tree_depth")
 
 
 def choose(argv: list[str], opts: dict) -> tuple[Choice, str | None]:
@@ -137,7 +150,7 @@ def recommended(results: str, given: dict) -> str:
     fastest projection in results/speedup.csv (rows of >= 32 prompts; optionally of one ``tree``)."""
     if "pair" not in given or "dataset" not in given:
         raise ValueError("recommend=true needs pair=NAME and dataset=NAME (the recommendation's pair and data)")
-    speed = pd.read_csv(os.path.join(results, "speedup.csv"))
+    speed = readers.read(os.path.join(results, "speedup.csv"), readers.SPEEDUP_ROWS, "results_dir")
     b = int(given.get("batch_size", 1))  # a replayed row stands for batch 1 (its batch_size is replay's)
     at_b = (speed.batch_size.astype(int) == b) & (speed.engine == "live") | ((speed.engine == "replay") & (b == 1))
     rows = speed[
@@ -166,7 +179,7 @@ def measured_answer(results: str, given: dict, batch: int) -> dict | None:
     path = os.path.join(results, "speed.csv")
     if not os.path.isfile(path):
         return None
-    a = answers(pd.read_csv(path))
+    a = answers(readers.table(path, readers.SPEED_COLUMNS, readers.SPEED_FIX, "results_dir"))
     a = (
         a[(a.pair == given["pair"]) & (a.dataset == given["dataset"]) & (a.batch_size.astype(int) == batch)]
         if len(a)
@@ -215,7 +228,9 @@ def batch_schedule(results: str, choice: Choice) -> list[tuple[int, int]] | None
     """[(batch size, draft length K), ...] from the batch-size study's live chains of this pair
     (results/speedup.csv, ``study.schedule.draft_lengths``); None without such a study."""
     path = os.path.join(results, "speedup.csv")
-    return draft_lengths(pd.read_csv(path), choice.pair) if os.path.isfile(path) else None
+    return (
+        draft_lengths(readers.read(path, readers.SPEEDUP, "results_dir"), choice.pair) if os.path.exists(path) else None
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -227,7 +242,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     text = json.dumps(obj, indent=None if opts["format"] == "paths" else 1) + "\n"
     if opts["out"]:
-        write_text(opts["out"], text)
+        from .argv import check_out, fail
+
+        check_out(opts["out"], "out")  # a folder, or a folder it cannot write: one line, exit 2
+        try:
+            write_text(opts["out"], text)
+        except OSError as e:  # the disk refused the write: one line, nothing replaced
+            fail(os_line(e, opts["out"], "out"), 1)
         print(f"specbench: wrote {opts['format']} -> {opts['out']}")
     else:
         sys.stdout.write(text)

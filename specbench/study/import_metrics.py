@@ -38,13 +38,13 @@ import json
 import math
 import os
 import re
-import sys
 from collections import defaultdict
 
 import pandas as pd
 
+from ..core import readers
 from ..core.args import Parser
-from ..core.atomic import lock, write_text
+from ..core.atomic import lock, os_line, write_text
 from ..core.jsonl import json_objects
 
 COLUMNS = [
@@ -61,8 +61,9 @@ DUMP_FIX = "give the /metrics text as the server wrote it"
 
 def samples(text: str, path: str, keep) -> list[tuple[int, str, dict, float]]:
     """(line, name, labels, value) of the Prometheus samples whose name ``keep`` takes; a value that
-    is not a finite number >= 0 is one line naming the file, the line and the fix."""
-    out = []
+    is not a finite number >= 0, or a series given twice, is one line naming the file, the line and the fix."""
+    out: list[tuple[int, str, dict, float]] = []
+    seen: dict[tuple, int] = {}  # (name, labels) -> the line that gave it
     for lineno, line in enumerate(text.splitlines(), 1):
         m = SAMPLE.match(line.strip())
         if not m or not keep(m["name"]):
@@ -75,7 +76,14 @@ def samples(text: str, path: str, keep) -> list[tuple[int, str, dict, float]]:
             raise ValueError(
                 f"{path}:{lineno}: {m['name']} = {m['value']}: a count must be finite and >= 0; {DUMP_FIX}"
             )
-        out.append((lineno, m["name"], dict(LABEL.findall(m["labels"] or "")), value))
+        labels = dict(LABEL.findall(m["labels"] or ""))
+        series = (m["name"], tuple(sorted(labels.items())))
+        if series in seen:  # one series twice: two dumps pasted together, or a garbled one
+            raise ValueError(
+                f"{path}:{lineno}: {m['name']} repeats the series of line {seen[series]} (same labels); {DUMP_FIX}"
+            )
+        seen[series] = lineno
+        out.append((lineno, m["name"], labels, value))
     return out
 
 
@@ -253,10 +261,13 @@ READERS = {"vllm": from_vllm, "sglang": from_sglang}
 
 
 def row(args) -> dict:
+    fix = f"give the {args.engine} server's dump as it wrote it"
+    whole = args.engine == "vllm" or not args.file.endswith((".jsonl", ".json"))  # /metrics text ends in "\n"
+    readers.check_file(args.file, fix, whole=whole)  # missing, a folder, binary, not UTF-8, or cut: one line
     try:
         text = open(args.file, encoding="utf-8").read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"{args.file}: {getattr(e, 'strerror', None) or e}") from None
+    except OSError as e:
+        raise ValueError(f"{args.file}: {e.strerror or e}; {fix}") from None
     got = READERS[args.engine](text, args.file)
     seen = got.pop("budget_seen", None)
     if args.budget is not None and args.budget < 1:
@@ -276,6 +287,21 @@ def row(args) -> dict:
     return {c: out.get(c, math.nan) for c in COLUMNS}
 
 
+SERVED_FIX = "give --out a served.csv that python -m specbench.import_metrics wrote (or a new file)"
+
+
+def merged(out: str, new: dict) -> pd.DataFrame:
+    """served.csv at ``out`` with ``new`` in place of its row of the same key; the file is read
+    through ``core.readers`` (a cut, binary or foreign one is refused in one line)."""
+    if os.path.exists(out):
+        old = readers.table(out, COLUMNS, SERVED_FIX, "--out")
+    else:
+        old = pd.DataFrame(columns=COLUMNS)
+    mine = tuple(str(new[k]) for k in KEY)
+    old = old[[tuple(str(v) for v in r) != mine for r in old[KEY].itertuples(index=False, name=None)]]
+    return pd.concat([old, pd.DataFrame([new])], ignore_index=True)[COLUMNS]
+
+
 def main(argv=None) -> None:
     ap = Parser(prog="python -m specbench.import_metrics", description=__doc__.splitlines()[0])
     ap.add_argument("file")
@@ -286,17 +312,17 @@ def main(argv=None) -> None:
     ap.add_argument("--budget", type=int, default=None, help="draft tokens per step (vLLM: counted)")
     ap.add_argument("--out", default="results/served.csv")
     args = ap.parse_args(argv)
+    from .argv import check_out, fail
+
+    check_out(args.out, "--out")  # a folder, or one it cannot write: one line, exit 2, before the reading
     try:
         new = row(args)
-    except ValueError as e:
-        print(f"specbench: error: {str(e).splitlines()[0]}", file=sys.stderr)
-        sys.exit(2)
-    with lock(os.path.dirname(os.path.abspath(args.out))):
-        old = pd.read_csv(args.out) if os.path.isfile(args.out) else pd.DataFrame(columns=COLUMNS)
-        mine = tuple(str(new[k]) for k in KEY)
-        old = old[[tuple(str(v) for v in r) != mine for r in old[KEY].itertuples(index=False, name=None)]]
-        table = pd.concat([old, pd.DataFrame([new])], ignore_index=True)[COLUMNS]
-        write_text(args.out, table.to_csv(index=False, lineterminator="\n"))
+        with lock(os.path.dirname(os.path.abspath(args.out))):
+            write_text(args.out, merged(args.out, new).to_csv(index=False, lineterminator="\n"))
+    except ValueError as e:  # the dump or the served.csv it merges into refused: one line, exit 2
+        fail(str(e).splitlines()[0])
+    except OSError as e:  # the disk refused the write: one line, served.csv as it was
+        fail(os_line(e, args.out, "--out"), 1)
     steps = "gauges, no step count" if pd.isna(new["n_steps"]) else f"over {new['n_steps']} steps"
     print(f"specbench: {args.engine} tokens/step {new['tokens_per_step']:.3f} ({steps}) -> {args.out}")
 

@@ -3,15 +3,14 @@
 Imports: yaml, omegaconf, ``core.options``, ``inputs`` and the dataset, drafter, tree and verify registries
 (their registration stores options and schemas in Hydra's ConfigStore: importing this makes them composable).
 
-``from_config(cfg) -> JobSpec``: the composed config as frozen dataclasses, with one-line
-``ConfigError``s naming the key and the fix.  Defaults: conf/config.yaml's top-level ones
-(``DEFAULTS``, written nowhere else), the group option's schema (a tree policy's, verify mode's,
-dataset's registry entry; a pair's drafter, under its conf/pair/ file).  A key a group's schema
-lacks (``+group.key``, which Hydra adds to a closed node) is refused here too
-(``study.schema.unknown_key``).  ``tree_spec`` / ``verify_spec`` read one group alone;
-``checks.validate(job)`` adds the cross-field checks.  Modules below the study layer take the
-spec's plain fields, never ``cfg``.  ``JobSpec.to_dict()`` is the normalised config: what the
-config hash covers (with the content identity, ``identity.py``) and what ``config.yaml`` holds.
+``from_config(cfg) -> JobSpec``: the composed config as frozen dataclasses, with one-line ``ConfigError``s naming the
+key and the fix. Defaults: conf/config.yaml's top-level ones (``DEFAULTS``, written nowhere else), the group option's
+schema (a tree policy's, verify mode's, dataset's registry entry; a pair's drafter, under its conf/pair/ file). A key
+a group's schema lacks (``+group.key``, which Hydra adds to a closed node) is refused here too
+(``study.schema.unknown_key``). ``tree_spec`` / ``verify_spec`` read one group alone; ``checks.validate(job)`` adds
+the cross-field checks. Modules below the study layer take the spec's plain fields, never ``cfg``.
+``JobSpec.to_dict()`` is the normalised config: what the config hash covers (with the content identity,
+``identity.py``) and what ``config.yaml`` holds.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from ..verify.modes import get_mode
 from .schema import unknown_key
 
 ENGINES = ("live", "replay", "auto")
+MAX_BUDGET = 4096  # draft tokens in one tree: far past any model's useful tree, short of a static shape's memory
 GROUPS = ("pair", "tree", "verify", "dataset")
 OPTIONAL = {"replay_cache": None}  # top-level keys config.yaml leaves out (set with +key=VALUE)
 
@@ -174,12 +174,12 @@ class JobSpec:
 # --------------------------------------------------------------------------
 # typed reads: every failure names its key
 # --------------------------------------------------------------------------
-def _int(value, key: str, minimum: int | None = None, fix: str = "") -> int:
+def _int(value, key: str, minimum: int | None = None, fix: str = "", most: int = 2**40) -> int:  # torch seeds < 2**63
     ok = isinstance(value, int) and not isinstance(value, bool)
     if isinstance(value, float) and value.is_integer():
         value, ok = int(value), True
-    if not ok or (minimum is not None and value < minimum):
-        need = "an integer" + (f" >= {minimum}" if minimum is not None else "")
+    if not ok or (minimum is not None and value < minimum) or value > most:
+        need = "an integer" + (f" >= {minimum}" if minimum is not None else "") + f" and <= {most}"
         raise ConfigError(f"{key}={value!r}: must be {need}{'; ' + fix if fix else ''}")
     return value
 
@@ -284,7 +284,7 @@ def verify_spec(verify: Mapping) -> VerifySpec:
 def _tree(d: Mapping) -> TreeSpec:
     t = _section(d, "tree")
     # >= 0 here (tree=none is budget 0); whether a policy accepts 0 is the registry's call
-    budget = _int(t.get("budget"), "tree.budget", 0, "the number of draft tokens, e.g. tree.budget=16")
+    budget = _int(t.get("budget"), "tree.budget", 0, "the number of draft tokens, e.g. tree.budget=16", MAX_BUDGET)
     # an unset optional key (``trees.base.optional``) is no part of the job's identity
     unset = POLICIES.get(t["name"]).params.optional_keys() if t["name"] in POLICIES else set()
     params = {k: v for k, v in t.items() if k not in ("name", "budget") and not (v is None and k in unset)}

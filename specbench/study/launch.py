@@ -149,7 +149,7 @@ def job_folders(sweep_dir: str) -> set[str]:
 
 
 def failed_jobs(sweep_dir: str) -> tuple[list[str], list[str], int]:
-    """(failed job folders, those of them without an error.txt, number of jobs).  A job failed
+    """(failed job folders, those of them without an error.txt or rerun-error.txt, number of jobs).  A job failed
     if it left error.txt, failed in this process, or left neither a summary nor a resume
     marker: a launcher's worker (joblib, submitit) whose disk refused error.txt counts too.
     Like error.txt, this reads the sweep folder: with a fixed ``hydra.sweep.dir``, an earlier
@@ -160,7 +160,8 @@ def failed_jobs(sweep_dir: str) -> tuple[list[str], list[str], int]:
         for p in glob.glob(os.path.join(sweep_dir, "**", ERROR_FILE), recursive=True)
     }
     failed |= set(FAILED) | {d for d in jobs if not finished(d)}
-    silent = sorted(d for d in failed if not os.path.exists(os.path.join(d, ERROR_FILE)))
+    said = (ERROR_FILE, RERUN_ERROR)  # a rerun beside a finished job says why in rerun-error.txt
+    silent = sorted(d for d in failed if not any(os.path.exists(os.path.join(d, f)) for f in said))
     return sorted(failed), silent, len(jobs | failed)
 
 
@@ -176,7 +177,8 @@ class FailureReport(Callback):
                 else ""
             )
             print(
-                f"specbench: {len(failed)} of {n} jobs failed (see error.txt): {', '.join(failed)}{note}",
+                f"specbench: {len(failed)} of {n} jobs failed (see error.txt or rerun-error.txt): "
+                f"{', '.join(failed)}{note}",
                 file=sys.stderr,
             )
             sys.exit(1)

@@ -61,7 +61,6 @@ replication beside them.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -264,7 +263,7 @@ def main(argv=None) -> None:
             for r in check_prompt(pair, pr, i, modes + controls, trees, n, params, job.seed, widths, args.batch, test)
         ]
     except (ValueError, KeyError, FileNotFoundError) as e:
-        sys.exit(f"specbench: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+        fail(str(e).splitlines()[0] if str(e) else type(e).__name__)  # a bad input: one line, exit 2
     keys = {
         "pair": job.pair.name,
         "pair_id": identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params),

@@ -17,12 +17,12 @@ paths were given on the command line) is skipped with a note.
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
 import pandas as pd
 
+from ..core import readers
+from ..core.args import Parser, refuse
 from .results import OUTPUTS_FILE, first_divergence, read_csv, read_outputs, write_csv
 
 COLUMNS = [
@@ -41,6 +41,16 @@ COLUMNS = [
     "top2_margin",
 ]
 MATCH = ["pair_id", "dataset", "dtype", "max_new_tokens"]
+SUMMARY = readers.Kind(  # what it reads of summary.csv
+    "a collected summary.csv",
+    {
+        **{c: readers.Col("str") for c in ("config_hash", "pair", "verify", "tree", "dataset", "dtype")},
+        "pair_id": readers.Col("str", empty=True, optional=True),
+        "temperature": readers.Col("float", lo=0),
+        "max_new_tokens": readers.Col("int", lo=1),
+    },
+    readers.COLLECT_FIX,
+)
 
 
 def divergences(summary: pd.DataFrame, outputs: dict) -> list[dict]:
@@ -130,17 +140,19 @@ def measure(rows: list[dict]) -> tuple[list[dict], list[str]]:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m specbench.study.margins", description=__doc__.split("\n\n")[0])
+    ap = Parser(prog="python -m specbench.study.margins", description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", default="results", help="folder with summary.csv and outputs.jsonl.gz")
     args = ap.parse_args(argv)
     summary_path = os.path.join(args.results, "summary.csv")
-    if not os.path.isfile(summary_path):
-        sys.exit(f"specbench: error: {summary_path} not found; run `python -m specbench.collect` first")
-    try:
-        rows = divergences(read_csv(summary_path), read_outputs(os.path.join(args.results, OUTPUTS_FILE)))
+    outputs_path = os.path.join(args.results, OUTPUTS_FILE)
+    fix = readers.COLLECT_FIX
+    try:  # a missing, binary, cut or garbled input: one line naming it, exit 2, nothing written
+        summary = readers.read(summary_path, SUMMARY, "--results", read_csv)
+        readers.check_file(outputs_path, fix, "--results")  # JSON lines: not a CSV
+        rows = divergences(summary, read_outputs(outputs_path))
         done, notes = measure(rows) if rows else ([], [])
     except (ValueError, KeyError, FileNotFoundError) as e:
-        sys.exit(f"specbench: error: {e}")
+        refuse((str(e).strip().splitlines() or [type(e).__name__])[0])
     write_csv(pd.DataFrame(done, columns=COLUMNS), os.path.join(args.results, "divergence_margins.csv"))
     for note in notes:
         print(f"specbench: {note}")
