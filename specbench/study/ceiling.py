@@ -20,7 +20,6 @@ Imports: pandas, numpy, ``core.atomic``, ``core.args`` and ``core.readers``.
 from __future__ import annotations
 
 import os
-
 from typing import Any
 
 import numpy as np
