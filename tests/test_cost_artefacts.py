@@ -193,3 +193,17 @@ def costmodel_counts(table: pd.DataFrame):
     from specbench.report import costmodel
 
     return costmodel.counts(table.assign(scored=table.scored.replace("", np.nan)))
+
+
+def test_a_derived_basis_unranks_a_projection_never_a_measurement():
+    summ = pd.DataFrame([summary_row("live", "chain", 4), summary_row("proj", "chain", 5)])
+    df = analysis.prepare(summ)
+    speed = pd.DataFrame(
+        [
+            dict(config_hash="live", measured=1.1, measured_hash="live", projected=1.0, cost_basis="derived"),
+            dict(config_hash="proj", measured=np.nan, measured_hash="", projected=1.2, cost_basis="derived"),
+        ]
+    )
+    ann = tables.annotate(df, None, speed, pd.DataFrame(), pd.DataFrame()).set_index("config_hash")
+    assert ann.loc["live", "claim"] == "ranked"
+    assert ann.loc["proj", "claim"] == f"not ranked: {tables.DERIVED}"

@@ -172,7 +172,10 @@ def annotate(df: pd.DataFrame, steps, speed, calib: pd.DataFrame, idents: pd.Dat
     out["claim"] = [
         claim(n, c, calibration_issue(s), b)
         for n, c, s, b in zip(
-            out.get("n_prompts", pd.Series(0, index=out.index)), out.cut, out.calibration, out.cost_basis
+            out.get("n_prompts", pd.Series(0, index=out.index)),
+            out.cut,
+            out.calibration,
+            out.cost_basis.where(out.speed_basis == "projected"),  # a measured speed is no projection
         )
     ]
     return out

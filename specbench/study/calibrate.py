@@ -31,7 +31,7 @@ n = the number of positions measured; ranks with no acceptance get 0.
 
 Calibration prompts are the dataset's LAST ``max(dataset.limit, MIN_PROMPTS)`` prompts (16 at
 least: a vector from fewer ranks no Sequoia row); a study scores its first ones, and a calibration
-that would take any of the first ``n_prompts`` a results/summary.csv row of the dataset scored is
+that would take any of the first ``n_prompts`` a summary.csv row of the dataset scored (beside ``--out``) is
 refused in one line before a model loads (the report checks each row's own prompts again). They are
 recorded in the column ``prompt_ids`` (``;``-joined).
 
@@ -247,9 +247,7 @@ def main(argv=None) -> None:
         ctx = context(job)
         prompts = calibration_prompts(ctx)
         every = [pr.id for pr in ctx.prompts(ctx.tokenizer(), whole=True)]
-        check_disjoint(
-            every, [pr.id for pr in prompts], scored_count(ROOT / "results" / "summary.csv", job.dataset.name)
-        )
+        check_disjoint(every, [pr.id for pr in prompts], scored_count(out.parent / "summary.csv", job.dataset.name))
         checks.check_context(job, ctx.positions(), prompts)  # lengths vs the models' positions: no weights yet
         pair = ctx.load_pair()
         vector, n = measure(job, ident, pair, prompts, args.ranks, eos_ids(pair))
