@@ -33,12 +33,12 @@ once costs $PY -m specbench.study.costs pair=qwen_coder +costs_repeats=7 \
   '+costs_pairs=[ngram_qwen,merged_qwen,smollm_qwen,gemma_qwen,qwen_skip,qwen_coder,smollm_qwen05,gemma_qwen05,ngram_qwen05,qwen05_skip]' \
   '+costs_dtypes=[bfloat16]' hydra.run.dir="$OUT/costs"
 
-step "Sequoia acceptance vectors (results/acceptance_vector.csv) on each dataset's LAST 4 prompts"
+step "Sequoia acceptance vectors (results/acceptance_vector.csv) on each dataset's LAST 16 prompts"
 # disjoint from the scored first ones; bf16 (the study's dtype by measurement, docs/engines.md),
 # the 4 prompts' continuations in one batch
 calibrate() {  # calibrate PAIR DATASET
   once "calibrate_$1_$2" $PY -m specbench.study.calibrate pair=$1 verify=greedy dtype=bfloat16 dataset=$2 \
-    dataset.limit=4 max_new_tokens=64 batch_size=4 out_root="$OUT"
+    dataset.limit=16 max_new_tokens=64 batch_size=4 out_root="$OUT"
 }
 for ds in humaneval stdlib_code mt_bench; do calibrate qwen_coder $ds; done
 for ds in humaneval mt_bench; do calibrate qwen_skip $ds; done

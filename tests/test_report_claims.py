@@ -130,7 +130,11 @@ def test_calibration_prompts_disjoint_from_scored_prompts():
     def vec(ids):
         return pd.DataFrame([dict(pair="p", pair_id="pid", dataset="d", rank=0, p_accept=0.9, prompt_ids=ids)])
 
-    assert tables.calibration(df, sums, vec("c1;c2")).calibration.iloc[0] == "disjoint"
+    sixteen = ";".join(f"c{i}" for i in range(tables.MIN_CALIB))
+    assert tables.calibration(df, sums, vec(sixteen)).calibration.iloc[0] == "disjoint"
+    few = tables.calibration(df, sums, vec("c1;c2")).calibration.iloc[0]
+    assert few == "disjoint, 2 prompts < 16"  # disjoint, but too few to rank on
+    assert tables.claim(40, 0.0, tables.calibration_issue(few)) == "not ranked: acceptance vector from 2 prompts < 16"
     inside = tables.calibration(df, sums, vec("c1;q2"))
     assert inside.calibration.iloc[0] == "in-sample (1 shared)"
     assert tables.calibration(df, sums, vec("c1").drop(columns="prompt_ids")).calibration.iloc[0] == "not recorded"

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from specbench.report import tables
 from specbench.study import speedstats as ss
 from specbench.study.validate import speed_picks
 
@@ -255,14 +256,15 @@ def answer_row(**kw):
 def test_a_projection_never_outranks_a_measurement_and_each_table_says_its_evidence():
     walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.2, "chain N=3 (twin)": 1.2, "chain N=4": 1.22}
     bench = table(walls, run="r9")
-    answer = pd.DataFrame([answer_row(), answer_row(dataset="other", cost_basis="derived", budget=4)])
+    derived = tables.claim(64, 0.0, None, "derived")  # never ranked: the row says why
+    answer = pd.DataFrame([answer_row(), answer_row(dataset="other", cost_basis="derived", budget=4, claim=derived)])
     text = tldr_of(bench, answer)
     measured, projected = text.split("**Projected only**")
     assert "**Measured**" in measured and "| p | d | chain N=3 | 1.6" in measured  # not the projected 2.5×
     assert "| p | d | chain N=4 " not in measured and "| chain N=4 1.6" in measured  # the tie, named
     assert "A/A: plain vs plain" in measured and "2 of 2 hold" in measured
     assert "| p | d |" not in projected  # measured pairs and datasets are not ranked again by projection
-    assert "| p | other | chain N=4 (costed on a derived basis) | 2.50× [2.30, 2.70] |" in projected
+    assert "| p | other | chain N=4 (not ranked: costed on a derived basis) | 2.50× [2.30, 2.70] |" in projected
 
 
 def test_the_measured_row_is_labelled_by_the_tree_it_built():

@@ -18,7 +18,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..study.describe import DESCRIBED
+from ..study.describe import DESCRIBED, cost_aware
 from . import compare
 
 BASELINE_TREES = ("none",)
@@ -100,12 +100,21 @@ def relabel_pairs(df: pd.DataFrame | None, labels: dict[str, str], by_hash: dict
 LABEL_SKIP = ("name", "budget", "vector", "max_children")
 
 
-def shape_label(tree: str, params) -> str:
-    """``kary(width=3)``: the shape name plus its shape-defining parameters."""
+def params_of(cell) -> dict:
+    """A JSON parameters cell as a dict ({} for an empty, garbled or non-object cell)."""
     try:
-        p = json.loads(params) if isinstance(params, str) and params else {}
+        p = json.loads(cell) if isinstance(cell, str) and cell else {}
     except json.JSONDecodeError:
         p = {}
+    return p if isinstance(p, dict) else {}
+
+
+def shape_label(tree: str, params) -> str:
+    """``kary(width=3)``: the shape name plus its shape-defining parameters; a cost-aware Sequoia
+    ``sequoia(cost-aware)`` (its budget and depth are bounds: ``built_label`` names the tree it built)."""
+    p = params_of(params)
+    if cost_aware(tree, p):
+        return f"{tree}(cost-aware)"
     items = [
         f"{k}={v}"
         for k, v in sorted(p.items())
@@ -115,6 +124,35 @@ def shape_label(tree: str, params) -> str:
         and not (k == "paths" and tree != "paths")
     ]
     return f"{tree}({', '.join(items)})" if items else str(tree)
+
+
+def built_trees(steps: pd.DataFrame | None) -> pd.DataFrame:
+    """Per configuration (index config_hash): the tree it built, ``built_nodes`` (mean draft tokens
+    per step) and ``built_depth`` (its deepest step), from steps.csv."""
+    if steps is None or steps.empty or not {"tree_size", "tree_depth"} <= set(steps.columns):
+        return pd.DataFrame(columns=["built_nodes", "built_depth"])
+    g = steps.groupby("config_hash", sort=True)
+    return pd.DataFrame({"built_nodes": g.tree_size.mean().astype(float), "built_depth": g.tree_depth.max()})
+
+
+def with_built(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
+    """``df`` with ``built_nodes`` / ``built_depth`` (``built_trees``) and ``tree_budget``: the budget a
+    row is grouped and deduplicated by, its built size for a cost-aware Sequoia that built one tree
+    size in every step (its budget is only the DP's bound), else its budget."""
+    b = built_trees(steps)
+    out = df.assign(built_nodes=df.config_hash.map(b.built_nodes), built_depth=df.config_hash.map(b.built_depth))
+    aware = np.array([cost_aware(t, p) for t, p in zip(out.tree, out.tree_params)], bool)
+    whole = out.built_nodes.notna() & (out.built_nodes.round() == out.built_nodes)
+    out["tree_budget"] = np.where(aware & whole, out.built_nodes.fillna(0), out.budget).astype(int)
+    return out
+
+
+def built_label(r: dict) -> str | None:
+    """'3 nodes, depth 2 (N ≤ 64)' for a cost-aware Sequoia row with its built tree, else None."""
+    n, d = r.get("built_nodes"), r.get("built_depth")
+    if not cost_aware(r.get("tree"), r.get("tree_params")) or n is None or n != n:
+        return None
+    return f"{n:.3g} nodes, depth {int(d or 0)} (N ≤ {int(r['budget'])})"
 
 
 def cross_shapes(trees, params, resolved, labels) -> list[str]:

@@ -5,9 +5,9 @@ the drafter's model scored in that forward: the committed tokens not yet in its
 cache, then each expanded depth's nodes) plus one target forward over its
 ``tree_size + 1`` tokens (the root and the draft tokens it verified).  A drafter
 that runs no model (n-gram) is charged its measured lookup time (the step's
-``draft_s``).  Steps from before ``scored`` was recorded are charged a derived
-frontier, ``tree_depth`` forwards of about ``tree_size / tree_depth`` tokens
-(``cost_basis = derived``), never the budget's worst case.
+``draft_s``; ``cost_basis = lookup``).  Steps from before ``scored`` was recorded are
+charged a derived frontier, ``tree_depth`` forwards of about ``tree_size / tree_depth``
+tokens (``cost_basis = derived``: such a row is never ranked), never the budget's worst case.
 
 Cost curves come from results/costs.csv: per (pair, role, dtype) the median
 seconds of a forward of n tokens at each measured KV length, interpolated
@@ -185,6 +185,15 @@ def step_costs(c: Counts, draft: tuple[Curve, np.ndarray] | None, target: tuple[
     return drafting, verify, float(tc.at(1, tv))
 
 
+def basis(c: Counts, draft) -> str:
+    """``scored`` (each step's recorded draft forwards), ``lookup`` (a drafter without a model: its
+    measured lookup seconds, whatever its steps record) or ``derived`` (a model drafter's steps without
+    ``scored``: the derived frontier, never ranked)."""
+    if draft is None:
+        return "lookup"
+    return "derived" if c.derived else "scored"
+
+
 def row(curve_draws: tuple[Curve, np.ndarray] | None, b: int) -> tuple[Curve, np.ndarray] | None:
     """Draw ``b`` of a (curve, draws) pair, as step_costs takes it."""
     return None if curve_draws is None else (curve_draws[0], curve_draws[1][b])
@@ -200,7 +209,7 @@ def projection(c: Counts, draft: tuple[Curve, np.ndarray] | None, target: tuple[
         "projected": c.emitted.sum() * base / (d.sum() + v.sum()),
         "draft_s_step_model": d.sum() / c.steps.sum(),
         "verify_s_step_model": v.sum() / c.steps.sum(),
-        "cost_basis": "derived" if c.derived else "scored",
+        "cost_basis": basis(c, draft),
     }
     rng = np.random.default_rng(SEED)
     n, reps = len(c.emitted), []

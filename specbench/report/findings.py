@@ -97,7 +97,9 @@ def cross_claims(cross: pd.DataFrame) -> list[dict]:
 def calibration_claim(calib: pd.DataFrame) -> dict:
     if calib.empty:
         return claim("analysis", "calibration", "No Sequoia configuration ran, so no calibration is used.")
-    counts = calib.calibration.str.split(" ").str[0].value_counts()
+    few = calib.calibration.str.startswith("disjoint, ")  # disjoint, but from too few prompts
+    kinds = calib.calibration.str.split(" ").str[0].where(~few, f"from-fewer-than-{tables.MIN_CALIB}-prompts")
+    counts = kinds.value_counts()
     if set(counts.index) == {"not"} and calib.calibration.str.startswith("not recorded").all():
         sentence = (
             "The calibration prompts of the acceptance vectors are not recorded (results/acceptance_vector.csv "
@@ -105,10 +107,11 @@ def calibration_claim(calib: pd.DataFrame) -> dict:
             "scored on cannot be checked; their rows are not ranked."
         )
         return claim("analysis", "calibration", sentence, not_recorded=len(calib))
-    parts = [f"{n} {k}" for k, n in sorted(counts.items())]
+    parts = [f"{n} {k.replace('-', ' ')}" for k, n in sorted(counts.items())]
     sentence = (
         f"Calibration prompts against scored prompts, per Sequoia configuration: {', '.join(parts)}; an "
-        "in-sample tree, or one whose calibration prompts are not recorded, is never ranked."
+        f"in-sample tree, one calibrated on fewer than {tables.MIN_CALIB} prompts, or one whose calibration "
+        "prompts are not recorded, is never ranked."
     )
     return claim("analysis", "calibration", sentence, **{k: int(n) for k, n in counts.items()})
 

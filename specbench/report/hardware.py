@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import costmodel
+from . import analysis, costmodel
 
 RS = np.logspace(-2, 0.5, 55)  # draft-to-target cost ratio (above 1: a draft slower than the target)
 MS = np.logspace(-3, 0, 49)  # marginal cost per query token, in one-token forwards
@@ -102,6 +102,8 @@ def label(r: dict) -> str:
     """'eagle2 N=16', 'merged:chain N=4': the shape without its parameters (a merged tree's
     model part kept), and the budget."""
     shape = str(r["shape"])
+    if (built := analysis.built_label(r)) is not None:  # a cost-aware Sequoia: the tree it built
+        return f"{shape} {built}"
     name, _, args = shape.partition("(")
     part = [a.split("=", 1)[1] for a in args.rstrip(")").split(", ") if a.startswith("shape=")]
     return f"{name}{':' + part[0] if part else ''} N={int(r['budget'])}"

@@ -4,14 +4,17 @@ Per pair and dataset (greedy, each dataset's main comparison group and prompt se
 averaged across datasets): each static shape's measured tokens_per_step, the DP's prediction
 for that shape and for the DP's best tree at the same budget, from the measured acceptance
 vector.  The DP assumes acceptance independent across depths, so its "optimum" is a
-prediction, not a bound: a shape can measure above it.
+prediction, not a bound: a shape can measure above it.  And the calibration of each Sequoia row
+(``calibration``): its acceptance vector's prompts against the prompts it was scored on.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from . import analysis
+from . import analysis, compare
+
+MIN_CALIB = 16  # a ranked Sequoia tree's acceptance vector comes from at least this many calibration prompts
 
 
 def main_rows(gap: pd.DataFrame | None, df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
@@ -50,3 +53,36 @@ def pivot(rows: pd.DataFrame) -> tuple[list[list], list[str]]:
                 ]
             )
     return table, ["pair", "dataset", "shape"] + [f"N={b}" for b in budgets]
+
+
+def calibration(df: pd.DataFrame, sums: pd.DataFrame, vector: pd.DataFrame | None) -> pd.DataFrame:
+    """Per sequoia configuration: the prompts its acceptance vector was calibrated on (the vector of
+    its `calib_dataset` / `calib_pair_id`; acceptance_vector.csv `prompt_ids`, when recorded) against
+    the prompts it was scored on: disjoint (by dataset or by prompt id), in-sample, or not recorded."""
+    rows = []
+    for r in df[df.tree == "sequoia"].to_dict("records"):
+        p = analysis.params_of(r.get("tree_params"))
+        ds, pid = str(p.get("calib_dataset", r["dataset"])), str(p.get("calib_pair_id", r.get("pair_id", "")))
+        scored = set(compare.prompts_of(sums, r["config_hash"]))
+        calib = None
+        if vector is not None and "prompt_ids" in vector:
+            v = vector[vector.dataset.astype(str) == ds]
+            if "pair_id" in v and pid:
+                v = v[v.pair_id.astype(str) == pid]
+            calib = {x for cell in v.prompt_ids.dropna().astype(str) for x in cell.split(";") if x} or None
+        shared = len(calib & scored) if calib is not None else None
+        status = (
+            f"disjoint (calibrated on {ds})"
+            if ds != str(r["dataset"])
+            else "not recorded"
+            if calib is None
+            else f"in-sample ({shared} shared)"
+            if shared
+            else f"disjoint, {len(calib)} prompts < {MIN_CALIB}"
+            if len(calib) < MIN_CALIB
+            else "disjoint"
+        )
+        rows.append(
+            dict(r, n_calib=len(calib) if calib else None, n_scored=len(scored), shared=shared, calibration=status)
+        )
+    return pd.DataFrame(rows)

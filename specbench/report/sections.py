@@ -42,7 +42,7 @@ def figs(ctx, *names) -> list[str]:
 
 ANSWER_COLS = [
     ("shape", lambda r: r["shape"] + (f" (= {r['same_as']})" if isinstance(r.get("same_as"), str) else "")),
-    ("best N (tried)", lambda r: f"{int(r['budget'])} ({r['budgets']})"),
+    ("best N (tried)", lambda r: analysis.built_label(r) or f"{int(r['budget'])} ({r['budgets']})"),
     ("bracketed", lambda r: r["bracket"]),
     ("speedup", phrases.speed),
     ("tokens/step [95% CI]", lambda r: phrases.metric(r, "tokens_per_step")),
@@ -304,7 +304,9 @@ def render(ctx, link_for, tables_rel: str) -> tuple[str, dict[str, str]]:
             alpha=fixed.ALPHA,
             tables_rel=tables_rel,
             index=mainpage.index(tables_rel),
-            draft_cost_rule=speedup.DRAFT_COST_RULE,
+            draft_cost_rule=" ".join(
+                x for x in (speedup.DRAFT_COST_RULE, speedup.one_token(ctx["data"]["costs"], t.get("speed"))) if x
+            ),
             min_ranked=tables.MIN_RANKED,
             min_ci=tables.MIN_CI,
             max_cut=f"{tables.MAX_CUT:.0%}",

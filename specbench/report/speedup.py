@@ -9,7 +9,8 @@ Projected speedup = Σ emitted × t_target(1) ÷ Σ (each step's own draft and v
 cost) on the measured cost curves, with a bootstrap interval over prompts and cost
 repeats (``costmodel``; DRAFT_COST_RULE says it in the report's words).
 Measured speedup = live tokens_per_s ÷ the baseline's tokens_per_s; where both exist,
-``error`` = projected ÷ measured − 1.
+``error`` = projected_request ÷ measured − 1 (the projection with the measured prefill counted,
+``with_prefill``: the live tokens/s include it) and ``error_decode`` = projected ÷ measured − 1.
 """
 
 from __future__ import annotations
@@ -34,6 +35,50 @@ DRAFT_COST_RULE = (
     "the live rows measure what they add (speedup.csv: the per-step draft and verify seconds "
     "measured beside the model's)."
 )
+
+
+REMEASURE = "python -m specbench.study.costs pair={pair} dtype={dtype} +costs_repeats=21 results_dir=results"  # on a quiet machine (nothing else running): more repeats of every point, interleaved
+
+
+def one_token(costs: pd.DataFrame | None, speed: pd.DataFrame | None, device: str = "cpu") -> str:
+    """Where a target's one-token forward (plain decoding's step) is slower in costs.csv than its
+    two-token one: the medians and repeat ranges at each KV length, the pairs whose target it is, and
+    the projections above their own tokens per step that this explains (a step verifying k tokens
+    then costs less than a plain step), with the command that would re-measure it."""
+    if costs is None or costs.empty or not {"role", "n_tokens", "kv_len", "seconds"} <= set(costs.columns):
+        return ""
+    c = costs[
+        (costs.role == "target") & (costs.get("device", pd.Series("cpu", index=costs.index)).fillna("cpu") == device)
+    ]
+    c = c[c.n_tokens.isin([1, 2])]
+    points: dict[tuple, list[str]] = {}  # the pairs sharing a target (equal points) -> its slow KV lengths
+    for _key, g in c.groupby([k for k in ("dtype", "kv_len") if k in c], sort=True):
+        w = g.pivot_table(index="pair", columns="n_tokens", values="seconds", aggfunc="first").dropna()
+        for (_t1, _t2), grp in w[w[1] > w[2]].groupby([1, 2], sort=True):
+            one = g[g.pair == grp.index[0]].set_index("n_tokens")
+            r1, r2 = one.loc[1], one.loc[2]
+            same = tuple(sorted(g.pair[(g.n_tokens == 1) & (g.seconds == r1.seconds)]))
+            points.setdefault(same, []).append(
+                f"{r1.seconds:.3f} s ({int(r1.repeats)} repeats, {r1.seconds_min:.3f}–{r1.seconds_max:.3f}) against "
+                f"{r2.seconds:.3f} s ({r2.seconds_min:.3f}–{r2.seconds_max:.3f}) at KV {int(r1.kv_len)}"
+            )
+    out = [f"the target of {', '.join(k)}: t(1) = {' and '.join(v)}" for k, v in points.items()]
+    if not out:
+        return ""
+    text = "In costs.csv a target's one-token forward is slower than its two-token one (t(2)): " + "; ".join(out) + "."
+    if speed is not None and len(speed) and {"projected", "tokens_per_step"} <= set(speed.columns):
+        over = speed[speed.projected.astype(float) > speed.tokens_per_step.astype(float)]
+        if len(over):
+            pairs = ", ".join(sorted(set(over.pair.astype(str))))
+            text += (
+                f" Plain decoding is charged t(1) per token, so a step verifying k ≥ 1 draft tokens in a (k + 1)-token "
+                f"forward can cost less than a plain step: that is why {len(over)} projections ({pairs}) exceed "
+                f"their own tokens per step (by up to {(over.projected / over.tokens_per_step).max() - 1:.0%}). "
+                "A re-measurement on a quiet machine: `"
+                + REMEASURE.format(pair=over.get("pair_name", over.pair).iloc[0], dtype=over.dtype.iloc[0])
+                + "`."
+            )
+    return text
 
 
 def curves(costs: pd.DataFrame) -> dict:
@@ -111,6 +156,7 @@ SPEEDUP_COLUMNS = [
     "tree", "tree_params", "budget", "verify", "temperature", "tokens_per_step", "cost_basis",
     "projected", "projected_lo", "projected_hi", "measured", "measured_hash", "error",
     "draft_s_step", "draft_s_step_model", "verify_s_step", "verify_s_step_model",
+    "built_nodes", "built_depth", "prefill_s", "projected_request", "error_decode",
 ]  # fmt: skip
 
 
@@ -161,7 +207,49 @@ def speedup_table(df, summary, steps, costs, counted=None) -> pd.DataFrame:
     out = twins(out[out.projected.notna() | out.measured.notna()].reset_index(drop=True))
     out = out.merge(step_seconds(steps), on="config_hash", how="left")
     own = out.measured_hash == out.config_hash
-    out["error"] = np.where(own, out.projected / out.measured - 1, np.nan)
+    out = with_prefill(out, steps, costs)
+    out["error_decode"] = np.where(own, out.projected / out.measured - 1, np.nan)
+    out["error"] = np.where(own, out.projected_request / out.measured - 1, np.nan)
+    return out
+
+
+PREFILL_AT = 128  # the largest forward costs.csv times: the draft's prefill is the target's x t_d(128)/t_t(128)
+
+
+def prefill_seconds(steps: pd.DataFrame | None, hashes) -> pd.Series:
+    """Per plain-decoding run (config_hash): the target's prefill per prompt as that run measured it, the
+    mean over prompts of its first step's verify seconds (the prompt's forward) less the median of its
+    later steps' (one token each)."""
+    if steps is None or "verify_s" not in steps or "step" not in steps:
+        return pd.Series(dtype=float)
+    b = steps[steps.config_hash.isin(set(hashes)) & steps.verify_s.notna()]
+    first, later = b[b.step == 0], b[b.step > 0]
+    return first.groupby("config_hash").verify_s.mean() - later.groupby("config_hash").verify_s.median()
+
+
+def with_prefill(out: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.DataFrame | None) -> pd.DataFrame:
+    """A live batch-1 row's tokens/s include each prompt's prefill, which the projection (decoding alone)
+    leaves out; set against it, ``projected_request`` adds per prompt the target's prefill measured by
+    the plain run it is divided by (``prefill_s``, ``prefill_seconds``) to both sides, and the draft's
+    (``prefill_s`` x the draft/target ratio of the curves at PREFILL_AT tokens) to the speculative side.
+    Nothing is fitted: both terms are measured forward times."""
+    out = out.assign(prefill_s=np.nan, projected_request=out.projected)
+    live = (out.engine == "live") & (out.batch_size.fillna(1).astype(int) == 1) & out.projected.notna()
+    if "baseline_hash" not in out or costs is None or not live.any():
+        return out
+    pre = prefill_seconds(steps, out.baseline_hash[live].dropna())
+    for i in out.index[live]:
+        r = out.loc[i].to_dict()
+        pt = pre.get(r["baseline_hash"], np.nan)
+        where = (str(r.get("pair_name", r["pair"])), str(r["dtype"]), str(r.get("device") or "cpu"))
+        tc = costmodel.curve(costs, where[0], "target", where[1], where[2])
+        if pt != pt or tc is None:
+            continue
+        dc = costmodel.curve(costs, where[0], "draft", where[1], where[2])
+        ratio = float(dc.at(PREFILL_AT) / tc.at(PREFILL_AT)) if dc is not None else 0.0
+        p, plain = float(r["n_prompts"]), float(r["new_tokens"]) * float(tc.at(1))
+        out.loc[i, "prefill_s"] = pt
+        out.loc[i, "projected_request"] = (p * pt + plain) / (p * pt * (1 + ratio) + plain / float(r["projected"]))
     return out
 
 

@@ -4,13 +4,13 @@ identities, calibration, batch size and measured vs projected speed (pandas only
 Evidence rules (docs/report.md): a ranked or "best" claim rests on >= MIN_RANKED prompts; an
 interval from fewer than MIN_CI prompts is not printed; a budget where more than MAX_CUT of
 the steps were cut by max_new_tokens is never ranked; a Sequoia tree calibrated on the
-prompts it is scored on is never ranked.
+prompts it is scored on, or on fewer than MIN_CALIB prompts, is never ranked; a projection costed on
+a derived basis (``costmodel.basis``) is never ranked.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 
 import numpy as np
@@ -18,8 +18,10 @@ import pandas as pd
 
 from ..study import schedule, speedstats
 from . import analysis, compare, costmodel, hardware, onerun, speedup
+from .optimum import MIN_CALIB, calibration  # noqa: F401  (the calibration check of the Sequoia rows)
 
 MIN_RANKED, MIN_CI, MAX_CUT = 32, 10, 0.10
+DERIVED = "costed on a derived basis"  # its steps lack the drafter's scored tokens (costmodel.basis)
 ENGINE_WORDS = {
     "replay": "replayed from the target's greedy continuation (no target forward)",
     "live": "live speculative decoding (wall-clock timed)",
@@ -65,16 +67,20 @@ def calibration_issue(status) -> str | None:
         return "tree calibrated on the scored prompts"
     if status.startswith("not recorded"):
         return "calibration prompts not recorded"
+    if status.startswith("disjoint, "):  # 'disjoint, 4 prompts < 16'
+        return "acceptance vector from " + status.removeprefix("disjoint, ")
     return None
 
 
-def claim(n_prompts, cut, calib: str | None = None) -> str:
+def claim(n_prompts, cut, calib: str | None = None, basis=None) -> str:
     """Whether a row may carry a ranked claim, and if not, why (one short phrase)."""
     why = []
     if cut == cut and cut is not None and cut > MAX_CUT:
         why.append(f"{cut:.0%} of steps cut by max_new_tokens")
     if calib:
         why.append(calib)
+    if basis == "derived":
+        why.append(DERIVED)
     if why:
         return "not ranked: " + "; ".join(why)
     n = int(n_prompts) if n_prompts == n_prompts and n_prompts is not None else 0
@@ -106,7 +112,8 @@ def identities(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
         return pd.DataFrame()
     d = df.assign(fp=df.config_hash.map(fp)).dropna(subset=["fp"])
     rows = []
-    for _, g in d.groupby(analysis.GROUP + ["temperature", "budget", "fp"], sort=True):
+    size = "tree_budget" if "tree_budget" in d else "budget"  # a cost-aware Sequoia: the size it built
+    for _, g in d.groupby(analysis.GROUP + ["temperature", size, "fp"], sort=True):
         if g.config_hash.nunique() < 2:
             continue
         g = g.sort_values(["tree", "verify", "shape", "config_hash"], kind="mergesort")
@@ -120,6 +127,7 @@ def identities(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
                     ref_mode=ref["mode"],
                     ref_tree=ref["tree"],
                     ref_verify=ref["verify"],
+                    ref_budget=ref["budget"],
                 )
             )
     return pd.DataFrame(rows)
@@ -128,45 +136,6 @@ def identities(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
 # --------------------------------------------------------------------------
 # calibration of the Sequoia trees
 # --------------------------------------------------------------------------
-def _params(cell) -> dict:
-    try:
-        p = json.loads(cell) if isinstance(cell, str) and cell else {}
-    except json.JSONDecodeError:
-        p = {}
-    return p if isinstance(p, dict) else {}
-
-
-def calibration(df: pd.DataFrame, sums: pd.DataFrame, vector: pd.DataFrame | None) -> pd.DataFrame:
-    """Per sequoia configuration: the prompts its acceptance vector was calibrated on (the vector of
-    its `calib_dataset` / `calib_pair_id`; acceptance_vector.csv `prompt_ids`, when recorded) against
-    the prompts it was scored on: disjoint (by dataset or by prompt id), in-sample, or not recorded."""
-    rows = []
-    for r in df[df.tree == "sequoia"].to_dict("records"):
-        p = _params(r.get("tree_params"))
-        ds, pid = str(p.get("calib_dataset", r["dataset"])), str(p.get("calib_pair_id", r.get("pair_id", "")))
-        scored = set(compare.prompts_of(sums, r["config_hash"]))
-        calib = None
-        if vector is not None and "prompt_ids" in vector:
-            v = vector[vector.dataset.astype(str) == ds]
-            if "pair_id" in v and pid:
-                v = v[v.pair_id.astype(str) == pid]
-            calib = {x for cell in v.prompt_ids.dropna().astype(str) for x in cell.split(";") if x} or None
-        shared = len(calib & scored) if calib is not None else None
-        status = (
-            f"disjoint (calibrated on {ds})"
-            if ds != str(r["dataset"])
-            else "not recorded"
-            if calib is None
-            else "disjoint"
-            if shared == 0
-            else f"in-sample ({shared} shared)"
-        )
-        rows.append(
-            dict(r, n_calib=len(calib) if calib else None, n_scored=len(scored), shared=shared, calibration=status)
-        )
-    return pd.DataFrame(rows)
-
-
 # --------------------------------------------------------------------------
 # the answer tables
 # --------------------------------------------------------------------------
@@ -195,14 +164,19 @@ def annotate(df: pd.DataFrame, steps, speed, calib: pd.DataFrame, idents: pd.Dat
     status = dict(zip(calib.config_hash, calib.calibration)) if len(calib) else {}
     out["calibration"] = out.config_hash.map(status)
     same = (
-        dict(zip(idents.config_hash, [f"{s} N={int(b)}" for s, b in zip(idents.ref_shape, idents.budget)]))
+        dict(zip(idents.config_hash, [f"{s} N={int(b)}" for s, b in zip(idents.ref_shape, idents.ref_budget)]))
         if len(idents)
         else {}
     )
     out["same_as"] = out.config_hash.map(same)
     out["claim"] = [
-        claim(n, c, calibration_issue(s))
-        for n, c, s in zip(out.get("n_prompts", pd.Series(0, index=out.index)), out.cut, out.calibration)
+        claim(n, c, calibration_issue(s), b)
+        for n, c, s, b in zip(
+            out.get("n_prompts", pd.Series(0, index=out.index)),
+            out.cut,
+            out.calibration,
+            out.cost_basis.where(out.speed_basis == "projected"),  # a measured speed is no projection
+        )
     ]
     return out
 
@@ -298,7 +272,7 @@ def sibling_orders(df: pd.DataFrame) -> dict:
     if "sibling_order" in df:
         return {h: o for h, o in zip(df.config_hash, df.sibling_order) if isinstance(o, str) and o}
     if "verify_params" in df:
-        got = {h: _params(p).get("sibling_order") for h, p in zip(df.config_hash, df.verify_params)}
+        got = {h: analysis.params_of(p).get("sibling_order") for h, p in zip(df.config_hash, df.verify_params)}
         return {h: o for h, o in got.items() if o}
     return {}
 
@@ -366,7 +340,7 @@ def setup_pairs(summary: pd.DataFrame) -> pd.DataFrame:
 def compute(data: dict) -> dict:
     """Every table of the report from the loaded inputs (`load.load`)."""
     summary, steps = data["summary"], data["steps"]
-    df = analysis.prepare(summary)
+    df = analysis.with_built(analysis.prepare(summary), steps)
     sums = prompt_sums(steps)
     counted = costmodel.StepCounts(steps) if steps is not None else None  # shared: projection, phase diagram
     speed = speedup.speedup_table(df, summary, steps, data["costs"], counted)

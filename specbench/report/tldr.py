@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import hardware, measured, phrases, tables
+from . import analysis, hardware, measured, phrases, tables
 from .markdown import table
 
 
 def label(r: dict, shapes: set[str]) -> str:
     """'binary N=3': the shape's name and budget; its parameters only where another of ``shapes``
-    (the pair's recommended shapes) has the same name; the tokens it drafts where fewer than N."""
+    (the pair's recommended shapes) has the same name; the tokens it drafts where fewer than N; a
+    cost-aware Sequoia by the tree it built ('sequoia(cost-aware) 3 nodes, depth 2 (N ≤ 64)')."""
+    if analysis.built_label(r) is not None:
+        return hardware.label(r)
     name = hardware.label({**r, "budget": 0})
     same = {s for s in shapes if hardware.label({"shape": s, "budget": 0}) == name}
     text = hardware.label(r) if len(same) < 2 else f"{r['shape']} N={int(r['budget'])}"
@@ -73,12 +76,11 @@ def modelled(t: dict, r: dict, pt: dict) -> dict | None:
 
 
 def note(r: dict) -> str:
-    """' (largest tried)' where the best budget is an edge of the grid, ' (one budget tried)', ' (costed
-    on a derived basis)' where its steps lack the drafter's scored tokens, and the claim unless ranked."""
+    """' (largest tried)' where the best budget is an edge of the grid, ' (one budget tried)', and the
+    claim unless ranked (a row costed on a derived basis is never ranked: its claim names it)."""
     edge = str(r.get("bracket", ""))
     where = [edge.split("(")[0].removeprefix("edge: ").strip()] if edge.startswith("edge") else []
     where += [edge] if edge == "one budget tried" else []
-    where += ["costed on a derived basis"] if r.get("cost_basis") == "derived" else []
     return "".join(f" ({w})" for w in where + ([] if tables.is_ranked(r["claim"]) else [r["claim"]]))
 
 

@@ -29,9 +29,11 @@ position.
   stores them, which is what a static shape's rank paths address).
 n = the number of positions measured; ranks with no acceptance get 0.
 
-Calibration prompts are the dataset's LAST ``dataset.limit`` prompts (a study scores
-its first ones, so the two are disjoint unless a study takes nearly the whole set;
-the report checks), recorded in the column ``prompt_ids`` (``;``-joined).
+Calibration prompts are the dataset's LAST ``max(dataset.limit, MIN_PROMPTS)`` prompts (16 at
+least: a vector from fewer ranks no Sequoia row); a study scores its first ones, and a calibration
+that would take any of the first ``n_prompts`` a summary.csv row of the dataset scored (beside ``--out``) is
+refused in one line before a model loads (the report checks each row's own prompts again). They are
+recorded in the column ``prompt_ids`` (``;``-joined).
 
 Writes results/acceptance_vector.csv (columns pair, pair_id, dataset, verify,
 temperature, rank, p_accept, n, prompt_ids) atomically, replacing the rows of the same
@@ -188,11 +190,32 @@ def write_vector(path: Path, key: dict, vector: list[float], n: int, prompt_ids:
         atomic_write(path, write)
 
 
+MIN_PROMPTS = 16  # a vector from fewer calibration prompts ranks no Sequoia row (report.tables.MIN_CALIB)
+
+
 def calibration_prompts(ctx) -> list:
-    """The dataset's last ``dataset.limit`` prompts (all of them without a limit)."""
+    """The dataset's last ``max(dataset.limit, MIN_PROMPTS)`` prompts (all of them without a limit)."""
     every = ctx.prompts(ctx.tokenizer(), whole=True)
     limit = ctx.job.dataset.limit
-    return every[-limit:] if limit else every
+    return every[-max(limit, MIN_PROMPTS) :] if limit else every
+
+
+def scored_count(summary: Path, dataset: str) -> int:
+    """The most prompts any study row of ``dataset`` scored (its first ones), from a summary.csv; 0 without one."""
+    if not summary.exists():
+        return 0
+    with open(summary, newline="") as f:
+        return max((int(r.get("n_prompts") or 0) for r in csv.DictReader(f) if r.get("dataset") == dataset), default=0)
+
+
+def check_disjoint(ids: list[str], calib: list[str], scored: int) -> None:
+    """Refuse calibration prompts that a study scores (the dataset's first ``scored`` of ``ids``), in one line."""
+    shared = sorted(set(calib) & set(ids[:scored]))
+    if shared:
+        raise ValueError(
+            f"calibration prompts {shared[0]}.. ({len(shared)}) are among the first {scored} the study scores "
+            f"(results/summary.csv): lower dataset.limit below {len(ids) - scored + 1}"
+        )
 
 
 def main(argv=None) -> None:
@@ -222,6 +245,8 @@ def main(argv=None) -> None:
         ident = identity.job_identity(job)
         ctx = context(job)
         prompts = calibration_prompts(ctx)
+        every = [pr.id for pr in ctx.prompts(ctx.tokenizer(), whole=True)]
+        check_disjoint(every, [pr.id for pr in prompts], scored_count(out.parent / "summary.csv", job.dataset.name))
         checks.check_context(job, ctx.positions(), prompts)  # lengths vs the models' positions: no weights yet
         pair = ctx.load_pair()
         vector, n = measure(job, ident, pair, prompts, args.ranks, eos_ids(pair))

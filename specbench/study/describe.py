@@ -33,6 +33,18 @@ import yaml
 DESCRIBED = ("tree_resolved", "mode_family", "baseline_of", "token_level_on", "frontier_rule")
 
 
+def cost_aware(tree, params) -> bool:
+    """Whether a row's tree is Sequoia's hardware-aware size (``tree.costs`` given): its budget is an
+    upper bound, the tree it builds is what the DP picked on the cost curves (``trees.sequoia``)."""
+    if str(tree) != "sequoia":
+        return False
+    try:
+        p = json.loads(params) if isinstance(params, str) and params else (params or {})
+    except json.JSONDecodeError:
+        return False
+    return isinstance(p, Mapping) and bool(p.get("costs"))
+
+
 def tree_resolved(tree: str, params: Mapping | None) -> str:
     """``tree_resolved`` of a row: the resolved parameters as sorted JSON."""
     from ..trees.policies import resolved_params

@@ -23,6 +23,7 @@ import pandas as pd
 from ..core import readers
 from ..core.args import Parser
 from ..trees.policies import policy_spec
+from .describe import cost_aware
 from .results import read_csv
 
 
@@ -48,10 +49,19 @@ def projected(speed: pd.DataFrame, pair: str, dataset: str) -> pd.DataFrame:
     return g.sort_values(["projected", "tree", "budget"], ascending=[False, True, True], kind="mergesort")
 
 
+def addressable(g: pd.DataFrame) -> pd.DataFrame:
+    """The rows a (tree, budget) pair re-runs: a cost-aware Sequoia row is left out (``tree=sequoia
+    tree.budget=64`` alone would run the DP's 64-node tree, not the small tree its cost curves picked);
+    the static tree it built is in the grid under its own name."""
+    if "tree_params" not in g:
+        return g
+    return g[[not cost_aware(t, p) for t, p in zip(g.tree, g.tree_params)]]
+
+
 def picks(speed: pd.DataFrame, pair: str, dataset: str, top: int) -> list[tuple[str, int]]:
     """(tree, budget) of each static shape's best projection and of the top ``top`` overall,
     from the replayed greedy rows of the longest study (``max_new_tokens``) of this pair and dataset."""
-    g = projected(speed, pair, dataset)
+    g = addressable(projected(speed, pair, dataset))
     chosen = [(t, int(b)) for t, b in zip(g.tree, g.budget)][:top]
     for tree, s in g[g.tree.map(static)].groupby("tree", sort=True):
         chosen.append((tree, int(s.budget.iloc[0])))
@@ -62,11 +72,13 @@ def speed_picks(speed: pd.DataFrame, pair: str, dataset: str, most: int = 6) -> 
     """The interleaved benchmark's candidates (``study.speed``), at most ``most``: the projected top
     three, the budgets either side of the top's in its shape's grid (so a measured optimum is
     bracketed), then each other shape's best whose projected interval overlaps the top's.  Rows
-    costed on a derived basis are left out where the pair has scored ones (an n-gram pair has none), and configurations that build the same trees (equal
-    tokens per step and projection: binary N=3 and medusa63 N=3) are taken once."""
-    g = projected(speed, pair, dataset)
-    if "cost_basis" in g and (g.cost_basis == "scored").any():  # an n-gram pair runs no draft model: all derived
-        g = g[g.cost_basis == "scored"]
+    costed on a derived basis and cost-aware Sequoia rows (``addressable``) are left out, and configurations
+    that build the same trees (equal tokens per step and projection: binary N=3 and medusa63 N=3) are taken once."""
+    g = addressable(projected(speed, pair, dataset))
+    if "cost_basis" in g:  # a derived basis is never ranked (an n-gram pair's rows are costed on ``lookup``)
+        g = g[g.cost_basis.astype(str) != "derived"]
+    if g.empty:
+        raise ValueError(f"pair={pair} dataset={dataset}: every projection is costed on a derived basis (re-run it)")
     whole = g
     g = g.assign(_same=g.tokens_per_step.astype(float).round(6).astype(str) + g.projected.round(6).astype(str))
     g = g.drop_duplicates("_same")
