@@ -35,7 +35,7 @@ once costs $PY -m specbench.study.costs pair=qwen_coder +costs_repeats=7 \
 
 step "Sequoia acceptance vectors (results/acceptance_vector.csv) on each dataset's LAST 16 prompts"
 # disjoint from the scored first ones; bf16 (the study's dtype by measurement, docs/engines.md),
-# the 4 prompts' continuations in one batch
+# the prompts' continuations in batches of 4
 calibrate() {  # calibrate PAIR DATASET
   once "calibrate_$1_$2" $PY -m specbench.study.calibrate pair=$1 verify=greedy dtype=bfloat16 dataset=$2 \
     dataset.limit=16 max_new_tokens=64 batch_size=4 out_root="$OUT"
