@@ -39,6 +39,7 @@ def summary_rows() -> pd.DataFrame:
                 seed=0,
                 max_new_tokens=128,
                 dtype="bfloat16",
+                batch_size=32,
             )
         )
     live = dict(rows[0], config_hash="live", engine="live", tree="eagle2")  # not replayed: never sampled
@@ -87,6 +88,10 @@ def test_compare_passes_identical_steps_and_names_what_differs(tmp_path):
     line = recheck.verdict(check)
     assert not check.identical.any() and line.startswith("acceptance-sample check: FAIL: 1 of 1 prompts differ")
     assert "accepted" in line and "emitted" in line and "tree_size" not in line.split("columns")[1]
+    # where they part: the first step agrees, the second differs; the batches each side ran in
+    assert check.same_prefix_steps.iloc[0] == 1 and check.committed_batch.iloc[0] == 32
+    assert "agree on their first 1-1 steps (median 33% of their steps)" in line
+    assert "(committed at batch 32, re-derived at batch 1)" in line
     assert len(line.splitlines()) == 1
     assert recheck.verdict(check.iloc[:0]).startswith("acceptance-sample check: FAIL: nothing")
 

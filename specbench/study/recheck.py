@@ -122,6 +122,7 @@ def compare(summary: pd.DataFrame, steps: pd.DataFrame, runs: str) -> pd.DataFra
     """One row per re-derived (configuration, prompt): its step count and each column equal or not."""
     committed = replayed(summary)
     want = dict(zip(_key(committed), committed.config_hash))
+    batch = dict(zip(committed.config_hash, committed.batch_size)) if "batch_size" in committed else {}
     out = []
     for path in sorted(glob.glob(os.path.join(runs, "**", "steps.csv"), recursive=True)):
         if "paired" in path.split(os.sep):
@@ -134,12 +135,24 @@ def compare(summary: pd.DataFrame, steps: pd.DataFrame, runs: str) -> pd.DataFra
             g = g.sort_values("step")
             row = {"config_hash": chash or "", **{k: g[k].iloc[0] for k in SAME}, "prompt_id": pid}
             row.update(steps=len(g), committed_steps=len(o), found=bool(len(o)))
+            row["committed_batch"] = batch.get(chash, float("nan"))
+            row["batch"] = new.prompt_id.nunique()  # jobs() runs its prompts as one batch
             same_n = len(o) == len(g)
             for c in COLUMNS:
                 row[f"same_{c}"] = bool(same_n and (o[c].map(_text).values == g[c].map(_text).values).all())
+            row["same_prefix_steps"] = _same_prefix(o, g)
             row["identical"] = bool(len(o)) and same_n and all(row[f"same_{c}"] for c in COLUMNS)
             out.append(row)
     return pd.DataFrame(out)
+
+
+def _same_prefix(old: pd.DataFrame, new: pd.DataFrame) -> int:
+    """How many first steps agree in every column (where two decodes part, if they do)."""
+    n = min(len(old), len(new))
+    eq = pd.Series(True, index=range(n))
+    for c in COLUMNS:
+        eq &= pd.Series(old[c].head(n).map(_text).values == new[c].head(n).map(_text).values)
+    return int(n if eq.all() else eq.values.argmin())
 
 
 def verdict(check: pd.DataFrame) -> str:
@@ -156,6 +169,26 @@ def verdict(check: pd.DataFrame) -> str:
     return (
         f"acceptance-sample check: FAIL: {len(bad)} of {n} prompts differ ({what}"
         f"{', ...' if len(bad) > 5 else ''}; columns {', '.join(cols) or 'none'}; {missing} without a committed row)"
+        + _where(bad[bad.found])
+    )
+
+
+def _where(bad: pd.DataFrame) -> str:
+    """Where the differing prompts part: their first steps agree, and the batch the committed ones ran in
+    (a replayed continuation is computed ``batch_size`` prompts per forward: in bf16 a padded batch can
+    resolve a near-tie differently from a batch of one)."""
+    if bad.empty or "same_prefix_steps" not in bad:
+        return ""
+    share = bad.same_prefix_steps / bad[["steps", "committed_steps"]].min(axis=1).clip(lower=1)
+    batches = sorted({int(b) for b in bad.committed_batch.dropna()})
+    return (
+        f"; the differing prompts agree on their first {int(bad.same_prefix_steps.min())}-"
+        f"{int(bad.same_prefix_steps.max())} steps (median {share.median():.0%} of their steps) before they part"
+        + (
+            f" (committed at batch {'/'.join(map(str, batches))}, re-derived at batch {int(bad.batch.max())})"
+            if batches
+            else ""
+        )
     )
 
 
