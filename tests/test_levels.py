@@ -85,5 +85,8 @@ def test_no_module_uses_threads():
     """The loop drives drafting: nothing in specbench starts threads or waits on them."""
     root = pathlib.Path(__file__).resolve().parents[1] / "specbench"
     pattern = re.compile(r"^\s*(import threading|from threading|from concurrent|import concurrent)", re.M)
-    offenders = [str(p) for p in root.rglob("*.py") if pattern.search(p.read_text())]
+    # the one exception, with its reason: a sweep's progress bar follows the job folders from the process
+    # that launches the sweep (Hydra's callback), outside every decode
+    allowed = {root / "study" / "progress.py"}
+    offenders = [str(p) for p in root.rglob("*.py") if p not in allowed and pattern.search(p.read_text())]
     assert offenders == []

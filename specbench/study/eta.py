@@ -47,7 +47,7 @@ STEPS: tuple[Step | str, ...] = (  # a phase's name stands for its plan sweeps, 
         "forward costs per pair (bf16, the study's dtype) and the environment "
         "(results/costs.csv, results/environment.json)",
     ),
-    Step("calibrate", "Sequoia acceptance vectors (results/acceptance_vector.csv) on each dataset's LAST 4 prompts"),
+    Step("calibrate", "Sequoia acceptance vectors (results/acceptance_vector.csv) on each dataset's LAST 16 prompts"),
     HOUR,
     Step("projection", "study: projection of the replayed grids ($OUT/projected/speedup.csv)"),
     Step(
