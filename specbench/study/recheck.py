@@ -137,22 +137,21 @@ def compare(summary: pd.DataFrame, steps: pd.DataFrame, runs: str) -> pd.DataFra
             row.update(steps=len(g), committed_steps=len(o), found=bool(len(o)))
             row["committed_batch"] = batch.get(chash, float("nan"))
             row["batch"] = new.prompt_id.nunique()  # jobs() runs its prompts as one batch
-            same_n = len(o) == len(g)
-            for c in COLUMNS:
-                row[f"same_{c}"] = bool(same_n and (o[c].map(_text).values == g[c].map(_text).values).all())
-            row["same_prefix_steps"] = _same_prefix(o, g)
-            row["identical"] = bool(len(o)) and same_n and all(row[f"same_{c}"] for c in COLUMNS)
+            row.update(_agreement(o, g))
+            row["identical"] = bool(len(o)) and all(row[f"same_{c}"] for c in COLUMNS)
             out.append(row)
     return pd.DataFrame(out)
 
 
-def _same_prefix(old: pd.DataFrame, new: pd.DataFrame) -> int:
-    """How many first steps agree in every column (where two decodes part, if they do)."""
+def _agreement(old: pd.DataFrame, new: pd.DataFrame) -> dict:
+    """Each column equal at every step (and the same step count), and how many first steps agree in
+    every column (where two decodes part, if they do): one comparison per column."""
     n = min(len(old), len(new))
-    eq = pd.Series(True, index=range(n))
-    for c in COLUMNS:
-        eq &= pd.Series(old[c].head(n).map(_text).values == new[c].head(n).map(_text).values)
-    return int(n if eq.all() else eq.values.argmin())
+    eq = {c: old[c].head(n).map(_text).values == new[c].head(n).map(_text).values for c in COLUMNS}
+    row: dict = {f"same_{c}": bool(len(old) == len(new) and eq[c].all()) for c in COLUMNS}
+    every = pd.DataFrame(eq, index=range(n)).all(axis=1).to_numpy()
+    row["same_prefix_steps"] = int(n if every.all() else every.argmin())
+    return row
 
 
 def verdict(check: pd.DataFrame) -> str:
