@@ -9,7 +9,7 @@ import pytest
 from mounts import ro_mount, tiny_tmpfs  # noqa: F401  (fixtures)
 from specbench.study.collect import CollectError, job_dirs, merge
 from specbench.study.collect import main as collect_main
-from specbench.study.describe import DESCRIBED
+from specbench.study.columns import DESCRIBED
 from specbench.study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
 
 

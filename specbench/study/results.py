@@ -29,46 +29,13 @@ from omegaconf import OmegaConf
 from scipy import stats
 
 from ..core.atomic import atomic_write, atomic_write_many, gzip_bytes, gzipped, open_text, recover
-from .describe import DESCRIBED
+from .columns import DESCRIBED
+from .describe import job_columns
 
 if TYPE_CHECKING:  # the report reads CSVs through this module: no torch import here
     from .identity import Identity
     from .jobspec import JobSpec
 
-KEY_COLUMNS = [
-    "config_hash",
-    "run_id",
-    "pair",
-    "pair_id",
-    "draft",
-    "target",
-    "tree",
-    "tree_params",
-    "budget",
-    "verify",
-    "lossless",
-    "temperature",
-    "draft_temperature",
-    "top_p",
-    "dataset",
-    "seed",
-    "max_new_tokens",
-    "dtype",
-    "device",
-    "engine",
-    "batch_size",
-    "pair_key",
-    "pair_role",
-    "child_rule",
-    "sibling_order",
-    *DESCRIBED,
-]
-# pair_key: the config_hash of the decode whose drafted trees (and target rows) the row verified;
-# pair_role: "decode" (the mode the decode followed) or "paired" (a verify.paired_with mode on
-# those trees).  Rows sharing a pair_key were verified on the same trees.
-# child_rule, sibling_order: how the row's mode drafts and tries siblings (verify.modespec.row_tags).
-# DESCRIBED (tree_resolved, mode_family, baseline_of, token_level_on, frontier_rule): what the row's
-# registry entries declare, so the report reads data only (study.describe).
 N_BOOT = 1000
 
 
@@ -114,7 +81,6 @@ def _described(job: JobSpec) -> dict:
     """The mode's row tags and every described column (torch: imported only when rows are written)."""
     from ..verify.modes import get_mode
     from ..verify.modespec import row_tags
-    from .describe import job_columns
 
     spec = get_mode(job.verify.name)
     tags = row_tags(spec, spec.params(job.verify.params))
