@@ -124,9 +124,14 @@ def test_imports_only_go_down(path):
 
 
 def test_report_imports_no_model_code():
+    """The report imports core, study and, of attention/, only the torch-free heatmap (which imports
+    nothing from specbench): the benchmark and the report draw it with one function."""
     for path in (PKG / "report").glob("*.py"):
-        bad = {layer for layer, _ in _imported_layers(path)} - {"report", "study", "core"}
+        bad = {layer for layer, _ in _imported_layers(path)} - {"report", "study", "core", "attention"}
         assert not bad, (path.name, bad)
+        attention = {m for m in _imports(path) if m.startswith("specbench.attention")}
+        assert attention <= {"specbench.attention.heatmap"}, (path.name, attention)
+    assert not _imports(PKG / "attention" / "heatmap.py")
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(PKG)))
