@@ -221,12 +221,6 @@ def scan(roots) -> Scan:
     return out
 
 
-def job_dirs(roots) -> tuple[list[str], list[str]]:
-    """(finished job folders, skipped folders) under roots (paired folders with their primary)."""
-    s = scan(roots)
-    return sorted({j.source for j in s.jobs}), sorted(d for _, d, _ in s.skipped)
-
-
 # --------------------------------------------------------------------------
 # merging
 # --------------------------------------------------------------------------
@@ -327,11 +321,6 @@ def derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> dict[str, p
 
         tables["gap_to_optimum.csv"] = gap_to_optimum(summary, vectors)
     return tables
-
-
-def write_derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> None:
-    """The derived tables (``derived``) replaced together (for tools that build results/ without job folders)."""
-    atomic_write_many({os.path.join(out, name): csv_writer(df) for name, df in derived(out, summary, steps).items()})
 
 
 def write_all(out: str, summary, steps, outputs, tables: dict) -> None:

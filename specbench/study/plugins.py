@@ -89,13 +89,6 @@ def config_dirs(searchpath=()) -> list[str] | None:
     return None if extra is None else [CONF_DIR, *extra]
 
 
-def hydra_searchpath() -> list[str]:
-    """The running Hydra app's ``hydra.searchpath`` ([] outside one)."""
-    from hydra.core.hydra_config import HydraConfig
-
-    return list(HydraConfig.get().searchpath) if HydraConfig.initialized() else []
-
-
 def option_file(group: str, option: str, dirs=None) -> str | None:
     """The file of ``group=option`` in conf/ or (``dirs``) the search path's folders, else None."""
     for d in dirs or [CONF_DIR]:
