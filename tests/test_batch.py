@@ -220,7 +220,9 @@ def test_batched_cache_records_match_batch1_under_the_same_keys(tiny_draft, tiny
         DiskCache(tmp_path / "b"), tiny_target, tiny_draft, key, draft_key, prompts, batch_size=4
     )
     single = DiskCache(tmp_path / "s")
-    assert batched == [replay.cached_ranks(single, tiny_target, tiny_draft, key, draft_key, p) for p in prompts]
+    assert batched == [
+        replay.cached_ranks_many(single, tiny_target, tiny_draft, key, draft_key, [p])[0] for p in prompts
+    ]
     assert sorted(p.name for p in (tmp_path / "b").rglob("*.json")) == sorted(
         p.name for p in (tmp_path / "s").rglob("*.json")
     )  # the same keys

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from mounts import ro_mount, tiny_tmpfs  # noqa: F401  (fixtures)
-from specbench.study.collect import CollectError, job_dirs, merge
+from specbench.study.collect import CollectError, frames, merge, newest, scan
 from specbench.study.collect import main as collect_main
-from specbench.study.describe import DESCRIBED
+from specbench.study.columns import DESCRIBED
 from specbench.study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
 
 
@@ -36,7 +36,8 @@ def test_float_looking_hashes_survive_collect(tmp_path):
         pd.DataFrame([{"config_hash": h, "prompt_id": "0", "step": 0, "emitted": 1}]).to_csv(
             d / "steps.csv", index=False
         )
-    summary, steps, _ = merge(job_dirs([str(tmp_path)])[0])
+    found = scan([str(tmp_path)])
+    summary, steps, _ = frames(newest(found.jobs, found.skipped))
     assert sorted(summary.config_hash) == ["0af82bef9817", "123456789012", "1e5", "3726142e8142"]
     assert len(steps) == 4
 

@@ -33,6 +33,82 @@ def _imported_layers(path: Path):
             yield (node.module or "").split(".")[0], node.lineno
 
 
+def _module(path: Path) -> str:
+    """``specbench.study.results`` for specbench/study/results.py (a package: its __init__'s name)."""
+    parts = path.relative_to(PKG.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module(p): p for p in FILES}
+
+
+def _type_checking(node: ast.stmt) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in {getattr(test, "id", None), getattr(test, "attr", None)}
+
+
+def _imports(path: Path) -> set[str]:
+    """The specbench modules ``path`` imports anywhere, at module level or inside a function (an
+    ``if TYPE_CHECKING:`` block runs never: left out); ``from . import x`` of a module is that module."""
+    me = _module(path)
+    here = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    out, todo = set(), list(ast.parse(path.read_text()).body)
+    while todo:
+        node = todo.pop()
+        if _type_checking(node):
+            todo.extend(node.orelse)
+            continue
+        todo.extend(n for n in ast.iter_child_nodes(node) if isinstance(n, ast.stmt))
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = here.split(".")[: len(here.split(".")) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            out.update(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names)
+    return {m for m in out if m in MODULES and m != me}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected set of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = stack[stack.index(v) :]
+            del stack[stack.index(v) :]
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle():
+    """No two specbench modules import each other, directly or through others, counting imports
+    inside functions too (an import moved into a function to cut a circle still is one)."""
+    assert not _circles({m: _imports(p) for m, p in MODULES.items()})
+
+
+def test_the_circle_check_finds_one():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert "specbench.study.columns" in _imports(PKG / "study" / "results.py")
+
+
 def test_every_sub_package_is_a_known_layer_with_a_docstring():
     subs = {p.parent.name for p in FILES if p.parent != PKG and p.parent.parent == PKG}
     assert subs == set(LAYER), subs ^ set(LAYER)
@@ -48,9 +124,14 @@ def test_imports_only_go_down(path):
 
 
 def test_report_imports_no_model_code():
+    """The report imports core, study and, of attention/, only the torch-free heatmap (which imports
+    nothing from specbench): the benchmark and the report draw it with one function."""
     for path in (PKG / "report").glob("*.py"):
-        bad = {layer for layer, _ in _imported_layers(path)} - {"report", "study", "core"}
+        bad = {layer for layer, _ in _imported_layers(path)} - {"report", "study", "core", "attention"}
         assert not bad, (path.name, bad)
+        attention = {m for m in _imports(path) if m.startswith("specbench.attention")}
+        assert attention <= {"specbench.attention.heatmap"}, (path.name, attention)
+    assert not _imports(PKG / "attention" / "heatmap.py")
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(PKG)))

@@ -12,7 +12,8 @@ import pandas as pd
 from conftest import docs_text
 from specbench.engine.records import StepRecord
 from specbench.study import calibrate, lossless, margins
-from specbench.study.results import KEY_COLUMNS, summarize
+from specbench.study.columns import KEY_COLUMNS
+from specbench.study.results import summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 

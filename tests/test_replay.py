@@ -240,8 +240,8 @@ def test_prompt_ranks_are_cached_on_disk(tiny_draft, tiny_target, tiny_tokenizer
     draft_key = {"draft": "d", "draft_temperature": 1.0, "draft_top_p": 1.0}
     store = DiskCache(tmp_path)
     prompt = tiny_tokenizer.encode("def add(a, b):")
-    first = replay.cached_ranks(store, tiny_target, tiny_draft, key, draft_key, prompt)
-    assert replay.cached_ranks(store, None, None, key, draft_key, prompt) == first  # no model call on a hit
+    [first] = replay.cached_ranks_many(store, tiny_target, tiny_draft, key, draft_key, [prompt])
+    assert replay.cached_ranks_many(store, None, None, key, draft_key, [prompt]) == [first]  # no model call on a hit
     cont = continuation(tiny_target, prompt, 16, {0})
     assert first == (replay.draft_ranks(tiny_draft, prompt, cont, 1.0), cont)
 

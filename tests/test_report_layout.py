@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from make_results import make_results  # noqa: E402
 
-from specbench.report import build, mainpage, palette, setup  # noqa: E402
+from specbench.report import build, mainpage, palette, setup, tables  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,3 +136,26 @@ def test_the_sentence_that_names_what_ran_follows_the_summary():
     assert live and "N = 3 (8 × 64); 4 (16 × 64)" in live[0]
     changed = [s for s in after if "live check" in s][0]
     assert changed != live[0] and "N = 3 (8 × 64); 1, 2, 3, 4, 6 (16 × 32); 4 (16 × 64)" in changed
+
+
+def test_the_live_check_and_its_sentence_read_one_replayed_best():
+    """#56: the answer's live checks and the setup's sentence find the replayed grid's best by one
+    rule (``tables.replayed_best``): the longest replayed run of the pair, dataset, dtype and shape,
+    whatever its budget; a live edge is relabelled only where that best is bracketed at its budget."""
+    common = dict(pair="p", dataset="he", dtype="bf16", shape="chain")
+    rows = [
+        dict(common, engine="replay", max_new_tokens=128, budget=5, budgets="1, 3, 5, 8", bracket="interior"),
+        dict(common, engine="replay", max_new_tokens=32, budget=3, budgets="1, 3, 5", bracket="interior"),
+        dict(common, engine="live", max_new_tokens=64, budget=3, budgets="3, 4", bracket="edge: smallest tried (N=3)"),
+        dict(common, engine="live", max_new_tokens=16, budget=5, budgets="5, 6", bracket="edge: smallest tried (N=5)"),
+    ]
+    ans = tables.live_checks(pd.DataFrame(rows))
+    best = tables.replayed_best(ans)
+    assert list(best) == [("p", "he", "bf16", "chain")] and best[("p", "he", "bf16", "chain")]["budget"] == 5
+    # the 32-token replayed run's best is N=3, but the longest run's is N=5: only the N=5 live check is one
+    assert list(ans.bracket[2:]) == [
+        "edge: smallest tried (N=3)",
+        "live check of the replayed grid's best (interior there)",
+    ]
+    said = [s for s in setup.bracket_sentences(ans) if "live check of chain" in s]
+    assert len(said) == 1 and "the replayed grid's best is now N=5, interior there (" in said[0]

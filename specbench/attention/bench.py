@@ -39,6 +39,7 @@ from .. import CONF_DIR
 from ..core.atomic import atomic_write, atomic_write_many, lock, staged
 from ..core.tree import paths_to_parents
 from ..trees.policies import shape_paths
+from . import heatmap
 from . import impls as ai
 from .config import all_failed, check_slice, merge_rows, read_existing, top_keys, validate
 
@@ -235,17 +236,18 @@ def publish_run(df: pd.DataFrame, out: Path, fig_dir: Path, fc) -> None:
 def draw_figures(df: pd.DataFrame, out: Path, fc) -> list[Path]:
     """attention_time_<dtype>.png: time vs tree size per implementation, a panel per (shape, batch) at
     kv_len=fc.kv_len; attention_speedup_<dtype>.png: sequential/fused time over kv_len x tree size at
-    batch=fc.batch, a panel per shape, one colour scale (the report redraws its own)."""
+    batch=fc.batch, a panel per shape, one colour scale (``attention.heatmap``, as the report draws it)."""
     import matplotlib
 
     matplotlib.use("Agg")
 
     k = df[(df.level == "kernel") & df.median_s.notna()]
     written: list[Path] = []
-    norm = _shared_ratio_norm(k[k.batch == fc.batch])
+    ratio = heatmap.ratios(k[k.batch == fc.batch])
+    norm = heatmap.shared_norm(ratio.r)
     for dt, d in k.groupby("dtype"):
         written += _time_figure(d[d.kv_len == fc.kv_len], fc, dt, out)
-        written += _speedup_figure(d[(d.batch == fc.batch) & d.impl.isin(["fused", "sequential"])], norm, fc, dt, out)
+        written += _speedup_figure(ratio[ratio.dtype == dt], norm, fc, dt, out)
     return written
 
 
@@ -287,44 +289,19 @@ def _time_figure(line: pd.DataFrame, fc, dt, out: Path) -> list[Path]:
     return [_save(fig, out / f"attention_time_{dt}.png")]
 
 
-def _speedup_figure(heat: pd.DataFrame, norm, fc, dt, out: Path) -> list[Path]:
-    """attention_speedup_<dt>.png from the fused and sequential rows at batch=fc.batch ([] without any)."""
+def _speedup_figure(ratio: pd.DataFrame, norm, fc, dt, out: Path) -> list[Path]:
+    """attention_speedup_<dt>.png: a panel per shape of ``ratio`` (``heatmap.ratios`` at batch=fc.batch),
+    drawn as the report draws it (``heatmap.draw``); [] without any."""
     import matplotlib.pyplot as plt
 
-    shapes = sorted(heat["shape"].unique())
+    shapes = sorted(ratio["shape"].unique())
     if not shapes:
         return []
     fig, axes = plt.subplots(1, len(shapes), squeeze=False, figsize=(4.2 * len(shapes), 3.6))
     for ax, s in zip(axes[0], shapes):
-        t = heat[heat["shape"] == s].pivot_table(index="kv_len", columns=["tree_size", "impl"], values="median_s")
-        sp = t.xs("sequential", axis=1, level="impl") / t.xs("fused", axis=1, level="impl")
-        im = ax.imshow(sp.to_numpy(), cmap="RdBu", norm=norm, origin="lower", aspect="auto")
-        ax.set(
-            xticks=range(sp.shape[1]),
-            xticklabels=sp.columns,
-            yticks=range(sp.shape[0]),
-            yticklabels=sp.index,
-            xlabel="tree size N",
-            ylabel="kv_len",
-            title=s,
-        )
-        for (r, c), val in np.ndenumerate(sp.to_numpy()):
-            ax.text(c, r, f"{val:.1f}", ha="center", va="center", fontsize=7)
-        fig.colorbar(im, ax=ax, label="sequential / fused time")
+        fig.colorbar(heatmap.draw(ax, ratio[ratio["shape"] == s], norm, s), ax=ax, label=heatmap.COLORBAR)
     fig.suptitle(f"fused speedup over per-branch attention, batch {fc.batch}, {dt}")
     return [_save(fig, out / f"attention_speedup_{dt}.png")]
-
-
-def _shared_ratio_norm(k: pd.DataFrame):
-    """One log colour scale, symmetric around 1, for every sequential/fused heatmap panel and dtype."""
-    from matplotlib.colors import LogNorm
-
-    piv = k[k.impl.isin(["fused", "sequential"])].pivot_table(
-        index=["shape", "dtype", "kv_len", "tree_size"], columns="impl", values="median_s"
-    )
-    r = (piv["sequential"] / piv["fused"]).dropna() if {"fused", "sequential"} <= set(piv.columns) else pd.Series([1.0])
-    lim = float(max(r.max(), 1 / r.min(), 1.01)) if len(r) else 2.0
-    return LogNorm(vmin=1 / lim, vmax=lim)
 
 
 def _save(fig, path: Path) -> Path:

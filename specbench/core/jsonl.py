@@ -7,8 +7,8 @@ from collections.abc import Iterable, Iterator
 
 
 def json_objects(lines: Iterable[str], where: str, fix: str, like: str) -> Iterator[tuple[int, dict]]:
-    """(line number, object) of each non-blank line; a ValueError '<where>:<line>: ...' for a line
-    that is not JSON (``fix``: what to do) or not a JSON object (``like``: an example of one)."""
+    """(line number, object) of each non-blank line; a ValueError '<where>:<line>: ...; <fix>' for a
+    line that is not JSON or not a JSON object (``like``: an example of one)."""
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -17,5 +17,5 @@ def json_objects(lines: Iterable[str], where: str, fix: str, like: str) -> Itera
         except json.JSONDecodeError as exc:
             raise ValueError(f"{where}:{lineno}: not valid JSON ({exc.msg}); {fix}") from None
         if not isinstance(row, dict):
-            raise ValueError(f"{where}:{lineno}: expected a JSON object like {like}")
+            raise ValueError(f"{where}:{lineno}: expected a JSON object like {like}; {fix}")
         yield lineno, row

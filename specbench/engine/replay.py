@@ -238,13 +238,6 @@ def cached_continuations(
     )
 
 
-def cached_ranks(
-    store: DiskCache, target, draft, key: dict, draft_key: dict, prompt_ids: Sequence[int]
-) -> tuple[list[int], list[int]]:
-    """(draft ranks of c, c) of one prompt (``cached_ranks_many``)."""
-    return cached_ranks_many(store, target, draft, key, draft_key, [prompt_ids])[0]
-
-
 def cached_ranks_many(
     store: DiskCache,
     target,

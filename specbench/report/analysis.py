@@ -18,7 +18,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..study.describe import DESCRIBED, cost_aware
+from ..study.columns import DESCRIBED
+from ..study.describe import cost_aware
 from . import compare
 
 BASELINE_TREES = ("none",)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.colors import LogNorm
 from matplotlib.lines import Line2D
 
+from ..attention import heatmap
 from . import analysis, figures, palette
 
 
@@ -288,38 +288,17 @@ def fig_attention_time(kern: pd.DataFrame) -> figures.Fig | None:
 
 
 def fig_attention_ratio(kern: pd.DataFrame) -> figures.Fig | None:
-    """sequential ÷ fused over KV length × tree size at batch 1, one shared colour scale."""
-    k = kern[(kern.batch == ATTN["batch"]) & kern.impl.isin(["fused", "sequential"])]
-    if k.empty:
-        return None
-    piv = k.pivot_table(index=["shape", "dtype", "kv_len", "tree_size"], columns="impl", values="median_s")
-    if not {"fused", "sequential"} <= set(piv.columns):
-        return None
-    ratio = (piv.sequential / piv.fused).dropna().rename("r").reset_index()
+    """sequential ÷ fused over KV length × tree size at batch 1, one shared colour scale (``attention.heatmap``)."""
+    ratio = heatmap.ratios(kern[kern.batch == ATTN["batch"]])
     if ratio.empty or ratio.kv_len.nunique() < 2:
         return None
-    lim = float(max(ratio.r.max(), 1 / ratio.r.min()))
-    norm = LogNorm(vmin=1 / lim, vmax=lim)
+    norm = heatmap.shared_norm(ratio.r)
     groups = [(f"{s}, {dt}", g) for (s, dt), g in ratio.groupby(["shape", "dtype"], sort=True)]
     with plt.rc_context(figures.RC):
         fig, axes = figures.grid(len(groups), w=3.4, h=3.0, layout="constrained")
         for ax, (title, g) in zip(axes, groups):
-            t = g.pivot(index="kv_len", columns="tree_size", values="r")
-            im = ax.imshow(t.to_numpy(), cmap="RdBu", norm=norm, origin="lower", aspect="auto")
-            ax.set(
-                xticks=range(t.shape[1]),
-                xticklabels=t.columns,
-                yticks=range(t.shape[0]),
-                yticklabels=t.index,
-                xlabel="tree size N",
-                ylabel="KV length",
-                title=title,
-            )
-            for (r, c), val in np.ndenumerate(t.to_numpy()):
-                if np.isfinite(val):
-                    ax.text(c, r, f"{val:.1f}", ha="center", va="center", fontsize=6)
-            ax.grid(False)
-        fig.colorbar(im, ax=axes[: len(groups)], label="sequential ÷ fused time (shared log scale)")
+            im = heatmap.draw(ax, g, norm, title)
+        fig.colorbar(im, ax=axes[: len(groups)], label=heatmap.COLORBAR)
     return figures.Fig(
         "attention_speedup.png",
         fig,

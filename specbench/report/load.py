@@ -6,7 +6,8 @@ Every refusal is an `InputError`: one line that names the file and the fix.  Che
 - summary.csv: the key columns, no empty key cell;
 - steps.csv.gz (optional): its configurations are in summary.csv and each one's step count
   equals summary.csv's ``n_steps`` (a half-copied or stale steps.csv is refused);
-- outputs.jsonl.gz (optional): every line a JSON object.
+- outputs.jsonl.gz (optional): every line a JSON object with config_hash, prompt_id and token_ids
+  (read once, by ``study.results.read_outputs``).
 A missing optional file is no error: the sections that need it say so.
 """
 
@@ -19,9 +20,10 @@ import os
 import pandas as pd
 
 from ..core import readers
-from ..core.atomic import open_text, recover
+from ..core.atomic import recover
+from ..study import results as results_file
 from ..study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
-from . import analysis, compare, defaultrun
+from . import analysis, defaultrun
 
 REQUIRED = [
     "config_hash",
@@ -119,19 +121,12 @@ def check_steps(path: str, steps: pd.DataFrame, summary: pd.DataFrame) -> None:
 
 
 def read_outputs(path: str) -> dict:
-    if not os.path.isfile(path):
-        return {}
-    with open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                raise InputError(f"{path} line {lineno} is not complete JSON (truncated?); {COLLECT}") from None
-            if not isinstance(row, dict) or not {"config_hash", "prompt_id", "token_ids"} <= set(row):
-                raise InputError(f"{path} line {lineno} lacks config_hash/prompt_id/token_ids; {COLLECT}")
-    return compare.read_outputs(path)
+    """outputs.jsonl.gz's token ids by (config_hash, prompt_id) (``study.results.read_outputs``: its
+    one reader); {} when absent; a line that is not whole JSON with those keys: an InputError."""
+    try:
+        return results_file.read_outputs(path, COLLECT)
+    except ValueError as e:
+        raise InputError(str(e)) from None
 
 
 def _vectors(results: str) -> pd.DataFrame | None:

@@ -316,7 +316,7 @@ def live_budgets(rows: pd.DataFrame, r: dict) -> str:
 
 def bracket_sentences(ans: pd.DataFrame, rows: pd.DataFrame | None = None) -> list[str]:
     """How many answer rows' best budget sits at an edge of the budgets tried, per pair; a live
-    check's edge names the replayed grid's best for the same shape."""
+    check's edge names the replayed grid's best for the same shape (``tables.replayed_best``) and its bracket."""
     if ans.empty or "bracket" not in ans:
         return []
     kind = ans.bracket.astype(str).map(lambda b: "at an edge" if b.startswith("edge") else b)
@@ -334,15 +334,10 @@ def bracket_sentences(ans: pd.DataFrame, rows: pd.DataFrame | None = None) -> li
     live = edge[edge.get("engine", pd.Series("", index=edge.index)) == "live"]
     if len(edge) > len(live):
         out.append(f"{len(edge) - len(live)} of them are grids not run dense at the low end (budgets 1, 2, 3, ...).")
-    key = ["pair", "dataset", "dtype", "shape"]
-    replay = ans[ans.get("engine", pd.Series("", index=ans.index)) == "replay"]
-    replay = replay.sort_values("max_new_tokens", ascending=False, kind="mergesort").drop_duplicates(
-        key
-    )  # the longest run
-    best = {tuple(r[k] for k in key): int(r["budget"]) for r in replay.to_dict("records")}
+    best = tables.replayed_best(ans)
     for r in live.to_dict("records"):
-        now = best.get(tuple(r[k] for k in key))
-        moved = f"; the replayed grid's best is now N={now}" if now is not None else ""
+        now = best.get(tuple(str(r[k]) for k in tables.LIVE_KEY))
+        moved = f"; the replayed grid's best is now N={int(now['budget'])}, {now['bracket']} there" if now else ""
         ran = live_budgets(rows, r) if rows is not None else f"N = {r['budgets']}"
         out.append(
             f"{r['pair']}'s live check of {r['shape']} on {r['dataset']} has its best at an edge of N = "

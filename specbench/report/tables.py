@@ -222,18 +222,36 @@ def answer(rows: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+LIVE_KEY = ["pair", "dataset", "dtype", "shape"]  # a live check and the replayed grid it checks
+BRACKETED = ("interior", "smallest admitted")  # the brackets that are an optimum (``bracket``)
+
+
+def replayed_best(ans: pd.DataFrame) -> dict[tuple, dict]:
+    """The replayed grid's best answer row per (pair, dataset, dtype, shape) (``LIVE_KEY``, as strings):
+    the one lookup the live checks (``live_checks``) and the setup's bracket sentences read.  Its rule:
+    among the replayed answer rows of that key, the longest run's (most ``max_new_tokens``; a tie:
+    the first in ``ans``'s order), whatever its budget and bracket; the caller reads both (an optimum
+    only where its bracket is in ``BRACKETED``)."""
+    if ans.empty or "engine" not in ans:
+        return {}
+    replay = ans[ans.engine == "replay"].sort_values("max_new_tokens", ascending=False, kind="mergesort")
+    keys = [tuple(k) for k in replay[LIVE_KEY].astype(str).to_numpy()]
+    best: dict[tuple, dict] = {}
+    for k, r in zip(keys, replay.to_dict("records")):
+        best.setdefault(k, r)
+    return best
+
+
 def live_checks(res: pd.DataFrame) -> pd.DataFrame:
-    """A live table's edge is no edge where its budget is the replayed grid's bracketed best for
-    the same pair, dataset, dtype and shape: the live run checks that optimum's timing (``study.validate``)."""
-    if "engine" not in res:
+    """A live table's edge is no edge where its budget is the replayed grid's best (``replayed_best``)
+    and that best is bracketed: the live run checks that optimum's timing (``study.validate``)."""
+    best = replayed_best(res)
+    if not best:
         return res
-    key = ["pair", "dataset", "dtype", "shape", "budget"]
-    replay = res[(res.engine == "replay") & res.bracket.isin(["interior", "smallest admitted"])]
-    found = dict(zip(map(tuple, replay[key].astype(str).to_numpy()), replay.bracket))
     for i in res.index[(res.engine == "live") & res.bracket.str.startswith("edge")]:
-        there = found.get(tuple(res.loc[i, key].astype(str)))
-        if there:
-            res.loc[i, "bracket"] = f"live check of the replayed grid's best ({there} there)"
+        there = best.get(tuple(res.loc[i, LIVE_KEY].astype(str)))
+        if there and there["bracket"] in BRACKETED and int(there["budget"]) == int(res.loc[i, "budget"]):
+            res.loc[i, "bracket"] = f"live check of the replayed grid's best ({there['bracket']} there)"
     return res
 
 

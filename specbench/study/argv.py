@@ -32,7 +32,8 @@ import yaml
 
 from .. import CONF_DIR
 from ..core.options import closest, is_node, not_a_parameter, schema_keys, stored
-from .plugins import config_dirs, import_registries
+from .errors import ConfigError
+from .plugins import KEY, config_dirs, import_plugins, import_registries
 from .schema import fields
 
 GROUPS = ("pair", "tree", "verify", "dataset", "sweep")
@@ -236,9 +237,6 @@ def check_dirs(argv) -> None:
 
 def check_plugins(argv) -> None:
     """A ``plugins=[...]`` module that cannot be imported: one line now (``study.plugins``)."""
-    from .jobspec import ConfigError
-    from .plugins import KEY, import_plugins
-
     value = override_value(argv, KEY)
     try:
         import_plugins(value)

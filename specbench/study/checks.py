@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .jobspec import ConfigError, JobSpec, VerifySpec
+from .errors import ConfigError
+from .jobspec import JobSpec, VerifySpec
 
 if TYPE_CHECKING:  # the registries load (torch) inside the checks, not on import
     from ..verify.modespec import ModeSpec

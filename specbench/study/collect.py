@@ -25,7 +25,6 @@ full or read-only disk: one line naming the path, exit status 1) none is.
 from __future__ import annotations
 
 import glob
-import json
 import os
 from collections import defaultdict
 from collections.abc import Sequence
@@ -35,9 +34,9 @@ import pandas as pd
 
 from ..core import readers
 from ..core.args import Parser, refuse
-from ..core.atomic import atomic_write_many, incomplete, lock, open_text, recover
+from ..core.atomic import atomic_write_many, incomplete, lock, recover
 from .describe import complete
-from .results import OUTPUTS_FILE, STEPS_FILE, csv_writer, jsonl_text, read_csv, text_writer
+from .results import OUTPUTS_FILE, STEPS_FILE, csv_writer, jsonl_text, output_rows, read_csv, text_writer
 
 SUMMARY_ORDER = ["pair", "dataset", "verify", "temperature", "tree", "budget", "engine", "config_hash"]
 STEP_ORDER = ["config_hash", "prompt_id", "step"]
@@ -121,17 +120,14 @@ def _csv(path: str, fix: str = FIX, cells: bool = True) -> pd.DataFrame:
 
 
 def _jsonl(path: str, fix: str = FIX) -> list[dict]:
+    """A job's (or --out's) outputs rows, whole (``results.output_rows``), or a one-line CollectError."""
     if not os.path.exists(path):
         return []
     _complete(path, fix)
-    with open_text(path) as fh:
-        try:
-            rows = [json.loads(line) for line in fh if line.strip()]
-        except (ValueError, OSError) as e:
-            raise CollectError(f"{path} cannot be read ({str(e).splitlines()[0]}): {fix}") from None
-    if not all(isinstance(r, dict) for r in rows):
-        raise CollectError(f"{path} holds a line that is not a JSON object: {fix}")
-    return rows
+    try:
+        return [row for _, row in output_rows(path, fix)]
+    except ValueError as e:
+        raise CollectError(str(e)) from None
 
 
 def check_job(summary: pd.DataFrame, steps: pd.DataFrame, where: str) -> None:
@@ -223,12 +219,6 @@ def scan(roots) -> Scan:
         elif not os.path.exists(os.path.join(os.path.dirname(os.path.dirname(d)), "summary.csv")):
             out.skipped.append(("orphan", d, "no summary.csv in its job folder"))
     return out
-
-
-def job_dirs(roots) -> tuple[list[str], list[str]]:
-    """(finished job folders, skipped folders) under roots (paired folders with their primary)."""
-    s = scan(roots)
-    return sorted({j.source for j in s.jobs}), sorted(d for _, d, _ in s.skipped)
 
 
 # --------------------------------------------------------------------------
@@ -331,11 +321,6 @@ def derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> dict[str, p
 
         tables["gap_to_optimum.csv"] = gap_to_optimum(summary, vectors)
     return tables
-
-
-def write_derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> None:
-    """The derived tables (``derived``) replaced together (for tools that build results/ without job folders)."""
-    atomic_write_many({os.path.join(out, name): csv_writer(df) for name, df in derived(out, summary, steps).items()})
 
 
 def write_all(out: str, summary, steps, outputs, tables: dict) -> None:

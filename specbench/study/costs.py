@@ -59,7 +59,8 @@ from ..core.tree import paths_to_parents
 from ..inputs import machine
 from ..trees.policies import shape_paths
 from .context import context, new_drafters
-from .jobspec import ConfigError, JobSpec, from_config, resolved
+from .errors import ConfigError
+from .jobspec import JobSpec, from_config, resolved
 from .launch import pair_config
 from .results import csv_writer
 

@@ -17,8 +17,9 @@ registries, so a plugin's entries describe themselves as a built-in's do.  Rows 
 these columns existed get them from the registries by name when collect reads them
 (``complete``): a job folder's drafter from its config.yaml, a collected row's from its pair's
 preset.  None of these columns enters the config hash (``identity.config_hash`` hashes the job
-spec, not its rows).  Imports: pandas, yaml, study.plugins and study.results; the registries
-(trees, verify, drafting: torch) only when called, so the report may import ``DESCRIBED``.
+spec, not its rows).  The column names themselves are ``study.columns``'s.  Imports: pandas, yaml,
+study.columns and study.plugins; the registries (trees, verify, drafting: torch) only when called,
+so the report and ``study.results`` may import this module without torch.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from collections.abc import Mapping
 import pandas as pd
 import yaml
 
-DESCRIBED = ("tree_resolved", "mode_family", "baseline_of", "token_level_on", "frontier_rule")
+from .columns import DESCRIBED, KEY_COLUMNS
+from .plugins import option_file
 
 
 def cost_aware(tree, params) -> bool:
@@ -102,8 +104,6 @@ def _row(r: Mapping, drafter: str | None) -> dict:
 def pair_drafter(folder: str | None, pair: str) -> str | None:
     """The drafter of a row's pair: from its job folder's config.yaml (a paired mode's folder: its
     job's), else (no folder: a collected row) from conf/pair/<pair>.yaml; None when neither says."""
-    from .plugins import option_file
-
     job = [folder, os.path.join(folder, "..", "..")] if folder else []
     for path in (os.path.join(d, "config.yaml") for d in job):
         if os.path.isfile(path):
@@ -118,10 +118,8 @@ def pair_drafter(folder: str | None, pair: str) -> str | None:
 
 def complete(summary: pd.DataFrame, folder: str | None) -> pd.DataFrame:
     """``summary`` (one file's rows: a job ``folder``'s, or, None, collected ones) with every described column it lacks
-    filled from the registries by name (``_row``); the key columns in ``results.KEY_COLUMNS``'s
+    filled from the registries by name (``_row``); the key columns in ``columns.KEY_COLUMNS``'s
     order.  A file that has them all is returned as it is."""
-    from .results import KEY_COLUMNS
-
     lacking = [c for c in DESCRIBED if c not in summary]
     if not lacking or summary.empty:
         return summary

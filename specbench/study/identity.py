@@ -41,7 +41,8 @@ from typing import cast
 from urllib.parse import urlparse
 
 from ..core.atomic import atomic_write
-from .jobspec import ConfigError, DatasetSpec, JobSpec, ModelSpec
+from .errors import ConfigError
+from .jobspec import DatasetSpec, JobSpec, ModelSpec
 
 CACHE_NAME = ".specbench-sha256.json"
 CHUNK = 1 << 22

@@ -33,6 +33,8 @@ from ..inputs.models import DTYPES, SOURCES, WEIGHTS, ref_key
 from ..trees.base import POSITIVE, RANK_PATHS
 from ..trees.policies import POLICIES, param_checks
 from ..verify.modes import get_mode
+from .errors import ConfigError
+from .plugins import import_plugins
 from .schema import unknown_key
 
 ENGINES = ("live", "replay", "auto")
@@ -54,10 +56,6 @@ DEFAULTS: dict[str, Any] = _defaults()
 # names and parameters the groups carry, see study/plugins.py)
 RUN_LOCATION = ("resume", "out_root", "progress", "replay_cache", "exact_continuations")
 NOT_IDENTITY = (*RUN_LOCATION, "plugins")
-
-
-class ConfigError(ValueError):
-    """A bad config value: the message is one line naming the key and the fix."""
 
 
 @dataclass(frozen=True)
@@ -375,8 +373,6 @@ def resolved(cfg) -> dict:
 def from_config(cfg) -> JobSpec:
     """The typed spec of a composed config (DictConfig or dict)."""
     d = resolved(cfg)
-    from .plugins import import_plugins
-
     plugins = import_plugins(d.get("plugins"))  # before any registry name is read (study/plugins.py)
     top = {**DEFAULTS, **{k: d[k] for k in DEFAULTS if k in d and d[k] is not None}}
     return JobSpec(

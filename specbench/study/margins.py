@@ -149,7 +149,7 @@ def main(argv=None) -> None:
     try:  # a missing, binary, cut or garbled input: one line naming it, exit 2, nothing written
         summary = readers.read(summary_path, SUMMARY, "--results", read_csv)
         readers.check_file(outputs_path, fix, "--results")  # JSON lines: not a CSV
-        rows = divergences(summary, read_outputs(outputs_path))
+        rows = divergences(summary, read_outputs(outputs_path, fix))
         done, notes = measure(rows) if rows else ([], [])
     except (ValueError, KeyError, FileNotFoundError) as e:
         refuse((str(e).strip().splitlines() or [type(e).__name__])[0])

@@ -26,7 +26,7 @@ docs/extending.md's table says: a shape (``@static_shape``), a verify mode
   whose registration stores their config options and schemas in Hydra's ConfigStore
   (``core.options``): imported before anything composes a config or lists a group's options.
 
-Imports: importlib, ``specbench.CONF_DIR``; the registries (torch) and ``jobspec`` when called.
+Imports: importlib, ``specbench.CONF_DIR``, ``study.errors``; the registries (torch) when called.
 """
 
 from __future__ import annotations
@@ -35,14 +35,13 @@ import importlib
 import os
 
 from .. import CONF_DIR
+from .errors import ConfigError
 
 KEY = "plugins"
 
 
 def plugin_names(value) -> list[str]:
     """The module names of a ``plugins`` value (a list, one name, or null)."""
-    from .jobspec import ConfigError
-
     names = [] if value is None else [value] if isinstance(value, str) else value
     if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n.strip() for n in names):
         raise ConfigError(f"{KEY}={value!r}: must be a list of importable module names, e.g. {KEY}=[my_pkg.my_entries]")
@@ -51,8 +50,6 @@ def plugin_names(value) -> list[str]:
 
 def import_plugins(value) -> tuple[str, ...]:
     """Import every module of a ``plugins`` value (see the module docstring); returns the names."""
-    from .jobspec import ConfigError
-
     names = plugin_names(value)
     for name in names:
         try:
@@ -90,13 +87,6 @@ def config_dirs(searchpath=()) -> list[str] | None:
     """conf/ and the ``file://`` folders of ``searchpath`` (None: see ``searchpath_dirs``)."""
     extra = searchpath_dirs(searchpath)
     return None if extra is None else [CONF_DIR, *extra]
-
-
-def hydra_searchpath() -> list[str]:
-    """The running Hydra app's ``hydra.searchpath`` ([] outside one)."""
-    from hydra.core.hydra_config import HydraConfig
-
-    return list(HydraConfig.get().searchpath) if HydraConfig.initialized() else []
 
 
 def option_file(group: str, option: str, dirs=None) -> str | None:

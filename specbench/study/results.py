@@ -19,7 +19,7 @@ import shutil
 import time
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
@@ -29,46 +29,15 @@ from omegaconf import OmegaConf
 from scipy import stats
 
 from ..core.atomic import atomic_write, atomic_write_many, gzip_bytes, gzipped, open_text, recover
-from .describe import DESCRIBED
+from ..core.jsonl import json_objects
+from ..core.readers import COLLECT_FIX
+from .columns import DESCRIBED
+from .describe import job_columns
 
 if TYPE_CHECKING:  # the report reads CSVs through this module: no torch import here
     from .identity import Identity
     from .jobspec import JobSpec
 
-KEY_COLUMNS = [
-    "config_hash",
-    "run_id",
-    "pair",
-    "pair_id",
-    "draft",
-    "target",
-    "tree",
-    "tree_params",
-    "budget",
-    "verify",
-    "lossless",
-    "temperature",
-    "draft_temperature",
-    "top_p",
-    "dataset",
-    "seed",
-    "max_new_tokens",
-    "dtype",
-    "device",
-    "engine",
-    "batch_size",
-    "pair_key",
-    "pair_role",
-    "child_rule",
-    "sibling_order",
-    *DESCRIBED,
-]
-# pair_key: the config_hash of the decode whose drafted trees (and target rows) the row verified;
-# pair_role: "decode" (the mode the decode followed) or "paired" (a verify.paired_with mode on
-# those trees).  Rows sharing a pair_key were verified on the same trees.
-# child_rule, sibling_order: how the row's mode drafts and tries siblings (verify.modespec.row_tags).
-# DESCRIBED (tree_resolved, mode_family, baseline_of, token_level_on, frontier_rule): what the row's
-# registry entries declare, so the report reads data only (study.describe).
 N_BOOT = 1000
 
 
@@ -114,7 +83,6 @@ def _described(job: JobSpec) -> dict:
     """The mode's row tags and every described column (torch: imported only when rows are written)."""
     from ..verify.modes import get_mode
     from ..verify.modespec import row_tags
-    from .describe import job_columns
 
     spec = get_mode(job.verify.name)
     tags = row_tags(spec, spec.params(job.verify.params))
@@ -330,23 +298,34 @@ def find_finished(root: str, chash: str) -> str | None:
     return None
 
 
-def read_outputs(path: str) -> dict[tuple[str, str], list[int]]:
-    """results/outputs.jsonl.gz -> {(config_hash, prompt_id): token_ids}; {} if absent."""
+OUTPUT_LIKE = '{"config_hash": "...", "prompt_id": "...", "token_ids": [1, 2]}'
+
+
+def output_rows(path: str, fix: str = COLLECT_FIX) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of every line of an outputs file (a job's outputs.jsonl, whose rows
+    collect keys by config_hash, or results/outputs.jsonl.gz), nothing when it is absent: THE reader
+    of this file kind, one parse (``core.jsonl``).  A binary or corrupt file, or a line that is not a
+    JSON object: a ValueError naming the file (and line) and ``fix``."""
     if not os.path.isfile(path):
-        return {}
+        return
+    try:
+        with open_text(path) as fh:
+            yield from json_objects(fh, path, fix, OUTPUT_LIKE)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text (byte {e.start}: a binary file?); {fix}") from None
+    except (EOFError, OSError) as e:  # a gzip stream cut short, or no gzip stream
+        raise ValueError(f"{path}: the file is truncated or corrupt ({e}); {fix}") from None
+
+
+def read_outputs(path: str, fix: str = COLLECT_FIX) -> dict[tuple[str, str], list[int]]:
+    """results/outputs.jsonl.gz -> {(config_hash, prompt_id): token_ids}; {} if absent.  A line
+    without them: a ValueError naming the file, the line and ``fix`` (else as ``output_rows``)."""
     out = {}
-    with open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                out[(str(row["config_hash"]), str(row["prompt_id"]))] = [int(t) for t in row["token_ids"]]
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                raise ValueError(
-                    f"{path}:{lineno}: expected a JSON object with config_hash, prompt_id "
-                    "and token_ids; regenerate it with `python -m specbench.collect`"
-                ) from None
+    for lineno, row in output_rows(path, fix):
+        try:
+            out[(str(row["config_hash"]), str(row["prompt_id"]))] = [int(t) for t in row["token_ids"]]
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{path}:{lineno}: expected {OUTPUT_LIKE}; {fix}") from None
     return out
 
 
