@@ -180,17 +180,18 @@ def item(r, names: bool = True) -> str:
 
 
 def prompts(rows: pd.DataFrame) -> str:
-    """'16 prompts, 32 at B = 16': the most common count, then the exceptions."""
-    common = int(rows.n_prompts.mode().iloc[0])
-    other = [f"{int(n)} at B = {int(b)}" for b, n in zip(rows.batch_size, rows.n_prompts) if int(n) != common]
-    return ", ".join([f"{common} prompts", *other])
+    """'16 prompts (32 at B = 16)': the smallest B's count, then the B's that differ."""
+    first = int(rows.sort_values("batch_size").n_prompts.iloc[0])
+    other = [f"{int(n)} at B = {int(b)}" for b, n in zip(rows.batch_size, rows.n_prompts) if int(n) != first]
+    return f"{first} prompts" + (f" ({', '.join(other)})" if other else "")
 
 
 def where(k: tuple, rows: pd.DataFrame, machine: str | None) -> str:
-    """'qwen_coder on humaneval (interleaved benchmark, bfloat16, 16 prompts × 64 tokens[, timed on M])'."""
+    """'qwen_coder on humaneval (interleaved benchmark, bfloat16, 64 new tokens, 16 prompts (32 at B = 16)[,
+    timed on M])'."""
     pair, ds, dtype, tokens, _mid = k
     on = f", timed on {machine}" if machine else ""
-    return f"{pair} on {ds} (interleaved benchmark, {dtype}, {prompts(rows)} × {int(tokens)} tokens{on})"
+    return f"{pair} on {ds} (interleaved benchmark, {dtype}, {int(tokens)} new tokens, {prompts(rows)}{on})"
 
 
 def sentences(sched: pd.DataFrame) -> list[str]:
