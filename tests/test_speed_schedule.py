@@ -135,7 +135,11 @@ def test_the_report_shows_the_benchmarks_schedule_and_labels_the_single_runs(tmp
     t = ss.tables(bench)
     t["bench_schedule"] = sch.schedule(t["measured"])
     (text,) = measured.schedule_section(t)
-    assert "stops paying at B = 2" in text and "| 1 | 12 (12) | A/A " in text and "64 new tokens, 12 prompts (24 at B = 2)" in text
+    assert (
+        "stops paying at B = 2" in text
+        and "| 1 | 12 (12) | A/A " in text
+        and "64 new tokens, 12 prompts (24 at B = 2)" in text
+    )
     assert ": hold |" in text and "| chain N=1 1.5" in text
     single = pd.DataFrame(
         [
