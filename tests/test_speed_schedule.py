@@ -12,19 +12,9 @@ import pytest
 
 from specbench.study import speedsched as sch
 from specbench.study import speedstats as ss
+from test_speed_bench import KEYS as BENCH_KEYS
 
-KEYS = dict(
-    pair="p",
-    dataset="d",
-    dtype="bfloat16",
-    device="cpu",
-    max_new_tokens=64,
-    machine="cpu A",
-    machine_id="m1",
-    tree_params="{}",
-    config_hash="h",
-    tree_depth=1,
-)
+KEYS = {k: v for k, v in BENCH_KEYS.items() if k != "batch_size"} | {"dtype": "bfloat16"}  # a run's keys
 
 
 def run(b: int, walls: dict, units: int = 12, noise: float = 0.02, seed: int = 0, roster=sch.ROSTER, **kw):
