@@ -84,6 +84,18 @@ while read -r job; do
     hydra.run.dir="$OUT/validate/$i" < /dev/null
 done < "$OUT/validate_jobs.txt"
 
+# The batch-size schedule (#51 item 6), timed as the answer is: per pair (qwen_coder, then the
+# cross-vocabulary smollm_qwen) and B = 1, 2, 4, 8, 16 one interleaved benchmark of plain decoding, its A/A
+# copy, the batch-1 answer's tree (the benchmark's, else the projected top; twinned), chain N = 1, 2, 3, 4, 6
+# and one binary tree on HumanEval, 16 prompts x 64 tokens (32 at B = 16), appended to results/speed.csv
+# (specbench.study.plan schedule lists them); each benchmark is skipped once done (resumable)
+step "study: the batch-size schedule, interleaved (specbench.study.speed +speed_candidates=schedule per pair and batch size)"
+while IFS=$'\t' read -r mark pair ds b n tok; do
+  once "$mark" $PY -m specbench.study.speed pair="$pair" dataset="$ds" dataset.limit="$n" max_new_tokens="$tok" \
+    dtype=bfloat16 batch_size="$b" +speed_candidates=schedule +speed_rounds=1 +results_dir=results \
+    hydra.run.dir="$OUT/schedule/$mark" < /dev/null
+done <<< "$($PY -m specbench.study.plan schedule)"
+
 # outside the hour (SPECBENCH_EXTENDED=1 bash run_all.sh), the floors left out, in the same order, and
 # the lossless check at 1200 draws; SPECBENCH_POWER90=1 adds the check at 90% power (--draws auto, about 80 min)
 if [ -n "${SPECBENCH_EXTENDED:-}" ]; then

@@ -184,3 +184,17 @@ def test_the_sweep_bar_follows_the_job_folders_and_survives_pickling(tmp_path, c
     off = progress.SweepBar()
     off.on_multirun_start(config)
     assert off.tqdm is None
+
+
+def test_the_batch_schedule_step_counts_its_benchmarks_by_their_markers(tmp_path):
+    """One job per pair and batch size (study.plan.schedule_jobs, which full_study.sh reads); a resumed
+    run's finished benchmarks (their once-markers) are counted."""
+    jobs = plan.schedule_jobs()
+    (tmp_path / f"{plan.schedule_marker(jobs[0][0], jobs[0][2])}.done").write_text("")
+    row = next(r for r in eta.lines(["hour"], {}, str(tmp_path)) if r.name == "batch schedule")
+    assert (row.jobs, row.done) == (len(jobs), 1)
+    assert "specbench.study.plan schedule" in (ROOT / "scripts" / "full_study.sh").read_text()
+    out = subprocess.run(
+        [sys.executable, "-m", "specbench.study.plan", "schedule"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert [line.split("\t")[0] for line in out] == [plan.schedule_marker(p, b) for p, _d, b, _n, _t in jobs]

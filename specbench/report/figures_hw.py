@@ -174,8 +174,9 @@ def fig_schedule(sched: pd.DataFrame) -> figures.Fig | None:
         groups,
         "batch_schedule.png",
         draw,
-        "Measured speedup over plain decoding at the same batch size B against the draft budget, one line "
-        "per B (live, same prompts; darker: smaller B): the best N per B is the schedule a serving engine "
-        "takes. Settings with a single budget per B are in the table only.",
+        "Single live runs (one run per cell, no interval): measured speedup over plain decoding at the same "
+        "batch size B against the draft budget, one line per B (same prompts; darker: smaller B). Where "
+        "speculation stops paying is the interleaved benchmark's, in the table above. Settings with a single "
+        "budget per B are in the table only.",
         legend="batch",
     )

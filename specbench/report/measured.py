@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..study import speedstats
+from ..study import speedsched, speedstats
 from . import phrases
 from .markdown import table
 
@@ -19,7 +19,7 @@ def shown(t: dict) -> pd.DataFrame:
     m = t.get("measured", pd.DataFrame())
     if m.empty:
         return m
-    m = m[m.batch_size.astype(int) == 1]
+    m = speedstats.answer_first(m[m.batch_size.astype(int) == 1])
     out = []
     for _run, g in m.groupby("run_id", sort=False):
         r = g[g.shown].iloc[0].to_dict()
@@ -116,8 +116,11 @@ def lead(rec: pd.DataFrame) -> str:
     )
 
 
-def controls_sentence(t: dict) -> str:
+def controls_sentence(t: dict, runs=None) -> str:
+    """The controls of the ``runs`` the table shows (all runs where None)."""
     c = t.get("controls", pd.DataFrame())
+    if runs is not None and len(c):
+        c = c[c.run_id.isin(set(runs))]
     if c.empty:
         return ""
     parts = []
@@ -173,6 +176,7 @@ def projection_check(t: dict, env: dict | None) -> str:
     if m.empty or speed is None or speed.empty:
         return ""
     here = (env or {}).get("machine_id")
+    m = speedstats.answer_first(m[m.batch_size.astype(int) == 1])  # the projection is batch 1's
     same = m[m.machine_id == here] if here else m.iloc[0:0]
     if same.empty:
         return (
@@ -201,4 +205,54 @@ def section(t: dict) -> list[str]:
     if rec.empty:
         return []
     cols = COLUMNS + [("timed on", lambda r: r["machine"])] * (rec.machine.nunique() > 1)
-    return [lead(rec), table(rec.to_dict("records"), cols)] + [s for s in [controls_sentence(t)] if s]
+    return [lead(rec), table(rec.to_dict("records"), cols)] + [s for s in [controls_sentence(t, rec.run_id)] if s]
+
+
+def _controls_cell(c: pd.DataFrame, run_id: str) -> str:
+    """A run's controls: 'A/A 0.98× [0.95, 1.01], chain N=3 vs its twin +0.01 [-0.02, 0.03]: hold'."""
+    mine = c[c.run_id == run_id] if len(c) else c
+    if mine.empty:
+        return "none recorded"
+    parts = [
+        f"{'A/A' if r.kind == 'speedup' else r.control.split(' vs ')[0] + ' vs its twin'} "
+        f"{r.estimate:{'.2f' if r.kind == 'speedup' else '+.2f'}}{'×' if r.kind == 'speedup' else ''} "
+        f"[{r.lo:.2f}, {r.hi:.2f}]"
+        for r in mine.itertuples()
+    ]
+    return ", ".join(parts) + (": hold" if mine.holds.all() else ": FAIL, not ranked")
+
+
+def _shown_cell(r: dict) -> str:
+    cell = f"{r['shown']} {r['speedup']:.2f}× [{r['lo']:.2f}, {r['hi']:.2f}]"
+    return cell if r["ranked"] else f"not ranked (a control fails; fastest {r['best']} {r['best_speedup']:.2f}×)"
+
+
+SCHEDULE_COLS = [
+    ("batch B", lambda r: int(r["batch_size"])),
+    ("prompts (units)", lambda r: f"{r['n_prompts']} ({r['n_units']})"),
+    ("controls", lambda r: r["controls"]),
+    ("shown [95% CI]", lambda r: _shown_cell(r)),
+    ("ties it", lambda r: (r["ties"] or "none") if r["ranked"] else "not ranked"),
+    ("every candidate [95% CI], fastest first", lambda r: r["every"]),
+]
+
+
+def schedule_section(t: dict) -> list[str]:
+    """The interleaved benchmark's batch-size schedule: per setting a table (one row per B) and its
+    verdict (``speedsched.stop_clause``); nothing without schedule runs."""
+    sched, c = t.get("bench_schedule", pd.DataFrame()), t.get("controls", pd.DataFrame())
+    out: list[str] = []
+    if sched is None or sched.empty:
+        return out
+    for k, g in sched.groupby(speedsched.SETTING, sort=True, dropna=False):
+        rows = speedsched.per_b(g)
+        rows["controls"] = [_controls_cell(c, r) for r in rows.run_id]
+        out.append(
+            f"**{speedsched.where(k, rows, str(g.machine.iloc[0]))}**: per B, each candidate's paired speedup over "
+            "plain decoding of the same prompts in the same round (95% bootstrap interval over units of B "
+            f"prompts), the one shown {speedstats.PICK_RULE}, and the ties (Bonferroni-adjusted paired "
+            f"difference to the fastest includes 0); a B whose controls fail is not ranked. "
+            f"{speedsched.stop_clause(rows)[:1].upper()}{speedsched.stop_clause(rows)[1:]}.\n\n"
+            + table(rows.to_dict("records"), SCHEDULE_COLS)
+        )
+    return out

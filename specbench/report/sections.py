@@ -22,6 +22,7 @@ from . import (
     lossless,
     mainpage,
     matrix,
+    measured,
     optimum,
     phrases,
     setup,
@@ -125,8 +126,14 @@ SCHEDULE_COLS = [
 
 
 def batch(ctx) -> str:
-    """The batch-size schedule (study.schedule.schedule), then the batched continuations' divergence."""
-    sched, out = ctx["t"]["schedule"], []
+    """The interleaved benchmark's batch-size schedule (``measured.schedule_section``), the single runs'
+    (study.schedule.schedule, labelled), then the batched continuations' divergence."""
+    sched, out = ctx["t"]["schedule"], measured.schedule_section(ctx["t"])
+    if not out:
+        out.append(
+            "_The interleaved benchmark has no schedule yet (`python -m specbench.study.speed "
+            "+speed_candidates=schedule batch_size=B` at two or more B)._"
+        )
     if sched.empty:
         out.append("_No live setting ran at two or more batch sizes, so there is no batch-size schedule._")
     for k, g in analysis.groups(sched, ["pair", "dataset", "dtype", "max_new_tokens", "n_prompts"]):
@@ -144,8 +151,10 @@ def batch(ctx) -> str:
                 )
             )
         out.append(
-            f"**{k[0]} on {k[1]} ({k[2]}, {int(k[4])} prompts × {int(k[3])} new tokens, live)**: measured "
-            "speedup over plain decoding at the same B on the same prompts.\n\n" + table(rows, SCHEDULE_COLS)
+            f"**{k[0]} on {k[1]} ({k[2]}, {int(k[4])} prompts × {int(k[3])} new tokens, live, single runs)**: "
+            "measured speedup over plain decoding at the same B on the same prompts, one run per cell at its own "
+            "time, without an interval: where speculation stops paying is not read from it.\n\n"
+            + table(rows, SCHEDULE_COLS)
         )
     out += figs(ctx, "batch_schedule.png")
     out.append(

@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..study import schedule, speedstats
+from ..study import schedule, speedsched, speedstats
 from . import analysis, compare, costmodel, hardware, onerun, speedup
 from .optimum import MIN_CALIB, calibration  # noqa: F401  (the calibration check of the Sequoia rows)
 
@@ -365,6 +365,7 @@ def compute(data: dict) -> dict:
     calib = calibration(df, sums, data.get("vector"))
     idents = identities(df, steps)
     rows = annotate(df, steps, speed, calib, idents)
+    bench = speedstats.tables(data.get("bench"))
     return dict(
         df=df,
         rows=rows,
@@ -384,5 +385,6 @@ def compute(data: dict) -> dict:
         lossless=speedup.lossless_table(df, summary, data["outputs"]),
         pair=analysis.main_pair(df),
         least=onerun.least(summary, counted, data["costs"]),
-        **speedstats.tables(data.get("bench")),
+        **bench,
+        bench_schedule=speedsched.schedule(bench.get("measured")),
     )

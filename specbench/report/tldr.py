@@ -1,12 +1,14 @@
 """The TL;DR (docs/report.md, "REPORT.md, in this order"): per pair and dataset the tree to use on
 this machine at batch 1, its speedup, acceptance rate and acceptance length with their intervals,
-and where the answer moves with batch size (`study.schedule.schedule`) and with another machine's cost
+and where the answer moves with batch size (the interleaved benchmark's `study.speedsched`, else the
+single runs of `study.schedule.schedule`, labelled) and with another machine's cost
 curve (`hardware.best_at` on its measured point); every number read from `tables.compute`."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from ..study import speedsched
 from . import analysis, hardware, measured, phrases, tables
 from .markdown import table
 
@@ -196,7 +198,9 @@ def section(ctx) -> str:
     rec, meas = recommended(t), measured.section(t)
     if rec.empty and not meas:
         return "_No greedy configuration has a speed (measured or projected), so there is no answer._"
-    lines = hardware.schedule_sentences(t.get("schedule", pd.DataFrame()))
+    bench = t.get("bench_schedule", pd.DataFrame())
+    covered = {(r.pair, r.dataset, r.dtype) for r in bench.itertuples()} if len(bench) else set()
+    lines = speedsched.sentences(bench) + hardware.schedule_sentences(t.get("schedule", pd.DataFrame()), covered)
     envs = ctx["data"].get("envs") or {}
     lines += hardware_sentence(t, rec, envs) if len(rec) else []
     checks = [

@@ -216,9 +216,11 @@ def ranges(schedule: list[tuple[int, int]]) -> list[list[int]]:
 
 
 def schedule_note(schedule: list[tuple[int, int]]) -> str:
+    """The draft lengths in words, with where they come from (``schedule.source`` where it says)."""
     sizes = ", ".join(f"B={b}: K={k}" for b, k in schedule)
+    source = getattr(schedule, "source", "the batch-size study")
     return (
-        f"the batch-size study's draft lengths ({sizes}; K=0: no speculation) hold for the batch sizes above the "
+        f"the draft lengths of {source} ({sizes}; K=0: no speculation) hold for the batch sizes above the "
         "previous measured size up to each measured one"
     )
 

@@ -12,7 +12,8 @@ recorded run times, and the total (``scripts/full_study.sh`` prints it first).
   (the words after ``sweep=`` in its step message), any other step by its message.  A step never
   recorded says "no recorded time" and the total counts it apart.
 * ``--out``: a resumed run's output folder: a sweep's jobs already finished there (its folder under
-  ``--out``) are counted, and its expected time is scaled to the jobs left.
+  ``--out``) are counted, and its expected time is scaled to the jobs left; so are a fixed step's
+  that counts jobs by their once-markers (the batch-size schedule: ``plan.schedule_jobs``).
 
 Imports: csv, ``study.plan`` and ``study.sweepjobs`` (no torch, no pandas).
 """
@@ -37,6 +38,7 @@ class Step:
     name: str
     message: str
     phase: str = "hour"
+    markers: tuple[str, ...] = ()  # one once-marker ($OUT/NAME.done) per job, where the step counts jobs
 
 
 HOUR, EXTENDED, POWER90 = "hour", "extended", "power90"
@@ -53,6 +55,12 @@ STEPS: tuple[Step | str, ...] = (  # a phase's name stands for its plan sweeps, 
     Step(
         "live check",
         "study: live check of the projection at batch 1 (sweep=reference_validate: 8 prompts x 64 tokens)",
+    ),
+    Step(
+        "batch schedule",
+        "study: the batch-size schedule, interleaved (specbench.study.speed +speed_candidates=schedule per pair "
+        "and batch size)",
+        markers=tuple(plan.schedule_marker(p, b) for p, _d, b, _n, _t in plan.schedule_jobs()),
     ),
     Step(
         "calibrate n-gram",
@@ -125,6 +133,16 @@ class Line:
     run: str
 
 
+def fixed_line(step: Step, times: dict, out: str | None) -> Line:
+    """A fixed step's line: its jobs and those finished in ``out`` where it counts them by markers."""
+    sec, run = times.get(step_key(step.message), (None, ""))
+    jobs = len(step.markers) or None
+    done = sum(os.path.exists(os.path.join(out, m + ".done")) for m in step.markers) if out else 0
+    if sec is not None and jobs:
+        sec = sec * (jobs - done) / jobs
+    return Line("-", step.name, jobs, done, sec, run)
+
+
 def lines(phases, times: dict, out: str | None = None, extra=(), sweeps_only: bool = False) -> list[Line]:
     """The plan's steps in ``phases`` with their jobs and expected seconds (``sweeps_only``: the
     phases' sweeps alone, in the order given)."""
@@ -132,8 +150,7 @@ def lines(phases, times: dict, out: str | None = None, extra=(), sweeps_only: bo
     for entry in tuple(phases) if sweeps_only else STEPS:
         if isinstance(entry, Step):
             if entry.phase in phases:
-                sec, run = times.get(step_key(entry.message), (None, ""))
-                rows.append(Line("-", entry.name, None, 0, sec, run))
+                rows.append(fixed_line(entry, times, out))
             continue
         if entry not in phases:
             continue

@@ -174,12 +174,12 @@ def recommended(results: str, given: dict) -> str:
 
 def measured_answer(results: str, given: dict, batch: int) -> dict | None:
     """The benchmark's shown configuration of the pair and dataset at ``batch``, or None."""
-    from .speedstats import answers
+    from .speedstats import answer_first, answers
 
     path = os.path.join(results, "speed.csv")
     if not os.path.isfile(path):
         return None
-    a = answers(readers.table(path, readers.SPEED_COLUMNS, readers.SPEED_FIX, "results_dir"))
+    a = answer_first(answers(readers.table(path, readers.SPEED_COLUMNS, readers.SPEED_FIX, "results_dir")))
     a = (
         a[(a.pair == given["pair"]) & (a.dataset == given["dataset"]) & (a.batch_size.astype(int) == batch)]
         if len(a)
@@ -225,8 +225,19 @@ def export(argv: list[str]) -> tuple[object, dict]:
 
 
 def batch_schedule(results: str, choice: Choice) -> list[tuple[int, int]] | None:
-    """[(batch size, draft length K), ...] from the batch-size study's live chains of this pair
-    (results/speedup.csv, ``study.schedule.draft_lengths``); None without such a study."""
+    """[(batch size, draft length K), ...] of this pair: the interleaved benchmark's schedule
+    (results/speed.csv, ``study.speedsched.draft_lengths``: each B's intervals), else the single live
+    chains of the batch-size study (results/speedup.csv, ``study.schedule.draft_lengths``, labelled
+    as single runs); None without either."""
+    from .speedsched import draft_lengths as benchmark_lengths
+
+    bench = os.path.join(results, "speed.csv")
+    if os.path.isfile(bench):
+        found = benchmark_lengths(
+            readers.table(bench, readers.SPEED_COLUMNS, readers.SPEED_FIX, "results_dir"), choice.pair
+        )
+        if found:
+            return found
     path = os.path.join(results, "speedup.csv")
     return (
         draft_lengths(readers.read(path, readers.SPEEDUP, "results_dir"), choice.pair) if os.path.exists(path) else None

@@ -301,6 +301,27 @@ def floors() -> tuple[Floor, ...]:
     return tuple(p.floor for p in PARTS if p.floor is not None)
 
 
+# The interleaved benchmark's batch-size schedule (#51 item 6; scripts/full_study.sh's step, read by
+# study.speedsched and study.eta): per pair and batch size B one `python -m specbench.study.speed
+# +speed_candidates=schedule` run, the target's own small draft first, then a cross-vocabulary pair
+SCHEDULE_PAIRS = ("qwen_coder", "smollm_qwen")
+SCHEDULE_SIZES = (1, 2, 4, 8, 16)
+SCHEDULE_CHAINS = (1, 2, 3, 4, 6)  # chain N at every B, beside the batch-1 answer's tree and one binary tree
+SCHEDULE_DATASET, SCHEDULE_TOKENS, SCHEDULE_PROMPTS = "humaneval", 64, {1: 16, 2: 16, 4: 16, 8: 16, 16: 32}
+
+
+def schedule_jobs() -> list[tuple[str, str, int, int, int]]:
+    """(pair, dataset, B, prompts, max_new_tokens) of every schedule benchmark, in run order."""
+    return [
+        (p, SCHEDULE_DATASET, b, SCHEDULE_PROMPTS[b], SCHEDULE_TOKENS) for p in SCHEDULE_PAIRS for b in SCHEDULE_SIZES
+    ]
+
+
+def schedule_marker(pair: str, b: int) -> str:
+    """The full study's once-marker of one schedule benchmark (``$OUT/NAME.done``)."""
+    return f"schedule_{pair}_b{b}"
+
+
 def runs(phase: str) -> list[tuple[str, Sweep]]:
     """(part id, sweep) of every sweep in ``phase``, in run order."""
     return [(p.id, s) for p in PARTS + TINY for s in p.sweeps if s.phase == phase]
@@ -308,9 +329,20 @@ def runs(phase: str) -> list[tuple[str, Sweep]]:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m specbench.study.plan", description=__doc__.split("\n\n")[0])
-    ap.add_argument("command", choices=["runs"], help="runs: one tab-separated line per sweep of --phase")
-    ap.add_argument("--phase", choices=PHASES, required=True)
+    ap.add_argument(
+        "command",
+        choices=["runs", "schedule"],
+        help="runs: one tab-separated line per sweep of --phase; schedule: one per batch-size schedule benchmark "
+        "(marker, pair, dataset, B, prompts, max_new_tokens)",
+    )
+    ap.add_argument("--phase", choices=PHASES, help="runs: the phase (hour, extended, tiny)")
     a = ap.parse_args(argv)
+    if a.command == "schedule":
+        for j in schedule_jobs():
+            print("\t".join(map(str, (schedule_marker(j[0], j[2]), *j))))
+        return
+    if a.phase is None:
+        ap.error("runs needs --phase")
     for part, s in runs(a.phase):
         print("\t".join((part, s.folder, s.preset, *s.args)))
 

@@ -18,9 +18,10 @@ timed decodes' step rows go to ``speed_steps.csv.gz`` beside it.  ``study.speeds
 rows into paired speedups with intervals, the controls and the ties; the run prints them last.
 
 Keys (top level, all optional): ``speed_candidates`` (``auto``, the default: ``study.validate.
-speed_picks`` from ``results_dir``/speedup.csv; or a list of ``tree/budget``), ``speed_rounds``
-(default 1, >= 1), ``results_dir`` (default results).  Bad values are refused in one line before
-any model loads.
+speed_picks`` from ``results_dir``/speedup.csv; ``schedule``: the batch-size schedule's trees at this
+``batch_size``, ``study.speedsched.picks``, its rows marked ``roster=schedule``; or a list of
+``tree/budget``), ``speed_rounds`` (default 1, >= 1), ``results_dir`` (default results).  Bad values
+are refused in one line before any model loads.
 """
 
 from __future__ import annotations
@@ -39,10 +40,11 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from .. import CONF_DIR
+from ..core import readers
 from ..core.atomic import atomic_write_many, lock
 from ..core.registry import UnknownName
 from ..inputs import machine
-from . import checks, identity, results, speedstats, validate
+from . import checks, identity, results, speedsched, speedstats, validate
 from .context import DecodePlan, context
 from .jobspec import ConfigError, JobSpec, from_config, resolved, tree_spec
 
@@ -74,9 +76,44 @@ def parse(item) -> tuple[str, int]:
     return tree, int(budget)
 
 
+def roster_of(job: JobSpec) -> str:
+    """The run's ``roster`` column: ``schedule`` for a batch-size schedule run, else ``answer``."""
+    return speedsched.ROSTER if job.extra.get("speed_candidates") == speedsched.ROSTER else speedsched.ANSWER
+
+
+def machine_here(job: JobSpec) -> str | None:
+    """This machine's ``machine_id`` for the job's device (None where the device cannot be asked)."""
+    try:
+        return machine.identity(job.device)["machine_id"]
+    except (RuntimeError, AssertionError):
+        return None
+
+
+def schedule_trees(job: JobSpec) -> list[tuple[str, int]]:
+    """``speed_candidates=schedule``: the batch-size schedule's trees (``speedsched.picks``) from
+    ``results_dir``/speed.csv (the batch-1 answer) and speedup.csv (the projections), either may be absent."""
+    out = str(job.extra.get("results_dir", "results"))
+    try:
+        bench_path, proj_path = os.path.join(out, FILE), os.path.join(out, "speedup.csv")
+        bench = (
+            readers.table(bench_path, readers.SPEED_COLUMNS, readers.SPEED_FIX, "results_dir")
+            if os.path.isfile(bench_path)
+            else None
+        )
+        proj = results.read_csv(proj_path) if os.path.isfile(proj_path) else None
+        return speedsched.picks(bench, proj, job.pair.name, job.dataset.name, job.dtype, machine_here(job))
+    except (ValueError, AttributeError, KeyError) as e:
+        raise ConfigError(
+            f"speed_candidates=schedule: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        ) from None
+
+
 def wanted(job: JobSpec) -> list[tuple[str, int]]:
-    """The candidate trees: ``speed_candidates`` as given, or ``auto`` from the projections."""
+    """The candidate trees: ``speed_candidates`` as given, ``auto`` from the projections, or
+    ``schedule`` (the batch-size schedule's: ``schedule_trees``)."""
     given = job.extra.get("speed_candidates", "auto")
+    if given == speedsched.ROSTER:
+        return schedule_trees(job)
     if given != "auto":
         items = list(given) if isinstance(given, (list, tuple)) else [given]
         if not items:
@@ -231,6 +268,7 @@ def main(cfg: DictConfig) -> None:
     pair = ctx.load_pair()
     plain = results.row_keys(cands[0].job, cands[0].ident, names(pair), True, "live", "")
     base = {"run_id": results.new_run_id(), **machine.identity(pair.target.device), **{k: plain[k] for k in RUN_KEYS}}
+    base["roster"] = roster_of(job)
     rows, steps = bench(job, pair, prompts, cands, base)
     write(out, rows, steps)
     print(f"specbench: wrote {len(rows)} rows to {out}/{FILE} ({base['machine']})")

@@ -30,6 +30,7 @@ PLAIN = "plain"  # the baseline candidate: tree=none
 PLAIN_AA = "plain (A/A)"  # plain decoding again, as a candidate: the A/A control
 TWIN_SUFFIX = " (twin)"  # an identical tree under a second name: the identical-tree control
 RUN = ["run_id"]  # one benchmark process: its candidates, units and rounds
+ANSWER = "answer"  # the roster of a run without one (``study.speedsched``'s schedule runs say ``schedule``)
 LEVEL = 0.95
 RESAMPLES = 4000
 
@@ -155,11 +156,13 @@ PICK_RULE = "among the configurations that tie the fastest, the one drafting the
 
 
 def latest_runs(speed: pd.DataFrame) -> pd.DataFrame:
-    """Per (pair, dataset, dtype, batch size, max_new_tokens, machine): the newest run, pooled with
+    """Per (pair, dataset, dtype, batch size, max_new_tokens, machine, roster: a schedule run's rows,
+    ``study.speedsched``, or an answer run's, the default): the newest run, pooled with
     the earlier runs of the same candidates on the same prompts (each of their rounds is one more
     round: every candidate beside plain decoding on the same units), under the newest ``run_id``.
     Runs of other candidate sets stay in the file but are not ranked again."""
-    key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine_id"]
+    key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine_id", "roster"]
+    speed = speed.assign(roster=speed["roster"].fillna(ANSWER).astype(str) if "roster" in speed else ANSWER)
     out = []
     for _k, g in speed.groupby(key, dropna=False, sort=True):
         sets = g.groupby("run_id").apply(lambda r: (frozenset(r.candidate), frozenset(r.prompt_ids)))
@@ -174,7 +177,7 @@ def answers(speed: pd.DataFrame) -> pd.DataFrame:
     """Per run (the newest of each key, ``latest_runs``): every candidate ranked (``ranked``) with
     its description (``describe``) and the run's keys, ``shown`` on the row ``pick`` chooses."""
     out = []
-    keys = ["pair", "dataset", "dtype", "device", "batch_size", "max_new_tokens", "machine", "machine_id"]
+    keys = ["pair", "dataset", "dtype", "device", "batch_size", "max_new_tokens", "machine", "machine_id", "roster"]
     for run_id, run in latest_runs(speed).groupby("run_id", sort=True):
         r = ranked(run)
         if r.empty:
@@ -195,8 +198,19 @@ def run_controls(speed: pd.DataFrame) -> pd.DataFrame:
     for run_id, run in latest_runs(speed).groupby("run_id", sort=True):
         w = unit_sums(run)
         for c in controls(w) if len(w) else []:
-            out.append({"run_id": run_id, **{k: run[k].iloc[0] for k in ("pair", "dataset", "batch_size")}, **c})
+            keys = ("pair", "dataset", "batch_size", "roster")
+            out.append({"run_id": run_id, **{k: run[k].iloc[0] for k in keys}, **c})
     return pd.DataFrame(out)
+
+
+def answer_first(a: pd.DataFrame) -> pd.DataFrame:
+    """``answers`` rows with a schedule run's left out where an answer run has the same pair, dataset,
+    dtype, batch size, max_new_tokens and machine (the TL;DR's and export's batch-1 answer)."""
+    if a.empty or "roster" not in a:
+        return a
+    key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine_id"]
+    has = a.assign(_a=a.roster == ANSWER).groupby(key, dropna=False)._a.transform("any")
+    return a[(a.roster == ANSWER) | ~has]
 
 
 def tables(bench: pd.DataFrame | None) -> dict:

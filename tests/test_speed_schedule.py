@@ -1,0 +1,225 @@
+"""The batch-size schedule from the interleaved speed benchmark (#51 item 6; study.speedsched) on
+hand-made speed.csv tables at several batch sizes: each B's best with its ties, "stops paying" only
+where the intervals say so (a loss and an unresolved gain stated apart), a B whose controls fail left
+unranked, export's draft lengths from it, the batch-1 answer kept apart from the schedule's runs; and
+the command at batch_size=2 on the tiny pair."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from specbench.study import speedsched as sch
+from specbench.study import speedstats as ss
+from test_speed_bench import KEYS as BENCH_KEYS
+
+KEYS = {k: v for k, v in BENCH_KEYS.items() if k != "batch_size"} | {"dtype": "bfloat16"}  # a run's keys
+
+
+def run(b: int, walls: dict, units: int = 12, noise: float = 0.02, seed: int = 0, roster=sch.ROSTER, **kw):
+    """One benchmark run at batch size ``b``: candidate c's decode of a unit takes walls[c] × the unit's
+    length × (1 + noise × a normal draw, shared by the unit's candidates of equal walls), 64 tokens per prompt."""
+    rng = np.random.default_rng([seed, b, 7])
+    length = rng.uniform(0.5, 2.0, units)
+    run_id = kw.pop("run_id", None) or f"2026010{b % 10}T{b:02d}-{roster}"
+    rows, draws = [], {}  # equal walls in one unit draw equal noise: a control's copy times as its original
+    for u in range(units):
+        for c, w in walls.items():
+            z = draws.setdefault((u, w), rng.standard_normal())
+            tree = "none" if c.startswith("plain") else c.split(" N=")[0]
+            n = int(c.split("N=")[1].split()[0]) if "N=" in c else 0
+            rows.append(
+                dict(
+                    KEYS,
+                    run_id=run_id,
+                    roster=roster,
+                    batch_size=b,
+                    candidate=c,
+                    tree=tree,
+                    budget=n,
+                    round=0,
+                    unit=u,
+                    prompt_ids="|".join(f"q{u * b + i}" for i in range(b)),
+                    wall_s=w * length[u] * (1 + noise * z),
+                    tokens=64 * b,
+                    steps=64 if tree == "none" else 30,
+                    accepted=0 if tree == "none" else 34,
+                    drafted=30 * n,
+                    **kw,
+                )
+            )
+    return pd.DataFrame(rows)
+
+
+def controls(**walls) -> dict:
+    """plain, its A/A copy, and a twinned chain N=1 (both controls hold unless a wall says otherwise)."""
+    return {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=1": walls.get("c1", 1.5), "chain N=1 (twin)": walls.get("c1", 1.5)}
+
+
+def schedule_of(*runs) -> pd.DataFrame:
+    return sch.schedule(ss.answers(pd.concat(runs, ignore_index=True)))
+
+
+def verdict(*runs) -> tuple:
+    return sch.stop(sch.per_b(schedule_of(*runs)))
+
+
+def test_each_b_has_its_fastest_shown_by_the_pick_rule_with_its_ties():
+    b1 = run(1, {**controls(c1=1.30), "chain N=2": 1.30, "binary N=3": 1.9})  # N=2 times as N=1
+    b2 = run(2, {**controls(c1=1.90), "chain N=2": 1.6, "binary N=3": 2.4})
+    rows = sch.per_b(schedule_of(b1, b2)).set_index("batch_size")
+    assert rows.loc[1, "shown"] == "chain N=1" and "chain N=2" in rows.loc[1, "ties"]  # ties; fewer drafted
+    assert "binary" not in rows.loc[1, "ties"] and rows.loc[1, "lo"] > 1
+    assert rows.loc[2, "shown"] == "chain N=2" and rows.loc[2, "ties"] == ""
+    assert rows.ranked.all() and rows.n_units.tolist() == [12, 12] and rows.n_prompts.tolist() == [12, 24]
+    assert "binary N=3" in rows.loc[2, "every"] and "[" in rows.loc[2, "every"]
+
+
+def test_a_single_batch_size_is_no_schedule_and_answer_runs_are_not_in_it():
+    only = run(1, controls(c1=1.3))
+    assert schedule_of(only).empty
+    answer = run(2, controls(c1=1.3), roster="answer")
+    assert schedule_of(only, answer).empty
+
+
+def test_an_interval_that_includes_one_at_b2_is_not_where_speculation_stops_paying():
+    pays, flat, loses = controls(c1=1.3), controls(c1=2.0), controls(c1=2.6)
+    kind, at, _ = verdict(run(1, pays), run(2, flat, noise=0.05), run(4, pays), run(8, loses))
+    assert (kind, at) == ("loses", 8)  # B=2 includes 1×, but B=4 gains again
+    sched = schedule_of(run(1, pays), run(2, flat, noise=0.05), run(4, pays), run(8, loses))
+    text = sch.sentences(sched)[0]
+    assert "stops paying at B = 8" in text and "stops paying at B = 2" not in text and ", loses." in text
+    kind, at, first = verdict(run(1, pays), run(2, flat, noise=0.05), run(4, flat, noise=0.05))
+    assert (kind, at, first) == ("no gain", 2, False)
+    text = sch.sentences(schedule_of(run(1, pays), run(2, flat, noise=0.05), run(4, flat, noise=0.05)))[0]
+    assert "stops paying" not in text and "no gain is resolved from B = 2 on (not a loss)" in text
+    assert "includes 1×" in text
+
+
+def test_a_schedule_that_still_pays_or_never_pays_says_so():
+    assert verdict(run(1, controls(c1=1.3)), run(2, controls(c1=1.6)))[:2] == ("gains", None)
+    text = sch.sentences(schedule_of(run(1, controls(c1=1.3)), run(2, controls(c1=1.6))))[0]
+    assert "still pays at B = 2, the largest measured" in text
+    never = schedule_of(run(1, controls(c1=2.5)), run(2, controls(c1=2.8)))
+    assert sch.stop(sch.per_b(never)) == ("loses", 1, True)
+    assert "speculation pays at no measured B" in sch.sentences(never)[0]
+
+
+def test_a_failed_control_leaves_its_b_unranked_and_no_verdict_rests_on_it():
+    pays, loses = controls(c1=1.3), controls(c1=2.6)
+    bad = {**loses, ss.PLAIN_AA: 2.6}  # A/A far from 1×
+    rows = sch.per_b(schedule_of(run(1, pays), run(4, bad), run(8, loses))).set_index("batch_size")
+    assert not rows.loc[4, "ranked"] and rows.loc[1, "ranked"] and rows.loc[8, "ranked"]
+    assert verdict(run(1, pays), run(4, bad), run(8, loses))[:2] == ("loses", 8)  # not 4
+    assert verdict(run(1, pays), run(4, bad))[:2] == ("open", None)
+    text = sch.sentences(schedule_of(run(1, pays), run(4, bad)))[0]
+    assert "B=4: a control fails, not ranked" in text and "not resolved" in text and "stops paying" in text
+    assert "stops paying at" not in text
+
+
+def test_the_report_shows_the_benchmarks_schedule_and_labels_the_single_runs(tmp_path):
+    from specbench.report import hardware, measured
+
+    bench = pd.concat([run(1, controls(c1=1.3)), run(2, controls(c1=2.6))], ignore_index=True)
+    t = ss.tables(bench)
+    t["bench_schedule"] = sch.schedule(t["measured"])
+    (text,) = measured.schedule_section(t)
+    assert (
+        "stops paying at B = 2" in text
+        and "| 1 | 12 (12) | A/A " in text
+        and "64 new tokens, 12 prompts (24 at B = 2)" in text
+    )
+    assert ": hold |" in text and "| chain N=1 1.5" in text
+    single = pd.DataFrame(
+        [
+            dict(pair="p", dataset="d", dtype="bfloat16", max_new_tokens=32, n_prompts=16, batch_size=b,
+                 shape="chain", budget=1, measured=m, best=True)
+            for b, m in ((1, 1.4), (4, 0.9))
+        ]
+    )  # fmt: skip
+    (old,) = hardware.schedule_sentences(single)
+    assert "single live runs, no interval" in old and "stops paying" not in old
+    assert hardware.schedule_sentences(single, {("p", "d", "bfloat16")}) == []  # the benchmark has it
+
+
+def test_the_batch1_answer_is_the_answer_runs_not_a_newer_schedule_run():
+    answer = run(1, {**controls(c1=1.3), "binary N=3": 1.2}, roster="answer", run_id="20260101T000000-a")
+    sched_run = run(1, {**controls(c1=1.3), "chain N=4": 1.0}, run_id="20260105T000000-s")
+    a = ss.answer_first(ss.answers(pd.concat([answer, sched_run])))
+    assert set(a.run_id) == {"20260101T000000-a"}
+    alone = ss.answer_first(ss.answers(sched_run))  # no answer run: the schedule's B=1 run stands
+    assert set(alone.run_id) == {"20260105T000000-s"}
+
+
+def test_the_candidates_are_the_answers_tree_twinned_chains_and_one_binary_tree():
+    answer = run(1, {**controls(c1=1.3), "binary N=5": 1.1}, roster="answer")
+    proj = pd.DataFrame(
+        [
+            dict(pair="p", dataset="d", tree="binary", budget=b, engine="replay", projected=x)
+            for b, x in ((3, 1.2), (6, 1.4), (12, 1.3))
+        ]
+    )
+    assert sch.picks(answer, proj, "p", "d", "bfloat16") == [
+        ("binary", 5),
+        *[("chain", n) for n in sch.CHAINS],
+        ("binary", 6),
+    ]
+    assert sch.picks(None, None, "p", "d", "bfloat16") == [*[("chain", n) for n in sch.CHAINS], ("binary", 3)]
+
+
+def test_export_takes_the_draft_lengths_from_the_benchmark(tmp_path):
+    from specbench.study import engine_rules, export
+
+    walls1 = {**controls(c1=1.30), "chain N=3": 1.6, "binary N=3": 1.31}  # chain N=1 ties binary, N=3 pays less
+    walls2 = {**controls(c1=1.70), "chain N=3": 1.9, "binary N=3": 2.2}
+    walls8 = {**controls(c1=2.6), "chain N=3": 2.9, "binary N=3": 3.0}
+    bench = pd.concat([run(1, walls1), run(2, walls2), run(8, walls8)], ignore_index=True)
+    lengths = sch.draft_lengths(bench, "p")
+    assert list(lengths) == [(1, 1), (2, 1), (8, 0)]
+    assert lengths.source == sch.SOURCE
+    bad = {**walls2, ss.PLAIN_AA: 2.6}
+    unranked = pd.concat([run(1, walls1), run(2, bad), run(8, walls8)], ignore_index=True)
+    assert list(sch.draft_lengths(unranked, "p")) == [(1, 1), (8, 0)]  # B=2 left out
+    bench.to_csv(tmp_path / "speed.csv", index=False)
+    choice = engine_rules.Choice("p", "model", None, "chain", 1, {}, "greedy", 0.0)
+    got = export.batch_schedule(str(tmp_path), choice)
+    assert list(got) == [(1, 1), (2, 1), (8, 0)] and "interleaved benchmark" in engine_rules.schedule_note(got)
+    assert (
+        export.batch_schedule(str(tmp_path), engine_rules.Choice("q", "model", None, "chain", 1, {}, "greedy", 0.0))
+        is None
+    )
+
+
+# --------------------------------------------------------------------------
+# the command at batch_size=2, on the tiny pair
+# --------------------------------------------------------------------------
+def test_the_schedule_benchmark_at_batch_size_2_through_the_real_loop(tmp_path, tiny_pair_dirs):
+    import subprocess
+    import sys
+
+    from conftest import tiny_pair_overrides
+
+    args = [sys.executable, "-m", "specbench.study.speed", *tiny_pair_overrides(tiny_pair_dirs), "dataset=smoke"]
+    args += ["dataset.limit=3", "max_new_tokens=6", "batch_size=2", "+speed_candidates=schedule"]
+    args += [f"+results_dir={tmp_path}", f"hydra.run.dir={tmp_path}/h"]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    df = pd.read_csv(tmp_path / "speed.csv")
+    names = ["plain", ss.PLAIN_AA, *[f"chain N={n}" for n in sch.CHAINS], "binary N=3", "chain N=1 (twin)"]
+    assert sorted(set(df.candidate)) == sorted(names)
+    assert (df.roster == sch.ROSTER).all() and (df.batch_size == 2).all()
+    assert len(df) == 2 * len(names)  # 3 prompts in units of 2: two units
+    assert set(df.prompt_ids.str.count(r"\|")) == {0, 1}
+    assert df.same_tokens.all()  # a row's result never depends on B or the tree
+    steps = pd.read_csv(tmp_path / "speed_steps.csv.gz")
+    assert steps.groupby("candidate").emitted.sum().nunique() == 1
+
+
+@pytest.mark.parametrize("b", [1, 16])
+def test_the_full_studys_schedule_jobs(b):
+    from specbench.study import plan
+
+    jobs = {(p, bb): n for p, _d, bb, n, t in plan.schedule_jobs() if t == 64}
+    assert {p for p, _ in jobs} == {"qwen_coder", "smollm_qwen"} and len(jobs) == 10
+    assert jobs[("qwen_coder", b)] == (32 if b == 16 else 16)
