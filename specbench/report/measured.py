@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..study import speedstats
-from . import phrases
+from . import benchcheck, phrases
 from .markdown import table
 
 
@@ -168,7 +168,9 @@ def error_sentence(speed: pd.DataFrame) -> str:
 
 def projection_check(t: dict, env: dict | None) -> str:
     """The projection against the benchmark's measured speedups, only where the cost curve was measured
-    on the machine that timed them (``machine_id``); otherwise it says none is compared, and why."""
+    on the machine that timed them (``machine_id``); otherwise it says none is compared, and why.  Each
+    candidate is projected from its own timed steps (``t["bench_check"]``, ``benchcheck``) where the
+    run's steps are at hand, else from the replay of the same tree and budget."""
     m, speed = t.get("measured", pd.DataFrame()), t.get("speed", pd.DataFrame())
     if m.empty or speed is None or speed.empty:
         return ""
@@ -180,10 +182,12 @@ def projection_check(t: dict, env: dict | None) -> str:
             "was measured on another machine or one not identified (environment.json has no matching "
             "`machine_id`), and a speedup is never formed across machines."
         )
-    key = ["pair", "dataset", "tree", "budget", "dtype"]
-    proj = speed[(speed.engine == "replay") & speed.projected.notna()]
-    proj = proj.sort_values("max_new_tokens", ascending=False).drop_duplicates(key)
-    both = same.merge(proj[key + ["projected"]], on=key, how="inner")
+    own = t.get("bench_check", pd.DataFrame())
+    own = own[own.machine_id == here] if len(own) else own
+    if len(own):
+        live = speed[(speed.engine == "live") & (speed.batch_size.astype(int) == 1) & speed.error.notna()]
+        return " ".join(benchcheck.sentences(own, live if "error" in speed else None))
+    both = same.merge(benchcheck.replayed(speed), on=benchcheck.KEY, how="inner")
     if both.empty:
         return ""
     err = both.projected / both.speedup - 1
