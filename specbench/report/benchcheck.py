@@ -34,7 +34,8 @@ class Curves:
     """(pair name, role, dtype, device) -> (Curve, its draws), made on first use (None: no rows)."""
 
     def __init__(self, costs: pd.DataFrame):
-        self.costs, self.made = costs, {}
+        self.costs = costs
+        self.made: dict[tuple, tuple | None] = {}
 
     def get(self, name: str, role: str, dtype: str, device: str):
         key = (name, role, dtype, device)
@@ -111,7 +112,9 @@ def table(
     """Every ranked batch-1 candidate with timed steps and a target cost curve: measured and projected
     (from its own steps, decoding alone and with prefill), the errors, the per-term ratios, and the
     replay's projection of the same tree and budget (``replay_projected``, ``replay_tokens_per_step``)."""
-    if any(x is None or x.empty for x in (measured, bench, steps, costs)) or "step" not in steps:
+    if measured is None or bench is None or steps is None or costs is None:
+        return pd.DataFrame()
+    if measured.empty or bench.empty or costs.empty or "step" not in steps:
         return pd.DataFrame()
     m = measured[measured.batch_size.astype(int) == 1]
     pooled, curves, out = runs_of(bench), Curves(costs), []
@@ -168,7 +171,9 @@ def sentences(df: pd.DataFrame, live: pd.DataFrame | None = None) -> list[str]:
         return []
     out = [
         "On the benchmark's machine, each ranked candidate projected from its own timed steps (the same prompts, "
-        "length and decodes), each decode's prefill counted as the benchmark's wall seconds count it: "
+        "length and decodes), each decode's prefill counted as the benchmark's wall seconds count it (the target's "
+        "as the run's plain decodes measured it, the draft's in the ratio of the cost curves at "
+        f"{speedup.PREFILL_AT} tokens, as for the live runs): "
         f"{spread(df.error)}, over {len(df)} configurations; on decoding alone {spread(df.error_decode)}."
     ]
     rep = df[df.replay_projected.notna()]

@@ -155,8 +155,7 @@ def error_sentence(speed: pd.DataFrame) -> str:
     pre = live.prefill_s.dropna() if "prefill_s" in live else pd.Series(dtype=float)
     counted = (
         f", counting each prompt's prefill as the plain run measured it ({pre.min():.2f}–{pre.max():.2f} s of "
-        "target forward per prompt, the draft's in the ratio of the cost curves at 128 tokens): a live run's "
-        "tokens/s include it"
+        "target forward per prompt; the draft's: speed.md)"
         if len(pre)
         else ""
     )
@@ -182,11 +181,15 @@ def projection_check(t: dict, env: dict | None) -> str:
             "was measured on another machine or one not identified (environment.json has no matching "
             "`machine_id`), and a speedup is never formed across machines."
         )
-    own = t.get("bench_check", pd.DataFrame())
-    own = own[own.machine_id == here] if len(own) else own
+    own = here_rows(t, here)
     if len(own):
-        live = speed[(speed.engine == "live") & (speed.batch_size.astype(int) == 1) & speed.error.notna()]
-        return " ".join(benchcheck.sentences(own, live if "error" in speed else None))
+        live = live_errors(speed)
+        every = pd.concat([live.error.astype(float), own.error], ignore_index=True)
+        return (
+            f"Against the benchmark (each candidate costed on its own timed steps, prefill counted): "
+            f"{benchcheck.spread(own.error)}, over {len(own)} configurations; all {len(every)} live batch-1 "
+            f"ones: {benchcheck.spread(every)}; by term: speed.md."
+        )
     both = same.merge(benchcheck.replayed(speed), on=benchcheck.KEY, how="inner")
     if both.empty:
         return ""
@@ -196,6 +199,25 @@ def projection_check(t: dict, env: dict | None) -> str:
         f"{err.abs().median():.0%}, worst {err.iloc[int(np.argmax(err.abs().to_numpy()))]:+.0%}, over {len(err)} "
         "configurations."
     )
+
+
+def here_rows(t: dict, here) -> pd.DataFrame:
+    """``t["bench_check"]``'s rows timed on the machine ``here`` (the costs' machine)."""
+    own = t.get("bench_check", pd.DataFrame())
+    return own[own.machine_id == here] if len(own) and here else own.iloc[0:0]
+
+
+def live_errors(speed: pd.DataFrame | None) -> pd.DataFrame:
+    """speedup.csv's live batch-1 rows with their own error (prefill counted)."""
+    if speed is None or speed.empty or "error" not in speed:
+        return pd.DataFrame(columns=["error"])
+    return speed[(speed.engine == "live") & (speed.batch_size.astype(int) == 1) & speed.error.notna()]
+
+
+def bench_detail(t: dict, env: dict | None) -> list[str]:
+    """speed.md's account of the benchmark against the model (``benchcheck.sentences``), on the costs' machine."""
+    own = here_rows(t, (env or {}).get("machine_id"))
+    return benchcheck.sentences(own, live_errors(t.get("speed"))) if len(own) else []
 
 
 def section(t: dict) -> list[str]:
