@@ -56,6 +56,7 @@ OPTIONAL_CSV = {
     "run_times": "run_times.csv",
     "served": "served.csv",  # what a server measured (python -m specbench.import_metrics)
     "bench": "speed.csv",  # the interleaved speed benchmark (python -m specbench.study.speed)
+    "bench_steps": "speed_steps.csv.gz",  # its timed decodes' step rows
     "acceptance_check": "acceptance_check.csv",  # the default run's acceptance-sample check (study.recheck)
 }
 
@@ -158,7 +159,7 @@ def load(results: str) -> dict:
     summary = analysis.relabel_pairs(summary, labels)
     by_hash = dict(zip(summary.config_hash.astype(str), summary.pair))
     data = {k: read_checked(os.path.join(results, f)) for k, f in OPTIONAL_CSV.items()}
-    for key in ("lossless_check", "lossless_control", "bench"):
+    for key in ("lossless_check", "lossless_control", "bench", "bench_steps"):
         data[key] = analysis.relabel_pairs(data[key], labels)
     return dict(
         data,

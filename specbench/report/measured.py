@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..study import speedsched, speedstats
-from . import phrases
+from . import benchcheck, phrases
 from .markdown import table
 
 
@@ -158,8 +158,7 @@ def error_sentence(speed: pd.DataFrame) -> str:
     pre = live.prefill_s.dropna() if "prefill_s" in live else pd.Series(dtype=float)
     counted = (
         f", counting each prompt's prefill as the plain run measured it ({pre.min():.2f}–{pre.max():.2f} s of "
-        "target forward per prompt, the draft's in the ratio of the cost curves at 128 tokens): a live run's "
-        "tokens/s include it"
+        "target forward per prompt; the draft's: speed.md)"
         if len(pre)
         else ""
     )
@@ -171,7 +170,9 @@ def error_sentence(speed: pd.DataFrame) -> str:
 
 def projection_check(t: dict, env: dict | None) -> str:
     """The projection against the benchmark's measured speedups, only where the cost curve was measured
-    on the machine that timed them (``machine_id``); otherwise it says none is compared, and why."""
+    on the machine that timed them (``machine_id``); otherwise it says none is compared, and why.  Each
+    candidate is projected from its own timed steps (``t["bench_check"]``, ``benchcheck``) where the
+    run's steps are at hand, else from the replay of the same tree and budget."""
     m, speed = t.get("measured", pd.DataFrame()), t.get("speed", pd.DataFrame())
     if m.empty or speed is None or speed.empty:
         return ""
@@ -184,10 +185,16 @@ def projection_check(t: dict, env: dict | None) -> str:
             "was measured on another machine or one not identified (environment.json has no matching "
             "`machine_id`), and a speedup is never formed across machines."
         )
-    key = ["pair", "dataset", "tree", "budget", "dtype"]
-    proj = speed[(speed.engine == "replay") & speed.projected.notna()]
-    proj = proj.sort_values("max_new_tokens", ascending=False).drop_duplicates(key)
-    both = same.merge(proj[key + ["projected"]], on=key, how="inner")
+    own = here_rows(t, here)
+    if len(own):
+        live = live_errors(speed)
+        every = pd.concat([live.error.astype(float), own.error], ignore_index=True)
+        return (
+            f"Against the benchmark (each candidate costed on its own timed steps, prefill counted): "
+            f"{benchcheck.spread(own.error)}, over {len(own)} configurations; all {len(every)} live batch-1 "
+            f"ones: {benchcheck.spread(every)}; by term: speed.md."
+        )
+    both = same.merge(benchcheck.replayed(speed), on=benchcheck.KEY, how="inner")
     if both.empty:
         return ""
     err = both.projected / both.speedup - 1
@@ -196,6 +203,25 @@ def projection_check(t: dict, env: dict | None) -> str:
         f"{err.abs().median():.0%}, worst {err.iloc[int(np.argmax(err.abs().to_numpy()))]:+.0%}, over {len(err)} "
         "configurations."
     )
+
+
+def here_rows(t: dict, here) -> pd.DataFrame:
+    """``t["bench_check"]``'s rows timed on the machine ``here`` (the costs' machine)."""
+    own = t.get("bench_check", pd.DataFrame())
+    return own[own.machine_id == here] if len(own) and here else own.iloc[0:0]
+
+
+def live_errors(speed: pd.DataFrame | None) -> pd.DataFrame:
+    """speedup.csv's live batch-1 rows with their own error (prefill counted)."""
+    if speed is None or speed.empty or "error" not in speed:
+        return pd.DataFrame(columns=["error"])
+    return speed[(speed.engine == "live") & (speed.batch_size.astype(int) == 1) & speed.error.notna()]
+
+
+def bench_detail(t: dict, env: dict | None) -> list[str]:
+    """speed.md's account of the benchmark against the model (``benchcheck.sentences``), on the costs' machine."""
+    own = here_rows(t, (env or {}).get("machine_id"))
+    return benchcheck.sentences(own, live_errors(t.get("speed"))) if len(own) else []
 
 
 def section(t: dict) -> list[str]:

@@ -245,12 +245,24 @@ def with_prefill(out: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.DataFr
         tc = costmodel.curve(costs, where[0], "target", where[1], where[2])
         if pt != pt or tc is None:
             continue
-        dc = costmodel.curve(costs, where[0], "draft", where[1], where[2])
-        ratio = float(dc.at(PREFILL_AT) / tc.at(PREFILL_AT)) if dc is not None else 0.0
+        ratio = draft_prefill_ratio(tc, costmodel.curve(costs, where[0], "draft", where[1], where[2]))
         p, plain = float(r["n_prompts"]), float(r["new_tokens"]) * float(tc.at(1))
         out.loc[i, "prefill_s"] = pt
-        out.loc[i, "projected_request"] = (p * pt + plain) / (p * pt * (1 + ratio) + plain / float(r["projected"]))
+        out.loc[i, "projected_request"] = with_prompts(float(r["projected"]), p, pt, ratio, plain)
     return out
+
+
+def draft_prefill_ratio(target: costmodel.Curve, draft: costmodel.Curve | None) -> float:
+    """The draft's prefill in units of the target's: the ratio of their curves at PREFILL_AT tokens (0
+    for a drafter that runs no model)."""
+    return float(draft.at(PREFILL_AT) / target.at(PREFILL_AT)) if draft is not None else 0.0
+
+
+def with_prompts(projected: float, prompts: float, prefill: float, ratio: float, plain: float) -> float:
+    """A decode-only projected speedup with ``prompts`` prompts' prefill counted on both sides: each costs
+    the target ``prefill`` seconds, and the speculative side also the draft's ``ratio`` x ``prefill``;
+    ``plain``: plain decoding's modelled decode seconds (its tokens x t(1))."""
+    return (prompts * prefill + plain) / (prompts * prefill * (1 + ratio) + plain / projected)
 
 
 def speedup_csv(table: pd.DataFrame) -> pd.DataFrame:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..study import schedule, speedsched, speedstats
-from . import analysis, compare, costmodel, hardware, onerun, speedup
+from . import analysis, benchcheck, compare, costmodel, hardware, onerun, speedup
 from .optimum import MIN_CALIB, calibration  # noqa: F401  (the calibration check of the Sequoia rows)
 
 MIN_RANKED, MIN_CI, MAX_CUT = 32, 10, 0.10
@@ -362,6 +362,7 @@ def compute(data: dict) -> dict:
     sums = prompt_sums(steps)
     counted = costmodel.StepCounts(steps) if steps is not None else None  # shared: projection, phase diagram
     speed = speedup.speedup_table(df, summary, steps, data["costs"], counted)
+    bench = speedstats.tables(data.get("bench"))
     calib = calibration(df, sums, data.get("vector"))
     idents = identities(df, steps)
     rows = annotate(df, steps, speed, calib, idents)
@@ -387,4 +388,7 @@ def compute(data: dict) -> dict:
         least=onerun.least(summary, counted, data["costs"]),
         **bench,
         bench_schedule=speedsched.schedule(bench.get("measured")),
+        bench_check=benchcheck.table(
+            bench.get("measured"), data.get("bench"), data.get("bench_steps"), data["costs"], speed
+        ),
     )

@@ -1,0 +1,194 @@
+"""The cost model against the interleaved speed benchmark (results/speed.csv, its timed steps in
+results/speed_steps.csv.gz), each ranked batch-1 candidate projected from **its own timed steps**.
+
+A projection of the replay's steps (its own prompts and length) describes other decodes than the
+ones the benchmark timed; here each candidate is charged what its timed steps did (``costmodel``:
+the same prompts, length and trees), and each decode's prefill is counted as the benchmark's wall
+seconds count it (``speedup.with_prompts``): the target's as the run's plain decodes measured it
+(``speedup.prefill_seconds``), the draft's in the ratio of the cost curves, as a live run's
+projection is (``speedup.with_prefill``).  Nothing is fitted.  Beside each projection, what the
+timed steps measured per term against the model's charge: target verify and draft seconds per
+step after the first (the first holds the prefill), plain decoding's step against t(1), and the
+seconds outside both timers (sampling, bookkeeping); and the replay's tokens per step of the same
+tree and budget.  pandas and numpy only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..study import speedstats
+from . import costmodel, speedup
+
+KEY = ["pair", "dataset", "tree", "budget", "dtype"]
+
+
+def runs_of(bench: pd.DataFrame) -> dict[str, set[str]]:
+    """The run id a pooled run is ranked under (``speedstats.latest_runs``) -> the runs pooled in it."""
+    pooled = speedstats.latest_runs(bench.assign(source_run=bench.run_id))
+    return {str(r): set(g.source_run) for r, g in pooled.groupby("run_id")}
+
+
+class Curves:
+    """(pair name, role, dtype, device) -> (Curve, its draws), made on first use (None: no rows)."""
+
+    def __init__(self, costs: pd.DataFrame):
+        self.costs = costs
+        self.made: dict[tuple, tuple | None] = {}
+
+    def get(self, name: str, role: str, dtype: str, device: str):
+        key = (name, role, dtype, device)
+        if key not in self.made:
+            c = costmodel.curve(self.costs, name, role, dtype, device)
+            self.made[key] = None if c is None else (c, c.draws())
+        return self.made[key]
+
+
+def terms(cand: pd.DataFrame, plain: pd.DataFrame, target, draft) -> dict:
+    """Measured ÷ modelled seconds per step over the steps after the first: the target's verify
+    forward (its tree_size + 1 tokens), the draft's forwards (``scored``; NaN without a model), and
+    plain decoding's step against t(1)."""
+    later = cand[cand.step > 0]
+    tc = target[0]
+    out = {"verify_ratio": later.verify_s.mean() / float(np.mean(tc.at(later.tree_size.to_numpy(float) + 1)))}
+    if draft is None:
+        out["draft_ratio"] = np.nan
+    else:
+        model = [sum(draft[0].at(k) for k in f) for f in costmodel.forwards(later)]
+        out["draft_ratio"] = later.draft_s.mean() / float(np.mean(model))
+    out["plain_ratio"] = plain[plain.step > 0].verify_s.mean() / float(tc.at(1))
+    return out
+
+
+def one(r: dict, rows: pd.DataFrame, steps: pd.DataFrame, curves: Curves) -> dict | None:
+    """One ranked candidate (``r``, a row of ``speedstats.answers``) of its pooled runs' ``rows`` and
+    ``steps``: its projection from those steps, with prefill counted, beside its measured speedup."""
+    cand, plain = steps[steps.candidate == r["candidate"]], steps[steps.candidate == speedstats.PLAIN]
+    if cand.empty or plain.empty:
+        return None
+    name = str(cand.get("pair_name", cand.pair).iloc[0])  # costs.csv is keyed by config name
+    where = (str(r["dtype"]), str(r.get("device") or "cpu"))
+    target, draft = curves.get(name, "target", *where), curves.get(name, "draft", *where)
+    if target is None:
+        return None
+    c = costmodel.counts(cand)
+    proj = costmodel.projection(c, draft, target)
+    pre = float(speedup.prefill_seconds(plain, plain.config_hash.unique()).mean())
+    ratio = speedup.draft_prefill_ratio(target[0], None if draft is None else draft[0])
+    decodes = float((cand.step == 0).sum())
+    plain_s = float(c.emitted.sum()) * float(target[0].at(1))
+    mine = rows[rows.candidate == r["candidate"]]
+    return {
+        **{k: r[k] for k in ("run_id", "pair", "dataset", "dtype", "tree", "budget", "candidate", "machine_id")},
+        "measured": r["speedup"],
+        "projected": proj["projected"],
+        "projected_request": speedup.with_prompts(proj["projected"], decodes, pre, ratio, plain_s),
+        "prefill_s": pre,
+        "decodes": decodes,
+        "tokens_per_step": c.emitted.sum() / c.steps.sum(),
+        "cost_basis": proj["cost_basis"],
+        "outside_s_step": float((mine.wall_s - mine.draft_s - mine.verify_s).sum() / mine.steps.sum()),
+        **terms(cand, plain, target, draft),
+    }
+
+
+def replayed(speed: pd.DataFrame | None) -> pd.DataFrame:
+    """The replay's projection and tokens per step of each tree and budget (its longest run)."""
+    cols = KEY + ["projected", "tokens_per_step"]
+    if speed is None or speed.empty or not {"engine", "projected"} <= set(speed.columns):
+        return pd.DataFrame(columns=cols)
+    proj = speed[(speed.engine == "replay") & speed.projected.notna()]
+    return proj.sort_values("max_new_tokens", ascending=False).drop_duplicates(KEY)[cols]
+
+
+def table(
+    measured: pd.DataFrame | None,
+    bench: pd.DataFrame | None,
+    steps: pd.DataFrame | None,
+    costs: pd.DataFrame | None,
+    speed: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Every ranked batch-1 candidate with timed steps and a target cost curve: measured and projected
+    (from its own steps, decoding alone and with prefill), the errors, the per-term ratios, and the
+    replay's projection of the same tree and budget (``replay_projected``, ``replay_tokens_per_step``)."""
+    if measured is None or bench is None or steps is None or costs is None:
+        return pd.DataFrame()
+    if measured.empty or bench.empty or costs.empty or "step" not in steps:
+        return pd.DataFrame()
+    m = measured[measured.batch_size.astype(int) == 1]
+    pooled, curves, out = runs_of(bench), Curves(costs), []
+    for r in m.to_dict("records"):
+        runs = pooled.get(str(r["run_id"]), {r["run_id"]})
+        got = one(r, bench[bench.run_id.isin(runs)], steps[steps.run_id.isin(runs)], curves)
+        if got is not None:
+            out.append(got)
+    if not out:
+        return pd.DataFrame()
+    df = pd.DataFrame(out)
+    rep = replayed(speed).rename(columns={"projected": "replay_projected", "tokens_per_step": "replay_tokens_per_step"})
+    df = df.merge(rep, on=KEY, how="left")
+    df["error"] = df.projected_request / df.measured - 1
+    df["error_decode"] = df.projected / df.measured - 1
+    df["replay_error"] = df.replay_projected / df.measured - 1
+    return df
+
+
+def spread(e: pd.Series) -> str:
+    """'median absolute X%, worst ±Y%' of an error column."""
+    e = e.dropna().astype(float)
+    worst = round(float(e.iloc[int(np.argmax(e.abs().to_numpy()))]), 2) + 0.0  # no '-0%'
+    return f"median absolute {e.abs().median():.0%}, worst {worst:+.0%}"
+
+
+def span(x: pd.Series, fmt: str = ".2f") -> str:
+    x = x.dropna()
+    lo, hi = format(x.min(), fmt), format(x.max(), fmt)
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def term_sentence(df: pd.DataFrame) -> str:
+    """Per pair and dataset, measured ÷ modelled seconds per term (ranges over its candidates)."""
+    parts = []
+    for (pair, ds), g in df.groupby(["pair", "dataset"], sort=True):
+        draft = f", draft forwards {span(g.draft_ratio)}" if g.draft_ratio.notna().any() else ""
+        parts.append(
+            f"{pair}/{ds}: target verify {span(g.verify_ratio)}{draft}, plain decoding's step ÷ t(1) "
+            f"{span(g.plain_ratio)}, {span(g.outside_s_step * 1000, '.1f')} ms per step outside both timers"
+        )
+    return (
+        "Per term, the timed steps after the first (the first holds the prefill) measured ÷ the model's charge: "
+        + "; ".join(parts)
+        + "."
+    )
+
+
+def sentences(df: pd.DataFrame, live: pd.DataFrame | None = None) -> list[str]:
+    """The benchmark's projection error from its own steps (with prefill, and decoding alone), the
+    replay-based error it replaces with why, the per-term ratios, and the error over every live
+    batch-1 configuration with the benchmark's included (``live``: speedup.csv's own-measured rows)."""
+    if df.empty:
+        return []
+    out = [
+        "On the benchmark's machine, each ranked candidate projected from its own timed steps (the same prompts, "
+        "length and decodes), each decode's prefill counted as the benchmark's wall seconds count it (the target's "
+        "as the run's plain decodes measured it, the draft's in the ratio of the cost curves at "
+        f"{speedup.PREFILL_AT} tokens, as for the live runs): "
+        f"{spread(df.error)}, over {len(df)} configurations; on decoding alone {spread(df.error_decode)}."
+    ]
+    rep = df[df.replay_projected.notna()]
+    if len(rep):
+        gap = rep.replay_tokens_per_step / rep.tokens_per_step - 1
+        out.append(
+            "Projected instead from the replay of the same tree and budget (its own prompts and length), the "
+            f"error is {spread(rep.replay_error)} over {len(rep)}: the replay's tokens per step are "
+            f"{span(gap * 100, '.0f')}% above those of the decodes the benchmark timed."
+        )
+    out.append(term_sentence(df))
+    if live is not None and len(live) and "error" in live:
+        e = pd.concat([live.error.astype(float), df.error], ignore_index=True).dropna()
+        out.append(
+            f"Over every live batch-1 configuration, the benchmark's included ({len(live)} live runs and "
+            f"{len(df)} benchmark candidates), prefill counted: {spread(e)}."
+        )
+    return out

@@ -1,0 +1,131 @@
+"""The cost model against the interleaved benchmark (report.benchcheck) on hand-made timing tables: each
+candidate projected from its own timed steps with each decode's prefill counted as the benchmark's wall
+seconds count it, the per-term ratios, and the replay-based comparison it replaces."""
+
+import numpy as np
+import pandas as pd
+
+from specbench.report import benchcheck, measured, speedup
+from specbench.study import speedstats as ss
+
+PREFILL, TOKENS, PROMPTS = 1.0, 12, 8
+
+
+def t_target(n):  # the target's seconds for n query tokens: t(1) = 0.2, +0.01 per token
+    return 0.2 + 0.01 * (np.asarray(n, float) - 1)
+
+
+def t_draft(n):
+    return 0.05 + 0.005 * (np.asarray(n, float) - 1)
+
+
+def costs(draft: bool) -> pd.DataFrame:
+    rows = []
+    for role, f in [("target", t_target)] + [("draft", t_draft)] * draft:
+        for kv in (128, 512):
+            for n in (1, 2, 3, 4, 8, 128):
+                s = float(f(n))
+                rows.append(dict(role=role, pair="p", dtype="float32", device="cpu", kv_len=kv, n_tokens=n, seconds=s))
+                rows[-1]["samples"] = f"{s} {s} {s}"
+    return pd.DataFrame(rows)
+
+
+def decode(name: str, budget: int, prompt: str, scale: float, draft: bool):
+    """One timed decode's step rows: plain emits 1 token a step, a chain of ``budget`` emits budget + 1;
+    every forward takes ``scale`` x the curve's seconds, the first step adds the prompt's prefill
+    (the target's PREFILL, the draft's in the ratio of the curves at 128 tokens)."""
+    n = max(1, TOKENS // (budget + 1))
+    rows = []
+    for i in range(n):
+        verify = scale * float(t_target(budget + 1)) + (PREFILL if i == 0 else 0)
+        ds = scale * budget * float(t_draft(1)) if (budget and draft) else 1e-4 * bool(budget)
+        if i == 0 and budget and draft:
+            ds += PREFILL * float(t_draft(128) / t_target(128))
+        rows.append(
+            dict(prompt_id=prompt, step=i, tree_size=budget, tree_depth=budget, emitted=budget + 1,
+                 accepted=budget, scored=".".join(["1"] * budget) if draft else "", draft_s=ds, verify_s=verify)
+        )  # fmt: skip
+    return rows
+
+
+def bench(walls: dict, draft: bool = False, machine="m1"):
+    """speed.csv and speed_steps rows of one run: candidate -> its forwards' scale."""
+    rows, steps = [], []
+    for u in range(PROMPTS):
+        for c, scale in walls.items():
+            budget = 0 if c.startswith("plain") else int(c.split("N=")[1].split()[0])
+            st = decode(c, budget, f"q{u}", scale, draft)
+            wall = sum(r["draft_s"] + r["verify_s"] for r in st)
+            common = dict(run_id="r1", candidate=c, config_hash=f"h{budget}", pair="p", dataset="d", dtype="float32")
+            steps += [dict(common, round=0, unit=u, **r) for r in st]
+            rows.append(
+                dict(common, device="cpu", batch_size=1, max_new_tokens=TOKENS, machine="cpu A", machine_id=machine,
+                     tree="none" if not budget else "chain", budget=budget, tree_params="{}", round=0, unit=u,
+                     prompt_ids=f"q{u}", wall_s=wall, draft_s=sum(r["draft_s"] for r in st),
+                     verify_s=sum(r["verify_s"] for r in st), steps=len(st), tokens=TOKENS, accepted=0,
+                     drafted=budget * len(st), tree_depth=budget)
+            )  # fmt: skip
+    return pd.DataFrame(rows), pd.DataFrame(steps)
+
+
+WALLS = {"plain": 1.0, ss.PLAIN_AA: 1.0, "chain N=2": 1.0, "chain N=2 (twin)": 1.0, "chain N=3": 1.0}
+
+
+def test_prefill_is_counted_on_both_sides_and_the_drafts_in_the_curves_ratio():
+    # 10 s of plain decoding, 5 s projected (2x), 4 prompts of 1 s prefill, draft prefill 0.5x the target's
+    assert speedup.with_prompts(2.0, 4, 1.0, 0.0, 10.0) == (4 + 10) / (4 + 5)
+    assert speedup.with_prompts(2.0, 4, 1.0, 0.5, 10.0) == (4 + 10) / (4 * 1.5 + 5)
+
+
+def test_a_run_timed_exactly_at_the_curve_is_projected_without_error():
+    for draft in (False, True):
+        rows, steps = bench(WALLS, draft=draft)
+        df = benchcheck.table(ss.tables(rows)["measured"], rows, steps, costs(draft))
+        assert set(df.candidate) == {"chain N=2", "chain N=3"}  # ranked candidates: no plain, A/A or twin
+        assert np.allclose(df.error, 0, atol=1e-9), df[["candidate", "measured", "projected_request"]]
+        assert (df.error_decode > 0).all()  # decoding alone overstates: the prefill is a share both sides pay
+        assert np.allclose(df.prefill_s, PREFILL) and (df.decodes == PROMPTS).all()
+        assert np.allclose(df.verify_ratio, 1) and np.allclose(df.plain_ratio, 1)
+        assert df.draft_ratio.isna().all() if not draft else np.allclose(df.draft_ratio, 1)
+        assert (df.cost_basis == ("scored" if draft else "lookup")).all()
+
+
+def test_slower_speculative_verifies_show_in_the_error_and_in_the_verify_term():
+    rows, steps = bench({**WALLS, "chain N=3": 1.2})  # its target forwards 20% slower than the curve
+    df = benchcheck.table(ss.tables(rows)["measured"], rows, steps, costs(False)).set_index("candidate")
+    assert np.isclose(df.verify_ratio["chain N=3"], 1.2) and np.isclose(df.verify_ratio["chain N=2"], 1)
+    assert df.error["chain N=3"] > 0.05 and abs(df.error["chain N=2"]) < 1e-9
+
+
+def test_the_replay_projection_is_set_beside_with_its_tokens_per_step():
+    rows, steps = bench(WALLS)
+    replay = pd.DataFrame(
+        [dict(pair="p", dataset="d", tree="chain", budget=b, dtype="float32", engine="replay", max_new_tokens=128,
+              projected=p, tokens_per_step=tps) for b, p, tps in ((2, 9.0, 3.6), (3, 9.0, 4.8))]
+    )  # fmt: skip
+    df = benchcheck.table(ss.tables(rows)["measured"], rows, steps, costs(False), replay)
+    assert np.allclose(df.replay_tokens_per_step / df.tokens_per_step, 1.2)
+    text = " ".join(benchcheck.sentences(df))
+    assert "over 2 configurations" in text and "tokens per step are 20% above" in text
+    assert "target verify 1.00, plain decoding's step ÷ t(1) 1.00" in text
+
+
+def test_projection_check_uses_the_own_steps_and_counts_the_live_runs_with_them():
+    rows, steps = bench(WALLS)
+    t = ss.tables(rows)
+    t["bench_check"] = benchcheck.table(t["measured"], rows, steps, costs(False))
+    live = pd.DataFrame([dict(engine="live", batch_size=1, error=e, pair="p") for e in (0.05, -0.15, 0.02)])
+    t["speed"] = live
+    text = measured.projection_check(t, {"machine_id": "m1"})  # the main page: one sentence
+    assert "costed on its own timed steps" in text and "median absolute 0%, worst +0%, over 2 configurations" in text
+    assert "all 5 live batch-1 ones: median absolute 2%, worst -15%; by term: speed.md" in text
+    detail = " ".join(measured.bench_detail(t, {"machine_id": "m1"}))  # speed.md: the whole account
+    assert "from its own timed steps" in detail and "target verify 1.00" in detail
+    assert "(3 live runs and 2 benchmark candidates), prefill counted: median absolute 2%, worst -15%" in detail
+    assert "not set against" in measured.projection_check(t, {"machine_id": "elsewhere"})
+    assert measured.bench_detail(t, {"machine_id": "elsewhere"}) == []  # never across machines
+
+
+def test_a_report_without_the_steps_file_keeps_the_replay_comparison():
+    rows, _ = bench(WALLS)
+    assert benchcheck.table(ss.tables(rows)["measured"], rows, None, costs(False)).empty
