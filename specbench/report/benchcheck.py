@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..study import speedstats
 from . import costmodel, speedup
+from .markdown import span
 
 KEY = ["pair", "dataset", "tree", "budget", "dtype"]
 
@@ -139,12 +140,6 @@ def spread(e: pd.Series) -> str:
     e = e.dropna().astype(float)
     worst = round(float(e.iloc[int(np.argmax(e.abs().to_numpy()))]), 2) + 0.0  # no '-0%'
     return f"median absolute {e.abs().median():.0%}, worst {worst:+.0%}"
-
-
-def span(x: pd.Series, fmt: str = ".2f") -> str:
-    x = x.dropna()
-    lo, hi = format(x.min(), fmt), format(x.max(), fmt)
-    return lo if lo == hi else f"{lo}–{hi}"
 
 
 def term_sentence(df: pd.DataFrame) -> str:

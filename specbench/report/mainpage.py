@@ -13,7 +13,7 @@ import re
 import numpy as np
 
 from . import figures_accept, findings, fixed, hardware
-from .markdown import bullets
+from .markdown import bullets, span
 
 MAX_WORDS = 2500  # REPORT.md, tables included, links and image lines excluded
 
@@ -29,12 +29,6 @@ def words(text: str) -> int:
         line = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", line)
         n += sum(1 for w in re.split(r"[\s|]+", line) if re.search(r"\w", w))
     return n
-
-
-def span(values) -> str:
-    """'16–32', or '16' where every value is the same."""
-    lo, hi = int(min(values)), int(max(values))
-    return f"{lo}" if lo == hi else f"{lo}–{hi}"
 
 
 def _figs(ctx, *names) -> list[str]:
@@ -142,7 +136,7 @@ def limits(t: dict, data: dict, base: list[str]) -> list[str]:
         out.append(
             f"Live speed was measured for {len(pairs)} of {t['rows'].pair.nunique()} pairs at batch 1 "
             f"({', '.join(pairs)}), on {', '.join(sorted(set(b1.dataset.astype(str))))}, with "
-            f"{span(b1.n_prompts)} prompts of {span(b1.max_new_tokens)} new tokens per run, on "
+            f"{span(b1.n_prompts, '.0f')} prompts of {span(b1.max_new_tokens, '.0f')} new tokens per run, on "
             f"{', '.join(sorted(set(b1.device.astype(str))))} only; the other pairs' speedups are projected."
         )
     return out

@@ -17,6 +17,13 @@ def md_table(rows: list[list], headers: list[str]) -> str:
     return "\n".join(lines)
 
 
+def span(values: Iterable, fmt: str = ".2f") -> str:
+    """'0.27–0.84', or one value where the smallest and largest print the same (NaN left out)."""
+    xs = [float(v) for v in values if v == v]
+    lo, hi = format(min(xs), fmt), format(max(xs), fmt)
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
 Column = tuple[str, Callable[[dict], object]]
 
 

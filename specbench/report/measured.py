@@ -123,16 +123,18 @@ def controls_sentence(t: dict, runs=None) -> str:
         c = c[c.run_id.isin(set(runs))]
     if c.empty:
         return ""
-    parts = []
+    twice = c.groupby(["pair", "dataset"]).run_id.transform("nunique") > 1
+    c = c.assign(where=c.pair + "/" + c.dataset + np.where(twice, " (run " + c.run_id.astype(str) + ")", ""))
+    parts: dict[str, list[str]] = {}
     for r in c.itertuples():
-        what = "×" if r.kind == "speedup" else " (difference)"
-        ok = "holds" if r.holds else "FAILS"
-        parts.append(f"{r.pair}/{r.dataset}: {r.control} {r.estimate:.3f}{what} [{r.lo:.3f}, {r.hi:.3f}] {ok}")
+        est = f"{r.estimate:.3f}×" if r.kind == "speedup" else f"{r.estimate:+.3f}"
+        name = "A/A" if r.kind == "speedup" else "twin " + str(r.control).split(" vs ")[0]
+        ok = "" if r.holds else " FAILS"
+        parts.setdefault(str(r.where), []).append(f"{name} {est} [{r.lo:.3f}, {r.hi:.3f}]{ok}")
     held = int(c.holds.sum())
     return (
-        f"Controls ({held} of {len(c)} hold; A/A must include 1×, identical trees a difference of 0): "
-        + "; ".join(parts)
-        + "."
+        f"Controls ({held} of {len(c)} hold; the A/A speedup's interval must include 1×, the identical-twin "
+        "difference's 0): " + "; ".join(f"{k}: {', '.join(v)}" for k, v in parts.items()) + "."
     )
 
 

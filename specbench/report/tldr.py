@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..study import speedsched
 from . import analysis, hardware, measured, phrases, tables
-from .markdown import table
+from .markdown import span, table
 
 
 def label(r: dict, shapes: set[str]) -> str:
@@ -155,12 +155,6 @@ def lead(rec: pd.DataFrame, env: dict | None) -> str:
     )
 
 
-def span(v: pd.Series, digits: int = 3) -> str:
-    """'0.003–0.011', or one value where all agree."""
-    lo, hi = f"{v.min():.{digits}f}", f"{v.max():.{digits}f}"
-    return lo if lo == hi else f"{lo}–{hi}"
-
-
 def hardware_sentence(t: dict, rec: pd.DataFrame, envs: dict) -> list[str]:
     """Per other measured machine: its curve against this one's, and how the modelled best moves."""
     out, dtypes = [], set(rec.dtype) if "dtype" in rec else set()
@@ -178,14 +172,13 @@ def hardware_sentence(t: dict, rec: pd.DataFrame, envs: dict) -> list[str]:
             moves.append((int(there["budget"]) > int(cpu["budget"])) - (int(there["budget"]) < int(cpu["budget"])))
             best.setdefault(rr["pair"], []).append(there["modelled"])
         best_s = ", ".join(
-            f"{p} {min(v):.2f}–{max(v):.2f}×" + (" (plain decoding: speculation loses)" if max(v) <= 1 else "")
-            for p, v in best.items()
+            f"{p} {span(v)}×" + (" (plain decoding: speculation loses)" if max(v) <= 1 else "") for p, v in best.items()
         )
         out.append(
             f"On {machine(dev, envs)}, timed once per point (HF eager forwards, launch-bound: the harness, "
             f"not a serving engine) with {', '.join(sorted(set(g.weights)))} weights and no "
             f"live run (so the linear model of *Which tree on which hardware* alone), an extra verified token costs "
-            f"m = {span(g.m)} one-token target forwards (here {span(here.m)}) and a draft forward r times the "
+            f"m = {span(g.m, '.3f')} one-token target forwards (here {span(here.m, '.3f')}) and a draft forward r times the "
             f"target's (here → there: {rs}). Against this CPU's modelled best, the best budget grows in "
             f"{moves.count(1)}, stays in {moves.count(0)} and shrinks in {moves.count(-1)} of the {len(moves)} rows "
             f"with a {dev} column; the best modelled speedup per pair: {best_s}."
