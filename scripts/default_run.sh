@@ -9,8 +9,8 @@
 # (specbench/study/budget.py: which pairs, candidates, prompts and attention grid fit the minutes
 # left, each step's ETA, into $OUT/plan.json); this machine's forward costs for the plan's pairs; the
 # acceptance-sample check (specbench/study/recheck.py: a fixed stratified sample of the committed
-# replayed configurations re-derived in their dtype, compared step by step: one PASS/FAIL line,
-# results/acceptance_check.csv); the interleaved speed benchmark for the plan's pairs x datasets;
+# greedy configurations re-derived in their dtype at their committed batch, on its first batch of
+# prompts, as many as the plan fits; compared step by step: one PASS/FAIL line, acceptance_check.csv); the interleaved speed benchmark for the plan's pairs x datasets;
 # the tree-attention grid the plan sized; collect; each step's time beside its ceiling; report.
 # Every committed row this run does not re-measure is kept.  Resumable: a finished step leaves a
 # marker in $OUT and is skipped by the next run (start over: rm -r outputs/default).
@@ -53,8 +53,8 @@ $PY -m specbench.inputs.machine --out "$OUT/machine.json"
 
 if [ "$PROFILE" = tiny ]; then  # the tiny pair's own "committed" rows: what its acceptance sample re-derives
   step "tiny: the reference rows of the tiny pair (\$OUT/results)"
-  once tiny_seed $PY -m specbench.run -m "${PAIR[@]}" dtype=float32 dataset=smoke dataset.limit=2 max_new_tokens=8 \
-    engine=replay verify=greedy tree=binary tree.budget=2 progress=false out_root="$OUT/seed" \
+  once tiny_seed $PY -m specbench.run -m "${PAIR[@]}" dtype=float32 dataset=smoke dataset.limit=2 batch_size=2 \
+    max_new_tokens=8 engine=replay verify=greedy tree=binary tree.budget=2 progress=false out_root="$OUT/seed" \
     hydra.sweep.dir="$OUT/seed/multirun" < /dev/null
   once tiny_seed_collect $PY -m specbench.collect "$OUT/seed" --out "$RESULTS"
 fi
@@ -79,16 +79,16 @@ once costs $PY -m specbench.study.costs "${PAIR[@]}" dtype="$DTYPE" "+costs_repe
   hydra.run.dir="$OUT/costs"
 
 step "the acceptance-sample check: committed configurations re-derived (acceptance_check.csv)"
-if [ ! -f "$OUT/recheck_jobs.txt" ]; then
-  $PY -m specbench.study.recheck jobs --results "$RESULTS" --prompts "$(get recheck_prompts)" \
-    --pair-overrides "${PAIR[*]}" > "$OUT/recheck_jobs.tmp" && mv "$OUT/recheck_jobs.tmp" "$OUT/recheck_jobs.txt"
+if [ ! -f "$OUT/recheck_jobs.txt" ]; then  # the plan's configurations, each on its committed first batch
+  $PY -m specbench.study.recheck jobs --results "$RESULTS" --only "$(get recheck_configs)" \
+    --cache "$OUT/replay_cache" --pair-overrides "${PAIR[*]}" > "$OUT/recheck_jobs.tmp" \
+    && mv "$OUT/recheck_jobs.tmp" "$OUT/recheck_jobs.txt"
 fi
 i=0
 while read -r job; do
   i=$((i + 1))
   # shellcheck disable=SC2086  # one job's overrides, word-split on purpose
-  once "recheck_$i" $PY -m specbench.run $job out_root="$OUT/recheck" "+replay_cache=$OUT/replay_cache" \
-    hydra.run.dir="$OUT/recheck/$i" < /dev/null
+  once "recheck_$i" $PY -m specbench.run $job out_root="$OUT/recheck" hydra.run.dir="$OUT/recheck/$i" < /dev/null
 done < "$OUT/recheck_jobs.txt"
 once recheck_compare $PY -m specbench.study.recheck compare --results "$RESULTS" --runs "$OUT/recheck" \
   --out "$RESULTS/acceptance_check.csv"

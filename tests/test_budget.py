@@ -20,9 +20,22 @@ UNITS = [
     ("qwen_coder", "mt_bench", ["binary/3", "kary/3"]),
     ("smollm_qwen", "humaneval", ["binary/3"]),
 ]
-SAMPLE = [
-    {"pair": "qwen_coder", "dataset": "humaneval", "dtype": "bfloat16", "max_new_tokens": 128},
-    {"pair": "ngram_qwen05", "dataset": "mt_bench", "dtype": "bfloat16", "max_new_tokens": 128},
+
+
+def _row(pair, tree, dataset, batch, engine="replay", tokens=128):
+    return dict(
+        config_hash=f"{pair}-{tree}-{dataset}-{batch}", pair=pair, tree=tree, budget=4, dataset=dataset,
+        frontier_rule="topk", dtype="bfloat16", max_new_tokens=tokens, batch_size=batch, engine=engine,
+    )  # fmt: skip
+
+
+SAMPLE = [  # a committed sample: 1.5B rows at batch 64 and 32, 0.5B rows at 32, a live batch-1 row
+    _row("qwen_coder", "medusa63", "stdlib_code", 64),
+    _row("qwen_coder", "kary", "stdlib_code", 64),
+    _row("ngram_qwen", "ngram_trie", "humaneval", 32),
+    _row("ngram_qwen05", "sequoia", "mt_bench", 32),
+    _row("smollm_qwen05", "binary", "mt_bench", 32),
+    _row("smollm_qwen", "none", "humaneval", 1, "live", 64),
 ]
 
 
@@ -42,7 +55,7 @@ def test_more_minutes_never_cover_less_and_nothing_planned_exceeds_the_budget():
         seen.add(got)
     assert len(seen) > 5  # the budget does decide
     full = plan(10_000)
-    assert budget.covered(full) == (len(UNITS), 16 * len(UNITS), budget.GRIDS.index("default"), 2)
+    assert budget.covered(full) == (len(UNITS), 16 * len(UNITS), budget.GRIDS.index("default"), len(SAMPLE))
 
 
 def test_the_first_unit_takes_fewer_prompts_before_a_second_unit_is_planned():
@@ -55,9 +68,45 @@ def test_the_first_unit_takes_fewer_prompts_before_a_second_unit_is_planned():
 def test_a_slower_machine_covers_less_and_the_sample_runs_in_its_own_dtype():
     fast, slow = plan(60), plan(60, AVX2, "float32")
     assert budget.covered(slow) <= budget.covered(fast)
+    # the sample stays bf16 (the committed rows' dtype) even where float32 runs the rest: dearer, so fewer rows
+    prof = budget.PROFILES["real"]
+    assert budget.recheck_s(SAMPLE, AVX2, prof) > 5 * budget.recheck_s(SAMPLE, FAST, prof)
     by = {s["step"]: s for s in slow["steps"]}
-    # the sample stays bf16 (the committed rows' dtype) even where float32 runs the rest
-    assert by["recheck"]["eta_s"] > {s["step"]: s for s in fast["steps"]}["recheck"]["eta_s"] * 5
+    assert by["recheck"]["configurations"] < {s["step"]: s for s in fast["steps"]}["recheck"]["configurations"]
+
+
+def test_the_sample_is_costed_at_its_committed_batch_and_shrinks_to_fit_dropping_the_dearest():
+    prof = budget.PROFILES["real"]
+    cost = {r["config_hash"]: sum(budget.sample_cost(r, FAST, prof)) for r in SAMPLE}
+    # rows x tokens at the batch and the target's size: a 1.5B batch-64 row costs most, the live batch-1 row least
+    assert max(cost, key=cost.get).startswith("qwen_coder") and min(cost, key=cost.get).endswith("-1")
+    assert cost["ngram_qwen05-sequoia-mt_bench-32"] < cost["ngram_qwen-ngram_trie-humaneval-32"]
+    # one continuation per target x dataset x batch: two rows sharing one cost less than twice one
+    both = budget.recheck_s(SAMPLE[:2], FAST, prof)
+    assert both < 2 * budget.recheck_s(SAMPLE[:1], FAST, prof)
+    shrunk = seen = None
+    for minutes in range(15, 200, 5):
+        by = {s["step"]: s for s in plan(minutes)["steps"]}
+        rc = by["recheck"]
+        assert rc["configurations"] >= 1 and rc["sampled"] == len(SAMPLE) and rc["eta_s"] > 0
+        assert SAMPLE[-1]["config_hash"] in rc["configs"]  # the cheapest row: always kept
+        kept = [cost[h] for h in rc["configs"]]
+        assert all(d["eta_s"] >= max(kept) - 1e-9 for d in rc["dropped"])  # the dearest go first
+        if rc["dropped"] and 1 < rc["configurations"]:
+            shrunk = rc
+        seen = rc
+    assert shrunk is not None and seen["dropped"] == [] and seen["configurations"] == len(SAMPLE)
+    assert all("(batch " in d["name"] for d in shrunk["dropped"]) and shrunk["unrepresented"]
+    line = budget.printout({**plan(200), "minutes": 200, "machine": {"machine": "x"}}, 0)
+    assert f"{len(SAMPLE)} of {len(SAMPLE)} sampled configurations" in line and "batch (1/32/64)" in line
+
+
+def test_a_wide_forward_is_priced_from_the_measured_rates_alone():
+    r = {"1": 10.0, "64": 100.0}
+    one, wide = budget.forward_s("qwen1.5b", 1, r), budget.forward_s("qwen1.5b", 65, r)
+    assert one == pytest.approx(2 * 1.54 / 10 + 0.002)
+    assert wide - one == pytest.approx(2 * 1.54 * 64 / 100)  # the 64-row rate, no hand-set gain
+    assert not hasattr(budget, "WIDE_GAIN")
 
 
 def test_a_budget_below_the_mandatory_steps_is_planned_and_marked_over():
@@ -75,6 +124,7 @@ def test_the_shell_reads_the_plan_and_the_record_states_it(tmp_path):
     pair, ds, n, tok, cands = lines[0].split("\t")
     assert (pair, ds, tok) == ("qwen_coder", "humaneval", "64") and cands.startswith("[chain/3,")
     assert budget.get(p, "costs_pairs").startswith("[") and budget.get(p, "kv_lens") == "[128,512]"
+    assert set(budget.get(p, "recheck_configs").split(",")) <= {r["config_hash"] for r in SAMPLE}
     rec = budget.record({**p, "covered": budget.sentence(p)}, str(tmp_path / "none.csv"))
     assert rec["machine"] == "cpu X" and rec["planned_s"] == round(30 + p["planned_s"])
     assert rec["acceptance_check"].endswith("not run")

@@ -1,5 +1,6 @@
-"""The acceptance-sample check (study.recheck): a fixed stratified sample of the committed replayed
-rows, re-derived and compared step by step; on hand-made rows and end to end on the tiny pair."""
+"""The acceptance-sample check (study.recheck): a fixed stratified sample of the committed greedy
+rows (the cheapest row of each stratum), re-derived at the committed batch on its first batch of
+prompts and compared step by step; on hand-made rows and end to end on the tiny pair at batch 2."""
 
 from __future__ import annotations
 
@@ -14,15 +15,22 @@ import pandas as pd
 from conftest import ROOT, tiny_pair_overrides
 from specbench.study import recheck
 
+PAIRS = {  # pair: (target, frontier rule)
+    "qwen_coder": ("qwen2.5-coder-1.5b-instruct", "topk"),
+    "smollm_qwen": ("qwen2.5-coder-1.5b-instruct", "topk"),
+    "ngram_qwen": ("qwen2.5-coder-1.5b-instruct", "fixed"),
+    "smollm_qwen05": ("qwen2.5-coder-0.5b-instruct", "topk"),
+}
+
 
 def summary_rows() -> pd.DataFrame:
     rows = []
-    pairs = {"a": ("T1", "topk"), "b": ("T1", "topk"), "ng": ("T1", "fixed"), "small": ("T2", "topk")}
     for (pair, (target, rule)), tree, ds, budget in itertools.product(
-        pairs.items(), ["chain", "binary", "specinfer"], ["he", "mt", "code"], [1, 4, 16]
+        PAIRS.items(), ["chain", "binary", "specinfer"], ["he", "mt", "code"], [1, 4, 16]
     ):
-        if pair == "small" and ds == "code":
+        if pair == "smollm_qwen05" and ds == "code":
             continue
+        batch = 64 if pair == "qwen_coder" else 32
         rows.append(
             dict(
                 config_hash=f"{pair}-{tree}-{ds}-{budget}",
@@ -39,32 +47,64 @@ def summary_rows() -> pd.DataFrame:
                 seed=0,
                 max_new_tokens=128,
                 dtype="bfloat16",
-                batch_size=32,
+                batch_size=batch,
+                n_prompts=batch,
             )
         )
-    live = dict(rows[0], config_hash="live", engine="live", tree="eagle2")  # not replayed: never sampled
+    live = dict(rows[0], config_hash="live", engine="live", tree="none", budget=0, batch_size=1, n_prompts=8)
     return pd.DataFrame([*rows, live])
+
+
+def _sample(tmp_path, s: pd.DataFrame) -> pd.DataFrame:
+    path = tmp_path / "summary.csv"
+    s.to_csv(path, index=False)
+    return recheck.sample(str(path))
 
 
 def test_the_sample_represents_every_pair_shape_rule_and_dataset_and_is_fixed(tmp_path):
     s = summary_rows()
-    path = tmp_path / "summary.csv"
-    s.to_csv(path, index=False)
-    picked = recheck.sample(str(path))
-    replayed = s[s.engine == "replay"]
+    picked = _sample(tmp_path, s)
     for col in recheck.STRATA:
-        assert set(picked[col]) == set(replayed[col]), col
-    assert "eagle2" not in set(picked.tree)
-    assert (picked.budget == recheck.BUDGET).all()  # where a budget 4 row exists, it is the one
-    assert len(picked) <= 6 and picked.groupby(["target", "dataset"]).ngroups <= 4
-    shuffled = s.sample(frac=1, random_state=1)
-    shuffled.to_csv(path, index=False)
-    assert list(recheck.sample(str(path)).config_hash) == list(picked.config_hash)
+        assert set(picked[col]) == set(s[col]), col
+    # a live row only where no replayed one covers a value (plain decoding), on its first prompt
+    assert list(picked[picked.engine == "live"].config_hash) == ["live"]
+    assert (picked[picked.engine == "replay"].budget == recheck.BUDGET).all()  # where a budget 4 row exists
+    assert len(picked) <= 7
+    assert list(_sample(tmp_path, s.sample(frac=1, random_state=1)).config_hash) == list(picked.config_hash)
+
+
+def test_each_stratum_takes_its_cheapest_row(tmp_path):
+    s = summary_rows()
+    dear = s[s.engine == "replay"].assign(max_new_tokens=256, config_hash=lambda d: d.config_hash + "-long")
+    wide = s[s.engine == "replay"].assign(batch_size=128, n_prompts=128, config_hash=lambda d: d.config_hash + "-b128")
+    split = s[s.engine == "replay"].assign(n_prompts=64, config_hash=lambda d: d.config_hash + "-split")
+    live = s[s.engine == "replay"].assign(
+        engine="live", batch_size=1, n_prompts=8, config_hash=lambda d: d.config_hash + "-live"
+    )
+    picked = _sample(tmp_path, pd.concat([dear, wide, split, live, s]).reset_index(drop=True))
+    for col in recheck.STRATA:
+        assert set(picked[col]) == set(s[col]), col
+    replayed = picked[picked.engine == "replay"]
+    assert not replayed.config_hash.str.contains("-long|-b128|-split").any(), list(picked.config_hash)
+    assert (replayed.max_new_tokens == 128).all() and set(replayed.batch_size) <= {32, 64}
+    # the 0.5B target's rows before the 1.5B's: the first pick, and its pair's one pick
+    assert picked.pair.iloc[0] == "smollm_qwen05" and (picked.pair == "smollm_qwen05").sum() == 1
+    assert list(picked[picked.engine == "live"].tree) == ["none"]
+
+
+def test_the_job_line_re_derives_the_committed_first_batch():
+    row = summary_rows().iloc[0]
+    line = recheck.job_line(row, cache="/c")
+    for part in ("pair=qwen_coder", "dataset.limit=64", "batch_size=64", "engine=replay", "dtype=bfloat16"):
+        assert part in line.split(), part
+    assert "+replay_cache=/c/batch64" in line and "verify.temperature=0.0" in line and "max_new_tokens=128" in line
+    live = recheck.job_line(summary_rows().iloc[-1], cache="/c")
+    assert "engine=live" in live and "dataset.limit=1" in live and "batch_size=1" in live and "replay_cache" not in live
 
 
 def _steps(chash: str, accepted: list[int], prompt: str = "p0") -> pd.DataFrame:
     row = summary_rows().set_index("config_hash").loc[chash]
-    base = {k: row[k] for k in recheck.SAME if k != "budget"} | {"budget": int(row["budget"])}
+    base = {k: row[k] for k in recheck.KEY if k != "budget"} | {"budget": int(row["budget"])}
     return pd.DataFrame(
         [
             dict(base, config_hash=chash, prompt_id=prompt, step=i, tree_size=4, tree_depth=4, accepted=a)
@@ -76,14 +116,15 @@ def _steps(chash: str, accepted: list[int], prompt: str = "p0") -> pd.DataFrame:
 
 def test_compare_passes_identical_steps_and_names_what_differs(tmp_path):
     summary = summary_rows()
-    committed = pd.concat([_steps("a-chain-he-4", [1, 0, 2]), _steps("a-chain-he-4", [3, 3], "p1")])
+    committed = pd.concat([_steps("ngram_qwen-chain-he-4", [1, 0, 2]), _steps("ngram_qwen-chain-he-4", [3, 3], "p1")])
     job = tmp_path / "runs" / "1"
     job.mkdir(parents=True)
-    _steps("a-chain-he-4", [1, 0, 2]).assign(config_hash="other-hash").to_csv(job / "steps.csv", index=False)
+    _steps("ngram_qwen-chain-he-4", [1, 0, 2]).assign(config_hash="other-hash").to_csv(job / "steps.csv", index=False)
     check = recheck.compare(summary, committed, str(tmp_path / "runs"))
-    assert len(check) == 1 and check.identical.all() and check.config_hash.iloc[0] == "a-chain-he-4"
-    assert recheck.verdict(check).startswith("acceptance-sample check: PASS: 1 configurations x 1 prompts")
-    _steps("a-chain-he-4", [1, 1, 2]).to_csv(job / "steps.csv", index=False)
+    assert len(check) == 1 and check.identical.all() and check.config_hash.iloc[0] == "ngram_qwen-chain-he-4"
+    assert recheck.verdict(check).startswith("acceptance-sample check: PASS: 1 configurations, 1 prompts")
+    assert "at batch 32)" in recheck.verdict(check)
+    _steps("ngram_qwen-chain-he-4", [1, 1, 2]).to_csv(job / "steps.csv", index=False)
     check = recheck.compare(summary, committed, str(tmp_path / "runs"))
     line = recheck.verdict(check)
     assert not check.identical.any() and line.startswith("acceptance-sample check: FAIL: 1 of 1 prompts differ")
@@ -91,7 +132,7 @@ def test_compare_passes_identical_steps_and_names_what_differs(tmp_path):
     # where they part: the first step agrees, the second differs; the batches each side ran in
     assert check.same_prefix_steps.iloc[0] == 1 and check.committed_batch.iloc[0] == 32
     assert "agree on their first 1-1 steps (median 33% of their steps)" in line
-    assert "(committed at batch 32, re-derived at batch 1)" in line
+    assert "(committed at batch 32, re-derived at batch 32)" in line
     assert len(line.splitlines()) == 1
     assert recheck.verdict(check.iloc[:0]).startswith("acceptance-sample check: FAIL: nothing")
 
@@ -103,34 +144,34 @@ def _run(args: list[str]) -> subprocess.CompletedProcess:
     return r
 
 
-def test_the_tiny_pair_is_re_derived_identically_and_a_changed_committed_row_fails(tiny_pair_dirs, tmp_path):
+def test_the_tiny_pair_is_re_derived_identically_at_batch_2_and_a_changed_committed_row_fails(tiny_pair_dirs, tmp_path):
     pair = tiny_pair_overrides(tiny_pair_dirs)
     ref, res = tmp_path / "ref", tmp_path / "results"
-    common = ["dataset=smoke", "dataset.limit=2", "max_new_tokens=8", "engine=replay", "verify=greedy"]
+    common = ["dataset=smoke", "dataset.limit=2", "batch_size=2", "max_new_tokens=8", "engine=replay", "verify=greedy"]
     _run(["specbench.run", *pair, *common, "tree=binary", "tree.budget=2", f"out_root={ref}"])
     _run(["specbench.collect", str(ref), "--out", str(res)])
-    jobs = _run(
-        [
-            "specbench.study.recheck",
-            "jobs",
-            "--results",
-            str(res),
-            "--prompts",
-            "1",
-            "--pair-overrides",
-            " ".join(pair[:3]),
-        ]
-    )
-    (line,) = jobs.stdout.splitlines()
-    assert "dataset.limit=1" in line and "dtype=float32" in line and "engine=replay" in line
+    args = ["specbench.study.recheck", "jobs", "--results", str(res), "--pair-overrides", " ".join(pair[:3])]
+    (line,) = _run([*args, "--cache", str(tmp_path / "cache")]).stdout.splitlines()
+    for part in (
+        "dataset.limit=2",
+        "batch_size=2",
+        "dtype=float32",
+        "engine=replay",
+        f"+replay_cache={tmp_path}/cache/batch2",
+    ):
+        assert part in line.split(), part
     runs = tmp_path / "runs"
-    _run(["specbench.run", *shlex.split(line), "device=cpu", f"out_root={runs}", f"+replay_cache={tmp_path / 'cache'}"])
+    _run(["specbench.run", *shlex.split(line), "device=cpu", f"out_root={runs}"])
     out = tmp_path / "check.csv"
     cmp = ["specbench.study.recheck", "compare", "--results", str(res), "--runs", str(runs), "--out", str(out)]
-    assert _run(cmp).stdout.startswith("acceptance-sample check: PASS: 1 configurations x 1 prompts")
-    assert pd.read_csv(out).identical.all()
+    assert _run(cmp).stdout.startswith("acceptance-sample check: PASS: 1 configurations, 2 prompts")
+    check = pd.read_csv(out)
+    assert check.identical.all() and set(check.batch) == {2} and set(check.committed_batch) == {2}
     steps = pd.read_csv(res / "steps.csv.gz")
     steps.loc[0, "tree_depth"] = 99  # a committed step of the first prompt that the machine does not reproduce
     steps.to_csv(res / "steps.csv.gz", index=False)
     line = _run(cmp).stdout.strip()
-    assert line.startswith("acceptance-sample check: FAIL: 1 of 1 prompts differ") and "tree_depth" in line
+    assert line.startswith("acceptance-sample check: FAIL: 1 of 2 prompts differ") and "tree_depth" in line
+    # the plan's --only: a hash outside the sample is refused in one line, exit 2
+    r = subprocess.run([sys.executable, "-m", *args, "--only", "nope"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 2 and "--only" in r.stderr and len(r.stderr.strip().splitlines()) == 1

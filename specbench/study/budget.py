@@ -6,8 +6,11 @@ Every step's time is an estimate from the models' sizes (2 FLOP per parameter an
 measured rate for its forward width, plus each process's start and model load:
 
 * ``costs``: every forward shape of the answer's pairs' models, ``repeats`` + 1 times, at each KV length;
-* ``recheck``: one target continuation per (target, dataset) of the acceptance sample
-  (``study.recheck``), ``prompts`` wide, plus one drafter pass per sampled configuration;
+* ``recheck``: the acceptance sample (``study.recheck``), each configuration at its committed
+  batch B on its first B prompts: one target continuation per (target, dataset, batch, tokens,
+  dtype) it needs (a prefill of B prompts, then one B-row forward per token), and per
+  configuration a process, a drafter pass over the same rows and tokens (``sample_cost``); a live
+  row decodes its B prompts with both models, one B-row forward per token;
 * ``speed``: per pair x dataset, ``prompts`` x ``tokens`` decodes of plain decoding, its A/A copy,
   each candidate and the first one's twin, each token one target decode step (a tree step's
   drafts and wider forward cost about the steps it saves);
@@ -15,10 +18,12 @@ measured rate for its forward width, plus each process's start and model load:
 * ``collect``, ``ceiling``, ``report``: fixed.
 
 ``plan`` fills the budget in stages, each taken only once the stage before it reached its cap (so
-more minutes never cover less): the small attention grid, the first pair x dataset's speed
-prompts, every further pair x dataset at full size (in the answer's order), the default grid, more
-acceptance-sample prompts.  The mandatory part (costs of the first pair, one sample prompt, the
-fixed steps) is planned even over the budget, and the plan says so.
+more minutes never cover less): the small attention grid, the first pair x dataset's speed on its
+fewest prompts, the rest of the acceptance sample (``shrink``: the most expensive configurations
+dropped until it fits, named in the plan with the strata no configuration then represents), the
+first pair x dataset's further prompts, every further pair x dataset at full size (in the
+answer's order), the default grid.  The mandatory part (costs of the first pair, the sample's
+cheapest configuration, the fixed steps) is planned even over the budget, and the plan says so.
 
     python -m specbench.study.budget plan --machine OUT/machine.json --minutes 45 --spent 120 \\
         --out OUT/plan.json [--profile tiny] [--results results]
@@ -33,7 +38,7 @@ from dataclasses import dataclass, field
 
 from ..core.args import Parser, refuse
 from ..core.atomic import atomic_write, write_file
-from .planview import get, printout, record
+from .planview import GRIDS, covered, get, printout, record, sentence  # noqa: F401  (GRIDS, covered: its API)
 
 # billions of parameters the forward multiplies through (the embeddings' lookup is free)
 PARAMS_B = {"qwen1.5b": 1.54, "qwen0.5b": 0.49, "smollm": 0.135, "gemma": 0.17, "tiny": 0.0001}
@@ -50,13 +55,16 @@ PAIRS = {  # pair: (draft model or None, target model); a layer-skip draft is ha
     "qwen05_skip": ("qwen0.5b/2", "qwen0.5b"),
     "local": ("tiny", "tiny"),
 }
-COST_SHAPES, COST_WIDTH = 23, 31  # study.costs: 23 widths 1..128, mean 31 tokens
-PROMPT_TOKENS = 200  # a prompt's tokens, for prefill estimates
-# a whole model's wide forward runs ~4x the one 64-row linear layer's rate (results/costs.csv: the 1.5B
-# target's 128-token forward in 1.29 s where that layer ran 80 GFLOP/s; its 1-token one matches the 1-row rate)
-WIDE_GAIN = 4.0
-REF_GFLOPS = 80.0  # the attention grids' seconds below were timed where a 64-row bf16 matmul ran this fast
-GRIDS = ("none", "tiny", "key", "default")
+COST_SHAPES, COST_WIDTH = 23, 31  # study.costs: 23 widths 1..128, mean 31 tokens (its KV x width grid)
+PROMPT_TOKENS = 200  # a prompt's tokens (padded), for prefill estimates: the longer prompts of humaneval
+# No gain factor: a whole model's forward of w tokens costs its first token at the measured 1-row rate and
+# each further one at the measured 64-row rate, both this machine's (machine.json).  Checked on
+# results/costs.csv (1..128 tokens at KV 128) against the rates of the machine that measured it
+# (results/default_run.json's): 0.96-1.21x the measured seconds for the 1.5B target, 0.73-0.87x for the 0.5B.
+# the attention grids' seconds (Profile.grid_s) were timed where a 64-row bf16 matmul ran this fast:
+# 'key' 36 s in the default run of results/run_times.csv on the 319 GFLOP/s machine of default_run.json
+# ('default': an earlier run of the whole grid); a slower machine's grid scales by its 64-row rate
+REF_GFLOPS = 319.0
 
 
 @dataclass(frozen=True)
@@ -64,12 +72,15 @@ class Profile:
     name: str
     tokens: int = 64  # new tokens per speed decode
     prompts: tuple[int, int] = (4, 16)  # speed prompts per pair x dataset: (fewest worth running, most)
-    recheck_prompts: int = 2
     costs_repeats: int = 3
     kv_lens: tuple[int, ...] = (128, 512)
     grids: tuple[str, str] = ("key", "default")  # (small, full) attention grid
     grid_s: dict = field(default_factory=lambda: {"none": 0.0, "tiny": 5.0, "key": 40.0, "default": 660.0})
-    load_s: float = 15.0  # one process: imports and model load
+    # one process's imports and model load: the batch-1 acceptance check of results/run_times.csv's last default
+    # run (15 one-prompt processes in 284 s, their forwards 128 s of it) left ~10 s a process; 15 with the load
+    load_s: float = 15.0
+    # collect: the default run's "collect and the run's record" step (98 s in results/run_times.csv); ceiling
+    # and report (not in run_times.csv, which the ceiling step writes): python -m specbench.report took ~2-3 min
     fixed_s: dict = field(default_factory=lambda: {"collect": 90.0, "ceiling": 10.0, "report": 180.0})
 
 
@@ -79,7 +90,6 @@ PROFILES = {
         "tiny",
         tokens=8,
         prompts=(1, 2),
-        recheck_prompts=2,
         costs_repeats=1,
         kv_lens=(16,),
         grids=("none", "tiny"),
@@ -102,11 +112,11 @@ def models(pair: str) -> tuple[str | None, str]:
 
 def forward_s(model: str | None, width: int, rate: dict) -> float:
     """One forward of ``width`` tokens: the first token at the 1-row rate (a decode step reads every
-    weight once), each further one at the 64-row rate times ``WIDE_GAIN``."""
+    weight once), each further one at the 64-row rate (see ``REF_GFLOPS``'s comment above)."""
     if model is None:
         return 0.0
     flop = 2 * params(model)
-    return flop / float(rate["1"]) + flop * (max(width, 1) - 1) / (float(rate["64"]) * WIDE_GAIN) + 0.002
+    return flop / float(rate["1"]) + flop * (max(width, 1) - 1) / float(rate["64"]) + 0.002
 
 
 def costs_s(pairs, rate: dict, prof: Profile) -> float:
@@ -117,18 +127,41 @@ def costs_s(pairs, rate: dict, prof: Profile) -> float:
     return (prof.load_s + sum(per[m] * len(prof.kv_lens) + fill[m] for m in ms)) if ms else 0.0
 
 
-def recheck_s(sample: list[dict], prompts: int, rates: dict, prof: Profile) -> float:
-    """The acceptance sample (rows with pair, dataset, dtype, max_new_tokens), in each row's own
-    dtype: a continuation per (target, dataset) and a drafter pass and a process per row."""
-    conts = {(models(r["pair"])[1], r["dataset"], r["dtype"]): int(r["max_new_tokens"]) for r in sample}
-    t = sum(
-        forward_s(m, prompts * PROMPT_TOKENS, rates[dt]) + n * forward_s(m, prompts, rates[dt])
-        for (m, _, dt), n in conts.items()
-    )
+def continuation_key(row: dict) -> tuple:
+    """What one target continuation serves: the rows of one target, dataset, batch, length and dtype."""
+    return (models(row["pair"])[1], row["dataset"], int(row["batch_size"]), int(row["max_new_tokens"]), row["dtype"])
+
+
+def sample_cost(row: dict, rates: dict, prof: Profile) -> tuple[float, float]:
+    """(its continuation's seconds, its own seconds) for one sampled row at its committed batch B on B
+    prompts; a live row has no shared continuation (its decode is its own)."""
+    draft, target = models(row["pair"])
+    b, n, rate = int(row["batch_size"]), int(row["max_new_tokens"]), rates[row["dtype"]]  # the committed dtype
+    cont = forward_s(target, b * PROMPT_TOKENS, rate) + n * forward_s(target, b, rate)
+    own = prof.load_s + forward_s(draft, b * PROMPT_TOKENS, rate) + n * forward_s(draft, b, rate)
+    return (0.0, own + cont) if row.get("engine", "replay") == "live" else (cont, own)
+
+
+def recheck_s(sample: list[dict], rates: dict, prof: Profile) -> float:
+    """The sample's seconds: each row's own, each continuation it needs once."""
+    conts: dict = {}
+    own = 0.0
     for r in sample:
-        width = prompts * (PROMPT_TOKENS + int(r["max_new_tokens"]))
-        t += prof.load_s + forward_s(models(r["pair"])[0], width, rates[r["dtype"]])
-    return t
+        cont, mine = sample_cost(r, rates, prof)
+        conts[continuation_key(r)] = max(conts.get(continuation_key(r), 0.0), cont)
+        own += mine
+    return own + sum(conts.values())
+
+
+def shrink(sample: list[dict], rates: dict, prof: Profile, seconds: float) -> tuple[list[dict], list[dict]]:
+    """(kept, dropped): the sample with its most expensive rows (own + continuation) dropped first
+    until it fits ``seconds``; the cheapest row is always kept (the mandatory part)."""
+    order = sorted(range(len(sample)), key=lambda i: (-sum(sample_cost(sample[i], rates, prof)), i))
+    for k in range(len(order)):
+        kept = [sample[i] for i in sorted(order[k:])]
+        if k == len(order) - 1 or recheck_s(kept, rates, prof) <= seconds:
+            return kept, [sample[i] for i in order[:k]]
+    return [], []
 
 
 def speed_s(pair: str, n_candidates: int, prompts: int, prof: Profile, rate: dict) -> float:
@@ -159,14 +192,12 @@ class Fill:
         return False
 
 
-def _units(units, prof: Profile, rate: dict, fill: Fill, costed: set, first: bool) -> list[dict]:
-    """Speed units in order: the first with as many prompts as fit (>= the fewest), each further
-    one at full size with its pair's costs; stops at the first that does not fit."""
+def _units(units, prof: Profile, rate: dict, fill: Fill, costed: set, sizes) -> list[dict]:
+    """Speed units in order, each with as many of ``sizes`` prompts as fit (the largest first) and its
+    pair's costs; stops at the first that does not fit, or that fits fewer than ``sizes``' largest."""
     out: list[dict] = []
-    lo, hi = prof.prompts
-    for i, (pair, dataset, cands) in enumerate(units):
+    for pair, dataset, cands in units:
         extra = 0.0 if pair in costed else costs_s([pair], rate, prof)
-        sizes = range(hi, lo - 1, -1) if first and i == 0 else [hi]
         n = next((p for p in sizes if extra + speed_s(pair, len(cands), p, prof, rate) <= fill.left), 0)
         if not fill.open or not n or not fill.take(extra + speed_s(pair, len(cands), n, prof, rate)):
             fill.open = False
@@ -174,33 +205,74 @@ def _units(units, prof: Profile, rate: dict, fill: Fill, costed: set, first: boo
         costed.add(pair)
         eta = speed_s(pair, len(cands), n, prof, rate)
         out.append(dict(pair=pair, dataset=dataset, prompts=n, tokens=prof.tokens, candidates=list(cands), eta_s=eta))
-        if n < hi:
+        if n < max(sizes):
             fill.open = False
     return out
+
+
+def _grow(unit: dict, prof: Profile, rate: dict, fill: Fill) -> None:
+    """The first unit from its fewest prompts to as many as fit (closes ``fill`` short of the most)."""
+    lo, hi = prof.prompts
+    base = speed_s(unit["pair"], len(unit["candidates"]), lo, prof, rate)
+    cost = {n: speed_s(unit["pair"], len(unit["candidates"]), n, prof, rate) - base for n in range(lo, hi + 1)}
+    n = max((k for k in cost if fill.open and cost[k] <= fill.left), default=lo)
+    fill.take(cost[n])
+    unit.update(prompts=n, eta_s=base + cost[n])
+    if n < hi:
+        fill.open = False
+
+
+def _recheck_step(sample: list[dict], rates: dict, prof: Profile, fill: Fill) -> dict:
+    """The acceptance sample that fits what ``fill`` has left beyond its mandatory cheapest row."""
+    floor = recheck_s(shrink(sample, rates, prof, 0.0)[0], rates, prof)
+    kept, dropped = shrink(sample, rates, prof, floor + (fill.left if fill.open else 0.0))
+    fill.take(recheck_s(kept, rates, prof) - floor)
+    if dropped:
+        fill.open = False
+    return recheck_view(sample, kept, dropped, rates, prof)
+
+
+def recheck_view(sample: list[dict], kept: list[dict], dropped: list[dict], rates: dict, prof: Profile) -> dict:
+    """The plan's recheck step: the kept configurations (the shell's ``--only``), their batches and
+    prompts, each dropped one with its seconds, and the strata values no kept one represents."""
+    from .recheck import STRATA
+
+    def name(r: dict) -> str:
+        return f"{r['pair']} {r['tree']}/{int(r['budget'])} {r['dataset']} (batch {int(r['batch_size'])})"
+
+    have = {(k, r[k]) for r in kept for k in STRATA}
+    lost = sorted({f"{k} {r[k]}" for r in dropped for k in STRATA if (k, r[k]) not in have})
+    return dict(
+        step="recheck",
+        configurations=len(kept),
+        sampled=len(sample),
+        configs=[r["config_hash"] for r in kept],
+        batches=sorted({int(r["batch_size"]) for r in kept}),
+        prompts=sum(int(r["batch_size"]) for r in kept),
+        dropped=[dict(name=name(r), eta_s=sum(sample_cost(r, rates, prof))) for r in dropped],
+        unrepresented=lost,
+        eta_s=recheck_s(kept, rates, prof),
+    )
 
 
 def plan(prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample: list[dict]) -> dict:
     """What fits ``budget_s`` seconds (see the module's docstring): a JSON-ready dict."""
     rate = rates[dtype]
     first = [units[0][0]] if units else []
-    must = sum(prof.fixed_s.values()) + recheck_s(sample, 1, rates, prof) + costs_s(first, rate, prof)
+    floor = recheck_s(shrink(sample, rates, prof, 0.0)[0], rates, prof)
+    must = sum(prof.fixed_s.values()) + floor + costs_s(first, rate, prof)
     fill = Fill(budget_s - must, open=budget_s >= must)
     costed = set(first)
     small, full = prof.grids
     grid = small if fill.take(grid_s(small, rates, prof)) else "none"
-    speed = _units(units[:1], prof, rate, fill, costed, first=True)
-    speed += (
-        _units(units[1:], prof, rate, fill, costed, first=False)
-        if speed and speed[-1]["prompts"] == prof.prompts[1]
-        else []
-    )
+    speed = _units(units[:1], prof, rate, fill, costed, [prof.prompts[0]])
+    recheck = _recheck_step(sample, rates, prof, fill)
+    if speed and fill.open:
+        _grow(speed[0], prof, rate, fill)
+    if speed and speed[-1]["prompts"] == prof.prompts[1]:
+        speed += _units(units[1:], prof, rate, fill, costed, [prof.prompts[1]])
     if grid == small and fill.take(grid_s(full, rates, prof) - grid_s(small, rates, prof)):
         grid = full
-    k = 1
-    while k < prof.recheck_prompts and fill.take(
-        recheck_s(sample, k + 1, rates, prof) - recheck_s(sample, k, rates, prof)
-    ):
-        k += 1
     pairs = sorted({u["pair"] for u in speed} | set(first))
     steps = [
         dict(
@@ -210,7 +282,7 @@ def plan(prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample:
             kv_lens=list(prof.kv_lens),
             eta_s=costs_s(pairs, rate, prof),
         ),
-        dict(step="recheck", prompts=k, configurations=len(sample), eta_s=recheck_s(sample, k, rates, prof)),
+        recheck,
         dict(step="speed", units=speed, eta_s=sum(u["eta_s"] for u in speed)),
         dict(step="attention", grid=grid, eta_s=grid_s(grid, rates, prof)),
         *(dict(step=name, eta_s=s) for name, s in prof.fixed_s.items()),
@@ -218,30 +290,6 @@ def plan(prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample:
     total = sum(s["eta_s"] for s in steps)
     return dict(
         profile=prof.name, dtype=dtype, budget_s=budget_s, planned_s=total, over_budget=total > budget_s, steps=steps
-    )
-
-
-def covered(p: dict) -> tuple[int, int, int, int]:
-    """(speed units, speed prompts, attention grid rank, sample prompts): what a plan covers."""
-    by = {s["step"]: s for s in p["steps"]}
-    units = by["speed"]["units"]
-    return len(units), sum(u["prompts"] for u in units), GRIDS.index(by["attention"]["grid"]), by["recheck"]["prompts"]
-
-
-def sentence(p: dict) -> str:
-    """What the plan covers, in one sentence (the report's and the printout's)."""
-    by = {s["step"]: s for s in p["steps"]}
-    units = by["speed"]["units"]
-    sp = "; ".join(
-        f"{u['pair']} on {u['dataset']} ({len(u['candidates'])} candidates, {u['prompts']} prompts x {u['tokens']} tokens)"
-        for u in units
-    )
-    rc = by["recheck"]
-    return (
-        f"forward costs of {', '.join(by['costs']['pairs']) or 'no pair'} ({by['costs']['repeats']} repeats); "
-        f"the acceptance sample ({rc['configurations']} configurations, {rc['prompts']} prompts each); "
-        f"the speed benchmark for {sp or 'no pair (the budget left none)'}; "
-        f"the tree-attention grid '{by['attention']['grid']}'"
     )
 
 

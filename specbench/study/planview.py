@@ -8,10 +8,38 @@ import math
 
 from ..core.args import refuse
 
+GRIDS = ("none", "tiny", "key", "default")  # the tree-attention grids, smallest first
+
 
 def mmss(seconds: float) -> str:
     s = int(math.ceil(seconds))
     return f"{s // 60}:{s % 60:02d}"
+
+
+def covered(p: dict) -> tuple[int, int, int, int]:
+    """(speed units, speed prompts, attention grid rank, sample configurations): what a plan covers."""
+    by = {s["step"]: s for s in p["steps"]}
+    units = by["speed"]["units"]
+    n = by["recheck"]["configurations"]
+    return len(units), sum(u["prompts"] for u in units), GRIDS.index(by["attention"]["grid"]), n
+
+
+def sentence(p: dict) -> str:
+    """What the plan covers, in one sentence (the report's and the printout's)."""
+    by = {s["step"]: s for s in p["steps"]}
+    units = by["speed"]["units"]
+    sp = "; ".join(
+        f"{u['pair']} on {u['dataset']} ({len(u['candidates'])} candidates, {u['prompts']} prompts x {u['tokens']} tokens)"
+        for u in units
+    )
+    rc = by["recheck"]
+    return (
+        f"forward costs of {', '.join(by['costs']['pairs']) or 'no pair'} ({by['costs']['repeats']} repeats); "
+        f"the acceptance sample ({rc['configurations']} of {rc['sampled']} configurations, {rc['prompts']} prompts, "
+        f"each at its committed batch {'/'.join(map(str, rc['batches'])) or '-'}); "
+        f"the speed benchmark for {sp or 'no pair (the budget left none)'}; "
+        f"the tree-attention grid '{by['attention']['grid']}'"
+    )
 
 
 def printout(p: dict, spent: float) -> str:
@@ -20,7 +48,7 @@ def printout(p: dict, spent: float) -> str:
     for s in p["steps"]:
         what = {
             "costs": f"pairs {','.join(s.get('pairs', []))}, {s.get('repeats')} repeats",
-            "recheck": f"{s.get('configurations')} configurations x {s.get('prompts')} prompts",
+            "recheck": _recheck(s) if s["step"] == "recheck" else "",
             "speed": "; ".join(
                 f"{u['pair']}/{u['dataset']}: {len(u['candidates'])} candidates x {u['prompts']} prompts x {u['tokens']} tokens ({mmss(u['eta_s'])})"
                 for u in s.get("units", [])
@@ -38,6 +66,18 @@ def printout(p: dict, spent: float) -> str:
     return "\n".join(lines)
 
 
+def _recheck(s: dict) -> str:
+    """The sample's line: what it re-derives, and what the budget dropped (the strata it no longer covers)."""
+    out = (
+        f"{s['configurations']} of {s['sampled']} sampled configurations, {s['prompts']} prompts, each at its "
+        f"committed batch ({'/'.join(map(str, s['batches']))})"
+    )
+    if s["dropped"]:
+        out += "; dropped to fit: " + ", ".join(f"{d['name']} {mmss(d['eta_s'])}" for d in s["dropped"])
+        out += f" (no longer represented: {', '.join(s['unrepresented']) or 'none'})"
+    return out
+
+
 def get(p: dict, key: str) -> str:
     """One plan value as the shell reads it (lists in Hydra's [a,b] form)."""
     by = {s["step"]: s for s in p["steps"]}
@@ -46,7 +86,7 @@ def get(p: dict, key: str) -> str:
         "costs_pairs": "[" + ",".join(by["costs"]["pairs"]) + "]",
         "costs_repeats": str(by["costs"]["repeats"]),
         "kv_lens": "[" + ",".join(map(str, by["costs"]["kv_lens"])) + "]",
-        "recheck_prompts": str(by["recheck"]["prompts"]),
+        "recheck_configs": ",".join(by["recheck"]["configs"]),
         "grid": by["attention"]["grid"],
         "speed": "\n".join(
             f"{u['pair']}\t{u['dataset']}\t{u['prompts']}\t{u['tokens']}\t[{','.join(u['candidates'])}]"

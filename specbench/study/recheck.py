@@ -1,28 +1,34 @@
 """`python -m specbench.study.recheck`: the acceptance-sample check of the default run.
 
-A fixed, stratified sample of the committed replayed greedy configurations (results/summary.csv),
-re-derived on this machine and compared with the committed rows step by step.
+A fixed, stratified sample of the committed greedy configurations (results/summary.csv),
+re-derived on this machine at the batch each committed row ran at and compared with the committed
+rows step by step.
 
 * ``sample``: every pair, shape family (``tree``), frontier rule and dataset of the committed
-  replay rows is represented: a greedy cover, each pick the row that adds the most values not yet
-  represented, ties to the one needing no new target continuation (a target x dataset already
-  picked), then the budget nearest ``BUDGET`` (4: the shapes differ there, and a replayed
-  budget costs little more than another), the fewest new tokens and the config hash (fixed: the same
-  committed rows give the same sample).
-* ``jobs``: one ``specbench.run`` override line per sampled row: its pair, dataset, tree and
-  scalar tree parameters, budget, rule, dtype (the committed row's), new tokens and seed, on the
-  replay engine, on the first ``--prompts`` prompts (the committed steps are per prompt, so the
-  first prompts compare alone).
+  greedy rows is represented: a greedy cover, each pick the row that adds the most values not yet
+  represented, ties to the cheapest to re-derive (``cost_rank``): a replayed row before a live one,
+  a row whose committed prompts ran as one batch (``one_batch``: its first batch is exactly what
+  ran), then the smallest target, batch and new tokens, a row needing no new target continuation
+  (a target x dataset x batch already picked), the budget nearest ``BUDGET`` (4: the shapes differ
+  there), and the config hash (fixed: the same committed rows give the same sample).
+* ``jobs``: one ``specbench.run`` override line per sampled row (``--only``: the configurations
+  the plan kept, ``study.budget``): its pair, dataset, tree and scalar tree parameters, budget,
+  rule, dtype, temperature, new tokens, seed and engine (the committed row's), on the prompts of
+  the committed row's first batch (``dataset.limit`` = ``batch_size`` = its committed batch size):
+  in bfloat16 a padded batch resolves near-ties differently from a batch of one, so a row is
+  re-derived at its own batch.  ``--cache DIR`` gives each batch size its own replay cache
+  (``DIR/batch<B>``): a continuation is cached by prompt, not by the batch that computed it.
 * ``compare``: each re-derived job's steps against the committed steps of its row's config hash
   and the same prompts, column by column (``COLUMNS``), one row per (configuration, prompt) into
   ``--out`` (results/acceptance_check.csv), and ONE line: ``acceptance-sample check: PASS ...`` or
   ``FAIL`` naming what differs.  Exit 0 either way (the result is the CSV); 2 for bad input.
 
-    python -m specbench.study.recheck jobs --results results --prompts 2 > OUT/recheck_jobs.txt
+    python -m specbench.study.recheck jobs --results results [--only HASH,...] --cache OUT/replay_cache \\
+        > OUT/recheck_jobs.txt
     python -m specbench.study.recheck compare --results results --runs OUT/recheck \\
         --out results/acceptance_check.csv
 
-torch-free: pandas, ``core`` and ``study.results``.
+torch-free: pandas, ``core``, ``study.results`` and ``study.budget``'s model sizes.
 """
 
 from __future__ import annotations
@@ -36,13 +42,14 @@ import pandas as pd
 
 from ..core.args import Parser, refuse
 from ..core.atomic import atomic_write
+from .budget import models, params
 from .results import csv_writer, read_csv
 
 STRATA = ("pair", "tree", "frontier_rule", "dataset")
-TARGET = {"pair": "target", "dataset": "dataset"}  # a continuation is one per target x dataset
 COLUMNS = ("tree_size", "tree_depth", "accepted", "emitted", "accept_path")  # per step, besides its count
 BUDGET = 4  # the budget sampled where a configuration has several: shapes differ there, and replay's cost hardly does
 SAME = ("pair", "tree", "tree_params", "budget", "verify", "temperature", "dataset", "seed", "max_new_tokens", "dtype")
+KEY = (*SAME, "engine", "batch_size")  # a re-derived row's committed one: the same configuration, engine and batch
 
 
 def sample_file(results: str) -> str:
@@ -52,41 +59,66 @@ def sample_file(results: str) -> str:
     return path
 
 
-def replayed(summary: pd.DataFrame) -> pd.DataFrame:
-    s = summary[(summary.engine == "replay") & (summary.verify == "greedy")]
+def greedy(summary: pd.DataFrame) -> pd.DataFrame:
+    """The committed greedy rows at temperature 0 (either engine): what a machine re-derives exactly."""
+    s = summary[summary.verify == "greedy"]
     return s[s.temperature.astype(float) == 0]
 
 
+def one_batch(rows: pd.DataFrame) -> pd.Series:
+    """Whether each row's committed prompts ran as one batch (batch 1, or no more prompts than the
+    batch): then its first batch re-derived alone is what ran; otherwise a finished prompt's place
+    was taken by the next one, which a first batch alone does not repeat."""
+    b = rows.batch_size.astype(int)
+    n = rows.n_prompts.astype(int) if "n_prompts" in rows else b
+    return (b == 1) | (n <= b)
+
+
+def cost_rank(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` ordered cheapest to re-derive first (see the module docstring), fresh continuations aside."""
+    return rows.assign(
+        _live=rows.engine != "replay",
+        _split=~one_batch(rows),
+        _target=[params(models(p)[1]) for p in rows.pair],
+        _batch=rows.batch_size.astype(int),
+        _tokens=rows.max_new_tokens.astype(int),
+        _b=(rows.budget.astype(int) - BUDGET).abs(),
+    ).sort_values(["_live", "_split", "_target", "_batch", "_tokens", "_b", "budget", "config_hash"], kind="mergesort")
+
+
+def _cont(r) -> tuple:
+    return (r.target, r.dataset, int(r.batch_size), int(r.max_new_tokens), r.dtype)
+
+
 def sample(path: str) -> pd.DataFrame:
-    """The fixed stratified sample of ``path``'s replayed greedy rows (see the module docstring)."""
-    rows = replayed(read_csv(path))
-    rows = rows.assign(_b=(rows.budget.astype(int) - BUDGET).abs()).sort_values(
-        ["_b", "budget", "max_new_tokens", "config_hash"], kind="mergesort"
-    )
+    """The fixed stratified sample of ``path``'s greedy rows (see the module docstring)."""
+    rows = cost_rank(greedy(read_csv(path)))
     seen: set = set()
     conts: set = set()
     picked = []
-    while True:
-        gain = rows.apply(lambda r: sum((k, r[k]) not in seen for k in STRATA), axis=1) if len(rows) else rows
-        if not len(rows) or gain.max() == 0:
+    while len(rows):
+        gain = rows.apply(lambda r: sum((k, r[k]) not in seen for k in STRATA), axis=1)
+        if gain.max() == 0:
             break
-        fresh = rows.apply(lambda r: (r.target, r.dataset) not in conts, axis=1)
-        best = rows.assign(_g=-gain, _n=fresh).sort_values(["_g", "_n"], kind="mergesort").iloc[0]
+        fresh = rows.apply(lambda r: _cont(r) not in conts, axis=1)
+        order = ["_g", "_live", "_split", "_target", "_batch", "_tokens", "_n"]
+        best = rows.assign(_g=-gain, _n=fresh).sort_values(order, kind="mergesort").iloc[0]
         picked.append(best.name)
         seen.update((k, best[k]) for k in STRATA)
-        conts.add((best.target, best.dataset))
-    return rows.loc[picked].drop(columns=["_b"])
+        conts.add(_cont(best))
+    return rows.loc[picked].drop(columns=[c for c in rows.columns if c.startswith("_")])
 
 
 def _value(v) -> str:
     return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
 
 
-def job_line(row, prompts: int, pair_overrides: str = "") -> str:
-    """The ``specbench.run`` overrides that re-derive ``row`` on its first ``prompts`` prompts."""
-    params = json.loads(row["tree_params"]) if isinstance(row["tree_params"], str) else {}
-    scalar = [f"tree.{k}={_value(v)}" for k, v in sorted(params.items()) if not isinstance(v, (list, dict))]
+def job_line(row, pair_overrides: str = "", cache: str = "") -> str:
+    """The ``specbench.run`` overrides that re-derive ``row`` on its committed first batch."""
+    params_ = json.loads(row["tree_params"]) if isinstance(row["tree_params"], str) else {}
+    scalar = [f"tree.{k}={_value(v)}" for k, v in sorted(params_.items()) if not isinstance(v, (list, dict))]
     pair = pair_overrides or f"pair={row['pair']}"
+    batch = int(row["batch_size"])
     return " ".join(
         [
             pair,
@@ -95,12 +127,14 @@ def job_line(row, prompts: int, pair_overrides: str = "") -> str:
             *scalar,
             f"tree.budget={int(row['budget'])}",
             f"verify={row['verify']}",
+            f"verify.temperature={_value(float(row['temperature']))}",
             f"dtype={row['dtype']}",
             f"max_new_tokens={int(row['max_new_tokens'])}",
             f"seed={int(row['seed'])}",
-            f"dataset.limit={prompts}",
-            f"batch_size={prompts}",
-            "engine=replay",
+            f"dataset.limit={batch}",
+            f"batch_size={batch}",
+            f"engine={row['engine']}",
+            *([f"+replay_cache={os.path.join(cache, f'batch{batch}')}"] if cache and row["engine"] == "replay" else []),
             "progress=false",
         ]
     )
@@ -115,12 +149,12 @@ def _text(v) -> str:
 
 
 def _key(df: pd.DataFrame) -> pd.Series:
-    return df[list(SAME)].map(_text).agg("|".join, axis=1)
+    return df[list(KEY)].map(_text).agg("|".join, axis=1)
 
 
 def compare(summary: pd.DataFrame, steps: pd.DataFrame, runs: str) -> pd.DataFrame:
     """One row per re-derived (configuration, prompt): its step count and each column equal or not."""
-    committed = replayed(summary)
+    committed = greedy(summary)
     want = dict(zip(_key(committed), committed.config_hash))
     batch = dict(zip(committed.config_hash, committed.batch_size)) if "batch_size" in committed else {}
     out = []
@@ -136,7 +170,7 @@ def compare(summary: pd.DataFrame, steps: pd.DataFrame, runs: str) -> pd.DataFra
             row = {"config_hash": chash or "", **{k: g[k].iloc[0] for k in SAME}, "prompt_id": pid}
             row.update(steps=len(g), committed_steps=len(o), found=bool(len(o)))
             row["committed_batch"] = batch.get(chash, float("nan"))
-            row["batch"] = new.prompt_id.nunique()  # jobs() runs its prompts as one batch
+            row["batch"] = int(g.batch_size.iloc[0])  # the batch the re-derived job ran its prompts in
             row.update(_agreement(o, g))
             row["identical"] = bool(len(o)) and all(row[f"same_{c}"] for c in COLUMNS)
             out.append(row)
@@ -160,7 +194,10 @@ def verdict(check: pd.DataFrame) -> str:
         return "acceptance-sample check: FAIL: nothing was re-derived (see the recheck jobs above)"
     n_conf, n = check.config_hash.nunique(), len(check)
     if check.identical.all():
-        return f"acceptance-sample check: PASS: {n_conf} configurations x {n // max(n_conf, 1)} prompts identical to the committed rows, column by column"
+        return (
+            f"acceptance-sample check: PASS: {n_conf} configurations, {n} prompts (each one's first committed batch, "
+            f"at batch {_batches(check.batch)}) identical to the committed rows, column by column"
+        )
     bad = check[~check.identical]
     cols = [c for c in COLUMNS if not check[f"same_{c}"].all()]
     what = ", ".join(f"{r.pair} {r.tree}/{r.budget} {r.dataset} {r.prompt_id}" for r in bad.head(5).itertuples())
@@ -170,6 +207,10 @@ def verdict(check: pd.DataFrame) -> str:
         f"{', ...' if len(bad) > 5 else ''}; columns {', '.join(cols) or 'none'}; {missing} without a committed row)"
         + _where(bad[bad.found])
     )
+
+
+def _batches(b: pd.Series) -> str:
+    return "/".join(str(v) for v in sorted({int(x) for x in b.dropna()}))
 
 
 def _where(bad: pd.DataFrame) -> str:
@@ -196,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     j = sub.add_parser("jobs", help="the sample's specbench.run overrides, one line each")
     j.add_argument("--results", default="results")
-    j.add_argument("--prompts", type=int, default=2)
+    j.add_argument("--only", default="", help="the configurations the plan kept: config hashes, comma-separated")
+    j.add_argument("--cache", default="", help="replay caches go to CACHE/batch<B> (one per batch size)")
     j.add_argument("--pair-overrides", default="", help="instead of pair=NAME (a local pair's folders)")
     c = sub.add_parser("compare", help="the re-derived steps against the committed ones")
     c.add_argument("--results", default="results")
@@ -205,10 +247,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     path = sample_file(args.results)
     if args.cmd == "jobs":
-        if args.prompts < 1:
-            refuse(f"--prompts={args.prompts}: must be >= 1")
-        for _, row in sample(path).iterrows():
-            print(job_line(row, args.prompts, args.pair_overrides))
+        rows = sample(path)
+        only = [h for h in args.only.split(",") if h]
+        unknown = sorted(set(only) - set(rows.config_hash))
+        if unknown:
+            refuse(f"--only: {','.join(unknown)} not in the sample of {path}; give config hashes the plan kept")
+        for _, row in rows.iterrows():
+            if not only or row.config_hash in only:
+                print(job_line(row, args.pair_overrides, args.cache))
         return 0
     steps_path = os.path.join(args.results, "steps.csv.gz")
     if not os.path.isfile(steps_path):
