@@ -13,13 +13,16 @@ from . import benchcheck, phrases
 from .markdown import table
 
 
-def shown(t: dict) -> pd.DataFrame:
+def shown(t: dict, every: bool = False) -> pd.DataFrame:
     """One row per benchmark run at batch 1 (``t["measured"]``): the configuration shown, its
-    ties' names, its verdict and the full replay's acceptance of the same tree and budget."""
+    ties' names, its verdict and the full replay's acceptance of the same tree and budget; only each
+    pair and dataset's latest run (run ids start with their time) unless ``every``."""
     m = t.get("measured", pd.DataFrame())
     if m.empty:
         return m
     m = speedstats.answer_first(m[m.batch_size.astype(int) == 1])
+    if not every:
+        m = m[m.run_id == m.groupby(["pair", "dataset"]).run_id.transform("max")]
     out = []
     for _run, g in m.groupby("run_id", sort=False):
         r = g[g.shown].iloc[0].to_dict()
@@ -226,14 +229,22 @@ def bench_detail(t: dict, env: dict | None) -> list[str]:
     return benchcheck.sentences(own, live_errors(t.get("speed"))) if len(own) else []
 
 
-def section(t: dict) -> list[str]:
-    """The measured table with its lead and the controls, or nothing without a benchmark run; the
-    machine of each row where the runs name more than one."""
-    rec = shown(t)
+def section(t: dict, every: bool = False) -> list[str]:
+    """The measured table with its lead and the controls, or nothing without a benchmark run: each
+    pair and dataset's latest run (every run, ``every``: speed.md); the machine of each row where the
+    runs name more than one, and where earlier runs were left out, where they are."""
+    rec = shown(t, every)
     if rec.empty:
         return []
     cols = COLUMNS + [("timed on", lambda r: r["machine"])] * (rec.machine.nunique() > 1)
-    return [lead(rec), table(rec.to_dict("records"), cols)] + [s for s in [controls_sentence(t, rec.run_id)] if s]
+    earlier = len(shown(t, True)) - len(rec)
+    note = [f"Earlier benchmark runs of the same pairs and datasets ({earlier}): speed.md."][: earlier > 0]
+    return [
+        lead(rec),
+        table(rec.to_dict("records"), cols),
+        *[s for s in [controls_sentence(t, rec.run_id)] if s],
+        *note,
+    ]
 
 
 def _controls_cell(c: pd.DataFrame, run_id: str) -> str:

@@ -210,8 +210,10 @@ def speed(ctx) -> str:
     note = f"The {len(live) - len(checked)} live runs without a projection (batch B > 1) are under *Batch size*."
     if checked.empty:
         return "\n\n".join(["_No live run has a projection (results/steps.csv.gz or costs missing)._", *served])
+    runs = measured.section(ctx["t"], every=True)
+    bench = ["Every run of the interleaved benchmark at batch 1, each on the machine named:", *runs] if runs else []
     return "\n\n".join(
-        [table(checked.to_dict("records"), LIVE_COLS), *[note][: len(checked) < len(live)], found, *served]
+        [*bench, table(checked.to_dict("records"), LIVE_COLS), *[note][: len(checked) < len(live)], found, *served]
         + figs(ctx, "speed_measured_vs_projected.png")
     )
 
