@@ -39,22 +39,8 @@ from dataclasses import dataclass, field
 from ..core.args import Parser, refuse
 from ..core.atomic import atomic_write, write_file
 from .planview import GRIDS, covered, get, printout, record, sentence  # noqa: F401  (GRIDS, covered: its API)
+from .sizes import PAIRS, PARAMS_B, models, params  # noqa: F401  (PAIRS, PARAMS_B: its API)
 
-# billions of parameters the forward multiplies through (the embeddings' lookup is free)
-PARAMS_B = {"qwen1.5b": 1.54, "qwen0.5b": 0.49, "smollm": 0.135, "gemma": 0.17, "tiny": 0.0001}
-PAIRS = {  # pair: (draft model or None, target model); a layer-skip draft is half its target
-    "qwen_coder": ("qwen0.5b", "qwen1.5b"),
-    "merged_qwen": ("qwen0.5b", "qwen1.5b"),
-    "ngram_qwen": (None, "qwen1.5b"),
-    "smollm_qwen": ("smollm", "qwen1.5b"),
-    "gemma_qwen": ("gemma", "qwen1.5b"),
-    "qwen_skip": ("qwen1.5b/2", "qwen1.5b"),
-    "smollm_qwen05": ("smollm", "qwen0.5b"),
-    "gemma_qwen05": ("gemma", "qwen0.5b"),
-    "ngram_qwen05": (None, "qwen0.5b"),
-    "qwen05_skip": ("qwen0.5b/2", "qwen0.5b"),
-    "local": ("tiny", "tiny"),
-}
 COST_SHAPES, COST_WIDTH = 23, 31  # study.costs: 23 widths 1..128, mean 31 tokens (its KV x width grid)
 PROMPT_TOKENS = 200  # a prompt's tokens (padded), for prefill estimates: the longer prompts of humaneval
 # No gain factor: a whole model's forward of w tokens costs its first token at the measured 1-row rate and
@@ -97,17 +83,6 @@ PROFILES = {
         fixed_s={"collect": 6.0, "ceiling": 3.0, "report": 40.0},
     ),
 }
-
-
-def params(model: str | None) -> float:
-    if model is None:
-        return 0.0
-    name, _, half = model.partition("/")
-    return PARAMS_B[name] / (2 if half else 1)
-
-
-def models(pair: str) -> tuple[str | None, str]:
-    return PAIRS.get(pair, ("qwen0.5b", "qwen1.5b"))
 
 
 def forward_s(model: str | None, width: int, rate: dict) -> float:

@@ -42,8 +42,8 @@ import pandas as pd
 
 from ..core.args import Parser, refuse
 from ..core.atomic import atomic_write
-from .budget import models, params
 from .results import csv_writer, read_csv
+from .sizes import models, params
 
 STRATA = ("pair", "tree", "frontier_rule", "dataset")
 COLUMNS = ("tree_size", "tree_depth", "accepted", "emitted", "accept_path")  # per step, besides its count

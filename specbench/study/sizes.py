@@ -1,0 +1,33 @@
+"""The models' sizes the default run's plan and the acceptance sample's cheapest-row rule estimate
+from (billions of parameters per pair's draft and target).  Below ``budget`` and ``recheck``, which
+both read it; imports nothing.
+"""
+
+from __future__ import annotations
+
+# billions of parameters the forward multiplies through (the embeddings' lookup is free)
+PARAMS_B = {"qwen1.5b": 1.54, "qwen0.5b": 0.49, "smollm": 0.135, "gemma": 0.17, "tiny": 0.0001}
+PAIRS = {  # pair: (draft model or None, target model); a layer-skip draft is half its target
+    "qwen_coder": ("qwen0.5b", "qwen1.5b"),
+    "merged_qwen": ("qwen0.5b", "qwen1.5b"),
+    "ngram_qwen": (None, "qwen1.5b"),
+    "smollm_qwen": ("smollm", "qwen1.5b"),
+    "gemma_qwen": ("gemma", "qwen1.5b"),
+    "qwen_skip": ("qwen1.5b/2", "qwen1.5b"),
+    "smollm_qwen05": ("smollm", "qwen0.5b"),
+    "gemma_qwen05": ("gemma", "qwen0.5b"),
+    "ngram_qwen05": (None, "qwen0.5b"),
+    "qwen05_skip": ("qwen0.5b/2", "qwen0.5b"),
+    "local": ("tiny", "tiny"),
+}
+
+
+def params(model: str | None) -> float:
+    if model is None:
+        return 0.0
+    name, _, half = model.partition("/")
+    return PARAMS_B[name] / (2 if half else 1)
+
+
+def models(pair: str) -> tuple[str | None, str]:
+    return PAIRS.get(pair, ("qwen0.5b", "qwen1.5b"))
