@@ -97,9 +97,28 @@ def test_the_job_line_re_derives_the_committed_first_batch():
     line = recheck.job_line(row, cache="/c")
     for part in ("pair=qwen_coder", "dataset.limit=64", "batch_size=64", "engine=replay", "dtype=bfloat16"):
         assert part in line.split(), part
-    assert "+replay_cache=/c/batch64" in line and "verify.temperature=0.0" in line and "max_new_tokens=128" in line
+    assert "+replay_cache=/c" in line.split() and "verify.temperature=0.0" in line and "max_new_tokens=128" in line
     live = recheck.job_line(summary_rows().iloc[-1], cache="/c")
     assert "engine=live" in live and "dataset.limit=1" in live and "batch_size=1" in live and "replay_cache" not in live
+
+
+def test_a_continuation_is_re_derived_at_the_batch_the_study_computed_it_first(tmp_path):
+    """The study's replay cache keys a continuation by prompt: the 1.5B target's batch-32 rows replayed the
+    continuation its batch-64 rows computed first; the check computes it there too, before them."""
+    s = summary_rows()
+    picked = _sample(tmp_path, s)
+    b32 = picked[(picked.target == PAIRS["ngram_qwen"][0]) & (picked.batch_size == 32)]
+    assert len(b32) and (b32.continuation_batch == 64).all()
+    assert set(b32.source_pair[b32.dataset.map(lambda d: (picked[picked.batch_size == 64].dataset == d).any())]) <= {""}
+    small = picked[picked.target == PAIRS["smollm_qwen05"][0]]
+    assert (small.continuation_batch == 32).all() and (small.source_pair == "").all()
+    only = b32.config_hash.iloc[:1].tolist()
+    lines = recheck.jobs(picked, s, only, cache="/c")
+    assert len(lines) == 2, lines  # its source first: a committed qwen_coder chain at batch 64, same dataset
+    first, second = (dict(w.split("=", 1) for w in line.split() if "=" in w) for line in lines)
+    assert first["pair"] == "qwen_coder" and first["tree"] == "chain" and first["batch_size"] == "64"
+    assert first["dataset"] == second["dataset"] and second["batch_size"] == "32"
+    assert first["+replay_cache"] == second["+replay_cache"] == "/c"
 
 
 def _steps(chash: str, accepted: list[int], prompt: str = "p0") -> pd.DataFrame:
@@ -157,7 +176,7 @@ def test_the_tiny_pair_is_re_derived_identically_at_batch_2_and_a_changed_commit
         "batch_size=2",
         "dtype=float32",
         "engine=replay",
-        f"+replay_cache={tmp_path}/cache/batch2",
+        f"+replay_cache={tmp_path}/cache",
     ):
         assert part in line.split(), part
     runs = tmp_path / "runs"
