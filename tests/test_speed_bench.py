@@ -306,3 +306,13 @@ def test_a_later_run_of_the_same_candidates_adds_rounds_and_another_set_replaces
     other = table({"plain": 2.0, "chain N=4": 1.0}, run="20260103-c")
     b = ss.answers(pd.concat([first, second, other]))
     assert set(b.candidate) == {"chain N=4"} and (b.n_rounds == 1).all()
+
+
+def test_the_tldr_shows_each_pair_and_datasets_largest_run_not_a_later_smaller_one():
+    """A default run's few prompts (a later run id) never hide the full benchmark of the same pair and dataset."""
+    full = table({"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.2}, units=16, run="20260101T000000-a")
+    small = table({"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.0}, units=5, run="20260102T000000-b")
+    text = tldr_of(pd.concat([full, small]), pd.DataFrame())
+    assert "| p | d | chain N=3 |" in text and "| p | d | binary N=3 |" not in text
+    ranked = ss.answers(pd.concat([small, full]))  # the smaller run stays in the file, not ranked again
+    assert set(ranked.run_id) == {"20260101T000000-a"} and "binary N=3" not in set(ranked.candidate)

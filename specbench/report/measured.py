@@ -16,13 +16,15 @@ from .markdown import table
 def shown(t: dict, every: bool = False) -> pd.DataFrame:
     """One row per benchmark run at batch 1 (``t["measured"]``): the configuration shown, its
     ties' names, its verdict and the full replay's acceptance of the same tree and budget; only each
-    pair and dataset's latest run (run ids start with their time) unless ``every``."""
+    pair and dataset's largest run (the most prompts timed; the latest among equals: run ids start
+    with their time) unless ``every``: a default run's few prompts never hide a full benchmark."""
     m = t.get("measured", pd.DataFrame())
     if m.empty:
         return m
     m = speedstats.answer_first(m[m.batch_size.astype(int) == 1])
     if not every:
-        m = m[m.run_id == m.groupby(["pair", "dataset"]).run_id.transform("max")]
+        key = list(zip(m.n_units, m.run_id))
+        m = m[[k == b for k, b in zip(key, m.assign(_k=key).groupby(["pair", "dataset"])._k.transform("max"))]]
     out = []
     for _run, g in m.groupby("run_id", sort=False):
         r = g[g.shown].iloc[0].to_dict()
@@ -231,7 +233,7 @@ def bench_detail(t: dict, env: dict | None) -> list[str]:
 
 def section(t: dict, every: bool = False) -> list[str]:
     """The measured table with its lead and the controls, or nothing without a benchmark run: each
-    pair and dataset's latest run (every run, ``every``: speed.md); the machine of each row where the
+    pair and dataset's largest run (``shown``; every run, ``every``: speed.md); the machine of each row where the
     runs name more than one, and where earlier runs were left out, where they are."""
     rec = shown(t, every)
     if rec.empty:

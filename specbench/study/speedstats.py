@@ -157,17 +157,19 @@ PICK_RULE = "among the configurations that tie the fastest, the one drafting the
 
 def latest_runs(speed: pd.DataFrame) -> pd.DataFrame:
     """Per (pair, dataset, dtype, batch size, max_new_tokens, machine, roster: a schedule run's rows,
-    ``study.speedsched``, or an answer run's, the default): the newest run, pooled with
-    the earlier runs of the same candidates on the same prompts (each of their rounds is one more
-    round: every candidate beside plain decoding on the same units), under the newest ``run_id``.
-    Runs of other candidate sets stay in the file but are not ranked again."""
+    ``study.speedsched``, or an answer run's, the default): the runs of one candidate set on one
+    prompt set pooled (each of their rounds is one more round: every candidate beside plain decoding
+    on the same units) under the newest one's ``run_id``; of several such sets, the one on the most
+    prompts (the newest among equals: a new candidate set replaces an old one), so a default run's
+    few prompts never hide a full benchmark.  Runs of the other sets stay in the file but are not ranked again."""
     key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine_id", "roster"]
     speed = speed.assign(roster=speed["roster"].fillna(ANSWER).astype(str) if "roster" in speed else ANSWER)
     out = []
     for _k, g in speed.groupby(key, dropna=False, sort=True):
         sets = g.groupby("run_id").apply(lambda r: (frozenset(r.candidate), frozenset(r.prompt_ids)))
-        newest = max(sets.index)
-        same = [r for r in sets.index if sets[r] == sets[newest]]
+        pick = max(sets.index, key=lambda r: (len(sets[r][1]), r))
+        same = [r for r in sets.index if sets[r] == sets[pick]]
+        newest = max(same)
         pooled = g[g.run_id.isin(same)]
         out.append(pooled.assign(round=pooled.run_id + ":" + pooled["round"].astype(str), run_id=newest))
     return pd.concat(out, ignore_index=True) if out else speed.iloc[0:0]
