@@ -197,9 +197,21 @@ def test_the_benchmark_times_every_candidate_interleaved_with_its_controls(tmp_p
     assert set(steps.candidate) == set(names) and steps.groupby("candidate").emitted.sum().nunique() == 1
     assert p.stdout.strip().splitlines()[-1].startswith("tokens equal to plain decoding's: all")
     assert "control A/A: plain vs plain" in p.stdout
-    again = speed_cmd(tmp_path, tiny_pair_dirs, "+speed_candidates=[chain/2]")
+    again = speed_cmd(
+        tmp_path, tiny_pair_dirs, "+speed_candidates=[chain/2]", "+speed_rounds=auto", "+speed_max_rounds=2"
+    )
     assert again.returncode == 0, again.stderr
-    assert len(pd.read_csv(tmp_path / "speed.csv")) == len(df) + 3 * 4  # appended: nothing lost
+    added = pd.read_csv(tmp_path / "speed.csv").iloc[len(df) :]  # appended: nothing lost
+    w = ss.unit_sums(added[added["round"] == 0])
+    assert added["round"].nunique() == (1 if ss.settled(w) else 2) and len(added) == added["round"].nunique() * 3 * 4
+
+
+def test_auto_rounds_stop_once_the_a_a_interval_is_within_3_percent():
+    """speed_rounds=auto: one more round while plain vs plain spreads wider than 1 +- 3%."""
+    walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.2}
+    assert ss.settled(ss.unit_sums(table(walls, noise=0.002)))
+    assert not ss.settled(ss.unit_sums(table(walls, noise=0.2)))
+    assert ss.settled(ss.unit_sums(table({"plain": 2.0, "chain N=3": 1.2}, noise=0.2)))  # no A/A: nothing to wait for
 
 
 @pytest.mark.parametrize(
@@ -207,6 +219,7 @@ def test_the_benchmark_times_every_candidate_interleaved_with_its_controls(tmp_p
     [
         ("+speed_candidates=[chain]", "speed_candidates: 'chain' is not TREE/BUDGET"),
         ("+speed_rounds=0", "speed_rounds=0: must be an integer >= 1"),
+        ("+speed_max_rounds=0", "speed_max_rounds=0: must be an integer >= 1"),
         ("+speed_candidates=auto", "speedup.csv not found"),
         ("+speed_candidates=[nosuch/3]", "nosuch"),
     ],

@@ -20,8 +20,9 @@ rows into paired speedups with intervals, the controls and the ties; the run pri
 Keys (top level, all optional): ``speed_candidates`` (``auto``, the default: ``study.validate.
 speed_picks`` from ``results_dir``/speedup.csv; ``schedule``: the batch-size schedule's trees at this
 ``batch_size``, ``study.speedsched.picks``, its rows marked ``roster=schedule``; or a list of
-``tree/budget``), ``speed_rounds`` (default 1, >= 1), ``results_dir`` (default results).  Bad values
-are refused in one line before any model loads.
+``tree/budget``), ``speed_rounds`` (default 1, >= 1; ``auto``: rounds until the A/A control's
+interval lies within 1 +- 3%, ``speedstats.settled``, at most ``speed_max_rounds``, default 3),
+``results_dir`` (default results).  Bad values are refused in one line before any model loads.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from . import checks, identity, results, speedsched, speedstats, validate
 from .context import DecodePlan, context
 from .jobspec import ConfigError, JobSpec, from_config, resolved, tree_spec
 
-KEYS = ("results_dir", "speed_candidates", "speed_rounds")
+KEYS = ("results_dir", "speed_candidates", "speed_rounds", "speed_max_rounds")
 FILE, STEPS = "speed.csv", "speed_steps.csv.gz"
 # the run's own columns, from plain decoding's row keys (a candidate adds its tree and hash)
 RUN_KEYS = ("pair", "pair_id", "draft", "target", "verify", "temperature", "dataset", "seed", "max_new_tokens") + (
@@ -185,7 +186,7 @@ def bench(job: JobSpec, pair, prompts, cands: list[Candidate], base: dict) -> tu
     the step frames.  One untimed warm-up decode per candidate first (kernels, caches)."""
     b = job.batch_size
     units = [prompts[i : i + b] for i in range(0, len(prompts), b)]
-    rounds = int(job.extra.get("speed_rounds", 1))
+    rounds, most = round_limits(job)
     rng = random.Random(job.seed)
     for c in cands[::2]:  # plain, then every other tree: every kernel shape once
         timed(pair, c, units[0])
@@ -195,7 +196,10 @@ def bench(job: JobSpec, pair, prompts, cands: list[Candidate], base: dict) -> tu
     }
     rows, steps = [], []
     bar = tqdm(total=rounds * len(units) * len(cands), desc="speed", disable=not job.progress)
-    for rnd in range(rounds):
+    rnd = 0
+    while rnd < rounds or (rnd < most and not speedstats.settled(speedstats.unit_sums(pd.DataFrame(rows)))):
+        if rnd >= rounds:
+            bar.total += len(units) * len(cands)  # speed_rounds=auto: the A/A control is still wider than +-3%
         for u, unit in enumerate(units):
             order = rng.sample(cands, len(cands))
             tokens = {}
@@ -208,6 +212,7 @@ def bench(job: JobSpec, pair, prompts, cands: list[Candidate], base: dict) -> tu
                 bar.update()
             for r in rows[-len(order) :]:
                 r["same_tokens"] = tokens[r["candidate"]] == tokens[speedstats.PLAIN]
+        rnd += 1
     bar.close()
     return rows, steps
 
@@ -245,11 +250,27 @@ def summary(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _rounds(job: JobSpec, key: str, default: int) -> int:
+    value = job.extra.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(
+            f"{key}={value!r}: must be an integer >= 1 (e.g. +{key}=2){', or auto' * (key == 'speed_rounds')}"
+        )
+    return value
+
+
+def round_limits(job: JobSpec) -> tuple[int, int]:
+    """(rounds always run, the most run): ``speed_rounds=N`` is (N, N); ``auto`` is (1, speed_max_rounds)."""
+    most = _rounds(job, "speed_max_rounds", 3)
+    if job.extra.get("speed_rounds") == "auto":
+        return 1, most
+    n = _rounds(job, "speed_rounds", 1)
+    return n, n
+
+
 def settings(job: JobSpec) -> tuple[str, list[Candidate]]:
     """(results folder, candidates), every key checked before any model loads."""
-    rounds = job.extra.get("speed_rounds", 1)
-    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
-        raise ConfigError(f"speed_rounds={rounds!r}: must be an integer >= 1 (e.g. +speed_rounds=2)")
+    round_limits(job)
     return str(job.extra.get("results_dir", "results")), roster(job)
 
 

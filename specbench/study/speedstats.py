@@ -32,6 +32,7 @@ TWIN_SUFFIX = " (twin)"  # an identical tree under a second name: the identical-
 RUN = ["run_id"]  # one benchmark process: its candidates, units and rounds
 ANSWER = "answer"  # the roster of a run without one (``study.speedsched``'s schedule runs say ``schedule``)
 LEVEL = 0.95
+AA_WITHIN = 0.03  # speed_rounds=auto adds rounds while the A/A interval is wider than 1 +- 3%
 RESAMPLES = 4000
 
 
@@ -103,6 +104,15 @@ def controls(w: pd.DataFrame) -> list[dict]:
             d, lo, hi = difference(w, a, b)
             out.append(dict(control=f"{a} vs {b}", kind="difference", estimate=d, lo=lo, hi=hi, holds=lo <= 0 <= hi))
     return out
+
+
+def settled(w: pd.DataFrame, within: float = AA_WITHIN) -> bool:
+    """Whether the A/A control's interval lies within 1 +- ``within`` (``speed_rounds=auto`` stops
+    there: a run whose plain-vs-plain spread is wider than that adds rounds); no A/A: settled."""
+    if PLAIN_AA not in set(w["tokens"].columns):
+        return True
+    _s, lo, hi = speedup(w, PLAIN_AA)
+    return 1 - within <= lo and hi <= 1 + within
 
 
 def candidates(w: pd.DataFrame) -> list[str]:
