@@ -408,7 +408,7 @@ def test_load_pair_tli_and_layerskip(cross_dirs, sp_tokenizer):
 def test_forward_costs_cover_the_new_drafters(cross_dirs, tmp_path):
     import pandas as pd
 
-    from specbench.inputs import models
+    from specbench.inputs import machine, models
     from specbench.study.costs import cost_rows, merge_rows
 
     rows = []
@@ -416,6 +416,7 @@ def test_forward_costs_cover_the_new_drafters(cross_dirs, tmp_path):
         p = models.load_pair({"name": name, "drafter": name, "target": local(cross_dirs[1]), **cfg}, "float32")
         got = cost_rows(p, kv_lens=[8], repeats=1, sizes=(1, 4), progress=False)
         assert {r["role"] for r in got} == ({"target"} if name == "ngram" else {"draft", "target"})
+        assert {r["machine_id"] for r in got} == {machine.identity()["machine_id"]}  # every point names its machine
         rows += got
     path = tmp_path / "costs.csv"
     pd.DataFrame([{**r, "samples": None} for r in rows]).to_csv(path, index=False)

@@ -304,10 +304,13 @@ def test_a_measured_speedup_is_never_set_against_costs_from_another_machine():
     walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.0}
     t = {**ss.tables(table(walls)), "speed": pd.DataFrame([answer_row(tree="chain", budget=3, projected=2.2)])}
     t["speed"]["max_new_tokens"] = 128
-    other = measured.projection_check(t, {"machine_id": "elsewhere"})
+    costs = pd.DataFrame({"pair": ["p", "p"], "machine_id": ["elsewhere", "elsewhere"]})
+    other = measured.projection_check(t, costs)
     assert "not set against the projection" in other and "error" not in other
-    assert "not set against" in measured.projection_check(t, {})  # a machine not identified: not compared
-    same = measured.projection_check(t, {"machine_id": "m1"})
+    unnamed = costs.assign(machine_id=None)  # cost rows from before they named their machine: not compared
+    assert "not set against" in measured.projection_check(t, unnamed)
+    assert "not set against" in measured.projection_check(t, costs.assign(machine_id=["m1", "m2"]))  # two machines
+    same = measured.projection_check(t, costs.assign(machine_id="m1"))
     assert "median absolute 1" in same and "over 1 configurations" in same  # 2.2 projected vs ~2.0 measured
 
 

@@ -232,6 +232,8 @@ COSTS = Kind(
         "repeats": Col("int", lo=1, empty=True, optional=True),
         **{f"seconds_{s}": _SPREAD for s in ("min", "max", "q25", "q75")},
         "samples": Col("floats", lo=0, empty=True, optional=True),
+        "machine": Col("str", empty=True, optional=True),  # the machine that measured the row (speed.csv's)
+        "machine_id": Col("str", empty=True, optional=True),
     },
     COSTS_FIX,
 )

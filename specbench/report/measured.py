@@ -175,24 +175,40 @@ def error_sentence(speed: pd.DataFrame) -> str:
     )
 
 
-def projection_check(t: dict, env: dict | None) -> str:
-    """The projection against the benchmark's measured speedups, only where the cost curve was measured
-    on the machine that timed them (``machine_id``); otherwise it says none is compared, and why.  Each
-    candidate is projected from its own timed steps (``t["bench_check"]``, ``benchcheck``) where the
-    run's steps are at hand, else from the replay of the same tree and budget."""
+def cost_machines(costs: pd.DataFrame | None) -> dict:
+    """pair -> the machine_id its cost rows (results/costs.csv) name, where they name one machine; a
+    pair whose rows name none (measured before rows carried it) or several has no entry."""
+    if costs is None or costs.empty or "machine_id" not in costs:
+        return {}
+    ids = costs.assign(m=costs.machine_id.fillna("").astype(str)).groupby("pair").m.agg(set)
+    return {p: next(iter(v)) for p, v in ids.items() if len(v) == 1 and "" not in v}
+
+
+def on_cost_machine(rows: pd.DataFrame, costs: pd.DataFrame | None) -> pd.DataFrame:
+    """``rows`` (with pair and machine_id) timed on the machine their pair's cost curve was measured on."""
+    where = cost_machines(costs)
+    if rows is None or rows.empty:
+        return pd.DataFrame() if rows is None else rows
+    return rows[[where.get(p) == m for p, m in zip(rows.pair, rows.machine_id)]]
+
+
+def projection_check(t: dict, costs: pd.DataFrame | None) -> str:
+    """The projection against the benchmark's measured speedups, only where the pair's cost curve was
+    measured on the machine that timed them (each cost row's ``machine_id``); otherwise it says none is
+    compared, and why.  Each candidate is projected from its own timed steps (``t["bench_check"]``,
+    ``benchcheck``) where the run's steps are at hand, else from the replay of the same tree and budget."""
     m, speed = t.get("measured", pd.DataFrame()), t.get("speed", pd.DataFrame())
     if m.empty or speed is None or speed.empty:
         return ""
-    here = (env or {}).get("machine_id")
     m = speedstats.answer_first(m[m.batch_size.astype(int) == 1])  # the projection is batch 1's
-    same = m[m.machine_id == here] if here else m.iloc[0:0]
+    same = on_cost_machine(m, costs)
     if same.empty:
         return (
-            "The benchmark's speedups are not set against the projection: the cost curve (results/costs.csv) "
-            "was measured on another machine or one not identified (environment.json has no matching "
-            "`machine_id`), and a speedup is never formed across machines."
+            "The benchmark's speedups are not set against the projection: no pair's cost curve "
+            "(results/costs.csv) names the machine that timed it (a row's `machine_id`), and a speedup is "
+            "never formed across machines."
         )
-    own = here_rows(t, here)
+    own = on_cost_machine(t.get("bench_check", pd.DataFrame()), costs)
     if len(own):
         live = live_errors(speed)
         every = pd.concat([live.error.astype(float), own.error], ignore_index=True)
@@ -212,12 +228,6 @@ def projection_check(t: dict, env: dict | None) -> str:
     )
 
 
-def here_rows(t: dict, here) -> pd.DataFrame:
-    """``t["bench_check"]``'s rows timed on the machine ``here`` (the costs' machine)."""
-    own = t.get("bench_check", pd.DataFrame())
-    return own[own.machine_id == here] if len(own) and here else own.iloc[0:0]
-
-
 def live_errors(speed: pd.DataFrame | None) -> pd.DataFrame:
     """speedup.csv's live batch-1 rows with their own error (prefill counted)."""
     if speed is None or speed.empty or "error" not in speed:
@@ -225,9 +235,9 @@ def live_errors(speed: pd.DataFrame | None) -> pd.DataFrame:
     return speed[(speed.engine == "live") & (speed.batch_size.astype(int) == 1) & speed.error.notna()]
 
 
-def bench_detail(t: dict, env: dict | None) -> list[str]:
+def bench_detail(t: dict, costs: pd.DataFrame | None) -> list[str]:
     """speed.md's account of the benchmark against the model (``benchcheck.sentences``), on the costs' machine."""
-    own = here_rows(t, (env or {}).get("machine_id"))
+    own = on_cost_machine(t.get("bench_check", pd.DataFrame()), costs)
     return benchcheck.sentences(own, live_errors(t.get("speed"))) if len(own) else []
 
 

@@ -130,6 +130,7 @@ def cost_rows(
     dtype = str(pair.target.dtype).replace("torch.", "")
     device = pair.target.device.type
     memo = {} if memo is None else memo
+    where = machine.identity(pair.target.device)  # every cost point names its machine, as speed.csv's rows do
     rows = []
     for role, model in (("draft", drafter_model), ("target", pair.target)):
         if model is None:
@@ -146,6 +147,8 @@ def cost_rows(
                 "device": device,
                 "weights": weights,
                 "repeats": repeats,
+                "machine": where["machine"],
+                "machine_id": where["machine_id"],
                 **m,
             }
             for m in memo[key]
