@@ -102,23 +102,25 @@ def test_the_job_line_re_derives_the_committed_first_batch():
     assert "engine=live" in live and "dataset.limit=1" in live and "batch_size=1" in live and "replay_cache" not in live
 
 
-def test_a_continuation_is_re_derived_at_the_batch_the_study_computed_it_first(tmp_path):
-    """The study's replay cache keys a continuation by prompt: the 1.5B target's batch-32 rows replayed the
-    continuation its batch-64 rows computed first; the check computes it there too, before them."""
-    s = summary_rows()
-    picked = _sample(tmp_path, s)
-    b32 = picked[(picked.target == PAIRS["ngram_qwen"][0]) & (picked.batch_size == 32)]
-    assert len(b32) and (b32.continuation_batch == 64).all()
-    assert set(b32.source_pair[b32.dataset.map(lambda d: (picked[picked.batch_size == 64].dataset == d).any())]) <= {""}
-    small = picked[picked.target == PAIRS["smollm_qwen05"][0]]
-    assert (small.continuation_batch == 32).all() and (small.source_pair == "").all()
-    only = b32.config_hash.iloc[:1].tolist()
-    lines = recheck.jobs(picked, s, only, cache="/c")
-    assert len(lines) == 2, lines  # its source first: a committed qwen_coder chain at batch 64, same dataset
-    first, second = (dict(w.split("=", 1) for w in line.split() if "=" in w) for line in lines)
-    assert first["pair"] == "qwen_coder" and first["tree"] == "chain" and first["batch_size"] == "64"
-    assert first["dataset"] == second["dataset"] and second["batch_size"] == "32"
-    assert first["+replay_cache"] == second["+replay_cache"] == "/c"
+def test_a_replayed_record_is_keyed_by_the_batch_that_computed_it():
+    """A bf16 padded batch can resolve a near-tie other than a batch of one: a continuation computed in
+    a batch is cached under that batch (its size and prompts), and a miss computes its whole batch."""
+    from specbench.engine import replay
+
+    prompts = [[1, 2], [3], [4, 5, 6], [7], [8]]
+    one = replay.batch_keys({"k": 0}, prompts, 1)
+    assert one[0] == replay.prompt_key({"k": 0}, prompts[0]) and "batch" not in one[0]
+    two = replay.batch_keys({"k": 0}, prompts, 2)
+    assert [k["batch"] for k in two] == [2] * 5 and two[0]["batch_of"] == two[1]["batch_of"] != two[2]["batch_of"]
+    assert two[0] != replay.batch_keys({"k": 0}, prompts[:1] + prompts[2:], 2)[0]  # another batch, another key
+    asked = []
+    compute = replay.whole_batches(lambda todo: asked.append(todo) or [f"c{i}" for i in todo], len(prompts), 2)
+    assert compute([3, 4]) == ["c3", "c4"] and asked == [[2, 3, 4]]  # prompt 3's batch is prompts 2-3
+
+
+def test_one_cache_serves_every_job():
+    lines = recheck.jobs(summary_rows().iloc[:2], cache="/c")
+    assert all("+replay_cache=/c" in line.split() for line in lines)
 
 
 def _steps(chash: str, accepted: list[int], prompt: str = "p0") -> pd.DataFrame:

@@ -17,7 +17,8 @@ of the prompt, whatever the tree.  Two ways use that:
 Ranks use the live drafter's arithmetic: ``sampling.probs`` at the draft
 temperature / top-p, ties broken by token id.  Exact in float32 (bf16 tree and
 teacher-forced forwards round differently).  Records are cached on disk by
-content (``diskcache``); ``keys`` says what identifies them.
+content (``diskcache``); ``keys`` says what identifies them, and ``batch_keys`` the batch a record
+was computed in (a padded bf16 batch can resolve a near-tie other than a batch of one).
 """
 
 from __future__ import annotations
@@ -213,29 +214,48 @@ def prompt_key(key: dict, prompt_ids: Sequence[int]) -> dict:
     return {**key, "prompt": ids_digest(prompt_ids), "prompt_len": len(prompt_ids)}
 
 
+def batch_keys(key: dict, prompts: Sequence[Sequence[int]], batch_size: int) -> list[dict]:
+    """Each prompt's record key.  A padded batch of B > 1 prompts can resolve a near-tie (bf16) other
+    than a batch of one, so a record computed in a batch is keyed by the batch it was computed in:
+    its size and its prompts (``prompts`` in chunks of B, as the loop batches them); batch 1 is not."""
+    if batch_size <= 1:
+        return [prompt_key(key, ids) for ids in prompts]
+    out = []
+    for i, ids in enumerate(prompts):
+        chunk = prompts[i - i % batch_size : i - i % batch_size + batch_size]
+        of = ids_digest([t for c in chunk for t in (*c, -1)])  # -1: no token id, the prompts' separator
+        out.append({**prompt_key(key, ids), "batch": batch_size, "batch_of": of})
+    return out
+
+
+def whole_batches(compute, n: int, batch_size: int):
+    """``compute(indices) -> values`` widened to the whole batches the missing indices lie in, so a
+    record is computed in the batch its key names (``batch_keys``)."""
+
+    def missing(miss: list[int]) -> list:
+        todo = sorted({j for i in miss for j in range(i - i % batch_size, min(n, i - i % batch_size + batch_size))})
+        got = dict(zip(todo, compute(todo)))
+        return [got[i] for i in miss]
+
+    return missing
+
+
 def cached_continuations(
     store: DiskCache, model, key: dict, prompts: Sequence[Sequence[int]], batch_size: int = 1, progress=None
 ) -> list[list[int]]:
-    """The target's greedy continuations of ``prompts``, cached on disk; the missing ones
-    computed ``batch_size`` per forward (``engine.continuations``).  A batched
-    continuation is stored under the same key as a batch-1 one (batch_size=1: bit-exact
-    with batch-1 live decoding; in float32 a batched one can differ at exact near-ties)."""
+    """The target's greedy continuations of ``prompts``, cached on disk by the batch that computed
+    them (``batch_keys``); the missing ones computed ``batch_size`` per forward
+    (``engine.continuations``; batch_size=1: bit-exact with batch-1 live decoding)."""
     if float(key["temperature"]) != 0:
         raise ValueError(f"verify.temperature={key['temperature']}: cached continuations are greedy (temperature 0)")
-    return store.get_or_compute_many(
-        "continuation",
-        [prompt_key(key, ids) for ids in prompts],
-        lambda miss: continuations(
-            model,
-            [prompts[i] for i in miss],
-            int(key["max_new_tokens"]),
-            key["eos"],
-            0.0,
-            key["top_p"],
-            batch_size=batch_size,
-            progress=progress,
-        ),
-    )
+
+    def compute(todo: list[int]) -> list:
+        n, eos = int(key["max_new_tokens"]), key["eos"]
+        ids = [prompts[i] for i in todo]
+        return continuations(model, ids, n, eos, 0.0, key["top_p"], batch_size=batch_size, progress=progress)
+
+    keys = batch_keys(key, prompts, batch_size)
+    return store.get_or_compute_many("continuation", keys, whole_batches(compute, len(prompts), batch_size))
 
 
 def cached_ranks_many(
@@ -253,17 +273,13 @@ def cached_ranks_many(
     ``batch_size`` prompts per forward; ``draft_key`` adds the draft's identity and its
     temperature / top-p to ``key``; ``vocab``: how the draft reads target tokens."""
     conts = cached_continuations(store, target, key, prompts, batch_size, progress)
-    ranks = store.get_or_compute_many(
-        "ranks",
-        [prompt_key({**key, **draft_key}, ids) for ids in prompts],
-        lambda miss: draft_ranks_many(
-            draft,
-            [prompts[i] for i in miss],
-            [conts[i] for i in miss],
-            draft_key["draft_temperature"],
-            draft_key["draft_top_p"],
-            batch_size,
-            vocab=vocab,
-        ),
-    )
+
+    def compute(todo: list[int]) -> list:
+        t, p = draft_key["draft_temperature"], draft_key["draft_top_p"]
+        return draft_ranks_many(
+            draft, [prompts[i] for i in todo], [conts[i] for i in todo], t, p, batch_size, vocab=vocab
+        )
+
+    keys = batch_keys({**key, **draft_key}, prompts, batch_size)
+    ranks = store.get_or_compute_many("ranks", keys, whole_batches(compute, len(prompts), batch_size))
     return list(zip(ranks, conts))

@@ -102,15 +102,9 @@ def costs_s(pairs, rate: dict, prof: Profile) -> float:
     return (prof.load_s + sum(per[m] * len(prof.kv_lens) + fill[m] for m in ms)) if ms else 0.0
 
 
-def _batch(row: dict) -> int:
-    """The batch a row's continuation is computed at (``recheck.continuation_batch``; else its own)."""
-    return int(row.get("continuation_batch") or row["batch_size"])
-
-
 def continuation_key(row: dict) -> tuple:
-    """What one target continuation serves: the rows of one target, dataset, length and dtype whose
-    continuation is computed at one batch."""
-    return (models(row["pair"])[1], row["dataset"], _batch(row), int(row["max_new_tokens"]), row["dtype"])
+    """What one target continuation serves: the rows of one target, dataset, batch, length and dtype."""
+    return (models(row["pair"])[1], row["dataset"], int(row["batch_size"]), int(row["max_new_tokens"]), row["dtype"])
 
 
 def _decode_s(model: str | None, b: int, n: int, rate: dict) -> float:
@@ -120,18 +114,11 @@ def _decode_s(model: str | None, b: int, n: int, rate: dict) -> float:
 
 def sample_cost(row: dict, rates: dict, prof: Profile) -> tuple[float, float]:
     """(its continuation's seconds, its own seconds) for one sampled row at its committed batch B on B
-    prompts; a live row has no shared continuation (its decode is its own).  A continuation computed
-    at a larger batch than the row's is computed by its ``source_pair``'s row (``recheck.sources``),
-    whose own process and drafter pass it includes."""
+    prompts; a live row has no shared continuation (its decode is its own)."""
     draft, target = models(row["pair"])
     b, n, rate = int(row["batch_size"]), int(row["max_new_tokens"]), rates[row["dtype"]]  # the committed dtype
-    own = prof.load_s + _decode_s(draft, b, n, rate)
-    if row.get("engine", "replay") == "live":
-        return 0.0, own + _decode_s(target, b, n, rate)
-    cont = _decode_s(target, _batch(row), n, rate)
-    if row.get("source_pair"):
-        cont += prof.load_s + _decode_s(models(row["source_pair"])[0], _batch(row), n, rate)
-    return cont, own
+    cont, own = _decode_s(target, b, n, rate), prof.load_s + _decode_s(draft, b, n, rate)
+    return (0.0, own + cont) if row.get("engine", "replay") == "live" else (cont, own)
 
 
 def recheck_s(sample: list[dict], rates: dict, prof: Profile) -> float:
@@ -240,9 +227,6 @@ def recheck_view(sample: list[dict], kept: list[dict], dropped: list[dict], rate
         sampled=len(sample),
         configs=[r["config_hash"] for r in kept],
         batches=sorted({int(r["batch_size"]) for r in kept}),
-        sources=sorted(
-            {f"{r['source_pair']} at batch {_batch(r)} on {r['dataset']}" for r in kept if r.get("source_pair")}
-        ),
         prompts=sum(int(r["batch_size"]) for r in kept),
         dropped=[dict(name=name(r), eta_s=sum(sample_cost(r, rates, prof))) for r in dropped],
         unrepresented=lost,

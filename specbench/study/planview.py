@@ -72,8 +72,6 @@ def _recheck(s: dict) -> str:
         f"{s['configurations']} of {s['sampled']} sampled configurations, {s['prompts']} prompts, each at its "
         f"committed batch ({'/'.join(map(str, s['batches']))})"
     )
-    if s.get("sources"):
-        out += f", after {', '.join(s['sources'])} (where the study computed their continuations)"
     if s["dropped"]:
         out += "; dropped to fit: " + ", ".join(f"{d['name']} {mmss(d['eta_s'])}" for d in s["dropped"])
         out += f" (no longer represented: {', '.join(s['unrepresented']) or 'none'})"

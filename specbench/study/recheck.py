@@ -16,15 +16,11 @@ rows step by step.
   rule, dtype, temperature, new tokens, seed and engine (the committed row's), on the prompts of
   the committed row's first batch (``dataset.limit`` = ``batch_size`` = its committed batch size):
   in bfloat16 a padded batch resolves near-ties differently from a batch of one, so a row is
-  re-derived at its own batch.  Its target's continuation, though, is re-derived where the
-  committed study computed it (``continuation_batch``): the study's replay cache keys a
-  continuation by prompt, so the first job of a target x dataset x length x dtype computed it for
-  every later one, and the study's sweeps run the largest batch first (a batch-32 row of the 1.5B
-  target on HumanEval replays the continuation its batch-64 reference rows computed: re-derived at
-  batch 32, 7 of 96 prompts differed; from the batch-64 continuation, all 64 prompts of ngram_qwen's
-  row are identical, step for step).  So where a sampled row's batch is smaller, ``jobs`` first
-  re-derives the cheapest committed row at that batch (``source``: it is compared too), into ONE
-  ``--cache DIR`` shared by every job, largest batch first.
+  re-derived at its own batch, its continuation too: replay's cache keys a record by the batch
+  that computed it (``engine.replay.batch_keys``), so ONE ``--cache DIR`` serves every job.  (Until
+  it did, a study's cache kept whichever batch first computed a continuation: ngram_qwen's committed
+  batch-32 HumanEval row replays the continuation a batch-64 job computed, identical step for step
+  from it on all 64 prompts, while qwen_skip's is identical from the batch-32 one.)
 * ``compare``: each re-derived job's steps against the committed steps of its row's config hash
   and the same prompts, column by column (``COLUMNS``), one row per (configuration, prompt) into
   ``--out`` (results/acceptance_check.csv), and ONE line: ``acceptance-sample check: PASS ...`` or
@@ -97,46 +93,6 @@ def _cont(r) -> tuple:
     return (r.target, r.dataset, int(r.batch_size), int(r.max_new_tokens), r.dtype)
 
 
-def _stream(r) -> tuple:
-    """What one replayed continuation serves in the committed study: a target, dataset, length and dtype."""
-    return (r.target, r.dataset, int(r.max_new_tokens), r.dtype)
-
-
-def continuation_batch(rows: pd.DataFrame) -> pd.Series:
-    """Per row, the batch its committed continuation was computed at: the largest batch of the committed
-    replayed rows of its target x dataset x length x dtype (a live row: its own batch)."""
-    replay = rows[rows.engine == "replay"]
-    most = replay.groupby([replay.target, replay.dataset, replay.max_new_tokens.astype(int), replay.dtype])
-    top = most.batch_size.max().astype(int).to_dict()
-    own = rows.batch_size.astype(int)
-    return pd.Series(
-        [top.get(_stream(r), b) if r.engine == "replay" else b for r, b in zip(rows.itertuples(), own)],
-        index=rows.index,
-    )
-
-
-def sources(picked: pd.DataFrame, committed: pd.DataFrame) -> pd.DataFrame:
-    """For each continuation the picked replayed rows need at a larger batch than their own, the
-    cheapest committed row at that batch (plain decoding, a chain, then ``cost_rank``): re-derived
-    before them, it computes the continuation as the study did (``continuation_batch``)."""
-    cheap = {"none": 0, "chain": 1}  # plain decoding, then a chain (rank replay: one teacher-forced draft pass)
-    rows = cost_rank(greedy(committed))
-    rows = rows[rows.engine == "replay"]
-    rows = rows.assign(_plain=[cheap.get(t, 2) for t in rows.tree]).sort_values("_plain", kind="mergesort")
-    need = {
-        _stream(r): int(r.continuation_batch)
-        for r in picked.itertuples()
-        if int(r.continuation_batch) > int(r.batch_size)
-    }
-    have = {_stream(r) for r in picked.itertuples() if int(r.continuation_batch) == int(r.batch_size)}
-    out = [
-        rows[[_stream(r) == k and int(r.batch_size) == b for r in rows.itertuples()]].index[0]
-        for k, b in need.items()
-        if k not in have
-    ]
-    return rows.loc[out].drop(columns=[c for c in rows.columns if c.startswith("_")])
-
-
 def sample(path: str) -> pd.DataFrame:
     """The fixed stratified sample of ``path``'s greedy rows (see the module docstring)."""
     rows = cost_rank(greedy(read_csv(path)))
@@ -153,13 +109,7 @@ def sample(path: str) -> pd.DataFrame:
         picked.append(best.name)
         seen.update((k, best[k]) for k in STRATA)
         conts.add(_cont(best))
-    out = rows.loc[picked].drop(columns=[c for c in rows.columns if c.startswith("_")])
-    committed = greedy(read_csv(path))
-    out = out.assign(continuation_batch=continuation_batch(committed).loc[out.index])
-    src = {_stream(r): r.pair for r in sources(out, committed).itertuples()}  # what the budget costs too
-    return out.assign(
-        source_pair=[src.get(_stream(r), "") if r.continuation_batch > r.batch_size else "" for r in out.itertuples()]
-    )
+    return rows.loc[picked].drop(columns=[c for c in rows.columns if c.startswith("_")])
 
 
 def _value(v) -> str:
@@ -193,13 +143,10 @@ def job_line(row, pair_overrides: str = "", cache: str = "") -> str:
     )
 
 
-def jobs(rows: pd.DataFrame, committed: pd.DataFrame, only=(), pair_overrides: str = "", cache: str = "") -> list[str]:
-    """The job lines of ``rows`` (those in ``only``, if given) and their ``sources``, the largest batch
-    first (then the sample's order), all replayed ones in the one ``cache``."""
+def jobs(rows: pd.DataFrame, only=(), pair_overrides: str = "", cache: str = "") -> list[str]:
+    """The job lines of ``rows`` (those in ``only``, if given), all replayed ones in the one ``cache``."""
     kept = rows[rows.config_hash.isin(only)] if len(only) else rows
-    todo = pd.concat([sources(kept, committed), kept.drop(columns=["continuation_batch", "source_pair"])])
-    todo = todo.assign(_b=-todo.batch_size.astype(int)).sort_values("_b", kind="mergesort")
-    return [job_line(r, pair_overrides, cache) for _, r in todo.iterrows()]
+    return [job_line(r, pair_overrides, cache) for _, r in kept.iterrows()]
 
 
 def _text(v) -> str:
@@ -314,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         unknown = sorted(set(only) - set(rows.config_hash))
         if unknown:
             refuse(f"--only: {','.join(unknown)} not in the sample of {path}; give config hashes the plan kept")
-        for line in jobs(rows, read_csv(path), only, args.pair_overrides, args.cache):
+        for line in jobs(rows, only, args.pair_overrides, args.cache):
             print(line)
         return 0
     steps_path = os.path.join(args.results, "steps.csv.gz")
