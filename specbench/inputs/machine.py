@@ -6,7 +6,8 @@ and the dtype it runs fastest (``dtype=auto``).
   six): a speedup is never formed across two.
 * ``rates(device)``: measured GFLOP/s of the models' widest projection (a 1536 × 8960 linear
   layer, the 1.5B target's MLP) in each dtype the device can use, at 1 row (a decode step) and at
-  64 rows (a tree or prefill), 5 interleaved repeats each (median).  CPUs of one kind differ 15× in
+  64 rows (a tree or prefill), 30 interleaved repeats each (median); one row streams 256 MB of
+  distinct layers per timing, as a decode step streams the model's weights.  CPUs of one kind differ 15× in
   bf16: with AVX-512 BF16 a bf16 matmul runs ~2× fp32, with AVX2 alone ~60× slower.
 * ``pick(rates)``: the dtype with the larger geometric mean over the two widths.
 * ``auto_dtype(device)``: ``pick(rates(device))``, measured once per machine and kept in the cache
@@ -30,7 +31,10 @@ from ..core.diskcache import cache_root
 
 ROWS = (1, 64)
 WIDTH, HIDDEN = 1536, 8960
-REPEATS = 30  # a 64-row product takes ~3 ms here: 5 repeats gave 181 or 313 GFLOP/s on one idle machine, 30 give 294-329
+STREAM_MB = 256  # the 1-row timing's distinct weights: more than a CPU's last-level cache
+REPEATS = (
+    30  # a 64-row product takes ~3 ms here: 5 repeats gave 181 or 313 GFLOP/s on one idle machine, 30 give 294-329
+)
 
 
 def cpu_model() -> str:
@@ -68,25 +72,35 @@ def candidates(device: torch.device) -> tuple[str, ...]:
 
 @torch.no_grad()
 def rates(device: str | torch.device = "cpu") -> dict[str, dict[int, float]]:
-    """{dtype: {rows: GFLOP/s}} of one linear layer, repeats interleaved across dtypes and widths."""
+    """{dtype: {rows: GFLOP/s}} of the layer, repeats interleaved across dtypes and widths.  One row
+    goes through ``STREAM_MB`` of distinct layers per timing, as a decode step streams a model's
+    weights from memory (one 27.5 MB bf16 layer stays in a large L3 cache and read 17 GFLOP/s where
+    the 1.5B target's whole step ran at 13); 64 rows reuse one layer (compute-bound)."""
     device = torch.device(device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    layers = {
-        dt: torch.nn.Linear(WIDTH, HIDDEN, bias=False).to(device, getattr(torch, dt)) for dt in candidates(device)
-    }
+    layers = {}
+    for dt in candidates(device):
+        size = WIDTH * HIDDEN * torch.finfo(getattr(torch, dt)).bits // 8
+        k = max(1, math.ceil(STREAM_MB * 2**20 / size))
+        layers[dt] = [torch.nn.Linear(WIDTH, HIDDEN, bias=False).to(device, getattr(torch, dt)) for _ in range(k)]
     xs = {(dt, n): torch.randn(n, WIDTH, device=device, dtype=getattr(torch, dt)) for dt in layers for n in ROWS}
-    for (dt, _n), x in xs.items():  # warm-up
-        layers[dt](x)
+    use = {(dt, n): layers[dt] if n == 1 else layers[dt][:1] for dt, n in xs}
+    for key, x in xs.items():  # warm-up
+        for layer in use[key]:
+            layer(x)
     secs: dict[tuple, list[float]] = {k: [] for k in xs}
     for _ in range(REPEATS):
-        for (dt, n), x in xs.items():
+        for key, x in xs.items():
             sync()
             t0 = time.perf_counter()
-            layers[dt](x)
+            for layer in use[key]:
+                layer(x)
             sync()
-            secs[(dt, n)].append(time.perf_counter() - t0)
-    flops = {n: 2 * n * WIDTH * HIDDEN / 1e9 for n in ROWS}
-    return {dt: {n: flops[n] / statistics.median(secs[(dt, n)]) for n in ROWS} for dt in layers}
+            secs[key].append(time.perf_counter() - t0)
+    return {
+        dt: {n: len(use[(dt, n)]) * 2 * n * WIDTH * HIDDEN / 1e9 / statistics.median(secs[(dt, n)]) for n in ROWS}
+        for dt in layers
+    }
 
 
 def pick(measured: dict[str, dict[int, float]]) -> str:
