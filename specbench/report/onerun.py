@@ -58,7 +58,7 @@ def least(summary: pd.DataFrame, counted: costmodel.StepCounts | None, costs: pd
         (p, d): tuple(rate(costs, p, role, d) for role in ("target", "draft"))
         for p, d in set(zip(wide.pair, wide.dtype))
     }
-    seconds, unrated, widths = 0.0, 0, set()
+    seconds, unrated, widths = 0.0, 0, set[float]()
     for r in wide.itertuples():
         c, (target, draft) = counted.get(r.config_hash), rates[(r.pair, r.dtype)]
         if c is None or target is None:
