@@ -153,7 +153,7 @@ def write_divergence(path: str, row: dict) -> None:
     """Replace the row of the same (pair, dtype, n_prompts, max_new_tokens, batch_size) in the CSV."""
     import pandas as pd
 
-    from specbench.study.results import write_csv
+    from specbench.results.files import write_csv
 
     key = ("pair", "dtype", "n_prompts", "max_new_tokens", "batch_size")
     old = pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=list(row))

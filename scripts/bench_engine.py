@@ -27,8 +27,8 @@ import time
 
 import pandas as pd
 
+from specbench.results.files import read_csv
 from specbench.study import scriptargs
-from specbench.study.results import read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

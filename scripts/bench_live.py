@@ -30,8 +30,8 @@ from tqdm import tqdm
 
 from specbench.api import decode_prompts
 from specbench.inputs import data
+from specbench.results.files import read_csv
 from specbench.study import scriptargs
-from specbench.study.results import read_csv
 
 GREEDY = {"name": "greedy", "temperature": 0.0, "draft_temperature": 1.0, "top_p": 1.0}
 

@@ -1,4 +1,4 @@
-"""results/acceptance_matrix.csv and results/gap_to_optimum.csv (study.acceptance, study.optimum), and
+"""results/acceptance_matrix.csv and results/gap_to_optimum.csv (results.acceptance, study.optimum), and
 the identity mean accepted per step = sum over nodes of P(node accepted)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import torch
 
-from specbench.study.acceptance import identity_gap
+from specbench.results.acceptance import identity_gap
+from specbench.results.files import STEPS_FILE, read_csv
 from specbench.study.optimum import gap_to_optimum
-from specbench.study.results import STEPS_FILE, read_csv
 from specbench.trees.sequoia import expected_accepted, optimal_paths
 from specbench.verify import distshift
 from specbench.verify.modes import get_mode

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.report import benchcheck, measured, speedup
-from specbench.study import speedstats as ss
+from specbench.results import speedstats as ss
 
 PREFILL, TOKENS, PROMPTS = 1.0, 12, 8
 

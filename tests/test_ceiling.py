@@ -96,8 +96,9 @@ def test_the_cli_writes_run_times_and_the_report_names_each_step_below_its_ceili
         ["--times", str(tmp_path / "times.csv"), "--forwards", str(tmp_path / "fwd.csv")]
         + ["--costs", str(tmp_path / "costs.csv"), "--out", str(out)]
     )
-    text = run_times(pd.read_csv(out))
+    text = run_times(pd.read_csv(out), pd.read_csv(tmp_path / "costs.csv"))
     assert "| wide | 100 | 1.7 | 128 | 1.28 |" in text  # 12,800 tokens at 100 tok/s
+    assert "at each model's 128-token forward rate here" in text  # its CEILING curve's widest forward
     assert "1 of 2 steps with counted forwards run at 0.4 of their ceiling or more" in text
     # 1,000 one-token forwards: 10 s of ceiling in 100; at 0.05 s each they would take 50 s
     assert "narrow (0.10): narrow forwards: m's forwards average 1.0 tokens, and its forwards at their own" in text
@@ -157,14 +158,16 @@ def test_one_runs_least_time_is_batch_one_wall_plus_the_other_live_decodes_at_th
         ],
         columns=["role", "n_tokens", "seconds", "kv_len"],
     ).assign(pair="p", dtype="bfloat16", device="cpu", samples="")
+    costs["model"] = costs.role.map({"target": "T", "draft": "D"})  # each rated on its model's CEILING curve
     b = onerun.least(summary, costmodel.StepCounts(steps), costs)
     assert b is not None
     assert (b["b1_n"], b["wide_n"], b["unrated"], b["replayed"]) == (1, 1, 0, 1)
     assert b["b1_min"] == pytest.approx(2.0)
     # target: (3+1) + (1+1) = 6 tokens x 0.01 s; draft: 3 + 1 = 4 tokens x 0.001 s
     assert b["wide_min"] * 60 == pytest.approx(6 * 0.01 + 4 * 0.001)
-    text = onerun.sentence(b, 128)
+    text = onerun.sentence(b)
     assert "at least 2 min" in text and "the 1 live configurations timed at batch 1 took 2.0 min" in text
+    assert "at each model's 128-token forward rate" in text
     no_curve = onerun.least(summary, costmodel.StepCounts(steps), costs[costs.role == "draft"])
     assert no_curve is not None and (no_curve["wide_n"], no_curve["unrated"]) == (0, 1)
     assert onerun.least(summary.drop(columns="pair_role"), costmodel.StepCounts(steps), costs) is None

@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 from mounts import ro_mount, tiny_tmpfs  # noqa: F401  (fixtures)
+from specbench.results.columns import DESCRIBED
+from specbench.results.files import OUTPUTS_FILE, STEPS_FILE, read_csv
 from specbench.study.collect import CollectError, frames, merge, newest, scan
 from specbench.study.collect import main as collect_main
-from specbench.study.columns import DESCRIBED
-from specbench.study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
 
 
 def test_float_looking_hashes_survive_collect(tmp_path):

@@ -10,9 +10,9 @@ import time
 
 import pandas as pd
 
+from specbench.results.files import STEPS_FILE, read_csv
 from specbench.study.collect import main as collect_main
 from specbench.study.collect import scan
-from specbench.study.results import STEPS_FILE, read_csv
 from test_resume import ROOT, RUN, TIMING, env, run, sweep_cmd
 
 A = ["tree=chain,binary", "tree.budget=2"]

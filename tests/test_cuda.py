@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import tiny_pair_overrides
-from specbench.study.results import OUTPUTS_FILE, read_csv, read_outputs
+from specbench.results.files import OUTPUTS_FILE, read_csv, read_outputs
 from test_hydra import job_args, specbench
 
 pytestmark = [

@@ -79,11 +79,12 @@ def test_tree_none_summary_has_no_acceptance_rate(tiny_draft, tiny_target, tiny_
     """Nothing drafted: acceptance_rate (and its CI) is NaN, tokens_per_step is exactly 1."""
     import math
 
-    from specbench.study import results
+    from specbench.results.metrics import summarize
+    from specbench.study.jobfiles import steps_frame
 
     recs, _ = run(tiny_draft, tiny_target, tiny_tokenizer.encode("for i in"), make_policy("none", 0), n=6)
-    steps = results.steps_frame({"seed": 0}, recs)
-    row = results.summarize({"seed": 0}, steps, 1.0, [len(recs)]).iloc[0]
+    steps = steps_frame({"seed": 0}, recs)
+    row = summarize({"seed": 0}, steps, 1.0, [len(recs)]).iloc[0]
     assert row.tokens_per_step == 1 and row.acceptance_length == 0
     assert math.isnan(row.acceptance_rate) and math.isnan(row.acceptance_rate_lo)
 

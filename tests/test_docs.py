@@ -19,7 +19,7 @@ import pytest
 from conftest import DOC_FILES, ROOT
 
 PKG = ROOT / "specbench"
-LAYERS = ("core", "trees", "verify", "drafting", "engine", "inputs", "study", "attention", "report")
+LAYERS = ("core", "results", "trees", "verify", "drafting", "engine", "inputs", "study", "attention", "report")
 # results/ files a command writes that the committed study does not hold: {path: the command}
 GENERATED = {
     "results/served.csv": "python -m specbench.import_metrics",

@@ -76,7 +76,7 @@ def test_nearest_true_exports_the_nearest_configuration_labelled(tmp_path):
 
 
 def test_the_profile_of_a_committed_configuration_checks_out_and_equals_the_csvs():
-    from specbench.study.results import STEPS_FILE, read_csv
+    from specbench.results.files import STEPS_FILE, read_csv
 
     results = os.path.join(ROOT, "results")
     if not os.path.exists(os.path.join(results, STEPS_FILE)):
@@ -117,7 +117,7 @@ def test_acceptance_lengths_token_weighted_and_per_request_by_hand():
     mean(2, 3)."""
     import pandas as pd
 
-    from specbench.study.acceptance import acceptance_lengths
+    from specbench.results.acceptance import acceptance_lengths
 
     steps = pd.DataFrame({"config_hash": "h", "prompt_id": ["a", "a", "b", "b"], "accepted": [2, 0, 1, 3]})
     r = acceptance_lengths(steps).iloc[0]
@@ -134,8 +134,8 @@ def test_recommend_exports_the_reports_answer():
         pytest.skip("no committed results")
     line = next(ln for ln in open(report, encoding="utf-8") if ln.startswith("| qwen_coder | humaneval | "))
     shape, budget = re.search(r"humaneval \| (\w+) N=(\d+)[^|]* \| [\d.]+× \[", line).groups()
+    from specbench.results.files import read_csv
     from specbench.study.export import recommended
-    from specbench.study.results import read_csv
 
     results = os.path.join(ROOT, "results")
     chash = recommended(results, {"pair": "qwen_coder", "dataset": "humaneval"})

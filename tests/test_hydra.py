@@ -8,7 +8,7 @@ import pytest
 
 import forkserver
 from conftest import tiny_pair_overrides
-from specbench.study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
+from specbench.results.files import OUTPUTS_FILE, STEPS_FILE, read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

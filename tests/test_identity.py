@@ -8,8 +8,8 @@ import shutil
 
 from conftest import report_text
 from specbench.core.atomic import umask
+from specbench.results.files import OUTPUTS_FILE, STEPS_FILE, read_csv
 from specbench.study import identity
-from specbench.study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
 from test_hydra import job_args, specbench
 
 
@@ -176,8 +176,8 @@ def test_a_merged_drafters_sequoia_shape_reads_its_model_parts_vector(tmp_path):
 
 
 def test_two_jsonl_files_are_two_datasets_in_the_rows(tmp_path):
+    from specbench.study.jobfiles import row_keys
     from specbench.study.jobspec import from_config
-    from specbench.study.results import row_keys
 
     labels = []
     for name, text in (("a", "def f(x):"), ("b", "def g(y):")):

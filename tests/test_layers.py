@@ -9,14 +9,15 @@ PKG = Path(__file__).resolve().parents[1] / "specbench"
 # bottom to top (docs/architecture.md); attention/ sits beside study/
 LAYER = {
     "core": 0,
-    "trees": 1,
-    "verify": 2,
-    "drafting": 3,
-    "engine": 4,
-    "inputs": 5,
-    "study": 6,
-    "attention": 6,
-    "report": 7,
+    "results": 1,
+    "trees": 2,
+    "verify": 3,
+    "drafting": 4,
+    "engine": 5,
+    "inputs": 6,
+    "study": 7,
+    "attention": 7,
+    "report": 8,
 }
 FILES = sorted(PKG.rglob("*.py"))
 
@@ -34,7 +35,7 @@ def _imported_layers(path: Path):
 
 
 def _module(path: Path) -> str:
-    """``specbench.study.results`` for specbench/study/results.py (a package: its __init__'s name)."""
+    """``specbench.results.files`` for specbench/results/files.py (a package: its __init__'s name)."""
     parts = path.relative_to(PKG.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -106,7 +107,7 @@ def test_no_import_circle():
 
 def test_the_circle_check_finds_one():
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert "specbench.study.columns" in _imports(PKG / "study" / "results.py")
+    assert "specbench.results.columns" in _imports(PKG / "study" / "jobfiles.py")
 
 
 def test_every_sub_package_is_a_known_layer_with_a_docstring():
@@ -127,11 +128,36 @@ def test_report_imports_no_model_code():
     """The report imports core, study and, of attention/, only the torch-free heatmap (which imports
     nothing from specbench): the benchmark and the report draw it with one function."""
     for path in (PKG / "report").glob("*.py"):
-        bad = {layer for layer, _ in _imported_layers(path)} - {"report", "study", "core", "attention"}
+        bad = {layer for layer, _ in _imported_layers(path)} - {"report", "study", "results", "core", "attention"}
         assert not bad, (path.name, bad)
         attention = {m for m in _imports(path) if m.startswith("specbench.attention")}
         assert attention <= {"specbench.attention.heatmap"}, (path.name, attention)
     assert not _imports(PKG / "attention" / "heatmap.py")
+
+
+def _function_imports(path: Path) -> list[int]:
+    """The lines of the imports inside a function of ``path``."""
+    return [
+        node.lineno
+        for fn in ast.walk(ast.parse(path.read_text()))
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for node in ast.walk(fn)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+    ]
+
+
+def test_the_results_layer_imports_no_torch_and_nothing_late():
+    """results/ (below study and report) imports core only, at module level: its users (the report
+    and trees.sequoia) get no torch through it, and no import waits inside a function."""
+    for path in (PKG / "results").glob("*.py"):
+        assert {layer for layer, _ in _imported_layers(path)} <= {"core"}, path.name
+        assert not _function_imports(path), (path.name, _function_imports(path))
+        tree = ast.parse(path.read_text())
+        names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {
+            (n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and not n.level
+        }
+        assert not names & {"torch", "transformers", "specbench"}, (path.name, names)
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(PKG)))

@@ -14,9 +14,9 @@ from conftest import report_text
 from specbench.core.atomic import umask
 from specbench.inputs.data import Prompt
 from specbench.inputs.models import Pair
+from specbench.results.files import read_csv
 from specbench.study import lossless, lossless_check
 from specbench.study.lossless_power import ModeVariant
-from specbench.study.results import read_csv
 from specbench.verify.modes import get_mode
 from test_hydra import specbench
 

@@ -1,4 +1,4 @@
-"""Issue 56: outputs.jsonl has one reader (``study.results.output_rows`` on ``core.jsonl``), parsed
+"""Issue 56: outputs.jsonl has one reader (``results.files.output_rows`` on ``core.jsonl``), parsed
 once per read: the report's check, collect and margins all go through it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from specbench.report import load
-from specbench.study import results
+from specbench.results import files
 
 ROWS = [{"config_hash": "abc", "prompt_id": str(i), "token_ids": [i, i + 1], "text": "x"} for i in range(5)]
 
@@ -41,7 +41,7 @@ def test_the_report_parses_each_line_once(tmp_path, monkeypatch):
 def test_a_bad_line_is_one_line_naming_file_line_and_fix(tmp_path, bad, says):
     path = _write(tmp_path / "outputs.jsonl.gz", [json.dumps(ROWS[0]), bad])
     with pytest.raises(ValueError, match="specbench.collect") as e:
-        results.read_outputs(path)
+        files.read_outputs(path)
     assert says in str(e.value) and str(e.value).startswith(path) and "\n" not in str(e.value)
     with pytest.raises(load.InputError) as e2:
         load.read_outputs(path)
@@ -52,10 +52,10 @@ def test_a_binary_or_cut_file_is_refused_and_an_absent_one_is_empty(tmp_path):
     binary = tmp_path / "b.jsonl.gz"
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe\n")
     with pytest.raises(ValueError, match="truncated or corrupt"):
-        results.read_outputs(str(binary))
+        files.read_outputs(str(binary))
     plain = tmp_path / "p.jsonl"
     plain.write_bytes(b'{"a": "\xff\xfe"}\n')
     with pytest.raises(ValueError, match="not UTF-8"):
-        results.read_outputs(str(plain))
-    assert results.read_outputs(str(tmp_path / "absent.jsonl.gz")) == {}
-    assert list(results.output_rows(str(tmp_path / "absent.jsonl"))) == []
+        files.read_outputs(str(plain))
+    assert files.read_outputs(str(tmp_path / "absent.jsonl.gz")) == {}
+    assert list(files.output_rows(str(tmp_path / "absent.jsonl"))) == []

@@ -6,7 +6,7 @@ import glob
 import shutil
 
 from conftest import report_text
-from specbench.study.results import read_csv
+from specbench.results.files import read_csv
 from test_bad_input import one_line_error, written
 from test_hydra import job_args, specbench
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import tiny_pair_overrides
+from specbench.results.files import read_csv
 from specbench.study import plan, sweepjobs
-from specbench.study.results import read_csv
 from test_resume import ROOT, env
 
 PAIR_KEYS = ("pair=", "pair.draft.path=", "pair.target.path=")

@@ -20,9 +20,9 @@ from omegaconf import OmegaConf
 
 from conftest import report_text
 from specbench.report import build
+from specbench.results.files import read_csv
 from specbench.study import collect, identity, jobspec
 from specbench.study.launch import compose
-from specbench.study.results import read_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,9 +11,9 @@ import pandas as pd
 
 from conftest import docs_text
 from specbench.engine.records import StepRecord
+from specbench.results.columns import KEY_COLUMNS
+from specbench.results.metrics import summarize
 from specbench.study import calibrate, lossless, margins
-from specbench.study.columns import KEY_COLUMNS
-from specbench.study.results import summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,8 +10,8 @@ import glob
 import pytest
 from hydra import compose, initialize_config_dir
 
+from specbench.results.files import read_csv
 from specbench.study import checks, jobspec
-from specbench.study.results import read_csv
 from test_hydra import job_args, specbench
 from test_jobspec import CONF
 

@@ -21,7 +21,7 @@ from make_results import make_results  # noqa: E402
 
 from specbench.report import compare  # noqa: E402
 from specbench.report.sections import md_table  # noqa: E402
-from specbench.study.results import STEPS_FILE, read_csv  # noqa: E402
+from specbench.results.files import STEPS_FILE, read_csv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

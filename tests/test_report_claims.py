@@ -25,7 +25,7 @@ from specbench.report import (
     phrases,  # noqa: E402
     tables,  # noqa: E402
 )
-from specbench.study.results import STEPS_FILE, read_csv  # noqa: E402
+from specbench.results.files import STEPS_FILE, read_csv  # noqa: E402
 from test_report import run_report  # noqa: E402  (the one report subprocess helper)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ import pandas as pd
 
 import forkserver
 from conftest import tiny_pair_overrides
-from specbench.study.results import STEPS_FILE, read_csv
+from specbench.results.files import STEPS_FILE, read_csv
 from test_hydra import JOB_MODULES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

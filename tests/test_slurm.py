@@ -10,7 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
-from specbench.study.results import read_csv
+from specbench.results.files import read_csv
 from test_launchers import GRID, basic_rows  # noqa: F401  (fixture)
 from test_resume import ROOT, RUN, TIMING, run, sweep_cmd
 

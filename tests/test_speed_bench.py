@@ -1,4 +1,4 @@
-"""The interleaved speed benchmark's statistics on hand-made timing tables (study.speedstats), its
+"""The interleaved speed benchmark's statistics on hand-made timing tables (results.speedstats), its
 candidate picks (study.validate.speed_picks), and the report's answer from them."""
 
 import re
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from specbench.report import tables
-from specbench.study import speedstats as ss
+from specbench.results import speedstats as ss
 from specbench.study.validate import speed_picks
 
 KEYS = dict(

@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench.core.costcurve import kv_weights
-from specbench.report import costmodel, speedup
+from specbench.report import speedup
 from specbench.report.tables import bracket
+from specbench.results import costcurve
+from specbench.results.costcurve import kv_weights
 
 
 def t_draft(n):
@@ -142,8 +143,8 @@ def test_a_curves_draws_are_the_medians_of_each_points_own_resamples():
     taking its median, on the same random stream: points with 7, 4 and 1 repeats, two KV lengths."""
     rng = np.random.default_rng(3)
     samples = tuple((rng.random(n), rng.random(m)) for n, m in [(7, 7), (4, 7), (1, 4)])
-    curve = costmodel.Curve(np.array([1.0, 2.0, 4.0]), samples, (0.25, 0.75))
-    stream = np.random.default_rng(costmodel.SEED)
+    curve = costcurve.Curve(np.array([1.0, 2.0, 4.0]), samples, (0.25, 0.75))
+    stream = np.random.default_rng(costcurve.SEED)
 
     def resampled() -> list[float]:  # each point's resample in turn, its median, weighted by KV length
         return [

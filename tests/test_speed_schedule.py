@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from specbench.results import speedstats as ss
 from specbench.study import speedsched as sch
-from specbench.study import speedstats as ss
 from test_speed_bench import KEYS as BENCH_KEYS
 
 KEYS = {k: v for k, v in BENCH_KEYS.items() if k != "batch_size"} | {"dtype": "bfloat16"}  # a run's keys

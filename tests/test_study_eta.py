@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.study import eta, plan, results, sweepjobs
+from specbench.study import eta, jobfiles, plan, sweepjobs
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUP = eta.STEPS[0].message  # type: ignore[union-attr]
@@ -74,7 +74,7 @@ def test_a_resumed_runs_finished_jobs_are_counted_and_its_time_scaled(times, tmp
         (tmp_path / "out" / ref.folder / name / "summary.csv").write_text("x\n")
     os.makedirs(tmp_path / "out" / ref.folder / names[78])  # started, unfinished
     (tmp_path / "out" / ref.folder / names[79]).mkdir()
-    (tmp_path / "out" / ref.folder / names[79] / results.RESUMED_FILE).write_text("elsewhere\n")
+    (tmp_path / "out" / ref.folder / names[79] / jobfiles.RESUMED_FILE).write_text("elsewhere\n")
     r = next(r for r in eta.lines(["hour"], recorded, str(tmp_path / "out")) if r.name == "sweep=reference")
     assert r.done == 79
     assert math.isclose(r.seconds, 300.0 * (len(names) - 79) / len(names))
@@ -121,7 +121,7 @@ def test_jobs_are_the_product_with_command_line_axes_replacing_the_presets():
     assert len(jobs) == 3 * 1 * 2
     assert jobs[0] == ["dataset=a", "tree=z", "tree.budget=1", "sweep=p", "k=v"]
     assert sweepjobs.task(["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "+hydra.x=1", "a=1"]) == ["a=1"]
-    assert sweepjobs.DONE_FILES == ("summary.csv", results.RESUMED_FILE)
+    assert sweepjobs.DONE_FILES == ("summary.csv", jobfiles.RESUMED_FILE)
 
 
 def test_the_printer_is_torch_free_and_refuses_bad_input_in_one_line(tmp_path):
@@ -173,7 +173,7 @@ def test_the_sweep_bar_follows_the_job_folders_and_survives_pickling(tmp_path, c
     assert bar.tqdm is not None and (bar.tqdm.n, bar.tqdm.total) == (1, 6)
     clone = pickle.loads(pickle.dumps(bar))  # a launcher ships the callbacks to its workers
     assert clone.on and clone.tqdm is None
-    for name, file in ((names[1], results.RESUMED_FILE), (names[2], "error.txt")):
+    for name, file in ((names[1], jobfiles.RESUMED_FILE), (names[2], "error.txt")):
         (tmp_path / "sw" / name).mkdir()
         (tmp_path / "sw" / name / file).write_text("x\n")
     bar.refresh()

@@ -16,7 +16,7 @@ from conftest import report_text
 from specbench.report import floors
 from specbench.report.setup import floor_sentences
 from specbench.report.tables import claim, cut_share, is_ranked
-from specbench.study.results import STEPS_FILE
+from specbench.results.files import STEPS_FILE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "results")

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from conftest import report_text
-from specbench.study.results import read_csv
+from specbench.results.files import read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "results")

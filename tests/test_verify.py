@@ -13,7 +13,7 @@ from scipy.stats import chisquare
 from specbench.core.registry import UnknownName
 from specbench.core.sampling import CHILD_RULES, TREE_CHILD_RULES, choose_children, probs
 from specbench.core.tree import DraftTree
-from specbench.study.results import read_csv
+from specbench.results.files import read_csv
 from specbench.verify.modes import MODES, Verdict, get_mode
 from specbench.verify.modespec import check_compatible, modes_for
 

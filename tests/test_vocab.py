@@ -11,7 +11,7 @@ import torch
 
 from conftest import build_model
 from specbench.inputs.models import TargetVocab, fit_draft_vocab
-from specbench.study.results import read_csv
+from specbench.results.files import read_csv
 from test_bad_input import one_line_error, written
 from test_hydra import job_args, specbench
 

@@ -1,4 +1,4 @@
-"""Layer 3, drafters: the reset / draft / commit protocol and its model, n-gram, merged,
+"""Layer 4, drafters: the reset / draft / commit protocol and its model, n-gram, merged,
 cross-vocabulary (tli) and layer-skip drafters; each grows the tree-policy kinds it supports.
 Imports core, trees."""
 

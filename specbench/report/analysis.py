@@ -18,8 +18,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..study.columns import DESCRIBED
-from ..study.describe import cost_aware
+from ..results.columns import DESCRIBED, cost_aware
 from . import compare
 
 BASELINE_TREES = ("none",)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..study import speedstats
+from ..results import costcurve, speedstats
 from . import costmodel, speedup
 from .markdown import span
 
@@ -41,7 +41,7 @@ class Curves:
     def get(self, name: str, role: str, dtype: str, device: str):
         key = (name, role, dtype, device)
         if key not in self.made:
-            c = costmodel.curve(self.costs, name, role, dtype, device)
+            c = costcurve.curve(self.costs, costcurve.AT_CONTEXT, name, role, dtype, device)
             self.made[key] = None if c is None else (c, c.draws())
         return self.made[key]
 

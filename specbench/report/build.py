@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..core.args import Parser
 from ..core.atomic import lock, os_line, replace_together, write_file
-from ..study.results import csv_writer
+from ..results.files import csv_writer
 from . import (
     figures,
     figures_accept,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..study.results import first_divergence, paired_bootstrap  # noqa: F401 (the report's API)
+from ..results.metrics import first_divergence, paired_bootstrap  # noqa: F401 (the report's API)
 
 N_PAIRED = 10000  # bootstrap draws per paired difference (enough for a Holm level of 0.05 / 100)
 

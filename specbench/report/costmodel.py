@@ -9,9 +9,9 @@ that runs no model (n-gram) is charged its measured lookup time (the step's
 charged a derived frontier, ``tree_depth`` forwards of about ``tree_size / tree_depth``
 tokens (``cost_basis = derived``: such a row is never ranked), never the budget's worst case.
 
-Cost curves come from results/costs.csv: per (pair, role, dtype) the median
-seconds of a forward of n tokens at each measured KV length, interpolated
-linearly to ``KV`` tokens of context (``core.costcurve``) and, between measured
+Cost curves come from results/costs.csv by ``results.costcurve.AT_CONTEXT``: per
+(pair, role, dtype) the median seconds of a forward of n tokens at each measured KV
+length, interpolated linearly to ``KV`` tokens of context and, between measured
 sizes, in n.  The
 bootstrap (``projection``) resamples prompts and, independently, every cost
 point's repeats (``samples``), so the interval carries both the prompts' and the
@@ -26,72 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..core.costcurve import KV, kv_weights
-
-BOOT = 400  # bootstrap replicates
-SEED = 0
-
-
-@dataclass(frozen=True)
-class Curve:
-    """Seconds of one forward against its query tokens: ``sizes`` measured, and per size
-    the repeats at each KV length (``samples[i][j]``: size i, KV length j, weight ``w[j]``)."""
-
-    sizes: np.ndarray
-    samples: tuple[tuple[np.ndarray, ...], ...]
-    weights: tuple[float, ...]
-
-    def values(self) -> np.ndarray:
-        """The median at each size (its KV lengths' medians, weighted)."""
-        return np.array([sum(w * float(np.median(x)) for w, x in zip(self.weights, row)) for row in self.samples])
-
-    def draws(self, boot: int = BOOT) -> np.ndarray:
-        """[1 + boot, sizes]: the medians, then ``boot`` resamples of every point's repeats
-        (drawn once per curve, so every configuration on it sees the same machine draws).
-        Each replicate resamples the points in ``values``' order, one ``rng.integers`` draw
-        each (what ``rng.choice(x, len(x))`` draws); the medians and weighted sums are taken at once."""
-        rng = np.random.default_rng(SEED)
-        flat = [x for row in self.samples for x in row]
-        picks = [[x[rng.integers(0, len(x), len(x))] for x in flat] for _ in range(boot)]
-        meds = np.empty((boot, len(flat)))
-        for n in {len(x) for x in flat}:  # points with n repeats: one median over [boot, points, n]
-            at = [i for i, x in enumerate(flat) if len(x) == n]
-            meds[:, at] = np.median(np.array([[p[i] for i in at] for p in picks]), axis=-1)
-        per_kv = meds.reshape(boot, len(self.samples), len(self.weights))
-        out = np.zeros((boot, len(self.samples)))
-        for j, w in enumerate(self.weights):  # sum(w * med) in values' order
-            out = out + w * per_kv[:, :, j]
-        return np.vstack([self.values()[None], out])
-
-    def at(self, n, values: np.ndarray | None = None):
-        return np.interp(n, self.sizes, self.values() if values is None else values)
-
-
-def curve(costs: pd.DataFrame, pair: str, role: str, dtype, device: str = "cpu") -> Curve | None:
-    """This pair's curve for ``role`` in this dtype on this device (never another pair's,
-    dtype's or machine's; rows from before costs named a device are the CPU's), or None."""
-    c = costs[(costs.role == role) & (costs.pair.astype(str) == str(pair))]
-    c = c[(c.device.fillna("cpu") if "device" in c.columns else pd.Series("cpu", index=c.index)) == device]
-    if "dtype" in c.columns and dtype is not None:
-        c = c[c.dtype.astype(str) == str(dtype)]
-    if c.empty:
-        return None
-    kv = c.kv_len.astype(int) if "kv_len" in c.columns else pd.Series(KV, index=c.index)
-    weights = kv_weights(sorted(set(kv)))
-    c = c.assign(kv=kv)
-    sizes = sorted(set(c.n_tokens.astype(int)) & set.intersection(*(set(c[c.kv == k].n_tokens) for k in weights)))
-    rows = []
-    for n in sizes:
-        rows.append(tuple(repeats(c[(c.kv == k) & (c.n_tokens == n)].iloc[0]) for k in weights))
-    return Curve(np.array(sizes, float), tuple(rows), tuple(weights.values()))
-
-
-def repeats(r) -> np.ndarray:
-    """A cost point's repeats (``samples``), or its median alone where they were not kept."""
-    s = r.get("samples")
-    if isinstance(s, str) and s.strip():
-        return np.array([float(x) for x in s.split()])
-    return np.array([float(r["seconds"])])
+from ..results.costcurve import SEED, Curve
 
 
 def forwards(steps: pd.DataFrame) -> pd.Series:
@@ -221,4 +156,4 @@ def projection(c: Counts, draft: tuple[Curve, np.ndarray] | None, target: tuple[
     return out
 
 
-__all__ = ["KV", "Curve", "curve", "counts", "StepCounts", "projection", "forwards"]
+__all__ = ["counts", "StepCounts", "projection", "forwards"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..results import costcurve
 from . import analysis, costmodel
 
 RS = np.logspace(-2, 0.5, 55)  # draft-to-target cost ratio (above 1: a draft slower than the target)
@@ -72,7 +73,7 @@ def machine_points(costs: pd.DataFrame | None) -> pd.DataFrame:
     out = []
     costs = costs.assign(device=costs.device.fillna("cpu") if "device" in costs else "cpu")
     for (pair, dtype, device), g in costs.groupby(["pair", "dtype", "device"], sort=True):
-        t, d = (costmodel.curve(costs, pair, role, dtype, device) for role in ("target", "draft"))
+        t, d = (costcurve.curve(costs, costcurve.AT_CONTEXT, pair, role, dtype, device) for role in ("target", "draft"))
         if t is None:
             continue
         t1 = float(t.at(1))

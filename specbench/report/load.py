@@ -7,7 +7,7 @@ Every refusal is an `InputError`: one line that names the file and the fix.  Che
 - steps.csv.gz (optional): its configurations are in summary.csv and each one's step count
   equals summary.csv's ``n_steps`` (a half-copied or stale steps.csv is refused);
 - outputs.jsonl.gz (optional): every line a JSON object with config_hash, prompt_id and token_ids
-  (read once, by ``study.results.read_outputs``).
+  (read once, by ``results.files.read_outputs``).
 A missing optional file is no error: the sections that need it say so.
 """
 
@@ -21,8 +21,8 @@ import pandas as pd
 
 from ..core import readers
 from ..core.atomic import recover
-from ..study import results as results_file
-from ..study.results import OUTPUTS_FILE, STEPS_FILE, read_csv
+from ..results import files as result_files
+from ..results.files import OUTPUTS_FILE, STEPS_FILE, read_csv
 from . import analysis, defaultrun
 
 REQUIRED = [
@@ -122,10 +122,10 @@ def check_steps(path: str, steps: pd.DataFrame, summary: pd.DataFrame) -> None:
 
 
 def read_outputs(path: str) -> dict:
-    """outputs.jsonl.gz's token ids by (config_hash, prompt_id) (``study.results.read_outputs``: its
+    """outputs.jsonl.gz's token ids by (config_hash, prompt_id) (``results.files.read_outputs``: its
     one reader); {} when absent; a line that is not whole JSON with those keys: an InputError."""
     try:
-        return results_file.read_outputs(path, COLLECT)
+        return result_files.read_outputs(path, COLLECT)
     except ValueError as e:
         raise InputError(str(e)) from None
 

@@ -1,5 +1,5 @@
 """The TL;DR's measured answer: the interleaved speed benchmark's runs (results/speed.csv, through
-``study.speedstats``), per pair and dataset the configuration shown among those that tie the
+``results.speedstats``), per pair and dataset the configuration shown among those that tie the
 fastest, its paired interval, the ties, the run's controls, and the same configuration's
 acceptance from its full replay; and the projection's error against live timing."""
 
@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..study import speedsched, speedstats
+from ..results import speedstats
+from ..study import speedsched
 from . import benchcheck, phrases
 from .markdown import table
 

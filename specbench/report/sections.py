@@ -127,7 +127,7 @@ SCHEDULE_COLS = [
 
 def batch(ctx) -> str:
     """The interleaved benchmark's batch-size schedule (``measured.schedule_section``), the single runs'
-    (study.schedule.schedule, labelled), then the batched continuations' divergence."""
+    (results.schedule.schedule, labelled), then the batched continuations' divergence."""
     sched, out = ctx["t"]["schedule"], measured.schedule_section(ctx["t"])
     if not out:
         out.append(

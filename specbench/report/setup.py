@@ -7,6 +7,7 @@ import os
 
 import pandas as pd
 
+from ..results import costcurve
 from . import analysis, defaultrun, findings, floors, onerun, phrases, tables
 from .markdown import md_table, table
 
@@ -139,16 +140,17 @@ def setup(t: dict, data: dict) -> str:
                 ["label", "tree", "tree_params"],
             )
         )
-    out.append(run_times(data.get("run_times")))
+    out.append(run_times(data.get("run_times"), data.get("costs")))
     cmds = (env or {}).get("commands") or DEFAULT_COMMANDS
     out.append("**Commands.**\n\n```\n" + "\n".join(cmds) + "\n```")
     return "\n\n".join(out)
 
 
-def run_times(times: pd.DataFrame | None) -> str:
+def run_times(times: pd.DataFrame | None, costs: pd.DataFrame | None = None) -> str:
     """Each step's wall time in the `bash run_all.sh` runs that wrote results/ (run_times.csv; a
     resumed run appends its own rows, and a step a run skipped reads near 0: per step, the run
-    that did its work), beside its compute ceiling where its forwards were counted (study.ceiling)."""
+    that did its work), beside its compute ceiling where its forwards were counted (study.ceiling,
+    each model's widest forward on its ``costcurve.CEILING`` curve of ``costs``)."""
     if times is None or times.empty:
         return "_results/run_times.csv is absent: the steps' wall times of `bash run_all.sh` were not recorded._"
     runs = times.run.nunique() if "run" in times else 1
@@ -170,7 +172,7 @@ def run_times(times: pd.DataFrame | None) -> str:
     return (
         f"**Run times.** Each step of `bash run_all.sh` on this machine, {how}: wall seconds, and beside them "
         "the step's compute ceiling: the seconds the tokens its forwards processed would take at each model's "
-        f"{CEILING_WIDTH}-token forward rate here (results/costs.csv), and the ratio ceiling / wall. Total without "
+        f"{ceiling_width(costs)} forward rate here (results/costs.csv), and the ratio ceiling / wall. Total without "
         f"the set-up, up to the report: {study} s = {study / 60:.1f} min"
         + (
             f"; the steps marked extended (`SPECBENCH_EXTENDED=1`) took {more} s = {more / 60:.1f} min more"
@@ -185,8 +187,13 @@ def run_times(times: pd.DataFrame | None) -> str:
 
 
 CEILING = ["ceiling_s", "ratio", "in_forwards", "busiest", "tokens_per_forward"]
-CEILING_WIDTH = 128  # the widest forward study.costs times: the rate a step's ceiling assumes
 LOW_RATIO = 0.4  # a step below this share of its ceiling is named, with why (#35)
+
+
+def ceiling_width(costs: pd.DataFrame | None) -> str:
+    """The widest forward of each model's ``costcurve.CEILING`` curve, the rate a step's ceiling assumes, in words."""
+    curves = costcurve.curves(costs, costcurve.CEILING) if costs is not None else {}
+    return onerun.width_words(c.sizes[-1] for c in curves.values())
 
 
 def _ceiling_cells(r) -> list[str]:
@@ -297,7 +304,7 @@ def limitations(t: dict, data: dict) -> list[str]:
 def bookkeeping(t: dict, data: dict) -> list[str]:
     """The study's bookkeeping (the setup page): its size floors, the least time one run takes, and
     where each answer row's best budget sits among the budgets tried."""
-    least = onerun.sentence(t.get("least"), CEILING_WIDTH)
+    least = onerun.sentence(t.get("least"))
     return floor_sentences(data["summary"]) + ([least] if least else []) + bracket_sentences(t["answer"], t["rows"])
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..results import costcurve
 from . import analysis, compare, costmodel
 
 OUTPUT_MATCH = ["pair", "dataset", "dtype", "max_new_tokens", "batch_size"]  # outputs compare on shared prompts
@@ -30,7 +31,7 @@ DRAFT_COST_RULE = (
     "EAGLE-2, adaptive chains and merged trees their real trees), plus one target forward over "
     "its tree_size + 1 tokens; a drafter that runs no model (n-gram) is charged its measured "
     "lookup time per step (draft_s). Forward times are the medians of the interleaved repeats in "
-    f"costs.csv at a {costmodel.KV}-token context (interpolated between the measured KV lengths). "
+    f"costs.csv at a {costcurve.KV}-token context (interpolated between the measured KV lengths). "
     "The model charges forwards only: sampling, mask building and bookkeeping are not in it, and "
     "the live rows measure what they add (speedup.csv: the per-step draft and verify seconds "
     "measured beside the model's)."
@@ -87,7 +88,7 @@ def curves(costs: pd.DataFrame) -> dict:
     keys = costs[["pair", "role"] + [c for c in ("dtype", "device") if c in costs]].drop_duplicates()
     for k in keys.to_dict("records"):
         device = str(k.get("device") or "cpu")
-        c = costmodel.curve(costs, k["pair"], k["role"], k.get("dtype"), device)
+        c = costcurve.curve(costs, costcurve.AT_CONTEXT, k["pair"], k["role"], k.get("dtype"), device)
         if c is not None:
             out[(str(k["pair"]), k["role"], str(k.get("dtype")), device)] = (c, c.draws())
     return out
@@ -242,17 +243,19 @@ def with_prefill(out: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.DataFr
         r = out.loc[i].to_dict()
         pt = pre.get(r["baseline_hash"], np.nan)
         where = (str(r.get("pair_name", r["pair"])), str(r["dtype"]), str(r.get("device") or "cpu"))
-        tc = costmodel.curve(costs, where[0], "target", where[1], where[2])
+        tc = costcurve.curve(costs, costcurve.AT_CONTEXT, where[0], "target", where[1], where[2])
         if pt != pt or tc is None:
             continue
-        ratio = draft_prefill_ratio(tc, costmodel.curve(costs, where[0], "draft", where[1], where[2]))
+        ratio = draft_prefill_ratio(
+            tc, costcurve.curve(costs, costcurve.AT_CONTEXT, where[0], "draft", where[1], where[2])
+        )
         p, plain = float(r["n_prompts"]), float(r["new_tokens"]) * float(tc.at(1))
         out.loc[i, "prefill_s"] = pt
         out.loc[i, "projected_request"] = with_prompts(float(r["projected"]), p, pt, ratio, plain)
     return out
 
 
-def draft_prefill_ratio(target: costmodel.Curve, draft: costmodel.Curve | None) -> float:
+def draft_prefill_ratio(target: costcurve.Curve, draft: costcurve.Curve | None) -> float:
     """The draft's prefill in units of the target's: the ratio of their curves at PREFILL_AT tokens (0
     for a drafter that runs no model)."""
     return float(draft.at(PREFILL_AT) / target.at(PREFILL_AT)) if draft is not None else 0.0

@@ -16,7 +16,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..study import schedule, speedsched, speedstats
+from ..results import schedule, speedstats
+from ..study import speedsched
 from . import analysis, benchcheck, compare, costmodel, hardware, onerun, speedup
 from .optimum import MIN_CALIB, calibration  # noqa: F401  (the calibration check of the Sequoia rows)
 

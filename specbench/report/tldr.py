@@ -1,7 +1,7 @@
 """The TL;DR (docs/report.md, "REPORT.md, in this order"): per pair and dataset the tree to use on
 this machine at batch 1, its speedup, acceptance rate and acceptance length with their intervals,
 and where the answer moves with batch size (the interleaved benchmark's `study.speedsched`, else the
-single runs of `study.schedule.schedule`, labelled) and with another machine's cost
+single runs of `results.schedule.schedule`, labelled) and with another machine's cost
 curve (`hardware.best_at` on its measured point); every number read from `tables.compute`."""
 
 from __future__ import annotations

@@ -292,8 +292,8 @@ def answer_units(results_dir: str) -> list[tuple[str, str, list[str]]]:
     projections); a pair x dataset without a projection is left out."""
     import os
 
+    from ..results.files import read_csv
     from . import validate  # torch (the tree registry): only here, for the real profile
-    from .results import read_csv
 
     path = os.path.join(results_dir, "speedup.csv")
     if not os.path.isfile(path):

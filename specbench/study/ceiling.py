@@ -2,8 +2,9 @@
 
 A step's ceiling is the time the tokens its forwards processed (``core.forwards``: every model's
 forwards and tokens, per step, in $OUT/forwards.csv) would take at each model's own large-batch
-rate on this machine: its widest measured forward (``n_tokens`` = 128) at the shorter KV length
-(results/costs.csv, bf16, cpu; the median over the pairs that share the model).  ``ratio`` =
+rate on this machine: its widest measured forward (``n_tokens`` = 128) on its curve by
+``results.costcurve.CEILING`` (results/costs.csv, bf16, cpu: the shorter KV length, the median over
+the pairs that share the model, linear beyond the widest).  ``ratio`` =
 ceiling / wall seconds: 1 is a step that only ran wide forwards.  What keeps a step below it:
 ``forward_s`` is the time of its forwards at their own widths (each model's forward count times the
 cost curve at its mean width, an estimate: the curve is convex), and ``in_forwards`` = forward_s /
@@ -14,7 +15,7 @@ most tokens, and its mean forward width.
     python -m specbench.study.ceiling --times $OUT/step_times.csv --forwards $OUT/forwards.csv \\
         --costs results/costs.csv --out results/run_times.csv
 
-Imports: pandas, numpy, ``core.atomic``, ``core.args`` and ``core.readers``.
+Imports: pandas, ``core.atomic``, ``core.args``, ``core.readers`` and ``results.costcurve``.
 """
 
 from __future__ import annotations
@@ -22,36 +23,18 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ..core import readers
 from ..core.args import Parser, refuse
 from ..core.atomic import atomic_write, os_line
+from ..results.costcurve import CEILING, Curve, curves
 
 COLUMNS = ["run", "step", "seconds", "forwards", "tokens", "ceiling_s", "ratio", "forward_s", "in_forwards"]
 COLUMNS += ["busiest", "tokens_per_forward", "unrated"]
 
 
-def curves(costs: pd.DataFrame, device: str = "cpu", dtype: str = "bfloat16") -> dict[str, pd.Series]:
-    """model -> its forward seconds by ``n_tokens`` at its shortest KV length (median over pairs)."""
-    if "model" not in costs:
-        return {}
-    c = costs[(costs.device == device) & (costs.dtype == dtype) & costs.model.notna() & (costs.model != "")]
-    c = c[c.kv_len == c.groupby("model").kv_len.transform("min")]
-    return {str(m): g.groupby("n_tokens").seconds.median() for m, g in c.groupby("model")}
-
-
-def seconds_at(curve: pd.Series, n: float) -> float:
-    """Seconds of an ``n``-token forward on ``curve`` (interpolated; clamped to its measured sizes,
-    linear in ``n`` beyond the widest)."""
-    sizes, secs = curve.index.to_numpy(float), curve.to_numpy(float)
-    if n > sizes[-1]:
-        return float(secs[-1] * n / sizes[-1])
-    return float(np.interp(n, sizes, secs))
-
-
-def step_row(seconds: float, fwd: pd.DataFrame, by_model: dict[str, pd.Series]) -> dict:
+def step_row(seconds: float, fwd: pd.DataFrame, by_model: dict[str, Curve]) -> dict:
     """One step's ceiling columns from its models' forward counts: ``ceiling_s`` (every token at
     its model's widest rate) and ``forward_s`` (each model's forwards at their mean width)."""
     rated = fwd[fwd.model.isin(by_model)]
@@ -59,9 +42,9 @@ def step_row(seconds: float, fwd: pd.DataFrame, by_model: dict[str, pd.Series]) 
     out["unrated"] = " ".join(sorted(set(fwd.model) - set(by_model)))
     if rated.empty or seconds <= 0:
         return out
-    wide = {m: float(c.index.max()) for m, c in by_model.items()}
-    ceiling = sum(r.tokens * seconds_at(by_model[r.model], wide[r.model]) / wide[r.model] for r in rated.itertuples())
-    at_width = sum(r.forwards * seconds_at(by_model[r.model], r.tokens / r.forwards) for r in rated.itertuples())
+    wide = {m: float(c.sizes[-1]) for m, c in by_model.items()}
+    ceiling = sum(r.tokens * by_model[r.model].seconds(wide[r.model]) / wide[r.model] for r in rated.itertuples())
+    at_width = sum(r.forwards * by_model[r.model].seconds(r.tokens / r.forwards) for r in rated.itertuples())
     busiest = rated.loc[rated.tokens.idxmax()]
     out |= {"ceiling_s": ceiling, "ratio": ceiling / seconds, "forward_s": at_width, "in_forwards": at_width / seconds}
     out |= {"busiest": busiest.model, "tokens_per_forward": busiest.tokens / max(busiest.forwards, 1)}
@@ -71,7 +54,7 @@ def step_row(seconds: float, fwd: pd.DataFrame, by_model: dict[str, pd.Series]) 
 def ceilings(times: pd.DataFrame, forwards: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
     """``times`` (run, step, seconds) with each step's ceiling columns (NaN where no forward was
     counted: a step of no model, or a run from before the counts)."""
-    by_model = curves(costs)
+    by_model = curves(costs, CEILING)
     rows = []
     for t in times.itertuples(index=False):
         fwd = forwards[(forwards.run.astype(str) == str(t.run)) & (forwards.step == t.step)]

@@ -16,7 +16,7 @@ primary, or an older run of a configuration collected from a newer one.
 Sorted deterministically: running it twice gives identical files.
 
 Derived tables, rebuilt from the merged rows on every collect:
-``acceptance_matrix.csv`` (``study.acceptance``) and, where ``--out`` holds
+``acceptance_matrix.csv`` (``results.acceptance``) and, where ``--out`` holds
 greedy acceptance vectors (``acceptance_vector*.csv``), ``gap_to_optimum.csv``
 (``study.optimum``).  Every output of one collect is replaced together, or (a
 full or read-only disk: one line naming the path, exit status 1) none is.
@@ -34,9 +34,10 @@ import pandas as pd
 
 from ..core import readers
 from ..core.args import Parser, refuse
-from ..core.atomic import atomic_write_many, incomplete, lock, recover
+from ..core.atomic import atomic_write_many, incomplete, lock, os_line, recover
+from ..results.acceptance import acceptance_lengths, acceptance_matrix
+from ..results.files import OUTPUTS_FILE, STEPS_FILE, csv_writer, jsonl_text, output_rows, read_csv, text_writer
 from .describe import complete
-from .results import OUTPUTS_FILE, STEPS_FILE, csv_writer, jsonl_text, output_rows, read_csv, text_writer
 
 SUMMARY_ORDER = ["pair", "dataset", "verify", "temperature", "tree", "budget", "engine", "config_hash"]
 STEP_ORDER = ["config_hash", "prompt_id", "step"]
@@ -311,13 +312,11 @@ def read_vectors(out: str) -> pd.DataFrame | None:
 
 def derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """{file name: table}: acceptance_matrix.csv, acceptance_length.csv, gap_to_optimum.csv (greedy vectors)."""
-    from .acceptance import acceptance_lengths, acceptance_matrix
-
     tables = {"acceptance_matrix.csv": acceptance_matrix(summary, steps)}
     tables["acceptance_length.csv"] = acceptance_lengths(steps)
     vectors = read_vectors(out)
     if vectors is not None:
-        from .optimum import gap_to_optimum
+        from .optimum import gap_to_optimum  # torch (the tree policies): only where a vector was calibrated
 
         tables["gap_to_optimum.csv"] = gap_to_optimum(summary, vectors)
     return tables
@@ -366,8 +365,6 @@ def main(argv=None) -> None:
     except (CollectError, readers.TableError) as e:  # a bad input: one line, exit 2
         refuse(str(e))
     except OSError as e:
-        from ..core.atomic import os_line
-
         raise SystemExit(f"specbench: error: {os_line(e, args.out, '--out')} (nothing was replaced)") from None
     if orphans:
         print(f"specbench: dropped {orphans} step rows of {args.out}/steps.csv that had no summary row")

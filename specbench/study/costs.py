@@ -57,12 +57,12 @@ from ..core.atomic import atomic_write_many, lock
 from ..core.kv import SlotKV
 from ..core.tree import paths_to_parents
 from ..inputs import machine
+from ..results.files import csv_writer
 from ..trees.policies import shape_paths
 from .context import context, new_drafters
 from .errors import ConfigError
 from .jobspec import JobSpec, from_config, resolved
 from .launch import pair_config
-from .results import csv_writer
 
 # every draft frontier and verify width of the dense budget grid (N and N + 1 for
 # N in 1..6, 8, 12, 16, 24, 32, 48, 64) is a measured point: a cost curve need not be

@@ -17,9 +17,9 @@ registries, so a plugin's entries describe themselves as a built-in's do.  Rows 
 these columns existed get them from the registries by name when collect reads them
 (``complete``): a job folder's drafter from its config.yaml, a collected row's from its pair's
 preset.  None of these columns enters the config hash (``identity.config_hash`` hashes the job
-spec, not its rows).  The column names themselves are ``study.columns``'s.  Imports: pandas, yaml,
-study.columns and study.plugins; the registries (trees, verify, drafting: torch) only when called,
-so the report and ``study.results`` may import this module without torch.
+spec, not its rows).  The column names themselves are ``results.columns``'s.  Imports: pandas, yaml,
+results.columns and study.plugins; the registries (trees, verify, drafting: torch) only when called,
+so collect loads torch only for rows from before these columns.
 """
 
 from __future__ import annotations
@@ -31,32 +31,20 @@ from collections.abc import Mapping
 import pandas as pd
 import yaml
 
-from .columns import DESCRIBED, KEY_COLUMNS
+from ..results.columns import DESCRIBED, KEY_COLUMNS
 from .plugins import option_file
-
-
-def cost_aware(tree, params) -> bool:
-    """Whether a row's tree is Sequoia's hardware-aware size (``tree.costs`` given): its budget is an
-    upper bound, the tree it builds is what the DP picked on the cost curves (``trees.sequoia``)."""
-    if str(tree) != "sequoia":
-        return False
-    try:
-        p = json.loads(params) if isinstance(params, str) and params else (params or {})
-    except json.JSONDecodeError:
-        return False
-    return isinstance(p, Mapping) and bool(p.get("costs"))
 
 
 def tree_resolved(tree: str, params: Mapping | None) -> str:
     """``tree_resolved`` of a row: the resolved parameters as sorted JSON."""
-    from ..trees.policies import resolved_params
+    from ..trees.policies import resolved_params  # torch: the registries load only when a row is described
 
     return json.dumps(resolved_params(tree, params), sort_keys=True, default=list)
 
 
 def mode_columns(verify: str) -> dict:
     """``mode_family``, ``baseline_of``, ``token_level_on`` of mode ``verify`` (its declared role)."""
-    from ..verify.modes import get_mode
+    from ..verify.modes import get_mode  # torch, as above
     from ..verify.modespec import role_tags
 
     return role_tags(get_mode(verify))
@@ -64,7 +52,7 @@ def mode_columns(verify: str) -> dict:
 
 def frontier_rule(drafter: str, tree: str, mode_rule: str) -> str:
     """The child rule of the trees ``drafter`` grows for policy ``tree`` when a mode asks ``mode_rule``."""
-    from ..drafting.drafters import DRAFTERS
+    from ..drafting.drafters import DRAFTERS  # torch, as above
     from ..trees.policies import policy_spec
 
     return DRAFTERS.get(drafter).child_rule(policy_spec(tree).kind, mode_rule)

@@ -29,9 +29,12 @@ import pandas as pd
 
 from ..core import readers
 from ..core.atomic import os_line, write_text
+from ..results.files import STEPS_FILE, read_csv
+from ..results.schedule import draft_lengths
+from ..results.speedstats import answer_first, answers
 from ..trees.policies import make_policy, policy_spec
 from .engines import FORMATS, Choice, settings
-from .schedule import draft_lengths
+from .speedsched import draft_lengths as benchmark_lengths
 
 KEYS = (
     "format",
@@ -98,8 +101,6 @@ def _plain(v):
 def committed(results: str, chash: str) -> tuple[pd.Series, pd.DataFrame]:
     """The summary row and step rows of ``chash`` in ``results`` (one line when absent, or when a
     file is missing, cut, binary or lacks a column it needs: ``core.readers``)."""
-    from .results import STEPS_FILE, read_csv
-
     summary = readers.read(os.path.join(results, "summary.csv"), readers.SUMMARY, "results_dir", read_csv)
     rows = summary[summary.config_hash.astype(str) == chash]
     if rows.empty:
@@ -146,7 +147,7 @@ def choose(argv: list[str], opts: dict) -> tuple[Choice, str | None]:
 def recommended(results: str, given: dict) -> str:
     """``recommend=true``: the config hash of what the report's TL;DR names for ``pair`` on ``dataset``
     at ``batch_size`` (default 1): the interleaved benchmark's answer where it timed them (results/
-    speed.csv, ``study.speedstats``: the configuration shown among the ties; its replayed row), else the
+    speed.csv, ``results.speedstats``: the configuration shown among the ties; its replayed row), else the
     fastest projection in results/speedup.csv (rows of >= 32 prompts; optionally of one ``tree``)."""
     if "pair" not in given or "dataset" not in given:
         raise ValueError("recommend=true needs pair=NAME and dataset=NAME (the recommendation's pair and data)")
@@ -174,8 +175,6 @@ def recommended(results: str, given: dict) -> str:
 
 def measured_answer(results: str, given: dict, batch: int) -> dict | None:
     """The benchmark's shown configuration of the pair and dataset at ``batch``, or None."""
-    from .speedstats import answer_first, answers
-
     path = os.path.join(results, "speed.csv")
     if not os.path.isfile(path):
         return None
@@ -227,10 +226,8 @@ def export(argv: list[str]) -> tuple[object, dict]:
 def batch_schedule(results: str, choice: Choice) -> list[tuple[int, int]] | None:
     """[(batch size, draft length K), ...] of this pair: the interleaved benchmark's schedule
     (results/speed.csv, ``study.speedsched.draft_lengths``: each B's intervals), else the single live
-    chains of the batch-size study (results/speedup.csv, ``study.schedule.draft_lengths``, labelled
+    chains of the batch-size study (results/speedup.csv, ``results.schedule.draft_lengths``, labelled
     as single runs); None without either."""
-    from .speedsched import draft_lengths as benchmark_lengths
-
     bench = os.path.join(results, "speed.csv")
     if os.path.isfile(bench):
         found = benchmark_lengths(

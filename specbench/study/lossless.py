@@ -67,6 +67,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..core.args import Parser
+from ..core.atomic import atomic_write_many, lock
+from ..results.files import csv_writer, read_csv
 from ..verify.modes import get_mode
 from ..verify.modespec import MODES
 from .context import context
@@ -136,8 +138,6 @@ def replace_keys(table: pd.DataFrame) -> list[tuple]:
 
 def merge_rows(path: Path, new: pd.DataFrame) -> pd.DataFrame:
     """``new`` plus the rows of ``path`` with another ``REPLACE_KEY``."""
-    from .results import read_csv
-
     if not path.exists():
         return new
     old = read_csv(str(path))
@@ -273,9 +273,6 @@ def main(argv=None) -> None:
         "dtype": job.dtype,
     }
     lossy = {m.name for m in controls}
-    from ..core.atomic import atomic_write_many, lock
-    from .results import csv_writer
-
     with lock(out.parent):  # the check and its controls replaced together (one unit, one writer)
         files = {out: merged(out, [r for r in rows if r["verify"] not in lossy], keys, COLUMNS)}
         if controls:

@@ -23,7 +23,8 @@ import pandas as pd
 
 from ..core import readers
 from ..core.args import Parser, refuse
-from .results import OUTPUTS_FILE, first_divergence, read_csv, read_outputs, write_csv
+from ..results.files import OUTPUTS_FILE, read_csv, read_outputs, write_csv
+from ..results.metrics import first_divergence
 
 COLUMNS = [
     "pair",

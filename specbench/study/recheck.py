@@ -31,7 +31,7 @@ rows step by step.
     python -m specbench.study.recheck compare --results results --runs OUT/recheck \\
         --out results/acceptance_check.csv
 
-torch-free: pandas, ``core``, ``study.results`` and ``study.budget``'s model sizes.
+torch-free: pandas, ``core``, ``results.files`` and ``study.budget``'s model sizes.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import pandas as pd
 
 from ..core.args import Parser, refuse
 from ..core.atomic import atomic_write
-from .results import csv_writer, read_csv
+from ..results.files import csv_writer, read_csv
 from .sizes import models, params
 
 STRATA = ("pair", "tree", "frontier_rule", "dataset")

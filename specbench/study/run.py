@@ -26,9 +26,10 @@ from omegaconf import DictConfig
 
 from .. import CONF_DIR
 from ..engine.loop import accept_histogram
+from ..results.metrics import summarize
 from ..verify.modes import get_mode
 from ..verify.modespec import role_tags, row_tags
-from . import argv, checks, identity, jobspec, launch, progress, results
+from . import argv, checks, identity, jobfiles, jobspec, launch, progress
 from .context import context
 
 
@@ -39,9 +40,9 @@ def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
     job, ident = identity.bind(job, ident)  # + what the tree reads (Sequoia's vector)
     engine, mode = checks.validate(job)
     chash = identity.config_hash(job, ident)
-    if job.resume and (finished := results.find_finished(job.out_root, chash)):
+    if job.resume and (finished := jobfiles.find_finished(job.out_root, chash)):
         say(f"specbench: skip {chash}: already finished in {finished}")
-        results.mark_resumed(out_dir, finished)
+        jobfiles.mark_resumed(out_dir, finished)
         return None
     identity.check_hub_models(job)  # offline: one line now, not ~90 s of retries
     ctx = context(job)
@@ -53,11 +54,11 @@ def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
     wall = time.perf_counter() - t0 - sum(d.analysis_s for d in done)  # decoding only (engine.loop.analyse)
     records = [r for d in done for r in d.records]
     outputs = [{"prompt_id": d.prompt_id, "token_ids": [int(t) for t in d.tokens]} for d in done]
-    keys = results.row_keys(
-        job, ident, (pair.draft_name, pair.target_name), mode.lossless, engine, results.new_run_id()
+    keys = jobfiles.row_keys(
+        job, ident, (pair.draft_name, pair.target_name), mode.lossless, engine, jobfiles.new_run_id()
     )
-    steps = results.steps_frame(keys, records)
-    summary = results.summarize(keys, steps, wall, accept_histogram(records))
+    steps = jobfiles.steps_frame(keys, records)
+    summary = summarize(keys, steps, wall, accept_histogram(records))
     texts = [{**o, "text": pair.tokenizer.decode(o["token_ids"])} for o in outputs]
     paired = {}
     for k, name in enumerate(job.verify.paired_with):
@@ -71,9 +72,9 @@ def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
             **row_tags(get_mode(name), checks.paired_params(job.verify, name)),
             **role_tags(get_mode(name)),
         }
-        psteps = results.steps_frame(pkeys, recs)
-        paired[name] = (psteps, results.summarize(pkeys, psteps, float("nan"), accept_histogram(recs)))
-    results.write_job(out_dir, job, ident, steps, summary, texts, paired)
+        psteps = jobfiles.steps_frame(pkeys, recs)
+        paired[name] = (psteps, summarize(pkeys, psteps, float("nan"), accept_histogram(recs)))
+    jobfiles.write_job(out_dir, job, ident, steps, summary, texts, paired)
     s = summary.iloc[0]
     say(
         f"specbench: {chash} {keys['pair']} {keys['tree']}/{keys['budget']} {keys['verify']} "

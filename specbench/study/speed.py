@@ -14,7 +14,7 @@ round, unit, candidate) with wall, draft and verify seconds, steps, tokens, acce
 tokens, whether its tokens equal plain decoding's of the same unit and round (``same_tokens``), the
 candidate's config hash (a live ``specbench.run`` job of the same config has the same) and the
 machine that timed it (``machine``, ``machine_id``: CPU or GPU model, cores, threads, torch).  The
-timed decodes' step rows go to ``speed_steps.csv.gz`` beside it.  ``study.speedstats`` turns the
+timed decodes' step rows go to ``speed_steps.csv.gz`` beside it.  ``results.speedstats`` turns the
 rows into paired speedups with intervals, the controls and the ties; the run prints them last.
 
 Keys (top level, all optional): ``speed_candidates`` (``auto``, the default: ``study.validate.
@@ -45,7 +45,9 @@ from ..core import readers
 from ..core.atomic import atomic_write_many, lock
 from ..core.registry import UnknownName
 from ..inputs import machine
-from . import checks, identity, results, speedsched, speedstats, validate
+from ..results import speedstats
+from ..results.files import csv_writer, read_csv
+from . import checks, identity, jobfiles, speedsched, validate
 from .context import DecodePlan, context
 from .jobspec import ConfigError, JobSpec, from_config, resolved, tree_spec
 
@@ -101,7 +103,7 @@ def schedule_trees(job: JobSpec) -> list[tuple[str, int]]:
             if os.path.isfile(bench_path)
             else None
         )
-        proj = results.read_csv(proj_path) if os.path.isfile(proj_path) else None
+        proj = read_csv(proj_path) if os.path.isfile(proj_path) else None
         return speedsched.picks(bench, proj, job.pair.name, job.dataset.name, job.dtype, machine_here(job))
     except (ValueError, AttributeError, KeyError) as e:
         raise ConfigError(
@@ -124,7 +126,7 @@ def wanted(job: JobSpec) -> list[tuple[str, int]]:
     if not os.path.isfile(path):
         raise ConfigError(f"speed_candidates=auto: {path} not found; run the report first or list TREE/BUDGET")
     try:
-        return validate.speed_picks(results.read_csv(path), job.pair.name, job.dataset.name)
+        return validate.speed_picks(read_csv(path), job.pair.name, job.dataset.name)
     except (ValueError, AttributeError, KeyError) as e:
         raise ConfigError(f"speed_candidates=auto: {e}") from None
 
@@ -191,7 +193,7 @@ def bench(job: JobSpec, pair, prompts, cands: list[Candidate], base: dict) -> tu
     for c in cands[::2]:  # plain, then every other tree: every kernel shape once
         timed(pair, c, units[0])
     keys = {
-        c.name: results.row_keys(c.job, c.ident, names(pair), c.plan.mode.lossless, "live", base["run_id"])
+        c.name: jobfiles.row_keys(c.job, c.ident, names(pair), c.plan.mode.lossless, "live", base["run_id"])
         for c in cands
     }
     rows, steps = [], []
@@ -207,7 +209,7 @@ def bench(job: JobSpec, pair, prompts, cands: list[Candidate], base: dict) -> tu
                 wall, done = timed(pair, c, unit)
                 tokens[c.name] = [d.tokens for d in done]
                 rows.append(row(c, done, wall, {**base, "round": rnd, "unit": u, "order": pos}))
-                frame = results.steps_frame(keys[c.name], [r for d in done for r in d.records])
+                frame = jobfiles.steps_frame(keys[c.name], [r for d in done for r in d.records])
                 steps.append(frame.assign(candidate=c.name, round=rnd, unit=u))
                 bar.update()
             for r in rows[-len(order) :]:
@@ -227,8 +229,8 @@ def write(out: str, rows: list[dict], steps: list) -> None:
     files = {}
     for name, df in ((FILE, new), (STEPS, new_steps)):
         path = os.path.join(out, name)
-        old = results.read_csv(path) if os.path.isfile(path) else pd.DataFrame()
-        files[path] = results.csv_writer(pd.concat([old, df], ignore_index=True))
+        old = read_csv(path) if os.path.isfile(path) else pd.DataFrame()
+        files[path] = csv_writer(pd.concat([old, df], ignore_index=True))
     os.makedirs(out, exist_ok=True)
     with lock(out):
         atomic_write_many(files)
@@ -287,8 +289,8 @@ def main(cfg: DictConfig) -> None:
         print(f"specbench.study.speed: {e}", file=sys.stderr)
         sys.exit(2)
     pair = ctx.load_pair()
-    plain = results.row_keys(cands[0].job, cands[0].ident, names(pair), True, "live", "")
-    base = {"run_id": results.new_run_id(), **machine.identity(pair.target.device), **{k: plain[k] for k in RUN_KEYS}}
+    plain = jobfiles.row_keys(cands[0].job, cands[0].ident, names(pair), True, "live", "")
+    base = {"run_id": jobfiles.new_run_id(), **machine.identity(pair.target.device), **{k: plain[k] for k in RUN_KEYS}}
     base["roster"] = roster_of(job)
     rows, steps = bench(job, pair, prompts, cands, base)
     write(out, rows, steps)

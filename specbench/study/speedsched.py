@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import speedstats
+from ..results import speedstats
+from ..results.schedule import Lengths
 from .plan import SCHEDULE_CHAINS
-from .schedule import Lengths
 
 SETTING = ["pair", "dataset", "dtype", "max_new_tokens", "machine_id"]  # one schedule, never mixed
 ROSTER, ANSWER = "schedule", speedstats.ANSWER  # speed.csv's ``roster``: a schedule run's, any other run's

@@ -29,7 +29,7 @@ from .. import CONF_DIR
 from .plan import Sweep
 from .resolvers import job_dirname
 
-DONE_FILES = ("summary.csv", "resumed.txt")  # results.RESUMED_FILE: a job skipped by its config hash
+DONE_FILES = ("summary.csv", "resumed.txt")  # jobfiles.RESUMED_FILE: a job skipped by its config hash
 
 
 def expand(params: Mapping | None, task: Sequence[str]) -> list[list[str]]:

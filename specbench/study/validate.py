@@ -22,9 +22,9 @@ import pandas as pd
 
 from ..core import readers
 from ..core.args import Parser
+from ..results.columns import cost_aware
+from ..results.files import read_csv
 from ..trees.policies import policy_spec
-from .describe import cost_aware
-from .results import read_csv
 
 
 def static(tree: str) -> bool:

@@ -1,2 +1,3 @@
-"""Layer 1, tree policies: what tree to draft each step (static shapes, adaptive chain, Sequoia DP,
-EAGLE-2, n-gram trie, merged, none), in ONE registry.  Imports only core."""
+"""Layer 2, tree policies: what tree to draft each step (static shapes, adaptive chain, Sequoia DP,
+EAGLE-2, n-gram trie, merged, none), in ONE registry.  Imports core and results
+(``results.costcurve``: Sequoia's hardware-aware size reads its forward-cost curves)."""

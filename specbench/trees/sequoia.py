@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.costcurve import read_curve
 from ..core.tree import RankPath, sort_paths
+from ..results.costcurve import AT_CONTEXT, read
 from .base import Params, optional, positive, static_shape
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -273,5 +273,5 @@ def _fastest(vec, budget: int, depth, path: str, curve: tuple, mtime_ns: int) ->
     """``fastest_paths`` on the (pair, dtype, device) curves of a costs.csv (cached per file
     version: a policy is made per prompt)."""
     pair, dtype, device = curve
-    t_draft, t_target = (read_curve(path, pair, role, dtype, device) for role in ("draft", "target"))
+    t_draft, t_target = (read(path, AT_CONTEXT, pair, role, dtype, device).seconds for role in ("draft", "target"))
     return tuple(fastest_paths(vec, budget, depth, t_draft, t_target))

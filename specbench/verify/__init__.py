@@ -1,2 +1,2 @@
-"""Layer 2, verification modes: one ModeSpec per mode (verdict, exact per-node law, child rule,
+"""Layer 3, verification modes: one ModeSpec per mode (verdict, exact per-node law, child rule,
 flags), registered in ONE registry; the exact-law module takes the spec.  Imports core."""

@@ -1,0 +1,90 @@
+"""The row schema: the key columns every summary row carries, in their order (``KEY_COLUMNS``),
+the described ones among them (``DESCRIBED``), the identifier columns read as text
+(``TEXT_COLUMNS``) and what a row's tree parameters say about its size rule (``cost_aware``).
+
+``study.jobfiles`` writes rows in this order, ``study.describe`` computes the described columns and
+fills them into older rows, ``results.files`` reads them and the report reads the rows.  Imports
+the standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+# What a row's registry entries declare, so the report reads data only (study.describe).
+DESCRIBED = ("tree_resolved", "mode_family", "baseline_of", "token_level_on", "frontier_rule")
+
+KEY_COLUMNS = [
+    "config_hash",
+    "run_id",
+    "pair",
+    "pair_id",
+    "draft",
+    "target",
+    "tree",
+    "tree_params",
+    "budget",
+    "verify",
+    "lossless",
+    "temperature",
+    "draft_temperature",
+    "top_p",
+    "dataset",
+    "seed",
+    "max_new_tokens",
+    "dtype",
+    "device",
+    "engine",
+    "batch_size",
+    "pair_key",
+    "pair_role",
+    "child_rule",
+    "sibling_order",
+    *DESCRIBED,
+]
+# pair_key: the config_hash of the decode whose drafted trees (and target rows) the row verified;
+# pair_role: "decode" (the mode the decode followed) or "paired" (a verify.paired_with mode on
+# those trees).  Rows sharing a pair_key were verified on the same trees.
+# child_rule, sibling_order: how the row's mode drafts and tries siblings (verify.modespec.row_tags).
+
+
+# identifier columns stay text: a hash like 3726142e8142 would otherwise be read as a float
+TEXT_COLUMNS = {
+    c: str
+    for c in (
+        "config_hash",
+        "run_id",
+        "pair",
+        "pair_id",
+        "draft",
+        "target",
+        "tree",
+        "tree_params",
+        "verify",
+        "dataset",
+        "engine",
+        "prompt_id",
+        "accept_path",
+        "role",
+        "path_children",
+        "scored",
+        "pair_key",
+        "pair_role",
+        "sibling_order",
+        "child_rule",
+        *DESCRIBED,
+    )
+}
+
+
+def cost_aware(tree, params) -> bool:
+    """Whether a row's tree is Sequoia's hardware-aware size (``tree.costs`` given): its budget is an
+    upper bound, the tree it builds is what the DP picked on the cost curves (``trees.sequoia``)."""
+    if str(tree) != "sequoia":
+        return False
+    try:
+        p = json.loads(params) if isinstance(params, str) and params else (params or {})
+    except json.JSONDecodeError:
+        return False
+    return isinstance(p, Mapping) and bool(p.get("costs"))

@@ -1,0 +1,185 @@
+"""Forward-cost curves from results/costs.csv rows (``study.costs`` writes them): the seconds of one
+forward against its query tokens, read by a named rule the caller chooses.
+
+Each costs.csv row is one (role, pair, dtype, device, KV length, n_tokens) point: its median
+``seconds`` and its repeats (``samples``); newer rows name the ``model`` too.  Rows that name no
+device are the CPU's; rows without ``kv_len`` were measured at ``KV``.  A rule says whose rows make one
+curve, at which KV length it is read, and what a forward wider than the widest measured one costs:
+
+* ``AT_CONTEXT``: one pair's role (its draft or its target forward) in the caller's dtype, read at a
+  ``KV``-token context: the measured KV lengths that bracket ``KV`` weighted linearly (``kv_weights``,
+  clamped to the measured ones), on the sizes measured at each of them; clamped beyond the widest
+  size.  Each point keeps its repeats (``Curve.draws``).  The cost model's projection
+  (``report.costmodel``) and Sequoia's hardware-aware size (``trees.sequoia``, through ``read``).
+* ``CEILING``: one model's forward, every row that names it pooled (each size's value is the median
+  over the pairs that share the model), in bf16 on the CPU unless the caller names another dtype,
+  at the model's shortest measured KV length; linear in n beyond the widest size.  A step's compute
+  ceiling (``study.ceiling``: results/run_times.csv) and the least time of one run (``report.onerun``).
+
+Between measured sizes a curve is linear in n.  pandas and numpy only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+KV = 256  # the context a step is costed at: the study's prompts (~50-400 tokens) + up to 128 new
+BOOT = 400  # bootstrap replicates of a curve's repeats (``Curve.draws``)
+SEED = 0
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one curve is read from costs.csv rows (module docstring)."""
+
+    name: str
+    per: str  # "pair": one pair's role, each point its repeats; "model": every pair's rows of one model, pooled
+    kv: int | None  # the KV length read at (bracketing lengths weighted linearly); None: the shortest measured
+    linear_beyond: bool  # a forward wider than the widest measured: linear in n (True) or the widest's cost
+    dtype: str | None = None  # the dtype when the caller names none (None: every dtype's rows)
+    device: str = "cpu"  # the device when the caller names none
+
+
+AT_CONTEXT = Rule("at_context", per="pair", kv=KV, linear_beyond=False)
+CEILING = Rule("ceiling", per="model", kv=None, linear_beyond=True, dtype="bfloat16")
+
+
+def kv_weights(kvs: Iterable[int], at: int = KV) -> dict[int, float]:
+    """Linear interpolation weights of the measured KV lengths at ``at`` (clamped)."""
+    kvs = sorted(set(kvs))
+    lo = max([k for k in kvs if k <= at], default=kvs[0])
+    hi = min([k for k in kvs if k >= at], default=kvs[-1])
+    if lo == hi:
+        return {lo: 1.0}
+    f = (at - lo) / (hi - lo)
+    return {lo: 1 - f, hi: f}
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Seconds of one forward against its query tokens: ``sizes`` measured, and per size the values at
+    each KV length read (``samples[i][j]``: size i, KV length j, weight ``weights[j]``; a pair's point:
+    its repeats; a model's: the pairs' medians)."""
+
+    sizes: np.ndarray
+    samples: tuple[tuple[np.ndarray, ...], ...]
+    weights: tuple[float, ...]
+    linear_beyond: bool = False
+
+    def values(self) -> np.ndarray:
+        """The median at each size (its KV lengths' medians, weighted)."""
+        return np.array([sum(w * float(np.median(x)) for w, x in zip(self.weights, row)) for row in self.samples])
+
+    def draws(self, boot: int = BOOT) -> np.ndarray:
+        """[1 + boot, sizes]: the medians, then ``boot`` resamples of every point's repeats
+        (drawn once per curve, so every configuration on it sees the same machine draws).
+        Each replicate resamples the points in ``values``' order, one ``rng.integers`` draw
+        each (what ``rng.choice(x, len(x))`` draws); the medians and weighted sums are taken at once."""
+        rng = np.random.default_rng(SEED)
+        flat = [x for row in self.samples for x in row]
+        picks = [[x[rng.integers(0, len(x), len(x))] for x in flat] for _ in range(boot)]
+        meds = np.empty((boot, len(flat)))
+        for n in {len(x) for x in flat}:  # points with n repeats: one median over [boot, points, n]
+            at = [i for i, x in enumerate(flat) if len(x) == n]
+            meds[:, at] = np.median(np.array([[p[i] for i in at] for p in picks]), axis=-1)
+        per_kv = meds.reshape(boot, len(self.samples), len(self.weights))
+        out = np.zeros((boot, len(self.samples)))
+        for j, w in enumerate(self.weights):  # sum(w * med) in values' order
+            out = out + w * per_kv[:, :, j]
+        return np.vstack([self.values()[None], out])
+
+    def at(self, n, values: np.ndarray | None = None):
+        """Seconds of an ``n``-token forward (``values``: one row of ``draws``; default the medians)."""
+        v = self.values() if values is None else values
+        if self.linear_beyond and np.ndim(n) == 0 and n > self.sizes[-1]:
+            return v[-1] * n / self.sizes[-1]
+        if self.linear_beyond and np.ndim(n):
+            n = np.asarray(n, float)
+            return np.where(n > self.sizes[-1], v[-1] * n / self.sizes[-1], np.interp(n, self.sizes, v))
+        return np.interp(n, self.sizes, v)
+
+    def seconds(self, n: float) -> float:
+        return float(self.at(n))
+
+    def per_token(self) -> float:
+        """Seconds per token of the widest measured forward."""
+        return float(self.values()[-1] / self.sizes[-1])
+
+
+def repeats(r) -> np.ndarray:
+    """A cost point's repeats (``samples``), or its median alone where they were not kept."""
+    s = r.get("samples")
+    if isinstance(s, str) and s.strip():
+        return np.array([float(x) for x in s.split()])
+    return np.array([float(r["seconds"])])
+
+
+def _machine(costs: pd.DataFrame, rule: Rule, dtype: str | None, device: str | None) -> pd.DataFrame:
+    """The rows of one dtype (the rule's where the caller names none; None: every dtype) and device."""
+    c = costs
+    dev = c.device.fillna("cpu") if "device" in c.columns else pd.Series("cpu", index=c.index)
+    c = c[dev == (device or rule.device)]
+    dtype = dtype if dtype is not None else rule.dtype
+    if "dtype" in c.columns and dtype is not None:
+        c = c[c.dtype.astype(str) == str(dtype)]
+    return c
+
+
+def _curve(c: pd.DataFrame, rule: Rule) -> Curve | None:
+    """One curve's rows (one pair's role, or one model's) read by ``rule``."""
+    if c.empty:
+        return None
+    kv = c.kv_len.astype(int) if "kv_len" in c.columns else pd.Series(KV, index=c.index)
+    weights = kv_weights(sorted(set(kv)), rule.kv) if rule.kv is not None else {int(kv.min()): 1.0}
+    c = c.assign(kv=kv)
+    sizes = sorted(set(c.n_tokens.astype(int)) & set.intersection(*(set(c[c.kv == k].n_tokens) for k in weights)))
+    rows = []
+    for n in sizes:
+        at = [c[(c.kv == k) & (c.n_tokens == n)] for k in weights]
+        rows.append(tuple(g.seconds.to_numpy(float) if rule.per == "model" else repeats(g.iloc[0]) for g in at))
+    return Curve(np.array(sizes, float), tuple(rows), tuple(weights.values()), rule.linear_beyond)
+
+
+def curve(costs: pd.DataFrame, rule: Rule, key: str, role: str | None = None, dtype=None, device=None) -> Curve | None:
+    """The curve of ``key`` by ``rule`` (a pair's ``role`` for ``AT_CONTEXT``, a model for ``CEILING``) in
+    ``dtype`` on ``device`` (never another pair's, model's, dtype's or machine's), or None without rows."""
+    if rule.per == "pair":
+        c = costs[(costs.role == role) & (costs.pair.astype(str) == str(key))]
+    else:
+        c = costs[costs.model.astype(str) == str(key)] if "model" in costs.columns else costs.iloc[:0]
+    return _curve(_machine(c, rule, dtype, device), rule)
+
+
+def curves(costs: pd.DataFrame, rule: Rule, dtype=None, device=None) -> dict[str, Curve]:
+    """model -> its curve by ``rule`` (``CEILING``), for every model costs.csv names."""
+    if "model" not in costs.columns:
+        return {}
+    c = _machine(costs, rule, dtype, device)
+    c = c[c.model.notna() & (c.model.astype(str) != "")]
+    return {str(m): cv for m, g in c.groupby("model") if (cv := _curve(g, rule)) is not None}
+
+
+def model_of(costs: pd.DataFrame, pair: str, role: str) -> str | None:
+    """The model a pair's ``role`` forward ran (costs.csv's ``model``), or None where no row names it."""
+    if "model" not in costs.columns:
+        return None
+    named = costs[(costs.pair.astype(str) == str(pair)) & (costs.role == role) & costs.model.notna()]
+    named = named[named.model.astype(str) != ""]
+    return str(named.model.iloc[0]) if len(named) else None
+
+
+def read(path: str, rule: Rule, key: str, role: str | None, dtype: str, device: str = "cpu") -> Curve:
+    """``curve`` from a costs.csv file; one line naming the fix when it has no such rows."""
+    text = {c: str for c in ("role", "pair", "dtype", "device", "model", "samples")}
+    got = curve(pd.read_csv(path, dtype=text), rule, key, role, dtype, device)
+    if got is None:
+        whose = f"{role} costs of pair {key}" if rule.per == "pair" else f"costs of model {key}"
+        raise ValueError(
+            f"{path}: no {whose} in {dtype} on {device}: run `python -m specbench.study.costs "
+            f"pair={key} dtype={dtype} device={device}` first"
+        )
+    return got

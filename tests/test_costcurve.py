@@ -1,0 +1,85 @@
+"""The one cost-curve module's named rules (``results.costcurve``) on a hand-made costs table, so every
+expected number is arithmetic here: ``AT_CONTEXT`` (a pair's role at a 256-token context, clamped) and
+``CEILING`` (a model's rows pooled over pairs at its shortest KV length, linear beyond the widest)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from specbench.results import costcurve as cc
+
+
+def _row(pair, role, model, kv, n, seconds, samples="", dtype="bfloat16", device="cpu"):
+    return dict(pair=pair, role=role, model=model, kv_len=kv, n_tokens=n, seconds=seconds, samples=samples,
+                dtype=dtype, device=device)  # fmt: skip
+
+
+COSTS = pd.DataFrame(
+    [
+        # pair a's target (model T) at KV 128 and 512; sizes 1 and 8 (and 16 at 128 only: not on a 256 curve)
+        _row("a", "target", "T", 128, 1, 0.10, "0.09 0.10 0.20"),
+        _row("a", "target", "T", 128, 8, 0.40, "0.40"),
+        _row("a", "target", "T", 128, 16, 0.70),
+        _row("a", "target", "T", 512, 1, 0.40, "0.40 0.50 0.30"),
+        _row("a", "target", "T", 512, 8, 1.00),
+        # pair b's target is the same model T: the ceiling pools a's and b's rows
+        _row("b", "target", "T", 128, 1, 0.20),
+        _row("b", "target", "T", 128, 8, 0.60),
+        _row("b", "target", "T", 128, 16, 0.90),
+        _row("b", "target", "T", 512, 16, 5.00),  # a longer context: never the ceiling's rate
+        # pair a's draft (model D), and a float32 and a CUDA row the bf16 CPU curves never read
+        _row("a", "draft", "D", 128, 1, 0.01),
+        _row("a", "draft", "D", 128, 4, 0.02),
+        _row("a", "draft", "D", 128, 4, 9.0, dtype="float32"),
+        _row("a", "draft", "D", 128, 4, 9.0, device="cuda"),
+    ]
+)
+
+
+def test_at_context_weights_the_bracketing_kv_lengths_and_clamps():
+    c = cc.curve(COSTS, cc.AT_CONTEXT, "a", "target", "bfloat16")
+    assert list(c.sizes) == [1, 8]  # 16 was measured at 128 only
+    # 256 lies a third of the way from 128 to 512: weights 2/3 and 1/3; each point's median of its repeats
+    assert c.values() == pytest.approx([2 / 3 * 0.10 + 1 / 3 * 0.40, 2 / 3 * 0.40 + 1 / 3 * 1.00])
+    assert c.seconds(4.5) == pytest.approx(np.mean(c.values()))  # linear between sizes
+    assert c.seconds(64) == pytest.approx(c.values()[-1])  # clamped beyond the widest
+    assert c.seconds(0) == pytest.approx(c.values()[0])
+    assert [len(x) for x in c.samples[0]] == [3, 3]  # its repeats kept, for the bootstrap
+    assert cc.curve(COSTS, cc.AT_CONTEXT, "a", "target", "float32") is None
+    assert cc.curve(COSTS, cc.AT_CONTEXT, "b", "draft", "bfloat16") is None  # never another pair's
+
+
+def test_at_context_reads_the_callers_dtype_and_device():
+    assert cc.curve(COSTS, cc.AT_CONTEXT, "a", "draft", "float32").values() == pytest.approx([9.0])
+    assert cc.curve(COSTS, cc.AT_CONTEXT, "a", "draft", "bfloat16", "cuda").values() == pytest.approx([9.0])
+    no_device = COSTS.drop(columns="device")  # rows that name no device are the CPU's
+    assert cc.curve(no_device, cc.AT_CONTEXT, "a", "draft", "bfloat16").values() == pytest.approx([0.01, 0.02])
+
+
+def test_ceiling_pools_a_models_pairs_at_its_shortest_kv_and_is_linear_beyond():
+    c = cc.curve(COSTS, cc.CEILING, "T")
+    assert list(c.sizes) == [1, 8, 16]
+    assert c.values() == pytest.approx([0.15, 0.50, 0.80])  # the median over pairs a and b at KV 128
+    assert c.seconds(32) == pytest.approx(0.80 * 32 / 16)  # linear in n beyond the widest
+    assert c.at(np.array([4.5, 32.0])) == pytest.approx([0.325, 1.6])
+    assert c.per_token() == pytest.approx(0.80 / 16)
+    both = cc.curves(COSTS, cc.CEILING)
+    assert set(both) == {"T", "D"} and both["D"].values() == pytest.approx([0.01, 0.02])  # bf16, cpu
+    assert cc.curves(COSTS.drop(columns="model"), cc.CEILING) == {}
+    assert cc.model_of(COSTS, "a", "draft") == "D" and cc.model_of(COSTS, "c", "target") is None
+
+
+def test_the_file_reader_reads_by_the_rule_and_names_the_fix(tmp_path):
+    path = tmp_path / "costs.csv"
+    COSTS.to_csv(path, index=False)
+    got = cc.read(str(path), cc.AT_CONTEXT, "a", "target", "bfloat16")
+    assert got.values() == pytest.approx(cc.curve(COSTS, cc.AT_CONTEXT, "a", "target", "bfloat16").values())
+    with pytest.raises(ValueError, match=r"no draft costs of pair q in bfloat16 on cpu: run `python -m specbench"):
+        cc.read(str(path), cc.AT_CONTEXT, "q", "draft", "bfloat16")
+
+
+def test_kv_weights_clamp_to_the_measured_lengths():
+    assert cc.kv_weights([128, 512]) == pytest.approx({128: 2 / 3, 512: 1 / 3})
+    assert cc.kv_weights([512, 1024]) == {512: 1.0} and cc.kv_weights([64, 128], at=512) == {128: 1.0}
