@@ -240,7 +240,7 @@ MIN_REACH = 20  # a depth is drawn only where at least this many steps reached i
 
 
 def position_acceptance(steps: pd.DataFrame, hashes) -> pd.DataFrame:
-    """SPEED-Bench-figures.style per-position conditional acceptance: for depth d, the steps that reached it
+    """SPEED-Bench-style per-position conditional acceptance: for depth d, the steps that reached it
     (tree_depth >= d and accepted >= d-1) and the share of them that accepted d."""
     s = steps[steps.config_hash.isin(hashes)]
     rows = []
@@ -282,7 +282,7 @@ def fig_alpha(rows, sums, steps, pair, budget: int = 16) -> figures.Fig | None:
         pick,
         "alpha_by_depth.png",
         draw,
-        f"Per-position conditional acceptance (SPEED-Bench figures.style) for {pair}, greedy, every shape at "
+        f"Per-position conditional acceptance (SPEED-Bench style) for {pair}, greedy, every shape at "
         f"N={budget}: the share of steps that reached depth d (tree deep enough and d−1 accepted) which "
         f"accepted d; a depth is drawn only where at least {MIN_REACH} steps reached it.",
     )

@@ -131,7 +131,7 @@ def fig_phase(a: pd.DataFrame, points: pd.DataFrame) -> figures.Fig | None:
         ]
         handles.append(Patch(color=palette.PLAIN, label="plain decoding (no tree is faster)"))
         devs = sorted({str(d) for d in points.device}) if len(points) else []
-        handles += [Line2D([], [], ls="none", marker=palette.MACHINE_MARKERS.get(d, "X"), mfc="white", mec="black", ms=9,
+        handles += [Line2D([], [], ls="none", marker=MACHINE_MARKERS.get(d, "X"), mfc="white", mec="black", ms=9,
                            label=f"{d}: its measured (r, m)") for d in devs]  # fmt: skip
         fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.95), frameon=False, fontsize=8)
         fig.tight_layout()

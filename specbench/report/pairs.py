@@ -61,7 +61,7 @@ def fig_accept_hist(cross: pd.DataFrame, rows: pd.DataFrame) -> figures.Fig | No
         groups,
         "accept_length_hist.png",
         draw,
-        "Acceptance-length histograms (SPEED-Bench figures.style): the share of steps accepting k draft tokens (bonus not "
+        "Acceptance-length histograms (SPEED-Bench style): the share of steps accepting k draft tokens (bonus not "
         "counted), one panel per pair in its palette colour, one bar per dataset (solid, hatched) at the shape and "
         "budget most pairs ran there, over each configuration's own prompts.",
         w=3.2,
