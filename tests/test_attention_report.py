@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from specbench.report import attention_report, attention_stats, figures_attn
+from specbench.report.tree_attention import figures, section, stats
 
 # shape -> (fused time factor: one computation, so this is noise; sequential ÷ fused; geometry at N)
 SHAPES = {
@@ -47,57 +47,57 @@ def table(roof: bool = True, model: bool = True) -> pd.DataFrame:
 
 
 def test_section_shows_batch_kv_and_draft_length():
-    text = attention_report.section(table(), None, {})
+    text = section.markdown(table(), None, {})
     assert "from batch 1 to 2" in text and "KV length 128 to 1024" in text and "N=4 to N=64" in text
     # fused time doubles with the batch at every (KV, N): 2.0×–2.0×
     assert "2.0×–2.0× from batch 1 to 2" in text
 
 
 def test_section_shows_the_roofline_fraction():
-    text = attention_report.section(table(), None, {})
+    text = section.markdown(table(), None, {})
     assert "**Roofline.**" in text and "float32 a median 25%" in text
     assert "40.0 GB/s" in text and "FLOP bound is the larger at 100% of the points" in text
-    assert "No roofline is recorded" in attention_report.section(table(roof=False), None, {})
+    assert "No roofline is recorded" in section.markdown(table(roof=False), None, {})
 
 
 def test_section_shows_noise_and_why_fusion_helps():
-    text = attention_report.section(table(), None, {})
+    text = section.markdown(table(), None, {})
     # the three shapes' fused times of one computation differ by 1.20 ÷ 1.00
     assert "differ by a median 1.20×" in text
     # binary's 4× exceeds the spread everywhere; topk_wide's 1.05× never does
     assert "binary 8 of 8, topk_wide 0 of 8" in text and "marked ≈" in text
     assert "**Why fusion helps some shapes and not others.**" in text and "re-reads the prefix KV" in text
-    kern = attention_report.kernels(table())
-    sp = attention_stats.speedups(kern, attention_stats.fused_cells(kern))
+    kern = stats.kernels(table())
+    sp = stats.speedups(kern, stats.fused_cells(kern))
     b = sp[(sp["shape"] == "binary") & (sp.kv_len == 1024) & (sp.tree_size == 64)].iloc[0]
     assert b.reread == pytest.approx((33 * 1024 + 195) / (1024 + 65)) and b.recompute == pytest.approx(3.0)
 
 
 def test_section_shows_the_model_view():
-    text = attention_report.section(table(), None, {})
+    text = section.markdown(table(), None, {})
     assert "**The real model's view**" in text
     assert "0.75 s for binary against 8.25 s" in text and "(11.0×)" in text
     assert "| binary | 33 | 0.75 | 8.25 | 11.0× | 4.0× |" in text
-    assert "model_view=true" in attention_report.section(table(model=False), None, {})
+    assert "model_view=true" in section.markdown(table(model=False), None, {})
 
 
 def test_section_places_each_figure_link():
-    links = {n: f"![{n}](x/{n})" for n in attention_report.FIGURES}
-    text = attention_report.section(table(), None, links)
+    links = {n: f"![{n}](x/{n})" for n in section.FIGURES}
+    text = section.markdown(table(), None, links)
     assert all(link in text for link in links.values())
     assert text.index("attention_grid.png") < text.index("**Noise") < text.index("attention_fusion.png")
 
 
 def test_figures_are_drawn():
-    grid = figures_attn.fig_attention_grid(attention_report.kernels(table()))
+    grid = figures.fig_attention_grid(stats.kernels(table()))
     assert grid is not None and grid.name == "attention_grid.png"
     assert len(grid.fig.axes) == 4  # time and roofline rows × two KV lengths
     assert "measured at KV" not in grid.caption  # both batches ran at both KV lengths
-    fusion = figures_attn.fig_attention_fusion(attention_report.kernels(table()))
-    model = figures_attn.fig_attention_model(table())
+    fusion = figures.fig_attention_fusion(stats.kernels(table()))
+    model = figures.fig_attention_model(table())
     assert fusion is not None and model is not None and model.name == "attention_model.png"
-    no_roof = figures_attn.fig_attention_grid(attention_report.kernels(table(roof=False)))
+    no_roof = figures.fig_attention_grid(stats.kernels(table(roof=False)))
     assert no_roof is not None and len(no_roof.fig.axes) == 2
-    assert figures_attn.fig_attention_model(table(model=False)) is None
+    assert figures.fig_attention_model(table(model=False)) is None
     for f in (grid, fusion, model, no_roof):
         plt.close(f.fig)

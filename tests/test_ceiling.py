@@ -13,7 +13,7 @@ import torch
 
 from specbench.core import forwards
 from specbench.drafting.layerskip import layer_view
-from specbench.report.setup import run_times
+from specbench.report.runtimes import run_times
 from specbench.study.ceiling import ceilings, main
 from test_hydra import ROOT, job_args
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench.report import analysis, measured, optimum, speedup, tables
+from specbench.report import analysis, measured, speedup, tables
 from test_speed_model import TREES, config, costs, steps, t_target
 
 AWARE = json.dumps({"costs": "results/costs.csv", "cost_pair": "p", "cost_dtype": "float32", "depth": 12})
@@ -96,7 +96,7 @@ def test_a_vector_from_too_few_or_scored_prompts_ranks_no_sequoia_row():
 
     def status(ids):
         vec = pd.DataFrame([dict(pair_id="x", dataset="d", prompt_ids=";".join(ids))])
-        return optimum.calibration(df, sums, vec).calibration.iloc[0]
+        return tables.calibration(df, sums, vec).calibration.iloc[0]
 
     assert status([f"c{i}" for i in range(16)]) == "disjoint"
     few = status([f"c{i}" for i in range(4)])

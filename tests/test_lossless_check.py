@@ -154,7 +154,7 @@ def test_cli_writes_the_csv_atomically_replaces_its_rows_and_the_report_shows_it
 def test_holm_adjusts_the_family_and_only_a_surviving_check_is_flagged():
     import pandas as pd
 
-    from specbench.report.speedup import holm, lossless_check_sentences
+    from specbench.report.lossless import holm, lossless_check_sentences
 
     p = pd.Series([0.04, 0.001, 0.03, 0.5], index=[3, 1, 2, 0])
     # by hand, ascending: 4 x 0.001, 3 x 0.03 = 0.09, max(2 x 0.04, 0.09) = 0.09, 0.5
@@ -184,7 +184,7 @@ def test_replace_keys_keep_hash_like_identifiers_as_text():
 
 
 def test_holm_ignores_missing_p_values():
-    from specbench.report.speedup import holm
+    from specbench.report.lossless import holm
 
     got = holm(pd.Series([0.01, 0.04, float("nan"), 0.03, 0.005]))
     assert got.isna().tolist() == [False, False, True, False, False]

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from specbench.report import sections
+from specbench.report import lossless
 from specbench.study.margins import COLUMNS, divergences, logit_margins
 
 KEYS = dict(pair="p", pair_id="A", dataset="d", dtype="bfloat16", max_new_tokens=8, verify="greedy", temperature=0.0)
@@ -112,15 +112,15 @@ def test_report_quotes_the_margin_beside_each_divergence():
             dict(config_hash="diff", baseline_hash="other", prompt_id="x", margin=9.0),
         ]
     )
-    text = sections.lossless_section(_table(), None, True, True, margins)
+    text = lossless.lossless_section(_table(), None, True, True, margins)
     assert "x@2 (Δlogit -0.050)" in text  # the margin against this row's own baseline
     assert "1 of 1 divergences measured, |Δlogit| at most 0.050" in text and "1 of 1 negative" in text
     none = margins[margins.baseline_hash == "nobody"]
-    assert "has no row for these divergences" in sections.lossless_section(_table(), None, True, True, none)
+    assert "has no row for these divergences" in lossless.lossless_section(_table(), None, True, True, none)
 
 
 def test_report_says_when_the_margins_are_absent():
-    text = sections.lossless_section(_table(), None, True, True, None)
+    text = lossless.lossless_section(_table(), None, True, True, None)
     assert "x@2 |" in text and "divergence_margins.csv is absent" in text
     same = _table().assign(identical=2, diverged=[[]])
-    assert "divergence_margins" not in sections.lossless_section(same, None, True, True, None)
+    assert "divergence_margins" not in lossless.lossless_section(same, None, True, True, None)

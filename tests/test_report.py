@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from make_results import make_results  # noqa: E402
 
 from specbench.report import compare  # noqa: E402
-from specbench.report.sections import md_table  # noqa: E402
+from specbench.report.markdown import md_table  # noqa: E402
 from specbench.results.files import STEPS_FILE, read_csv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -340,7 +340,7 @@ def test_gap_to_optimum_section(built):
 def test_setup_quotes_the_measured_continuation_divergence_or_says_it_is_absent():
     import pandas as pd
 
-    from specbench.report.setup import divergence_sentence
+    from specbench.report.batch import divergence_sentence
 
     assert "continuation_divergence.csv is absent" in divergence_sentence(None)
     div = pd.DataFrame(
@@ -402,7 +402,7 @@ def test_a_paired_control_is_not_compared_and_traversal_on_a_chain_meets_mss_on_
 
 
 def test_the_hour_excludes_the_set_up_and_the_extended_steps():
-    from specbench.report.setup import run_times
+    from specbench.report.runtimes import run_times
 
     times = pd.DataFrame(
         {

@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from make_results import make_results  # noqa: E402
 
-from specbench.report import build, mainpage, palette, setup, tables  # noqa: E402
+from specbench.report import bookkeeping, build, mainpage, palette, tables  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -130,8 +130,8 @@ def test_the_sentence_that_names_what_ran_follows_the_summary():
             )
         ]  # fmt: skip
     )
-    before = setup.bracket_sentences(ans, _runs({(8, 64): [3], (16, 64): [4]}))
-    after = setup.bracket_sentences(ans, _runs({(8, 64): [3], (16, 64): [4], (16, 32): [1, 2, 3, 4, 6]}))
+    before = bookkeeping.bracket_sentences(ans, _runs({(8, 64): [3], (16, 64): [4]}))
+    after = bookkeeping.bracket_sentences(ans, _runs({(8, 64): [3], (16, 64): [4], (16, 32): [1, 2, 3, 4, 6]}))
     live = [s for s in before if "live check" in s]
     assert live and "N = 3 (8 × 64); 4 (16 × 64)" in live[0]
     changed = [s for s in after if "live check" in s][0]
@@ -157,5 +157,5 @@ def test_the_live_check_and_its_sentence_read_one_replayed_best():
         "edge: smallest tried (N=3)",
         "live check of the replayed grid's best (interior there)",
     ]
-    said = [s for s in setup.bracket_sentences(ans) if "live check of chain" in s]
+    said = [s for s in bookkeeping.bracket_sentences(ans) if "live check of chain" in s]
     assert len(said) == 1 and "the replayed grid's best is now N=5, interior there (" in said[0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from specbench.report import speedup
+from specbench.report import lossless, speedup
 
 ROW = dict(
     pair="qwen_coder",
@@ -45,9 +45,9 @@ def test_lossless_sentences_name_the_batch_and_read_tables_without_it():
     table = pd.DataFrame(
         [dict(ROW, batch_size=8, n_prompts=4, identical=4, diverged=[[]], config_hash="chain8")],
     )
-    (line,) = speedup.lossless_sentences(table)
+    (line,) = lossless.lossless_sentences(table)
     assert "batch 8" in line and "4 of 4" in line
-    (line,) = speedup.lossless_sentences(table.drop(columns="batch_size"))
+    (line,) = lossless.lossless_sentences(table.drop(columns="batch_size"))
     assert "batch" not in line and "4 of 4" in line
 
 

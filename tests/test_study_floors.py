@@ -14,7 +14,7 @@ import pytest
 
 from conftest import report_text
 from specbench.report import floors
-from specbench.report.setup import floor_sentences
+from specbench.report.bookkeeping import floor_sentences
 from specbench.report.tables import claim, cut_share, is_ranked
 from specbench.results.files import STEPS_FILE
 

@@ -1,5 +1,5 @@
 """The tree-attention speed-up heatmap, drawn by one function for the benchmark's figures
-(``attention.bench``: ``attention_speedup_<dtype>.png``) and the report's (``report.figures_speed``:
+(``attention.bench``: ``attention_speedup_<dtype>.png``) and the report's (``report.tree_attention.figures``:
 ``attention_speedup.png``): sequential ÷ fused median time over KV length × tree size, one panel per
 shape and dtype, every panel on one log colour scale symmetric around 1 (blue: fused faster).
 

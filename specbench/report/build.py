@@ -22,44 +22,42 @@ from ..core.args import Parser
 from ..core.atomic import lock, os_line, replace_together, write_file
 from ..results.files import csv_writer
 from . import (
+    acceptance,
+    answer,
+    batch,
     figures,
-    figures_accept,
-    figures_attn,
-    figures_hw,
-    figures_speed,
     findings,
     fixed,
     fixed_page,
-    optimum,
+    gap,
+    hardware_page,
+    pairs,
     sections,
+    speed,
     speedup,
     tables,
+    verification,
 )
-from .attention_report import kernels
 from .load import InputError, load  # noqa: F401  (InputError, load: the notebook's entry point)
 from .markdown import figure_link
+from .tree_attention import figures as attention_figures
 
 
 def make_figures(t: dict, data: dict) -> list[figures.Fig]:
-    kern = kernels(data["attention"])
     made = [
-        figures_accept.fig_acceptance_vs_budget(t["rows"], t["sums"], t["pair"]),
-        figures_speed.fig_projected(t["rows"], t["sums"], t["live"]),
-        figures.fig_gain_vs_chain(t["chain_diffs"], t["pair"]),
-        figures.fig_accept_hist(t["cross"], t["rows"]),
-        figures_speed.fig_mode_gains(t["modes"]),
-        figures_speed.fig_lossy(t["modes"]),
-        figures_speed.fig_measured_vs_projected(t["live"]),
-        figures_hw.fig_phase(t["phase"], t["points"]),
-        figures_hw.fig_schedule(t["schedule"]),
-        figures.fig_alpha(t["rows"], t["sums"], data["steps"], t["pair"]),
-        figures.fig_acceptance_vector(data.get("vector")),
-        figures_speed.fig_gap(t["gap"]),
-        figures_speed.fig_attention_time(kern) if len(kern) else None,
-        figures_speed.fig_attention_ratio(kern) if len(kern) else None,
-        figures_attn.fig_attention_grid(kern) if len(kern) else None,
-        figures_attn.fig_attention_fusion(kern) if len(kern) else None,
-        figures_attn.fig_attention_model(data["attention"]),
+        acceptance.fig_acceptance_vs_budget(t["rows"], t["sums"], t["pair"]),
+        answer.fig_projected(t["rows"], t["sums"], t["live"]),
+        answer.fig_gain_vs_chain(t["chain_diffs"], t["pair"]),
+        pairs.fig_accept_hist(t["cross"], t["rows"]),
+        verification.fig_mode_gains(t["modes"]),
+        verification.fig_lossy(t["modes"]),
+        speed.fig_measured_vs_projected(t["live"]),
+        hardware_page.fig_phase(t["phase"], t["points"]),
+        batch.fig_schedule(t["schedule"]),
+        acceptance.fig_alpha(t["rows"], t["sums"], data["steps"], t["pair"]),
+        acceptance.fig_acceptance_vector(data.get("vector")),
+        gap.fig_gap(t["gap"]),
+        *attention_figures.make(data["attention"]),
     ]
     return [f for f in made if f is not None]
 
@@ -69,7 +67,7 @@ def compute(data: dict) -> dict:
     findings table (`findings.frame`: every computed claim)."""
     t = tables.compute(data)
     t["comparisons"] = fixed.comparisons(t["df"], t["sums"])
-    t["gap"] = optimum.main_rows(data.get("gap"), t["df"], t["sums"])
+    t["gap"] = gap.main_rows(data.get("gap"), t["df"], t["sums"])
     t["findings"] = findings.frame(t, data)
     return t
 

@@ -1,6 +1,6 @@
 """REPORT.md's main page beyond the TL;DR: the findings (at most five, each a computed sentence with
-its numbers and its figure), the limits of the evidence, the index of the linked pages, and the
-word count the main page is held to (`words`, `MAX_WORDS`).
+its numbers and its figure), the index of the linked pages, and the word count the main page is
+held to (`words`, `MAX_WORDS`); its Limitations are `limitations`.
 
 Every sentence here is computed from the tables (`tables.compute`, the findings table); the
 pages' long sections (speed table, batch size, hardware bullets, method) live on linked pages.
@@ -12,8 +12,9 @@ import re
 
 import numpy as np
 
-from . import figures_accept, findings, fixed, hardware
-from .markdown import bullets, span
+from . import findings, hardware
+from .acceptance import NAME, tradeoff_sentence
+from .markdown import bullets, fig_links
 
 MAX_WORDS = 2500  # REPORT.md, tables included, links and image lines excluded
 
@@ -31,19 +32,15 @@ def words(text: str) -> int:
     return n
 
 
-def _figs(ctx, *names) -> list[str]:
-    return [ctx["link"](n) for n in names if n in ctx["figs"]]
-
-
 def _finding(title: str, lines: list[str], figs: list[str]) -> str:
     return "\n\n".join([f"### {title}", *[x for x in lines if x], *figs])
 
 
 def acceptance(ctx) -> str | None:
     t = ctx["t"]
-    line = figures_accept.tradeoff_sentence(t["rows"], t["sums"], t["pair"])
+    line = tradeoff_sentence(t["rows"], t["sums"], t["pair"])
     return line and _finding("Acceptance falls with the budget; accepted length grows", [line],
-                             _figs(ctx, figures_accept.NAME))  # fmt: skip
+                             fig_links(ctx, NAME))  # fmt: skip
 
 
 def speed(ctx) -> str | None:
@@ -67,7 +64,7 @@ def speed(ctx) -> str | None:
         "Each run, with its measured and modelled seconds per step: speed.md."
     )
     return _finding("The cost model against live timing", [line],
-                    _figs(ctx, "speed_measured_vs_projected.png", "projected_speedup.png"))  # fmt: skip
+                    fig_links(ctx, "speed_measured_vs_projected.png", "projected_speedup.png"))  # fmt: skip
 
 
 def hardware_line(t: dict) -> str | None:
@@ -103,7 +100,7 @@ def hardware_line(t: dict) -> str | None:
 
 def hardware_finding(ctx) -> str | None:
     line = hardware_line(ctx["t"])
-    return line and _finding("Which tree on which hardware (modelled)", [line], _figs(ctx, "phase_diagram.png"))
+    return line and _finding("Which tree on which hardware (modelled)", [line], fig_links(ctx, "phase_diagram.png"))
 
 
 def rules(ctx) -> str | None:
@@ -111,7 +108,7 @@ def rules(ctx) -> str | None:
     if not lines:
         return None
     return _finding("Verification rules: what clears zero, and what does not", lines,
-                              _figs(ctx, "mode_gains.png"))  # fmt: skip
+                              fig_links(ctx, "mode_gains.png"))  # fmt: skip
 
 
 def section(ctx) -> str:
@@ -120,26 +117,6 @@ def section(ctx) -> str:
     if not found:
         return "_No replayed, live or compared configuration: no finding._"
     return "\n\n".join(re.sub(r"^### ", f"### {i}. ", f) for i, f in enumerate(found, 1))
-
-
-def limits(t: dict, data: dict, base: list[str]) -> list[str]:
-    """The limits of the evidence: ``base`` (sample sizes, caps, calibration, one machine), then
-    which pairs, trees and temperatures the rules' conclusions and the live checks cover."""
-    out = list(base)
-    comp = t.get("comparisons")
-    if comp is not None and len(comp):
-        out.append("The verification rules' conclusions are narrow. " + fixed.scope(comp))
-    live = t["live"]
-    if len(live):
-        b1 = live[live.batch_size.astype(float) == 1] if "batch_size" in live else live
-        pairs = sorted(set(b1.pair.astype(str)))
-        out.append(
-            f"Live speed was measured for {len(pairs)} of {t['rows'].pair.nunique()} pairs at batch 1 "
-            f"({', '.join(pairs)}), on {', '.join(sorted(set(b1.dataset.astype(str))))}, with "
-            f"{span(b1.n_prompts, '.0f')} prompts of {span(b1.max_new_tokens, '.0f')} new tokens per run, on "
-            f"{', '.join(sorted(set(b1.device.astype(str))))} only; the other pairs' speedups are projected."
-        )
-    return out
 
 
 PAGES = {  # the linked pages, in the order the main page lists them, with what each holds

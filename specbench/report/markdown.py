@@ -36,5 +36,10 @@ def bullets(lines: list[str], empty: str) -> str:
     return "\n".join(f"- {s}" for s in lines) if lines else f"_{empty}_"
 
 
+def fig_links(ctx, *names) -> list[str]:
+    """The links to those of ``names`` that were made (``ctx["figs"]``), each by ``ctx["link"]``."""
+    return [ctx["link"](n) for n in names if n in ctx["figs"]]
+
+
 def figure_link(fig, rel: str) -> str:
     return f"![{fig.name}]({rel}/{fig.name})\n\n*{fig.caption}*\n"

@@ -1,6 +1,7 @@
-"""Speedup (projected and measured) and losslessness against the plain-decoding baseline.
+"""Speedup (projected and measured) against the plain-decoding baseline (losslessness against the same
+baseline rows: `lossless`).
 
-Both are measured against the baseline row (tree none, budget 0) of the same
+Measured against the baseline row (tree none, budget 0) of the same
 pair, dataset, dtype, max_new_tokens and batch size (`BASELINE_MATCH`): a live run's
 tokens/s depends on how many prompts share a forward, so a batch-8 run is never
 divided by a batch-1 baseline.  pandas only.
@@ -19,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..results import costcurve
-from . import analysis, compare, costmodel
+from . import analysis, costmodel
 
 OUTPUT_MATCH = ["pair", "dataset", "dtype", "max_new_tokens", "batch_size"]  # outputs compare on shared prompts
 BASELINE_MATCH = OUTPUT_MATCH + ["n_prompts"]  # speed: the same prompts (the dataset's first n)
@@ -246,9 +247,7 @@ def with_prefill(out: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.DataFr
         tc = costcurve.curve(costs, costcurve.AT_CONTEXT, where[0], "target", where[1], where[2])
         if pt != pt or tc is None:
             continue
-        ratio = draft_prefill_ratio(
-            tc, costcurve.curve(costs, costcurve.AT_CONTEXT, where[0], "draft", where[1], where[2])
-        )
+        ratio = draft_prefill_ratio(tc, costcurve.curve(costs, costcurve.AT_CONTEXT, where[0], "draft", where[1], where[2]))
         p, plain = float(r["n_prompts"]), float(r["new_tokens"]) * float(tc.at(1))
         out.loc[i, "prefill_s"] = pt
         out.loc[i, "projected_request"] = with_prompts(float(r["projected"]), p, pt, ratio, plain)
@@ -271,91 +270,6 @@ def with_prompts(projected: float, prompts: float, prefill: float, ratio: float,
 def speedup_csv(table: pd.DataFrame) -> pd.DataFrame:
     """results/speedup.csv: ``SPEEDUP_COLUMNS`` of every row of ``speedup_table``."""
     return table.reindex(columns=SPEEDUP_COLUMNS).sort_values(["pair", "dataset", "tree", "budget", "config_hash"])
-
-
-def lossless_table(df: pd.DataFrame, summary: pd.DataFrame, outputs: dict) -> pd.DataFrame:
-    """Every greedy configuration's outputs against its greedy (T=0) baseline's on the same prompts."""
-    base = analysis.baselines(summary)
-    base = base[(base.verify.astype(str) == "greedy") & (base.temperature.astype(float) == 0)] if len(base) else base
-    if not outputs or base.empty:
-        return pd.DataFrame()
-    rows = []
-    for r in df[(df.verify == "greedy") & (df.temperature == 0)].to_dict("records"):
-        b = match_baseline(base, r, OUTPUT_MATCH)
-        if b is None:
-            continue
-        eq = compare.output_equality(outputs, r["config_hash"], b["config_hash"])
-        if eq["n_prompts"]:
-            rows.append({**r, **eq, "baseline_hash": b["config_hash"]})
-    return pd.DataFrame(rows)
-
-
-def lossless_sentences(table: pd.DataFrame) -> list[str]:
-    out: list[str] = []
-    if table.empty:
-        return out
-    keys = [k for k in OUTPUT_MATCH if k in table]
-    for key, g in table.groupby(keys, sort=True):
-        where = dict(zip(keys, key))
-        n, same = int(g.n_prompts.sum()), int(g.identical.sum())
-        bad = g[g.identical < g.n_prompts]
-        tail = (
-            "every output is token-identical to plain decoding."
-            if bad.empty
-            else (
-                f"{len(bad)} of {len(g)} configurations differ somewhere; the earliest divergence is at token "
-                f"{min(pos for d in bad.diverged for _, pos in d)}."
-            )
-        )
-        out.append(
-            f"{where['pair']} on {where['dataset']} ({where['dtype']}, {int(where['max_new_tokens'])} new tokens"
-            + (f", batch {int(where['batch_size'])}" if "batch_size" in where else "")
-            + f"): {same} of {n} "
-            f"(configuration, prompt) outputs of {len(g)} greedy configurations equal the baseline's "
-            f"({same / n:.1%}); " + tail
-        )
-    return out
-
-
-CHECK_ALPHA = 0.01  # a Holm-adjusted χ² p-value below this flags a (pair, mode, prefix) check
-
-
-def holm(p: pd.Series) -> pd.Series:
-    """Holm-adjusted p-values over the non-NaN ``p`` (``compare.holm``); NaN stays NaN."""
-    q = p.dropna()
-    return pd.Series(compare.holm(q.to_numpy(float))[0], index=q.index).reindex(p.index)
-
-
-def lossless_check_sentences(check: pd.DataFrame) -> list[str]:
-    """Per pair and mode: how many prefixes' χ² p-values fall below CHECK_ALPHA, raw and
-    Holm-adjusted over all of the pair's checks (many modes x prefixes x seeds: at 18
-    checks one raw p < 0.01 comes up about one time in six from exact samplers), and
-    the empirical TV beside the TV an exact sampler shows at the same N (``tv_null``)."""
-    out: list[str] = []
-    if check is None or check.empty or "chi2_p" not in check:
-        return out
-    check = check.assign(holm_p=check.groupby("pair").chi2_p.transform(lambda p: holm(p.astype(float))))
-    for (pair, mode), g in check.groupby(["pair", "verify"], sort=True):
-        p, m = g.chi2_p.astype(float), int(check.chi2_p[check.pair == pair].astype(float).notna().sum())
-        low, flagged = int((p < CHECK_ALPHA).sum()), int((g.holm_p < CHECK_ALPHA).sum())
-        tv = (
-            f"; empirical TV {analysis.fmt(g.tv.astype(float).mean(), 4)} "
-            f"against {analysis.fmt(g.tv_null.astype(float).mean(), 4)}"
-            " for exact sampling at the same N"
-            if "tv_null" in g and g.tv_null.notna().any()
-            else ""
-        )
-        out.append(
-            f"{pair}, {mode}: {low} of {len(g)} checks (prefix × seed) have p < {CHECK_ALPHA:g} (smallest "
-            f"p = {analysis.fmt(p.min())}, Holm-adjusted over the pair's {m} checks {analysis.fmt(g.holm_p.min())}; "
-            f"{int(g.n_draws.min())}+ draws each){tv}; "
-            + (
-                "consistent with a lossless sampler."
-                if flagged == 0
-                else f"{flagged} reject the target's distribution after adjustment: look at these prefixes."
-            )
-        )
-    return out
 
 
 def served_sentences(served: pd.DataFrame | None, rows: pd.DataFrame) -> list[str]:

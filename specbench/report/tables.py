@@ -18,8 +18,7 @@ import pandas as pd
 
 from ..results import schedule, speedstats
 from ..study import speedsched
-from . import analysis, benchcheck, compare, costmodel, hardware, onerun, speedup
-from .optimum import MIN_CALIB, calibration  # noqa: F401  (the calibration check of the Sequoia rows)
+from . import analysis, benchcheck, compare, costmodel, hardware, lossless, onerun, speedup
 
 MIN_RANKED, MIN_CI, MAX_CUT = 32, 10, 0.10
 DERIVED = "costed on a derived basis"  # its steps lack the drafter's scored tokens (costmodel.basis)
@@ -137,6 +136,42 @@ def identities(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
 # --------------------------------------------------------------------------
 # calibration of the Sequoia trees
 # --------------------------------------------------------------------------
+MIN_CALIB = 16  # a ranked Sequoia tree's acceptance vector comes from at least this many calibration prompts
+
+
+def calibration(df: pd.DataFrame, sums: pd.DataFrame, vector: pd.DataFrame | None) -> pd.DataFrame:
+    """Per sequoia configuration: the prompts its acceptance vector was calibrated on (the vector of
+    its `calib_dataset` / `calib_pair_id`; acceptance_vector.csv `prompt_ids`, when recorded) against
+    the prompts it was scored on: disjoint (by dataset or by prompt id), in-sample, or not recorded."""
+    rows = []
+    for r in df[df.tree == "sequoia"].to_dict("records"):
+        p = analysis.params_of(r.get("tree_params"))
+        ds, pid = str(p.get("calib_dataset", r["dataset"])), str(p.get("calib_pair_id", r.get("pair_id", "")))
+        scored = set(compare.prompts_of(sums, r["config_hash"]))
+        calib = None
+        if vector is not None and "prompt_ids" in vector:
+            v = vector[vector.dataset.astype(str) == ds]
+            if "pair_id" in v and pid:
+                v = v[v.pair_id.astype(str) == pid]
+            calib = {x for cell in v.prompt_ids.dropna().astype(str) for x in cell.split(";") if x} or None
+        shared = len(calib & scored) if calib is not None else None
+        status = (
+            f"disjoint (calibrated on {ds})"
+            if ds != str(r["dataset"])
+            else "not recorded"
+            if calib is None
+            else f"in-sample ({shared} shared)"
+            if shared
+            else f"disjoint, {len(calib)} prompts < {MIN_CALIB}"
+            if len(calib) < MIN_CALIB
+            else "disjoint"
+        )
+        rows.append(
+            dict(r, n_calib=len(calib) if calib else None, n_scored=len(scored), shared=shared, calibration=status)
+        )
+    return pd.DataFrame(rows)
+
+
 # --------------------------------------------------------------------------
 # the answer tables
 # --------------------------------------------------------------------------
@@ -384,7 +419,7 @@ def compute(data: dict) -> dict:
         live=live_rows(rows),
         setup=setup_pairs(summary),
         chain_diffs=analysis.vs_chain(df, sums),
-        lossless=speedup.lossless_table(df, summary, data["outputs"]),
+        lossless=lossless.lossless_table(df, summary, data["outputs"]),
         pair=analysis.main_pair(df),
         least=onerun.least(summary, counted, data["costs"]),
         **bench,

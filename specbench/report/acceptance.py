@@ -1,6 +1,9 @@
-"""The classic figure: acceptance rate and acceptance length against the draft tokens per step.
+"""Acceptance by position and rank (the analysis page) and the main page's acceptance finding: the
+per-depth conditional acceptance (`alpha_by_depth.png`), the calibrated acceptance vectors
+(`acceptance_vector.png`) and the classic figure, acceptance rate and acceptance length against the
+draft tokens per step (`acceptance_vs_budget.png`, with the finding's sentence).
 
-On the main dataset's replayed greedy grid (each on its main prompt set, `analysis.main_set`),
+The classic figure: on the main dataset's replayed greedy grid (each on its main prompt set, `analysis.main_set`),
 one row of two panels (rate, length) per question: the main pair's asked shapes; the advanced
 drafters on its target (each at the tree it built, not its upper bound); each pair's chain per
 target.  At most six series a panel; shapes that built the same trees are drawn once, named
@@ -14,8 +17,10 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from . import analysis, figures, palette, tables
+from .markdown import fig_links
 
 NAME = "acceptance_vs_budget.png"
 METRICS = (("acceptance_rate", "acceptance rate"), ("acceptance_length", "acceptance length"))
@@ -229,3 +234,86 @@ def tradeoff_sentence(rows: pd.DataFrame, sums, pair) -> str | None:
         f"the rate at the largest budget is below the smallest budget's in {falls} "
         f"and the length above it in {grows}."
     )
+
+
+MIN_REACH = 20  # a depth is drawn only where at least this many steps reached it
+
+
+def position_acceptance(steps: pd.DataFrame, hashes) -> pd.DataFrame:
+    """SPEED-Bench-style per-position conditional acceptance: for depth d, the steps that reached it
+    (tree_depth >= d and accepted >= d-1) and the share of them that accepted d."""
+    s = steps[steps.config_hash.isin(hashes)]
+    rows = []
+    for h, g in s.groupby("config_hash", sort=True):
+        acc, dep = g.accepted.to_numpy(), g.tree_depth.to_numpy()
+        for d in range(1, int(dep.max()) + 1):
+            reach = (dep >= d) & (acc >= d - 1)
+            if reach.sum() >= MIN_REACH:
+                rows.append(dict(config_hash=h, depth=d, n=int(reach.sum()), alpha=float((acc[reach] >= d).mean())))
+    return pd.DataFrame(rows)
+
+
+def fig_alpha(rows, sums, steps, pair, budget: int = 16) -> figures.Fig | None:
+    """At N = `budget`, or the largest budget below it that the main sweep ran."""
+    groups = figures.main_groups(rows, sums, pair)
+    if not groups or steps is None or "tree_depth" not in steps:
+        return None
+    ran = sorted({int(b) for _, g in groups for b in g.budget})
+    budget = max([b for b in ran if b <= budget] or ran[:1])
+    pick = [(t, g[g.budget == budget]) for t, g in groups]
+    pick = [(t, g) for t, g in pick if len(g)]
+    if not pick:
+        return None
+    alpha = position_acceptance(steps, set().union(*[set(g.config_hash) for _, g in pick]))
+    if alpha.empty:
+        return None
+
+    def draw(ax, g):
+        for r in g.sort_values("shape").to_dict("records"):
+            a = alpha[alpha.config_hash == r["config_hash"]]
+            if len(a):
+                ax.plot(a.depth, a.alpha, ms=3, label=r["shape"], **figures.style(r["shape"]))
+        ax.set_xlabel("depth d (position in the accepted path)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel("P(accept d | reached d)")
+        ax.set_ylim(0, 1.05)
+
+    return figures.panels(
+        pick,
+        "alpha_by_depth.png",
+        draw,
+        f"Per-position conditional acceptance (SPEED-Bench style) for {pair}, greedy, every shape at "
+        f"N={budget}: the share of steps that reached depth d (tree deep enough and d−1 accepted) which "
+        f"accepted d; a depth is drawn only where at least {MIN_REACH} steps reached it.",
+    )
+
+
+def fig_acceptance_vector(vector: pd.DataFrame | None) -> figures.Fig | None:
+    """results/acceptance_vector.csv as it is: P(accept | draft rank k), per pair, one panel per dataset."""
+    if vector is None or not {"rank", "p_accept", "dataset", "pair"} <= set(vector.columns):
+        return None
+    v = vector[vector.temperature.astype(float) == 0] if "temperature" in vector else vector
+    groups = [(d, g) for d, g in v.groupby("dataset", sort=True)]
+
+    def draw(ax, g):
+        for pair, gp in g.groupby("pair", sort=True):
+            gp = gp[gp.p_accept.astype(float) > 0].sort_values("rank")
+            ax.plot(gp["rank"], gp.p_accept, ms=3, lw=0.8, label=pair, **figures.style(pair, "pair"))
+        ax.set_xlabel("draft rank k")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_yscale("log")
+        ax.set_ylabel("P(target accepts the rank-k draft token)")
+
+    return figures.panels(
+        groups,
+        "acceptance_vector.png",
+        draw,
+        "The greedy acceptance vectors of results/acceptance_vector.csv (the Sequoia calibration input): "
+        "per pair, the probability that the target's next token is the draft's rank-k token (log scale; ranks "
+        "never accepted are not drawn).",
+        legend="pair",
+    )
+
+
+def section(ctx) -> str:
+    return "\n\n".join(fig_links(ctx, "alpha_by_depth.png", "acceptance_vector.png"))

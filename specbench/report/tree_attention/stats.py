@@ -18,6 +18,13 @@ CELL = ["dtype", "batch", "kv_len", "tree_size"]
 AXES = {"batch": "batch", "kv_len": "KV length", "tree_size": "draft length N"}
 
 
+def kernels(att: pd.DataFrame | None) -> pd.DataFrame:
+    """The kernel-level rows of results/attention.csv (empty where it is absent or lacks timings)."""
+    if att is None or att.empty or not {"impl", "median_s"} <= set(att.columns):
+        return pd.DataFrame()
+    return att[att.level == "kernel"] if "level" in att else att
+
+
 def roof_frac(k: pd.DataFrame) -> tuple[pd.Series | None, str]:
     """Each row's fraction of its roofline and where the roof comes from (None: not recorded)."""
     if "roofline_frac" in k and k.roofline_frac.notna().any():

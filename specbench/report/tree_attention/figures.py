@@ -1,9 +1,11 @@
-"""Report figures, tree attention over the whole grid (numbers from `attention_stats`):
-``attention_grid.png`` (fused time and its roofline fraction over batch × KV length × draft length),
-``attention_fusion.png`` (fused's speedup over per-branch attention against the KV re-read and the
-recompute ratio) and ``attention_model.png`` (the real model: one tree forward against one per branch).
+"""The tree-attention section's five figures (numbers from `stats`): ``attention_grid.png`` (fused
+time and its roofline fraction over batch × KV length × draft length), ``attention_fusion.png``
+(fused's speedup over per-branch attention against the KV re-read and the recompute ratio),
+``attention_model.png`` (the real model: one tree forward against one per branch),
+``attention_time.png`` (time against tree size at one slice) and ``attention_speedup.png`` (the
+speed-up heatmap, drawn by `attention.heatmap`, the function the benchmark draws it with).
 
-Same conventions as `figures` (palette keyed by name, `Fig` results, legends outside the data).
+Same conventions as the report's `figures` (palette keyed by name, `Fig` results, legends outside the data).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from . import attention_stats, figures
+from ...attention import heatmap
+from .. import figures
+from . import stats
 
 DTYPE_LINE = {"bfloat16": ("-", "o"), "float32": ("--", "s")}
 
@@ -43,10 +47,10 @@ def _grid_legend(fig, colors: dict, dtypes) -> None:
 def fig_attention_grid(kern: pd.DataFrame) -> figures.Fig | None:
     """Row 1: fused ms against N, one panel per KV length, one line per batch (style: dtype), band = the
     spread over shapes; row 2: the same points' roofline fraction."""
-    cells = attention_stats.fused_cells(kern)
+    cells = stats.fused_cells(kern)
     if cells.empty or cells.tree_size.nunique() < 2:
         return None
-    _, source = attention_stats.roof_frac(kern[kern.impl == "fused"])
+    _, source = stats.roof_frac(kern[kern.impl == "fused"])
     has_roof = cells.roof.notna().any()
     kvs = sorted(cells.kv_len.unique())
     colors = _batch_colors(cells.batch.unique())
@@ -110,8 +114,8 @@ def _fusion_panel(ax, sp: pd.DataFrame, x: str, label: str, noise: float) -> Non
 
 def fig_attention_fusion(kern: pd.DataFrame) -> figures.Fig | None:
     """Speedup against the KV re-read ratio and against the recompute ratio, every (cell, shape)."""
-    cells = attention_stats.fused_cells(kern)
-    sp = attention_stats.speedups(kern, cells)
+    cells = stats.fused_cells(kern)
+    sp = stats.speedups(kern, cells)
     if sp.empty or "reread" not in sp or sp.reread.nunique() < 2:
         return None
     noise = float(cells[cells.n_shapes > 1].spread.median()) if (cells.n_shapes > 1).any() else float("nan")
@@ -136,7 +140,7 @@ def fig_attention_fusion(kern: pd.DataFrame) -> figures.Fig | None:
 
 def fig_attention_model(att: pd.DataFrame | None) -> figures.Fig | None:
     """The real model: seconds per tree for one tree forward and for one forward per branch."""
-    mv = attention_stats.model_view(att)
+    mv = stats.model_view(att)
     if mv.empty:
         return None
     x = np.arange(len(mv))
@@ -162,3 +166,62 @@ def fig_attention_model(att: pd.DataFrame | None) -> figures.Fig | None:
         "The real target model verifying one draft tree: one forward over the whole tree (tree attention) "
         "against one forward per root-to-leaf branch; the label gives the number of branches and the ratio.",
     )
+
+
+ATTN = {"batch": 1, "kv_len": 1024}
+
+
+def fig_attention_time(kern: pd.DataFrame) -> figures.Fig | None:
+    """Time against tree size at one fixed slice (batch 1, KV 1024): no median over other settings."""
+    k = kern[(kern.batch == ATTN["batch"]) & (kern.kv_len == ATTN["kv_len"]) & kern.median_s.notna()]
+    if k.empty or k.tree_size.nunique() < 2:
+        return None
+    groups = [(f"{s}, {dt}", g) for (s, dt), g in k.groupby(["shape", "dtype"], sort=True)]
+
+    def draw(ax, g):
+        for impl, s in g.groupby("impl", sort=True):
+            s = s.sort_values("tree_size")
+            ax.plot(s.tree_size, s.median_s * 1e3, ms=3, label=impl, **figures.style(impl, "impl"))
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ticks = sorted(int(x) for x in g.tree_size.unique())
+        ax.set_xticks(ticks, [str(x) for x in ticks])
+        ax.xaxis.set_minor_locator(plt.NullLocator())
+        ax.set_xlabel("tree size N (draft tokens)")
+        ax.set_ylabel("median ms")
+
+    return figures.panels(
+        groups,
+        "attention_time.png",
+        draw,
+        f"Tree-attention time against tree size at batch {ATTN['batch']} and KV length {ATTN['kv_len']} "
+        "(one measured point per size and implementation, median over repeats).",
+        legend="implementation",
+    )
+
+
+def fig_attention_ratio(kern: pd.DataFrame) -> figures.Fig | None:
+    """sequential ÷ fused over KV length × tree size at batch 1, one shared colour scale (``attention.heatmap``)."""
+    ratio = heatmap.ratios(kern[kern.batch == ATTN["batch"]])
+    if ratio.empty or ratio.kv_len.nunique() < 2:
+        return None
+    norm = heatmap.shared_norm(ratio.r)
+    groups = [(f"{s}, {dt}", g) for (s, dt), g in ratio.groupby(["shape", "dtype"], sort=True)]
+    with plt.rc_context(figures.RC):
+        fig, axes = figures.grid(len(groups), w=3.4, h=3.0, layout="constrained")
+        for ax, (title, g) in zip(axes, groups):
+            im = heatmap.draw(ax, g, norm, title)
+        fig.colorbar(im, ax=axes[: len(groups)], label=heatmap.COLORBAR)
+    return figures.Fig(
+        "attention_speedup.png",
+        fig,
+        f"Fused tree attention's speedup over per-branch attention (sequential ÷ fused median time) at batch "
+        f"{ATTN['batch']}, over KV length × tree size; one colour scale for every panel (blue: fused faster).",
+    )
+
+
+def make(att: pd.DataFrame | None) -> list[figures.Fig | None]:
+    """The section's figures from results/attention.csv (None where its data is missing)."""
+    kern = stats.kernels(att)
+    grid = [fig_attention_time, fig_attention_ratio, fig_attention_grid, fig_attention_fusion]
+    return [*(f(kern) if len(kern) else None for f in grid), fig_attention_model(att)]

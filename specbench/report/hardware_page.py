@@ -1,4 +1,6 @@
-"""Figures of the answer per hardware and per batch size (``hardware`` computes them)."""
+"""The hardware page (results/tables/hardware.md): the findings per measured machine and per pair on a
+modelled cost curve (the findings table's `machines` and `phase` rows), and the phase diagram
+(``hardware`` computes the model)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from scipy import ndimage
 
-from . import figures, palette
+from . import figures, findings, palette
 from .hardware import MS, RS, label, speedup
+from .markdown import bullets, fig_links
 
 MAX_PANELS = 4
+MACHINE_MARKERS = {"cpu": "*", "cuda": "D"}
 MIN_LABEL = 24  # cells of the (r, m) grid a region needs for a label (smaller ones: colour and legend only)
 # a shape whose palette colour an earlier shape already has is hatched, so a panel never shows two
 # shapes in one look (the regions carry no marker)
@@ -142,41 +146,6 @@ def fig_phase(a: pd.DataFrame, points: pd.DataFrame) -> figures.Fig | None:
     )
 
 
-MACHINE_MARKERS = {"cpu": "*", "cuda": "D"}
-
-
-def fig_schedule(sched: pd.DataFrame) -> figures.Fig | None:
-    """Measured speedup against the draft budget, one line per batch size B (plain decoding = 1);
-    only the settings where some line has two or more budgets (the rest: the table)."""
-    if sched.empty:
-        return None
-    keys = ["pair", "dataset", "dtype", "n_prompts", "max_new_tokens"]
-    groups = [
-        (f"{k[0]} · {k[1]} ({k[2]}, {k[3]} × {k[4]} tok)", g)
-        for k, g in sched.groupby(keys, sort=True)
-        if g.groupby(["batch_size", "shape"]).budget.nunique().max() >= 2
-    ]
-    if not groups:
-        return None
-    sizes = sorted({int(b) for _t, g in groups for b in g.batch_size})
-    shades = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(sizes)))
-
-    def draw(ax, g):
-        for (b, shape), s in g.groupby(["batch_size", "shape"], sort=True):
-            s = s.sort_values("budget")
-            c = shades[sizes.index(int(b))]
-            ax.plot(s.budget, s.measured, marker="o" if shape == "chain" else "s", ms=3, color=c,
-                    label=f"B={int(b):>2}" + ("" if shape == "chain" else f" {shape}"))  # fmt: skip
-        ax.axhline(1, color="k", lw=0.6)
-        ax.set(xlabel="budget N (draft tokens)", ylabel="measured speedup ×")
-
-    return figures.panels(
-        groups,
-        "batch_schedule.png",
-        draw,
-        "Single live runs (one run per cell, no interval): measured speedup over plain decoding at the same "
-        "batch size B against the draft budget, one line per B (same prompts; darker: smaller B). Where "
-        "speculation stops paying is the interleaved benchmark's, in the table above. Settings with a single "
-        "budget per B are in the table only.",
-        legend="batch",
-    )
+def section(ctx) -> str:
+    found = [bullets(findings.sentences(ctx["t"]["findings"], s), "") for s in ("machines", "phase")]
+    return "\n\n".join(found + fig_links(ctx, "phase_diagram.png"))

@@ -1,4 +1,4 @@
-"""The tree-attention section's computed sentences and tables (`attention_stats` holds the numbers):
+"""The tree-attention section's computed sentences and tables (`stats` holds the numbers):
 time over batch × KV length × draft length, the roofline fraction, the noise against the effects,
 why fusion helps some shapes and not others, the real model's view and the per-cell table."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import attention_stats
-from .markdown import md_table
-from .phrases import pct
+from ..markdown import md_table
+from ..phrases import pct
+from . import stats
 
 SPAN = {"batch": "batch {lo} to {hi}", "kv_len": "KV length {lo} to {hi}", "tree_size": "N={lo} to N={hi}"}
 
@@ -20,7 +20,7 @@ def xx(x: float, digits: int = 2) -> str:
 def grid_sentence(cells: pd.DataFrame) -> str:
     if cells.empty:
         return ""
-    eff = attention_stats.axis_effects(cells)
+    eff = stats.axis_effects(cells)
     grows = [f"{xx(lo, 1)}–{xx(hi, 1)} from {SPAN[a].format(lo=b, hi=t)}" for a, (lo, hi, b, t) in eff.items()]
     b0, kv0 = int(cells.batch.min()), int(cells.kv_len.mode().iloc[0])
     kv_b = sorted(set(cells[cells.batch != b0].kv_len))
@@ -43,7 +43,7 @@ def grid_sentence(cells: pd.DataFrame) -> str:
 
 def roof_sentence(kern: pd.DataFrame, cells: pd.DataFrame) -> str:
     f = kern[kern.impl == "fused"]
-    roof, source = attention_stats.roof_frac(f)
+    roof, source = stats.roof_frac(f)
     if roof is None or cells.roof.isna().all():
         return "_No roofline is recorded (attention.csv lacks roofline_frac, bw_frac and bytes_moved)._"
     machine = ""
@@ -111,7 +111,7 @@ def spread_sentence(cells: pd.DataFrame, sp: pd.DataFrame) -> str:
         return text
     br = sp[sp.n_branches > 1]
     out = br[~br.noise]
-    eff = min((lo for lo, _, _, _ in attention_stats.axis_effects(cells).values()), default=float("nan"))
+    eff = min((lo for lo, _, _, _ in stats.axis_effects(cells).values()), default=float("nan"))
     return text + (
         f" The effects shown stand above it: fused time grows at least {xx(eff, 1)} along each axis, and "
         f"{len(out)} of {len(br)} speedups of fused over per-branch attention on a branching tree exceed their "
@@ -149,11 +149,11 @@ def why_sentence(kern: pd.DataFrame, sp: pd.DataFrame) -> str:
         f"branch (up to {xx(top.reread, 1)} the fused kernel's KV bytes: {top['shape']} N={int(top.tree_size)}, "
         f"KV {int(top.kv_len)}) and recomputes shared ancestors (branch tokens ÷ tree nodes, up to "
         f"{xx(br.recompute.max())}). The measured sequential ÷ fused speedup follows the recomputed tokens "
-        f"(log–log r = {attention_stats.corr(br.recompute, br.speedup):.2f} over {len(br)} branching points) "
+        f"(log–log r = {stats.corr(br.recompute, br.speedup):.2f} over {len(br)} branching points) "
         "more than the KV "
-        f"re-read (r = {attention_stats.corr(br.reread, br.speedup):.2f}), as a compute-bound kernel's should{bound}"
+        f"re-read (r = {stats.corr(br.reread, br.speedup):.2f}), as a compute-bound kernel's should{bound}"
     )
-    m = attention_stats.by_shape_n(sp)
+    m = stats.by_shape_n(sp)
     n1 = int(m.tree_size.max())
     at = m[m.tree_size == n1].sort_values("speedup")
     if len(at) < 2:
@@ -233,7 +233,7 @@ def cell_table(cells: pd.DataFrame, sp: pd.DataFrame) -> str:
     if cells.empty:
         return ""
     shapes = sorted(sp["shape"].unique()) if not sp.empty else []
-    by = sp.set_index(attention_stats.CELL + ["shape"]) if shapes else None
+    by = sp.set_index(stats.CELL + ["shape"]) if shapes else None
     rows = []
     for r in cells.to_dict("records"):
         row = [r["dtype"], int(r["batch"]), int(r["kv_len"]), int(r["tree_size"]), f"{r['fused_ms']:.3f}"]

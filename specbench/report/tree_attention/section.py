@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import analysis, attention_stats, attention_text
-from .markdown import md_table
+from .. import analysis
+from ..markdown import md_table
+from . import stats, text
 
 FIGURES = (
     "attention_grid.png",
@@ -17,12 +18,6 @@ FIGURES = (
 )
 KEY = {"batch": 1, "kv_len": 1024, "tree_size": 64}
 POINT = ["shape", "dtype", "batch", "kv_len", "tree_size"]
-
-
-def kernels(att: pd.DataFrame | None) -> pd.DataFrame:
-    if att is None or att.empty or not {"impl", "median_s"} <= set(att.columns):
-        return pd.DataFrame()
-    return att[att.level == "kernel"] if "level" in att else att
 
 
 def wide(kern: pd.DataFrame) -> pd.DataFrame:
@@ -69,7 +64,7 @@ def chain_check(w: pd.DataFrame) -> str:
 
 def recheck(w: pd.DataFrame, again: pd.DataFrame | None) -> str:
     """The committed points beside their re-measurement with one thread (attention_threads1.csv)."""
-    k = kernels(again)
+    k = stats.kernels(again)
     if k.empty:
         return (
             "_results/attention_threads1.csv is absent: the suspicious points have not been re-measured "
@@ -117,31 +112,40 @@ def recheck(w: pd.DataFrame, again: pd.DataFrame | None) -> str:
     )
 
 
-def section(att: pd.DataFrame | None, again: pd.DataFrame | None, links: dict[str, str]) -> str:
+def markdown(att: pd.DataFrame | None, again: pd.DataFrame | None, links: dict[str, str]) -> str:
     """The subsection; ``links``: {figure file: its markdown link}, each placed beside its text."""
-    kern = kernels(att)
+    kern = stats.kernels(att)
     if kern.empty:
         return "_results/attention.csv is absent: run `python -m specbench.attention_bench`._"
     w = wide(kern)
     if "threads" in kern:
         w["threads"] = int(kern.threads.iloc[0])
-    cells = attention_stats.fused_cells(kern)
-    sp = attention_stats.speedups(kern, cells)
-    mv = attention_stats.model_view(att)
+    cells = stats.fused_cells(kern)
+    sp = stats.speedups(kern, cells)
+    mv = stats.model_view(att)
     parts = [
         key_table(w),
-        attention_text.grid_sentence(cells),
-        attention_text.roof_sentence(kern, cells),
+        text.grid_sentence(cells),
+        text.roof_sentence(kern, cells),
         links.get("attention_grid.png", ""),
-        attention_text.spread_sentence(cells, sp),
-        attention_text.why_sentence(kern, sp),
+        text.spread_sentence(cells, sp),
+        text.why_sentence(kern, sp),
         links.get("attention_fusion.png", ""),
-        attention_text.model_text(mv, sp),
+        text.model_text(mv, sp),
         links.get("attention_model.png", ""),
         chain_check(w),
         recheck(w, again),
         links.get("attention_time.png", ""),
         links.get("attention_speedup.png", ""),
-        attention_text.cell_table(cells, sp),
+        text.cell_table(cells, sp),
     ]
     return "\n\n".join(p for p in parts if p)
+
+
+def section(ctx) -> str:
+    """The subsection on the analysis page (``sections.RENDER["attention"]``), its figures linked where made."""
+    return markdown(
+        ctx["data"]["attention"],
+        ctx["data"].get("attention_recheck"),
+        {n: ctx["link"](n) for n in FIGURES if n in ctx["figs"]},
+    )

@@ -1,0 +1,158 @@
+"""The speed page's *Batch size*: the interleaved benchmark's batch-size schedule (`measured.schedule_section`),
+the single live runs' per cell (`results.schedule`, labelled, without intervals) and its figure, then the
+batched target continuations replay stands on: their divergence from batch 1 and bf16 replay against
+bf16 live decoding."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from . import analysis, figures, measured, phrases
+from .markdown import fig_links, table
+
+
+def fig_schedule(sched: pd.DataFrame) -> figures.Fig | None:
+    """Measured speedup against the draft budget, one line per batch size B (plain decoding = 1);
+    only the settings where some line has two or more budgets (the rest: the table)."""
+    if sched.empty:
+        return None
+    keys = ["pair", "dataset", "dtype", "n_prompts", "max_new_tokens"]
+    groups = [
+        (f"{k[0]} · {k[1]} ({k[2]}, {k[3]} × {k[4]} tok)", g)
+        for k, g in sched.groupby(keys, sort=True)
+        if g.groupby(["batch_size", "shape"]).budget.nunique().max() >= 2
+    ]
+    if not groups:
+        return None
+    sizes = sorted({int(b) for _t, g in groups for b in g.batch_size})
+    shades = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(sizes)))
+
+    def draw(ax, g):
+        for (b, shape), s in g.groupby(["batch_size", "shape"], sort=True):
+            s = s.sort_values("budget")
+            c = shades[sizes.index(int(b))]
+            ax.plot(s.budget, s.measured, marker="o" if shape == "chain" else "s", ms=3, color=c,
+                    label=f"B={int(b):>2}" + ("" if shape == "chain" else f" {shape}"))  # fmt: skip
+        ax.axhline(1, color="k", lw=0.6)
+        ax.set(xlabel="budget N (draft tokens)", ylabel="measured speedup ×")
+
+    return figures.panels(
+        groups,
+        "batch_schedule.png",
+        draw,
+        "Single live runs (one run per cell, no interval): measured speedup over plain decoding at the same "
+        "batch size B against the draft budget, one line per B (same prompts; darker: smaller B). Where "
+        "speculation stops paying is the interleaved benchmark's, in the table above. Settings with a single "
+        "budget per B are in the table only.",
+        legend="batch",
+    )
+
+
+SCHEDULE_COLS = [
+    ("batch B", lambda r: int(r["B"])),
+    ("plain tokens/s", lambda r: analysis.fmt(r["plain"], 2)),
+    ("measured speedup by N", lambda r: r["by_n"]),
+    ("fastest", lambda r: r["best"]),
+]
+
+
+def section(ctx) -> str:
+    """The interleaved benchmark's batch-size schedule (``measured.schedule_section``), the single runs'
+    (results.schedule.schedule, labelled), then the batched continuations' divergence."""
+    sched, out = ctx["t"]["schedule"], measured.schedule_section(ctx["t"])
+    if not out:
+        out.append(
+            "_The interleaved benchmark has no schedule yet (`python -m specbench.study.speed "
+            "+speed_candidates=schedule batch_size=B` at two or more B)._"
+        )
+    if sched.empty:
+        out.append("_No live setting ran at two or more batch sizes, so there is no batch-size schedule._")
+    for k, g in analysis.groups(sched, ["pair", "dataset", "dtype", "max_new_tokens", "n_prompts"]):
+        rows = []
+        for b, gb in g.groupby("batch_size", sort=True):
+            top = gb.sort_values(["measured", "budget"], ascending=[False, True]).iloc[0]
+            rows.append(
+                dict(
+                    B=b,
+                    plain=top["baseline_tokens_per_s"],
+                    by_n=", ".join(f"{r['shape']} {int(r['budget'])}: {r['measured']:.2f}×" for _, r in gb.iterrows()),
+                    best=f"{top['shape']} N={int(top['budget'])} ({top['measured']:.2f}×)"
+                    if top["measured"] > 1
+                    else f"plain decoding (best speculative {top['measured']:.2f}×)",
+                )
+            )
+        out.append(
+            f"**{k[0]} on {k[1]} ({k[2]}, {int(k[4])} prompts × {int(k[3])} new tokens, live, single runs)**: "
+            "measured speedup over plain decoding at the same B on the same prompts, one run per cell at its own "
+            "time, without an interval: where speculation stops paying is not read from it.\n\n"
+            + table(rows, SCHEDULE_COLS)
+        )
+    out += fig_links(ctx, "batch_schedule.png")
+    out.append(
+        "**Batched target continuations** (replay's input). " + divergence_sentence(ctx["data"].get("divergence"))
+    )
+    out.append(bf16_replay_sentence(ctx["data"].get("bf16_replay")))
+    return "\n\n".join(out)
+
+
+def divergence_sentence(div: pd.DataFrame | None) -> str:
+    """How often batched float32 continuations (replay's default) differ from batch-1 ones."""
+    head = (
+        "Replay computes the target's float32 continuations `batch_size` prompts per forward; batched "
+        "kernels round differently, so at an exact near-tie a batched continuation can take the other token "
+        "(`exact_continuations=true` computes them one prompt at a time, bit-exact with batch-1 live decoding)."
+    )
+    if div is None or div.empty:
+        return head + " _results/continuation_divergence.csv is absent: `scripts/bench_batch.py` measures it._"
+    parts = [
+        f"{int(r.diverged)} of {int(r.n_prompts)} {r.dataset} continuations of {int(r.max_new_tokens)} tokens "
+        f"at batch {int(r.batch_size)} differ from batch-1 ({int(r.tokens_before_divergence)} of {int(r.tokens)} "
+        f"tokens before the first divergence{'; ' + r.divergences if r.diverged else ''}; batched "
+        f"{float(r.speedup):.2f}× faster)"
+        for r in div.itertuples()
+    ]
+    return head + " Measured by `scripts/bench_batch.py` on the real target: " + "; ".join(parts) + "."
+
+
+def bf16_replay_sentence(df: pd.DataFrame | None) -> str:
+    """How far live bf16 decoding is from the bf16 batched continuation that bf16 replay stands on."""
+    if df is None or df.empty:
+        return (
+            "_results/bf16_replay_divergence.csv is absent: `scripts/bench_bf16_replay.py` measures how far "
+            "live bf16 decoding is from the bf16 batched continuation._"
+        )
+    parts = [
+        f"{r.pair} {r.tree}/{int(r.budget)}: {int(r.diverged)} of {int(r.prompts)} prompts diverge"
+        + (
+            f" (mean first position {r.first_divergence_mean:.1f}, the target's top-1 minus top-2 logit there "
+            f"at most {r.margin_max:.3f})"
+            if r.diverged
+            else ""
+        )
+        + ", tokens_per_step live minus replay "
+        + phrases.interval(r.diff_live_minus_replay, r.diff_ci_lo, r.diff_ci_hi, int(r.prompts))
+        + (" (the interval includes zero)" if r.diff_ci_lo <= 0 <= r.diff_ci_hi else "")
+        + rank_replay_words(r)
+        for r in df.itertuples()
+    ]
+    return (
+        "**bf16 replay against bf16 live decoding** (`scripts/bench_bf16_replay.py`, "
+        f"{int(df.max_new_tokens.iloc[0])} new tokens, HumanEval, live batch {int(df.live_batch.iloc[0])}): "
+        + "; ".join(parts)
+        + "."
+    )
+
+
+def rank_replay_words(r) -> str:
+    """Live minus rank replay (the grids' engine for static shapes), where the row measured it."""
+    diff = getattr(r, "diff_live_minus_rank_replay", float("nan"))
+    if diff != diff:
+        return ""
+    lo, hi = r.rank_diff_ci_lo, r.rank_diff_ci_hi
+    return (
+        ", live minus rank replay "
+        + phrases.interval(diff, lo, hi, int(r.prompts))
+        + (" (the interval includes zero)" if lo <= 0 <= hi else "")
+    )

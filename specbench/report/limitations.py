@@ -1,0 +1,69 @@
+"""REPORT.md's Limitations: the limits of the evidence, each computed from the tables: sample
+sizes, the length cap, the Sequoia calibration, the machine, what the last default run covered
+(`defaultrun`), the verification rules' scope and the live checks' coverage."""
+
+from __future__ import annotations
+
+from . import defaultrun, findings, fixed, tables
+from .markdown import bullets, span
+
+
+def sizes(t: dict, data: dict) -> list[str]:
+    """The limits of the sample: sizes, the length cap, calibration, the machine, the default run."""
+    rows = t["rows"]
+    out = []
+    if "n_prompts" in rows and len(rows):
+        small = rows[rows.n_prompts < tables.MIN_RANKED]
+        out.append(
+            f"{len(small)} of {len(rows)} configurations ran fewer than {tables.MIN_RANKED} prompts (smallest "
+            f"{int(rows.n_prompts.min())}); their orderings are exploratory."
+        )
+    if len(ans := t["answer"]) and "n_prompts" in rows:
+        out.append(
+            f"{int(ans.claim.map(tables.is_ranked).sum())} of {len(ans)} answer rows (per pair, dataset and shape, "
+            f"the fastest budget) carry a ranked claim (≥ {tables.MIN_RANKED} prompts, ≤ {tables.MAX_CUT:.0%} of steps "
+            f"cut by max_new_tokens); the largest prompt set is {int(rows.n_prompts.max())}."
+        )
+    if "max_new_tokens" in rows and len(rows):
+        caps = ", ".join(str(int(x)) for x in sorted(rows.max_new_tokens.unique()))
+        out.append(
+            f"Generations stop at max_new_tokens = {caps}; a large tree can finish a prompt in a few steps, "
+            f"and {int((rows.cut > tables.MAX_CUT).sum())} configurations lose more than {tables.MAX_CUT:.0%} of their "
+            "steps to that cap."
+        )
+    out.append(findings.calibration_claim(t["calib"])["sentence"])
+    if "device" in rows:
+        out.append(
+            f"Every timing is on {', '.join(sorted(rows.device.astype(str).unique()))}"
+            + (f" ({data['env'].get('cpu')}, {data['env'].get('cores')} cores)" if data["env"] else "")
+            + "; projected speedups transfer to other hardware only through re-measured forward costs."
+        )
+    out.append(defaultrun.sentence(data.get("default_run"), data.get("acceptance_check")))
+    if t["live"].empty or t["live"].measured.isna().all():
+        out.append("No live configuration has a matching baseline: every speedup is projected.")
+    return out
+
+
+def limits(t: dict, data: dict) -> list[str]:
+    """The limits of the evidence: the sample's (``sizes``), then which pairs, trees and temperatures
+    the rules' conclusions and the live checks cover."""
+    out = sizes(t, data)
+    comp = t.get("comparisons")
+    if comp is not None and len(comp):
+        out.append("The verification rules' conclusions are narrow. " + fixed.scope(comp))
+    live = t["live"]
+    if len(live):
+        b1 = live[live.batch_size.astype(float) == 1] if "batch_size" in live else live
+        pairs = sorted(set(b1.pair.astype(str)))
+        out.append(
+            f"Live speed was measured for {len(pairs)} of {t['rows'].pair.nunique()} pairs at batch 1 "
+            f"({', '.join(pairs)}), on {', '.join(sorted(set(b1.dataset.astype(str))))}, with "
+            f"{span(b1.n_prompts, '.0f')} prompts of {span(b1.max_new_tokens, '.0f')} new tokens per run, on "
+            f"{', '.join(sorted(set(b1.device.astype(str))))} only; the other pairs' speedups are projected."
+        )
+    return out
+
+
+def section(ctx) -> str:
+    """The limits of the evidence (the bookkeeping is on the setup page)."""
+    return bullets(limits(ctx["t"], ctx["data"]), "none recorded")

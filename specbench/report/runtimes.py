@@ -1,0 +1,100 @@
+"""The setup page's *Run times*: each step of `bash run_all.sh` with its wall time (results/run_times.csv)
+beside its compute ceiling (`study.ceiling`'s counts at each model's widest timed forward rate), and the
+sentence naming each step far below its ceiling with why."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..results import costcurve
+from . import onerun
+from .markdown import md_table
+
+SETUP_STEP = "set-up"  # run_all.sh's first step (environment + models): timed apart from the study
+EXTENDED_STEP = "extended:"  # run_all.sh's steps under SPECBENCH_EXTENDED=1: timed apart from the hour
+
+
+def run_times(times: pd.DataFrame | None, costs: pd.DataFrame | None = None) -> str:
+    """Each step's wall time in the `bash run_all.sh` runs that wrote results/ (run_times.csv; a
+    resumed run appends its own rows, and a step a run skipped reads near 0: per step, the run
+    that did its work), beside its compute ceiling where its forwards were counted (study.ceiling,
+    each model's widest forward on its ``costcurve.CEILING`` curve of ``costs``)."""
+    if times is None or times.empty:
+        return "_results/run_times.csv is absent: the steps' wall times of `bash run_all.sh` were not recorded._"
+    runs = times.run.nunique() if "run" in times else 1
+    per = times.loc[times.groupby("step", sort=False).seconds.idxmax()].reset_index(drop=True)
+    per = per.reindex(columns=[*per.columns, *(c for c in CEILING if c not in per)])
+    setup = per.step.astype(str).str.startswith(SETUP_STEP)
+    extended = per.step.astype(str).str.startswith(EXTENDED_STEP)
+    study, more = int(per.seconds[~setup & ~extended].sum()), int(per.seconds[extended].sum())
+    cols = ["step", "seconds", "minutes"] + (["ceiling (s)", "ratio"] if per.ratio.notna().any() else [])
+    rows = [
+        [str(r.step), f"{int(r.seconds)}", f"{r.seconds / 60:.1f}", *_ceiling_cells(r)][: len(cols)]
+        for r in per.itertuples()
+    ]
+    how = (
+        "one run"
+        if runs == 1
+        else f"{runs} runs (a later one resumed where an earlier one stopped; per step, the run that did its work)"
+    )
+    return (
+        f"**Run times.** Each step of `bash run_all.sh` on this machine, {how}: wall seconds, and beside them "
+        "the step's compute ceiling: the seconds the tokens its forwards processed would take at each model's "
+        f"{ceiling_width(costs)} forward rate here (results/costs.csv), and the ratio ceiling / wall. Total without "
+        f"the set-up, up to the report: {study} s = {study / 60:.1f} min"
+        + (
+            f"; the steps marked extended (`SPECBENCH_EXTENDED=1`) took {more} s = {more / 60:.1f} min more"
+            if extended.any()
+            else ""
+        )
+        + ". "
+        + ceiling_sentence(per[~setup])
+        + "\n\n"
+        + md_table(rows, cols)
+    )
+
+
+CEILING = ["ceiling_s", "ratio", "in_forwards", "busiest", "tokens_per_forward"]
+def ceiling_width(costs: pd.DataFrame | None) -> str:
+    """The widest forward of each model's ``costcurve.CEILING`` curve, the rate a step's ceiling assumes, in words."""
+    curves = costcurve.curves(costs, costcurve.CEILING) if costs is not None else {}
+    return onerun.width_words(c.sizes[-1] for c in curves.values())
+
+
+LOW_RATIO = 0.4  # a step below this share of its ceiling is named, with why (#35)
+
+
+def _ceiling_cells(r) -> list[str]:
+    if pd.isna(r.ratio):
+        return ["", ""]
+    return [f"{r.ceiling_s:.0f}", f"{r.ratio:.2f}"]
+
+
+def ceiling_sentence(per: pd.DataFrame) -> str:
+    """How many steps have a ceiling, and each below ``LOW_RATIO`` of it with what keeps it there
+    (``_why_low``: narrow forwards, or time outside them)."""
+    have = per.dropna(subset=["ratio"])
+    if have.empty:
+        counted = int((pd.to_numeric(per.get("forwards", pd.Series(dtype=float)), errors="coerce") > 0).sum())
+        if counted:
+            return (
+                f"No step has a ceiling: {counted} step{'s' if counted != 1 else ''} counted forwards, but results/costs.csv names none of "
+                "their models (rows from before its `model` column: rerun `python -m specbench.study.costs`)."
+            )
+        return "No step has a ceiling: these runs predate the forward counts (`specbench.study.ceiling`)."
+    low = have[have.ratio < LOW_RATIO]
+    out = (
+        f"{len(have) - len(low)} of {len(have)} steps with counted forwards run at {LOW_RATIO} of their ceiling or more"
+    )
+    if low.empty:
+        return out + "."
+    return f"{out}; below it: " + "; ".join(_why_low(r) for r in low.itertuples()) + "."
+
+
+def _why_low(r) -> str:
+    """Why one step sits below its ceiling, from its counts: narrow forwards, or time outside them."""
+    width = f"{r.busiest}'s forwards average {r.tokens_per_forward:.1f} tokens"
+    share = f"its forwards at their own widths on this machine's cost curves would take {r.in_forwards:.2f} of its wall time"
+    if r.in_forwards >= 0.5:
+        return f"{r.step} ({r.ratio:.2f}): narrow forwards: {width}, and {share}"
+    return f"{r.step} ({r.ratio:.2f}): time outside the models' forwards: {width}, and {share}"
