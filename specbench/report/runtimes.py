@@ -55,6 +55,8 @@ def run_times(times: pd.DataFrame | None, costs: pd.DataFrame | None = None) -> 
 
 
 CEILING = ["ceiling_s", "ratio", "in_forwards", "busiest", "tokens_per_forward"]
+
+
 def ceiling_width(costs: pd.DataFrame | None) -> str:
     """The widest forward of each model's ``costcurve.CEILING`` curve, the rate a step's ceiling assumes, in words."""
     curves = costcurve.curves(costs, costcurve.CEILING) if costs is not None else {}

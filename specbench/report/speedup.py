@@ -247,7 +247,9 @@ def with_prefill(out: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.DataFr
         tc = costcurve.curve(costs, costcurve.AT_CONTEXT, where[0], "target", where[1], where[2])
         if pt != pt or tc is None:
             continue
-        ratio = draft_prefill_ratio(tc, costcurve.curve(costs, costcurve.AT_CONTEXT, where[0], "draft", where[1], where[2]))
+        ratio = draft_prefill_ratio(
+            tc, costcurve.curve(costs, costcurve.AT_CONTEXT, where[0], "draft", where[1], where[2])
+        )
         p, plain = float(r["n_prompts"]), float(r["new_tokens"]) * float(tc.at(1))
         out.loc[i, "prefill_s"] = pt
         out.loc[i, "projected_request"] = with_prompts(float(r["projected"]), p, pt, ratio, plain)

@@ -196,7 +196,8 @@ def bench(job: JobSpec, pair, prompts, cands: list[Candidate], base: dict) -> tu
         c.name: jobfiles.row_keys(c.job, c.ident, names(pair), c.plan.mode.lossless, "live", base["run_id"])
         for c in cands
     }
-    rows, steps = [], []
+    rows: list[dict] = []
+    steps: list = []
     bar = tqdm(total=rounds * len(units) * len(cands), desc="speed", disable=not job.progress)
     rnd = 0
     while rnd < rounds or (rnd < most and not speedstats.settled(speedstats.unit_sums(pd.DataFrame(rows)))):
