@@ -332,3 +332,15 @@ def test_the_tldr_shows_each_pair_and_datasets_largest_run_not_a_later_smaller_o
     assert "| p | d | chain N=3 |" in text and "| p | d | binary N=3 |" not in text
     ranked = ss.answers(pd.concat([small, full]))  # the smaller run stays in the file, not ranked again
     assert set(ranked.run_id) == {"20260101T000000-a"} and "binary N=3" not in set(ranked.candidate)
+
+
+def test_the_tldr_prefers_the_run_on_the_machine_that_measured_the_pairs_costs():
+    """A larger run timed elsewhere does not displace the run the projection is checked against."""
+    from specbench.report import measured
+
+    here = table({"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.2}, units=8, run="20260101T000000-a")
+    there = table({"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.0}, units=16, run="20260102T000000-b")
+    there = there.assign(machine="other", machine_id="m2")
+    t = ss.tables(pd.concat([here, there]))
+    assert list(measured.shown({**t, "cost_machines": {"p": "m1"}}).candidate) == ["chain N=3"]
+    assert list(measured.shown(t).candidate) == ["binary N=3"]  # no costs machine named: the larger run

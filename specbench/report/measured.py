@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..results import speedstats
+from ..results import costcurve, speedstats
 from ..study import speedsched
 from . import benchcheck, phrases
 from .markdown import table
@@ -17,14 +17,17 @@ from .markdown import table
 def shown(t: dict, every: bool = False) -> pd.DataFrame:
     """One row per benchmark run at batch 1 (``t["measured"]``): the configuration shown, its
     ties' names, its verdict and the full replay's acceptance of the same tree and budget; only each
-    pair and dataset's largest run (the most prompts timed; the latest among equals: run ids start
-    with their time) unless ``every``: a default run's few prompts never hide a full benchmark."""
+    pair and dataset's run on the machine its pair's costs were measured on (``t["cost_machines"]``:
+    the projection is checked there), then the largest (the most prompts timed; the latest among
+    equals: run ids start with their time), unless ``every``: a default run's few prompts never hide
+    a full benchmark."""
     m = t.get("measured", pd.DataFrame())
     if m.empty:
         return m
     m = speedstats.answer_first(m[m.batch_size.astype(int) == 1])
     if not every:
-        key = list(zip(m.n_units, m.run_id))
+        home = t.get("cost_machines", {})
+        key = list(zip([home.get(p) == i for p, i in zip(m.pair, m.machine_id)], m.n_units, m.run_id))
         m = m[[k == b for k, b in zip(key, m.assign(_k=key).groupby(["pair", "dataset"])._k.transform("max"))]]
     out = []
     for _run, g in m.groupby("run_id", sort=False):
@@ -176,18 +179,9 @@ def error_sentence(speed: pd.DataFrame) -> str:
     )
 
 
-def cost_machines(costs: pd.DataFrame | None) -> dict:
-    """pair -> the machine_id its cost rows (results/costs.csv) name, where they name one machine; a
-    pair whose rows name none (measured before rows carried it) or several has no entry."""
-    if costs is None or costs.empty or "machine_id" not in costs:
-        return {}
-    ids = costs.assign(m=costs.machine_id.fillna("").astype(str)).groupby("pair").m.agg(set)
-    return {p: next(iter(v)) for p, v in ids.items() if len(v) == 1 and "" not in v}
-
-
 def on_cost_machine(rows: pd.DataFrame, costs: pd.DataFrame | None) -> pd.DataFrame:
     """``rows`` (with pair and machine_id) timed on the machine their pair's cost curve was measured on."""
-    where = cost_machines(costs)
+    where = costcurve.machines(costs)
     if rows is None or rows.empty:
         return pd.DataFrame() if rows is None else rows
     return rows[[where.get(p) == m for p, m in zip(rows.pair, rows.machine_id)]]

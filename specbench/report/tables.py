@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..results import schedule, speedstats
+from ..results import costcurve, schedule, speedstats
 from ..study import speedsched
 from . import analysis, benchcheck, compare, costmodel, hardware, lossless, onerun, speedup
 
@@ -424,6 +424,7 @@ def compute(data: dict) -> dict:
         least=onerun.least(summary, counted, data["costs"]),
         **bench,
         bench_schedule=speedsched.schedule(bench.get("measured")),
+        cost_machines=costcurve.machines(data["costs"]),
         bench_check=benchcheck.table(
             bench.get("measured"), data.get("bench"), data.get("bench_steps"), data["costs"], speed
         ),

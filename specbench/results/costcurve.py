@@ -183,3 +183,12 @@ def read(path: str, rule: Rule, key: str, role: str | None, dtype: str, device: 
             f"pair={key} dtype={dtype} device={device}` first"
         )
     return got
+
+
+def machines(costs: pd.DataFrame | None) -> dict:
+    """pair -> the ``machine_id`` its cost rows name, where they name one machine; a pair whose rows
+    name none (measured before rows carried it) or several has no entry."""
+    if costs is None or costs.empty or "machine_id" not in costs:
+        return {}
+    ids = costs.assign(m=costs.machine_id.fillna("").astype(str)).groupby("pair").m.agg(set)
+    return {p: next(iter(v)) for p, v in ids.items() if len(v) == 1 and "" not in v}
