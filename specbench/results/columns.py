@@ -49,32 +49,18 @@ KEY_COLUMNS = [
 # child_rule, sibling_order: how the row's mode drafts and tries siblings (verify.modespec.row_tags).
 
 
-# identifier columns stay text: a hash like 3726142e8142 would otherwise be read as a float
+# identifier columns stay text: a hash like 3726142e8142 would otherwise be read as a float.  The key
+# columns that are not numbers or flags, and the step rows' own text columns.
+NOT_TEXT = {
+    *("budget", "lossless", "temperature", "draft_temperature", "top_p", "seed", "max_new_tokens", "batch_size"),
+    *("dtype", "device"),  # text, but never read as numbers: left to pandas as before
+}
 TEXT_COLUMNS = {
     c: str
-    for c in (
-        "config_hash",
-        "run_id",
-        "pair",
-        "pair_id",
-        "draft",
-        "target",
-        "tree",
-        "tree_params",
-        "verify",
-        "dataset",
-        "engine",
-        "prompt_id",
-        "accept_path",
-        "role",
-        "path_children",
-        "scored",
-        "pair_key",
-        "pair_role",
-        "sibling_order",
-        "child_rule",
-        *DESCRIBED,
-    )
+    for c in [
+        *(k for k in KEY_COLUMNS if k not in NOT_TEXT),
+        *("prompt_id", "accept_path", "role", "path_children", "scored"),
+    ]
 }
 
 
