@@ -304,13 +304,14 @@ def test_a_measured_speedup_is_never_set_against_costs_from_another_machine():
     walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.0}
     t = {**ss.tables(table(walls)), "speed": pd.DataFrame([answer_row(tree="chain", budget=3, projected=2.2)])}
     t["speed"]["max_new_tokens"] = 128
-    costs = pd.DataFrame({"pair": ["p", "p"], "machine_id": ["elsewhere", "elsewhere"]})
+    costs = pd.DataFrame({"pair": ["p", "p"], "device": "cpu", "machine_id": ["elsewhere", "elsewhere"]})
     other = measured.projection_check(t, costs)
     assert "not set against the projection" in other and "error" not in other
     unnamed = costs.assign(machine_id=None)  # cost rows from before they named their machine: not compared
     assert "not set against" in measured.projection_check(t, unnamed)
     assert "not set against" in measured.projection_check(t, costs.assign(machine_id=["m1", "m2"]))  # two machines
-    same = measured.projection_check(t, costs.assign(machine_id="m1"))
+    gpu = pd.DataFrame({"pair": ["p"], "device": "cuda", "machine_id": [None]})  # another device's curve
+    same = measured.projection_check(t, pd.concat([costs.assign(machine_id="m1"), gpu]))
     assert "median absolute 1" in same and "over 1 configurations" in same  # 2.2 projected vs ~2.0 measured
 
 
@@ -342,5 +343,5 @@ def test_the_tldr_prefers_the_run_on_the_machine_that_measured_the_pairs_costs()
     there = table({"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.0}, units=16, run="20260102T000000-b")
     there = there.assign(machine="other", machine_id="m2")
     t = ss.tables(pd.concat([here, there]))
-    assert list(measured.shown({**t, "cost_machines": {"p": "m1"}}).candidate) == ["chain N=3"]
+    assert list(measured.shown({**t, "cost_machines": {("p", "cpu"): "m1"}}).candidate) == ["chain N=3"]
     assert list(measured.shown(t).candidate) == ["binary N=3"]  # no costs machine named: the larger run

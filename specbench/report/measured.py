@@ -27,7 +27,8 @@ def shown(t: dict, every: bool = False) -> pd.DataFrame:
     m = speedstats.answer_first(m[m.batch_size.astype(int) == 1])
     if not every:
         home = t.get("cost_machines", {})
-        key = list(zip([home.get(p) == i for p, i in zip(m.pair, m.machine_id)], m.n_units, m.run_id))
+        on = [home.get((p, d)) == i for p, d, i in zip(m.pair, m.device, m.machine_id)]
+        key = list(zip(on, m.n_units, m.run_id))
         m = m[[k == b for k, b in zip(key, m.assign(_k=key).groupby(["pair", "dataset"])._k.transform("max"))]]
     out = []
     for _run, g in m.groupby("run_id", sort=False):
@@ -184,7 +185,8 @@ def on_cost_machine(rows: pd.DataFrame, costs: pd.DataFrame | None) -> pd.DataFr
     where = costcurve.machines(costs)
     if rows is None or rows.empty:
         return pd.DataFrame() if rows is None else rows
-    return rows[[where.get(p) == m for p, m in zip(rows.pair, rows.machine_id)]]
+    device = rows.device if "device" in rows else ["cpu"] * len(rows)
+    return rows[[where.get((p, d)) == m for p, d, m in zip(rows.pair, device, rows.machine_id)]]
 
 
 def projection_check(t: dict, costs: pd.DataFrame | None) -> str:

@@ -186,9 +186,10 @@ def read(path: str, rule: Rule, key: str, role: str | None, dtype: str, device: 
 
 
 def machines(costs: pd.DataFrame | None) -> dict:
-    """pair -> the ``machine_id`` its cost rows name, where they name one machine; a pair whose rows
-    name none (measured before rows carried it) or several has no entry."""
+    """(pair, device) -> the ``machine_id`` its cost rows name, where they name one machine; a curve
+    whose rows name none (measured before rows carried it) or several has no entry."""
     if costs is None or costs.empty or "machine_id" not in costs:
         return {}
-    ids = costs.assign(m=costs.machine_id.fillna("").astype(str)).groupby("pair").m.agg(set)
-    return {p: next(iter(v)) for p, v in ids.items() if len(v) == 1 and "" not in v}
+    c = costs.assign(m=costs.machine_id.fillna("").astype(str), device=costs.get("device", "cpu"))
+    ids = c.groupby(["pair", "device"]).m.agg(set)
+    return {k: next(iter(v)) for k, v in ids.items() if len(v) == 1 and "" not in v}
