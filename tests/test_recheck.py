@@ -1,6 +1,6 @@
 """The acceptance-sample check (study.recheck): a fixed stratified sample of the committed greedy
-rows (the cheapest row of each stratum), re-derived at the committed batch on its first batch of
-prompts and compared step by step; on hand-made rows and end to end on the tiny pair at batch 2."""
+rows (the cheapest row of each stratum), re-derived at the committed batch on the prompts of its run
+and compared step by step; on hand-made rows and end to end on the tiny pair at batch 2."""
 
 from __future__ import annotations
 
@@ -92,30 +92,37 @@ def test_each_stratum_takes_its_cheapest_row(tmp_path):
     assert list(picked[picked.engine == "live"].tree) == ["none"]
 
 
-def test_the_job_line_re_derives_the_committed_first_batch():
+def test_the_job_line_re_derives_the_committed_run():
     row = summary_rows().iloc[0]
     line = recheck.job_line(row, cache="/c")
     for part in ("pair=qwen_coder", "dataset.limit=64", "batch_size=64", "engine=replay", "dtype=bfloat16"):
         assert part in line.split(), part
+    # a batched run of more prompts than its batch: all of them (a finished row's slot took the next)
+    split = recheck.job_line(dict(row, batch_size=32, n_prompts=64))
+    assert {"dataset.limit=64", "batch_size=32"} <= set(split.split())
     assert "+replay_cache=/c" in line.split() and "verify.temperature=0.0" in line and "max_new_tokens=128" in line
     live = recheck.job_line(summary_rows().iloc[-1], cache="/c")
     assert "engine=live" in live and "dataset.limit=1" in live and "batch_size=1" in live and "replay_cache" not in live
 
 
 def test_a_replayed_record_is_keyed_by_the_batch_that_computed_it():
-    """A bf16 padded batch can resolve a near-tie other than a batch of one: a continuation computed in
-    a batch is cached under that batch (its size and prompts), and a miss computes its whole batch."""
+    """A bf16 padded batch can resolve a near-tie other than a batch of one, and a finished row's slot is
+    refilled by the next prompt: a continuation computed in a batched run is cached under that run (its
+    batch size and all its prompts), and a miss computes the whole run."""
     from specbench.engine import replay
 
     prompts = [[1, 2], [3], [4, 5, 6], [7], [8]]
     one = replay.batch_keys({"k": 0}, prompts, 1)
     assert one[0] == replay.prompt_key({"k": 0}, prompts[0]) and "batch" not in one[0]
     two = replay.batch_keys({"k": 0}, prompts, 2)
-    assert [k["batch"] for k in two] == [2] * 5 and two[0]["batch_of"] == two[1]["batch_of"] != two[2]["batch_of"]
-    assert two[0] != replay.batch_keys({"k": 0}, prompts[:1] + prompts[2:], 2)[0]  # another batch, another key
+    assert [k["batch"] for k in two] == [2] * 5 and len({k["batch_of"] for k in two}) == 1
+    assert two[0] != replay.batch_keys({"k": 0}, prompts[:2], 2)[0]  # another run (fewer prompts), another key
+    assert two[0] != replay.batch_keys({"k": 0}, prompts, 4)[0]  # another batch size, another key
     asked = []
     compute = replay.whole_batches(lambda todo: asked.append(todo) or [f"c{i}" for i in todo], len(prompts), 2)
-    assert compute([3, 4]) == ["c3", "c4"] and asked == [[2, 3, 4]]  # prompt 3's batch is prompts 2-3
+    assert compute([3, 4]) == ["c3", "c4"] and asked == [[0, 1, 2, 3, 4]]  # the whole run
+    single = replay.whole_batches(lambda todo: asked.append(todo) or [f"c{i}" for i in todo], len(prompts), 1)
+    assert single([4, 1]) == ["c4", "c1"] and asked[-1] == [1, 4]  # batch 1: only what is missing
 
 
 def test_one_cache_serves_every_job():

@@ -17,8 +17,8 @@ of the prompt, whatever the tree.  Two ways use that:
 Ranks use the live drafter's arithmetic: ``sampling.probs`` at the draft
 temperature / top-p, ties broken by token id.  Exact in float32 (bf16 tree and
 teacher-forced forwards round differently).  Records are cached on disk by
-content (``diskcache``); ``keys`` says what identifies them, and ``batch_keys`` the batch a record
-was computed in (a padded bf16 batch can resolve a near-tie other than a batch of one).
+content (``diskcache``); ``keys`` says what identifies them, and ``batch_keys`` the batched run a
+record was computed in (a padded bf16 batch can resolve a near-tie other than a batch of one).
 """
 
 from __future__ import annotations
@@ -216,24 +216,21 @@ def prompt_key(key: dict, prompt_ids: Sequence[int]) -> dict:
 
 def batch_keys(key: dict, prompts: Sequence[Sequence[int]], batch_size: int) -> list[dict]:
     """Each prompt's record key.  A padded batch of B > 1 prompts can resolve a near-tie (bf16) other
-    than a batch of one, so a record computed in a batch is keyed by the batch it was computed in:
-    its size and its prompts (``prompts`` in chunks of B, as the loop batches them); batch 1 is not."""
+    than a batch of one, and the loop refills a finished row's slot with the next prompt, so a record
+    computed in a batched run depends on every prompt of that run: it is keyed by the run (its batch
+    size and all its prompts, in order); batch 1 is not."""
     if batch_size <= 1:
         return [prompt_key(key, ids) for ids in prompts]
-    out = []
-    for i, ids in enumerate(prompts):
-        chunk = prompts[i - i % batch_size : i - i % batch_size + batch_size]
-        of = ids_digest([t for c in chunk for t in (*c, -1)])  # -1: no token id, the prompts' separator
-        out.append({**prompt_key(key, ids), "batch": batch_size, "batch_of": of})
-    return out
+    of = ids_digest([t for c in prompts for t in (*c, -1)])  # -1: no token id, the prompts' separator
+    return [{**prompt_key(key, ids), "batch": batch_size, "batch_of": of} for ids in prompts]
 
 
 def whole_batches(compute, n: int, batch_size: int):
-    """``compute(indices) -> values`` widened to the whole batches the missing indices lie in, so a
-    record is computed in the batch its key names (``batch_keys``)."""
+    """``compute(indices) -> values`` widened to the whole run when a batched record is missing, so a
+    record is computed in the run its key names (``batch_keys``); batch 1 computes what is missing."""
 
     def missing(miss: list[int]) -> list:
-        todo = sorted({j for i in miss for j in range(i - i % batch_size, min(n, i - i % batch_size + batch_size))})
+        todo = sorted(miss) if batch_size <= 1 else list(range(n))
         got = dict(zip(todo, compute(todo)))
         return [got[i] for i in miss]
 

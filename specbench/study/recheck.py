@@ -7,20 +7,20 @@ rows step by step.
 * ``sample``: every pair, shape family (``tree``), frontier rule and dataset of the committed
   greedy rows is represented: a greedy cover, each pick the row that adds the most values not yet
   represented, ties to the cheapest to re-derive (``cost_rank``): a replayed row before a live one,
-  a row whose committed prompts ran as one batch (``one_batch``: its first batch is exactly what
-  ran), then the smallest target, batch and new tokens, a row needing no new target continuation
+  a row whose committed prompts ran as one batch (``one_batch``: fewest prompts to re-run), then the smallest target, batch and new tokens, a row needing no new target continuation
   (a target x dataset x batch already picked), the budget nearest ``BUDGET`` (4: the shapes differ
   there), and the config hash (fixed: the same committed rows give the same sample).
 * ``jobs``: one ``specbench.run`` override line per sampled row (``--only``: the configurations
   the plan kept, ``study.budget``): its pair, dataset, tree and scalar tree parameters, budget,
-  rule, dtype, temperature, new tokens, seed and engine (the committed row's), on the prompts of
-  the committed row's first batch (``dataset.limit`` = ``batch_size`` = its committed batch size):
-  in bfloat16 a padded batch resolves near-ties differently from a batch of one, so a row is
-  re-derived at its own batch, its continuation too: replay's cache keys a record by the batch
-  that computed it (``engine.replay.batch_keys``), so ONE ``--cache DIR`` serves every job.  (Until
-  it did, a study's cache kept whichever batch first computed a continuation: ngram_qwen's committed
-  batch-32 HumanEval row replays the continuation a batch-64 job computed, identical step for step
-  from it on all 64 prompts, while qwen_skip's is identical from the batch-32 one.)
+  rule, dtype, temperature, new tokens, seed and engine (the committed row's), at the committed
+  row's batch on the prompts of its run (``run_prompts``: its first prompt at batch 1, else all its
+  prompts): in bfloat16 a padded batch resolves near-ties differently from a batch of one, and the
+  loop refills a finished row's slot with the next prompt, so a row is re-derived in its own run,
+  its continuation too: replay's cache keys a record by the batched run that computed it
+  (``engine.replay.batch_keys``), so ONE ``--cache DIR`` serves every job.  (Until it did, a study's
+  cache kept whichever run first computed a continuation: some committed batch-32 rows replay the
+  continuation a batch-64 job computed, identical step for step from it, while others are identical
+  from the batch-32 one.)
 * ``compare``: each re-derived job's steps against the committed steps of its row's config hash
   and the same prompts, column by column (``COLUMNS``), one row per (configuration, prompt) into
   ``--out`` (results/acceptance_check.csv), and ONE line: ``acceptance-sample check: PASS ...`` or
@@ -46,7 +46,7 @@ import pandas as pd
 from ..core.args import Parser, refuse
 from ..core.atomic import atomic_write
 from ..results.files import csv_writer, read_csv
-from .sizes import models, params
+from .sizes import continuation_key, models, params, run_prompts  # noqa: F401  (run_prompts: its API)
 
 STRATA = ("pair", "tree", "frontier_rule", "dataset")
 COLUMNS = ("tree_size", "tree_depth", "accepted", "emitted", "accept_path")  # per step, besides its count
@@ -89,10 +89,6 @@ def cost_rank(rows: pd.DataFrame) -> pd.DataFrame:
     ).sort_values(["_live", "_split", "_target", "_batch", "_tokens", "_b", "budget", "config_hash"], kind="mergesort")
 
 
-def _cont(r) -> tuple:
-    return (r.target, r.dataset, int(r.batch_size), int(r.max_new_tokens), r.dtype)
-
-
 def sample(path: str) -> pd.DataFrame:
     """The fixed stratified sample of ``path``'s greedy rows (see the module docstring)."""
     rows = cost_rank(greedy(read_csv(path)))
@@ -103,12 +99,12 @@ def sample(path: str) -> pd.DataFrame:
         gain = rows.apply(lambda r: sum((k, r[k]) not in seen for k in STRATA), axis=1)
         if gain.max() == 0:
             break
-        fresh = rows.apply(lambda r: _cont(r) not in conts, axis=1)
+        fresh = rows.apply(lambda r: continuation_key(r) not in conts, axis=1)
         order = ["_g", "_live", "_split", "_target", "_batch", "_tokens", "_n"]
         best = rows.assign(_g=-gain, _n=fresh).sort_values(order, kind="mergesort").iloc[0]
         picked.append(best.name)
         seen.update((k, best[k]) for k in STRATA)
-        conts.add(_cont(best))
+        conts.add(continuation_key(best))
     return rows.loc[picked].drop(columns=[c for c in rows.columns if c.startswith("_")])
 
 
@@ -117,7 +113,7 @@ def _value(v) -> str:
 
 
 def job_line(row, pair_overrides: str = "", cache: str = "") -> str:
-    """The ``specbench.run`` overrides that re-derive ``row`` on its committed first batch."""
+    """The ``specbench.run`` overrides that re-derive ``row`` in its committed run (``run_prompts``)."""
     params_ = json.loads(row["tree_params"]) if isinstance(row["tree_params"], str) else {}
     scalar = [f"tree.{k}={_value(v)}" for k, v in sorted(params_.items()) if not isinstance(v, (list, dict))]
     pair = pair_overrides or f"pair={row['pair']}"
@@ -134,7 +130,7 @@ def job_line(row, pair_overrides: str = "", cache: str = "") -> str:
             f"dtype={row['dtype']}",
             f"max_new_tokens={int(row['max_new_tokens'])}",
             f"seed={int(row['seed'])}",
-            f"dataset.limit={batch}",
+            f"dataset.limit={run_prompts(row)}",
             f"batch_size={batch}",
             f"engine={row['engine']}",
             *([f"+replay_cache={cache}"] if cache and row["engine"] == "replay" else []),

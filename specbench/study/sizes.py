@@ -1,6 +1,6 @@
 """The models' sizes the default run's plan and the acceptance sample's cheapest-row rule estimate
 from (billions of parameters per pair's draft and target).  Below ``budget`` and ``recheck``, which
-both read it; imports nothing.
+both read it, and the batched run a committed row is re-derived in; imports nothing.
 """
 
 from __future__ import annotations
@@ -31,3 +31,16 @@ def params(model: str | None) -> float:
 
 def models(pair: str) -> tuple[str | None, str]:
     return PAIRS.get(pair, ("qwen0.5b", "qwen1.5b"))
+
+
+def run_prompts(row) -> int:
+    """The prompts a row is re-derived on: its first at batch 1 (each prompt decodes alone), else every
+    prompt of its committed run (a batched run's continuations depend on all its prompts)."""
+    b = int(row["batch_size"])
+    return 1 if b == 1 else int(row.get("n_prompts", b))
+
+
+def continuation_key(row) -> tuple:
+    """What one target continuation serves: the rows of one target, dataset, batched run, length and dtype."""
+    b, n = int(row["batch_size"]), run_prompts(row)
+    return (models(row["pair"])[1], row["dataset"], b, n, int(row["max_new_tokens"]), row["dtype"])
