@@ -94,11 +94,13 @@ once recheck_compare $PY -m specbench.study.recheck compare --results "$RESULTS"
   --out "$RESULTS/acceptance_check.csv"
 
 step "the speed benchmark: the plan's candidates, interleaved with plain decoding (speed.csv)"
-while IFS=$'\t' read -r pair ds n tok cands; do
+while IFS=$'\t' read -r pair ds n tok cands after; do
   [ -n "$pair" ] || continue
+  # it takes no prompt it cannot end before the budget's end less the steps after it (the plan's after_s)
+  UNTIL=$(awk -v s="$START" -v m="$MINUTES" -v a="$after" 'BEGIN { printf "%d", s + m * 60 - a }')
   if [ "$PROFILE" = tiny ]; then P=("${PAIR[@]}"); else P=("pair=$pair"); fi
   once "speed_${pair}_${ds}" $PY -m specbench.study.speed "${P[@]}" dataset="$ds" dataset.limit="$n" \
-    max_new_tokens="$tok" dtype="$DTYPE" batch_size=1 "+speed_candidates=$cands" +speed_rounds=1 \
+    max_new_tokens="$tok" dtype="$DTYPE" batch_size=1 "+speed_candidates=$cands" +speed_rounds=1 "+speed_until=$UNTIL" \
     "+results_dir=$RESULTS" hydra.run.dir="$OUT/speed/${pair}_${ds}" < /dev/null
 done <<< "$(get speed)"
 

@@ -120,9 +120,14 @@ def test_the_shell_reads_the_plan_and_the_record_states_it(tmp_path):
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(p))
     lines = budget.get(p, "speed").splitlines()
-    assert lines and all(len(ln.split("\t")) == 5 for ln in lines)
-    pair, ds, n, tok, cands = lines[0].split("\t")
+    assert lines and all(len(ln.split("\t")) == 6 for ln in lines)
+    pair, ds, n, tok, cands, after = lines[0].split("\t")
     assert (pair, ds, tok) == ("qwen_coder", "humaneval", "64") and cands.startswith("[chain/3,")
+    # each pair x dataset's deadline leaves the steps after the speed step, and the units after it, their ETAs
+    by = {s["step"]: s for s in p["steps"]}
+    later = sum(s["eta_s"] for s in p["steps"][3:])
+    assert int(after) == int(later + sum(u["eta_s"] for u in by["speed"]["units"][1:]))
+    assert int(lines[-1].split("\t")[-1]) == int(later)
     assert budget.get(p, "costs_pairs").startswith("[") and budget.get(p, "kv_lens") == "[128,512]"
     assert set(budget.get(p, "recheck_configs").split(",")) <= {r["config_hash"] for r in SAMPLE}
     rec = budget.record({**p, "covered": budget.sentence(p)}, str(tmp_path / "none.csv"))

@@ -206,6 +206,18 @@ def test_the_benchmark_times_every_candidate_interleaved_with_its_controls(tmp_p
     assert added["round"].nunique() == (1 if ss.settled(w) else 2) and len(added) == added["round"].nunique() * 3 * 4
 
 
+def test_a_deadline_stops_taking_units_once_the_mean_unit_would_overrun_it(tmp_path, tiny_pair_dirs):
+    from specbench.study import speed
+
+    assert speed.more([5.0] * 9, None, now=1e9)  # no deadline: every unit
+    assert speed.more([], 1.0, now=100.0) and speed.more([50.0], 1.0, now=100.0)  # the first MIN_UNITS always
+    assert speed.more([10.0, 20.0], 120.0, now=100.0) and not speed.more([10.0, 20.0], 114.0, now=100.0)
+    p = speed_cmd(tmp_path, tiny_pair_dirs, "+speed_candidates=[chain/2]", "+speed_until=1")  # long past
+    assert p.returncode == 0 and "stopped after 2 units" in p.stderr, p.stderr
+    df = pd.read_csv(tmp_path / "speed.csv")
+    assert df.unit.nunique() == speed.MIN_UNITS and len(df) == speed.MIN_UNITS * 4
+
+
 def test_auto_rounds_stop_once_the_a_a_interval_is_within_3_percent():
     """speed_rounds=auto: one more round while plain vs plain spreads wider than 1 +- 3%."""
     walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.2}
@@ -220,6 +232,7 @@ def test_auto_rounds_stop_once_the_a_a_interval_is_within_3_percent():
         ("+speed_candidates=[chain]", "speed_candidates: 'chain' is not TREE/BUDGET"),
         ("+speed_rounds=0", "speed_rounds=0: must be an integer >= 1"),
         ("+speed_max_rounds=0", "speed_max_rounds=0: must be an integer >= 1"),
+        ("+speed_until=-5", "speed_until=-5: must be a Unix time"),
         ("+speed_candidates=auto", "speedup.csv not found"),
         ("+speed_candidates=[nosuch/3]", "nosuch"),
     ],

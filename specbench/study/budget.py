@@ -7,10 +7,10 @@ measured rate for its forward width, plus each process's start and model load:
 
 * ``costs``: every forward shape of the answer's pairs' models, ``repeats`` + 1 times, at each KV length;
 * ``recheck``: the acceptance sample (``study.recheck``), each configuration at its committed
-  batch B on its first B prompts: one target continuation per (target, dataset, batch, tokens,
-  dtype) it needs (a prefill of B prompts, then one B-row forward per token), and per
-  configuration a process, a drafter pass over the same rows and tokens (``sample_cost``); a live
-  row decodes its B prompts with both models, one B-row forward per token;
+  batch B on the P prompts of its run (``recheck.run_prompts``): one target continuation per
+  (target, dataset, batch, prompts, tokens, dtype) it needs (per B prompts a prefill, then one
+  B-row forward per token), and per configuration a process, a drafter pass over the same rows and
+  tokens (``sample_cost``); a live row decodes its P prompts with both models;
 * ``speed``: per pair x dataset, ``prompts`` x ``tokens`` decodes of plain decoding, its A/A copy,
   each candidate and the first one's twin, each token one target decode step (a tree step's
   drafts and wider forward cost about the steps it saves);
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from ..core.args import Parser, refuse
 from ..core.atomic import atomic_write, write_file
 from .planview import GRIDS, covered, get, printout, record, sentence  # noqa: F401  (GRIDS, covered: its API)
-from .sizes import PAIRS, PARAMS_B, models, params  # noqa: F401  (PAIRS, PARAMS_B: its API)
+from .sizes import PAIRS, PARAMS_B, continuation_key, models, params, run_prompts  # noqa: F401  (PAIRS, PARAMS_B: its API)
 
 COST_SHAPES, COST_WIDTH = 23, 31  # study.costs: 23 widths 1..128, mean 31 tokens (its KV x width grid)
 PROMPT_TOKENS = 200  # a prompt's tokens (padded), for prefill estimates: the longer prompts of humaneval
@@ -102,22 +102,18 @@ def costs_s(pairs, rate: dict, prof: Profile) -> float:
     return (prof.load_s + sum(per[m] * len(prof.kv_lens) + fill[m] for m in ms)) if ms else 0.0
 
 
-def continuation_key(row: dict) -> tuple:
-    """What one target continuation serves: the rows of one target, dataset, batch, length and dtype."""
-    return (models(row["pair"])[1], row["dataset"], int(row["batch_size"]), int(row["max_new_tokens"]), row["dtype"])
-
-
 def _decode_s(model: str | None, b: int, n: int, rate: dict) -> float:
     """``b`` prompts prefilled, then ``n`` forwards of ``b`` rows."""
     return forward_s(model, b * PROMPT_TOKENS, rate) + n * forward_s(model, b, rate)
 
 
 def sample_cost(row: dict, rates: dict, prof: Profile) -> tuple[float, float]:
-    """(its continuation's seconds, its own seconds) for one sampled row at its committed batch B on B
-    prompts; a live row has no shared continuation (its decode is its own)."""
+    """(its continuation's seconds, its own seconds) for one sampled row at its committed batch B on the
+    P prompts of its run (P / B batches); a live row has no shared continuation (its decode is its own)."""
     draft, target = models(row["pair"])
     b, n, rate = int(row["batch_size"]), int(row["max_new_tokens"]), rates[row["dtype"]]  # the committed dtype
-    cont, own = _decode_s(target, b, n, rate), prof.load_s + _decode_s(draft, b, n, rate)
+    runs = -(-run_prompts(row) // b)
+    cont, own = runs * _decode_s(target, b, n, rate), prof.load_s + runs * _decode_s(draft, b, n, rate)
     return (0.0, own + cont) if row.get("engine", "replay") == "live" else (cont, own)
 
 
@@ -145,10 +141,11 @@ def shrink(sample: list[dict], rates: dict, prof: Profile, seconds: float) -> tu
 
 def speed_s(pair: str, n_candidates: int, prompts: int, prof: Profile, rate: dict) -> float:
     """study.speed on one pair x dataset: plain, A/A, each candidate and a twin per prompt, and a
-    warm-up of every other one."""
+    warm-up of every other one; each decode a prefill of its prompt, then one target step per token."""
     decodes = (n_candidates + 3) * prompts + (n_candidates + 4) // 2
-    per_token = forward_s(models(pair)[1], 1, rate)  # a tree step's wider forward and drafts ~ its tokens saved
-    return prof.load_s + decodes * prof.tokens * per_token
+    target = models(pair)[1]
+    per_token = forward_s(target, 1, rate)  # a tree step's wider forward and drafts ~ its tokens saved
+    return prof.load_s + decodes * (forward_s(target, PROMPT_TOKENS, rate) + prof.tokens * per_token)
 
 
 def grid_s(grid: str, rates: dict, prof: Profile) -> float:
@@ -214,10 +211,11 @@ def _recheck_step(sample: list[dict], rates: dict, prof: Profile, fill: Fill) ->
 def recheck_view(sample: list[dict], kept: list[dict], dropped: list[dict], rates: dict, prof: Profile) -> dict:
     """The plan's recheck step: the kept configurations (the shell's ``--only``), their batches and
     prompts, each dropped one with its seconds, and the strata values no kept one represents."""
-    from .recheck import STRATA
 
     def name(r: dict) -> str:
         return f"{r['pair']} {r['tree']}/{int(r['budget'])} {r['dataset']} (batch {int(r['batch_size'])})"
+
+    from .recheck import STRATA  # pandas: imported by the plan only, so the shell's `get` stays fast
 
     have = {(k, r[k]) for r in kept for k in STRATA}
     lost = sorted({f"{k} {r[k]}" for r in dropped for k in STRATA if (k, r[k]) not in have})
@@ -227,7 +225,7 @@ def recheck_view(sample: list[dict], kept: list[dict], dropped: list[dict], rate
         sampled=len(sample),
         configs=[r["config_hash"] for r in kept],
         batches=sorted({int(r["batch_size"]) for r in kept}),
-        prompts=sum(int(r["batch_size"]) for r in kept),
+        prompts=sum(run_prompts(r) for r in kept),
         dropped=[dict(name=name(r), eta_s=sum(sample_cost(r, rates, prof))) for r in dropped],
         unrepresented=lost,
         eta_s=recheck_s(kept, rates, prof),
@@ -266,6 +264,11 @@ def plan(prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample:
         dict(step="attention", grid=grid, eta_s=grid_s(grid, rates, prof)),
         *(dict(step=name, eta_s=s) for name, s in prof.fixed_s.items()),
     ]
+    # the speed benchmark stops taking prompts this many seconds before the budget ends (+speed_until):
+    # what the steps after it take, so the run ends within its minutes whatever the speed step's ETA missed
+    steps[2]["after_s"] = sum(s["eta_s"] for s in steps[3:])
+    for i, u in enumerate(speed):  # each pair x dataset leaves the ones after it their time
+        u["after_s"] = steps[2]["after_s"] + sum(v["eta_s"] for v in speed[i + 1 :])
     total = sum(s["eta_s"] for s in steps)
     return dict(
         profile=prof.name, dtype=dtype, budget_s=budget_s, planned_s=total, over_budget=total > budget_s, steps=steps
@@ -319,7 +322,6 @@ def read_machine(path: str) -> dict:
 
 
 def make(args) -> dict:
-    from .recheck import sample, sample_file
 
     prof = PROFILES[args.profile]
     rec = read_machine(args.machine)
@@ -327,6 +329,8 @@ def make(args) -> dict:
     if dtype not in rec["rates_gflops"]:
         refuse(f"--dtype={dtype}: not measured on this machine (measured: {', '.join(rec['rates_gflops'])})")
     units = TINY_UNITS if args.profile == "tiny" else answer_units(args.results)
+    from .recheck import sample, sample_file  # pandas: see STRATA above
+
     rows = sample(sample_file(args.results))
     budget_s = args.minutes * 60 - args.spent
     p = plan(prof, rec["rates_gflops"], dtype, budget_s, units, rows.to_dict("records"))

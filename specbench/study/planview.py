@@ -56,6 +56,8 @@ def printout(p: dict, spent: float) -> str:
             or "none fits",
             "attention": f"grid {s.get('grid')}",
         }.get(s["step"], "")
+        if s["step"] == "speed" and s.get("units"):
+            what += f"; it takes no prompt it cannot end {mmss(s.get('after_s', 0))} before the budget ends"
         lines.append(f"  {s['step']:<10} ETA {mmss(s['eta_s']):>7}  {what}")
     total = spent + p["planned_s"]
     lines.append(
@@ -89,7 +91,7 @@ def get(p: dict, key: str) -> str:
         "recheck_configs": ",".join(by["recheck"]["configs"]),
         "grid": by["attention"]["grid"],
         "speed": "\n".join(
-            f"{u['pair']}\t{u['dataset']}\t{u['prompts']}\t{u['tokens']}\t[{','.join(u['candidates'])}]"
+            f"{u['pair']}\t{u['dataset']}\t{u['prompts']}\t{u['tokens']}\t[{','.join(u['candidates'])}]\t{int(u['after_s'])}"
             for u in by["speed"]["units"]
         ),
     }

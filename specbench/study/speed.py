@@ -22,7 +22,9 @@ speed_picks`` from ``results_dir``/speedup.csv; ``schedule``: the batch-size sch
 ``batch_size``, ``study.speedsched.picks``, its rows marked ``roster=schedule``; or a list of
 ``tree/budget``), ``speed_rounds`` (default 1, >= 1; ``auto``: rounds until the A/A control's
 interval lies within 1 +- 3%, ``speedstats.settled``, at most ``speed_max_rounds``, default 3),
-``results_dir`` (default results).  Bad values are refused in one line before any model loads.
+``speed_until`` (a Unix time: no unit is started that the mean unit so far would end after, once
+``MIN_UNITS`` have run; the default run's deadline, so it ends within its minutes), ``results_dir``
+(default results).  Bad values are refused in one line before any model loads.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ from . import checks, identity, jobfiles, speedsched, validate
 from .context import DecodePlan, context
 from .jobspec import ConfigError, JobSpec, from_config, resolved, tree_spec
 
-KEYS = ("results_dir", "speed_candidates", "speed_rounds", "speed_max_rounds")
+KEYS = ("results_dir", "speed_candidates", "speed_rounds", "speed_max_rounds", "speed_until")
+MIN_UNITS = 2  # timed before a deadline may stop the run: a paired interval needs two
 FILE, STEPS = "speed.csv", "speed_steps.csv.gz"
 # the run's own columns, from plain decoding's row keys (a candidate adds its tree and hash)
 RUN_KEYS = ("pair", "pair_id", "draft", "target", "verify", "temperature", "dataset", "seed", "max_new_tokens") + (
@@ -134,7 +137,8 @@ def wanted(job: JobSpec) -> list[tuple[str, int]]:
 def candidate(job: JobSpec, name: str, tree: str, budget: int) -> Candidate:
     """One candidate's live job (bound and checked: no model loads) and its decode plan."""
     try:
-        one = replace(job, tree=tree_spec({"name": tree, "budget": budget}), engine="live")
+        extra = {k: v for k, v in job.extra.items() if k != "speed_until"}  # when it stops is not what it is
+        one = replace(job, tree=tree_spec({"name": tree, "budget": budget}), engine="live", extra=extra)
         ident = identity.job_identity(one)
         one, ident = identity.bind(one, ident)
         checks.validate(one)
@@ -199,11 +203,16 @@ def bench(job: JobSpec, pair, prompts, cands: list[Candidate], base: dict) -> tu
     rows: list[dict] = []
     steps: list = []
     bar = tqdm(total=rounds * len(units) * len(cands), desc="speed", disable=not job.progress)
-    rnd = 0
+    rnd, unit_s, until = 0, [], deadline(job)
     while rnd < rounds or (rnd < most and not speedstats.settled(speedstats.unit_sums(pd.DataFrame(rows)))):
         if rnd >= rounds:
             bar.total += len(units) * len(cands)  # speed_rounds=auto: the A/A control is still wider than +-3%
         for u, unit in enumerate(units):
+            if not more(unit_s, until, time.time()):
+                print(f"specbench.study.speed: speed_until reached: stopped after {len(unit_s)} units", file=sys.stderr)
+                bar.close()
+                return rows, steps
+            t0 = time.perf_counter()
             order = rng.sample(cands, len(cands))
             tokens = {}
             for pos, c in enumerate(order):
@@ -215,6 +224,7 @@ def bench(job: JobSpec, pair, prompts, cands: list[Candidate], base: dict) -> tu
                 bar.update()
             for r in rows[-len(order) :]:
                 r["same_tokens"] = tokens[r["candidate"]] == tokens[speedstats.PLAIN]
+            unit_s.append(time.perf_counter() - t0)
         rnd += 1
     bar.close()
     return rows, steps
@@ -253,6 +263,22 @@ def summary(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def more(unit_s: list[float], until: float | None, now: float) -> bool:
+    """Whether to time another unit: the first ``MIN_UNITS`` always, then one the mean unit so far
+    ends by ``until`` (None: no deadline)."""
+    return until is None or len(unit_s) < MIN_UNITS or now + sum(unit_s) / len(unit_s) <= until
+
+
+def deadline(job: JobSpec) -> float | None:
+    """``speed_until``: a Unix time, or None."""
+    value = job.extra.get("speed_until")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigError(f"speed_until={value!r}: must be a Unix time in seconds (e.g. +speed_until=$(date +%s))")
+    return float(value)
+
+
 def _rounds(job: JobSpec, key: str, default: int) -> int:
     value = job.extra.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -274,6 +300,7 @@ def round_limits(job: JobSpec) -> tuple[int, int]:
 def settings(job: JobSpec) -> tuple[str, list[Candidate]]:
     """(results folder, candidates), every key checked before any model loads."""
     round_limits(job)
+    deadline(job)
     return str(job.extra.get("results_dir", "results")), roster(job)
 
 
