@@ -11,6 +11,13 @@ from specbench.results import speedstats as ss
 PREFILL, TOKENS, PROMPTS = 1.0, 12, 8
 
 
+def on(t: dict, costs: pd.DataFrame) -> dict:
+    """``t`` with the cost curves' machines (``report.tables`` puts ``costcurve.machines`` there)."""
+    from specbench.results import costcurve
+
+    return {**t, "cost_machines": costcurve.machines(costs)}
+
+
 def t_target(n):  # the target's seconds for n query tokens: t(1) = 0.2, +0.01 per token
     return 0.2 + 0.01 * (np.asarray(n, float) - 1)
 
@@ -116,14 +123,14 @@ def test_projection_check_uses_the_own_steps_and_counts_the_live_runs_with_them(
     t["bench_check"] = benchcheck.table(t["measured"], rows, steps, costs(False))
     live = pd.DataFrame([dict(engine="live", batch_size=1, error=e, pair="p") for e in (0.05, -0.15, 0.02)])
     t["speed"] = live
-    text = measured.projection_check(t, costs(False).assign(machine_id="m1"))  # the main page: one sentence
+    text = measured.projection_check(on(t, costs(False).assign(machine_id="m1")))  # the main page: one sentence
     assert "costed on its own timed steps" in text and "median absolute 0%, worst +0%, over 2 configurations" in text
     assert "all 5 live batch-1 ones: median absolute 2%, worst -15%; by term: speed.md" in text
-    detail = " ".join(measured.bench_detail(t, costs(False).assign(machine_id="m1")))  # speed.md: the whole account
+    detail = " ".join(measured.bench_detail(on(t, costs(False).assign(machine_id="m1"))))  # speed.md: the whole account
     assert "from its own timed steps" in detail and "target verify 1.00" in detail
     assert "(3 live runs and 2 benchmark candidates), prefill counted: median absolute 2%, worst -15%" in detail
-    assert "not set against" in measured.projection_check(t, costs(False).assign(machine_id="elsewhere"))
-    assert measured.bench_detail(t, costs(False).assign(machine_id="elsewhere")) == []  # never across machines
+    assert "not set against" in measured.projection_check(on(t, costs(False).assign(machine_id="elsewhere")))
+    assert measured.bench_detail(on(t, costs(False).assign(machine_id="elsewhere"))) == []  # never across machines
 
 
 def test_a_report_without_the_steps_file_keeps_the_replay_comparison():

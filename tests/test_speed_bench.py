@@ -26,6 +26,13 @@ KEYS = dict(
 )
 
 
+def on(t: dict, costs: pd.DataFrame) -> dict:
+    """``t`` with the cost curves' machines (``report.tables`` puts ``costcurve.machines`` there)."""
+    from specbench.results import costcurve
+
+    return {**t, "cost_machines": costcurve.machines(costs)}
+
+
 def table(walls: dict, units: int = 16, rounds: int = 1, noise: float = 0.03, seed: int = 0, run="r1", **kw):
     """A run where candidate c's decode of a unit takes walls[c] × the unit's length × noise,
     64 tokens each (so plain's tokens/s differ per unit, as prompts do)."""
@@ -318,13 +325,13 @@ def test_a_measured_speedup_is_never_set_against_costs_from_another_machine():
     t = {**ss.tables(table(walls)), "speed": pd.DataFrame([answer_row(tree="chain", budget=3, projected=2.2)])}
     t["speed"]["max_new_tokens"] = 128
     costs = pd.DataFrame({"pair": ["p", "p"], "device": "cpu", "machine_id": ["elsewhere", "elsewhere"]})
-    other = measured.projection_check(t, costs)
+    other = measured.projection_check(on(t, costs))
     assert "not set against the projection" in other and "error" not in other
     unnamed = costs.assign(machine_id=None)  # cost rows from before they named their machine: not compared
-    assert "not set against" in measured.projection_check(t, unnamed)
-    assert "not set against" in measured.projection_check(t, costs.assign(machine_id=["m1", "m2"]))  # two machines
+    assert "not set against" in measured.projection_check(on(t, unnamed))
+    assert "not set against" in measured.projection_check(on(t, costs.assign(machine_id=["m1", "m2"])))  # two machines
     gpu = pd.DataFrame({"pair": ["p"], "device": "cuda", "machine_id": [None]})  # another device's curve
-    same = measured.projection_check(t, pd.concat([costs.assign(machine_id="m1"), gpu]))
+    same = measured.projection_check(on(t, pd.concat([costs.assign(machine_id="m1"), gpu])))
     assert "median absolute 1" in same and "over 1 configurations" in same  # 2.2 projected vs ~2.0 measured
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..results import costcurve, speedstats
+from ..results import speedstats
 from ..study import speedsched
 from . import benchcheck, phrases
 from .markdown import table
@@ -39,6 +39,12 @@ def shown(t: dict, every: bool = False) -> pd.DataFrame:
         r["verdict"] = verdict(r)
         out.append({**r, **replay_metrics(t.get("rows", pd.DataFrame()), r)})
     return pd.DataFrame(out).sort_values(["pair", "dataset"], kind="mergesort").reset_index(drop=True)
+
+
+def runs_at_batch1(t: dict) -> int:
+    """How many benchmark runs at batch 1 there are (what ``shown(t, every=True)`` lists)."""
+    m = t.get("measured", pd.DataFrame())
+    return 0 if m.empty else int(m[m.batch_size.astype(int) == 1].run_id.nunique())
 
 
 def built(r: dict) -> str:
@@ -180,16 +186,17 @@ def error_sentence(speed: pd.DataFrame) -> str:
     )
 
 
-def on_cost_machine(rows: pd.DataFrame, costs: pd.DataFrame | None) -> pd.DataFrame:
-    """``rows`` (with pair and machine_id) timed on the machine their pair's cost curve was measured on."""
-    where = costcurve.machines(costs)
+def on_cost_machine(rows: pd.DataFrame, t: dict) -> pd.DataFrame:
+    """``rows`` (with pair and machine_id) timed on the machine their pair's cost curve was measured on
+    (``t["cost_machines"]``: ``results.costcurve.machines`` of results/costs.csv)."""
+    where = t.get("cost_machines", {})
     if rows is None or rows.empty:
         return pd.DataFrame() if rows is None else rows
     device = rows.device if "device" in rows else ["cpu"] * len(rows)
     return rows[[where.get((p, d)) == m for p, d, m in zip(rows.pair, device, rows.machine_id)]]
 
 
-def projection_check(t: dict, costs: pd.DataFrame | None) -> str:
+def projection_check(t: dict) -> str:
     """The projection against the benchmark's measured speedups, only where the pair's cost curve was
     measured on the machine that timed them (each cost row's ``machine_id``); otherwise it says none is
     compared, and why.  Each candidate is projected from its own timed steps (``t["bench_check"]``,
@@ -198,14 +205,14 @@ def projection_check(t: dict, costs: pd.DataFrame | None) -> str:
     if m.empty or speed is None or speed.empty:
         return ""
     m = speedstats.answer_first(m[m.batch_size.astype(int) == 1])  # the projection is batch 1's
-    same = on_cost_machine(m, costs)
+    same = on_cost_machine(m, t)
     if same.empty:
         return (
             "The benchmark's speedups are not set against the projection: no pair's cost curve "
             "(results/costs.csv) names the machine that timed it (a row's `machine_id`), and a speedup is "
             "never formed across machines."
         )
-    own = on_cost_machine(t.get("bench_check", pd.DataFrame()), costs)
+    own = on_cost_machine(t.get("bench_check", pd.DataFrame()), t)
     if len(own):
         live = live_errors(speed)
         every = pd.concat([live.error.astype(float), own.error], ignore_index=True)
@@ -232,9 +239,9 @@ def live_errors(speed: pd.DataFrame | None) -> pd.DataFrame:
     return speed[(speed.engine == "live") & (speed.batch_size.astype(int) == 1) & speed.error.notna()]
 
 
-def bench_detail(t: dict, costs: pd.DataFrame | None) -> list[str]:
+def bench_detail(t: dict) -> list[str]:
     """speed.md's account of the benchmark against the model (``benchcheck.sentences``), on the costs' machine."""
-    own = on_cost_machine(t.get("bench_check", pd.DataFrame()), costs)
+    own = on_cost_machine(t.get("bench_check", pd.DataFrame()), t)
     return benchcheck.sentences(own, live_errors(t.get("speed"))) if len(own) else []
 
 
@@ -246,7 +253,7 @@ def section(t: dict, every: bool = False) -> list[str]:
     if rec.empty:
         return []
     cols = COLUMNS + [("timed on", lambda r: r["machine"])] * (rec.machine.nunique() > 1)
-    earlier = len(shown(t, True)) - len(rec)
+    earlier = 0 if every else runs_at_batch1(t) - len(rec)
     note = [f"Earlier benchmark runs of the same pairs and datasets ({earlier}): speed.md."][: earlier > 0]
     return [
         lead(rec),

@@ -94,7 +94,7 @@ def section(ctx) -> str:
     if live.empty:
         return "\n\n".join(served)
     found = bullets(
-        findings.sentences(ctx["t"]["findings"], "speed") + measured.bench_detail(ctx["t"], ctx["data"].get("costs")),
+        findings.sentences(ctx["t"]["findings"], "speed") + measured.bench_detail(ctx["t"]),
         "",
     )
     checked = live[live.projected.notna()] if "projected" in live else live  # batch B > 1: under Batch size

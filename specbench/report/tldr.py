@@ -198,7 +198,7 @@ def section(ctx) -> str:
     lines += hardware_sentence(t, rec, envs) if len(rec) else []
     checks = [
         measured.error_sentence(t.get("speed", pd.DataFrame())),
-        measured.projection_check(t, ctx["data"].get("costs")),
+        measured.projection_check(t),
     ]
     lines += [s for s in checks if s]
     body = meas
