@@ -16,7 +16,8 @@ import pytest
 
 from conftest import tiny_pair_overrides
 from specbench.results.files import read_csv
-from specbench.study import plan, sweepjobs
+from specbench.study.job import sweepjobs
+from specbench.study.tools import plan
 from test_resume import ROOT, env
 
 PAIR_KEYS = ("pair=", "pair.draft.path=", "pair.target.path=")

@@ -1,5 +1,5 @@
 """The interleaved speed benchmark's statistics on hand-made timing tables (results.speedstats), its
-candidate picks (study.validate.speed_picks), and the report's answer from them."""
+candidate picks (study.tools.validate.speed_picks), and the report's answer from them."""
 
 import re
 
@@ -9,7 +9,7 @@ import pytest
 
 from specbench.report import tables
 from specbench.results import speedstats as ss
-from specbench.study.validate import speed_picks
+from specbench.study.tools.validate import speed_picks
 
 KEYS = dict(
     pair="p",
@@ -176,7 +176,7 @@ def speed_cmd(tmp_path, dirs, *extra):
 
     from conftest import tiny_pair_overrides
 
-    args = [sys.executable, "-m", "specbench.study.speed", *tiny_pair_overrides(dirs), "dataset=smoke"]
+    args = [sys.executable, "-m", "specbench.study.tools.speed", *tiny_pair_overrides(dirs), "dataset=smoke"]
     args += ["dataset.limit=3", "max_new_tokens=6", f"+results_dir={tmp_path}", f"hydra.run.dir={tmp_path}/h", *extra]
     return subprocess.run(args, capture_output=True, text=True, timeout=300)
 

@@ -165,8 +165,8 @@ def _check_table(check: pd.DataFrame, want) -> str:
 
 
 def power_sentences(check: pd.DataFrame) -> list[str]:
-    """What the checks can detect: the power bound of ``study.lossless_power`` at each run's N and bins."""
-    from ..study.lossless_power import draws_for_power, power_tv
+    """What the checks can detect: the power bound of ``study.tools.lossless_power`` at each run's N and bins."""
+    from ..study.tools.lossless_power import draws_for_power, power_tv
 
     if "power" not in check or check.power.isna().all():
         return []

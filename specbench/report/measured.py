@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..results import costcurve, speedstats
-from ..study import speedsched
+from ..study.tools import speedsched
 from . import benchcheck, phrases
 from .markdown import table
 
