@@ -52,7 +52,7 @@ def test_each_step_gets_its_longest_recorded_run_matched_by_preset_and_overrides
     ref, xpairs, recorded = times
     rows = {r.name: r for r in eta.lines(["hour"], recorded)}
     r = rows["sweep=reference"]
-    assert (r.seconds, r.run, r.jobs, r.part) == (300.0, "1795700000", len(sweepjobs.plan_jobs(ref)), "1")
+    assert (r.seconds, r.run, r.jobs, r.part) == (300.0, "1795700000", len(eta.plan_jobs(ref)), "1")
     x = rows[" ".join(("sweep=reference_xpairs", *xpairs.args))]
     assert x.seconds == 7200.0  # its overrides recorded in another order
     assert rows["set-up"].seconds == 60.0 and rows["set-up"].jobs is None
@@ -69,7 +69,7 @@ def test_each_step_gets_its_longest_recorded_run_matched_by_preset_and_overrides
 
 def test_a_resumed_runs_finished_jobs_are_counted_and_its_time_scaled(times, tmp_path):
     ref, _, recorded = times
-    names = sweepjobs.job_dirs(sweepjobs.plan_jobs(ref))
+    names = sweepjobs.job_dirs(eta.plan_jobs(ref))
     for name in names[:78]:
         os.makedirs(tmp_path / "out" / ref.folder / name)
         (tmp_path / "out" / ref.folder / name / "summary.csv").write_text("x\n")

@@ -6,7 +6,7 @@ fields are its parameters with their defaults (``store(group, name, values)``): 
 options without any YAML.  A drafter stores only the schema of the pairs it drafts for
 (``schema/pair/<drafter>``, ``option=False``): a pair is a named variant carrying data (model ids).
 Hydra's structured configs are closed: an unknown key (``tree.widht=3``) fails composition, and
-``study.job.argv`` names it in one line (``schema_line``); a ``+`` key, which Hydra adds to a closed
+``study.job.argv`` names it in one line (``hydra_line``); a ``+`` key, which Hydra adds to a closed
 node, is refused by ``study.job.schema.unknown_key`` on the composed node (before Hydra starts, ``study.job.argv``;
 on every job's config, ``study.job.jobspec``).
 

@@ -3,4 +3,4 @@
 fingerprinted (``identity``), run (``context``, ``run``, ``launch``, ``progress``, ``sweepjobs``) into
 its folder (``jobfiles``, ``describe``) and merged into results/ (``collect``, ``optimum``).  Imports
 core, results, trees, verify, drafting, engine and inputs.  It sits below the study's tools and its
-serving bridge and imports neither (``sweepjobs`` names the plan's ``Sweep`` in an annotation only)."""
+serving bridge and imports neither."""

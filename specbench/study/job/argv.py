@@ -1,30 +1,25 @@
-"""Command-line checks of ``python -m specbench.run`` before Hydra starts, and the one-line
-form of what Hydra itself raises.
+"""A Hydra app's command line around Hydra, and Hydra's own errors as the project's one line (the key
+and the fix, exit status 2, no folder written).
 
-* ``check_argv(argv)``: a ``plugins`` module that cannot be imported, an unknown group option
-  (``tree=bnary``), an unknown key (``foo=1``, ``+foo=1``, ``tree.widht=3``,
-  ``+tree.widht=3``: Hydra would print six lines or, with a ``+``, run it silently under a
-  new hash), or an out_root / ``hydra.run.dir`` / ``hydra.sweep.dir`` that cannot be
-  written: one line naming the key and the fix, exit status 2, nothing created.  A group
-  option's keys are its schema as Hydra composes it (``option_keys``): a tree policy's, verify
-  mode's or dataset's registry entry's, a pair's its drafter's (``core.options``, stored when
-  the registries and plugins are imported, which happens first).  Group options are the
-  ConfigStore's and the files in conf/ or a ``file://`` folder of a ``hydra.searchpath=[...]``
-  override (a plugin's pairs, ``study.job.plugins``).
-* ``run_hydra(main)``: runs a Hydra app; an OSError (a full or read-only disk at
-  a folder or file Hydra writes) or a Hydra composition error becomes one line
-  naming the path or key, exit status 1 or 2 (``HYDRA_FULL_ERROR=1`` keeps the
-  full traceback of anything but an OSError); a key a group's schema lacks is named with
-  the fix and the valid keys (``schema_line``), as ``check_argv`` names it.
+* ``run_hydra(main)``: Hydra composes the config once and refuses, before any folder, a key the config
+  lacks without ``+`` (``foo=1``) or a key a group option's schema lacks (``tree.widht=3``,
+  ``core.options``); each, and an unknown group option, becomes one line (``hydra_line``); an OSError
+  (a full or read-only disk where Hydra writes) one line naming the path, exit status 1.
+* ``check_argv(argv)``, before Hydra starts, what Hydra does not check before it writes: a ``plugins``
+  module that cannot be imported (first: its entries are options); each group option, in the command
+  line's order (Hydra checks a sweep's options per job, in its sweep folder); a ``+`` key no config
+  holds (Hydra adds it under a new hash): top-level against conf/config.yaml, a group's against the
+  chosen option's schema as Hydra composes it (``option_keys``) or, under a sweep preset, every
+  option's; an out_root / ``hydra.run.dir`` / ``hydra.sweep.dir`` that cannot be written.
 
-Imports: yaml, hydra's override parser, compose API and errors, ``core.options``, ``study.job.plugins``;
-``study.job.jobspec`` (the registries) when the plugins are checked.
+Imports: yaml, hydra, ``core.options``, ``study.job.plugins``, ``study.job.schema``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 import tempfile
 
@@ -130,6 +125,9 @@ def chosen(argv, group: str) -> list[str]:
 
 
 def check_groups(argv) -> None:
+    """Each group option on the command line is one of its group's, in the command line's order (Hydra
+    names one missing option of its defaults list and checks a sweep's per job, once the sweep folder
+    is written)."""
     dirs = search_dirs(argv)
     for arg in argv:
         group, eq, value = arg.lstrip("+~").partition("=")
@@ -138,34 +136,44 @@ def check_groups(argv) -> None:
         valid = options(group, dirs)
         for v in value.split(","):
             if v and v not in valid:
-                fail(f"unknown {group} '{v}'. Valid: {', '.join(valid)}")
+                fail(unknown_option(group, v, valid))
+
+
+def unknown_option(group: str, option: str, valid) -> str:
+    return f"unknown {group} '{option}'. Valid: {', '.join(valid)}"
+
+
+def no_such_key(key: str, valid) -> str:
+    """The one line for a top-level key no config holds."""
+    head = key.partition(".")[0]
+    return (
+        f"{key}: no such key{closest(head, valid)}; remove it (a + does not add keys to a job); "
+        f"valid top-level keys: {', '.join(sorted(valid))}"
+    )
 
 
 def check_keys(argv, extra=(), top: set[str] | None = None) -> None:
-    """A key that no config holds is refused, with or without ``+``: the ONE check of top-level
-    keys; a group key is checked against the chosen option's schema (``option_keys``).  With a
-    sweep preset, which may pick other options, every job's config is checked against its
-    schemas (Hydra's, ``schema_line``; a ``+`` key, ``jobspec.resolved``).  ``extra``: the
-    command's own top-level keys (``study.tools.costs``' ``costs_*``); ``top``: the valid top-level
-    keys of another config (``attention_bench``, which has no groups; default conf/config.yaml's)."""
+    """A ``+`` key that no config holds is refused (without ``+``, Hydra refuses it: ``hydra_line``): a
+    top-level one against the config's keys, a group key against the chosen option's schema
+    (``option_keys``) or, under a sweep preset, which may pick other options, against every option
+    of the group (a key some option has is left to its jobs: ``jobspec.resolved``).  ``extra``: the
+    command's own top-level keys (``study.tools.costs``' ``costs_*``); ``top``: the valid top-level keys
+    of another config (``attention_bench``, which has no groups; default conf/config.yaml's)."""
     groups = GROUPS[:4] if top is None else ()
     top = (top_keys() if top is None else set(top)) | set(extra)
     sweep = any(a.lstrip("+~").startswith("sweep=") for a in argv)  # a preset may pick the options
     for arg in argv:
-        if arg.startswith("-") or "=" not in arg:
+        if not arg.startswith("+") or "=" not in arg:
             continue
-        key = arg.partition("=")[0].lstrip("+~")
+        key = arg.partition("=")[0].lstrip("+")
         head, _, rest = key.partition(".")
         if head == "hydra" or "/" in key:
             continue
         if head not in top:
-            fail(
-                f"{key}: no such key{closest(head, top)}; remove it (a + does not add keys to a job); "
-                f"valid top-level keys: {', '.join(sorted(top))}"
-            )
+            fail(no_such_key(key, top))
         if head in groups and rest:
             name = rest.split(".")[0]
-            if sweep:  # the preset picks the options: a key no option of the group has is refused
+            if sweep:
                 union = any_option_keys(head)
                 if union and name not in union:
                     fail(not_a_parameter(f"{head}.{name}", f"any {head} option", union))
@@ -182,35 +190,53 @@ def any_option_keys(group: str) -> set[str]:
     return {k for name in stored(f"schema/{group}") for k in schema_keys(group, name) or ()}
 
 
-def schema_line(e: BaseException) -> str | None:
-    """The one line for a Hydra error whose cause is a key a group's schema lacks (its node's
-    type is named ``group=option`` or ``pair.drafter=name``, ``core.options.node``); None for
-    any other error."""
+MISSING_OPTION = re.compile(r"Could not find '(\w+)/([^']+)'")
+
+
+def hydra_line(e: BaseException) -> str:
+    """The one line for an error Hydra raised composing the config: an unknown group option with its
+    group's options, a key a group's schema lacks (its node's type is named ``group=option`` or
+    ``pair.drafter=name``, ``core.options.node``) with the fix and the valid keys, a top-level key
+    the config lacks (``no_such_key``); else Hydra's first line."""
+    text = str(e).strip()
+    if m := MISSING_OPTION.search(text):  # "Available options in 'tree':" then one per line
+        return unknown_option(m[1], m[2], re.findall(r"^\t(\S+)$", text, flags=re.M))
     cause = e.__cause__
     kind = getattr(cause, "object_type", None)
     key = getattr(cause, "key", None)
-    if key is None or not is_node(kind):
-        return None
-    full = str(getattr(cause, "full_key", "") or "")  # pair.draft.foo: a nested node's key
-    group = kind.__name__.partition("=")[0].partition(".")[0]
-    name = full if full.endswith(f".{key}") else f"{group}.{key}"
-    return not_a_parameter(name, kind.__name__, [f.name for f in dataclasses.fields(kind)])
+    if key is not None and is_node(kind):
+        full = str(getattr(cause, "full_key", "") or "")  # pair.draft.foo: a nested node's key
+        group = kind.__name__.partition("=")[0].partition(".")[0]
+        name = full if full.endswith(f".{key}") else f"{group}.{key}"
+        return not_a_parameter(name, kind.__name__, [f.name for f in dataclasses.fields(kind)])
+    parent = getattr(cause, "parent_node", None)
+    if key is not None and parent is not None and parent._get_parent() is None:  # the config's root
+        return no_such_key(str(key), [str(k) for k in parent])
+    line = (text.splitlines() or [type(e).__name__])[0]
+    if line.startswith("Ambiguous value"):
+        line += ": add -m to sweep over the values, or write key=[a,b] for a list"
+    return line
 
 
 PROBE_BYTES = 1 << 16  # room for Hydra's multirun.yaml (non-atomic) and a job's first files
 
 
-def probe_write(folder: str) -> OSError | None:
-    """Whether PROBE_BYTES can be written (and synced) in folder: a (nearly) full disk says so
-    here, before Hydra starts writing."""
+def check_writable(key: str, value: str, folder: str) -> None:
+    """``folder`` (``key=value``'s) must be, or be creatable as, a writable folder with room for
+    PROBE_BYTES (written and synced: a nearly full disk says so here, before Hydra starts writing)."""
+    probe = os.path.abspath(os.path.expanduser(folder))
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe) or not os.access(probe, os.W_OK | os.X_OK):
+        why = "is not a directory" if not os.path.isdir(probe) else "is not writable"
+        fail(f"{key}={value}: {probe} {why}; point {key} at a writable folder")
     try:
-        with tempfile.TemporaryFile(dir=folder) as fh:
+        with tempfile.TemporaryFile(dir=probe) as fh:
             fh.write(b"\0" * PROBE_BYTES)
             fh.flush()
             os.fsync(fh.fileno())
     except OSError as e:
-        return e
-    return None
+        fail(f"{key}={value}: {probe}: {e.strerror}; free space or point {key} at another folder")
 
 
 def check_dirs(argv) -> None:
@@ -222,17 +248,9 @@ def check_dirs(argv) -> None:
         if eq and key in given and "${" not in value:
             given[key] = value
     for key, root in given.items():
-        if root is None:
-            continue
-        probe = os.path.abspath(os.path.expanduser(root))
-        while not os.path.exists(probe):
-            probe = os.path.dirname(probe)
-        if not os.path.isdir(probe) or not os.access(probe, os.W_OK | os.X_OK):
-            why = "is not a directory" if not os.path.isdir(probe) else "is not writable"
-            fail(f"{key}={root}: {probe} {why}; point {key} at a writable folder")
-        if (e := probe_write(probe)) is not None:
-            fail(f"{key}={root}: {probe}: {e.strerror}; free space or point {key} at another folder")
-        WRITES.append(root)
+        if root is not None:
+            check_writable(key, root, root)
+            WRITES.append(root)
 
 
 def check_plugins(argv) -> None:
@@ -260,14 +278,7 @@ def check_out(path: str, key: str) -> None:
         fail(
             f"{key}={path}: is a folder; give a file path (e.g. {key}={os.path.join(path, os.path.basename(path) or 'out')}.csv)"
         )
-    probe = os.path.abspath(os.path.expanduser(os.path.dirname(path) or "."))
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    if not os.path.isdir(probe) or not os.access(probe, os.W_OK | os.X_OK):
-        fail(f"{key}={path}: {probe} {'is not writable' if os.path.isdir(probe) else 'is not a directory'}; "
-             f"point {key} at a writable folder")  # fmt: skip
-    if (e := probe_write(probe)) is not None:
-        fail(f"{key}={path}: {probe}: {e.strerror}; free space or point {key} at another folder")
+    check_writable(key, path, os.path.dirname(path) or ".")
 
 
 def run_hydra(main) -> None:
@@ -285,10 +296,7 @@ def run_hydra(main) -> None:
     except (HydraException, OmegaConfBaseException) as e:  # before OSError: a missing config is both
         if user_full:
             raise
-        line = schema_line(e) or (str(e).strip().splitlines() or [type(e).__name__])[0]
-        if line.startswith("Ambiguous value"):
-            line += ": add -m to sweep over the values, or write key=[a,b] for a list"
-        fail(line)
+        fail(hydra_line(e))
     except OSError as e:
         from ...core.atomic import os_line
 

@@ -78,7 +78,9 @@ def checked_job(overrides):
     argv.check_keys(overrides)
     try:
         job = jobspec.from_config(compose(overrides))
-    except (HydraException, OmegaConfBaseException, ValueError) as e:
+    except (HydraException, OmegaConfBaseException) as e:
+        argv.fail(argv.hydra_line(e))
+    except ValueError as e:
         argv.fail((str(e).strip().splitlines() or [type(e).__name__])[0])
     return job
 

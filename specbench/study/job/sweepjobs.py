@@ -8,13 +8,12 @@ follows (``study.job.progress``).
 * ``preset_params(preset)``: a sweep preset's ``hydra.sweeper.params`` as conf/sweep/PRESET.yaml
   declares them (read as YAML; ``tests/test_study_eta.py`` checks them against Hydra's
   composition of every plan preset).
-* ``plan_jobs(sweep)``: a plan sweep's jobs as ``scripts/sweeps.sh`` runs it.
 * ``job_dirs(jobs)``: each job's folder name under the sweep folder (``hydra.sweep.subdir``:
   ``resolvers.job_dirname`` of its overrides, conf/config.yaml's excluded keys left out).
 * ``finished(folder)``: a job folder that holds its summary or a resume marker (a job skipped
   because the same config hash finished elsewhere).
 
-Imports: yaml, hydra's override parser and basic sweeper, ``study.job.resolvers`` (and, for an annotation only, ``study.tools.plan``'s ``Sweep``).
+Imports: yaml, hydra's override parser and basic sweeper, ``study.job.resolvers``.
 """
 
 from __future__ import annotations
@@ -22,15 +21,11 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import yaml
 
 from ... import CONF_DIR
 from .resolvers import job_dirname
-
-if TYPE_CHECKING:  # the annotation only: the plan (study.tools) sits above the job
-    from ..tools.plan import Sweep
 
 DONE_FILES = ("summary.csv", "resumed.txt")  # jobfiles.RESUMED_FILE: a job skipped by its config hash
 
@@ -57,11 +52,6 @@ def task(overrides: Sequence[str]) -> list[str]:
     """The job's own overrides (Hydra's ``hydra.overrides.task``): ``hydra.*`` and ``hydra/*`` ones
     (the launcher, the sweep folder) are Hydra's and name no job folder."""
     return [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
-
-
-def plan_jobs(sweep: Sweep, extra: Sequence[str] = ()) -> list[list[str]]:
-    """The jobs of a plan sweep (``extra``: the overrides every sweep of the run gets)."""
-    return expand(preset_params(sweep.preset), task([f"sweep={sweep.preset}", *sweep.args, *extra]))
 
 
 @functools.cache

@@ -26,6 +26,7 @@ import datetime
 import os
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..job import sweepjobs
@@ -87,6 +88,13 @@ STEPS: tuple[Step | str, ...] = (  # a phase's name stands for its plan sweeps, 
     ),
 )
 SWEEP_STEP = re.compile(r"(?:^|: )sweep=(\S+)(.*)$")  # "...: part 1: sweep=reference tree=chain ..."
+
+
+def plan_jobs(sweep: plan.Sweep, extra: Sequence[str] = ()) -> list[list[str]]:
+    """The jobs of a plan sweep as ``scripts/sweeps.sh`` runs it (``extra``: the overrides every sweep
+    of the run gets), from its overrides alone (``study.job.sweepjobs``)."""
+    args = sweepjobs.task([f"sweep={sweep.preset}", *sweep.args, *extra])
+    return sweepjobs.expand(sweepjobs.preset_params(sweep.preset), args)
 
 
 def step_key(message: str) -> tuple:
@@ -156,7 +164,7 @@ def lines(phases, times: dict, out: str | None = None, extra=(), sweeps_only: bo
         if entry not in phases:
             continue
         for part, sweep in plan.runs(entry):
-            jobs = sweepjobs.plan_jobs(sweep, extra)
+            jobs = plan_jobs(sweep, extra)
             done = 0
             if out:
                 done = sweepjobs.count_finished(os.path.join(out, sweep.folder), sweepjobs.job_dirs(jobs))
