@@ -136,7 +136,9 @@ def test_the_method_states_the_slow_one_token_forward_and_what_it_explains():
     assert "t(1) = 0.300 s (7 repeats, 0.270–0.330) against 0.204 s" in text
     assert "at KV 128 and 0.300 s" in text
     assert "that is why 1 projections (p) exceed their own tokens per step (by up to 7%)" in text
-    assert "python -m specbench.study.tools.costs pair=p dtype=float32 +costs_repeats=21" in text
+    assert (
+        "python -m specbench.study.costs pair=p dtype=float32 +costs_repeats=21" in text
+    )  # the report names the pre-split path until REPORT.md is regenerated
     assert speedup.one_token(costs(draft=False).assign(seconds_min=0, seconds_max=1), speed) == ""
 
 
