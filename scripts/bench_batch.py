@@ -37,7 +37,7 @@ import torch
 from specbench.api import decode_prompts, eos_ids
 from specbench.engine.loop import continuations
 from specbench.inputs import data, models
-from specbench.study import scriptargs
+from specbench.study.job import scriptargs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GREEDY = {"name": "greedy", "temperature": 0.0, "draft_temperature": 1.0, "top_p": 1.0}

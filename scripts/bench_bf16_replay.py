@@ -34,7 +34,7 @@ from specbench.engine import replay
 from specbench.engine.loop import continuations
 from specbench.engine.verifiers import ContinuationVerifier
 from specbench.inputs import data
-from specbench.study import scriptargs
+from specbench.study.job import scriptargs
 from specbench.trees.policies import make_policy, policy_spec
 
 

@@ -29,7 +29,7 @@ from specbench import api
 from specbench.core.kv import SlotKV
 from specbench.engine.loop import continuations
 from specbench.inputs import data
-from specbench.study import scriptargs
+from specbench.study.job import scriptargs
 
 
 def timed(fn):

@@ -28,7 +28,7 @@ import time
 import pandas as pd
 
 from specbench.results.files import read_csv
-from specbench.study import scriptargs
+from specbench.study.job import scriptargs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -31,7 +31,7 @@ from tqdm import tqdm
 from specbench.api import decode_prompts
 from specbench.inputs import data
 from specbench.results.files import read_csv
-from specbench.study import scriptargs
+from specbench.study.job import scriptargs
 
 GREEDY = {"name": "greedy", "temperature": 0.0, "draft_temperature": 1.0, "top_p": 1.0}
 

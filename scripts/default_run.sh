@@ -6,9 +6,9 @@
 #   SPECBENCH_PROFILE=tiny SPECBENCH_TINY_PAIR=DRAFT_DIR:TARGET_DIR bash run_all.sh
 #                                            # every step on a tiny local pair (tests/test_run_all.py)
 # Set-up; the machine measured (dtype=auto and its rates: specbench/inputs/machine.py); the plan
-# (specbench/study/budget.py: which pairs, candidates, prompts and attention grid fit the minutes
+# (specbench/study/tools/budget.py: which pairs, candidates, prompts and attention grid fit the minutes
 # left, each step's ETA, into $OUT/plan.json); this machine's forward costs for the plan's pairs; the
-# acceptance-sample check (specbench/study/recheck.py: a fixed stratified sample of the committed
+# acceptance-sample check (specbench/study/tools/recheck.py: a fixed stratified sample of the committed
 # greedy configurations re-derived in their dtype at their committed batch, on its first batch of
 # prompts, as many as the plan fits; compared step by step: one PASS/FAIL line, acceptance_check.csv); the interleaved speed benchmark for the plan's pairs x datasets;
 # the tree-attention grid the plan sized; collect; each step's time beside its ceiling; report.
@@ -65,22 +65,22 @@ PLAN="$OUT/plan.json"
 if [ -f "$PLAN" ] && [ -z "$PLAN_ONLY" ]; then
   echo "kept the plan of an earlier run ($PLAN: rm it to plan again)"
 else
-  $PY -m specbench.study.budget plan --machine "$OUT/machine.json" --minutes "$MINUTES" \
+  $PY -m specbench.study.tools.budget plan --machine "$OUT/machine.json" --minutes "$MINUTES" \
     --spent $(( $(date +%s) - START )) --profile "$PROFILE" --results "$RESULTS" "${DTYPE_ARG[@]}" --out "$PLAN"
 fi
 [ -n "$PLAN_ONLY" ] && exit 0
-get() { $PY -m specbench.study.budget get "$PLAN" "$1"; }
+get() { $PY -m specbench.study.tools.budget get "$PLAN" "$1"; }
 DTYPE=$(get dtype)
 
 step "forward costs of the plan's pairs on this machine (costs.csv)"
 if [ "$PROFILE" = tiny ]; then COSTS_PAIRS=(); else COSTS_PAIRS=("+costs_pairs=$(get costs_pairs)"); fi
-once costs $PY -m specbench.study.costs "${PAIR[@]}" dtype="$DTYPE" "+costs_repeats=$(get costs_repeats)" \
+once costs $PY -m specbench.study.tools.costs "${PAIR[@]}" dtype="$DTYPE" "+costs_repeats=$(get costs_repeats)" \
   "${COSTS_PAIRS[@]}" "+costs_dtypes=[$DTYPE]" "+costs_kv_lens=$(get kv_lens)" "+results_dir=$RESULTS" \
   hydra.run.dir="$OUT/costs"
 
 step "the acceptance-sample check: committed configurations re-derived (acceptance_check.csv)"
 if [ ! -f "$OUT/recheck_jobs.txt" ]; then  # the plan's configurations, each on its committed first batch
-  $PY -m specbench.study.recheck jobs --results "$RESULTS" --only "$(get recheck_configs)" \
+  $PY -m specbench.study.tools.recheck jobs --results "$RESULTS" --only "$(get recheck_configs)" \
     --cache "$OUT/replay_cache" --pair-overrides "${PAIR[*]}" > "$OUT/recheck_jobs.tmp" \
     && mv "$OUT/recheck_jobs.tmp" "$OUT/recheck_jobs.txt"
 fi
@@ -90,7 +90,7 @@ while read -r job; do
   # shellcheck disable=SC2086  # one job's overrides, word-split on purpose
   once "recheck_$i" $PY -m specbench.run $job out_root="$OUT/recheck" hydra.run.dir="$OUT/recheck/$i" < /dev/null
 done < "$OUT/recheck_jobs.txt"
-once recheck_compare $PY -m specbench.study.recheck compare --results "$RESULTS" --runs "$OUT/recheck" \
+once recheck_compare $PY -m specbench.study.tools.recheck compare --results "$RESULTS" --runs "$OUT/recheck" \
   --out "$RESULTS/acceptance_check.csv"
 
 step "the speed benchmark: the plan's candidates, interleaved with plain decoding (speed.csv)"
@@ -99,7 +99,7 @@ while IFS=$'\t' read -r pair ds n tok cands after; do
   # it takes no prompt it cannot end before the budget's end less the steps after it (the plan's after_s)
   UNTIL=$(awk -v s="$START" -v m="$MINUTES" -v a="$after" 'BEGIN { printf "%d", s + m * 60 - a }')
   if [ "$PROFILE" = tiny ]; then P=("${PAIR[@]}"); else P=("pair=$pair"); fi
-  once "speed_${pair}_${ds}" $PY -m specbench.study.speed "${P[@]}" dataset="$ds" dataset.limit="$n" \
+  once "speed_${pair}_${ds}" $PY -m specbench.study.tools.speed "${P[@]}" dataset="$ds" dataset.limit="$n" \
     max_new_tokens="$tok" dtype="$DTYPE" batch_size=1 "+speed_candidates=$cands" +speed_rounds=1 "+speed_until=$UNTIL" \
     "+results_dir=$RESULTS" hydra.run.dir="$OUT/speed/${pair}_${ds}" < /dev/null
 done <<< "$(get speed)"
@@ -115,10 +115,10 @@ fi
 step "collect and the run's record (default_run.json)"
 mkdir -p "$OUT/jobs"   # nothing new to merge: the steps above wrote their own files; committed rows are kept
 once collect $PY -m specbench.collect "$OUT/jobs" --out "$RESULTS"
-once record $PY -m specbench.study.budget record "$PLAN" --check "$RESULTS/acceptance_check.csv" \
+once record $PY -m specbench.study.tools.budget record "$PLAN" --check "$RESULTS/acceptance_check.csv" \
   --out "$RESULTS/default_run.json"
 step "each step's ceiling (run_times.csv), report"
-once ceiling $PY -m specbench.study.ceiling --times "$TIMES" --forwards "$SPECBENCH_FORWARDS" \
+once ceiling $PY -m specbench.study.tools.ceiling --times "$TIMES" --forwards "$SPECBENCH_FORWARDS" \
   --costs "$RESULTS/costs.csv" --out "$RESULTS/run_times.csv"
 once report $PY -m specbench.report --results "$RESULTS" --out "$REPORT"
 step "done in $(( $(date +%s) - START ))s: see $REPORT"

@@ -17,7 +17,7 @@ PHASES=hour${SPECBENCH_EXTENDED:+,extended}${SPECBENCH_POWER90:+,power90}
 print_plan() {  # each step, its jobs and its expected time from the recorded run times, and the total
   [ -n "${PLANNED:-}" ] && return
   PLANNED=1
-  $PY -m specbench.study.eta --phases "$PHASES" --times results/run_times.csv --out "$OUT"
+  $PY -m specbench.study.tools.eta --phases "$PHASES" --times results/run_times.csv --out "$OUT"
 }
 # before anything runs where the environment is set up; on a fresh clone right after set-up
 if [ -x "$PY" ]; then print_plan; fi
@@ -29,7 +29,7 @@ print_plan
 step "forward costs per pair (bf16, the study's dtype) and the environment (results/costs.csv, results/environment.json)"
 # one process: a model shared by pairs (the 1.5B target) is measured once
 # 7 repeats of every forward shape, interleaved across shapes, at KV lengths 128 and 512
-once costs $PY -m specbench.study.costs pair=qwen_coder +costs_repeats=7 \
+once costs $PY -m specbench.study.tools.costs pair=qwen_coder +costs_repeats=7 \
   '+costs_pairs=[ngram_qwen,merged_qwen,smollm_qwen,gemma_qwen,qwen_skip,qwen_coder,smollm_qwen05,gemma_qwen05,ngram_qwen05,qwen05_skip]' \
   '+costs_dtypes=[bfloat16]' hydra.run.dir="$OUT/costs"
 
@@ -37,7 +37,7 @@ step "Sequoia acceptance vectors (results/acceptance_vector.csv) on each dataset
 # disjoint from the scored first ones; bf16 (the study's dtype by measurement, docs/engines.md),
 # the prompts' continuations in batches of 4
 calibrate() {  # calibrate PAIR DATASET
-  once "calibrate_$1_$2" $PY -m specbench.study.calibrate pair=$1 verify=greedy dtype=bfloat16 dataset=$2 \
+  once "calibrate_$1_$2" $PY -m specbench.study.tools.calibrate pair=$1 verify=greedy dtype=bfloat16 dataset=$2 \
     dataset.limit=16 max_new_tokens=64 batch_size=4 out_root="$OUT"
 }
 for ds in humaneval stdlib_code mt_bench; do calibrate qwen_coder $ds; done
@@ -57,7 +57,7 @@ plan_runs hour "$@"
 # The speed answer (#34): the cost model checked against live timing at batch 1 on this machine, with
 # the costs measured above. A projection of the study so far (its own collect and report under
 # $OUT/projected) picks, per pair and dataset, each static shape at its projected best budget and the
-# overall top three (specbench.study.validate); each runs live beside plain decoding on the same prompts.
+# overall top three (specbench.study.tools.validate); each runs live beside plain decoding on the same prompts.
 step "study: projection of the replayed grids (\$OUT/projected/speedup.csv)"
 rm -rf "$OUT/projected"; mkdir -p "$OUT/projected"; cp -r results/. "$OUT/projected/"   # committed + this run's
 $PY -m specbench.collect "$OUT" --out "$OUT/projected"
@@ -67,12 +67,12 @@ step "study: live check of the projection at batch 1 (sweep=reference_validate: 
 # n-gram drafters' and the second target's four pairs' on HumanEval (and their top 1); each job is
 # skipped once done (resumable)
 if [ ! -f "$OUT/validate_jobs.txt" ]; then
-  { $PY -m specbench.study.validate --speedup "$OUT/projected/speedup.csv" --pairs qwen_coder \
+  { $PY -m specbench.study.tools.validate --speedup "$OUT/projected/speedup.csv" --pairs qwen_coder \
       --datasets humaneval,mt_bench --top 2
-    $PY -m specbench.study.validate --speedup "$OUT/projected/speedup.csv" --pairs smollm_qwen,ngram_qwen \
+    $PY -m specbench.study.tools.validate --speedup "$OUT/projected/speedup.csv" --pairs smollm_qwen,ngram_qwen \
       --datasets humaneval --top 1
     # the second target's pairs (#34 item 8): each shape at its projected best and the top 1, HumanEval
-    $PY -m specbench.study.validate --speedup "$OUT/projected/speedup.csv" \
+    $PY -m specbench.study.tools.validate --speedup "$OUT/projected/speedup.csv" \
       --pairs smollm_qwen05,gemma_qwen05,ngram_qwen05,qwen05_skip --datasets humaneval --top 1
   } > "$OUT/validate_jobs.tmp" && mv "$OUT/validate_jobs.tmp" "$OUT/validate_jobs.txt"
 fi
@@ -88,13 +88,13 @@ done < "$OUT/validate_jobs.txt"
 # cross-vocabulary smollm_qwen) and B = 1, 2, 4, 8, 16 one interleaved benchmark of plain decoding, its A/A
 # copy, the batch-1 answer's tree (the benchmark's, else the projected top; twinned), chain N = 1, 2, 3, 4, 6
 # and one binary tree on HumanEval, 16 prompts x 64 tokens (32 at B = 16), appended to results/speed.csv
-# (specbench.study.plan schedule lists them); each benchmark is skipped once done (resumable)
-step "study: the batch-size schedule, interleaved (specbench.study.speed +speed_candidates=schedule per pair and batch size)"
+# (specbench.study.tools.plan schedule lists them); each benchmark is skipped once done (resumable)
+step "study: the batch-size schedule, interleaved (specbench.study.tools.speed +speed_candidates=schedule per pair and batch size)"
 while IFS=$'\t' read -r mark pair ds b n tok; do
-  once "$mark" $PY -m specbench.study.speed pair="$pair" dataset="$ds" dataset.limit="$n" max_new_tokens="$tok" \
+  once "$mark" $PY -m specbench.study.tools.speed pair="$pair" dataset="$ds" dataset.limit="$n" max_new_tokens="$tok" \
     dtype=bfloat16 batch_size="$b" +speed_candidates=schedule +speed_rounds=1 +results_dir=results \
     hydra.run.dir="$OUT/schedule/$mark" < /dev/null
-done <<< "$($PY -m specbench.study.plan schedule)"
+done <<< "$($PY -m specbench.study.tools.plan schedule)"
 
 # outside the hour (SPECBENCH_EXTENDED=1 bash run_all.sh), the floors left out, in the same order, and
 # the lossless check at 1200 draws; SPECBENCH_POWER90=1 adds the check at 90% power (--draws auto, about 80 min)
@@ -108,11 +108,11 @@ if [ -n "${SPECBENCH_EXTENDED:-}" ]; then
   # T = 0.3 / 0.7 (3e, 3f), live speed at batch 1 (4b): the plan's extended sweeps
   plan_runs extended "$@"
   step "extended: losslessness on the real pair: first emitted token of each lossless sampling mode vs the target, modes that draft alike on the same trees (results/lossless_check.csv)"
-  once lossless_grouped $PY -m specbench.study.lossless --draws 1200 pair=qwen_coder dataset=humaneval \
+  once lossless_grouped $PY -m specbench.study.tools.lossless --draws 1200 pair=qwen_coder dataset=humaneval \
     dataset.limit=1 dtype=bfloat16
   if [ -n "${SPECBENCH_POWER90:-}" ]; then  # about 80 min more: its own opt-in
     step "extended: losslessness at 90% power against a first-token TV of 0.02 (--draws auto)"
-    once lossless_power90 $PY -m specbench.study.lossless --draws auto pair=qwen_coder dataset=humaneval \
+    once lossless_power90 $PY -m specbench.study.tools.lossless --draws auto pair=qwen_coder dataset=humaneval \
       dataset.limit=1 dtype=bfloat16
   fi
   TAG=""
@@ -132,8 +132,8 @@ step "collect, the logit margin at each greedy divergence (results/divergence_ma
 # holds only part of the study (no SPECBENCH_EXTENDED) keeps the committed rows of the other parts
 $PY -m specbench.collect "$OUT" --out results
 # each step's wall time beside its compute ceiling (its forwards' tokens at each model's measured rate)
-$PY -m specbench.study.ceiling --times "$TIMES" --forwards "$SPECBENCH_FORWARDS" --costs results/costs.csv \
+$PY -m specbench.study.tools.ceiling --times "$TIMES" --forwards "$SPECBENCH_FORWARDS" --costs results/costs.csv \
   --out results/run_times.csv
-$PY -m specbench.study.margins --results results || echo "[run_all] margins failed (see above): REPORT.md says so" >&2
+$PY -m specbench.study.tools.margins --results results || echo "[run_all] margins failed (see above): REPORT.md says so" >&2
 $PY -m specbench.report
 step "done in $(( $(date +%s) - START ))s: see REPORT.md"

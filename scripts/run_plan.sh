@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One phase of the study plan alone, end to end: its sweeps (specbench/study/plan.py), each through the
+# One phase of the study plan alone, end to end: its sweeps (specbench/study/tools/plan.py), each through the
 # launcher of SPECBENCH_LAUNCHER (joblib | slurm, scripts/sweeps.sh) with one progress bar, then collect
 # into $OUT/results (SPECBENCH_OUT, default outputs/reference). OVERRIDES go to every sweep.
 #   bash scripts/run_plan.sh PHASE [OVERRIDES...]            # PHASE: hour, extended or tiny
@@ -22,7 +22,7 @@ case "$phase" in
   *) echo "specbench: error: PHASE=$phase: no such phase of the plan; use hour, extended or tiny" >&2; exit 2 ;;
 esac
 source scripts/steps.sh
-$PY -m specbench.study.eta --phases "$phase" --sweeps --out "$OUT" "$@"
+$PY -m specbench.study.tools.eta --phases "$phase" --sweeps --out "$OUT" "$@"
 plan_runs "$phase" "$@"
 step "collect ($OUT/results)"
 $PY -m specbench.collect "$OUT" --out "$OUT/results"

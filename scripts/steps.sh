@@ -4,11 +4,11 @@ START=$(date +%s)
 OUT=${SPECBENCH_OUT:-outputs/reference}
 mkdir -p "$OUT"
 TIMES="$OUT/step_times.csv"   # each step's wall time, every run (a resumed run appends), with its ceiling
-[ -f "$TIMES" ] || echo "run,step,seconds" > "$TIMES"    # in results/run_times.csv (study.ceiling)
+[ -f "$TIMES" ] || echo "run,step,seconds" > "$TIMES"    # in results/run_times.csv (study.tools.ceiling)
 STEP=""; STEP_T=$START
 # every model's forwards and tokens, per step (specbench/core/forwards.py): each step's compute ceiling
 SPECBENCH_FORWARDS="$(cd "$OUT" && pwd)/forwards.csv"
-[ -f "$SPECBENCH_FORWARDS" ] || echo "run,step,model,forwards,tokens" > "$SPECBENCH_FORWARDS"  # study.ceiling refuses none
+[ -f "$SPECBENCH_FORWARDS" ] || echo "run,step,model,forwards,tokens" > "$SPECBENCH_FORWARDS"  # study.tools.ceiling refuses none
 export SPECBENCH_FORWARDS SPECBENCH_RUN=$START SPECBENCH_STEP=""
 step() {  # step MESSAGE: ends the previous step (its wall time to $TIMES), starts the next
   local now; now=$(date +%s)

@@ -33,12 +33,12 @@ launcher_only() {  # launcher_only ARGS...: the study's own arguments may only s
   done
 }
 
-plan_runs() {  # plan_runs PHASE [OVERRIDES...]: every sweep of the study plan's PHASE (specbench/study/plan.py),
-  # in its order, through the launcher above, each with one progress bar (study.progress); OVERRIDES go to
+plan_runs() {  # plan_runs PHASE [OVERRIDES...]: every sweep of the study plan's PHASE (specbench/study/tools/plan.py),
+  # in its order, through the launcher above, each with one progress bar (study.job.progress); OVERRIDES go to
   # every sweep. Resumable: a finished job (same config hash) is skipped.
   local runs part folder preset r phase=$1
   shift
-  runs=$($PY -m specbench.study.plan runs --phase "$phase")   # one line per sweep: part, folder, preset, overrides
+  runs=$($PY -m specbench.study.tools.plan runs --phase "$phase")   # one line per sweep: part, folder, preset, overrides
   while IFS=$'\t' read -r -a r; do
     part=${r[0]}; folder=${r[1]}; preset=${r[2]}
     step "${TAG:-}study: part $part: sweep=$preset ${r[*]:3}"

@@ -18,8 +18,8 @@ import sys
 import tempfile
 
 from specbench.engine import loop
-from specbench.study.launch import compose
-from specbench.study.run import run_job
+from specbench.study.job.launch import compose
+from specbench.study.job.run import run_job
 
 TREES = (("chain", 1), ("binary", 16))
 BASE = ["pair=qwen_coder", "dataset=humaneval", "dataset.limit=1", "max_new_tokens=48", "engine=live"]

@@ -9,7 +9,7 @@ one loop, without wiring drafter, verifier and policy by hand.
 
 Live engine only (wall-clock figures); the study job (``specbench.run``) adds replay and
 caching.  Built like a study job, from typed specs through the job context
-(``specbench.study.context.DecodePlan``): a bad tree or verify key is a one-line
+(``specbench.study.job.context.DecodePlan``): a bad tree or verify key is a one-line
 ``ConfigError`` naming it.
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from .engine.records import PromptResult
 from .inputs.models import eos_ids
-from .study.context import DecodePlan
-from .study.jobspec import tree_spec, verify_spec
+from .study.job.context import DecodePlan
+from .study.job.jobspec import tree_spec, verify_spec
 
 __all__ = ["decode_prompts", "eos_ids", "plan"]
 

@@ -1,7 +1,7 @@
 """`python -m specbench.collect`: the command-line entry point kept at this path
-(the code is specbench.study.collect)."""
+(the code is specbench.study.job.collect)."""
 
-from specbench.study.collect import main
+from specbench.study.job.collect import main
 
 if __name__ == "__main__":
     main()

@@ -1,9 +1,9 @@
 """`python -m specbench.export`: the command-line entry point kept at this path
-(the code is specbench.study.export); ``--help`` / ``-h`` prints its usage."""
+(the code is specbench.study.serving.export); ``--help`` / ``-h`` prints its usage."""
 
 import sys
 
-from specbench.study import export
+from specbench.study.serving import export
 
 
 def cli(argv: list[str]) -> None:

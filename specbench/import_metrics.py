@@ -1,7 +1,7 @@
 """`python -m specbench.import_metrics`: the command-line entry point kept at this path
-(the code is specbench.study.import_metrics)."""
+(the code is specbench.study.serving.import_metrics)."""
 
-from specbench.study.import_metrics import main
+from specbench.study.serving.import_metrics import main
 
 if __name__ == "__main__":
     main()

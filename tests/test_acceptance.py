@@ -1,4 +1,4 @@
-"""results/acceptance_matrix.csv and results/gap_to_optimum.csv (results.acceptance, study.optimum), and
+"""results/acceptance_matrix.csv and results/gap_to_optimum.csv (results.acceptance, study.job.optimum), and
 the identity mean accepted per step = sum over nodes of P(node accepted)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 
 from specbench.results.acceptance import identity_gap
 from specbench.results.files import STEPS_FILE, read_csv
-from specbench.study.optimum import gap_to_optimum
+from specbench.study.job.optimum import gap_to_optimum
 from specbench.trees.sequoia import expected_accepted, optimal_paths
 from specbench.verify import distshift
 from specbench.verify.modes import get_mode

@@ -92,11 +92,11 @@ def test_sequoia_shape_reads_the_calibrated_csv(tmp_path):
         calib_temperature=0.0,
     )
     assert paths == optimal_paths([0.7, 0.1], 6, 4)
-    with pytest.raises(FileNotFoundError, match="python -m specbench.study.calibrate"):
+    with pytest.raises(FileNotFoundError, match="python -m specbench.study.tools.calibrate"):
         shape_paths("sequoia", 6, vector=str(csv), calib_pair_id="a")  # a name is not a pair_id
     with pytest.raises(ValueError, match="calib_pair_id=auto"):
         shape_paths("sequoia", 6, vector=str(csv), calib_pair_id="auto")
-    with pytest.raises(FileNotFoundError, match="python -m specbench.study.calibrate"):
+    with pytest.raises(FileNotFoundError, match="python -m specbench.study.tools.calibrate"):
         make_policy("sequoia", 6, {"vector": str(tmp_path / "none.csv")})
 
 
@@ -304,11 +304,11 @@ def test_greedy_is_token_identical_to_plain_greedy(tiny_draft, tiny_target, tiny
 def test_calibrate_writes_a_vector_the_sequoia_shape_reads(tiny_draft, tiny_target, tiny_tokenizer, tmp_path, verify):
     from specbench.inputs.data import Prompt
     from specbench.inputs.models import Pair
-    from specbench.study.calibrate import measure, write_vector
+    from specbench.study.tools.calibrate import measure, write_vector
 
     vcfg = {"name": verify}  # the option verify=<name>: the mode's defaults (its schema, core.options)
-    from specbench.study.identity import Identity
-    from specbench.study.jobspec import from_config
+    from specbench.study.job.identity import Identity
+    from specbench.study.job.jobspec import from_config
 
     job = from_config(
         {

@@ -1,6 +1,6 @@
 """Issue 55: every input file checked where it is read (``core.readers``), every value range before
 any model loads, every command's --help.  A refusal is one line naming the key or file and the fix,
-exit 2, nothing written; study.ceiling's cases are in test_ceiling.py, the locks' in test_collect.py."""
+exit 2, nothing written; study.tools.ceiling's cases are in test_ceiling.py, the locks' in test_collect.py."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def tmp_names(folder) -> list[str]:
 
 
 # --------------------------------------------------------------------------
-# study.costs +costs_merge=
+# study.tools.costs +costs_merge=
 # --------------------------------------------------------------------------
 MERGE = {  # case -> (the file merged: text, bytes or None for missing; what its one line names)
     "seconds abc": (HEADER + ROW.format(device="cuda", seconds="abc"), "line 2: seconds='abc'"),
@@ -58,7 +58,9 @@ def test_costs_merge_refuses_a_bad_file_in_one_line_and_keeps_costs_csv(tmp_path
         src.write_bytes(text)
     elif text is not None:
         src.write_text(text)
-    r = specbench("specbench.study.costs", f"+costs_merge={src}", f"+results_dir={res}", f"hydra.run.dir={tmp_path}/r")
+    r = specbench(
+        "specbench.study.tools.costs", f"+costs_merge={src}", f"+results_dir={res}", f"hydra.run.dir={tmp_path}/r"
+    )
     line = one_line(r)
     assert f"costs_merge={src}" in line and needle in line, line
     assert (res / "costs.csv").read_bytes() == before and not tmp_names(res)
@@ -70,7 +72,9 @@ def test_costs_merge_into_a_cut_costs_csv_is_refused(tmp_path):
     (res / "costs.csv").write_text(HEADER + "target,p,bfloat16,cpu,128,1,0.2,0.2 0.")
     src.write_text(GPU)
     before = (res / "costs.csv").read_bytes()
-    r = specbench("specbench.study.costs", f"+costs_merge={src}", f"+results_dir={res}", f"hydra.run.dir={tmp_path}/r")
+    r = specbench(
+        "specbench.study.tools.costs", f"+costs_merge={src}", f"+results_dir={res}", f"hydra.run.dir={tmp_path}/r"
+    )
     line = one_line(r)
     assert str(res / "costs.csv") in line and "truncated" in line and "git checkout" in line, line
     assert (res / "costs.csv").read_bytes() == before
@@ -81,18 +85,20 @@ def test_costs_merge_of_good_rows_still_merges(tmp_path):
     res.mkdir()
     (res / "costs.csv").write_text(HEADER + ROW.format(device="cpu", seconds="0.2"))
     src.write_text(GPU)
-    r = specbench("specbench.study.costs", f"+costs_merge={src}", f"+results_dir={res}", f"hydra.run.dir={tmp_path}/r")
+    r = specbench(
+        "specbench.study.tools.costs", f"+costs_merge={src}", f"+results_dir={res}", f"hydra.run.dir={tmp_path}/r"
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert sorted(pd.read_csv(res / "costs.csv").device) == ["cpu", "cuda"]
 
 
 # --------------------------------------------------------------------------
-# study.costs: KV lengths past the models' positions (read from their configs)
+# study.tools.costs: KV lengths past the models' positions (read from their configs)
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("kv", ["1000", "100000"])
 def test_costs_kv_lens_past_the_models_positions_is_one_line_before_any_load(tiny_pair_dirs, tmp_path, kv):
     r = specbench(
-        "specbench.study.costs",
+        "specbench.study.tools.costs",
         *tiny_pair_overrides(tiny_pair_dirs),
         f"+costs_kv_lens=[128,{kv}]",
         f"+results_dir={tmp_path / 'res'}",
@@ -105,7 +111,7 @@ def test_costs_kv_lens_past_the_models_positions_is_one_line_before_any_load(tin
 
 
 # --------------------------------------------------------------------------
-# study.validate: speedup.csv
+# study.tools.validate: speedup.csv
 # --------------------------------------------------------------------------
 SPEEDUP_HEAD = "pair,dataset,engine,verify,temperature,tree,budget,projected,max_new_tokens\n"
 SPEEDUP_ROW = "p,d,replay,greedy,0,chain,2,1.3,128\n"
@@ -122,7 +128,7 @@ SPEEDUP = {
 
 @pytest.mark.parametrize("case", sorted(SPEEDUP))
 def test_validate_refuses_a_bad_speedup_csv_in_one_line(tmp_path, case):
-    from specbench.study.validate import main
+    from specbench.study.tools.validate import main
 
     text, needle = SPEEDUP[case]
     path = tmp_path / "speedup.csv"
@@ -139,7 +145,7 @@ def test_validate_refuses_a_bad_speedup_csv_in_one_line(tmp_path, case):
 
 
 def test_validate_reads_a_good_speedup_csv(tmp_path):
-    from specbench.study.validate import main
+    from specbench.study.tools.validate import main
 
     (tmp_path / "speedup.csv").write_text(SPEEDUP_HEAD + SPEEDUP_ROW)
     out = io.StringIO()
@@ -205,14 +211,14 @@ COMMANDS = [
     "specbench.import_metrics",
     "specbench.attention_bench",
     "specbench.inputs.embedded",
-    "specbench.study.calibrate",
-    "specbench.study.ceiling",
-    "specbench.study.costs",
-    "specbench.study.lossless",
-    "specbench.study.margins",
-    "specbench.study.plan",
-    "specbench.study.speed",
-    "specbench.study.validate",
+    "specbench.study.tools.calibrate",
+    "specbench.study.tools.ceiling",
+    "specbench.study.tools.costs",
+    "specbench.study.tools.lossless",
+    "specbench.study.tools.margins",
+    "specbench.study.tools.plan",
+    "specbench.study.tools.speed",
+    "specbench.study.tools.validate",
 ]
 
 

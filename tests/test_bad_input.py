@@ -123,7 +123,7 @@ CASES = {
         False,
     ),
     "whitespace-only prompt": (["dataset=jsonl", "dataset.path={blank}"], "prompt 'ws' has empty text", False),
-    # issue 25: a plugins module that cannot be imported (study/plugins.py)
+    # issue 25: a plugins module that cannot be imported (study/job/plugins.py)
     "plugin module not importable": (
         ["plugins=[no_such_plugin]"],
         "plugins=[no_such_plugin]: cannot import "

@@ -319,8 +319,8 @@ def test_study_jobs_batched_live_and_replay_equal_batch1(
 ):
     """The job context's decode: live at batch 3, and replay (rank or drafted) with batched or
     exact (batch-1) continuations, give batch-1 live's tokens and records."""
-    from specbench.study.context import context
-    from specbench.study.jobspec import from_config
+    from specbench.study.job.context import context
+    from specbench.study.job.jobspec import from_config
 
     pair = SimpleNamespace(target=tiny_target, draft=tiny_draft, tokenizer=tiny_tokenizer, name="tiny")
     ident = SimpleNamespace(target="t", draft="d")

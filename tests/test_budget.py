@@ -1,4 +1,4 @@
-"""The default run's plan (study.budget) on hand-made machine rates: more minutes never cover less,
+"""The default run's plan (study.tools.budget) on hand-made machine rates: more minutes never cover less,
 nothing planned exceeds the budget, a slower machine covers less; the shell's view of a plan."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from specbench.study import budget
+from specbench.study.tools import budget
 
 FAST = {"bfloat16": {"1": 13.0, "64": 80.0}, "float32": {"1": 2.3, "64": 24.0}}  # AVX-512 BF16
 AVX2 = {"bfloat16": {"1": 0.5, "64": 0.9}, "float32": {"1": 8.0, "64": 60.0}}  # bf16 emulated
@@ -149,7 +149,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, key):
     (tmp_path / "m.json").write_text(json.dumps({"machine": "x", "dtype": "bfloat16", "rates_gflops": FAST}))
     (tmp_path / "p0.json").write_text(json.dumps({**plan(45), "machine": {}}))
     r = subprocess.run(
-        [sys.executable, "-m", "specbench.study.budget", *args, "--results", str(tmp_path)][
+        [sys.executable, "-m", "specbench.study.tools.budget", *args, "--results", str(tmp_path)][
             : len(args) + 3 + 2 * (args[0] == "plan")
         ],
         cwd=ROOT,

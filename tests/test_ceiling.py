@@ -1,5 +1,5 @@
 """Each run_all.sh step beside its compute ceiling (#35): the forward counts (core.forwards), the
-ceiling they give (study.ceiling) and the report's run-time table that reads them."""
+ceiling they give (study.tools.ceiling) and the report's run-time table that reads them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 from specbench.core import forwards
 from specbench.drafting.layerskip import layer_view
 from specbench.report.runtimes import run_times
-from specbench.study.ceiling import ceilings, main
+from specbench.study.tools.ceiling import ceilings, main
 from test_hydra import ROOT, job_args
 
 

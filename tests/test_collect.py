@@ -9,8 +9,8 @@ import pytest
 from mounts import ro_mount, tiny_tmpfs  # noqa: F401  (fixtures)
 from specbench.results.columns import DESCRIBED
 from specbench.results.files import OUTPUTS_FILE, STEPS_FILE, read_csv
-from specbench.study.collect import CollectError, frames, merge, newest, scan
-from specbench.study.collect import main as collect_main
+from specbench.study.job.collect import CollectError, frames, merge, newest, scan
+from specbench.study.job.collect import main as collect_main
 
 
 def test_float_looking_hashes_survive_collect(tmp_path):
@@ -295,7 +295,7 @@ def test_collect_onto_a_full_disk_replaces_none_of_its_outputs(tmp_path, tiny_tm
 
 
 def test_rows_from_before_the_described_columns_get_them_from_the_registries_by_name(tmp_path):
-    """study.describe: a job folder's older summary (its drafter in config.yaml) and rows kept in --out
+    """study.job.describe: a job folder's older summary (its drafter in config.yaml) and rows kept in --out
     (their pair's preset names the drafter) are described on collect; a name no registry knows is left
     empty, and the config hashes stay as they were."""
     d = fake_job(tmp_path / "jobs", "old")

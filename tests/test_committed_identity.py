@@ -26,7 +26,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from specbench import CONF_DIR
-from specbench.study import identity, jobspec
+from specbench.study.job import identity, jobspec
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "committed_identity.json"

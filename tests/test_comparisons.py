@@ -10,7 +10,7 @@ import pytest
 
 from specbench.report import analysis, compare, fixed, fixed_page, tables
 from specbench.results.files import read_csv
-from specbench.study.describe import mode_columns
+from specbench.study.job.describe import mode_columns
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUP = dict(pair="p", dataset="humaneval", dtype="bfloat16", max_new_tokens=64, engine="live", temperature=1.0)

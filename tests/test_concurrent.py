@@ -11,8 +11,8 @@ import time
 import pandas as pd
 
 from specbench.results.files import STEPS_FILE, read_csv
-from specbench.study.collect import main as collect_main
-from specbench.study.collect import scan
+from specbench.study.job.collect import main as collect_main
+from specbench.study.job.collect import scan
 from test_resume import ROOT, RUN, TIMING, env, run, sweep_cmd
 
 A = ["tree=chain,binary", "tree.budget=2"]

@@ -105,8 +105,8 @@ def test_a_differing_default_fails(tmp_path):
 def test_hydra_refuses_a_key_the_schema_lacks_in_one_line(capsys):
     """Past the command-line check (a compose from code, a sweep preset), Hydra's structured config
     refuses the key; ``run_hydra`` names it, its closest valid key and the valid keys."""
-    from specbench.study.argv import run_hydra
-    from specbench.study.launch import compose as compose_study
+    from specbench.study.job.argv import run_hydra
+    from specbench.study.job.launch import compose as compose_study
 
     with pytest.raises(SystemExit) as e:
         run_hydra(lambda: compose_study(["tree=kary", "tree.widht=3"]))
@@ -172,8 +172,8 @@ PAIR_LINE = (
 def test_a_dataset_or_pair_key_its_schema_lacks_is_one_line_with_or_without_plus(overrides, line, capsys):
     """Without ``+``: Hydra's closed schema (``run_hydra``); with ``+``: the command-line check
     before Hydra starts (``argv.check_keys``) and, past it, every job's config (``jobspec``)."""
-    from specbench.study import argv, jobspec
-    from specbench.study.launch import compose as compose_study
+    from specbench.study.job import argv, jobspec
+    from specbench.study.job.launch import compose as compose_study
 
     assert refused(lambda: argv.run_hydra(lambda: compose_study(overrides)), capsys) == line
     plus = [*overrides[:-1], "+" + overrides[-1]]
@@ -186,7 +186,7 @@ def test_a_dataset_or_pair_key_its_schema_lacks_is_one_line_with_or_without_plus
 def test_under_a_sweep_preset_a_key_no_option_of_its_group_has_is_refused_before_any_job(capsys):
     """A preset picks the options, so the command line checks a group key against all of them:
     a key none has is one line before Hydra starts, one some option has is left to that job."""
-    from specbench.study import argv
+    from specbench.study.job import argv
 
     line = refused(lambda: argv.check_keys(["-m", "sweep=reference", "+dataset.limt=3"]), capsys)
     assert line.startswith("dataset.limt: not a parameter of any dataset option (did you mean limit?)")
@@ -196,7 +196,7 @@ def test_under_a_sweep_preset_a_key_no_option_of_its_group_has_is_refused_before
 def test_a_pair_file_that_extends_no_schema_has_its_model_specs_checked():
     """A plugin's pair file that does not extend ``/schema/pair/<drafter>`` composes as a plain
     mapping: its keys are still its drafter's, and its draft and target are model specs."""
-    from specbench.study.schema import unknown_key
+    from specbench.study.job.schema import unknown_key
 
     pair = {"name": "p", "drafter": "model", "chat_template": False, "draft": None}
     good = OmegaConf.create(dict(pair, target={"source": "local", "path": "/m"}))

@@ -1,6 +1,6 @@
 """One job context (issue 25): the study commands (run, calibrate, lossless, costs, margins) and the
 public API build prompts, pair, drafter, verifier, policy and decoding through
-``specbench/study/context.py``, and the top-level defaults are written once, in conf/config.yaml."""
+``specbench/study/job/context.py``, and the top-level defaults are written once, in conf/config.yaml."""
 
 import ast
 import dataclasses
@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specbench.study import jobspec
-from specbench.study.context import DecodePlan, context
+from specbench.study.job import jobspec
+from specbench.study.job.context import DecodePlan, context
 
 ROOT = Path(__file__).resolve().parents[1]
 USERS = [
-    "specbench/study/run.py",
-    "specbench/study/calibrate.py",
-    "specbench/study/lossless.py",
-    "specbench/study/lossless_check.py",
-    "specbench/study/costs.py",
-    "specbench/study/margins.py",
+    "specbench/study/job/run.py",
+    "specbench/study/tools/calibrate.py",
+    "specbench/study/tools/lossless.py",
+    "specbench/study/tools/lossless_check.py",
+    "specbench/study/tools/costs.py",
+    "specbench/study/tools/margins.py",
     "specbench/api.py",
 ]
 # building an engine part or an input by hand: what only the context does
@@ -122,7 +122,7 @@ def test_the_api_builds_typed_specs_and_refuses_a_bad_key_in_one_line():
 
 
 def test_costs_read_their_keys_from_the_job_spec():
-    from specbench.study.costs import settings
+    from specbench.study.tools.costs import settings
 
     base = job(
         tree={"name": "none", "budget": 0},

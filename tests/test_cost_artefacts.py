@@ -50,7 +50,7 @@ def test_a_cost_aware_sequoia_is_labelled_and_deduplicated_by_the_tree_it_built(
 
 
 def test_validate_never_picks_a_cost_aware_or_derived_row():
-    from specbench.study.validate import picks, speed_picks
+    from specbench.study.tools.validate import picks, speed_picks
 
     base = dict(pair="p", dataset="d", engine="replay", verify="greedy", temperature=0, max_new_tokens=128)
     rows = [
@@ -108,7 +108,7 @@ def test_a_vector_from_too_few_or_scored_prompts_ranks_no_sequoia_row():
 def test_calibration_takes_sixteen_prompts_and_refuses_scored_ones(tmp_path):
     from types import SimpleNamespace
 
-    from specbench.study.calibrate import MIN_PROMPTS, calibration_prompts, check_disjoint, scored_count
+    from specbench.study.tools.calibrate import MIN_PROMPTS, calibration_prompts, check_disjoint, scored_count
 
     ids = [f"p{i}" for i in range(40)]
     ctx = SimpleNamespace(
@@ -136,7 +136,7 @@ def test_the_method_states_the_slow_one_token_forward_and_what_it_explains():
     assert "t(1) = 0.300 s (7 repeats, 0.270–0.330) against 0.204 s" in text
     assert "at KV 128 and 0.300 s" in text
     assert "that is why 1 projections (p) exceed their own tokens per step (by up to 7%)" in text
-    assert "python -m specbench.study.costs pair=p dtype=float32 +costs_repeats=21" in text
+    assert "python -m specbench.study.tools.costs pair=p dtype=float32 +costs_repeats=21" in text
     assert speedup.one_token(costs(draft=False).assign(seconds_min=0, seconds_max=1), speed) == ""
 
 

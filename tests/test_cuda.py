@@ -2,7 +2,7 @@
 
 The study's own command on the tiny pair with ``device=cuda``: every greedy tree's output is
 token-identical to plain decoding on the same GPU, replay's acceptance equals live's there,
-and rows say the device; ``study.costs`` times the GPU (its rows and its environment file
+and rows say the device; ``study.tools.costs`` times the GPU (its rows and its environment file
 name it, the CPU's environment.json is left as it was).
 """
 
@@ -56,7 +56,7 @@ def test_costs_on_cuda_name_the_device_and_keep_the_cpu_environment(tiny_pair_di
     (tmp_path / "environment.json").write_text('{"device": "cpu"}\n')
     args = [a if a != "device=cpu" else "device=cuda" for a in tiny_pair_overrides(tiny_pair_dirs)]
     r = specbench(
-        "specbench.study.costs",
+        "specbench.study.tools.costs",
         *args,
         "+costs_repeats=3",
         "+costs_kv_lens=[8]",

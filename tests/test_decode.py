@@ -80,7 +80,7 @@ def test_tree_none_summary_has_no_acceptance_rate(tiny_draft, tiny_target, tiny_
     import math
 
     from specbench.results.metrics import summarize
-    from specbench.study.jobfiles import steps_frame
+    from specbench.study.job.jobfiles import steps_frame
 
     recs, _ = run(tiny_draft, tiny_target, tiny_tokenizer.encode("for i in"), make_policy("none", 0), n=6)
     steps = steps_frame({"seed": 0}, recs)

@@ -264,30 +264,50 @@ def test_the_architecture_page_lists_every_module():
     assert sorted(missing) == [], "docs/architecture.md does not list them"
 
 
+def _type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in {getattr(test, "id", None), getattr(test, "attr", None)}
+
+
 def imported_layers(sub: str) -> set[str]:
-    """The sub-packages (or, for the top level, nothing) a sub-package's modules import."""
+    """The sub-packages (or, for the top level, nothing) a sub-package's modules import; for a study
+    package (``study/job``) also the study packages beside it that run (not an ``if TYPE_CHECKING:``)."""
     out = set()
+    top = len(Path(sub).parts)  # 1: a layer, 2: a study package
     for p in (PKG / sub).rglob("*.py"):
         depth = len(p.relative_to(PKG / sub).parts)  # 1: sub/x.py, 2: sub/pkg/x.py
-        for node in ast.walk(ast.parse(p.read_text())):
+        tree = ast.parse(p.read_text())
+        hidden = {id(n) for block in ast.walk(tree) if _type_checking(block) for n in ast.walk(block)}
+        for node in ast.walk(tree):
             if not isinstance(node, ast.ImportFrom):
                 continue
             if node.level == 0 and (node.module or "").startswith("specbench."):
                 out.add(node.module.split(".")[1])
-            elif node.level == depth + 1 and node.module:
+                if top == 2 and node.module.startswith("specbench.study.") and id(node) not in hidden:
+                    out.add(node.module.split(".")[2])
+            elif node.level == depth + top and node.module:
                 out.add(node.module.split(".")[0])
-    return (out & set(LAYERS)) - {sub}
+            elif top == 2 and node.level == depth + 1 and node.module and id(node) not in hidden:
+                out.add(node.module.split(".")[0])  # ..tools.plan: a study package beside this one
+    if top == 1:
+        return (out & set(LAYERS)) - {sub}
+    return (out & {*LAYERS, *STUDY_PACKAGES}) - {"study", Path(sub).name}
 
 
-@pytest.mark.parametrize("sub", LAYERS)
+STUDY_PACKAGES = ("job", "tools", "serving")  # study/'s packages, bottom to top
+
+
+@pytest.mark.parametrize("sub", [*LAYERS, *(f"study/{s}" for s in STUDY_PACKAGES)])
 def test_each_sub_package_docstring_names_what_it_imports(sub):
     """The ``Imports ...`` sentence of each sub-package's docstring names exactly the layers its
-    modules import ("every layer below" for study; "nothing from specbench" for core)."""
+    modules import ("every layer below" for study; "nothing from specbench" for core); a study
+    package's names the study packages it imports too."""
     doc = " ".join((ast.get_docstring(ast.parse((PKG / sub / "__init__.py").read_text())) or "").split())
     m = re.search(r"Imports ([^.]*(?:\.\w+[^.]*)*)\.(?:\s|$)", doc)
     assert m, f"specbench/{sub}/__init__.py: no 'Imports ...' sentence"
     claim = m.group(1)
-    named = {w for w in re.findall(r"\w+", claim) if w in LAYERS}
+    words = set(LAYERS) if sub in LAYERS else {*LAYERS, *STUDY_PACKAGES} - {"study"}
+    named = {w for w in re.findall(r"\w+", claim) if w in words}
     if "every layer below" in claim:
         named |= {layer for layer in LAYERS[: LAYERS.index(sub)] if layer != "attention"}
     assert named == imported_layers(sub), (claim, sorted(imported_layers(sub)))

@@ -1,6 +1,6 @@
 """Issue 55, the blanket case: every command that reads a results file, fed a missing, empty, cut,
 binary, non-numeric and wrong-columns version of each file it reads, answers one line naming the
-file (or its key) and the fix, exits 2, and writes nothing.  (study.ceiling's three inputs:
+file (or its key) and the fix, exits 2, and writes nothing.  (study.tools.ceiling's three inputs:
 test_ceiling.py; costs_merge, the Sequoia vector and tree.vector: test_bad_files.py.)
 
 Each case runs the command's ``main`` in this process (no model loads before these checks)."""
@@ -125,8 +125,12 @@ def _main(module: str):
     return lambda argv: importlib.import_module(module).main(argv)
 
 
-_collect, _margins, _export = (_main(f"specbench.study.{m}") for m in ("collect", "margins", "export"))
-_import, _validate, _calibrate = (_main(f"specbench.study.{m}") for m in ("import_metrics", "validate", "calibrate"))
+_collect, _margins, _export = (
+    _main(f"specbench.study.{m}") for m in ("job.collect", "tools.margins", "serving.export")
+)
+_import, _validate, _calibrate = (
+    _main(f"specbench.study.{m}") for m in ("serving.import_metrics", "tools.validate", "tools.calibrate")
+)
 _report = _main("specbench.report.build")
 
 
@@ -139,7 +143,7 @@ CASES = {
     "collect --out outputs.jsonl.gz": (_collect, "res/outputs.jsonl.gz", ["jobs", "--out", "res"], NO_MISSING, None),
     "collect job summary.csv": (_collect, "jobs/j/summary.csv", ["jobs", "--out", "res"], NO_MISSING, "n_steps"),
     "collect job steps.csv": (_collect, "jobs/j/steps.csv", ["jobs", "--out", "res"], ALL, "emitted"),
-    # study.margins
+    # study.tools.margins
     "margins summary.csv": (_margins, "res/summary.csv", ["--results", "res"], ALL, "temperature"),
     "margins outputs.jsonl.gz": (_margins, "res/outputs.jsonl.gz", ["--results", "res"], NO_MISSING, None),
     # export: a configuration's committed rows, and recommend=true's speedup.csv
@@ -179,7 +183,7 @@ CASES = {
         NO_MISSING,
         None,
     ),  # fmt: skip
-    # study.validate, report, calibrate's --out
+    # study.tools.validate, report, calibrate's --out
     "validate speedup.csv": (
         _validate,
         "res/speedup.csv",

@@ -9,8 +9,8 @@ import os
 import pytest
 
 from specbench.core.tree import paths_to_parents
-from specbench.study.engines import Choice
-from specbench.study.export import export, paths, profile
+from specbench.study.serving.engines import Choice
+from specbench.study.serving.export import export, paths, profile
 from specbench.trees.policies import POLICIES, make_policy
 from test_hydra import ROOT, specbench
 
@@ -135,7 +135,7 @@ def test_recommend_exports_the_reports_answer():
     line = next(ln for ln in open(report, encoding="utf-8") if ln.startswith("| qwen_coder | humaneval | "))
     shape, budget = re.search(r"humaneval \| (\w+) N=(\d+)[^|]* \| [\d.]+× \[", line).groups()
     from specbench.results.files import read_csv
-    from specbench.study.export import recommended
+    from specbench.study.serving.export import recommended
 
     results = os.path.join(ROOT, "results")
     chash = recommended(results, {"pair": "qwen_coder", "dataset": "humaneval"})

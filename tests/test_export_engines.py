@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from specbench.study import engines
-from specbench.study.engines import Choice, Refusal, settings
-from specbench.study.export import paths
+from specbench.study.serving import engines
+from specbench.study.serving.engines import Choice, Refusal, settings
+from specbench.study.serving.export import paths
 
 SCHEDULE = [(1, 4), (2, 4), (4, 1), (8, 0), (16, 0)]
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specbench.study.checks import paired_fits
+from specbench.study.job.checks import paired_fits
 from specbench.verify import distshift, seqlevel
 from specbench.verify.block import root_path
 from specbench.verify.modes import get_mode

@@ -13,7 +13,7 @@ from specbench.results.files import OUTPUTS_FILE, STEPS_FILE, read_csv
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-JOB_MODULES = ("specbench.study.run", "specbench.study.collect")  # what a job's interpreter imports
+JOB_MODULES = ("specbench.study.job.run", "specbench.study.job.collect")  # what a job's interpreter imports
 
 
 def specbench(*args, cwd=ROOT):

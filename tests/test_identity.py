@@ -9,7 +9,7 @@ import shutil
 from conftest import report_text
 from specbench.core.atomic import umask
 from specbench.results.files import OUTPUTS_FILE, STEPS_FILE, read_csv
-from specbench.study import identity
+from specbench.study.job import identity
 from test_hydra import job_args, specbench
 
 
@@ -82,7 +82,7 @@ def test_two_local_pairs_stay_apart_in_collect_and_report(tiny_pair_dirs, tmp_pa
 
 def test_an_edited_prompt_file_is_a_new_job(tmp_path):
     """The dataset's content is part of the identity: same path, other prompts, other hash."""
-    from specbench.study.jobspec import from_config
+    from specbench.study.job.jobspec import from_config
 
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"id": "a", "text": "def f(x):"}\n')
@@ -107,7 +107,7 @@ def test_an_edited_prompt_file_is_a_new_job(tmp_path):
 # issue 24: the Sequoia vector's content and a dataset file's identity
 # --------------------------------------------------------------------------
 def sequoia_job(vector):
-    from specbench.study.jobspec import from_config
+    from specbench.study.job.jobspec import from_config
 
     return from_config(
         {
@@ -176,8 +176,8 @@ def test_a_merged_drafters_sequoia_shape_reads_its_model_parts_vector(tmp_path):
 
 
 def test_two_jsonl_files_are_two_datasets_in_the_rows(tmp_path):
-    from specbench.study.jobfiles import row_keys
-    from specbench.study.jobspec import from_config
+    from specbench.study.job.jobfiles import row_keys
+    from specbench.study.job.jobspec import from_config
 
     labels = []
     for name, text in (("a", "def f(x):"), ("b", "def g(y):")):

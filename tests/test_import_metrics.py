@@ -99,7 +99,7 @@ def _dump(drafts=100, drafted=300, accepted=180, per_pos=("80", "60", "40"), ext
 def _row(tmp_path, text, engine="vllm", budget=None):
     from argparse import Namespace
 
-    from specbench.study.import_metrics import row
+    from specbench.study.serving.import_metrics import row
 
     f = tmp_path / "m.txt"
     f.write_text(text)

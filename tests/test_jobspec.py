@@ -8,9 +8,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from specbench.study import checks, jobspec
-from specbench.study.argv import options  # a group's options: the registries' schemas and conf/'s files
-from specbench.study.identity import Identity, config_hash
+from specbench.study.job import checks, jobspec
+from specbench.study.job.argv import options  # a group's options: the registries' schemas and conf/'s files
+from specbench.study.job.identity import Identity, config_hash
 
 CONF = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
 LOCAL = ["pair.draft.path=/models/draft", "pair.target.path=/models/target"]
@@ -94,8 +94,8 @@ def test_the_spec_is_frozen():
 def test_replay_in_bf16_is_asked_for_never_automatic():
     """engine=replay runs greedy bf16 jobs against the batched bf16 continuation
     (docs/engines.md); engine=auto replays only where exact (float32); a sampling mode never replays."""
-    from specbench.study.checks import resolve_engine
-    from specbench.study.jobspec import ConfigError, from_config
+    from specbench.study.job.checks import resolve_engine
+    from specbench.study.job.jobspec import ConfigError, from_config
 
     def job(engine, dtype, verify="greedy"):
         return from_config(

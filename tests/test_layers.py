@@ -22,6 +22,8 @@ LAYER = {
     "attention": 7,
     "report": 8,
 }
+# study/'s packages, bottom to top: the tools and the serving bridge import the job, never the reverse
+STUDY = {"job": 0, "tools": 1, "serving": 2}
 FILES = sorted(PKG.rglob("*.py"))
 
 
@@ -110,7 +112,7 @@ def test_no_import_circle():
 
 def test_the_circle_check_finds_one():
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert "specbench.results.columns" in _imports(PKG / "study" / "jobfiles.py")
+    assert "specbench.results.columns" in _imports(PKG / "study" / "job" / "jobfiles.py")
 
 
 def test_every_sub_package_is_a_known_layer_with_a_docstring():
@@ -125,6 +127,18 @@ def test_imports_only_go_down(path):
     me = LAYER[path.relative_to(PKG).parts[0]]
     up = [(layer, line) for layer, line in _imported_layers(path) if layer in LAYER and LAYER[layer] > me]
     assert not up, f"{path.relative_to(PKG)} imports a higher layer: {up}"
+
+
+def test_the_study_packages_import_only_down():
+    """Inside study/: the job imports neither its tools nor the serving bridge, the tools import no
+    serving module (an ``if TYPE_CHECKING:`` annotation import runs never: left out, ``_imports``)."""
+    assert {p.parent.name for p in (PKG / "study").rglob("*.py") if p.parent != PKG / "study"} == set(STUDY)
+    for path in (PKG / "study").rglob("*.py"):
+        if path.parent == PKG / "study":
+            continue
+        me = STUDY[path.parent.name]
+        up = sorted(m for m in _imports(path) if m.startswith("specbench.study.") and STUDY[m.split(".")[2]] > me)
+        assert not up, f"{path.relative_to(PKG)} imports a higher study package: {up}"
 
 
 def test_report_imports_no_model_code():

@@ -1,4 +1,4 @@
-"""The empirical first-token check of the sampling modes (`python -m specbench.study.lossless`):
+"""The empirical first-token check of the sampling modes (`python -m specbench.study.tools.lossless`):
 memoised draws equal plain ones, lossless modes pass and a lossy rule fails on tiny models,
 the CLI writes results/lossless_check.csv atomically and the report shows it."""
 
@@ -15,8 +15,8 @@ from specbench.core.atomic import umask
 from specbench.inputs.data import Prompt
 from specbench.inputs.models import Pair
 from specbench.results.files import read_csv
-from specbench.study import lossless, lossless_check
-from specbench.study.lossless_power import ModeVariant
+from specbench.study.tools import lossless, lossless_check
+from specbench.study.tools.lossless_power import ModeVariant
 from specbench.verify.modes import get_mode
 from test_hydra import specbench
 
@@ -113,16 +113,16 @@ def test_cli_writes_the_csv_atomically_replaces_its_rows_and_the_report_shows_it
         "dataset=smoke",
         "dataset.limit=2",
     ]
-    r = specbench("specbench.study.lossless", "--draws=40", "--modes=mss,speculative", *common)
+    r = specbench("specbench.study.tools.lossless", "--draws=40", "--modes=mss,speculative", *common)
     assert r.returncode == 0, r.stderr[-2000:]
     table = read_csv(out)
     assert list(table.columns) == lossless.COLUMNS and len(table) == 4
     assert os.stat(out).st_mode & 0o777 == 0o666 & ~umask()
-    r = specbench("specbench.study.lossless", "--draws=40", "--modes=block,mss", *common)
+    r = specbench("specbench.study.tools.lossless", "--draws=40", "--modes=block,mss", *common)
     assert r.returncode == 0, r.stderr[-2000:]
     table = read_csv(out)  # a (prefix, mode, seed, N) check's row is replaced, the others kept
     assert sorted(table.verify) == ["block", "block", "mss", "mss", "speculative", "speculative"]
-    r = specbench("specbench.study.lossless", "--draws=30", "--modes=mss", "--control=", *common)
+    r = specbench("specbench.study.tools.lossless", "--draws=30", "--modes=mss", "--control=", *common)
     assert r.returncode == 0, r.stderr[-2000:]
     table = read_csv(out)  # a run at another N adds its rows beside the first
     assert table.groupby("verify").n_draws.apply(sorted).to_dict() == {
@@ -130,7 +130,7 @@ def test_cli_writes_the_csv_atomically_replaces_its_rows_and_the_report_shows_it
         "mss": [30, 30, 40, 40],
         "speculative": [40, 40],
     }
-    bad = specbench("specbench.study.lossless", "--modes=typical", *common)
+    bad = specbench("specbench.study.tools.lossless", "--modes=typical", *common)
     assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1].startswith("specbench: error: --modes")
     summary = pd.read_csv(tmp_path / "results" / "summary.csv")  # the check's pair is one of the study's
     summary.loc[0, "pair_id"] = str(table.pair_id.iloc[0])  # (rows of another pair_id are left out)
@@ -174,7 +174,7 @@ def test_holm_adjusts_the_family_and_only_a_surviving_check_is_flagged():
 
 def test_replace_keys_keep_hash_like_identifiers_as_text():
     """A pair_id like 3726142e8142 is no number: two such ids never collide as float('inf')."""
-    from specbench.study.lossless import REPLACE_KEY, replace_keys
+    from specbench.study.tools.lossless import REPLACE_KEY, replace_keys
 
     row = {k: 0 for k in REPLACE_KEY}
     a, b = dict(row, pair_id="3726142e8142", temperature="1.0"), dict(row, pair_id="1234567e9999", temperature=1)

@@ -22,11 +22,11 @@ def test_the_pick_weighs_both_widths():
 
 
 def test_dtype_auto_is_resolved_in_the_job_spec_and_recorded_once_per_machine(tmp_path, monkeypatch):
-    from specbench.study.jobspec import from_config
+    from specbench.study.job.jobspec import from_config
 
     calls = []
     monkeypatch.setattr(machine, "rates", lambda device: calls.append(device) or AVX2_ONLY)
-    from specbench.study.launch import compose
+    from specbench.study.job.launch import compose
 
     overrides = ["pair=qwen_coder", "dtype=auto", f"+replay_cache={tmp_path}"]
     job = from_config(compose(overrides))

@@ -1,4 +1,4 @@
-"""study.margins: where a greedy output diverges from plain decoding, the target's logit margin
+"""study.tools.margins: where a greedy output diverges from plain decoding, the target's logit margin
 there (results/divergence_margins.csv), and the report's losslessness section quoting it."""
 
 import subprocess
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from specbench.report import lossless
-from specbench.study.margins import COLUMNS, divergences, logit_margins
+from specbench.study.tools.margins import COLUMNS, divergences, logit_margins
 
 KEYS = dict(pair="p", pair_id="A", dataset="d", dtype="bfloat16", max_new_tokens=8, verify="greedy", temperature=0.0)
 
@@ -78,7 +78,9 @@ def test_logit_margins_are_the_targets_logits_after_the_shared_prefix(tiny_targe
 
 def test_missing_summary_is_a_one_line_error(tmp_path):
     p = subprocess.run(
-        [sys.executable, "-m", "specbench.study.margins", "--results", str(tmp_path)], capture_output=True, text=True
+        [sys.executable, "-m", "specbench.study.tools.margins", "--results", str(tmp_path)],
+        capture_output=True,
+        text=True,
     )
     assert p.returncode != 0 and p.stderr.strip().count("\n") == 0 and "collect" in p.stderr
     assert list(tmp_path.iterdir()) == []

@@ -229,8 +229,8 @@ def test_random_weights_build_the_architecture_from_its_config_alone(tiny_pair_d
     model, seeded weights (the same twice), never the folder's own; a bad value is one line."""
     import shutil
 
-    from specbench.study.costs import job_weights
-    from specbench.study.jobspec import ConfigError, _model
+    from specbench.study.job.jobspec import ConfigError, _model
+    from specbench.study.tools.costs import job_weights
 
     arch = tmp_path / "arch"
     arch.mkdir()

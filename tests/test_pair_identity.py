@@ -13,7 +13,7 @@ from test_hydra import job_args, specbench
 
 def calibrate(dirs, vec, out):
     r = specbench(
-        "specbench.study.calibrate",
+        "specbench.study.tools.calibrate",
         "--ranks",
         "4",
         "--out",

@@ -12,7 +12,7 @@ from specbench.drafting.drafters import ModelDrafter
 from specbench.engine.loop import Decoding, decode_prompt, paired_generators
 from specbench.engine.verifiers import LiveVerifier
 from specbench.results.files import STEPS_FILE, read_csv
-from specbench.study import checks, jobspec
+from specbench.study.job import checks, jobspec
 from specbench.trees.policies import make_policy
 from specbench.verify.modes import get_mode
 from test_hydra import job_args, specbench

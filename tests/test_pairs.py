@@ -368,7 +368,7 @@ def local(path):
 
 
 def test_job_spec_reads_what_the_new_drafters_need():
-    from specbench.study.jobspec import ConfigError, from_config
+    from specbench.study.job.jobspec import ConfigError, from_config
 
     base = {"tree": {"name": "chain", "budget": 4}, "verify": {"name": "greedy"}, "dataset": {"name": "smoke"}}
     model = {"source": "hub", "id": "x"}
@@ -409,7 +409,7 @@ def test_forward_costs_cover_the_new_drafters(cross_dirs, tmp_path):
     import pandas as pd
 
     from specbench.inputs import machine, models
-    from specbench.study.costs import cost_rows, merge_rows
+    from specbench.study.tools.costs import cost_rows, merge_rows
 
     rows = []
     for name, cfg in (("tli", {"draft": local(cross_dirs[0])}), ("layerskip", {"layers": 1}), ("ngram", {})):
@@ -435,7 +435,7 @@ def test_costs_measure_a_shared_model_once_with_median_and_spread(cross_dirs):
     every row has its median between its min and max over the repeats, at every KV length,
     and carries each repeat (``samples``) for the report's bootstrap."""
     from specbench.inputs import models
-    from specbench.study.costs import cost_rows
+    from specbench.study.tools.costs import cost_rows
 
     memo: dict = {}
     got = {}
@@ -469,7 +469,7 @@ def test_costs_refuse_bad_values_in_one_line_before_loading(tmp_path, arg, key):
         [
             sys.executable,
             "-m",
-            "specbench.study.costs",
+            "specbench.study.tools.costs",
             "pair=qwen_coder",
             arg,
             f"+results_dir={tmp_path}",
@@ -510,10 +510,10 @@ def test_run_job_replays_the_new_drafters_equal_to_live(drafter, cross_dirs, tmp
     but the timings, ``scored`` included)."""
     import pandas as pd
 
-    from specbench.study.checks import validate
-    from specbench.study.context import context
-    from specbench.study.jobspec import from_config
-    from specbench.study.run import run_job
+    from specbench.study.job.checks import validate
+    from specbench.study.job.context import context
+    from specbench.study.job.jobspec import from_config
+    from specbench.study.job.run import run_job
 
     rows = {}
     for engine in ("live", "replay"):
@@ -554,7 +554,7 @@ def test_drafted_replay_equals_live_for_the_new_drafters(
 
 
 def test_pair_identity_covers_the_layer_subset():
-    from specbench.study.identity import Identity, pair_id, short_hash
+    from specbench.study.job.identity import Identity, pair_id, short_hash
 
     ident = Identity(None, "t" * 64, "d")
     assert pair_id(ident, "layerskip", {"layers": "0-9"}) != pair_id(ident, "layerskip", {"layers": "0-11"})
@@ -580,7 +580,7 @@ def test_real_new_pair_greedy_is_lossless(name):
     loop gives the target's own greedy tokens and accepts some drafts."""
     from specbench.api import decode_prompts, eos_ids
     from specbench.inputs import data, models
-    from specbench.study.launch import pair_config
+    from specbench.study.job.launch import pair_config
 
     if not embedded.installed(REAL_PAIRS[name]):
         pytest.skip(f"{name}: embedded models {REAL_PAIRS[name]} not installed (bash scripts/setup.sh)")
@@ -608,9 +608,9 @@ def test_calibrate_measures_the_new_drafters_by_a_star_replay(drafter, extra, cr
     target itself, so its top child is always accepted."""
     from specbench.api import eos_ids
     from specbench.inputs import data, models
-    from specbench.study import identity
-    from specbench.study.calibrate import measure
-    from specbench.study.jobspec import from_config
+    from specbench.study.job import identity
+    from specbench.study.job.jobspec import from_config
+    from specbench.study.tools.calibrate import measure
 
     cfg = composed_job(cross_dirs, [f"pair.drafter={drafter}", *extra, f"+replay_cache={tmp_path}/c"], tmp_path)
     job = from_config(cfg)
@@ -621,7 +621,7 @@ def test_calibrate_measures_the_new_drafters_by_a_star_replay(drafter, extra, cr
     if drafter == "layerskip":
         assert vec == [1.0, 0.0, 0.0, 0.0]
     from conftest import tiny_pair_overrides
-    from specbench.study.calibrate import main
+    from specbench.study.tools.calibrate import main
 
     with pytest.raises(SystemExit) as e:  # before any model load
         main(
@@ -661,7 +661,7 @@ def test_another_machines_costs_merge_in_without_a_model_load(tmp_path):
     file of CPU rows or of the wrong columns is refused in one line, nothing written."""
     import pandas as pd
 
-    from specbench.study.costs import merge_file
+    from specbench.study.tools.costs import merge_file
 
     row = {"role": "target", "pair": "p", "dtype": "bfloat16", "n_tokens": 1, "seconds": 0.2, "samples": "0.2"}
     home, gpu = tmp_path / "home", tmp_path / "gpu"

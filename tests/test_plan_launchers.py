@@ -16,7 +16,8 @@ import pytest
 
 from conftest import tiny_pair_overrides
 from specbench.results.files import read_csv
-from specbench.study import plan, sweepjobs
+from specbench.study.job import sweepjobs
+from specbench.study.tools import eta, plan
 from test_resume import ROOT, env
 
 PAIR_KEYS = ("pair=", "pair.draft.path=", "pair.target.path=")
@@ -36,7 +37,7 @@ def run_plan(out, *args, launcher="", script="scripts/run_plan.sh", timeout=300)
 def check_plan_ran(out, dirs, r) -> None:
     """Every tiny-plan job in its predicted folder, finished, and collected once."""
     ((_, sweep),) = plan.runs("tiny")
-    names = sweepjobs.job_dirs(sweepjobs.plan_jobs(sweep, tiny_pair(dirs)))
+    names = sweepjobs.job_dirs(eta.plan_jobs(sweep, tiny_pair(dirs)))
     got = sorted(p.name for p in (Path(out) / sweep.folder).iterdir() if p.is_dir() and p.name[0] != ".")
     assert got == sorted(names), (got, r.stderr[-2000:])
     assert all(sweepjobs.finished(str(Path(out) / sweep.folder / n)) for n in names)

@@ -3,7 +3,7 @@ user module outside the package (``plugins=[module]``): the shape, the mode and 
 options without any YAML (their schemas, ``core.options``), the pair (a named variant: its models)
 sits in a config folder of its own (``hydra.searchpath``), extending the drafter's schema
 (``/schema/pair/echo``); run through a real multirun, collected and reported like
-built-in entries (rows describe themselves: study.describe); and the ``plugins`` key leaves
+built-in entries (rows describe themselves: study.job.describe); and the ``plugins`` key leaves
 every job's config hash as it was."""
 
 import glob
@@ -21,8 +21,8 @@ from omegaconf import OmegaConf
 from conftest import report_text
 from specbench.report import build
 from specbench.results.files import read_csv
-from specbench.study import collect, identity, jobspec
-from specbench.study.launch import compose
+from specbench.study.job import collect, identity, jobspec
+from specbench.study.job.launch import compose
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -169,7 +169,7 @@ def test_a_plugin_modules_shape_mode_drafter_and_dataset_run_through_a_multirun(
     assert config.dataset.stem == "def" and config.tree.width in (1, 2)
     assert package_files() == before  # nothing under specbench/ or conf/ was touched
     # collected and reported as built-in entries are: each row carries what its entries declare
-    # (study.describe), so the report, which never imports the plugin, labels and places them
+    # (study.job.describe), so the report, which never imports the plugin, labels and places them
     res = tmp_path / "results"
     collect.main([str(out), "--out", str(res)])
     rows = read_csv(str(res / "summary.csv")).sort_values("tree_params")

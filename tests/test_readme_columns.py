@@ -13,7 +13,7 @@ from conftest import docs_text
 from specbench.engine.records import StepRecord
 from specbench.results.columns import KEY_COLUMNS
 from specbench.results.metrics import summarize
-from specbench.study import calibrate, lossless, margins
+from specbench.study.tools import calibrate, lossless, margins
 
 ROOT = Path(__file__).resolve().parents[1]
 

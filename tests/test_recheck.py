@@ -1,4 +1,4 @@
-"""The acceptance-sample check (study.recheck): a fixed stratified sample of the committed greedy
+"""The acceptance-sample check (study.tools.recheck): a fixed stratified sample of the committed greedy
 rows (the cheapest row of each stratum), re-derived at the committed batch on the prompts of its run
 and compared step by step; on hand-made rows and end to end on the tiny pair at batch 2."""
 
@@ -13,7 +13,7 @@ import sys
 import pandas as pd
 
 from conftest import ROOT, tiny_pair_overrides
-from specbench.study import recheck
+from specbench.study.tools import recheck
 
 PAIRS = {  # pair: (target, frontier rule)
     "qwen_coder": ("qwen2.5-coder-1.5b-instruct", "topk"),
@@ -178,7 +178,7 @@ def test_the_tiny_pair_is_re_derived_identically_at_batch_2_and_a_changed_commit
     common = ["dataset=smoke", "dataset.limit=2", "batch_size=2", "max_new_tokens=8", "engine=replay", "verify=greedy"]
     _run(["specbench.run", *pair, *common, "tree=binary", "tree.budget=2", f"out_root={ref}"])
     _run(["specbench.collect", str(ref), "--out", str(res)])
-    args = ["specbench.study.recheck", "jobs", "--results", str(res), "--pair-overrides", " ".join(pair[:3])]
+    args = ["specbench.study.tools.recheck", "jobs", "--results", str(res), "--pair-overrides", " ".join(pair[:3])]
     (line,) = _run([*args, "--cache", str(tmp_path / "cache")]).stdout.splitlines()
     for part in (
         "dataset.limit=2",
@@ -191,7 +191,7 @@ def test_the_tiny_pair_is_re_derived_identically_at_batch_2_and_a_changed_commit
     runs = tmp_path / "runs"
     _run(["specbench.run", *shlex.split(line), "device=cpu", f"out_root={runs}"])
     out = tmp_path / "check.csv"
-    cmp = ["specbench.study.recheck", "compare", "--results", str(res), "--runs", str(runs), "--out", str(out)]
+    cmp = ["specbench.study.tools.recheck", "compare", "--results", str(res), "--runs", str(runs), "--out", str(out)]
     assert _run(cmp).stdout.startswith("acceptance-sample check: PASS: 1 configurations, 2 prompts")
     check = pd.read_csv(out)
     assert check.identical.all() and set(check.batch) == {2} and set(check.committed_batch) == {2}

@@ -11,7 +11,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from specbench.results.files import read_csv
-from specbench.study import checks, jobspec
+from specbench.study.job import checks, jobspec
 from test_hydra import job_args, specbench
 from test_jobspec import CONF
 

@@ -18,8 +18,8 @@ from specbench.drafting.ngram import Trie
 from specbench.inputs import data
 from specbench.report import analysis
 from specbench.report.analysis import cross_shapes, shape_label
-from specbench.study import describe
-from specbench.study.checks import argmax
+from specbench.study.job import describe
+from specbench.study.job.checks import argmax
 from specbench.trees import base
 from specbench.trees.policies import POLICIES, Params, make_policy, param_checks, policy_spec, positive, shape_paths
 from specbench.verify.modes import MODES, get_mode, greedy
@@ -71,20 +71,20 @@ def test_capabilities_replace_the_old_lists():
 
 
 def test_calibration_and_cost_rules_read_declared_capabilities():
-    # study.calibrate measures a drafter at every position only where it declares teacher_forced
+    # study.tools.calibrate measures a drafter at every position only where it declares teacher_forced
     # (it was `pair.drafter != "model"`), which its greedy path reads through rank_replay
     assert [n for n in DRAFTERS.names() if DRAFTERS.get(n).teacher_forced] == ["model"]
     for cls in filter(lambda c: c.teacher_forced, DRAFTERS.entries()):
         assert cls.rank_replay and cls.draft_model and not cls.own_tokenizer, cls.name
     # the report charges each step the draft forwards it recorded (steps.csv `scored`), by no policy name
-    pkg = Path(describe.__file__).parents[1]
-    assert not re.search(r"drafter\s*[!=]=", (pkg / "study" / "calibrate.py").read_text())
+    pkg = Path(describe.__file__).parents[2]
+    assert not re.search(r"drafter\s*[!=]=", (pkg / "study" / "tools" / "calibrate.py").read_text())
     assert "eagle2" not in (pkg / "report" / "speedup.py").read_text()
 
 
 def test_rows_carry_each_shapes_resolved_parameters_and_the_report_reads_them():
     """A merged tree is given only the keys of its model part: its row's tree_resolved holds the
-    model shape's defaults (study.describe, from the registry), so the report (no copy of the
+    model shape's defaults (study.job.describe, from the registry), so the report (no copy of the
     registry) compares merged specinfer with specinfer; a row without the column keeps what it was given."""
     assert json.loads(describe.tree_resolved("kary", {})) == {"width": 3}
     assert json.loads(describe.tree_resolved("eagle2", {"depth": 3})) == {"width": 10, "depth": 3}

@@ -126,7 +126,7 @@ def two_sweeps(tiny_pair_dirs, tmp_path_factory):
     return root
 
 
-COLLECT = "from specbench.study import collect; collect.main(sys.argv[1:])"
+COLLECT = "from specbench.study.job import collect; collect.main(sys.argv[1:])"
 
 
 def collected(out) -> dict[str, bytes]:
@@ -253,9 +253,9 @@ def test_concurrent_collects_with_random_kills_lose_no_rows(two_sweeps, tmp_path
 # --------------------------------------------------------------------------
 COMMANDS = {  # command -> (its arguments pointing every output into {out}, its own unknown key)
     "specbench.run": (["out_root={out}", "hydra.run.dir={out}/job"], None),
-    "specbench.study.calibrate": (["--out", "{out}/vector.csv"], None),
-    "specbench.study.lossless": (["--out", "{out}/check.csv"], None),
-    "specbench.study.costs": (["+results_dir={out}", "hydra.run.dir={out}/job"], "+costs_foo=1"),
+    "specbench.study.tools.calibrate": (["--out", "{out}/vector.csv"], None),
+    "specbench.study.tools.lossless": (["--out", "{out}/check.csv"], None),
+    "specbench.study.tools.costs": (["+results_dir={out}", "hydra.run.dir={out}/job"], "+costs_foo=1"),
     "specbench.attention_bench": (["out_csv={out}/a.csv", "fig_dir={out}/f", "hydra.run.dir={out}/job"], None),
 }
 
@@ -282,10 +282,10 @@ def test_every_command_refuses_an_unknown_key_in_one_line_before_any_work(comman
         ("specbench.collect", ["--nope"], "--nope"),
         ("specbench.report", ["--nope"], "--nope"),
         ("specbench.import_metrics", ["x", "--engine", "vllm", "--pair", "p", "--dataset", "d", "--nope"], "--nope"),
-        ("specbench.study.lossless", ["--batch", "0"], "--batch"),
-        ("specbench.study.lossless", ["--temperature", "-1"], "--temperature"),
-        ("specbench.study.lossless", ["--top-p", "0"], "--top-p"),
-        ("specbench.study.lossless", ["--tree-budget", "0"], "--tree-budget"),
+        ("specbench.study.tools.lossless", ["--batch", "0"], "--batch"),
+        ("specbench.study.tools.lossless", ["--temperature", "-1"], "--temperature"),
+        ("specbench.study.tools.lossless", ["--top-p", "0"], "--top-p"),
+        ("specbench.study.tools.lossless", ["--tree-budget", "0"], "--tree-budget"),
     ],
 )
 def test_bad_flags_are_one_line_before_any_model(command, args, flag, tmp_path):
@@ -295,7 +295,9 @@ def test_bad_flags_are_one_line_before_any_model(command, args, flag, tmp_path):
     assert "Loading weights" not in r.stderr and not (tmp_path / "x.csv").exists()
 
 
-@pytest.mark.parametrize("command", ["specbench.study.calibrate", "specbench.study.lossless", "specbench.study.costs"])
+@pytest.mark.parametrize(
+    "command", ["specbench.study.tools.calibrate", "specbench.study.tools.lossless", "specbench.study.tools.costs"]
+)
 def test_a_read_only_output_folder_is_found_before_the_work(command, ro_mount):
     out = ro_mount / "sub" / "x.csv"
     args = [f"+results_dir={out.parent}"] if command.endswith("costs") else ["--out", str(out)]
@@ -309,8 +311,8 @@ def test_a_read_only_output_folder_is_found_before_the_work(command, ro_mount):
 def test_the_modes_a_refusal_suggests_are_each_accepted(tree, verify):
     """'modes that fit' names only modes the same checks then accept (eagle2 once named
     chain-only ones); no model loads."""
-    from specbench.study import checks, jobspec
-    from specbench.study.launch import compose
+    from specbench.study.job import checks, jobspec
+    from specbench.study.job.launch import compose
 
     def job(mode):
         return jobspec.from_config(compose([f"tree={tree}", f"verify={mode}"]))

@@ -63,9 +63,9 @@ def test_one_hot_draft_ranks_follow_token_ids():
 
 
 def test_replayable_for_greedy_float32_ranks_only_for_static_model_drafts():
-    from specbench.study.checks import why_not_replayable
-    from specbench.study.context import context
-    from specbench.study.jobspec import from_config
+    from specbench.study.job.checks import why_not_replayable
+    from specbench.study.job.context import context
+    from specbench.study.job.jobspec import from_config
 
     def job(tree="chain", verify="greedy", t=0.0, drafter="model", dtype="float32"):
         model = {"source": "local", "path": "m"}

@@ -382,7 +382,7 @@ def test_a_paired_control_is_not_compared_and_traversal_on_a_chain_meets_mss_on_
         budget=4,
         temperature=1.0,
     )
-    from specbench.study.describe import mode_columns
+    from specbench.study.job.describe import mode_columns
 
     rows = [
         dict(base, config_hash="spec", verify="speculative", pair_key="spec", pair_role="decode"),
@@ -426,7 +426,7 @@ def test_the_hour_excludes_the_set_up_and_the_extended_steps():
 def test_a_served_deployment_sits_beside_the_study(built, tmp_path):
     """results/served.csv (import_metrics) puts each served deployment's tokens per step beside
     the study's row of the same pair, data, tree and budget."""
-    from specbench.study.import_metrics import main as import_main
+    from specbench.study.serving.import_metrics import main as import_main
     from test_import_metrics import VLLM_DUMP
 
     shutil.copytree(built[0] / "results", tmp_path / "results")

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from specbench.inputs import models
-from specbench.study import scriptargs
+from specbench.study.job import scriptargs
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 MODEL_SCRIPTS = ("bench_batch", "bench_bf16_replay", "bench_ceiling", "bench_engine", "bench_live", "trace_step")

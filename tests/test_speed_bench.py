@@ -1,5 +1,5 @@
 """The interleaved speed benchmark's statistics on hand-made timing tables (results.speedstats), its
-candidate picks (study.validate.speed_picks), and the report's answer from them."""
+candidate picks (study.tools.validate.speed_picks), and the report's answer from them."""
 
 import re
 
@@ -9,7 +9,7 @@ import pytest
 
 from specbench.report import tables
 from specbench.results import speedstats as ss
-from specbench.study.validate import speed_picks
+from specbench.study.tools.validate import speed_picks
 
 KEYS = dict(
     pair="p",
@@ -183,7 +183,7 @@ def speed_cmd(tmp_path, dirs, *extra):
 
     from conftest import tiny_pair_overrides
 
-    args = [sys.executable, "-m", "specbench.study.speed", *tiny_pair_overrides(dirs), "dataset=smoke"]
+    args = [sys.executable, "-m", "specbench.study.tools.speed", *tiny_pair_overrides(dirs), "dataset=smoke"]
     args += ["dataset.limit=3", "max_new_tokens=6", f"+results_dir={tmp_path}", f"hydra.run.dir={tmp_path}/h", *extra]
     return subprocess.run(args, capture_output=True, text=True, timeout=300)
 
@@ -214,7 +214,7 @@ def test_the_benchmark_times_every_candidate_interleaved_with_its_controls(tmp_p
 
 
 def test_a_deadline_stops_taking_units_once_the_mean_unit_would_overrun_it(tmp_path, tiny_pair_dirs):
-    from specbench.study import speed
+    from specbench.study.tools import speed
 
     assert speed.more([5.0] * 9, None, now=1e9)  # no deadline: every unit
     assert speed.more([], 1.0, now=100.0) and speed.more([50.0], 1.0, now=100.0)  # the first MIN_UNITS always

@@ -237,7 +237,7 @@ def test_replay_records_the_draft_forwards_live_runs():
 
 
 def test_validate_picks_each_static_shapes_best_and_the_overall_top(tmp_path):
-    from specbench.study.validate import main
+    from specbench.study.tools.validate import main
 
     rows = [
         dict(pair="p", dataset="d", engine="replay", verify="greedy", temperature=0, tree=t, budget=b,

@@ -1,4 +1,4 @@
-"""The batch-size schedule from the interleaved speed benchmark (#51 item 6; study.speedsched) on
+"""The batch-size schedule from the interleaved speed benchmark (#51 item 6; study.tools.speedsched) on
 hand-made speed.csv tables at several batch sizes: each B's best with its ties, "stops paying" only
 where the intervals say so (a loss and an unresolved gain stated apart), a B whose controls fail left
 unranked, export's draft lengths from it, the batch-1 answer kept apart from the schedule's runs; and
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from specbench.results import speedstats as ss
-from specbench.study import speedsched as sch
+from specbench.study.tools import speedsched as sch
 from test_speed_bench import KEYS as BENCH_KEYS
 
 KEYS = {k: v for k, v in BENCH_KEYS.items() if k != "batch_size"} | {"dtype": "bfloat16"}  # a run's keys
@@ -169,7 +169,7 @@ def test_the_candidates_are_the_answers_tree_twinned_chains_and_one_binary_tree(
 
 
 def test_export_takes_the_draft_lengths_from_the_benchmark(tmp_path):
-    from specbench.study import engine_rules, export
+    from specbench.study.serving import engine_rules, export
 
     walls1 = {**controls(c1=1.30), "chain N=3": 1.6, "binary N=3": 1.31}  # chain N=1 ties binary, N=3 pays less
     walls2 = {**controls(c1=1.70), "chain N=3": 1.9, "binary N=3": 2.2}
@@ -200,7 +200,7 @@ def test_the_schedule_benchmark_at_batch_size_2_through_the_real_loop(tmp_path, 
 
     from conftest import tiny_pair_overrides
 
-    args = [sys.executable, "-m", "specbench.study.speed", *tiny_pair_overrides(tiny_pair_dirs), "dataset=smoke"]
+    args = [sys.executable, "-m", "specbench.study.tools.speed", *tiny_pair_overrides(tiny_pair_dirs), "dataset=smoke"]
     args += ["dataset.limit=3", "max_new_tokens=6", "batch_size=2", "+speed_candidates=schedule"]
     args += [f"+results_dir={tmp_path}", f"hydra.run.dir={tmp_path}/h"]
     p = subprocess.run(args, capture_output=True, text=True, timeout=300)
@@ -218,7 +218,7 @@ def test_the_schedule_benchmark_at_batch_size_2_through_the_real_loop(tmp_path, 
 
 @pytest.mark.parametrize("b", [1, 16])
 def test_the_full_studys_schedule_jobs(b):
-    from specbench.study import plan
+    from specbench.study.tools import plan
 
     jobs = {(p, bb): n for p, _d, bb, n, t in plan.schedule_jobs() if t == 64}
     assert {p for p, _ in jobs} == {"qwen_coder", "smollm_qwen"} and len(jobs) == 10

@@ -1,8 +1,8 @@
-"""The full study's plan printed before it starts (specbench/study/eta.py): each step's jobs, counted
+"""The full study's plan printed before it starts (specbench/study/tools/eta.py): each step's jobs, counted
 from the sweeps' overrides as Hydra's basic sweeper makes them, and its expected time from the recorded
 run times (the longest run of each step, matched by preset and overrides or by message), scaled to the
 jobs a resumed run has left; torch-free; its fixed steps are scripts/full_study.sh's.  The sweep bar
-follows the job folders (study.progress)."""
+follows the job folders (study.job.progress)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from specbench.study import eta, jobfiles, plan, sweepjobs
+from specbench.study.job import jobfiles, sweepjobs
+from specbench.study.tools import eta, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUP = eta.STEPS[0].message  # type: ignore[union-attr]
@@ -51,7 +52,7 @@ def test_each_step_gets_its_longest_recorded_run_matched_by_preset_and_overrides
     ref, xpairs, recorded = times
     rows = {r.name: r for r in eta.lines(["hour"], recorded)}
     r = rows["sweep=reference"]
-    assert (r.seconds, r.run, r.jobs, r.part) == (300.0, "1795700000", len(sweepjobs.plan_jobs(ref)), "1")
+    assert (r.seconds, r.run, r.jobs, r.part) == (300.0, "1795700000", len(eta.plan_jobs(ref)), "1")
     x = rows[" ".join(("sweep=reference_xpairs", *xpairs.args))]
     assert x.seconds == 7200.0  # its overrides recorded in another order
     assert rows["set-up"].seconds == 60.0 and rows["set-up"].jobs is None
@@ -68,7 +69,7 @@ def test_each_step_gets_its_longest_recorded_run_matched_by_preset_and_overrides
 
 def test_a_resumed_runs_finished_jobs_are_counted_and_its_time_scaled(times, tmp_path):
     ref, _, recorded = times
-    names = sweepjobs.job_dirs(sweepjobs.plan_jobs(ref))
+    names = sweepjobs.job_dirs(eta.plan_jobs(ref))
     for name in names[:78]:
         os.makedirs(tmp_path / "out" / ref.folder / name)
         (tmp_path / "out" / ref.folder / name / "summary.csv").write_text("x\n")
@@ -102,7 +103,7 @@ def test_preset_params_are_hydras_composition_of_every_plan_preset():
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from specbench.study.plugins import import_registries
+    from specbench.study.job.plugins import import_registries
 
     import_registries()
     presets = sorted({s.preset for ph in plan.PHASES for _, s in plan.runs(ph)})
@@ -126,7 +127,7 @@ def test_jobs_are_the_product_with_command_line_axes_replacing_the_presets():
 
 def test_the_printer_is_torch_free_and_refuses_bad_input_in_one_line(tmp_path):
     code = (
-        "import sys; from specbench.study import eta; eta.main(['--phases', 'hour,extended']); "
+        "import sys; from specbench.study.tools import eta; eta.main(['--phases', 'hour,extended']); "
         "assert 'torch' not in sys.modules and 'pandas' not in sys.modules, 'imported'"
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -136,7 +137,11 @@ def test_the_printer_is_torch_free_and_refuses_bad_input_in_one_line(tmp_path):
     bad.write_text("run,when,seconds\n1,x,3\n")
     for args, key in ((["--phases", "hour,weekend"], "--phases"), (["--times", str(bad)], "--times")):
         r = subprocess.run(
-            [sys.executable, "-m", "specbench.study.eta", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+            [sys.executable, "-m", "specbench.study.tools.eta", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert r.returncode == 2 and r.stdout == "", r
         assert len(r.stderr.strip().splitlines()) == 1 and key in r.stderr
@@ -147,7 +152,7 @@ def test_the_sweep_bar_follows_the_job_folders_and_survives_pickling(tmp_path, c
 
     from omegaconf import OmegaConf
 
-    from specbench.study import progress
+    from specbench.study.job import progress
 
     config = OmegaConf.create(
         {
@@ -187,14 +192,14 @@ def test_the_sweep_bar_follows_the_job_folders_and_survives_pickling(tmp_path, c
 
 
 def test_the_batch_schedule_step_counts_its_benchmarks_by_their_markers(tmp_path):
-    """One job per pair and batch size (study.plan.schedule_jobs, which full_study.sh reads); a resumed
+    """One job per pair and batch size (study.tools.plan.schedule_jobs, which full_study.sh reads); a resumed
     run's finished benchmarks (their once-markers) are counted."""
     jobs = plan.schedule_jobs()
     (tmp_path / f"{plan.schedule_marker(jobs[0][0], jobs[0][2])}.done").write_text("")
     row = next(r for r in eta.lines(["hour"], {}, str(tmp_path)) if r.name == "batch schedule")
     assert (row.jobs, row.done) == (len(jobs), 1)
-    assert "specbench.study.plan schedule" in (ROOT / "scripts" / "full_study.sh").read_text()
+    assert "specbench.study.tools.plan schedule" in (ROOT / "scripts" / "full_study.sh").read_text()
     out = subprocess.run(
-        [sys.executable, "-m", "specbench.study.plan", "schedule"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "specbench.study.tools.plan", "schedule"], capture_output=True, text=True, check=True
     ).stdout.splitlines()
     assert [line.split("\t")[0] for line in out] == [plan.schedule_marker(p, b) for p, _d, b, _n, _t in jobs]

@@ -1,4 +1,4 @@
-"""The study plan (specbench/study/plan.py) is the one declaration of the reference study: run_all.sh
+"""The study plan (specbench/study/tools/plan.py) is the one declaration of the reference study: run_all.sh
 starts every reference sweep from it and none of its own, every reference preset is in it, and each
 part's sweeps, composed by Hydra as run_all.sh runs them, cover that part's floor (the floors the
 report checks, report/floors.py)."""
@@ -18,8 +18,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from specbench.report import floors
-from specbench.study import plan
-from specbench.study.plugins import import_registries
+from specbench.study.job.plugins import import_registries
+from specbench.study.tools import plan
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUPS = ("pair", "tree", "verify", "dataset")
@@ -39,7 +39,7 @@ def test_run_all_runs_every_reference_sweep_from_the_plan():
 
 def test_the_plan_prints_one_line_per_sweep_in_run_order():
     out = subprocess.run(
-        [sys.executable, "-m", "specbench.study.plan", "runs", "--phase", "hour"],
+        [sys.executable, "-m", "specbench.study.tools.plan", "runs", "--phase", "hour"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -366,7 +366,7 @@ def hydra_main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """`python -m specbench.attention_bench`: a bad value, or a disk it cannot write, is one line."""
-    from ..study.argv import check_keys, run_hydra
+    from ..study.job.argv import check_keys, run_hydra
 
     check_keys(sys.argv[1:], top=top_keys(CONF_DIR))  # foo=1, +foo=1: one line
     run_hydra(hydra_main)

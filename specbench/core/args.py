@@ -1,5 +1,5 @@
-"""The argparse parser of specbench's flag commands (collect, report, study.calibrate,
-study.lossless): a bad or unknown flag is one line naming it, exit status 2, like ``run``;
+"""The argparse parser of specbench's flag commands (collect, report, study.tools.calibrate,
+study.tools.lossless): a bad or unknown flag is one line naming it, exit status 2, like ``run``;
 ``refuse(line)``: the same for a refused input file or value."""
 
 from __future__ import annotations

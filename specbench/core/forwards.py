@@ -1,5 +1,5 @@
 """The tokens each model's forwards process, counted per model: what a step of ``bash run_all.sh``
-asked of the machine, so its wall time can sit beside its compute ceiling (``study.ceiling``).
+asked of the machine, so its wall time can sit beside its compute ceiling (``study.tools.ceiling``).
 
 * ``count(model, name)``: from now on every forward of ``model`` adds one to ``FORWARDS[name]``
   and its tokens (``input_ids``: batch x length, padding included) to ``TOKENS[name]``.  A module

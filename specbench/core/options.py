@@ -6,18 +6,18 @@ fields are its parameters with their defaults (``store(group, name, values)``): 
 options without any YAML.  A drafter stores only the schema of the pairs it drafts for
 (``schema/pair/<drafter>``, ``option=False``): a pair is a named variant carrying data (model ids).
 Hydra's structured configs are closed: an unknown key (``tree.widht=3``) fails composition, and
-``study.argv`` names it in one line (``schema_line``); a ``+`` key, which Hydra adds to a closed
-node, is refused by ``study.schema.unknown_key`` on the composed node (before Hydra starts, ``study.argv``;
-on every job's config, ``study.jobspec``).
+``study.job.argv`` names it in one line (``hydra_line``); a ``+`` key, which Hydra adds to a closed
+node, is refused by ``study.job.schema.unknown_key`` on the composed node (before Hydra starts, ``study.job.argv``;
+on every job's config, ``study.job.jobspec``).
 
 The node is also stored as ``schema/<group>/<name>``; a YAML file of the same name in conf/
 (a named variant carrying data the entry's defaults do not, e.g. conf/tree/medusa63.yaml's path
 list) takes the option's place and extends that node (``defaults: [/schema/tree/medusa63@_here_]``),
 so it is closed and typed the same way.  Every field is typed ``Any``: the job spec
-(``study.jobspec``) checks values and says in one line what is wrong.
+(``study.job.jobspec``) checks values and says in one line what is wrong.
 
 Imports: hydra's ``ConfigStore`` and ``specbench.CONF_DIR`` only (a composed config is read
-against these nodes in the study layer, ``study.schema``).
+against these nodes in the study layer, ``study.job.schema``).
 """
 
 from __future__ import annotations

@@ -11,10 +11,10 @@ whole, bounds); and the table has ``Kind.min_rows`` rows.  ``check_text`` is the
 for readers that parse a file themselves; ``table`` reads a results table a command uses in part
 (declared columns, a large gzipped one without the row scan).
 
-The kinds: ``COSTS`` (costs.csv, ``study.costs``), ``CURVES`` (the columns of it a model's cost
-curve needs, ``study.ceiling``), ``COSTS_MERGE`` (another machine's costs.csv),
+The kinds: ``COSTS`` (costs.csv, ``study.tools.costs``), ``CURVES`` (the columns of it a model's cost
+curve needs, ``study.tools.ceiling``), ``COSTS_MERGE`` (another machine's costs.csv),
 ``STEP_TIMES`` (run_all.sh's step_times.csv), ``FORWARDS`` (``core.forwards``), ``SPEEDUP`` (the
-report's speedup.csv), ``VECTOR`` (acceptance_vector.csv, ``study.calibrate``).
+report's speedup.csv), ``VECTOR`` (acceptance_vector.csv, ``study.tools.calibrate``).
 
 Imports: pandas and ``core.atomic``.
 """
@@ -215,7 +215,7 @@ def table(
     return df
 
 
-COSTS_FIX = "give a costs.csv that python -m specbench.study.costs wrote"
+COSTS_FIX = "give a costs.csv that python -m specbench.study.tools.costs wrote"
 _SECONDS = Col("float", lo=0, above=True)
 _SPREAD = Col("float", lo=0, empty=True, optional=True)
 COSTS = Kind(
@@ -237,7 +237,7 @@ COSTS = Kind(
     },
     COSTS_FIX,
 )
-CURVES = Kind(  # what study.ceiling reads of a costs.csv: each model's curve
+CURVES = Kind(  # what study.tools.ceiling reads of a costs.csv: each model's curve
     "a costs.csv",
     {
         **{c: Col("str", optional=True) for c in ("role", "pair")},
@@ -250,7 +250,7 @@ CURVES = Kind(  # what study.ceiling reads of a costs.csv: each model's curve
 COSTS_MERGE = Kind(
     "a costs.csv",
     {**COSTS.columns, "device": Col("str"), "samples": Col("floats", lo=0, empty=True)},
-    "give a costs.csv that python -m specbench.study.costs wrote on the other machine",
+    "give a costs.csv that python -m specbench.study.tools.costs wrote on the other machine",
     min_rows=1,
 )
 STEP_TIMES = Kind(
@@ -288,7 +288,7 @@ VECTOR = Kind(
         "p_accept": Col("float", lo=0, hi=1),
         "n": Col("int", lo=0),
     },
-    "regenerate it with python -m specbench.study.calibrate",
+    "regenerate it with python -m specbench.study.tools.calibrate",
 )
 SPEEDUP_ROWS = Kind(  # what export's recommend=true reads of it: the rows a recommendation names
     "the report's speedup.csv",
@@ -311,7 +311,7 @@ SUMMARY = Kind(  # a collected summary.csv, as export and margins read its rows
     },
     COLLECT_FIX,
 )
-SPEED_FIX = "rerun python -m specbench.study.speed (or git checkout results/speed.csv)"
+SPEED_FIX = "rerun python -m specbench.study.tools.speed (or git checkout results/speed.csv)"
 SPEED_COLUMNS = (
     "run_id",
     "machine_id",

@@ -87,7 +87,7 @@ class Drafter:
     * ``teacher_forced``: its children at every node are the top-k / draws of ``pair.draft``'s
       own next-token distribution over the target's vocabulary and nothing else (no n-gram
       merge, vocabulary map or layer view), so teacher-forcing ``pair.draft`` along a
-      continuation gives its draft at every position; ``study.calibrate`` measures such a
+      continuation gives its draft at every position; ``study.tools.calibrate`` measures such a
       drafter at every position (greedy: ``rank_model``'s cached ranks, so it also declares
       ``rank_replay``; other modes: star trials on ``pair.draft``'s logits), any other
       greedy only, by a star-tree drafted replay;

@@ -11,7 +11,7 @@ logits depend only on its context, up to rounding: in bf16 the batch of a forwar
 them (by up to ~0.05 in L1 of the softmax), so a context keeps the logits of its first
 forward and an ancestor re-forwarded for its keys is not overwritten; every draw then
 sees one fixed target law per context, the law the check compares against.  The draws of the lossless check
-(``study.lossless``) therefore pay one forward per *new* node, not per draw.
+(``study.tools.lossless``) therefore pay one forward per *new* node, not per draw.
 
 The caller's KV cache is never filled: the memo records on it the token each
 call wrote into each slot, and a commit (which would move entries) is never seen.

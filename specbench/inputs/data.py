@@ -322,7 +322,7 @@ def dataset_kind(dataset: DatasetKeys) -> str:
 
 
 def check_rows(name: str, rows: list[tuple[str, str, str]], limit=None) -> None:
-    """The checks that need no tokenizer (``study.identity`` runs them before any model
+    """The checks that need no tokenizer (``study.job.identity`` runs them before any model
     loads): at least one prompt, and no prompt whose text is empty or whitespace."""
     if not rows:
         why = (

@@ -43,7 +43,7 @@ DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch
 SOURCES = ("embedded", "hub", "local")
 # ``weights: random`` builds the model from its config.json alone (seeded random weights): the
 # same layers, shapes and kernels, so the same forward time, for timing where the weights cannot
-# be (``study.costs`` on a machine without the model files); its rows say so
+# be (``study.tools.costs`` on a machine without the model files); its rows say so
 WEIGHTS = ("pretrained", "random")
 
 _MODELS: dict[tuple, Any] = {}

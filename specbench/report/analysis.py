@@ -23,7 +23,7 @@ from . import compare
 
 BASELINE_TREES = ("none",)
 GROUP = ["pair", "dataset", "dtype", "max_new_tokens"]
-# A mode's role is read from its rows (study.describe): ``baseline_of`` names the kind of tree
+# A mode's role is read from its rows (study.job.describe): ``baseline_of`` names the kind of tree
 # ("chain" or "tree") whose token-level reference it is (every other rule at T>0 is compared with it),
 # or "lossy" (the rule each lossy rule is compared with on the same trees); ``token_level_on`` the kinds
 # on which it is a token-level rule, the baseline of a rule that verified the same drafted trees.

@@ -64,7 +64,7 @@ def section(ctx) -> str:
     sched, out = ctx["t"]["schedule"], measured.schedule_section(ctx["t"])
     if not out:
         out.append(
-            "_The interleaved benchmark has no schedule yet (`python -m specbench.study.speed "
+            "_The interleaved benchmark has no schedule yet (`python -m specbench.study.tools.speed "
             "+speed_candidates=schedule batch_size=B` at two or more B)._"
         )
     if sched.empty:

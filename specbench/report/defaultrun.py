@@ -1,5 +1,5 @@
 """What the last default run (`bash run_all.sh`) covered, on which machine: one sentence from
-results/default_run.json (study.budget's record) and results/acceptance_check.csv (study.recheck)."""
+results/default_run.json (study.tools.budget's record) and results/acceptance_check.csv (study.tools.recheck)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 
 import pandas as pd
 
-from ..study.recheck import verdict
+from ..study.tools.recheck import verdict
 
 
 def read(results: str) -> dict | None:

@@ -10,7 +10,7 @@ shape, budget and temperature:
    its strongest token-level baseline, the row `analysis._reference_row` declares (on the same
    drafted trees where one shares its pair_key, else the reference rule's decode);
 2. *best lossless*: every lossy rule against the best lossless rule, fixed a priori as the mode the
-   rows declare the reference of their kind of tree (``baseline_of``, `study.describe`: speculative
+   rows declare the reference of their kind of tree (``baseline_of``, `study.job.describe`: speculative
    sampling on chains, multi-step speculative sampling, mss, on trees): its row on the same trees
    where one exists, else its decode on the same prompts;
 3. *naive*: every lossy rule (``mode_family``) against the rule the rows declare the lossy rules'

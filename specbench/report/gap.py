@@ -1,4 +1,4 @@
-"""The gap to the Sequoia DP's prediction, from results/gap_to_optimum.csv (``study.optimum``).
+"""The gap to the Sequoia DP's prediction, from results/gap_to_optimum.csv (``study.job.optimum``).
 
 Per pair and dataset (greedy, each dataset's main comparison group and prompt set, never
 averaged across datasets): each static shape's measured tokens_per_step, the DP's prediction

@@ -12,7 +12,7 @@ measured in costs.csv is a point: ``r = t_draft(1) / t_target(1)`` and the secan
 
 **Batch-size schedule of single runs.**  Per live setting run at several batch sizes B (one run per
 cell, no interval): each B's configurations' measured speedups over plain decoding at the same B, and
-the fastest; the interleaved benchmark's schedule, with intervals, is ``study.speedsched``'s.
+the fastest; the interleaved benchmark's schedule, with intervals, is ``study.tools.speedsched``'s.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def label(r: dict) -> str:
 def schedule_sentences(sched: pd.DataFrame, covered=frozenset()) -> list[str]:
     """Per live setting of single runs (one run per cell, no interval): the fastest configuration at
     each B, labelled as such and never read as where speculation stops paying (the interleaved
-    benchmark's schedule says that, ``study.speedsched``); a (pair, dataset, dtype) in ``covered``
+    benchmark's schedule says that, ``study.tools.speedsched``); a (pair, dataset, dtype) in ``covered``
     (the benchmark's schedule has it) is left to the benchmark."""
     out: list[str] = []
     if sched.empty:

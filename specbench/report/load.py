@@ -55,9 +55,9 @@ OPTIONAL_CSV = {
     "bf16_replay": "bf16_replay_divergence.csv",
     "run_times": "run_times.csv",
     "served": "served.csv",  # what a server measured (python -m specbench.import_metrics)
-    "bench": "speed.csv",  # the interleaved speed benchmark (python -m specbench.study.speed)
+    "bench": "speed.csv",  # the interleaved speed benchmark (python -m specbench.study.tools.speed)
     "bench_steps": "speed_steps.csv.gz",  # its timed decodes' step rows
-    "acceptance_check": "acceptance_check.csv",  # the default run's acceptance-sample check (study.recheck)
+    "acceptance_check": "acceptance_check.csv",  # the default run's acceptance-sample check (study.tools.recheck)
 }
 
 
@@ -138,7 +138,7 @@ def _vectors(results: str) -> pd.DataFrame | None:
 
 def load(results: str) -> dict:
     """Every input of the report, validated, with pairs labelled (`analysis.pair_labels`)."""
-    recover(results, clean=False)  # a collect killed while publishing: its files all new (study.collect)
+    recover(results, clean=False)  # a collect killed while publishing: its files all new (study.job.collect)
     path = os.path.join(results, "summary.csv")
     if not os.path.isfile(path):
         raise InputError(f"{path} not found; run `python -m specbench.collect` first (or pass --results DIR)")

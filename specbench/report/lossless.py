@@ -28,19 +28,19 @@ def margin_note(table: pd.DataFrame, margins: pd.DataFrame | None) -> str:
     margins = _shown_margins(table, margins)
     if margins is None:
         return (
-            "_results/divergence_margins.csv is absent (`python -m specbench.study.margins` writes it), so no "
+            "_results/divergence_margins.csv is absent (`python -m specbench.study.tools.margins` writes it), so no "
             "divergence's logit margin is shown._"
         )
     if margins.empty:
         return (
-            "_results/divergence_margins.csv has no row for these divergences (`python -m specbench.study.margins` "
+            "_results/divergence_margins.csv has no row for these divergences (`python -m specbench.study.tools.margins` "
             "says why it skipped them), so no logit margin is shown._"
         )
     worst, neg = float(margins.margin.abs().max()), int((margins.margin < 0).sum())
     return (
         f"Δlogit: the target's float32 logit of the baseline's token minus that of the configuration's token at "
         f"the first divergence (one forward over the prompt and the shared prefix, `python -m "
-        f"specbench.study.margins`); {len(margins)} of {n} divergences measured, |Δlogit| at most {worst:.3f} "
+        f"specbench.study.tools.margins`); {len(margins)} of {n} divergences measured, |Δlogit| at most {worst:.3f} "
         f"(a probability ratio of {math.exp(worst):.3f} between the two tokens); {neg} of {len(margins)} "
         f"negative (there float32 prefers the configuration's token to the baseline's)."
     )
@@ -134,7 +134,7 @@ def _first_token_check(check: pd.DataFrame, control: pd.DataFrame | None) -> lis
     """Part (b)'s empirical check (results/lossless_check.csv) and its positive controls."""
     check = check.assign(holm_p=check.groupby("pair").chi2_p.transform(lambda p: holm(p.astype(float))))
     out = [
-        "The empirical check (`python -m specbench.study.lossless`): per prefix, N seeded one-step "
+        "The empirical check (`python -m specbench.study.tools.lossless`): per prefix, N seeded one-step "
         "draws through the drafter, verifier and mode (the modes that draft alike verify the same drafted "
         "trees); χ² p-value of the first tokens against the target's distribution (`holm_p`: "
         "Holm-adjusted over all of the pair's checks), their TV, the TV of N exact draws from the target "
@@ -165,8 +165,8 @@ def _check_table(check: pd.DataFrame, want) -> str:
 
 
 def power_sentences(check: pd.DataFrame) -> list[str]:
-    """What the checks can detect: the power bound of ``study.lossless_power`` at each run's N and bins."""
-    from ..study.lossless_power import draws_for_power, power_tv
+    """What the checks can detect: the power bound of ``study.tools.lossless_power`` at each run's N and bins."""
+    from ..study.tools.lossless_power import draws_for_power, power_tv
 
     if "power" not in check or check.power.isna().all():
         return []

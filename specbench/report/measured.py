@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..results import speedstats
-from ..study import speedsched
+from ..study.tools import speedsched
 from . import benchcheck, phrases
 from .markdown import table
 
@@ -121,7 +121,7 @@ def lead(rec: pd.DataFrame) -> str:
     size = ", ".join(f"{n} prompts × {k} tokens" for n, k in sizes)
     pays = int((rec.verdict == "pays").sum())
     return (
-        f"**Measured** (the interleaved speed benchmark, `python -m specbench.study.speed`; batch 1, greedy, "
+        f"**Measured** (the interleaved speed benchmark, `python -m specbench.study.tools.speed`; batch 1, greedy, "
         f"{size}, timed on {machines}): each configuration and plain decoding decode the same prompts in the "
         "same round in a fresh random order, and a speedup is the paired throughput ratio to plain decoding "
         "with a 95% bootstrap interval over prompts. The ties are the configurations whose paired difference "

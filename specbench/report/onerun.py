@@ -7,7 +7,7 @@ no engine work can remove, from the committed results alone.
   batch 2-16): the tokens its forwards processed (steps.csv: ``tree_size + 1`` target tokens and the
   ``scored`` draft tokens of every step, ``costmodel.Counts``) at each model's widest measured forward
   rate here (results/costs.csv: the curve of the model the pair's forward ran, in the decode's dtype,
-  by ``results.costcurve.CEILING``): a compute ceiling as ``study.ceiling`` takes one.  A paired rule
+  by ``results.costcurve.CEILING``): a compute ceiling as ``study.tools.ceiling`` takes one.  A paired rule
   (``pair_role = paired``) is verified on its baseline's decode and costs no forward of its own.
 
 Left out, so the sum is a lower bound: the replayed grids, prefill, the costs, the calibration and

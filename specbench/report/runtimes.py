@@ -1,5 +1,5 @@
 """The setup page's *Run times*: each step of `bash run_all.sh` with its wall time (results/run_times.csv)
-beside its compute ceiling (`study.ceiling`'s counts at each model's widest timed forward rate), and the
+beside its compute ceiling (`study.tools.ceiling`'s counts at each model's widest timed forward rate), and the
 sentence naming each step far below its ceiling with why."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ EXTENDED_STEP = "extended:"  # run_all.sh's steps under SPECBENCH_EXTENDED=1: ti
 def run_times(times: pd.DataFrame | None, costs: pd.DataFrame | None = None) -> str:
     """Each step's wall time in the `bash run_all.sh` runs that wrote results/ (run_times.csv; a
     resumed run appends its own rows, and a step a run skipped reads near 0: per step, the run
-    that did its work), beside its compute ceiling where its forwards were counted (study.ceiling,
+    that did its work), beside its compute ceiling where its forwards were counted (study.tools.ceiling,
     each model's widest forward on its ``costcurve.CEILING`` curve of ``costs``)."""
     if times is None or times.empty:
         return "_results/run_times.csv is absent: the steps' wall times of `bash run_all.sh` were not recorded._"
@@ -81,9 +81,9 @@ def ceiling_sentence(per: pd.DataFrame) -> str:
         if counted:
             return (
                 f"No step has a ceiling: {counted} step{'s' if counted != 1 else ''} counted forwards, but results/costs.csv names none of "
-                "their models (rows from before its `model` column: rerun `python -m specbench.study.costs`)."
+                "their models (rows from before its `model` column: rerun `python -m specbench.study.tools.costs`)."
             )
-        return "No step has a ceiling: these runs predate the forward counts (`specbench.study.ceiling`)."
+        return "No step has a ceiling: these runs predate the forward counts (`specbench.study.tools.ceiling`)."
     low = have[have.ratio < LOW_RATIO]
     out = (
         f"{len(have) - len(low)} of {len(have)} steps with counted forwards run at {LOW_RATIO} of their ceiling or more"

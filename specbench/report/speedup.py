@@ -39,7 +39,7 @@ DRAFT_COST_RULE = (
 )
 
 
-REMEASURE = "python -m specbench.study.costs pair={pair} dtype={dtype} +costs_repeats=21 results_dir=results"  # on a quiet machine (nothing else running): more repeats of every point, interleaved
+REMEASURE = "python -m specbench.study.tools.costs pair={pair} dtype={dtype} +costs_repeats=21 results_dir=results"  # on a quiet machine (nothing else running): more repeats of every point, interleaved
 
 
 def one_token(costs: pd.DataFrame | None, speed: pd.DataFrame | None, device: str = "cpu") -> str:

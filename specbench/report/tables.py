@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..results import costcurve, schedule, speedstats
-from ..study import speedsched
+from ..study.tools import speedsched
 from . import analysis, benchcheck, compare, costmodel, hardware, lossless, onerun, speedup
 
 MIN_RANKED, MIN_CI, MAX_CUT = 32, 10, 0.10
@@ -280,7 +280,7 @@ def replayed_best(ans: pd.DataFrame) -> dict[tuple, dict]:
 
 def live_checks(res: pd.DataFrame) -> pd.DataFrame:
     """A live table's edge is no edge where its budget is the replayed grid's best (``replayed_best``)
-    and that best is bracketed: the live run checks that optimum's timing (``study.validate``)."""
+    and that best is bracketed: the live run checks that optimum's timing (``study.tools.validate``)."""
     best = replayed_best(res)
     if not best:
         return res

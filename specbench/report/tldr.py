@@ -1,6 +1,6 @@
 """The TL;DR (docs/report.md, "REPORT.md, in this order"): per pair and dataset the tree to use on
 this machine at batch 1, its speedup, acceptance rate and acceptance length with their intervals,
-and where the answer moves with batch size (the interleaved benchmark's `study.speedsched`, else the
+and where the answer moves with batch size (the interleaved benchmark's `study.tools.speedsched`, else the
 single runs of `results.schedule.schedule`, labelled) and with another machine's cost
 curve (`hardware.best_at` on its measured point); every number read from `tables.compute`."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..study import speedsched
+from ..study.tools import speedsched
 from . import analysis, hardware, measured, phrases, tables
 from .markdown import span, table
 

@@ -2,7 +2,7 @@
 the described ones among them (``DESCRIBED``), the identifier columns read as text
 (``TEXT_COLUMNS``) and what a row's tree parameters say about its size rule (``cost_aware``).
 
-``study.jobfiles`` writes rows in this order, ``study.describe`` computes the described columns and
+``study.job.jobfiles`` writes rows in this order, ``study.job.describe`` computes the described columns and
 fills them into older rows, ``results.files`` reads them and the report reads the rows.  Imports
 the standard library only.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-# What a row's registry entries declare, so the report reads data only (study.describe).
+# What a row's registry entries declare, so the report reads data only (study.job.describe).
 DESCRIBED = ("tree_resolved", "mode_family", "baseline_of", "token_level_on", "frontier_rule")
 
 KEY_COLUMNS = [

@@ -1,4 +1,4 @@
-"""Forward-cost curves from results/costs.csv rows (``study.costs`` writes them): the seconds of one
+"""Forward-cost curves from results/costs.csv rows (``study.tools.costs`` writes them): the seconds of one
 forward against its query tokens, read by a named rule the caller chooses.
 
 Each costs.csv row is one (role, pair, dtype, device, KV length, n_tokens) point: its median
@@ -14,7 +14,7 @@ curve, at which KV length it is read, and what a forward wider than the widest m
 * ``CEILING``: one model's forward, every row that names it pooled (each size's value is the median
   over the pairs that share the model), in bf16 on the CPU unless the caller names another dtype,
   at the model's shortest measured KV length; linear in n beyond the widest size.  A step's compute
-  ceiling (``study.ceiling``: results/run_times.csv) and the least time of one run (``report.onerun``).
+  ceiling (``study.tools.ceiling``: results/run_times.csv) and the least time of one run (``report.onerun``).
 
 Between measured sizes a curve is linear in n.  pandas and numpy only.
 """
@@ -179,7 +179,7 @@ def read(path: str, rule: Rule, key: str, role: str | None, dtype: str, device: 
     if got is None:
         whose = f"{role} costs of pair {key}" if rule.per == "pair" else f"costs of model {key}"
         raise ValueError(
-            f"{path}: no {whose} in {dtype} on {device}: run `python -m specbench.study.costs "
+            f"{path}: no {whose} in {dtype} on {device}: run `python -m specbench.study.tools.costs "
             f"pair={key} dtype={dtype} device={device}` first"
         )
     return got

@@ -1,6 +1,6 @@
 """The batch-size schedule from results/speedup.csv rows (single live runs, one per cell, without
 intervals), read by the report (its table, figure and sentences, labelled as such) and by
-``study.export`` where the interleaved benchmark has no schedule (``study.speedsched``).
+``study.serving.export`` where the interleaved benchmark has no schedule (``study.tools.speedsched``).
 
 Imports: pandas only (the report imports no torch).
 """
@@ -38,7 +38,7 @@ def schedule(speed: pd.DataFrame) -> pd.DataFrame:
 def draft_lengths(speed: pd.DataFrame, pair: str, tree: str = "chain") -> Lengths | None:
     """[(batch size, draft length K), ...] of ``pair``'s ``tree`` runs in the live setting with
     the most batch sizes: per B the fastest one's N where it beats plain decoding, else 0;
-    None without such a study.  Single runs without intervals (``SOURCE``): ``study.export`` takes
+    None without such a study.  Single runs without intervals (``SOURCE``): ``study.serving.export`` takes
     them only where the interleaved benchmark has no schedule (``speedsched.draft_lengths``)."""
     if speed.empty or "tree" not in speed.columns:
         return None

@@ -3,7 +3,7 @@
 One row of speed.csv is one timed decode: a candidate (plain decoding included) on one unit (a
 prompt, or a batch of ``batch_size`` prompts) in one round of one run, with its wall seconds and
 the tokens it emitted.  Every candidate decodes the same units in every round, in a fresh random
-order (``study.speed``), so a candidate is compared with plain decoding **of the same units in
+order (``study.tools.speed``), so a candidate is compared with plain decoding **of the same units in
 the same rounds**:
 
 * **speedup** of candidate c = (Σ tokens_c / Σ wall_c) ÷ (Σ tokens_plain / Σ wall_plain) over the
@@ -30,7 +30,7 @@ PLAIN = "plain"  # the baseline candidate: tree=none
 PLAIN_AA = "plain (A/A)"  # plain decoding again, as a candidate: the A/A control
 TWIN_SUFFIX = " (twin)"  # an identical tree under a second name: the identical-tree control
 RUN = ["run_id"]  # one benchmark process: its candidates, units and rounds
-ANSWER = "answer"  # the roster of a run without one (``study.speedsched``'s schedule runs say ``schedule``)
+ANSWER = "answer"  # the roster of a run without one (``study.tools.speedsched``'s schedule runs say ``schedule``)
 LEVEL = 0.95
 AA_WITHIN = 0.03  # speed_rounds=auto adds rounds while the A/A interval is wider than 1 +- 3%
 RESAMPLES = 4000
@@ -167,7 +167,7 @@ PICK_RULE = "among the configurations that tie the fastest, the one drafting the
 
 def latest_runs(speed: pd.DataFrame) -> pd.DataFrame:
     """Per (pair, dataset, dtype, batch size, max_new_tokens, machine, roster: a schedule run's rows,
-    ``study.speedsched``, or an answer run's, the default): the runs of one candidate set on one
+    ``study.tools.speedsched``, or an answer run's, the default): the runs of one candidate set on one
     prompt set pooled (each of their rounds is one more round: every candidate beside plain decoding
     on the same units) under the newest one's ``run_id``; of several such sets, the one on the most
     prompts (the newest among equals: a new candidate set replaces an old one), so a default run's

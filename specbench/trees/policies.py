@@ -208,7 +208,7 @@ def make_policy(name: str, budget, params: Mapping[str, Any] | None = None) -> T
 def resolved_params(name: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``tree.*`` parameters of policy ``name`` with its defaults filled in (parsed by its
     ``Params``); a nested policy's (merged: its model part's) under ``model``, resolved the
-    same way.  What every row carries as ``tree_resolved`` (``study.describe``)."""
+    same way.  What every row carries as ``tree_resolved`` (``study.job.describe``)."""
     spec = policy_spec(name)
     given = dict(params or {})
     out = spec.params.parse(name, given).as_dict()

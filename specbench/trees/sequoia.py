@@ -2,7 +2,7 @@
 
 Acceptance vector P: P[k] = probability that the sibling of rank k is the
 accepted child of an accepted node (measured by ``python -m
-specbench.study.calibrate``; Sequoia's positional acceptance assumption says it does
+specbench.study.tools.calibrate``; Sequoia's positional acceptance assumption says it does
 not depend on the node).  Under that assumption the expected number of
 accepted draft tokens of a tree is exactly
 
@@ -39,7 +39,7 @@ from .base import Params, optional, positive, static_shape
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VECTOR = "results/acceptance_vector.csv"
-CALIBRATE_HINT = "python -m specbench.study.calibrate"
+CALIBRATE_HINT = "python -m specbench.study.tools.calibrate"
 AUTO = "auto"  # tree.calib_pair_id: the job's own pair_id
 
 
@@ -181,7 +181,7 @@ def load_vector(
 ) -> list[float]:
     """The calibrated vector (p_accept by rank) for one pair/dataset/verify/temperature
     from an acceptance_vector.csv; None keys match anything (first match wins).  A pair is
-    matched by its ``pair_id`` (draft + target content, ``study.identity``), never by name."""
+    matched by its ``pair_id`` (draft + target content, ``study.job.identity``), never by name."""
     want = {"pair_id": pair_id, "dataset": dataset, "verify": verify}
     file = _resolve(path)
     what = ", ".join(f"{k}={v}" for k, v in {**want, "temperature": temperature}.items() if v is not None)
@@ -247,7 +247,7 @@ def sequoia(budget: int, params: SequoiaParams) -> list[RankPath]:
         if sum(vec) > 1 + 1e-4:  # at most one child is the accepted one: rank k's chances exclude each other
             raise ValueError(
                 f"tree.vector={vec} sums to {sum(vec):.4g} > 1: the probability that the rank-k child is the "
-                "accepted one, summed over k, is at most 1; calibrate one (python -m specbench.study.calibrate)"
+                "accepted one, summed over k, is at most 1; calibrate one (python -m specbench.study.tools.calibrate)"
             )
     if p.max_children:
         vec = vec[: int(p.max_children)]

@@ -32,7 +32,7 @@ vocabulary at every node): it checks the rows (normalisation, temperatures), and
 broken rule would read ~1e-16 too.  The mode's own law is checked by enumerating every
 drawable tree of a small world (``tests/test_lossless_modes.py``: ``path_end_law`` below
 gives the law of the accepted path and the token after it) and empirically by
-``study.lossless``.  The conditional values and ``expected_accepted`` do come from the
+``study.tools.lossless``.  The conditional values and ``expected_accepted`` do come from the
 mode's own law.  NaN: an mss node (random order) with more than ``MAX_DP_CHILDREN``
 children.
 """

@@ -1,0 +1,266 @@
+"""`python -m specbench.export [overrides] format=F [out=PATH] [nearest=true] [eagle_head=ID]`: a
+configuration in the form a serving engine takes, or its speculation profile.
+
+The configuration is the study's overrides (``pair=qwen_coder tree=binary tree.budget=16``,
+checked as ``run`` checks them, no model loads) or ``config_hash=H``, a committed row of
+``results_dir`` (default results).  ``format``:
+
+- ``paths``: the tree as a rank-path list, ``[[0], [0, 0], [1], ...]`` (Medusa's choices,
+  TensorRT-LLM's ``medusa_choices`` and ``eagle_choices``), for every static shape (Sequoia's
+  DP tree included); its parents and sibling ranks are the policy's.
+- ``sglang``, ``trtllm``, ``vllm``: the engine's own settings (``engines.FORMATS``; each names
+  the engine source it was checked against, docs/serving.md).  ``eagle_head=HUB_ID_OR_DIR``: the
+  EAGLE-3 head TensorRT-LLM's Eagle3 drafts trees with (it has no tree of a separate draft model).
+- ``profile``: the speculation profile of the configuration's committed rows (``profile``).
+
+``out=PATH`` writes JSON there (atomically); without it the JSON goes to stdout.  What a format
+cannot run as the study ran it is refused in one line naming the engine, the reason and the
+nearest exportable configuration, exit 2; ``nearest=true`` exports that one instead, labelled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import pandas as pd
+
+from ...core import readers
+from ...core.atomic import os_line, write_text
+from ...results.files import STEPS_FILE, read_csv
+from ...results.schedule import draft_lengths
+from ...results.speedstats import answer_first, answers
+from ...trees.policies import make_policy, policy_spec
+from ..tools.speedsched import draft_lengths as benchmark_lengths
+from .engines import FORMATS, Choice, settings
+
+KEYS = (
+    "format",
+    "out",
+    "config_hash",
+    "results_dir",
+    "recommend",
+    "nearest",
+    "eagle_head",
+)  # export's own keys, set without a +
+PROFILE_VERSION = 1
+
+
+def paths(choice: Choice) -> list[list[int]]:
+    """The static shape's rank paths (a refusal for a tree drafted at run time)."""
+    if policy_spec(choice.tree).shape is None:
+        raise ValueError(
+            f"format=paths: tree={choice.tree} is drafted at run time, not one static rank-path list; export a "
+            "static shape (chain, binary, kary, specinfer, topk_wide, sequoia, medusa63, paths), or EAGLE-2 "
+            "and chains with format=sglang / trtllm / vllm"
+        )
+    policy = make_policy(choice.tree, choice.budget, choice.params)
+    return [list(p) for p in policy.paths()]  # type: ignore[attr-defined]
+
+
+def profile(summary: pd.Series, steps: pd.DataFrame) -> dict:
+    """The field's per-position acceptance figures of one configuration's steps: the
+    acceptance-length histogram, marginal (P(accepted >= d)) and conditional (P(accepted >= d |
+    accepted >= d - 1)) acceptance per position, the acceptance length AL = 1 + accepted per
+    step token-weighted (over all steps) and per request (the mean of each prompt's), and the
+    consistency checks as fields (AL = 1 + sum of marginals; marginals non-increasing)."""
+    acc = steps.accepted.to_numpy(int)
+    depth = int(max(acc.max(initial=0), steps.tree_depth.max()))
+    hist = np.bincount(acc, minlength=depth + 1)
+    marginal = [float((acc >= d).mean()) for d in range(1, depth + 1)]
+    conditional = [m / prev if prev else None for m, prev in zip(marginal, [1.0, *marginal[:-1]])]
+    al = 1 + float(acc.mean())
+    per_request = steps.groupby("prompt_id").accepted.mean() + 1
+    return {
+        "profile_version": PROFILE_VERSION,
+        "config_hash": str(summary.config_hash),
+        **{
+            k: _plain(summary[k]) for k in ("pair", "dataset", "tree", "tree_params", "budget", "verify", "temperature")
+        },
+        "n_requests": int(per_request.size),
+        "n_steps": int(acc.size),
+        "acceptance_length_histogram": hist.tolist(),
+        "marginal_acceptance": marginal,
+        "conditional_acceptance": conditional,
+        "acceptance_length_token_weighted": al,
+        "acceptance_length_per_request": float(per_request.mean()),
+        "checks": {
+            "al_equals_1_plus_sum_marginal": bool(np.isclose(al, 1 + sum(marginal))),
+            "marginal_non_increasing": bool(all(b <= a + 1e-12 for a, b in zip(marginal, marginal[1:]))),
+            "histogram_counts_steps": int(hist.sum()) == int(acc.size),
+        },
+    }
+
+
+def _plain(v):
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def committed(results: str, chash: str) -> tuple[pd.Series, pd.DataFrame]:
+    """The summary row and step rows of ``chash`` in ``results`` (one line when absent, or when a
+    file is missing, cut, binary or lacks a column it needs: ``core.readers``)."""
+    summary = readers.read(os.path.join(results, "summary.csv"), readers.SUMMARY, "results_dir", read_csv)
+    rows = summary[summary.config_hash.astype(str) == chash]
+    if rows.empty:
+        raise ValueError(
+            f"config_hash={chash}: no such row in {results}/summary.csv; run the configuration and collect it first"
+        )
+    path = os.path.join(results, STEPS_FILE)
+    steps = readers.table(path, STEP_COLUMNS, readers.COLLECT_FIX, "results_dir", read_csv, scan=False)
+    steps = steps[steps.config_hash.astype(str) == chash]
+    for c in ("accepted", "tree_depth"):
+        if not pd.api.types.is_numeric_dtype(steps[c]) or steps[c].isna().any() or (steps[c] < 0).any():
+            raise readers.TableError(
+                f"results_dir={path}: column {c} of config_hash={chash} holds a value that is not a count; "
+                f"{readers.COLLECT_FIX}"
+            )
+    return rows.iloc[0], steps
+
+
+STEP_COLUMNS = ("config_hash", "prompt_id", "accepted", "tree_depth")
+
+
+def choose(argv: list[str], opts: dict) -> tuple[Choice, str | None]:
+    """(what to export, its config hash where known) from ``config_hash`` or the overrides."""
+    if opts.get("recommend") in ("true", "True", "1"):
+        opts["config_hash"] = recommended(
+            opts["results_dir"], dict(a.lstrip("+").split("=", 1) for a in argv if "=" in a)
+        )
+    if opts.get("config_hash"):
+        row, _ = committed(opts["results_dir"], opts["config_hash"])
+        return Choice.of_row(row), str(opts["config_hash"])
+    from ..job.launch import checked_job
+
+    job = checked_job(argv)
+    chash = None
+    if opts["format"] == "profile" or job.tree.params.get("calib_pair_id") == "auto":
+        from ..job import identity
+
+        ident = identity.job_identity(job)  # content fingerprints: no model loads
+        job, ident = identity.bind(job, ident)
+        chash = identity.config_hash(job, ident)
+    return Choice.of_job(job), chash
+
+
+def recommended(results: str, given: dict) -> str:
+    """``recommend=true``: the config hash of what the report's TL;DR names for ``pair`` on ``dataset``
+    at ``batch_size`` (default 1): the interleaved benchmark's answer where it timed them (results/
+    speed.csv, ``results.speedstats``: the configuration shown among the ties; its replayed row), else the
+    fastest projection in results/speedup.csv (rows of >= 32 prompts; optionally of one ``tree``)."""
+    if "pair" not in given or "dataset" not in given:
+        raise ValueError("recommend=true needs pair=NAME and dataset=NAME (the recommendation's pair and data)")
+    speed = readers.read(os.path.join(results, "speedup.csv"), readers.SPEEDUP_ROWS, "results_dir")
+    b = int(given.get("batch_size", 1))  # a replayed row stands for batch 1 (its batch_size is replay's)
+    at_b = (speed.batch_size.astype(int) == b) & (speed.engine == "live") | ((speed.engine == "replay") & (b == 1))
+    rows = speed[
+        (speed.pair.astype(str) == given["pair"]) & (speed.dataset == given["dataset"]) & (speed.temperature == 0)
+        & at_b & (speed.budget.astype(int) > 0)
+    ]  # fmt: skip
+    if "tree" in given:
+        rows = rows[rows.tree == given["tree"]]
+    big = rows[rows.n_prompts.astype(int) >= 32]  # the report ranks rows of >= 32 prompts
+    rows = big if len(big) else rows
+    shown = measured_answer(results, given, b)
+    if shown is not None and "tree" not in given:
+        same = rows[(rows.tree == shown["tree"]) & (rows.budget.astype(int) == int(shown["budget"]))]
+        same = same[(same.engine == "replay") & (same.dtype == shown["dtype"])]
+        if len(same):
+            return str(same.sort_values("max_new_tokens", ascending=False).iloc[0].config_hash)
+    if rows.projected.notna().sum() == 0:
+        raise ValueError(f"recommend=true: no measured or projected speedup of {given['pair']} on {given['dataset']}")
+    return str(rows.loc[rows.projected.idxmax()].config_hash)
+
+
+def measured_answer(results: str, given: dict, batch: int) -> dict | None:
+    """The benchmark's shown configuration of the pair and dataset at ``batch``, or None."""
+    path = os.path.join(results, "speed.csv")
+    if not os.path.isfile(path):
+        return None
+    a = answer_first(answers(readers.table(path, readers.SPEED_COLUMNS, readers.SPEED_FIX, "results_dir")))
+    a = (
+        a[(a.pair == given["pair"]) & (a.dataset == given["dataset"]) & (a.batch_size.astype(int) == batch)]
+        if len(a)
+        else a
+    )
+    a = a[a.shown & a.controls_hold] if len(a) else a
+    return a.sort_values("run_id").iloc[-1].to_dict() if len(a) else None
+
+
+def split_argv(argv: list[str]) -> tuple[list[str], dict]:
+    """(the study's overrides, export's own keys) of the command line."""
+    opts: dict = {k: None for k in KEYS} | {"results_dir": "results"}
+    rest = []
+    for arg in argv:
+        key, eq, value = arg.lstrip("+").partition("=")
+        if eq and key in KEYS:
+            opts[key] = value
+        else:
+            rest.append(arg)
+    if opts["format"] not in (*FORMATS, "paths", "profile"):
+        raise ValueError(
+            f"format={opts['format']}: must be one of paths, profile, {', '.join(FORMATS)} (e.g. format=paths)"
+        )
+    return rest, opts
+
+
+def export(argv: list[str]) -> tuple[object, dict]:
+    """(the exported JSON object, export's own keys) for a command line (one-line ValueErrors)."""
+    rest, opts = split_argv(argv)
+    choice, chash = choose(rest, opts)
+    if opts["format"] == "paths":
+        return paths(choice), opts
+    if opts["format"] == "profile":
+        if chash is None:
+            raise ValueError("format=profile needs the configuration's committed rows: give config_hash=H")
+        row, steps = committed(opts["results_dir"], chash)
+        if steps.empty:
+            raise ValueError(f"config_hash={chash}: no step rows in {opts['results_dir']}; collect them first")
+        return profile(row, steps), opts
+    near = opts.get("nearest") in ("true", "True", "1")
+    sched = batch_schedule(opts["results_dir"], choice)
+    return settings(opts["format"], choice, paths, sched, opts.get("eagle_head"), near), opts
+
+
+def batch_schedule(results: str, choice: Choice) -> list[tuple[int, int]] | None:
+    """[(batch size, draft length K), ...] of this pair: the interleaved benchmark's schedule
+    (results/speed.csv, ``study.tools.speedsched.draft_lengths``: each B's intervals), else the single live
+    chains of the batch-size study (results/speedup.csv, ``results.schedule.draft_lengths``, labelled
+    as single runs); None without either."""
+    bench = os.path.join(results, "speed.csv")
+    if os.path.isfile(bench):
+        found = benchmark_lengths(
+            readers.table(bench, readers.SPEED_COLUMNS, readers.SPEED_FIX, "results_dir"), choice.pair
+        )
+        if found:
+            return found
+    path = os.path.join(results, "speedup.csv")
+    return (
+        draft_lengths(readers.read(path, readers.SPEEDUP, "results_dir"), choice.pair) if os.path.exists(path) else None
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        obj, opts = export(argv)
+    except ValueError as e:
+        print(f"specbench: error: {(str(e).strip().splitlines() or [type(e).__name__])[0]}", file=sys.stderr)
+        sys.exit(2)
+    text = json.dumps(obj, indent=None if opts["format"] == "paths" else 1) + "\n"
+    if opts["out"]:
+        from ..job.argv import check_out, fail
+
+        check_out(opts["out"], "out")  # a folder, or a folder it cannot write: one line, exit 2
+        try:
+            write_text(opts["out"], text)
+        except OSError as e:  # the disk refused the write: one line, nothing replaced
+            fail(os_line(e, opts["out"], "out"), 1)
+        print(f"specbench: wrote {opts['format']} -> {opts['out']}")
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

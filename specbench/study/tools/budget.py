@@ -1,0 +1,382 @@
+"""The default run's plan (``bash run_all.sh``): what fits a time budget on this machine, from the
+rates it measured (``inputs/machine.py``: GFLOP/s of a 1536 x 8960 linear layer at 1 and 64 rows in
+each dtype).  torch-free: pandas and the standard library.
+
+Every step's time is an estimate from the models' sizes (2 FLOP per parameter and token) at the
+measured rate for its forward width, plus each process's start and model load:
+
+* ``costs``: every forward shape of the answer's pairs' models, ``repeats`` + 1 times, at each KV length;
+* ``recheck``: the acceptance sample (``study.tools.recheck``), each configuration at its committed
+  batch B on the P prompts of its run (``recheck.run_prompts``): one target continuation per
+  (target, dataset, batch, prompts, tokens, dtype) it needs (per B prompts a prefill, then one
+  B-row forward per token), and per configuration a process, a drafter pass over the same rows and
+  tokens (``sample_cost``); a live row decodes its P prompts with both models;
+* ``speed``: per pair x dataset, ``prompts`` x ``tokens`` decodes of plain decoding, its A/A copy,
+  each candidate and the first one's twin, each token one target decode step (a tree step's
+  drafts and wider forward cost about the steps it saves);
+* ``attention``: the tree-attention grid's time on a reference machine, scaled by the rates;
+* ``collect``, ``ceiling``, ``report``: fixed.
+
+``plan`` fills the budget in stages, each taken only once the stage before it reached its cap (so
+more minutes never cover less): the small attention grid, the first pair x dataset's speed on its
+fewest prompts, the rest of the acceptance sample (``shrink``: the most expensive configurations
+dropped until it fits, named in the plan with the strata no configuration then represents), the
+first pair x dataset's further prompts, every further pair x dataset at full size (in the
+answer's order), the default grid.  The mandatory part (costs of the first pair, the sample's
+cheapest configuration, the fixed steps) is planned even over the budget, and the plan says so.
+
+    python -m specbench.study.tools.budget plan --machine OUT/machine.json --minutes 45 --spent 120 \\
+        --out OUT/plan.json [--profile tiny] [--results results]
+    python -m specbench.study.tools.budget get OUT/plan.json speed      # one line per unit, for the shell
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+
+from ...core.args import Parser, refuse
+from ...core.atomic import atomic_write, write_file
+from .planview import GRIDS, covered, get, printout, record, sentence  # noqa: F401  (GRIDS, covered: its API)
+from .sizes import PAIRS, PARAMS_B, continuation_key, models, params, run_prompts  # noqa: F401  (PAIRS, PARAMS_B: its API)
+
+COST_SHAPES, COST_WIDTH = 23, 31  # study.tools.costs: 23 widths 1..128, mean 31 tokens (its KV x width grid)
+PROMPT_TOKENS = 200  # a prompt's tokens (padded), for prefill estimates: the longer prompts of humaneval
+# No gain factor: a whole model's forward of w tokens costs its first token at the measured 1-row rate and
+# each further one at the measured 64-row rate, both this machine's (machine.json).  Checked on
+# results/costs.csv (1..128 tokens at KV 128) against the rates of the machine that measured it
+# (results/default_run.json's): 0.96-1.21x the measured seconds for the 1.5B target, 0.73-0.87x for the 0.5B.
+# the attention grids' seconds (Profile.grid_s) were timed where a 64-row bf16 matmul ran this fast:
+# 'key' 36 s in the default run of results/run_times.csv on the 319 GFLOP/s machine of default_run.json
+# ('default': an earlier run of the whole grid); a slower machine's grid scales by its 64-row rate
+REF_GFLOPS = 319.0
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    tokens: int = 64  # new tokens per speed decode
+    prompts: tuple[int, int] = (4, 16)  # speed prompts per pair x dataset: (fewest worth running, most)
+    costs_repeats: int = 3
+    kv_lens: tuple[int, ...] = (128, 512)
+    grids: tuple[str, str] = ("key", "default")  # (small, full) attention grid
+    grid_s: dict = field(default_factory=lambda: {"none": 0.0, "tiny": 5.0, "key": 40.0, "default": 660.0})
+    # one process's imports and model load: the batch-1 acceptance check of results/run_times.csv's last default
+    # run (15 one-prompt processes in 284 s, their forwards 128 s of it) left ~10 s a process; 15 with the load
+    load_s: float = 15.0
+    # collect: the default run's "collect and the run's record" step (98 s and 119 s in results/run_times.csv); ceiling
+    # and report (not in run_times.csv, which the ceiling step writes): python -m specbench.report took ~2-3 min
+    fixed_s: dict = field(default_factory=lambda: {"collect": 120.0, "ceiling": 10.0, "report": 180.0})
+
+
+PROFILES = {
+    "real": Profile("real"),
+    "tiny": Profile(
+        "tiny",
+        tokens=8,
+        prompts=(1, 2),
+        costs_repeats=1,
+        kv_lens=(16,),
+        grids=("none", "tiny"),
+        load_s=4.0,
+        fixed_s={"collect": 6.0, "ceiling": 3.0, "report": 40.0},
+    ),
+}
+
+
+def forward_s(model: str | None, width: int, rate: dict) -> float:
+    """One forward of ``width`` tokens: the first token at the 1-row rate (a decode step reads every
+    weight once), each further one at the 64-row rate (see ``REF_GFLOPS``'s comment above)."""
+    if model is None:
+        return 0.0
+    flop = 2 * params(model)
+    return flop / float(rate["1"]) + flop * (max(width, 1) - 1) / float(rate["64"]) + 0.002
+
+
+def costs_s(pairs, rate: dict, prof: Profile) -> float:
+    """study.tools.costs for ``pairs``: each distinct model once (a shared target is measured once)."""
+    ms = {m for p in pairs for m in models(p) if m is not None}
+    per = {m: COST_SHAPES * forward_s(m, COST_WIDTH, rate) * (prof.costs_repeats + 1) for m in ms}
+    fill = {m: sum(forward_s(m, kv, rate) for kv in prof.kv_lens) for m in ms}
+    return (prof.load_s + sum(per[m] * len(prof.kv_lens) + fill[m] for m in ms)) if ms else 0.0
+
+
+def _decode_s(model: str | None, b: int, n: int, rate: dict) -> float:
+    """``b`` prompts prefilled, then ``n`` forwards of ``b`` rows."""
+    return forward_s(model, b * PROMPT_TOKENS, rate) + n * forward_s(model, b, rate)
+
+
+def sample_cost(row: dict, rates: dict, prof: Profile) -> tuple[float, float]:
+    """(its continuation's seconds, its own seconds) for one sampled row at its committed batch B on the
+    P prompts of its run (P / B batches); a live row has no shared continuation (its decode is its own)."""
+    draft, target = models(row["pair"])
+    b, n, rate = int(row["batch_size"]), int(row["max_new_tokens"]), rates[row["dtype"]]  # the committed dtype
+    runs = -(-run_prompts(row) // b)
+    cont, own = runs * _decode_s(target, b, n, rate), prof.load_s + runs * _decode_s(draft, b, n, rate)
+    return (0.0, own + cont) if row.get("engine", "replay") == "live" else (cont, own)
+
+
+def recheck_s(sample: list[dict], rates: dict, prof: Profile) -> float:
+    """The sample's seconds: each row's own, each continuation it needs once."""
+    conts: dict = {}
+    own = 0.0
+    for r in sample:
+        cont, mine = sample_cost(r, rates, prof)
+        conts[continuation_key(r)] = max(conts.get(continuation_key(r), 0.0), cont)
+        own += mine
+    return own + sum(conts.values())
+
+
+def shrink(sample: list[dict], rates: dict, prof: Profile, seconds: float) -> tuple[list[dict], list[dict]]:
+    """(kept, dropped): the sample with its most expensive rows (own + continuation) dropped first
+    until it fits ``seconds``; the cheapest row is always kept (the mandatory part)."""
+    order = sorted(range(len(sample)), key=lambda i: (-sum(sample_cost(sample[i], rates, prof)), i))
+    for k in range(len(order)):
+        kept = [sample[i] for i in sorted(order[k:])]
+        if k == len(order) - 1 or recheck_s(kept, rates, prof) <= seconds:
+            return kept, [sample[i] for i in order[:k]]
+    return [], []
+
+
+def speed_s(pair: str, n_candidates: int, prompts: int, prof: Profile, rate: dict) -> float:
+    """study.tools.speed on one pair x dataset: plain, A/A, each candidate and a twin per prompt, and a
+    warm-up of every other one; each decode a prefill of its prompt, then one target step per token."""
+    decodes = (n_candidates + 3) * prompts + (n_candidates + 4) // 2
+    target = models(pair)[1]
+    per_token = forward_s(target, 1, rate)  # a tree step's wider forward and drafts ~ its tokens saved
+    return prof.load_s + decodes * (forward_s(target, PROMPT_TOKENS, rate) + prof.tokens * per_token)
+
+
+def grid_s(grid: str, rates: dict, prof: Profile) -> float:
+    best = max(float(r["64"]) for r in rates.values())
+    return prof.grid_s[grid] * max(1.0, REF_GFLOPS / best) if grid != "tiny" else prof.grid_s[grid]
+
+
+@dataclass
+class Fill:
+    """The budget as it is spent: ``left`` seconds, stages taken until one stops short."""
+
+    left: float
+    open: bool = True
+
+    def take(self, seconds: float) -> bool:
+        if self.open and seconds <= self.left:
+            self.left -= seconds
+            return True
+        self.open = False
+        return False
+
+
+def _units(units, prof: Profile, rate: dict, fill: Fill, costed: set, sizes) -> list[dict]:
+    """Speed units in order, each with as many of ``sizes`` prompts as fit (the largest first) and its
+    pair's costs; stops at the first that does not fit, or that fits fewer than ``sizes``' largest."""
+    out: list[dict] = []
+    for pair, dataset, cands in units:
+        extra = 0.0 if pair in costed else costs_s([pair], rate, prof)
+        n = next((p for p in sizes if extra + speed_s(pair, len(cands), p, prof, rate) <= fill.left), 0)
+        if not fill.open or not n or not fill.take(extra + speed_s(pair, len(cands), n, prof, rate)):
+            fill.open = False
+            break
+        costed.add(pair)
+        eta = speed_s(pair, len(cands), n, prof, rate)
+        out.append(dict(pair=pair, dataset=dataset, prompts=n, tokens=prof.tokens, candidates=list(cands), eta_s=eta))
+        if n < max(sizes):
+            fill.open = False
+    return out
+
+
+def _grow(unit: dict, prof: Profile, rate: dict, fill: Fill) -> None:
+    """The first unit from its fewest prompts to as many as fit (closes ``fill`` short of the most)."""
+    lo, hi = prof.prompts
+    base = speed_s(unit["pair"], len(unit["candidates"]), lo, prof, rate)
+    cost = {n: speed_s(unit["pair"], len(unit["candidates"]), n, prof, rate) - base for n in range(lo, hi + 1)}
+    n = max((k for k in cost if fill.open and cost[k] <= fill.left), default=lo)
+    fill.take(cost[n])
+    unit.update(prompts=n, eta_s=base + cost[n])
+    if n < hi:
+        fill.open = False
+
+
+def _recheck_step(sample: list[dict], rates: dict, prof: Profile, fill: Fill) -> dict:
+    """The acceptance sample that fits what ``fill`` has left beyond its mandatory cheapest row."""
+    floor = recheck_s(shrink(sample, rates, prof, 0.0)[0], rates, prof)
+    kept, dropped = shrink(sample, rates, prof, floor + (fill.left if fill.open else 0.0))
+    fill.take(recheck_s(kept, rates, prof) - floor)
+    if dropped:
+        fill.open = False
+    return recheck_view(sample, kept, dropped, rates, prof)
+
+
+def recheck_view(sample: list[dict], kept: list[dict], dropped: list[dict], rates: dict, prof: Profile) -> dict:
+    """The plan's recheck step: the kept configurations (the shell's ``--only``), their batches and
+    prompts, each dropped one with its seconds, and the strata values no kept one represents."""
+
+    def name(r: dict) -> str:
+        return f"{r['pair']} {r['tree']}/{int(r['budget'])} {r['dataset']} (batch {int(r['batch_size'])})"
+
+    from .recheck import STRATA  # pandas: imported by the plan only, so the shell's `get` stays fast
+
+    have = {(k, r[k]) for r in kept for k in STRATA}
+    lost = sorted({f"{k} {r[k]}" for r in dropped for k in STRATA if (k, r[k]) not in have})
+    return dict(
+        step="recheck",
+        configurations=len(kept),
+        sampled=len(sample),
+        configs=[r["config_hash"] for r in kept],
+        batches=sorted({int(r["batch_size"]) for r in kept}),
+        prompts=sum(run_prompts(r) for r in kept),
+        dropped=[dict(name=name(r), eta_s=sum(sample_cost(r, rates, prof))) for r in dropped],
+        unrepresented=lost,
+        eta_s=recheck_s(kept, rates, prof),
+    )
+
+
+def plan(prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample: list[dict]) -> dict:
+    """What fits ``budget_s`` seconds (see the module's docstring): a JSON-ready dict."""
+    rate = rates[dtype]
+    first = [units[0][0]] if units else []
+    floor = recheck_s(shrink(sample, rates, prof, 0.0)[0], rates, prof)
+    must = sum(prof.fixed_s.values()) + floor + costs_s(first, rate, prof)
+    fill = Fill(budget_s - must, open=budget_s >= must)
+    costed = set(first)
+    small, full = prof.grids
+    grid = small if fill.take(grid_s(small, rates, prof)) else "none"
+    speed = _units(units[:1], prof, rate, fill, costed, [prof.prompts[0]])
+    recheck = _recheck_step(sample, rates, prof, fill)
+    if speed and fill.open:
+        _grow(speed[0], prof, rate, fill)
+    if speed and speed[-1]["prompts"] == prof.prompts[1]:
+        speed += _units(units[1:], prof, rate, fill, costed, [prof.prompts[1]])
+    if grid == small and fill.take(grid_s(full, rates, prof) - grid_s(small, rates, prof)):
+        grid = full
+    pairs = sorted({u["pair"] for u in speed} | set(first))
+    steps = [
+        dict(
+            step="costs",
+            pairs=pairs,
+            repeats=prof.costs_repeats,
+            kv_lens=list(prof.kv_lens),
+            eta_s=costs_s(pairs, rate, prof),
+        ),
+        recheck,
+        dict(step="speed", units=speed, eta_s=sum(u["eta_s"] for u in speed)),
+        dict(step="attention", grid=grid, eta_s=grid_s(grid, rates, prof)),
+        *(dict(step=name, eta_s=s) for name, s in prof.fixed_s.items()),
+    ]
+    # the speed benchmark stops taking prompts this many seconds before the budget ends (+speed_until):
+    # what the steps after it take, so the run ends within its minutes whatever the speed step's ETA missed
+    steps[2]["after_s"] = sum(s["eta_s"] for s in steps[3:])
+    for i, u in enumerate(speed):  # each pair x dataset leaves the ones after it their time
+        u["after_s"] = steps[2]["after_s"] + sum(v["eta_s"] for v in speed[i + 1 :])
+    total = sum(s["eta_s"] for s in steps)
+    return dict(
+        profile=prof.name, dtype=dtype, budget_s=budget_s, planned_s=total, over_budget=total > budget_s, steps=steps
+    )
+
+
+# the answer's pairs x datasets, in the order the budget takes them (each where results/speedup.csv
+# projects it): the speed answer's pairs first (the committed benchmark's), then the other drafters
+UNITS = [
+    ("qwen_coder", "humaneval"),
+    ("ngram_qwen", "humaneval"),
+    ("qwen_coder", "mt_bench"),
+    ("ngram_qwen", "mt_bench"),
+    ("smollm_qwen", "humaneval"),
+    ("qwen_skip", "humaneval"),
+    ("gemma_qwen", "humaneval"),
+    ("smollm_qwen05", "humaneval"),
+]
+TINY_UNITS = [("local", "smoke", ["chain/2", "binary/2"])]
+
+
+def answer_units(results_dir: str) -> list[tuple[str, str, list[str]]]:
+    """UNITS with their benchmark candidates (``study.tools.validate.speed_picks`` on the committed
+    projections); a pair x dataset without a projection is left out."""
+    import os
+
+    from ...results.files import read_csv
+    from . import validate  # torch (the tree registry): only here, for the real profile
+
+    path = os.path.join(results_dir, "speedup.csv")
+    if not os.path.isfile(path):
+        refuse(f"--results: {path} not found; run python -m specbench.report first")
+    speed = read_csv(path)
+    out = []
+    for pair, ds in UNITS:
+        try:
+            out.append((pair, ds, [f"{t}/{b}" for t, b in validate.speed_picks(speed, pair, ds)]))
+        except (ValueError, KeyError):
+            continue
+    return out
+
+
+def read_machine(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            rec = json.load(f)
+        rec["rates_gflops"][rec["dtype"]]["64"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        refuse(f"--machine={path}: not a machine record ({type(e).__name__}); run python -m specbench.inputs.machine")
+    return rec
+
+
+def make(args) -> dict:
+
+    prof = PROFILES[args.profile]
+    rec = read_machine(args.machine)
+    dtype = args.dtype or rec["dtype"]
+    if dtype not in rec["rates_gflops"]:
+        refuse(f"--dtype={dtype}: not measured on this machine (measured: {', '.join(rec['rates_gflops'])})")
+    units = TINY_UNITS if args.profile == "tiny" else answer_units(args.results)
+    from .recheck import sample, sample_file  # pandas: see STRATA above
+
+    rows = sample(sample_file(args.results))
+    budget_s = args.minutes * 60 - args.spent
+    p = plan(prof, rec["rates_gflops"], dtype, budget_s, units, rows.to_dict("records"))
+    return {**p, "minutes": args.minutes, "spent_s": args.spent, "machine": rec, "covered": sentence(p)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(prog="python -m specbench.study.tools.budget", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    mk = sub.add_parser("plan", help="plan what fits the budget, print it, write --out")
+    mk.add_argument("--machine", required=True, help="the machine record (python -m specbench.inputs.machine --out)")
+    mk.add_argument("--minutes", type=float, default=45.0, help="the whole run's budget (SPECBENCH_MINUTES)")
+    mk.add_argument("--spent", type=float, default=0.0, help="seconds already spent (set-up, machine)")
+    mk.add_argument("--profile", choices=sorted(PROFILES), default="real")
+    mk.add_argument("--results", default="results", help="summary.csv (the acceptance sample), speedup.csv")
+    mk.add_argument("--dtype", default=None, help="the dtype the speed and costs steps run in (default: the measured)")
+    mk.add_argument("--out", required=True, help="the plan (JSON)")
+    g = sub.add_parser("get", help="one value of a plan, for the shell")
+    g.add_argument("plan")
+    g.add_argument("key")
+    r = sub.add_parser("record", help="what the run covered, for the report (results/default_run.json)")
+    r.add_argument("plan")
+    r.add_argument("--check", default="results/acceptance_check.csv")
+    r.add_argument("--out", default="results/default_run.json")
+    args = ap.parse_args(argv)
+    if args.cmd == "record":
+        with open(args.plan, encoding="utf-8") as f:
+            rec = record(json.load(f), args.check)
+        atomic_write(args.out, lambda tmp: write_file(tmp, json.dumps(rec, indent=1, sort_keys=True) + "\n"))
+        print(rec["acceptance_check"])
+        return 0
+    if args.cmd == "get":
+        try:
+            with open(args.plan, encoding="utf-8") as f:
+                print(get(json.load(f), args.key))
+        except (OSError, ValueError) as e:
+            refuse(f"{args.plan}: {e}")
+        return 0
+    if not args.minutes > 0:
+        refuse(f"--minutes={args.minutes:g}: must be > 0 (SPECBENCH_MINUTES=45)")
+    p = make(args)
+    print(printout(p, args.spent))
+    print(f"  covers: {p['covered']}")
+    atomic_write(args.out, lambda tmp: write_file(tmp, json.dumps(p, indent=1, sort_keys=True) + "\n"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Each step of ``bash run_all.sh`` beside its compute ceiling, into results/run_times.csv.
+
+A step's ceiling is the time the tokens its forwards processed (``core.forwards``: every model's
+forwards and tokens, per step, in $OUT/forwards.csv) would take at each model's own large-batch
+rate on this machine: its widest measured forward (``n_tokens`` = 128) on its curve by
+``results.costcurve.CEILING`` (results/costs.csv, bf16, cpu: the shorter KV length, the median over
+the pairs that share the model, linear beyond the widest).  ``ratio`` =
+ceiling / wall seconds: 1 is a step that only ran wide forwards.  What keeps a step below it:
+``forward_s`` is the time of its forwards at their own widths (each model's forward count times the
+cost curve at its mean width, an estimate: the curve is convex), and ``in_forwards`` = forward_s /
+wall seconds: near 1, the step is narrow forwards (decoding at batch 1, by design); far below 1, its
+time goes outside the models' forwards.  ``busiest`` and ``tokens_per_forward``: the model with the
+most tokens, and its mean forward width.
+
+    python -m specbench.study.tools.ceiling --times $OUT/step_times.csv --forwards $OUT/forwards.csv \\
+        --costs results/costs.csv --out results/run_times.csv
+
+Imports: pandas, ``core.atomic``, ``core.args``, ``core.readers`` and ``results.costcurve``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pandas as pd
+
+from ...core import readers
+from ...core.args import Parser, refuse
+from ...core.atomic import atomic_write, os_line
+from ...results.costcurve import CEILING, Curve, curves
+
+COLUMNS = ["run", "step", "seconds", "forwards", "tokens", "ceiling_s", "ratio", "forward_s", "in_forwards"]
+COLUMNS += ["busiest", "tokens_per_forward", "unrated"]
+
+
+def step_row(seconds: float, fwd: pd.DataFrame, by_model: dict[str, Curve]) -> dict:
+    """One step's ceiling columns from its models' forward counts: ``ceiling_s`` (every token at
+    its model's widest rate) and ``forward_s`` (each model's forwards at their mean width)."""
+    rated = fwd[fwd.model.isin(by_model)]
+    out: dict[str, Any] = {"forwards": int(fwd.forwards.sum()), "tokens": int(fwd.tokens.sum())}
+    out["unrated"] = " ".join(sorted(set(fwd.model) - set(by_model)))
+    if rated.empty or seconds <= 0:
+        return out
+    wide = {m: float(c.sizes[-1]) for m, c in by_model.items()}
+    ceiling = sum(r.tokens * by_model[r.model].seconds(wide[r.model]) / wide[r.model] for r in rated.itertuples())
+    at_width = sum(r.forwards * by_model[r.model].seconds(r.tokens / r.forwards) for r in rated.itertuples())
+    busiest = rated.loc[rated.tokens.idxmax()]
+    out |= {"ceiling_s": ceiling, "ratio": ceiling / seconds, "forward_s": at_width, "in_forwards": at_width / seconds}
+    out |= {"busiest": busiest.model, "tokens_per_forward": busiest.tokens / max(busiest.forwards, 1)}
+    return out
+
+
+def ceilings(times: pd.DataFrame, forwards: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
+    """``times`` (run, step, seconds) with each step's ceiling columns (NaN where no forward was
+    counted: a step of no model, or a run from before the counts)."""
+    by_model = curves(costs, CEILING)
+    rows = []
+    for t in times.itertuples(index=False):
+        fwd = forwards[(forwards.run.astype(str) == str(t.run)) & (forwards.step == t.step)]
+        rows.append({"run": t.run, "step": t.step, "seconds": t.seconds, **step_row(t.seconds, fwd, by_model)})
+    return pd.DataFrame(rows).reindex(columns=COLUMNS)
+
+
+def keep_other_runs(out: pd.DataFrame, path: str) -> pd.DataFrame:
+    """These runs' rows replace their own in ``path``; every other run's rows are kept (a default run
+    beside the full study's parts: each part's time stays on record, #52 item 8)."""
+    if not os.path.exists(path):
+        return out
+    old = readers.read(path, readers.STEP_TIMES, "--out")
+    old = old[~old.run.astype(str).isin(set(out.run.astype(str)))]
+    both = pd.concat([old.reindex(columns=COLUMNS), out], ignore_index=True) if len(old) else out
+    return both.sort_values("run", kind="stable").reset_index(drop=True)
+
+
+def main(argv=None) -> None:
+    """Every input read and checked (``core.readers``: a missing, cut, binary or garbled file, wrong
+    columns, a value out of range) before ``--out`` is replaced: a refusal is one line, exit 2."""
+    ap = Parser(prog="python -m specbench.study.tools.ceiling", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--times", required=True, help="run_all.sh's step_times.csv (run, step, seconds)")
+    ap.add_argument("--forwards", required=True, help="the forward counts (core.forwards) of the same runs")
+    ap.add_argument("--costs", default="results/costs.csv", help="the forward costs (study.tools.costs)")
+    ap.add_argument("--out", default="results/run_times.csv", help="the table written (its other runs kept)")
+    a = ap.parse_args(argv)
+    try:
+        times = readers.read(a.times, readers.STEP_TIMES, "--times")
+        fwd = readers.read(a.forwards, readers.FORWARDS, "--forwards")
+        costs = readers.read(a.costs, readers.CURVES, "--costs")
+        out = keep_other_runs(ceilings(times, fwd, costs), a.out)
+        atomic_write(a.out, lambda tmp: out.to_csv(tmp, index=False, float_format="%.4g"))
+    except readers.TableError as e:
+        refuse(str(e))
+    except OSError as e:
+        refuse(f"--out {os_line(e, a.out, '--out')} (nothing was written)")
+    done = out.dropna(subset=["ratio"])
+    print(f"[ceiling] {len(done)} of {len(out)} steps with a ceiling -> {a.out}")
+
+
+if __name__ == "__main__":
+    main()

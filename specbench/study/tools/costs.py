@@ -1,0 +1,348 @@
+"""`python -m specbench.study.tools.costs [overrides]`: forward costs and the machine, for the report.
+
+Measures one forward of the drafter's model and of the target over n new tree
+tokens on top of a `kv_len`-token cache (each of ``costs_kv_lens``), through the engine's
+own slot cache (``kv.SlotKV``, the tree is dropped again after each forward), ``costs_repeats``
+times per shape, interleaved across shapes (``measure``: median as ``seconds``, with min, max,
+quartiles and every repeat in ``samples``), for
+the pair in the config, and writes its rows into results/costs.csv (role, pair,
+dtype, n_tokens; other pairs' and dtypes' rows are kept, so one run per pair and
+dtype fills the table) and results/environment.json (hardware, library versions,
+models).  The drafter's model is what it forwards per tree depth
+(``Drafter.forward_model``): the draft model, the layer-skip view of the target
+(its own forward), or none (n-gram).  The report's projected speedup turns
+acceptance into time with these costs.
+
+One process can measure several pairs and dtypes (``+costs_pairs=[qwen_coder,smollm_qwen]``,
+``+costs_dtypes=[bfloat16,float32]``): a model shared by pairs (every pair's target here)
+is measured once per dtype, and its rows are written under each pair.
+
+Another machine's curve (a GPU's: ``device=cuda``, rows and ``environment-cuda.json`` name
+it) comes home with ``+costs_merge=PATH/costs.csv`` (no model load).  A model spec with
+``weights: random`` times its architecture alone (the rows' ``weights`` column says so), for
+a machine the model files cannot reach.
+
+Keys (top level, all optional): ``results_dir`` (default results), ``costs_repeats``
+(default 7, >= 1), ``costs_kv_lens`` (default [128, 512], each >= 1), ``costs_pairs`` (pair config
+names; default the ``pair`` group's), ``costs_dtypes`` (default ``dtype``).  Bad values,
+a bad dtype, pair or device, KV lengths past a model's positions (``check_positions``, from its
+config), a garbled costs.csv to merge into or to merge (``core.readers``) are refused in one line,
+exit 2, before any model loads.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import NoReturn
+
+import hydra
+import numpy as np
+import pandas as pd
+import torch
+from omegaconf import DictConfig
+from tqdm import tqdm
+
+from ... import CONF_DIR
+from ...core import forwards, readers
+from ...core.atomic import atomic_write_many, lock
+from ...core.kv import SlotKV
+from ...core.tree import paths_to_parents
+from ...inputs import machine
+from ...results.files import csv_writer
+from ...trees.policies import shape_paths
+from ..job.context import context, new_drafters
+from ..job.errors import ConfigError
+from ..job.jobspec import JobSpec, from_config, resolved
+from ..job.launch import pair_config
+
+# every draft frontier and verify width of the dense budget grid (N and N + 1 for
+# N in 1..6, 8, 12, 16, 24, 32, 48, 64) is a measured point: a cost curve need not be
+# monotone (a one-row kernel can cost more than two rows), so nothing is interpolated
+# across a kernel change the repeats agree on
+SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 24, 25, 32, 33, 48, 49, 64, 65, 96, 128)
+KV_LENS = (128, 512)  # the study's contexts lie between (prompts of ~50-400 tokens + 128 new)
+
+
+def token_range(model) -> tuple[int, int]:
+    vocab = model.get_input_embeddings().num_embeddings
+    return min(100, vocab // 2), min(1000, vocab)
+
+
+def synchronizer(model) -> Callable[[], None]:
+    """What waits for the model's kernels before a clock is read: CUDA runs them
+    asynchronously (time kernels, not launches); on the CPU, nothing."""
+    return torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
+
+
+def forward_cost(kv: SlotKV, row: int, n: int) -> float:
+    """Seconds of one forward over an n-node binary tree on the row's cache (the tree is
+    dropped again: nothing is committed)."""
+    parents = paths_to_parents(shape_paths("binary", n - 1)) if n > 1 else [-1]
+    tokens = torch.randint(*token_range(kv.model), (len(parents),)).tolist()
+    sync = synchronizer(kv.model)
+    kv.flush()
+    sync()
+    t0 = time.perf_counter()
+    kv.forward([(row, parents, tokens, 0)])
+    sync()
+    secs = time.perf_counter() - t0
+    kv.commit(row, [])
+    return secs
+
+
+def environment(pair) -> dict:
+    import transformers
+
+    return {
+        "cpu": machine.cpu_model(),
+        "machine_id": machine.identity(pair.target.device)["machine_id"],  # speed.csv's: same machine or not
+        "machine": platform.machine(),
+        "measured_on": time.strftime("%Y-%m-%d"),
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "draft": pair.draft_name,
+        "target": pair.target_name,
+        "device": str(pair.target.device),
+        "gpu": torch.cuda.get_device_name(pair.target.device) if pair.target.device.type == "cuda" else None,
+        "dtype": str(pair.target.dtype).replace("torch.", ""),
+    }
+
+
+def cost_rows(
+    pair, kv_lens, repeats: int, sizes=SIZES, progress: bool = True, memo: dict | None = None, weights="pretrained"
+) -> list[dict]:
+    """Forward-cost rows of the pair's drafter model (role draft) and of its target;
+    ``memo`` (model -> its measurements) measures a model shared by pairs once; ``weights``
+    says whether the models had their own weights or random ones (``models.WEIGHTS``)."""
+    drafter_model = new_drafters(pair, 1.0, 1.0)().forward_model()
+    dtype = str(pair.target.dtype).replace("torch.", "")
+    device = pair.target.device.type
+    memo = {} if memo is None else memo
+    where = machine.identity(pair.target.device)  # every cost point names its machine, as speed.csv's rows do
+    rows = []
+    for role, model in (("draft", drafter_model), ("target", pair.target)):
+        if model is None:
+            continue
+        key = (id(model), role)
+        if key not in memo:
+            memo[key] = measure(model, kv_lens, repeats, sizes, f"{pair.name} {role} forward cost", progress)
+        rows += [
+            {
+                "role": role,
+                "pair": pair.name,
+                "model": getattr(model.get_decoder(), forwards.NAME, ""),  # as the forward counts name it
+                "dtype": dtype,
+                "device": device,
+                "weights": weights,
+                "repeats": repeats,
+                "machine": where["machine"],
+                "machine_id": where["machine_id"],
+                **m,
+            }
+            for m in memo[key]
+        ]
+    return rows
+
+
+def measure(model, kv_lens, repeats: int, sizes, desc: str, progress: bool) -> list[dict]:
+    """Each (forward size, KV length) timed ``repeats`` times, the repeats interleaved: every
+    round times every shape once, in a fresh random order, so a slow spell of the machine
+    spreads over all shapes instead of biasing one.  Per shape: the median (``seconds``),
+    min, max, quartiles and every repeat (``samples``, space-separated: the report's
+    bootstrap over cost repeats resamples them)."""
+    kv = SlotKV(model)
+    rows = {k: kv.add(torch.randint(*token_range(model), (k + 1,)).tolist()) for k in kv_lens}
+    for k in kv_lens:
+        forward_cost(kv, rows[k], 1)  # warm-up: the prefill and the first allocation
+    shapes = [(k, n) for k in kv_lens for n in sizes]
+    secs: dict[tuple[int, int], list[float]] = {s: [] for s in shapes}
+    order = random.Random(0)
+    for _ in tqdm(range(repeats), desc=desc, disable=not progress):
+        for k, n in order.sample(shapes, len(shapes)):
+            secs[(k, n)].append(forward_cost(kv, rows[k], n))
+    return [
+        {
+            "kv_len": k,
+            "n_tokens": n,
+            "seconds": statistics.median(v),
+            "seconds_min": min(v),
+            "seconds_max": max(v),
+            "seconds_q25": float(np.quantile(v, 0.25)),
+            "seconds_q75": float(np.quantile(v, 0.75)),
+            "samples": " ".join(f"{x:.6g}" for x in v),
+        }
+        for (k, n), v in secs.items()
+    ]
+
+
+KEY = ["pair", "dtype", "device"]  # one machine's curve of one pair in one dtype
+
+
+def merge_rows(path: str, rows: list[dict]) -> pd.DataFrame:
+    """The cost table at ``path`` with this pair's rows of this dtype and device replaced by
+    ``rows``; rows measured before every repeat was kept (no ``samples``: nothing to
+    bootstrap, no spread) are dropped, and so are rows from before costs had a dtype."""
+    new = pd.DataFrame(rows)
+    old = read_old(path)
+    if old is None or not {"pair", "dtype", "samples"} <= set(old.columns):
+        return new
+    old = old.assign(device=old.get("device", "cpu"))
+    old = old[old.samples.notna()]
+    if not new.empty:
+        mine = set(new[KEY].astype(str).itertuples(index=False, name=None))
+        old = old[[k not in mine for k in old[KEY].astype(str).itertuples(index=False, name=None)]]
+    return pd.concat([old, new], ignore_index=True)
+
+
+def read_old(path: str) -> pd.DataFrame | None:
+    """The costs.csv rows are merged into (None where there is none), checked (``core.readers``: a
+    cut, binary or garbled file is a ``TableError``; a table of the current columns, their values)."""
+    if not os.path.exists(path):
+        return None
+    fix = f"restore it (git checkout -- {path}) or move it away, then rerun"
+    readers.check_text(path, fix)
+    old = pd.read_csv(path)
+    if {"pair", "dtype", "samples"} <= set(old.columns):
+        return readers.read(path, readers.Kind("a costs.csv", readers.COSTS.columns, fix))
+    return old
+
+
+def check_positions(jobs: list[JobSpec], kv_lens: list[int]) -> None:
+    """The longest KV length, its prefill's one token and the widest forward (``SIZES``) must fit
+    every measured model's positions (read from its config: no weights load)."""
+    need, wide = max(kv_lens) + 1 + max(SIZES), max(SIZES)
+    for one in jobs:
+        for role, n in context(one).positions().items():
+            if n and need > n:
+                fix = f"lower it to {n - 1 - wide} or less" if n - 1 - wide >= 1 else "measure a model with more"
+                raise ConfigError(
+                    f"costs_kv_lens={kv_lens}: a {wide}-token forward on a {max(kv_lens)}-token cache needs "
+                    f"{need} positions > the {role}'s {n} (pair {one.pair.name}); {fix} (e.g. '+costs_kv_lens=[128]')"
+                )
+
+
+def settings(job: JobSpec) -> tuple[str, int, list[int], list[JobSpec]]:
+    """(results_dir, repeats, kv_lens, [the job of each (pair, dtype) measured]) from the job
+    spec's own keys (``JobSpec.extra``), refused in one line when out of range (no model load)."""
+    from ..job.checks import validate
+
+    opts = job.extra
+    out = str(opts.get("results_dir", "results"))
+    repeats, raw = opts.get("costs_repeats", 7), opts.get("costs_kv_lens", list(KV_LENS))
+    kv_lens = list(raw) if isinstance(raw, (list, tuple)) else [raw]
+    for key, value in [("costs_repeats", repeats)] + [("costs_kv_lens", k) for k in kv_lens]:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(
+                f"{key}={value!r}: must be an integer >= 1 (e.g. +costs_repeats=7, '+costs_kv_lens=[128,512]')"
+            )
+    jobs = []
+    for name in list(opts.get("costs_pairs") or [job.pair.name]):
+        try:
+            pair_cfg = job.pair.as_dict() if name == job.pair.name else pair_config(name)
+        except ValueError as e:
+            raise ConfigError(f"costs_pairs: {e}") from None
+        for dtype in list(opts.get("costs_dtypes") or [job.dtype]):
+            one = from_config({**job.to_dict(), "pair": pair_cfg, "dtype": dtype})
+            validate(one)  # dtype, device, pair: the job spec's checks
+            jobs.append(one)
+    return out, repeats, kv_lens, jobs
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+def main(cfg: DictConfig) -> None:
+    try:  # costs measure forwards: the tree group plays no part
+        job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
+        out, repeats, kv_lens, jobs = settings(job)
+        if job.extra.get("costs_merge"):
+            merge_file(out, str(job.extra["costs_merge"]))
+            return
+        check_positions(jobs, kv_lens)
+        read_old(os.path.join(out, "costs.csv"))  # a garbled table is refused before the measuring, not after
+    except (ConfigError, readers.TableError) as e:
+        refuse(str(e))
+    rows: list[dict] = []
+    memo: dict = {}
+    for one in jobs:
+        pair = context(one).load_pair()
+        rows += cost_rows(pair, kv_lens, repeats, progress=job.progress, memo=memo, weights=job_weights(one))
+    pair = context(job).load_pair()
+    env = {**environment(pair), "weights": job_weights(job)}
+    path = os.path.join(out, env_file(pair.target.device.type))
+    with lock(out):  # the rows and their machine together, one writer at a time
+        atomic_write_many(
+            {
+                os.path.join(out, "costs.csv"): csv_writer(merge_rows(os.path.join(out, "costs.csv"), rows)),
+                path: lambda tmp: open(tmp, "w").write(json.dumps(env, indent=1, sort_keys=True) + "\n"),
+            }
+        )
+    print(f"specbench: wrote {out}/costs.csv ({pair.name}) and {path}")
+
+
+def merge_file(out: str, path: str) -> None:
+    """``+costs_merge=PATH``: the rows of a costs.csv measured elsewhere (a GPU machine's) merged
+    into ``out``/costs.csv by (pair, dtype, device), with the environment-<device>.json beside
+    it; no model loads.  A ``TableError`` when the file is not such a table (``core.readers``:
+    missing, cut, binary, wrong columns, a seconds value not a number > 0), a ``ConfigError`` when
+    it holds CPU rows (``main``: one line, exit 2)."""
+    new = readers.read(path, readers.COSTS_MERGE, "costs_merge")  # columns, seconds > 0, whole lines
+    if (new.device == "cpu").any():
+        raise ConfigError(
+            f"costs_merge={path}: holds cpu rows; give another device's costs.csv (this machine's CPU is measured here)"
+        )
+    target = os.path.join(out, "costs.csv")
+    envs = [env_file(d) for d in sorted(set(new.device))]
+    found = {e: os.path.join(os.path.dirname(path), e) for e in envs}
+    with lock(out):  # read, merge and replace: one writer at a time
+        files = {target: csv_writer(merge_rows(target, new.to_dict("records")))}
+        files.update(
+            {os.path.join(out, n): functools.partial(shutil.copyfile, s) for n, s in found.items() if os.path.isfile(s)}
+        )
+        atomic_write_many(files)
+    print(f"specbench: merged {len(new)} rows of {path} into {target} ({', '.join(envs)} beside it)")
+
+
+def job_weights(job: JobSpec) -> str:
+    """random if any of the job's models was built with random weights, else pretrained."""
+    specs = [m for m in (job.pair.draft, job.pair.target) if m is not None]
+    return "random" if any(m.weights == "random" for m in specs) else "pretrained"
+
+
+def env_file(device: str) -> str:
+    """environment.json names the study's machine (the CPU); another device's own file sits
+    beside it (environment-cuda.json), so measuring a GPU never replaces the CPU's record."""
+    return "environment.json" if device == "cpu" else f"environment-{device}.json"
+
+
+KEYS = ("results_dir", "costs_repeats", "costs_kv_lens", "costs_pairs", "costs_dtypes", "costs_merge")
+
+
+def refuse(line: str) -> NoReturn:
+    print(f"specbench.study.tools.costs: {line}", file=sys.stderr)
+    sys.exit(2)
+
+
+def cli() -> None:
+    """`python -m specbench.study.tools.costs`: the command line checked as `run` checks it (its own
+    keys: ``KEYS``), and the results folder writable, before any model loads."""
+    from ..job import argv
+
+    argv.check_argv(sys.argv[1:], extra=KEYS)
+    results_dir = argv.override_value(sys.argv[1:], "results_dir", "results")
+    argv.check_out(os.path.join(str(results_dir), "costs.csv"), "results_dir")
+    argv.run_hydra(main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,286 @@
+"""`python -m specbench.study.tools.lossless [--draws N] [--out CSV] [hydra overrides]`
+
+The empirical losslessness check of the sampling modes on a real pair (REPORT.md,
+"Losslessness", part b), e.g.
+
+    flock /tmp/specbench-real.lock python -m specbench.study.tools.lossless --draws 2000 \\
+        pair=qwen_coder dataset=humaneval dataset.limit=3 dtype=float32
+
+For every lossless sampling mode registered in ``specbench.verify`` (each lossless
+mode but greedy) and every prompt of the dataset (a fixed real prefix), N seeded
+draws each run ONE step of the engine's one loop (``engine.loop.decode`` with
+max_new_tokens=1, the draws as rows of a batch): the pair's drafter grows the mode's
+tree, the live verifier scores it, the mode's verdict gives the first emitted token;
+the modes that draft alike verify the same drafted trees (``groups``).  Drafter
+and verifier see their models through ``engine.memo.MemoModel``, so each distinct
+tree node is forwarded once per prefix, not once per draw.  The counts of the
+first tokens are compared with the target's own first-token distribution p (its
+logits after the prefix, at ``--temperature`` / ``--top-p``): Pearson's χ² (``chi2``,
+``chi2_p``), the empirical total variation distance ``tv`` and ``tv_null``, what an exact
+sampler shows at this N (``study.tools.lossless_check``, which runs one prefix).
+
+The prefix is each prompt cut where the target is least certain among its last
+``--prefix-search`` tokens (``informative_prefix``): right after a HumanEval prompt
+the next token has p ≈ 0.99 and χ² would have one bin.  Before the draws the memos
+are warmed with the draft's likeliest paths (``warm``: one batched forward per
+depth instead of one per new node).  Measured cost on this 2-core CPU: see
+docs/verification.md ("The empirical check's power").
+
+A lossless mode gives p-values spread uniformly on [0, 1] and tv ≈ tv_null.  (The
+exact ``first_token_tv`` in steps.csv is zero by each lossless mode's algebra, so
+it is no evidence by itself; this check is.)  Chain-only modes draft a chain of
+``--chain-budget`` tokens, the others a ``--tree`` of ``--tree-budget`` tokens, so
+nodes past depth 1 matter where the mode looks at them (block, traversal).
+
+Power and a positive control (``power``)
+----------------------------------------
+``--draws auto`` (the default) takes the smallest N at which the χ² test at level
+``--alpha`` detects any first-token law at total variation ``--tv`` (0.02) from p with
+probability ``--power`` (0.9), with at most ``--max-bins`` bins: for binned TV δ the
+noncentrality is N·Σ d²/p ≥ 4Nδ² (split the shifted mass δ over bins of total p a and
+b, a + b ≤ 1: δ²/a + δ²/b ≥ 4δ²), so the noncentral χ² bound is a worst case over
+alternatives.  Each row records ``power`` at its own N and bins, and ``tv_target``,
+``alpha``.  (A shift inside the pooled rest bin is invisible to this test: the bins
+are the tokens the target gives the most mass.)  ``--control`` names lossy rules run
+through the same check at the same N (default: ratio and typical): their rows go to
+``lossless_control.csv`` beside ``--out`` with ``exact_tv``, the rule's exact
+first-token TV at the prefix (their children are the draft's top-k, so their law is
+computable), and ``rejected``; a check whose control has exact_tv ≥ tv and is not
+rejected has no power.
+
+``--modes`` takes variants as ``name[key=value;...]``, e.g. ``mss[order=storage]``,
+``traversal[children=sample_noreplace]``; rows carry ``child_rule`` and ``sibling_order``.
+The reported configurations are the defaults: ``--chain-budget 4``, ``--tree binary
+--tree-budget 16``, the config's dtype (bfloat16).
+
+Writes results/lossless_check.csv (``COLUMNS``) atomically, replacing the rows of
+the same pair_id, dataset, prefix, mode (and its child rule and order), temperature,
+top_p and seed (``REPLACE_KEY``): a rerun with another ``seed=`` adds an independent
+replication beside them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from ...core.args import Parser
+from ...core.atomic import atomic_write_many, lock
+from ...results.files import csv_writer, read_csv
+from ...verify.modes import get_mode
+from ...verify.modespec import MODES
+from ..job.context import context
+from .lossless_check import check_prompt, informative_prefix
+from .lossless_power import ModeVariant, draws_for_power
+
+ROOT = Path(__file__).resolve().parents[3]
+COLUMNS = [
+    "pair",
+    "pair_id",
+    "draft",
+    "target",
+    "dataset",
+    "prefix_id",
+    "prefix_tokens",
+    "verify",
+    "child_rule",
+    "sibling_order",
+    "tree",
+    "budget",
+    "temperature",
+    "top_p",
+    "dtype",
+    "seed",
+    "n_draws",
+    "n_bins",
+    "chi2",
+    "chi2_p",
+    "tv",
+    "tv_null",
+    "p_max",
+    "tv_target",
+    "alpha",
+    "power",
+    "target_forwards",
+    "wall_s",
+]
+CONTROL_COLUMNS = COLUMNS + ["exact_tv", "rejected"]
+# a check's identity: the columns that name what ran, not what it measured (a run at another N adds its rows)
+REPLACE_KEY = [c for c in COLUMNS[: COLUMNS.index("n_bins")] if c not in ("pair", "draft", "target", "dtype")]
+NUMERIC_KEY = ("prefix_tokens", "budget", "temperature", "top_p", "seed", "n_draws")  # a CSV reads 1.0 back as 1
+
+
+def sampling_modes() -> list[str]:
+    """Every registered lossless mode that samples (all but greedy)."""
+    return [n for n in MODES.names() if get_mode(n).lossless and get_mode(n).params({})["temperature"] > 0]
+
+
+def reported_modes() -> list[str]:
+    """The default ``--modes``: every lossless sampling mode at its defaults, plus the
+    variants the reference sweeps report (storage-order mss, traversal on trees drawn
+    without replacement)."""
+    return sampling_modes() + ["mss[order=storage]", "traversal[children=sample_noreplace]"]
+
+
+def replace_keys(table: pd.DataFrame) -> list[tuple]:
+    """Each row's ``REPLACE_KEY``: the numeric columns as floats, identifiers as text (a hash
+    like 3726142e8142 is not a number)."""
+
+    def norm(column, v):
+        if column in NUMERIC_KEY:
+            return float(v)
+        return "" if v is None or v != v else str(v)  # an empty cell reads back as NaN
+
+    return [tuple(norm(c, v) for c, v in zip(REPLACE_KEY, row)) for row in table[REPLACE_KEY].to_numpy()]
+
+
+def merge_rows(path: Path, new: pd.DataFrame) -> pd.DataFrame:
+    """``new`` plus the rows of ``path`` with another ``REPLACE_KEY``."""
+    if not path.exists():
+        return new
+    old = read_csv(str(path))
+    for c in REPLACE_KEY:  # rows written before a key column existed
+        if c not in old.columns:
+            old[c] = ""
+    keys = set(replace_keys(new))
+    old = old[[k not in keys for k in replace_keys(old)]]
+    return pd.concat([old, new], ignore_index=True)
+
+
+def parse_args(argv):
+    ap = Parser(prog="python -m specbench.study.tools.lossless", description=__doc__.split("\n\n")[1])
+    ap.add_argument(
+        "--draws",
+        default="auto",
+        help="seeded one-step draws per mode and prefix (N), or auto: "
+        "the fewest with --power against --tv at --alpha over --max-bins bins",
+    )
+    ap.add_argument(
+        "--modes",
+        default=",".join(reported_modes()),
+        help="comma-separated verify modes (NAME or NAME[key=value;...], e.g. mss[order=storage])",
+    )
+    ap.add_argument("--control", default="ratio,typical", help="lossy rules run as positive controls ('' = none)")
+    ap.add_argument("--tv", type=float, default=0.02, help="first-token TV the check must detect")
+    ap.add_argument("--power", type=float, default=0.9, help="probability of detecting it (sets --draws auto)")
+    ap.add_argument("--alpha", type=float, default=0.01, help="level of each χ² test")
+    ap.add_argument("--max-bins", type=int, default=8, help="χ² bins: the likeliest tokens plus one rest bin")
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--chain-budget", type=int, default=4, help="chain length for chain-only modes")
+    ap.add_argument("--tree", default="binary", help="tree shape for the other modes")
+    ap.add_argument("--tree-budget", type=int, default=16)
+    ap.add_argument(
+        "--prefix-search",
+        type=int,
+        default=32,
+        help="cut each prompt where the target is least certain among its last K tokens (0: no cut)",
+    )
+    ap.add_argument("--warm", default="48,160", help="memo warm-up: likeliest draft paths per depth")
+    ap.add_argument("--batch", type=int, default=32, help="draws in flight per step of the loop")
+    ap.add_argument(
+        "--out",
+        default="results/lossless_check.csv",
+        help="CSV (relative: repo root); the controls go to lossless_control.csv beside it",
+    )
+    return ap.parse_known_args(argv)
+
+
+def check_args(args) -> tuple[int, list[ModeVariant], list[ModeVariant]]:
+    """(N, modes, controls) from the arguments, each mode parsed once, or a one-line ValueError."""
+    if args.max_bins < 2:
+        raise ValueError(f"--max-bins={args.max_bins}: must be >= 2")
+    for flag, value, ok, want in (
+        ("--batch", args.batch, args.batch >= 1, ">= 1"),
+        ("--chain-budget", args.chain_budget, args.chain_budget >= 1, ">= 1"),
+        ("--tree-budget", args.tree_budget, args.tree_budget >= 1, ">= 1"),
+        ("--temperature", args.temperature, args.temperature > 0, "> 0 (the check samples)"),
+        ("--top-p", args.top_p, 0 < args.top_p <= 1, "in (0, 1]"),
+        ("--tv", args.tv, 0 < args.tv < 1, "in (0, 1)"),
+        ("--alpha", args.alpha, 0 < args.alpha < 1, "in (0, 1)"),
+        ("--power", args.power, 0 < args.power < 1, "in (0, 1)"),
+        ("--prefix-search", args.prefix_search, args.prefix_search >= 0, ">= 0"),
+    ):
+        if not ok:
+            raise ValueError(f"{flag}={value}: must be {want}")
+    n = draws_for_power(args.max_bins - 1, args.tv, args.alpha, args.power) if args.draws == "auto" else int(args.draws)
+    if n < 1:
+        raise ValueError(f"--draws={args.draws}: must be >= 1 or auto")
+    modes, controls = [], []
+    for m in filter(None, args.modes.split(",")):
+        mode = ModeVariant.parse(m)
+        if mode.name not in sampling_modes():
+            raise ValueError(
+                f"--modes: {m!r} is not a lossless sampling mode: use any of {', '.join(sampling_modes())}"
+            )
+        get_mode(mode.name).params(mode.own)
+        modes.append(mode)
+    for m in filter(None, args.control.split(",")):
+        control = ModeVariant.parse(m)
+        if get_mode(control.name).lossless:
+            raise ValueError(f"--control: {m!r} is lossless; a positive control must be a lossy rule")
+        controls.append(control)
+    return n, modes, controls
+
+
+def merged(out: Path, rows: list[dict], keys: dict, columns: list[str]) -> pd.DataFrame:
+    table = merge_rows(out, pd.DataFrame([{**keys, **r} for r in rows])[columns])
+    return table.sort_values(["pair_id", "dataset", "prefix_id", "verify"], kind="mergesort")
+
+
+def main(argv=None) -> None:
+    args, overrides = parse_args(argv)
+    from ..job import checks, identity
+    from ..job.argv import check_out, fail
+    from ..job.launch import checked_job
+
+    out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
+    try:
+        n, modes, controls = check_args(args)
+    except ValueError as e:
+        fail(str(e).splitlines()[0])
+    job = checked_job(overrides)  # as run checks it: one line, no model yet
+    check_out(str(out), "--out")
+    try:
+        ident = identity.job_identity(job)
+        ctx = context(job)
+        prompts = ctx.prompts(ctx.tokenizer())
+        checks.check_context(job, ctx.positions(), prompts)  # lengths vs the models' positions: no weights yet
+        pair = ctx.load_pair()
+        params = {"temperature": args.temperature, "top_p": args.top_p}
+        trees = {"chain": ("chain", args.chain_budget), "tree": (args.tree, args.tree_budget)}
+        widths = [int(w) for w in args.warm.split(",") if w]
+        test = {"tv": args.tv, "alpha": args.alpha, "max_bins": args.max_bins}
+        prompts = [
+            replace(pr, ids=informative_prefix(pair.target, pr.ids, args.temperature, args.top_p, args.prefix_search))
+            for pr in prompts
+        ]
+        rows = [
+            r
+            for i, pr in enumerate(prompts)
+            for r in check_prompt(pair, pr, i, modes + controls, trees, n, params, job.seed, widths, args.batch, test)
+        ]
+    except (ValueError, KeyError, FileNotFoundError) as e:
+        fail(str(e).splitlines()[0] if str(e) else type(e).__name__)  # a bad input: one line, exit 2
+    keys = {
+        "pair": job.pair.name,
+        "pair_id": identity.pair_id(ident, job.pair.drafter, job.pair.drafter_params),
+        "draft": pair.draft_name,
+        "target": pair.target_name,
+        "dataset": job.dataset.name,
+        "dtype": job.dtype,
+    }
+    lossy = {m.name for m in controls}
+    with lock(out.parent):  # the check and its controls replaced together (one unit, one writer)
+        files = {out: merged(out, [r for r in rows if r["verify"] not in lossy], keys, COLUMNS)}
+        if controls:
+            control = out.with_name("lossless_control.csv")
+            files[control] = merged(control, [r for r in rows if r["verify"] in lossy], keys, CONTROL_COLUMNS)
+        atomic_write_many({str(p): csv_writer(t) for p, t in files.items()})
+    print(f"specbench: lossless check ({len(rows)} rows, {n} draws each) -> {out}")
+
+
+if __name__ == "__main__":
+    main()

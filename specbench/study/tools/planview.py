@@ -1,0 +1,126 @@
+"""The default run's plan as the user and the shell see it (``study.tools.budget``'s views): the printout
+with each step's ETA, one value for the shell (``get``), and the run's record for the report
+(results/default_run.json, ``record``).  torch-free."""
+
+from __future__ import annotations
+
+import math
+
+from ...core.args import refuse
+
+GRIDS = ("none", "tiny", "key", "default")  # the tree-attention grids, smallest first
+
+
+def mmss(seconds: float) -> str:
+    s = int(math.ceil(seconds))
+    return f"{s // 60}:{s % 60:02d}"
+
+
+def covered(p: dict) -> tuple[int, int, int, int]:
+    """(speed units, speed prompts, attention grid rank, sample configurations): what a plan covers."""
+    by = {s["step"]: s for s in p["steps"]}
+    units = by["speed"]["units"]
+    n = by["recheck"]["configurations"]
+    return len(units), sum(u["prompts"] for u in units), GRIDS.index(by["attention"]["grid"]), n
+
+
+def sentence(p: dict) -> str:
+    """What the plan covers, in one sentence (the report's and the printout's)."""
+    by = {s["step"]: s for s in p["steps"]}
+    units = by["speed"]["units"]
+    sp = "; ".join(
+        f"{u['pair']} on {u['dataset']} ({len(u['candidates'])} candidates, {u['prompts']} prompts x {u['tokens']} tokens)"
+        for u in units
+    )
+    rc = by["recheck"]
+    return (
+        f"forward costs of {', '.join(by['costs']['pairs']) or 'no pair'} ({by['costs']['repeats']} repeats); "
+        f"the acceptance sample ({rc['configurations']} of {rc['sampled']} configurations, {rc['prompts']} prompts, "
+        f"each at its committed batch {'/'.join(map(str, rc['batches'])) or '-'}); "
+        f"the speed benchmark for {sp or 'no pair (the budget left none)'}; "
+        f"the tree-attention grid '{by['attention']['grid']}'"
+    )
+
+
+def printout(p: dict, spent: float) -> str:
+    lines = [f"plan ({p['profile']} profile, dtype {p['dtype']}, {p['machine']['machine']}):"]
+    lines.append(f"  already spent (set-up, machine): {mmss(spent)}")
+    for s in p["steps"]:
+        what = {
+            "costs": f"pairs {','.join(s.get('pairs', []))}, {s.get('repeats')} repeats",
+            "recheck": _recheck(s) if s["step"] == "recheck" else "",
+            "speed": "; ".join(
+                f"{u['pair']}/{u['dataset']}: {len(u['candidates'])} candidates x {u['prompts']} prompts x {u['tokens']} tokens ({mmss(u['eta_s'])})"
+                for u in s.get("units", [])
+            )
+            or "none fits",
+            "attention": f"grid {s.get('grid')}",
+        }.get(s["step"], "")
+        if s["step"] == "speed" and s.get("units"):
+            what += f"; it takes no prompt it cannot end {mmss(s.get('after_s', 0))} before the budget ends"
+        lines.append(f"  {s['step']:<10} ETA {mmss(s['eta_s']):>7}  {what}")
+    total = spent + p["planned_s"]
+    lines.append(
+        f"  total ETA {mmss(total)} of the {mmss(p['minutes'] * 60)} budget (SPECBENCH_MINUTES={p['minutes']:g})"
+    )
+    if p["over_budget"]:
+        lines.append("  OVER BUDGET: the mandatory steps alone exceed it (raise SPECBENCH_MINUTES)")
+    return "\n".join(lines)
+
+
+def _recheck(s: dict) -> str:
+    """The sample's line: what it re-derives, and what the budget dropped (the strata it no longer covers)."""
+    out = (
+        f"{s['configurations']} of {s['sampled']} sampled configurations, {s['prompts']} prompts, each at its "
+        f"committed batch ({'/'.join(map(str, s['batches']))})"
+    )
+    if s["dropped"]:
+        out += "; dropped to fit: " + ", ".join(f"{d['name']} {mmss(d['eta_s'])}" for d in s["dropped"])
+        out += f" (no longer represented: {', '.join(s['unrepresented']) or 'none'})"
+    return out
+
+
+def get(p: dict, key: str) -> str:
+    """One plan value as the shell reads it (lists in Hydra's [a,b] form)."""
+    by = {s["step"]: s for s in p["steps"]}
+    values = {
+        "dtype": p["dtype"],
+        "costs_pairs": "[" + ",".join(by["costs"]["pairs"]) + "]",
+        "costs_repeats": str(by["costs"]["repeats"]),
+        "kv_lens": "[" + ",".join(map(str, by["costs"]["kv_lens"])) + "]",
+        "recheck_configs": ",".join(by["recheck"]["configs"]),
+        "grid": by["attention"]["grid"],
+        "speed": "\n".join(
+            f"{u['pair']}\t{u['dataset']}\t{u['prompts']}\t{u['tokens']}\t[{','.join(u['candidates'])}]\t{int(u['after_s'])}"
+            for u in by["speed"]["units"]
+        ),
+    }
+    if key not in values:
+        refuse(f"get: unknown key {key!r} (valid: {', '.join(values)})")
+    return values[key]
+
+
+def record(p: dict, check: str) -> dict:
+    """results/default_run.json: what the default run covered, on which machine (the report's sentence)."""
+    import os
+
+    import pandas as pd
+
+    from .recheck import verdict
+
+    m = p["machine"]
+    costs = next(s for s in p["steps"] if s["step"] == "costs")
+    line = verdict(pd.read_csv(check)) if os.path.isfile(check) else "acceptance-sample check: not run"
+    keep = ("machine", "machine_id", "cpu", "capability", "gpu", "cores", "torch_threads", "torch", "rates_gflops")
+    return {
+        "profile": p["profile"],
+        "minutes": p["minutes"],
+        "planned_s": round(p["spent_s"] + p["planned_s"]),
+        "dtype": p["dtype"],
+        "dtype_auto": m.get("dtype"),
+        **{k: m.get(k) for k in keep},
+        "covered": p["covered"],
+        "costs_pairs": costs["pairs"],
+        "costs_repeats": costs["repeats"],
+        "acceptance_check": line,
+    }

@@ -1,0 +1,344 @@
+"""`python -m specbench.study.tools.speed [overrides]`: the interleaved speed benchmark.
+
+    python -m specbench.study.tools.speed pair=qwen_coder dataset=humaneval dataset.limit=16 \\
+        max_new_tokens=64 dtype=float32 '+speed_candidates=[chain/3,chain/4,binary/3]' +speed_rounds=1
+
+One process loads the pair once and, per round and per unit (a prompt, or ``batch_size`` prompts
+decoded together), decodes the unit with every candidate in a fresh random order: plain decoding
+(``tree=none``), plain decoding again under a second name (the A/A control), each candidate tree,
+and the first candidate again under a second name (``X (twin)``: the identical-tree control).  Each
+decode goes through the one loop (``DecodePlan.run``, live verifier), exactly as a live study job.
+
+Rows (``results_dir``/speed.csv, appended; a run never replaces another's rows): one per (run,
+round, unit, candidate) with wall, draft and verify seconds, steps, tokens, accepted and drafted
+tokens, whether its tokens equal plain decoding's of the same unit and round (``same_tokens``), the
+candidate's config hash (a live ``specbench.run`` job of the same config has the same) and the
+machine that timed it (``machine``, ``machine_id``: CPU or GPU model, cores, threads, torch).  The
+timed decodes' step rows go to ``speed_steps.csv.gz`` beside it.  ``results.speedstats`` turns the
+rows into paired speedups with intervals, the controls and the ties; the run prints them last.
+
+Keys (top level, all optional): ``speed_candidates`` (``auto``, the default: ``study.tools.validate.
+speed_picks`` from ``results_dir``/speedup.csv; ``schedule``: the batch-size schedule's trees at this
+``batch_size``, ``study.tools.speedsched.picks``, its rows marked ``roster=schedule``; or a list of
+``tree/budget``), ``speed_rounds`` (default 1, >= 1; ``auto``: rounds until the A/A control's
+interval lies within 1 +- 3%, ``speedstats.settled``, at most ``speed_max_rounds``, default 3),
+``speed_until`` (a Unix time: no unit is started that the mean unit so far would end after, once
+``MIN_UNITS`` have run; the default run's deadline, so it ends within its minutes), ``results_dir``
+(default results).  Bad values are refused in one line before any model loads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass, replace
+
+import hydra
+import pandas as pd
+import torch
+from omegaconf import DictConfig
+from tqdm import tqdm
+
+from ... import CONF_DIR
+from ...core import readers
+from ...core.atomic import atomic_write_many, lock
+from ...core.registry import UnknownName
+from ...inputs import machine
+from ...results import speedstats
+from ...results.files import csv_writer, read_csv
+from ..job import checks, identity, jobfiles
+from ..job.context import DecodePlan, context
+from ..job.jobspec import ConfigError, JobSpec, from_config, resolved, tree_spec
+from . import speedsched, validate
+
+KEYS = ("results_dir", "speed_candidates", "speed_rounds", "speed_max_rounds", "speed_until")
+MIN_UNITS = 2  # timed before a deadline may stop the run: a paired interval needs two
+FILE, STEPS = "speed.csv", "speed_steps.csv.gz"
+# the run's own columns, from plain decoding's row keys (a candidate adds its tree and hash)
+RUN_KEYS = ("pair", "pair_id", "draft", "target", "verify", "temperature", "dataset", "seed", "max_new_tokens") + (
+    "dtype",
+    "device",
+    "batch_size",
+)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    job: JobSpec
+    ident: identity.Identity
+    plan: DecodePlan
+
+
+def parse(item) -> tuple[str, int]:
+    """'chain/4' -> ('chain', 4); a ConfigError naming the key otherwise."""
+    tree, _, budget = str(item).partition("/")
+    if not tree or not budget.isdigit() or int(budget) < 1:
+        raise ConfigError(
+            f"speed_candidates: {item!r} is not TREE/BUDGET (e.g. '+speed_candidates=[chain/4,binary/3]')"
+        )
+    return tree, int(budget)
+
+
+def roster_of(job: JobSpec) -> str:
+    """The run's ``roster`` column: ``schedule`` for a batch-size schedule run, else ``answer``."""
+    return speedsched.ROSTER if job.extra.get("speed_candidates") == speedsched.ROSTER else speedsched.ANSWER
+
+
+def machine_here(job: JobSpec) -> str | None:
+    """This machine's ``machine_id`` for the job's device (None where the device cannot be asked)."""
+    try:
+        return machine.identity(job.device)["machine_id"]
+    except (RuntimeError, AssertionError):
+        return None
+
+
+def schedule_trees(job: JobSpec) -> list[tuple[str, int]]:
+    """``speed_candidates=schedule``: the batch-size schedule's trees (``speedsched.picks``) from
+    ``results_dir``/speed.csv (the batch-1 answer) and speedup.csv (the projections), either may be absent."""
+    out = str(job.extra.get("results_dir", "results"))
+    try:
+        bench_path, proj_path = os.path.join(out, FILE), os.path.join(out, "speedup.csv")
+        bench = (
+            readers.table(bench_path, readers.SPEED_COLUMNS, readers.SPEED_FIX, "results_dir")
+            if os.path.isfile(bench_path)
+            else None
+        )
+        proj = read_csv(proj_path) if os.path.isfile(proj_path) else None
+        return speedsched.picks(bench, proj, job.pair.name, job.dataset.name, job.dtype, machine_here(job))
+    except (ValueError, AttributeError, KeyError) as e:
+        raise ConfigError(
+            f"speed_candidates=schedule: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        ) from None
+
+
+def wanted(job: JobSpec) -> list[tuple[str, int]]:
+    """The candidate trees: ``speed_candidates`` as given, ``auto`` from the projections, or
+    ``schedule`` (the batch-size schedule's: ``schedule_trees``)."""
+    given = job.extra.get("speed_candidates", "auto")
+    if given == speedsched.ROSTER:
+        return schedule_trees(job)
+    if given != "auto":
+        items = list(given) if isinstance(given, (list, tuple)) else [given]
+        if not items:
+            raise ConfigError("speed_candidates: empty; give auto or a list of TREE/BUDGET")
+        return list(dict.fromkeys(parse(i) for i in items))
+    path = os.path.join(str(job.extra.get("results_dir", "results")), "speedup.csv")
+    if not os.path.isfile(path):
+        raise ConfigError(f"speed_candidates=auto: {path} not found; run the report first or list TREE/BUDGET")
+    try:
+        return validate.speed_picks(read_csv(path), job.pair.name, job.dataset.name)
+    except (ValueError, AttributeError, KeyError) as e:
+        raise ConfigError(f"speed_candidates=auto: {e}") from None
+
+
+def candidate(job: JobSpec, name: str, tree: str, budget: int) -> Candidate:
+    """One candidate's live job (bound and checked: no model loads) and its decode plan."""
+    try:
+        extra = {k: v for k, v in job.extra.items() if k != "speed_until"}  # when it stops is not what it is
+        one = replace(job, tree=tree_spec({"name": tree, "budget": budget}), engine="live", extra=extra)
+        ident = identity.job_identity(one)
+        one, ident = identity.bind(one, ident)
+        checks.validate(one)
+    except UnknownName as e:
+        raise ConfigError(f"speed_candidates: {tree}/{budget}: {e}") from None
+    return Candidate(name, one, ident, replace(DecodePlan.of(one), measure_shift=False))
+
+
+def roster(job: JobSpec) -> list[Candidate]:
+    """Plain decoding, its A/A copy, every candidate, and the first candidate's twin."""
+    trees = wanted(job)
+    out = [candidate(job, speedstats.PLAIN, "none", 0), candidate(job, speedstats.PLAIN_AA, "none", 0)]
+    out += [candidate(job, f"{t} N={b}", t, b) for t, b in trees]
+    t, b = trees[0]
+    return out + [candidate(job, f"{t} N={b}{speedstats.TWIN_SUFFIX}", t, b)]
+
+
+def timed(pair, c: Candidate, unit) -> tuple[float, list]:
+    """(wall seconds, results) of one decode of ``unit`` by ``c`` (CUDA synchronised)."""
+    sync = torch.cuda.synchronize if pair.target.device.type == "cuda" else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    done = c.plan.run(pair, unit, c.plan.live_verifier(pair))
+    sync()
+    return time.perf_counter() - t0 - sum(d.analysis_s for d in done), done
+
+
+def row(c: Candidate, done, wall: float, where: dict) -> dict:
+    recs = [r for d in done for r in d.records]
+    return {
+        **where,
+        "candidate": c.name,
+        "config_hash": identity.config_hash(c.job, c.ident),
+        "tree": c.job.tree.name,
+        "tree_params": json.dumps(c.job.tree.params, sort_keys=True),
+        "budget": c.job.tree.budget,
+        "prompt_ids": "|".join(d.prompt_id for d in done),
+        "wall_s": wall,
+        "draft_s": sum(r.draft_s for r in recs),
+        "verify_s": sum(r.verify_s for r in recs),
+        "steps": len(recs),
+        "tokens": sum(r.emitted for r in recs),
+        "accepted": sum(r.accepted for r in recs),
+        "drafted": sum(r.tree_size for r in recs),
+        "tree_depth": max((r.tree_depth for r in recs), default=0),
+    }
+
+
+def bench(job: JobSpec, pair, prompts, cands: list[Candidate], base: dict) -> tuple[list[dict], list]:
+    """Every round, unit and candidate (a fresh random order per unit and round): the rows and
+    the step frames.  One untimed warm-up decode per candidate first (kernels, caches)."""
+    b = job.batch_size
+    units = [prompts[i : i + b] for i in range(0, len(prompts), b)]
+    rounds, most = round_limits(job)
+    rng = random.Random(job.seed)
+    for c in cands[::2]:  # plain, then every other tree: every kernel shape once
+        timed(pair, c, units[0])
+    keys = {
+        c.name: jobfiles.row_keys(c.job, c.ident, names(pair), c.plan.mode.lossless, "live", base["run_id"])
+        for c in cands
+    }
+    rows: list[dict] = []
+    steps: list = []
+    bar = tqdm(total=rounds * len(units) * len(cands), desc="speed", disable=not job.progress)
+    rnd, unit_s, until = 0, [], deadline(job)
+    while rnd < rounds or (rnd < most and not speedstats.settled(speedstats.unit_sums(pd.DataFrame(rows)))):
+        if rnd >= rounds:
+            bar.total += len(units) * len(cands)  # speed_rounds=auto: the A/A control is still wider than +-3%
+        for u, unit in enumerate(units):
+            if not more(unit_s, until, time.time()):
+                print(
+                    f"specbench.study.tools.speed: speed_until reached: stopped after {len(unit_s)} units",
+                    file=sys.stderr,
+                )
+                bar.close()
+                return rows, steps
+            t0 = time.perf_counter()
+            order = rng.sample(cands, len(cands))
+            tokens = {}
+            for pos, c in enumerate(order):
+                wall, done = timed(pair, c, unit)
+                tokens[c.name] = [d.tokens for d in done]
+                rows.append(row(c, done, wall, {**base, "round": rnd, "unit": u, "order": pos}))
+                frame = jobfiles.steps_frame(keys[c.name], [r for d in done for r in d.records])
+                steps.append(frame.assign(candidate=c.name, round=rnd, unit=u))
+                bar.update()
+            for r in rows[-len(order) :]:
+                r["same_tokens"] = tokens[r["candidate"]] == tokens[speedstats.PLAIN]
+            unit_s.append(time.perf_counter() - t0)
+        rnd += 1
+    bar.close()
+    return rows, steps
+
+
+def names(pair) -> tuple[str, str]:
+    return pair.draft_name, pair.target_name
+
+
+def write(out: str, rows: list[dict], steps: list) -> None:
+    """Append this run's rows to speed.csv and its steps to speed_steps.csv.gz (one unit)."""
+    new, new_steps = pd.DataFrame(rows), pd.concat(steps, ignore_index=True)
+    files = {}
+    for name, df in ((FILE, new), (STEPS, new_steps)):
+        path = os.path.join(out, name)
+        old = read_csv(path) if os.path.isfile(path) else pd.DataFrame()
+        files[path] = csv_writer(pd.concat([old, df], ignore_index=True))
+    os.makedirs(out, exist_ok=True)
+    with lock(out):
+        atomic_write_many(files)
+
+
+def summary(rows: list[dict]) -> str:
+    """The run's controls, then every candidate's speedup with its interval and the ties: last."""
+    df = pd.DataFrame(rows)
+    w = speedstats.unit_sums(df)
+    lines = []
+    for c in speedstats.controls(w):
+        ok = "holds" if c["holds"] else "FAILS: this run's speedups are not ranked"
+        lines.append(f"control {c['control']}: {c['estimate']:.3f} [{c['lo']:.3f}, {c['hi']:.3f}] {ok}")
+    for r in speedstats.ranked(df).itertuples():
+        tie = "ties the fastest" if r.tie else f"slower than the fastest by {r.diff_to_best:.3f}"
+        lines.append(f"{r.candidate}: {r.speedup:.3f}x [{r.lo:.3f}, {r.hi:.3f}] ({tie})")
+    differ = sorted({r["candidate"] for r in rows if not r["same_tokens"]})
+    lines.append("tokens equal to plain decoding's: " + ("all" if not differ else "NOT " + ", ".join(differ)))
+    return "\n".join(lines)
+
+
+def more(unit_s: list[float], until: float | None, now: float) -> bool:
+    """Whether to time another unit: the first ``MIN_UNITS`` always, then one the mean unit so far
+    ends by ``until`` (None: no deadline)."""
+    return until is None or len(unit_s) < MIN_UNITS or now + sum(unit_s) / len(unit_s) <= until
+
+
+def deadline(job: JobSpec) -> float | None:
+    """``speed_until``: a Unix time, or None."""
+    value = job.extra.get("speed_until")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigError(f"speed_until={value!r}: must be a Unix time in seconds (e.g. +speed_until=$(date +%s))")
+    return float(value)
+
+
+def _rounds(job: JobSpec, key: str, default: int) -> int:
+    value = job.extra.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(
+            f"{key}={value!r}: must be an integer >= 1 (e.g. +{key}=2){', or auto' * (key == 'speed_rounds')}"
+        )
+    return value
+
+
+def round_limits(job: JobSpec) -> tuple[int, int]:
+    """(rounds always run, the most run): ``speed_rounds=N`` is (N, N); ``auto`` is (1, speed_max_rounds)."""
+    most = _rounds(job, "speed_max_rounds", 3)
+    if job.extra.get("speed_rounds") == "auto":
+        return 1, most
+    n = _rounds(job, "speed_rounds", 1)
+    return n, n
+
+
+def settings(job: JobSpec) -> tuple[str, list[Candidate]]:
+    """(results folder, candidates), every key checked before any model loads."""
+    round_limits(job)
+    deadline(job)
+    return str(job.extra.get("results_dir", "results")), roster(job)
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+def main(cfg: DictConfig) -> None:
+    try:
+        job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
+        out, cands = settings(job)
+        ctx = context(cands[-1].job)
+        prompts = ctx.prompts(ctx.tokenizer())
+        for c in cands:
+            checks.check_context(c.job, ctx.positions(), prompts)
+    except ConfigError as e:
+        print(f"specbench.study.tools.speed: {e}", file=sys.stderr)
+        sys.exit(2)
+    pair = ctx.load_pair()
+    plain = jobfiles.row_keys(cands[0].job, cands[0].ident, names(pair), True, "live", "")
+    base = {"run_id": jobfiles.new_run_id(), **machine.identity(pair.target.device), **{k: plain[k] for k in RUN_KEYS}}
+    base["roster"] = roster_of(job)
+    rows, steps = bench(job, pair, prompts, cands, base)
+    write(out, rows, steps)
+    print(f"specbench: wrote {len(rows)} rows to {out}/{FILE} ({base['machine']})")
+    print(summary(rows))
+
+
+def cli() -> None:
+    """`python -m specbench.study.tools.speed`: the command line checked as `run` checks it."""
+    from ..job import argv
+
+    argv.check_argv(sys.argv[1:], extra=KEYS)
+    results_dir = argv.override_value(sys.argv[1:], "results_dir", "results")
+    argv.check_out(os.path.join(str(results_dir), FILE), "results_dir")
+    argv.run_hydra(main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,125 @@
+"""`python -m specbench.study.tools.validate`: which configurations to time live, from the projections.
+
+The cost model ranks nothing until it has been checked against live timing on the same
+machine.  This picks, per pair and dataset, each static shape at its projected best
+budget and the overall top ``--top`` configurations (any tree), from the replayed greedy
+study in results/speedup.csv (written by ``python -m specbench.report``), and prints one
+line of ``specbench.run`` overrides per job, plain decoding (``tree=none``) first, for
+run_all.sh to run with ``sweep=reference_validate`` (batch 1, live, the same prompts)::
+
+    python -m specbench.study.tools.validate --pairs qwen_coder,smollm_qwen --datasets humaneval,mt_bench
+
+Only the pairs and datasets asked for; one line naming the fix (exit 2) for a missing, cut, binary
+or garbled speedup.csv (``core.readers.SPEEDUP``: its columns and values), a pair or dataset with no
+projection.  No model loads.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+
+from ...core import readers
+from ...core.args import Parser
+from ...results.columns import cost_aware
+from ...results.files import read_csv
+from ...trees.policies import policy_spec
+
+
+def static(tree: str) -> bool:
+    """A static shape: its trees are one rank-path list per budget."""
+    return policy_spec(tree).shape is not None
+
+
+def projected(speed: pd.DataFrame, pair: str, dataset: str) -> pd.DataFrame:
+    """The replayed greedy rows with a projection of the longest study (``max_new_tokens``) of this
+    pair and dataset, fastest first; a ValueError naming the fix where there is none."""
+    g = speed[
+        (speed.pair == pair)
+        & (speed.dataset == dataset)
+        & (speed.engine == "replay")
+        & (speed.verify == "greedy")
+        & (speed.temperature.astype(float) == 0)
+        & speed.projected.notna()
+    ]
+    g = g[g.max_new_tokens == g.max_new_tokens.max()] if len(g) else g
+    if g.empty:
+        raise ValueError(f"no projected replay row for pair={pair} dataset={dataset} (run its greedy grid first)")
+    return g.sort_values(["projected", "tree", "budget"], ascending=[False, True, True], kind="mergesort")
+
+
+def addressable(g: pd.DataFrame) -> pd.DataFrame:
+    """The rows a (tree, budget) pair re-runs: a cost-aware Sequoia row is left out (``tree=sequoia
+    tree.budget=64`` alone would run the DP's 64-node tree, not the small tree its cost curves picked);
+    the static tree it built is in the grid under its own name."""
+    if "tree_params" not in g:
+        return g
+    return g[[not cost_aware(t, p) for t, p in zip(g.tree, g.tree_params)]]
+
+
+def picks(speed: pd.DataFrame, pair: str, dataset: str, top: int) -> list[tuple[str, int]]:
+    """(tree, budget) of each static shape's best projection and of the top ``top`` overall,
+    from the replayed greedy rows of the longest study (``max_new_tokens``) of this pair and dataset."""
+    g = addressable(projected(speed, pair, dataset))
+    chosen = [(t, int(b)) for t, b in zip(g.tree, g.budget)][:top]
+    for tree, s in g[g.tree.map(static)].groupby("tree", sort=True):
+        chosen.append((tree, int(s.budget.iloc[0])))
+    return list(dict.fromkeys(chosen))
+
+
+def speed_picks(speed: pd.DataFrame, pair: str, dataset: str, most: int = 6) -> list[tuple[str, int]]:
+    """The interleaved benchmark's candidates (``study.tools.speed``), at most ``most``: the projected top
+    three, the budgets either side of the top's in its shape's grid (so a measured optimum is
+    bracketed), then each other shape's best whose projected interval overlaps the top's.  Rows
+    costed on a derived basis and cost-aware Sequoia rows (``addressable``) are left out, and configurations
+    that build the same trees (equal tokens per step and projection: binary N=3 and medusa63 N=3) are taken once."""
+    g = addressable(projected(speed, pair, dataset))
+    if "cost_basis" in g:  # a derived basis is never ranked (an n-gram pair's rows are costed on ``lookup``)
+        g = g[g.cost_basis.astype(str) != "derived"]
+    if g.empty:
+        raise ValueError(f"pair={pair} dataset={dataset}: every projection is costed on a derived basis (re-run it)")
+    whole = g
+    g = g.assign(_same=g.tokens_per_step.astype(float).round(6).astype(str) + g.projected.round(6).astype(str))
+    g = g.drop_duplicates("_same")
+    top = g.iloc[0]
+    chosen = [(t, int(b)) for t, b in zip(g.tree, g.budget)][:3]
+    grid = sorted(whole[whole.tree == top.tree].budget.astype(int))
+    i = grid.index(int(top.budget))
+    chosen += [(str(top.tree), b) for b in grid[max(0, i - 1) : i + 2] if b != int(top.budget)]
+    lo = float(top.projected_lo) if top.projected_lo == top.projected_lo else float(top.projected)
+    near = g[(g.tree != top.tree) & (g.projected_hi.astype(float) >= lo)].drop_duplicates("tree")
+    chosen += [(t, int(b)) for t, b in zip(near.tree, near.budget)]
+    return list(dict.fromkeys(chosen))[:most]
+
+
+def jobs(speed: pd.DataFrame, pairs: list[str], datasets: list[str], top: int) -> list[str]:
+    out = []
+    for pair in pairs:
+        for ds in datasets:
+            out.append(f"pair={pair} dataset={ds} tree=none")
+            out += [f"pair={pair} dataset={ds} tree={t} tree.budget={b}" for t, b in picks(speed, pair, ds, top)]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(prog="python -m specbench.study.tools.validate", description=__doc__.splitlines()[0])
+    ap.add_argument("--speedup", default="results/speedup.csv", help="the report's speedup.csv")
+    ap.add_argument("--pairs", default="qwen_coder,smollm_qwen,ngram_qwen")
+    ap.add_argument("--datasets", default="humaneval,mt_bench")
+    ap.add_argument("--top", type=int, default=3, help="the overall best this many, besides each static shape's")
+    args = ap.parse_args(argv)
+    try:
+        if args.top < 0:
+            raise ValueError(f"--top={args.top}: must be >= 0")
+        speed = readers.read(args.speedup, readers.SPEEDUP, "--speedup", reader=read_csv)  # cut, binary, garbled
+        lines = jobs(speed, args.pairs.split(","), args.datasets.split(","), args.top)
+    except ValueError as e:
+        print(f"specbench.study.tools.validate: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
