@@ -9,8 +9,9 @@
 # (specbench/study/tools/budget.py: which pairs, candidates, prompts and attention grid fit the minutes
 # left, each step's ETA, into $OUT/plan.json); this machine's forward costs for the plan's pairs; the
 # acceptance-sample check (specbench/study/tools/recheck.py: a fixed stratified sample of the committed
-# greedy configurations re-derived in their dtype at their committed batch, on its first batch of
-# prompts, as many as the plan fits; compared step by step: one PASS/FAIL line, acceptance_check.csv); the interleaved speed benchmark for the plan's pairs x datasets;
+# greedy configurations re-derived in their dtype at their committed batch, on the prompts of their
+# run, as many as the plan fits; compared step by step: one PASS/FAIL line, acceptance_check.csv); the
+# interleaved speed benchmark for the plan's pairs x datasets, each stopping at the plan's deadline;
 # the tree-attention grid the plan sized; collect; each step's time beside its ceiling; report.
 # Every committed row this run does not re-measure is kept.  Resumable: a finished step leaves a
 # marker in $OUT and is skipped by the next run (start over: rm -r outputs/default).
@@ -79,7 +80,7 @@ once costs $PY -m specbench.study.tools.costs "${PAIR[@]}" dtype="$DTYPE" "+cost
   hydra.run.dir="$OUT/costs"
 
 step "the acceptance-sample check: committed configurations re-derived (acceptance_check.csv)"
-if [ ! -f "$OUT/recheck_jobs.txt" ]; then  # the plan's configurations, each on its committed first batch
+if [ ! -f "$OUT/recheck_jobs.txt" ]; then  # the plan's configurations, each in its committed run
   $PY -m specbench.study.tools.recheck jobs --results "$RESULTS" --only "$(get recheck_configs)" \
     --cache "$OUT/replay_cache" --pair-overrides "${PAIR[*]}" > "$OUT/recheck_jobs.tmp" \
     && mv "$OUT/recheck_jobs.tmp" "$OUT/recheck_jobs.txt"

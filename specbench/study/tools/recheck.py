@@ -70,8 +70,8 @@ def greedy(summary: pd.DataFrame) -> pd.DataFrame:
 
 def one_batch(rows: pd.DataFrame) -> pd.Series:
     """Whether each row's committed prompts ran as one batch (batch 1, or no more prompts than the
-    batch): then its first batch re-derived alone is what ran; otherwise a finished prompt's place
-    was taken by the next one, which a first batch alone does not repeat."""
+    batch): the cheapest to re-derive; otherwise a finished prompt's place was taken by the next one,
+    so its whole run is re-derived (``run_prompts``)."""
     b = rows.batch_size.astype(int)
     n = rows.n_prompts.astype(int) if "n_prompts" in rows else b
     return (b == 1) | (n <= b)
