@@ -25,15 +25,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .columns import CONFIG_COLUMNS
+
 COLUMNS = [
     "scope",
-    "pair",
-    "dataset",
-    "dtype",
-    "config_hash",
-    "tree",
-    "tree_params",
-    "budget",
+    *CONFIG_COLUMNS,
     "depth",
     "rank",
     "n_steps",

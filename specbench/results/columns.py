@@ -1,6 +1,6 @@
 """The row schema: the key columns every summary row carries, in their order (``KEY_COLUMNS``),
 the described ones among them (``DESCRIBED``), the identifier columns read as text
-(``TEXT_COLUMNS``) and what a row's tree parameters say about its size rule (``cost_aware``).
+(``TEXT_COLUMNS``), the configuration columns a derived table's row starts with (``CONFIG_COLUMNS``) and what a row's tree parameters say about its size rule (``cost_aware``).
 
 ``study.job.jobfiles`` writes rows in this order, ``study.job.describe`` computes the described columns and
 fills them into older rows, ``results.files`` reads them and the report reads the rows.  Imports
@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+
+# Where a derived table's row comes from: its pair, dataset and dtype, and the configuration (acceptance.COLUMNS,
+# study.job.optimum.COLUMNS)
+CONFIG_COLUMNS = ["pair", "dataset", "dtype", "config_hash", "tree", "tree_params", "budget"]
 
 # What a row's registry entries declare, so the report reads data only (study.job.describe).
 DESCRIBED = ("tree_resolved", "mode_family", "baseline_of", "token_level_on", "frontier_rule")

@@ -24,17 +24,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ...results.columns import CONFIG_COLUMNS
+
 if TYPE_CHECKING:  # core.tree loads torch: only when a shape is made (``static_paths``)
     from ...core.tree import RankPath
 
 COLUMNS = [
-    "pair",
-    "dataset",
-    "dtype",
-    "config_hash",
-    "tree",
-    "tree_params",
-    "budget",
+    *CONFIG_COLUMNS,
     "n_prompts",
     "tokens_per_step",
     "tokens_per_step_lo",
