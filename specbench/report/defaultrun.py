@@ -40,5 +40,6 @@ def sentence(rec: dict | None, check: pd.DataFrame | None) -> str:
     return (
         f"The last default run (`bash run_all.sh`, {rec['profile']} profile, SPECBENCH_MINUTES={float(rec['minutes']):g}) "
         f"ran on {rec['machine']} in {rec['dtype']} ({why}{rate}), planned {int(rec['planned_s']) / 60:.0f} min "
-        f"and covered {rec['covered']}; {checked}."
+        f"and covered {rec['covered']}. The acceptance-sample check as last run (results/acceptance_check.csv, "
+        f"which the default run or `python -m specbench.study.tools.recheck` writes): {checked}."
     )
