@@ -163,6 +163,24 @@ def _function_imports(path: Path) -> list[int]:
     ]
 
 
+# Why an import may wait inside a function: a heavy dependency a torch-free or fast path avoids, a
+# command's start-up time, an optional package, pyplot after its backend is chosen, an import circle.
+REASONS = ("heavy:", "start-up:", "optional:", "backend:", "circle:")
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(PKG)))
+def test_every_import_inside_a_function_says_why(path):
+    """An import inside a function carries its reason on its line (``# heavy: ...``, one of
+    ``REASONS``; after a ``# noqa: ...`` too); any other import sits at the module's top."""
+    lines = path.read_text().splitlines()
+    bare = []
+    for line in sorted(set(_function_imports(path))):
+        comment = lines[line - 1].partition("  #")[2]
+        if not any(kind in comment for kind in REASONS):
+            bare.append(f"{path.relative_to(PKG)}:{line}: {lines[line - 1].strip()}")
+    assert not bare, "move it to the top, or give its reason (" + ", ".join(REASONS) + "):\n" + "\n".join(bare)
+
+
 def test_the_results_layer_imports_no_torch_and_nothing_late():
     """results/ (below study and report) imports core only, at module level: its users (the report
     and trees.sequoia) get no torch through it, and no import waits inside a function."""

@@ -28,6 +28,8 @@ from functools import partial
 from pathlib import Path
 
 import hydra
+import matplotlib
+import matplotlib.ticker
 import numpy as np
 import pandas as pd
 import torch
@@ -38,6 +40,7 @@ from tqdm import tqdm
 from .. import CONF_DIR
 from ..core.atomic import atomic_write, atomic_write_many, lock, staged
 from ..core.tree import paths_to_parents
+from ..study.job.argv import check_keys, run_hydra
 from ..trees.policies import shape_paths
 from . import heatmap
 from . import impls as ai
@@ -162,10 +165,10 @@ def bench_point(cfg, point, impls, dims, limits) -> list[dict]:
 # model-level view (real target model; run under the lock)
 # --------------------------------------------------------------------------
 def model_view(cfg) -> list[dict]:
-    from transformers import DynamicCache
+    from transformers import DynamicCache  # heavy: transformers and the model loader, for model_view=true only
 
-    from ..core import kv
-    from ..inputs import models
+    from ..core import kv  # heavy: transformers (core.kv), for model_view=true only
+    from ..inputs import models  # heavy: transformers, for model_view=true only
 
     mc = cfg.model
     model = models.load_model({"source": "embedded", "id": mc.target}, mc.dtype)
@@ -237,8 +240,6 @@ def draw_figures(df: pd.DataFrame, out: Path, fc) -> list[Path]:
     """attention_time_<dtype>.png: time vs tree size per implementation, a panel per (shape, batch) at
     kv_len=fc.kv_len; attention_speedup_<dtype>.png: sequential/fused time over kv_len x tree size at
     batch=fc.batch, a panel per shape, one colour scale (``attention.heatmap``, as the report draws it)."""
-    import matplotlib
-
     matplotlib.use("Agg")
 
     k = df[(df.level == "kernel") & df.median_s.notna()]
@@ -253,8 +254,7 @@ def draw_figures(df: pd.DataFrame, out: Path, fc) -> list[Path]:
 
 def _time_figure(line: pd.DataFrame, fc, dt, out: Path) -> list[Path]:
     """attention_time_<dt>.png from the kernel rows at kv_len=fc.kv_len ([] without any)."""
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker
+    import matplotlib.pyplot as plt  # backend: pyplot after draw_figures' matplotlib.use("Agg")
 
     shapes, batches = sorted(line["shape"].unique()), sorted(line.batch.unique())
     if not shapes:
@@ -292,7 +292,7 @@ def _time_figure(line: pd.DataFrame, fc, dt, out: Path) -> list[Path]:
 def _speedup_figure(ratio: pd.DataFrame, norm, fc, dt, out: Path) -> list[Path]:
     """attention_speedup_<dt>.png: a panel per shape of ``ratio`` (``heatmap.ratios`` at batch=fc.batch),
     drawn as the report draws it (``heatmap.draw``); [] without any."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # backend: pyplot after draw_figures' matplotlib.use("Agg")
 
     shapes = sorted(ratio["shape"].unique())
     if not shapes:
@@ -305,7 +305,7 @@ def _speedup_figure(ratio: pd.DataFrame, norm, fc, dt, out: Path) -> list[Path]:
 
 
 def _save(fig, path: Path) -> Path:
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # backend: pyplot after draw_figures' matplotlib.use("Agg")
 
     fig.tight_layout()
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
@@ -366,8 +366,6 @@ def hydra_main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """`python -m specbench.attention_bench`: a bad value, or a disk it cannot write, is one line."""
-    from ..study.job.argv import check_keys, run_hydra
-
     check_keys(sys.argv[1:], top=top_keys(CONF_DIR))  # foo=1, +foo=1: one line
     run_hydra(hydra_main)
 

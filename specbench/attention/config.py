@@ -12,7 +12,10 @@ for a run in which nothing was measured (the CSV is then left as it is).
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
+import yaml
 
 from ..core import readers
 
@@ -114,9 +117,5 @@ def check_slice(grid: str, sl, dtypes) -> None:
 
 def top_keys(conf_dir: str) -> set[str]:
     """The keys conf/attention_bench.yaml holds (and hydra): what a command line may set."""
-    import os
-
-    import yaml
-
     with open(os.path.join(conf_dir, "attention_bench.yaml")) as fh:
         return set(yaml.safe_load(fh)) | {"hydra"}

@@ -16,6 +16,7 @@ and returns ``run`` (the timed call) and ``output`` (turns run's result into
 from __future__ import annotations
 
 import json
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,9 +24,11 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from ..core.registry import Registry
 from ..core.tree import ancestor_mask, depths, tree_attention_mask
+from ..inputs.embedded import model_dir
 
 IMPLS: Registry[Callable[..., Prepared]] = Registry("attention implementation")
 
@@ -36,8 +39,6 @@ TARGET_KEY = "qwen2.5-coder-1.5b-instruct"
 
 def target_dims(key: str = TARGET_KEY) -> tuple[dict, str]:
     """(heads, kv_heads, head_dim) of the embedded target and where they came from."""
-    from ..inputs.embedded import model_dir  # no model load: just its config.json
-
     path = model_dir(key) / "hf" / "config.json"
     if not path.is_file():
         return dict(FALLBACK_DIMS), "fallback-constants"
@@ -193,8 +194,6 @@ def sequential(case: TreeCase) -> Prepared:
 
 
 def _block_mask(case: TreeCase):
-    from torch.nn.attention.flex_attention import create_block_mask
-
     allowed = case.mask[0, 0] == 0  # bool, derived from tree_attention_mask
 
     def mask_mod(b, h, q_idx, kv_idx):
@@ -206,8 +205,6 @@ def _block_mask(case: TreeCase):
 @IMPLS.register("flex")
 def flex(case: TreeCase) -> Prepared:
     """flex_attention, eager (unfused: materialises the scores)."""
-    from torch.nn.attention.flex_attention import flex_attention
-
     bm = _block_mask(case)
 
     def run():
@@ -222,10 +219,7 @@ def flex(case: TreeCase) -> Prepared:
 def flex_compiled(case: TreeCase, compiler: Callable | None = None) -> Prepared:
     """torch.compile(flex_attention), static shapes (dynamic=True fails to build
     its C++ kernel on this CPU torch).  Compile failure -> run=None + note."""
-    import time
-
-    import torch._dynamo
-    from torch.nn.attention.flex_attention import flex_attention
+    import torch._dynamo  # heavy: the compiler stack (about 1 s), for flex_compiled only
 
     bm = _block_mask(case)
     torch._dynamo.reset()  # one compile per grid point, no recompile limit

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -227,8 +229,6 @@ def lock(*wheres: str | os.PathLike) -> Iterator[None]:
     or full results folder is still refused by the write that needs it, naming its file.  A folder
     is keyed by its resolved path, so two writers given it through a symlink and directly wait
     for each other."""
-    import fcntl
-
     with contextlib.ExitStack() as stack:
         for where in sorted({os.path.realpath(w) for w in wheres}):
             fh = stack.enter_context(open(lock_file(where), "a"))
@@ -240,8 +240,6 @@ def lock(*wheres: str | os.PathLike) -> Iterator[None]:
 def lock_file(where: str) -> str:
     """The lock of folder ``where``: <temp>/specbench-locks/<sha1 of its resolved path>.lock (symlinks
     and ``..`` resolved: one folder, one lock, however it is named)."""
-    import hashlib
-
     d = os.path.join(tempfile.gettempdir(), "specbench-locks")
     os.makedirs(d, exist_ok=True)
     return os.path.join(d, hashlib.sha1(os.path.realpath(where).encode()).hexdigest() + ".lock")

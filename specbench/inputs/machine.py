@@ -26,6 +26,7 @@ import time
 
 import torch
 
+from ..core.args import Parser
 from ..core.atomic import atomic_write, write_file
 from ..core.diskcache import cache_root
 
@@ -140,8 +141,6 @@ def resolve_dtype(value, device: str = "cpu", cache: str | None = None):
 def main(argv: list[str] | None = None) -> int:
     """`python -m specbench.inputs.machine [--out FILE]`: this machine measured (or read from the
     cache), printed in one line and written to ``--out`` (JSON) for the default run's plan."""
-    from ..core.args import Parser
-
     ap = Parser(
         prog="python -m specbench.inputs.machine", description="this machine measured: dtype=auto and its rates"
     )

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from ..core import forwards
 from ..drafting.drafters import DRAFTERS
@@ -152,8 +154,6 @@ CONTEXT_ATTRS = ("max_position_embeddings", "n_positions", "max_sequence_length"
 
 def target_config(spec: Mapping, dtype="float32"):
     """A model's config (config.json; no weights load)."""
-    from transformers import AutoConfig
-
     return AutoConfig.from_pretrained(_location(*spec_key(spec), resolve_dtype(dtype)))
 
 
@@ -183,8 +183,6 @@ def pair_contexts(pair_spec: Mapping, dtype="float32") -> dict[str, int | None]:
 # --------------------------------------------------------------------------
 def load_model(spec: Mapping, dtype="bfloat16", device="cpu"):
     """A causal LM in eval mode with SDPA attention, cached per (spec, dtype, device)."""
-    from transformers import AutoModelForCausalLM
-
     source, ref = spec_key(spec)
     tdtype, tdevice = resolve_dtype(dtype), resolve_device(device)
     random = _get(spec, "weights", "pretrained") == "random"
@@ -193,7 +191,6 @@ def load_model(spec: Mapping, dtype="bfloat16", device="cpu"):
         return _MODELS[key]
     where = _location(source, ref, tdtype)
     t0 = time.perf_counter()
-    from safetensors import SafetensorError
 
     try:
         if random:
@@ -216,8 +213,6 @@ def load_model(spec: Mapping, dtype="bfloat16", device="cpu"):
 
 def _random(where: str, dtype: torch.dtype, device: torch.device):
     """The folder's architecture with seeded random weights (``WEIGHTS``), made on ``device``."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
     torch.manual_seed(0)
     config = AutoConfig.from_pretrained(where)
     with device:
@@ -226,8 +221,6 @@ def _random(where: str, dtype: torch.dtype, device: torch.device):
 
 def load_tokenizer(spec: Mapping):
     """The tokenizer stored with a model spec, cached per spec."""
-    from transformers import AutoTokenizer
-
     key = spec_key(spec)
     if key not in _TOKENIZERS:
         t0 = time.perf_counter()

@@ -16,6 +16,7 @@ import importlib.util
 import subprocess
 import sys
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -160,8 +161,6 @@ def check_sums(m: EmbeddedModel) -> None:
 
 def missing_parts(m: EmbeddedModel) -> list[str]:
     """The pinned distributions of ``m`` that are absent or at another version."""
-    from importlib.metadata import PackageNotFoundError, version
-
     missing = []
     for d in m.dists():
         try:

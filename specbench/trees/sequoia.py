@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import readers
 from ..core.tree import RankPath, sort_paths
 from ..results.costcurve import AT_CONTEXT, read
 from .base import Params, optional, positive, static_shape
@@ -165,8 +166,6 @@ def _resolve(path: str | os.PathLike) -> Path:
 def _read_rows(file: str, mtime_ns: int) -> tuple[dict, ...]:
     """The rows of an acceptance_vector.csv, checked first (``core.readers.VECTOR``: a cut, binary
     or garbled file, a rank or p_accept out of range, is one ValueError naming it)."""
-    from ..core import readers  # pandas: only where a vector file is read
-
     readers.check(file, readers.VECTOR, "tree.vector")
     with open(file, newline="", encoding="utf-8") as f:
         return tuple(csv.DictReader(f))

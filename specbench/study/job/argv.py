@@ -24,8 +24,13 @@ import sys
 import tempfile
 
 import yaml
+from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf.errors import OmegaConfBaseException
 
 from ... import CONF_DIR
+from ...core.atomic import command, os_line
 from ...core.options import closest, is_node, not_a_parameter, schema_keys, stored
 from .errors import ConfigError
 from .plugins import KEY, config_dirs, import_plugins, import_registries
@@ -53,9 +58,6 @@ def options(group: str, dirs=None) -> list[str]:
 def override_value(argv, key: str, default=None):
     """The value of the last ``key=...`` override (Hydra's grammar: ``[a,b]`` is a list);
     ``default`` if none, None if it is a sweep (``a,b``)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
     for arg in reversed(argv):
         if arg.lstrip("+~").partition("=")[0] == key and "=" in arg:
             try:
@@ -97,10 +99,6 @@ def option_keys(group: str, option: str, argv) -> tuple[str, list[str]] | None:
     """(the option's name, its keys) of ``group=option`` as Hydra composes it (its node's schema,
     ``study.job.schema.fields``, with ``argv``'s search path); None where it extends no schema or
     does not compose (Hydra then says why in one line, ``run_hydra``)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
     import_registries()
     # the search path, and a pair's drafter where the command line sets it (its schema: the drafter's)
     keep = ("hydra.searchpath=", "pair.drafter=") if group == "pair" else ("hydra.searchpath=",)
@@ -283,11 +281,6 @@ def check_out(path: str, key: str) -> None:
 
 def run_hydra(main) -> None:
     """``main()`` (a ``@hydra.main`` app) with OSErrors and Hydra's own errors as one line."""
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    from ...core.atomic import command
-
     command(main.__module__.rsplit(".", 1)[-1])  # the files this command stages (and cleans)
     user_full = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises; we print the one line
@@ -298,8 +291,6 @@ def run_hydra(main) -> None:
             raise
         fail(hydra_line(e))
     except OSError as e:
-        from ...core.atomic import os_line
-
         fail(os_line(e, " / ".join(WRITES) or "the output folder", "out_root (or hydra.run.dir)"), 1)
     finally:
         if not user_full:

@@ -3,17 +3,17 @@ compatibility, paired modes, and which engine runs it.  ``validate(job)`` is the
 one call before any model loads (``jobspec.from_config`` reads the config; the keys are
 the groups' schemas' to check, ``core.options``, and the top-level ones ``argv.check_keys``').
 
-Imports: ``study.job.jobspec``; the drafter, tree and verify registries inside the checks."""
+Imports: ``study.job.jobspec``, the drafter, tree and verify registries and ``inputs.models``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from ...drafting.drafters import DRAFTERS, check_supported
+from ...inputs.models import resolve_device
+from ...trees.policies import make_policy, policy_spec
+from ...verify.modes import MODES, get_mode
+from ...verify.modespec import COMMON_DEFAULTS, ModeSpec, check_compatible, fits
 from .errors import ConfigError
 from .jobspec import JobSpec, VerifySpec
-
-if TYPE_CHECKING:  # the registries load (torch) inside the checks, not on import
-    from ...verify.modespec import ModeSpec
 
 
 # --------------------------------------------------------------------------
@@ -22,11 +22,6 @@ if TYPE_CHECKING:  # the registries load (torch) inside the checks, not on impor
 def check_registries(job: JobSpec) -> ModeSpec:
     """Tree policy, verification mode and drafter exist and fit together; returns the
     mode spec.  The ONE place the study layer asks the engine's registries about a job."""
-    from ...drafting.drafters import DRAFTERS, check_supported
-    from ...trees.policies import make_policy, policy_spec
-    from ...verify.modes import get_mode
-    from ...verify.modespec import check_compatible
-
     policy = make_policy(job.tree.name, job.tree.budget, job.tree.params)  # bad params, calibration
     mode = get_mode(job.verify.name, job.verify.params)  # drafts with verify.children
     drafter = DRAFTERS.get(job.pair.drafter)
@@ -47,8 +42,6 @@ def check_registries(job: JobSpec) -> ModeSpec:
 def paired_fits(mode, other, tree_rule: str, chain: bool) -> bool:
     """Whether ``other`` may verify the trees drafted for ``mode`` (same child rule; a
     mode with ``verify.children`` drafts like the primary, see ``paired_params``)."""
-    from ...verify.modespec import fits
-
     if mode.child_rule in other.draft_rules:
         other = other.configured({"children": mode.child_rule})
     return other.child_rule == mode.child_rule and fits(other, tree_rule) and (chain or not other.chain_only)
@@ -56,9 +49,6 @@ def paired_fits(mode, other, tree_rule: str, chain: bool) -> bool:
 
 def check_paired(job: JobSpec, mode, tree_rule: str) -> None:
     """verify.paired_with: every mode chooses children like the primary and fits its trees."""
-    from ...trees.policies import policy_spec
-    from ...verify.modes import MODES, get_mode
-
     chain = policy_spec(job.tree.name).chain
     for name in job.verify.paired_with:
         try:
@@ -78,9 +68,6 @@ def paired_params(verify: VerifySpec, name: str):
     primary's temperatures and top-p (the target rows are shared, so these must be too), the
     primary's child rule (``verify.children``) where the paired mode has that parameter, and
     the primary's sibling order (``verify.order``) where both have one."""
-    from ...verify.modes import get_mode
-    from ...verify.modespec import COMMON_DEFAULTS
-
     other, shared = get_mode(name), {k: verify.params[k] for k in COMMON_DEFAULTS}
     rule = get_mode(verify.name, verify.params).child_rule
     if rule in other.draft_rules:
@@ -92,8 +79,6 @@ def paired_params(verify: VerifySpec, name: str):
 
 def argmax(mode: str) -> bool:
     """Whether a (registered) mode declares its verdict the target's argmax (``ModeSpec.argmax``)."""
-    from ...verify.modes import MODES
-
     return mode in MODES and MODES.get(mode).argmax
 
 
@@ -141,8 +126,6 @@ def check_temperature(job: JobSpec) -> None:
 
 def validate(job: JobSpec) -> tuple[str, ModeSpec]:
     """Every check that needs no model: returns (engine, mode spec)."""
-    from ...inputs.models import resolve_device
-
     check_temperature(job)
     try:
         resolve_device(job.device)

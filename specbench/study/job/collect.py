@@ -38,6 +38,7 @@ from ...core.atomic import atomic_write_many, incomplete, lock, os_line, recover
 from ...results.acceptance import acceptance_lengths, acceptance_matrix
 from ...results.files import OUTPUTS_FILE, STEPS_FILE, csv_writer, jsonl_text, output_rows, read_csv, text_writer
 from .describe import complete
+from .optimum import gap_to_optimum
 
 SUMMARY_ORDER = ["pair", "dataset", "verify", "temperature", "tree", "budget", "engine", "config_hash"]
 STEP_ORDER = ["config_hash", "prompt_id", "step"]
@@ -316,8 +317,6 @@ def derived(out: str, summary: pd.DataFrame, steps: pd.DataFrame) -> dict[str, p
     tables["acceptance_length.csv"] = acceptance_lengths(steps)
     vectors = read_vectors(out)
     if vectors is not None:
-        from .optimum import gap_to_optimum  # torch (the tree policies): only where a vector was calibrated
-
         tables["gap_to_optimum.csv"] = gap_to_optimum(summary, vectors)
     return tables
 

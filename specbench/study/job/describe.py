@@ -37,23 +37,23 @@ from .plugins import option_file
 
 def tree_resolved(tree: str, params: Mapping | None) -> str:
     """``tree_resolved`` of a row: the resolved parameters as sorted JSON."""
-    from ...trees.policies import resolved_params  # torch: the registries load only when a row is described
+    from ...trees.policies import resolved_params  # heavy: torch, only for an older row (collect imports this)
 
     return json.dumps(resolved_params(tree, params), sort_keys=True, default=list)
 
 
 def mode_columns(verify: str) -> dict:
     """``mode_family``, ``baseline_of``, ``token_level_on`` of mode ``verify`` (its declared role)."""
-    from ...verify.modes import get_mode  # torch, as above
-    from ...verify.modespec import role_tags
+    from ...verify.modes import get_mode  # heavy: torch (the registries), as tree_resolved's
+    from ...verify.modespec import role_tags  # heavy: torch (the registries), as tree_resolved's
 
     return role_tags(get_mode(verify))
 
 
 def frontier_rule(drafter: str, tree: str, mode_rule: str) -> str:
     """The child rule of the trees ``drafter`` grows for policy ``tree`` when a mode asks ``mode_rule``."""
-    from ...drafting.drafters import DRAFTERS  # torch, as above
-    from ...trees.policies import policy_spec
+    from ...drafting.drafters import DRAFTERS  # heavy: torch (the registries), as tree_resolved's
+    from ...trees.policies import policy_spec  # heavy: torch (the registries), as tree_resolved's
 
     return DRAFTERS.get(drafter).child_rule(policy_spec(tree).kind, mode_rule)
 

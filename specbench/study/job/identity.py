@@ -40,7 +40,14 @@ from pathlib import Path
 from typing import cast
 from urllib.parse import urlparse
 
+from huggingface_hub import constants, try_to_load_from_cache
+
+from ... import CONF_DIR
 from ...core.atomic import atomic_write
+from ...drafting.drafters import DRAFTERS
+from ...inputs.data import DATASETS, check_rows
+from ...inputs.models import model_folder
+from ...trees.policies import PathsPolicy, make_policy, policy_spec
 from .errors import ConfigError
 from .jobspec import DatasetSpec, JobSpec, ModelSpec
 
@@ -124,8 +131,6 @@ def folder_digests(folder: Path, key: str) -> dict[str, str]:
 
 def hub_reachable(timeout: float = 3.0) -> bool:
     """Whether the Hugging Face hub answers a TCP connect (no retries), unless offline mode is set."""
-    from huggingface_hub import constants
-
     if constants.HF_HUB_OFFLINE:
         return False
     url = urlparse(constants.ENDPOINT)
@@ -139,8 +144,6 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 def check_hub(spec: ModelSpec) -> None:
     """A hub model must be in the local cache or the hub reachable (one line naming the key);
     cached and offline: later loads use the cache without retrying the network."""
-    from huggingface_hub import constants, try_to_load_from_cache
-
     cached = isinstance(try_to_load_from_cache(spec.ref, "config.json"), str)
     if hub_reachable():
         return
@@ -163,8 +166,6 @@ def check_hub_models(job: JobSpec) -> None:
 
 def model_fingerprint(spec: ModelSpec, dtype: str) -> str:
     """The content identity of one model (see the module docstring)."""
-    from ...inputs.models import model_folder
-
     folder = model_folder(spec.source, spec.ref, dtype, spec.key)
     if folder is None:
         return f"hub:{spec.ref}"
@@ -175,8 +176,6 @@ def model_fingerprint(spec: ModelSpec, dtype: str) -> str:
 def dataset_fingerprint(dataset: DatasetSpec) -> str:
     """sha256 of the (id, text, task) rows the job will read; a bad file or an empty
     prompt is a one-line error (no model needed)."""
-    from ...inputs.data import DATASETS, check_rows
-
     rows = DATASETS.get(dataset.name)(dataset.loader_spec())
     if dataset.limit is not None:
         rows = rows[: dataset.limit]
@@ -207,7 +206,6 @@ def _file_param(value) -> Path | None:
     """A tree parameter naming an existing file (relative: the repo root, as Sequoia reads it)."""
     if not isinstance(value, str) or not value:
         return None
-    from ... import CONF_DIR
 
     p = Path(os.path.expanduser(value))
     p = p if p.is_absolute() else Path(CONF_DIR).parent / p
@@ -219,7 +217,6 @@ def tree_reads(job: JobSpec) -> dict:
     files = {k: p for k, v in sorted(job.tree.params.items()) if (p := _file_param(v)) is not None}
     if not files:
         return {}
-    from ...trees.policies import PathsPolicy, make_policy, policy_spec
 
     if policy_spec(job.tree.name).rank_replayable:
         policy = cast(PathsPolicy, make_policy(job.tree.name, job.tree.budget, job.tree.params))
@@ -254,8 +251,6 @@ def bind(job: JobSpec, ident: Identity) -> tuple[JobSpec, Identity]:
     """(``job`` with ``tree.calib_pair_id=auto`` set to the job's own pair_id, ``ident`` with
     what its tree reads): see the module docstring."""
     if job.tree.params.get("calib_pair_id") == "auto":
-        from ...drafting.drafters import DRAFTERS
-
         drafter = DRAFTERS.get(job.pair.drafter).vector_drafter or job.pair.drafter
         params = {**job.tree.params, "calib_pair_id": pair_id(ident, drafter, job.pair.drafter_params)}
         job = replace(job, tree=replace(job.tree, params=params))

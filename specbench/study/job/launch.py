@@ -33,12 +33,19 @@ import os
 import sys
 import traceback
 
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from ... import CONF_DIR
 from ...core.atomic import os_line, write_text
 from ...core.registry import UnknownName
+from . import argv, jobspec
+from .plugins import import_registries
 from .resolvers import job_dirname  # noqa: F401  (registers conf/config.yaml's resolvers)
 from .sweepjobs import finished  # a job folder holding its summary or a resume marker
 
@@ -52,12 +59,6 @@ STARTED: list[str] = []  # job folders started in this process
 def compose(overrides):
     """conf/config.yaml composed with ``overrides`` (no job folder, no Hydra run); inside a running
     Hydra app (``study.tools.costs``' ``costs_pairs``) through the app's own config loader."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from .plugins import import_registries
-
     import_registries()  # the tree and verify options (core.options)
     running = GlobalHydra.instance().is_initialized()
     with contextlib.nullcontext() if running else initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
@@ -68,11 +69,6 @@ def checked_job(overrides):
     """The job spec of a command that is not ``run`` (``study.tools.calibrate``, ``study.tools.lossless``)
     from its overrides, checked as ``run`` checks them before any model loads: an unknown
     group option or key (``+`` or not) or a bad value is one line and exit 2."""
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    from . import argv, jobspec
-
     argv.check_plugins(overrides)  # first: a plugin's entries are options
     argv.check_groups(overrides)
     argv.check_keys(overrides)

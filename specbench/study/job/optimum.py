@@ -65,7 +65,7 @@ def greedy_vectors(vectors: pd.DataFrame | None) -> dict[tuple[str, str], tuple[
 
 def static_paths(tree: str, budget: int, params: str) -> list[RankPath] | None:
     """The shape's rank paths, or None for a policy that is not a static shape (adaptive, eagle2, ...)."""
-    from ...trees.policies import StaticShape, make_policy
+    from ...trees.policies import StaticShape, make_policy  # heavy: torch, only where a vector was calibrated (collect)
 
     p = json.loads(params) if isinstance(params, str) and params else {}
     policy = make_policy(tree, int(budget), p)
@@ -74,7 +74,7 @@ def static_paths(tree: str, budget: int, params: str) -> list[RankPath] | None:
 
 def gap_to_optimum(summary: pd.DataFrame, vectors: pd.DataFrame | None) -> pd.DataFrame:
     """One row per greedy static-shape configuration whose pair and dataset have a vector."""
-    from ...trees.sequoia import expected_accepted, optimal_paths
+    from ...trees.sequoia import expected_accepted, optimal_paths  # heavy: torch (the tree policies), as static_paths'
 
     vecs = greedy_vectors(vectors)
     greedy = summary[(summary.temperature.astype(float) == 0) & (summary.budget > 0)]

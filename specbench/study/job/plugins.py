@@ -65,10 +65,10 @@ def import_plugins(value) -> tuple[str, ...]:
 
 def import_registries() -> None:
     """Import the tree-policy, verify-mode, drafter and dataset registries (see the module docstring)."""
-    from ...drafting import drafters  # noqa: F401
-    from ...inputs import data  # noqa: F401
-    from ...trees import policies  # noqa: F401
-    from ...verify import modes  # noqa: F401
+    from ...drafting import drafters  # noqa: F401  (heavy: torch, once a config is composed; collect imports describe)
+    from ...inputs import data  # noqa: F401  (heavy: hydra's ConfigStore; collect imports no hydra)
+    from ...trees import policies  # noqa: F401  (heavy: torch, as drafters above)
+    from ...verify import modes  # noqa: F401  (heavy: torch, as drafters above)
 
 
 def searchpath_dirs(entries) -> list[str] | None:

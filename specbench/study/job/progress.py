@@ -27,6 +27,7 @@ import time
 import warnings
 
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
@@ -43,8 +44,6 @@ LAUNCHER_LOGGERS = (
 
 def quiet(hydra_config) -> bool:
     """A multirun job whose sweep shows the bar (``hydra.callbacks.progress.bar``)."""
-    from hydra.types import RunMode
-
     cb = (hydra_config.get("callbacks") or {}).get("progress") or {}
     return hydra_config.mode == RunMode.MULTIRUN and bool(cb.get("bar", False))
 
@@ -55,7 +54,7 @@ def hush() -> None:
     logging.getLogger("specbench").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|torch)\.")  # once per worker
     try:
-        from transformers.utils import logging as hf_logging
+        from transformers.utils import logging as hf_logging  # optional: no transformers, no loading bars
     except ImportError:
         return
     hf_logging.disable_progress_bar()

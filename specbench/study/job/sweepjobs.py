@@ -23,6 +23,8 @@ import os
 from collections.abc import Mapping, Sequence
 
 import yaml
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from ... import CONF_DIR
 from .resolvers import job_dirname
@@ -32,9 +34,6 @@ DONE_FILES = ("summary.csv", "resumed.txt")  # jobfiles.RESUMED_FILE: a job skip
 
 def expand(params: Mapping | None, task: Sequence[str]) -> list[list[str]]:
     """Every job's overrides: the basic sweeper's product of ``params`` (``key: values``) then ``task``."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     given = [f"{k}={v}" for k, v in (params or {}).items()] + [str(t) for t in task]
     overrides = OverridesParser.create().parse_overrides(given)
     return BasicSweeper.split_arguments(overrides, None)[0]

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from ...inputs import embedded
 from ...trees.eagle2 import Eagle2Params
 from ...trees.policies import policy_spec
+from ..job.launch import pair_config
 
 CHECKED = {
     "vllm": "vLLM main at 002e77c1f0ef (vllm/config/speculative.py; v1/spec_decode/dynamic/utils.py at "
@@ -78,8 +79,6 @@ class Choice:
     @classmethod
     def of_row(cls, row) -> Choice:
         """From a committed summary row (its pair's conf/pair file names the drafter)."""
-        from ..job.launch import pair_config
-
         pair = pair_config(str(row["pair"]))
         d = pair.get("draft") or {}
         ref = d.get("path") or d.get("id")

@@ -33,6 +33,9 @@ from ...results.files import STEPS_FILE, read_csv
 from ...results.schedule import draft_lengths
 from ...results.speedstats import answer_first, answers
 from ...trees.policies import make_policy, policy_spec
+from ..job import identity
+from ..job.argv import check_out, fail
+from ..job.launch import checked_job
 from ..tools.speedsched import draft_lengths as benchmark_lengths
 from .engines import FORMATS, Choice, settings
 
@@ -131,13 +134,10 @@ def choose(argv: list[str], opts: dict) -> tuple[Choice, str | None]:
     if opts.get("config_hash"):
         row, _ = committed(opts["results_dir"], opts["config_hash"])
         return Choice.of_row(row), str(opts["config_hash"])
-    from ..job.launch import checked_job
 
     job = checked_job(argv)
     chash = None
     if opts["format"] == "profile" or job.tree.params.get("calib_pair_id") == "auto":
-        from ..job import identity
-
         ident = identity.job_identity(job)  # content fingerprints: no model loads
         job, ident = identity.bind(job, ident)
         chash = identity.config_hash(job, ident)
@@ -250,8 +250,6 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     text = json.dumps(obj, indent=None if opts["format"] == "paths" else 1) + "\n"
     if opts["out"]:
-        from ..job.argv import check_out, fail
-
         check_out(opts["out"], "out")  # a folder, or a folder it cannot write: one line, exit 2
         try:
             write_text(opts["out"], text)

@@ -46,6 +46,7 @@ from ...core import readers
 from ...core.args import Parser
 from ...core.atomic import lock, os_line, write_text
 from ...core.jsonl import json_objects
+from ..job.argv import check_out, fail
 
 COLUMNS = [
     "engine", "config_hash", "pair", "dataset", "tree", "budget", "n_requests", "n_steps", "acceptance_rate",
@@ -312,7 +313,6 @@ def main(argv=None) -> None:
     ap.add_argument("--budget", type=int, default=None, help="draft tokens per step (vLLM: counted)")
     ap.add_argument("--out", default="results/served.csv")
     args = ap.parse_args(argv)
-    from ..job.argv import check_out, fail
 
     check_out(args.out, "--out")  # a folder, or one it cannot write: one line, exit 2, before the reading
     try:

@@ -33,6 +33,7 @@ cheapest configuration, the fixed steps) is planned even over the budget, and th
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 
@@ -215,7 +216,7 @@ def recheck_view(sample: list[dict], kept: list[dict], dropped: list[dict], rate
     def name(r: dict) -> str:
         return f"{r['pair']} {r['tree']}/{int(r['budget'])} {r['dataset']} (batch {int(r['batch_size'])})"
 
-    from .recheck import STRATA  # pandas: imported by the plan only, so the shell's `get` stays fast
+    from .recheck import STRATA  # start-up: pandas, for the plan only; the shell calls `get` many times
 
     have = {(k, r[k]) for r in kept for k in STRATA}
     lost = sorted({f"{k} {r[k]}" for r in dropped for k in STRATA if (k, r[k]) not in have})
@@ -293,10 +294,8 @@ TINY_UNITS = [("local", "smoke", ["chain/2", "binary/2"])]
 def answer_units(results_dir: str) -> list[tuple[str, str, list[str]]]:
     """UNITS with their benchmark candidates (``study.tools.validate.speed_picks`` on the committed
     projections); a pair x dataset without a projection is left out."""
-    import os
-
-    from ...results.files import read_csv
-    from . import validate  # torch (the tree registry): only here, for the real profile
+    from ...results.files import read_csv  # start-up: pandas, as STRATA's above
+    from . import validate  # heavy: torch (the tree registry), only for the real profile
 
     path = os.path.join(results_dir, "speedup.csv")
     if not os.path.isfile(path):
@@ -329,7 +328,7 @@ def make(args) -> dict:
     if dtype not in rec["rates_gflops"]:
         refuse(f"--dtype={dtype}: not measured on this machine (measured: {', '.join(rec['rates_gflops'])})")
     units = TINY_UNITS if args.profile == "tiny" else answer_units(args.results)
-    from .recheck import sample, sample_file  # pandas: see STRATA above
+    from .recheck import sample, sample_file  # start-up: pandas, as STRATA's above
 
     rows = sample(sample_file(args.results))
     budget_s = args.minutes * 60 - args.spent

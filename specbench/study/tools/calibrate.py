@@ -62,7 +62,12 @@ from ...core.sampling import choose_children, probs
 from ...core.tree import DraftTree
 from ...drafting.drafters import DRAFTERS
 from ...engine.loop import continuations, prompt_seed
+from ...inputs.models import eos_ids
 from ...verify.modespec import ModeSpec
+from ..job import checks, identity
+from ..job.argv import check_out
+from ..job.context import context
+from ..job.launch import checked_job
 
 ROOT = Path(__file__).resolve().parents[3]
 COLUMNS = ["pair", "pair_id", "dataset", "verify", "temperature", "rank", "p_accept", "n", "prompt_ids"]
@@ -106,8 +111,6 @@ def star_trial(
 
 
 def measure(job, ident, pair, prompts, ranks: int, eos) -> tuple[list[float], int]:
-    from ..job.context import context
-
     ctx = context(job)
     mode, params = ctx.plan.mode, ctx.plan.params
     temp, top_p = params["temperature"], params["top_p"]
@@ -225,11 +228,6 @@ def main(argv=None) -> None:
     args, overrides = ap.parse_known_args(argv)
     if args.ranks < 1:
         refuse(f"--ranks={args.ranks}: give 1 or more sibling ranks")
-    from ...inputs.models import eos_ids
-    from ..job import checks, identity
-    from ..job.argv import check_out
-    from ..job.context import context
-    from ..job.launch import checked_job
 
     out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
     job = checked_job(overrides)  # as run checks it: one line, no model yet

@@ -48,6 +48,7 @@ import hydra
 import numpy as np
 import pandas as pd
 import torch
+import transformers
 from omegaconf import DictConfig
 from tqdm import tqdm
 
@@ -59,6 +60,8 @@ from ...core.tree import paths_to_parents
 from ...inputs import machine
 from ...results.files import csv_writer
 from ...trees.policies import shape_paths
+from ..job import argv
+from ..job.checks import validate
 from ..job.context import context, new_drafters
 from ..job.errors import ConfigError
 from ..job.jobspec import JobSpec, from_config, resolved
@@ -100,8 +103,6 @@ def forward_cost(kv: SlotKV, row: int, n: int) -> float:
 
 
 def environment(pair) -> dict:
-    import transformers
-
     return {
         "cpu": machine.cpu_model(),
         "machine_id": machine.identity(pair.target.device)["machine_id"],  # speed.csv's: same machine or not
@@ -236,8 +237,6 @@ def check_positions(jobs: list[JobSpec], kv_lens: list[int]) -> None:
 def settings(job: JobSpec) -> tuple[str, int, list[int], list[JobSpec]]:
     """(results_dir, repeats, kv_lens, [the job of each (pair, dtype) measured]) from the job
     spec's own keys (``JobSpec.extra``), refused in one line when out of range (no model load)."""
-    from ..job.checks import validate
-
     opts = job.extra
     out = str(opts.get("results_dir", "results"))
     repeats, raw = opts.get("costs_repeats", 7), opts.get("costs_kv_lens", list(KV_LENS))
@@ -336,8 +335,6 @@ def refuse(line: str) -> NoReturn:
 def cli() -> None:
     """`python -m specbench.study.tools.costs`: the command line checked as `run` checks it (its own
     keys: ``KEYS``), and the results folder writable, before any model loads."""
-    from ..job import argv
-
     argv.check_argv(sys.argv[1:], extra=KEYS)
     results_dir = argv.override_value(sys.argv[1:], "results_dir", "results")
     argv.check_out(os.path.join(str(results_dir), "costs.csv"), "results_dir")

@@ -71,7 +71,10 @@ from ...core.atomic import atomic_write_many, lock
 from ...results.files import csv_writer, read_csv
 from ...verify.modes import get_mode
 from ...verify.modespec import MODES
+from ..job import checks, identity
+from ..job.argv import check_out, fail
 from ..job.context import context
+from ..job.launch import checked_job
 from .lossless_check import check_prompt, informative_prefix
 from .lossless_power import ModeVariant, draws_for_power
 
@@ -232,9 +235,6 @@ def merged(out: Path, rows: list[dict], keys: dict, columns: list[str]) -> pd.Da
 
 def main(argv=None) -> None:
     args, overrides = parse_args(argv)
-    from ..job import checks, identity
-    from ..job.argv import check_out, fail
-    from ..job.launch import checked_job
 
     out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
     try:

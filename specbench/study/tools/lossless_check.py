@@ -23,14 +23,17 @@ from typing import Any
 
 import numpy as np
 import torch
+from scipy.stats import chisquare
 
 from ...core.sampling import probs
 from ...engine.loop import appended, decode, decode_prompt, prompt_seed
 from ...engine.memo import MemoModel
+from ...verify.distshift import first_token_tv
 from ...verify.modes import get_mode
 from ...verify.modespec import check_compatible, row_tags
 from ..job.context import DecodePlan
 from ..job.jobspec import tree_spec, verify_spec
+from .calibrate import position_logits
 from .lossless_power import ModeVariant, power
 
 MIN_EXPECTED = 5.0  # χ² bins: expected count >= 5 (the usual rule)
@@ -99,8 +102,6 @@ def first_tokens(
 def fit(tokens, target: torch.Tensor, seed: int = 0, max_bins: int = 0) -> dict:
     """χ² goodness of fit and TV of the drawn tokens against the target's law p (module docstring); at most
     ``max_bins`` bins when > 0 (the likeliest tokens, the rest pooled)."""
-    from scipy.stats import chisquare
-
     p = target.double().cpu().numpy()
     p = p / p.sum()
     n = len(tokens)
@@ -136,8 +137,6 @@ def informative_prefix(target, ids, temperature: float, top_p: float, search: in
     """``ids`` cut after the position, among its last ``search``, where the target's next-token
     distribution has the most entropy: a real prefix on which χ² has bins to compare (right
     after a HumanEval prompt the next token is all but certain).  ``search=0``: ``ids``."""
-    from .calibrate import position_logits
-
     if search <= 0 or len(ids) < 2:
         return list(ids)
     start = max(1, len(ids) - search)
@@ -265,8 +264,6 @@ def control_law(
     """A lossy control's exact first-token TV at this prefix where its children are the draft's
     top-k (one deterministic tree, so its law is exact; NaN for sampled trees, e.g. hsd's
     chains) and whether the check rejected it."""
-    from ...verify.distshift import first_token_tv
-
     if spec.child_rule != "topk":
         return {"exact_tv": float("nan"), "rejected": bool(chi2_p < alpha)}
     plan = one_step(spec.name, params, tree)

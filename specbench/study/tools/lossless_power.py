@@ -20,13 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from scipy.stats import chi2, ncx2
+
 MODE_VARIANT = re.compile(r"^([a-z_0-9]+)(?:\[([^\]]*)\])?$")
 
 
 def power(n: int, df: int, tv: float, alpha: float) -> float:
     """Lower bound on the χ² test's power against any law at binned TV ``tv`` (module docstring)."""
-    from scipy.stats import chi2, ncx2
-
     if df < 1 or n < 1:
         return float("nan")
     return float(ncx2.sf(chi2.isf(alpha, df), df, 4.0 * n * tv * tv))

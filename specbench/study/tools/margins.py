@@ -90,7 +90,7 @@ def divergences(summary: pd.DataFrame, outputs: dict) -> list[dict]:
 
 def logit_margins(model, prompt_ids: list[int], rows: list[dict]) -> list[dict]:
     """Each row with its margins from one forward of ``model`` over prompt + the shared prefix."""
-    import torch
+    import torch  # heavy: torch only where a divergence is measured (none: no model, no torch)
 
     out = []
     for r in rows:
@@ -111,10 +111,10 @@ def logit_margins(model, prompt_ids: list[int], rows: list[dict]) -> list[dict]:
 def measure(rows: list[dict]) -> tuple[list[dict], list[str]]:
     """Margins of every divergence, one float32 target load per (pair, dataset, dtype); notes for
     a pair that can't be composed or whose models' contents differ from the results' pair_id."""
-    from ...inputs import models
-    from ..job import identity, jobspec
-    from ..job.context import context
-    from ..job.launch import compose
+    from ...inputs import models  # heavy: torch and transformers, only where a divergence is measured
+    from ..job import identity, jobspec  # heavy: torch (the registries), as models above
+    from ..job.context import context  # heavy: torch, as models above
+    from ..job.launch import compose  # heavy: torch (launch imports jobspec), as models above
 
     done, notes = [], []
     for (pair, pid, dataset, dtype), group in pd.DataFrame(rows).groupby(

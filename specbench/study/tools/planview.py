@@ -5,6 +5,7 @@ with each step's ETA, one value for the shell (``get``), and the run's record fo
 from __future__ import annotations
 
 import math
+import os
 
 from ...core.args import refuse
 
@@ -102,11 +103,9 @@ def get(p: dict, key: str) -> str:
 
 def record(p: dict, check: str) -> dict:
     """results/default_run.json: what the default run covered, on which machine (the report's sentence)."""
-    import os
+    import pandas as pd  # start-up: budget imports this module and the shell calls its `get` many times
 
-    import pandas as pd
-
-    from .recheck import verdict
+    from .recheck import verdict  # start-up: pandas, as pd above
 
     m = p["machine"]
     costs = next(s for s in p["steps"] if s["step"] == "costs")

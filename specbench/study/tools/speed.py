@@ -49,7 +49,7 @@ from ...core.registry import UnknownName
 from ...inputs import machine
 from ...results import speedstats
 from ...results.files import csv_writer, read_csv
-from ..job import checks, identity, jobfiles
+from ..job import argv, checks, identity, jobfiles
 from ..job.context import DecodePlan, context
 from ..job.jobspec import ConfigError, JobSpec, from_config, resolved, tree_spec
 from . import speedsched, validate
@@ -204,7 +204,8 @@ def bench(job: JobSpec, pair, prompts, cands: list[Candidate], base: dict) -> tu
     rows: list[dict] = []
     steps: list = []
     bar = tqdm(total=rounds * len(units) * len(cands), desc="speed", disable=not job.progress)
-    rnd, unit_s, until = 0, [], deadline(job)
+    unit_s: list[float] = []  # each unit's seconds (``more``)
+    rnd, until = 0, deadline(job)
     while rnd < rounds or (rnd < most and not speedstats.settled(speedstats.unit_sums(pd.DataFrame(rows)))):
         if rnd >= rounds:
             bar.total += len(units) * len(cands)  # speed_rounds=auto: the A/A control is still wider than +-3%
@@ -332,8 +333,6 @@ def main(cfg: DictConfig) -> None:
 
 def cli() -> None:
     """`python -m specbench.study.tools.speed`: the command line checked as `run` checks it."""
-    from ..job import argv
-
     argv.check_argv(sys.argv[1:], extra=KEYS)
     results_dir = argv.override_value(sys.argv[1:], "results_dir", "results")
     argv.check_out(os.path.join(str(results_dir), FILE), "results_dir")

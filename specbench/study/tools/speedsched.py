@@ -73,7 +73,7 @@ def picks(bench, speedup, pair: str, dataset: str, dtype: str, machine_id=None) 
     projected top, ``validate.speed_picks``), chain N ∈ CHAINS, one binary tree; each once."""
     first = answer_tree(bench, pair, dataset, dtype, machine_id)
     if first is None and speedup is not None and not speedup.empty:
-        from .validate import speed_picks  # trees.policies: torch (the benchmark's process only)
+        from .validate import speed_picks  # heavy: torch, the benchmark's only (the report imports this)
 
         try:
             first = speed_picks(speedup, pair, dataset)[0]
