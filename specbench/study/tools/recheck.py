@@ -200,7 +200,7 @@ def verdict(check: pd.DataFrame) -> str:
     n_conf, n = check.config_hash.nunique(), len(check)
     if check.identical.all():
         return (
-            f"acceptance-sample check: PASS: {n_conf} configurations, {n} prompts (each one's first committed batch, "
+            f"acceptance-sample check: PASS: {n_conf} configurations, {n} prompts (each in its committed run, "
             f"at batch {_batches(check.batch)}) identical to the committed rows, column by column"
         )
     bad = check[~check.identical]
