@@ -51,6 +51,9 @@ def test_a_row_whose_tokens_differ_from_its_runs_continuation_is_stale(tmp_path)
     committed = {("a", p): t for p, t in cont.items()} | {("b", p): t for p, t in cont.items()}
     committed[("b", "p3")] = [9, 9]  # b replayed another run's continuation of p3
     committed |= {("c", "p0"): [7]}  # c's run was not re-derived: not judged
+    copy = tmp_path / "runs" / "results"  # a summary without a job's outputs beside it: no reference
+    copy.mkdir()
+    pd.DataFrame([row("b", "binary", 4)]).to_csv(copy / "summary.csv", index=False)
     refs = stale.continuations(str(tmp_path / "runs"))
     assert list(refs) == [stale.run_of(SUMMARY.iloc[0])]
     bad = stale.stale(SUMMARY, committed, refs)

@@ -62,7 +62,9 @@ def continuations(runs: str) -> dict[tuple, dict[str, list[int]]]:
         job = read_csv(path).iloc[0]
         if job.engine == "replay" and job.verify == "greedy" and float(job.temperature) == 0:
             rows = output_rows(os.path.join(os.path.dirname(path), "outputs.jsonl"))
-            out[run_of(job)] = {str(o["prompt_id"]): [int(t) for t in o["token_ids"]] for _, o in rows}
+            tokens = {str(o["prompt_id"]): [int(t) for t in o["token_ids"]] for _, o in rows}
+            if tokens:  # a folder without a job's outputs (e.g. a results/ copy) is no reference
+                out[run_of(job)] = tokens
     return out
 
 
