@@ -267,9 +267,11 @@ def plan(prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample:
     ]
     # the speed benchmark stops taking prompts this many seconds before the budget ends (+speed_until):
     # what the steps after it take, so the run ends within its minutes whatever the speed step's ETA missed
-    steps[2]["after_s"] = sum(s["eta_s"] for s in steps[3:])
-    for i, u in enumerate(speed):  # each pair x dataset leaves the ones after it their time
-        u["after_s"] = steps[2]["after_s"] + sum(v["eta_s"] for v in speed[i + 1 :])
+    at = next(i for i, s in enumerate(steps) if s["step"] == "speed")
+    after = steps[at]["after_s"] = sum(s["eta_s"] for s in steps[at + 1 :])
+    for u in reversed(speed):  # each pair x dataset leaves the ones after it their time
+        u["after_s"] = after
+        after += u["eta_s"]
     total = sum(s["eta_s"] for s in steps)
     return dict(
         profile=prof.name, dtype=dtype, budget_s=budget_s, planned_s=total, over_budget=total > budget_s, steps=steps

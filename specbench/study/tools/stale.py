@@ -69,21 +69,21 @@ def continuations(runs: str) -> dict[tuple, dict[str, list[int]]]:
 
 
 def stale(summary: pd.DataFrame, committed: dict, refs: dict) -> pd.DataFrame:
-    """The rows of ``refs``' runs whose committed tokens differ from their run's on some prompt:
-    config hash, pair, tree, budget, dataset and the prompts that differ, cheapest first."""
+    """The batched rows of ``refs``' runs whose committed tokens differ from their run's on some prompt,
+    cheapest first, with how many prompts differ (``differ``)."""
     mine: dict[str, dict[str, list[int]]] = defaultdict(dict)
     for (chash, pid), tokens in committed.items():
         mine[chash][pid] = tokens
-    out = []
-    for _, r in batched(summary).iterrows():
-        ref = refs.get(run_of(r))
-        if ref is None:
-            continue
-        differ = sum(ref.get(pid) != t for pid, t in mine[r.config_hash].items())
-        if differ:
-            out.append({**{k: r[k] for k in ("config_hash", "pair", "tree", "budget", "dataset")}, "differ": differ})
-            out[-1]["row"] = r
-    return pd.DataFrame(out)
+    rows = batched(summary)
+    differ = pd.Series(
+        [
+            sum(ref.get(pid) != t for pid, t in mine[r.config_hash].items()) if (ref := refs.get(run_of(r))) else 0
+            for _, r in rows.iterrows()
+        ],
+        index=rows.index,
+        dtype=int,
+    )
+    return rows.assign(differ=differ)[differ > 0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         refuse(f"--runs: {args.runs} is not a folder; give the out_root the reference jobs wrote")
     refs = continuations(args.runs)
     bad = stale(summary, read_outputs(os.path.join(args.results, "outputs.jsonl.gz")), refs)
-    for r in bad.get("row", []):
+    for _, r in bad.iterrows():
         print(job_line(r, cache=args.cache))
     by = bad.groupby(["pair", "dataset"]).size().to_dict() if len(bad) else {}
     print(
