@@ -213,6 +213,27 @@ def test_the_benchmark_times_every_candidate_interleaved_with_its_controls(tmp_p
     assert added["round"].nunique() == (1 if ss.settled(w) else 2) and len(added) == added["round"].nunique() * 3 * 4
 
 
+def test_a_named_tree_is_timed_as_the_study_composes_it(tmp_path, tiny_pair_dirs):
+    """medusa63 carries its path list in conf/tree/medusa63.yaml and sequoia its calibration keys:
+    a candidate gets its option's file, resolved against the run (the fresh-clone run once failed on
+    medusa63/6, and sequoia matched the first vector in the CSV, whatever its pair or dataset)."""
+    from specbench.study.job import launch
+    from specbench.study.tools import speed
+
+    cfg = launch.compose(["dataset=mt_bench", "verify=greedy"])
+    seq = speed.tree_group(cfg, "sequoia", 8)
+    assert seq.params["calib_dataset"] == "mt_bench" and seq.params["max_children"] == 16
+    assert seq.params["calib_verify"] == "greedy" and seq.params["calib_pair_id"] == "auto"
+    assert speed.tree_group(cfg, "medusa63", 6).params["paths"][:3] == [[0], [0, 0], [1]]
+    p = speed_cmd(tmp_path, tiny_pair_dirs, "+speed_candidates=[binary/3,medusa63/3]")
+    assert p.returncode == 0, p.stderr
+    df = pd.read_csv(tmp_path / "speed.csv")
+    assert "paths" in df[df.candidate == "medusa63 N=3"].tree_params.iloc[0]
+    cols = ["unit", "steps", "accepted", "drafted", "tree_depth"]
+    same = [df[df.candidate == c][cols].sort_values("unit").to_numpy().tolist() for c in ("binary N=3", "medusa63 N=3")]
+    assert same[0] == same[1]  # the identical-tree control: the same tree, step for step
+
+
 def test_a_deadline_stops_taking_units_once_the_mean_unit_would_overrun_it(tmp_path, tiny_pair_dirs):
     from specbench.study.tools import speed
 

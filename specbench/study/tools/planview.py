@@ -51,14 +51,12 @@ def printout(p: dict, spent: float) -> str:
             "costs": f"pairs {','.join(s.get('pairs', []))}, {s.get('repeats')} repeats",
             "recheck": _recheck(s) if s["step"] == "recheck" else "",
             "speed": "; ".join(
-                f"{u['pair']}/{u['dataset']}: {len(u['candidates'])} candidates x {u['prompts']} prompts x {u['tokens']} tokens ({mmss(u['eta_s'])})"
+                f"{u['pair']}/{u['dataset']}: {len(u['candidates'])} candidates x {u['prompts']} prompts x {u['tokens']} tokens ({mmss(u['eta_s'])}; no prompt it cannot end {mmss(u.get('after_s', 0))} before the budget ends)"
                 for u in s.get("units", [])
             )
             or "none fits",
             "attention": f"grid {s.get('grid')}",
         }.get(s["step"], "")
-        if s["step"] == "speed" and s.get("units"):
-            what += f"; it takes no prompt it cannot end {mmss(s.get('after_s', 0))} before the budget ends"
         lines.append(f"  {s['step']:<10} ETA {mmss(s['eta_s']):>7}  {what}")
     total = spent + p["planned_s"]
     lines.append(

@@ -39,7 +39,9 @@ from dataclasses import dataclass, replace
 import hydra
 import pandas as pd
 import torch
-from omegaconf import DictConfig
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
 from tqdm import tqdm
 
 from ... import CONF_DIR
@@ -49,9 +51,9 @@ from ...core.registry import UnknownName
 from ...inputs import machine
 from ...results import speedstats
 from ...results.files import csv_writer, read_csv
-from ..job import argv, checks, identity, jobfiles
+from ..job import argv, checks, identity, jobfiles, launch
 from ..job.context import DecodePlan, context
-from ..job.jobspec import ConfigError, JobSpec, from_config, resolved, tree_spec
+from ..job.jobspec import ConfigError, JobSpec, TreeSpec, from_config, resolved, tree_spec
 from . import speedsched, validate
 
 KEYS = ("results_dir", "speed_candidates", "speed_rounds", "speed_max_rounds", "speed_until")
@@ -135,11 +137,24 @@ def wanted(job: JobSpec) -> list[tuple[str, int]]:
         raise ConfigError(f"speed_candidates=auto: {e}") from None
 
 
-def candidate(job: JobSpec, name: str, tree: str, budget: int) -> Candidate:
+def tree_group(cfg: DictConfig, tree: str, budget: int) -> TreeSpec:
+    """The tree group as a study job of this run composes it: the option's file included (medusa63's
+    path list, sequoia's calibration keys), its interpolations resolved against the run's config."""
+    try:
+        node = launch.compose([f"tree={tree}", f"tree.budget={budget}"]).tree
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError(f"speed_candidates: {tree}/{budget}: {argv.hydra_line(e)}") from None
+    whole = cfg.copy()
+    with open_dict(whole):
+        whole.tree = node
+    return tree_spec(OmegaConf.to_container(whole.tree, resolve=True))
+
+
+def candidate(job: JobSpec, cfg: DictConfig, name: str, tree: str, budget: int) -> Candidate:
     """One candidate's live job (bound and checked: no model loads) and its decode plan."""
     try:
         extra = {k: v for k, v in job.extra.items() if k != "speed_until"}  # when it stops is not what it is
-        one = replace(job, tree=tree_spec({"name": tree, "budget": budget}), engine="live", extra=extra)
+        one = replace(job, tree=tree_group(cfg, tree, budget), engine="live", extra=extra)
         ident = identity.job_identity(one)
         one, ident = identity.bind(one, ident)
         checks.validate(one)
@@ -148,13 +163,13 @@ def candidate(job: JobSpec, name: str, tree: str, budget: int) -> Candidate:
     return Candidate(name, one, ident, replace(DecodePlan.of(one), measure_shift=False))
 
 
-def roster(job: JobSpec) -> list[Candidate]:
+def roster(job: JobSpec, cfg: DictConfig) -> list[Candidate]:
     """Plain decoding, its A/A copy, every candidate, and the first candidate's twin."""
     trees = wanted(job)
-    out = [candidate(job, speedstats.PLAIN, "none", 0), candidate(job, speedstats.PLAIN_AA, "none", 0)]
-    out += [candidate(job, f"{t} N={b}", t, b) for t, b in trees]
+    out = [candidate(job, cfg, speedstats.PLAIN, "none", 0), candidate(job, cfg, speedstats.PLAIN_AA, "none", 0)]
+    out += [candidate(job, cfg, f"{t} N={b}", t, b) for t, b in trees]
     t, b = trees[0]
-    return out + [candidate(job, f"{t} N={b}{speedstats.TWIN_SUFFIX}", t, b)]
+    return out + [candidate(job, cfg, f"{t} N={b}{speedstats.TWIN_SUFFIX}", t, b)]
 
 
 def timed(pair, c: Candidate, unit) -> tuple[float, list]:
@@ -205,33 +220,42 @@ def bench(job: JobSpec, pair, prompts, cands: list[Candidate], base: dict) -> tu
     steps: list = []
     bar = tqdm(total=rounds * len(units) * len(cands), desc="speed", disable=not job.progress)
     unit_s: list[float] = []  # each unit's seconds (``more``)
-    rnd, until = 0, deadline(job)
-    while rnd < rounds or (rnd < most and not speedstats.settled(speedstats.unit_sums(pd.DataFrame(rows)))):
+    rnd, until, stopped = 0, deadline(job), False
+    while not stopped and (
+        rnd < rounds or (rnd < most and not speedstats.settled(speedstats.unit_sums(pd.DataFrame(rows))))
+    ):
         if rnd >= rounds:
             bar.total += len(units) * len(cands)  # speed_rounds=auto: the A/A control is still wider than +-3%
         for u, unit in enumerate(units):
-            if not more(unit_s, until, time.time()):
+            if stopped := not more(unit_s, until, time.time()):
                 print(
                     f"specbench.study.tools.speed: speed_until reached: stopped after {len(unit_s)} units",
                     file=sys.stderr,
                 )
-                bar.close()
-                return rows, steps
+                break
             t0 = time.perf_counter()
-            order = rng.sample(cands, len(cands))
-            tokens = {}
-            for pos, c in enumerate(order):
-                wall, done = timed(pair, c, unit)
-                tokens[c.name] = [d.tokens for d in done]
-                rows.append(row(c, done, wall, {**base, "round": rnd, "unit": u, "order": pos}))
-                frame = jobfiles.steps_frame(keys[c.name], [r for d in done for r in d.records])
-                steps.append(frame.assign(candidate=c.name, round=rnd, unit=u))
-                bar.update()
-            for r in rows[-len(order) :]:
-                r["same_tokens"] = tokens[r["candidate"]] == tokens[speedstats.PLAIN]
+            got = time_unit(pair, rng.sample(cands, len(cands)), unit, keys, {**base, "round": rnd, "unit": u}, bar)
+            rows += got[0]
+            steps += got[1]
             unit_s.append(time.perf_counter() - t0)
         rnd += 1
     bar.close()
+    return rows, steps
+
+
+def time_unit(pair, order: list[Candidate], unit, keys: dict, where: dict, bar) -> tuple[list[dict], list]:
+    """One unit decoded by every candidate in ``order``: its rows (``same_tokens`` against plain
+    decoding of the same unit) and step frames."""
+    rows, steps, tokens = [], [], {}
+    for pos, c in enumerate(order):
+        wall, done = timed(pair, c, unit)
+        tokens[c.name] = [d.tokens for d in done]
+        rows.append(row(c, done, wall, {**where, "order": pos}))
+        frame = jobfiles.steps_frame(keys[c.name], [r for d in done for r in d.records])
+        steps.append(frame.assign(candidate=c.name, round=where["round"], unit=where["unit"]))
+        bar.update()
+    for r in rows:
+        r["same_tokens"] = tokens[r["candidate"]] == tokens[speedstats.PLAIN]
     return rows, steps
 
 
@@ -302,18 +326,18 @@ def round_limits(job: JobSpec) -> tuple[int, int]:
     return n, n
 
 
-def settings(job: JobSpec) -> tuple[str, list[Candidate]]:
+def settings(job: JobSpec, cfg: DictConfig) -> tuple[str, list[Candidate]]:
     """(results folder, candidates), every key checked before any model loads."""
     round_limits(job)
     deadline(job)
-    return str(job.extra.get("results_dir", "results")), roster(job)
+    return str(job.extra.get("results_dir", "results")), roster(job, cfg)
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     try:
         job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
-        out, cands = settings(job)
+        out, cands = settings(job, cfg)
         ctx = context(cands[-1].job)
         prompts = ctx.prompts(ctx.tokenizer())
         for c in cands:
