@@ -147,7 +147,9 @@ def tree_group(cfg: DictConfig, tree: str, budget: int) -> TreeSpec:
     whole = cfg.copy()
     with open_dict(whole):
         whole.tree = node
-    return tree_spec(OmegaConf.to_container(whole.tree, resolve=True))
+    group = OmegaConf.to_container(whole.tree, resolve=True)
+    assert isinstance(group, dict)
+    return tree_spec(group)
 
 
 def candidate(job: JobSpec, cfg: DictConfig, name: str, tree: str, budget: int) -> Candidate:
