@@ -15,6 +15,7 @@ from specbench.core.atomic import umask
 from specbench.inputs.data import Prompt
 from specbench.inputs.models import Pair
 from specbench.results.files import read_csv
+from specbench.study.job.jobspec import tree_spec
 from specbench.study.tools import lossless, lossless_check
 from specbench.study.tools.lossless_power import ModeVariant
 from specbench.verify.modes import get_mode
@@ -23,7 +24,7 @@ from test_hydra import specbench
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from make_results import make_results  # noqa: E402
 
-TREES = {"chain": ("chain", 3), "tree": ("binary", 4)}
+TREES = {"chain": tree_spec({"name": "chain", "budget": 3}), "tree": tree_spec({"name": "binary", "budget": 4})}
 T1 = {"temperature": 1.0, "top_p": 1.0}
 
 
@@ -149,6 +150,23 @@ def test_cli_writes_the_csv_atomically_replaces_its_rows_and_the_report_shows_it
     tested = int(table.chi2_p.notna().sum())  # a check with one bin has no χ² p: not a test
     assert f"Holm-adjusted over the pair's {tested} checks" in text
     shutil.rmtree(tmp_path / "results" / "figures", ignore_errors=True)
+
+
+def test_the_checks_trees_are_composed_as_a_study_job_composes_them(capsys):
+    """--tree medusa63 carries its option's path list (a bare {"name", "budget"} has none and
+    cannot be built); an unknown shape is one line naming the flag, before any model loads."""
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(chain_budget=3, tree="medusa63", tree_budget=6)
+    trees = lossless.check_trees(args, ["dataset=smoke"])
+    assert trees["chain"] == tree_spec({"name": "chain", "budget": 3})
+    assert (trees["tree"].name, trees["tree"].budget) == ("medusa63", 6)
+    assert trees["tree"].params["paths"][:3] == [[0], [0, 0], [1]]
+    assert len({trees["tree"], lossless.check_trees(args, ["dataset=smoke"])["tree"]}) == 1  # a key by content
+    with pytest.raises(SystemExit) as e:
+        lossless.check_trees(SimpleNamespace(chain_budget=3, tree="nosuch", tree_budget=6), [])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and err[0].startswith("specbench: error: --tree: nosuch/6"), err
 
 
 def test_holm_adjusts_the_family_and_only_a_surviving_check_is_flagged():

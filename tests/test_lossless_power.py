@@ -10,6 +10,7 @@ import torch
 
 from specbench.inputs.data import Prompt
 from specbench.inputs.models import Pair
+from specbench.study.job.jobspec import tree_spec
 from specbench.study.tools import lossless_check
 from specbench.study.tools.lossless_power import ModeVariant, draws_for_power, parse_variant, power, power_tv
 
@@ -77,7 +78,7 @@ def test_a_lossy_rule_fails_the_check_at_its_power_on_tiny_models(pair_and_promp
     pair, pr = pair_and_prompt
     test = {"tv": 0.1, "alpha": ALPHA, "max_bins": BINS}
     n = draws_for_power(BINS - 1, test["tv"], ALPHA, TARGET)
-    trees = {"chain": ("chain", 3), "tree": ("binary", 4)}
+    trees = {"chain": tree_spec({"name": "chain", "budget": 3}), "tree": tree_spec({"name": "binary", "budget": 4})}
     modes = [ModeVariant.parse(m) for m in ("mss[order=storage]", "traversal[children=sample_noreplace]", "typical")]
     rows = {
         r["verify"]: r

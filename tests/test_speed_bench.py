@@ -218,13 +218,12 @@ def test_a_named_tree_is_timed_as_the_study_composes_it(tmp_path, tiny_pair_dirs
     a candidate gets its option's file, resolved against the run (the fresh-clone run once failed on
     medusa63/6, and sequoia matched the first vector in the CSV, whatever its pair or dataset)."""
     from specbench.study.job import launch
-    from specbench.study.tools import speed
 
     cfg = launch.compose(["dataset=mt_bench", "verify=greedy"])
-    seq = speed.tree_group(cfg, "sequoia", 8)
+    seq = launch.compose_tree(cfg, "sequoia", 8)
     assert seq.params["calib_dataset"] == "mt_bench" and seq.params["max_children"] == 16
     assert seq.params["calib_verify"] == "greedy" and seq.params["calib_pair_id"] == "auto"
-    assert speed.tree_group(cfg, "medusa63", 6).params["paths"][:3] == [[0], [0, 0], [1]]
+    assert launch.compose_tree(cfg, "medusa63", 6).params["paths"][:3] == [[0], [0, 0], [1]]
     p = speed_cmd(tmp_path, tiny_pair_dirs, "+speed_candidates=[binary/3,medusa63/3]")
     assert p.returncode == 0, p.stderr
     df = pd.read_csv(tmp_path / "speed.csv")

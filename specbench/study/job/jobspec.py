@@ -99,6 +99,9 @@ class TreeSpec:
     def as_dict(self) -> dict:
         return {"name": self.name, "budget": self.budget, **self.params}
 
+    def __hash__(self) -> int:  # a key (``study.tools.lossless_check.groups``): by its content, params included
+        return hash(yaml.safe_dump(self.as_dict(), sort_keys=True))
+
 
 @dataclass(frozen=True)
 class VerifySpec:

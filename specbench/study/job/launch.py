@@ -38,7 +38,7 @@ from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from ... import CONF_DIR
@@ -63,6 +63,22 @@ def compose(overrides):
     running = GlobalHydra.instance().is_initialized()
     with contextlib.nullcontext() if running else initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return hydra_compose("config", overrides=list(overrides))
+
+
+def compose_tree(cfg, tree: str, budget: int) -> jobspec.TreeSpec:
+    """Tree option ``tree`` at ``budget`` as a study job composes it: the option's file included
+    (medusa63's path list, sequoia's calibration keys), its interpolations resolved against
+    ``cfg`` (the run's config); a bad name or budget is a ``ConfigError`` of one line."""
+    try:
+        node = compose([f"tree={tree}", f"tree.budget={budget}"]).tree
+        whole = cfg.copy()
+        with open_dict(whole):
+            whole.tree = node
+        group = OmegaConf.to_container(whole.tree, resolve=True)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise jobspec.ConfigError(f"{tree}/{budget}: {argv.hydra_line(e)}") from None
+    assert isinstance(group, dict)
+    return jobspec.tree_spec(group)
 
 
 def checked_job(overrides):

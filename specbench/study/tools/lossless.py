@@ -74,7 +74,8 @@ from ...verify.modespec import MODES
 from ..job import checks, identity
 from ..job.argv import check_out, fail
 from ..job.context import context
-from ..job.launch import checked_job
+from ..job.jobspec import ConfigError
+from ..job.launch import checked_job, compose, compose_tree
 from .lossless_check import check_prompt, informative_prefix
 from .lossless_power import ModeVariant, draws_for_power
 
@@ -191,6 +192,20 @@ def parse_args(argv):
     return ap.parse_known_args(argv)
 
 
+def check_trees(args, overrides) -> dict:
+    """{"chain": ..., "tree": ...}: each a TreeSpec as a study job composes its option (the
+    option's file, resolved against this run's overrides), or one line naming the flag and exit 2."""
+    cfg = compose(overrides)
+    flags = {"chain": ("--chain-budget", "chain", args.chain_budget), "tree": ("--tree", args.tree, args.tree_budget)}
+    trees = {}
+    for key, (flag, name, budget) in flags.items():
+        try:
+            trees[key] = compose_tree(cfg, name, budget)
+        except ConfigError as e:
+            fail(f"{flag}: {e}")
+    return trees
+
+
 def check_args(args) -> tuple[int, list[ModeVariant], list[ModeVariant]]:
     """(N, modes, controls) from the arguments, each mode parsed once, or a one-line ValueError."""
     if args.max_bins < 2:
@@ -242,6 +257,7 @@ def main(argv=None) -> None:
     except ValueError as e:
         fail(str(e).splitlines()[0])
     job = checked_job(overrides)  # as run checks it: one line, no model yet
+    trees = check_trees(args, overrides)
     check_out(str(out), "--out")
     try:
         ident = identity.job_identity(job)
@@ -250,7 +266,6 @@ def main(argv=None) -> None:
         checks.check_context(job, ctx.positions(), prompts)  # lengths vs the models' positions: no weights yet
         pair = ctx.load_pair()
         params = {"temperature": args.temperature, "top_p": args.top_p}
-        trees = {"chain": ("chain", args.chain_budget), "tree": (args.tree, args.tree_budget)}
         widths = [int(w) for w in args.warm.split(",") if w]
         test = {"tv": args.tv, "alpha": args.alpha, "max_bins": args.max_bins}
         prompts = [

@@ -32,7 +32,7 @@ from ...verify.distshift import first_token_tv
 from ...verify.modes import get_mode
 from ...verify.modespec import check_compatible, row_tags
 from ..job.context import DecodePlan
-from ..job.jobspec import tree_spec, verify_spec
+from ..job.jobspec import TreeSpec, verify_spec
 from .calibrate import position_logits
 from .lossless_power import ModeVariant, power
 
@@ -52,11 +52,12 @@ def capture(spec, sink: list):
     return replace(spec, verdict=verdict)
 
 
-def one_step(mode_name: str, params: dict, tree: tuple[str, int], seed: int = 0) -> DecodePlan:
-    """The plan of one decode step of ``tree`` = (shape, budget) verified by the mode with
-    ``params`` (the mode's own included, e.g. order or children), no exact law per step."""
+def one_step(mode_name: str, params: dict, tree: TreeSpec, seed: int = 0) -> DecodePlan:
+    """The plan of one decode step of ``tree`` (as ``study.job.launch.compose_tree`` builds it)
+    verified by the mode with ``params`` (the mode's own included, e.g. order or children), no
+    exact law per step."""
     return DecodePlan(
-        tree_spec({"name": tree[0], "budget": tree[1]}),
+        tree,
         verify_spec({"name": mode_name, **params}),
         1,
         seed,
@@ -69,7 +70,7 @@ def first_tokens(
     prompt_ids,
     prompt_index: int,
     modes,
-    tree: tuple[str, int],
+    tree: TreeSpec,
     n: int,
     params: dict,
     seed: int = 0,
@@ -215,7 +216,7 @@ def check_prompt(
                 flush=True,
             )
         print(
-            f"  {prompt.id:>14} {len(group)} modes on the same {n} drafted {tree[0]}/{tree[1]} trees: "
+            f"  {prompt.id:>14} {len(group)} modes on the same {n} drafted {tree.name}/{tree.budget} trees: "
             f"{cost['target_forwards']} target forwards, {cost['wall_s']:.1f}s",
             flush=True,
         )
@@ -226,7 +227,7 @@ def check_row(
     pair,
     prompt,
     mode: ModeVariant,
-    tree: tuple[str, int],
+    tree: TreeSpec,
     tokens: list[int],
     p: torch.Tensor,
     params: dict,
@@ -243,8 +244,8 @@ def check_row(
         "prefix_tokens": len(prompt.ids),
         "verify": mode.name,
         **row_tags(spec, spec.params(own)),
-        "tree": tree[0],
-        "budget": tree[1],
+        "tree": tree.name,
+        "budget": tree.budget,
         "temperature": params["temperature"],
         "top_p": params["top_p"],
         "seed": seed,
@@ -258,9 +259,7 @@ def check_row(
     return row
 
 
-def control_law(
-    pair, prompt, spec, params: dict, tree: tuple[str, int], p: torch.Tensor, alpha: float, chi2_p: float
-) -> dict:
+def control_law(pair, prompt, spec, params: dict, tree: TreeSpec, p: torch.Tensor, alpha: float, chi2_p: float) -> dict:
     """A lossy control's exact first-token TV at this prefix where its children are the draft's
     top-k (one deterministic tree, so its law is exact; NaN for sampled trees, e.g. hsd's
     chains) and whether the check rejected it."""

@@ -39,9 +39,7 @@ from dataclasses import dataclass, replace
 import hydra
 import pandas as pd
 import torch
-from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf, open_dict
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig
 from tqdm import tqdm
 
 from ... import CONF_DIR
@@ -53,7 +51,7 @@ from ...results import speedstats
 from ...results.files import csv_writer, read_csv
 from ..job import argv, checks, identity, jobfiles, launch
 from ..job.context import DecodePlan, context
-from ..job.jobspec import ConfigError, JobSpec, TreeSpec, from_config, resolved, tree_spec
+from ..job.jobspec import ConfigError, JobSpec, from_config, resolved
 from . import speedsched, validate
 
 KEYS = ("results_dir", "speed_candidates", "speed_rounds", "speed_max_rounds", "speed_until")
@@ -137,29 +135,16 @@ def wanted(job: JobSpec) -> list[tuple[str, int]]:
         raise ConfigError(f"speed_candidates=auto: {e}") from None
 
 
-def tree_group(cfg: DictConfig, tree: str, budget: int) -> TreeSpec:
-    """The tree group as a study job of this run composes it: the option's file included (medusa63's
-    path list, sequoia's calibration keys), its interpolations resolved against the run's config."""
-    try:
-        node = launch.compose([f"tree={tree}", f"tree.budget={budget}"]).tree
-    except (HydraException, OmegaConfBaseException) as e:
-        raise ConfigError(f"speed_candidates: {tree}/{budget}: {argv.hydra_line(e)}") from None
-    whole = cfg.copy()
-    with open_dict(whole):
-        whole.tree = node
-    group = OmegaConf.to_container(whole.tree, resolve=True)
-    assert isinstance(group, dict)
-    return tree_spec(group)
-
-
 def candidate(job: JobSpec, cfg: DictConfig, name: str, tree: str, budget: int) -> Candidate:
     """One candidate's live job (bound and checked: no model loads) and its decode plan."""
     try:
         extra = {k: v for k, v in job.extra.items() if k != "speed_until"}  # when it stops is not what it is
-        one = replace(job, tree=tree_group(cfg, tree, budget), engine="live", extra=extra)
+        one = replace(job, tree=launch.compose_tree(cfg, tree, budget), engine="live", extra=extra)
         ident = identity.job_identity(one)
         one, ident = identity.bind(one, ident)
         checks.validate(one)
+    except ConfigError as e:  # launch.compose_tree's line names the tree
+        raise ConfigError(f"speed_candidates: {e}") from None
     except UnknownName as e:
         raise ConfigError(f"speed_candidates: {tree}/{budget}: {e}") from None
     return Candidate(name, one, ident, replace(DecodePlan.of(one), measure_shift=False))
@@ -236,9 +221,11 @@ def bench(job: JobSpec, pair, prompts, cands: list[Candidate], base: dict) -> tu
                 )
                 break
             t0 = time.perf_counter()
-            got = time_unit(pair, rng.sample(cands, len(cands)), unit, keys, {**base, "round": rnd, "unit": u}, bar)
-            rows += got[0]
-            steps += got[1]
+            unit_rows, unit_steps = time_unit(
+                pair, rng.sample(cands, len(cands)), unit, keys, {**base, "round": rnd, "unit": u}, bar
+            )
+            rows += unit_rows
+            steps += unit_steps
             unit_s.append(time.perf_counter() - t0)
         rnd += 1
     bar.close()
