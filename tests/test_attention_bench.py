@@ -88,6 +88,35 @@ def test_compile_failure_is_a_nan_row_not_a_crash(monkeypatch):
     assert by["fused"]["median_s"] > 0 and by["fused"]["max_abs_err"] < 1e-4
 
 
+def test_a_disturbed_burst_is_retimed_and_the_steadiest_kept(monkeypatch):
+    """A burst whose IQR is over steady_iqr of its median (interference while it ran) is timed
+    again, at most ``bursts`` in all; the steadiest is kept and ``bursts`` says how many ran."""
+    from types import SimpleNamespace
+
+    def bursts(times_per_burst):  # perf_counter's readings: each burst's start, then (t0, t1) per call
+        ticks = []
+        for times in times_per_burst:
+            ticks.append(0.0)  # the burst's start
+            for t in times:
+                ticks += [0.0, float(t)]
+            ticks.append(0.0)  # the max_seconds check after the last call
+        return iter(ticks)
+
+    disturbed, steady = [1, 5, 1, 9], [3, 3, 3, 3]
+    for script, want_bursts, want_median in (
+        ([disturbed, steady], 2, 3.0),
+        ([steady], 1, 3.0),
+        ([disturbed, disturbed, disturbed], 3, 3.0),
+    ):
+        ticks = bursts(script)
+        monkeypatch.setattr(ab, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+        got = ab.time_call(lambda: None, 0, 4, 4, math.inf, bursts=3, steady=0.25)
+        assert (got["bursts"], got["median_s"], got["repeats"]) == (want_bursts, want_median, 4), got
+    ticks = bursts([disturbed])
+    monkeypatch.setattr(ab, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+    assert ab.time_call(lambda: None, 0, 4, 4, math.inf)["bursts"] == 1  # the default: one burst, as before
+
+
 def test_branches_are_root_to_leaf_paths():
     parents = paths_to_parents(shape_paths("binary", 6))  # root, 2 children, 4 grandchildren
     assert ai.branches(parents) == [[0, 1, 3], [0, 1, 4], [0, 2, 5], [0, 2, 6]]
@@ -177,6 +206,7 @@ def test_tiny_grid_app_writes_csv_and_figures(tmp_path):
         "q75_s",
         "iqr_s",
         "repeats",
+        "bursts",
         "max_abs_err",
         "bytes_moved",
         "flops",

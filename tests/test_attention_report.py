@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
+from specbench.attention import heatmap
 from specbench.report.tree_attention import figures, section, stats
 
 # shape -> (fused time factor: one computation, so this is noise; sequential ÷ fused; geometry at N)
@@ -101,3 +102,23 @@ def test_figures_are_drawn():
     assert figures.fig_attention_model(table(model=False)) is None
     for f in (grid, fusion, model, no_roof):
         plt.close(f.fig)
+
+
+def test_a_ratio_from_an_unsteady_timing_is_marked_and_the_caption_says_why():
+    """A sequential timing whose IQR is over a quarter of its median (a 17 ms median, IQR 10 ms, for a
+    call that takes 3 ms beside it) is drawn with a dagger, and the caption counts such cells."""
+    kern = table(model=False)
+    odd = (kern["shape"] == "binary") & (kern.kv_len == 1024) & (kern.tree_size == 4) & (kern.impl == "sequential")
+    kern.loc[odd & (kern.batch == 1), "median_s"] *= 3  # 12x where its cell's steady twin reads 4x
+    kern.loc[odd & (kern.batch == 1), "iqr_s"] = 0.6 * kern.loc[odd & (kern.batch == 1), "median_s"]
+    fig = figures.fig_attention_ratio(stats.kernels(kern))
+    assert fig is not None and "(1 of 12 cells)" in fig.caption and "†: a ratio" in fig.caption
+    texts = [t.get_text() for ax in fig.fig.axes for t in ax.texts]
+    assert sum(t.endswith("†") for t in texts) == 1 and len(texts) == 12
+    steady = figures.fig_attention_ratio(stats.kernels(table(model=False)))
+    assert steady is not None and "disturbed" not in steady.caption
+    one = kern[(kern.batch == 1) & (kern.level == "kernel")]  # the colour scale is the steady cells'
+    assert heatmap.shared_norm(heatmap.ratios(one)).vmax == pytest.approx(4.0)
+    assert heatmap.ratios(one).r.max() == pytest.approx(12.0)
+    plt.close(fig.fig)
+    plt.close(steady.fig)

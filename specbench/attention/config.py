@@ -23,6 +23,7 @@ from ..core import readers
 POSITIVE = {
     "repeats": (1, "timed calls per point, e.g. repeats=7"),
     "min_repeats": (1, "e.g. min_repeats=3"),
+    "bursts": (1, "bursts of repeats at most, the steadiest kept, e.g. bursts=3"),
     "warmup": (0, "untimed calls first, e.g. warmup=2"),
     "bandwidth_mb": (1, "e.g. bandwidth_mb=512"),
     "matmul_n": (1, "e.g. matmul_n=2048"),
@@ -60,6 +61,9 @@ def validate(cfg) -> None:
     secs = cfg.get("max_seconds")
     if isinstance(secs, bool) or not isinstance(secs, (int, float)) or not secs > 0:
         raise ValueError(f"max_seconds={secs!r}: must be a number > 0; e.g. max_seconds=1.0")
+    steady = cfg.get("steady_iqr")
+    if isinstance(steady, bool) or not isinstance(steady, (int, float)) or not steady > 0:
+        raise ValueError(f"steady_iqr={steady!r}: must be a number > 0 (IQR / median); e.g. steady_iqr=0.25")
     if cfg.get("threads") is not None:
         _int(cfg.get("threads"), "threads", 1, "or null for torch's default")
 

@@ -15,28 +15,39 @@ from matplotlib.colors import LogNorm
 
 CELL = ["shape", "dtype", "kv_len", "tree_size"]
 COLORBAR = "sequential ÷ fused time (shared log scale)"
+STEADY_IQR = 0.25  # the benchmark's steady_iqr default (conf/attention_bench.yaml)
+UNSTEADY = f"†: a ratio one of whose two timings spread (IQR) over {STEADY_IQR:.0%} of its median: disturbed, read as noise; the colour scale is the steady cells'"
 
 
 def ratios(kern: pd.DataFrame) -> pd.DataFrame:
     """Sequential ÷ fused median time (column ``r``) per (shape, dtype, kv_len, tree_size) cell of
-    kernel rows that timed both (a cell's repeats averaged); no rows without both."""
-    k = kern[kern.impl.isin(["fused", "sequential"])]
-    piv = k.pivot_table(index=CELL, columns="impl", values="median_s") if len(k) else pd.DataFrame()
-    if not {"fused", "sequential"} <= set(piv.columns):
-        return pd.DataFrame(columns=[*CELL, "r"])
-    return (piv.sequential / piv.fused).dropna().rename("r").reset_index()
+    kernel rows that timed both (a cell's repeats averaged), and ``unsteady``: either timing's
+    IQR over ``STEADY_IQR`` of its median; no rows without both."""
+    k = kern[kern.impl.isin(["fused", "sequential"])].assign(
+        spread=lambda d: d.iqr_s / d.median_s if "iqr_s" in d else 0.0
+    )
+    piv = k.pivot_table(index=CELL, columns="impl", values=["median_s", "spread"]) if len(k) else pd.DataFrame()
+    if not len(piv) or not {"fused", "sequential"} <= set(piv["median_s"].columns):
+        return pd.DataFrame(columns=[*CELL, "r", "unsteady"])
+    out = pd.DataFrame({"r": piv["median_s"].sequential / piv["median_s"].fused})
+    out["unsteady"] = (piv["spread"][["fused", "sequential"]] > STEADY_IQR).any(axis=1)
+    return out.dropna(subset=["r"]).reset_index()
 
 
-def shared_norm(r: pd.Series) -> LogNorm:
-    """The one colour scale of every panel: 1/lim to lim, lim the largest ratio either way (at least 1.01)."""
-    lim = float(max(r.max(), 1 / r.min(), 1.01)) if len(r) else 2.0
+def shared_norm(ratio: pd.DataFrame) -> LogNorm:
+    """The one colour scale of every panel: 1/lim to lim, lim the largest ratio either way among the
+    steady cells (all, where none is; at least 1.01), so one disturbed timing does not wash out the rest."""
+    steady = ratio.r[~ratio.unsteady.astype(bool)] if "unsteady" in ratio and not ratio.unsteady.all() else ratio.r
+    lim = float(max(steady.max(), 1 / steady.min(), 1.01)) if len(steady) else 2.0
     return LogNorm(vmin=1 / lim, vmax=lim)
 
 
 def draw(ax, cell: pd.DataFrame, norm: LogNorm, title: str):
     """One panel: ``cell``'s ratios (one shape and dtype, from ``ratios``) over KV length (rows) ×
-    tree size (columns), each finite one written in its square; returns the image (for a colour bar)."""
+    tree size (columns), each finite one written in its square, with ``†`` where it is unsteady
+    (``UNSTEADY``); returns the image (for a colour bar)."""
     t = cell.pivot(index="kv_len", columns="tree_size", values="r")
+    mark = cell.pivot(index="kv_len", columns="tree_size", values="unsteady").reindex_like(t).fillna(False)
     im = ax.imshow(t.to_numpy(), cmap="RdBu", norm=norm, origin="lower", aspect="auto")
     ax.set(
         xticks=range(t.shape[1]),
@@ -49,6 +60,6 @@ def draw(ax, cell: pd.DataFrame, norm: LogNorm, title: str):
     )
     for (r, c), val in np.ndenumerate(t.to_numpy()):
         if np.isfinite(val):
-            ax.text(c, r, f"{val:.1f}", ha="center", va="center", fontsize=6)
+            ax.text(c, r, f"{val:.1f}" + ("†" if mark.iat[r, c] else ""), ha="center", va="center", fontsize=6)
     ax.grid(False)
     return im

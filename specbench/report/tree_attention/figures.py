@@ -205,7 +205,7 @@ def fig_attention_ratio(kern: pd.DataFrame) -> figures.Fig | None:
     ratio = heatmap.ratios(kern[kern.batch == ATTN["batch"]])
     if ratio.empty or ratio.kv_len.nunique() < 2:
         return None
-    norm = heatmap.shared_norm(ratio.r)
+    norm = heatmap.shared_norm(ratio)
     groups = [(f"{s}, {dt}", g) for (s, dt), g in ratio.groupby(["shape", "dtype"], sort=True)]
     with plt.rc_context(figures.RC):
         fig, axes = figures.grid(len(groups), w=3.4, h=3.0, layout="constrained")
@@ -216,7 +216,8 @@ def fig_attention_ratio(kern: pd.DataFrame) -> figures.Fig | None:
         "attention_speedup.png",
         fig,
         f"Fused tree attention's speedup over per-branch attention (sequential ÷ fused median time) at batch "
-        f"{ATTN['batch']}, over KV length × tree size; one colour scale for every panel (blue: fused faster).",
+        f"{ATTN['batch']}, over KV length × tree size; one colour scale for every panel (blue: fused faster)."
+        + (f" {heatmap.UNSTEADY} ({int(ratio.unsteady.sum())} of {len(ratio)} cells)." if ratio.unsteady.any() else ""),
     )
 
 
