@@ -197,7 +197,8 @@ def test_the_benchmark_times_every_candidate_interleaved_with_its_controls(tmp_p
     assert len(df) == 2 * 3 * len(names)  # rounds x units x candidates
     assert df.same_tokens.all()  # greedy: every tree decodes plain decoding's tokens
     orders = df.sort_values("order").groupby(["round", "unit"]).candidate.agg(tuple)
-    assert orders.nunique() > 1  # a fresh random order per unit and round
+    assert orders.nunique() > 1  # a fresh random order per unit and round...
+    assert all(orders.iloc[k + 1] == orders.iloc[k][::-1] for k in range(0, len(orders), 2))  # ...then its reverse
     assert df.machine.nunique() == 1 and df.machine_id.notna().all() and df.run_id.nunique() == 1
     assert (df[df.tree == "none"].drafted == 0).all() and (df[df.tree == "chain"].tree_depth <= 2).all()
     steps = pd.read_csv(tmp_path / "speed_steps.csv.gz")
@@ -211,6 +212,26 @@ def test_the_benchmark_times_every_candidate_interleaved_with_its_controls(tmp_p
     added = pd.read_csv(tmp_path / "speed.csv").iloc[len(df) :]  # appended: nothing lost
     w = ss.unit_sums(added[added["round"] == 0])
     assert added["round"].nunique() == (1 if ss.settled(w) else 2) and len(added) == added["round"].nunique() * 3 * 4
+
+
+def test_unit_orders_counterbalance_position_and_precedence_and_differ_by_seed():
+    """ABBA: over each pair of units every candidate's mean position is the middle and of any two
+    candidates each goes first once, so a drift within a unit cancels (module ``speed.unit_orders``)."""
+    import itertools
+    import random
+
+    from specbench.study.tools import speed
+
+    cands = list("ABCDEFGHI")
+    gen = speed.unit_orders(random.Random("0:run-1"), cands)
+    orders = [next(gen) for _ in range(8)]
+    for first, second in zip(orders[::2], orders[1::2]):
+        assert sorted(first) == cands and all(first.index(c) + second.index(c) == len(cands) - 1 for c in cands)
+        for a, b in itertools.combinations(cands, 2):
+            assert (first.index(a) < first.index(b)) != (second.index(a) < second.index(b))
+    assert len({tuple(o) for o in orders[::2]}) == 4  # a fresh permutation for each pair
+    other = speed.unit_orders(random.Random("0:run-2"), cands)
+    assert next(other) != orders[0]  # another run (pooled as another round) draws other orders
 
 
 def test_a_named_tree_is_timed_as_the_study_composes_it(tmp_path, tiny_pair_dirs):
