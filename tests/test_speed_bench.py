@@ -174,6 +174,25 @@ def test_speed_picks_bracket_the_top_budget_dedupe_identical_trees_and_skip_deri
     assert len(picks) <= 6
 
 
+def test_a_merged_drafters_candidates_keep_their_inner_shape():
+    """merged:binary N=4 and merged:chain N=4 are different trees: the picks name the inner shape (the
+    report's label), and the candidate composes it (a pick of bare 'merged' built merged:chain)."""
+    from specbench.study.job import launch
+
+    rows = [
+        dict(tree="merged", budget=b, tree_params=f'{{"ngram_share": 0.5, "shape": "{sh}"}}', projected=p)
+        | dict(projected_lo=p - 0.2, projected_hi=p + 0.2, tokens_per_step=t)
+        for sh, b, p, t in [("binary", 4, 1.82, 2.7), ("specinfer", 4, 1.78, 3.4), ("chain", 4, 1.76, 3.6)]
+        + [("binary", 2, 1.6, 2.0), ("binary", 8, 1.75, 3.7)]
+    ]
+    picks = speed_picks(speedup_csv(rows), "p", "d")
+    assert picks[:3] == [("merged:binary", 4), ("merged:specinfer", 4), ("merged:chain", 4)]
+    assert ("merged:binary", 2) in picks and ("merged:binary", 8) in picks  # bracketed in its own shape's grid
+    cfg = launch.compose(["pair=merged_qwen"])
+    assert launch.compose_tree(cfg, "merged:binary", 4).params["shape"] == "binary"
+    assert launch.compose_tree(cfg, "merged", 4).params.get("shape", "chain") == "chain"
+
+
 # --------------------------------------------------------------------------
 # the command, on the tiny pair
 # --------------------------------------------------------------------------

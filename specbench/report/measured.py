@@ -123,7 +123,7 @@ def lead(rec: pd.DataFrame) -> str:
     return (
         f"**Measured** (the interleaved speed benchmark, `python -m specbench.study.tools.speed`; batch 1, greedy, "
         f"{size}, timed on {machines}): each configuration and plain decoding decode the same prompts in the "
-        "same round in a fresh random order, and a speedup is the paired throughput ratio to plain decoding "
+        "same round in a random order (reversed for the next prompt since 13a82c3: ABBA), and a speedup is the paired throughput ratio to plain decoding "
         "with a 95% bootstrap interval over prompts. The ties are the configurations whose paired difference "
         "to the fastest has a Bonferroni-adjusted interval that includes 0; the one shown is "
         f"{speedstats.PICK_RULE}. The acceptance columns are the same tree and budget in the replayed study "

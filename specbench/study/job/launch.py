@@ -68,9 +68,11 @@ def compose(overrides):
 def compose_tree(cfg, tree: str, budget: int) -> jobspec.TreeSpec:
     """Tree option ``tree`` at ``budget`` as a study job composes it: the option's file included
     (medusa63's path list, sequoia's calibration keys), its interpolations resolved against
-    ``cfg`` (the run's config); a bad name or budget is a ``ConfigError`` of one line."""
+    ``cfg`` (the run's config); ``merged:binary`` is option ``merged`` with ``tree.shape=binary``
+    (the report's label of that tree).  A bad name or budget is a ``ConfigError`` of one line."""
+    name, _, shape = tree.partition(":")
     try:
-        node = compose([f"tree={tree}", f"tree.budget={budget}"]).tree
+        node = compose([f"tree={name}", f"tree.budget={budget}", *([f"tree.shape={shape}"] if shape else [])]).tree
         whole = cfg.copy()
         with open_dict(whole):
             whole.tree = node

@@ -4,7 +4,8 @@
         max_new_tokens=64 dtype=float32 '+speed_candidates=[chain/3,chain/4,binary/3]' +speed_rounds=1
 
 One process loads the pair once and, per round and per unit (a prompt, or ``batch_size`` prompts
-decoded together), decodes the unit with every candidate in a fresh random order: plain decoding
+decoded together), decodes the unit with every candidate in a random order, reversed for the next
+unit (``unit_orders``: ABBA, so a drift within a unit cancels): plain decoding
 (``tree=none``), plain decoding again under a second name (the A/A control), each candidate tree,
 and the first candidate again under a second name (``X (twin)``: the identical-tree control).  Each
 decode goes through the one loop (``DecodePlan.run``, live verifier), exactly as a live study job.
@@ -75,7 +76,8 @@ class Candidate:
 
 
 def parse(item) -> tuple[str, int]:
-    """'chain/4' -> ('chain', 4); a ConfigError naming the key otherwise."""
+    """'chain/4' -> ('chain', 4), 'merged:binary/4' -> ('merged:binary', 4) (``launch.compose_tree``);
+    a ConfigError naming the key otherwise."""
     tree, _, budget = str(item).partition("/")
     if not tree or not budget.isdigit() or int(budget) < 1:
         raise ConfigError(

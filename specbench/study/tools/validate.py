@@ -16,6 +16,7 @@ projection.  No model loads.
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pandas as pd
@@ -68,13 +69,22 @@ def picks(speed: pd.DataFrame, pair: str, dataset: str, top: int) -> list[tuple[
     return list(dict.fromkeys(chosen))
 
 
+def inner_shape(tree: str, params) -> str:
+    """'merged' with tree_params {"shape": "binary", ...} -> 'merged:binary'; any other tree as it is."""
+    if tree != "merged" or not isinstance(params, str) or not params.startswith("{"):
+        return tree
+    return f"merged:{json.loads(params).get('shape', 'chain')}"
+
+
 def speed_picks(speed: pd.DataFrame, pair: str, dataset: str, most: int = 6) -> list[tuple[str, int]]:
     """The interleaved benchmark's candidates (``study.tools.speed``), at most ``most``: the projected top
     three, the budgets either side of the top's in its shape's grid (so a measured optimum is
     bracketed), then each other shape's best whose projected interval overlaps the top's.  Rows
     costed on a derived basis and cost-aware Sequoia rows (``addressable``) are left out, and configurations
-    that build the same trees (equal tokens per step and projection: binary N=3 and medusa63 N=3) are taken once."""
+    that build the same trees (equal tokens per step and projection: binary N=3 and medusa63 N=3) are taken once.
+    A merged drafter's tree is named with its inner shape (``merged:binary``, as ``launch.compose_tree`` reads it)."""
     g = addressable(projected(speed, pair, dataset))
+    g = g.assign(tree=[inner_shape(t, p) for t, p in zip(g.tree, g.get("tree_params", pd.Series("", index=g.index)))])
     if "cost_basis" in g:  # a derived basis is never ranked (an n-gram pair's rows are costed on ``lookup``)
         g = g[g.cost_basis.astype(str) != "derived"]
     if g.empty:
