@@ -357,7 +357,7 @@ def test_a_projection_never_outranks_a_measurement_and_each_table_says_its_evide
     measured, projected = text.split("**Projected only**")
     assert "**Measured**" in measured and "| p | d | chain N=3 | 1.6" in measured  # not the projected 2.5×
     assert "| p | d | chain N=4 " not in measured and "| chain N=4 1.6" in measured  # the tie, named
-    assert re.search(r"p/d: A/A [01]\.\d{3}× \[[\d.]+, [\d.]+\], twin chain N=3 [+-]\d\.\d{3} \[", measured)
+    assert re.search(r"A/A [01]\.\d{3}×, twin differences [+-]\d\.\d{3}; each with its interval: speed.md", measured)
     assert "2 of 2 hold" in measured
     assert "| p | d |" not in projected  # measured pairs and datasets are not ranked again by projection
     assert "| p | other | chain N=4 (not ranked: costed on a derived basis) | 2.50× [2.30, 2.70] |" in projected

@@ -123,7 +123,7 @@ def lead(rec: pd.DataFrame) -> str:
     return (
         f"**Measured** (the interleaved speed benchmark, `python -m specbench.study.tools.speed`; batch 1, greedy, "
         f"{size}, timed on {machines}): each configuration and plain decoding decode the same prompts in the "
-        "same round in a random order (reversed for the next prompt since 13a82c3: ABBA), and a speedup is the paired throughput ratio to plain decoding "
+        "same round in a fresh random order, and a speedup is the paired throughput ratio to plain decoding "
         "with a 95% bootstrap interval over prompts. The ties are the configurations whose paired difference "
         "to the fastest has a Bonferroni-adjusted interval that includes 0; the one shown is "
         f"{speedstats.PICK_RULE}. The acceptance columns are the same tree and budget in the replayed study "
@@ -132,8 +132,9 @@ def lead(rec: pd.DataFrame) -> str:
     )
 
 
-def controls_sentence(t: dict, runs=None) -> str:
-    """The controls of the ``runs`` the table shows (all runs where None)."""
+def controls_sentence(t: dict, runs=None, brief: bool = False) -> str:
+    """The controls of the ``runs`` the table shows (all runs where None); ``brief`` (the main page):
+    their ranges and any that fails, each run's own intervals one link away (speed.md)."""
     c = t.get("controls", pd.DataFrame())
     if runs is not None and len(c):
         c = c[c.run_id.isin(set(runs))]
@@ -143,15 +144,30 @@ def controls_sentence(t: dict, runs=None) -> str:
     c = c.assign(where=c.pair + "/" + c.dataset + np.where(twice, " (run " + c.run_id.astype(str) + ")", ""))
     parts: dict[str, list[str]] = {}
     for r in c.itertuples():
+        if brief and r.holds:
+            continue
         est = f"{r.estimate:.3f}×" if r.kind == "speedup" else f"{r.estimate:+.3f}"
         name = "A/A" if r.kind == "speedup" else "twin " + str(r.control).split(" vs ")[0]
         ok = "" if r.holds else " FAILS"
         parts.setdefault(str(r.where), []).append(f"{name} {est} [{r.lo:.3f}, {r.hi:.3f}]{ok}")
     held = int(c.holds.sum())
-    return (
+    head = (
         f"Controls ({held} of {len(c)} hold; the A/A speedup's interval must include 1×, the identical-twin "
-        "difference's 0): " + "; ".join(f"{k}: {', '.join(v)}" for k, v in parts.items()) + "."
+        "difference's 0): "
     )
+    listed = "; ".join(f"{k}: {', '.join(v)}" for k, v in parts.items())
+    if not brief:
+        return head + listed + "."
+    aa, tw = c[c.kind == "speedup"].estimate, c[c.kind != "speedup"].estimate
+    ranges = [f"A/A {span(aa, '{:.3f}', '–')}×"] * (len(aa) > 0)
+    ranges += [f"twin differences {span(tw, '{:+.3f}', ' to ')}"] * (len(tw) > 0)
+    return head + ", ".join(ranges) + (f"; failing: {listed}" if listed else "") + "; each with its interval: speed.md."
+
+
+def span(x: pd.Series, fmt: str, sep: str) -> str:
+    """'0.955–1.012' (one value where the lowest is the highest)."""
+    lo, hi = fmt.format(x.min()), fmt.format(x.max())
+    return lo if lo == hi else lo + sep + hi
 
 
 def error_sentence(speed: pd.DataFrame) -> str:
@@ -258,7 +274,7 @@ def section(t: dict, every: bool = False) -> list[str]:
     return [
         lead(rec),
         table(rec.to_dict("records"), cols),
-        *[s for s in [controls_sentence(t, rec.run_id)] if s],
+        *[s for s in [controls_sentence(t, rec.run_id, brief=not every)] if s],
         *note,
     ]
 
