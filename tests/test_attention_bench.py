@@ -111,7 +111,12 @@ def test_a_disturbed_burst_is_retimed_and_the_steadiest_kept(monkeypatch):
         ticks = bursts(script)
         monkeypatch.setattr(ab, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
         got = ab.time_call(lambda: None, 0, 4, 4, math.inf, bursts=3, steady=0.25)
-        assert (got["bursts"], got["median_s"], got["repeats"]) == (want_bursts, want_median, 4), got
+        assert (got["bursts"], got["median_s"], got["repeats"], got["steady_iqr"]) == (
+            want_bursts,
+            want_median,
+            4,
+            0.25,
+        )
     ticks = bursts([disturbed])
     monkeypatch.setattr(ab, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
     assert ab.time_call(lambda: None, 0, 4, 4, math.inf)["bursts"] == 1  # the default: one burst, as before

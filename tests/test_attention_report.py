@@ -30,6 +30,7 @@ def table(roof: bool = True, model: bool = True) -> pd.DataFrame:
                     for impl, t in (("fused", fused), ("sequential", fused * ratio)):
                         r = dict(level="kernel", batch=b, kv_len=kv, tree_size=n, shape=shape, dtype="float32")
                         r.update(impl=impl, median_s=t, q25_s=0.99 * t, q75_s=1.01 * t, iqr_s=0.02 * t, repeats=5)
+                        r.update(steady_iqr=0.25)
                         r.update(nodes=nodes, n_branches=nb, branch_tokens=bt)
                         if roof:
                             r.update(
@@ -112,7 +113,7 @@ def test_a_ratio_from_an_unsteady_timing_is_marked_and_the_caption_says_why():
     kern.loc[odd & (kern.batch == 1), "median_s"] *= 3  # 12x where its cell's steady twin reads 4x
     kern.loc[odd & (kern.batch == 1), "iqr_s"] = 0.6 * kern.loc[odd & (kern.batch == 1), "median_s"]
     fig = figures.fig_attention_ratio(stats.kernels(kern))
-    assert fig is not None and "(1 of 12 cells)" in fig.caption and "†: a ratio" in fig.caption
+    assert fig is not None and "(1 of 12 cells)" in fig.caption and "†: a ratio" in fig.caption and "25%" in fig.caption
     texts = [t.get_text() for ax in fig.fig.axes for t in ax.texts]
     assert sum(t.endswith("†") for t in texts) == 1 and len(texts) == 12
     steady = figures.fig_attention_ratio(stats.kernels(table(model=False)))
@@ -120,5 +121,6 @@ def test_a_ratio_from_an_unsteady_timing_is_marked_and_the_caption_says_why():
     one = kern[(kern.batch == 1) & (kern.level == "kernel")]  # the colour scale is the steady cells'
     assert heatmap.shared_norm(heatmap.ratios(one)).vmax == pytest.approx(4.0)
     assert heatmap.ratios(one).r.max() == pytest.approx(12.0)
+    assert not heatmap.ratios(one.drop(columns="steady_iqr")).unsteady.any()  # a grid that did not record it
     plt.close(fig.fig)
     plt.close(steady.fig)

@@ -136,3 +136,29 @@ def test_projection_check_uses_the_own_steps_and_counts_the_live_runs_with_them(
 def test_a_report_without_the_steps_file_keeps_the_replay_comparison():
     rows, _ = bench(WALLS)
     assert benchcheck.table(ss.tables(rows)["measured"], rows, None, costs(False)).empty
+
+
+def test_a_random_weight_run_times_steps_against_the_model_and_answers_nothing():
+    """A GPU's run on the pairs' architectures with random weights (``weights=random``): speed.md gives
+    its per-term ratios, plain decoding's step per decode beside t(1) and its A/A control; it never
+    answers (``answer_first``: TL;DR, export) and stays out of the headline projection error."""
+    rows, steps = bench(WALLS)
+    gpu_rows, gpu_steps = bench({**WALLS, ss.PLAIN_AA: 1.3}, machine="g1")
+    gpu_rows = gpu_rows.assign(run_id="r2", weights="random", device="cuda", machine="GPU X")
+    gpu_steps = gpu_steps.assign(run_id="r2")
+    all_rows, all_steps = pd.concat([rows, gpu_rows]), pd.concat([steps, gpu_steps])
+    gpu_costs = costs(False).assign(device="cuda", machine_id="g1")
+    cpu_and_gpu = pd.concat([costs(False).assign(machine_id="m1"), gpu_costs])
+    t = ss.tables(all_rows)
+    assert set(t["measured"].weights) == {"pretrained", "random"}
+    assert set(ss.answer_first(t["measured"]).run_id) == {"r1"}
+    t["bench_check"] = benchcheck.table(t["measured"], all_rows, all_steps, cpu_and_gpu)
+    assert set(t["bench_check"].run_id) == {"r1", "r2"}
+    t["speed"] = pd.DataFrame([dict(engine="live", batch_size=1, error=0.05, pair="p")])
+    assert "over 2 configurations" in measured.projection_check(on(t, cpu_and_gpu))  # r1's two candidates alone
+    detail = " ".join(measured.bench_detail(on(t, cpu_and_gpu)))
+    assert "On cuda (GPU X), the speed benchmark on the pairs' architectures with random weights" in detail
+    assert "target verify 1.00, plain decoding's step ÷ t(1) 1.00" in detail
+    assert "plain decoding's step 200 ms per decode against t(1) 200 ms" in detail and "its A/A control" in detail
+    brief = benchcheck.timing_only_sentences(benchcheck.timing_only(t["bench_check"]), t["controls"], brief=True)
+    assert brief[0].startswith("a speed benchmark there on random weights measured plain decoding's step 200 ms")

@@ -70,3 +70,23 @@ def test_costs_on_cuda_name_the_device_and_keep_the_cpu_environment(tiny_pair_di
     env = json.loads((tmp_path / "environment-cuda.json").read_text())
     assert env["gpu"] == torch.cuda.get_device_name(0)
     assert json.loads((tmp_path / "environment.json").read_text()) == {"device": "cpu"}
+
+
+def test_the_speed_benchmark_on_cuda_times_the_same_decodes(tiny_pair_dirs, tmp_path):
+    """The interleaved benchmark with ``device=cuda``: the same code, every greedy tree's tokens equal
+    plain decoding's on the GPU, and its rows name the device (the GPU's model in ``machine``)."""
+    args = [a if a != "device=cpu" else "device=cuda" for a in tiny_pair_overrides(tiny_pair_dirs)]
+    r = specbench(
+        "specbench.study.tools.speed",
+        *args,
+        "dataset=smoke",
+        "dataset.limit=2",
+        "max_new_tokens=6",
+        "+speed_candidates=[chain/2,binary/3]",
+        f"+results_dir={tmp_path}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = read_csv(tmp_path / "speed.csv")
+    assert set(rows.device.astype(str)) == {"cuda"} and rows.same_tokens.all() and len(rows) == 2 * 5
+    assert torch.cuda.get_device_name(0) in rows.machine.iloc[0] and set(rows.weights) == {"pretrained"}

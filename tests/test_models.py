@@ -229,8 +229,7 @@ def test_random_weights_build_the_architecture_from_its_config_alone(tiny_pair_d
     model, seeded weights (the same twice), never the folder's own; a bad value is one line."""
     import shutil
 
-    from specbench.study.job.jobspec import ConfigError, _model
-    from specbench.study.tools.costs import job_weights
+    from specbench.study.job.jobspec import ConfigError, PairSpec, _model
 
     arch = tmp_path / "arch"
     arch.mkdir()
@@ -249,8 +248,5 @@ def test_random_weights_build_the_architecture_from_its_config_alone(tiny_pair_d
     with pytest.raises(ConfigError, match=r"^pair.target.weights='zeros': must be one of pretrained, random$"):
         _model({**spec, "weights": "zeros"}, "pair.target")
 
-    class Job:  # what costs.job_weights reads
-        class pair:
-            draft, target = None, job_model
-
-    assert job_weights(Job) == "random"
+    assert PairSpec("p", None, job_model).weights == "random"  # what costs and speed rows record
+    assert PairSpec("p", None, _model(local("d"), "pair.target")).weights == "pretrained"

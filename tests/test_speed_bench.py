@@ -231,6 +231,14 @@ def test_the_benchmark_times_every_candidate_interleaved_with_its_controls(tmp_p
     added = pd.read_csv(tmp_path / "speed.csv").iloc[len(df) :]  # appended: nothing lost
     w = ss.unit_sums(added[added["round"] == 0])
     assert added["round"].nunique() == (1 if ss.settled(w) else 2) and len(added) == added["round"].nunique() * 3 * 4
+    home = tmp_path / "home"  # another machine's runs come home with +speed_merge (a GPU's), once
+    for n in (2, 0):
+        m = speed_cmd(home, tiny_pair_dirs, f"+speed_merge={tmp_path / 'speed.csv'}")
+        assert m.returncode == 0 and f"merged {n} runs" in m.stdout, m.stderr
+    assert pd.read_csv(home / "speed.csv").equals(pd.read_csv(tmp_path / "speed.csv"))
+    assert len(pd.read_csv(home / "speed_steps.csv.gz")) == len(pd.read_csv(tmp_path / "speed_steps.csv.gz"))
+    bad = speed_cmd(home, tiny_pair_dirs, f"+speed_merge={tmp_path / 'nope.csv'}")
+    assert bad.returncode == 2 and bad.stderr.strip().startswith("specbench.study.tools.speed: speed_merge")
 
 
 def test_unit_orders_counterbalance_position_and_precedence_and_differ_by_seed():

@@ -92,7 +92,8 @@ def time_call(
 ) -> dict:
     """Median and quartiles of one burst of timed calls; a burst whose IQR is over ``steady`` of its
     median was disturbed while it ran (a 7-call burst once read 17 ms, IQR 10 ms, for a 3 ms call) and
-    is retimed, at most ``bursts`` bursts in all, keeping the steadiest (``bursts``: how many ran)."""
+    is retimed, at most ``bursts`` bursts in all, keeping the steadiest (``bursts``: how many ran; ``steady_iqr``:
+    the threshold, which the heatmap's marks read)."""
     for _ in range(warmup):
         run()
     best: dict = {}
@@ -104,7 +105,7 @@ def time_call(
         if not best or got["iqr_s"] / got["median_s"] < best["iqr_s"] / best["median_s"]:
             best = {**got, "repeats": len(times)}
         ran += 1
-    return {**best, "bursts": ran}
+    return {**best, "bursts": ran, "steady_iqr": steady}
 
 
 def burst_times(run, repeats: int, min_repeats: int, max_seconds: float) -> list[float]:

@@ -15,22 +15,37 @@ from matplotlib.colors import LogNorm
 
 CELL = ["shape", "dtype", "kv_len", "tree_size"]
 COLORBAR = "sequential ÷ fused time (shared log scale)"
-STEADY_IQR = 0.25  # the benchmark's steady_iqr default (conf/attention_bench.yaml)
-UNSTEADY = f"†: a ratio one of whose two timings spread (IQR) over {STEADY_IQR:.0%} of its median: disturbed, read as noise; the colour scale is the steady cells'"
+
+
+def unsteady_caption(ratio: pd.DataFrame) -> str:
+    """What the dagger means, with how many of ``ratio``'s cells carry one; "" where none does."""
+    if "unsteady" not in ratio or not ratio.unsteady.any():
+        return ""
+    limit = ratio.steady_iqr[ratio.unsteady.astype(bool)].max()
+    return (
+        f"†: a ratio one of whose two timings spread (IQR) over {limit:.0%} of its median (the run's steady_iqr): "
+        f"disturbed, read as noise; the colour scale is the steady cells' ({int(ratio.unsteady.sum())} of {len(ratio)} cells)."
+    )
 
 
 def ratios(kern: pd.DataFrame) -> pd.DataFrame:
     """Sequential ÷ fused median time (column ``r``) per (shape, dtype, kv_len, tree_size) cell of
     kernel rows that timed both (a cell's repeats averaged), and ``unsteady``: either timing's
-    IQR over ``STEADY_IQR`` of its median; no rows without both."""
-    k = kern[kern.impl.isin(["fused", "sequential"])].assign(
-        spread=lambda d: d.iqr_s / d.median_s if "iqr_s" in d else 0.0
+    IQR over its run's ``steady_iqr`` (the benchmark's retiming threshold, recorded in each row; rows
+    from before it was recorded are not judged) times its median; no rows without both."""
+    k = kern[kern.impl.isin(["fused", "sequential"])]
+    k = k.assign(
+        spread=k.iqr_s / k.median_s if "iqr_s" in k else 0.0,
+        steady_iqr=k.steady_iqr.astype(float) if "steady_iqr" in k else float("inf"),
     )
-    piv = k.pivot_table(index=CELL, columns="impl", values=["median_s", "spread"]) if len(k) else pd.DataFrame()
+    values = ["median_s", "spread", "steady_iqr"]
+    piv = k.pivot_table(index=CELL, columns="impl", values=values, dropna=False) if len(k) else pd.DataFrame()
     if not len(piv) or not {"fused", "sequential"} <= set(piv["median_s"].columns):
-        return pd.DataFrame(columns=[*CELL, "r", "unsteady"])
+        return pd.DataFrame(columns=[*CELL, "r", "unsteady", "steady_iqr"])
+    both = ["fused", "sequential"]
     out = pd.DataFrame({"r": piv["median_s"].sequential / piv["median_s"].fused})
-    out["unsteady"] = (piv["spread"][["fused", "sequential"]] > STEADY_IQR).any(axis=1)
+    out["unsteady"] = (piv["spread"][both] > piv["steady_iqr"][both]).any(axis=1)
+    out["steady_iqr"] = piv["steady_iqr"][both].min(axis=1)
     return out.dropna(subset=["r"]).reset_index()
 
 
@@ -45,7 +60,7 @@ def shared_norm(ratio: pd.DataFrame) -> LogNorm:
 def draw(ax, cell: pd.DataFrame, norm: LogNorm, title: str):
     """One panel: ``cell``'s ratios (one shape and dtype, from ``ratios``) over KV length (rows) ×
     tree size (columns), each finite one written in its square, with ``†`` where it is unsteady
-    (``UNSTEADY``); returns the image (for a colour bar)."""
+    (``unsteady_caption``); returns the image (for a colour bar)."""
     t = cell.pivot(index="kv_len", columns="tree_size", values="r")
     mark = cell.pivot(index="kv_len", columns="tree_size", values="unsteady").reindex_like(t).fillna(False)
     im = ax.imshow(t.to_numpy(), cmap="RdBu", norm=norm, origin="lower", aspect="auto")

@@ -49,7 +49,7 @@ class Curves:
 def terms(cand: pd.DataFrame, plain: pd.DataFrame, target, draft) -> dict:
     """Measured ÷ modelled seconds per step over the steps after the first: the target's verify
     forward (its tree_size + 1 tokens), the draft's forwards (``scored``; NaN without a model), and
-    plain decoding's step against t(1)."""
+    plain decoding's step against t(1), with the range of its per-decode mean step (ms) beside t(1)."""
     later = cand[cand.step > 0]
     tc = target[0]
     out = {"verify_ratio": later.verify_s.mean() / float(np.mean(tc.at(later.tree_size.to_numpy(float) + 1)))}
@@ -58,7 +58,10 @@ def terms(cand: pd.DataFrame, plain: pd.DataFrame, target, draft) -> dict:
     else:
         model = [sum(draft[0].at(k) for k in f) for f in costmodel.forwards(later)]
         out["draft_ratio"] = later.draft_s.mean() / float(np.mean(model))
-    out["plain_ratio"] = plain[plain.step > 0].verify_s.mean() / float(tc.at(1))
+    later_plain = plain[plain.step > 0]
+    out["plain_ratio"] = later_plain.verify_s.mean() / float(tc.at(1))
+    per_decode = later_plain.groupby(["run_id", "round", "unit"]).verify_s.mean() * 1000  # a decode's own step
+    out.update(plain_ms_lo=per_decode.min(), plain_ms_hi=per_decode.max(), t1_ms=float(tc.at(1)) * 1000)
     return out
 
 
@@ -82,6 +85,7 @@ def one(r: dict, rows: pd.DataFrame, steps: pd.DataFrame, curves: Curves) -> dic
     mine = rows[rows.candidate == r["candidate"]]
     return {
         **{k: r[k] for k in ("run_id", "pair", "dataset", "dtype", "tree", "budget", "candidate", "machine_id")},
+        **{k: r.get(k) for k in ("device", "machine", "weights", "n_prompts", "max_new_tokens")},
         "measured": r["speedup"],
         "projected": proj["projected"],
         "projected_request": speedup.with_prompts(proj["projected"], decodes, pre, ratio, plain_s),
@@ -185,5 +189,43 @@ def sentences(df: pd.DataFrame, live: pd.DataFrame | None = None) -> list[str]:
         out.append(
             f"Over every live batch-1 configuration, the benchmark's included ({len(live)} live runs and "
             f"{len(df)} benchmark candidates), prefill counted: {spread(e)}."
+        )
+    return out
+
+
+def timing_only(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of runs on the pairs' architectures with random weights (a GPU's, where the weight files
+    cannot go): they time steps against the cost model and rank nothing."""
+    return df[df.weights.astype(str) == "random"] if "weights" in df else df.iloc[0:0]
+
+
+def timing_only_sentences(df: pd.DataFrame, controls: pd.DataFrame, brief: bool = False) -> list[str]:
+    """Per random-weight run (``timing_only``): its machine, size, the measured ÷ modelled seconds per
+    term, plain decoding's step per decode beside t(1), and its A/A control (``brief``: the main page's
+    clause: the step range and the control alone)."""
+    out = []
+    for run, g in timing_only(df).groupby("run_id", sort=True):
+        r = g.iloc[0]
+        aa = controls[(controls.run_id == run) & (controls.kind == "speedup")] if len(controls) else controls
+        aa_s = (
+            f"its A/A control {aa.estimate.iloc[0]:.2f}× [{aa.lo.iloc[0]:.2f}, {aa.hi.iloc[0]:.2f}]"
+            + (" is wider than ±10%, so its speedups rank nothing" if aa.hi.iloc[0] - aa.lo.iloc[0] > 0.2 else "")
+            if len(aa)
+            else "no A/A control"
+        )
+        steps = (
+            f"plain decoding's step {span(g[['plain_ms_lo', 'plain_ms_hi']].stack(), '.0f')} ms per decode against "
+            f"t(1) {r.t1_ms:.0f} ms"
+        )
+        if brief:
+            out.append(f"a speed benchmark there on random weights measured {steps}; {aa_s} (speed.md)")
+            continue
+        draft = f", draft forwards {span(g.draft_ratio)}" if g.draft_ratio.notna().any() else ""
+        out.append(
+            f"On {r.device} ({r.machine}), the speed benchmark on the pairs' architectures with random weights "
+            f"(the weight files cannot reach that machine: it times steps and answers nothing), {r.pair}/{r.dataset}, "
+            f"run {run}, {int(r.n_prompts)} prompts × {int(r.max_new_tokens)} tokens: measured ÷ modelled seconds per "
+            f"step, target verify {span(g.verify_ratio)}{draft}, plain decoding's step ÷ t(1) {span(g.plain_ratio)}; "
+            f"{steps}; {aa_s}."
         )
     return out

@@ -10,27 +10,15 @@ has (``shortfall``).  Pure pandas: the test over the committed CSVs uses the sam
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
+from ..results.columns import tree_label
 from ..study.tools import plan
 from ..study.tools.plan import Floor
 
 MAX_CUT = 0.10  # at most this share of a ranked budget's steps cut by max_new_tokens
 STATIC = plan.STATIC
 FLOORS: tuple[Floor, ...] = plan.floors()  # the study plan's floors, in the issue's priority order
-
-
-def tree_label(tree: str, params) -> str:
-    """'merged:<shape>' for the merged drafter, else the tree's name."""
-    if str(tree) != "merged":
-        return str(tree)
-    try:
-        shape = json.loads(params).get("shape", "")
-    except (TypeError, ValueError):
-        shape = ""
-    return f"merged:{shape}"
 
 
 def _index(summary: pd.DataFrame) -> pd.DataFrame:

@@ -82,7 +82,7 @@ def hardware_line(t: dict) -> str | None:
         if best:
             b = np.array(best)
             weights = (
-                " (random weights, HF eager forwards, one timing per point)" if (gp.weights == "random").any() else ""
+                " (random weights, HF eager forwards, one run per point)" if (gp.weights == "random").any() else ""
             )
             parts.append(
                 f"on {dev}{weights} a tree beats plain decoding in {int((b > 1).sum())} of {len(b)} pair × dataset "

@@ -228,7 +228,7 @@ def projection_check(t: dict) -> str:
             "(results/costs.csv) names the machine that timed it (a row's `machine_id`), and a speedup is "
             "never formed across machines."
         )
-    own = on_cost_machine(t.get("bench_check", pd.DataFrame()), t)
+    own = answering(on_cost_machine(t.get("bench_check", pd.DataFrame()), t))
     if len(own):
         live = live_errors(speed)
         every = pd.concat([live.error.astype(float), own.error], ignore_index=True)
@@ -256,9 +256,17 @@ def live_errors(speed: pd.DataFrame | None) -> pd.DataFrame:
 
 
 def bench_detail(t: dict) -> list[str]:
-    """speed.md's account of the benchmark against the model (``benchcheck.sentences``), on the costs' machine."""
-    own = on_cost_machine(t.get("bench_check", pd.DataFrame()), t)
-    return benchcheck.sentences(own, live_errors(t.get("speed"))) if len(own) else []
+    """speed.md's account of the benchmark against the model (``benchcheck.sentences``), on the costs' machine,
+    then each random-weight run's (``benchcheck.timing_only_sentences``: a GPU's, timing steps alone)."""
+    checked = on_cost_machine(t.get("bench_check", pd.DataFrame()), t)
+    own, controls = answering(checked), t.get("controls", pd.DataFrame())
+    out = benchcheck.sentences(own, live_errors(t.get("speed"))) if len(own) else []
+    return out + benchcheck.timing_only_sentences(checked, controls)
+
+
+def answering(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` less the random-weight runs' rows (``benchcheck.timing_only``): those time steps, they answer nothing."""
+    return df.drop(benchcheck.timing_only(df).index) if len(df) else df
 
 
 def section(t: dict, every: bool = False) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..study.tools import speedsched
-from . import analysis, hardware, measured, phrases, tables
+from . import analysis, benchcheck, hardware, measured, phrases, tables
 from .markdown import span, table
 
 
@@ -155,8 +155,22 @@ def lead(rec: pd.DataFrame, env: dict | None) -> str:
     )
 
 
-def hardware_sentence(t: dict, rec: pd.DataFrame, envs: dict) -> list[str]:
-    """Per other measured machine: its curve against this one's, and how the modelled best moves."""
+def repeat_spread(costs: pd.DataFrame | None, dev: str, dtypes: set) -> str:
+    """'one run of 11 repeats per point, interquartile range a median 35% of the point's median (up to 80%)'."""
+    c = costs[costs.device.astype(str) == dev] if costs is not None and "device" in costs else pd.DataFrame()
+    c = c[c.dtype.isin(dtypes)] if dtypes and len(c) else c
+    if c.empty or "seconds_q75" not in c:
+        return "timed once per point"
+    rel = (c.seconds_q75 - c.seconds_q25) / c.seconds
+    return (
+        f"one run of {span(c.repeats, '.0f')} repeats per point, interquartile range a median {rel.median():.0%} "
+        f"of the point's median (up to {rel.max():.0%})"
+    )
+
+
+def hardware_sentence(t: dict, rec: pd.DataFrame, envs: dict, costs: pd.DataFrame | None = None) -> list[str]:
+    """Per other measured machine: its curve against this one's (its repeats' spread), how the modelled best
+    moves, and what a speed benchmark on random weights measured there (``benchcheck.timing_only_sentences``)."""
     out, dtypes = [], set(rec.dtype) if "dtype" in rec else set()
     cpu = points(t, dtypes, here=True)
     for dev, g in points(t, dtypes).groupby("device", sort=True):
@@ -174,10 +188,14 @@ def hardware_sentence(t: dict, rec: pd.DataFrame, envs: dict) -> list[str]:
         best_s = ", ".join(
             f"{p} {span(v)}×" + (" (plain decoding: speculation loses)" if max(v) <= 1 else "") for p, v in best.items()
         )
+        bench = benchcheck.timing_only(t.get("bench_check", pd.DataFrame()))
+        bench = bench[bench.device.astype(str) == dev] if len(bench) else bench
+        live = benchcheck.timing_only_sentences(bench, t.get("controls", pd.DataFrame()), brief=True)
         out.append(
-            f"On {machine(dev, envs)}, timed once per point (HF eager forwards, launch-bound: the harness, "
-            f"not a serving engine) with {', '.join(sorted(set(g.weights)))} weights and no "
-            f"live run (so the linear model of *Which tree on which hardware* alone), an extra verified token costs "
+            f"On {machine(dev, envs)}, {repeat_spread(costs, dev, dtypes)} (HF eager forwards, launch-bound: the "
+            f"harness, not a serving engine) with {', '.join(sorted(set(g.weights)))} weights"
+            + (f"; {live[0]}" if live else " and no live run")
+            + " (so the linear model of *Which tree on which hardware* alone), an extra verified token costs "
             f"m = {span(g.m, '.3f')} one-token target forwards (here {span(here.m, '.3f')}) and a draft forward r times the "
             f"target's (here → there: {rs}). Against this CPU's modelled best, the best budget grows in "
             f"{moves.count(1)}, stays in {moves.count(0)} and shrinks in {moves.count(-1)} of the {len(moves)} rows "
@@ -195,7 +213,7 @@ def section(ctx) -> str:
     covered = {(r.pair, r.dataset, r.dtype) for r in bench.itertuples()} if len(bench) else set()
     lines = speedsched.sentences(bench) + hardware.schedule_sentences(t.get("schedule", pd.DataFrame()), covered)
     envs = ctx["data"].get("envs") or {}
-    lines += hardware_sentence(t, rec, envs) if len(rec) else []
+    lines += hardware_sentence(t, rec, envs, ctx["data"].get("costs")) if len(rec) else []
     checks = [
         measured.error_sentence(t.get("speed", pd.DataFrame())),
         measured.projection_check(t),

@@ -1,6 +1,6 @@
 """The row schema: the key columns every summary row carries, in their order (``KEY_COLUMNS``),
 the described ones among them (``DESCRIBED``), the identifier columns read as text
-(``TEXT_COLUMNS``), the configuration columns a derived table's row starts with (``CONFIG_COLUMNS``) and what a row's tree parameters say about its size rule (``cost_aware``).
+(``TEXT_COLUMNS``), the configuration columns a derived table's row starts with (``CONFIG_COLUMNS``) what a row's tree parameters say about its size rule (``cost_aware``) and the name a merged drafter's tree is shown and timed by (``tree_label``).
 
 ``study.job.jobfiles`` writes rows in this order, ``study.job.describe`` computes the described columns and
 fills them into older rows, ``results.files`` reads them and the report reads the rows.  Imports
@@ -78,3 +78,16 @@ def cost_aware(tree, params) -> bool:
     except json.JSONDecodeError:
         return False
     return isinstance(p, Mapping) and bool(p.get("costs"))
+
+
+def tree_label(tree, params) -> str:
+    """'merged:<shape>' for the merged drafter (tree_params {"shape": "binary", ...} -> 'merged:binary'; the
+    default inner shape, chain, where none is given), as the report shows it and ``study.job.launch.compose_tree``
+    reads it; any other tree as it is."""
+    if str(tree) != "merged":
+        return str(tree)
+    try:
+        p = json.loads(params) if isinstance(params, str) and params else (params or {})
+    except json.JSONDecodeError:
+        p = {}
+    return f"merged:{p.get('shape', 'chain') if isinstance(p, Mapping) else 'chain'}"

@@ -190,6 +190,8 @@ def answers(speed: pd.DataFrame) -> pd.DataFrame:
     its description (``describe``) and the run's keys, ``shown`` on the row ``pick`` chooses."""
     out = []
     keys = ["pair", "dataset", "dtype", "device", "batch_size", "max_new_tokens", "machine", "machine_id", "roster"]
+    keys.append("weights")  # random: the architectures alone, timed where the weight files cannot go (a GPU's)
+    speed = speed.assign(weights=speed["weights"].fillna("pretrained") if "weights" in speed else "pretrained")
     for run_id, run in latest_runs(speed).groupby("run_id", sort=True):
         r = ranked(run)
         if r.empty:
@@ -217,7 +219,10 @@ def run_controls(speed: pd.DataFrame) -> pd.DataFrame:
 
 def answer_first(a: pd.DataFrame) -> pd.DataFrame:
     """``answers`` rows with a schedule run's left out where an answer run has the same pair, dataset,
-    dtype, batch size, max_new_tokens and machine (the TL;DR's and export's batch-1 answer)."""
+    dtype, batch size, max_new_tokens and machine (the TL;DR's and export's batch-1 answer), and
+    random-weight runs left out (their acceptance is not the pair's: they time steps, they answer nothing)."""
+    if "weights" in a:
+        a = a[a.weights.astype(str) != "random"]
     if a.empty or "roster" not in a:
         return a
     key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine_id"]

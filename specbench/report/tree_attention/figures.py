@@ -217,7 +217,7 @@ def fig_attention_ratio(kern: pd.DataFrame) -> figures.Fig | None:
         fig,
         f"Fused tree attention's speedup over per-branch attention (sequential ÷ fused median time) at batch "
         f"{ATTN['batch']}, over KV length × tree size; one colour scale for every panel (blue: fused faster)."
-        + (f" {heatmap.UNSTEADY} ({int(ratio.unsteady.sum())} of {len(ratio)} cells)." if ratio.unsteady.any() else ""),
+        + (f" {heatmap.unsteady_caption(ratio)}" if ratio.unsteady.any() else ""),
     )
 
 

@@ -79,6 +79,15 @@ class PairSpec:
     drafter_params: dict = field(default_factory=dict)
     chat_template: bool = False
 
+    @property
+    def weights(self) -> str:
+        """random if any of the pair's models is built with random weights (timing only), else pretrained."""
+        return (
+            "random"
+            if any(m is not None and m.weights == "random" for m in (self.draft, self.target))
+            else "pretrained"
+        )
+
     def as_dict(self) -> dict:
         return {
             "name": self.name,

@@ -275,9 +275,9 @@ def main(cfg: DictConfig) -> None:
     memo: dict = {}
     for one in jobs:
         pair = context(one).load_pair()
-        rows += cost_rows(pair, kv_lens, repeats, progress=job.progress, memo=memo, weights=job_weights(one))
+        rows += cost_rows(pair, kv_lens, repeats, progress=job.progress, memo=memo, weights=one.pair.weights)
     pair = context(job).load_pair()
-    env = {**environment(pair), "weights": job_weights(job)}
+    env = {**environment(pair), "weights": job.pair.weights}
     path = os.path.join(out, env_file(pair.target.device.type))
     with lock(out):  # the rows and their machine together, one writer at a time
         atomic_write_many(
@@ -310,12 +310,6 @@ def merge_file(out: str, path: str) -> None:
         )
         atomic_write_many(files)
     print(f"specbench: merged {len(new)} rows of {path} into {target} ({', '.join(envs)} beside it)")
-
-
-def job_weights(job: JobSpec) -> str:
-    """random if any of the job's models was built with random weights, else pretrained."""
-    specs = [m for m in (job.pair.draft, job.pair.target) if m is not None]
-    return "random" if any(m.weights == "random" for m in specs) else "pretrained"
 
 
 def env_file(device: str) -> str:

@@ -25,7 +25,8 @@ speed_picks`` from ``results_dir``/speedup.csv; ``schedule``: the batch-size sch
 interval lies within 1 +- 3%, ``speedstats.settled``, at most ``speed_max_rounds``, default 3),
 ``speed_until`` (a Unix time: no unit is started that the mean unit so far would end after, once
 ``MIN_UNITS`` have run; the default run's deadline, so it ends within its minutes), ``results_dir``
-(default results).  Bad values are refused in one line before any model loads.
+(default results), ``speed_merge`` (a speed.csv timed on another machine, a GPU's, appended with its steps:
+``merge``; nothing is timed).  Bad values are refused in one line before any model loads.
 """
 
 from __future__ import annotations
@@ -56,9 +57,10 @@ from ..job.context import DecodePlan, context
 from ..job.jobspec import ConfigError, JobSpec, from_config, resolved
 from . import speedsched, validate
 
-KEYS = ("results_dir", "speed_candidates", "speed_rounds", "speed_max_rounds", "speed_until")
+KEYS = ("results_dir", "speed_candidates", "speed_rounds", "speed_max_rounds", "speed_until", "speed_merge")
 MIN_UNITS = 2  # timed before a deadline may stop the run: a paired interval needs two
 FILE, STEPS = "speed.csv", "speed_steps.csv.gz"
+SPEED_MERGE_FIX = "give the speed.csv a speed benchmark wrote (its speed_steps.csv.gz beside it)"
 # the run's own columns, from plain decoding's row keys (a candidate adds its tree and hash)
 RUN_KEYS = ("pair", "pair_id", "draft", "target", "verify", "temperature", "dataset", "seed", "max_new_tokens") + (
     "dtype",
@@ -268,7 +270,26 @@ def names(pair) -> tuple[str, str]:
 
 def write(out: str, rows: list[dict], steps: list) -> None:
     """Append this run's rows to speed.csv and its steps to speed_steps.csv.gz (one unit)."""
-    new, new_steps = pd.DataFrame(rows), pd.concat(steps, ignore_index=True)
+    append(out, pd.DataFrame(rows), pd.concat(steps, ignore_index=True))
+
+
+def merge(out: str, path: str) -> str:
+    """``+speed_merge=PATH``: the runs of a speed.csv timed elsewhere (a GPU machine's; its
+    speed_steps.csv.gz beside it) appended to ``out``'s, those whose run id ``out`` already holds left
+    out (merging twice changes nothing); no model loads.  A ``TableError`` (one line) when either
+    file is not such a table."""
+    new = readers.table(path, readers.SPEED_COLUMNS, SPEED_MERGE_FIX, "speed_merge")
+    steps_path = os.path.join(os.path.dirname(path), STEPS)
+    new_steps = readers.table(steps_path, ["run_id", "candidate", "step"], SPEED_MERGE_FIX, "speed_merge", scan=False)
+    have = os.path.join(out, FILE)
+    seen = set(read_csv(have).run_id.astype(str)) if os.path.isfile(have) else set()
+    new, new_steps = new[~new.run_id.astype(str).isin(seen)], new_steps[~new_steps.run_id.astype(str).isin(seen)]
+    if len(new):
+        append(out, new, new_steps)
+    return f"specbench: merged {new.run_id.nunique()} runs ({len(new)} rows) of {path} into {have} ({len(seen)} runs there)"
+
+
+def append(out: str, new: pd.DataFrame, new_steps: pd.DataFrame) -> None:
     files = {}
     for name, df in ((FILE, new), (STEPS, new_steps)):
         path = os.path.join(out, name)
@@ -340,18 +361,21 @@ def settings(job: JobSpec, cfg: DictConfig) -> tuple[str, list[Candidate]]:
 def main(cfg: DictConfig) -> None:
     try:
         job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
+        if job.extra.get("speed_merge"):
+            print(merge(str(job.extra.get("results_dir", "results")), str(job.extra["speed_merge"])))
+            return
         out, cands = settings(job, cfg)
         ctx = context(cands[-1].job)
         prompts = ctx.prompts(ctx.tokenizer())
         for c in cands:
             checks.check_context(c.job, ctx.positions(), prompts)
-    except ConfigError as e:
+    except (ConfigError, readers.TableError) as e:
         print(f"specbench.study.tools.speed: {e}", file=sys.stderr)
         sys.exit(2)
     pair = ctx.load_pair()
     plain = jobfiles.row_keys(cands[0].job, cands[0].ident, names(pair), True, "live", "")
     base = {"run_id": jobfiles.new_run_id(), **machine.identity(pair.target.device), **{k: plain[k] for k in RUN_KEYS}}
-    base["roster"] = roster_of(job)
+    base.update(roster=roster_of(job), weights=job.pair.weights)
     rows, steps = bench(job, pair, prompts, cands, base)
     write(out, rows, steps)
     print(f"specbench: wrote {len(rows)} rows to {out}/{FILE} ({base['machine']})")

@@ -16,14 +16,13 @@ projection.  No model loads.
 
 from __future__ import annotations
 
-import json
 import sys
 
 import pandas as pd
 
 from ...core import readers
 from ...core.args import Parser
-from ...results.columns import cost_aware
+from ...results.columns import cost_aware, tree_label
 from ...results.files import read_csv
 from ...trees.policies import policy_spec
 
@@ -69,13 +68,6 @@ def picks(speed: pd.DataFrame, pair: str, dataset: str, top: int) -> list[tuple[
     return list(dict.fromkeys(chosen))
 
 
-def inner_shape(tree: str, params) -> str:
-    """'merged' with tree_params {"shape": "binary", ...} -> 'merged:binary'; any other tree as it is."""
-    if tree != "merged" or not isinstance(params, str) or not params.startswith("{"):
-        return tree
-    return f"merged:{json.loads(params).get('shape', 'chain')}"
-
-
 def speed_picks(speed: pd.DataFrame, pair: str, dataset: str, most: int = 6) -> list[tuple[str, int]]:
     """The interleaved benchmark's candidates (``study.tools.speed``), at most ``most``: the projected top
     three, the budgets either side of the top's in its shape's grid (so a measured optimum is
@@ -84,7 +76,7 @@ def speed_picks(speed: pd.DataFrame, pair: str, dataset: str, most: int = 6) -> 
     that build the same trees (equal tokens per step and projection: binary N=3 and medusa63 N=3) are taken once.
     A merged drafter's tree is named with its inner shape (``merged:binary``, as ``launch.compose_tree`` reads it)."""
     g = addressable(projected(speed, pair, dataset))
-    g = g.assign(tree=[inner_shape(t, p) for t, p in zip(g.tree, g.get("tree_params", pd.Series("", index=g.index)))])
+    g = g.assign(tree=[tree_label(t, p) for t, p in zip(g.tree, g.get("tree_params", pd.Series("", index=g.index)))])
     if "cost_basis" in g:  # a derived basis is never ranked (an n-gram pair's rows are costed on ``lookup``)
         g = g[g.cost_basis.astype(str) != "derived"]
     if g.empty:
