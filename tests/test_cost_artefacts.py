@@ -207,3 +207,17 @@ def test_a_derived_basis_unranks_a_projection_never_a_measurement():
     ann = tables.annotate(df, None, speed, pd.DataFrame(), pd.DataFrame()).set_index("config_hash")
     assert ann.loc["live", "claim"] == "ranked"
     assert ann.loc["proj", "claim"] == f"not ranked: {tables.DERIVED}"
+
+
+def test_another_machines_cost_points_state_their_repeats_and_spread():
+    """The TL;DR's GPU bullet says how each cost point was timed (item 7): its repeats and the spread of
+    its repeats (interquartile range over median), from results/costs.csv's own columns."""
+    from specbench.report import tldr
+
+    c = pd.DataFrame(
+        dict(device=["cuda"] * 3 + ["cpu"], dtype="bfloat16", repeats=11, seconds=[0.02, 0.03, 0.02, 0.2],
+             seconds_q25=[0.019, 0.02, 0.02, 0.19], seconds_q75=[0.021, 0.035, 0.026, 0.21])
+    )  # fmt: skip
+    got = tldr.repeat_spread(c, "cuda", {"bfloat16"})
+    assert got == "cost points of 11 repeats each, IQR a median 30% of the median (up to 50%)"
+    assert tldr.repeat_spread(c, "cuda", {"float32"}) == "each cost point timed once"  # no such rows

@@ -203,22 +203,20 @@ def timing_only_sentences(df: pd.DataFrame, controls: pd.DataFrame, brief: bool 
     """Per random-weight run (``timing_only``): its machine, size, the measured ÷ modelled seconds per
     term, plain decoding's step per decode beside t(1), and its A/A control (``brief``: the main page's
     clause: the step range and the control alone)."""
-    out = []
-    for run, g in timing_only(df).groupby("run_id", sort=True):
+    out: list[str] = []
+    df = timing_only(df)
+    for run, g in df.groupby("run_id", sort=True) if len(df) else []:
         r = g.iloc[0]
         aa = controls[(controls.run_id == run) & (controls.kind == "speedup")] if len(controls) else controls
         aa_s = (
             f"its A/A control {aa.estimate.iloc[0]:.2f}× [{aa.lo.iloc[0]:.2f}, {aa.hi.iloc[0]:.2f}]"
-            + (" is wider than ±10%, so its speedups rank nothing" if aa.hi.iloc[0] - aa.lo.iloc[0] > 0.2 else "")
+            + (" is too wide to rank anything (±10% at most)" if aa.hi.iloc[0] - aa.lo.iloc[0] > 0.2 else "")
             if len(aa)
             else "no A/A control"
         )
-        steps = (
-            f"plain decoding's step {span(g[['plain_ms_lo', 'plain_ms_hi']].stack(), '.0f')} ms per decode against "
-            f"t(1) {r.t1_ms:.0f} ms"
-        )
+        steps = f"plain decoding's step {span(g[['plain_ms_lo', 'plain_ms_hi']].stack(), '.0f')} ms per decode, t(1) {r.t1_ms:.0f} ms"
         if brief:
-            out.append(f"a speed benchmark there on random weights measured {steps}; {aa_s} (speed.md)")
+            out.append(f"a speed benchmark there (random weights) measured {steps}; {aa_s} (speed.md)")
             continue
         draft = f", draft forwards {span(g.draft_ratio)}" if g.draft_ratio.notna().any() else ""
         out.append(

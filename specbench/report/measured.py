@@ -117,17 +117,19 @@ COLUMNS = [
 
 def lead(rec: pd.DataFrame) -> str:
     machines = "; ".join(sorted(set(rec.machine))) if rec.machine.nunique() == 1 else "the machine in each row"
-    sizes = sorted({(int(n), int(k)) for n, k in zip(rec.n_prompts, rec.max_new_tokens)})
-    size = ", ".join(f"{n} prompts × {k} tokens" for n, k in sizes)
+    by_len: dict[int, list[int]] = {}
+    for n, k in zip(rec.n_prompts.astype(int), rec.max_new_tokens.astype(int)):
+        by_len.setdefault(k, []).append(n)
+    size = ", ".join(f"{span(pd.Series(ns), '{:d}', '–')} prompts × {k} tokens" for k, ns in sorted(by_len.items()))
     pays = int((rec.verdict == "pays").sum())
     return (
         f"**Measured** (the interleaved speed benchmark, `python -m specbench.study.tools.speed`; batch 1, greedy, "
-        f"{size}, timed on {machines}): each configuration and plain decoding decode the same prompts in the "
-        "same round in a fresh random order, and a speedup is the paired throughput ratio to plain decoding "
+        f"{size}, timed on {machines}): every configuration and plain decoding decode the same prompts, "
+        "interleaved in random order, and a speedup is the paired throughput ratio to plain decoding "
         "with a 95% bootstrap interval over prompts. The ties are the configurations whose paired difference "
         "to the fastest has a Bonferroni-adjusted interval that includes 0; the one shown is "
-        f"{speedstats.PICK_RULE}. The acceptance columns are the same tree and budget in the replayed study "
-        f"(its own prompts and length, beside each interval). Speculation pays (interval above 1×) in {pays} "
+        f"{speedstats.PICK_RULE}. The acceptance columns are the same tree and budget's full replay (its own "
+        f"prompts and length). Speculation pays (interval above 1×) in {pays} "
         f"of the {len(rec)} measured rows."
     )
 
@@ -278,7 +280,7 @@ def section(t: dict, every: bool = False) -> list[str]:
         return []
     cols = COLUMNS + [("timed on", lambda r: r["machine"])] * (rec.machine.nunique() > 1)
     earlier = 0 if every else runs_at_batch1(t) - len(rec)
-    note = [f"Earlier benchmark runs of the same pairs and datasets ({earlier}): speed.md."][: earlier > 0]
+    note = [f"Earlier runs of the same pairs and datasets ({earlier}): speed.md."][: earlier > 0]
     return [
         lead(rec),
         table(rec.to_dict("records"), cols),

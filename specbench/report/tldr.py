@@ -156,15 +156,15 @@ def lead(rec: pd.DataFrame, env: dict | None) -> str:
 
 
 def repeat_spread(costs: pd.DataFrame | None, dev: str, dtypes: set) -> str:
-    """'one run of 11 repeats per point, interquartile range a median 35% of the point's median (up to 80%)'."""
+    """'cost points of 11 repeats each, IQR a median 35% of the median (up to 80%)'."""
     c = costs[costs.device.astype(str) == dev] if costs is not None and "device" in costs else pd.DataFrame()
     c = c[c.dtype.isin(dtypes)] if dtypes and len(c) else c
     if c.empty or "seconds_q75" not in c:
-        return "timed once per point"
+        return "each cost point timed once"
     rel = (c.seconds_q75 - c.seconds_q25) / c.seconds
     return (
-        f"one run of {span(c.repeats, '.0f')} repeats per point, interquartile range a median {rel.median():.0%} "
-        f"of the point's median (up to {rel.max():.0%})"
+        f"cost points of {span(c.repeats, '.0f')} repeats each, IQR a median {rel.median():.0%} of the median "
+        f"(up to {rel.max():.0%})"
     )
 
 
@@ -192,14 +192,13 @@ def hardware_sentence(t: dict, rec: pd.DataFrame, envs: dict, costs: pd.DataFram
         bench = bench[bench.device.astype(str) == dev] if len(bench) else bench
         live = benchcheck.timing_only_sentences(bench, t.get("controls", pd.DataFrame()), brief=True)
         out.append(
-            f"On {machine(dev, envs)}, {repeat_spread(costs, dev, dtypes)} (HF eager forwards, launch-bound: the "
-            f"harness, not a serving engine) with {', '.join(sorted(set(g.weights)))} weights"
-            + (f"; {live[0]}" if live else " and no live run")
-            + " (so the linear model of *Which tree on which hardware* alone), an extra verified token costs "
-            f"m = {span(g.m, '.3f')} one-token target forwards (here {span(here.m, '.3f')}) and a draft forward r times the "
-            f"target's (here → there: {rs}). Against this CPU's modelled best, the best budget grows in "
-            f"{moves.count(1)}, stays in {moves.count(0)} and shrinks in {moves.count(-1)} of the {len(moves)} rows "
-            f"with a {dev} column; the best modelled speedup per pair: {best_s}."
+            f"On {machine(dev, envs)}, {', '.join(sorted(set(g.weights)))} weights, HF eager forwards "
+            f"(launch-bound: the harness's), {repeat_spread(costs, dev, dtypes)}: an extra "
+            f"verified token costs m = {span(g.m, '.3f')} one-token target forwards (here {span(here.m, '.3f')}) and a "
+            f"draft forward r times the target's (here → there: {rs}). Against this CPU's modelled best (the linear "
+            f"model alone), the best budget grows in {moves.count(1)}, stays in {moves.count(0)} and shrinks in "
+            f"{moves.count(-1)} of the {len(moves)} rows with a {dev} column; the best modelled speedup per pair: "
+            f"{best_s}. " + (live[0][0].upper() + live[0][1:] + "." if live else "No live run timed it.")
         )
     return out
 
