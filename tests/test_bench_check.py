@@ -161,4 +161,4 @@ def test_a_random_weight_run_times_steps_against_the_model_and_answers_nothing()
     assert "target verify 1.00, plain decoding's step ÷ t(1) 1.00" in detail
     assert "plain decoding's step 200 ms per decode, t(1) 200 ms" in detail and "its A/A control" in detail
     brief = benchcheck.timing_only_sentences(benchcheck.timing_only(t["bench_check"]), t["controls"], brief=True)
-    assert brief[0].startswith("a speed benchmark there (random weights) measured plain decoding's step 200 ms")
+    assert brief[0].startswith("A speed benchmark there (random weights) measured plain decoding's step 200 ms")

@@ -196,13 +196,13 @@ def sentences(df: pd.DataFrame, live: pd.DataFrame | None = None) -> list[str]:
 def timing_only(df: pd.DataFrame) -> pd.DataFrame:
     """The rows of runs on the pairs' architectures with random weights (a GPU's, where the weight files
     cannot go): they time steps against the cost model and rank nothing."""
-    return df[df.weights.astype(str) == "random"] if "weights" in df else df.iloc[0:0]
+    return df[speedstats.random_weights(df)]
 
 
 def timing_only_sentences(df: pd.DataFrame, controls: pd.DataFrame, brief: bool = False) -> list[str]:
     """Per random-weight run (``timing_only``): its machine, size, the measured ÷ modelled seconds per
     term, plain decoding's step per decode beside t(1), and its A/A control (``brief``: the main page's
-    clause: the step range and the control alone)."""
+    sentence: the step range and the control alone)."""
     out: list[str] = []
     df = timing_only(df)
     for run, g in df.groupby("run_id", sort=True) if len(df) else []:
@@ -216,7 +216,7 @@ def timing_only_sentences(df: pd.DataFrame, controls: pd.DataFrame, brief: bool 
         )
         steps = f"plain decoding's step {span(g[['plain_ms_lo', 'plain_ms_hi']].stack(), '.0f')} ms per decode, t(1) {r.t1_ms:.0f} ms"
         if brief:
-            out.append(f"a speed benchmark there (random weights) measured {steps}; {aa_s} (speed.md)")
+            out.append(f"A speed benchmark there (random weights) measured {steps}; {aa_s} (speed.md).")
             continue
         draft = f", draft forwards {span(g.draft_ratio)}" if g.draft_ratio.notna().any() else ""
         out.append(

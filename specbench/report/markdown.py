@@ -17,11 +17,12 @@ def md_table(rows: list[list], headers: list[str]) -> str:
     return "\n".join(lines)
 
 
-def span(values: Iterable, fmt: str = ".2f") -> str:
-    """'0.27–0.84', or one value where the smallest and largest print the same (NaN left out)."""
+def span(values: Iterable, fmt: str = ".2f", sep: str = "–") -> str:
+    """'0.27–0.84', or one value where the smallest and largest print the same (NaN left out); ``sep``
+    ' to ' where the values carry signs ('-0.071 to +0.062')."""
     xs = [float(v) for v in values if v == v]
     lo, hi = format(min(xs), fmt), format(max(xs), fmt)
-    return lo if lo == hi else f"{lo}–{hi}"
+    return lo if lo == hi else f"{lo}{sep}{hi}"
 
 
 Column = tuple[str, Callable[[dict], object]]

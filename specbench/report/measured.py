@@ -11,7 +11,7 @@ import pandas as pd
 from ..results import speedstats
 from ..study.tools import speedsched
 from . import benchcheck, phrases
-from .markdown import table
+from .markdown import span, table
 
 
 def shown(t: dict, every: bool = False) -> pd.DataFrame:
@@ -120,7 +120,7 @@ def lead(rec: pd.DataFrame) -> str:
     by_len: dict[int, list[int]] = {}
     for n, k in zip(rec.n_prompts.astype(int), rec.max_new_tokens.astype(int)):
         by_len.setdefault(k, []).append(n)
-    size = ", ".join(f"{span(pd.Series(ns), '{:d}', '–')} prompts × {k} tokens" for k, ns in sorted(by_len.items()))
+    size = ", ".join(f"{span(ns, '.0f')} prompts × {k} tokens" for k, ns in sorted(by_len.items()))
     pays = int((rec.verdict == "pays").sum())
     return (
         f"**Measured** (the interleaved speed benchmark, `python -m specbench.study.tools.speed`; batch 1, greedy, "
@@ -161,15 +161,9 @@ def controls_sentence(t: dict, runs=None, brief: bool = False) -> str:
     if not brief:
         return head + listed + "."
     aa, tw = c[c.kind == "speedup"].estimate, c[c.kind != "speedup"].estimate
-    ranges = [f"A/A {span(aa, '{:.3f}', '–')}×"] * (len(aa) > 0)
-    ranges += [f"twin differences {span(tw, '{:+.3f}', ' to ')}"] * (len(tw) > 0)
+    ranges = [f"A/A {span(aa, '.3f')}×"] * (len(aa) > 0)
+    ranges += [f"twin differences {span(tw, '+.3f', ' to ')}"] * (len(tw) > 0)
     return head + ", ".join(ranges) + (f"; failing: {listed}" if listed else "") + "; each with its interval: speed.md."
-
-
-def span(x: pd.Series, fmt: str, sep: str) -> str:
-    """'0.955–1.012' (one value where the lowest is the highest)."""
-    lo, hi = fmt.format(x.min()), fmt.format(x.max())
-    return lo if lo == hi else lo + sep + hi
 
 
 def error_sentence(speed: pd.DataFrame) -> str:
@@ -267,8 +261,8 @@ def bench_detail(t: dict) -> list[str]:
 
 
 def answering(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` less the random-weight runs' rows (``benchcheck.timing_only``): those time steps, they answer nothing."""
-    return df.drop(benchcheck.timing_only(df).index) if len(df) else df
+    """``df`` less the random-weight runs' rows (``speedstats.random_weights``): those time steps, they answer nothing."""
+    return df[~speedstats.random_weights(df)]
 
 
 def section(t: dict, every: bool = False) -> list[str]:

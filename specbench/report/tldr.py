@@ -198,7 +198,7 @@ def hardware_sentence(t: dict, rec: pd.DataFrame, envs: dict, costs: pd.DataFram
             f"draft forward r times the target's (here → there: {rs}). Against this CPU's modelled best (the linear "
             f"model alone), the best budget grows in {moves.count(1)}, stays in {moves.count(0)} and shrinks in "
             f"{moves.count(-1)} of the {len(moves)} rows with a {dev} column; the best modelled speedup per pair: "
-            f"{best_s}. " + (live[0][0].upper() + live[0][1:] + "." if live else "No live run timed it.")
+            f"{best_s}. " + (live[0] if live else "No live run timed it.")
         )
     return out
 

@@ -71,23 +71,20 @@ TEXT_COLUMNS = {
 def cost_aware(tree, params) -> bool:
     """Whether a row's tree is Sequoia's hardware-aware size (``tree.costs`` given): its budget is an
     upper bound, the tree it builds is what the DP picked on the cost curves (``trees.sequoia``)."""
-    if str(tree) != "sequoia":
-        return False
+    return str(tree) == "sequoia" and bool(_params(params).get("costs"))
+
+
+def _params(params) -> Mapping:
+    """A row's ``tree_params`` (JSON text or a mapping) as a mapping; {} where it is neither."""
     try:
         p = json.loads(params) if isinstance(params, str) and params else (params or {})
     except json.JSONDecodeError:
-        return False
-    return isinstance(p, Mapping) and bool(p.get("costs"))
+        return {}
+    return p if isinstance(p, Mapping) else {}
 
 
 def tree_label(tree, params) -> str:
     """'merged:<shape>' for the merged drafter (tree_params {"shape": "binary", ...} -> 'merged:binary'; the
     default inner shape, chain, where none is given), as the report shows it and ``study.job.launch.compose_tree``
     reads it; any other tree as it is."""
-    if str(tree) != "merged":
-        return str(tree)
-    try:
-        p = json.loads(params) if isinstance(params, str) and params else (params or {})
-    except json.JSONDecodeError:
-        p = {}
-    return f"merged:{p.get('shape', 'chain') if isinstance(p, Mapping) else 'chain'}"
+    return f"merged:{_params(params).get('shape', 'chain')}" if str(tree) == "merged" else str(tree)

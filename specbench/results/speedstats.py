@@ -190,7 +190,7 @@ def answers(speed: pd.DataFrame) -> pd.DataFrame:
     its description (``describe``) and the run's keys, ``shown`` on the row ``pick`` chooses."""
     out = []
     keys = ["pair", "dataset", "dtype", "device", "batch_size", "max_new_tokens", "machine", "machine_id", "roster"]
-    keys.append("weights")  # random: the architectures alone, timed where the weight files cannot go (a GPU's)
+    keys += ["weights"]  # random: the architectures alone, timed where the weight files cannot go (a GPU's)
     speed = speed.assign(weights=speed["weights"].fillna("pretrained") if "weights" in speed else "pretrained")
     for run_id, run in latest_runs(speed).groupby("run_id", sort=True):
         r = ranked(run)
@@ -217,12 +217,17 @@ def run_controls(speed: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def random_weights(rows: pd.DataFrame) -> pd.Series:
+    """Which rows are of runs on the pairs' architectures with random weights (``weights``; older rows lack
+    it and are pretrained): such a run times steps against the cost model, it answers nothing."""
+    return rows.weights.astype(str).eq("random") if "weights" in rows else pd.Series(False, index=rows.index)
+
+
 def answer_first(a: pd.DataFrame) -> pd.DataFrame:
     """``answers`` rows with a schedule run's left out where an answer run has the same pair, dataset,
     dtype, batch size, max_new_tokens and machine (the TL;DR's and export's batch-1 answer), and
     random-weight runs left out (their acceptance is not the pair's: they time steps, they answer nothing)."""
-    if "weights" in a:
-        a = a[a.weights.astype(str) != "random"]
+    a = a[~random_weights(a)]
     if a.empty or "roster" not in a:
         return a
     key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine_id"]
