@@ -161,8 +161,8 @@ def controls_sentence(t: dict, runs=None, brief: bool = False) -> str:
     if not brief:
         return head + listed + "."
     aa, tw = c[c.kind == "speedup"].estimate, c[c.kind != "speedup"].estimate
-    ranges = [f"A/A {span(aa, '.3f')}×"] * (len(aa) > 0)
-    ranges += [f"twin differences {span(tw, '+.3f', ' to ')}"] * (len(tw) > 0)
+    ranges = [f"A/A {span(aa, '.3f')}×"] if len(aa) else []
+    ranges += [f"twin differences {span(tw, '+.3f', ' to ')}"] if len(tw) else []
     return head + ", ".join(ranges) + (f"; failing: {listed}" if listed else "") + "; each with its interval: speed.md."
 
 
