@@ -168,6 +168,9 @@ def test_one_runs_least_time_is_batch_one_wall_plus_the_other_live_decodes_at_th
     text = onerun.sentence(b)
     assert "at least 2 min" in text and "the 1 live configurations timed at batch 1 took 2.0 min" in text
     assert "at each model's 128-token forward rate" in text
+    gpu = costs.assign(device="cuda", seconds=costs.seconds / 50, model="/tmp/arch/" + costs.model)  # a GPU's rows,
+    first = onerun.least(summary, costmodel.StepCounts(steps), pd.concat([gpu, costs]))  # named by path, listed first
+    assert first == b  # this machine's bound reads this machine's curves, whatever comes first in costs.csv
     no_curve = onerun.least(summary, costmodel.StepCounts(steps), costs[costs.role == "draft"])
     assert no_curve is not None and (no_curve["wide_n"], no_curve["unrated"]) == (0, 1)
     assert onerun.least(summary.drop(columns="pair_role"), costmodel.StepCounts(steps), costs) is None

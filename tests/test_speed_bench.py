@@ -98,6 +98,26 @@ def test_the_controls_hold_on_identical_timings_and_fail_on_a_biased_one():
     assert not r.controls_hold.any()
 
 
+def test_pooled_controls_show_a_lean_too_small_for_one_run_and_the_report_says_so():
+    """Eight runs whose first-named twin takes 2% longer: pooled, the twin lean's interval excludes 0 (and the
+    binomial test rejects an even split) while the A/A's includes it; speed.md states both, per machine."""
+    from specbench.report import measured
+
+    walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.2 * 1.02, "binary N=3 (twin)": 1.2}
+    runs = pd.concat([table(walls, noise=0.02, seed=i, run=f"r{i}") for i in range(8)], ignore_index=True)
+    other = table(walls, seed=9, run="g1", machine="gpu B", machine_id="m2", weights="random")
+    p = ss.pooled_controls(pd.concat([runs, other], ignore_index=True)).set_index("control")
+    assert list(p.machine.unique()) == ["cpu A"]  # a random-weight run pools with nothing
+    assert (p.runs == 8).all() and (p.units == 128).all()
+    assert p.lo["twin"] > 0 and p.lean["twin"] == pytest.approx(0.02, abs=0.006) and p.p["twin"] < 0.01
+    assert p.lo["A/A"] <= 0 <= p.hi["A/A"]
+    (said,) = measured.pooled_sentences({"pooled_controls": p.reset_index()})
+    assert "Pooled over the 8 runs timed on cpu A" in said
+    assert f"twin in {p.slower['twin']} of 128 units" in said
+    assert "The A/A lean's interval includes 0; the twin lean's interval excludes 0" in said
+    assert measured.pooled_sentences({"pooled_controls": ss.pooled_controls(runs[runs.run_id == "r0"])}) == []
+
+
 def test_ties_are_the_candidates_whose_paired_difference_to_the_fastest_includes_zero():
     walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.20, "chain N=4": 1.21, "binary N=3": 1.6}
     r = ss.ranked(table(walls, noise=0.03)).set_index("candidate")

@@ -166,6 +166,41 @@ def controls_sentence(t: dict, runs=None, brief: bool = False) -> str:
     return head + ", ".join(ranges) + (f"; failing: {listed}" if listed else "") + "; each with its interval: speed.md."
 
 
+POOLED_NAMES = {
+    "A/A": ("plain decoding", "its A/A copy"),
+    "twin": ("the first-named of two identical trees", "its twin"),
+}
+
+
+def pooled_sentences(t: dict) -> list[str]:
+    """Per machine with two runs or more, the controls of every run pooled (``speedstats.pooled_controls``):
+    how often and by how much the first-named copy took longer, and whether that lean is beyond chance."""
+    pooled = t.get("pooled_controls", pd.DataFrame())
+    out = []
+    for machine, g in pooled[pooled.runs > 1].groupby("machine", sort=True) if len(pooled) else []:
+        parts, verdicts = [], []
+        for r in g.sort_values("control").itertuples():
+            first, second = POOLED_NAMES[r.control]
+            parts.append(
+                f"{first} took longer than {second} in {r.slower} of {r.units} units (p = {r.p:.2g}), by "
+                f"{r.lean:+.1%} [{r.lo:+.1%}, {r.hi:+.1%}]"
+            )
+            systematic = r.lo > 0 or r.hi < 0
+            verdicts.append(
+                f"the {r.control} lean's interval {'excludes' if systematic else 'includes'} 0"
+                + f": a systematic difference between two names for one decode, too small for one run's units to "
+                f"show, so a difference under {abs(r.lean):.1%} between two candidates is within the harness's own"
+                * systematic
+            )
+        said = "; ".join(verdicts)
+        out.append(
+            f"Pooled over the {int(g.runs.max())} runs timed on {machine} (two-sided binomial tests of an even split; "
+            f"geometric-mean ratios with 95% bootstrap intervals over units): {'; '.join(parts)}. "
+            f"{said[:1].upper()}{said[1:]}."
+        )
+    return out
+
+
 def error_sentence(speed: pd.DataFrame) -> str:
     """The projection's error (projected ÷ measured - 1) over every live batch-1 configuration with
     both, median absolute and worst, from speedup.csv: with each prompt's measured prefill counted

@@ -398,7 +398,6 @@ def compute(data: dict) -> dict:
     sums = prompt_sums(steps)
     counted = costmodel.StepCounts(steps) if steps is not None else None  # shared: projection, phase diagram
     speed = speedup.speedup_table(df, summary, steps, data["costs"], counted)
-    bench = speedstats.tables(data.get("bench"))
     calib = calibration(df, sums, data.get("vector"))
     idents = identities(df, steps)
     rows = annotate(df, steps, speed, calib, idents)

@@ -163,11 +163,14 @@ def curves(costs: pd.DataFrame, rule: Rule, dtype=None, device=None) -> dict[str
     return {str(m): cv for m, g in c.groupby("model") if (cv := _curve(g, rule)) is not None}
 
 
-def model_of(costs: pd.DataFrame, pair: str, role: str) -> str | None:
-    """The model a pair's ``role`` forward ran (costs.csv's ``model``), or None where no row names it."""
+def model_of(costs: pd.DataFrame, pair: str, role: str, device: str = "cpu") -> str | None:
+    """The model a pair's ``role`` forward ran on ``device`` (costs.csv's ``model``: as the forward counts name
+    it, so a model loaded from a local folder, a GPU's random-weight architecture, is named by its path), or
+    None where no row names it."""
     if "model" not in costs.columns:
         return None
-    named = costs[(costs.pair.astype(str) == str(pair)) & (costs.role == role) & costs.model.notna()]
+    here = costs.device.astype(str) == device if "device" in costs.columns else True
+    named = costs[(costs.pair.astype(str) == str(pair)) & (costs.role == role) & costs.model.notna() & here]
     named = named[named.model.astype(str) != ""]
     return str(named.model.iloc[0]) if len(named) else None
 

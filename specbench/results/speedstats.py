@@ -235,8 +235,43 @@ def answer_first(a: pd.DataFrame) -> pd.DataFrame:
     return a[(a.roster == ANSWER) | ~has]
 
 
+def _control_pairs(names) -> list[tuple[str, str, str]]:
+    """(control, the first-named copy, the second) of one run: plain vs its A/A copy, each tree vs its twin."""
+    aa = [("A/A", PLAIN, PLAIN_AA)] if {PLAIN, PLAIN_AA} <= set(names) else []
+    return aa + [("twin", a, b) for a, b in twins(names) if a in set(names)]
+
+
+def pooled_controls(speed: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
+    """Per machine and control (A/A, twin), the units of every pretrained run pooled: one run's 16 units
+    cannot see a lean of a few percent, all of them can.  Per unit (a run's round and unit), the
+    first-named copy's seconds over the second's; ``slower``: the units where the first took longer, with
+    a two-sided binomial test of an even split (``p``); ``lean``: the geometric mean ratio - 1 with a
+    ``level`` bootstrap interval over units (``lo``, ``hi``).  Both copies decode the same tokens, so a
+    lean whose interval excludes 0 is the harness's, not the trees'."""
+    speed = speed[~random_weights(speed)]
+    logs: dict[tuple[str, str], list[float]] = {}
+    runs: dict[tuple[str, str], set] = {}
+    for (machine, run_id), run in speed.groupby(["machine", "run_id"], sort=True):
+        wall = run.pivot_table(index=["round", "unit"], columns="candidate", values="wall_s", aggfunc="sum")
+        for control, a, b in _control_pairs(wall.columns):
+            both = wall[[a, b]].dropna()
+            logs.setdefault((machine, control), []).extend(np.log(both[a] / both[b]))
+            runs.setdefault((machine, control), set()).add(run_id)
+    out = []
+    for (machine, control), got in logs.items():
+        x = np.asarray(got)
+        lo, hi = _interval((x,), lambda v, axis=-1: np.mean(v, axis=axis), level)
+        slower = int((x > 0).sum())
+        p = stats.binomtest(slower, len(x)).pvalue if len(x) else float("nan")
+        lean = [float(np.expm1(v)) for v in (np.mean(x), lo, hi)]
+        out.append(dict(machine=machine, control=control, runs=len(runs[machine, control]), units=len(x),
+                        slower=slower, p=p, lean=lean[0], lo=lean[1], hi=lean[2]))  # fmt: skip
+    return pd.DataFrame(out)
+
+
 def tables(bench: pd.DataFrame | None) -> dict:
-    """The report's ``measured`` (``answers``) and ``controls`` (``run_controls``), where a run exists."""
+    """The report's ``measured`` (``answers``), ``controls`` (``run_controls``) and ``pooled_controls``,
+    where a run exists."""
     if bench is None or bench.empty:
         return {}
-    return dict(measured=answers(bench), controls=run_controls(bench))
+    return dict(measured=answers(bench), controls=run_controls(bench), pooled_controls=pooled_controls(bench))
