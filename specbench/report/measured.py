@@ -124,10 +124,10 @@ def lead(rec: pd.DataFrame) -> str:
     pays = int((rec.verdict == "pays").sum())
     return (
         f"**Measured** (the interleaved speed benchmark, `python -m specbench.study.tools.speed`; batch 1, greedy, "
-        f"{size}, timed on {machines}): every configuration and plain decoding decode the same prompts, "
-        "interleaved in random order, and a speedup is the paired throughput ratio to plain decoding "
-        "with a 95% bootstrap interval over prompts. The ties are the configurations whose paired difference "
-        "to the fastest has a Bonferroni-adjusted interval that includes 0; the one shown is "
+        f"{size}, timed on {machines}): every configuration and plain decoding decode the same prompts "
+        "interleaved in random order; a speedup is the paired throughput ratio to plain decoding "
+        "with a 95% bootstrap interval over prompts. The ties: configurations whose paired difference "
+        "to the fastest has a Bonferroni-adjusted interval including 0; the one shown is "
         f"{speedstats.PICK_RULE}. The acceptance columns are the same tree and budget's full replay (its own "
         f"prompts and length). Speculation pays (interval above 1×) in {pays} "
         f"of the {len(rec)} measured rows."
