@@ -91,16 +91,23 @@ def twins(names) -> list[tuple[str, str]]:
     return [(n.removesuffix(TWIN_SUFFIX), n) for n in sorted(names) if n.endswith(TWIN_SUFFIX)]
 
 
+def _control_pairs(names) -> list[tuple[str, str, str]]:
+    """(control, the first-named copy, the second) of one run: plain vs its A/A copy, each tree vs its twin."""
+    aa = [("A/A", PLAIN, PLAIN_AA)] if {PLAIN, PLAIN_AA} <= set(names) else []
+    return aa + [("twin", a, b) for a, b in twins(names) if a in set(names)]
+
+
 def controls(w: pd.DataFrame) -> list[dict]:
     """Every control of one run: what it compares, its estimate and interval, and whether it holds
     (A/A: the speedup's interval includes 1; twins: the difference's interval includes 0)."""
     out = []
-    names = set(w["tokens"].columns)
-    if PLAIN_AA in names:
-        s, lo, hi = speedup(w, PLAIN_AA)
-        out.append(dict(control="A/A: plain vs plain", kind="speedup", estimate=s, lo=lo, hi=hi, holds=lo <= 1 <= hi))
-    for a, b in twins(names):
-        if a in names:
+    for control, a, b in _control_pairs(w["tokens"].columns):
+        if control == "A/A":
+            s, lo, hi = speedup(w, b, a)
+            out.append(
+                dict(control="A/A: plain vs plain", kind="speedup", estimate=s, lo=lo, hi=hi, holds=lo <= 1 <= hi)
+            )
+        else:
             d, lo, hi = difference(w, a, b)
             out.append(dict(control=f"{a} vs {b}", kind="difference", estimate=d, lo=lo, hi=hi, holds=lo <= 0 <= hi))
     return out
@@ -233,12 +240,6 @@ def answer_first(a: pd.DataFrame) -> pd.DataFrame:
     key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine_id"]
     has = a.assign(_a=a.roster == ANSWER).groupby(key, dropna=False)._a.transform("any")
     return a[(a.roster == ANSWER) | ~has]
-
-
-def _control_pairs(names) -> list[tuple[str, str, str]]:
-    """(control, the first-named copy, the second) of one run: plain vs its A/A copy, each tree vs its twin."""
-    aa = [("A/A", PLAIN, PLAIN_AA)] if {PLAIN, PLAIN_AA} <= set(names) else []
-    return aa + [("twin", a, b) for a, b in twins(names) if a in set(names)]
 
 
 def pooled_controls(speed: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
