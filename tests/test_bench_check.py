@@ -133,6 +133,34 @@ def test_projection_check_uses_the_own_steps_and_counts_the_live_runs_with_them(
     assert measured.bench_detail(on(t, costs(False).assign(machine_id="elsewhere"))) == []  # never across machines
 
 
+def test_the_projection_error_is_stated_apart_for_the_host_that_measured_the_costs():
+    """Hosts of one machine id differ 10-25% in rate: the rows timed on the very host (``machine.host``)
+    that measured the curve get their own error; rows from before the column say none is known."""
+    rows, steps = bench(WALLS)
+    t = ss.tables(rows.assign(host="h1"))
+    t["bench_check"] = benchcheck.table(t["measured"], rows, steps, costs(False))
+    assert set(t["bench_check"].host) == {"h1"}
+    t["speed"] = pd.DataFrame([dict(engine="live", batch_size=1, error=0.05, pair="p")])
+    from specbench.results import costcurve
+
+    for host, says in (("h1", "(2 timed on the host that measured the costs: median absolute 0%"),
+                       ("h2", "(none both timed and costed on one recorded host")):  # fmt: skip
+        c = costs(False).assign(machine_id="m1", host=host)
+        assert says in measured.projection_check({**on(t, c), "cost_hosts": costcurve.machines(c, "host")})
+    old = ss.tables(rows)["measured"]  # rows without the column
+    assert set(old.host) == {""}
+
+
+def test_a_host_is_recorded_beside_the_machine_id_and_is_not_part_of_it(monkeypatch):
+    from specbench.inputs import machine
+
+    me = machine.identity("cpu")
+    assert me["host"] == machine.host() and len(me["host"]) == 10
+    monkeypatch.setattr(machine, "host", lambda: "another")
+    other = machine.identity("cpu")
+    assert other["host"] == "another" and other["machine_id"] == me["machine_id"]  # one kind, two hosts
+
+
 def test_a_report_without_the_steps_file_keeps_the_replay_comparison():
     rows, _ = bench(WALLS)
     assert benchcheck.table(ss.tables(rows)["measured"], rows, None, costs(False)).empty

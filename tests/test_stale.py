@@ -58,3 +58,21 @@ def test_a_row_whose_tokens_differ_from_its_runs_continuation_is_stale(tmp_path)
     assert list(refs) == [stale.run_of(SUMMARY.iloc[0])]
     bad = stale.stale(SUMMARY, committed, refs)
     assert list(bad.config_hash) == ["b"] and list(bad.differ) == [1]
+
+
+def test_a_row_whose_tree_file_now_builds_another_tree_no_longer_has_its_hash(tiny_pair_dirs, tmp_path):
+    """A Sequoia row's job keeps its hash while its vector builds the same tree; once the vector is
+    recalibrated the job is a new row (``stale`` lists it apart: running it cannot replace the row)."""
+    from test_bad_files import VEC
+    from test_hydra import job_args, specbench
+
+    vec = tmp_path / "acceptance_vector.csv"
+    vec.write_text(VEC)
+    calib = ["tree.calib_pair_id=abc", "tree.calib_dataset=d", "tree.calib_verify=greedy"]
+    args = job_args(tiny_pair_dirs, tmp_path / "out", "tree=sequoia", "tree.budget=4", f"tree.vector={vec}", *calib)
+    assert specbench(*args).returncode == 0
+    chash = str(pd.read_csv(next((tmp_path / "out").rglob("summary.csv"))).config_hash.iloc[0])
+    line = " ".join(a for a in args[1:] if not a.startswith("out_root="))
+    assert stale.keeps_hash(line, chash)
+    vec.write_text(VEC.replace(",0.6,", ",0.99,"))  # rank 0 almost sure: a chain of 4, where 0.6 built a wider tree
+    assert not stale.keeps_hash(line, chash)

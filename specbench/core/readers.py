@@ -233,6 +233,7 @@ COSTS = Kind(
         "samples": Col("floats", lo=0, empty=True, optional=True),
         "machine": Col("str", empty=True, optional=True),  # the machine that measured the row (speed.csv's)
         "machine_id": Col("str", empty=True, optional=True),
+        "host": Col("str", empty=True, optional=True),  # machine.host(): this boot of the host (newer rows)
     },
     COSTS_FIX,
 )

@@ -4,6 +4,10 @@ and the dtype it runs fastest (``dtype=auto``).
 * ``identity(device)``: CPU or GPU model, the CPU's vector capability (torch's: AVX2, AVX512),
   cores, torch threads, torch version, a readable ``machine`` and a ``machine_id`` (a hash of the
   six): a speedup is never formed across two.
+* ``host()``: which host, this boot of it (``/etc/machine-id`` and the kernel's boot id, hashed):
+  hosts of one ``machine_id`` differ 10-25% in rate (two of this kind: 13.7 and 17.7 GFLOP/s at one row),
+  so a cost curve is checked against live timing of its own host where both name one.  Not part of
+  ``machine_id``: a VM restarted may run on another physical host, and rows of two boots still pool.
 * ``rates(device)``: measured GFLOP/s of the models' widest projection (a 1536 × 8960 linear
   layer, the 1.5B target's MLP) in each dtype the device can use, at 1 row (a decode step) and at
   64 rows (a tree or prefill), 30 interleaved repeats each (median); one row streams 256 MB of
@@ -50,8 +54,22 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def host() -> str:
+    """This boot of this host: 10 hex digits over ``/etc/machine-id`` and the kernel's boot id (Linux),
+    else over the node name."""
+    parts = []
+    for path in ("/etc/machine-id", "/proc/sys/kernel/random/boot_id"):
+        try:
+            with open(path, encoding="utf-8") as f:
+                parts.append(f.read().strip())
+        except OSError:
+            pass
+    return hashlib.sha1("|".join(parts or [platform.node()]).encode()).hexdigest()[:10]
+
+
 def identity(device: str | torch.device = "cpu") -> dict:
-    """What times: CPU or GPU model, cores, threads, torch; ``machine`` in words and ``machine_id``."""
+    """What times: CPU or GPU model, cores, threads, torch; ``machine`` in words, ``machine_id`` and
+    ``host`` (``host()``)."""
     device = torch.device(device)
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
     what = {
@@ -64,7 +82,7 @@ def identity(device: str | torch.device = "cpu") -> dict:
     }
     name = gpu or f"{what['cpu']} ({what['capability']}), {what['cores']} cores, {what['torch_threads']} threads"
     ident = hashlib.sha1(repr(sorted(what.items())).encode()).hexdigest()[:10]
-    return {**what, "machine": f"{name}, torch {what['torch']}", "machine_id": ident}
+    return {**what, "machine": f"{name}, torch {what['torch']}", "machine_id": ident, "host": host()}
 
 
 def candidates(device: torch.device) -> tuple[str, ...]:

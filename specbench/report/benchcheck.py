@@ -85,7 +85,7 @@ def one(r: dict, rows: pd.DataFrame, steps: pd.DataFrame, curves: Curves) -> dic
     mine = rows[rows.candidate == r["candidate"]]
     return {
         **{k: r[k] for k in ("run_id", "pair", "dataset", "dtype", "tree", "budget", "candidate", "machine_id")},
-        **{k: r.get(k) for k in ("device", "machine", "weights", "n_prompts", "max_new_tokens")},
+        **{k: r.get(k) for k in ("device", "machine", "host", "weights", "n_prompts", "max_new_tokens")},
         "measured": r["speedup"],
         "projected": proj["projected"],
         "projected_request": speedup.with_prompts(proj["projected"], decodes, pre, ratio, plain_s),

@@ -265,7 +265,7 @@ def projection_check(t: dict) -> str:
         every = pd.concat([live.error.astype(float), own.error], ignore_index=True)
         return (
             f"Against the benchmark (each candidate costed on its own timed steps, prefill counted): "
-            f"{benchcheck.spread(own.error)}, over {len(own)} configurations; all {len(every)} live batch-1 "
+            f"{benchcheck.spread(own.error)}, over {len(own)} configurations{host_clause(own, t)}; all {len(every)} live batch-1 "
             f"ones: {benchcheck.spread(every)}; by term: speed.md."
         )
     both = same.merge(benchcheck.replayed(speed), on=benchcheck.KEY, how="inner")
@@ -276,6 +276,20 @@ def projection_check(t: dict) -> str:
         f"On the benchmark's machine, the projection's error against its measured speedups: median absolute "
         f"{err.abs().median():.0%}, worst {err.iloc[int(np.argmax(err.abs().to_numpy()))]:+.0%}, over {len(err)} "
         "configurations."
+    )
+
+
+def host_clause(own: pd.DataFrame, t: dict) -> str:
+    """Of ``own`` (benchmark rows on their cost curve's machine id), the error of those timed on the very
+    host that measured the curve (``t["cost_hosts"]``, ``inputs.machine.host``), or that no row says so."""
+    home, hosts = t.get("cost_hosts", {}), own.get("host", pd.Series("", index=own.index)).fillna("").astype(str)
+    device = own.device.fillna("cpu") if "device" in own else pd.Series("cpu", index=own.index)
+    same = own[[bool(h) and home.get((p, d)) == h for p, d, h in zip(own.pair, device, hosts)]]
+    if len(same):
+        return f" ({len(same)} timed on the host that measured the costs: {benchcheck.spread(same.error)})"
+    return (
+        " (none both timed and costed on one recorded host: hosts of one machine id differ 10-25% in rate, "
+        "so part of this error may be the host's)"
     )
 
 

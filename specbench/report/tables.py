@@ -424,6 +424,7 @@ def compute(data: dict) -> dict:
         **bench,
         bench_schedule=speedsched.schedule(bench.get("measured")),
         cost_machines=costcurve.machines(data["costs"]),
+        cost_hosts=costcurve.machines(data["costs"], "host"),
         bench_check=benchcheck.table(
             bench.get("measured"), data.get("bench"), data.get("bench_steps"), data["costs"], speed
         ),

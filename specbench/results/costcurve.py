@@ -188,11 +188,11 @@ def read(path: str, rule: Rule, key: str, role: str | None, dtype: str, device: 
     return got
 
 
-def machines(costs: pd.DataFrame | None) -> dict:
-    """(pair, device) -> the ``machine_id`` its cost rows name, where they name one machine; a curve
-    whose rows name none (measured before rows carried it) or several has no entry."""
-    if costs is None or costs.empty or "machine_id" not in costs:
+def machines(costs: pd.DataFrame | None, col: str = "machine_id") -> dict:
+    """(pair, device) -> the ``machine_id`` (or ``col``, e.g. ``host``) its cost rows name, where they
+    name one; a curve whose rows name none (measured before rows carried it) or several has no entry."""
+    if costs is None or costs.empty or col not in costs:
         return {}
-    c = costs.assign(m=costs.machine_id.fillna("").astype(str), device=costs.get("device", "cpu"))
+    c = costs.assign(m=costs[col].fillna("").astype(str), device=costs.get("device", "cpu"))
     ids = c.groupby(["pair", "device"]).m.agg(set)
     return {k: next(iter(v)) for k, v in ids.items() if len(v) == 1 and "" not in v}

@@ -206,11 +206,18 @@ def answers(speed: pd.DataFrame) -> pd.DataFrame:
         r = r.merge(describe(run), on="candidate", how="left")
         for k in keys:
             r[k] = run[k].iloc[0]
-        r["run_id"] = run_id
+        r["run_id"], r["host"] = run_id, one_host(run)
         r["n_prompts"] = run.prompt_ids.str.split("|").explode().nunique()
         r["shown"] = r.candidate == pick(r).candidate
         out.append(r)
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def one_host(rows: pd.DataFrame) -> str:
+    """The host every row names (``inputs.machine.host``: this boot of it), or "" where they name several
+    or none (rows from before the column)."""
+    hosts = set(rows["host"].fillna("").astype(str)) if "host" in rows else {""}
+    return hosts.pop() if len(hosts) == 1 else ""
 
 
 def run_controls(speed: pd.DataFrame) -> pd.DataFrame:

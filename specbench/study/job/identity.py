@@ -12,7 +12,7 @@
   jobs by it.  ``pair_id(ident, drafter, params)``: 12 hex digits over the draft and
   target fingerprints and the drafter (with its pair keys, e.g. ``layers``): the identity
   of a pair, whatever its name.
-* ``bind(job, ident)``: the job with ``tree.calib_pair_id=auto`` (Sequoia's
+* ``bind(job, ident)`` (``bound(job)``: with ``job_identity`` first and ``config_hash`` after): the job with ``tree.calib_pair_id=auto`` (Sequoia's
   calibrated vector) replaced by its pair_id (for a merged drafter, its model part's:
   ``Drafter.vector_drafter``), so a vector measured on one pair is never read for another
   that shares its config name; and the identity with
@@ -255,3 +255,9 @@ def bind(job: JobSpec, ident: Identity) -> tuple[JobSpec, Identity]:
         params = {**job.tree.params, "calib_pair_id": pair_id(ident, drafter, job.pair.drafter_params)}
         job = replace(job, tree=replace(job.tree, params=params))
     return job, replace(ident, reads=tree_reads(job))
+
+
+def bound(job: JobSpec) -> tuple[JobSpec, Identity, str]:
+    """(``job`` bound, its identity, its config hash): what ``specbench.run`` keys the job by."""
+    job, ident = bind(job, job_identity(job))
+    return job, ident, config_hash(job, ident)

@@ -36,10 +36,8 @@ from .context import context
 def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
     """Run one job into out_dir; returns its summary row (None if resumed)."""
     job = jobspec.from_config(cfg)  # +foo=1 was refused before Hydra started (argv.check_keys)
-    ident = identity.job_identity(job)  # content fingerprints: no model loads
-    job, ident = identity.bind(job, ident)  # + what the tree reads (Sequoia's vector)
+    job, ident, chash = identity.bound(job)  # content fingerprints (no model loads) + what the tree reads
     engine, mode = checks.validate(job)
-    chash = identity.config_hash(job, ident)
     if job.resume and (finished := jobfiles.find_finished(job.out_root, chash)):
         say(f"specbench: skip {chash}: already finished in {finished}")
         jobfiles.mark_resumed(out_dir, finished)

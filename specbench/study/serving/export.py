@@ -138,9 +138,7 @@ def choose(argv: list[str], opts: dict) -> tuple[Choice, str | None]:
     job = checked_job(argv)
     chash = None
     if opts["format"] == "profile" or job.tree.params.get("calib_pair_id") == "auto":
-        ident = identity.job_identity(job)  # content fingerprints: no model loads
-        job, ident = identity.bind(job, ident)
-        chash = identity.config_hash(job, ident)
+        job, _, chash = identity.bound(job)  # content fingerprints: no model loads
     return Choice.of_job(job), chash
 
 

@@ -105,7 +105,7 @@ def forward_cost(kv: SlotKV, row: int, n: int) -> float:
 def environment(pair) -> dict:
     return {
         "cpu": machine.cpu_model(),
-        "machine_id": machine.identity(pair.target.device)["machine_id"],  # speed.csv's: same machine or not
+        **{k: machine.identity(pair.target.device)[k] for k in ("machine_id", "host")},  # speed.csv's: same or not
         "machine": platform.machine(),
         "measured_on": time.strftime("%Y-%m-%d"),
         "cores": os.cpu_count(),
@@ -150,6 +150,7 @@ def cost_rows(
                 "repeats": repeats,
                 "machine": where["machine"],
                 "machine_id": where["machine_id"],
+                "host": where["host"],
                 **m,
             }
             for m in memo[key]

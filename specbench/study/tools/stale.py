@@ -14,12 +14,15 @@ by that run, a study's cache served whichever run first computed a prompt (a bat
 * ``stale``: after those jobs ran into ``--runs``, every committed row of a run they cover whose
   tokens differ on some prompt, cheapest first, as job lines that regenerate it (the same config
   hash: ``python -m specbench.collect`` then replaces it as a unit); one summary line on stderr.
+  A row whose job no longer has its hash (``keeps_hash``: Sequoia's tree, built from
+  results/acceptance_vector.csv, is another tree once the vector was recalibrated) cannot be
+  regenerated in place: its line goes to stderr after ``new hash:``, for the full study.
 
     python -m specbench.study.tools.stale references --results results --cache DIR > refs.txt
     # run each line: python -m specbench.run $line out_root=OUT/refs hydra.run.dir=OUT/refs/$i
     python -m specbench.study.tools.stale stale --results results --runs OUT/refs --cache DIR > stale.txt
 
-torch-free: pandas, ``results.files`` and ``recheck``.
+torch-free but for ``keeps_hash`` (a job's identity): pandas, ``results.files`` and ``recheck``.
 """
 
 from __future__ import annotations
@@ -86,6 +89,14 @@ def stale(summary: pd.DataFrame, committed: dict, refs: dict) -> pd.DataFrame:
     return rows.assign(differ=differ)[differ > 0]
 
 
+def keeps_hash(line: str, chash: str) -> bool:
+    """Whether the job ``line`` still has the config hash ``chash``, so that running it replaces that
+    committed row (``specbench.collect`` keys rows by hash).  Imports torch (``study.job``)."""
+    from ..job import identity, launch
+
+    return identity.bound(launch.checked_job(line.split()))[2] == chash
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m specbench.study.tools.stale", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -104,12 +115,17 @@ def main(argv: list[str] | None = None) -> int:
         refuse(f"--runs: {args.runs} is not a folder; give the out_root the reference jobs wrote")
     refs = continuations(args.runs)
     bad = stale(summary, read_outputs(os.path.join(args.results, "outputs.jsonl.gz")), refs)
+    moved = 0
     for _, r in bad.iterrows():
-        print(job_line(r, cache=args.cache))
+        line = job_line(r, cache=args.cache)
+        same = keeps_hash(line, str(r.config_hash))
+        moved += not same
+        print(line if same else f"new hash: {line}", file=sys.stdout if same else sys.stderr)
     by = bad.groupby(["pair", "dataset"]).size().to_dict() if len(bad) else {}
     print(
         f"stale: {len(bad)} committed rows of {len(refs)} re-derived runs replay another run's continuation"
-        + "".join(f"; {p} {d} {n}" for (p, d), n in by.items()),
+        + "".join(f"; {p} {d} {n}" for (p, d), n in by.items())
+        + f"; {moved} of them no longer have their config hash (new hash: above), the rest regenerate in place",
         file=sys.stderr,
     )
     return 0
