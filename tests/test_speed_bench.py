@@ -113,9 +113,20 @@ def test_pooled_controls_show_a_lean_too_small_for_one_run_and_the_report_says_s
     assert p.lo["A/A"] <= 0 <= p.hi["A/A"]
     (said,) = measured.pooled_sentences({"pooled_controls": p.reset_index()})
     assert "Pooled over the 8 runs timed on cpu A" in said
-    assert f"twin in {p.slower['twin']} of 128 units" in said
+    assert f"twin in {p.slower['twin']} of 128 units (p = {p.p['twin']:.2g}) and in 8 of 8 runs" in said
     assert "The A/A lean's interval includes 0; the twin lean's interval excludes 0" in said
     assert measured.pooled_sentences({"pooled_controls": ss.pooled_controls(runs[runs.run_id == "r0"])}) == []
+
+
+def test_one_runs_lean_is_not_taken_for_the_harnesss():
+    """Three runs, one whose first-named twin takes 6% longer throughout (a lean of that process): over
+    units the lean looks beyond chance, over runs it is one run in three, so its interval includes 0."""
+    same = {"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.2, "binary N=3 (twin)": 1.2}
+    runs = [table({**same, "binary N=3": 1.2 * 1.06}, noise=0.01, run="r0")]
+    runs += [table(same, noise=0.01, seed=i, run=f"r{i}") for i in (1, 2)]
+    twin = ss.pooled_controls(pd.concat(runs, ignore_index=True)).set_index("control").loc["twin"]
+    assert twin.p < 0.01 and twin.runs_p > 0.2  # beyond chance over units, not over three runs
+    assert twin.lo < 0 < 0.05 < twin.hi  # over runs: one in three
 
 
 def test_ties_are_the_candidates_whose_paired_difference_to_the_fastest_includes_zero():

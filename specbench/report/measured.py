@@ -182,23 +182,36 @@ def pooled_sentences(t: dict) -> list[str]:
         for r in g.sort_values("control").itertuples():
             first, second = POOLED_NAMES[r.control]
             parts.append(
-                f"{first} took longer than {second} in {r.slower} of {r.units} units (p = {r.p:.2g}), by "
-                f"{r.lean:+.1%} [{r.lo:+.1%}, {r.hi:+.1%}]"
+                f"{first} took longer than {second} in {r.slower} of {r.units} units (p = {r.p:.2g}) and in "
+                f"{r.runs_slower} of {r.runs} runs (p = {r.runs_p:.2g}), by {r.lean:+.1%} [{r.lo:+.1%}, {r.hi:+.1%}]"
             )
-            systematic = r.lo > 0 or r.hi < 0
-            verdicts.append(
-                f"the {r.control} lean's interval {'excludes' if systematic else 'includes'} 0"
-                + f": a systematic difference between two names for one decode, too small for one run's units to "
-                f"show, so a difference under {abs(r.lean):.1%} between two candidates is within the harness's own"
-                * systematic
-            )
+            verdicts.append(pooled_verdict(r))
         said = "; ".join(verdicts)
         out.append(
             f"Pooled over the {int(g.runs.max())} runs timed on {machine} (two-sided binomial tests of an even split; "
-            f"geometric-mean ratios with 95% bootstrap intervals over units): {'; '.join(parts)}. "
+            f"geometric-mean ratios with 95% t intervals over runs, a run's units sharing its process): "
+            f"{'; '.join(parts)}. "
             f"{said[:1].upper()}{said[1:]}."
         )
     return out
+
+
+def pooled_verdict(r) -> str:
+    """Whether one pooled control (a ``pooled_controls`` row) shows a lean of the harness: its interval
+    over runs excludes 0, or only the sign over runs is beyond chance, or neither."""
+    systematic, signed = r.lo > 0 or r.hi < 0, r.runs_p < 0.05
+    what = f"a difference under {abs(r.lean):.1%} between two candidates"
+    if systematic:
+        return (
+            f"the {r.control} lean's interval excludes 0: a systematic difference between two names for one "
+            f"decode, too small for one run's units to show, so {what} is within the harness's own"
+        )
+    if signed:
+        return (
+            f"the {r.control} lean's interval includes 0, but its sign over runs is beyond chance, so {what} "
+            "may be the harness's own"
+        )
+    return f"the {r.control} lean's interval includes 0"
 
 
 def error_sentence(speed: pd.DataFrame) -> str:

@@ -253,28 +253,40 @@ def pooled_controls(speed: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     """Per machine and control (A/A, twin), the units of every pretrained run pooled: one run's 16 units
     cannot see a lean of a few percent, all of them can.  Per unit (a run's round and unit), the
     first-named copy's seconds over the second's; ``slower``: the units where the first took longer, with
-    a two-sided binomial test of an even split (``p``); ``lean``: the geometric mean ratio - 1 with a
-    ``level`` bootstrap interval over units (``lo``, ``hi``).  Both copies decode the same tokens, so a
-    lean whose interval excludes 0 is the harness's, not the trees'."""
+    a two-sided binomial test of an even split (``p``); ``runs_slower``, ``runs_p``: the same over runs
+    (a run's mean), since a run's units share its process; ``lean``: the geometric mean ratio - 1, each
+    run one observation (its units' mean), with a ``level`` t interval over runs (``lo``, ``hi``), so a
+    lean of one process is not taken for the harness's.  Both copies decode the same tokens, so a lean whose
+    interval excludes 0 is the harness's, not the trees'."""
     speed = speed[~random_weights(speed)]
-    logs: dict[tuple[str, str], list[float]] = {}
-    runs: dict[tuple[str, str], set] = {}
-    for (machine, run_id), run in speed.groupby(["machine", "run_id"], sort=True):
+    logs: dict[tuple[str, str], list[np.ndarray]] = {}
+    for (machine, _run), run in speed.groupby(["machine", "run_id"], sort=True):
         wall = run.pivot_table(index=["round", "unit"], columns="candidate", values="wall_s", aggfunc="sum")
         for control, a, b in _control_pairs(wall.columns):
             both = wall[[a, b]].dropna()
-            logs.setdefault((machine, control), []).extend(np.log(both[a] / both[b]))
-            runs.setdefault((machine, control), set()).add(run_id)
+            logs.setdefault((machine, control), []).append(np.log(both[a] / both[b]).to_numpy(float))
     out = []
-    for (machine, control), got in logs.items():
-        x = np.asarray(got)
-        lo, hi = _interval((x,), lambda v, axis=-1: np.mean(v, axis=axis), level)
-        slower = int((x > 0).sum())
-        p = stats.binomtest(slower, len(x)).pvalue if len(x) else float("nan")
-        lean = [float(np.expm1(v)) for v in (np.mean(x), lo, hi)]
-        out.append(dict(machine=machine, control=control, runs=len(runs[machine, control]), units=len(x),
-                        slower=slower, p=p, lean=lean[0], lo=lean[1], hi=lean[2]))  # fmt: skip
+    for (machine, control), runs in logs.items():
+        x, means = np.concatenate(runs), np.array([r.mean() for r in runs if len(r)])
+        lean = [float(np.expm1(v)) for v in _over_runs(runs, level)]
+        slower, runs_slower = int((x > 0).sum()), int((means > 0).sum())
+        p, runs_p = (
+            stats.binomtest(k, n).pvalue if n else float("nan")
+            for k, n in ((slower, len(x)), (runs_slower, len(means)))
+        )
+        out.append(dict(machine=machine, control=control, runs=len(runs), units=len(x), slower=slower, p=p,
+                        runs_slower=runs_slower, runs_p=runs_p, lean=lean[0], lo=lean[1], hi=lean[2]))  # fmt: skip
     return pd.DataFrame(out)
+
+
+def _over_runs(runs: list[np.ndarray], level: float) -> tuple[float, float, float]:
+    """(mean, lo, hi) of the runs' mean log ratios, a Student t interval over runs (few clusters: a
+    bootstrap over 8 runs is too narrow)."""
+    means = np.array([r.mean() for r in runs if len(r)])
+    if len(means) < 2:
+        return float(means.mean()) if len(means) else float("nan"), float("nan"), float("nan")
+    lo, hi = stats.t.interval(level, len(means) - 1, loc=means.mean(), scale=stats.sem(means))
+    return float(means.mean()), float(lo), float(hi)
 
 
 def tables(bench: pd.DataFrame | None) -> dict:
