@@ -124,12 +124,11 @@ def lead(rec: pd.DataFrame) -> str:
     pays = int((rec.verdict == "pays").sum())
     return (
         f"**Measured** (the interleaved speed benchmark, `python -m specbench.study.tools.speed`; batch 1, greedy, "
-        f"{size}, timed on {machines}): every configuration and plain decoding decode the same prompts "
-        "interleaved in random order; a speedup is the paired throughput ratio to plain decoding "
-        "with a 95% bootstrap interval over prompts. The ties: configurations whose paired difference "
-        "to the fastest has a Bonferroni-adjusted interval including 0; the one shown is "
-        f"{speedstats.PICK_RULE}. The acceptance columns are the same tree and budget's full replay (its own "
-        f"prompts and length). Speculation pays (interval above 1×) in {pays} "
+        f"{size}, timed on {machines}): each configuration and plain decoding decode the same prompts "
+        "interleaved in random order; a speedup is the paired throughput ratio to plain decoding, "
+        "95% bootstrap interval over prompts. Ties: a Bonferroni-adjusted paired difference to the fastest "
+        "that includes 0; shown: of the ties, the one drafting the fewest tokens per step. Acceptance is the "
+        f"same tree and budget's full replay. Speculation pays (interval above 1×) in {pays} "
         f"of the {len(rec)} measured rows."
     )
 

@@ -169,22 +169,18 @@ def repeat_spread(costs: pd.DataFrame | None, dev: str, dtypes: set) -> str:
 
 
 def hardware_sentence(t: dict, rec: pd.DataFrame, envs: dict, costs: pd.DataFrame | None = None) -> list[str]:
-    """Per other measured machine: its curve against this one's (its repeats' spread), how the modelled best
-    moves, and what a speed benchmark on random weights measured there (``benchcheck.timing_only_sentences``)."""
+    """Per other measured machine: its curve against this one's (its repeats' spread), the modelled best
+    there, and what a speed benchmark on random weights measured there (``benchcheck.timing_only_sentences``)."""
     out, dtypes = [], set(rec.dtype) if "dtype" in rec else set()
     cpu = points(t, dtypes, here=True)
     for dev, g in points(t, dtypes).groupby("device", sort=True):
         here = cpu[cpu.pair.isin(g.pair)].set_index("pair")
         rs = ", ".join(f"{p} {here.r.get(p, float('nan')):.2f} → {r:.2f}" for p, r in zip(g.pair, g.r) if r)
-        moves: list[int] = []
         best: dict[str, list[float]] = {}
         for rr in rec[rec.pair.isin(g.pair) & rec.pair.isin(here.index)].to_dict("records"):
-            pt = g[g.pair == rr["pair"]].iloc[0].to_dict()
-            there, cpu = modelled(t, rr, pt), modelled(t, rr, here.loc[rr["pair"]].to_dict())
-            if there is None or cpu is None:
-                continue
-            moves.append((int(there["budget"]) > int(cpu["budget"])) - (int(there["budget"]) < int(cpu["budget"])))
-            best.setdefault(rr["pair"], []).append(there["modelled"])
+            there = modelled(t, rr, g[g.pair == rr["pair"]].iloc[0].to_dict())
+            if there is not None:
+                best.setdefault(rr["pair"], []).append(there["modelled"])
         best_s = ", ".join(
             f"{p} {span(v)}×" + (" (plain decoding: speculation loses)" if max(v) <= 1 else "") for p, v in best.items()
         )
@@ -195,10 +191,8 @@ def hardware_sentence(t: dict, rec: pd.DataFrame, envs: dict, costs: pd.DataFram
             f"On {machine(dev, envs)}, {', '.join(sorted(set(g.weights)))} weights, HF eager forwards "
             f"(launch-bound: the harness's), {repeat_spread(costs, dev, dtypes)}: an extra "
             f"verified token costs m = {span(g.m, '.3f')} one-token target forwards (here {span(here.m, '.3f')}) and a "
-            f"draft forward r times the target's (here → there: {rs}). Against this CPU's modelled best (the linear "
-            f"model alone), the best budget grows in {moves.count(1)}, stays in {moves.count(0)} and shrinks in "
-            f"{moves.count(-1)} of the {len(moves)} rows with a {dev} column; the best modelled speedup per pair: "
-            f"{best_s}. " + (live[0] if live else "No live run timed it.")
+            f"draft forward r times the target's (here → there: {rs}); the best modelled speedup per pair there "
+            f"(how the best budget moves: hardware.md): {best_s}. " + (live[0] if live else "No live run timed it.")
         )
     return out
 

@@ -92,7 +92,7 @@ def stale(summary: pd.DataFrame, committed: dict, refs: dict) -> pd.DataFrame:
 def keeps_hash(line: str, chash: str) -> bool:
     """Whether the job ``line`` still has the config hash ``chash``, so that running it replaces that
     committed row (``specbench.collect`` keys rows by hash).  Imports torch (``study.job``)."""
-    from ..job import identity, launch
+    from ..job import identity, launch  # heavy: torch, for a job's identity; the rest of the tool is torch-free
 
     return identity.bound(launch.checked_job(line.split()))[2] == chash
 
