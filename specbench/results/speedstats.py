@@ -268,7 +268,7 @@ def pooled_controls(speed: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     out = []
     for (machine, control), runs in logs.items():
         x, means = np.concatenate(runs), np.array([r.mean() for r in runs if len(r)])
-        lean = [float(np.expm1(v)) for v in _over_runs(runs, level)]
+        lean = [float(np.expm1(v)) for v in _over_runs(means, level)]
         slower, runs_slower = int((x > 0).sum()), int((means > 0).sum())
         p, runs_p = (
             stats.binomtest(k, n).pvalue if n else float("nan")
@@ -279,10 +279,9 @@ def pooled_controls(speed: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _over_runs(runs: list[np.ndarray], level: float) -> tuple[float, float, float]:
+def _over_runs(means: np.ndarray, level: float) -> tuple[float, float, float]:
     """(mean, lo, hi) of the runs' mean log ratios, a Student t interval over runs (few clusters: a
     bootstrap over 8 runs is too narrow)."""
-    means = np.array([r.mean() for r in runs if len(r)])
     if len(means) < 2:
         return float(means.mean()) if len(means) else float("nan"), float("nan"), float("nan")
     lo, hi = stats.t.interval(level, len(means) - 1, loc=means.mean(), scale=stats.sem(means))

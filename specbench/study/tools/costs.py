@@ -103,9 +103,10 @@ def forward_cost(kv: SlotKV, row: int, n: int) -> float:
 
 
 def environment(pair) -> dict:
+    me = machine.identity(pair.target.device)
     return {
-        "cpu": machine.cpu_model(),
-        **{k: machine.identity(pair.target.device)[k] for k in ("machine_id", "host")},  # speed.csv's: same or not
+        "cpu": me["cpu"],
+        **{k: me[k] for k in ("machine_id", "host")},  # speed.csv's: same machine and host or not
         "machine": platform.machine(),
         "measured_on": time.strftime("%Y-%m-%d"),
         "cores": os.cpu_count(),
