@@ -1,6 +1,7 @@
 """The interleaved speed benchmark's statistics on hand-made timing tables (results.speedstats), its
 candidate picks (study.tools.validate.speed_picks), and the report's answer from them."""
 
+import random
 import re
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 from specbench.report import tables
 from specbench.results import speedstats as ss
+from specbench.study.tools.speed import unit_orders
 from specbench.study.tools.validate import speed_picks
 
 KEYS = dict(
@@ -33,14 +35,18 @@ def on(t: dict, costs: pd.DataFrame) -> dict:
     return {**t, "cost_machines": costcurve.machines(costs)}
 
 
-def table(walls: dict, units: int = 16, rounds: int = 1, noise: float = 0.03, seed: int = 0, run="r1", **kw):
+def table(walls: dict, units: int = 16, rounds: int = 1, noise: float = 0.03, seed: int = 0, run="r1", abba=True, **kw):
     """A run where candidate c's decode of a unit takes walls[c] × the unit's length × noise,
-    64 tokens each (so plain's tokens/s differ per unit, as prompts do)."""
+    64 tokens each (so plain's tokens/s differ per unit, as prompts do), in the speed benchmark's ABBA
+    orders (``abba``; else each unit in a fresh random order)."""
     rng = np.random.default_rng(seed)
     length = rng.uniform(0.5, 2.0, units)
+    draw = random.Random(seed)
+    orders = unit_orders(draw, list(walls)) if abba else iter(lambda: draw.sample(list(walls), len(walls)), None)
     rows = []
     for r in range(rounds):
         for u in range(units):
+            order = next(orders)
             for c, w in walls.items():
                 tree, budget = ("none", 0) if c.startswith("plain") else (c.split(" N=")[0], 3)
                 rows.append(
@@ -53,6 +59,7 @@ def table(walls: dict, units: int = 16, rounds: int = 1, noise: float = 0.03, se
                         budget=int(c.split("N=")[1].split()[0]) if "N=" in c else budget,
                         round=r,
                         unit=u,
+                        order=order.index(c),
                         prompt_ids=f"q{u}",
                         wall_s=w * length[u] * (1 + noise * rng.standard_normal()),
                         tokens=64,
@@ -101,7 +108,7 @@ def test_the_controls_hold_on_identical_timings_and_fail_on_a_biased_one():
 def test_pooled_controls_show_a_lean_too_small_for_one_run_and_the_report_says_so():
     """Eight runs whose first-named twin takes 2% longer: pooled, the twin lean's interval excludes 0 (and the
     binomial test rejects an even split) while the A/A's includes it; speed.md states both, per machine."""
-    from specbench.report import measured
+    from specbench.report import controls
 
     walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.2 * 1.02, "binary N=3 (twin)": 1.2}
     runs = pd.concat([table(walls, noise=0.02, seed=i, run=f"r{i}") for i in range(8)], ignore_index=True)
@@ -111,11 +118,28 @@ def test_pooled_controls_show_a_lean_too_small_for_one_run_and_the_report_says_s
     assert (p.runs == 8).all() and (p.units == 128).all()
     assert p.lo["twin"] > 0 and p.lean["twin"] == pytest.approx(0.02, abs=0.006) and p.p["twin"] < 0.01
     assert p.lo["A/A"] <= 0 <= p.hi["A/A"]
-    (said,) = measured.pooled_sentences({"pooled_controls": p.reset_index()})
+    (said,) = controls.pooled_sentences({"pooled_controls": p.reset_index()})
     assert "Pooled over the 8 runs timed on cpu A" in said
     assert f"twin in {p.slower['twin']} of 128 units (p = {p.p['twin']:.2g}) and in 8 of 8 runs" in said
     assert "The A/A lean's interval includes 0; the twin lean's interval excludes 0" in said
-    assert measured.pooled_sentences({"pooled_controls": ss.pooled_controls(runs[runs.run_id == "r0"])}) == []
+    assert controls.pooled_sentences({"pooled_controls": ss.pooled_controls(runs[runs.run_id == "r0"])}) == []
+
+
+def test_runs_whose_orders_let_an_order_effect_stand_are_pooled_apart():
+    """Six ABBA runs without a lean, six earlier ones (each unit in one random order) whose first-named twin
+    takes 2% longer: pooled apart, the ABBA runs' interval includes 0 and speed.md says so first; the earlier
+    runs' lean is beyond chance and said to be theirs, not the harness's."""
+    from specbench.report import controls
+
+    same = {"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.2, "binary N=3 (twin)": 1.2}
+    abba = [table(same, noise=0.01, seed=i, run=f"a{i}") for i in range(6)]
+    old = [table({**same, "binary N=3": 1.2 * 1.02}, noise=0.01, seed=i, run=f"o{i}", abba=False) for i in range(6)]
+    assert {ss.order_design(r) for r in abba} == {ss.ABBA} and {ss.order_design(r) for r in old} == {ss.UNBALANCED}
+    p = ss.pooled_controls(pd.concat(abba + old, ignore_index=True)).set_index(["orders", "control"])
+    assert p.lo[ss.ABBA, "twin"] < 0 < p.hi[ss.ABBA, "twin"] and p.lo[ss.UNBALANCED, "twin"] > 0
+    first, earlier = controls.pooled_sentences({"pooled_controls": p.reset_index()})
+    assert "runs timed on cpu A in ABBA orders" in first and "the twin lean's interval includes 0" in first
+    assert "before ABBA orders" in earlier and "the twin lean is beyond chance in these runs" in earlier
 
 
 def test_one_runs_lean_is_not_taken_for_the_harnesss():

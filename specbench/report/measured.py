@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..results import speedstats
 from ..study.tools import speedsched
-from . import benchcheck, phrases
+from . import benchcheck, controls, phrases
 from .markdown import span, table
 
 
@@ -133,86 +133,6 @@ def lead(rec: pd.DataFrame) -> str:
     )
 
 
-def controls_sentence(t: dict, runs=None, brief: bool = False) -> str:
-    """The controls of the ``runs`` the table shows (all runs where None); ``brief`` (the main page):
-    their ranges and any that fails, each run's own intervals one link away (speed.md)."""
-    c = t.get("controls", pd.DataFrame())
-    if runs is not None and len(c):
-        c = c[c.run_id.isin(set(runs))]
-    if c.empty:
-        return ""
-    twice = c.groupby(["pair", "dataset"]).run_id.transform("nunique") > 1
-    c = c.assign(where=c.pair + "/" + c.dataset + np.where(twice, " (run " + c.run_id.astype(str) + ")", ""))
-    parts: dict[str, list[str]] = {}
-    for r in c.itertuples():
-        if brief and r.holds:
-            continue
-        est = f"{r.estimate:.3f}×" if r.kind == "speedup" else f"{r.estimate:+.3f}"
-        name = "A/A" if r.kind == "speedup" else "twin " + str(r.control).split(" vs ")[0]
-        ok = "" if r.holds else " FAILS"
-        parts.setdefault(str(r.where), []).append(f"{name} {est} [{r.lo:.3f}, {r.hi:.3f}]{ok}")
-    held = int(c.holds.sum())
-    head = (
-        f"Controls ({held} of {len(c)} hold; the A/A speedup's interval must include 1×, the identical-twin "
-        "difference's 0): "
-    )
-    listed = "; ".join(f"{k}: {', '.join(v)}" for k, v in parts.items())
-    if not brief:
-        return head + listed + "."
-    aa, tw = c[c.kind == "speedup"].estimate, c[c.kind != "speedup"].estimate
-    ranges = [f"A/A {span(aa, '.3f')}×"] if len(aa) else []
-    ranges += [f"twin differences {span(tw, '+.3f', ' to ')}"] if len(tw) else []
-    return head + ", ".join(ranges) + (f"; failing: {listed}" if listed else "") + "; each with its interval: speed.md."
-
-
-POOLED_NAMES = {
-    "A/A": ("plain decoding", "its A/A copy"),
-    "twin": ("the first-named of two identical trees", "its twin"),
-}
-
-
-def pooled_sentences(t: dict) -> list[str]:
-    """Per machine with two runs or more, the controls of every run pooled (``speedstats.pooled_controls``):
-    how often and by how much the first-named copy took longer, and whether that lean is beyond chance."""
-    pooled = t.get("pooled_controls", pd.DataFrame())
-    out = []
-    for machine, g in pooled[pooled.runs > 1].groupby("machine", sort=True) if len(pooled) else []:
-        parts, verdicts = [], []
-        for r in g.sort_values("control").itertuples():
-            first, second = POOLED_NAMES[r.control]
-            parts.append(
-                f"{first} took longer than {second} in {r.slower} of {r.units} units (p = {r.p:.2g}) and in "
-                f"{r.runs_slower} of {r.runs} runs (p = {r.runs_p:.2g}), by {r.lean:+.1%} [{r.lo:+.1%}, {r.hi:+.1%}]"
-            )
-            verdicts.append(pooled_verdict(r))
-        said = "; ".join(verdicts)
-        out.append(
-            f"Pooled over the {int(g.runs.max())} runs timed on {machine} (two-sided binomial tests of an even split; "
-            f"geometric-mean ratios with 95% t intervals over runs, a run's units sharing its process): "
-            f"{'; '.join(parts)}. "
-            f"{said[:1].upper()}{said[1:]}."
-        )
-    return out
-
-
-def pooled_verdict(r) -> str:
-    """Whether one pooled control (a ``pooled_controls`` row) shows a lean of the harness: its interval
-    over runs excludes 0, or only the sign over runs is beyond chance, or neither."""
-    systematic, signed = r.lo > 0 or r.hi < 0, r.runs_p < 0.05
-    what = f"a difference under {abs(r.lean):.1%} between two candidates"
-    if systematic:
-        return (
-            f"the {r.control} lean's interval excludes 0: a systematic difference between two names for one "
-            f"decode, too small for one run's units to show, so {what} is within the harness's own"
-        )
-    if signed:
-        return (
-            f"the {r.control} lean's interval includes 0, but its sign over runs is beyond chance, so {what} "
-            "may be the harness's own"
-        )
-    return f"the {r.control} lean's interval includes 0"
-
-
 def error_sentence(speed: pd.DataFrame) -> str:
     """The projection's error (projected ÷ measured - 1) over every live batch-1 configuration with
     both, median absolute and worst, from speedup.csv: with each prompt's measured prefill counted
@@ -316,9 +236,9 @@ def bench_detail(t: dict) -> list[str]:
     """speed.md's account of the benchmark against the model (``benchcheck.sentences``), on the costs' machine,
     then each random-weight run's (``benchcheck.timing_only_sentences``: a GPU's, timing steps alone)."""
     checked = on_cost_machine(t.get("bench_check", pd.DataFrame()), t)
-    own, controls = answering(checked), t.get("controls", pd.DataFrame())
+    own = answering(checked)
     out = benchcheck.sentences(own, live_errors(t.get("speed"))) if len(own) else []
-    return out + benchcheck.timing_only_sentences(checked, controls)
+    return out + benchcheck.timing_only_sentences(checked, t.get("controls", pd.DataFrame()))
 
 
 def answering(df: pd.DataFrame) -> pd.DataFrame:
@@ -339,23 +259,9 @@ def section(t: dict, every: bool = False) -> list[str]:
     return [
         lead(rec),
         table(rec.to_dict("records"), cols),
-        *[s for s in [controls_sentence(t, rec.run_id, brief=not every)] if s],
+        *[s for s in [controls.sentence(t, rec.run_id, brief=not every)] if s],
         *note,
     ]
-
-
-def _controls_cell(c: pd.DataFrame, run_id: str) -> str:
-    """A run's controls: 'A/A 0.98× [0.95, 1.01], chain N=3 vs its twin +0.01 [-0.02, 0.03]: hold'."""
-    mine = c[c.run_id == run_id] if len(c) else c
-    if mine.empty:
-        return "none recorded"
-    parts = [
-        f"{'A/A' if r.kind == 'speedup' else r.control.split(' vs ')[0] + ' vs its twin'} "
-        f"{r.estimate:{'.2f' if r.kind == 'speedup' else '+.2f'}}{'×' if r.kind == 'speedup' else ''} "
-        f"[{r.lo:.2f}, {r.hi:.2f}]"
-        for r in mine.itertuples()
-    ]
-    return ", ".join(parts) + (": hold" if mine.holds.all() else ": FAIL, not ranked")
 
 
 def _shown_cell(r: dict) -> str:
@@ -382,7 +288,7 @@ def schedule_section(t: dict) -> list[str]:
         return out
     for k, g in sched.groupby(speedsched.SETTING, sort=True, dropna=False):
         rows = speedsched.per_b(g)
-        rows["controls"] = [_controls_cell(c, r) for r in rows.run_id]
+        rows["controls"] = [controls.cell(c, r) for r in rows.run_id]
         out.append(
             f"**{speedsched.where(k, rows, str(g.machine.iloc[0]))}**: per B, each candidate's paired speedup over "
             "plain decoding of the same prompts in the same round (95% bootstrap interval over units of B "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import analysis, figures, findings, measured, palette
+from . import analysis, controls, figures, findings, measured, palette
 from .markdown import bullets, fig_links, table
 from .speedup import served_sentences
 
@@ -103,7 +103,7 @@ def section(ctx) -> str:
         return "\n\n".join(["_No live run has a projection (results/steps.csv.gz or costs missing)._", *served])
     runs = measured.section(ctx["t"], every=True)
     bench = ["Every run of the interleaved benchmark at batch 1, each on the machine named:", *runs] if runs else []
-    bench += measured.pooled_sentences(ctx["t"]) if runs else []
+    bench += controls.pooled_sentences(ctx["t"]) if runs else []
     return "\n\n".join(
         [*bench, table(checked.to_dict("records"), LIVE_COLS), *[note][: len(checked) < len(live)], found, *served]
         + fig_links(ctx, "speed_measured_vs_projected.png")

@@ -30,6 +30,7 @@ PLAIN = "plain"  # the baseline candidate: tree=none
 PLAIN_AA = "plain (A/A)"  # plain decoding again, as a candidate: the A/A control
 TWIN_SUFFIX = " (twin)"  # an identical tree under a second name: the identical-tree control
 RUN = ["run_id"]  # one benchmark process: its candidates, units and rounds
+ABBA, UNBALANCED = "ABBA", "unbalanced"  # a run's order design (``order_design``)
 ANSWER = "answer"  # the roster of a run without one (``study.tools.speedsched``'s schedule runs say ``schedule``)
 LEVEL = 0.95
 AA_WITHIN = 0.03  # speed_rounds=auto adds rounds while the A/A interval is wider than 1 +- 3%
@@ -249,8 +250,21 @@ def answer_first(a: pd.DataFrame) -> pd.DataFrame:
     return a[(a.roster == ANSWER) | ~has]
 
 
+def order_design(run: pd.DataFrame) -> str:
+    """``ABBA`` when every second unit of the run (in time order) decoded the candidates in the reverse of
+    the unit before's order (``study.tools.speed.unit_orders``), else ``UNBALANCED``: each unit in one
+    random order (runs before ABBA), so an order effect within a unit does not cancel, and runs of one
+    seed repeated one sequence of orders."""
+    if "order" not in run or run.order.isna().any():
+        return UNBALANCED
+    seqs = [tuple(u.sort_values("order").candidate) for _, u in run.groupby(["round", "unit"], sort=True)]
+    pairs = list(zip(seqs[::2], seqs[1::2]))
+    return ABBA if pairs and all(b == a[::-1] for a, b in pairs) else UNBALANCED
+
+
 def pooled_controls(speed: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
-    """Per machine and control (A/A, twin), the units of every pretrained run pooled: one run's 16 units
+    """Per machine, order design (``order_design``: ABBA runs apart from earlier ones) and control (A/A,
+    twin), the units of every pretrained run pooled: one run's 16 units
     cannot see a lean of a few percent, all of them can.  Per unit (a run's round and unit), the
     first-named copy's seconds over the second's; ``slower``: the units where the first took longer, with
     a two-sided binomial test of an even split (``p``); ``runs_slower``, ``runs_p``: the same over runs
@@ -259,14 +273,14 @@ def pooled_controls(speed: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     lean of one process is not taken for the harness's.  Both copies decode the same tokens, so a lean whose
     interval excludes 0 is the harness's, not the trees'."""
     speed = speed[~random_weights(speed)]
-    logs: dict[tuple[str, str], list[np.ndarray]] = {}
+    logs: dict[tuple[str, str, str], list[np.ndarray]] = {}
     for (machine, _run), run in speed.groupby(["machine", "run_id"], sort=True):
         wall = run.pivot_table(index=["round", "unit"], columns="candidate", values="wall_s", aggfunc="sum")
         for control, a, b in _control_pairs(wall.columns):
             both = wall[[a, b]].dropna()
-            logs.setdefault((machine, control), []).append(np.log(both[a] / both[b]).to_numpy(float))
+            logs.setdefault((machine, order_design(run), control), []).append(np.log(both[a] / both[b]).to_numpy(float))
     out = []
-    for (machine, control), runs in logs.items():
+    for (machine, orders, control), runs in logs.items():
         x, means = np.concatenate(runs), np.array([r.mean() for r in runs if len(r)])
         lean = [float(np.expm1(v)) for v in _over_runs(means, level)]
         slower, runs_slower = int((x > 0).sum()), int((means > 0).sum())
@@ -274,8 +288,9 @@ def pooled_controls(speed: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
             stats.binomtest(k, n).pvalue if n else float("nan")
             for k, n in ((slower, len(x)), (runs_slower, len(means)))
         )
-        out.append(dict(machine=machine, control=control, runs=len(runs), units=len(x), slower=slower, p=p,
-                        runs_slower=runs_slower, runs_p=runs_p, lean=lean[0], lo=lean[1], hi=lean[2]))  # fmt: skip
+        out.append(dict(machine=machine, orders=orders, control=control, runs=len(runs), units=len(x),
+                        slower=slower, p=p, runs_slower=runs_slower, runs_p=runs_p,
+                        lean=lean[0], lo=lean[1], hi=lean[2]))  # fmt: skip
     return pd.DataFrame(out)
 
 

@@ -142,8 +142,8 @@ def shrink(sample: list[dict], rates: dict, prof: Profile, seconds: float) -> tu
 
 def speed_s(pair: str, n_candidates: int, prompts: int, prof: Profile, rate: dict) -> float:
     """study.tools.speed on one pair x dataset: plain, A/A, each candidate and a twin per prompt, and a
-    warm-up of every other one; each decode a prefill of its prompt, then one target step per token."""
-    decodes = (n_candidates + 3) * prompts + (n_candidates + 4) // 2
+    warm-up decode of each; each decode a prefill of its prompt, then one target step per token."""
+    decodes = (n_candidates + 3) * (prompts + 1)
     target = models(pair)[1]
     per_token = forward_s(target, 1, rate)  # a tree step's wider forward and drafts ~ its tokens saved
     return prof.load_s + decodes * (forward_s(target, PROMPT_TOKENS, rate) + prof.tokens * per_token)

@@ -1,0 +1,122 @@
+"""The speed benchmark's controls in words: each run's (A/A and identical twin: ``sentence``, ``cell``)
+and every run's pooled per machine and order design (``pooled_sentences``, from
+``results.speedstats.pooled_controls``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..results import speedstats
+from .markdown import span
+
+
+def sentence(t: dict, runs=None, brief: bool = False) -> str:
+    """The controls of the ``runs`` the table shows (all runs where None); ``brief`` (the main page):
+    their ranges and any that fails, each run's own intervals one link away (speed.md)."""
+    c = t.get("controls", pd.DataFrame())
+    if runs is not None and len(c):
+        c = c[c.run_id.isin(set(runs))]
+    if c.empty:
+        return ""
+    twice = c.groupby(["pair", "dataset"]).run_id.transform("nunique") > 1
+    c = c.assign(where=c.pair + "/" + c.dataset + np.where(twice, " (run " + c.run_id.astype(str) + ")", ""))
+    parts: dict[str, list[str]] = {}
+    for r in c.itertuples():
+        if brief and r.holds:
+            continue
+        est = f"{r.estimate:.3f}×" if r.kind == "speedup" else f"{r.estimate:+.3f}"
+        name = "A/A" if r.kind == "speedup" else "twin " + str(r.control).split(" vs ")[0]
+        ok = "" if r.holds else " FAILS"
+        parts.setdefault(str(r.where), []).append(f"{name} {est} [{r.lo:.3f}, {r.hi:.3f}]{ok}")
+    held = int(c.holds.sum())
+    head = (
+        f"Controls ({held} of {len(c)} hold; the A/A speedup's interval must include 1×, the identical-twin "
+        "difference's 0): "
+    )
+    listed = "; ".join(f"{k}: {', '.join(v)}" for k, v in parts.items())
+    if not brief:
+        return head + listed + "."
+    aa, tw = c[c.kind == "speedup"].estimate, c[c.kind != "speedup"].estimate
+    ranges = [f"A/A {span(aa, '.3f')}×"] if len(aa) else []
+    ranges += [f"twin differences {span(tw, '+.3f', ' to ')}"] if len(tw) else []
+    return head + ", ".join(ranges) + (f"; failing: {listed}" if listed else "") + "; each with its interval: speed.md."
+
+
+POOLED_NAMES = {
+    "A/A": ("plain decoding", "its A/A copy"),
+    "twin": ("the first-named of two identical trees", "its twin"),
+}
+
+
+POOLED_ORDERS = {  # how a pooled sentence names its runs' order design (``speedstats.order_design``)
+    speedstats.ABBA: "in ABBA orders",
+    speedstats.UNBALANCED: (
+        "before ABBA orders (each unit in one random order, so an order effect within a unit does not cancel, "
+        "and runs of one seed repeated one sequence of orders)"
+    ),
+}
+
+
+def pooled_sentences(t: dict) -> list[str]:
+    """Per machine and order design with two runs or more, the controls of every run pooled
+    (``speedstats.pooled_controls``): how often and by how much the first-named copy took longer, and
+    whether that lean is beyond chance.  ABBA runs first: theirs is the harness's measure."""
+    pooled = t.get("pooled_controls", pd.DataFrame())
+    out = []
+    groups = pooled[pooled.runs > 1].groupby(["machine", "orders"], sort=True) if len(pooled) else []
+    for (machine, orders), g in sorted(groups, key=lambda kg: (kg[0][0], kg[0][1] != speedstats.ABBA)):
+        parts, verdicts = [], []
+        for r in g.sort_values("control").itertuples():
+            first, second = POOLED_NAMES[r.control]
+            parts.append(
+                f"{first} took longer than {second} in {r.slower} of {r.units} units (p = {r.p:.2g}) and in "
+                f"{r.runs_slower} of {r.runs} runs (p = {r.runs_p:.2g}), by {r.lean:+.1%} [{r.lo:+.1%}, {r.hi:+.1%}]"
+            )
+            verdicts.append(pooled_verdict(r))
+        said = "; ".join(verdicts)
+        out.append(
+            f"Pooled over the {int(g.runs.max())} runs timed on {machine} {POOLED_ORDERS[orders]} "
+            "(two-sided binomial tests of an even split; "
+            f"geometric-mean ratios with 95% t intervals over runs, a run's units sharing its process): "
+            f"{'; '.join(parts)}. "
+            f"{said[:1].upper()}{said[1:]}."
+        )
+    return out
+
+
+def pooled_verdict(r) -> str:
+    """Whether one pooled control (a ``pooled_controls`` row) shows a lean of the harness: its interval
+    over runs excludes 0, or only the sign over runs is beyond chance, or neither."""
+    systematic, signed = r.lo > 0 or r.hi < 0, r.runs_p < 0.05
+    what = f"a difference under {abs(r.lean):.1%} between two candidates"
+    if (systematic or signed) and r.orders != speedstats.ABBA:
+        return (
+            f"the {r.control} lean is beyond chance in these runs, whose orders let an order effect stand; "
+            "the ABBA runs' lean is the harness's own"
+        )
+    if systematic:
+        return (
+            f"the {r.control} lean's interval excludes 0: a systematic difference between two names for one "
+            f"decode, too small for one run's units to show, so {what} is within the harness's own"
+        )
+    if signed:
+        return (
+            f"the {r.control} lean's interval includes 0, but its sign over runs is beyond chance, so {what} "
+            "may be the harness's own"
+        )
+    return f"the {r.control} lean's interval includes 0"
+
+
+def cell(c: pd.DataFrame, run_id: str) -> str:
+    """A run's controls: 'A/A 0.98× [0.95, 1.01], chain N=3 vs its twin +0.01 [-0.02, 0.03]: hold'."""
+    mine = c[c.run_id == run_id] if len(c) else c
+    if mine.empty:
+        return "none recorded"
+    parts = [
+        f"{'A/A' if r.kind == 'speedup' else r.control.split(' vs ')[0] + ' vs its twin'} "
+        f"{r.estimate:{'.2f' if r.kind == 'speedup' else '+.2f'}}{'×' if r.kind == 'speedup' else ''} "
+        f"[{r.lo:.2f}, {r.hi:.2f}]"
+        for r in mine.itertuples()
+    ]
+    return ", ".join(parts) + (": hold" if mine.holds.all() else ": FAIL, not ranked")
