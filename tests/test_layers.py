@@ -203,6 +203,7 @@ REPORT_MODULES = {
     # sections, on REPORT.md and its pages
     "tldr.py": (SECTION, "tldr"),
     "measured.py": (SECTION, "tldr"),  # the TL;DR's measured table (the speed page lists every run)
+    "controls.py": (SECTION, "speed"),  # the speed benchmark's controls in words, each run's and pooled
     "mainpage.py": (SECTION, "findings"),
     "limitations.py": (SECTION, "limitations"),
     "defaultrun.py": (SECTION, "limitations"),
@@ -237,6 +238,7 @@ REPORT_MODULES = {
     "build.py": ("job", "the pipeline and the journalled write"),
     "load.py": ("job", "reading results/"),
     "tables.py": ("job", "the tables and the evidence rules"),
+    "across.py": ("job", "the tables across pairs and across rules"),
     "analysis.py": ("job", "labels, groups and formats"),
     "compare.py": ("job", "paired comparisons"),
     "costmodel.py": ("job", "the per-step cost model"),

@@ -52,8 +52,8 @@ POOLED_NAMES = {
 POOLED_ORDERS = {  # how a pooled sentence names its runs' order design (``speedstats.order_design``)
     speedstats.ABBA: "in ABBA orders",
     speedstats.UNBALANCED: (
-        "before ABBA orders (each unit in one random order, so an order effect within a unit does not cancel, "
-        "and runs of one seed repeated one sequence of orders)"
+        "before ABBA orders, each unit in one random order, so an order effect within a unit does not cancel "
+        "and runs of one seed repeated one sequence of orders,"
     ),
 }
 
@@ -93,7 +93,7 @@ def pooled_verdict(r) -> str:
     if (systematic or signed) and r.orders != speedstats.ABBA:
         return (
             f"the {r.control} lean is beyond chance in these runs, whose orders let an order effect stand; "
-            "the ABBA runs' lean is the harness's own"
+            "the ABBA runs' lean measures the harness's"
         )
     if systematic:
         return (

@@ -1,5 +1,5 @@
 """The drafter x target matrix (#34 item 8): each drafter against each target it ran with, at one
-fixed shape and budget, on the prompts every cell ran (the cross-pair table's rows, ``tables.cross_pair``).
+fixed shape and budget, on the prompts every cell ran (the cross-pair table's rows, ``across.cross_pair``).
 
 Imports: ``analysis`` (number formats) and ``markdown`` (tables); reads the cross-pair frame only.
 """

@@ -124,11 +124,10 @@ def lead(rec: pd.DataFrame) -> str:
     pays = int((rec.verdict == "pays").sum())
     return (
         f"**Measured** (the interleaved speed benchmark, `python -m specbench.study.tools.speed`; batch 1, greedy, "
-        f"{size}, timed on {machines}): each configuration and plain decoding decode the same prompts "
-        "interleaved in random order; a speedup is the paired throughput ratio to plain decoding, "
-        "95% bootstrap interval over prompts. Ties: a Bonferroni-adjusted paired difference to the fastest "
-        "that includes 0; shown: of the ties, the one drafting the fewest tokens per step. Acceptance is the "
-        f"same tree and budget's full replay. Speculation pays (interval above 1×) in {pays} "
+        f"{size}, timed on {machines}): each configuration and plain decoding decode the same prompts, "
+        "interleaved in random order; speedup: the paired throughput ratio, 95% bootstrap interval over "
+        "prompts. Ties: a Bonferroni-adjusted paired difference to the fastest that includes 0; shown: of the "
+        f"ties, the one drafting the fewest tokens per step. Speculation pays (interval above 1×) in {pays} "
         f"of the {len(rec)} measured rows."
     )
 
