@@ -54,8 +54,7 @@ def limits(t: dict, data: dict) -> list[str]:
     comp = t.get("comparisons")
     if comp is not None and len(comp):
         out.append("The verification rules' conclusions are narrow. " + fixed.scope(comp))
-    bench = t.get("measured", pd.DataFrame())
-    bench = speedstats.answer_first(bench) if len(bench) else bench
+    bench = speedstats.answer_first(t.get("measured", pd.DataFrame()))
     live, what = (
         (bench, "The interleaved benchmark timed") if len(bench) else (t["live"], "Live speed was measured for")
     )

@@ -276,9 +276,10 @@ def pooled_controls(speed: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     logs: dict[tuple[str, str, str], list[np.ndarray]] = {}
     for (machine, _run), run in speed.groupby(["machine", "run_id"], sort=True):
         wall = run.pivot_table(index=["round", "unit"], columns="candidate", values="wall_s", aggfunc="sum")
+        design = order_design(run)
         for control, a, b in _control_pairs(wall.columns):
             both = wall[[a, b]].dropna()
-            logs.setdefault((machine, order_design(run), control), []).append(np.log(both[a] / both[b]).to_numpy(float))
+            logs.setdefault((machine, design, control), []).append(np.log(both[a] / both[b]).to_numpy(float))
     out = []
     for (machine, orders, control), runs in logs.items():
         x, means = np.concatenate(runs), np.array([r.mean() for r in runs if len(r)])
