@@ -87,7 +87,8 @@ done < "$OUT/validate_jobs.txt"
 # The batch-size schedule (#51 item 6), timed as the answer is: per pair (qwen_coder, then the
 # cross-vocabulary smollm_qwen) and B = 1, 2, 4, 8, 16 one interleaved benchmark of plain decoding, its A/A
 # copy, the batch-1 answer's tree (the benchmark's, else the projected top; twinned), chain N = 1, 2, 3, 4, 6
-# and one binary tree on HumanEval, 16 prompts x 64 tokens (32 at B = 16), appended to results/speed.csv
+# and one binary tree on HumanEval, 64 tokens, 16 prompts at B = 1 and 2, 32, 48 and 96 at B = 4, 8 and 16 (6 units
+# or more each), appended to results/speed.csv
 # (specbench.study.tools.plan schedule lists them); each benchmark is skipped once done (resumable)
 step "study: the batch-size schedule, interleaved (specbench.study.tools.speed +speed_candidates=schedule per pair and batch size)"
 while IFS=$'\t' read -r mark pair ds b n tok; do

@@ -86,6 +86,35 @@ def test_pairing_removes_the_spread_between_prompts():
     assert hi - lo < 0.03 and s == pytest.approx(1.25, abs=0.02)
 
 
+def test_few_units_get_a_t_interval_not_a_bootstrap_that_covers_half():
+    """Two units (16 prompts at B = 8): a percentile bootstrap's interval is the two units' own ratios
+    (it covers about half the time); a t interval with 1 degree of freedom is 12.7 standard errors wide
+    each side.  From ``BOOT_UNITS`` units on, the bootstrap's."""
+    from scipy import stats
+
+    for units in (2, 4, ss.BOOT_UNITS - 1):
+        w = ss.unit_sums(table({"plain": 2.0, "chain N=3": 1.6}, units=units, noise=0.05))
+        s, lo, hi = ss.speedup(w, "chain N=3")
+        each = (w.wall_s["plain"] / w.wall_s["chain N=3"]).to_numpy()  # 64 tokens each: per-unit speedups
+        half = stats.t.ppf(0.975, units - 1) * each.std(ddof=1) / np.sqrt(units)
+        assert (lo, hi) == pytest.approx((s - half, s + half))
+        assert units > 2 or (lo < each.min() and hi > each.max())  # two units: wider than their own range
+        d, dlo, dhi = ss.difference(w, "chain N=3", "plain")  # a difference's interval: the same rule
+        assert dhi - dlo == pytest.approx(2 * half)
+    w = ss.unit_sums(table({"plain": 2.0, "chain N=3": 1.6}, units=ss.BOOT_UNITS, noise=0.05))
+    data = (*ss._cols(w, "plain"), *ss._cols(w, "chain N=3"))
+    boot = stats.bootstrap(
+        data,
+        ss._ratio,
+        paired=True,
+        vectorized=True,
+        n_resamples=ss.RESAMPLES,
+        method="percentile",
+        rng=np.random.default_rng(0),
+    ).confidence_interval
+    assert ss.speedup(w, "chain N=3")[1:] == pytest.approx((boot.low, boot.high))
+
+
 def test_a_unit_missing_for_one_candidate_is_dropped_for_all():
     df = table({"plain": 2.0, "chain N=3": 1.0})
     df = df[~((df.unit == 3) & (df.candidate == "chain N=3"))]

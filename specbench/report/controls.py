@@ -1,6 +1,6 @@
-"""The speed benchmark's controls in words: each run's (A/A and identical twin: ``sentence``, ``cell``)
-and every run's pooled per machine and order design (``pooled_sentences``, from
-``results.speedstats.pooled_controls``)."""
+"""The speed benchmark's controls in words: each run's (A/A and identical twin: ``control``, in
+``sentence`` and ``cell``) and every run's pooled per machine and order design (``pooled_sentences``,
+from ``results.speedstats.pooled_controls``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,15 @@ import pandas as pd
 
 from ..results import speedstats
 from .markdown import span
+
+
+def control(r, digits: int, twin: str) -> str:
+    """One control (a ``controls`` row): 'A/A 0.981× [0.950, 1.012]' or, ``twin`` naming the first of the
+    identical trees, e.g. 'twin binary N=3 +0.012 [-0.020, 0.031]'."""
+    aa = r.kind == "speedup"
+    name = "A/A" if aa else twin.format(str(r.control).split(" vs ")[0])
+    est = f"{r.estimate:.{digits}f}×" if aa else f"{r.estimate:+.{digits}f}"
+    return f"{name} {est} [{r.lo:.{digits}f}, {r.hi:.{digits}f}]"
 
 
 def sentence(t: dict, runs=None, brief: bool = False) -> str:
@@ -25,10 +34,8 @@ def sentence(t: dict, runs=None, brief: bool = False) -> str:
     for r in c.itertuples():
         if brief and r.holds:
             continue
-        est = f"{r.estimate:.3f}×" if r.kind == "speedup" else f"{r.estimate:+.3f}"
-        name = "A/A" if r.kind == "speedup" else "twin " + str(r.control).split(" vs ")[0]
         ok = "" if r.holds else " FAILS"
-        parts.setdefault(str(r.where), []).append(f"{name} {est} [{r.lo:.3f}, {r.hi:.3f}]{ok}")
+        parts.setdefault(str(r.where), []).append(f"{control(r, 3, 'twin {}')}{ok}")
     held = int(c.holds.sum())
     head = (
         f"Controls ({held} of {len(c)} hold; the A/A speedup's interval must include 1×, the identical-twin "
@@ -113,10 +120,5 @@ def cell(c: pd.DataFrame, run_id: str) -> str:
     mine = c[c.run_id == run_id] if len(c) else c
     if mine.empty:
         return "none recorded"
-    parts = [
-        f"{'A/A' if r.kind == 'speedup' else r.control.split(' vs ')[0] + ' vs its twin'} "
-        f"{r.estimate:{'.2f' if r.kind == 'speedup' else '+.2f'}}{'×' if r.kind == 'speedup' else ''} "
-        f"[{r.lo:.2f}, {r.hi:.2f}]"
-        for r in mine.itertuples()
-    ]
+    parts = [control(r, 2, "{} vs its twin") for r in mine.itertuples()]
     return ", ".join(parts) + (": hold" if mine.holds.all() else ": FAIL, not ranked")

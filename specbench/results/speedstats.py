@@ -10,7 +10,10 @@ the same rounds**:
   run's units and rounds (a ratio of throughputs, equal to Σ wall_plain / Σ wall_c where both emit
   the same tokens, as greedy decodes do);
 * its **95% interval**: a paired percentile bootstrap over units (each unit's rounds resampled
-  with it), by ``scipy.stats.bootstrap``;
+  with it), by ``scipy.stats.bootstrap``; from fewer than ``BOOT_UNITS`` units (a batch-size schedule's
+  large B: 16 prompts are 2 units at B = 8), where a percentile bootstrap covers far less than 95% (two
+  units: about half), a Student t interval around the same estimate from the spread of the units' own
+  values (n − 1 degrees of freedom: wide, as few units are);
 * a **difference** between two candidates: their speedups' difference on the same resamples, so
   the interval is paired too.  The answer's ties are the candidates whose difference to the
   fastest includes 0 at a Bonferroni-adjusted level (the comparisons, one per candidate, are
@@ -35,6 +38,7 @@ ANSWER = "answer"  # the roster of a run without one (``study.tools.speedsched``
 LEVEL = 0.95
 AA_WITHIN = 0.03  # speed_rounds=auto adds rounds while the A/A interval is wider than 1 +- 3%
 RESAMPLES = 4000
+BOOT_UNITS = 10  # units from which the interval is a bootstrap's (a percentile bootstrap over fewer undercovers)
 
 
 def unit_sums(run: pd.DataFrame) -> pd.DataFrame:
@@ -51,8 +55,16 @@ def _ratio(tp, wp, tc, wc, axis=-1):
 
 
 def _interval(data: tuple, statistic, level: float) -> tuple[float, float]:
-    if len(data[0]) < 2:
+    """The statistic's interval over units: a paired percentile bootstrap from ``BOOT_UNITS`` units, a
+    Student t interval below (module docstring); none from one unit."""
+    n = len(data[0])
+    if n < 2:
         return float("nan"), float("nan")
+    if n < BOOT_UNITS:
+        each = statistic(*(np.asarray(d)[:, None] for d in data), axis=-1)  # every unit's own statistic
+        half = stats.t.ppf(0.5 + level / 2, n - 1) * np.std(each, ddof=1) / np.sqrt(n)
+        est = float(statistic(*data))
+        return est - half, est + half
     res = stats.bootstrap(
         data,
         statistic,

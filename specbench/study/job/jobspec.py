@@ -33,7 +33,7 @@ from ...inputs.models import DTYPES, SOURCES, WEIGHTS, ref_key
 from ...trees.base import POSITIVE, RANK_PATHS
 from ...trees.policies import POLICIES, param_checks
 from ...verify.modes import get_mode
-from .errors import ConfigError
+from .errors import ConfigError, as_bool, as_choice, as_float, as_int, as_names
 from .plugins import import_plugins
 from .schema import unknown_key
 
@@ -182,33 +182,8 @@ class JobSpec:
 
 
 # --------------------------------------------------------------------------
-# typed reads: every failure names its key
+# the groups, each read once (the typed reads of one value: ``errors``)
 # --------------------------------------------------------------------------
-def _int(value, key: str, minimum: int | None = None, fix: str = "", most: int = 2**40) -> int:  # torch seeds < 2**63
-    ok = isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(value, float) and value.is_integer():
-        value, ok = int(value), True
-    if not ok or (minimum is not None and value < minimum) or value > most:
-        need = "an integer" + (f" >= {minimum}" if minimum is not None else "") + f" and <= {most}"
-        raise ConfigError(f"{key}={value!r}: must be {need}{'; ' + fix if fix else ''}")
-    return value
-
-
-def _float(value, key: str, lo: float, hi: float | None, fix: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{key}={value!r}: must be a number; {fix}")
-    if value < lo or (hi is not None and value > hi) or value != value:
-        rng = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise ConfigError(f"{key}={value!r}: must be {rng}; {fix}")
-    return float(value)
-
-
-def _bool(value, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{key}={value!r}: must be true or false")
-    return value
-
-
 def _section(d: Mapping, key: str) -> dict:
     value = d.get(key)
     if not isinstance(value, Mapping) or not value.get("name"):
@@ -263,7 +238,7 @@ def _pair(d: Mapping) -> PairSpec:
         target=_model(p.get("target"), "pair.target"),
         drafter=drafter,
         drafter_params=params,
-        chat_template=_bool(p.get("chat_template", False), "pair.chat_template"),
+        chat_template=as_bool(p.get("chat_template", False), "pair.chat_template"),
     )
 
 
@@ -294,13 +269,13 @@ def verify_spec(verify: Mapping) -> VerifySpec:
 def _tree(d: Mapping) -> TreeSpec:
     t = _section(d, "tree")
     # >= 0 here (tree=none is budget 0); whether a policy accepts 0 is the registry's call
-    budget = _int(t.get("budget"), "tree.budget", 0, "the number of draft tokens, e.g. tree.budget=16", MAX_BUDGET)
+    budget = as_int(t.get("budget"), "tree.budget", 0, "the number of draft tokens, e.g. tree.budget=16", MAX_BUDGET)
     # an unset optional key (``trees.base.optional``) is no part of the job's identity
     unset = POLICIES.get(t["name"]).params.optional_keys() if t["name"] in POLICIES else set()
     params = {k: v for k, v in t.items() if k not in ("name", "budget") and not (v is None and k in unset)}
     for k, check in param_checks().items():  # as the policies declare their parameters
         if check["check"] == POSITIVE and params.get(k) is not None:
-            params[k] = _int(params[k], f"tree.{k}", 1, f"set tree.{k} to 1 or more (null = default)")
+            params[k] = as_int(params[k], f"tree.{k}", 1, f"set tree.{k} to 1 or more (null = default)")
         elif check["check"] != POSITIVE and k in params:
             _rank_lists(params[k], f"tree.{k}", check["example"], check["check"] == RANK_PATHS)
     return TreeSpec(str(t["name"]), budget, params)
@@ -310,38 +285,24 @@ def _verify(d: Mapping) -> VerifySpec:
     """The verify group merged over the mode spec's defaults (the only place they live)."""
     v = _section(d, "verify")
     name = str(v.pop("name"))
-    paired = _names(v.pop("paired_with", None), "verify.paired_with")
+    paired = as_names(v.pop("paired_with", None), "verify.paired_with")
     try:
         params = dict(get_mode(name).params(v))  # a plain dict: the config hash covers it
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    top_p = _float(params["top_p"], "verify.top_p", 0.0, 1.0, "use a value in (0, 1], e.g. verify.top_p=1")
+    top_p = as_float(params["top_p"], "verify.top_p", 0.0, 1.0, "use a value in (0, 1], e.g. verify.top_p=1")
     if top_p == 0:
         raise ConfigError("verify.top_p=0: must be in (0, 1]; e.g. verify.top_p=1")
     return VerifySpec(name, params["temperature"], params["draft_temperature"], top_p, params, paired)
 
 
-def _names(value, key: str) -> tuple:
-    """A list of distinct names (a single name or null allowed)."""
-    items = [] if value is None else [value] if isinstance(value, str) else value
-    if not isinstance(items, list) or not all(isinstance(x, str) and x for x in items) or len(set(items)) != len(items):
-        raise ConfigError(f"{key}={value!r}: must be a list of distinct mode names, e.g. {key}=[block]")
-    return tuple(items)
-
-
 def _dataset(d: Mapping) -> DatasetSpec:
     ds = _section(d, "dataset")
     limit, mpt = ds.get("limit"), ds.get("max_prompt_tokens")
-    limit = None if limit is None else _int(limit, "dataset.limit", 1, "use a positive number, or null for all")
-    mpt = None if mpt is None else _int(mpt, "dataset.max_prompt_tokens", 1, "or null for no check")
+    limit = None if limit is None else as_int(limit, "dataset.limit", 1, "use a positive number, or null for all")
+    mpt = None if mpt is None else as_int(mpt, "dataset.max_prompt_tokens", 1, "or null for no check")
     ds = datasets.identity({**ds, "limit": limit, "max_prompt_tokens": mpt})  # an unset kind: none of it
     return DatasetSpec(str(ds["name"]), limit, mpt, ds)
-
-
-def _choice(value, key: str, valid) -> str:
-    if str(value) not in valid:
-        raise ConfigError(f"{key}={value!r}: must be one of {', '.join(valid)}")
-    return str(value)
 
 
 def _missing(node, prefix: str = "") -> list[str]:
@@ -392,17 +353,17 @@ def from_config(cfg) -> JobSpec:
         tree=_tree(d),
         verify=_verify(d),
         dataset=_dataset(d),
-        max_new_tokens=_int(top["max_new_tokens"], "max_new_tokens", 1, "e.g. max_new_tokens=64"),
-        seed=_int(top["seed"], "seed", 0, "e.g. seed=0"),
+        max_new_tokens=as_int(top["max_new_tokens"], "max_new_tokens", 1, "e.g. max_new_tokens=64"),
+        seed=as_int(top["seed"], "seed", 0, "e.g. seed=0"),
         device=str(top["device"]),
-        dtype=_choice(resolve_dtype(top["dtype"], str(top["device"]), top["replay_cache"]), "dtype", DTYPES),
-        engine=_choice(top["engine"], "engine", ENGINES),
-        batch_size=_int(top["batch_size"], "batch_size", 1, "prompts per target forward, e.g. batch_size=1"),
-        resume=_bool(top["resume"], "resume"),
+        dtype=as_choice(resolve_dtype(top["dtype"], str(top["device"]), top["replay_cache"]), "dtype", DTYPES),
+        engine=as_choice(top["engine"], "engine", ENGINES),
+        batch_size=as_int(top["batch_size"], "batch_size", 1, "prompts per target forward, e.g. batch_size=1"),
+        resume=as_bool(top["resume"], "resume"),
         out_root=str(top["out_root"]),
-        progress=_bool(top["progress"], "progress"),
+        progress=as_bool(top["progress"], "progress"),
         replay_cache=None if top["replay_cache"] is None else str(top["replay_cache"]),
-        exact_continuations=_bool(top["exact_continuations"], "exact_continuations"),
+        exact_continuations=as_bool(top["exact_continuations"], "exact_continuations"),
         plugins=plugins,
         extra={k: v for k, v in d.items() if k not in DEFAULTS and k not in GROUPS},
     )

@@ -307,7 +307,9 @@ def floors() -> tuple[Floor, ...]:
 SCHEDULE_PAIRS = ("qwen_coder", "smollm_qwen")
 SCHEDULE_SIZES = (1, 2, 4, 8, 16)
 SCHEDULE_CHAINS = (1, 2, 3, 4, 6)  # chain N at every B, beside the batch-1 answer's tree and one binary tree
-SCHEDULE_DATASET, SCHEDULE_TOKENS, SCHEDULE_PROMPTS = "humaneval", 64, {1: 16, 2: 16, 4: 16, 8: 16, 16: 32}
+# prompts per B: at least 16, and 6 units of B prompts or more (an interval over fewer units is a t interval,
+# results.speedstats.BOOT_UNITS, and over 2 units hardly one: t(1) = 12.7)
+SCHEDULE_DATASET, SCHEDULE_TOKENS, SCHEDULE_PROMPTS = "humaneval", 64, {1: 16, 2: 16, 4: 32, 8: 48, 16: 96}
 
 
 def schedule_jobs() -> list[tuple[str, str, int, int, int]]:

@@ -12,7 +12,8 @@ the controls); a B whose controls fail is not ranked.
 **Where speculation stops paying** (``stop``): the smallest measured B = x from which on, at every
 measured B, the controls hold and no candidate's interval is above 1×.  At x the fastest's interval is
 either below 1× (``loses``: speculation stops paying at B = x) or includes it (``no gain``: no gain is
-resolved from B = x on, which is not a loss).  Without such an x (the largest B measured still gains,
+resolved from B = x on, which is not a loss; where every B from some larger y on has its fastest below 1×,
+``loses_from`` says that too).  Without such an x (the largest B measured still gains,
 or is not ranked) nothing is claimed.
 """
 
@@ -164,10 +165,26 @@ def stop_clause(rows: pd.DataFrame) -> str:
     if kind == "loses":
         head = "speculation pays at no measured B" if first else f"speculation stops paying at B = {x}"
         return f"{head}: no interval above 1× {beyond}, and the fastest at B = {x}, {fastest}, loses"
-    return (
+    head = (
         f"no gain is resolved from B = {x} on (not a loss): no interval above 1× {beyond}, and the fastest at "
         f"B = {x}, {fastest}, includes 1×"
     )
+    return head + loses_from(rows[rows.batch_size > x])
+
+
+def loses_from(rows: pd.DataFrame) -> str:
+    """'; from B = 8 on speculation loses: the fastest at B = 8, chain N=3 0.89× [0.84, 0.93], is below 1×', where
+    every ``rows`` B from some y on is ranked and its fastest's interval below 1× (else "")."""
+    rows = rows.sort_values("batch_size", kind="mergesort").reset_index(drop=True)
+    lose = (rows.ranked & (rows.best_hi < 1)).tolist()
+    i = len(lose)
+    while i > 0 and lose[i - 1]:
+        i -= 1
+    if i == len(lose):
+        return ""
+    at = rows.iloc[i]
+    fastest = f"{at.best} {at.best_speedup:.2f}× [{at.best_lo:.2f}, {at.best_hi:.2f}]"
+    return f"; from B = {int(at.batch_size)} on speculation loses: the fastest at B = {int(at.batch_size)}, {fastest}, is below 1×"
 
 
 def item(r, names: bool = True) -> str:
