@@ -120,6 +120,10 @@ def test_a_failed_control_leaves_its_b_unranked_and_no_verdict_rests_on_it():
     rows = sch.per_b(schedule_of(run(1, pays), run(4, bad), run(8, loses))).set_index("batch_size")
     assert not rows.loc[4, "ranked"] and rows.loc[1, "ranked"] and rows.loc[8, "ranked"]
     assert verdict(run(1, pays), run(4, bad), run(8, loses))[:2] == ("loses", 8)  # not 4
+    text = sch.sentences(schedule_of(run(1, pays), run(4, bad), run(8, loses)))[0]
+    assert "stops paying at B = 8" not in text  # B = 4 may not pay: where it stops is not resolved
+    assert "speculation loses from B = 8 on (the fastest: chain N=1 0." in text
+    assert text.endswith("; whether it pays at B = 4 is not resolved.")
     assert verdict(run(1, pays), run(4, bad))[:2] == ("open", None)
     text = sch.sentences(schedule_of(run(1, pays), run(4, bad)))[0]
     assert "B=4: a control fails, not ranked" in text and "not resolved" in text and "stops paying" in text
@@ -133,11 +137,7 @@ def test_the_report_shows_the_benchmarks_schedule_and_labels_the_single_runs(tmp
     t = ss.tables(bench)
     t["bench_schedule"] = sch.schedule(t["measured"])
     (text,) = measured.schedule_section(t)
-    assert (
-        "stops paying at B = 2" in text
-        and "| 1 | 12 (12) | A/A " in text
-        and "64 new tokens, 12 prompts (24 at B = 2)" in text
-    )
+    assert "stops paying at B = 2" in text and "| 1 | 12 (12) | A/A " in text and "64 new tokens, 12–24 prompts" in text
     assert ": hold |" in text and "| chain N=1 1.5" in text
     single = pd.DataFrame(
         [
@@ -158,6 +158,9 @@ def test_the_batch1_answer_is_the_answer_runs_not_a_newer_schedule_run():
     assert set(a.run_id) == {"20260101T000000-a"}
     alone = ss.answer_first(ss.answers(sched_run))  # no answer run: the schedule's B=1 run stands
     assert set(alone.run_id) == {"20260105T000000-s"}
+    from specbench.report import measured  # the main page's "earlier runs" count: what speed.md lists
+
+    assert measured.runs_at_batch1({"measured": ss.answers(pd.concat([answer, sched_run]))}) == 1
 
 
 def test_the_candidates_are_the_answers_tree_twinned_chains_and_one_binary_tree():

@@ -44,7 +44,7 @@ def shown(t: dict, every: bool = False) -> pd.DataFrame:
 def runs_at_batch1(t: dict) -> int:
     """How many benchmark runs at batch 1 there are (what ``shown(t, every=True)`` lists)."""
     m = t.get("measured", pd.DataFrame())
-    return 0 if m.empty else int(m[m.batch_size.astype(int) == 1].run_id.nunique())
+    return 0 if m.empty else int(speedstats.answer_first(m[m.batch_size.astype(int) == 1]).run_id.nunique())
 
 
 def built(r: dict) -> str:

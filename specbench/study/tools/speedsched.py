@@ -163,6 +163,11 @@ def stop_clause(rows: pd.DataFrame) -> str:
     fastest = f"{at.best} {at.best_speedup:.2f}× [{at.best_lo:.2f}, {at.best_hi:.2f}]"
     beyond = "at any measured B" if first else "from there on"
     if kind == "loses":
+        gap = unranked_before(rows, int(at.batch_size))
+        if gap:  # "stops paying at B = x" would claim the B's before it
+            return (
+                f"speculation loses from B = {x} on (the fastest: {fastest}); whether it pays at {gap} is not resolved"
+            )
         head = "speculation pays at no measured B" if first else f"speculation stops paying at B = {x}"
         return f"{head}: no interval above 1× {beyond}, and the fastest at B = {x}, {fastest}, loses"
     head = (
@@ -170,6 +175,17 @@ def stop_clause(rows: pd.DataFrame) -> str:
         f"B = {x}, {fastest}, includes 1×"
     )
     return head + loses_from(rows[rows.batch_size > x])
+
+
+def unranked_before(rows: pd.DataFrame, x: int) -> str:
+    """'B = 4' (or 'B = 2 or B = 4'): the B's just before x that are not ranked, else ""."""
+    before = rows[rows.batch_size < x].sort_values("batch_size", ascending=False, kind="mergesort")
+    gap = []
+    for r in before.itertuples():
+        if r.ranked:
+            break
+        gap.append(f"B = {int(r.batch_size)}")
+    return " or ".join(gap[::-1])
 
 
 def loses_from(rows: pd.DataFrame) -> str:
@@ -197,14 +213,13 @@ def item(r, names: bool = True) -> str:
 
 
 def prompts(rows: pd.DataFrame) -> str:
-    """'16 prompts (32 at B = 16)': the smallest B's count, then the B's that differ."""
-    first = int(rows.sort_values("batch_size").n_prompts.iloc[0])
-    other = [f"{int(n)} at B = {int(b)}" for b, n in zip(rows.batch_size, rows.n_prompts) if int(n) != first]
-    return f"{first} prompts" + (f" ({', '.join(other)})" if other else "")
+    """'16 prompts', or '16–48 prompts' where the B's differ (each B's: the speed page's table)."""
+    lo, hi = int(rows.n_prompts.min()), int(rows.n_prompts.max())
+    return f"{lo} prompts" if lo == hi else f"{lo}–{hi} prompts"
 
 
 def where(k: tuple, rows: pd.DataFrame, machine: str | None) -> str:
-    """'qwen_coder on humaneval (interleaved benchmark, bfloat16, 64 new tokens, 16 prompts (32 at B = 16)[,
+    """'qwen_coder on humaneval (interleaved benchmark, bfloat16, 64 new tokens, 16–96 prompts[,
     timed on M])'."""
     pair, ds, dtype, tokens, _mid = k
     on = f", timed on {machine}" if machine else ""
