@@ -95,14 +95,17 @@ def test_an_interval_that_includes_one_at_b2_is_not_where_speculation_stops_payi
     kind, at, first = verdict(run(1, pays), run(2, flat, noise=0.05), run(4, flat, noise=0.05))
     assert (kind, at, first) == ("no gain", 2, False)
     text = sch.sentences(schedule_of(run(1, pays), run(2, flat, noise=0.05), run(4, flat, noise=0.05)))[0]
-    assert "stops paying" not in text and "no gain is resolved from B = 2 on (not a loss)" in text
+    assert "stops paying" not in text and "no gain is resolved from B = 2 on (not a loss: " in text
     assert "includes 1×" in text and "loses" not in text
     runs = run(1, pays), run(2, pays), run(4, flat, noise=0.05), run(8, loses), run(16, loses)  # gains, none, loses
     text = sch.sentences(schedule_of(*runs))[0]
     assert verdict(*runs)[:2] == ("no gain", 4) and "stops paying" not in text
-    assert "no gain is resolved from B = 4 on (not a loss)" in text
-    assert re.search(r"; from B = 8 on speculation loses: the fastest at B = 8, chain N=1 0\.\d\d× \[[\d.]+, 0\.\d\d\], "
-                     r"is below 1×\.$", text)  # fmt: skip
+    assert "no gain is resolved from B = 4 on (not a loss: " in text
+    assert text.endswith("; it loses from B = 8 on (the fastest there is below 1×).")  # B = 8's item shows it
+    b8 = sch.per_b(schedule_of(*runs)).set_index("batch_size").loc[8]
+    assert sch.unless_shown(b8) == ""
+    named = sch.unless_shown(pd.concat([b8.drop("shown"), pd.Series({"shown": "binary N=3"})]))
+    assert re.fullmatch(r", chain N=1 0\.\d\d× \[[\d.]+, 0\.\d\d\],", named)  # another shown: the fastest named
 
 
 def test_a_schedule_that_still_pays_or_never_pays_says_so():
@@ -124,6 +127,11 @@ def test_a_failed_control_leaves_its_b_unranked_and_no_verdict_rests_on_it():
     assert "stops paying at B = 8" not in text  # B = 4 may not pay: where it stops is not resolved
     assert "speculation loses from B = 8 on (the fastest: chain N=1 0." in text
     assert text.endswith("; whether it pays at B = 4 is not resolved.")
+    flat = controls(c1=2.0)
+    runs = run(1, pays), run(2, bad), run(4, flat, noise=0.05), run(8, loses)  # no gain from 4, B = 2 unranked
+    text = sch.sentences(schedule_of(*runs))[0]
+    assert verdict(*runs)[:2] == ("no gain", 4) and "no gain is resolved from B = 4 on (not a loss: " in text
+    assert text.endswith("is below 1×); whether it pays at B = 2 is not resolved.")
     assert verdict(run(1, pays), run(4, bad))[:2] == ("open", None)
     text = sch.sentences(schedule_of(run(1, pays), run(4, bad)))[0]
     assert "B=4: a control fails, not ranked" in text and "not resolved" in text and "stops paying" in text
@@ -149,6 +157,27 @@ def test_the_report_shows_the_benchmarks_schedule_and_labels_the_single_runs(tmp
     (old,) = hardware.schedule_sentences(single)
     assert "single live runs, no interval" in old and "stops paying" not in old
     assert hardware.schedule_sentences(single, {("p", "d", "bfloat16")}) == []  # the benchmark has it
+
+
+def test_the_schedules_figure_draws_each_candidates_interval_per_b_and_hollows_an_unranked_b():
+    from matplotlib.collections import PathCollection
+
+    from specbench.report import batch
+
+    bad = {**controls(c1=2.6), ss.PLAIN_AA: 2.6}  # B = 4's A/A fails
+    sched = schedule_of(run(1, {**controls(c1=1.3), "chain N=2": 1.4}), run(4, bad))
+    fig = batch.fig_bench_schedule(sched)
+    assert fig is not None and fig.name == "bench_schedule.png" and "Hollow" in fig.caption
+    ax = fig.fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "4"]
+    bars = [c for c in ax.containers if c.get_label() in ("chain N=1", "chain N=2")]
+    assert len(bars) == 2  # one error-bar line per candidate
+    points = [c for c in ax.collections if isinstance(c, PathCollection) and len(c.get_offsets())]
+    hollow = [c for c in points if not len(c.get_facecolors())]
+    assert hollow and all((c.get_offsets()[:, 0].round() == 4).all() for c in hollow)  # B = 4, not ranked
+    filled = [c for c in points if len(c.get_facecolors())]
+    assert filled and all((c.get_offsets()[:, 0].round() == 1).all() for c in filled)
+    assert batch.fig_bench_schedule(pd.DataFrame()) is None
 
 
 def test_the_batch1_answer_is_the_answer_runs_not_a_newer_schedule_run():

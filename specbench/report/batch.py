@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..study.tools import speedsched
 from . import analysis, figures, measured, phrases
 from .markdown import fig_links, table
 
@@ -50,6 +51,44 @@ def fig_schedule(sched: pd.DataFrame) -> figures.Fig | None:
     )
 
 
+def fig_bench_schedule(sched: pd.DataFrame) -> figures.Fig | None:
+    """The interleaved benchmark's schedule (``speedsched.schedule``): each candidate's paired speedup with
+    its 95% interval against the batch size B, one panel per setting; a B whose controls fail is hollow."""
+    if sched is None or sched.empty:
+        return None
+    groups = [
+        (f"{k[0]} · {k[1]} ({k[2]}, {int(k[3])} tok)", g) for k, g in sched.groupby(speedsched.SETTING, sort=True)
+    ]
+    names = sorted({str(c) for c in sched.candidate})
+    shades = plt.get_cmap("tab10")(np.arange(len(names)) % 10)
+
+    def draw(ax, g):
+        sizes = sorted({int(b) for b in g.batch_size})
+        for name, s in g.groupby("candidate", sort=True):
+            s, j = s.sort_values("batch_size"), names.index(str(name))
+            x = s.batch_size * 2 ** ((j - len(names) / 2) * 0.035)  # side by side at each B
+            c = shades[j]
+            err = [s.speedup - s.lo, s.hi - s.speedup]
+            ax.errorbar(x, s.speedup, yerr=err, color=c, lw=0.8, capsize=1.5, label=str(name))
+            held = s.ranked.astype(bool)
+            ax.scatter(x[held], s.speedup[held], color=c, s=9, zorder=3)
+            ax.scatter(x[~held], s.speedup[~held], facecolors="none", edgecolors=c, s=9, zorder=3)
+        ax.axhline(1, color="k", lw=0.6)
+        figures.budget_axis(ax, sizes)  # log 2, a tick at each B
+        ax.set(xlabel="batch size B", ylabel="measured speedup ×")
+
+    return figures.panels(
+        groups,
+        "bench_schedule.png",
+        draw,
+        "The interleaved benchmark's batch-size schedule: each candidate's speedup over plain decoding of the "
+        "same prompts in the same round at batch size B, with its 95% paired interval (bars; the table above "
+        "gives the ties). Hollow: a B whose controls fail, not ranked. Plain decoding = 1.",
+        w=4.6,
+        legend="candidate",
+    )
+
+
 SCHEDULE_COLS = [
     ("batch B", lambda r: int(r["B"])),
     ("plain tokens/s", lambda r: analysis.fmt(r["plain"], 2)),
@@ -67,6 +106,7 @@ def section(ctx) -> str:
             "_The interleaved benchmark has no schedule yet (`python -m specbench.study.tools.speed "
             "+speed_candidates=schedule batch_size=B` at two or more B)._"
         )
+    out += fig_links(ctx, "bench_schedule.png")
     if sched.empty:
         out.append("_No live setting ran at two or more batch sizes, so there is no batch-size schedule._")
     for k, g in analysis.groups(sched, ["pair", "dataset", "dtype", "max_new_tokens", "n_prompts"]):

@@ -54,6 +54,7 @@ def make_figures(t: dict, data: dict) -> list[figures.Fig]:
         speed.fig_measured_vs_projected(t["live"]),
         hardware_page.fig_phase(t["phase"], t["points"]),
         batch.fig_schedule(t["schedule"]),
+        batch.fig_bench_schedule(t["bench_schedule"]),
         acceptance.fig_alpha(t["rows"], t["sums"], data["steps"], t["pair"]),
         acceptance.fig_acceptance_vector(data.get("vector")),
         gap.fig_gap(t["gap"]),

@@ -93,8 +93,9 @@ def section(ctx) -> str:
     served = [bullets(lines, "")] if lines else []
     if live.empty:
         return "\n\n".join(served)
+    error = measured.error_sentence(ctx["t"].get("speed", pd.DataFrame()))  # the main page: Finding 2's
     found = bullets(
-        findings.sentences(ctx["t"]["findings"], "speed") + measured.bench_detail(ctx["t"]),
+        [error][: bool(error)] + findings.sentences(ctx["t"]["findings"], "speed") + measured.bench_detail(ctx["t"]),
         "",
     )
     checked = live[live.projected.notna()] if "projected" in live else live  # batch B > 1: under Batch size

@@ -62,8 +62,7 @@ def _interval(data: tuple, statistic, level: float) -> tuple[float, float]:
         return float("nan"), float("nan")
     if n < BOOT_UNITS:
         each = statistic(*(np.asarray(d)[:, None] for d in data), axis=-1)  # every unit's own statistic
-        half = stats.t.ppf(0.5 + level / 2, n - 1) * np.std(each, ddof=1) / np.sqrt(n)
-        est = float(statistic(*data))
+        est, half = float(statistic(*data)), _t_half(each, level)
         return est - half, est + half
     res = stats.bootstrap(
         data,
@@ -76,6 +75,12 @@ def _interval(data: tuple, statistic, level: float) -> tuple[float, float]:
         rng=np.random.default_rng(0),
     )
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def _t_half(values: np.ndarray, level: float) -> float:
+    """Half the width of a Student t interval (n − 1 df) around a mean of ``values`` (0 where they agree)."""
+    n = len(values)
+    return float(stats.t.ppf(0.5 + level / 2, n - 1) * np.std(values, ddof=1) / np.sqrt(n))
 
 
 def _cols(w: pd.DataFrame, name: str) -> tuple:
@@ -312,8 +317,8 @@ def _over_runs(means: np.ndarray, level: float) -> tuple[float, float, float]:
     bootstrap over 8 runs is too narrow)."""
     if len(means) < 2:
         return float(means.mean()) if len(means) else float("nan"), float("nan"), float("nan")
-    lo, hi = stats.t.interval(level, len(means) - 1, loc=means.mean(), scale=stats.sem(means))
-    return float(means.mean()), float(lo), float(hi)
+    mean, half = float(means.mean()), _t_half(means, level)
+    return mean, mean - half, mean + half
 
 
 def tables(bench: pd.DataFrame | None) -> dict:

@@ -140,14 +140,23 @@ def stop(rows: pd.DataFrame) -> tuple[str, int | None, bool]:
     B = x (module docstring); ``gains`` where the largest B measured still has an interval above 1×,
     ``open`` where it is not ranked (x None)."""
     rows = rows.sort_values("batch_size", kind="mergesort").reset_index(drop=True)
-    quiet = (rows.ranked & ~rows.gains).tolist()
-    i = len(quiet)
-    while i > 0 and quiet[i - 1]:
-        i -= 1
-    if i == len(quiet):
+    i = trailing((rows.ranked & ~rows.gains).tolist())
+    if i is None:
         return ("gains" if rows.ranked.iloc[-1] else "open"), None, False
-    at = rows.iloc[i]
-    return ("loses" if at.best_hi < 1 else "no gain"), int(at.batch_size), i == 0
+    return ("loses" if rows.best_hi.iloc[i] < 1 else "no gain"), int(rows.batch_size.iloc[i]), i == 0
+
+
+def trailing(flags: list[bool]) -> int | None:
+    """The index where the trailing run of True ``flags`` starts; None where the last flag is False."""
+    i = len(flags)
+    while i > 0 and flags[i - 1]:
+        i -= 1
+    return None if i == len(flags) else i
+
+
+def fastest(at) -> str:
+    """'chain N=3 0.89× [0.83, 0.95]': a ``per_b`` row's fastest candidate with its interval."""
+    return f"{at.best} {at.best_speedup:.2f}× [{at.best_lo:.2f}, {at.best_hi:.2f}]"
 
 
 def stop_clause(rows: pd.DataFrame) -> str:
@@ -159,22 +168,19 @@ def stop_clause(rows: pd.DataFrame) -> str:
         return f"speculation still pays at B = {last}, the largest measured"
     if kind == "open":
         return f"where speculation stops paying is not resolved (B = {last}, the largest measured, is not ranked)"
+    assert x is not None  # "loses" and "no gain" name their B
     at = rows[rows.batch_size == x].iloc[0]
-    fastest = f"{at.best} {at.best_speedup:.2f}× [{at.best_lo:.2f}, {at.best_hi:.2f}]"
+    best = fastest(at)
     beyond = "at any measured B" if first else "from there on"
+    gap = unranked_before(rows, x)
+    unresolved = f"; whether it pays at {gap} is not resolved" if gap else ""
     if kind == "loses":
-        gap = unranked_before(rows, int(at.batch_size))
         if gap:  # "stops paying at B = x" would claim the B's before it
-            return (
-                f"speculation loses from B = {x} on (the fastest: {fastest}); whether it pays at {gap} is not resolved"
-            )
+            return f"speculation loses from B = {x} on (the fastest: {best}){unresolved}"
         head = "speculation pays at no measured B" if first else f"speculation stops paying at B = {x}"
-        return f"{head}: no interval above 1× {beyond}, and the fastest at B = {x}, {fastest}, loses"
-    head = (
-        f"no gain is resolved from B = {x} on (not a loss): no interval above 1× {beyond}, and the fastest at "
-        f"B = {x}, {fastest}, includes 1×"
-    )
-    return head + loses_from(rows[rows.batch_size > x])
+        return f"{head}: no interval above 1× {beyond}, and the fastest at B = {x}, {best}, loses"
+    head = f"no gain is resolved from B = {x} on (not a loss: the fastest at B = {x}{unless_shown(at)} includes 1×)"
+    return head + loses_from(rows[rows.batch_size > x]) + unresolved
 
 
 def unranked_before(rows: pd.DataFrame, x: int) -> str:
@@ -189,18 +195,19 @@ def unranked_before(rows: pd.DataFrame, x: int) -> str:
 
 
 def loses_from(rows: pd.DataFrame) -> str:
-    """'; from B = 8 on speculation loses: the fastest at B = 8, chain N=3 0.89× [0.84, 0.93], is below 1×', where
+    """'; it loses from B = 8 on (the fastest there is below 1×)', where
     every ``rows`` B from some y on is ranked and its fastest's interval below 1× (else "")."""
     rows = rows.sort_values("batch_size", kind="mergesort").reset_index(drop=True)
-    lose = (rows.ranked & (rows.best_hi < 1)).tolist()
-    i = len(lose)
-    while i > 0 and lose[i - 1]:
-        i -= 1
-    if i == len(lose):
+    i = trailing((rows.ranked & (rows.best_hi < 1)).tolist())
+    if i is None:
         return ""
     at = rows.iloc[i]
-    fastest = f"{at.best} {at.best_speedup:.2f}× [{at.best_lo:.2f}, {at.best_hi:.2f}]"
-    return f"; from B = {int(at.batch_size)} on speculation loses: the fastest at B = {int(at.batch_size)}, {fastest}, is below 1×"
+    return f"; it loses from B = {int(at.batch_size)} on (the fastest there{unless_shown(at)} is below 1×)"
+
+
+def unless_shown(at) -> str:
+    """', chain N=3 0.89× [0.83, 0.95],': the fastest with its interval, where the B's item shows another."""
+    return "" if at.best == at.shown else f", {fastest(at)},"
 
 
 def item(r, names: bool = True) -> str:
