@@ -288,12 +288,12 @@ def schedule_section(t: dict) -> list[str]:
     for k, g in sched.groupby(speedsched.SETTING, sort=True, dropna=False):
         rows = speedsched.per_b(g)
         rows["controls"] = [controls.cell(c, r) for r in rows.run_id]
+        verdict = speedsched.stop_clause(rows)
         out.append(
             f"**{speedsched.where(k, rows, str(g.machine.iloc[0]))}**: per B, each candidate's paired speedup over "
             "plain decoding of the same prompts in the same round (95% interval over units of B prompts: a "
             f"bootstrap's from {speedstats.BOOT_UNITS} units, a t interval below), the one shown {speedstats.PICK_RULE}, and the ties (Bonferroni-adjusted paired "
             f"difference to the fastest includes 0); a B whose controls fail is not ranked. "
-            f"{speedsched.stop_clause(rows)[:1].upper()}{speedsched.stop_clause(rows)[1:]}.\n\n"
-            + table(rows.to_dict("records"), SCHEDULE_COLS)
+            f"{verdict[:1].upper()}{verdict[1:]}.\n\n" + table(rows.to_dict("records"), SCHEDULE_COLS)
         )
     return out
