@@ -11,8 +11,9 @@
 # acceptance-sample check (specbench/study/tools/recheck.py: a fixed stratified sample of the committed
 # greedy configurations re-derived in their dtype at their committed batch, on the prompts of their
 # run, as many as the plan fits; compared step by step: one PASS/FAIL line, acceptance_check.csv); the
-# interleaved speed benchmark for the plan's pairs x datasets, each stopping at the plan's deadline;
-# the tree-attention grid the plan sized; collect; each step's time beside its ceiling; report.
+# tree-attention grid the plan sized; the interleaved speed benchmark for the plan's pairs x datasets,
+# each stopping at the plan's deadline (so an earlier step's overrun costs prompts, not minutes);
+# collect; each step's time beside its ceiling; report.
 # Every committed row this run does not re-measure is kept.  Resumable: a finished step leaves a
 # marker in $OUT and is skipped by the next run (start over: rm -r outputs/default).
 set -euo pipefail
@@ -94,6 +95,14 @@ done < "$OUT/recheck_jobs.txt"
 once recheck_compare $PY -m specbench.study.tools.recheck compare --results "$RESULTS" --runs "$OUT/recheck" \
   --out "$RESULTS/acceptance_check.csv"
 
+GRID=$(get grid)
+step "tree-attention benchmark, grid=$GRID (attention.csv)"
+VIEW=false; [ "$GRID" = default ] && VIEW=true   # the real 1.5B model's view with the full grid only
+if [ "$GRID" != none ]; then
+  once attention $PY -m specbench.attention_bench grid="$GRID" model_view=$VIEW merge=true \
+    out_csv="$RESULTS/attention.csv" fig_dir="$RESULTS/figures" progress=false "${ATTN[@]}"
+fi
+
 step "the speed benchmark: the plan's candidates, interleaved with plain decoding (speed.csv)"
 while IFS=$'\t' read -r pair ds n tok cands after; do
   [ -n "$pair" ] || continue
@@ -104,14 +113,6 @@ while IFS=$'\t' read -r pair ds n tok cands after; do
     max_new_tokens="$tok" dtype="$DTYPE" batch_size=1 "+speed_candidates=$cands" +speed_rounds=1 "+speed_until=$UNTIL" \
     "+results_dir=$RESULTS" hydra.run.dir="$OUT/speed/${pair}_${ds}" < /dev/null
 done <<< "$(get speed)"
-
-GRID=$(get grid)
-step "tree-attention benchmark, grid=$GRID (attention.csv)"
-VIEW=false; [ "$GRID" = default ] && VIEW=true   # the real 1.5B model's view with the full grid only
-if [ "$GRID" != none ]; then
-  once attention $PY -m specbench.attention_bench grid="$GRID" model_view=$VIEW merge=true \
-    out_csv="$RESULTS/attention.csv" fig_dir="$RESULTS/figures" progress=false "${ATTN[@]}"
-fi
 
 step "collect and the run's record (default_run.json)"
 mkdir -p "$OUT/jobs"   # nothing new to merge: the steps above wrote their own files; committed rows are kept

@@ -55,7 +55,8 @@ def test_more_minutes_never_cover_less_and_nothing_planned_exceeds_the_budget():
         seen.add(got)
     assert len(seen) > 5  # the budget does decide
     full = plan(10_000)
-    assert budget.covered(full) == (len(UNITS), 16 * len(UNITS), budget.GRIDS.index("default"), len(SAMPLE))
+    everything = (len(UNITS), 16 * len(UNITS), sum(len(u[2]) for u in UNITS), budget.GRIDS.index("default"))
+    assert budget.covered(full) == (*everything, len(SAMPLE))
 
 
 def test_the_first_unit_takes_fewer_prompts_before_a_second_unit_is_planned():
@@ -73,6 +74,27 @@ def test_a_slower_machine_covers_less_and_the_sample_runs_in_its_own_dtype():
     assert budget.recheck_s(SAMPLE, AVX2, prof) > 5 * budget.recheck_s(SAMPLE, FAST, prof)
     by = {s["step"]: s for s in slow["steps"]}
     assert by["recheck"]["configurations"] < {s["step"]: s for s in fast["steps"]}["recheck"]["configurations"]
+
+
+def test_a_machine_too_slow_for_every_candidate_times_the_projected_top_before_it_drops_the_step():
+    # the AVX2 machine of this session (2026-12-02: float32 6.6 / 60.4 GFLOP/s at 1 / 64 rows; bf16 13.8 / 18.5),
+    # 35 min left after set-up: every candidate at 4 prompts did not fit and the plan ran no speed benchmark
+    rates = {"bfloat16": {"1": 13.8, "64": 18.5}, "float32": {"1": 6.6, "64": 60.4}}
+    p = budget.plan(budget.PROFILES["real"], rates, "float32", 35 * 60, UNITS, SAMPLE, python_s=0.13)
+    steps = {s["step"]: s for s in p["steps"]}
+    unit = steps["speed"]["units"][0]
+    # that host's Python work took 0.13 s and its report 355 s: the plan counts that, and the speed step's
+    # deadline leaves collect, ceiling and report their time (the attention grid runs before it)
+    assert steps["report"]["eta_s"] >= 355 and [s["step"] for s in p["steps"]][3:] == [
+        "speed", "collect", "ceiling", "report"]  # fmt: skip
+    assert steps["speed"]["after_s"] == sum(steps[k]["eta_s"] for k in ("collect", "ceiling", "report"))
+    quick = budget.fixed_steps(budget.PROFILES["real"], 0.03)  # a host 4x quicker keeps the fixed estimates
+    assert quick == budget.PROFILES["real"].fixed_s
+    assert 0 < len(unit["candidates"]) < len(UNITS[0][2]) and unit["prompts"] == budget.PROFILES["real"].prompts[0]
+    assert unit["candidates"] + unit["dropped"] == UNITS[0][2]  # the projected top kept, the last dropped first
+    assert "dropped to fit" in budget.sentence(p) and not p["over_budget"]
+    planned = budget.get(p, "speed").split("\t")[4]
+    assert planned == "[" + ",".join(unit["candidates"]) + "]"  # the shell runs only the kept ones
 
 
 def test_the_sample_is_costed_at_its_committed_batch_and_shrinks_to_fit_dropping_the_dearest():
@@ -111,7 +133,7 @@ def test_a_wide_forward_is_priced_from_the_measured_rates_alone():
 
 def test_a_budget_below_the_mandatory_steps_is_planned_and_marked_over():
     p = plan(1)
-    assert p["over_budget"] and budget.covered(p)[:3] == (0, 0, 0)
+    assert p["over_budget"] and budget.covered(p)[:4] == (0, 0, 0, 0)
     assert "no pair" in budget.sentence(p)
 
 
@@ -125,7 +147,8 @@ def test_the_shell_reads_the_plan_and_the_record_states_it(tmp_path):
     assert (pair, ds, tok) == ("qwen_coder", "humaneval", "64") and cands.startswith("[chain/3,")
     # each pair x dataset's deadline leaves the steps after the speed step, and the units after it, their ETAs
     by = {s["step"]: s for s in p["steps"]}
-    later = sum(s["eta_s"] for s in p["steps"][3:])
+    at = [s["step"] for s in p["steps"]].index("speed")
+    later = sum(s["eta_s"] for s in p["steps"][at + 1 :])
     assert int(after) == int(later + sum(u["eta_s"] for u in by["speed"]["units"][1:]))
     assert int(lines[-1].split("\t")[-1]) == int(later)
     assert budget.get(p, "costs_pairs").startswith("[") and budget.get(p, "kv_lens") == "[128,512]"

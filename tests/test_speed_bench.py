@@ -476,15 +476,18 @@ def test_a_measured_speedup_is_never_set_against_costs_from_another_machine():
     walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.0}
     t = {**ss.tables(table(walls)), "speed": pd.DataFrame([answer_row(tree="chain", budget=3, projected=2.2)])}
     t["speed"]["max_new_tokens"] = 128
-    costs = pd.DataFrame({"pair": ["p", "p"], "device": "cpu", "machine_id": ["elsewhere", "elsewhere"]})
+    costs = pd.DataFrame({"pair": ["p", "p"], "device": "cpu", "dtype": "float32", "machine_id": ["elsewhere"] * 2})
     other = measured.projection_check(on(t, costs))
     assert "not set against the projection" in other and "error" not in other
     unnamed = costs.assign(machine_id=None)  # cost rows from before they named their machine: not compared
     assert "not set against" in measured.projection_check(on(t, unnamed))
     assert "not set against" in measured.projection_check(on(t, costs.assign(machine_id=["m1", "m2"])))  # two machines
-    gpu = pd.DataFrame({"pair": ["p"], "device": "cuda", "machine_id": [None]})  # another device's curve
+    gpu = pd.DataFrame({"pair": ["p"], "device": "cuda", "dtype": "float32", "machine_id": [None]})  # another device's
     same = measured.projection_check(on(t, pd.concat([costs.assign(machine_id="m1"), gpu])))
     assert "median absolute 1" in same and "over 1 configurations" in same  # 2.2 projected vs ~2.0 measured
+    # a default run on an AVX2 machine adds its float32 curve beside the bf16 one: the bf16 curve's machine stays
+    avx2 = costs.assign(machine_id="avx2", dtype="bfloat16")
+    assert measured.projection_check(on(t, pd.concat([costs.assign(machine_id="m1"), avx2]))) == same
 
 
 def test_a_later_run_of_the_same_candidates_adds_rounds_and_another_set_replaces_them():
@@ -510,10 +513,15 @@ def test_the_tldr_shows_each_pair_and_datasets_largest_run_not_a_later_smaller_o
 def test_the_tldr_prefers_the_run_on_the_machine_that_measured_the_pairs_costs():
     """A larger run timed elsewhere does not displace the run the projection is checked against."""
     from specbench.report import measured
+    from specbench.results import costcurve
 
     here = table({"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.2}, units=8, run="20260101T000000-a")
     there = table({"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.0}, units=16, run="20260102T000000-b")
     there = there.assign(machine="other", machine_id="m2")
     t = ss.tables(pd.concat([here, there]))
-    assert list(measured.shown({**t, "cost_machines": {("p", "cpu"): "m1"}}).candidate) == ["chain N=3"]
+    assert list(measured.shown({**t, "cost_machines": {("p", "cpu", "float32"): "m1"}}).candidate) == ["chain N=3"]
     assert list(measured.shown(t).candidate) == ["binary N=3"]  # no costs machine named: the larger run
+    # a later default run on a third machine costs the pair in its own dtype: the shown run stays m1's
+    homes = costcurve.machines(pd.DataFrame({"pair": "p", "device": "cpu", "dtype": ["float32", "bfloat16"],
+                                             "machine_id": ["m1", "m3"]}))  # fmt: skip
+    assert list(measured.shown({**t, "cost_machines": homes}).candidate) == ["chain N=3"]

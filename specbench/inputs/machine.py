@@ -122,6 +122,24 @@ def rates(device: str | torch.device = "cpu") -> dict[str, dict[int, float]]:
     }
 
 
+def python_s(repeats: int = 5) -> float:
+    """Seconds of the report's kind of work (a pandas group-by over 200k rows and a Python loop), median of
+    ``repeats``: hosts that report one CPU differ 2.6x in it, and the default run's plan sizes its collect and
+    report steps by it (study.tools.budget.fixed_steps).  Measured on each run, not cached."""
+    import numpy as np
+    import pandas as pd
+
+    def once() -> float:
+        t0 = time.perf_counter()
+        rng = np.random.default_rng(0)
+        df = pd.DataFrame({"k": rng.integers(0, 500, 200_000), "v": rng.random(200_000)})
+        df.groupby("k").v.agg(["mean", "std", "count"])
+        sum(i * i for i in range(1_000_000))
+        return time.perf_counter() - t0
+
+    return statistics.median(once() for _ in range(repeats))
+
+
 def pick(measured: dict[str, dict[int, float]]) -> str:
     """The dtype with the larger geometric mean rate over the widths (ties: the first given)."""
     score = {dt: math.exp(sum(math.log(r) for r in by.values()) / len(by)) for dt, by in measured.items()}
@@ -166,10 +184,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="where the record goes (JSON)")
     args = ap.parse_args(argv)
     dtype, rec = auto_dtype(args.device)
+    rec = {**rec, "python_s": python_s()}  # this host, this run (the cached record is per machine kind)
     rates_txt = "; ".join(
         f"{dt} {by['1']:.1f} (1 row) / {by['64']:.1f} (64 rows) GFLOP/s" for dt, by in rec["rates_gflops"].items()
     )
-    print(f"machine: {rec['machine']} [{rec['machine_id']}]: {rates_txt}: dtype=auto is {dtype}")
+    print(
+        f"machine: {rec['machine']} [{rec['machine_id']}]: {rates_txt}; Python work {rec['python_s']:.3f} s: "
+        f"dtype=auto is {dtype}"
+    )
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         atomic_write(args.out, lambda tmp: write_file(tmp, json.dumps(rec, indent=1, sort_keys=True) + "\n"))

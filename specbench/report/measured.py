@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..results import speedstats
+from ..results import costcurve, speedstats
 from ..study.tools import speedsched
 from . import benchcheck, controls, phrases
 from .markdown import span, table
@@ -26,8 +26,7 @@ def shown(t: dict, every: bool = False) -> pd.DataFrame:
         return m
     m = speedstats.answer_first(m[m.batch_size.astype(int) == 1])
     if not every:
-        home = t.get("cost_machines", {})
-        on = [home.get((p, d)) == i for p, d, i in zip(m.pair, m.device, m.machine_id)]
+        on = costcurve.at_home(m, t.get("cost_machines", {}))
         key = list(zip(on, m.n_units, m.run_id))
         m = m[[k == b for k, b in zip(key, m.assign(_k=key).groupby(["pair", "dataset"])._k.transform("max"))]]
     out = []
@@ -167,11 +166,9 @@ def error_sentence(speed: pd.DataFrame) -> str:
 def on_cost_machine(rows: pd.DataFrame, t: dict) -> pd.DataFrame:
     """``rows`` (with pair and machine_id) timed on the machine their pair's cost curve was measured on
     (``t["cost_machines"]``: ``results.costcurve.machines`` of results/costs.csv)."""
-    where = t.get("cost_machines", {})
     if rows is None or rows.empty:
         return pd.DataFrame() if rows is None else rows
-    device = rows.device if "device" in rows else ["cpu"] * len(rows)
-    return rows[[where.get((p, d)) == m for p, d, m in zip(rows.pair, device, rows.machine_id)]]
+    return rows[costcurve.at_home(rows, t.get("cost_machines", {}))]
 
 
 def projection_check(t: dict) -> str:
@@ -213,9 +210,7 @@ def projection_check(t: dict) -> str:
 def host_clause(own: pd.DataFrame, t: dict) -> str:
     """Of ``own`` (benchmark rows on their cost curve's machine id), the error of those timed on the very
     host that measured the curve (``t["cost_hosts"]``, ``inputs.machine.host``), or that no row says so."""
-    home, hosts = t.get("cost_hosts", {}), own.get("host", pd.Series("", index=own.index)).fillna("").astype(str)
-    device = own.device.fillna("cpu") if "device" in own else pd.Series("cpu", index=own.index)
-    same = own[[bool(h) and home.get((p, d)) == h for p, d, h in zip(own.pair, device, hosts)]]
+    same = own[costcurve.at_home(own, t.get("cost_hosts", {}), "host")]
     if len(same):
         return f" ({len(same)} timed on the host that measured the costs: {benchcheck.spread(same.error)})"
     return (

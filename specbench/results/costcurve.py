@@ -189,10 +189,23 @@ def read(path: str, rule: Rule, key: str, role: str | None, dtype: str, device: 
 
 
 def machines(costs: pd.DataFrame | None, col: str = "machine_id") -> dict:
-    """(pair, device) -> the ``machine_id`` (or ``col``, e.g. ``host``) its cost rows name, where they
-    name one; a curve whose rows name none (measured before rows carried it) or several has no entry."""
+    """(pair, device, dtype) -> the ``machine_id`` (or ``col``, e.g. ``host``) its cost rows name, where they
+    name one; a curve whose rows name none (measured before rows carried it) or several has no entry.  Per
+    dtype: a default run on another machine adds its own dtype's curve (an AVX2 CPU's float32 beside the
+    committed bfloat16) and leaves the committed curve's machine as it was."""
     if costs is None or costs.empty or col not in costs:
         return {}
     c = costs.assign(m=costs[col].fillna("").astype(str), device=costs.get("device", "cpu"))
-    ids = c.groupby(["pair", "device"]).m.agg(set)
+    ids = c.groupby(["pair", "device", "dtype"]).m.agg(set)
     return {k: next(iter(v)) for k, v in ids.items() if len(v) == 1 and "" not in v}
+
+
+def at_home(rows: pd.DataFrame, where: dict, col: str = "machine_id") -> list[bool]:
+    """Per row (pair, device, dtype, ``col``): whether it ran on the machine (or host) that measured its pair's
+    cost curve in its dtype on its device (``where``: ``machines``)."""
+    if rows.empty:
+        return []
+    device = rows.device.fillna("cpu") if "device" in rows else pd.Series("cpu", index=rows.index)
+    ids = rows[col].fillna("").astype(str) if col in rows else pd.Series("", index=rows.index)
+    keys = zip(rows.pair, device, rows.dtype, ids)
+    return [bool(i) and where.get((p, d, str(dt))) == i for p, d, dt, i in keys]

@@ -14,12 +14,14 @@ measured rate for its forward width, plus each process's start and model load:
 * ``speed``: per pair x dataset, ``prompts`` x ``tokens`` decodes of plain decoding, its A/A copy,
   each candidate and the first one's twin, each token one target decode step (a tree step's
   drafts and wider forward cost about the steps it saves);
-* ``attention``: the tree-attention grid's time on a reference machine, scaled by the rates;
-* ``collect``, ``ceiling``, ``report``: fixed.
+* ``attention``: the tree-attention grid's time on a reference machine, scaled by the rates; it runs
+  before the speed step, so what it takes beyond its ETA comes out of the speed step's prompts;
+* ``collect``, ``ceiling``, ``report``: fixed, or more on a machine slower at Python work
+  (``fixed_steps``: the machine's measured ``python_s``, hosts of one kind differ 2.6x in the report).
 
 ``plan`` fills the budget in stages, each taken only once the stage before it reached its cap (so
-more minutes never cover less): the small attention grid, the first pair x dataset's speed on its
-fewest prompts, the rest of the acceptance sample (``shrink``: the most expensive configurations
+more minutes never cover less): the first pair x dataset's speed on its fewest prompts (with as many
+of its candidates as fit, the projected top first), the small attention grid, the rest of the acceptance sample (``shrink``: the most expensive configurations
 dropped until it fits, named in the plan with the strata no configuration then represents), the
 first pair x dataset's further prompts, every further pair x dataset at full size (in the
 answer's order), the default grid.  The mandatory part (costs of the first pair, the sample's
@@ -69,6 +71,19 @@ class Profile:
     # collect: the default run's "collect and the run's record" step (98 s and 119 s in results/run_times.csv); ceiling
     # and report (not in run_times.csv, which the ceiling step writes): python -m specbench.report took ~2-3 min
     fixed_s: dict = field(default_factory=lambda: {"collect": 120.0, "ceiling": 10.0, "report": 180.0})
+    # the same steps on a host slower at Python (the AVX2 EPYC of 2026-12-02: collect 218 s, ceiling and report
+    # 355 s, where `python -m specbench.report` took 360 s against ~140 s on the AVX-512 host), scaled by the
+    # machine's measured `python_s` (inputs/machine.py) against that host's; a step takes the larger estimate
+    slow_fixed_s: dict = field(default_factory=lambda: {"collect": 230.0, "ceiling": 10.0, "report": 360.0})
+
+
+SLOW_PYTHON_S = 0.13  # inputs.machine.python_s() on the host of Profile.slow_fixed_s
+
+
+def fixed_steps(prof: Profile, python_s: float | None) -> dict:
+    """collect, ceiling and report's seconds on a machine whose Python work takes ``python_s``."""
+    scale = float(python_s or 0.0) / SLOW_PYTHON_S
+    return {k: max(v, prof.slow_fixed_s.get(k, 0.0) * scale) for k, v in prof.fixed_s.items()}
 
 
 PROFILES = {
@@ -82,6 +97,7 @@ PROFILES = {
         grids=("none", "tiny"),
         load_s=4.0,
         fixed_s={"collect": 6.0, "ceiling": 3.0, "report": 40.0},
+        slow_fixed_s={},
     ),
 }
 
@@ -169,20 +185,32 @@ class Fill:
         return False
 
 
+def _fit(pair: str, cands: list, sizes, prof: Profile, rate: dict, left: float) -> tuple[int, int]:
+    """(prompts, candidates): the most of ``sizes`` prompts that fit ``left`` seconds with every candidate,
+    else the fewest prompts with as many of the first candidates as fit (the projected top first: the
+    answer's tree and its twin against plain decoding and its A/A copy is the least worth running)."""
+    n = next((p for p in sizes if speed_s(pair, len(cands), p, prof, rate) <= left), 0)
+    if n:
+        return n, len(cands)
+    k = next((k for k in range(len(cands) - 1, 0, -1) if speed_s(pair, k, min(sizes), prof, rate) <= left), 0)
+    return (min(sizes), k) if k else (0, 0)
+
+
 def _units(units, prof: Profile, rate: dict, fill: Fill, costed: set, sizes) -> list[dict]:
-    """Speed units in order, each with as many of ``sizes`` prompts as fit (the largest first) and its
-    pair's costs; stops at the first that does not fit, or that fits fewer than ``sizes``' largest."""
+    """Speed units in order, each with as many of ``sizes`` prompts and of its candidates as fit (`_fit`) and
+    its pair's costs; stops at the first that does not fit, or that fits fewer prompts or candidates."""
     out: list[dict] = []
     for pair, dataset, cands in units:
         extra = 0.0 if pair in costed else costs_s([pair], rate, prof)
-        n = next((p for p in sizes if extra + speed_s(pair, len(cands), p, prof, rate) <= fill.left), 0)
-        if not fill.open or not n or not fill.take(extra + speed_s(pair, len(cands), n, prof, rate)):
+        n, k = _fit(pair, list(cands), sizes, prof, rate, fill.left - extra) if fill.open else (0, 0)
+        if not n or not fill.take(extra + speed_s(pair, k, n, prof, rate)):
             fill.open = False
             break
         costed.add(pair)
-        eta = speed_s(pair, len(cands), n, prof, rate)
-        out.append(dict(pair=pair, dataset=dataset, prompts=n, tokens=prof.tokens, candidates=list(cands), eta_s=eta))
-        if n < max(sizes):
+        eta = speed_s(pair, k, n, prof, rate)
+        unit = dict(pair=pair, dataset=dataset, prompts=n, tokens=prof.tokens, candidates=list(cands[:k]), eta_s=eta)
+        out.append({**unit, "dropped": list(cands[k:])})
+        if n < max(sizes) or k < len(cands):
             fill.open = False
     return out
 
@@ -233,17 +261,20 @@ def recheck_view(sample: list[dict], kept: list[dict], dropped: list[dict], rate
     )
 
 
-def plan(prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample: list[dict]) -> dict:
+def plan(
+    prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample: list[dict], python_s: float | None = None
+) -> dict:
     """What fits ``budget_s`` seconds (see the module's docstring): a JSON-ready dict."""
     rate = rates[dtype]
     first = [units[0][0]] if units else []
     floor = recheck_s(shrink(sample, rates, prof, 0.0)[0], rates, prof)
-    must = sum(prof.fixed_s.values()) + floor + costs_s(first, rate, prof)
+    fixed = fixed_steps(prof, python_s)
+    must = sum(fixed.values()) + floor + costs_s(first, rate, prof)
     fill = Fill(budget_s - must, open=budget_s >= must)
     costed = set(first)
     small, full = prof.grids
+    speed = _units(units[:1], prof, rate, fill, costed, [prof.prompts[0]])  # this machine's answer first
     grid = small if fill.take(grid_s(small, rates, prof)) else "none"
-    speed = _units(units[:1], prof, rate, fill, costed, [prof.prompts[0]])
     recheck = _recheck_step(sample, rates, prof, fill)
     if speed and fill.open:
         _grow(speed[0], prof, rate, fill)
@@ -261,9 +292,9 @@ def plan(prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample:
             eta_s=costs_s(pairs, rate, prof),
         ),
         recheck,
-        dict(step="speed", units=speed, eta_s=sum(u["eta_s"] for u in speed)),
         dict(step="attention", grid=grid, eta_s=grid_s(grid, rates, prof)),
-        *(dict(step=name, eta_s=s) for name, s in prof.fixed_s.items()),
+        dict(step="speed", units=speed, eta_s=sum(u["eta_s"] for u in speed)),
+        *(dict(step=name, eta_s=s) for name, s in fixed.items()),
     ]
     # the speed benchmark stops taking prompts this many seconds before the budget ends (+speed_until):
     # what the steps after it take, so the run ends within its minutes whatever the speed step's ETA missed
@@ -334,7 +365,7 @@ def make(args) -> dict:
 
     rows = sample(sample_file(args.results))
     budget_s = args.minutes * 60 - args.spent
-    p = plan(prof, rec["rates_gflops"], dtype, budget_s, units, rows.to_dict("records"))
+    p = plan(prof, rec["rates_gflops"], dtype, budget_s, units, rows.to_dict("records"), rec.get("python_s"))
     return {**p, "minutes": args.minutes, "spent_s": args.spent, "machine": rec, "covered": sentence(p)}
 
 

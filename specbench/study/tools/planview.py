@@ -17,12 +17,22 @@ def mmss(seconds: float) -> str:
     return f"{s // 60}:{s % 60:02d}"
 
 
-def covered(p: dict) -> tuple[int, int, int, int]:
-    """(speed units, speed prompts, attention grid rank, sample configurations): what a plan covers."""
+def covered(p: dict) -> tuple[int, int, int, int, int]:
+    """(speed units, speed prompts, speed candidates, attention grid rank, sample configurations): what a plan
+    covers."""
     by = {s["step"]: s for s in p["steps"]}
     units = by["speed"]["units"]
     n = by["recheck"]["configurations"]
-    return len(units), sum(u["prompts"] for u in units), GRIDS.index(by["attention"]["grid"]), n
+    cands = sum(len(u["candidates"]) for u in units)
+    return len(units), sum(u["prompts"] for u in units), cands, GRIDS.index(by["attention"]["grid"]), n
+
+
+def candidates(u: dict) -> str:
+    """A speed unit's candidates: their count, and those the budget dropped (the projected top is kept)."""
+    k, dropped = len(u["candidates"]), u.get("dropped", [])
+    return (
+        f"{k} of {k + len(dropped)} candidates ({', '.join(dropped)} dropped to fit)" if dropped else f"{k} candidates"
+    )
 
 
 def sentence(p: dict) -> str:
@@ -30,8 +40,7 @@ def sentence(p: dict) -> str:
     by = {s["step"]: s for s in p["steps"]}
     units = by["speed"]["units"]
     sp = "; ".join(
-        f"{u['pair']} on {u['dataset']} ({len(u['candidates'])} candidates, {u['prompts']} prompts x {u['tokens']} tokens)"
-        for u in units
+        f"{u['pair']} on {u['dataset']} ({candidates(u)}, {u['prompts']} prompts x {u['tokens']} tokens)" for u in units
     )
     rc = by["recheck"]
     return (
@@ -51,7 +60,7 @@ def printout(p: dict, spent: float) -> str:
             "costs": f"pairs {','.join(s.get('pairs', []))}, {s.get('repeats')} repeats",
             "recheck": _recheck(s) if s["step"] == "recheck" else "",
             "speed": "; ".join(
-                f"{u['pair']}/{u['dataset']}: {len(u['candidates'])} candidates x {u['prompts']} prompts x {u['tokens']} tokens ({mmss(u['eta_s'])}; no prompt it cannot end {mmss(u.get('after_s', 0))} before the budget ends)"
+                f"{u['pair']}/{u['dataset']}: {candidates(u)} x {u['prompts']} prompts x {u['tokens']} tokens ({mmss(u['eta_s'])}; no prompt it cannot end {mmss(u.get('after_s', 0))} before the budget ends)"
                 for u in s.get("units", [])
             )
             or "none fits",
@@ -108,7 +117,18 @@ def record(p: dict, check: str) -> dict:
     m = p["machine"]
     costs = next(s for s in p["steps"] if s["step"] == "costs")
     line = verdict(pd.read_csv(check)) if os.path.isfile(check) else "acceptance-sample check: not run"
-    keep = ("machine", "machine_id", "cpu", "capability", "gpu", "cores", "torch_threads", "torch", "rates_gflops")
+    keep = (
+        "machine",
+        "machine_id",
+        "cpu",
+        "capability",
+        "gpu",
+        "cores",
+        "torch_threads",
+        "torch",
+        "rates_gflops",
+        "python_s",
+    )
     return {
         "profile": p["profile"],
         "minutes": p["minutes"],
