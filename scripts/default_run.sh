@@ -121,6 +121,6 @@ once record $PY -m specbench.study.tools.budget record "$PLAN" --check "$RESULTS
   --out "$RESULTS/default_run.json"
 step "each step's ceiling (run_times.csv), report"
 once ceiling $PY -m specbench.study.tools.ceiling --times "$TIMES" --forwards "$SPECBENCH_FORWARDS" \
-  --costs "$RESULTS/costs.csv" --out "$RESULTS/run_times.csv"
+  --costs "$RESULTS/costs.csv" --out "$RESULTS/run_times.csv" --machine "$OUT/machine.json" --dtype "$DTYPE"
 once report $PY -m specbench.report --results "$RESULTS" --out "$REPORT"
 step "done in $(( $(date +%s) - START ))s: see $REPORT"

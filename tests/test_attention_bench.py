@@ -172,6 +172,27 @@ def test_merge_keeps_unmeasured_rows():
     assert got.loc[(1, "flex"), "vs_fused"] == 0.5 and got.loc[(1, "fused"), "roofline_frac"] == 0.25
 
 
+def test_another_machines_grid_is_kept_apart_and_the_report_shows_the_machine_with_most_rows():
+    """A default run's small grid on an AVX2 machine replaced the committed machine's rows before rows named
+    their machine (2026-12-02): now both stay, each against its own fused time, and the report shows one."""
+    from specbench.report.tree_attention import section, stats
+
+    base = dict(level="kernel", kv_len=8, tree_size=4, shape="chain", dtype="float32", bw_bound_s=1.0,
+                compute_bound_s=0.5)  # fmt: skip
+    old = pd.DataFrame([dict(base, batch=b, impl=i, median_s=2.0) for b in (1, 2) for i in ("fused", "flex")])
+    new = pd.DataFrame([dict(base, batch=1, impl=i, median_s=m, machine="AVX2 box", machine_id="avx2")
+                        for i, m in (("fused", 4.0), ("flex", 6.0))])  # fmt: skip
+    df = ab.finish(ab.merge_rows(ab.finish(old), new, ab.KEY))
+    assert len(df) == 6 and sorted(df.machine_id.unique()) == ["", "avx2"]
+    assert df[df.machine_id == "avx2"].set_index("impl").vs_fused.to_dict() == {"fused": 1.0, "flex": 1.5}
+    assert (df[df.machine_id == ""].median_s == 2.0).all()  # the unnamed machine's rows, untouched
+    assert set(stats.kernels(df).machine_id) == {""}  # the grid with the most rows
+    said = section.apart(df)
+    assert "2 rows on AVX2 box" in said and "not recorded" in said
+    again = ab.merge_rows(df, new.assign(median_s=[5.0, 5.0]), ab.KEY)  # the same machine again: replaced
+    assert len(again) == 6 and again[again.machine_id == "avx2"].median_s.tolist() == [5.0, 5.0]
+
+
 def test_tiny_grid_app_writes_csv_and_figures(tmp_path):
     out = tmp_path / "attention.csv"
     cmd = [

@@ -82,6 +82,23 @@ def test_a_steps_ceiling_is_its_tokens_at_each_models_wide_rate():
     assert pd.isna(out.loc["c"].ratio) and out.loc["c"].unrated == "nowhere"
 
 
+def test_a_runs_ceiling_reads_its_own_machines_costs_in_its_dtype_and_the_report_tables_each_machine():
+    """An AVX2 default run (float32) beside the committed AVX-512 one (bf16): its steps are rated on its own
+    curve, each row names its machine, and the run-time table is one per machine, the latest run's first."""
+    avx512 = [{**r, "machine_id": "m512"} for r in _costs("big", 1.28, 0.8)]
+    avx2 = [{**r, "dtype": "float32", "machine_id": "m2"} for r in _costs("big", 12.8, 8.0)]  # 10 tok/s wide
+    costs = pd.DataFrame(avx512 + avx2)
+    times = pd.DataFrame({"run": [2], "step": ["a"], "seconds": [1000.0]})
+    fwd = pd.DataFrame([[2, "a", "big", 1000, 8000]], columns=forwards.COLUMNS)
+    me = {"machine": "EPYC (AVX2)", "machine_id": "m2", "run_dtype": "float32"}
+    mine = ceilings(times, fwd, costs, me).iloc[0]
+    assert mine.ceiling_s == pytest.approx(800.0) and (mine.machine, mine.machine_id) == ("EPYC (AVX2)", "m2")
+    assert ceilings(times, fwd, costs).iloc[0].ceiling_s == pytest.approx(80.0)  # unnamed: bf16, as before
+    old = pd.DataFrame({"run": [1, 1], "step": ["set-up", "a"], "seconds": [60.0, 30.0]})  # rows naming no machine
+    text = run_times(pd.concat([old, ceilings(times, fwd, costs, me)], ignore_index=True), costs)
+    assert text.count("**Run times.**") == 2 and text.index("on EPYC (AVX2)") < text.index("do not name")
+
+
 def test_the_cli_writes_run_times_and_the_report_names_each_step_below_its_ceiling(tmp_path):
     pd.DataFrame({"run": [1, 1, 1], "step": ["set-up", "wide", "narrow"], "seconds": [9, 100, 100]}).to_csv(
         tmp_path / "times.csv", index=False

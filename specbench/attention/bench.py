@@ -40,11 +40,13 @@ from tqdm import tqdm
 from .. import CONF_DIR
 from ..core.atomic import atomic_write, atomic_write_many, lock, staged
 from ..core.tree import paths_to_parents
+from ..inputs import machine
 from ..study.job.argv import check_keys, run_hydra
 from ..trees.policies import shape_paths
 from . import heatmap
 from . import impls as ai
 from .config import all_failed, check_slice, merge_rows, read_existing, top_keys, validate
+from .heatmap import machines, one_machine
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 POINT = ["level", "batch", "kv_len", "tree_size", "shape", "dtype"]
@@ -244,8 +246,10 @@ def finish(df: pd.DataFrame) -> pd.DataFrame:
     bound = df[["bw_bound_s", "compute_bound_s"]].max(axis=1)
     df["bw_frac"] = df["bw_bound_s"] / df["median_s"]
     df["roofline_frac"] = bound / df["median_s"]
-    fused = df[df.impl.isin(["fused", "model_tree"])].set_index(POINT)["median_s"]
-    ref = df.set_index(POINT).index.map(lambda k: fused.get(k, float("nan")))
+    df["machine_id"] = machines(df)
+    at = [*POINT, "machine_id"]  # each machine's rows against its own fused time
+    fused = df[df.impl.isin(["fused", "model_tree"])].set_index(at)["median_s"]
+    ref = df.set_index(at).index.map(lambda k: fused.get(k, float("nan")))
     df["vs_fused"] = df["median_s"].to_numpy() / np.asarray(ref, dtype=float)
     return df
 
@@ -265,7 +269,7 @@ def draw_figures(df: pd.DataFrame, out: Path, fc) -> list[Path]:
     batch=fc.batch, a panel per shape, one colour scale (``attention.heatmap``, as the report draws it)."""
     matplotlib.use("Agg")
 
-    k = df[(df.level == "kernel") & df.median_s.notna()]
+    k = one_machine(df[(df.level == "kernel") & df.median_s.notna()])
     written: list[Path] = []
     ratio = heatmap.ratios(k[k.batch == fc.batch])
     norm = heatmap.shared_norm(ratio)
@@ -362,6 +366,8 @@ def main_run(cfg: DictConfig) -> pd.DataFrame:
         df = pd.DataFrame(rows)
         df["dims_source"], df["grid"] = source, cfg.grid
         df["threads"], df["torch"] = torch.get_num_threads(), torch.__version__
+        me = machine.identity()  # the benchmark times CPU tensors
+        df["machine"], df["machine_id"], df["host"] = me["machine"], me["machine_id"], me["host"]
         df["run_wall_s"] = time.perf_counter() - t0
         if (why := all_failed(df)) is not None:
             raise RuntimeError(why)

@@ -4,7 +4,8 @@
 is measured (``repeats=0``, ``grid=nope``, ``threads=-1``...): a one-line
 ValueError naming the key and the fix.  ``merge_rows(old, new, key)``: the rows of
 ``results/attention.csv`` after a run: a new row replaces the old row of its
-point and implementation, except that a failed measurement (``note`` starting
+point and implementation timed on the same machine (``one_machine``: the figures and report show the
+machine that timed the most rows), except that a failed measurement (``note`` starting
 with ``failed``) never replaces a good one.  ``all_failed(new)``: the one line
 for a run in which nothing was measured (the CSV is then left as it is).
 ``read_existing(path, key)``: the CSV a run merges into or redraws, checked before any timing.
@@ -18,6 +19,7 @@ import pandas as pd
 import yaml
 
 from ..core import readers
+from .heatmap import machines
 
 # key -> (minimum, fix); None = any value >= minimum, null not allowed
 POSITIVE = {
@@ -73,9 +75,12 @@ def failed(df: pd.DataFrame) -> pd.Series:
 
 
 def merge_rows(old: pd.DataFrame, new: pd.DataFrame, key: list[str]) -> pd.DataFrame:
-    """old + new, new replacing old per key, except that a failed new row never replaces a good old one."""
+    """old + new, new replacing old per key on the same machine (``machine_id``: another machine's rows are
+    kept beside), except that a failed new row never replaces a good old one."""
     if not set(key) <= set(old.columns):
         return new
+    key = [*key, "machine_id"]
+    old, new = old.assign(machine_id=machines(old)), new.assign(machine_id=machines(new))
     k_old = old[key].astype(str).apply(tuple, axis=1)
     k_new = new[key].astype(str).apply(tuple, axis=1)
     good_old = set(k_old[~failed(old)])

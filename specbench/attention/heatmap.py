@@ -1,7 +1,8 @@
 """The tree-attention speed-up heatmap, drawn by one function for the benchmark's figures
 (``attention.bench``: ``attention_speedup_<dtype>.png``) and the report's (``report.tree_attention.figures``:
 ``attention_speedup.png``): sequential ÷ fused median time over KV length × tree size, one panel per
-shape and dtype, every panel on one log colour scale symmetric around 1 (blue: fused faster).
+shape and dtype, every panel on one log colour scale symmetric around 1 (blue: fused faster); and which
+rows both draw (``one_machine``: attention.csv keeps each machine's rows apart, the figures show one).
 
 Imports numpy, pandas and matplotlib's colours only: no torch, nothing from specbench (the report
 imports it).
@@ -15,6 +16,21 @@ from matplotlib.colors import LogNorm
 
 CELL = ["shape", "dtype", "kv_len", "tree_size"]
 COLORBAR = "sequential ÷ fused time (shared log scale)"
+
+
+def machines(df: pd.DataFrame) -> pd.Series:
+    """Each row's ``machine_id`` ("" for rows from before rows named their machine)."""
+    ids = df["machine_id"] if "machine_id" in df else pd.Series("", index=df.index)
+    return ids.fillna("").astype(str)
+
+
+def one_machine(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the machine that timed the most of them (the report's grid and figures are one machine's:
+    a default run's small grid on another machine stays in the file beside the full grid, not mixed into it)."""
+    if df.empty:
+        return df
+    ids = machines(df)
+    return df[ids == ids.value_counts().index[0]]
 
 
 def unsteady_caption(ratio: pd.DataFrame) -> str:

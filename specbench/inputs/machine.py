@@ -126,8 +126,8 @@ def python_s(repeats: int = 5) -> float:
     """Seconds of the report's kind of work (a pandas group-by over 200k rows and a Python loop), median of
     ``repeats``: hosts that report one CPU differ 2.6x in it, and the default run's plan sizes its collect and
     report steps by it (study.tools.budget.fixed_steps).  Measured on each run, not cached."""
-    import numpy as np
-    import pandas as pd
+    import numpy as np  # start-up: only the plan's record needs them (auto_dtype does not)
+    import pandas as pd  # start-up: as numpy above
 
     def once() -> float:
         t0 = time.perf_counter()

@@ -21,6 +21,18 @@ def run_times(times: pd.DataFrame | None, costs: pd.DataFrame | None = None) -> 
     each model's widest forward on its ``costcurve.CEILING`` curve of ``costs``)."""
     if times is None or times.empty:
         return "_results/run_times.csv is absent: the steps' wall times of `bash run_all.sh` were not recorded._"
+    ids = times.machine_id.fillna("").astype(str) if "machine_id" in times else pd.Series("", index=times.index)
+    latest = ids[times.run.astype(str) == times.run.astype(str).max()].iloc[0] if "run" in times else ""
+    order = [latest, *sorted(set(ids) - {latest})]  # the latest run's machine first, each machine its own table
+    return "\n\n".join(_machine_table(times[ids == m], costs, m) for m in order)
+
+
+def _machine_table(times: pd.DataFrame, costs: pd.DataFrame | None, machine_id: str) -> str:
+    """One machine's runs (per step the run that did its work), named by the machine (or as not recorded)."""
+    name = times.machine.dropna().astype(str).iloc[0] if "machine" in times and times.machine.notna().any() else ""
+    where = f"on {name}" if name else "on a machine its rows do not name (runs from before they recorded it)"
+    if machine_id and costs is not None and "machine_id" in costs:
+        costs = costs[costs.machine_id.fillna("").astype(str) == machine_id]
     runs = times.run.nunique() if "run" in times else 1
     per = times.loc[times.groupby("step", sort=False).seconds.idxmax()].reset_index(drop=True)
     per = per.reindex(columns=[*per.columns, *(c for c in CEILING if c not in per)])
@@ -38,7 +50,7 @@ def run_times(times: pd.DataFrame | None, costs: pd.DataFrame | None = None) -> 
         else f"{runs} runs (a later one resumed where an earlier one stopped; per step, the run that did its work)"
     )
     return (
-        f"**Run times.** Each step of `bash run_all.sh` on this machine, {how}: wall seconds, and beside them "
+        f"**Run times.** Each step of `bash run_all.sh` {where}, {how}: wall seconds, and beside them "
         "the step's compute ceiling: the seconds the tokens its forwards processed would take at each model's "
         f"{ceiling_width(costs)} forward rate here (results/costs.csv), and the ratio ceiling / wall. Total without "
         f"the set-up, up to the report: {study} s = {study / 60:.1f} min"

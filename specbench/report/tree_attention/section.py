@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...attention.heatmap import machines
 from .. import analysis
 from ..markdown import md_table
 from . import stats, text
@@ -112,6 +113,18 @@ def recheck(w: pd.DataFrame, again: pd.DataFrame | None) -> str:
     )
 
 
+def apart(att: pd.DataFrame) -> str:
+    """Which machine this section's grid is from, where attention.csv holds rows of several (kept apart)."""
+    ids = machines(att)
+    if ids.nunique() < 2:
+        return ""
+    shown = ids.value_counts().index[0]
+    name = att.get("machine", pd.Series("", index=att.index)).fillna("").astype(str)
+    label = {i: (name[ids == i].iloc[0] or "a machine not recorded (rows from before they named it)") for i in set(ids)}
+    rest = "; ".join(f"{(ids == i).sum()} rows on {label[i]}" for i in sorted(set(ids) - {shown}))
+    return f"This grid was timed on {label[shown]} (the most rows); attention.csv also holds, kept apart: {rest}."
+
+
 def markdown(att: pd.DataFrame | None, again: pd.DataFrame | None, links: dict[str, str]) -> str:
     """The subsection; ``links``: {figure file: its markdown link}, each placed beside its text."""
     kern = stats.kernels(att)
@@ -124,6 +137,7 @@ def markdown(att: pd.DataFrame | None, again: pd.DataFrame | None, links: dict[s
     sp = stats.speedups(kern, cells)
     mv = stats.model_view(att)
     parts = [
+        apart(att),
         key_table(w),
         text.grid_sentence(cells),
         text.roof_sentence(kern, cells),

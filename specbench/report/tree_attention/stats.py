@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...attention.heatmap import one_machine
+
 CELL = ["dtype", "batch", "kv_len", "tree_size"]
 AXES = {"batch": "batch", "kv_len": "KV length", "tree_size": "draft length N"}
 
@@ -22,7 +24,7 @@ def kernels(att: pd.DataFrame | None) -> pd.DataFrame:
     """The kernel-level rows of results/attention.csv (empty where it is absent or lacks timings)."""
     if att is None or att.empty or not {"impl", "median_s"} <= set(att.columns):
         return pd.DataFrame()
-    return att[att.level == "kernel"] if "level" in att else att
+    return one_machine(att[att.level == "kernel"] if "level" in att else att)
 
 
 def roof_frac(k: pd.DataFrame) -> tuple[pd.Series | None, str]:
@@ -102,7 +104,7 @@ def model_view(att: pd.DataFrame | None) -> pd.DataFrame:
     """The real model's rows, one per shape: tree (one forward) and per-branch seconds, their ratio."""
     if att is None or "level" not in att or not (att.level == "model").any():
         return pd.DataFrame()
-    m = att[att.level == "model"]
+    m = one_machine(att[att.level == "model"])
     w = m.pivot_table(index="shape", columns="impl", values="median_s", aggfunc="median")
     if not {"model_tree", "model_branches"} <= set(w):
         return pd.DataFrame()

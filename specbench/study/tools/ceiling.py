@@ -13,13 +13,14 @@ time goes outside the models' forwards.  ``busiest`` and ``tokens_per_forward``:
 most tokens, and its mean forward width.
 
     python -m specbench.study.tools.ceiling --times $OUT/step_times.csv --forwards $OUT/forwards.csv \\
-        --costs results/costs.csv --out results/run_times.csv
+        --costs results/costs.csv --out results/run_times.csv [--machine $OUT/machine.json --dtype float32]
 
 Imports: pandas, ``core.atomic``, ``core.args``, ``core.readers`` and ``results.costcurve``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -31,7 +32,7 @@ from ...core.atomic import atomic_write, os_line
 from ...results.costcurve import CEILING, Curve, curves
 
 COLUMNS = ["run", "step", "seconds", "forwards", "tokens", "ceiling_s", "ratio", "forward_s", "in_forwards"]
-COLUMNS += ["busiest", "tokens_per_forward", "unrated"]
+COLUMNS += ["busiest", "tokens_per_forward", "unrated", "machine", "machine_id"]
 
 
 def step_row(seconds: float, fwd: pd.DataFrame, by_model: dict[str, Curve]) -> dict:
@@ -51,15 +52,37 @@ def step_row(seconds: float, fwd: pd.DataFrame, by_model: dict[str, Curve]) -> d
     return out
 
 
-def ceilings(times: pd.DataFrame, forwards: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
+def ceilings(
+    times: pd.DataFrame, forwards: pd.DataFrame, costs: pd.DataFrame, machine: dict | None = None
+) -> pd.DataFrame:
     """``times`` (run, step, seconds) with each step's ceiling columns (NaN where no forward was
-    counted: a step of no model, or a run from before the counts)."""
-    by_model = curves(costs, CEILING)
+    counted: a step of no model, or a run from before the counts).  With ``machine`` (the run's
+    machine.json, ``inputs.machine``): each row names it, and the ceiling reads only that machine's
+    cost rows in the run's dtype (another machine's curve would set one CPU's steps against another's rate)."""
+    if machine and "machine_id" in costs:
+        costs = costs[costs.machine_id.fillna("").astype(str) == str(machine["machine_id"])]
+    by_model = curves(costs, CEILING, dtype=machine.get("run_dtype") if machine else None)
+    named = {"machine": machine["machine"], "machine_id": machine["machine_id"]} if machine else {}
     rows = []
     for t in times.itertuples(index=False):
         fwd = forwards[(forwards.run.astype(str) == str(t.run)) & (forwards.step == t.step)]
-        rows.append({"run": t.run, "step": t.step, "seconds": t.seconds, **step_row(t.seconds, fwd, by_model)})
+        row = {"run": t.run, "step": t.step, "seconds": t.seconds, **step_row(t.seconds, fwd, by_model)}
+        rows.append({**row, **named})
     return pd.DataFrame(rows).reindex(columns=COLUMNS)
+
+
+def read_machine(path: str | None, dtype: str | None) -> dict | None:
+    """The run's machine record (``--machine``) with the dtype it ran (``--dtype``), or None."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            rec = json.load(f)
+        return {"machine": str(rec["machine"]), "machine_id": str(rec["machine_id"]), "run_dtype": dtype}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        refuse(
+            f"--machine={path}: not a machine record ({type(e).__name__}); give python -m specbench.inputs.machine --out's file"
+        )
 
 
 def keep_other_runs(out: pd.DataFrame, path: str) -> pd.DataFrame:
@@ -81,12 +104,15 @@ def main(argv=None) -> None:
     ap.add_argument("--forwards", required=True, help="the forward counts (core.forwards) of the same runs")
     ap.add_argument("--costs", default="results/costs.csv", help="the forward costs (study.tools.costs)")
     ap.add_argument("--out", default="results/run_times.csv", help="the table written (its other runs kept)")
+    ap.add_argument("--machine", default=None, help="the run's machine.json: each row names it, its costs alone")
+    ap.add_argument("--dtype", default=None, help="with --machine: the dtype the run's costs were measured in")
     a = ap.parse_args(argv)
+    machine = read_machine(a.machine, a.dtype)
     try:
         times = readers.read(a.times, readers.STEP_TIMES, "--times")
         fwd = readers.read(a.forwards, readers.FORWARDS, "--forwards")
         costs = readers.read(a.costs, readers.CURVES, "--costs")
-        out = keep_other_runs(ceilings(times, fwd, costs), a.out)
+        out = keep_other_runs(ceilings(times, fwd, costs, machine), a.out)
         atomic_write(a.out, lambda tmp: out.to_csv(tmp, index=False, float_format="%.4g"))
     except readers.TableError as e:
         refuse(str(e))
