@@ -205,10 +205,14 @@ def gap_claims(rows: pd.DataFrame) -> list[dict]:
 
 
 def machine_claims(points: pd.DataFrame, envs: dict) -> list[dict]:
-    """Per measured device: what was timed, where, and how its target's forward cost grows."""
+    """Per measured device and dtype (each curve on the machine its cost rows name: a default run on an AVX2
+    CPU adds a float32 curve beside the committed bf16 one): what was timed, where, how its target's cost grows."""
     out: list[dict] = []
-    for device, g in analysis.groups(points, "device"):
+    several = len(points) and points.groupby("device").dtype.nunique().max() > 1
+    for (device, dtype), g in analysis.groups(points, ["device", "dtype"]):
         env = envs.get(device) or {}
+        named = " / ".join(sorted({m for m in g.get("machine", pd.Series(dtype=str)).astype(str) if m}))
+        where = f"{named}, {dtype}" if named else (env.get("gpu") or env.get("cpu") or "machine not recorded")
         what = (
             "the pairs' architectures with random weights (the weight files cannot reach that machine; a "
             "forward's time depends on the shapes, not the values)"
@@ -217,15 +221,17 @@ def machine_claims(points: pd.DataFrame, envs: dict) -> list[dict]:
         )
         t = g.iloc[0]
         sentence = (
-            f"{device} ({env.get('gpu') or env.get('cpu') or 'machine not recorded'}, torch {env.get('torch', '?')}, "
-            f"{env.get('measured_on', '?')}): {what}. {t.pair}'s target's one-token forward takes {t.t1 * 1e3:.1f} ms and a "
+            f"{device} ({where}"
+            + ("" if named else f", torch {env.get('torch', '?')}, {env.get('measured_on', '?')}")
+            + f"): {what}. {t.pair}'s target's one-token forward takes {t.t1 * 1e3:.1f} ms and a "
             f"{t.n_max}-token one {t.t_max * 1e3:.1f} ms ({t.t_max / t.t1:.2f}×); draft-to-target ratios r "
             + ", ".join(f"{p} {r:.2f}" if r else f"{p} 0 (no draft model)" for p, r in zip(g.pair, g.r))
             + "."
             + " No live run on this device times the pairs, so its best trees are the linear model's alone."
             * (device != "cpu")
         )
-        out.append(claim("machines", str(device), sentence, t1=t.t1, t_max=t.t_max, **dict(zip(g.pair, g.r))))
+        key = f"{device} {dtype}" if several else str(device)
+        out.append(claim("machines", key, sentence, t1=t.t1, t_max=t.t_max, **dict(zip(g.pair, g.r))))
     return out
 
 

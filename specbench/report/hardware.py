@@ -88,6 +88,7 @@ def machine_points(costs: pd.DataFrame | None) -> pd.DataFrame:
                 "t_max": float(t.at(t.sizes[-1])),
                 "n_max": int(t.sizes[-1]),
                 "weights": "random" if "weights" in g and (g.weights == "random").any() else "pretrained",
+                "machine": " / ".join(sorted(set(g.machine.dropna().astype(str)))) if "machine" in g else "",
             }
         )
     return pd.DataFrame(out)

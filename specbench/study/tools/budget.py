@@ -20,8 +20,9 @@ measured rate for its forward width, plus each process's start and model load:
   (``fixed_steps``: the machine's measured ``python_s``, hosts of one kind differ 2.6x in the report).
 
 ``plan`` fills the budget in stages, each taken only once the stage before it reached its cap (so
-more minutes never cover less): the first pair x dataset's speed on its fewest prompts (with as many
-of its candidates as fit, the projected top first), the small attention grid, the rest of the acceptance sample (``shrink``: the most expensive configurations
+more minutes never cover less, in this order of priority; the one exception: where no speed unit fits at
+all, the small grid is still taken, and gives way once one does): the first pair x dataset's speed on its
+fewest prompts (with as many of its candidates as fit, the projected top first), the small attention grid, the rest of the acceptance sample (``shrink``: the most expensive configurations
 dropped until it fits, named in the plan with the strata no configuration then represents), the
 first pair x dataset's further prompts, every further pair x dataset at full size (in the
 answer's order), the default grid.  The mandatory part (costs of the first pair, the sample's
@@ -274,6 +275,7 @@ def plan(
     costed = set(first)
     small, full = prof.grids
     speed = _units(units[:1], prof, rate, fill, costed, [prof.prompts[0]])  # this machine's answer first
+    fill.open = fill.open or not speed  # no speed unit fits at all: the small grid may still
     grid = small if fill.take(grid_s(small, rates, prof)) else "none"
     recheck = _recheck_step(sample, rates, prof, fill)
     if speed and fill.open:
