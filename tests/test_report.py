@@ -229,15 +229,21 @@ def test_output_equality():
 
 
 def test_report_does_not_import_torch(tmp_path):
+    """... and, written outside the working folder (--out in another folder than --results' parent),
+    still lists its inputs on the appendix page (it had looked for them from the wrong folder)."""
     make_results(str(tmp_path / "results"))
+    (tmp_path / "out").mkdir()
+    out = str(tmp_path / "out" / "R.md")
     code = (
         "import sys; from specbench.report import build as report; "
-        f"rc = report.main(['--results', {str(tmp_path / 'results')!r}, '--out', {str(tmp_path / 'R.md')!r}]); "
+        f"rc = report.main(['--results', {str(tmp_path / 'results')!r}, '--out', {out!r}]); "
         "assert rc == 0; print('torch' in sys.modules)"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "False"
+    inputs = (tmp_path / "results" / "tables" / "appendix.md").read_text().split("**Inputs.**")[1].splitlines()[0]
+    assert "[summary.csv](../summary.csv)" in inputs, inputs
 
 
 def test_degrades_with_summary_only(tmp_path):

@@ -129,7 +129,6 @@ def main(argv: list[str] | None = None) -> int:
     here = os.path.dirname(os.path.abspath(args.out))
     try:
         data = load(args.results)
-        data["results"] = os.path.relpath(os.path.abspath(args.results), here).replace(os.sep, "/")
         rel = os.path.relpath(os.path.abspath(fig_dir), here).replace(os.sep, "/")
         tables_dir = os.path.join(os.path.dirname(os.path.abspath(fig_dir)), "tables")
         text, figs, t = build(data, rel, os.path.relpath(tables_dir, here).replace(os.sep, "/"))
