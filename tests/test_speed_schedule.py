@@ -104,8 +104,10 @@ def test_an_interval_that_includes_one_at_b2_is_not_where_speculation_stops_payi
     assert text.endswith("; it loses from B = 8 on (the fastest there is below 1×).")  # B = 8's item shows it
     b8 = sch.per_b(schedule_of(*runs)).set_index("batch_size").loc[8]
     assert sch.unless_shown(b8) == ""
-    named = sch.unless_shown(pd.concat([b8.drop("shown"), pd.Series({"shown": "binary N=3"})]))
+    other = pd.concat([b8.drop("shown"), pd.Series({"shown": "binary N=3"})])
+    named = sch.unless_shown(other)
     assert re.fullmatch(r", chain N=1 0\.\d\d× \[[\d.]+, 0\.\d\d\],", named)  # another shown: the fastest named
+    assert sch.unless_shown(other, names=False) == ""  # the main page's items: the speed page's table names it
 
 
 def test_a_schedule_that_still_pays_or_never_pays_says_so():

@@ -159,9 +159,10 @@ def fastest(at) -> str:
     return f"{at.best} {at.best_speedup:.2f}× [{at.best_lo:.2f}, {at.best_hi:.2f}]"
 
 
-def stop_clause(rows: pd.DataFrame) -> str:
-    """The verdict of one setting in words (kept short: the main page carries it): a loss and an
-    unresolved gain stated apart, nothing claimed without either."""
+def stop_clause(rows: pd.DataFrame, names: bool = True) -> str:
+    """The verdict of one setting in words: a loss and an unresolved gain stated apart, nothing claimed
+    without either; the fastest's interval beside a B whose item shows another only where ``names``
+    (the main page's items leave it to the speed page's table)."""
     kind, x, first = stop(rows)
     last = int(rows.batch_size.max())
     if kind == "gains":
@@ -179,8 +180,10 @@ def stop_clause(rows: pd.DataFrame) -> str:
             return f"speculation loses from B = {x} on (the fastest: {best}){unresolved}"
         head = "speculation pays at no measured B" if first else f"speculation stops paying at B = {x}"
         return f"{head}: no interval above 1× {beyond}, and the fastest at B = {x}, {best}, loses"
-    head = f"no gain is resolved from B = {x} on (not a loss: the fastest at B = {x}{unless_shown(at)} includes 1×)"
-    return head + loses_from(rows[rows.batch_size > x]) + unresolved
+    head = (
+        f"no gain is resolved from B = {x} on (not a loss: the fastest at B = {x}{unless_shown(at, names)} includes 1×)"
+    )
+    return head + loses_from(rows[rows.batch_size > x], names) + unresolved
 
 
 def unranked_before(rows: pd.DataFrame, x: int) -> str:
@@ -194,7 +197,7 @@ def unranked_before(rows: pd.DataFrame, x: int) -> str:
     return " or ".join(gap[::-1])
 
 
-def loses_from(rows: pd.DataFrame) -> str:
+def loses_from(rows: pd.DataFrame, names: bool = True) -> str:
     """'; it loses from B = 8 on (the fastest there is below 1×)', where
     every ``rows`` B from some y on is ranked and its fastest's interval below 1× (else "")."""
     rows = rows.sort_values("batch_size", kind="mergesort").reset_index(drop=True)
@@ -202,12 +205,13 @@ def loses_from(rows: pd.DataFrame) -> str:
     if i is None:
         return ""
     at = rows.iloc[i]
-    return f"; it loses from B = {int(at.batch_size)} on (the fastest there{unless_shown(at)} is below 1×)"
+    return f"; it loses from B = {int(at.batch_size)} on (the fastest there{unless_shown(at, names)} is below 1×)"
 
 
-def unless_shown(at) -> str:
-    """', chain N=3 0.89× [0.83, 0.95],': the fastest with its interval, where the B's item shows another."""
-    return "" if at.best == at.shown else f", {fastest(at)},"
+def unless_shown(at, names: bool = True) -> str:
+    """', chain N=3 0.89× [0.83, 0.95],': the fastest with its interval, where the B's item shows another
+    (and ``names``)."""
+    return "" if at.best == at.shown or not names else f", {fastest(at)},"
 
 
 def item(r, names: bool = True) -> str:
@@ -244,7 +248,7 @@ def sentences(sched: pd.DataFrame) -> list[str]:
         rows = per_b(g)
         items = "; ".join(item(r, names=False) for r in rows.itertuples())
         on = str(g.machine.iloc[0]) if several else None
-        out.append(f"Batch-size schedule, {where(k, rows, on)}: {items}; {stop_clause(rows)}.")
+        out.append(f"Batch-size schedule, {where(k, rows, on)}: {items}; {stop_clause(rows, names=False)}.")
     return out
 
 
