@@ -100,7 +100,7 @@ step "tree-attention benchmark, grid=$GRID (attention.csv)"
 VIEW=false; [ "$GRID" = default ] && VIEW=true   # the real 1.5B model's view with the full grid only
 if [ "$GRID" != none ]; then
   once attention $PY -m specbench.attention_bench grid="$GRID" model_view=$VIEW merge=true \
-    out_csv="$RESULTS/attention.csv" fig_dir="$RESULTS/figures" progress=false "${ATTN[@]}"
+    out_csv="$RESULTS/attention.csv" fig_dir="$OUT/attention_figures" progress=false "${ATTN[@]}"
 fi
 
 step "the speed benchmark: the plan's candidates, interleaved with plain decoding (speed.csv)"

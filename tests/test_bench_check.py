@@ -15,7 +15,11 @@ def on(t: dict, costs: pd.DataFrame) -> dict:
     """``t`` with the cost curves' machines (``report.tables`` puts ``costcurve.machines`` there)."""
     from specbench.results import costcurve
 
-    return {**t, "cost_machines": costcurve.machines(costs)}
+    return {
+        **t,
+        "cost_machines": costcurve.machines(costs),
+        "cost_study": costcurve.machines(costcurve.one_per_curve(costs)),
+    }
 
 
 def t_target(n):  # the target's seconds for n query tokens: t(1) = 0.2, +0.01 per token
@@ -32,7 +36,8 @@ def costs(draft: bool) -> pd.DataFrame:
         for kv in (128, 512):
             for n in (1, 2, 3, 4, 8, 128):
                 s = float(f(n))
-                rows.append(dict(role=role, pair="p", dtype="float32", device="cpu", kv_len=kv, n_tokens=n, seconds=s))
+                rows.append(dict(role=role, pair="p", dtype="float32", device="cpu", kv_len=kv, n_tokens=n, seconds=s,
+                                 machine_id="m1"))  # fmt: skip
                 rows[-1]["samples"] = f"{s} {s} {s}"
     return pd.DataFrame(rows)
 
@@ -190,3 +195,28 @@ def test_a_random_weight_run_times_steps_against_the_model_and_answers_nothing()
     assert "plain decoding's step 200 ms per decode, t(1) 200 ms" in detail and "its A/A control" in detail
     brief = benchcheck.timing_only_sentences(benchcheck.timing_only(t["bench_check"]), t["controls"], brief=True)
     assert brief[0].startswith("A speed benchmark there (random weights) measured plain decoding's step 200 ms")
+
+
+def test_each_run_is_costed_on_its_own_machines_curve_never_anothers():
+    """A default run on another CPU keeps its cost curve beside the study's (same pair and dtype): its
+    candidates are projected on that curve (forwards 3x slower there: measured ÷ modelled 1.00, not 3.00),
+    the replay's projection (the study's curve) is not set against it, and the error is given per machine."""
+    rows, steps = bench(WALLS)
+    slow_rows, slow_steps = bench(dict.fromkeys(WALLS, 3.0), machine="m2")
+    slow_rows = slow_rows.assign(run_id="r2", machine="CPU B, 2 cores")
+    slow_steps = slow_steps.assign(run_id="r2")
+    slow = costs(False).assign(machine_id="m2", seconds=lambda c: 3 * c.seconds)
+    slow["samples"] = [f"{s} {s} {s}" for s in slow.seconds]
+    all_rows = pd.concat([rows, slow_rows], ignore_index=True)
+    t = ss.tables(all_rows)
+    replay = pd.DataFrame([dict(pair="p", dataset="d", tree="chain", budget=2, dtype="float32", engine="replay",
+                                projected=9.9, tokens_per_step=3.0, max_new_tokens=TOKENS)])  # fmt: skip
+    df = benchcheck.table(
+        t["measured"], all_rows, pd.concat([steps, slow_steps]), pd.concat([costs(False), slow]), replay
+    )
+    assert set(df.run_id) == {"r1", "r2"}
+    assert np.allclose(df.verify_ratio, 1.0) and np.allclose(df.plain_ratio, 1.0)
+    assert df[df.run_id == "r2"].replay_projected.isna().all() and df[df.run_id == "r1"].replay_projected.notna().any()
+    text = " ".join(benchcheck.sentences(df))
+    assert "By machine, each run on the cost curve its own machine measured: CPU B: median absolute" in text
+    assert "p/d on CPU B: target verify 1.00" in text

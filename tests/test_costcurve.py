@@ -83,3 +83,38 @@ def test_the_file_reader_reads_by_the_rule_and_names_the_fix(tmp_path):
 def test_kv_weights_clamp_to_the_measured_lengths():
     assert cc.kv_weights([128, 512]) == pytest.approx({128: 2 / 3, 512: 1 / 3})
     assert cc.kv_weights([512, 1024]) == {512: 1.0} and cc.kv_weights([64, 128], at=512) == {128: 1.0}
+
+
+def test_two_machines_never_make_one_curve_and_the_study_reads_the_machine_with_most_pairs():
+    """A default run on another CPU in the committed dtype keeps its curve beside the study's (costs.csv keys a
+    curve by machine): the study's projections read the machine that measured the most pairs there (then the
+    most points), a pair only the other machine measured reads that one's, and every machine's live rows are at
+    home on their own curve."""
+    study = COSTS.assign(machine_id="amd")
+    other = COSTS[COSTS.pair == "a"].assign(machine_id="intel", seconds=7.0, samples="7.0")
+    only_there = COSTS[COSTS.pair == "b"].assign(pair="c", machine_id="intel")
+    both = pd.concat([other, study, only_there], ignore_index=True)
+    assert cc.study_machines(both)[("cpu", "bfloat16")] == "amd"
+    one = cc.one_per_curve(both)
+    assert set(one[one.pair.isin(["a", "b"])].machine_id) == {"amd"} and set(one[one.pair == "c"].machine_id) == {
+        "intel"
+    }
+    assert cc.curve(one, cc.AT_CONTEXT, "a", "target", "bfloat16").values() == pytest.approx(
+        cc.curve(study, cc.AT_CONTEXT, "a", "target", "bfloat16").values()
+    )
+    assert cc.curve(cc.of_machine(both, "intel"), cc.AT_CONTEXT, "a", "target", "bfloat16").values() == pytest.approx(
+        [7.0, 7.0]
+    )
+    homes = cc.machines(both)
+    assert homes[("a", "cpu", "bfloat16")] == {"amd", "intel"} and homes[("c", "cpu", "bfloat16")] == {"intel"}
+    rows = pd.DataFrame({"pair": ["a", "a", "c", "a"], "dtype": "bfloat16", "machine_id": ["amd", "intel", "amd", ""]})
+    assert cc.at_home(rows, homes) == [True, True, False, False]
+    assert cc.study_machines(pd.concat([study, other.assign(machine_id="aaa")]))[("cpu", "bfloat16")] == "amd"
+
+
+def test_the_file_reader_reads_the_study_machines_curve(tmp_path):
+    path = tmp_path / "costs.csv"
+    pd.concat(
+        [COSTS.assign(machine_id="amd"), COSTS[COSTS.pair == "a"].assign(machine_id="b", seconds=7.0, samples="7")]
+    ).to_csv(path, index=False)
+    assert cc.read(str(path), cc.AT_CONTEXT, "a", "draft", "bfloat16").values() == pytest.approx([0.01, 0.02])

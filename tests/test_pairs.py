@@ -428,6 +428,13 @@ def test_forward_costs_cover_the_new_drafters(cross_dirs, tmp_path):
     merged.to_csv(path, index=False)  # another dtype's rows sit beside them
     both = merge_rows(str(path), [{**r, "dtype": "bfloat16"} for r in rows])
     assert len(both) == 2 * len(rows) and set(both.dtype) == {"float32", "bfloat16"}
+    both.to_csv(path, index=False)  # another machine's curve in the same dtype sits beside this one's: nothing lost
+    there = merge_rows(str(path), [{**r, "machine_id": "another"} for r in rows])
+    assert len(there) == 3 * len(rows) and set(there.machine_id) == {machine.identity()["machine_id"], "another"}
+    there.to_csv(path, index=False)  # and this machine's rerun replaces its own rows alone, as do rows naming none
+    pd.concat([there, pd.DataFrame(rows).assign(machine_id=None)]).to_csv(path, index=False)
+    again = merge_rows(str(path), rows)
+    assert len(again) == 3 * len(rows) and (again.machine_id == "another").sum() == len(rows)
 
 
 def test_costs_measure_a_shared_model_once_with_median_and_spread(cross_dirs):

@@ -161,6 +161,15 @@ def test_compare_passes_identical_steps_and_names_what_differs(tmp_path):
     assert check.same_prefix_steps.iloc[0] == 1 and check.committed_batch.iloc[0] == 32
     assert "agree on their first 1-1 steps (median 33% of their steps)" in line
     assert "(committed at batch 32, re-derived at batch 32)" in line
+    # whether the acceptance moved with the tokens: tokens per step, committed and here, paired over the prompts
+    assert "ngram_qwen chain/4 he 2.000 committed, 2.333 here (one prompt: +0.333, no interval)" in line
+    (job / "two").mkdir()
+    pd.concat([_steps("ngram_qwen-chain-he-4", [1, 1, 2]), _steps("ngram_qwen-chain-he-4", [3, 2], "p1")]).to_csv(
+        job / "two" / "steps.csv", index=False
+    )
+    (job / "steps.csv").unlink()
+    two = recheck.verdict(recheck.compare(summary, committed, str(tmp_path / "runs")))
+    assert "he 2.800 committed, 2.800 here (paired over 2 prompts: -0.083 [-5.3" in two  # (+1/3 - 1/2) / 2
     assert len(line.splitlines()) == 1
     assert recheck.verdict(check.iloc[:0]).startswith("acceptance-sample check: FAIL: nothing")
 

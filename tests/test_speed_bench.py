@@ -32,7 +32,11 @@ def on(t: dict, costs: pd.DataFrame) -> dict:
     """``t`` with the cost curves' machines (``report.tables`` puts ``costcurve.machines`` there)."""
     from specbench.results import costcurve
 
-    return {**t, "cost_machines": costcurve.machines(costs)}
+    return {
+        **t,
+        "cost_machines": costcurve.machines(costs),
+        "cost_study": costcurve.machines(costcurve.one_per_curve(costs)),
+    }
 
 
 def table(walls: dict, units: int = 16, rounds: int = 1, noise: float = 0.03, seed: int = 0, run="r1", abba=True, **kw):
@@ -481,10 +485,14 @@ def test_a_measured_speedup_is_never_set_against_costs_from_another_machine():
     assert "not set against the projection" in other and "error" not in other
     unnamed = costs.assign(machine_id=None)  # cost rows from before they named their machine: not compared
     assert "not set against" in measured.projection_check(on(t, unnamed))
-    assert "not set against" in measured.projection_check(on(t, costs.assign(machine_id=["m1", "m2"])))  # two machines
     gpu = pd.DataFrame({"pair": ["p"], "device": "cuda", "dtype": "float32", "machine_id": [None]})  # another device's
     same = measured.projection_check(on(t, pd.concat([costs.assign(machine_id="m1"), gpu])))
     assert "median absolute 1" in same and "over 1 configurations" in same  # 2.2 projected vs ~2.0 measured
+    # two machines measured the curve in one dtype: each keeps its own; the replay's projection reads the study's
+    # curve (the machine with the most pairs, then points), so it is set against m1's run only where m1 is that machine
+    assert measured.projection_check(on(t, costs.assign(machine_id=["m1", "m2"]))) == same
+    study_elsewhere = pd.concat([costs.assign(machine_id="m1"), costs.assign(machine_id="m2", pair=["p", "q"])])
+    assert "error" not in measured.projection_check(on(t, study_elsewhere))
     # a default run on an AVX2 machine adds its float32 curve beside the bf16 one: the bf16 curve's machine stays
     avx2 = costs.assign(machine_id="avx2", dtype="bfloat16")
     assert measured.projection_check(on(t, pd.concat([costs.assign(machine_id="m1"), avx2]))) == same
@@ -525,3 +533,7 @@ def test_the_tldr_prefers_the_run_on_the_machine_that_measured_the_pairs_costs()
     homes = costcurve.machines(pd.DataFrame({"pair": "p", "device": "cpu", "dtype": ["float32", "bfloat16"],
                                              "machine_id": ["m1", "m3"]}))  # fmt: skip
     assert list(measured.shown({**t, "cost_machines": homes}).candidate) == ["chain N=3"]
+    # m2 measures its own float32 curve beside m1's: both runs are at home, the study's machine (m1: more pairs) shows
+    two = pd.DataFrame({"pair": ["p", "q", "p"], "device": "cpu", "dtype": "float32", "machine_id": ["m1", "m1", "m2"]})
+    assert list(measured.shown(on(t, two)).candidate) == ["chain N=3"]
+    assert list(measured.shown(on(t, two), every=True).candidate) == ["chain N=3", "binary N=3"]

@@ -32,16 +32,19 @@ def runs_of(bench: pd.DataFrame) -> dict[str, set[str]]:
 
 
 class Curves:
-    """(pair name, role, dtype, device) -> (Curve, its draws), made on first use (None: no rows)."""
+    """(pair name, role, dtype, device, machine) -> (Curve, its draws), made on first use (None: no rows):
+    a run is costed on the curve its own machine measured, never on another's (every machine's rows in
+    ``costs``: a default run on another CPU keeps its curve beside the study's)."""
 
     def __init__(self, costs: pd.DataFrame):
         self.costs = costs
         self.made: dict[tuple, tuple | None] = {}
 
-    def get(self, name: str, role: str, dtype: str, device: str):
-        key = (name, role, dtype, device)
+    def get(self, name: str, role: str, dtype: str, device: str, machine_id: str):
+        key = (name, role, dtype, device, machine_id)
         if key not in self.made:
-            c = costcurve.curve(self.costs, costcurve.AT_CONTEXT, name, role, dtype, device)
+            mine = costcurve.of_machine(self.costs, machine_id)
+            c = costcurve.curve(mine, costcurve.AT_CONTEXT, name, role, dtype, device)
             self.made[key] = None if c is None else (c, c.draws())
         return self.made[key]
 
@@ -72,7 +75,7 @@ def one(r: dict, rows: pd.DataFrame, steps: pd.DataFrame, curves: Curves) -> dic
     if cand.empty or plain.empty:
         return None
     name = str(cand.get("pair_name", cand.pair).iloc[0])  # costs.csv is keyed by config name
-    where = (str(r["dtype"]), str(r.get("device") or "cpu"))
+    where = (str(r["dtype"]), str(r.get("device") or "cpu"), str(r.get("machine_id") or ""))
     target, draft = curves.get(name, "target", *where), curves.get(name, "draft", *where)
     if target is None:
         return None
@@ -133,6 +136,8 @@ def table(
     df = pd.DataFrame(out)
     rep = replayed(speed).rename(columns={"projected": "replay_projected", "tokens_per_step": "replay_tokens_per_step"})
     df = df.merge(rep, on=KEY, how="left")
+    study = costcurve.at_home(df, costcurve.machines(costcurve.one_per_curve(costs)))  # the replay's curves' machine
+    df.loc[[not s for s in study], ["replay_projected", "replay_tokens_per_step"]] = np.nan
     df["error"] = df.projected_request / df.measured - 1
     df["error_decode"] = df.projected / df.measured - 1
     df["replay_error"] = df.replay_projected / df.measured - 1
@@ -146,13 +151,21 @@ def spread(e: pd.Series) -> str:
     return f"median absolute {e.abs().median():.0%}, worst {worst:+.0%}"
 
 
+def short(machine: str) -> str:
+    """'AMD EPYC (AVX512)' of 'AMD EPYC (AVX512), 2 cores, 2 threads, torch 2.13.0+cpu'."""
+    return machine.split(", ")[0] or "a machine its rows do not name"
+
+
 def term_sentence(df: pd.DataFrame) -> str:
     """Per pair and dataset, measured ÷ modelled seconds per term (ranges over its candidates)."""
     parts = []
-    for (pair, ds), g in df.groupby(["pair", "dataset"], sort=True):
+    machine = df.get("machine", pd.Series("", index=df.index)).fillna("").astype(str)
+    several = machine.nunique() > 1
+    for (pair, ds, m), g in df.assign(_m=machine).groupby(["pair", "dataset", "_m"], sort=True):
         draft = f", draft forwards {span(g.draft_ratio)}" if g.draft_ratio.notna().any() else ""
+        on = f" on {short(m)}" if several else ""
         parts.append(
-            f"{pair}/{ds}: target verify {span(g.verify_ratio)}{draft}, plain decoding's step ÷ t(1) "
+            f"{pair}/{ds}{on}: target verify {span(g.verify_ratio)}{draft}, plain decoding's step ÷ t(1) "
             f"{span(g.plain_ratio)}, {span(g.outside_s_step * 1000, '.1f')} ms per step outside both timers"
         )
     return (
@@ -169,12 +182,19 @@ def sentences(df: pd.DataFrame, live: pd.DataFrame | None = None) -> list[str]:
     if df.empty:
         return []
     out = [
-        "On the benchmark's machine, each ranked candidate projected from its own timed steps (the same prompts, "
+        "On each benchmark run's machine, each ranked candidate projected from its own timed steps (the same prompts, "
         "length and decodes), each decode's prefill counted as the benchmark's wall seconds count it (the target's "
         "as the run's plain decodes measured it, the draft's in the ratio of the cost curves at "
         f"{speedup.PREFILL_AT} tokens, as for the live runs): "
         f"{spread(df.error)}, over {len(df)} configurations; on decoding alone {spread(df.error_decode)}."
     ]
+    machine = df.get("machine", pd.Series("", index=df.index)).fillna("").astype(str)
+    if machine.nunique() > 1:
+        out.append(
+            "By machine, each run on the cost curve its own machine measured: "
+            + "; ".join(f"{short(m)}: {spread(g.error)} over {len(g)}" for m, g in df.groupby(machine, sort=True))
+            + "."
+        )
     rep = df[df.replay_projected.notna()]
     if len(rep):
         gap = rep.replay_tokens_per_step / rep.tokens_per_step - 1

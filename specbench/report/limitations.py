@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..results import speedstats
-from . import defaultrun, findings, tables
+from . import defaultrun, findings, phrases, tables
 from .markdown import bullets, span
 
 
@@ -38,7 +38,7 @@ def sizes(t: dict, data: dict) -> list[str]:
     if "device" in rows:
         out.append(
             f"Every timing is on {', '.join(sorted(rows.device.astype(str).unique()))}"
-            + (f" ({data['env'].get('cpu')}, {data['env'].get('cores')} cores)" if data["env"] else "")
+            + f" ({phrases.cost_machine(data['env'], data.get('costs'), short=True)})"
             + "; projected speedups transfer to other hardware only through re-measured forward costs."
         )
     out.append(defaultrun.sentence(data.get("default_run"), data.get("acceptance_check")))

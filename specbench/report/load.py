@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..core import readers
 from ..core.atomic import recover
+from ..results import costcurve
 from ..results import files as result_files
 from ..results.files import OUTPUTS_FILE, STEPS_FILE, read_csv
 from . import analysis, defaultrun
@@ -163,6 +164,8 @@ def load(results: str) -> dict:
         data[key] = analysis.relabel_pairs(data[key], labels)
     return dict(
         data,
+        costs=costcurve.one_per_curve(data["costs"]),  # the study's curves: one machine's per pair and dtype
+        costs_all=data["costs"],  # every machine's: each live run is set against its own machine's curve
         summary=summary,
         steps=analysis.relabel_pairs(steps, labels, by_hash),
         outputs=read_outputs(os.path.join(results, OUTPUTS_FILE)),

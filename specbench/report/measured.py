@@ -17,17 +17,18 @@ from .markdown import span, table
 def shown(t: dict, every: bool = False) -> pd.DataFrame:
     """One row per benchmark run at batch 1 (``t["measured"]``): the configuration shown, its
     ties' names, its verdict and the full replay's acceptance of the same tree and budget; only each
-    pair and dataset's run on the machine its pair's costs were measured on (``t["cost_machines"]``:
-    the projection is checked there), then the largest (the most prompts timed; the latest among
-    equals: run ids start with their time), unless ``every``: a default run's few prompts never hide
-    a full benchmark."""
+    pair and dataset's run on the machine whose curves the study's projections read (``t["cost_study"]``),
+    else on a machine that measured a curve of its own (``t["cost_machines"]``: the projection is checked
+    there), then the largest (the most prompts timed; the latest among equals: run ids start with their
+    time), unless ``every``: a default run's few prompts, or another machine's run, never hide the study's."""
     m = t.get("measured", pd.DataFrame())
     if m.empty:
         return m
     m = speedstats.answer_first(m[m.batch_size.astype(int) == 1])
     if not every:
+        study = costcurve.at_home(m, t.get("cost_study", t.get("cost_machines", {})))  # the study's projections'
         on = costcurve.at_home(m, t.get("cost_machines", {}))
-        key = list(zip(on, m.n_units, m.run_id))
+        key = list(zip(study, on, m.n_units, m.run_id))
         m = m[[k == b for k, b in zip(key, m.assign(_k=key).groupby(["pair", "dataset"])._k.transform("max"))]]
     out = []
     for _run, g in m.groupby("run_id", sort=False):
@@ -196,7 +197,8 @@ def projection_check(t: dict) -> str:
             f"{benchcheck.spread(own.error)}, over {len(own)} configurations{host_clause(own, t)}; all {len(every)} live batch-1 "
             f"ones: {benchcheck.spread(every)}; by term: speed.md."
         )
-    both = same.merge(benchcheck.replayed(speed), on=benchcheck.KEY, how="inner")
+    study = m[costcurve.at_home(m, t.get("cost_study", t.get("cost_machines", {})))]  # the replay's curves' machine
+    both = study.merge(benchcheck.replayed(speed), on=benchcheck.KEY, how="inner")
     if both.empty:
         return ""
     err = both.projected / both.speedup - 1

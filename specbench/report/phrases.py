@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..results import costcurve
 from . import analysis, tables
 
 
@@ -84,3 +85,17 @@ def gain(r: dict) -> str:
     if int(r["n_shared"]) < tables.MIN_CI:
         return f"{p.diff:+.2f} (n={int(r['n_shared'])}, no CI)"
     return analysis.fmt_diff(p)
+
+
+def cost_machine(env: dict | None, costs: pd.DataFrame | None, short: bool = False) -> str:
+    """The CPU whose cost curves the projections read, as its cost rows name it ('AMD EPYC (AVX512), 2 cores,
+    2 threads, torch 2.13.0+cpu'; ``short``: 'AMD EPYC (AVX512), 2 cores'; ``costcurve.study_name``), else
+    results/environment.json's (the last forward-cost run's machine: a default run elsewhere rewrites it)."""
+    named = costcurve.study_name(costs)
+    if named:
+        return ", ".join(named.split(", ")[:2]) if short else named
+    if not env:
+        return "machine not recorded"
+    parts = [env.get("gpu") or env.get("cpu"), f"{env.get('cores')} cores"]
+    parts += [] if short else [f"{env.get('torch_threads')} torch threads"]
+    return ", ".join(str(p) for p in parts if p)

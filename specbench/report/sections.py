@@ -30,6 +30,7 @@ from . import (
     lossless,
     mainpage,
     pairs,
+    phrases,
     setup_page,
     speed,
     speedup,
@@ -40,15 +41,6 @@ from . import (
 from .hardware import MARGINAL_AT
 from .markdown import bullets
 from .tree_attention import section as attention
-
-
-def machine(env: dict | None) -> str:
-    """'AMD EPYC, 2 cores, 2 torch threads, cpu' from results/environment.json."""
-    if not env:
-        return "machine not recorded"
-    parts = [env.get("gpu") or env.get("cpu"), f"{env.get('cores')} cores", f"{env.get('torch_threads')} torch threads"]
-    return ", ".join(str(p) for p in parts if p)
-
 
 RENDER = {  # a section's computed markdown, by the name the template (templates/report.md.j2) gives it
     "tldr": tldr.section,
@@ -97,7 +89,7 @@ def render(ctx, link_for, tables_rel: str) -> tuple[str, dict[str, str]]:
             claims=claims,
             t=t,
             no_steps=ctx["data"]["steps"] is None,
-            machine=machine(ctx["data"].get("env")),
+            machine=phrases.cost_machine(ctx["data"].get("env"), ctx["data"].get("costs")),
             marginal_at=MARGINAL_AT,
             roles=analysis.role_names(t["df"]),
             n_paired=compare.N_PAIRED,

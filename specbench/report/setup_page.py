@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from ..results import costcurve
 from .markdown import md_table, table
 from .runtimes import run_times
 
@@ -45,8 +46,11 @@ def section(ctx) -> str:
     env = data["env"]
     if env:
         items = [(k, v) for k, v in sorted(env.items()) if k not in ENV_PER_PAIR]
+        study = costcurve.study_name(data.get("costs"))
+        whose = f"; the projections read the cost curves of {study}" if study else ""
         out.append(
-            "**Machine and libraries.**\n\n"
+            "**Machine and libraries** (results/environment.json: the machine of the last forward-cost run, which "
+            f"a default run on another machine rewrites{whose}).\n\n"
             + md_table(
                 [[k, v if isinstance(v, str) else json.dumps(v, sort_keys=True)] for k, v in items], ["item", "value"]
             )

@@ -358,9 +358,14 @@ def compute(data: dict) -> dict:
         least=onerun.least(summary, counted, data["costs"]),
         **bench,
         bench_schedule=speedsched.schedule(bench.get("measured")),
-        cost_machines=costcurve.machines(data["costs"]),
-        cost_hosts=costcurve.machines(data["costs"], "host"),
+        cost_machines=costcurve.machines(data.get("costs_all", data["costs"])),
+        cost_hosts=costcurve.machines(data.get("costs_all", data["costs"]), "host"),
+        cost_study=costcurve.machines(data["costs"]),  # the machine whose curves the study's projections read
         bench_check=benchcheck.table(
-            bench.get("measured"), data.get("bench"), data.get("bench_steps"), data["costs"], speed
+            bench.get("measured"),
+            data.get("bench"),
+            data.get("bench_steps"),
+            data.get("costs_all", data["costs"]),
+            speed,
         ),
     )

@@ -136,9 +136,10 @@ def machine(dev: str, envs: dict) -> str:
     return f"{dev} ({gpu})" if gpu else dev
 
 
-def lead(rec: pd.DataFrame, env: dict | None) -> str:
-    """What the table is, and in how many rows speculation pays, is unresolved, or loses."""
-    machine = f" ({env.get('cpu')}, {env.get('cores')} cores)" if env else ""
+def lead(rec: pd.DataFrame, machine: str = "") -> str:
+    """What the table is, and in how many rows speculation pays, is unresolved, or loses (``machine``: the CPU
+    that measured the costs, ``phrases.cost_machine``)."""
+    machine = f" ({machine})" if machine else ""
     parts = [f"pays in {int((rec.verdict == '').sum())} of the {len(rec)} rows"]
     for word, what in (("includes 1×", "its 95% interval includes 1× (no gain resolved)"), ("slower", "it loses")):
         hit = rec[rec.verdict.str.startswith(word)]
@@ -210,5 +211,6 @@ def section(ctx) -> str:
     lines += [check][: bool(check)]
     body = meas
     if len(rec):
-        body += [lead(rec, ctx["data"].get("env")), table(rec.to_dict("records"), columns(t, envs))]
+        where = phrases.cost_machine(ctx["data"].get("env"), ctx["data"].get("costs"), short=True)
+        body += [lead(rec, where), table(rec.to_dict("records"), columns(t, envs))]
     return "\n\n".join(body + ["\n".join(f"- {s}" for s in lines)] * bool(lines))

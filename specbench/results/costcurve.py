@@ -157,7 +157,10 @@ def curve(costs: pd.DataFrame, rule: Rule, key: str, role: str | None = None, dt
         c = costs[(costs.role == role) & (costs.pair.astype(str) == str(key))]
     else:
         c = costs[costs.model.astype(str) == str(key)] if "model" in costs.columns else costs.iloc[:0]
-    return _curve(_machine(c, rule, dtype, device), rule)
+    c = _machine(c, rule, dtype, device)
+    if rule.per == "pair" and _ids(c).m.nunique() > 1:
+        raise ValueError(f"costs of pair {key} ({role}, {dtype}) from two machines: read them through one_per_curve")
+    return _curve(c, rule)
 
 
 def curves(costs: pd.DataFrame, rule: Rule, dtype=None, device=None) -> dict[str, Curve]:
@@ -184,7 +187,7 @@ def model_of(costs: pd.DataFrame, pair: str, role: str, device: str = "cpu") -> 
 def read(path: str, rule: Rule, key: str, role: str | None, dtype: str, device: str = "cpu") -> Curve:
     """``curve`` from a costs.csv file; one line naming the fix when it has no such rows."""
     text = {c: str for c in ("role", "pair", "dtype", "device", "model", "samples")}
-    got = curve(pd.read_csv(path, dtype=text), rule, key, role, dtype, device)
+    got = curve(one_per_curve(pd.read_csv(path, dtype=text)), rule, key, role, dtype, device)
     if got is None:
         whose = f"{role} costs of pair {key}" if rule.per == "pair" else f"costs of model {key}"
         raise ValueError(
@@ -194,24 +197,85 @@ def read(path: str, rule: Rule, key: str, role: str | None, dtype: str, device: 
     return got
 
 
+def _ids(costs: pd.DataFrame, col: str = "machine_id") -> pd.DataFrame:
+    """``costs`` with ``device`` (cpu where unnamed) and ``m``: the row's ``col`` ("" where unnamed)."""
+    m = costs[col].fillna("").astype(str) if col in costs else pd.Series("", index=costs.index)
+    return costs.assign(m=m, device=costs.device.fillna("cpu") if "device" in costs else "cpu")
+
+
+def study_machines(costs: pd.DataFrame) -> dict:
+    """(device, dtype) -> the machine whose curves the study's projections read: the one that measured
+    the most pairs there (the full study's; a default run on another machine measures the plan's few),
+    then the most cost points, then the smallest id."""
+    c = _ids(costs)
+    size = c.groupby(["device", "dtype", "m"]).agg(pairs=("pair", "nunique"), points=("pair", "size")).reset_index()
+    size = size.sort_values(["pairs", "points", "m"], ascending=[False, False, True], kind="mergesort")
+    return {
+        (d, str(dt)): m
+        for (d, dt), m in size.drop_duplicates(["device", "dtype"]).set_index(["device", "dtype"]).m.items()
+    }
+
+
+def study_name(costs: pd.DataFrame | None, device: str = "cpu") -> str | None:
+    """How the cost rows name the machine whose curves the study reads on ``device`` (in the dtype where it
+    measured the most pairs): 'AMD EPYC (AVX512), 2 cores, 2 threads, torch 2.13.0+cpu'; None without such rows."""
+    if costs is None or costs.empty or "machine" not in costs or "pair" not in costs:
+        return None
+    c = _ids(costs)
+    c = c[(c.device == device) & c.machine.notna()]
+    if c.empty:
+        return None
+    home = study_machines(costs)
+    pairs = {dt: c[(c.dtype == dt) & (c.m == m)].pair.nunique() for (d, dt), m in home.items() if d == device}
+    dtype = max(sorted(pairs), key=lambda dt: pairs[dt])
+    named = c[(c.dtype == dtype) & (c.m == home[(device, dtype)])].machine
+    return str(named.iloc[0]) if len(named) else None
+
+
+def one_per_curve(costs: pd.DataFrame | None) -> pd.DataFrame | None:
+    """``costs`` with one machine's rows per (pair, device, dtype): the study's machine (``study_machines``)
+    where it measured the pair, else the machine with the most points of that curve.  Rows of two machines
+    never make one curve; the other machines' curves are kept in costs.csv (a default run's, for its own
+    live rows: ``machines``, ``at_home``)."""
+    if costs is None or costs.empty or "pair" not in costs:
+        return costs
+    c = _ids(costs)
+    home = study_machines(costs)
+    points = c.groupby(["pair", "device", "dtype", "m"]).size().rename("n").reset_index()
+    points = points.assign(
+        study=[home.get((d, str(dt))) == m for d, dt, m in zip(points.device, points.dtype, points.m)]
+    )
+    points = points.sort_values(["study", "n", "m"], ascending=[False, False, True], kind="mergesort")
+    keep = set(
+        points.drop_duplicates(["pair", "device", "dtype"])[["pair", "device", "dtype", "m"]].itertuples(
+            index=False, name=None
+        )
+    )
+    return costs[[k in keep for k in c[["pair", "device", "dtype", "m"]].itertuples(index=False, name=None)]]
+
+
+def of_machine(costs: pd.DataFrame, machine_id: str) -> pd.DataFrame:
+    """The cost rows one machine measured."""
+    return costs[_ids(costs).m == str(machine_id)]
+
+
 def machines(costs: pd.DataFrame | None, col: str = "machine_id") -> dict:
-    """(pair, device, dtype) -> the ``machine_id`` (or ``col``, e.g. ``host``) its cost rows name, where they
-    name one; a curve whose rows name none (measured before rows carried it) or several has no entry.  Per
-    dtype: a default run on another machine adds its own dtype's curve (an AVX2 CPU's float32 beside the
-    committed bfloat16) and leaves the committed curve's machine as it was."""
+    """(pair, device, dtype) -> the ``machine_id``s (or ``col``s, e.g. ``host``) that measured a curve of it
+    (rows that name none, measured before rows carried it, name no machine).  Per machine and dtype: a default
+    run on another machine adds its own curve (an AVX2 CPU's float32, another CPU's bfloat16) beside the
+    committed one, and each machine's live rows are set against their own."""
     if costs is None or costs.empty or col not in costs:
         return {}
-    c = costs.assign(m=costs[col].fillna("").astype(str), device=costs.get("device", "cpu"))
-    ids = c.groupby(["pair", "device", "dtype"]).m.agg(set)
-    return {k: next(iter(v)) for k, v in ids.items() if len(v) == 1 and "" not in v}
+    ids = _ids(costs, col).groupby(["pair", "device", "dtype"]).m.agg(set)
+    return {k: frozenset(v - {""}) for k, v in ids.items() if v - {""}}
 
 
 def at_home(rows: pd.DataFrame, where: dict, col: str = "machine_id") -> list[bool]:
-    """Per row (pair, device, dtype, ``col``): whether it ran on the machine (or host) that measured its pair's
-    cost curve in its dtype on its device (``where``: ``machines``)."""
+    """Per row (pair, device, dtype, ``col``): whether its machine (or host) measured a cost curve of its pair
+    in its dtype on its device (``where``: ``machines``)."""
     if rows.empty:
         return []
     device = rows.device.fillna("cpu") if "device" in rows else pd.Series("cpu", index=rows.index)
     ids = rows[col].fillna("").astype(str) if col in rows else pd.Series("", index=rows.index)
     keys = zip(rows.pair, device, rows.dtype, ids)
-    return [bool(i) and where.get((p, d, str(dt))) == i for p, d, dt, i in keys]
+    return [bool(i) and i in where.get((p, d, str(dt)), ()) for p, d, dt, i in keys]

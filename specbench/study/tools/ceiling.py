@@ -29,7 +29,7 @@ import pandas as pd
 from ...core import readers
 from ...core.args import Parser, refuse
 from ...core.atomic import atomic_write, os_line
-from ...results.costcurve import CEILING, Curve, curves
+from ...results.costcurve import CEILING, Curve, curves, one_per_curve
 
 COLUMNS = ["run", "step", "seconds", "forwards", "tokens", "ceiling_s", "ratio", "forward_s", "in_forwards"]
 COLUMNS += ["busiest", "tokens_per_forward", "unrated", "machine", "machine_id"]
@@ -61,6 +61,8 @@ def ceilings(
     cost rows in the run's dtype (another machine's curve would set one CPU's steps against another's rate)."""
     if machine and "machine_id" in costs:
         costs = costs[costs.machine_id.fillna("").astype(str) == str(machine["machine_id"])]
+    else:  # no run's machine named: the study's curves, one machine's per pair (never two machines pooled)
+        costs = one_per_curve(costs)
     by_model = curves(costs, CEILING, dtype=machine.get("run_dtype") if machine else None)
     named = {"machine": machine["machine"], "machine_id": machine["machine_id"]} if machine else {}
     rows = []

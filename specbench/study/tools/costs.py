@@ -190,22 +190,26 @@ def measure(model, kv_lens, repeats: int, sizes, desc: str, progress: bool) -> l
     ]
 
 
-KEY = ["pair", "dtype", "device"]  # one machine's curve of one pair in one dtype
+KEY = ["pair", "dtype", "device", "machine_id"]  # one machine's curve of one pair in one dtype
 
 
 def merge_rows(path: str, rows: list[dict]) -> pd.DataFrame:
-    """The cost table at ``path`` with this pair's rows of this dtype and device replaced by
-    ``rows``; rows measured before every repeat was kept (no ``samples``: nothing to
-    bootstrap, no spread) are dropped, and so are rows from before costs had a dtype."""
+    """The cost table at ``path`` with this machine's rows of this pair, dtype and device replaced by
+    ``rows`` (and rows of them that name no machine: measured before rows named one); another machine's
+    curve is kept (the report reads one per curve: ``costcurve.one_per_curve``).  Rows measured before
+    every repeat was kept (no ``samples``: nothing to bootstrap, no spread) are dropped, and so are rows
+    from before costs had a dtype."""
     new = pd.DataFrame(rows)
     old = read_old(path)
     if old is None or not {"pair", "dtype", "samples"} <= set(old.columns):
         return new
-    old = old.assign(device=old.get("device", "cpu"))
+    old = old.assign(device=old.get("device", "cpu"), machine_id=old.get("machine_id", ""))
     old = old[old.samples.notna()]
     if not new.empty:
         mine = set(new[KEY].astype(str).itertuples(index=False, name=None))
-        old = old[[k not in mine for k in old[KEY].astype(str).itertuples(index=False, name=None)]]
+        unnamed = {k[:-1] + ("",) for k in mine}
+        keys = old[KEY].fillna("").astype(str).itertuples(index=False, name=None)
+        old = old[[not (k in mine or (k[-1] == "" and k in unnamed)) for k in keys]]
     return pd.concat([old, new], ignore_index=True)
 
 
@@ -293,7 +297,7 @@ def main(cfg: DictConfig) -> None:
 
 def merge_file(out: str, path: str) -> None:
     """``+costs_merge=PATH``: the rows of a costs.csv measured elsewhere (a GPU machine's) merged
-    into ``out``/costs.csv by (pair, dtype, device), with the environment-<device>.json beside
+    into ``out``/costs.csv by (pair, dtype, device, machine), with the environment-<device>.json beside
     it; no model loads.  A ``TableError`` when the file is not such a table (``core.readers``:
     missing, cut, binary, wrong columns, a seconds value not a number > 0), a ``ConfigError`` when
     it holds CPU rows (``main``: one line, exit 2)."""

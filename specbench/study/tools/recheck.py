@@ -31,7 +31,7 @@ rows step by step.
     python -m specbench.study.tools.recheck compare --results results --runs OUT/recheck \\
         --out results/acceptance_check.csv
 
-torch-free: pandas, ``core``, ``results.files`` and ``study.tools.budget``'s model sizes.
+torch-free: pandas, scipy, ``core``, ``results.files`` and ``study.tools.budget``'s model sizes.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import os
 import sys
 
 import pandas as pd
+from scipy import stats
 
 from ...core.args import Parser, refuse
 from ...core.atomic import atomic_write
@@ -174,6 +175,7 @@ def compare(summary: pd.DataFrame, steps: pd.DataFrame, runs: str) -> pd.DataFra
             g = g.sort_values("step")
             row = {"config_hash": chash or "", **{k: g[k].iloc[0] for k in SAME}, "prompt_id": pid}
             row.update(steps=len(g), committed_steps=len(o), found=bool(len(o)))
+            row.update(emitted=int(g.emitted.sum()), committed_emitted=int(o.emitted.sum()) if len(o) else 0)
             row["committed_batch"] = batch.get(chash, float("nan"))
             row["batch"] = int(g.batch_size.iloc[0])  # the batch the re-derived job ran its prompts in
             row.update(_agreement(o, g))
@@ -211,7 +213,29 @@ def verdict(check: pd.DataFrame) -> str:
         f"acceptance-sample check: FAIL: {len(bad)} of {n} prompts differ ({what}"
         f"{', ...' if len(bad) > 5 else ''}; columns {', '.join(cols) or 'none'}; {missing} without a committed row)"
         + _where(bad[bad.found])
+        + _acceptance(check[check.found & check.config_hash.isin(set(bad.config_hash))])
     )
+
+
+def _acceptance(rows: pd.DataFrame) -> str:
+    """Per configuration with a differing prompt: its tokens per step committed and re-derived, and the paired
+    difference over its prompts with a 95% t interval (two decodes that part on a near-tie, bf16 kernels of
+    another CPU rounding differently, can still measure the same acceptance)."""
+    if rows.empty or "emitted" not in rows:
+        return ""
+    out = []
+    for _, g in rows.groupby("config_hash", sort=False):
+        per = g.emitted / g.steps.clip(lower=1) - g.committed_emitted / g.committed_steps.clip(lower=1)
+        mean = float(per.mean())
+        if len(per) > 1:
+            half = float(stats.sem(per) * stats.t.ppf(0.975, len(per) - 1))
+            diff = f"paired over {len(g)} prompts: {mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
+        else:
+            diff = f"one prompt: {mean:+.3f}, no interval"
+        r = g.iloc[0]
+        old, new = g.committed_emitted.sum() / g.committed_steps.sum(), g.emitted.sum() / g.steps.sum()
+        out.append(f"{r.pair} {r.tree}/{r.budget} {r.dataset} {old:.3f} committed, {new:.3f} here ({diff})")
+    return "; tokens per step of the configurations that differ: " + "; ".join(out)
 
 
 def _batches(b: pd.Series) -> str:
