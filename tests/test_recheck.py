@@ -162,14 +162,25 @@ def test_compare_passes_identical_steps_and_names_what_differs(tmp_path):
     assert "agree on their first 1-1 steps (median 33% of their steps)" in line
     assert "(committed at batch 32, re-derived at batch 32)" in line
     # whether the acceptance moved with the tokens: tokens per step, committed and here, paired over the prompts
-    assert "ngram_qwen chain/4 he 2.000 committed, 2.333 here (one prompt: +0.333, no interval)" in line
+    assert (
+        "moved (or one prompt: untested) in 1 of 1: ngram_qwen chain/4 he 2.000 committed, 2.333 here (+0.333, one prompt)"
+        in line
+    )
     (job / "two").mkdir()
     pd.concat([_steps("ngram_qwen-chain-he-4", [1, 1, 2]), _steps("ngram_qwen-chain-he-4", [3, 2], "p1")]).to_csv(
         job / "two" / "steps.csv", index=False
     )
     (job / "steps.csv").unlink()
-    two = recheck.verdict(recheck.compare(summary, committed, str(tmp_path / "runs")))
-    assert "he 2.800 committed, 2.800 here (paired over 2 prompts: -0.083 [-5.3" in two  # (+1/3 - 1/2) / 2
+    both = recheck.compare(summary, committed, str(tmp_path / "runs"))
+    two = recheck.verdict(both)
+    assert recheck.verdict(both, brief=True) == (  # the main page's: the counts and whether the acceptance moved
+        "acceptance-sample check: FAIL: 2 of 2 prompts differ, in 1 of 1 configurations; tokens per step moved in "
+        "none of the 1 (paired 95% intervals)"
+    )
+    assert (
+        "moved in none of the 1 (each paired 95% interval over its prompts includes 0; the largest difference: " in two
+    )
+    assert "he 2.800 committed, 2.800 here (-0.083 [-5.3" in two  # (+1/3 - 1/2) / 2
     assert len(line.splitlines()) == 1
     assert recheck.verdict(check.iloc[:0]).startswith("acceptance-sample check: FAIL: nothing")
 

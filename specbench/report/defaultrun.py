@@ -21,8 +21,15 @@ def read(results: str) -> dict | None:
     return rec if isinstance(rec, dict) and rec.get("covered") else None
 
 
-def sentence(rec: dict | None, check: pd.DataFrame | None) -> str:
-    """The run's budget, machine, dtype, plan and acceptance-sample check, or that none is recorded."""
+def sentence(rec: dict | None, check: pd.DataFrame | None, brief: bool = False) -> str:
+    """The run's budget, machine, dtype, plan and acceptance-sample check, or that none is recorded (``brief``:
+    the main page's: its machine, dtype and the check's headline; in full on the set-up page)."""
+    if rec is not None and brief:
+        checked = verdict(check, brief=True) if check is not None else "no acceptance-sample check"
+        return (
+            f"The last default run (`bash run_all.sh`, {rec['profile']} profile) ran on {rec['machine']} in "
+            f"{rec['dtype']}; {checked} (setup.md: what it covered, and the check in full)."
+        )
     if rec is None:
         return "results/default_run.json is absent: no default run (`bash run_all.sh`) is recorded in these results."
     rates = rec.get("rates_gflops", {}).get(rec["dtype"], {})

@@ -41,7 +41,7 @@ def sizes(t: dict, data: dict) -> list[str]:
             + f" ({phrases.cost_machine(data['env'], data.get('costs'), short=True)})"
             + "; projected speedups transfer to other hardware only through re-measured forward costs."
         )
-    out.append(defaultrun.sentence(data.get("default_run"), data.get("acceptance_check")))
+    out.append(defaultrun.sentence(data.get("default_run"), data.get("acceptance_check"), brief=True))
     if t["live"].empty or t["live"].measured.isna().all():
         out.append("No live configuration has a matching baseline: every speedup is projected.")
     return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from ..results import costcurve
+from . import defaultrun
 from .markdown import md_table, table
 from .runtimes import run_times
 
@@ -76,6 +77,7 @@ def section(ctx) -> str:
             )
         )
     out.append(run_times(data.get("run_times"), data.get("costs")))
+    out.append(defaultrun.sentence(data.get("default_run"), data.get("acceptance_check")))
     cmds = (env or {}).get("commands") or DEFAULT_COMMANDS
     out.append("**Commands.**\n\n```\n" + "\n".join(cmds) + "\n```")
     return "\n\n".join(out)

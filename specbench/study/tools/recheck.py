@@ -195,8 +195,9 @@ def _agreement(old: pd.DataFrame, new: pd.DataFrame) -> dict:
     return row
 
 
-def verdict(check: pd.DataFrame) -> str:
-    """ONE line: PASS (every re-derived prompt identical) or FAIL naming what differs."""
+def verdict(check: pd.DataFrame, brief: bool = False) -> str:
+    """ONE line: PASS (every re-derived prompt identical) or FAIL naming what differs (``brief``: how many
+    prompts and configurations, and whether their tokens per step moved)."""
     if check.empty:
         return "acceptance-sample check: FAIL: nothing was re-derived (see the recheck jobs above)"
     n_conf, n = check.config_hash.nunique(), len(check)
@@ -206,36 +207,46 @@ def verdict(check: pd.DataFrame) -> str:
             f"at batch {_batches(check.batch)}) identical to the committed rows, column by column"
         )
     bad = check[~check.identical]
+    moved = _acceptance(check[check.found & check.config_hash.isin(set(bad.config_hash))], brief)
+    if brief:
+        return f"acceptance-sample check: FAIL: {len(bad)} of {n} prompts differ, in {bad.config_hash.nunique()} of {n_conf} configurations{moved}"
     cols = [c for c in COLUMNS if not check[f"same_{c}"].all()]
-    what = ", ".join(f"{r.pair} {r.tree}/{r.budget} {r.dataset} {r.prompt_id}" for r in bad.head(5).itertuples())
+    what = ", ".join(f"{r.pair} {r.tree}/{r.budget} {r.dataset} {r.prompt_id}" for r in bad.head(2).itertuples())
     missing = int((~check.found).sum())
     return (
-        f"acceptance-sample check: FAIL: {len(bad)} of {n} prompts differ ({what}"
-        f"{', ...' if len(bad) > 5 else ''}; columns {', '.join(cols) or 'none'}; {missing} without a committed row)"
-        + _where(bad[bad.found])
-        + _acceptance(check[check.found & check.config_hash.isin(set(bad.config_hash))])
+        f"acceptance-sample check: FAIL: {len(bad)} of {n} prompts differ, in {bad.config_hash.nunique()} of {n_conf} "
+        f"configurations ({what}{', ...' if len(bad) > 2 else ''}; columns {', '.join(cols) or 'none'}; {missing} "
+        "without a committed row)" + _where(bad[bad.found]) + moved
     )
 
 
-def _acceptance(rows: pd.DataFrame) -> str:
-    """Per configuration with a differing prompt: its tokens per step committed and re-derived, and the paired
-    difference over its prompts with a 95% t interval (two decodes that part on a near-tie, bf16 kernels of
-    another CPU rounding differently, can still measure the same acceptance)."""
+def _acceptance(rows: pd.DataFrame, brief: bool = False) -> str:
+    """Whether the configurations with a differing prompt measure another acceptance: per configuration its
+    tokens per step committed and re-derived, and the paired difference over its prompts with a 95% t interval
+    (two decodes that part on a near-tie, bf16 kernels of another CPU rounding differently, can still measure
+    the same acceptance); those whose interval excludes 0 are named, else the largest difference."""
     if rows.empty or "emitted" not in rows:
         return ""
     out = []
     for _, g in rows.groupby("config_hash", sort=False):
         per = g.emitted / g.steps.clip(lower=1) - g.committed_emitted / g.committed_steps.clip(lower=1)
         mean = float(per.mean())
-        if len(per) > 1:
-            half = float(stats.sem(per) * stats.t.ppf(0.975, len(per) - 1))
-            diff = f"paired over {len(g)} prompts: {mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
-        else:
-            diff = f"one prompt: {mean:+.3f}, no interval"
+        half = float(stats.sem(per) * stats.t.ppf(0.975, len(per) - 1)) if len(per) > 1 else float("nan")
         r = g.iloc[0]
         old, new = g.committed_emitted.sum() / g.committed_steps.sum(), g.emitted.sum() / g.steps.sum()
-        out.append(f"{r.pair} {r.tree}/{r.budget} {r.dataset} {old:.3f} committed, {new:.3f} here ({diff})")
-    return "; tokens per step of the configurations that differ: " + "; ".join(out)
+        diff = f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]" if half == half else f"{mean:+.3f}, one prompt"
+        text = f"{r.pair} {r.tree}/{r.budget} {r.dataset} {old:.3f} committed, {new:.3f} here ({diff})"
+        out.append((not half == half or abs(mean) > half, abs(mean), text))
+    moved = [t for m, _, t in out if m]
+    if brief:
+        return f"; tokens per step moved in {len(moved) or 'none'} of {'the ' * (not moved)}{len(out)} (paired 95% intervals)"
+    if moved:
+        return f"; tokens per step moved (or one prompt: untested) in {len(moved)} of {len(out)}: " + "; ".join(moved)
+    largest = max(out)[2]
+    return (
+        f"; tokens per step moved in none of the {len(out)} (each paired 95% interval over its prompts includes 0; "
+        f"the largest difference: {largest}); per prompt: acceptance_check.csv"
+    )
 
 
 def _batches(b: pd.Series) -> str:
@@ -254,7 +265,7 @@ def _where(bad: pd.DataFrame) -> str:
         f"; the differing prompts agree on their first {int(bad.same_prefix_steps.min())}-"
         f"{int(bad.same_prefix_steps.max())} steps (median {share.median():.0%} of their steps) before they part"
         + (
-            f" (committed at batch {'/'.join(map(str, batches))}, re-derived at batch {int(bad.batch.max())})"
+            f" (committed at batch {'/'.join(map(str, batches))}, re-derived at batch {_batches(bad.batch)})"
             if batches
             else ""
         )
