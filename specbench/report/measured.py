@@ -245,13 +245,15 @@ def answering(df: pd.DataFrame) -> pd.DataFrame:
 def section(t: dict, every: bool = False) -> list[str]:
     """The measured table with its lead and the controls, or nothing without a benchmark run: each
     pair and dataset's largest run (``shown``; every run, ``every``: speed.md); the machine of each row where the
-    runs name more than one, and where earlier runs were left out, where they are."""
+    runs name more than one, and where other runs were left out, where they are."""
     rec = shown(t, every)
     if rec.empty:
         return []
     cols = COLUMNS + [("timed on", lambda r: r["machine"])] * (rec.machine.nunique() > 1)
-    earlier = 0 if every else runs_at_batch1(t) - len(rec)
-    note = [f"Earlier runs of the same pairs and datasets ({earlier}): speed.md."][: earlier > 0]
+    others = 0 if every else runs_at_batch1(t) - len(rec)
+    note = [f"Other runs of the same pairs and datasets ({others}: earlier, smaller or on another machine): speed.md."][
+        : others > 0
+    ]
     return [
         lead(rec),
         table(rec.to_dict("records"), cols),
