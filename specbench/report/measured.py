@@ -26,9 +26,7 @@ def shown(t: dict, every: bool = False) -> pd.DataFrame:
         return m
     m = speedstats.answer_first(m[m.batch_size.astype(int) == 1])
     if not every:
-        study = costcurve.at_home(m, t.get("cost_study", t.get("cost_machines", {})))  # the study's projections'
-        on = costcurve.at_home(m, t.get("cost_machines", {}))
-        key = list(zip(study, on, m.n_units, m.run_id))
+        key = costcurve.run_order(m, t.get("cost_study", t.get("cost_machines", {})), t.get("cost_machines", {}))
         m = m[[k == b for k, b in zip(key, m.assign(_k=key).groupby(["pair", "dataset"])._k.transform("max"))]]
     out = []
     for _run, g in m.groupby("run_id", sort=False):

@@ -279,3 +279,11 @@ def at_home(rows: pd.DataFrame, where: dict, col: str = "machine_id") -> list[bo
     ids = rows[col].fillna("").astype(str) if col in rows else pd.Series("", index=rows.index)
     keys = zip(rows.pair, device, rows.dtype, ids)
     return [bool(i) and i in where.get((p, d, str(dt)), ()) for p, d, dt, i in keys]
+
+
+def run_order(rows: pd.DataFrame, study: dict, homes: dict) -> list[tuple]:
+    """Per benchmark row, the key the answer's run is the largest of: (timed on the machine whose curves the
+    study's projections read, ``study``; on a machine that measured a curve of its own, ``homes``: both from
+    ``machines``; units timed; run id, which starts with its time).  The TL;DR's (``report.measured.shown``)
+    and the export's (``study.serving.export``) one rule."""
+    return list(zip(at_home(rows, study), at_home(rows, homes), rows.n_units, rows.run_id))

@@ -200,6 +200,8 @@ def merge_rows(path: str, rows: list[dict]) -> pd.DataFrame:
     every repeat was kept (no ``samples``: nothing to bootstrap, no spread) are dropped, and so are rows
     from before costs had a dtype."""
     new = pd.DataFrame(rows)
+    if not new.empty and "machine_id" not in new:  # rows measured before they named their machine
+        new = new.assign(machine_id="")
     old = read_old(path)
     if old is None or not {"pair", "dtype", "samples"} <= set(old.columns):
         return new
