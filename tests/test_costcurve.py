@@ -118,3 +118,17 @@ def test_the_file_reader_reads_the_study_machines_curve(tmp_path):
         [COSTS.assign(machine_id="amd"), COSTS[COSTS.pair == "a"].assign(machine_id="b", seconds=7.0, samples="7")]
     ).to_csv(path, index=False)
     assert cc.read(str(path), cc.AT_CONTEXT, "a", "draft", "bfloat16").values() == pytest.approx([0.01, 0.02])
+
+
+def test_another_machines_curve_is_stated_apart_on_the_hardware_page():
+    from specbench.report import hardware
+
+    other = COSTS[COSTS.pair == "a"].assign(
+        machine_id="intel", machine="CPU B (AVX512), 2 cores", seconds=lambda c: 2 * c.seconds
+    )
+    every = pd.concat([COSTS.assign(machine_id="amd", machine="CPU A"), other], ignore_index=True)
+    pts = hardware.other_points(every, cc.one_per_curve(every))
+    assert list(zip(pts.pair, pts.machine_id)) == [("a", "intel")]
+    text = hardware.other_sentence(pts)
+    assert "a in bfloat16 on cpu (CPU B (AVX512), 2 cores): t(1) " in text and "kept apart" in text
+    assert hardware.other_points(every.assign(machine_id="amd"), cc.one_per_curve(every.assign(machine_id="amd"))).empty

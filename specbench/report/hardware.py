@@ -94,6 +94,33 @@ def machine_points(costs: pd.DataFrame | None) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def other_points(every: pd.DataFrame | None, study: pd.DataFrame | None) -> pd.DataFrame:
+    """``machine_points`` of the cost curves the study's projections do not read (``every`` less ``study``,
+    ``costcurve.one_per_curve``'s rows): each other machine's apart (a default run's curve on another CPU)."""
+    if every is None or study is None or every.empty:
+        return pd.DataFrame()
+    rest = every.drop(index=study.index)
+    ids = rest.machine_id.fillna("").astype(str) if "machine_id" in rest else pd.Series("", index=rest.index)
+    parts = [machine_points(g).assign(machine_id=m) for m, g in rest.groupby(ids, sort=True)]
+    parts = [p for p in parts if len(p)]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def other_sentence(pts: pd.DataFrame) -> str:
+    """One sentence on the other machines' curves: each pair's t(1), its widest forward and r."""
+    if pts is None or pts.empty:
+        return ""
+    each = [
+        f"{p.pair} in {p.dtype} on {p.device} ({p.machine or 'a machine its rows do not name'}): t(1) "
+        f"{p.t1 * 1e3:.0f} ms, a {p.n_max}-token forward {p.t_max * 1e3:.0f} ms ({p.t_max / p.t1:.2f}×), r {p.r:.2f}"
+        for p in pts.itertuples()
+    ]
+    return (
+        "Other machines' cost curves, kept apart (a default run's on another machine: its own live runs are set "
+        "against them, speed.md; the projections here read the study's): " + "; ".join(each) + "."
+    )
+
+
 def best_at(a: pd.DataFrame, r: float, m: float) -> dict:
     """The modelled best configuration of ``a`` at one (r, m), with its speedup."""
     s = speedup(a, np.array([r]), np.array([m]))[:, 0, 0]

@@ -13,7 +13,7 @@ from matplotlib.patches import Patch
 from scipy import ndimage
 
 from . import figures, findings, palette
-from .hardware import MS, RS, label, speedup
+from .hardware import MS, RS, label, other_sentence, speedup
 from .markdown import bullets, fig_links
 
 MAX_PANELS = 4
@@ -148,4 +148,6 @@ def fig_phase(a: pd.DataFrame, points: pd.DataFrame) -> figures.Fig | None:
 
 def section(ctx) -> str:
     found = [bullets(findings.sentences(ctx["t"]["findings"], s), "") for s in ("machines", "phase")]
+    others = other_sentence(ctx["t"].get("other_points"))
+    found[0] = "\n".join(x for x in (found[0], f"- {others}" * bool(others)) if x)
     return "\n\n".join(found + fig_links(ctx, "phase_diagram.png"))
