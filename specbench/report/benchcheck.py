@@ -151,6 +151,11 @@ def spread(e: pd.Series) -> str:
     return f"median absolute {e.abs().median():.0%}, worst {worst:+.0%}"
 
 
+def machines(df: pd.DataFrame) -> pd.Series:
+    """Each row's machine as its row names it ("" where none)."""
+    return df.get("machine", pd.Series("", index=df.index)).fillna("").astype(str)
+
+
 def short(machine: str) -> str:
     """'AMD EPYC (AVX512)' of 'AMD EPYC (AVX512), 2 cores, 2 threads, torch 2.13.0+cpu'."""
     return machine.split(", ")[0] or "a machine its rows do not name"
@@ -159,7 +164,7 @@ def short(machine: str) -> str:
 def term_sentence(df: pd.DataFrame) -> str:
     """Per pair and dataset, measured ÷ modelled seconds per term (ranges over its candidates)."""
     parts = []
-    machine = df.get("machine", pd.Series("", index=df.index)).fillna("").astype(str)
+    machine = machines(df)
     several = machine.nunique() > 1
     for (pair, ds, m), g in df.assign(_m=machine).groupby(["pair", "dataset", "_m"], sort=True):
         draft = f", draft forwards {span(g.draft_ratio)}" if g.draft_ratio.notna().any() else ""
@@ -188,7 +193,7 @@ def sentences(df: pd.DataFrame, live: pd.DataFrame | None = None) -> list[str]:
         f"{speedup.PREFILL_AT} tokens, as for the live runs): "
         f"{spread(df.error)}, over {len(df)} configurations; on decoding alone {spread(df.error_decode)}."
     ]
-    machine = df.get("machine", pd.Series("", index=df.index)).fillna("").astype(str)
+    machine = machines(df)
     if machine.nunique() > 1:
         out.append(
             "By machine, each run on the cost curve its own machine measured: "

@@ -147,7 +147,7 @@ def fig_phase(a: pd.DataFrame, points: pd.DataFrame) -> figures.Fig | None:
 
 
 def section(ctx) -> str:
-    found = [bullets(findings.sentences(ctx["t"]["findings"], s), "") for s in ("machines", "phase")]
-    others = other_sentence(ctx["t"].get("other_points"))
-    found[0] = "\n".join(x for x in (found[0], f"- {others}" * bool(others)) if x)
+    others = [x for x in [other_sentence(ctx["t"].get("other_points"))] if x]
+    found = [bullets(findings.sentences(ctx["t"]["findings"], "machines") + others, "")]
+    found += [bullets(findings.sentences(ctx["t"]["findings"], "phase"), "")]
     return "\n\n".join(found + fig_links(ctx, "phase_diagram.png"))
