@@ -77,7 +77,7 @@ DTYPE=$(get dtype)
 step "forward costs of the plan's pairs on this machine (costs.csv)"
 if [ "$PROFILE" = tiny ]; then COSTS_PAIRS=(); else COSTS_PAIRS=("+costs_pairs=$(get costs_pairs)"); fi
 once costs $PY -m specbench.study.tools.costs "${PAIR[@]}" dtype="$DTYPE" "+costs_repeats=$(get costs_repeats)" \
-  "${COSTS_PAIRS[@]}" "+costs_dtypes=[$DTYPE]" "+costs_kv_lens=$(get kv_lens)" "+results_dir=$RESULTS" \
+  "${COSTS_PAIRS[@]}" "+costs_dtypes=[$DTYPE]" "+costs_kv_lens=$(get kv_lens)" "+costs_max_tokens=$(get costs_max_tokens)" "+results_dir=$RESULTS" \
   hydra.run.dir="$OUT/costs"
 
 step "the acceptance-sample check: committed configurations re-derived (acceptance_check.csv)"

@@ -3,6 +3,7 @@ nothing planned exceeds the budget, a slower machine covers less; the shell's vi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -44,16 +45,18 @@ def plan(minutes: float, rates=FAST, dtype="bfloat16"):
 
 
 def test_more_minutes_never_cover_less_and_nothing_planned_exceeds_the_budget():
-    last = (0, 0, 0, 0)
+    last, width = (0, 0, 0, 0), None
     seen = set()
     for minutes in range(15, 400, 5):
         p = plan(minutes)
         assert not p["over_budget"] and p["planned_s"] <= minutes * 60, minutes
         got = budget.covered(p)
         assert got >= last, (minutes, got, last)  # in priority order: speed units, prompts, candidates, grid, sample
-        if not last[0] == 0 < got[0]:  # the grid gives way to speed only where a speed unit first fits
+        now = {s["step"]: s for s in p["steps"]}["costs"]["max_tokens"]
+        # the grid gives way to speed only where a speed unit first fits, and the rest to the whole cost grid
+        if not last[0] == 0 < got[0] and now == width:
             assert all(a >= b for a, b in zip(got, last)), (minutes, got, last)
-        last = got
+        last, width = got, now
         seen.add(got)
     assert len(seen) > 5  # the budget does decide
     full = plan(10_000)
@@ -99,12 +102,47 @@ def test_a_machine_too_slow_for_every_candidate_times_the_projected_top_before_i
     assert planned == "[" + ",".join(unit["candidates"]) + "]"  # the shell runs only the kept ones
 
 
+SLOW = {"bfloat16": {"1": 8.7, "64": 14.4}, "float32": {"1": 4.8, "64": 38.9}}  # that host later, float32 picked
+
+
 def test_where_no_speed_unit_fits_the_small_attention_grid_still_runs():
-    # the same host later (float32 4.8 / 38.9 GFLOP/s, Python work 0.123 s), 42 min left after set-up
-    rates = {"bfloat16": {"1": 8.7, "64": 14.4}, "float32": {"1": 4.8, "64": 38.9}}
-    p = budget.plan(budget.PROFILES["real"], rates, "float32", 42 * 60, UNITS[:1], SAMPLE, python_s=0.123)
+    # that host (Python work 0.123 s) with 31 min left after set-up, on a machine whose narrow cost grid saves nothing
+    prof = dataclasses.replace(budget.PROFILES["real"], narrow_tokens=128)
+    p = budget.plan(prof, SLOW, "float32", 31 * 60, UNITS[:1], SAMPLE, python_s=0.123)
     steps = {s["step"]: s for s in p["steps"]}
     assert not steps["speed"]["units"] and steps["attention"]["grid"] == "key" and not p["over_budget"]
+
+
+def test_where_four_prompts_do_not_fit_the_projected_top_runs_on_fewer_before_the_grid():
+    # 36 min left: not even the projected top fits 4 prompts (that host ran no speed benchmark); its least set (the
+    # top and its twin, plain decoding and its A/A copy) fits 2, taken before the grid; the budget closes behind it
+    prof = dataclasses.replace(budget.PROFILES["real"], narrow_tokens=128)
+    p = budget.plan(prof, SLOW, "float32", 36 * 60, UNITS[:1], SAMPLE, python_s=0.123)
+    steps = {s["step"]: s for s in p["steps"]}
+    unit = steps["speed"]["units"][0]
+    assert prof.least <= unit["prompts"] < prof.prompts[0] and unit["candidates"] == UNITS[0][2][:1]
+    assert unit["dropped"] == UNITS[0][2][1:] and steps["attention"]["grid"] == "none" and not p["over_budget"]
+    assert budget.speed_s("qwen_coder", 1, prof.prompts[0], prof, SLOW["float32"]) > unit["eta_s"]
+    assert f"{unit['prompts']} prompts x 64 tokens" in budget.sentence(p)
+    assert budget.get(p, "speed").split("\t")[2] == str(unit["prompts"])  # the shell's dataset.limit
+
+
+def test_where_the_whole_cost_grid_crowds_out_the_answer_the_costs_measure_the_batch_1_widths():
+    # 42 min left: the whole grid (1..128 tokens) leaves the projected top alone on 4 prompts; the batch-1 trees'
+    # widths (1..17) leave it 3 of its 4 candidates.  Where the whole grid leaves room, it is measured
+    prof = budget.PROFILES["real"]
+    whole = budget.plan(
+        dataclasses.replace(prof, narrow_tokens=128), SLOW, "float32", 42 * 60, UNITS[:1], SAMPLE, 0.123
+    )
+    p = budget.plan(prof, SLOW, "float32", 42 * 60, UNITS[:1], SAMPLE, python_s=0.123)
+    assert budget.covered(p)[:3] > budget.covered(whole)[:3] and not p["over_budget"]
+    costs = {s["step"]: s for s in p["steps"]}["costs"]
+    assert costs["max_tokens"] == prof.narrow_tokens and budget.get(p, "costs_max_tokens") == "17"
+    assert costs["eta_s"] < {s["step"]: s for s in whole["steps"]}["costs"]["eta_s"] / 2
+    assert "forwards of 1-17 tokens" in budget.sentence(p)
+    roomy = plan(60)
+    assert {s["step"]: s for s in roomy["steps"]}["costs"]["max_tokens"] is None
+    assert budget.get(roomy, "costs_max_tokens") == "null" and "1-17" not in budget.sentence(roomy)
 
 
 def test_the_sample_is_costed_at_its_committed_batch_and_shrinks_to_fit_dropping_the_dearest():

@@ -138,3 +138,11 @@ def test_costs_read_their_keys_from_the_job_spec():
     for bad in (0, [256, 0]):
         with pytest.raises(jobspec.ConfigError, match="costs_kv_lens"):
             settings(dataclasses.replace(base, extra={"costs_kv_lens": bad}))
+    from specbench.study.tools.costs import SIZES, sizes_of
+
+    assert sizes_of(base) == SIZES and sizes_of(dataclasses.replace(base, extra={"costs_max_tokens": None})) == SIZES
+    narrow = sizes_of(dataclasses.replace(base, extra={"costs_max_tokens": 17}))  # the default run's narrow curve
+    assert narrow == tuple(n for n in SIZES if n <= 17) and narrow[-1] == 17
+    for bad in (0, "17", True):
+        with pytest.raises(jobspec.ConfigError, match="costs_max_tokens"):
+            sizes_of(dataclasses.replace(base, extra={"costs_max_tokens": bad}))

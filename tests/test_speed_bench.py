@@ -3,6 +3,7 @@ candidate picks (study.tools.validate.speed_picks), and the report's answer from
 
 import random
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -327,6 +328,24 @@ def test_the_benchmark_times_every_candidate_interleaved_with_its_controls(tmp_p
     assert len(pd.read_csv(home / "speed_steps.csv.gz")) == len(pd.read_csv(tmp_path / "speed_steps.csv.gz"))
     bad = speed_cmd(home, tiny_pair_dirs, f"+speed_merge={tmp_path / 'nope.csv'}")
     assert bad.returncode == 2 and bad.stderr.strip().startswith("specbench.study.tools.speed: speed_merge")
+
+
+def test_the_warm_up_decodes_a_few_tokens_of_each_candidate_not_a_whole_decode():
+    from dataclasses import replace
+
+    from specbench.study.tools import budget, speed
+    from specbench.study.tools.sizes import WARM_TOKENS
+
+    job = SimpleNamespace(tree=None, verify=None, max_new_tokens=64, seed=0, batch_size=1)
+    c = speed.Candidate("chain N=2", job, None, speed.DecodePlan.of(job))
+    assert speed.warm(c).plan.max_new_tokens == WARM_TOKENS < 64 and speed.warm(c).name == c.name
+    short = replace(c, plan=replace(c.plan, max_new_tokens=6))
+    assert speed.warm(short).plan.max_new_tokens == 6  # a shorter decode warms up whole
+    prof, rate = budget.PROFILES["real"], {"1": 10.0, "64": 100.0}
+    # the plan prices it: each candidate's warm-up is WARM_TOKENS steps, not a 64-token decode
+    per_decoder = (budget.speed_s("qwen_coder", 1, 4, prof, rate) - prof.load_s) / 4
+    whole = 5 * (budget.forward_s("qwen1.5b", budget.PROMPT_TOKENS, rate) + 64 * budget.forward_s("qwen1.5b", 1, rate))
+    assert per_decoder < whole - (64 - WARM_TOKENS) * budget.forward_s("qwen1.5b", 1, rate) * 0.99
 
 
 def test_unit_orders_counterbalance_position_and_precedence_and_differ_by_seed():

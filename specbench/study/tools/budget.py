@@ -5,7 +5,9 @@ each dtype).  torch-free: pandas and the standard library.
 Every step's time is an estimate from the models' sizes (2 FLOP per parameter and token) at the
 measured rate for its forward width, plus each process's start and model load:
 
-* ``costs``: every forward shape of the answer's pairs' models, ``repeats`` + 1 times, at each KV length;
+* ``costs``: every forward shape of the answer's pairs' models, ``repeats`` + 1 times, at each KV length
+  (widths 1..128; 1..17 where the whole grid leaves the first speed unit less: on a CPU whose wide forwards
+  are slow, such as bf16 without AVX-512, whose 64-token forward of the 1.5B target took 12 s);
 * ``recheck``: the acceptance sample (``study.tools.recheck``), each configuration at its committed
   batch B on the P prompts of its run (``recheck.run_prompts``): one target continuation per
   (target, dataset, batch, prompts, tokens, dtype) it needs (per B prompts a prefill, then one
@@ -22,7 +24,8 @@ measured rate for its forward width, plus each process's start and model load:
 ``plan`` fills the budget in stages, each taken only once the stage before it reached its cap (so
 more minutes never cover less, in this order of priority; the one exception: where no speed unit fits at
 all, the small grid is still taken, and gives way once one does): the first pair x dataset's speed on its
-fewest prompts (with as many of its candidates as fit, the projected top first), the small attention grid, the rest of the acceptance sample (``shrink``: the most expensive configurations
+fewest prompts worth running (4; with as many of its candidates as fit, the projected top first; where not
+even its least set fits, on as few as 2, which closes the budget behind it), the small attention grid, the rest of the acceptance sample (``shrink``: the most expensive configurations
 dropped until it fits, named in the plan with the strata no configuration then represents), the
 first pair x dataset's further prompts, every further pair x dataset at full size (in the
 answer's order), the default grid.  The mandatory part (costs of the first pair, the sample's
@@ -38,14 +41,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ...core.args import Parser, refuse
 from ...core.atomic import atomic_write, write_file
-from .planview import GRIDS, covered, get, printout, record, sentence  # noqa: F401  (GRIDS, covered: its API)
-from .sizes import PAIRS, PARAMS_B, continuation_key, models, params, run_prompts  # noqa: F401  (PAIRS, PARAMS_B: its API)
+from .planview import GRIDS, covered, get, printout, record, sentence  # noqa: F401  (GRIDS: its API)
+from .sizes import PAIRS, PARAMS_B, WARM_TOKENS, continuation_key, cost_sizes, models, params, run_prompts  # noqa: F401  (PAIRS, PARAMS_B: its API)
 
-COST_SHAPES, COST_WIDTH = 23, 31  # study.tools.costs: 23 widths 1..128, mean 31 tokens (its KV x width grid)
 PROMPT_TOKENS = 200  # a prompt's tokens (padded), for prefill estimates: the longer prompts of humaneval
 # No gain factor: a whole model's forward of w tokens costs its first token at the measured 1-row rate and
 # each further one at the measured 64-row rate, both this machine's (machine.json).  Checked on
@@ -62,7 +64,13 @@ class Profile:
     name: str
     tokens: int = 64  # new tokens per speed decode
     prompts: tuple[int, int] = (4, 16)  # speed prompts per pair x dataset: (fewest worth running, most)
+    # the first pair x dataset's fewest where those do not fit: a paired interval needs two (speed.MIN_UNITS)
+    least: int = 2
     costs_repeats: int = 3
+    # the costs' widths where the whole grid (1..128) leaves no room for the first speed unit's fewest prompts: the
+    # batch-1 trees' (up to 16 draft tokens and the root), which the speed benchmark times and its check reads
+    narrow_tokens: int = 17
+    cost_tokens: int | None = None  # the plan's: None (every width) or narrow_tokens
     kv_lens: tuple[int, ...] = (128, 512)
     grids: tuple[str, str] = ("key", "default")  # (small, full) attention grid
     grid_s: dict = field(default_factory=lambda: {"none": 0.0, "tiny": 5.0, "key": 40.0, "default": 660.0})
@@ -93,6 +101,7 @@ PROFILES = {
         "tiny",
         tokens=8,
         prompts=(1, 2),
+        least=1,
         costs_repeats=1,
         kv_lens=(16,),
         grids=("none", "tiny"),
@@ -113,9 +122,11 @@ def forward_s(model: str | None, width: int, rate: dict) -> float:
 
 
 def costs_s(pairs, rate: dict, prof: Profile) -> float:
-    """study.tools.costs for ``pairs``: each distinct model once (a shared target is measured once)."""
+    """study.tools.costs for ``pairs`` (widths up to ``prof.cost_tokens``): each distinct model once (a shared
+    target is measured once)."""
     ms = {m for p in pairs for m in models(p) if m is not None}
-    per = {m: COST_SHAPES * forward_s(m, COST_WIDTH, rate) * (prof.costs_repeats + 1) for m in ms}
+    sizes = cost_sizes(prof.cost_tokens)
+    per = {m: sum(forward_s(m, n, rate) for n in sizes) * (prof.costs_repeats + 1) for m in ms}
     fill = {m: sum(forward_s(m, kv, rate) for kv in prof.kv_lens) for m in ms}
     return (prof.load_s + sum(per[m] * len(prof.kv_lens) + fill[m] for m in ms)) if ms else 0.0
 
@@ -159,11 +170,13 @@ def shrink(sample: list[dict], rates: dict, prof: Profile, seconds: float) -> tu
 
 def speed_s(pair: str, n_candidates: int, prompts: int, prof: Profile, rate: dict) -> float:
     """study.tools.speed on one pair x dataset: plain, A/A, each candidate and a twin per prompt, and a
-    warm-up decode of each; each decode a prefill of its prompt, then one target step per token."""
-    decodes = (n_candidates + 3) * (prompts + 1)
+    short warm-up decode of each (``WARM_TOKENS``); each decode a prefill of its prompt, then one target step per token."""
     target = models(pair)[1]
     per_token = forward_s(target, 1, rate)  # a tree step's wider forward and drafts ~ its tokens saved
-    return prof.load_s + decodes * (forward_s(target, PROMPT_TOKENS, rate) + prof.tokens * per_token)
+    tokens = prompts * prof.tokens + min(WARM_TOKENS, prof.tokens)
+    return prof.load_s + (n_candidates + 3) * (
+        (prompts + 1) * forward_s(target, PROMPT_TOKENS, rate) + tokens * per_token
+    )
 
 
 def grid_s(grid: str, rates: dict, prof: Profile) -> float:
@@ -216,6 +229,25 @@ def _units(units, prof: Profile, rate: dict, fill: Fill, costed: set, sizes) -> 
     return out
 
 
+def _first(units, prof: Profile, rate: dict, fill: Fill, costed: set) -> list[dict]:
+    """The first pair x dataset's speed unit on its fewest prompts worth running (``_units``), else its least set
+    (the projected top and its twin against plain decoding and its A/A copy) on as many prompts as fit, down to
+    ``prof.least``: this machine's answer with a wider interval, before the grid and the rest of the sample (the
+    budget closes behind it).  Each try on a copy of ``fill``."""
+    lo = prof.prompts[0]
+    if not units or _units(units, prof, rate, Fill(fill.left, fill.open), set(costed), [lo]):
+        return _units(units, prof, rate, fill, costed, [lo])
+    pair, dataset, cands = units[0]
+    top = [(pair, dataset, list(cands[:1]))]
+    for n in range(lo - 1, prof.least - 1, -1):
+        if _units(top, prof, rate, Fill(fill.left, fill.open), set(costed), [n]):
+            out = _units(top, prof, rate, fill, costed, [n])
+            out[0]["dropped"] = list(cands[1:])
+            fill.open = False
+            return out
+    return _units(units, prof, rate, fill, costed, [lo])  # none fits: the budget closes on it
+
+
 def _grow(unit: dict, prof: Profile, rate: dict, fill: Fill) -> None:
     """The first unit from its fewest prompts to as many as fit (closes ``fill`` short of the most)."""
     lo, hi = prof.prompts
@@ -265,7 +297,25 @@ def recheck_view(sample: list[dict], kept: list[dict], dropped: list[dict], rate
 def plan(
     prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample: list[dict], python_s: float | None = None
 ) -> dict:
-    """What fits ``budget_s`` seconds (see the module's docstring): a JSON-ready dict."""
+    """What fits ``budget_s`` seconds (see the module's docstring): a JSON-ready dict.  The costs' whole grid,
+    unless it leaves the first pair x dataset's speed short of its fewest prompts with all its candidates and
+    the narrow grid (``Profile.narrow_tokens``) leaves the speed benchmark more."""
+    whole = _plan(prof, rates, dtype, budget_s, units, sample, python_s)
+    if not units or _first_unit(whole) >= (prof.prompts[0], len(units[0][2])):
+        return whole  # the whole curve ranks next after the first unit's fewest prompts with all its candidates
+    narrow = _plan(replace(prof, cost_tokens=prof.narrow_tokens), rates, dtype, budget_s, units, sample, python_s)
+    return narrow if covered(narrow)[:3] > covered(whole)[:3] else whole
+
+
+def _first_unit(p: dict) -> tuple[int, int]:
+    """(prompts, candidates) of a plan's first speed unit, (0, 0) where none."""
+    units = next(s for s in p["steps"] if s["step"] == "speed")["units"]
+    return (units[0]["prompts"], len(units[0]["candidates"])) if units else (0, 0)
+
+
+def _plan(
+    prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample: list[dict], python_s: float | None
+) -> dict:
     rate = rates[dtype]
     first = [units[0][0]] if units else []
     floor = recheck_s(shrink(sample, rates, prof, 0.0)[0], rates, prof)
@@ -274,7 +324,7 @@ def plan(
     fill = Fill(budget_s - must, open=budget_s >= must)
     costed = set(first)
     small, full = prof.grids
-    speed = _units(units[:1], prof, rate, fill, costed, [prof.prompts[0]])  # this machine's answer first
+    speed = _first(units[:1], prof, rate, fill, costed)  # this machine's answer first
     fill.open = fill.open or not speed  # no speed unit fits at all: the small grid may still
     grid = small if fill.take(grid_s(small, rates, prof)) else "none"
     recheck = _recheck_step(sample, rates, prof, fill)
@@ -291,6 +341,7 @@ def plan(
             pairs=pairs,
             repeats=prof.costs_repeats,
             kv_lens=list(prof.kv_lens),
+            max_tokens=prof.cost_tokens,
             eta_s=costs_s(pairs, rate, prof),
         ),
         recheck,

@@ -24,7 +24,9 @@ a machine the model files cannot reach.
 
 Keys (top level, all optional): ``results_dir`` (default results), ``costs_repeats``
 (default 7, >= 1), ``costs_kv_lens`` (default [128, 512], each >= 1), ``costs_pairs`` (pair config
-names; default the ``pair`` group's), ``costs_dtypes`` (default ``dtype``).  Bad values,
+names; default the ``pair`` group's), ``costs_dtypes`` (default ``dtype``), ``costs_max_tokens`` (default
+none: every width 1..128; 17 keeps the batch-1 trees' widths, 1..17, the default run's narrow curve on a slow
+machine).  Bad values,
 a bad dtype, pair or device, KV lengths past a model's positions (``check_positions``, from its
 config), a garbled costs.csv to merge into or to merge (``core.readers``) are refused in one line,
 exit 2, before any model loads.
@@ -66,12 +68,9 @@ from ..job.context import context, new_drafters
 from ..job.errors import ConfigError
 from ..job.jobspec import JobSpec, from_config, resolved
 from ..job.launch import pair_config
+from .sizes import COST_SIZES, cost_sizes
 
-# every draft frontier and verify width of the dense budget grid (N and N + 1 for
-# N in 1..6, 8, 12, 16, 24, 32, 48, 64) is a measured point: a cost curve need not be
-# monotone (a one-row kernel can cost more than two rows), so nothing is interpolated
-# across a kernel change the repeats agree on
-SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 24, 25, 32, 33, 48, 49, 64, 65, 96, 128)
+SIZES = COST_SIZES  # every draft frontier and verify width of the dense budget grid (sizes.py)
 KV_LENS = (128, 512)  # the study's contexts lie between (prompts of ~50-400 tokens + 128 new)
 
 
@@ -228,10 +227,10 @@ def read_old(path: str) -> pd.DataFrame | None:
     return old
 
 
-def check_positions(jobs: list[JobSpec], kv_lens: list[int]) -> None:
-    """The longest KV length, its prefill's one token and the widest forward (``SIZES``) must fit
+def check_positions(jobs: list[JobSpec], kv_lens: list[int], sizes=SIZES) -> None:
+    """The longest KV length, its prefill's one token and the widest forward (of ``sizes``) must fit
     every measured model's positions (read from its config: no weights load)."""
-    need, wide = max(kv_lens) + 1 + max(SIZES), max(SIZES)
+    need, wide = max(kv_lens) + 1 + max(sizes), max(sizes)
     for one in jobs:
         for role, n in context(one).positions().items():
             if n and need > n:
@@ -240,6 +239,15 @@ def check_positions(jobs: list[JobSpec], kv_lens: list[int]) -> None:
                     f"costs_kv_lens={kv_lens}: a {wide}-token forward on a {max(kv_lens)}-token cache needs "
                     f"{need} positions > the {role}'s {n} (pair {one.pair.name}); {fix} (e.g. '+costs_kv_lens=[128]')"
                 )
+
+
+def sizes_of(job: JobSpec) -> tuple[int, ...]:
+    """``costs_max_tokens`` (default none: every width of ``SIZES``): the widths measured, refused in one line
+    when not an integer >= 1."""
+    most = job.extra.get("costs_max_tokens")
+    if most is not None and (not isinstance(most, int) or isinstance(most, bool) or most < 1):
+        raise ConfigError(f"costs_max_tokens={most!r}: must be an integer >= 1 or null (e.g. +costs_max_tokens=17)")
+    return cost_sizes(most)
 
 
 def settings(job: JobSpec) -> tuple[str, int, list[int], list[JobSpec]]:
@@ -275,7 +283,8 @@ def main(cfg: DictConfig) -> None:
         if job.extra.get("costs_merge"):
             merge_file(out, str(job.extra["costs_merge"]))
             return
-        check_positions(jobs, kv_lens)
+        sizes = sizes_of(job)
+        check_positions(jobs, kv_lens, sizes)
         read_old(os.path.join(out, "costs.csv"))  # a garbled table is refused before the measuring, not after
     except (ConfigError, readers.TableError) as e:
         refuse(str(e))
@@ -283,7 +292,7 @@ def main(cfg: DictConfig) -> None:
     memo: dict = {}
     for one in jobs:
         pair = context(one).load_pair()
-        rows += cost_rows(pair, kv_lens, repeats, progress=job.progress, memo=memo, weights=one.pair.weights)
+        rows += cost_rows(pair, kv_lens, repeats, sizes, job.progress, memo, one.pair.weights)
     pair = context(job).load_pair()
     env = {**environment(pair), "weights": job.pair.weights}
     path = os.path.join(out, env_file(pair.target.device.type))
@@ -326,7 +335,15 @@ def env_file(device: str) -> str:
     return "environment.json" if device == "cpu" else f"environment-{device}.json"
 
 
-KEYS = ("results_dir", "costs_repeats", "costs_kv_lens", "costs_pairs", "costs_dtypes", "costs_merge")
+KEYS = (
+    "results_dir",
+    "costs_repeats",
+    "costs_kv_lens",
+    "costs_pairs",
+    "costs_dtypes",
+    "costs_merge",
+    "costs_max_tokens",
+)
 
 
 def refuse(line: str) -> NoReturn:

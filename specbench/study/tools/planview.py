@@ -44,7 +44,8 @@ def sentence(p: dict) -> str:
     )
     rc = by["recheck"]
     return (
-        f"forward costs of {', '.join(by['costs']['pairs']) or 'no pair'} ({by['costs']['repeats']} repeats); "
+        f"forward costs of {', '.join(by['costs']['pairs']) or 'no pair'} ({by['costs']['repeats']} repeats"
+        f"{widths(by['costs'])}); "
         f"the acceptance sample ({rc['configurations']} of {rc['sampled']} configurations, {rc['prompts']} prompts, "
         f"each at its committed batch {'/'.join(map(str, rc['batches'])) or '-'}); "
         f"the speed benchmark for {sp or 'no pair (the budget left none)'}; "
@@ -52,12 +53,18 @@ def sentence(p: dict) -> str:
     )
 
 
+def widths(costs: dict) -> str:
+    """', forwards of 1-17 tokens' where the costs step measures a narrow curve, else ''."""
+    most = costs.get("max_tokens")
+    return f", forwards of 1-{most} tokens: the whole grid left the speed benchmark less" if most else ""
+
+
 def printout(p: dict, spent: float) -> str:
     lines = [f"plan ({p['profile']} profile, dtype {p['dtype']}, {p['machine']['machine']}):"]
     lines.append(f"  already spent (set-up, machine): {mmss(spent)}")
     for s in p["steps"]:
         what = {
-            "costs": f"pairs {','.join(s.get('pairs', []))}, {s.get('repeats')} repeats",
+            "costs": f"pairs {','.join(s.get('pairs', []))}, {s.get('repeats')} repeats{widths(s)}",
             "recheck": _recheck(s) if s["step"] == "recheck" else "",
             "speed": "; ".join(
                 f"{u['pair']}/{u['dataset']}: {candidates(u)} x {u['prompts']} prompts x {u['tokens']} tokens ({mmss(u['eta_s'])}; no prompt it cannot end {mmss(u.get('after_s', 0))} before the budget ends)"
@@ -96,6 +103,7 @@ def get(p: dict, key: str) -> str:
         "costs_pairs": "[" + ",".join(by["costs"]["pairs"]) + "]",
         "costs_repeats": str(by["costs"]["repeats"]),
         "kv_lens": "[" + ",".join(map(str, by["costs"]["kv_lens"])) + "]",
+        "costs_max_tokens": str(by["costs"].get("max_tokens") or "null"),
         "recheck_configs": ",".join(by["recheck"]["configs"]),
         "grid": by["attention"]["grid"],
         "speed": "\n".join(

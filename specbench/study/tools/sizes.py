@@ -20,6 +20,22 @@ PAIRS = {  # pair: (draft model or None, target model); a layer-skip draft is ha
     "qwen05_skip": ("qwen0.5b/2", "qwen0.5b"),
     "local": ("tiny", "tiny"),
 }
+# study.tools.costs' forward widths: every draft frontier and verify width of the dense budget grid (N and N + 1
+# for N in 1..6, 8, 12, 16, 24, 32, 48, 64) is a measured point: a cost curve need not be monotone (a one-row
+# kernel can cost more than two rows), so nothing is interpolated across a kernel change the repeats agree on
+COST_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 24, 25, 32, 33, 48, 49, 64, 65, 96, 128)
+
+
+def cost_sizes(max_tokens: int | None = None) -> tuple[int, ...]:
+    """The forward widths ``+costs_max_tokens`` keeps (all where None): a narrow curve for a machine whose whole
+    grid would leave its run no time for its speed benchmark (``budget.plan``)."""
+    return tuple(n for n in COST_SIZES if max_tokens is None or n <= max_tokens)
+
+
+# the speed benchmark's untimed warm-up decode per candidate (study.tools.speed.bench), in new tokens: a whole
+# 64-token decode was a fifth of a 4-prompt run (the default run's); 16 run each candidate's drafter, trees
+# and forwards over several steps
+WARM_TOKENS = 16
 
 
 def params(model: str | None) -> float:

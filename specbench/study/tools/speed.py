@@ -56,6 +56,7 @@ from ..job import argv, checks, identity, jobfiles, launch
 from ..job.context import DecodePlan, context
 from ..job.jobspec import ConfigError, JobSpec, from_config, resolved
 from . import speedsched, validate
+from .sizes import WARM_TOKENS
 
 KEYS = ("results_dir", "speed_candidates", "speed_rounds", "speed_max_rounds", "speed_until", "speed_merge")
 MIN_UNITS = 2  # timed before a deadline may stop the run: a paired interval needs two
@@ -207,16 +208,22 @@ def unit_orders(rng: random.Random, cands: list) -> Iterator[list]:
         yield order[::-1]
 
 
+def warm(c: Candidate) -> Candidate:
+    """``c`` as its warm-up decodes: ``WARM_TOKENS`` new tokens (its own, where fewer)."""
+    return replace(c, plan=replace(c.plan, max_new_tokens=min(WARM_TOKENS, c.plan.max_new_tokens)))
+
+
 def bench(job: JobSpec, pair, prompts, cands: list[Candidate], base: dict) -> tuple[list[dict], list]:
     """Every round, unit and candidate (in ``unit_orders``, seeded by the job's seed and the run id: two
     runs pooled as rounds do not repeat one another's orders): the rows and the step frames.  One
-    untimed warm-up decode per candidate first (kernels, caches)."""
+    untimed warm-up decode per candidate first (kernels, caches; ``warm``: a few steps of its drafter, tree and
+    forwards on the first unit, not a whole decode)."""
     b = job.batch_size
     units = [prompts[i : i + b] for i in range(0, len(prompts), b)]
     rounds, most = round_limits(job)
     orders = unit_orders(random.Random(f"{job.seed}:{base['run_id']}"), cands)
     for c in cands:  # every candidate, so none starts the timed units colder than another
-        timed(pair, c, units[0])
+        timed(pair, warm(c), units[0])
     keys = {
         c.name: jobfiles.row_keys(c.job, c.ident, names(pair), c.plan.mode.lossless, "live", base["run_id"])
         for c in cands
