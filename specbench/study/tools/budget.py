@@ -245,7 +245,8 @@ def _first(units, prof: Profile, rate: dict, fill: Fill, costed: set) -> list[di
             out[0]["dropped"] = list(cands[1:])
             fill.open = False
             return out
-    return _units(units, prof, rate, fill, costed, [lo])  # none fits: the budget closes on it
+    fill.open = False  # none fits: the budget closes on it, as _units closes it
+    return []
 
 
 def _grow(unit: dict, prof: Profile, rate: dict, fill: Fill) -> None:

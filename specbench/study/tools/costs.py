@@ -65,7 +65,7 @@ from ...trees.policies import shape_paths
 from ..job import argv
 from ..job.checks import validate
 from ..job.context import context, new_drafters
-from ..job.errors import ConfigError
+from ..job.errors import ConfigError, as_int
 from ..job.jobspec import JobSpec, from_config, resolved
 from ..job.launch import pair_config
 from .sizes import COST_SIZES, cost_sizes
@@ -245,9 +245,8 @@ def sizes_of(job: JobSpec) -> tuple[int, ...]:
     """``costs_max_tokens`` (default none: every width of ``SIZES``): the widths measured, refused in one line
     when not an integer >= 1."""
     most = job.extra.get("costs_max_tokens")
-    if most is not None and (not isinstance(most, int) or isinstance(most, bool) or most < 1):
-        raise ConfigError(f"costs_max_tokens={most!r}: must be an integer >= 1 or null (e.g. +costs_max_tokens=17)")
-    return cost_sizes(most)
+    fix = "or null for every width (e.g. +costs_max_tokens=17)"
+    return cost_sizes(None if most is None else as_int(most, "costs_max_tokens", 1, fix))
 
 
 def settings(job: JobSpec) -> tuple[str, int, list[int], list[JobSpec]]:
