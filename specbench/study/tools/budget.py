@@ -2,24 +2,7 @@
 rates it measured (``inputs/machine.py``: GFLOP/s of a 1536 x 8960 linear layer at 1 and 64 rows in
 each dtype).  torch-free: pandas and the standard library.
 
-Every step's time is an estimate from the models' sizes (2 FLOP per parameter and token) at the
-measured rate for its forward width, plus each process's start and model load:
-
-* ``costs``: every forward shape of the answer's pairs' models, ``repeats`` + 1 times, at each KV length
-  (widths 1..128; 1..17 where the whole grid leaves the first speed unit less: on a CPU whose wide forwards
-  are slow, such as bf16 without AVX-512, whose 64-token forward of the 1.5B target took 12 s);
-* ``recheck``: the acceptance sample (``study.tools.recheck``), each configuration at its committed
-  batch B on the P prompts of its run (``recheck.run_prompts``): one target continuation per
-  (target, dataset, batch, prompts, tokens, dtype) it needs (per B prompts a prefill, then one
-  B-row forward per token), and per configuration a process, a drafter pass over the same rows and
-  tokens (``sample_cost``); a live row decodes its P prompts with both models;
-* ``speed``: per pair x dataset, ``prompts`` x ``tokens`` decodes of plain decoding, its A/A copy,
-  each candidate and the first one's twin, each token one target decode step (a tree step's
-  drafts and wider forward cost about the steps it saves);
-* ``attention``: the tree-attention grid's time on a reference machine, scaled by the rates; it runs
-  before the speed step, so what it takes beyond its ETA comes out of the speed step's prompts;
-* ``collect``, ``ceiling``, ``report``: fixed, or more on a machine slower at Python work
-  (``fixed_steps``: the machine's measured ``python_s``, hosts of one kind differ 2.6x in the report).
+Every step's time is ``study.tools.estimates``'s.
 
 ``plan`` fills the budget in stages, each taken only once the stage before it reached its cap (so
 more minutes never cover less, in this order of priority; the one exception: where no speed unit fits at
@@ -41,147 +24,25 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from ...core.args import Parser, refuse
 from ...core.atomic import atomic_write, write_file
+from .estimates import (  # noqa: F401  (forward_s, sample_cost, PROMPT_TOKENS: its API, as the tests read it)
+    PROFILES,
+    PROMPT_TOKENS,
+    Profile,
+    costs_s,
+    fixed_steps,
+    forward_s,
+    grid_s,
+    recheck_s,
+    sample_cost,
+    shrink,
+    speed_s,
+)
 from .planview import GRIDS, covered, get, printout, record, sentence  # noqa: F401  (GRIDS: its API)
-from .sizes import PAIRS, PARAMS_B, WARM_TOKENS, continuation_key, cost_sizes, models, params, run_prompts  # noqa: F401  (PAIRS, PARAMS_B: its API)
-
-PROMPT_TOKENS = 200  # a prompt's tokens (padded), for prefill estimates: the longer prompts of humaneval
-# No gain factor: a whole model's forward of w tokens costs its first token at the measured 1-row rate and
-# each further one at the measured 64-row rate, both this machine's (machine.json).  Checked on
-# results/costs.csv (1..128 tokens at KV 128) against the rates of the machine that measured it
-# (results/default_run.json's): 0.96-1.21x the measured seconds for the 1.5B target, 0.73-0.87x for the 0.5B.
-# the attention grids' seconds (Profile.grid_s) were timed where a 64-row bf16 matmul ran this fast:
-# 'key' 36 s in the default run of results/run_times.csv on the 319 GFLOP/s machine of default_run.json
-# ('default': an earlier run of the whole grid); a slower machine's grid scales by its 64-row rate
-REF_GFLOPS = 319.0
-
-
-@dataclass(frozen=True)
-class Profile:
-    name: str
-    tokens: int = 64  # new tokens per speed decode
-    prompts: tuple[int, int] = (4, 16)  # speed prompts per pair x dataset: (fewest worth running, most)
-    # the first pair x dataset's fewest where those do not fit: a paired interval needs two (speed.MIN_UNITS)
-    least: int = 2
-    costs_repeats: int = 3
-    # the costs' widths where the whole grid (1..128) leaves no room for the first speed unit's fewest prompts: the
-    # batch-1 trees' (up to 16 draft tokens and the root), which the speed benchmark times and its check reads
-    narrow_tokens: int = 17
-    cost_tokens: int | None = None  # the plan's: None (every width) or narrow_tokens
-    kv_lens: tuple[int, ...] = (128, 512)
-    grids: tuple[str, str] = ("key", "default")  # (small, full) attention grid
-    grid_s: dict = field(default_factory=lambda: {"none": 0.0, "tiny": 5.0, "key": 40.0, "default": 660.0})
-    # one process's imports and model load: the batch-1 acceptance check of results/run_times.csv's last default
-    # run (15 one-prompt processes in 284 s, their forwards 128 s of it) left ~10 s a process; 15 with the load
-    load_s: float = 15.0
-    # collect: the default run's "collect and the run's record" step (98 s and 119 s in results/run_times.csv); ceiling
-    # and report (not in run_times.csv, which the ceiling step writes): python -m specbench.report took ~2-3 min
-    fixed_s: dict = field(default_factory=lambda: {"collect": 120.0, "ceiling": 10.0, "report": 180.0})
-    # the same steps on a host slower at Python (the AVX2 EPYC of 2026-12-02: collect 218 s, ceiling and report
-    # 355 s, where `python -m specbench.report` took 360 s against ~140 s on the AVX-512 host), scaled by the
-    # machine's measured `python_s` (inputs/machine.py) against that host's; a step takes the larger estimate
-    slow_fixed_s: dict = field(default_factory=lambda: {"collect": 230.0, "ceiling": 10.0, "report": 360.0})
-
-
-SLOW_PYTHON_S = 0.13  # inputs.machine.python_s() on the host of Profile.slow_fixed_s
-
-
-def fixed_steps(prof: Profile, python_s: float | None) -> dict:
-    """collect, ceiling and report's seconds on a machine whose Python work takes ``python_s``."""
-    scale = float(python_s or 0.0) / SLOW_PYTHON_S
-    return {k: max(v, prof.slow_fixed_s.get(k, 0.0) * scale) for k, v in prof.fixed_s.items()}
-
-
-PROFILES = {
-    "real": Profile("real"),
-    "tiny": Profile(
-        "tiny",
-        tokens=8,
-        prompts=(1, 2),
-        least=1,
-        costs_repeats=1,
-        kv_lens=(16,),
-        grids=("none", "tiny"),
-        load_s=4.0,
-        fixed_s={"collect": 6.0, "ceiling": 3.0, "report": 40.0},
-        slow_fixed_s={},
-    ),
-}
-
-
-def forward_s(model: str | None, width: int, rate: dict) -> float:
-    """One forward of ``width`` tokens: the first token at the 1-row rate (a decode step reads every
-    weight once), each further one at the 64-row rate (see ``REF_GFLOPS``'s comment above)."""
-    if model is None:
-        return 0.0
-    flop = 2 * params(model)
-    return flop / float(rate["1"]) + flop * (max(width, 1) - 1) / float(rate["64"]) + 0.002
-
-
-def costs_s(pairs, rate: dict, prof: Profile) -> float:
-    """study.tools.costs for ``pairs`` (widths up to ``prof.cost_tokens``): each distinct model once (a shared
-    target is measured once)."""
-    ms = {m for p in pairs for m in models(p) if m is not None}
-    sizes = cost_sizes(prof.cost_tokens)
-    per = {m: sum(forward_s(m, n, rate) for n in sizes) * (prof.costs_repeats + 1) for m in ms}
-    fill = {m: sum(forward_s(m, kv, rate) for kv in prof.kv_lens) for m in ms}
-    return (prof.load_s + sum(per[m] * len(prof.kv_lens) + fill[m] for m in ms)) if ms else 0.0
-
-
-def _decode_s(model: str | None, b: int, n: int, rate: dict) -> float:
-    """``b`` prompts prefilled, then ``n`` forwards of ``b`` rows."""
-    return forward_s(model, b * PROMPT_TOKENS, rate) + n * forward_s(model, b, rate)
-
-
-def sample_cost(row: dict, rates: dict, prof: Profile) -> tuple[float, float]:
-    """(its continuation's seconds, its own seconds) for one sampled row at its committed batch B on the
-    P prompts of its run (P / B batches); a live row has no shared continuation (its decode is its own)."""
-    draft, target = models(row["pair"])
-    b, n, rate = int(row["batch_size"]), int(row["max_new_tokens"]), rates[row["dtype"]]  # the committed dtype
-    runs = -(-run_prompts(row) // b)
-    cont, own = runs * _decode_s(target, b, n, rate), prof.load_s + runs * _decode_s(draft, b, n, rate)
-    return (0.0, own + cont) if row.get("engine", "replay") == "live" else (cont, own)
-
-
-def recheck_s(sample: list[dict], rates: dict, prof: Profile) -> float:
-    """The sample's seconds: each row's own, each continuation it needs once."""
-    conts: dict = {}
-    own = 0.0
-    for r in sample:
-        cont, mine = sample_cost(r, rates, prof)
-        conts[continuation_key(r)] = max(conts.get(continuation_key(r), 0.0), cont)
-        own += mine
-    return own + sum(conts.values())
-
-
-def shrink(sample: list[dict], rates: dict, prof: Profile, seconds: float) -> tuple[list[dict], list[dict]]:
-    """(kept, dropped): the sample with its most expensive rows (own + continuation) dropped first
-    until it fits ``seconds``; the cheapest row is always kept (the mandatory part)."""
-    order = sorted(range(len(sample)), key=lambda i: (-sum(sample_cost(sample[i], rates, prof)), i))
-    for k in range(len(order)):
-        kept = [sample[i] for i in sorted(order[k:])]
-        if k == len(order) - 1 or recheck_s(kept, rates, prof) <= seconds:
-            return kept, [sample[i] for i in order[:k]]
-    return [], []
-
-
-def speed_s(pair: str, n_candidates: int, prompts: int, prof: Profile, rate: dict) -> float:
-    """study.tools.speed on one pair x dataset: plain, A/A, each candidate and a twin per prompt, and a
-    short warm-up decode of each (``WARM_TOKENS``); each decode a prefill of its prompt, then one target step per token."""
-    target = models(pair)[1]
-    per_token = forward_s(target, 1, rate)  # a tree step's wider forward and drafts ~ its tokens saved
-    tokens = prompts * prof.tokens + min(WARM_TOKENS, prof.tokens)
-    return prof.load_s + (n_candidates + 3) * (
-        (prompts + 1) * forward_s(target, PROMPT_TOKENS, rate) + tokens * per_token
-    )
-
-
-def grid_s(grid: str, rates: dict, prof: Profile) -> float:
-    best = max(float(r["64"]) for r in rates.values())
-    return prof.grid_s[grid] * max(1.0, REF_GFLOPS / best) if grid != "tiny" else prof.grid_s[grid]
+from .sizes import PAIRS, PARAMS_B, run_prompts  # noqa: F401  (PAIRS, PARAMS_B: its API)
 
 
 @dataclass

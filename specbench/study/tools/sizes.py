@@ -1,5 +1,5 @@
 """The models' sizes the default run's plan and the acceptance sample's cheapest-row rule estimate
-from (billions of parameters per pair's draft and target).  Below ``budget`` and ``recheck``, which
+from (billions of parameters per pair's draft and target).  Below ``estimates`` and ``recheck``, which
 both read it, and the batched run a committed row is re-derived in; imports nothing.
 """
 
