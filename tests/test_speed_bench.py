@@ -159,6 +159,31 @@ def test_pooled_controls_show_a_lean_too_small_for_one_run_and_the_report_says_s
     assert controls.pooled_sentences({"pooled_controls": ss.pooled_controls(runs[runs.run_id == "r0"])}) == []
 
 
+def test_twin_controls_failing_in_more_runs_than_their_level_allows_are_counted_and_said():
+    """Twelve runs, each whose first-named twin is off by its own process offset (±4%, either sign: no lean
+    over runs) under 1% unit noise: many runs' own twin intervals miss 0, far more than the 5% a 95%
+    interval allows, and both the pooled sentence and the main page's controls line say so; the A/A's do not."""
+    from specbench.report import controls
+
+    same = {"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.2, "binary N=3 (twin)": 1.2}
+    runs = [
+        table({**same, "binary N=3": 1.2 * (1 + 0.04 * (-1) ** i)}, noise=0.01, seed=i, run=f"r{i}") for i in range(12)
+    ]
+    t = ss.tables(pd.concat(runs, ignore_index=True))
+    p = t["pooled_controls"].set_index("control")
+    assert p.runs_judged["twin"] == 12 and p.runs_failed["twin"] >= 8 and p.fail_p["twin"] < 0.001
+    assert p.runs_failed["A/A"] <= 2 and p.fail_p["A/A"] > 0.05 and p.failed_max["twin"] > 0.05
+    (said,) = controls.pooled_sentences(t)
+    assert (
+        f"excluded 0 in {p.runs_failed['twin']} of 12 runs" in said and "the twin control failed in more runs" in said
+    )
+    assert "the A/A control failed" not in said
+    brief = controls.sentence(t, brief=True)
+    assert f"the twin control failed in {p.runs_failed['twin']} of 12" in brief and "A/A control failed" not in brief
+    quiet = ss.tables(pd.concat([table(same, noise=0.01, seed=i, run=f"q{i}") for i in range(6)], ignore_index=True))
+    assert "control failed in" not in controls.sentence(quiet, brief=True)
+
+
 def test_runs_whose_orders_let_an_order_effect_stand_are_pooled_apart():
     """Six ABBA runs without a lean, six earlier ones (each unit in one random order) whose first-named twin
     takes 2% longer: pooled apart, the ABBA runs' interval includes 0 and speed.md says so first; the earlier

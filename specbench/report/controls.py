@@ -47,7 +47,25 @@ def sentence(t: dict, runs=None, brief: bool = False) -> str:
     aa, tw = c[c.kind == "speedup"].estimate, c[c.kind != "speedup"].estimate
     ranges = [f"A/A {span(aa, '.3f')}×"] if len(aa) else []
     ranges += [f"twin differences {span(tw, '+.3f', ' to ')}"] if len(tw) else []
-    return head + ", ".join(ranges) + (f"; failing: {listed}" if listed else "") + "; each with its interval: speed.md."
+    tail = "".join(f"; {m}" for m in too_many_misses(t))
+    return (
+        head
+        + ", ".join(ranges)
+        + (f"; failing: {listed}" if listed else "")
+        + tail
+        + "; each with its interval: speed.md."
+    )
+
+
+def too_many_misses(t: dict) -> list[str]:
+    """Per pooled control whose runs failed more often than their 95% allows (``coverage_verdict``), one clause."""
+    pooled = t.get("pooled_controls", pd.DataFrame())
+    bad = pooled[pooled.fail_p < 0.05] if len(pooled) and "fail_p" in pooled else pooled.iloc[0:0]
+    return [
+        f"over every {r.orders} run on {str(r.machine).split(',')[0]}, the {r.control} control failed in {r.runs_failed} "
+        f"of {r.runs_judged} (5% allowed, p = {r.fail_p:.2g}): one run's intervals miss part of the harness's spread"
+        for r in bad.itertuples()
+    ]
 
 
 POOLED_NAMES = {
@@ -78,9 +96,11 @@ def pooled_sentences(t: dict) -> list[str]:
             first, second = POOLED_NAMES[r.control]
             parts.append(
                 f"{first} took longer than {second} in {r.slower} of {r.units} units (p = {r.p:.2g}) and in "
-                f"{r.runs_slower} of {r.runs} runs (p = {r.runs_p:.2g}), by {r.lean:+.1%} [{r.lo:+.1%}, {r.hi:+.1%}]"
+                f"{r.runs_slower} of {r.runs} runs (p = {r.runs_p:.2g}), by {r.lean:+.1%} [{r.lo:+.1%}, {r.hi:+.1%}], "
+                f"and its own 95% interval excluded {'1×' if r.control == 'A/A' else '0'} in {r.runs_failed} of "
+                f"{r.runs_judged} runs (5% allowed: p = {r.fail_p:.2g}, one-sided)"
             )
-            verdicts.append(pooled_verdict(r))
+            verdicts.append(pooled_verdict(r) + coverage_verdict(r))
         said = "; ".join(verdicts)
         out.append(
             f"Pooled over the {int(g.runs.max())} runs timed on {machine} {POOLED_ORDERS[orders]} "
@@ -113,6 +133,17 @@ def pooled_verdict(r) -> str:
             "may be the harness's own"
         )
     return f"the {r.control} lean's interval includes 0"
+
+
+def coverage_verdict(r) -> str:
+    """'' where one pooled control's runs failed no more often than their 95% allows, else what that means."""
+    if not r.fail_p < 0.05:
+        return ""
+    return (
+        f"; the {r.control} control failed in more runs than its 95% allows, so one run's intervals are narrower "
+        "than the spread between two names for one decode: a difference between two candidates of one run "
+        f"that is not much larger than the failed controls' ({r.failed_max:.2f} at most) may be the harness's"
+    )
 
 
 def cell(c: pd.DataFrame, run_id: str) -> str:

@@ -279,6 +279,9 @@ def order_design(run: pd.DataFrame) -> str:
     return ABBA if pairs and all(b == a[::-1] for a, b in pairs) else UNBALANCED
 
 
+CONTROL_OF = {"speedup": "A/A", "difference": "twin"}  # a ``controls`` row's kind -> ``_control_pairs``' name
+
+
 def pooled_controls(speed: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     """Per machine, order design (``order_design``: ABBA runs apart from earlier ones) and control (A/A,
     twin), the units of every pretrained run pooled: one run's 16 units
@@ -288,15 +291,20 @@ def pooled_controls(speed: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     (a run's mean), since a run's units share its process; ``lean``: the geometric mean ratio - 1, each
     run one observation (its units' mean), with a ``level`` t interval over runs (``lo``, ``hi``), so a
     lean of one process is not taken for the harness's.  Both copies decode the same tokens, so a lean whose
-    interval excludes 0 is the harness's, not the trees'."""
+    interval excludes 0 is the harness's, not the trees'.  ``runs_failed`` of ``runs_judged``: the runs whose
+    own control failed (``controls``), with ``fail_p`` (``_misses``): whether one run's interval covers as it says."""
     speed = speed[~random_weights(speed)]
     logs: dict[tuple[str, str, str], list[np.ndarray]] = {}
+    failed: dict[tuple[str, str, str], list[float]] = {}  # per run: 0 where its control held, else how far off
     for (machine, _run), run in speed.groupby(["machine", "run_id"], sort=True):
         wall = run.pivot_table(index=["round", "unit"], columns="candidate", values="wall_s", aggfunc="sum")
         design = order_design(run)
         for control, a, b in _control_pairs(wall.columns):
             both = wall[[a, b]].dropna()
             logs.setdefault((machine, design, control), []).append(np.log(both[a] / both[b]).to_numpy(float))
+        for c in controls(unit_sums(run)):
+            off = abs(c["estimate"] - (1.0 if c["kind"] == "speedup" else 0.0))  # how far from "no difference"
+            failed.setdefault((machine, design, CONTROL_OF[c["kind"]]), []).append(0.0 if c["holds"] else off)
     out = []
     for (machine, orders, control), runs in logs.items():
         x, means = np.concatenate(runs), np.array([r.mean() for r in runs if len(r)])
@@ -306,10 +314,21 @@ def pooled_controls(speed: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
             stats.binomtest(k, n).pvalue if n else float("nan")
             for k, n in ((slower, len(x)), (runs_slower, len(means)))
         )
+        misses = failed.get((machine, orders, control), [])
         out.append(dict(machine=machine, orders=orders, control=control, runs=len(runs), units=len(x),
                         slower=slower, p=p, runs_slower=runs_slower, runs_p=runs_p,
-                        lean=lean[0], lo=lean[1], hi=lean[2]))  # fmt: skip
+                        lean=lean[0], lo=lean[1], hi=lean[2], **_misses(misses, level)))  # fmt: skip
     return pd.DataFrame(out)
+
+
+def _misses(off: list[float], level: float) -> dict:
+    """How often the runs' own intervals missed (``runs_failed`` of ``runs_judged``; ``off``: 0 where a run's
+    control held, else its estimate's distance from no difference), ``failed_max`` (the farthest such) and
+    ``fail_p``: a one-sided binomial test against the 1 - ``level`` a run's interval allows (small: a run's
+    interval is narrower than the spread between two names for one decode)."""
+    k, n = sum(1 for o in off if o > 0), len(off)
+    p = stats.binomtest(k, n, 1 - level, alternative="greater").pvalue if n else float("nan")
+    return {"runs_failed": k, "runs_judged": n, "fail_p": p, "failed_max": max(off, default=0.0)}
 
 
 def _over_runs(means: np.ndarray, level: float) -> tuple[float, float, float]:
