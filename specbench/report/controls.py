@@ -57,6 +57,18 @@ def sentence(t: dict, runs=None, brief: bool = False) -> str:
     )
 
 
+def offset_clause(rows: pd.DataFrame) -> str:
+    """', widened by ...': the per-process offset (``results.harness``) the ranked ``rows`` (``speedstats.answers``)
+    were widened by, where one was estimated; '' where none was."""
+    if "spread" not in rows or not (rows.spread.fillna(0) > 0).any():
+        return ""
+    est = rows[rows.spread.fillna(0) > 0].drop_duplicates("spread")
+    said = ", ".join(
+        f"{r.spread:.1%} of a speedup, from {int(r.spread_runs)} runs' twin controls" for r in est.itertuples()
+    )
+    return f", widened by the offset one configuration keeps for a whole run on this machine ({said})"
+
+
 def too_many_misses(t: dict) -> list[str]:
     """Per pooled control whose runs failed more often than their 95% allows (``coverage_verdict``), one clause."""
     pooled = t.get("pooled_controls", pd.DataFrame())

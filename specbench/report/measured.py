@@ -124,7 +124,7 @@ def lead(rec: pd.DataFrame) -> str:
         f"**Measured** (the interleaved speed benchmark, `python -m specbench.study.tools.speed`; batch 1, greedy, "
         f"{size}, timed on {machines}): each configuration and plain decoding decode the same prompts, "
         "interleaved in random order; speedup: the paired throughput ratio, 95% bootstrap interval over "
-        "prompts. Ties: a Bonferroni-adjusted paired difference to the fastest that includes 0; shown: of the "
+        f"prompts{controls.offset_clause(rec)}. Ties: a Bonferroni-adjusted paired difference to the fastest that includes 0; shown: of the "
         f"ties, the one drafting the fewest tokens per step. Speculation pays (interval above 1×) in {pays} "
         f"of the {len(rec)} measured rows."
     )
@@ -289,7 +289,7 @@ def schedule_section(t: dict) -> list[str]:
         out.append(
             f"**{speedsched.where(k, rows, str(g.machine.iloc[0]))}**: per B, each candidate's paired speedup over "
             "plain decoding of the same prompts in the same round (95% interval over units of B prompts: a "
-            f"bootstrap's from {speedstats.BOOT_UNITS} units, a t interval below), the one shown {speedstats.PICK_RULE}, and the ties (Bonferroni-adjusted paired "
+            f"bootstrap's from {speedstats.BOOT_UNITS} units, a t interval below{controls.offset_clause(g)}), the one shown {speedstats.PICK_RULE}, and the ties (Bonferroni-adjusted paired "
             f"difference to the fastest includes 0); a B whose controls fail is not ranked. "
             f"{verdict[:1].upper()}{verdict[1:]}.\n\n" + table(rows.to_dict("records"), SCHEDULE_COLS)
         )

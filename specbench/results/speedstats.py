@@ -20,7 +20,11 @@ the same rounds**:
   fixed before the run: ``ties``);
 * **controls** in every run (``controls``): plain decoding timed against itself (A/A) and two
   identical trees under two names.  Their intervals must include 1× (and their difference 0);
-  if one does not, the run's timing is not trusted and its speedups are not ranked.
+  if one does not, the run's timing is not trusted and its speedups are not ranked;
+* the **per-process offset** (``spreads``, ``results.harness``): a candidate keeps an offset for a
+  whole run that its units share, so intervals over units miss it; estimated per machine from its
+  runs' own controls, its variance is added to every interval above (speedups, differences,
+  controls), divided among the runs pooled.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+from . import harness
 
 PLAIN = "plain"  # the baseline candidate: tree=none
 PLAIN_AA = "plain (A/A)"  # plain decoding again, as a candidate: the A/A control
@@ -115,19 +121,24 @@ def _control_pairs(names) -> list[tuple[str, str, str]]:
     return aa + [("twin", a, b) for a, b in twins(names) if a in set(names)]
 
 
-def controls(w: pd.DataFrame) -> list[dict]:
-    """Every control of one run: what it compares, its estimate and interval, and whether it holds
-    (A/A: the speedup's interval includes 1; twins: the difference's interval includes 0)."""
+def controls(w: pd.DataFrame, spread: harness.Spread = harness.NONE, runs: int = 1) -> list[dict]:
+    """Every control of one run: what it compares, its estimate and interval (widened by the machine's
+    per-process offsets, ``spread``, over ``runs`` pooled: ``results.harness``), the first copy's speedup
+    (``scale``; 1 for A/A) and whether it holds (A/A: the speedup's interval includes 1; twins: the
+    difference's interval includes 0)."""
     out = []
     for control, a, b in _control_pairs(w["tokens"].columns):
         if control == "A/A":
             s, lo, hi = speedup(w, b, a)
-            out.append(
-                dict(control="A/A: plain vs plain", kind="speedup", estimate=s, lo=lo, hi=hi, holds=lo <= 1 <= hi)
-            )
+            lo, hi = harness.widen(s, lo, hi, spread.aa_sd(runs), LEVEL)
+            out.append(dict(control="A/A: plain vs plain", kind="speedup", estimate=s, lo=lo, hi=hi, scale=1.0,
+                            holds=lo <= 1 <= hi))  # fmt: skip
         else:
             d, lo, hi = difference(w, a, b)
-            out.append(dict(control=f"{a} vs {b}", kind="difference", estimate=d, lo=lo, hi=hi, holds=lo <= 0 <= hi))
+            sa, sb = (float(_ratio(*_cols(w, PLAIN), *_cols(w, n))) for n in (a, b))
+            lo, hi = harness.widen(d, lo, hi, spread.difference_sd(sa, sb, runs), LEVEL)
+            out.append(dict(control=f"{a} vs {b}", kind="difference", estimate=d, lo=lo, hi=hi, scale=sa,
+                            holds=lo <= 0 <= hi))  # fmt: skip
     return out
 
 
@@ -145,25 +156,39 @@ def candidates(w: pd.DataFrame) -> list[str]:
     return [c for c in w["tokens"].columns if c not in (PLAIN, PLAIN_AA) and not c.endswith(TWIN_SUFFIX)]
 
 
-def ranked(run: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
+def ranked(run: pd.DataFrame, level: float = LEVEL, spread: harness.Spread = harness.NONE) -> pd.DataFrame:
     """One run's candidates, fastest first: speedup with its interval, each one's difference to the
     fastest with a Bonferroni-adjusted interval (k = candidates - 1 comparisons fixed in advance),
-    ``tie`` (that interval includes 0, or it is the fastest), ``pays`` (lo > 1) and ``controls_hold``."""
+    ``tie`` (that interval includes 0, or it is the fastest), ``pays`` (lo > 1) and ``controls_hold``.
+    Every interval is widened by the machine's per-process offsets (``spread``; ``results.harness``),
+    divided among the runs pooled in ``run`` (``pooled_runs``)."""
     w = unit_sums(run)
     names = candidates(w) if len(w) else []
     if not names:
         return pd.DataFrame()
-    rows = [dict(zip(["candidate", "speedup", "lo", "hi"], (c, *speedup(w, c, level=level)))) for c in names]
-    df = pd.DataFrame(rows).sort_values(["speedup", "candidate"], ascending=[False, True], kind="mergesort")
-    best = df.candidate.iloc[0]
+    k = int(run["pooled_runs"].iloc[0]) if "pooled_runs" in run else 1
+
+    def wide(c: str) -> tuple:
+        s, lo, hi = speedup(w, c, level=level)
+        return (c, s, *harness.widen(s, lo, hi, spread.speedup_sd(s, k), level))
+
+    df = pd.DataFrame([wide(c) for c in names], columns=["candidate", "speedup", "lo", "hi"])
+    df = df.sort_values(["speedup", "candidate"], ascending=[False, True], kind="mergesort")
+    best, s_of = df.candidate.iloc[0], dict(zip(df.candidate, df.speedup))
     adjusted = 1 - (1 - level) / max(1, len(names) - 1)
-    diffs = [difference(w, best, c, adjusted) if c != best else (0.0, 0.0, 0.0) for c in df.candidate]
+
+    def diff(c: str) -> tuple:
+        d, lo, hi = difference(w, best, c, adjusted)
+        return (d, *harness.widen(d, lo, hi, spread.difference_sd(s_of[best], s_of[c], k), adjusted))
+
+    diffs = [diff(c) if c != best else (0.0, 0.0, 0.0) for c in df.candidate]
     df["diff_to_best"] = [d[0] for d in diffs]
     df["diff_lo"], df["diff_hi"] = [d[1] for d in diffs], [d[2] for d in diffs]
     df["tie"] = (df.candidate == best) | (df.diff_lo <= 0)
     df["pays"] = df.lo > 1
     df["n_units"], df["n_rounds"] = len(w), int(run["round"].nunique())
-    df["controls_hold"] = all(c["holds"] for c in controls(w))
+    df["controls_hold"] = all(c["holds"] for c in controls(w, spread, k))
+    df["spread"], df["spread_runs"] = spread.tree, spread.runs
     return df.reset_index(drop=True)
 
 
@@ -206,19 +231,22 @@ def latest_runs(speed: pd.DataFrame) -> pd.DataFrame:
         same = [r for r in sets.index if sets[r] == sets[pick]]
         newest = max(same)
         pooled = g[g.run_id.isin(same)]
-        out.append(pooled.assign(round=pooled.run_id + ":" + pooled["round"].astype(str), run_id=newest))
+        rounds = pooled.run_id + ":" + pooled["round"].astype(str)
+        out.append(pooled.assign(round=rounds, run_id=newest, pooled_runs=len(same)))
     return pd.concat(out, ignore_index=True) if out else speed.iloc[0:0]
 
 
-def answers(speed: pd.DataFrame) -> pd.DataFrame:
-    """Per run (the newest of each key, ``latest_runs``): every candidate ranked (``ranked``) with
-    its description (``describe``) and the run's keys, ``shown`` on the row ``pick`` chooses."""
+def answers(speed: pd.DataFrame, spread: dict | None = None) -> pd.DataFrame:
+    """Per run (the newest of each key, ``latest_runs``): every candidate ranked (``ranked``, with its
+    machine's offsets: ``spreads``, from ``speed`` where not given) with its description (``describe``)
+    and the run's keys, ``shown`` on the row ``pick`` chooses."""
+    spread = spreads(speed) if spread is None else spread
     out = []
     keys = ["pair", "dataset", "dtype", "device", "batch_size", "max_new_tokens", "machine", "machine_id", "roster"]
     keys += ["weights"]  # random: the architectures alone, timed where the weight files cannot go (a GPU's)
     speed = speed.assign(weights=speed["weights"].fillna("pretrained") if "weights" in speed else "pretrained")
     for run_id, run in latest_runs(speed).groupby("run_id", sort=True):
-        r = ranked(run)
+        r = ranked(run, spread=spread.get(str(run.machine_id.iloc[0]), harness.NONE))
         if r.empty:
             continue
         r = r.merge(describe(run), on="candidate", how="left")
@@ -238,12 +266,13 @@ def one_host(rows: pd.DataFrame) -> str:
     return hosts.pop() if len(hosts) == 1 else ""
 
 
-def run_controls(speed: pd.DataFrame) -> pd.DataFrame:
-    """Every newest run's controls (``controls``), with the run's keys."""
+def run_controls(speed: pd.DataFrame, spread: dict | None = None) -> pd.DataFrame:
+    """Every newest run's controls (``controls``, with its machine's offsets: ``spreads``), with the run's keys."""
+    spread = spreads(speed) if spread is None else spread
     out = []
     for run_id, run in latest_runs(speed).groupby("run_id", sort=True):
-        w = unit_sums(run)
-        for c in controls(w) if len(w) else []:
+        w, mine = unit_sums(run), spread.get(str(run.machine_id.iloc[0]), harness.NONE)
+        for c in controls(w, mine, int(run.pooled_runs.iloc[0])) if len(w) else []:
             keys = ("pair", "dataset", "batch_size", "roster")
             out.append({"run_id": run_id, **{k: run[k].iloc[0] for k in keys}, **c})
     return pd.DataFrame(out)
@@ -302,9 +331,9 @@ def pooled_controls(speed: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
         for control, a, b in _control_pairs(wall.columns):
             both = wall[[a, b]].dropna()
             logs.setdefault((machine, design, control), []).append(np.log(both[a] / both[b]).to_numpy(float))
-        for c in controls(unit_sums(run)):
-            off = abs(c["estimate"] - (1.0 if c["kind"] == "speedup" else 0.0))  # how far from "no difference"
-            failed.setdefault((machine, design, CONTROL_OF[c["kind"]]), []).append(0.0 if c["holds"] else off)
+    for machine, _mid, design, c in own_controls(speed):
+        off = abs(c["estimate"] - (1.0 if c["kind"] == "speedup" else 0.0))  # how far from "no difference"
+        failed.setdefault((machine, design, CONTROL_OF[c["kind"]]), []).append(0.0 if c["holds"] else off)
     out = []
     for (machine, orders, control), runs in logs.items():
         x, means = np.concatenate(runs), np.array([r.mean() for r in runs if len(r)])
@@ -331,6 +360,21 @@ def _misses(off: list[float], level: float) -> dict:
     return {"runs_failed": k, "runs_judged": n, "fail_p": p, "failed_max": max(off, default=0.0)}
 
 
+def own_controls(speed: pd.DataFrame):
+    """Every pretrained run's own controls (``controls``, unwidened): (machine, machine_id, order design, control)."""
+    speed = speed[~random_weights(speed)]
+    for (machine, mid, _run), run in speed.groupby(["machine", "machine_id", "run_id"], sort=True):
+        design = order_design(run)
+        for c in controls(unit_sums(run)):
+            yield machine, str(mid), design, c
+
+
+def spreads(speed: pd.DataFrame) -> dict[str, harness.Spread]:
+    """Per ``machine_id``, the harness's per-process offsets (``results.harness.by_machine``) from its ABBA
+    runs' own controls (an order effect left standing is not the process's offset)."""
+    return harness.by_machine((mid, c) for _m, mid, design, c in own_controls(speed) if design == ABBA)
+
+
 def _over_runs(means: np.ndarray, level: float) -> tuple[float, float, float]:
     """(mean, lo, hi) of the runs' mean log ratios, a Student t interval over runs (few clusters: a
     bootstrap over 8 runs is too narrow)."""
@@ -345,4 +389,6 @@ def tables(bench: pd.DataFrame | None) -> dict:
     where a run exists."""
     if bench is None or bench.empty:
         return {}
-    return dict(measured=answers(bench), controls=run_controls(bench), pooled_controls=pooled_controls(bench))
+    spread = spreads(bench)
+    return dict(measured=answers(bench, spread), controls=run_controls(bench, spread),
+                pooled_controls=pooled_controls(bench), spreads=spread)  # fmt: skip

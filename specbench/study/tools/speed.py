@@ -307,15 +307,16 @@ def append(out: str, new: pd.DataFrame, new_steps: pd.DataFrame) -> None:
         atomic_write_many(files)
 
 
-def summary(rows: list[dict]) -> str:
-    """The run's controls, then every candidate's speedup with its interval and the ties: last."""
+def summary(rows: list[dict], spread=speedstats.harness.NONE) -> str:
+    """The run's controls, then every candidate's speedup with its interval and the ties: last (widened
+    by ``spread``, this machine's per-process offsets, as the report widens them)."""
     df = pd.DataFrame(rows)
     w = speedstats.unit_sums(df)
     lines = []
-    for c in speedstats.controls(w):
+    for c in speedstats.controls(w, spread):
         ok = "holds" if c["holds"] else "FAILS: this run's speedups are not ranked"
         lines.append(f"control {c['control']}: {c['estimate']:.3f} [{c['lo']:.3f}, {c['hi']:.3f}] {ok}")
-    for r in speedstats.ranked(df).itertuples():
+    for r in speedstats.ranked(df, spread=spread).itertuples():
         tie = "ties the fastest" if r.tie else f"slower than the fastest by {r.diff_to_best:.3f}"
         lines.append(f"{r.candidate}: {r.speedup:.3f}x [{r.lo:.3f}, {r.hi:.3f}] ({tie})")
     differ = sorted({r["candidate"] for r in rows if not r["same_tokens"]})
@@ -386,7 +387,8 @@ def main(cfg: DictConfig) -> None:
     rows, steps = bench(job, pair, prompts, cands, base)
     write(out, rows, steps)
     print(f"specbench: wrote {len(rows)} rows to {out}/{FILE} ({base['machine']})")
-    print(summary(rows))
+    spread = speedstats.spreads(read_csv(os.path.join(out, FILE))).get(str(base["machine_id"]))
+    print(summary(rows, spread or speedstats.harness.NONE))
 
 
 def cli() -> None:
