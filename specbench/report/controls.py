@@ -58,15 +58,19 @@ def sentence(t: dict, runs=None, brief: bool = False) -> str:
 
 
 def offset_clause(rows: pd.DataFrame) -> str:
-    """', widened by ...': the per-process offset (``results.harness``) the ranked ``rows`` (``speedstats.answers``)
-    were widened by, where one was estimated; '' where none was."""
-    if "spread" not in rows or not (rows.spread.fillna(0) > 0).any():
+    """', widened by ...': the per-run offsets (``results.harness``) the ranked ``rows`` (``speedstats.answers``)
+    were widened by, where any was estimated; '' where none was (too few runs on their machine)."""
+    if "spread" not in rows:
         return ""
-    est = rows[rows.spread.fillna(0) > 0].drop_duplicates("spread")
-    said = ", ".join(
-        f"{r.spread:.1%} of a speedup, from {int(r.spread_runs)} runs' twin controls" for r in est.itertuples()
+    est = rows[(rows.spread.fillna(0) > 0) | (rows.spread_plain.fillna(0) > 0)]
+    if est.empty:
+        return ""
+    on = ", ".join(sorted({str(m).split(",")[0] for m in est.machine}))
+    return (
+        f", widened by the offset a configuration keeps for a whole run (on {on}: {span(est.spread, '.1%')} of "
+        f"its speedup for a tree decode, {span(est.spread_plain, '.1%')} for plain decoding, each run's from "
+        f"the other {span(est.spread_runs, '.0f')} runs' controls, divided among the runs pooled)"
     )
-    return f", widened by the offset one configuration keeps for a whole run on this machine ({said})"
 
 
 def too_many_misses(t: dict) -> list[str]:
@@ -74,8 +78,8 @@ def too_many_misses(t: dict) -> list[str]:
     pooled = t.get("pooled_controls", pd.DataFrame())
     bad = pooled[pooled.fail_p < 0.05] if len(pooled) and "fail_p" in pooled else pooled.iloc[0:0]
     return [
-        f"over every {r.orders} run on {str(r.machine).split(',')[0]}, the {r.control} control failed in {r.runs_failed} "
-        f"of {r.runs_judged} (5% allowed, p = {r.fail_p:.2g}): one run's intervals miss part of the harness's spread"
+        f"over every {r.orders} run on {str(r.machine).split(',')[0]}, the {r.control} control's own unwidened interval "
+        f"failed in {r.runs_failed} of {r.runs_judged} (5% allowed, p = {r.fail_p:.2g}), so the intervals here are widened"
         for r in bad.itertuples()
     ]
 
@@ -109,7 +113,7 @@ def pooled_sentences(t: dict) -> list[str]:
             parts.append(
                 f"{first} took longer than {second} in {r.slower} of {r.units} units (p = {r.p:.2g}) and in "
                 f"{r.runs_slower} of {r.runs} runs (p = {r.runs_p:.2g}), by {r.lean:+.1%} [{r.lo:+.1%}, {r.hi:+.1%}], "
-                f"and its own 95% interval excluded {'1×' if r.control == 'A/A' else '0'} in {r.runs_failed} of "
+                f"and its own unwidened 95% interval excluded {'1×' if r.control == 'A/A' else '0'} in {r.runs_failed} of "
                 f"{r.runs_judged} runs (5% allowed: p = {r.fail_p:.2g}, one-sided)"
             )
             verdicts.append(pooled_verdict(r) + coverage_verdict(r))
@@ -152,9 +156,9 @@ def coverage_verdict(r) -> str:
     if not r.fail_p < 0.05:
         return ""
     return (
-        f"; the {r.control} control failed in more runs than its 95% allows, so one run's intervals are narrower "
-        "than the spread between two names for one decode: a difference between two candidates of one run "
-        f"that is not much larger than the failed controls' ({r.failed_max:.2f} at most) may be the harness's"
+        f"; the {r.control} control's own unwidened interval failed in more runs than its 95% allows, so one run's "
+        "intervals over units are narrower than the spread between two names for one decode (the failed controls "
+        f"were off by up to {r.failed_max:.2f}): the report's intervals are widened by that offset (results.harness)"
     )
 
 

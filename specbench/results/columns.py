@@ -64,6 +64,7 @@ TEXT_COLUMNS = {
     for c in [
         *(k for k in KEY_COLUMNS if k not in NOT_TEXT),
         *("prompt_id", "accept_path", "role", "path_children", "scored"),
+        *("machine_id", "host"),  # hex digests: an all-digit one would lose its zeros, 12e45... read as a float
     ]
 }
 

@@ -11,13 +11,16 @@ machine's runs
     d_i / s_i ~ Normal(0, se_i² + 2 σ²)
 
 where d_i is the control's difference (the twin's speedup difference; the A/A's speedup - 1), s_i the
-first copy's speedup (1 for A/A), se_i the run's own standard error (its 95% interval's width / 3.92)
-and σ the relative offset of ONE candidate (``fit``: its maximum-likelihood value, 0 where the runs'
-own intervals already cover their controls, with a likelihood-ratio test of σ = 0).  σ is estimated
-apart for tree decodes (``tree``, from the twins) and for plain decoding (``plain``, from the A/A
-copies).  ``widen`` adds the offset's variance to an interval: a speedup s of a candidate over plain
-decoding gains s² (σ_tree² + σ_plain²), a difference between two candidates (plain's offset cancels)
-s_a² + s_b² times σ_tree², each divided by the runs pooled (an offset is drawn afresh per process).
+first copy's speedup (1 for A/A), se_i the run's own standard error (its interval's half-width over the
+critical value it used) and σ the relative offset of ONE candidate (``fit``: its maximum-likelihood
+value, 0 where the runs' own intervals already cover their controls, with a likelihood-ratio test of
+σ = 0).  σ is estimated apart for tree decodes (``tree``, from the twins) and for plain decoding
+(``plain``, from the A/A copies); it also absorbs whatever else a run's intervals miss (a percentile
+bootstrap's under-coverage over 16 units).  ``widen`` adds the offset's variance to an interval: a
+speedup s of a candidate over plain decoding gains s² (σ_tree² + σ_plain²), a difference between two
+candidates σ_tree² (s_a² + s_b²) + σ_plain² (s_a - s_b)², each divided by the runs pooled (an offset
+is drawn afresh per process).  A run is judged by the offsets of the other runs (``Offsets.fit``'s
+``leave_out``), so one run that is off cannot widen its own interval into holding.
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ import numpy as np
 from scipy import optimize, stats
 
 MIN_RUNS = 8  # runs of one machine below which no offset is estimated (σ = 0: the runs' own intervals)
-Z95 = 3.92  # a 95% interval's width in standard errors (2 × 1.96)
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,9 @@ class Spread:
         return abs(s) * float(np.hypot(self.tree, self.plain)) / np.sqrt(max(runs, 1))
 
     def difference_sd(self, sa: float, sb: float, runs: int = 1) -> float:
-        """The offset's sd of the difference of two candidates' speedups ``sa - sb`` (plain's cancels)."""
-        return self.tree * float(np.hypot(sa, sb)) / np.sqrt(max(runs, 1))
+        """The offset's sd of the difference of two candidates' speedups ``sa - sb``: each one's own, and
+        plain's, which scales both (so it moves the difference by (sa - sb) times its offset)."""
+        return float(np.hypot(self.tree * np.hypot(sa, sb), self.plain * (sa - sb))) / np.sqrt(max(runs, 1))
 
     def aa_sd(self, runs: int = 1) -> float:
         """The offset's sd of plain decoding's A/A speedup (two draws of plain's offset)."""
@@ -59,7 +62,7 @@ NONE = Spread()
 
 def fit(rel: np.ndarray, rel_se: np.ndarray) -> tuple[float, float]:
     """(σ, p): the maximum-likelihood σ of ``rel`` ~ Normal(0, rel_se² + 2σ²), and the likelihood-ratio
-    p-value of σ = 0 (a boundary test: half the χ²₁ tail).  (0, nan) from fewer than ``MIN_RUNS``."""
+    p-value of σ = 0 (a boundary test: half the χ²₁ tail).  (0, nan) from fewer than ``MIN_RUNS`` values."""
     e, se = np.asarray(rel, float), np.asarray(rel_se, float)
     keep = np.isfinite(e) & np.isfinite(se) & (se > 0)
     e, se = e[keep], se[keep]
@@ -86,17 +89,36 @@ def widen(est: float, lo: float, hi: float, sd: float, level: float) -> tuple[fl
     return est - float(np.hypot(est - lo, z)), est + float(np.hypot(hi - est, z))
 
 
-def by_machine(controls) -> dict[str, Spread]:
-    """Per machine id, its offsets from ``controls``: (machine_id, a run's own control: a
-    ``results.speedstats.controls`` row, unwidened), the twins' for a tree decode, the A/A copies' for plain."""
-    rel: dict[str, dict[str, tuple[list, list]]] = {}
-    for mid, c in controls:
-        off, se = rel.setdefault(mid, {"speedup": ([], []), "difference": ([], [])})[c["kind"]]
-        off.append((c["estimate"] - (c["kind"] == "speedup")) / c["scale"])
-        se.append((c["hi"] - c["lo"]) / Z95 / c["scale"])
-    out = {}
-    for mid, by in rel.items():
-        (tree, tree_p), (plain, plain_p) = (fit(*map(np.asarray, by[k])) for k in ("difference", "speedup"))
-        n = len(by["difference"][0])
-        out[mid] = Spread(tree, plain, n if n >= MIN_RUNS else 0, tree_p, plain_p)
-    return out
+@dataclass(frozen=True)
+class Offsets:
+    """One machine's runs' own controls, relative (``rel``, ``rel_se``) per kind ("difference": the twins,
+    "speedup": the A/A copies) and run: ``fit`` estimates its offsets, leaving out the runs it judges."""
+
+    runs: dict  # run id -> {kind: (rel, rel_se) lists}
+
+    def fit(self, leave_out=frozenset()) -> Spread:
+        """The offsets from every run but ``leave_out`` (the runs whose intervals they widen: a run that
+        is off does not widen its own interval into holding), 0 from fewer than ``MIN_RUNS``."""
+        kept = [r for k, r in self.runs.items() if k not in leave_out]
+        got = {}
+        for kind in ("difference", "speedup"):
+            pairs = [p for r in kept for p in r.get(kind, [])]
+            got[kind] = fit(np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs]))
+        n = sum(1 for r in kept if r.get("difference"))
+        if n < MIN_RUNS:
+            return NONE
+        (tree, tree_p), (plain, plain_p) = got["difference"], got["speedup"]
+        return Spread(tree, plain, n, tree_p, plain_p)
+
+
+def by_machine(controls) -> dict[str, Offsets]:
+    """Per machine id, its runs' offsets data from ``controls``: (machine_id, run id, a run's own control:
+    a ``results.speedstats.controls`` row, unwidened, with its standard error ``se``)."""
+    runs: dict[str, dict] = {}
+    for mid, run, c in controls:
+        scale, se = float(c["scale"]), float(c["se"])
+        if not (np.isfinite(scale) and scale > 0 and np.isfinite(se) and se > 0):
+            continue  # a run of one unit, or no speedup to scale by
+        off = float(c["estimate"]) - (1.0 if c["kind"] == "speedup" else 0.0)
+        runs.setdefault(mid, {}).setdefault(run, {}).setdefault(c["kind"], []).append((off / scale, se / scale))
+    return {mid: Offsets(r) for mid, r in runs.items()}

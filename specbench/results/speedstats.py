@@ -130,16 +130,26 @@ def controls(w: pd.DataFrame, spread: harness.Spread = harness.NONE, runs: int =
     for control, a, b in _control_pairs(w["tokens"].columns):
         if control == "A/A":
             s, lo, hi = speedup(w, b, a)
+            se = _se(lo, hi, len(w), LEVEL)
             lo, hi = harness.widen(s, lo, hi, spread.aa_sd(runs), LEVEL)
             out.append(dict(control="A/A: plain vs plain", kind="speedup", estimate=s, lo=lo, hi=hi, scale=1.0,
-                            holds=lo <= 1 <= hi))  # fmt: skip
+                            se=se, holds=lo <= 1 <= hi))  # fmt: skip
         else:
             d, lo, hi = difference(w, a, b)
             sa, sb = (float(_ratio(*_cols(w, PLAIN), *_cols(w, n))) for n in (a, b))
+            se = _se(lo, hi, len(w), LEVEL)
             lo, hi = harness.widen(d, lo, hi, spread.difference_sd(sa, sb, runs), LEVEL)
             out.append(dict(control=f"{a} vs {b}", kind="difference", estimate=d, lo=lo, hi=hi, scale=sa,
-                            holds=lo <= 0 <= hi))  # fmt: skip
+                            se=se, holds=lo <= 0 <= hi))  # fmt: skip
     return out
+
+
+def _se(lo: float, hi: float, n: int, level: float) -> float:
+    """The standard error a run's own interval over ``n`` units implies (``_interval``: a bootstrap's
+    normal critical value from ``BOOT_UNITS`` units, a t's with n - 1 df below)."""
+    q = 0.5 + level / 2
+    crit = stats.norm.ppf(q) if n >= BOOT_UNITS else stats.t.ppf(q, max(n - 1, 1))
+    return float((hi - lo) / (2 * crit))
 
 
 def settled(w: pd.DataFrame, within: float = AA_WITHIN) -> bool:
@@ -188,7 +198,7 @@ def ranked(run: pd.DataFrame, level: float = LEVEL, spread: harness.Spread = har
     df["pays"] = df.lo > 1
     df["n_units"], df["n_rounds"] = len(w), int(run["round"].nunique())
     df["controls_hold"] = all(c["holds"] for c in controls(w, spread, k))
-    df["spread"], df["spread_runs"] = spread.tree, spread.runs
+    df["spread"], df["spread_plain"], df["spread_runs"] = spread.tree, spread.plain, spread.runs
     return df.reset_index(drop=True)
 
 
@@ -223,6 +233,7 @@ def latest_runs(speed: pd.DataFrame) -> pd.DataFrame:
     prompts (the newest among equals: a new candidate set replaces an old one), so a default run's
     few prompts never hide a full benchmark.  Runs of the other sets stay in the file but are not ranked again."""
     key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine_id", "roster"]
+    speed = speed.assign(source_run=speed["source_run"] if "source_run" in speed else speed.run_id)
     speed = speed.assign(roster=speed["roster"].fillna(ANSWER).astype(str) if "roster" in speed else ANSWER)
     out = []
     for _k, g in speed.groupby(key, dropna=False, sort=True):
@@ -246,7 +257,7 @@ def answers(speed: pd.DataFrame, spread: dict | None = None) -> pd.DataFrame:
     keys += ["weights"]  # random: the architectures alone, timed where the weight files cannot go (a GPU's)
     speed = speed.assign(weights=speed["weights"].fillna("pretrained") if "weights" in speed else "pretrained")
     for run_id, run in latest_runs(speed).groupby("run_id", sort=True):
-        r = ranked(run, spread=spread.get(str(run.machine_id.iloc[0]), harness.NONE))
+        r = ranked(run, spread=judged_by(spread, run))
         if r.empty:
             continue
         r = r.merge(describe(run), on="candidate", how="left")
@@ -271,8 +282,8 @@ def run_controls(speed: pd.DataFrame, spread: dict | None = None) -> pd.DataFram
     spread = spreads(speed) if spread is None else spread
     out = []
     for run_id, run in latest_runs(speed).groupby("run_id", sort=True):
-        w, mine = unit_sums(run), spread.get(str(run.machine_id.iloc[0]), harness.NONE)
-        for c in controls(w, mine, int(run.pooled_runs.iloc[0])) if len(w) else []:
+        w = unit_sums(run)
+        for c in controls(w, judged_by(spread, run), int(run.pooled_runs.iloc[0])) if len(w) else []:
             keys = ("pair", "dataset", "batch_size", "roster")
             out.append({"run_id": run_id, **{k: run[k].iloc[0] for k in keys}, **c})
     return pd.DataFrame(out)
@@ -331,7 +342,7 @@ def pooled_controls(speed: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
         for control, a, b in _control_pairs(wall.columns):
             both = wall[[a, b]].dropna()
             logs.setdefault((machine, design, control), []).append(np.log(both[a] / both[b]).to_numpy(float))
-    for machine, _mid, design, c in own_controls(speed):
+    for machine, _mid, _run, design, c in own_controls(speed):
         off = abs(c["estimate"] - (1.0 if c["kind"] == "speedup" else 0.0))  # how far from "no difference"
         failed.setdefault((machine, design, CONTROL_OF[c["kind"]]), []).append(0.0 if c["holds"] else off)
     out = []
@@ -361,18 +372,25 @@ def _misses(off: list[float], level: float) -> dict:
 
 
 def own_controls(speed: pd.DataFrame):
-    """Every pretrained run's own controls (``controls``, unwidened): (machine, machine_id, order design, control)."""
+    """Every pretrained run's own controls (``controls``, unwidened): (machine, machine_id, run id, order
+    design, control)."""
     speed = speed[~random_weights(speed)]
-    for (machine, mid, _run), run in speed.groupby(["machine", "machine_id", "run_id"], sort=True):
+    for (machine, mid, run_id), run in speed.groupby(["machine", "machine_id", "run_id"], sort=True):
         design = order_design(run)
         for c in controls(unit_sums(run)):
-            yield machine, str(mid), design, c
+            yield machine, str(mid), str(run_id), design, c
 
 
-def spreads(speed: pd.DataFrame) -> dict[str, harness.Spread]:
-    """Per ``machine_id``, the harness's per-process offsets (``results.harness.by_machine``) from its ABBA
-    runs' own controls (an order effect left standing is not the process's offset)."""
-    return harness.by_machine((mid, c) for _m, mid, design, c in own_controls(speed) if design == ABBA)
+def spreads(speed: pd.DataFrame) -> dict[str, harness.Offsets]:
+    """Per ``machine_id``, the data of the harness's per-run offsets (``results.harness.by_machine``): its
+    ABBA runs' own controls (an order effect left standing is not the process's offset)."""
+    return harness.by_machine((mid, r, c) for _m, mid, r, design, c in own_controls(speed) if design == ABBA)
+
+
+def judged_by(spread: dict, run: pd.DataFrame) -> harness.Spread:
+    """The offsets ``run`` (a ``latest_runs`` group) is widened by: its machine's, from every other run."""
+    mine = spread.get(str(run.machine_id.iloc[0]))
+    return mine.fit(frozenset(run.source_run.astype(str))) if mine is not None else harness.NONE
 
 
 def _over_runs(means: np.ndarray, level: float) -> tuple[float, float, float]:

@@ -387,8 +387,8 @@ def main(cfg: DictConfig) -> None:
     rows, steps = bench(job, pair, prompts, cands, base)
     write(out, rows, steps)
     print(f"specbench: wrote {len(rows)} rows to {out}/{FILE} ({base['machine']})")
-    spread = speedstats.spreads(read_csv(os.path.join(out, FILE))).get(str(base["machine_id"]))
-    print(summary(rows, spread or speedstats.harness.NONE))
+    offsets = speedstats.spreads(read_csv(os.path.join(out, FILE))).get(str(base["machine_id"]))
+    print(summary(rows, offsets.fit(frozenset([base["run_id"]])) if offsets else speedstats.harness.NONE))
 
 
 def cli() -> None:
