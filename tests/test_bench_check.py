@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.report import benchcheck, measured, speedup
+from specbench.results import runcontrols as rc
 from specbench.results import speedstats as ss
 
 PREFILL, TOKENS, PROMPTS = 1.0, 12, 8
@@ -92,7 +93,7 @@ def test_prefill_is_counted_on_both_sides_and_the_drafts_in_the_curves_ratio():
 def test_a_run_timed_exactly_at_the_curve_is_projected_without_error():
     for draft in (False, True):
         rows, steps = bench(WALLS, draft=draft)
-        df = benchcheck.table(ss.tables(rows)["measured"], rows, steps, costs(draft))
+        df = benchcheck.table(rc.tables(rows)["measured"], rows, steps, costs(draft))
         assert set(df.candidate) == {"chain N=2", "chain N=3"}  # ranked candidates: no plain, A/A or twin
         assert np.allclose(df.error, 0, atol=1e-9), df[["candidate", "measured", "projected_request"]]
         assert (df.error_decode > 0).all()  # decoding alone overstates: the prefill is a share both sides pay
@@ -104,7 +105,7 @@ def test_a_run_timed_exactly_at_the_curve_is_projected_without_error():
 
 def test_slower_speculative_verifies_show_in_the_error_and_in_the_verify_term():
     rows, steps = bench({**WALLS, "chain N=3": 1.2})  # its target forwards 20% slower than the curve
-    df = benchcheck.table(ss.tables(rows)["measured"], rows, steps, costs(False)).set_index("candidate")
+    df = benchcheck.table(rc.tables(rows)["measured"], rows, steps, costs(False)).set_index("candidate")
     assert np.isclose(df.verify_ratio["chain N=3"], 1.2) and np.isclose(df.verify_ratio["chain N=2"], 1)
     assert df.error["chain N=3"] > 0.05 and abs(df.error["chain N=2"]) < 1e-9
 
@@ -115,7 +116,7 @@ def test_the_replay_projection_is_set_beside_with_its_tokens_per_step():
         [dict(pair="p", dataset="d", tree="chain", budget=b, dtype="float32", engine="replay", max_new_tokens=128,
               projected=p, tokens_per_step=tps) for b, p, tps in ((2, 9.0, 3.6), (3, 9.0, 4.8))]
     )  # fmt: skip
-    df = benchcheck.table(ss.tables(rows)["measured"], rows, steps, costs(False), replay)
+    df = benchcheck.table(rc.tables(rows)["measured"], rows, steps, costs(False), replay)
     assert np.allclose(df.replay_tokens_per_step / df.tokens_per_step, 1.2)
     text = " ".join(benchcheck.sentences(df))
     assert "over 2 configurations" in text and "tokens per step are 20% above" in text
@@ -124,7 +125,7 @@ def test_the_replay_projection_is_set_beside_with_its_tokens_per_step():
 
 def test_projection_check_uses_the_own_steps_and_counts_the_live_runs_with_them():
     rows, steps = bench(WALLS)
-    t = ss.tables(rows)
+    t = rc.tables(rows)
     t["bench_check"] = benchcheck.table(t["measured"], rows, steps, costs(False))
     live = pd.DataFrame([dict(engine="live", batch_size=1, error=e, pair="p") for e in (0.05, -0.15, 0.02)])
     t["speed"] = live
@@ -142,7 +143,7 @@ def test_the_projection_error_is_stated_apart_for_the_host_that_measured_the_cos
     """Hosts of one machine id differ 10-25% in rate: the rows timed on the very host (``machine.host``)
     that measured the curve get their own error; rows from before the column say none is known."""
     rows, steps = bench(WALLS)
-    t = ss.tables(rows.assign(host="h1"))
+    t = rc.tables(rows.assign(host="h1"))
     t["bench_check"] = benchcheck.table(t["measured"], rows, steps, costs(False))
     assert set(t["bench_check"].host) == {"h1"}
     t["speed"] = pd.DataFrame([dict(engine="live", batch_size=1, error=0.05, pair="p")])
@@ -152,7 +153,7 @@ def test_the_projection_error_is_stated_apart_for_the_host_that_measured_the_cos
                        ("h2", "(none both timed and costed on one recorded host")):  # fmt: skip
         c = costs(False).assign(machine_id="m1", host=host)
         assert says in measured.projection_check({**on(t, c), "cost_hosts": costcurve.machines(c, "host")})
-    old = ss.tables(rows)["measured"]  # rows without the column
+    old = rc.tables(rows)["measured"]  # rows without the column
     assert set(old.host) == {""}
 
 
@@ -168,7 +169,7 @@ def test_a_host_is_recorded_beside_the_machine_id_and_is_not_part_of_it(monkeypa
 
 def test_a_report_without_the_steps_file_keeps_the_replay_comparison():
     rows, _ = bench(WALLS)
-    assert benchcheck.table(ss.tables(rows)["measured"], rows, None, costs(False)).empty
+    assert benchcheck.table(rc.tables(rows)["measured"], rows, None, costs(False)).empty
 
 
 def test_a_random_weight_run_times_steps_against_the_model_and_answers_nothing():
@@ -182,7 +183,7 @@ def test_a_random_weight_run_times_steps_against_the_model_and_answers_nothing()
     all_rows, all_steps = pd.concat([rows, gpu_rows]), pd.concat([steps, gpu_steps])
     gpu_costs = costs(False).assign(device="cuda", machine_id="g1")
     cpu_and_gpu = pd.concat([costs(False).assign(machine_id="m1"), gpu_costs])
-    t = ss.tables(all_rows)
+    t = rc.tables(all_rows)
     assert set(t["measured"].weights) == {"pretrained", "random"}
     assert set(ss.answer_first(t["measured"]).run_id) == {"r1"}
     t["bench_check"] = benchcheck.table(t["measured"], all_rows, all_steps, cpu_and_gpu)
@@ -208,7 +209,7 @@ def test_each_run_is_costed_on_its_own_machines_curve_never_anothers():
     slow = costs(False).assign(machine_id="m2", seconds=lambda c: 3 * c.seconds)
     slow["samples"] = [f"{s} {s} {s}" for s in slow.seconds]
     all_rows = pd.concat([rows, slow_rows], ignore_index=True)
-    t = ss.tables(all_rows)
+    t = rc.tables(all_rows)
     replay = pd.DataFrame([dict(pair="p", dataset="d", tree="chain", budget=2, dtype="float32", engine="replay",
                                 projected=9.9, tokens_per_step=3.0, max_new_tokens=TOKENS)])  # fmt: skip
     df = benchcheck.table(

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from specbench.results import harness
+from specbench.results import runcontrols as rc
 from specbench.results import speedstats as ss
 from test_speed_bench import table
 
@@ -73,7 +74,7 @@ def test_pooled_runs_divide_the_offset_and_the_report_states_it():
     from specbench.report import controls
 
     bench = pd.concat(runs_with_offsets(12, 0.02), ignore_index=True)
-    t = ss.tables(bench)
+    t = rc.tables(bench)
     a = t["measured"]
     assert (a.spread == 0).all() and (a.spread_runs == 0).all()  # pooled: every run is judged, none left to judge by
     spread = t["spreads"]["m1"].fit()
@@ -87,5 +88,5 @@ def test_pooled_runs_divide_the_offset_and_the_report_states_it():
     assert (r.spread_runs == 11).all() and (r.spread > 0).all()
     said = controls.offset_clause(r)
     assert f"on cpu A: {r.spread.iloc[0]:.1%} of its speedup for a tree decode" in said and "other 11 runs'" in said
-    quiet = ss.tables(pd.concat(runs_with_offsets(4, 0.0), ignore_index=True))
+    quiet = rc.tables(pd.concat(runs_with_offsets(4, 0.0), ignore_index=True))
     assert controls.offset_clause(quiet["measured"]) == ""  # too few runs: none estimated, none said

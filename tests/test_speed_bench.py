@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from specbench.report import tables
+from specbench.results import runcontrols as rc
 from specbench.results import speedstats as ss
 from specbench.study.tools.speed import unit_orders
 from specbench.study.tools.validate import speed_picks
@@ -147,7 +148,7 @@ def test_pooled_controls_show_a_lean_too_small_for_one_run_and_the_report_says_s
     walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.2 * 1.02, "binary N=3 (twin)": 1.2}
     runs = pd.concat([table(walls, noise=0.02, seed=i, run=f"r{i}") for i in range(8)], ignore_index=True)
     other = table(walls, seed=9, run="g1", machine="gpu B", machine_id="m2", weights="random")
-    p = ss.pooled_controls(pd.concat([runs, other], ignore_index=True)).set_index("control")
+    p = rc.pooled_controls(pd.concat([runs, other], ignore_index=True)).set_index("control")
     assert list(p.machine.unique()) == ["cpu A"]  # a random-weight run pools with nothing
     assert (p.runs == 8).all() and (p.units == 128).all()
     assert p.lo["twin"] > 0 and p.lean["twin"] == pytest.approx(0.02, abs=0.006) and p.p["twin"] < 0.01
@@ -156,7 +157,7 @@ def test_pooled_controls_show_a_lean_too_small_for_one_run_and_the_report_says_s
     assert "Pooled over the 8 runs timed on cpu A" in said
     assert f"twin in {p.slower['twin']} of 128 units (p = {p.p['twin']:.2g}) and in 8 of 8 runs" in said
     assert "The A/A lean's interval includes 0; the twin lean's interval excludes 0" in said
-    assert controls.pooled_sentences({"pooled_controls": ss.pooled_controls(runs[runs.run_id == "r0"])}) == []
+    assert controls.pooled_sentences({"pooled_controls": rc.pooled_controls(runs[runs.run_id == "r0"])}) == []
 
 
 def test_twin_controls_failing_in_more_runs_than_their_level_allows_are_counted_and_said():
@@ -169,7 +170,7 @@ def test_twin_controls_failing_in_more_runs_than_their_level_allows_are_counted_
     runs = [
         table({**same, "binary N=3": 1.2 * (1 + 0.04 * (-1) ** i)}, noise=0.01, seed=i, run=f"r{i}") for i in range(12)
     ]
-    t = ss.tables(pd.concat(runs, ignore_index=True))
+    t = rc.tables(pd.concat(runs, ignore_index=True))
     p = t["pooled_controls"].set_index("control")
     assert p.runs_judged["twin"] == 12 and p.runs_failed["twin"] >= 8 and p.fail_p["twin"] < 0.001
     assert p.runs_failed["A/A"] <= 2 and p.fail_p["A/A"] > 0.05 and p.failed_max["twin"] > 0.05
@@ -180,7 +181,7 @@ def test_twin_controls_failing_in_more_runs_than_their_level_allows_are_counted_
     brief = controls.sentence(t, brief=True)
     assert f"the twin control's own unwidened interval failed in {p.runs_failed['twin']} of 12" in brief
     assert "A/A control's own" not in brief
-    quiet = ss.tables(pd.concat([table(same, noise=0.01, seed=i, run=f"q{i}") for i in range(6)], ignore_index=True))
+    quiet = rc.tables(pd.concat([table(same, noise=0.01, seed=i, run=f"q{i}") for i in range(6)], ignore_index=True))
     assert "unwidened interval failed in" not in controls.sentence(quiet, brief=True)
 
 
@@ -194,7 +195,7 @@ def test_runs_whose_orders_let_an_order_effect_stand_are_pooled_apart():
     abba = [table(same, noise=0.01, seed=i, run=f"a{i}") for i in range(6)]
     old = [table({**same, "binary N=3": 1.2 * 1.02}, noise=0.01, seed=i, run=f"o{i}", abba=False) for i in range(6)]
     assert {ss.order_design(r) for r in abba} == {ss.ABBA} and {ss.order_design(r) for r in old} == {ss.UNBALANCED}
-    p = ss.pooled_controls(pd.concat(abba + old, ignore_index=True)).set_index(["orders", "control"])
+    p = rc.pooled_controls(pd.concat(abba + old, ignore_index=True)).set_index(["orders", "control"])
     assert p.lo[ss.ABBA, "twin"] < 0 < p.hi[ss.ABBA, "twin"] and p.lo[ss.UNBALANCED, "twin"] > 0
     first, earlier = controls.pooled_sentences({"pooled_controls": p.reset_index()})
     assert "runs timed on cpu A in ABBA orders" in first and "the twin lean's interval includes 0" in first
@@ -207,7 +208,7 @@ def test_one_runs_lean_is_not_taken_for_the_harnesss():
     same = {"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.2, "binary N=3 (twin)": 1.2}
     runs = [table({**same, "binary N=3": 1.2 * 1.06}, noise=0.01, run="r0")]
     runs += [table(same, noise=0.01, seed=i, run=f"r{i}") for i in (1, 2)]
-    twin = ss.pooled_controls(pd.concat(runs, ignore_index=True)).set_index("control").loc["twin"]
+    twin = rc.pooled_controls(pd.concat(runs, ignore_index=True)).set_index("control").loc["twin"]
     assert twin.p < 0.01 and twin.runs_p > 0.2  # beyond chance over units, not over three runs
     assert twin.lo < 0 < 0.05 < twin.hi  # over runs: one in three
 
@@ -456,7 +457,7 @@ def test_bad_keys_are_one_line_before_any_model_loads(tmp_path, tiny_pair_dirs, 
 def tldr_of(bench, answer):
     from specbench.report import tldr
 
-    t = {"answer": answer, **ss.tables(bench)}
+    t = {"answer": answer, **rc.tables(bench)}
     return tldr.section({"t": t, "data": {"env": {"cpu": "X", "cores": 2}}})
 
 
@@ -522,7 +523,7 @@ def test_a_measured_speedup_is_never_set_against_costs_from_another_machine():
     from specbench.report import measured
 
     walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.0}
-    t = {**ss.tables(table(walls)), "speed": pd.DataFrame([answer_row(tree="chain", budget=3, projected=2.2)])}
+    t = {**rc.tables(table(walls)), "speed": pd.DataFrame([answer_row(tree="chain", budget=3, projected=2.2)])}
     t["speed"]["max_new_tokens"] = 128
     costs = pd.DataFrame({"pair": ["p", "p"], "device": "cpu", "dtype": "float32", "machine_id": ["elsewhere"] * 2})
     other = measured.projection_check(on(t, costs))
@@ -570,7 +571,7 @@ def test_the_tldr_prefers_the_run_on_the_machine_that_measured_the_pairs_costs()
     here = table({"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.2}, units=8, run="20260101T000000-a")
     there = table({"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.0}, units=16, run="20260102T000000-b")
     there = there.assign(machine="other", machine_id="m2")
-    t = ss.tables(pd.concat([here, there]))
+    t = rc.tables(pd.concat([here, there]))
     assert list(measured.shown({**t, "cost_machines": {("p", "cpu", "float32"): "m1"}}).candidate) == ["chain N=3"]
     assert list(measured.shown(t).candidate) == ["binary N=3"]  # no costs machine named: the larger run
     # a later default run on a third machine costs the pair in its own dtype: the shown run stays m1's

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from specbench.results import runcontrols as rc
 from specbench.results import speedstats as ss
 from specbench.study.tools import speedsched as sch
 from test_speed_bench import KEYS as BENCH_KEYS
@@ -144,7 +145,7 @@ def test_the_report_shows_the_benchmarks_schedule_and_labels_the_single_runs(tmp
     from specbench.report import hardware, measured
 
     bench = pd.concat([run(1, controls(c1=1.3)), run(2, controls(c1=2.6))], ignore_index=True)
-    t = ss.tables(bench)
+    t = rc.tables(bench)
     t["bench_schedule"] = sch.schedule(t["measured"])
     (text,) = measured.schedule_section(t)
     assert "stops paying at B = 2" in text and "| 1 | 12 (12) | A/A " in text and "64 new tokens, 12–24 prompts" in text

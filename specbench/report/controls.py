@@ -1,6 +1,6 @@
 """The speed benchmark's controls in words: each run's (A/A and identical twin: ``control``, in
 ``sentence`` and ``cell``) and every run's pooled per machine and order design (``pooled_sentences``,
-from ``results.speedstats.pooled_controls``)."""
+from ``results.runcontrols.pooled_controls``)."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ POOLED_ORDERS = {  # how a pooled sentence names its runs' order design (``speed
 
 def pooled_sentences(t: dict) -> list[str]:
     """Per machine and order design with two runs or more, the controls of every run pooled
-    (``speedstats.pooled_controls``): how often and by how much the first-named copy took longer, and
+    (``runcontrols.pooled_controls``): how often and by how much the first-named copy took longer, and
     whether that lean is beyond chance.  ABBA runs first: theirs is the harness's measure."""
     pooled = t.get("pooled_controls", pd.DataFrame())
     out = []

@@ -15,7 +15,7 @@ import hashlib
 import numpy as np
 import pandas as pd
 
-from ..results import costcurve, schedule, speedstats
+from ..results import costcurve, runcontrols, schedule
 from ..study.tools import speedsched
 from . import across, analysis, benchcheck, compare, costmodel, hardware, lossless, onerun, speedup
 
@@ -336,7 +336,7 @@ def compute(data: dict) -> dict:
     calib = calibration(df, sums, data.get("vector"))
     idents = identities(df, steps)
     rows = annotate(df, steps, speed, calib, idents)
-    bench = speedstats.tables(data.get("bench"))
+    bench = runcontrols.tables(data.get("bench"))
     return dict(
         df=df,
         rows=rows,

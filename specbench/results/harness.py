@@ -100,14 +100,15 @@ class Offsets:
         """The offsets from every run but ``leave_out`` (the runs whose intervals they widen: a run that
         is off does not widen its own interval into holding), 0 from fewer than ``MIN_RUNS``."""
         kept = [r for k, r in self.runs.items() if k not in leave_out]
-        got = {}
-        for kind in ("difference", "speedup"):
-            pairs = [p for r in kept for p in r.get(kind, [])]
-            got[kind] = fit(np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs]))
         n = sum(1 for r in kept if r.get("difference"))
         if n < MIN_RUNS:
             return NONE
-        (tree, tree_p), (plain, plain_p) = got["difference"], got["speedup"]
+
+        def of(kind: str) -> tuple[float, float]:
+            pairs = [p for r in kept for p in r.get(kind, [])]
+            return fit(np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs]))
+
+        (tree, tree_p), (plain, plain_p) = of("difference"), of("speedup")
         return Spread(tree, plain, n, tree_p, plain_p)
 
 
@@ -119,6 +120,6 @@ def by_machine(controls) -> dict[str, Offsets]:
         scale, se = float(c["scale"]), float(c["se"])
         if not (np.isfinite(scale) and scale > 0 and np.isfinite(se) and se > 0):
             continue  # a run of one unit, or no speedup to scale by
-        off = float(c["estimate"]) - (1.0 if c["kind"] == "speedup" else 0.0)
+        off = float(c["off"])  # the estimate's distance from no difference
         runs.setdefault(mid, {}).setdefault(run, {}).setdefault(c["kind"], []).append((off / scale, se / scale))
     return {mid: Offsets(r) for mid, r in runs.items()}

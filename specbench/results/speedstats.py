@@ -68,7 +68,7 @@ def _interval(data: tuple, statistic, level: float) -> tuple[float, float]:
         return float("nan"), float("nan")
     if n < BOOT_UNITS:
         each = statistic(*(np.asarray(d)[:, None] for d in data), axis=-1)  # every unit's own statistic
-        est, half = float(statistic(*data)), _t_half(each, level)
+        est, half = float(statistic(*data)), t_half(each, level)
         return est - half, est + half
     res = stats.bootstrap(
         data,
@@ -83,7 +83,7 @@ def _interval(data: tuple, statistic, level: float) -> tuple[float, float]:
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def _t_half(values: np.ndarray, level: float) -> float:
+def t_half(values: np.ndarray, level: float) -> float:
     """Half the width of a Student t interval (n − 1 df) around a mean of ``values`` (0 where they agree)."""
     n = len(values)
     return float(stats.t.ppf(0.5 + level / 2, n - 1) * np.std(values, ddof=1) / np.sqrt(n))
@@ -115,7 +115,7 @@ def twins(names) -> list[tuple[str, str]]:
     return [(n.removesuffix(TWIN_SUFFIX), n) for n in sorted(names) if n.endswith(TWIN_SUFFIX)]
 
 
-def _control_pairs(names) -> list[tuple[str, str, str]]:
+def control_pairs(names) -> list[tuple[str, str, str]]:
     """(control, the first-named copy, the second) of one run: plain vs its A/A copy, each tree vs its twin."""
     aa = [("A/A", PLAIN, PLAIN_AA)] if {PLAIN, PLAIN_AA} <= set(names) else []
     return aa + [("twin", a, b) for a, b in twins(names) if a in set(names)]
@@ -124,23 +124,24 @@ def _control_pairs(names) -> list[tuple[str, str, str]]:
 def controls(w: pd.DataFrame, spread: harness.Spread = harness.NONE, runs: int = 1) -> list[dict]:
     """Every control of one run: what it compares, its estimate and interval (widened by the machine's
     per-process offsets, ``spread``, over ``runs`` pooled: ``results.harness``), the first copy's speedup
-    (``scale``; 1 for A/A) and whether it holds (A/A: the speedup's interval includes 1; twins: the
+    (``scale``; 1 for A/A), ``off``: the estimate's signed distance from no difference (A/A: speedup - 1;
+    twins: the difference), and whether it holds (A/A: the speedup's interval includes 1; twins: the
     difference's interval includes 0)."""
     out = []
-    for control, a, b in _control_pairs(w["tokens"].columns):
+    for control, a, b in control_pairs(w["tokens"].columns):
         if control == "A/A":
             s, lo, hi = speedup(w, b, a)
             se = _se(lo, hi, len(w), LEVEL)
             lo, hi = harness.widen(s, lo, hi, spread.aa_sd(runs), LEVEL)
             out.append(dict(control="A/A: plain vs plain", kind="speedup", estimate=s, lo=lo, hi=hi, scale=1.0,
-                            se=se, holds=lo <= 1 <= hi))  # fmt: skip
+                            se=se, off=s - 1.0, holds=lo <= 1 <= hi))  # fmt: skip
         else:
             d, lo, hi = difference(w, a, b)
             sa, sb = (float(_ratio(*_cols(w, PLAIN), *_cols(w, n))) for n in (a, b))
             se = _se(lo, hi, len(w), LEVEL)
             lo, hi = harness.widen(d, lo, hi, spread.difference_sd(sa, sb, runs), LEVEL)
             out.append(dict(control=f"{a} vs {b}", kind="difference", estimate=d, lo=lo, hi=hi, scale=sa,
-                            se=se, holds=lo <= 0 <= hi))  # fmt: skip
+                            se=se, off=d, holds=lo <= 0 <= hi))  # fmt: skip
     return out
 
 
@@ -319,94 +320,26 @@ def order_design(run: pd.DataFrame) -> str:
     return ABBA if pairs and all(b == a[::-1] for a, b in pairs) else UNBALANCED
 
 
-CONTROL_OF = {"speedup": "A/A", "difference": "twin"}  # a ``controls`` row's kind -> ``_control_pairs``' name
-
-
-def pooled_controls(speed: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
-    """Per machine, order design (``order_design``: ABBA runs apart from earlier ones) and control (A/A,
-    twin), the units of every pretrained run pooled: one run's 16 units
-    cannot see a lean of a few percent, all of them can.  Per unit (a run's round and unit), the
-    first-named copy's seconds over the second's; ``slower``: the units where the first took longer, with
-    a two-sided binomial test of an even split (``p``); ``runs_slower``, ``runs_p``: the same over runs
-    (a run's mean), since a run's units share its process; ``lean``: the geometric mean ratio - 1, each
-    run one observation (its units' mean), with a ``level`` t interval over runs (``lo``, ``hi``), so a
-    lean of one process is not taken for the harness's.  Both copies decode the same tokens, so a lean whose
-    interval excludes 0 is the harness's, not the trees'.  ``runs_failed`` of ``runs_judged``: the runs whose
-    own control failed (``controls``), with ``fail_p`` (``_misses``): whether one run's interval covers as it says."""
-    speed = speed[~random_weights(speed)]
-    logs: dict[tuple[str, str, str], list[np.ndarray]] = {}
-    failed: dict[tuple[str, str, str], list[float]] = {}  # per run: 0 where its control held, else how far off
-    for (machine, _run), run in speed.groupby(["machine", "run_id"], sort=True):
-        wall = run.pivot_table(index=["round", "unit"], columns="candidate", values="wall_s", aggfunc="sum")
-        design = order_design(run)
-        for control, a, b in _control_pairs(wall.columns):
-            both = wall[[a, b]].dropna()
-            logs.setdefault((machine, design, control), []).append(np.log(both[a] / both[b]).to_numpy(float))
-    for machine, _mid, _run, design, c in own_controls(speed):
-        off = abs(c["estimate"] - (1.0 if c["kind"] == "speedup" else 0.0))  # how far from "no difference"
-        failed.setdefault((machine, design, CONTROL_OF[c["kind"]]), []).append(0.0 if c["holds"] else off)
-    out = []
-    for (machine, orders, control), runs in logs.items():
-        x, means = np.concatenate(runs), np.array([r.mean() for r in runs if len(r)])
-        lean = [float(np.expm1(v)) for v in _over_runs(means, level)]
-        slower, runs_slower = int((x > 0).sum()), int((means > 0).sum())
-        p, runs_p = (
-            stats.binomtest(k, n).pvalue if n else float("nan")
-            for k, n in ((slower, len(x)), (runs_slower, len(means)))
-        )
-        misses = failed.get((machine, orders, control), [])
-        out.append(dict(machine=machine, orders=orders, control=control, runs=len(runs), units=len(x),
-                        slower=slower, p=p, runs_slower=runs_slower, runs_p=runs_p,
-                        lean=lean[0], lo=lean[1], hi=lean[2], **_misses(misses, level)))  # fmt: skip
-    return pd.DataFrame(out)
-
-
-def _misses(off: list[float], level: float) -> dict:
-    """How often the runs' own intervals missed (``runs_failed`` of ``runs_judged``; ``off``: 0 where a run's
-    control held, else its estimate's distance from no difference), ``failed_max`` (the farthest such) and
-    ``fail_p``: a one-sided binomial test against the 1 - ``level`` a run's interval allows (small: a run's
-    interval is narrower than the spread between two names for one decode)."""
-    k, n = sum(1 for o in off if o > 0), len(off)
-    p = stats.binomtest(k, n, 1 - level, alternative="greater").pvalue if n else float("nan")
-    return {"runs_failed": k, "runs_judged": n, "fail_p": p, "failed_max": max(off, default=0.0)}
-
-
-def own_controls(speed: pd.DataFrame):
+def own_controls(speed: pd.DataFrame) -> list[tuple]:
     """Every pretrained run's own controls (``controls``, unwidened): (machine, machine_id, run id, order
     design, control)."""
     speed = speed[~random_weights(speed)]
+    out = []
     for (machine, mid, run_id), run in speed.groupby(["machine", "machine_id", "run_id"], sort=True):
         design = order_design(run)
-        for c in controls(unit_sums(run)):
-            yield machine, str(mid), str(run_id), design, c
+        out += [(machine, str(mid), str(run_id), design, c) for c in controls(unit_sums(run))]
+    return out
 
 
-def spreads(speed: pd.DataFrame) -> dict[str, harness.Offsets]:
+def spreads(speed: pd.DataFrame, own: list[tuple] | None = None) -> dict[str, harness.Offsets]:
     """Per ``machine_id``, the data of the harness's per-run offsets (``results.harness.by_machine``): its
-    ABBA runs' own controls (an order effect left standing is not the process's offset)."""
-    return harness.by_machine((mid, r, c) for _m, mid, r, design, c in own_controls(speed) if design == ABBA)
+    ABBA runs' own controls (``own``: ``own_controls(speed)``, computed here where not given; an order
+    effect left standing is not the process's offset)."""
+    own = own_controls(speed) if own is None else own
+    return harness.by_machine((mid, r, c) for _m, mid, r, design, c in own if design == ABBA)
 
 
 def judged_by(spread: dict, run: pd.DataFrame) -> harness.Spread:
     """The offsets ``run`` (a ``latest_runs`` group) is widened by: its machine's, from every other run."""
     mine = spread.get(str(run.machine_id.iloc[0]))
     return mine.fit(frozenset(run.source_run.astype(str))) if mine is not None else harness.NONE
-
-
-def _over_runs(means: np.ndarray, level: float) -> tuple[float, float, float]:
-    """(mean, lo, hi) of the runs' mean log ratios, a Student t interval over runs (few clusters: a
-    bootstrap over 8 runs is too narrow)."""
-    if len(means) < 2:
-        return float(means.mean()) if len(means) else float("nan"), float("nan"), float("nan")
-    mean, half = float(means.mean()), _t_half(means, level)
-    return mean, mean - half, mean + half
-
-
-def tables(bench: pd.DataFrame | None) -> dict:
-    """The report's ``measured`` (``answers``), ``controls`` (``run_controls``) and ``pooled_controls``,
-    where a run exists."""
-    if bench is None or bench.empty:
-        return {}
-    spread = spreads(bench)
-    return dict(measured=answers(bench, spread), controls=run_controls(bench, spread),
-                pooled_controls=pooled_controls(bench), spreads=spread)  # fmt: skip
