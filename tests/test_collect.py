@@ -359,3 +359,22 @@ def test_two_collects_into_one_folder_one_through_a_symlink_keep_both(tmp_path):
             p.join(timeout=120)
             assert p.exitcode == 0, trial
         assert sorted(read_csv(s / "summary.csv").config_hash) == ["aaaaaaaaaaaa", "bbbbbbbbbbbb"], trial
+
+
+def test_drop_removes_rows_a_new_hash_replaces_and_refuses_an_unknown_hash(tmp_path, capsys):
+    """A committed row whose rerun has another hash (a recalibrated Sequoia tree) is dropped as the rerun is
+    collected; a hash that names no row is one line and nothing is written."""
+    fake_job(tmp_path / "jobs", "old", h="aaaaaaaaaaaa", run_id=OLD)
+    fake_job(tmp_path / "jobs", "keep", h="bbbbbbbbbbbb", run_id=OLD)
+    out = tmp_path / "results"
+    collect_main([str(tmp_path / "jobs"), "--out", str(out)])
+    before = out_files(out)
+    with pytest.raises(SystemExit) as e:
+        collect_main([str(tmp_path / "new"), "--out", str(out), "--drop", "cccccccccccc"])
+    assert e.value.code == 2 and "--drop: cccccccccccc names no configuration" in capsys.readouterr().err
+    assert out_files(out) == before
+    fake_job(tmp_path / "new", "rerun", h="dddddddddddd", run_id=NEW)
+    collect_main([str(tmp_path / "new"), "--out", str(out), "--drop", "aaaaaaaaaaaa"])
+    assert sorted(read_csv(out / "summary.csv").config_hash) == ["bbbbbbbbbbbb", "dddddddddddd"]
+    assert set(read_csv(out / STEPS_FILE).config_hash) == {"bbbbbbbbbbbb", "dddddddddddd"}
+    assert "dropped 1 configurations of" in capsys.readouterr().out

@@ -20,6 +20,10 @@ Derived tables, rebuilt from the merged rows on every collect:
 greedy acceptance vectors (``acceptance_vector*.csv``), ``gap_to_optimum.csv``
 (``study.job.optimum``).  Every output of one collect is replaced together, or (a
 full or read-only disk: one line naming the path, exit status 1) none is.
+
+``--drop HASH,...`` removes rows of ``--out`` by config hash (with their paired rows): a committed row
+whose job now has another hash (``study.tools.stale``'s ``new hash`` lines: a Sequoia tree rebuilt from
+a recalibrated acceptance vector) is not replaced by its rerun, so the rerun is collected with it dropped.
 """
 
 from __future__ import annotations
@@ -335,6 +339,18 @@ def write_all(out: str, summary, steps, outputs, tables: dict) -> None:
             os.remove(os.path.join(out, legacy))
 
 
+def dropped(existing: list[JobRows], drop: str, out: str) -> list[JobRows]:
+    """``existing`` without the rows of the config hashes ``drop`` names (comma-separated; their paired
+    rows go with them: ``newest``); a hash that names no row of ``out`` is refused before anything is written."""
+    hashes = {h.strip() for h in drop.split(",") if h.strip()}
+    unknown = sorted(hashes - {j.config_hash for j in existing})
+    if unknown:
+        raise CollectError(
+            f"--drop: {', '.join(unknown)} names no configuration in {out}/summary.csv; give config_hash values of its rows"
+        )
+    return [j for j in existing if j.config_hash not in hashes]
+
+
 def report_skipped(s: Scan) -> None:
     groups = defaultdict(list)
     for reason, d, detail in s.skipped:
@@ -351,11 +367,19 @@ def main(argv=None) -> None:
     ap.add_argument("dirs", nargs="*", default=["outputs"], help="folders to search for jobs")
     ap.add_argument("--out", default="results", help="where summary.csv, steps.csv and outputs.jsonl go")
     ap.add_argument("--fresh", action="store_true", help="ignore rows already in --out")
+    ap.add_argument(
+        "--drop",
+        default="",
+        metavar="HASH,...",
+        help="config hashes of --out's rows to remove (rows a job with a new hash replaces: study.tools.stale)",
+    )
     args = ap.parse_args(argv)
     try:
         with lock(args.out):  # one collect at a time into --out; a killed one's publish finished first
             s = scan(args.dirs)
             existing, orphans = ([], 0) if args.fresh else read_collected(args.out)
+            kept = dropped(existing, args.drop, args.out)
+            gone, existing = len(existing) - len(kept), kept
             jobs = newest([*existing, *s.jobs], s.skipped)
             report_skipped(s)
             summary, steps, outputs = frames(jobs)
@@ -365,6 +389,8 @@ def main(argv=None) -> None:
         refuse(str(e))
     except OSError as e:
         raise SystemExit(f"specbench: error: {os_line(e, args.out, '--out')} (nothing was replaced)") from None
+    if args.drop:
+        print(f"specbench: dropped {gone} configurations of {args.out} (--drop)")
     if orphans:
         print(f"specbench: dropped {orphans} step rows of {args.out}/steps.csv that had no summary row")
     print(

@@ -16,11 +16,14 @@ by that run, a study's cache served whichever run first computed a prompt (a bat
   hash: ``python -m specbench.collect`` then replaces it as a unit); one summary line on stderr.
   A row whose job no longer has its hash (``keeps_hash``: Sequoia's tree, built from
   results/acceptance_vector.csv, is another tree once the vector was recalibrated) cannot be
-  regenerated in place: its line goes to stderr after ``new hash:``, for the full study.
+  regenerated in place: its line goes to stderr after ``new hash (replaces HASH):``.  Run those lines
+  into a folder, then collect it with the old rows dropped (``specbench.collect``'s ``--drop``).
 
     python -m specbench.study.tools.stale references --results results --cache DIR > refs.txt
     # run each line: python -m specbench.run $line out_root=OUT/refs hydra.run.dir=OUT/refs/$i
     python -m specbench.study.tools.stale stale --results results --runs OUT/refs --cache DIR > stale.txt
+    # run each line of stale.txt into OUT (and each "new hash (replaces H):" line of stderr), then
+    python -m specbench.collect OUT --out results [--drop H,...]
 
 torch-free but for ``keeps_hash`` (a job's identity): pandas, ``results.files`` and ``recheck``.
 """
@@ -120,12 +123,12 @@ def main(argv: list[str] | None = None) -> int:
         line = job_line(r, cache=args.cache)
         same = keeps_hash(line, str(r.config_hash))
         moved += not same
-        print(line if same else f"new hash: {line}", file=sys.stdout if same else sys.stderr)
+        print(line if same else f"new hash (replaces {r.config_hash}): {line}", file=sys.stdout if same else sys.stderr)
     by = bad.groupby(["pair", "dataset"]).size().to_dict() if len(bad) else {}
     print(
         f"stale: {len(bad)} committed rows of {len(refs)} re-derived runs replay another run's continuation"
         + "".join(f"; {p} {d} {n}" for (p, d), n in by.items())
-        + f"; {moved} of them no longer have their config hash (new hash: above), the rest regenerate in place",
+        + f"; {moved} of them no longer have their config hash (new hash: above; collect their reruns with --drop), the rest regenerate in place",
         file=sys.stderr,
     )
     return 0
