@@ -203,3 +203,28 @@ def test_the_batch_schedule_step_counts_its_benchmarks_by_their_markers(tmp_path
         [sys.executable, "-m", "specbench.study.tools.plan", "schedule"], capture_output=True, text=True, check=True
     ).stdout.splitlines()
     assert [line.split("\t")[0] for line in out] == [plan.schedule_marker(p, b) for p, _d, b, _n, _t in jobs]
+
+
+def test_the_batch_schedule_never_recorded_as_a_step_takes_its_speed_runs_timed_decodes(tmp_path):
+    """Each schedule job's longest run in speed.csv (its decodes' wall_s summed); a job whose marker is in
+    --out is done; a job without a run leaves the step unrecorded."""
+    jobs = plan.schedule_jobs()
+    rows = [["pair", "dataset", "batch_size", "max_new_tokens", "run_id", "wall_s", "roster"]]
+    for i, (p, d, b, _n, t) in enumerate(jobs):
+        rows += [[p, d, b, t, "20261129T000000-a", 10.0 * (i + 1), "schedule"]] * 2  # two decodes: 20 (i + 1) s
+        rows += [[p, d, b, t, "20261130T000000-b", 1.0, "schedule"], [p, d, b, t, "20261201T000000-c", 99.0, "answer"]]
+    path = tmp_path / "speed.csv"
+    with open(path, "w", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    times = eta.speed_recorded(str(path))
+    line = next(r for r in eta.lines(["hour"], times) if r.name == "batch schedule")
+    total = sum(20.0 * (i + 1) for i in range(len(jobs)))
+    assert (line.seconds, line.source, eta.when(line.run)) == (total, "speed.csv's timed decodes", "2026-11-29")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / (plan.schedule_marker(jobs[0][0], jobs[0][2]) + ".done")).touch()
+    line = next(r for r in eta.lines(["hour"], times, str(out)) if r.name == "batch schedule")
+    assert line.seconds == total - 20.0 and line.done == 1
+    del times[eta.speed_key(*jobs[-1][:3], jobs[-1][4])]
+    assert next(r for r in eta.lines(["hour"], times) if r.name == "batch schedule").seconds is None
+    assert "speed.csv's timed decodes" in eta.render(eta.lines(["hour"], eta.speed_recorded(str(path))), ["hour"], "t")

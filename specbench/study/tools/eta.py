@@ -11,6 +11,8 @@ recorded run times, and the total (``scripts/full_study.sh`` prints it first).
   records only what it had left), dated by its run; a sweep is matched by its preset and overrides
   (the words after ``sweep=`` in its step message), any other step by its message.  A step never
   recorded says "no recorded time" and the total counts it apart.
+* A step of speed runs never recorded as a step (the batch schedule) is expected to take its jobs'
+  timed decodes in ``--speed`` (``speed_recorded``: each job's longest run there), where every job has one.
 * ``--out``: a resumed run's output folder: a sweep's jobs already finished there (its folder under
   ``--out``) are counted, and its expected time is scaled to the jobs left; so are a fixed step's
   that counts jobs by their once-markers (the batch-size schedule: ``plan.schedule_jobs``).
@@ -41,6 +43,13 @@ class Step:
     message: str
     phase: str = "hour"
     markers: tuple[str, ...] = ()  # one once-marker ($OUT/NAME.done) per job, where the step counts jobs
+    # per marker, the key of its job's timed decodes in speed.csv (``speed_recorded``), where the job is a speed run
+    speed_keys: tuple[tuple, ...] = ()
+
+
+def speed_key(pair: str, dataset: str, batch_size, max_new_tokens) -> tuple:
+    """A schedule speed run's key in ``recorded``'s dict (``speed_recorded``)."""
+    return ("speed", str(pair), str(dataset), int(batch_size), int(max_new_tokens))
 
 
 HOUR, EXTENDED, POWER90 = "hour", "extended", "power90"
@@ -63,6 +72,7 @@ STEPS: tuple[Step | str, ...] = (  # a phase's name stands for its plan sweeps, 
         "study: the batch-size schedule, interleaved (specbench.study.tools.speed +speed_candidates=schedule per pair "
         "and batch size)",
         markers=tuple(plan.schedule_marker(p, b) for p, _d, b, _n, _t in plan.schedule_jobs()),
+        speed_keys=tuple(speed_key(p, d, b, t) for p, d, b, _n, t in plan.schedule_jobs()),
     ),
     Step(
         "calibrate n-gram",
@@ -132,6 +142,30 @@ def recorded(path: str) -> dict[tuple, tuple[float, str]]:
     return out
 
 
+def speed_recorded(path: str) -> dict[tuple, tuple[float, str]]:
+    """``speed_key`` -> (the longest run's seconds, its run id) of the schedule runs in a speed.csv (the
+    interleaved benchmark's rows, ``roster`` schedule): a run's timed decodes summed (``wall_s``; its model
+    load and warm-up decodes are not in it).  A step of such runs that run_times.csv never recorded (the
+    full study's batch schedule) is expected to take what its jobs took there."""
+    runs: dict[tuple, float] = {}
+    if not os.path.exists(path):
+        return {}
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row.get("roster") != "schedule":
+                continue
+            try:
+                key = speed_key(row["pair"], row["dataset"], float(row["batch_size"]), float(row["max_new_tokens"]))
+                runs[(key, row["run_id"])] = runs.get((key, row["run_id"]), 0.0) + float(row["wall_s"])
+            except (KeyError, TypeError, ValueError):
+                continue
+    out: dict[tuple, tuple[float, str]] = {}
+    for (key, run), seconds in runs.items():
+        if key not in out or seconds > out[key][0]:
+            out[key] = (seconds, run)
+    return out
+
+
 @dataclass
 class Line:
     part: str
@@ -140,15 +174,21 @@ class Line:
     done: int
     seconds: float | None
     run: str
+    source: str = ""  # where the expected time comes from, beside run_times.csv
 
 
 def fixed_line(step: Step, times: dict, out: str | None) -> Line:
     """A fixed step's line: its jobs and those finished in ``out`` where it counts them by markers."""
     sec, run = times.get(step_key(step.message), (None, ""))
     jobs = len(step.markers) or None
-    done = sum(os.path.exists(os.path.join(out, m + ".done")) for m in step.markers) if out else 0
+    finished = [out is not None and os.path.exists(os.path.join(out, m + ".done")) for m in step.markers]
+    done = sum(finished)
     if sec is not None and jobs:
         sec = sec * (jobs - done) / jobs
+    each: list[tuple[float, str]] = [times[k] for k in step.speed_keys if k in times]
+    if sec is None and each and len(each) == len(step.speed_keys):  # never a step: its speed runs' timed decodes
+        left = sum(e[0] for e, f in zip(each, finished) if not f)
+        return Line("-", step.name, jobs, done, left, max(e[1] for e in each), "speed.csv's timed decodes")
     return Line("-", step.name, jobs, done, sec, run)
 
 
@@ -187,7 +227,9 @@ def plural(n: int, word: str) -> str:
 
 
 def when(run: str) -> str:
-    """The date of a run id (its start, epoch seconds), else the id itself."""
+    """The date of a run id (its start, epoch seconds, or a job's run id: YYYYMMDDTHHMMSS-...), else the id itself."""
+    if re.match(r"\d{8}T\d{6}", run):
+        return f"{run[:4]}-{run[4:6]}-{run[6:8]}"
     try:
         return datetime.datetime.fromtimestamp(int(run), datetime.timezone.utc).strftime("%Y-%m-%d")
     except (ValueError, OverflowError, OSError):
@@ -197,12 +239,14 @@ def when(run: str) -> str:
 def render(rows: list[Line], phases, times_path: str, width: int = 60) -> str:
     """The plan as text: one line per step, then the total."""
     head = f"The study's plan (phases: {', '.join(phases)}; "
-    out = [head + f"expected times: the longest recorded run of each step in {times_path})"]
+    beside = "; a step never recorded as one: its jobs' own records, as named" if any(r.source for r in rows) else ""
+    out = [head + f"expected times: the longest recorded run of each step in {times_path}{beside})"]
     out.append(f"  {'part':<11} {'step':<{width}} {'jobs':>12}  expected")
     for r in rows:
         name = r.name if len(r.name) <= width else r.name[: width - 3] + "..."
         jobs = "-" if r.jobs is None else f"{r.jobs:,}" + (f" ({r.done:,} done)" if r.done else "")
-        exp = "no recorded time" if r.seconds is None else f"{duration(r.seconds)} (recorded {when(r.run)})"
+        source = f", {r.source}" if r.source else ""
+        exp = "no recorded time" if r.seconds is None else f"{duration(r.seconds)} (recorded {when(r.run)}{source})"
         out.append(f"  {r.part:<11} {name:<{width}} {jobs:>12}  {exp}")
     known = [r.seconds for r in rows if r.seconds is not None]
     unknown = len(rows) - len(known)
@@ -219,6 +263,7 @@ def main(argv=None) -> None:
     ap.add_argument("--phases", default=HOUR, help="comma-separated: hour, extended, power90 (tiny: --sweeps)")
     ap.add_argument("--sweeps", action="store_true", help="the phases' sweeps alone (scripts/run_plan.sh)")
     ap.add_argument("--times", default="results/run_times.csv", help="recorded run times (run, step, seconds)")
+    ap.add_argument("--speed", default="results/speed.csv", help="the speed benchmark's rows (its schedule runs)")
     ap.add_argument("--out", default=None, help="the run's output folder: count the jobs it has finished")
     ap.add_argument("overrides", nargs="*", help="the overrides every sweep gets (hydra/launcher=...)")
     a = ap.parse_args(argv)
@@ -231,7 +276,7 @@ def main(argv=None) -> None:
         )
         sys.exit(2)
     try:
-        times = recorded(a.times)
+        times = {**speed_recorded(a.speed), **recorded(a.times)}
     except (ValueError, OSError) as e:
         print(f"specbench: error: {e}", file=sys.stderr)
         sys.exit(2)
