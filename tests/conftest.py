@@ -214,11 +214,14 @@ SHARED_FIXTURES = {"two_sweeps", "basic_rows", "table", "sweep", "built", "big",
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group marks
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (scripts/test.sh runs ``-n auto --dist loadgroup``) the tests that load
-    the installed models share one worker, so each real model is loaded and held once; so do a
-    module's tests that use one of its ``SHARED_FIXTURES``."""
+    the installed models share one worker, so each real model is loaded and held once; so do the SLURM
+    tests (two workers would start two local clusters on one port) and a module's tests that use one of its
+    ``SHARED_FIXTURES``."""
     for item in items:
         if item.get_closest_marker("real"):
             item.add_marker(pytest.mark.xdist_group("real"))
+        elif item.get_closest_marker("slurm"):  # one local cluster (scripts/slurm_local.sh: one port) at a time
+            item.add_marker(pytest.mark.xdist_group("slurm"))
         elif SHARED_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
