@@ -262,6 +262,21 @@ def test_the_answer_shows_the_cheapest_tie_and_keeps_runs_and_machines_apart():
     assert a[a.machine_id == "m2"].speedup.iloc[0] == pytest.approx(4, rel=0.05)
 
 
+def test_the_tie_shown_is_not_one_resolved_slower_than_plain_decoding_where_another_is_not():
+    def r(name, speedup, hi, drafted, tie=True):
+        return dict(candidate=name, speedup=speedup, hi=hi, drafted_per_step=drafted, tie=tie)
+
+    # the fastest includes 1x, the cheaper tie is resolved slower: the fastest is shown, not the cheaper
+    run = pd.DataFrame([r("chain N=4", 0.81, 1.10, 4), r("chain N=2", 0.65, 0.80, 2), r("chain N=1", 0.5, 0.6, 1, False)])
+    assert ss.pick(run).candidate == "chain N=4"
+    # every tie below 1x (a loss everywhere): the cheapest tie, as before
+    run = pd.DataFrame([r("chain N=4", 0.81, 0.95, 4), r("chain N=2", 0.75, 0.90, 2)])
+    assert ss.pick(run).candidate == "chain N=2"
+    # every tie at or above 1x: the cheapest tie
+    run = pd.DataFrame([r("chain N=4", 1.5, 1.7, 4), r("chain N=2", 1.4, 1.6, 2)])
+    assert ss.pick(run).candidate == "chain N=2"
+
+
 def speedup_csv(rows):
     base = dict(pair="p", dataset="d", engine="replay", verify="greedy", temperature=0, max_new_tokens=128)
     return pd.DataFrame([{**base, "cost_basis": "scored", **r} for r in rows])

@@ -125,7 +125,7 @@ def lead(rec: pd.DataFrame) -> str:
         f"{size}, timed on {machines}): each configuration and plain decoding decode the same prompts, "
         "interleaved in random order; speedup: the paired throughput ratio, 95% bootstrap interval over "
         f"prompts{controls.offset_clause(rec)}. Ties: a Bonferroni-adjusted paired difference to the fastest that includes 0; shown: of the "
-        f"ties, the one drafting the fewest tokens per step. Speculation pays (interval above 1×) in {pays} "
+        f"ties (those not below 1× first), the one drafting the fewest tokens per step. Speculation pays (interval above 1×) in {pays} "
         f"of the {len(rec)} measured rows."
     )
 
