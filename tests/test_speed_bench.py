@@ -267,7 +267,9 @@ def test_the_tie_shown_is_not_one_resolved_slower_than_plain_decoding_where_anot
         return dict(candidate=name, speedup=speedup, hi=hi, drafted_per_step=drafted, tie=tie)
 
     # the fastest includes 1x, the cheaper tie is resolved slower: the fastest is shown, not the cheaper
-    run = pd.DataFrame([r("chain N=4", 0.81, 1.10, 4), r("chain N=2", 0.65, 0.80, 2), r("chain N=1", 0.5, 0.6, 1, False)])
+    run = pd.DataFrame(
+        [r("chain N=4", 0.81, 1.10, 4), r("chain N=2", 0.65, 0.80, 2), r("chain N=1", 0.5, 0.6, 1, False)]
+    )
     assert ss.pick(run).candidate == "chain N=4"
     # every tie below 1x (a loss everywhere): the cheapest tie, as before
     run = pd.DataFrame([r("chain N=4", 0.81, 0.95, 4), r("chain N=2", 0.75, 0.90, 2)])
