@@ -230,3 +230,19 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, key):
     assert r.returncode == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and key in r.stderr
     assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize(
+    "rates, seconds",
+    [  # the 'key' grid's recorded seconds (results/run_times.csv) and the 64-row rates of the host that ran it
+        ({"bfloat16": {"64": 282.6}, "float32": {"64": 61.4}}, 43),  # AVX-512 EPYC
+        ({"bfloat16": {"64": 797.7}, "float32": {"64": 235.9}}, 23),  # Xeon with AMX
+        ({"bfloat16": {"64": 20.9}, "float32": {"64": 79.9}}, 263),  # AVX2-only EPYC: bf16 emulated
+    ],
+)
+def test_the_attention_grid_is_planned_at_both_dtypes_rates(rates, seconds):
+    """The grid times bf16 and fp32: on the AVX2-only host its slow bf16 sets its time, which the best
+    rate alone put at 160 s (1.6x short); the fit is within 10% of each host's recorded run."""
+    prof = budget.PROFILES["real"]
+    assert budget.grid_s("key", rates, prof) == pytest.approx(seconds, rel=0.1)
+    assert budget.grid_s("default", rates, prof) / budget.grid_s("key", rates, prof) == pytest.approx(660 / 40)

@@ -132,3 +132,20 @@ def test_another_machines_curve_is_stated_apart_on_the_hardware_page():
     text = hardware.other_sentence(pts)
     assert "a in bfloat16 on cpu (CPU B (AVX512), 2 cores): t(1) " in text and "kept apart" in text
     assert hardware.other_points(every.assign(machine_id="amd"), cc.one_per_curve(every.assign(machine_id="amd"))).empty
+
+
+def test_two_points_of_one_device_in_a_phase_panel_are_labelled_apart():
+    """The phase diagram's markers: one panel with a float32 curve of one CPU and a bfloat16 curve of another names
+    each by dtype and machine (both read 'cpu' before); a lone point keeps its device's name."""
+    from specbench.report import hardware_page
+
+    pts = pd.DataFrame(
+        dict(pair="a", device=["cpu", "cpu", "cuda"], dtype=["float32", "bfloat16", "float16"], r=0.3, m=0.1,
+             weights="pretrained", machine=["AMD EPYC (AVX2), 2 cores", "AMD EPYC (AVX512), 2 cores", "H200"])
+    )  # fmt: skip
+    assert hardware_page.point_labels(pts) == [
+        "cpu float32, AMD EPYC (AVX2)",
+        "cpu bfloat16, AMD EPYC (AVX512)",
+        "cuda",
+    ]
+    assert hardware_page.point_labels(pts.iloc[:1].assign(weights="random")) == ["cpu (random weights)"]

@@ -88,6 +88,21 @@ def _label_regions(ax, code: np.ndarray, names: list[str]) -> None:
                 bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.75))  # fmt: skip
 
 
+def point_labels(pts: pd.DataFrame) -> list[str]:
+    """One panel's marker labels: each point's device, and where the panel has several on one device, its
+    dtype and machine too ('cpu float32, AMD EPYC (AVX2)'), so no two points read alike."""
+    if pts.empty:
+        return []
+    several = pts.device.astype(str).duplicated(keep=False)
+    machine = pts.machine.fillna("").astype(str) if "machine" in pts else pd.Series("", index=pts.index)
+    out = []
+    for (_i, pt), many, m in zip(pts.iterrows(), several, machine):
+        dev = str(pt["device"])  # pt.dtype would be the Series' own
+        name = f"{dev} {pt['dtype']}, {m.split(', ')[0]}".rstrip(", ") if many else dev
+        out.append(name + (" (random weights)" if pt.get("weights") == "random" else ""))
+    return out
+
+
 def fig_phase(a: pd.DataFrame, points: pd.DataFrame) -> figures.Fig | None:
     """At most four panels (`phase_panels`): the modelled best tree over (r, m), each region
     labelled, plain decoding where no tree beats it, each measured machine's point."""
@@ -114,13 +129,12 @@ def fig_phase(a: pd.DataFrame, points: pd.DataFrame) -> figures.Fig | None:
             _label_regions(ax, code, names)
             for n in names:
                 shapes.setdefault(n.split(" N=")[0], _shape_colour(n.split(" N=")[0]))
-            pair = g.pair.iloc[0]
-            for pt in points[points.pair == pair].to_dict("records") if len(points) else []:
+            mine = points[points.pair == g.pair.iloc[0]] if len(points) else pd.DataFrame()
+            for pt, name in zip(mine.to_dict("records"), point_labels(mine)):
                 xy = (max(pt["r"], RS[0]), pt["m"])  # a drafter without a model (r = 0) at the left edge
                 mk = MACHINE_MARKERS.get(str(pt.get("device")), "X")
                 ax.plot(*xy, ls="none", marker=mk, ms=12, mfc="white", mec="black", mew=1.5, zorder=6)
-                ax.annotate(f"{pt.get('device', '')}" + (" (random weights)" if pt.get("weights") == "random" else ""),
-                            xy, fontsize=8, xytext=(8, -12), textcoords="offset points", fontweight="bold", zorder=6,
+                ax.annotate(name, xy, fontsize=8, xytext=(8, -12), textcoords="offset points", fontweight="bold", zorder=6,
                             bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="black", lw=0.5))  # fmt: skip
             ax.set(xscale="log", yscale="log", xlabel="draft / target cost ratio r", ylabel="marginal cost per token m")
             ax.set_title(title, fontsize=10, fontweight="bold")

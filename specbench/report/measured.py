@@ -57,9 +57,9 @@ def built(r: dict) -> str:
 def verdict(r: dict) -> str:
     if not r["controls_hold"]:
         return "a control failed: not ranked"
-    if r["lo"] > 1:
+    if r["pays"]:
         return "pays"
-    return "slower than plain decoding" if r["hi"] < 1 else "includes 1×"
+    return "slower than plain decoding" if r["slower"] else "includes 1×"
 
 
 def replay_metrics(rows: pd.DataFrame, r: dict) -> dict:
@@ -124,8 +124,8 @@ def lead(rec: pd.DataFrame) -> str:
         f"**Measured** (the interleaved speed benchmark, `python -m specbench.study.tools.speed`; batch 1, greedy, "
         f"{size}, timed on {machines}): each configuration and plain decoding decode the same prompts, "
         "interleaved in random order; speedup: the paired throughput ratio, 95% bootstrap interval over "
-        f"prompts{controls.offset_clause(rec)}. Ties: a Bonferroni-adjusted paired difference to the fastest that includes 0; shown: of the "
-        f"ties (those not below 1× first), the one drafting the fewest tokens per step. Speculation pays (interval above 1×) in {pays} "
+        f"prompts{controls.offset_clause(rec)}. Ties: a Bonferroni-adjusted paired difference to the fastest that includes 0; shown: "
+        f"{speedstats.PICK_SHORT}. Speculation pays (interval above 1×) in {pays} "
         f"of the {len(rec)} measured rows."
     )
 

@@ -170,7 +170,7 @@ def candidates(w: pd.DataFrame) -> list[str]:
 def ranked(run: pd.DataFrame, level: float = LEVEL, spread: harness.Spread = harness.NONE) -> pd.DataFrame:
     """One run's candidates, fastest first: speedup with its interval, each one's difference to the
     fastest with a Bonferroni-adjusted interval (k = candidates - 1 comparisons fixed in advance),
-    ``tie`` (that interval includes 0, or it is the fastest), ``pays`` (lo > 1) and ``controls_hold``.
+    ``tie`` (that interval includes 0, or it is the fastest), ``pays`` (lo > 1), ``slower`` (hi < 1) and ``controls_hold``.
     Every interval is widened by the machine's per-process offsets (``spread``; ``results.harness``),
     divided among the runs pooled in ``run`` (``pooled_runs``)."""
     w = unit_sums(run)
@@ -196,7 +196,7 @@ def ranked(run: pd.DataFrame, level: float = LEVEL, spread: harness.Spread = har
     df["diff_to_best"] = [d[0] for d in diffs]
     df["diff_lo"], df["diff_hi"] = [d[1] for d in diffs], [d[2] for d in diffs]
     df["tie"] = (df.candidate == best) | (df.diff_lo <= 0)
-    df["pays"] = df.lo > 1
+    df["pays"], df["slower"] = df.lo > 1, df.hi < 1  # resolved faster / slower than plain decoding
     df["n_units"], df["n_rounds"] = len(w), int(run["round"].nunique())
     df["controls_hold"] = all(c["holds"] for c in controls(w, spread, k))
     df["spread"], df["spread_plain"], df["spread_runs"] = spread.tree, spread.plain, spread.runs
@@ -221,7 +221,7 @@ def pick(r: pd.DataFrame) -> pd.Series:
     (where any is), the fewest draft tokens per step (the cheapest to verify, and the one that loses
     least as the batch grows), then the faster."""
     t = r[r.tie]
-    t = t[t.hi >= 1] if (t.hi >= 1).any() else t
+    t = t[~t.slower] if (~t.slower).any() else t
     t = t.sort_values(["drafted_per_step", "speedup"], ascending=[True, False], kind="mergesort")
     return t.iloc[0]
 
@@ -230,6 +230,7 @@ PICK_RULE = (
     "among the configurations that tie the fastest, the one drafting the fewest tokens per step (of those not "
     "resolved slower than plain decoding, where any is)"
 )
+PICK_SHORT = "of the ties (those not below 1× first), the one drafting the fewest tokens per step"  # PICK_RULE, brief
 
 
 def latest_runs(speed: pd.DataFrame) -> pd.DataFrame:

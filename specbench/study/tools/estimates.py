@@ -16,7 +16,8 @@ measured rate for its forward width, plus each process's start and model load:
 * ``speed``: per pair x dataset, ``prompts`` x ``tokens`` decodes of plain decoding, its A/A copy,
   each candidate and the first one's twin, each token one target decode step (a tree step's
   drafts and wider forward cost about the steps it saves);
-* ``attention``: the tree-attention grid's time on a reference machine, scaled by the rates; it runs
+* ``attention``: the tree-attention grid's time on a reference machine, scaled by the rates of both dtypes
+  it times (``grid_s``: fitted on three hosts' recorded runs); it runs
   before the speed step, so what it takes beyond its ETA comes out of the speed step's prompts;
 * ``collect``, ``ceiling``, ``report``: fixed, or more on a machine slower at Python work
   (``fixed_steps``: the machine's measured ``python_s``, hosts of one kind differ 2.6x in the report).
@@ -33,10 +34,14 @@ PROMPT_TOKENS = 200  # a prompt's tokens (padded), for prefill estimates: the lo
 # each further one at the measured 64-row rate, both this machine's (machine.json).  Checked on
 # results/costs.csv (1..128 tokens at KV 128) against the rates of the machine that measured it
 # (results/default_run.json's): 0.96-1.21x the measured seconds for the 1.5B target, 0.73-0.87x for the 0.5B.
-# the attention grids' seconds (Profile.grid_s) were timed where a 64-row bf16 matmul ran this fast:
-# 'key' 36 s in the default run of results/run_times.csv on the 319 GFLOP/s machine of default_run.json
-# ('default': an earlier run of the whole grid); a slower machine's grid scales by its 64-row rate
-REF_GFLOPS = 319.0
+# The attention grids (Profile.grid_s: 'key' ~40 s, 'default' 660 s, timed on the AVX-512 EPYC whose 64-row
+# rates were REF_RATES) time both dtypes, so a grid's seconds are a fixed part (process, compiles, checks) and
+# one part per dtype at that dtype's 64-row rate.  The 'key' grid's seconds in results/run_times.csv fit
+# GRID_FIT exactly on three hosts: 43 s (AVX-512 EPYC, bf16 283 / fp32 61 GFLOP/s), 23 s (Xeon with AMX,
+# 798 / 236) and 263 s (AVX2-only EPYC, 21 / 80; by the best rate alone: 160 s); a grid scales by the fit's
+# seconds on this machine over its seconds at REF_RATES
+GRID_FIT = {"fixed": 13.7, "bfloat16": 5025.0, "float32": 707.0}
+REF_RATES = {"bfloat16": {"64": 319.0}, "float32": {"64": 70.0}}
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,7 @@ PROFILES = {
 
 def forward_s(model: str | None, width: int, rate: dict) -> float:
     """One forward of ``width`` tokens: the first token at the 1-row rate (a decode step reads every
-    weight once), each further one at the 64-row rate (see ``REF_GFLOPS``'s comment above)."""
+    weight once), each further one at the 64-row rate (see the comment on ``PROMPT_TOKENS`` above)."""
     if model is None:
         return 0.0
     flop = 2 * params(model)
@@ -159,6 +164,16 @@ def speed_s(pair: str, n_candidates: int, prompts: int, prof: Profile, rate: dic
     )
 
 
-def grid_s(grid: str, rates: dict, prof: Profile) -> float:
+def grid_fit_s(rates: dict) -> float:
+    """The 'key' grid's seconds at ``rates`` (GRID_FIT); a dtype not measured runs at the best measured rate."""
     best = max(float(r["64"]) for r in rates.values())
-    return prof.grid_s[grid] * max(1.0, REF_GFLOPS / best) if grid != "tiny" else prof.grid_s[grid]
+    return GRID_FIT["fixed"] + sum(
+        w / float(rates.get(dt, {"64": best})["64"]) for dt, w in GRID_FIT.items() if dt != "fixed"
+    )
+
+
+def grid_s(grid: str, rates: dict, prof: Profile) -> float:
+    """The attention grid's seconds on a machine of ``rates``: its reference seconds scaled by ``grid_fit_s``."""
+    if grid in ("tiny", "none"):
+        return prof.grid_s[grid]
+    return prof.grid_s[grid] * grid_fit_s(rates) / grid_fit_s(REF_RATES)
