@@ -93,7 +93,7 @@ while read -r job; do
   once "recheck_$i" $PY -m specbench.run $job out_root="$OUT/recheck" hydra.run.dir="$OUT/recheck/$i" < /dev/null
 done < "$OUT/recheck_jobs.txt"
 once recheck_compare $PY -m specbench.study.tools.recheck compare --results "$RESULTS" --runs "$OUT/recheck" \
-  --out "$RESULTS/acceptance_check.csv"
+  --out "$RESULTS/acceptance_check.csv" --machine "$OUT/machine.json"
 
 GRID=$(get grid)
 step "tree-attention benchmark, grid=$GRID (attention.csv)"

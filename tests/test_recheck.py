@@ -223,3 +223,31 @@ def test_the_tiny_pair_is_re_derived_identically_at_batch_2_and_a_changed_commit
     # the plan's --only: a hash outside the sample is refused in one line, exit 2
     r = subprocess.run([sys.executable, "-m", *args, "--only", "nope"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 2 and "--only" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_check_on_one_machine_keeps_another_machines_and_the_report_reads_the_runs_own(tmp_path):
+    """acceptance_check.csv keeps each machine's last check: a new check replaces its own machine's rows only
+    (and rows that name none), and the report states the default run's machine's check, the other apart."""
+    from specbench.report import defaultrun
+
+    def check(mid, identical, n=2):
+        rows = pd.DataFrame(dict(config_hash="h", pair="p", tree="chain", budget=4, dataset="d", prompt_id=range(n)))
+        rows = rows.assign(found=True, steps=4, committed_steps=4, emitted=4, committed_emitted=4)
+        return rows.assign(identical=identical, batch=1, machine_id=mid, machine=f"CPU {mid}, 2 cores")
+
+    legacy = check("x", True).drop(columns=["machine_id", "machine"])
+    assert recheck.kept_beside(legacy, check("a", True)).machine_id.tolist() == ["a", "a"]
+    both = recheck.kept_beside(check("a", True), check("b", False, 3))
+    assert both.machine_id.tolist() == ["b"] * 3 + ["a"] * 2
+    again = recheck.kept_beside(both, check("a", True, 1))  # a's new check replaces a's old one, b's stays
+    assert again.machine_id.tolist() == ["a", "b", "b", "b"]
+    rec = dict(profile="real", machine="CPU a, 2 cores", machine_id="a", dtype="float32", minutes=45, planned_s=60,
+               covered="x", rates_gflops={})  # fmt: skip
+    full = defaultrun.sentence(rec, again)
+    assert "recheck` writes): acceptance-sample check: PASS: 1 configurations, 1 prompts" in full
+    assert full.endswith(
+        "Kept beside it, the last check on CPU b, 2 cores: acceptance-sample check: FAIL: 3 of 3 prompts differ, in 1 of 1 configurations; tokens per step moved in none of the 1 (paired 95% intervals)."
+    )
+    brief = defaultrun.sentence(rec, again, brief=True)
+    assert "PASS: 1 configurations, 1 prompts" in brief and "CPU b" not in brief
+    assert "no acceptance-sample check" in defaultrun.sentence({**rec, "machine_id": "c"}, again, brief=True)

@@ -67,6 +67,21 @@ def test_each_step_gets_its_longest_recorded_run_matched_by_preset_and_overrides
     assert f"{jobs:,}" in text.splitlines()[-1]
 
 
+def test_each_recorded_time_names_the_machine_that_ran_it_where_its_rows_name_one(tmp_path):
+    """Parts of the full study are recorded on machines of different speed: each step's time says which."""
+    path = tmp_path / "t.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["run", "step", "seconds", "machine"])
+        w.writerow(["1795700000", SETUP, "60", "AMD EPYC (AVX2), 2 cores, 2 threads, torch 2.13.0+cpu"])
+        w.writerow(["1795628679", COSTS, "41", ""])  # recorded before rows named their machine
+    on = eta.machines(str(path))
+    assert on == {"1795700000": "AMD EPYC (AVX2)"}
+    text = eta.render(eta.lines(["hour"], eta.recorded(str(path))), ["hour"], "t", on=on)
+    assert f"1 min 00 s (recorded {eta.when('1795700000')} on AMD EPYC (AVX2))" in text
+    assert f"41 s (recorded {eta.when('1795628679')})" in text
+
+
 def test_a_resumed_runs_finished_jobs_are_counted_and_its_time_scaled(times, tmp_path):
     ref, _, recorded = times
     names = sweepjobs.job_dirs(eta.plan_jobs(ref))

@@ -8,7 +8,7 @@ import os
 
 import pandas as pd
 
-from ..study.tools.recheck import verdict
+from ..study.tools.recheck import mine, others, verdict
 
 
 def read(results: str) -> dict | None:
@@ -23,7 +23,11 @@ def read(results: str) -> dict | None:
 
 def sentence(rec: dict | None, check: pd.DataFrame | None, brief: bool = False) -> str:
     """The run's budget, machine, dtype, plan and acceptance-sample check, or that none is recorded (``brief``:
-    the main page's: its machine, dtype and the check's headline; in full on the set-up page)."""
+    the main page's: its machine, dtype and the check's headline; in full on the set-up page).  The check is
+    the run's machine's; another machine's kept in the file is stated after it (in full only)."""
+    mid = rec.get("machine_id") if rec is not None else None
+    kept, check = (others(check, mid), mine(check, mid)) if mid else ([], check)
+    check = None if check is not None and check.empty else check
     if rec is not None and brief:
         checked = verdict(check, brief=True) if check is not None else "no acceptance-sample check"
         return (
@@ -49,4 +53,4 @@ def sentence(rec: dict | None, check: pd.DataFrame | None, brief: bool = False) 
         f"ran on {rec['machine']} in {rec['dtype']} ({why}{rate}), planned {int(rec['planned_s']) / 60:.0f} min "
         f"and covered {rec['covered']}. The acceptance-sample check as last run (results/acceptance_check.csv, "
         f"which the default run or `python -m specbench.study.tools.recheck` writes): {checked}."
-    )
+    ) + "".join(f" Kept beside it, the last check on {m}: {verdict(g, brief=True)}." for m, g in kept)

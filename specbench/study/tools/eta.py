@@ -8,8 +8,9 @@ recorded run times, and the total (``scripts/full_study.sh`` prints it first).
   sweep of a plan phase (``study.tools.plan``), with its jobs counted from its overrides
   (``study.job.sweepjobs``: no job config composed, no model, no torch).
 * A step's expected time is the longest recorded run of that step in ``--times`` (a resumed run
-  records only what it had left), dated by its run; a sweep is matched by its preset and overrides
-  (the words after ``sweep=`` in its step message), any other step by its message.  A step never
+  records only what it had left), dated by its run and named by its machine where its rows name one
+  (``machines``: parts may be recorded on machines of different speed); a sweep is matched by its
+  preset and overrides (the words after ``sweep=`` in its step message), any other step by its message.  A step never
   recorded says "no recorded time" and the total counts it apart.
 * A step of speed runs never recorded as a step (the batch schedule) is expected to take its jobs'
   timed decodes in ``--speed`` (``speed_recorded``: each job's longest run there), where every job has one.
@@ -142,6 +143,15 @@ def recorded(path: str) -> dict[tuple, tuple[float, str]]:
     return out
 
 
+def machines(path: str) -> dict[str, str]:
+    """run -> the machine that ran it, as its rows in a run-times CSV name it (its CPU and vector capability:
+    'AMD EPYC (AVX512)'); runs recorded before rows named their machine are left out."""
+    if not os.path.exists(path):
+        return {}
+    with open(path, newline="") as fh:
+        return {r["run"]: r["machine"].split(", ")[0] for r in csv.DictReader(fh) if r.get("machine") and r.get("run")}
+
+
 def speed_recorded(path: str) -> dict[tuple, tuple[float, str]]:
     """``speed_key`` -> (the longest run's seconds, its run id) of the schedule runs in a speed.csv (the
     interleaved benchmark's rows, ``roster`` schedule): a run's timed decodes summed (``wall_s``; its model
@@ -236,8 +246,9 @@ def when(run: str) -> str:
         return run
 
 
-def render(rows: list[Line], phases, times_path: str, width: int = 60) -> str:
-    """The plan as text: one line per step, then the total."""
+def render(rows: list[Line], phases, times_path: str, width: int = 60, on: dict | None = None) -> str:
+    """The plan as text: one line per step (``on``: run -> its machine, named where known: steps may be
+    recorded on machines of different speed), then the total."""
     head = f"The study's plan (phases: {', '.join(phases)}; "
     beside = "; a step never recorded as one: its jobs' own records, as named" if any(r.source for r in rows) else ""
     out = [head + f"expected times: the longest recorded run of each step in {times_path}{beside})"]
@@ -246,7 +257,12 @@ def render(rows: list[Line], phases, times_path: str, width: int = 60) -> str:
         name = r.name if len(r.name) <= width else r.name[: width - 3] + "..."
         jobs = "-" if r.jobs is None else f"{r.jobs:,}" + (f" ({r.done:,} done)" if r.done else "")
         source = f", {r.source}" if r.source else ""
-        exp = "no recorded time" if r.seconds is None else f"{duration(r.seconds)} (recorded {when(r.run)}{source})"
+        where = f" on {(on or {})[r.run]}" if r.run in (on or {}) else ""
+        exp = (
+            "no recorded time"
+            if r.seconds is None
+            else f"{duration(r.seconds)} (recorded {when(r.run)}{where}{source})"
+        )
         out.append(f"  {r.part:<11} {name:<{width}} {jobs:>12}  {exp}")
     known = [r.seconds for r in rows if r.seconds is not None]
     unknown = len(rows) - len(known)
@@ -280,7 +296,7 @@ def main(argv=None) -> None:
     except (ValueError, OSError) as e:
         print(f"specbench: error: {e}", file=sys.stderr)
         sys.exit(2)
-    print(render(lines(phases, times, a.out, a.overrides, a.sweeps), phases, a.times))
+    print(render(lines(phases, times, a.out, a.overrides, a.sweeps), phases, a.times, on=machines(a.times)))
 
 
 if __name__ == "__main__":

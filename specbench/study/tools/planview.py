@@ -118,13 +118,13 @@ def get(p: dict, key: str) -> str:
 
 def record(p: dict, check: str) -> dict:
     """results/default_run.json: what the default run covered, on which machine (the report's sentence)."""
-    import pandas as pd  # start-up: budget imports this module and the shell calls its `get` many times
-
-    from .recheck import verdict  # start-up: pandas, as pd above
+    from ...results.files import read_csv  # start-up: budget imports this module and the shell calls `get` often
+    from .recheck import mine, verdict  # start-up: pandas, as read_csv above
 
     m = p["machine"]
     costs = next(s for s in p["steps"] if s["step"] == "costs")
-    line = verdict(pd.read_csv(check)) if os.path.isfile(check) else "acceptance-sample check: not run"
+    rows = mine(read_csv(check), m.get("machine_id")) if os.path.isfile(check) else None
+    line = verdict(rows) if rows is not None and len(rows) else "acceptance-sample check: not run"
     keep = (
         "machine",
         "machine_id",

@@ -23,15 +23,17 @@ rows step by step.
   from the batch-32 one.)
 * ``compare``: each re-derived job's steps against the committed steps of its row's config hash
   and the same prompts, column by column (``COLUMNS``), one row per (configuration, prompt) into
-  ``--out`` (results/acceptance_check.csv), and ONE line: ``acceptance-sample check: PASS ...`` or
+  ``--out`` (results/acceptance_check.csv; each row names the machine, ``--machine``: another machine's
+  last check in the file is kept beside it), and ONE line: ``acceptance-sample check: PASS ...`` or
   ``FAIL`` naming what differs.  Exit 0 either way (the result is the CSV); 2 for bad input.
 
     python -m specbench.study.tools.recheck jobs --results results [--only HASH,...] --cache OUT/replay_cache \\
         > OUT/recheck_jobs.txt
     python -m specbench.study.tools.recheck compare --results results --runs OUT/recheck \\
-        --out results/acceptance_check.csv
+        --out results/acceptance_check.csv --machine OUT/machine.json
 
-torch-free: pandas, scipy, ``core``, ``results.files`` and ``study.tools.budget``'s model sizes.
+torch-free: pandas, scipy, ``core``, ``results.files`` and ``study.tools.budget``'s model sizes (``compare``
+without ``--machine`` reads this machine's identity: torch).
 """
 
 from __future__ import annotations
@@ -283,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("compare", help="the re-derived steps against the committed ones")
     c.add_argument("--results", default="results")
     c.add_argument("--runs", required=True, help="the folder the re-derived jobs wrote")
-    c.add_argument("--out", default="results/acceptance_check.csv")
+    c.add_argument("--out", default="results/acceptance_check.csv", help="other machines' checks in it are kept")
+    c.add_argument("--machine", default=None, help="the machine record (python -m specbench.inputs.machine --out)")
     args = ap.parse_args(argv)
     path = sample_file(args.results)
     if args.cmd == "jobs":
@@ -300,9 +303,51 @@ def main(argv: list[str] | None = None) -> int:
         refuse(f"--results: {steps_path} not found; the committed steps are what the sample is compared with")
     check = compare(read_csv(path), read_csv(steps_path), args.runs)
     if not check.empty:
-        atomic_write(args.out, csv_writer(check))
+        check = check.assign(**{k: where(args.machine)[k] for k in ("machine_id", "machine")})
+        old = read_csv(args.out) if os.path.isfile(args.out) else None
+        atomic_write(args.out, csv_writer(kept_beside(old, check)))
     print(verdict(check))
     return 0
+
+
+def where(path: str | None) -> dict:
+    """The machine that re-derived the sample: its record (``inputs.machine --out``), else this one's identity."""
+    if path is None:
+        from ...inputs.machine import identity  # heavy: torch, only where no record is given
+
+        return identity()
+    try:
+        with open(path, encoding="utf-8") as f:
+            rec = json.load(f)
+        return {k: str(rec[k]) for k in ("machine_id", "machine")}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        refuse(f"--machine={path}: not a machine record ({type(e).__name__}); run python -m specbench.inputs.machine")
+    raise AssertionError  # refuse exits
+
+
+def kept_beside(old: pd.DataFrame | None, check: pd.DataFrame) -> pd.DataFrame:
+    """The file after a check: this one, and every other machine's last check kept after it (a check on one
+    CPU never erases another's); rows that name no machine (a file from before checks named theirs) are replaced."""
+    if old is None or old.empty or "machine_id" not in old:
+        return check
+    mine = set(check.machine_id.astype(str))
+    other = old[old.machine_id.notna() & ~old.machine_id.astype(str).isin(mine)]
+    return pd.concat([check, other], ignore_index=True) if len(other) else check
+
+
+def mine(check: pd.DataFrame | None, machine_id: str | None) -> pd.DataFrame | None:
+    """The rows of ``machine_id``'s check (a file that names no machine: all its rows)."""
+    if check is None or "machine_id" not in check or not machine_id:
+        return check
+    return check[check.machine_id.astype(str) == str(machine_id)]
+
+
+def others(check: pd.DataFrame | None, machine_id: str | None) -> list[tuple[str, pd.DataFrame]]:
+    """(machine, rows) of every other machine's check kept in the file."""
+    if check is None or "machine_id" not in check:
+        return []
+    rest = check[check.machine_id.astype(str) != str(machine_id)]
+    return [(str(g.machine.iloc[0]), g) for _m, g in rest.groupby("machine_id", sort=True)]
 
 
 if __name__ == "__main__":
