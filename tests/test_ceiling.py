@@ -99,6 +99,29 @@ def test_a_runs_ceiling_reads_its_own_machines_costs_in_its_dtype_and_the_report
     assert text.count("**Run times.**") == 2 and text.index("on EPYC (AVX2)") < text.index("do not name")
 
 
+def test_a_machines_table_is_its_latest_run_and_those_that_resumed_it_never_a_step_from_another_run():
+    """A fresh run whose plan left the speed step out (0 s) is not filled from an earlier whole run of the same
+    machine; a resumed run (one chain: one $OUT's step times) is; earlier chains are totalled apart."""
+    costs = pd.DataFrame([{**r, "machine_id": "m"} for r in _costs("big", 1.28, 0.8)])
+    me = {"machine": "EPYC (AVX2)", "machine_id": "m", "run_dtype": None}
+    fwd = pd.DataFrame(columns=forwards.COLUMNS)
+
+    def run(rows):  # one $OUT folder's step times: its runs form one chain
+        return ceilings(pd.DataFrame(rows, columns=["run", "step", "seconds"]), fwd, costs, me)
+
+    earlier = run([[1, "set-up", 60], [1, "costs", 300], [1, "speed", 1200]]).drop(columns="chain")  # before chains
+    fresh = run([[5, "set-up", 700], [5, "costs", 900], [5, "speed", 0]])
+    text = run_times(pd.concat([earlier, fresh], ignore_index=True), costs)
+    assert "one run:" in text and "| speed | 0 | 0.0 |" in text and "| costs | 900 |" in text
+    assert "Total without the set-up, up to the report: 900 s" in text
+    assert "Earlier runs on this machine, kept in results/run_times.csv: 1 (without the set-up: 25.0 min)." in text
+    resumed = run([[7, "set-up", 50], [7, "costs", 400], [7, "speed", 0], [9, "set-up", 5], [9, "costs", 0]])
+    resumed = pd.concat([resumed, run([[9, "speed", 600]]).assign(chain="7")], ignore_index=True)
+    text = run_times(pd.concat([earlier, fresh, resumed], ignore_index=True), costs)
+    assert "2 runs (a later one resumed" in text and "| costs | 400 |" in text and "| speed | 600 |" in text
+    assert "kept in results/run_times.csv: 2 (without the set-up: 25.0 min, 15.0 min)." in text
+
+
 def test_the_cli_writes_run_times_and_the_report_names_each_step_below_its_ceiling(tmp_path):
     pd.DataFrame({"run": [1, 1, 1], "step": ["set-up", "wide", "narrow"], "seconds": [9, 100, 100]}).to_csv(
         tmp_path / "times.csv", index=False

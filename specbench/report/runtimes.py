@@ -21,18 +21,40 @@ def run_times(times: pd.DataFrame | None, costs: pd.DataFrame | None = None) -> 
     each model's widest forward on its ``costcurve.CEILING`` curve of ``costs``)."""
     if times is None or times.empty:
         return "_results/run_times.csv is absent: the steps' wall times of `bash run_all.sh` were not recorded._"
-    ids = times.machine_id.fillna("").astype(str) if "machine_id" in times else pd.Series("", index=times.index)
+    ids = (
+        times.machine_id.astype(object).fillna("").astype(str)
+        if "machine_id" in times
+        else pd.Series("", index=times.index)
+    )
     latest = ids[times.run.astype(str) == times.run.astype(str).max()].iloc[0] if "run" in times else ""
     order = [latest, *sorted(set(ids) - {latest})]  # the latest run's machine first, each machine its own table
     return "\n\n".join(_machine_table(times[ids == m], costs, m) for m in order)
 
 
+def chains(times: pd.DataFrame) -> pd.Series:
+    """Each row's chain: a run and the runs that resumed it (``study.tools.ceiling``'s ``chain``).  Rows from
+    before it was recorded: a run that names its machine is its own (each was a whole default run); the
+    runs that name none are one chain, as they were reported."""
+    run = pd.to_numeric(times.run, errors="coerce").astype("Int64").astype(str)
+    named = times.machine_id.notna() if "machine_id" in times else pd.Series(False, index=times.index)
+    legacy = run.where(named, "")
+    if "chain" not in times:
+        return legacy
+    chain = pd.to_numeric(times.chain, errors="coerce")
+    return chain.astype("Int64").astype(str).where(chain.notna(), legacy)
+
+
 def _machine_table(times: pd.DataFrame, costs: pd.DataFrame | None, machine_id: str) -> str:
-    """One machine's runs (per step the run that did its work), named by the machine (or as not recorded)."""
+    """One machine's latest chain of runs (per step the run that did its work), named by the machine (or as
+    not recorded), and the machine's earlier chains' totals."""
     name = times.machine.dropna().astype(str).iloc[0] if "machine" in times and times.machine.notna().any() else ""
     where = f"on {name}" if name else "on a machine its rows do not name (runs from before they recorded it)"
     if machine_id and costs is not None and "machine_id" in costs:
-        costs = costs[costs.machine_id.fillna("").astype(str) == machine_id]
+        costs = costs[costs.machine_id.astype(object).fillna("").astype(str) == machine_id]
+    chain = chains(times)
+    latest = chain[pd.to_numeric(times.run, errors="coerce").idxmax()] if "run" in times else ""
+    earlier = _earlier(times[chain != latest], chain[chain != latest])
+    times = times[chain == latest]
     runs = times.run.nunique() if "run" in times else 1
     per = times.loc[times.groupby("step", sort=False).seconds.idxmax()].reset_index(drop=True)
     per = per.reindex(columns=[*per.columns, *(c for c in CEILING if c not in per)])
@@ -61,8 +83,22 @@ def _machine_table(times: pd.DataFrame, costs: pd.DataFrame | None, machine_id: 
         )
         + ". "
         + ceiling_sentence(per[~setup])
+        + earlier
         + "\n\n"
         + md_table(rows, cols)
+    )
+
+
+def _earlier(times: pd.DataFrame, chain: pd.Series) -> str:
+    """The machine's earlier chains of runs, kept in run_times.csv: each one's total without the set-up."""
+    if times.empty:
+        return ""
+    study = times[~times.step.astype(str).str.startswith((SETUP_STEP, EXTENDED_STEP))]
+    totals = study.groupby(chain[study.index]).seconds.sum()
+    return (
+        f" Earlier runs on this machine, kept in results/run_times.csv: {len(totals)} (without the set-up: "
+        + ", ".join(f"{s / 60:.1f} min" for s in totals.sort_index())
+        + ")."
     )
 
 

@@ -10,7 +10,8 @@ ceiling / wall seconds: 1 is a step that only ran wide forwards.  What keeps a s
 cost curve at its mean width, an estimate: the curve is convex), and ``in_forwards`` = forward_s /
 wall seconds: near 1, the step is narrow forwards (decoding at batch 1, by design); far below 1, its
 time goes outside the models' forwards.  ``busiest`` and ``tokens_per_forward``: the model with the
-most tokens, and its mean forward width.
+most tokens, and its mean forward width.  ``chain``: the first run of ``--times`` (one $OUT folder: a run
+and the runs that resumed it; the report's table per machine is its latest chain).
 
     python -m specbench.study.tools.ceiling --times $OUT/step_times.csv --forwards $OUT/forwards.csv \\
         --costs results/costs.csv --out results/run_times.csv [--machine $OUT/machine.json --dtype float32]
@@ -32,7 +33,7 @@ from ...core.atomic import atomic_write, os_line
 from ...results.costcurve import CEILING, Curve, curves, one_per_curve
 
 COLUMNS = ["run", "step", "seconds", "forwards", "tokens", "ceiling_s", "ratio", "forward_s", "in_forwards"]
-COLUMNS += ["busiest", "tokens_per_forward", "unrated", "machine", "machine_id"]
+COLUMNS += ["busiest", "tokens_per_forward", "unrated", "machine", "machine_id", "chain"]
 
 
 def step_row(seconds: float, fwd: pd.DataFrame, by_model: dict[str, Curve]) -> dict:
@@ -70,7 +71,10 @@ def ceilings(
         fwd = forwards[(forwards.run.astype(str) == str(t.run)) & (forwards.step == t.step)]
         row = {"run": t.run, "step": t.step, "seconds": t.seconds, **step_row(t.seconds, fwd, by_model)}
         rows.append({**row, **named})
-    return pd.DataFrame(rows).reindex(columns=COLUMNS)
+    # chain: the first run of these times (one $OUT folder: a run and the runs that resumed it), so the report
+    # sets one run's steps together and never fills a step one run skipped from another run of the machine
+    chain = min(times.run.astype(str), key=lambda r: (len(r), r))
+    return pd.DataFrame(rows).assign(chain=chain).reindex(columns=COLUMNS)
 
 
 def read_machine(path: str | None, dtype: str | None) -> dict | None:
