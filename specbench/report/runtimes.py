@@ -50,7 +50,7 @@ def _machine_table(times: pd.DataFrame, costs: pd.DataFrame | None, machine_id: 
     name = times.machine.dropna().astype(str).iloc[0] if "machine" in times and times.machine.notna().any() else ""
     where = f"on {name}" if name else "on a machine its rows do not name (runs from before they recorded it)"
     if machine_id and costs is not None and "machine_id" in costs:
-        costs = costs[costs.machine_id.astype(object).fillna("").astype(str) == machine_id]
+        costs = costcurve.of_machine(costs, machine_id)
     chain = chains(times)
     latest = chain[pd.to_numeric(times.run, errors="coerce").idxmax()] if "run" in times else ""
     earlier = _earlier(times[chain != latest], chain[chain != latest])

@@ -199,7 +199,7 @@ def read(path: str, rule: Rule, key: str, role: str | None, dtype: str, device: 
 
 def _ids(costs: pd.DataFrame, col: str = "machine_id") -> pd.DataFrame:
     """``costs`` with ``device`` (cpu where unnamed) and ``m``: the row's ``col`` ("" where unnamed)."""
-    m = costs[col].fillna("").astype(str) if col in costs else pd.Series("", index=costs.index)
+    m = costs[col].astype(object).fillna("").astype(str) if col in costs else pd.Series("", index=costs.index)
     return costs.assign(m=m, device=costs.device.fillna("cpu") if "device" in costs else "cpu")
 
 

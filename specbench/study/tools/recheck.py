@@ -32,8 +32,8 @@ rows step by step.
     python -m specbench.study.tools.recheck compare --results results --runs OUT/recheck \\
         --out results/acceptance_check.csv --machine OUT/machine.json
 
-torch-free: pandas, scipy, ``core``, ``results.files`` and ``study.tools.budget``'s model sizes (``compare``
-without ``--machine`` reads this machine's identity: torch).
+torch-free: pandas, scipy, ``core``, ``results.files``, ``study.tools.budget``'s model sizes and ``ceiling``'s
+machine-record reader (``compare`` without ``--machine`` reads this machine's identity: torch).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from scipy import stats
 from ...core.args import Parser, refuse
 from ...core.atomic import atomic_write
 from ...results.files import csv_writer, read_csv
+from .ceiling import read_machine
 from .sizes import continuation_key, models, params, run_prompts  # noqa: F401  (run_prompts: its API)
 
 STRATA = ("pair", "tree", "frontier_rule", "dataset")
@@ -301,28 +302,24 @@ def main(argv: list[str] | None = None) -> int:
     steps_path = os.path.join(args.results, "steps.csv.gz")
     if not os.path.isfile(steps_path):
         refuse(f"--results: {steps_path} not found; the committed steps are what the sample is compared with")
+    machine = read_machine(args.machine, None)  # a bad record is refused before the comparison's work
     check = compare(read_csv(path), read_csv(steps_path), args.runs)
     if not check.empty:
-        check = check.assign(**{k: where(args.machine)[k] for k in ("machine_id", "machine")})
+        check = check.assign(**where(machine))
         old = read_csv(args.out) if os.path.isfile(args.out) else None
         atomic_write(args.out, csv_writer(kept_beside(old, check)))
     print(verdict(check))
     return 0
 
 
-def where(path: str | None) -> dict:
-    """The machine that re-derived the sample: its record (``inputs.machine --out``), else this one's identity."""
-    if path is None:
+def where(rec: dict | None) -> dict:
+    """The machine that re-derived the sample: its record (``--machine``, read by the ceiling step's reader
+    before any work), else this one's identity."""
+    if rec is None:
         from ...inputs.machine import identity  # heavy: torch, only where no record is given
 
-        return identity()
-    try:
-        with open(path, encoding="utf-8") as f:
-            rec = json.load(f)
-        return {k: str(rec[k]) for k in ("machine_id", "machine")}
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        refuse(f"--machine={path}: not a machine record ({type(e).__name__}); run python -m specbench.inputs.machine")
-    raise AssertionError  # refuse exits
+        rec = identity()
+    return {k: str(rec[k]) for k in ("machine_id", "machine")}
 
 
 def kept_beside(old: pd.DataFrame | None, check: pd.DataFrame) -> pd.DataFrame:
