@@ -145,6 +145,42 @@ def test_where_the_whole_cost_grid_crowds_out_the_answer_the_costs_measure_the_b
     assert budget.get(roomy, "costs_max_tokens") == "null" and "1-17" not in budget.sentence(roomy)
 
 
+def test_a_whole_cost_grid_that_overruns_the_budget_gives_way_to_the_narrow_one():
+    # the AVX2 EPYC's fresh clone of 2026-12-05 (4.3 / 25.0 GFLOP/s fp32): with no speed unit in reach the whole grid
+    # (1..128 tokens, ETA 17 min) was planned although it put the mandatory steps over the budget
+    prof, rates = budget.PROFILES["real"], {"bfloat16": {"1": 5.8, "64": 6.5}, "float32": {"1": 4.3, "64": 25.0}}
+    fixed = budget.fixed_steps(prof, 0.217)
+    whole = budget.plan(
+        dataclasses.replace(prof, narrow_tokens=128), rates, "float32", 31 * 60, UNITS[:1], SAMPLE, 0.217
+    )
+    p = budget.plan(prof, rates, "float32", 31 * 60, UNITS[:1], SAMPLE, python_s=0.217)
+    assert whole["over_budget"] and p["planned_s"] < whole["planned_s"]
+    costs = {s["step"]: s for s in p["steps"]}["costs"]
+    assert costs["max_tokens"] == prof.narrow_tokens and "the whole grid overran the budget" in budget.sentence(p)
+    assert {s["step"]: s["eta_s"] for s in p["steps"] if s["step"] in fixed} == fixed
+
+
+def test_the_fixed_steps_are_sized_by_this_machines_recorded_collect_over_its_python_work(tmp_path):
+    prof = budget.PROFILES["real"]
+    by_python = budget.fixed_steps(prof, 0.217)  # the python_s scaling: 1.67x the slow host's
+    mine = budget.fixed_steps(prof, 0.217, collect_s=249.0)
+    assert mine["collect"] == 249.0 and by_python["collect"] > 380
+    assert mine["report"] == pytest.approx(prof.slow_fixed_s["report"] * 249.0 / prof.slow_fixed_s["collect"])
+    quick = budget.fixed_steps(prof, 0.2, collect_s=76.0)  # a host that collects faster than the fixed estimate
+    assert quick["collect"] == 76.0 and quick["report"] < prof.fixed_s["report"]
+    step = "collect and the run's record (default_run.json)"
+    (tmp_path / "run_times.csv").write_text(
+        "run,step,seconds,machine_id\n"
+        f'1,"{step}",181,0042\n2,"{step}",249,0042\n3,"{step}",204,0042\n4,"{step}",0,0042\n'
+        f'5,"{step}",76,abc\n6,set-up,777,0042\n'
+    )
+    assert budget.recorded_collect(str(tmp_path), "0042") == 204.0  # its runs' median; a skipped step's 0 left out
+    assert budget.recorded_collect(str(tmp_path), "other") is None
+    assert budget.recorded_collect(str(tmp_path / "none"), "0042") is None
+    run_all = (ROOT / "scripts" / "default_run.sh").read_text()
+    assert f'step "{budget.COLLECT_STEP}' in run_all  # the step it reads is the one the default run records
+
+
 def test_the_sample_is_costed_at_its_committed_batch_and_shrinks_to_fit_dropping_the_dearest():
     prof = budget.PROFILES["real"]
     cost = {r["config_hash"]: sum(budget.sample_cost(r, FAST, prof)) for r in SAMPLE}

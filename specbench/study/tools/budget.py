@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from ...core.args import Parser, refuse
 from ...core.atomic import atomic_write, write_file
 from .estimates import (  # noqa: F401  (forward_s, sample_cost, PROMPT_TOKENS: its API, as the tests read it)
+    COLLECT_STEP,
     PROFILES,
     PROMPT_TOKENS,
     Profile,
@@ -157,16 +158,32 @@ def recheck_view(sample: list[dict], kept: list[dict], dropped: list[dict], rate
 
 
 def plan(
-    prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample: list[dict], python_s: float | None = None
+    prof: Profile,
+    rates: dict,
+    dtype: str,
+    budget_s: float,
+    units,
+    sample: list[dict],
+    python_s: float | None = None,
+    collect_s: float | None = None,
 ) -> dict:
     """What fits ``budget_s`` seconds (see the module's docstring): a JSON-ready dict.  The costs' whole grid,
     unless it leaves the first pair x dataset's speed short of its fewest prompts with all its candidates and
-    the narrow grid (``Profile.narrow_tokens``) leaves the speed benchmark more."""
-    whole = _plan(prof, rates, dtype, budget_s, units, sample, python_s)
-    if not units or _first_unit(whole) >= (prof.prompts[0], len(units[0][2])):
+    the narrow grid (``Profile.narrow_tokens``) leaves the speed benchmark more, or the whole grid overruns the
+    budget and the narrow one less.  ``python_s``, ``collect_s``: the fixed steps' (``fixed_steps``)."""
+    fixed = fixed_steps(prof, python_s, collect_s)
+    whole = _plan(prof, rates, dtype, budget_s, units, sample, fixed)
+    if not units or (_first_unit(whole) >= (prof.prompts[0], len(units[0][2])) and not whole["over_budget"]):
         return whole  # the whole curve ranks next after the first unit's fewest prompts with all its candidates
-    narrow = _plan(replace(prof, cost_tokens=prof.narrow_tokens), rates, dtype, budget_s, units, sample, python_s)
-    return narrow if covered(narrow)[:3] > covered(whole)[:3] else whole
+    narrow = _plan(replace(prof, cost_tokens=prof.narrow_tokens), rates, dtype, budget_s, units, sample, fixed)
+    if whole["over_budget"] and narrow["planned_s"] < whole["planned_s"]:
+        why = "overran the budget"
+    elif not whole["over_budget"] and covered(narrow)[:3] > covered(whole)[:3]:
+        why = "left the speed benchmark less"
+    else:
+        return whole
+    next(s for s in narrow["steps"] if s["step"] == "costs")["narrow_why"] = f"the whole grid {why}"
+    return narrow
 
 
 def _first_unit(p: dict) -> tuple[int, int]:
@@ -175,13 +192,10 @@ def _first_unit(p: dict) -> tuple[int, int]:
     return (units[0]["prompts"], len(units[0]["candidates"])) if units else (0, 0)
 
 
-def _plan(
-    prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample: list[dict], python_s: float | None
-) -> dict:
+def _plan(prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample: list[dict], fixed: dict) -> dict:
     rate = rates[dtype]
     first = [units[0][0]] if units else []
     floor = recheck_s(shrink(sample, rates, prof, 0.0)[0], rates, prof)
-    fixed = fixed_steps(prof, python_s)
     must = sum(fixed.values()) + floor + costs_s(first, rate, prof)
     fill = Fill(budget_s - must, open=budget_s >= must)
     costed = set(first)
@@ -280,8 +294,28 @@ def make(args) -> dict:
 
     rows = sample(sample_file(args.results))
     budget_s = args.minutes * 60 - args.spent
-    p = plan(prof, rec["rates_gflops"], dtype, budget_s, units, rows.to_dict("records"), rec.get("python_s"))
-    return {**p, "minutes": args.minutes, "spent_s": args.spent, "machine": rec, "covered": sentence(p)}
+    collect = recorded_collect(args.results, rec.get("machine_id"))
+    p = plan(prof, rec["rates_gflops"], dtype, budget_s, units, rows.to_dict("records"), rec.get("python_s"), collect)
+    by = f"this machine's recorded collect step ({collect:.0f} s, the median of its runs)" if collect else ""
+    by = by or f"the Python work it measured ({rec.get('python_s') or 0:.3f} s)"
+    return {**p, "minutes": args.minutes, "spent_s": args.spent, "machine": rec, "covered": sentence(p), "fixed_by": by}
+
+
+def recorded_collect(results_dir: str, machine_id) -> float | None:
+    """The median seconds of this machine's recorded collect steps in results/run_times.csv (``COLLECT_STEP``;
+    a step skipped by its marker records 0 and is left out), None where it has none."""
+    from ...results.files import read_csv  # start-up: pandas, as STRATA's above
+
+    path = os.path.join(results_dir, "run_times.csv")
+    if not machine_id or not os.path.isfile(path):
+        return None
+    t = read_csv(path)
+    if not {"machine_id", "step", "seconds"} <= set(t.columns):
+        return None
+    mine = t[(t["machine_id"].astype(str) == str(machine_id)) & t["step"].astype(str).str.startswith(COLLECT_STEP)]
+    seconds = mine["seconds"].astype(float)
+    seconds = seconds[seconds > 0]
+    return float(seconds.median()) if len(seconds) else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,8 +19,9 @@ measured rate for its forward width, plus each process's start and model load:
 * ``attention``: the tree-attention grid's time on a reference machine, scaled by the rates of both dtypes
   it times (``grid_s``: fitted on three hosts' recorded runs); it runs
   before the speed step, so what it takes beyond its ETA comes out of the speed step's prompts;
-* ``collect``, ``ceiling``, ``report``: fixed, or more on a machine slower at Python work
-  (``fixed_steps``: the machine's measured ``python_s``, hosts of one kind differ 2.6x in the report).
+* ``collect``, ``ceiling``, ``report``: scaled by this machine's own recorded collect step where it has one,
+  else fixed, or more on a machine slower at Python work (``fixed_steps``: the machine's measured ``python_s``,
+  hosts of one kind differ 2.6x in the report).
 """
 
 from __future__ import annotations
@@ -72,10 +73,19 @@ class Profile:
 
 
 SLOW_PYTHON_S = 0.13  # inputs.machine.python_s() on the host of Profile.slow_fixed_s
+# the default run's collect step (scripts/default_run.sh's message starts so); its recorded seconds on this machine
+COLLECT_STEP = "collect and the run's record"
 
 
-def fixed_steps(prof: Profile, python_s: float | None) -> dict:
-    """collect, ceiling and report's seconds on a machine whose Python work takes ``python_s``."""
+def fixed_steps(prof: Profile, python_s: float | None, collect_s: float | None = None) -> dict:
+    """collect, ceiling and report's seconds: where this machine has recorded its collect step (``collect_s``,
+    the median of its runs in results/run_times.csv), the slow host's steps scaled by it; else the larger of the
+    fixed and the slow host's scaled by the measured ``python_s``.  On the AVX2 EPYC, python_s read 0.13 to 0.22 s
+    within minutes while its collect took 181-249 s: the linear python_s scaling put 384 s on a 249 s collect and
+    600 s on a 309 s ceiling and report (2026-12-05), crowding out the speed benchmark."""
+    if collect_s and prof.slow_fixed_s.get("collect"):
+        scale = float(collect_s) / prof.slow_fixed_s["collect"]
+        return {k: prof.slow_fixed_s.get(k, v) * scale for k, v in prof.fixed_s.items()}
     scale = float(python_s or 0.0) / SLOW_PYTHON_S
     return {k: max(v, prof.slow_fixed_s.get(k, 0.0) * scale) for k, v in prof.fixed_s.items()}
 

@@ -56,7 +56,8 @@ def sentence(p: dict) -> str:
 def widths(costs: dict) -> str:
     """', forwards of 1-17 tokens' where the costs step measures a narrow curve, else ''."""
     most = costs.get("max_tokens")
-    return f", forwards of 1-{most} tokens: the whole grid left the speed benchmark less" if most else ""
+    why = costs.get("narrow_why", "the whole grid left the speed benchmark less")
+    return f", forwards of 1-{most} tokens: {why}" if most else ""
 
 
 def printout(p: dict, spent: float) -> str:
@@ -74,6 +75,8 @@ def printout(p: dict, spent: float) -> str:
             "attention": f"grid {s.get('grid')}",
         }.get(s["step"], "")
         lines.append(f"  {s['step']:<10} ETA {mmss(s['eta_s']):>7}  {what}")
+    if p.get("fixed_by"):
+        lines.append(f"  (collect, ceiling and report sized by {p['fixed_by']})")
     total = spent + p["planned_s"]
     lines.append(
         f"  total ETA {mmss(total)} of the {mmss(p['minutes'] * 60)} budget (SPECBENCH_MINUTES={p['minutes']:g})"
