@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 
 from conftest import ROOT, tiny_pair_overrides
 from specbench.study.tools import recheck
@@ -142,7 +143,7 @@ def _steps(chash: str, accepted: list[int], prompt: str = "p0") -> pd.DataFrame:
     )
 
 
-def test_compare_passes_identical_steps_and_names_what_differs(tmp_path):
+def test_compare_passes_identical_steps_and_names_what_differs(tmp_path, capsys):
     summary = summary_rows()
     committed = pd.concat([_steps("ngram_qwen-chain-he-4", [1, 0, 2]), _steps("ngram_qwen-chain-he-4", [3, 3], "p1")])
     job = tmp_path / "runs" / "1"
@@ -183,6 +184,23 @@ def test_compare_passes_identical_steps_and_names_what_differs(tmp_path):
     assert "he 2.800 committed, 2.800 here (-0.083 [-5.3" in two  # (+1/3 - 1/2) / 2
     assert len(line.splitlines()) == 1
     assert recheck.verdict(check.iloc[:0]).startswith("acceptance-sample check: FAIL: nothing")
+    # a steps.csv that no specbench.run job wrote in --runs: one line naming it and the key, nothing compared
+    (job / "other").mkdir()
+    pd.DataFrame({"prompt_id": ["p0"], "step": [0]}).to_csv(job / "other" / "steps.csv", index=False)
+    with pytest.raises(SystemExit) as e:
+        recheck.compare(summary, committed, str(tmp_path / "runs"))
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and "--runs: " in err and "no column accept_path" in err
+
+
+def test_compare_refuses_a_runs_folder_that_is_not_one(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        recheck.main(
+            ["compare", "--results", "results", "--runs", str(tmp_path / "none"), "--out", str(tmp_path / "c.csv")]
+        )
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and "--runs=" in err and "not a folder" in err
+    assert not (tmp_path / "c.csv").exists()
 
 
 def _run(args: list[str]) -> subprocess.CompletedProcess:

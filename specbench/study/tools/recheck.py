@@ -57,6 +57,7 @@ COLUMNS = ("tree_size", "tree_depth", "accepted", "emitted", "accept_path")  # p
 BUDGET = 4  # the budget sampled where a configuration has several: shapes differ there, and replay's cost hardly does
 SAME = ("pair", "tree", "tree_params", "budget", "verify", "temperature", "dataset", "seed", "max_new_tokens", "dtype")
 KEY = (*SAME, "engine", "batch_size")  # a re-derived row's committed one: the same configuration, engine and batch
+NEEDS = (*KEY, *COLUMNS, "prompt_id", "step")  # a re-derived steps.csv's columns that the comparison reads
 
 
 def sample_file(results: str) -> str:
@@ -171,6 +172,10 @@ def compare(summary: pd.DataFrame, steps: pd.DataFrame, runs: str) -> pd.DataFra
         if "paired" in path.split(os.sep):
             continue
         new = read_csv(path)
+        missing = sorted(set(NEEDS) - set(new.columns))
+        if missing:
+            refuse(f"--runs: {path} has no column {', '.join(missing)}: not a specbench.run job's steps.csv; "
+                   "give the folder the re-derived jobs alone wrote")  # fmt: skip
         chash = want.get(_key(new.head(1)).iloc[0]) if len(new) else None
         old = steps[steps.config_hash == chash] if chash else steps.iloc[:0]
         for pid, g in new.groupby("prompt_id", sort=True):
@@ -302,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     steps_path = os.path.join(args.results, "steps.csv.gz")
     if not os.path.isfile(steps_path):
         refuse(f"--results: {steps_path} not found; the committed steps are what the sample is compared with")
+    if not os.path.isdir(args.runs):
+        refuse(f"--runs={args.runs}: not a folder; give the folder the re-derived jobs wrote")
     machine = read_machine(args.machine, None)  # a bad record is refused before the comparison's work
     check = compare(read_csv(path), read_csv(steps_path), args.runs)
     if not check.empty:
