@@ -13,7 +13,8 @@
 # run, as many as the plan fits; compared step by step: one PASS/FAIL line, acceptance_check.csv); the
 # tree-attention grid the plan sized; the interleaved speed benchmark for the plan's pairs x datasets,
 # each stopping at the plan's deadline (so an earlier step's overrun costs prompts, not minutes);
-# collect; each step's time beside its ceiling; report.
+# the run's record; each step's time beside its ceiling; report.  No collect: no step writes a job folder
+# (each writes its own results/ file), and every committed row is kept as it is.
 # Every committed row this run does not re-measure is kept.  Resumable: a finished step leaves a
 # marker in $OUT and is skipped by the next run (start over: rm -r outputs/default).
 set -euo pipefail
@@ -114,9 +115,7 @@ while IFS=$'\t' read -r pair ds n tok cands after; do
     "+results_dir=$RESULTS" hydra.run.dir="$OUT/speed/${pair}_${ds}" < /dev/null
 done <<< "$(get speed)"
 
-step "collect and the run's record (default_run.json)"
-mkdir -p "$OUT/jobs"   # nothing new to merge: the steps above wrote their own files; committed rows are kept
-once collect $PY -m specbench.collect "$OUT/jobs" --out "$RESULTS"
+step "the run's record (default_run.json)"
 once record $PY -m specbench.study.tools.budget record "$PLAN" --check "$RESULTS/acceptance_check.csv" \
   --out "$RESULTS/default_run.json"
 step "each step's ceiling (run_times.csv), report"

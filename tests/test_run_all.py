@@ -23,7 +23,7 @@ STEPS = (
     "the acceptance-sample check",
     "the speed benchmark",
     "tree-attention benchmark",
-    "collect and the run's record",
+    "the run's record",
 )
 FILES = (
     "machine.json",

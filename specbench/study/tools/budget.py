@@ -296,7 +296,7 @@ def make(args) -> dict:
     budget_s = args.minutes * 60 - args.spent
     collect = recorded_collect(args.results, rec.get("machine_id"))
     p = plan(prof, rec["rates_gflops"], dtype, budget_s, units, rows.to_dict("records"), rec.get("python_s"), collect)
-    by = f"this machine's recorded collect step ({collect:.0f} s, the median of its runs)" if collect else ""
+    by = f"this machine's collect step of earlier runs ({collect:.0f} s, the median)" if collect else ""
     by = by or f"the Python work it measured ({rec.get('python_s') or 0:.3f} s)"
     return {**p, "minutes": args.minutes, "spent_s": args.spent, "machine": rec, "covered": sentence(p), "fixed_by": by}
 

@@ -19,9 +19,9 @@ measured rate for its forward width, plus each process's start and model load:
 * ``attention``: the tree-attention grid's time on a reference machine, scaled by the rates of both dtypes
   it times (``grid_s``: fitted on three hosts' recorded runs); it runs
   before the speed step, so what it takes beyond its ETA comes out of the speed step's prompts;
-* ``collect``, ``ceiling``, ``report``: scaled by this machine's own recorded collect step where it has one,
-  else fixed, or more on a machine slower at Python work (``fixed_steps``: the machine's measured ``python_s``,
-  hosts of one kind differ 2.6x in the report).
+* ``record``, ``ceiling``, ``report``: scaled by this machine's own recorded collect step where it has one
+  (``COLLECT_STEP``), else fixed, or more on a machine slower at Python work (``fixed_steps``: the machine's
+  measured ``python_s``; hosts of one kind differ 2.6x in the report).
 """
 
 from __future__ import annotations
@@ -63,28 +63,31 @@ class Profile:
     # one process's imports and model load: the batch-1 acceptance check of results/run_times.csv's last default
     # run (15 one-prompt processes in 284 s, their forwards 128 s of it) left ~10 s a process; 15 with the load
     load_s: float = 15.0
-    # collect: the default run's "collect and the run's record" step (98 s and 119 s in results/run_times.csv); ceiling
-    # and report (not in run_times.csv, which the ceiling step writes): python -m specbench.report took ~2-3 min
-    fixed_s: dict = field(default_factory=lambda: {"collect": 120.0, "ceiling": 10.0, "report": 180.0})
-    # the same steps on a host slower at Python (the AVX2 EPYC of 2026-12-02: collect 218 s, ceiling and report
-    # 355 s, where `python -m specbench.report` took 360 s against ~140 s on the AVX-512 host), scaled by the
-    # machine's measured `python_s` (inputs/machine.py) against that host's; a step takes the larger estimate
-    slow_fixed_s: dict = field(default_factory=lambda: {"collect": 230.0, "ceiling": 10.0, "report": 360.0})
+    # record: the run's record (default_run.json, a few seconds); ceiling and report (not in run_times.csv, which
+    # the ceiling step writes): python -m specbench.report took ~2-3 min
+    fixed_s: dict = field(default_factory=lambda: {"record": 10.0, "ceiling": 10.0, "report": 180.0})
+    # the same steps on a host slower at Python (the AVX2 EPYC of 2026-12-02: ceiling and report 355 s, where
+    # `python -m specbench.report` took 360 s against ~140 s on the AVX-512 host), scaled by the machine's
+    # measured `python_s` (inputs/machine.py) against that host's; a step takes the larger estimate
+    slow_fixed_s: dict = field(default_factory=lambda: {"record": 10.0, "ceiling": 10.0, "report": 360.0})
+    slow_collect_s: float = 230.0  # that host's collect step (COLLECT_STEP), which scales them where recorded
 
 
 SLOW_PYTHON_S = 0.13  # inputs.machine.python_s() on the host of Profile.slow_fixed_s
-# the default run's collect step (scripts/default_run.sh's message starts so); its recorded seconds on this machine
+# the default run's collect step until 2026-12-05 (a collect of no new job that rewrote the committed rows, 76-282 s:
+# the run no longer has it); its seconds in results/run_times.csv measure this machine's pandas work beside the
+# slow host's, where they are recorded
 COLLECT_STEP = "collect and the run's record"
 
 
 def fixed_steps(prof: Profile, python_s: float | None, collect_s: float | None = None) -> dict:
-    """collect, ceiling and report's seconds: where this machine has recorded its collect step (``collect_s``,
+    """record, ceiling and report's seconds: where this machine has recorded its collect step (``collect_s``,
     the median of its runs in results/run_times.csv), the slow host's steps scaled by it; else the larger of the
     fixed and the slow host's scaled by the measured ``python_s``.  On the AVX2 EPYC, python_s read 0.13 to 0.22 s
     within minutes while its collect took 181-249 s: the linear python_s scaling put 384 s on a 249 s collect and
     600 s on a 309 s ceiling and report (2026-12-05), crowding out the speed benchmark."""
-    if collect_s and prof.slow_fixed_s.get("collect"):
-        scale = float(collect_s) / prof.slow_fixed_s["collect"]
+    if collect_s and prof.slow_collect_s:
+        scale = float(collect_s) / prof.slow_collect_s
         return {k: prof.slow_fixed_s.get(k, v) * scale for k, v in prof.fixed_s.items()}
     scale = float(python_s or 0.0) / SLOW_PYTHON_S
     return {k: max(v, prof.slow_fixed_s.get(k, 0.0) * scale) for k, v in prof.fixed_s.items()}
@@ -101,7 +104,7 @@ PROFILES = {
         kv_lens=(16,),
         grids=("none", "tiny"),
         load_s=4.0,
-        fixed_s={"collect": 6.0, "ceiling": 3.0, "report": 40.0},
+        fixed_s={"record": 6.0, "ceiling": 3.0, "report": 40.0},
         slow_fixed_s={},
     ),
 }

@@ -76,7 +76,7 @@ def printout(p: dict, spent: float) -> str:
         }.get(s["step"], "")
         lines.append(f"  {s['step']:<10} ETA {mmss(s['eta_s']):>7}  {what}")
     if p.get("fixed_by"):
-        lines.append(f"  (collect, ceiling and report sized by {p['fixed_by']})")
+        lines.append(f"  (record, ceiling and report sized by {p['fixed_by']})")
     total = spent + p["planned_s"]
     lines.append(
         f"  total ETA {mmss(total)} of the {mmss(p['minutes'] * 60)} budget (SPECBENCH_MINUTES={p['minutes']:g})"
