@@ -125,7 +125,7 @@ def test_where_four_prompts_do_not_fit_the_projected_top_runs_on_fewer_before_th
     assert prof.least <= unit["prompts"] < prof.prompts[0] and unit["candidates"] == UNITS[0][2][:1]
     assert unit["dropped"] == UNITS[0][2][1:] and steps["attention"]["grid"] == "none" and not p["over_budget"]
     assert budget.speed_s("qwen_coder", 1, prof.prompts[0], prof, SLOW["float32"]) > unit["eta_s"]
-    assert f"{unit['prompts']} prompts x 64 tokens" in budget.sentence(p)
+    assert f"{unit['prompts']} prompt{'s' * (unit['prompts'] != 1)} x 64 tokens" in budget.sentence(p)
     assert budget.get(p, "speed").split("\t")[2] == str(unit["prompts"])  # the shell's dataset.limit
 
 

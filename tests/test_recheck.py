@@ -151,7 +151,7 @@ def test_compare_passes_identical_steps_and_names_what_differs(tmp_path, capsys)
     _steps("ngram_qwen-chain-he-4", [1, 0, 2]).assign(config_hash="other-hash").to_csv(job / "steps.csv", index=False)
     check = recheck.compare(summary, committed, str(tmp_path / "runs"))
     assert len(check) == 1 and check.identical.all() and check.config_hash.iloc[0] == "ngram_qwen-chain-he-4"
-    assert recheck.verdict(check).startswith("acceptance-sample check: PASS: 1 configurations, 1 prompts")
+    assert recheck.verdict(check).startswith("acceptance-sample check: PASS: 1 configuration, 1 prompt")
     assert "at batch 32)" in recheck.verdict(check)
     _steps("ngram_qwen-chain-he-4", [1, 1, 2]).to_csv(job / "steps.csv", index=False)
     check = recheck.compare(summary, committed, str(tmp_path / "runs"))
@@ -230,7 +230,7 @@ def test_the_tiny_pair_is_re_derived_identically_at_batch_2_and_a_changed_commit
     _run(["specbench.run", *shlex.split(line), "device=cpu", f"out_root={runs}"])
     out = tmp_path / "check.csv"
     cmp = ["specbench.study.tools.recheck", "compare", "--results", str(res), "--runs", str(runs), "--out", str(out)]
-    assert _run(cmp).stdout.startswith("acceptance-sample check: PASS: 1 configurations, 2 prompts")
+    assert _run(cmp).stdout.startswith("acceptance-sample check: PASS: 1 configuration, 2 prompts")
     check = pd.read_csv(out)
     assert check.identical.all() and set(check.batch) == {2} and set(check.committed_batch) == {2}
     steps = pd.read_csv(res / "steps.csv.gz")
@@ -262,10 +262,10 @@ def test_a_check_on_one_machine_keeps_another_machines_and_the_report_reads_the_
     rec = dict(profile="real", machine="CPU a, 2 cores", machine_id="a", dtype="float32", minutes=45, planned_s=60,
                covered="x", rates_gflops={})  # fmt: skip
     full = defaultrun.sentence(rec, again)
-    assert "recheck` writes): acceptance-sample check: PASS: 1 configurations, 1 prompts" in full
+    assert "recheck` writes): acceptance-sample check: PASS: 1 configuration, 1 prompt" in full
     assert full.endswith(
         "Kept beside it, the last check on CPU b, 2 cores: acceptance-sample check: FAIL: 3 of 3 prompts differ, in 1 of 1 configurations; tokens per step moved in none of the 1 (paired 95% intervals)."
     )
     brief = defaultrun.sentence(rec, again, brief=True)
-    assert "PASS: 1 configurations, 1 prompts" in brief and "CPU b" not in brief
+    assert "PASS: 1 configuration, 1 prompt" in brief and "CPU b" not in brief
     assert "no acceptance-sample check" in defaultrun.sentence({**rec, "machine_id": "c"}, again, brief=True)

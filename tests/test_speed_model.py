@@ -259,3 +259,48 @@ def test_validate_picks_each_static_shapes_best_and_the_overall_top(tmp_path):
         "pair=p dataset=d tree=chain tree.budget=2",
     ]
     assert main(["--speedup", str(tmp_path / "nope.csv")]) == 2
+
+
+def test_the_projection_reads_every_draw_at_once_as_it_would_one_by_one():
+    """``costmodel.projection`` reads all of a curve's draws in one product (``Curve.weights_at``); it
+    equals reading each draw in turn with ``Curve.at`` (sizes between, at and beyond the measured ones,
+    a lookup drafter and a model drafter), on the same prompt resamples."""
+    from specbench.report import costmodel
+
+    rng = np.random.default_rng(5)
+    sizes = np.array([1.0, 2.0, 4.0, 8.0, 16.0])
+
+    def curve(scale, beyond=False):
+        c = costcurve.Curve(sizes, tuple((scale * (1 + rng.random(5)) * n,) for n in sizes), (1.0,), beyond)
+        return c, c.draws(60)
+
+    c = costmodel.Counts(
+        emitted=rng.integers(5, 30, 6).astype(float),
+        draft_sizes=np.array([1, 3, 5]),
+        draft=rng.integers(0, 9, (6, 3)).astype(float),
+        verify_sizes=np.array([1, 5, 16, 24]),
+        verify=rng.integers(0, 9, (6, 4)).astype(float),
+        lookup=rng.random(6),
+        steps=np.full(6, 20.0),
+        derived=False,
+    )
+
+    def one_by_one(draft, target):  # the loop the product replaced: each draw's curve read by Curve.at
+        sums = []
+        for b in range(len(target[1])):
+            v = c.verify @ target[0].at(c.verify_sizes, target[1][b])
+            d = c.lookup if draft is None else c.draft @ draft[0].at(c.draft_sizes, draft[1][b])
+            sums.append((d + v, float(target[0].at(1, target[1][b]))))
+        stream = np.random.default_rng(costcurve.SEED)
+        reps = []
+        for total, base in sums[1:]:
+            w = np.bincount(stream.integers(0, 6, 6), minlength=6)
+            reps.append(w @ c.emitted * base / (w @ total))
+        return c.emitted.sum() * sums[0][1] / sums[0][0].sum(), *np.percentile(reps, [2.5, 97.5])
+
+    for draft, target in [(curve(0.01), curve(0.1)), (None, curve(0.1, beyond=True))]:
+        got = costmodel.projection(c, draft, target)
+        assert [got["projected"], got["projected_lo"], got["projected_hi"]] == pytest.approx(
+            one_by_one(draft, target), rel=1e-12
+        )
+        assert got["projected_lo"] < got["projected"] < got["projected_hi"]

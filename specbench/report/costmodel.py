@@ -108,16 +108,18 @@ class StepCounts:
 
 
 def step_costs(c: Counts, draft: tuple[Curve, np.ndarray] | None, target: tuple[Curve, np.ndarray] | None):
-    """(draft seconds per prompt, verify seconds per prompt, plain decoding's seconds per
-    token) for one row of each curve's ``draws`` (a curve with that row's values)."""
+    """(draft seconds per prompt, verify seconds per prompt, plain decoding's seconds per token) for every
+    row of the curves' ``draws`` at once: [P, R], [P, R] and [R] for R rows (row 0: the medians)."""
     assert target is not None, "a projection needs the target's curve"
     (tc, tv) = target
-    verify = c.verify @ tc.at(c.verify_sizes, tv)
-    if draft is None or not len(c.draft_sizes):
-        drafting = c.lookup if draft is None else c.lookup * 0
+    verify = c.verify @ (tc.weights_at(c.verify_sizes) @ tv.T)
+    if draft is None:
+        drafting = np.repeat(c.lookup[:, None], len(tv), axis=1)
+    elif not len(c.draft_sizes):
+        drafting = np.zeros_like(verify)
     else:
-        drafting = c.draft @ draft[0].at(c.draft_sizes, draft[1])
-    return drafting, verify, float(tc.at(1, tv))
+        drafting = c.draft @ (draft[0].weights_at(c.draft_sizes) @ draft[1].T)
+    return drafting, verify, tv @ tc.weights_at(1)[0]
 
 
 def basis(c: Counts, draft) -> str:
@@ -129,29 +131,24 @@ def basis(c: Counts, draft) -> str:
     return "derived" if c.derived else "scored"
 
 
-def row(curve_draws: tuple[Curve, np.ndarray] | None, b: int) -> tuple[Curve, np.ndarray] | None:
-    """Draw ``b`` of a (curve, draws) pair, as step_costs takes it."""
-    return None if curve_draws is None else (curve_draws[0], curve_draws[1][b])
-
-
 def projection(c: Counts, draft: tuple[Curve, np.ndarray] | None, target: tuple[Curve, np.ndarray]) -> dict:
     """Projected speedup = Σ emitted × t_target(1) ÷ Σ step costs, with its 95% percentile
     interval over joint resamples of the prompts and of the cost repeats (row b of each
-    curve's ``draws``), and the model's draft and verify seconds per step.  ``draft`` /
-    ``target``: (curve, its draws); ``draft`` None: the drafter runs no model."""
-    d, v, base = step_costs(c, row(draft, 0), row(target, 0))
+    curve's ``draws`` with the b-th resample of the prompts), and the model's draft and verify
+    seconds per step.  ``draft`` / ``target``: (curve, its draws); ``draft`` None: the drafter
+    runs no model."""
+    d, v, base = step_costs(c, draft, target)
+    total = d + v
     out = {
-        "projected": c.emitted.sum() * base / (d.sum() + v.sum()),
-        "draft_s_step_model": d.sum() / c.steps.sum(),
-        "verify_s_step_model": v.sum() / c.steps.sum(),
+        "projected": c.emitted.sum() * base[0] / total[:, 0].sum(),
+        "draft_s_step_model": d[:, 0].sum() / c.steps.sum(),
+        "verify_s_step_model": v[:, 0].sum() / c.steps.sum(),
         "cost_basis": basis(c, draft),
     }
     rng = np.random.default_rng(SEED)
-    n, reps = len(c.emitted), []
-    for b in range(1, len(target[1])):
-        w = np.bincount(rng.integers(0, n, n), minlength=n)
-        d, v, base = step_costs(c, row(draft, b), row(target, b))
-        reps.append(w @ c.emitted * base / (w @ (d + v)))
+    n = len(c.emitted)
+    w = np.array([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(1, len(base))], float)
+    reps = (w @ c.emitted) * base[1:] / np.einsum("rp,pr->r", w, total[:, 1:])
     out["projected_lo"], out["projected_hi"] = np.percentile(reps, [2.5, 97.5])
     return out
 

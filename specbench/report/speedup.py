@@ -240,16 +240,21 @@ def with_prefill(out: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.DataFr
     if "baseline_hash" not in out or costs is None or not live.any():
         return out
     pre = prefill_seconds(steps, out.baseline_hash[live].dropna())
+    made: dict = {}  # each (pair, role, dtype, device) curve built once: many rows share one
+
+    def curve(*key: str) -> costcurve.Curve | None:
+        if key not in made:
+            made[key] = costcurve.curve(costs, costcurve.AT_CONTEXT, key[0], key[1], key[2], key[3])
+        return made[key]
+
     for i in out.index[live]:
         r = out.loc[i].to_dict()
         pt = pre.get(r["baseline_hash"], np.nan)
         where = (str(r.get("pair_name", r["pair"])), str(r["dtype"]), str(r.get("device") or "cpu"))
-        tc = costcurve.curve(costs, costcurve.AT_CONTEXT, where[0], "target", where[1], where[2])
+        tc = curve(where[0], "target", where[1], where[2])
         if pt != pt or tc is None:
             continue
-        ratio = draft_prefill_ratio(
-            tc, costcurve.curve(costs, costcurve.AT_CONTEXT, where[0], "draft", where[1], where[2])
-        )
+        ratio = draft_prefill_ratio(tc, curve(where[0], "draft", where[1], where[2]))
         p, plain = float(r["n_prompts"]), float(r["new_tokens"]) * float(tc.at(1))
         out.loc[i, "prefill_s"] = pt
         out.loc[i, "projected_request"] = with_prompts(float(r["projected"]), p, pt, ratio, plain)

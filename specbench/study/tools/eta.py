@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from ..job import sweepjobs
 from . import plan
+from .planview import plural
 
 
 @dataclass(frozen=True)
@@ -230,10 +231,6 @@ def duration(seconds: float) -> str:
     if s >= 3600:
         return f"{s // 3600} h {s % 3600 // 60:02d} min"
     return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" + "s" * (n != 1)
 
 
 def when(run: str) -> str:

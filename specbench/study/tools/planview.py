@@ -27,6 +27,10 @@ def covered(p: dict) -> tuple[int, int, int, int, int]:
     return len(units), sum(u["prompts"] for u in units), cands, GRIDS.index(by["attention"]["grid"]), n
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + "s" * (n != 1)
+
+
 def candidates(u: dict) -> str:
     """A speed unit's candidates: their count, and those the budget dropped (the projected top is kept)."""
     k, dropped = len(u["candidates"]), u.get("dropped", [])
@@ -40,13 +44,14 @@ def sentence(p: dict) -> str:
     by = {s["step"]: s for s in p["steps"]}
     units = by["speed"]["units"]
     sp = "; ".join(
-        f"{u['pair']} on {u['dataset']} ({candidates(u)}, {u['prompts']} prompts x {u['tokens']} tokens)" for u in units
+        f"{u['pair']} on {u['dataset']} ({candidates(u)}, {plural(u['prompts'], 'prompt')} x {u['tokens']} tokens)"
+        for u in units
     )
     rc = by["recheck"]
     return (
         f"forward costs of {', '.join(by['costs']['pairs']) or 'no pair'} ({by['costs']['repeats']} repeats"
         f"{widths(by['costs'])}); "
-        f"the acceptance sample ({rc['configurations']} of {rc['sampled']} configurations, {rc['prompts']} prompts, "
+        f"the acceptance sample ({rc['configurations']} of {rc['sampled']} configurations, {plural(rc['prompts'], 'prompt')}, "
         f"each at its committed batch {'/'.join(map(str, rc['batches'])) or '-'}); "
         f"the speed benchmark for {sp or 'no pair (the budget left none)'}; "
         f"the tree-attention grid '{by['attention']['grid']}'"
@@ -68,7 +73,7 @@ def printout(p: dict, spent: float) -> str:
             "costs": f"pairs {','.join(s.get('pairs', []))}, {s.get('repeats')} repeats{widths(s)}",
             "recheck": _recheck(s) if s["step"] == "recheck" else "",
             "speed": "; ".join(
-                f"{u['pair']}/{u['dataset']}: {candidates(u)} x {u['prompts']} prompts x {u['tokens']} tokens ({mmss(u['eta_s'])}; no prompt it cannot end {mmss(u.get('after_s', 0))} before the budget ends)"
+                f"{u['pair']}/{u['dataset']}: {candidates(u)} x {plural(u['prompts'], 'prompt')} x {u['tokens']} tokens ({mmss(u['eta_s'])}; no prompt it cannot end {mmss(u.get('after_s', 0))} before the budget ends)"
                 for u in s.get("units", [])
             )
             or "none fits",
@@ -89,7 +94,7 @@ def printout(p: dict, spent: float) -> str:
 def _recheck(s: dict) -> str:
     """The sample's line: what it re-derives, and what the budget dropped (the strata it no longer covers)."""
     out = (
-        f"{s['configurations']} of {s['sampled']} sampled configurations, {s['prompts']} prompts, each at its "
+        f"{s['configurations']} of {s['sampled']} sampled configurations, {plural(s['prompts'], 'prompt')}, each at its "
         f"committed batch ({'/'.join(map(str, s['batches']))})"
     )
     if s["dropped"]:
@@ -147,7 +152,7 @@ def record(p: dict, check: str) -> dict:
         "dtype": p["dtype"],
         "dtype_auto": m.get("dtype"),
         **{k: m.get(k) for k in keep},
-        "covered": p["covered"],
+        "covered": sentence(p),
         "costs_pairs": costs["pairs"],
         "costs_repeats": costs["repeats"],
         "acceptance_check": line,
