@@ -50,7 +50,6 @@ from ...core.args import Parser, refuse
 from ...core.atomic import atomic_write
 from ...results.files import csv_writer, read_csv
 from .ceiling import read_machine
-from .planview import plural
 from .sizes import continuation_key, models, params, run_prompts  # noqa: F401  (run_prompts: its API)
 
 STRATA = ("pair", "tree", "frontier_rule", "dataset")
@@ -212,7 +211,7 @@ def verdict(check: pd.DataFrame, brief: bool = False) -> str:
     n_conf, n = check.config_hash.nunique(), len(check)
     if check.identical.all():
         return (
-            f"acceptance-sample check: PASS: {plural(n_conf, 'configuration')}, {plural(n, 'prompt')} (each in its committed run, "
+            f"acceptance-sample check: PASS: {n_conf} configuration{'s' * (n_conf != 1)}, {n} prompt{'s' * (n != 1)} (each in its committed run, "
             f"at batch {_batches(check.batch)}) identical to the committed rows, column by column"
         )
     bad = check[~check.identical]
