@@ -16,6 +16,8 @@ Measured speedup = live tokens_per_s ÷ the baseline's tokens_per_s; where both 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
@@ -240,12 +242,8 @@ def with_prefill(out: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.DataFr
     if "baseline_hash" not in out or costs is None or not live.any():
         return out
     pre = prefill_seconds(steps, out.baseline_hash[live].dropna())
-    made: dict = {}  # each (pair, role, dtype, device) curve built once: many rows share one
-
-    def curve(*key: str) -> costcurve.Curve | None:
-        if key not in made:
-            made[key] = costcurve.curve(costs, costcurve.AT_CONTEXT, key[0], key[1], key[2], key[3])
-        return made[key]
+    # each (pair, role, dtype, device) curve built once: many rows share one
+    curve = functools.cache(lambda *key: costcurve.curve(costs, costcurve.AT_CONTEXT, *key))
 
     for i in out.index[live]:
         r = out.loc[i].to_dict()

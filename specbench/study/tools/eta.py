@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from ..job import sweepjobs
 from . import plan
-from .planview import plural
+from .sizes import plural
 
 
 @dataclass(frozen=True)

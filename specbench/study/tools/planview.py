@@ -8,6 +8,7 @@ import math
 import os
 
 from ...core.args import refuse
+from .sizes import plural
 
 GRIDS = ("none", "tiny", "key", "default")  # the tree-attention grids, smallest first
 
@@ -25,10 +26,6 @@ def covered(p: dict) -> tuple[int, int, int, int, int]:
     n = by["recheck"]["configurations"]
     cands = sum(len(u["candidates"]) for u in units)
     return len(units), sum(u["prompts"] for u in units), cands, GRIDS.index(by["attention"]["grid"]), n
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" + "s" * (n != 1)
 
 
 def candidates(u: dict) -> str:

@@ -50,7 +50,7 @@ from ...core.args import Parser, refuse
 from ...core.atomic import atomic_write
 from ...results.files import csv_writer, read_csv
 from .ceiling import read_machine
-from .sizes import continuation_key, models, params, run_prompts  # noqa: F401  (run_prompts: its API)
+from .sizes import continuation_key, models, params, plural, run_prompts  # noqa: F401  (run_prompts: its API)
 
 STRATA = ("pair", "tree", "frontier_rule", "dataset")
 COLUMNS = ("tree_size", "tree_depth", "accepted", "emitted", "accept_path")  # per step, besides its count
@@ -211,7 +211,7 @@ def verdict(check: pd.DataFrame, brief: bool = False) -> str:
     n_conf, n = check.config_hash.nunique(), len(check)
     if check.identical.all():
         return (
-            f"acceptance-sample check: PASS: {n_conf} configuration{'s' * (n_conf != 1)}, {n} prompt{'s' * (n != 1)} (each in its committed run, "
+            f"acceptance-sample check: PASS: {plural(n_conf, 'configuration')}, {plural(n, 'prompt')} (each in its committed run, "
             f"at batch {_batches(check.batch)}) identical to the committed rows, column by column"
         )
     bad = check[~check.identical]
