@@ -116,10 +116,10 @@ def test_where_no_speed_unit_fits_the_small_attention_grid_still_runs():
 
 
 def test_where_four_prompts_do_not_fit_the_projected_top_runs_on_fewer_before_the_grid():
-    # 36 min left: not even the projected top fits 4 prompts (that host ran no speed benchmark); its least set (the
+    # 33 min left: not even the projected top fits 4 prompts (that host ran no speed benchmark); its least set (the
     # top and its twin, plain decoding and its A/A copy) fits 2, taken before the grid; the budget closes behind it
     prof = dataclasses.replace(budget.PROFILES["real"], narrow_tokens=128)
-    p = budget.plan(prof, SLOW, "float32", 36 * 60, UNITS[:1], SAMPLE, python_s=0.123)
+    p = budget.plan(prof, SLOW, "float32", 33 * 60, UNITS[:1], SAMPLE, python_s=0.123)
     steps = {s["step"]: s for s in p["steps"]}
     unit = steps["speed"]["units"][0]
     assert prof.least <= unit["prompts"] < prof.prompts[0] and unit["candidates"] == UNITS[0][2][:1]
@@ -149,13 +149,14 @@ def test_where_the_whole_cost_grid_crowds_out_the_answer_the_costs_measure_the_b
 
 def test_a_whole_cost_grid_that_overruns_the_budget_gives_way_to_the_narrow_one():
     # the AVX2 EPYC's fresh clone of 2026-12-05 (4.3 / 25.0 GFLOP/s fp32): with no speed unit in reach the whole grid
-    # (1..128 tokens, ETA 17 min) was planned although it put the mandatory steps over the budget
+    # (1..128 tokens, ETA 17 min) was planned although it put the mandatory steps over the budget (27 min left here:
+    # with the costs step costed at the rounds it times, not one more, 31 min fit the whole grid)
     prof, rates = budget.PROFILES["real"], {"bfloat16": {"1": 5.8, "64": 6.5}, "float32": {"1": 4.3, "64": 25.0}}
     fixed = budget.fixed_steps(prof, 0.217)
     whole = budget.plan(
-        dataclasses.replace(prof, narrow_tokens=128), rates, "float32", 31 * 60, UNITS[:1], SAMPLE, 0.217
+        dataclasses.replace(prof, narrow_tokens=128), rates, "float32", 27 * 60, UNITS[:1], SAMPLE, 0.217
     )
-    p = budget.plan(prof, rates, "float32", 31 * 60, UNITS[:1], SAMPLE, python_s=0.217)
+    p = budget.plan(prof, rates, "float32", 27 * 60, UNITS[:1], SAMPLE, python_s=0.217)
     assert whole["over_budget"] and p["planned_s"] < whole["planned_s"]
     costs = {s["step"]: s for s in p["steps"]}["costs"]
     assert costs["max_tokens"] == prof.narrow_tokens and "the whole grid overran the budget" in budget.sentence(p)
@@ -215,6 +216,28 @@ def test_a_wide_forward_is_priced_from_the_measured_rates_alone():
     assert one == pytest.approx(2 * 1.54 / 10 + 0.002)
     assert wide - one == pytest.approx(2 * 1.54 * 64 / 100)  # the 64-row rate, no hand-set gain
     assert not hasattr(budget, "WIDE_GAIN")
+
+
+def test_a_narrow_forward_is_priced_at_the_narrow_widths_measured():
+    """The AVX2 EPYC in fp32 (2026-12-05): the layer ran 5.8 / 5.1 / 15.7 / 34.8 GFLOP/s at 1 / 4 / 16 / 64 rows,
+    and the 1.5B target's forward took 0.64, 2.28, 3.79 and 4.23 s at 1, 4, 16 and 17 tokens (results/costs.csv);
+    charging every token after the first at the 64-row rate priced 4 tokens at 0.80 s."""
+    measured = {"1": 5.8, "4": 5.1, "16": 15.7, "64": 34.8}
+    two = {k: measured[k] for k in ("1", "64")}
+    flop = 2 * 1.54
+    assert budget.forward_s("qwen1.5b", 4, measured) == pytest.approx(flop * 4 / 5.1 + 0.002)  # a measured width
+    assert budget.forward_s("qwen1.5b", 16, measured) == pytest.approx(flop * 16 / 15.7 + 0.002)
+    between = budget.forward_s("qwen1.5b", 10, measured)
+    assert between == pytest.approx(flop * (4 / 5.1 + (16 / 15.7 - 4 / 5.1) / 2) + 0.002)  # linear between them
+    beyond = budget.forward_s("qwen1.5b", 17, measured) - budget.forward_s("qwen1.5b", 16, measured)
+    assert beyond == pytest.approx(flop / 34.8)  # each token past the narrow widths at the 64-row rate
+    for n, seconds in ((1, 0.64), (4, 2.28), (16, 3.79), (17, 4.23)):  # within 25% of what the forward took
+        assert 0.75 < budget.forward_s("qwen1.5b", n, measured) / seconds < 1.1
+    assert budget.forward_s("qwen1.5b", 4, two) / 2.28 < 0.4  # a record of 1 and 64 rows: the old estimate
+    widths = range(1, 130)
+    assert all(
+        budget.forward_s("qwen1.5b", a, measured) <= budget.forward_s("qwen1.5b", a + 1, measured) for a in widths
+    )
 
 
 def test_a_budget_below_the_mandatory_steps_is_planned_and_marked_over():

@@ -21,6 +21,13 @@ def test_the_pick_weighs_both_widths():
     assert machine.pick({"bfloat16": {1: 1.0, 64: 30.0}, "float32": {1: 4.0, 64: 20.0}}) == "float32"
 
 
+def test_the_pick_reads_a_decode_step_and_a_prefill_not_the_narrow_widths():
+    """The narrow widths price the plan's forwards (study.tools.estimates.row_s); the dtype is picked on 1 and 64 rows."""
+    measured = {"bfloat16": {1: 1.0, 4: 90.0, 16: 90.0, 64: 30.0}, "float32": {1: 4.0, 4: 5.0, 16: 9.0, 64: 20.0}}
+    assert machine.pick(measured) == "float32"
+    assert machine.pick({dt: {str(n): r for n, r in by.items()} for dt, by in measured.items()}) == "float32"
+
+
 def test_dtype_auto_is_resolved_in_the_job_spec_and_recorded_once_per_machine(tmp_path, monkeypatch):
     from specbench.study.job.jobspec import from_config
 
@@ -41,3 +48,4 @@ def test_dtype_auto_is_resolved_in_the_job_spec_and_recorded_once_per_machine(tm
 def test_the_measurement_runs_and_names_each_dtype():
     rates = machine.rates("cpu")
     assert set(rates) == {"bfloat16", "float32"} and all(r > 0 for by in rates.values() for r in by.values())
+    assert all(tuple(by) == machine.ROWS for by in rates.values()) and {1, 64} <= set(machine.ROWS)

@@ -9,11 +9,14 @@ and the dtype it runs fastest (``dtype=auto``).
   so a cost curve is checked against live timing of its own host where both name one.  Not part of
   ``machine_id``: a VM restarted may run on another physical host, and rows of two boots still pool.
 * ``rates(device)``: measured GFLOP/s of the models' widest projection (a 1536 × 8960 linear
-  layer, the 1.5B target's MLP) in each dtype the device can use, at 1 row (a decode step) and at
-  64 rows (a tree or prefill), 30 interleaved repeats each (median); one row streams 256 MB of
-  distinct layers per timing, as a decode step streams the model's weights.  CPUs of one kind differ 15× in
-  bf16: with AVX-512 BF16 a bf16 matmul runs ~2× fp32, with AVX2 alone ~60× slower.
-* ``pick(rates)``: the dtype with the larger geometric mean over the two widths.
+  layer, the 1.5B target's MLP) in each dtype the device can use, at 1 row (a decode step), 4 and 16
+  rows (a tree's narrow forward) and 64 rows (a wide tree or prefill), 30 interleaved repeats each
+  (median); one row streams 256 MB of distinct layers per timing, as a decode step streams the model's
+  weights.  CPUs of one kind differ 15× in bf16: with AVX-512 BF16 a bf16 matmul runs ~2× fp32, with
+  AVX2 alone ~60× slower.  The narrow widths are what the plan's forward estimates read between 1 and 64
+  rows (``study.tools.estimates.forward_s``): on the AVX2 EPYC in fp32 the layer ran 5.8, 5.1, 15.7 and
+  34.8 GFLOP/s at 1, 4, 16 and 64 rows, and the 1.5B target's forward of 4 tokens took 3.5× one token's.
+* ``pick(rates)``: the dtype with the larger geometric mean over 1 and 64 rows.
 * ``auto_dtype(device)``: ``pick(rates(device))``, measured once per machine and kept in the cache
   folder (``<cache>/machine-<machine_id>.json``), so every job of a study resolves ``auto`` alike.
 """
@@ -34,7 +37,8 @@ from ..core.args import Parser
 from ..core.atomic import atomic_write, write_file
 from ..core.diskcache import cache_root
 
-ROWS = (1, 64)
+ROWS = (1, 4, 16, 64)
+PICK_ROWS = (1, 64)  # the widths `pick` weighs: a decode step and a prefill
 WIDTH, HIDDEN = 1536, 8960
 STREAM_MB = 256  # the 1-row timing's distinct weights: more than a CPU's last-level cache
 REPEATS = (
@@ -141,8 +145,9 @@ def python_s(repeats: int = 5) -> float:
 
 
 def pick(measured: dict[str, dict[int, float]]) -> str:
-    """The dtype with the larger geometric mean rate over the widths (ties: the first given)."""
-    score = {dt: math.exp(sum(math.log(r) for r in by.values()) / len(by)) for dt, by in measured.items()}
+    """The dtype with the larger geometric mean rate over 1 and 64 rows (``PICK_ROWS``; ties: the first given)."""
+    picked = {dt: [r for n, r in by.items() if int(n) in PICK_ROWS] or list(by.values()) for dt, by in measured.items()}
+    score = {dt: math.exp(sum(math.log(r) for r in rs) / len(rs)) for dt, rs in picked.items()}
     return max(score, key=lambda dt: score[dt])
 
 
@@ -186,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     dtype, rec = auto_dtype(args.device)
     rec = {**rec, "python_s": python_s()}  # this host, this run (the cached record is per machine kind)
     rates_txt = "; ".join(
-        f"{dt} {by['1']:.1f} (1 row) / {by['64']:.1f} (64 rows) GFLOP/s" for dt, by in rec["rates_gflops"].items()
+        f"{dt} {' / '.join(f'{by[n]:.1f}' for n in widths)} GFLOP/s at {' / '.join(widths)} rows"
+        for dt, by in rec["rates_gflops"].items()
+        for widths in [sorted(by, key=int)]
     )
     print(
         f"machine: {rec['machine']} [{rec['machine_id']}]: {rates_txt}; Python work {rec['python_s']:.3f} s: "

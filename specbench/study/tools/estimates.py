@@ -1,11 +1,11 @@
 """The default run's step times on this machine (``study.tools.budget``'s estimates), from the rates it
-measured (``inputs/machine.py``: GFLOP/s of a 1536 x 8960 linear layer at 1 and 64 rows in each dtype).
+measured (``inputs/machine.py``: GFLOP/s of a 1536 x 8960 linear layer at 1, 4, 16 and 64 rows in each dtype).
 torch-free: the standard library.
 
 Every step's time is an estimate from the models' sizes (2 FLOP per parameter and token) at the
 measured rate for its forward width, plus each process's start and model load:
 
-* ``costs``: every forward shape of the answer's pairs' models, ``repeats`` + 1 times, at each KV length
+* ``costs``: every forward shape of the answer's pairs' models, ``repeats`` times, at each KV length after its prefill
   (widths 1..128; 1..17 where the whole grid leaves the first speed unit less: on a CPU whose wide forwards
   are slow, such as bf16 without AVX-512, whose 64-token forward of the 1.5B target took 12 s);
 * ``recheck``: the acceptance sample (``study.tools.recheck``), each configuration at its committed
@@ -31,10 +31,14 @@ from dataclasses import dataclass, field
 from .sizes import WARM_TOKENS, continuation_key, cost_sizes, models, params, run_prompts
 
 PROMPT_TOKENS = 200  # a prompt's tokens (padded), for prefill estimates: the longer prompts of humaneval
-# No gain factor: a whole model's forward of w tokens costs its first token at the measured 1-row rate and
-# each further one at the measured 64-row rate, both this machine's (machine.json).  Checked on
-# results/costs.csv (1..128 tokens at KV 128) against the rates of the machine that measured it
-# (results/default_run.json's): 0.96-1.21x the measured seconds for the 1.5B target, 0.73-0.87x for the 0.5B.
+# No gain factor: a whole model's forward of w tokens costs what the layer's measured rates give at w rows
+# (``row_s``: the time of a 1-, 4- and 16-row forward, linear between them, each token beyond 16 at the 64-row
+# rate), all this machine's (machine.json).  Checked on results/costs.csv (1..17 tokens at KV 128, AVX2 EPYC,
+# fp32) against that host's rates (5.8 / 5.1 / 15.7 / 34.8 GFLOP/s at 1 / 4 / 16 / 64 rows): 0.76-1.06x the
+# measured seconds for the 1.5B target, 0.55-0.84x for the 0.5B; charging every token after the first at the
+# 64-row rate (the estimate before the narrow widths were measured, still what a record of 1 and 64 rows
+# gets) gave 0.33-0.83x and 0.27-0.55x, and the costs step ran 387 s on a 276 s ETA.  On the AVX-512 EPYC the
+# two-width form gave 0.96-1.21x for the 1.5B target, 0.73-0.87x for the 0.5B.
 # The attention grids (Profile.grid_s: 'key' ~40 s, 'default' 660 s, timed on the AVX-512 EPYC whose 64-row
 # rates were REF_RATES) time both dtypes, so a grid's seconds are a fixed part (process, compiles, checks) and
 # one part per dtype at that dtype's 64-row rate.  The 'key' grid's seconds in results/run_times.csv fit
@@ -111,12 +115,26 @@ PROFILES = {
 
 
 def forward_s(model: str | None, width: int, rate: dict) -> float:
-    """One forward of ``width`` tokens: the first token at the 1-row rate (a decode step reads every
-    weight once), each further one at the 64-row rate (see the comment on ``PROMPT_TOKENS`` above)."""
+    """One forward of ``width`` tokens at this machine's measured rates (``row_s``)."""
     if model is None:
         return 0.0
-    flop = 2 * params(model)
-    return flop / float(rate["1"]) + flop * (max(width, 1) - 1) / float(rate["64"]) + 0.002
+    return 2 * params(model) * row_s(width, rate) + 0.002
+
+
+def row_s(width: int, rate: dict) -> float:
+    """Seconds per FLOP of one token's forward, for a forward of ``width`` tokens: through the measured
+    widths below the widest (1 row, and 4 and 16 where measured) the time of their forward, linear between
+    them; each token beyond the last of those at the widest (64-row) rate.  A record of 1 and 64 rows alone
+    (before 2026-12-05) charges the first token at the 1-row rate and each further one at the 64-row rate."""
+    by = {int(k): float(v) for k, v in rate.items()}
+    top = max(by)
+    points = [(n, n / by[n]) for n in sorted(by) if n < top] or [(1, 1 / by[top])]
+    w = max(width, 1)
+    for (na, ta), (nb, tb) in zip(points, points[1:]):
+        if w <= nb:
+            return ta + (w - na) * max(tb - ta, 0.0) / (nb - na)
+    n_last, t_last = points[-1]
+    return t_last + (w - n_last) / by[top]
 
 
 def costs_s(pairs, rate: dict, prof: Profile) -> float:
@@ -124,7 +142,7 @@ def costs_s(pairs, rate: dict, prof: Profile) -> float:
     target is measured once)."""
     ms = {m for p in pairs for m in models(p) if m is not None}
     sizes = cost_sizes(prof.cost_tokens)
-    per = {m: sum(forward_s(m, n, rate) for n in sizes) * (prof.costs_repeats + 1) for m in ms}
+    per = {m: sum(forward_s(m, n, rate) for n in sizes) * prof.costs_repeats for m in ms}  # study.tools.costs.measure
     fill = {m: sum(forward_s(m, kv, rate) for kv in prof.kv_lens) for m in ms}
     return (prof.load_s + sum(per[m] * len(prof.kv_lens) + fill[m] for m in ms)) if ms else 0.0
 
