@@ -149,3 +149,34 @@ def test_two_points_of_one_device_in_a_phase_panel_are_labelled_apart():
         "cuda",
     ]
     assert hardware_page.point_labels(pts.iloc[:1].assign(weights="random")) == ["cpu (random weights)"]
+
+
+def test_a_region_label_keeps_clear_of_a_measured_point_and_its_label():
+    """The phase diagram: the AVX2 host's star sat at the plain-decoding region's innermost cell and its label
+    covered the region's 'plain decoding' (2026-12-05); a region's label now takes its innermost cell clear of
+    every point's marker and label, and where none is clear, none (colour and legend)."""
+    import numpy as np
+
+    from specbench.report import hardware_page
+    from specbench.report.hardware import MS, RS
+
+    class Ax:
+        def __init__(self):
+            self.texts = []
+
+        def text(self, x, y, s, **_kw):
+            self.texts.append((x, y, s))
+
+    code = np.full((len(RS), len(MS)), -1)  # one region: plain decoding everywhere
+    free, ax = Ax(), Ax()
+    hardware_page._label_regions(free, code, [])
+    ((x0, y0, name),) = free.texts  # alone: the innermost cell, near the grid's centre
+    assert name == "plain decoding"
+    hardware_page._label_regions(ax, code, [], [(x0, y0)])  # a point measured just there
+    ((x, y, _),) = ax.texts
+    fx, fy = np.searchsorted(RS, x) / len(RS), np.searchsorted(MS, y) / len(MS)
+    px, py = np.searchsorted(RS, x0) / len(RS), np.searchsorted(MS, y0) / len(MS)
+    assert not (px - 0.15 < fx < px + 0.45 and py - 0.12 < fy < py + 0.06)
+    nowhere, everywhere = Ax(), [(r, m) for r in RS[::5] for m in MS[::4]]  # every cell near a point
+    hardware_page._label_regions(nowhere, code, [], everywhere)
+    assert nowhere.texts == []

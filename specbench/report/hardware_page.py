@@ -69,16 +69,20 @@ def _regions(g: pd.DataFrame):
     return code, names, colours
 
 
-def _label_regions(ax, code: np.ndarray, names: list[str]) -> None:
-    """Each region's tree and budget at its innermost cell (the farthest from its edge), the largest
-    regions first; a label that would overlap one already placed is left out (colour and legend)."""
+def _label_regions(ax, code: np.ndarray, names: list[str], points=()) -> None:
+    """Each region's tree and budget at its innermost cell (the farthest from its edge) clear of the measured
+    ``points`` ((r, m) each) and their labels, the largest regions first; a label that would overlap one
+    already placed, or finds no clear cell, is left out (colour and legend)."""
+    clear = _clear_of(points)
     placed: list[tuple[float, float]] = []
     order = sorted(range(-1, len(names)), key=lambda j: -int((code == j).sum()))
     for j in order:
         mask = code.T == j
         if mask.sum() < MIN_LABEL:
             continue
-        depth = ndimage.distance_transform_edt(np.pad(mask, 1))[1:-1, 1:-1]
+        depth = ndimage.distance_transform_edt(np.pad(mask, 1))[1:-1, 1:-1] * clear
+        if depth.max() <= 0:
+            continue
         y, x = np.unravel_index(int(np.argmax(depth)), depth.shape)
         fx, fy = x / len(RS), y / len(MS)
         if any(abs(fx - px) < 0.2 and abs(fy - py) < 0.05 for px, py in placed):
@@ -86,6 +90,19 @@ def _label_regions(ax, code: np.ndarray, names: list[str]) -> None:
         placed.append((fx, fy))
         ax.text(RS[x], MS[y], "plain decoding" if j < 0 else names[j], fontsize=8, ha="center", va="center",
                 bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.75))  # fmt: skip
+
+
+def _clear_of(points) -> np.ndarray:
+    """The (m, r) grid's cells where a region label covers no measured point's marker or its label (to the
+    marker's lower right: ``fig_phase``'s annotation), as fractions of the log axes."""
+    fy, fx = np.mgrid[0 : len(MS), 0 : len(RS)]
+    fx, fy = fx / len(RS), fy / len(MS)
+    clear = np.ones((len(MS), len(RS)), dtype=bool)
+    for r, m in points:
+        px = np.argmin(np.abs(np.log(RS) - np.log(max(r, RS[0])))) / len(RS)
+        py = np.argmin(np.abs(np.log(MS) - np.log(m))) / len(MS)
+        clear &= ~((fx > px - 0.15) & (fx < px + 0.45) & (fy > py - 0.12) & (fy < py + 0.06))
+    return clear
 
 
 def point_labels(pts: pd.DataFrame) -> list[str]:
@@ -126,10 +143,10 @@ def fig_phase(a: pd.DataFrame, points: pd.DataFrame) -> figures.Fig | None:
                 ax.contour(RS, MS, mask, levels=[0.5], colors="white", linewidths=0.5)
                 if _hatch(n):
                     ax.contourf(RS, MS, mask, levels=[0.5, 1.5], colors="none", hatches=[_hatch(n)])
-            _label_regions(ax, code, names)
+            mine = points[points.pair == g.pair.iloc[0]] if len(points) else pd.DataFrame()
+            _label_regions(ax, code, names, list(zip(mine.r, mine.m)) if len(mine) else [])
             for n in names:
                 shapes.setdefault(n.split(" N=")[0], _shape_colour(n.split(" N=")[0]))
-            mine = points[points.pair == g.pair.iloc[0]] if len(points) else pd.DataFrame()
             for pt, name in zip(mine.to_dict("records"), point_labels(mine)):
                 xy = (max(pt["r"], RS[0]), pt["m"])  # a drafter without a model (r = 0) at the left edge
                 mk = MACHINE_MARKERS.get(str(pt.get("device")), "X")
