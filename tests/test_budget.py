@@ -219,25 +219,24 @@ def test_a_wide_forward_is_priced_from_the_measured_rates_alone():
 
 
 def test_a_narrow_forward_is_priced_at_the_narrow_widths_measured():
-    """The AVX2 EPYC in fp32 (2026-12-05): the layer ran 5.8 / 5.1 / 15.7 / 34.8 GFLOP/s at 1 / 4 / 16 / 64 rows,
-    and the 1.5B target's forward took 0.64, 2.28, 3.79 and 4.23 s at 1, 4, 16 and 17 tokens (results/costs.csv);
-    charging every token after the first at the 64-row rate priced 4 tokens at 0.80 s."""
-    measured = {"1": 5.8, "4": 5.1, "16": 15.7, "64": 34.8}
+    """The AVX2 EPYC in fp32 (2026-12-05, results/default_run.json): the layer ran 6.6 / 6.4 / 19.5 / 40.1 GFLOP/s at
+    1 / 4 / 16 / 64 rows, and the 1.5B target's forward took 0.54, 1.90, 2.85 and 2.91 s at 1, 4, 16 and 17 tokens
+    (results/costs.csv); charging every token after the first at the 64-row rate priced 4 tokens at 0.70 s."""
+    measured = {"1": 6.558, "4": 6.423, "16": 19.51, "64": 40.13}
     two = {k: measured[k] for k in ("1", "64")}
     flop = 2 * 1.54
-    assert budget.forward_s("qwen1.5b", 4, measured) == pytest.approx(flop * 4 / 5.1 + 0.002)  # a measured width
-    assert budget.forward_s("qwen1.5b", 16, measured) == pytest.approx(flop * 16 / 15.7 + 0.002)
+    assert budget.forward_s("qwen1.5b", 4, measured) == pytest.approx(flop * 4 / 6.423 + 0.002)  # a measured width
+    assert budget.forward_s("qwen1.5b", 16, measured) == pytest.approx(flop * 16 / 19.51 + 0.002)
     between = budget.forward_s("qwen1.5b", 10, measured)
-    assert between == pytest.approx(flop * (4 / 5.1 + (16 / 15.7 - 4 / 5.1) / 2) + 0.002)  # linear between them
+    assert between == pytest.approx(flop * (4 / 6.423 + (16 / 19.51 - 4 / 6.423) / 2) + 0.002)  # linear between them
     beyond = budget.forward_s("qwen1.5b", 17, measured) - budget.forward_s("qwen1.5b", 16, measured)
-    assert beyond == pytest.approx(flop / 34.8)  # each token past the narrow widths at the 64-row rate
-    for n, seconds in ((1, 0.64), (4, 2.28), (16, 3.79), (17, 4.23)):  # within 25% of what the forward took
-        assert 0.75 < budget.forward_s("qwen1.5b", n, measured) / seconds < 1.1
-    assert budget.forward_s("qwen1.5b", 4, two) / 2.28 < 0.4  # a record of 1 and 64 rows: the old estimate
-    widths = range(1, 130)
-    assert all(
-        budget.forward_s("qwen1.5b", a, measured) <= budget.forward_s("qwen1.5b", a + 1, measured) for a in widths
-    )
+    assert beyond == pytest.approx(flop / 40.13)  # each token past the narrow widths at the 64-row rate
+    for n, seconds in ((1, 0.538), (4, 1.898), (16, 2.85), (17, 2.912)):  # within 15% of what the forward took
+        assert 0.85 < budget.forward_s("qwen1.5b", n, measured) / seconds < 1.15
+    assert budget.forward_s("qwen1.5b", 4, two) / 1.898 < 0.4  # a record of 1 and 64 rows: the old estimate
+    odd = {"1": 10.0, "4": 40.0, "16": 200.0, "64": 100.0}  # 16 rows timed faster than 4: never priced below them
+    for r in (measured, odd):
+        assert all(budget.forward_s("qwen1.5b", a, r) <= budget.forward_s("qwen1.5b", a + 1, r) for a in range(1, 130))
 
 
 def test_a_budget_below_the_mandatory_steps_is_planned_and_marked_over():

@@ -14,8 +14,8 @@ and the dtype it runs fastest (``dtype=auto``).
   (median); one row streams 256 MB of distinct layers per timing, as a decode step streams the model's
   weights.  CPUs of one kind differ 15× in bf16: with AVX-512 BF16 a bf16 matmul runs ~2× fp32, with
   AVX2 alone ~60× slower.  The narrow widths are what the plan's forward estimates read between 1 and 64
-  rows (``study.tools.estimates.forward_s``): on the AVX2 EPYC in fp32 the layer ran 5.8, 5.1, 15.7 and
-  34.8 GFLOP/s at 1, 4, 16 and 64 rows, and the 1.5B target's forward of 4 tokens took 3.5× one token's.
+  rows (``study.tools.estimates.forward_s``): on the AVX2 EPYC in fp32 the layer ran 6.6, 6.4, 19.5 and
+  40.1 GFLOP/s at 1, 4, 16 and 64 rows, and the 1.5B target's forward of 4 tokens took 3.5× one token's.
 * ``pick(rates)``: the dtype with the larger geometric mean over 1 and 64 rows.
 * ``auto_dtype(device)``: ``pick(rates(device))``, measured once per machine and kept in the cache
   folder (``<cache>/machine-<machine_id>.json``), so every job of a study resolves ``auto`` alike.

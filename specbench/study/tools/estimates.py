@@ -33,12 +33,13 @@ from .sizes import WARM_TOKENS, continuation_key, cost_sizes, models, params, ru
 PROMPT_TOKENS = 200  # a prompt's tokens (padded), for prefill estimates: the longer prompts of humaneval
 # No gain factor: a whole model's forward of w tokens costs what the layer's measured rates give at w rows
 # (``row_s``: the time of a 1-, 4- and 16-row forward, linear between them, each token beyond 16 at the 64-row
-# rate), all this machine's (machine.json).  Checked on results/costs.csv (1..17 tokens at KV 128, AVX2 EPYC,
-# fp32) against that host's rates (5.8 / 5.1 / 15.7 / 34.8 GFLOP/s at 1 / 4 / 16 / 64 rows): 0.76-1.06x the
-# measured seconds for the 1.5B target, 0.55-0.84x for the 0.5B; charging every token after the first at the
-# 64-row rate (the estimate before the narrow widths were measured, still what a record of 1 and 64 rows
-# gets) gave 0.33-0.83x and 0.27-0.55x, and the costs step ran 387 s on a 276 s ETA.  On the AVX-512 EPYC the
-# two-width form gave 0.96-1.21x for the 1.5B target, 0.73-0.87x for the 0.5B.
+# rate), all this machine's (machine.json).  Checked on results/costs.csv (1..17 tokens at KV 128, the AVX2 EPYC
+# in fp32, 2026-12-05) against the rates its run measured (results/default_run.json: 6.6 / 6.4 / 19.5 / 40.1
+# GFLOP/s at 1 / 4 / 16 / 64 rows): 0.88-1.01x the measured seconds for the 1.5B target, 0.74-1.04x for the 0.5B;
+# charging every token after the first at the 64-row rate (the estimate before the narrow widths were measured,
+# still what a record of 1 and 64 rows gets) gave 0.37-0.88x and 0.38-0.74x, and that host's costs step ran
+# 387 s on a 276 s ETA (282 s on a 281 s ETA after).  On the AVX-512 EPYC the two-width form gave 0.96-1.21x
+# for the 1.5B target, 0.73-0.87x for the 0.5B.
 # The attention grids (Profile.grid_s: 'key' ~40 s, 'default' 660 s, timed on the AVX-512 EPYC whose 64-row
 # rates were REF_RATES) time both dtypes, so a grid's seconds are a fixed part (process, compiles, checks) and
 # one part per dtype at that dtype's 64-row rate.  The 'key' grid's seconds in results/run_times.csv fit
@@ -122,17 +123,20 @@ def forward_s(model: str | None, width: int, rate: dict) -> float:
 
 
 def row_s(width: int, rate: dict) -> float:
-    """Seconds per FLOP of one token's forward, for a forward of ``width`` tokens: through the measured
-    widths below the widest (1 row, and 4 and 16 where measured) the time of their forward, linear between
-    them; each token beyond the last of those at the widest (64-row) rate.  A record of 1 and 64 rows alone
-    (before 2026-12-05) charges the first token at the 1-row rate and each further one at the 64-row rate."""
+    """Seconds per GFLOP of one token's forward (``rate``: GFLOP/s by rows) for a forward of ``width`` tokens:
+    through the measured widths below the widest (1 row, and 4 and 16 where measured) the time of their
+    forward, linear between them and never less than a narrower one's; each token beyond the last of those at
+    the widest (64-row) rate.  A record of 1 and 64 rows alone (before 2026-12-05) charges the first token at
+    the 1-row rate and each further one at the 64-row rate."""
     by = {int(k): float(v) for k, v in rate.items()}
     top = max(by)
-    points = [(n, n / by[n]) for n in sorted(by) if n < top] or [(1, 1 / by[top])]
+    points: list[tuple[int, float]] = []
+    for n in [n for n in sorted(by) if n < top] or [1]:
+        points.append((n, max(n / by.get(n, by[top]), points[-1][1] if points else 0.0)))
     w = max(width, 1)
     for (na, ta), (nb, tb) in zip(points, points[1:]):
         if w <= nb:
-            return ta + (w - na) * max(tb - ta, 0.0) / (nb - na)
+            return ta + (w - na) * (tb - ta) / (nb - na)
     n_last, t_last = points[-1]
     return t_last + (w - n_last) / by[top]
 
