@@ -243,3 +243,32 @@ def test_the_batch_schedule_never_recorded_as_a_step_takes_its_speed_runs_timed_
     del times[eta.speed_key(*jobs[-1][:3], jobs[-1][4])]
     assert next(r for r in eta.lines(["hour"], times) if r.name == "batch schedule").seconds is None
     assert "speed.csv's timed decodes" in eta.render(eta.lines(["hour"], eta.speed_recorded(str(path))), ["hour"], "t")
+
+
+def test_a_recorded_machine_is_named_with_its_prefill_rate_and_a_speed_run_by_its_own_rows(tmp_path):
+    """Parts recorded on different machines each carry that machine's prefill rate (the study target's fastest
+    measured forward in costs.csv); the batch schedule's speed runs name theirs from speed.csv."""
+    times, costs, speed = tmp_path / "t.csv", tmp_path / "costs.csv", tmp_path / "speed.csv"
+    with open(times, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["run", "step", "seconds", "machine", "machine_id"])
+        w.writerow(["1795700000", SETUP, "60", "AMD EPYC (AVX2), 2 cores, 2 threads, torch 2.13.0+cpu", "avx2"])
+    with open(costs, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["role", "model", "dtype", "n_tokens", "seconds", "machine_id"])
+        w.writerow(["target", eta.TARGET, "float32", "1", "0.5", "avx2"])
+        w.writerow(["target", eta.TARGET, "float32", "16", "2.0", "avx2"])  # 8 tok/s: its fastest
+        w.writerow(["draft", "qwen2.5-coder-0.5b-instruct", "float32", "16", "0.5", "avx2"])  # not the target
+        w.writerow(["target", eta.TARGET, "bfloat16", "128", "1.0", "avx512"])
+    with open(speed, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["run_id", "machine", "machine_id"])
+        w.writerow(["20261203T190542-6852d076", "AMD EPYC (AVX512), 2 cores", "avx512"])
+    assert eta.machines(str(times), str(costs)) == {
+        "1795700000": "AMD EPYC (AVX2), 1.5B target 8.0 tok/s (float32, 16-token forward)"
+    }
+    assert eta.machines(str(speed), str(costs), "run_id") == {
+        "20261203T190542-6852d076": "AMD EPYC (AVX512), 1.5B target 128.0 tok/s (bfloat16, 128-token forward)"
+    }
+    assert eta.machines(str(times)) == {"1795700000": "AMD EPYC (AVX2)"}  # no costs: the machine alone
+    assert eta.prefill_rates(str(tmp_path / "absent.csv")) == {}

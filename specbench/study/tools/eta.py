@@ -9,7 +9,8 @@ recorded run times, and the total (``scripts/full_study.sh`` prints it first).
   (``study.job.sweepjobs``: no job config composed, no model, no torch).
 * A step's expected time is the longest recorded run of that step in ``--times`` (a resumed run
   records only what it had left), dated by its run and named by its machine where its rows name one
-  (``machines``: parts may be recorded on machines of different speed); a sweep is matched by its
+  (``machines``: parts may be recorded on machines of different speed), with that machine's prefill rate from
+  ``--costs`` where it has a curve there (``prefill_rates``); a sweep is matched by its
   preset and overrides (the words after ``sweep=`` in its step message), any other step by its message.  A step never
   recorded says "no recorded time" and the total counts it apart.
 * A step of speed runs never recorded as a step (the batch schedule) is expected to take its jobs'
@@ -144,13 +145,40 @@ def recorded(path: str) -> dict[tuple, tuple[float, str]]:
     return out
 
 
-def machines(path: str) -> dict[str, str]:
-    """run -> the machine that ran it, as its rows in a run-times CSV name it (its CPU and vector capability:
-    'AMD EPYC (AVX512)'); runs recorded before rows named their machine are left out."""
+def machines(path: str, costs: str | None = None, run: str = "run") -> dict[str, str]:
+    """run -> the machine that ran it, as its rows in a run-times CSV (or ``run="run_id"``: speed.csv) name it
+    (its CPU and vector capability: 'AMD EPYC (AVX512)'), and where ``costs`` (results/costs.csv) holds that
+    machine's curve, its prefill rate beside it (``prefill_rates``); runs recorded before rows named their
+    machine are left out."""
+    if not os.path.exists(path):
+        return {}
+    rates = prefill_rates(costs) if costs else {}
+    with open(path, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("machine") and r.get(run)]
+    return {r[run]: r["machine"].split(", ")[0] + rates.get(r.get("machine_id") or "", "") for r in rows}
+
+
+TARGET = "qwen2.5-coder-1.5b-instruct"  # the study's target: its forward rate stands for the machine's
+
+
+def prefill_rates(path: str) -> dict[str, str]:
+    """machine_id -> ', 1.5B target N tok/s (DTYPE, W-token forward)': the fastest tokens per second of the
+    study's target over its forwards in a costs CSV (its widest measured forward, as the ceiling reads it);
+    a machine without a target curve there is left out."""
+    best: dict[str, tuple[float, str, str]] = {}
     if not os.path.exists(path):
         return {}
     with open(path, newline="") as fh:
-        return {r["run"]: r["machine"].split(", ")[0] for r in csv.DictReader(fh) if r.get("machine") and r.get("run")}
+        for r in csv.DictReader(fh):
+            try:
+                if r["model"] != TARGET or not r.get("machine_id"):
+                    continue
+                rate = int(r["n_tokens"]) / float(r["seconds"])
+            except (KeyError, TypeError, ValueError, ZeroDivisionError):
+                continue
+            if rate > best.get(r["machine_id"], (0.0,))[0]:
+                best[r["machine_id"]] = (rate, r.get("dtype", ""), r["n_tokens"])
+    return {m: f", 1.5B target {v:,.1f} tok/s ({dt}, {n}-token forward)" for m, (v, dt, n) in best.items()}
 
 
 def speed_recorded(path: str) -> dict[tuple, tuple[float, str]]:
@@ -277,6 +305,7 @@ def main(argv=None) -> None:
     ap.add_argument("--sweeps", action="store_true", help="the phases' sweeps alone (scripts/run_plan.sh)")
     ap.add_argument("--times", default="results/run_times.csv", help="recorded run times (run, step, seconds)")
     ap.add_argument("--speed", default="results/speed.csv", help="the speed benchmark's rows (its schedule runs)")
+    ap.add_argument("--costs", default="results/costs.csv", help="forward costs: each machine's prefill rate")
     ap.add_argument("--out", default=None, help="the run's output folder: count the jobs it has finished")
     ap.add_argument("overrides", nargs="*", help="the overrides every sweep gets (hydra/launcher=...)")
     a = ap.parse_args(argv)
@@ -293,7 +322,14 @@ def main(argv=None) -> None:
     except (ValueError, OSError) as e:
         print(f"specbench: error: {e}", file=sys.stderr)
         sys.exit(2)
-    print(render(lines(phases, times, a.out, a.overrides, a.sweeps), phases, a.times, on=machines(a.times)))
+    print(
+        render(
+            lines(phases, times, a.out, a.overrides, a.sweeps),
+            phases,
+            a.times,
+            on={**machines(a.speed, a.costs, "run_id"), **machines(a.times, a.costs)},
+        )
+    )
 
 
 if __name__ == "__main__":
