@@ -264,11 +264,17 @@ def test_a_recorded_machine_is_named_with_its_prefill_rate_and_a_speed_run_by_it
         w = csv.writer(fh)
         w.writerow(["run_id", "machine", "machine_id"])
         w.writerow(["20261203T190542-6852d076", "AMD EPYC (AVX512), 2 cores", "avx512"])
-    assert eta.machines(str(times), str(costs)) == {
+    rates = eta.prefill_rates(str(costs))
+    assert eta.machines(str(times), rates) == {
         "1795700000": "AMD EPYC (AVX2), 1.5B target 8.0 tok/s (float32, 16-token forward)"
     }
-    assert eta.machines(str(speed), str(costs), "run_id") == {
+    assert eta.machines(str(speed), rates, "run_id") == {
         "20261203T190542-6852d076": "AMD EPYC (AVX512), 1.5B target 128.0 tok/s (bfloat16, 128-token forward)"
     }
     assert eta.machines(str(times)) == {"1795700000": "AMD EPYC (AVX2)"}  # no costs: the machine alone
     assert eta.prefill_rates(str(tmp_path / "absent.csv")) == {}
+    (tmp_path / "bad.csv").write_bytes(b"\xff\xfe\x00 not text")
+    for key in ("costs", "speed", "times"):
+        with pytest.raises(SystemExit) as e:
+            eta.main([f"--{key}={tmp_path / 'bad.csv'}"])
+        assert e.value.code == 2

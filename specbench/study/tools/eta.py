@@ -145,14 +145,14 @@ def recorded(path: str) -> dict[tuple, tuple[float, str]]:
     return out
 
 
-def machines(path: str, costs: str | None = None, run: str = "run") -> dict[str, str]:
+def machines(path: str, rates: dict | None = None, run: str = "run") -> dict[str, str]:
     """run -> the machine that ran it, as its rows in a run-times CSV (or ``run="run_id"``: speed.csv) name it
-    (its CPU and vector capability: 'AMD EPYC (AVX512)'), and where ``costs`` (results/costs.csv) holds that
-    machine's curve, its prefill rate beside it (``prefill_rates``); runs recorded before rows named their
+    (its CPU and vector capability: 'AMD EPYC (AVX512)'), and where ``rates`` (``prefill_rates`` of
+    results/costs.csv) has that machine, its prefill rate beside it; runs recorded before rows named their
     machine are left out."""
     if not os.path.exists(path):
         return {}
-    rates = prefill_rates(costs) if costs else {}
+    rates = rates or {}
     with open(path, newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if r.get("machine") and r.get(run)]
     return {r[run]: r["machine"].split(", ")[0] + rates.get(r.get("machine_id") or "", "") for r in rows}
@@ -299,6 +299,16 @@ def render(rows: list[Line], phases, times_path: str, width: int = 60, on: dict 
     return "\n".join(out)
 
 
+def _read(key: str, path: str, read, *args):
+    """``read(path, *args)``, or one line naming ``--key`` and exit 2 where the file cannot be read as its CSV."""
+    try:
+        return read(path, *args)
+    except (ValueError, OSError) as e:  # a file that is not UTF-8 text among them
+        why = str(e) if str(e).startswith("--") else f"--{key}={path}: not a readable CSV ({e})"
+        print(f"specbench: error: {why}; give the file results/ holds or leave the option out", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m specbench.study.tools.eta", description=__doc__.split("\n\n")[0])
     ap.add_argument("--phases", default=HOUR, help="comma-separated: hour, extended, power90 (tiny: --sweeps)")
@@ -317,19 +327,10 @@ def main(argv=None) -> None:
             f"specbench: error: --phases={a.phases}: use a comma-separated list of {', '.join(valid)}", file=sys.stderr
         )
         sys.exit(2)
-    try:
-        times = {**speed_recorded(a.speed), **recorded(a.times)}
-    except (ValueError, OSError) as e:
-        print(f"specbench: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    print(
-        render(
-            lines(phases, times, a.out, a.overrides, a.sweeps),
-            phases,
-            a.times,
-            on={**machines(a.speed, a.costs, "run_id"), **machines(a.times, a.costs)},
-        )
-    )
+    rates = _read("costs", a.costs, prefill_rates)
+    times = {**_read("speed", a.speed, speed_recorded), **_read("times", a.times, recorded)}
+    on = {**_read("speed", a.speed, machines, rates, "run_id"), **_read("times", a.times, machines, rates)}
+    print(render(lines(phases, times, a.out, a.overrides, a.sweeps), phases, a.times, on=on))
 
 
 if __name__ == "__main__":
