@@ -13,7 +13,7 @@
 # run, as many as the plan fits; compared step by step: one PASS/FAIL line, acceptance_check.csv); the
 # tree-attention grid the plan sized; the interleaved speed benchmark for the plan's pairs x datasets,
 # each stopping at the plan's deadline (so an earlier step's overrun costs prompts, not minutes);
-# the run's record; each step's time beside its ceiling; report.  No collect: no step writes a job folder
+# the run's record; each step's time beside its ceiling; report (its own time recorded after it).  No collect: no step writes a job folder
 # (each writes its own results/ file), and every committed row is kept as it is.
 # Every committed row this run does not re-measure is kept.  Resumable: a finished step leaves a
 # marker in $OUT and is skipped by the next run (start over: rm -r outputs/default).
@@ -118,8 +118,12 @@ done <<< "$(get speed)"
 step "the run's record (default_run.json)"
 once record $PY -m specbench.study.tools.budget record "$PLAN" --check "$RESULTS/acceptance_check.csv" \
   --out "$RESULTS/default_run.json"
-step "each step's ceiling (run_times.csv), report"
-once ceiling $PY -m specbench.study.tools.ceiling --times "$TIMES" --forwards "$SPECBENCH_FORWARDS" \
-  --costs "$RESULTS/costs.csv" --out "$RESULTS/run_times.csv" --machine "$OUT/machine.json" --dtype "$DTYPE"
+CEILING=($PY -m specbench.study.tools.ceiling --times "$TIMES" --forwards "$SPECBENCH_FORWARDS"
+  --costs "$RESULTS/costs.csv" --out "$RESULTS/run_times.csv" --machine "$OUT/machine.json" --dtype "$DTYPE")
+step "each step's ceiling (run_times.csv)"
+once ceiling "${CEILING[@]}"
+step "the report ($REPORT; its own time into run_times.csv after it)"
 once report $PY -m specbench.report --results "$RESULTS" --out "$REPORT"
-step "done in $(( $(date +%s) - START ))s: see $REPORT"
+end_step   # the report's seconds: what the next plan on this machine sizes its report by (study.tools.budget)
+once report_time "${CEILING[@]}"
+echo; echo "== [run_all $(( $(date +%s) - START ))s] done: see $REPORT"

@@ -10,11 +10,15 @@ STEP=""; STEP_T=$START
 SPECBENCH_FORWARDS="$(cd "$OUT" && pwd)/forwards.csv"
 [ -f "$SPECBENCH_FORWARDS" ] || echo "run,step,model,forwards,tokens" > "$SPECBENCH_FORWARDS"  # study.tools.ceiling refuses none
 export SPECBENCH_FORWARDS SPECBENCH_RUN=$START SPECBENCH_STEP=""
-step() {  # step MESSAGE: ends the previous step (its wall time to $TIMES), starts the next
+end_step() {  # ends the current step: its wall time to $TIMES
   local now; now=$(date +%s)
   if [ -n "$STEP" ]; then printf '%s,"%s",%s\n' "$START" "$STEP" $(( now - STEP_T )) >> "$TIMES"; fi
-  STEP="$*"; STEP_T=$now; SPECBENCH_STEP="$STEP"
-  echo; echo "== [run_all $(( now - START ))s] $*"
+  STEP=""; STEP_T=$now; SPECBENCH_STEP=""
+}
+step() {  # step MESSAGE: ends the previous step (end_step), starts the next
+  end_step
+  STEP="$*"; SPECBENCH_STEP="$STEP"
+  echo; echo "== [run_all $(( STEP_T - START ))s] $*"
 }
 once() {  # once NAME CMD...: run CMD unless an earlier run_all finished it
   local marker="$OUT/$1.done"; shift

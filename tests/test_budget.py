@@ -177,11 +177,34 @@ def test_the_fixed_steps_are_sized_by_this_machines_recorded_collect_over_its_py
         f'1,"{step}",181,0042\n2,"{step}",249,0042\n3,"{step}",204,0042\n4,"{step}",0,0042\n'
         f'5,"{step}",76,abc\n6,set-up,777,0042\n'
     )
-    assert budget.recorded_collect(str(tmp_path), "0042") == 204.0  # its runs' median; a skipped step's 0 left out
-    assert budget.recorded_collect(str(tmp_path), "other") is None
-    assert budget.recorded_collect(str(tmp_path / "none"), "0042") is None
+    collect = budget.COLLECT_STEP
+    assert (
+        budget.recorded_step(str(tmp_path), "0042", collect) == 204.0
+    )  # its runs' median; a skipped step's 0 left out
+    assert budget.recorded_step(str(tmp_path), "other", collect) is None
+    assert budget.recorded_step(str(tmp_path / "none"), "0042", collect) is None
+    assert budget.recorded_step(str(tmp_path), "0042", budget.REPORT_STEP) is None  # no report step recorded
     run_all = (ROOT / "scripts" / "default_run.sh").read_text()
     assert run_all.count("specbench.collect") == 1 and "tiny_seed_collect" in run_all  # the tiny pair's seed alone
+
+
+def test_the_report_is_sized_by_this_machines_recorded_report_step(tmp_path):
+    prof = budget.PROFILES["real"]
+    step = "the report (REPORT.md; its own time into run_times.csv after it)"
+    (tmp_path / "run_times.csv").write_text(
+        f'run,step,seconds,machine_id\n1,"{step}",212,0042\n2,"{step}",240,0042\n3,"{step}",0,0042\n4,"{step}",90,abc\n'
+    )
+    report = budget.recorded_step(str(tmp_path), "0042", budget.REPORT_STEP)
+    assert report == 226.0  # the median of its two runs; the skipped one's 0 and another machine's left out
+    assert (
+        budget.REPORT_STEP in step
+        and (ROOT / "scripts" / "default_run.sh").read_text().count('step "the report (') == 1
+    )
+    mine = budget.fixed_steps(prof, 0.217, collect_s=249.0, report_s=report)
+    assert mine["report"] == 226.0  # its own report, not the collect-scaled one
+    assert mine["ceiling"] == budget.fixed_steps(prof, 0.217, collect_s=249.0)["ceiling"]  # the rest as before
+    p = budget.plan(prof, FAST, "bfloat16", 45 * 60, UNITS, SAMPLE, 0.217, report_s=report)
+    assert {s["step"]: s["eta_s"] for s in p["steps"]}["report"] == 226.0
 
 
 def test_the_sample_is_costed_at_its_committed_batch_and_shrinks_to_fit_dropping_the_dearest():

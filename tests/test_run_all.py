@@ -24,6 +24,8 @@ STEPS = (
     "the speed benchmark",
     "tree-attention benchmark",
     "the run's record",
+    "each step's ceiling",
+    "the report (",
 )
 FILES = (
     "machine.json",
@@ -102,6 +104,8 @@ def test_every_default_step_runs_on_the_tiny_pair_and_writes_its_file(tiny_runs,
     check = pd.read_csv(out / "results" / "acceptance_check.csv")
     assert len(check) and check.identical.all()
     assert "acceptance-sample check: PASS" in log and "total ETA" in log
+    recorded = pd.read_csv(out / "results" / "run_times.csv")  # the report's own time, recorded after it
+    assert recorded.step.str.startswith("the report (").sum() == 1 and "done: see" in log
     speed = pd.read_csv(out / "results" / "speed.csv")
     assert {"plain", "chain N=2", "binary N=2"} <= set(speed.candidate)
     # the clone's own files are untouched: everything went to SPECBENCH_OUT

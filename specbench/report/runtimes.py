@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..results import costcurve
+from ..study.tools.estimates import REPORT_STEP  # recorded after the report it times: a later report shows it
 from . import onerun
 from .markdown import md_table
 
@@ -61,6 +62,7 @@ def _machine_table(times: pd.DataFrame, costs: pd.DataFrame | None, machine_id: 
     setup = per.step.astype(str).str.startswith(SETUP_STEP)
     extended = per.step.astype(str).str.startswith(EXTENDED_STEP)
     study, more = int(per.seconds[~setup & ~extended].sum()), int(per.seconds[extended].sum())
+    upto = ", the report included" if per.step.astype(str).str.startswith(REPORT_STEP).any() else ", up to the report"
     cols = ["step", "seconds", "minutes"] + (["ceiling (s)", "ratio"] if per.ratio.notna().any() else [])
     rows = [
         [str(r.step), f"{int(r.seconds)}", f"{r.seconds / 60:.1f}", *_ceiling_cells(r)][: len(cols)]
@@ -75,7 +77,7 @@ def _machine_table(times: pd.DataFrame, costs: pd.DataFrame | None, machine_id: 
         f"**Run times.** Each step of `bash run_all.sh` {where}, {how}: wall seconds, and beside them "
         "the step's compute ceiling: the seconds the tokens its forwards processed would take at each model's "
         f"{ceiling_width(costs)} forward rate here (results/costs.csv), and the ratio ceiling / wall. Total without "
-        f"the set-up, up to the report: {study} s = {study / 60:.1f} min"
+        f"the set-up{upto}: {study} s = {study / 60:.1f} min"
         + (
             f"; the steps marked extended (`SPECBENCH_EXTENDED=1`) took {more} s = {more / 60:.1f} min more"
             if extended.any()

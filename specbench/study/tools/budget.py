@@ -32,6 +32,7 @@ from .estimates import (  # noqa: F401  (forward_s, sample_cost, PROMPT_TOKENS: 
     COLLECT_STEP,
     PROFILES,
     PROMPT_TOKENS,
+    REPORT_STEP,
     Profile,
     costs_s,
     fixed_steps,
@@ -166,12 +167,13 @@ def plan(
     sample: list[dict],
     python_s: float | None = None,
     collect_s: float | None = None,
+    report_s: float | None = None,
 ) -> dict:
     """What fits ``budget_s`` seconds (see the module's docstring): a JSON-ready dict.  The costs' whole grid,
     unless it leaves the first pair x dataset's speed short of its fewest prompts with all its candidates and
     the narrow grid (``Profile.narrow_tokens``) leaves the speed benchmark more, or the whole grid overruns the
-    budget and the narrow one less.  ``python_s``, ``collect_s``: the fixed steps' (``fixed_steps``)."""
-    fixed = fixed_steps(prof, python_s, collect_s)
+    budget and the narrow one less.  ``python_s``, ``collect_s``, ``report_s``: the fixed steps' (``fixed_steps``)."""
+    fixed = fixed_steps(prof, python_s, collect_s, report_s)
     whole = _plan(prof, rates, dtype, budget_s, units, sample, fixed)
     if not units or (_first_unit(whole) >= (prof.prompts[0], len(units[0][2])) and not whole["over_budget"]):
         return whole  # the whole curve ranks next after the first unit's fewest prompts with all its candidates
@@ -294,16 +296,20 @@ def make(args) -> dict:
 
     rows = sample(sample_file(args.results))
     budget_s = args.minutes * 60 - args.spent
-    collect = recorded_collect(args.results, rec.get("machine_id"))
-    p = plan(prof, rec["rates_gflops"], dtype, budget_s, units, rows.to_dict("records"), rec.get("python_s"), collect)
+    collect, report = (recorded_step(args.results, rec.get("machine_id"), s) for s in (COLLECT_STEP, REPORT_STEP))
+    p = plan(
+        prof, rec["rates_gflops"], dtype, budget_s, units, rows.to_dict("records"), rec.get("python_s"), collect, report
+    )
     by = f"this machine's collect step of earlier runs ({collect:.0f} s, the median)" if collect else ""
     by = by or f"the Python work it measured ({rec.get('python_s') or 0:.3f} s)"
+    by += f"; the report by its report step of earlier runs ({report:.0f} s, the median)" if report else ""
     return {**p, "minutes": args.minutes, "spent_s": args.spent, "machine": rec, "covered": sentence(p), "fixed_by": by}
 
 
-def recorded_collect(results_dir: str, machine_id) -> float | None:
-    """The median seconds of this machine's recorded collect steps in results/run_times.csv (``COLLECT_STEP``;
-    a step skipped by its marker records 0 and is left out), None where it has none."""
+def recorded_step(results_dir: str, machine_id, step: str) -> float | None:
+    """The median seconds of this machine's recorded steps whose message starts with ``step`` in
+    results/run_times.csv (``COLLECT_STEP``, ``REPORT_STEP``; a step skipped by its marker records 0 and is left
+    out), None where it has none."""
     from ...results.files import read_csv  # start-up: pandas, as STRATA's above
 
     path = os.path.join(results_dir, "run_times.csv")
@@ -312,7 +318,7 @@ def recorded_collect(results_dir: str, machine_id) -> float | None:
     t = read_csv(path)
     if not {"machine_id", "step", "seconds"} <= set(t.columns):
         return None
-    mine = t[(t["machine_id"].astype(str) == str(machine_id)) & t["step"].astype(str).str.startswith(COLLECT_STEP)]
+    mine = t[(t["machine_id"].astype(str) == str(machine_id)) & t["step"].astype(str).str.startswith(step)]
     seconds = mine["seconds"].astype(float)
     seconds = seconds[seconds > 0]
     return float(seconds.median()) if len(seconds) else None

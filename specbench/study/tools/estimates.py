@@ -19,9 +19,10 @@ measured rate for its forward width, plus each process's start and model load:
 * ``attention``: the tree-attention grid's time on a reference machine, scaled by the rates of both dtypes
   it times (``grid_s``: fitted on three hosts' recorded runs); it runs
   before the speed step, so what it takes beyond its ETA comes out of the speed step's prompts;
-* ``record``, ``ceiling``, ``report``: scaled by this machine's own recorded collect step where it has one
-  (``COLLECT_STEP``), else fixed, or more on a machine slower at Python work (``fixed_steps``: the machine's
-  measured ``python_s``; hosts of one kind differ 2.6x in the report).
+* ``record``, ``ceiling``, ``report``: the report at this machine's own recorded report step where it has one
+  (``REPORT_STEP``); else scaled by its recorded collect step where it has one (``COLLECT_STEP``), else fixed,
+  or more on a machine slower at Python work (``fixed_steps``: the machine's measured ``python_s``; hosts of
+  one kind differ 2.6x in the report).
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ class Profile:
     # one process's imports and model load: the batch-1 acceptance check of results/run_times.csv's last default
     # run (15 one-prompt processes in 284 s, their forwards 128 s of it) left ~10 s a process; 15 with the load
     load_s: float = 15.0
-    # record: the run's record (default_run.json, a few seconds); ceiling and report (not in run_times.csv, which
-    # the ceiling step writes): python -m specbench.report took ~2-3 min
+    # record: the run's record (default_run.json, a few seconds); ceiling; report (python -m specbench.report took
+    # ~2-3 min; recorded in run_times.csv from 2026-12-06, ``REPORT_STEP``, and then read from there)
     fixed_s: dict = field(default_factory=lambda: {"record": 10.0, "ceiling": 10.0, "report": 180.0})
     # the same steps on a host slower at Python (the AVX2 EPYC of 2026-12-02: ceiling and report 355 s, where
     # `python -m specbench.report` took 360 s against ~140 s on the AVX-512 host), scaled by the machine's
@@ -83,19 +84,26 @@ SLOW_PYTHON_S = 0.13  # inputs.machine.python_s() on the host of Profile.slow_fi
 # the run no longer has it); its seconds in results/run_times.csv measure this machine's pandas work beside the
 # slow host's, where they are recorded
 COLLECT_STEP = "collect and the run's record"
+# the default run's report step (scripts/default_run.sh, from 2026-12-06: recorded in run_times.csv after the report)
+REPORT_STEP = "the report ("
 
 
-def fixed_steps(prof: Profile, python_s: float | None, collect_s: float | None = None) -> dict:
+def fixed_steps(
+    prof: Profile, python_s: float | None, collect_s: float | None = None, report_s: float | None = None
+) -> dict:
     """record, ceiling and report's seconds: where this machine has recorded its collect step (``collect_s``,
     the median of its runs in results/run_times.csv), the slow host's steps scaled by it; else the larger of the
     fixed and the slow host's scaled by the measured ``python_s``.  On the AVX2 EPYC, python_s read 0.13 to 0.22 s
     within minutes while its collect took 181-249 s: the linear python_s scaling put 384 s on a 249 s collect and
-    600 s on a 309 s ceiling and report (2026-12-05), crowding out the speed benchmark."""
+    600 s on a 309 s ceiling and report (2026-12-05), crowding out the speed benchmark.  Where this machine has
+    recorded its report step itself (``report_s``, the median of its runs), the report takes that."""
     if collect_s and prof.slow_collect_s:
         scale = float(collect_s) / prof.slow_collect_s
-        return {k: prof.slow_fixed_s.get(k, v) * scale for k, v in prof.fixed_s.items()}
-    scale = float(python_s or 0.0) / SLOW_PYTHON_S
-    return {k: max(v, prof.slow_fixed_s.get(k, 0.0) * scale) for k, v in prof.fixed_s.items()}
+        out = {k: prof.slow_fixed_s.get(k, v) * scale for k, v in prof.fixed_s.items()}
+    else:
+        scale = float(python_s or 0.0) / SLOW_PYTHON_S
+        out = {k: max(v, prof.slow_fixed_s.get(k, 0.0) * scale) for k, v in prof.fixed_s.items()}
+    return {**out, "report": float(report_s)} if report_s and "report" in out else out
 
 
 PROFILES = {
