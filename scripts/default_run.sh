@@ -42,13 +42,33 @@ case "$PROFILE" in
         DTYPE_ARG=(--dtype float32); ATTN=(repeats=2 min_repeats=1 warmup=1 max_seconds=0.05 check=false bandwidth_mb=16 matmul_n=256) ;;
   *) echo "run_all.sh: SPECBENCH_PROFILE=$PROFILE: must be real or tiny (e.g. SPECBENCH_PROFILE=tiny)" >&2; exit 2 ;;
 esac
+# a run to resume was planned for its own minutes and dtype: another budget is a new run (start over)
+if [ -z "$PLAN_ONLY" ] && [ -f "$SPECBENCH_OUT/plan.json" ]; then
+  python3 - "$SPECBENCH_OUT" "$MINUTES" "${SPECBENCH_DTYPE:-}" <<'PY' || exit 2
+import json, sys
+out, minutes, dtype = sys.argv[1:]
+try:
+    kept = json.load(open(f"{out}/plan.json"))
+    was, was_dtype = float(kept["minutes"]), str(kept["dtype"])
+except (OSError, ValueError, KeyError, TypeError) as e:
+    sys.exit(f"run_all.sh: {out}/plan.json: not a plan ({type(e).__name__}); start over: rm -r {out}")
+if was != float(minutes) or (dtype and dtype != was_dtype):
+    key, now, then = ("SPECBENCH_MINUTES", minutes, f"{was:g}") if was != float(minutes) else ("SPECBENCH_DTYPE", dtype, was_dtype)
+    sys.exit(f"run_all.sh: {key}={now}: {out} holds a run planned with {key}={then}; resume it with {key}={then}, "
+             f"or start over: rm -r {out}")
+PY
+fi
 source scripts/steps.sh
+[ -n "$PLAN_ONLY" ] && TIMES=/dev/null   # a preview times no step: a later run's record starts with its own
 PY=.venv/bin/python
 mkdir -p "$RESULTS"
 
 if [ -z "$PLAN_ONLY" ]; then
   step "set-up (environment + embedded models)"
   if [ "$PROFILE" = tiny ]; then bash scripts/setup.sh --no-models; else bash scripts/setup.sh; fi
+elif [ ! -x "$PY" ]; then  # the plan needs the environment (torch measures the machine), not the models
+  step "set-up (environment only: --plan-only)"
+  bash scripts/setup.sh --no-models
 fi
 
 step "the machine measured (dtype=auto and its rates, \$OUT/machine.json)"
@@ -66,7 +86,7 @@ step "the plan: what fits ${MINUTES} min here (\$OUT/plan.json)"
 PLAN="$OUT/plan.json"
 [ -n "$PLAN_ONLY" ] && PLAN="$OUT/plan.preview.json"
 if [ -f "$PLAN" ] && [ -z "$PLAN_ONLY" ]; then
-  echo "kept the plan of an earlier run ($PLAN: rm it to plan again)"
+  echo "kept the plan of an earlier run ($PLAN; start over: rm -r $OUT)"
 else
   $PY -m specbench.study.tools.budget plan --machine "$OUT/machine.json" --minutes "$MINUTES" \
     --spent $(( $(date +%s) - START )) --profile "$PROFILE" --results "$RESULTS" "${DTYPE_ARG[@]}" --out "$PLAN"
@@ -117,7 +137,7 @@ done <<< "$(get speed)"
 
 step "the run's record (default_run.json)"
 once record $PY -m specbench.study.tools.budget record "$PLAN" --check "$RESULTS/acceptance_check.csv" \
-  --out "$RESULTS/default_run.json"
+  --speed "$RESULTS/speed.csv" --out "$RESULTS/default_run.json"
 CEILING=($PY -m specbench.study.tools.ceiling --times "$TIMES" --forwards "$SPECBENCH_FORWARDS"
   --costs "$RESULTS/costs.csv" --out "$RESULTS/run_times.csv" --machine "$OUT/machine.json" --dtype "$DTYPE")
 step "each step's ceiling (run_times.csv)"

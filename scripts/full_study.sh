@@ -27,7 +27,9 @@ PY=.venv/bin/python
 print_plan
 
 step "forward costs per pair (bf16, the study's dtype) and the environment (results/costs.csv, results/environment.json)"
-# one process: a model shared by pairs (the 1.5B target) is measured once
+# the machine first (its identity names every step's row in results/run_times.csv; study.tools.ceiling reads its
+# cost rows alone); then one process: a model shared by pairs (the 1.5B target) is measured once
+once machine $PY -m specbench.inputs.machine --out "$OUT/machine.json"
 # 7 repeats of every forward shape, interleaved across shapes, at KV lengths 128 and 512
 once costs $PY -m specbench.study.tools.costs pair=qwen_coder +costs_repeats=7 \
   '+costs_pairs=[ngram_qwen,merged_qwen,smollm_qwen,gemma_qwen,qwen_skip,qwen_coder,smollm_qwen05,gemma_qwen05,ngram_qwen05,qwen05_skip]' \
@@ -132,9 +134,12 @@ step "collect, the logit margin at each greedy divergence (results/divergence_ma
 # merged into the committed results (a job's rows replaced as a unit, by config hash): a run that
 # holds only part of the study (no SPECBENCH_EXTENDED) keeps the committed rows of the other parts
 $PY -m specbench.collect "$OUT" --out results
-# each step's wall time beside its compute ceiling (its forwards' tokens at each model's measured rate)
-$PY -m specbench.study.tools.ceiling --times "$TIMES" --forwards "$SPECBENCH_FORWARDS" --costs results/costs.csv \
-  --out results/run_times.csv
+# each step's wall time beside its compute ceiling (its forwards' tokens at each model's measured rate), on this machine
+CEILING=($PY -m specbench.study.tools.ceiling --times "$TIMES" --forwards "$SPECBENCH_FORWARDS" --costs results/costs.csv
+  --out results/run_times.csv --machine "$OUT/machine.json" --dtype bfloat16)
+"${CEILING[@]}"
 $PY -m specbench.study.tools.margins --results results || echo "[run_all] margins failed (see above): REPORT.md says so" >&2
 $PY -m specbench.report
-step "done in $(( $(date +%s) - START ))s: see REPORT.md"
+end_step   # this last step's own time, recorded after the report (the next report and plan read it)
+"${CEILING[@]}"
+echo; echo "== [run_all $(( $(date +%s) - START ))s] done: see REPORT.md"

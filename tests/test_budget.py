@@ -289,6 +289,34 @@ def test_the_shell_reads_the_plan_and_the_record_states_it(tmp_path):
     assert rec["acceptance_check"].endswith("not run")
 
 
+def test_the_record_states_what_the_speed_benchmark_ran_of_the_plan(tmp_path):
+    """A unit takes no prompt it cannot end before its deadline: the record says how many of the planned ran, from
+    this machine's speed rows of runs after the plan (another machine's and an earlier run's are not counted)."""
+    p = {**plan(90), "minutes": 90, "spent_s": 30, "machine": {"machine": "cpu X", "machine_id": "0042"}}
+    units = {s["step"]: s for s in p["steps"]}["speed"]["units"]
+    first = units[0]
+    assert first["prompts"] >= 2
+    since = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+    rows = ["run_id,machine_id,pair,dataset,prompt_ids,candidate"]
+    rows += [f"20270115T090000-aa,0042,{first['pair']},{first['dataset']},P/{i},{c}" for i in (0, 1) for c in "ab"]
+    rows += [f"20270115T090000-bb,9999,{first['pair']},{first['dataset']},P/{i},a" for i in range(9)]  # another machine
+    rows += [f"20270101T090000-cc,0042,{first['pair']},{first['dataset']},P/{i},a" for i in range(9)]  # an earlier run
+    (tmp_path / "speed.csv").write_text("\n".join(rows) + "\n")
+    rec = budget.record(p, str(tmp_path / "none.csv"), str(tmp_path / "speed.csv"), since)
+    assert rec["covered"].startswith(budget.sentence(p))
+    assert (
+        f"of these the speed benchmark ran {first['pair']} on {first['dataset']}: 2 of {first['prompts']} prompts"
+        in rec["covered"]
+    )
+    assert "could not end before its deadline" in rec["covered"]
+    whole = [f"20270115T090000-aa,0042,{u['pair']},{u['dataset']},P/{i},a" for u in units for i in range(u["prompts"])]
+    (tmp_path / "speed.csv").write_text("\n".join(rows[:1] + whole) + "\n")
+    done = budget.record(p, str(tmp_path / "none.csv"), str(tmp_path / "speed.csv"), since)["covered"]
+    assert done.endswith("; every planned prompt of the speed benchmark ran")
+    none = budget.record(p, str(tmp_path / "none.csv"), str(tmp_path / "missing.csv"), since)["covered"]
+    assert f"{first['pair']} on {first['dataset']}: 0 of" in none
+
+
 @pytest.mark.parametrize(
     "args, key",
     [
@@ -296,12 +324,15 @@ def test_the_shell_reads_the_plan_and_the_record_states_it(tmp_path):
         (["plan", "--machine", "m.json", "--minutes", "0", "--out", "p.json"], "--minutes"),
         (["plan", "--machine", "m.json", "--dtype", "float16", "--out", "p.json"], "--dtype"),
         (["get", "p0.json", "nope"], "get"),
+        (["get", "old.json", "speed"], "not a plan of this version"),  # a kept plan of another version
+        (["record", "old.json", "--out", "p.json"], "not a plan of this version"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, key):
     args = [str(tmp_path / a) if a.endswith(".json") or a == "MISSING" else a for a in args]
     (tmp_path / "m.json").write_text(json.dumps({"machine": "x", "dtype": "bfloat16", "rates_gflops": FAST}))
     (tmp_path / "p0.json").write_text(json.dumps({**plan(45), "machine": {}}))
+    (tmp_path / "old.json").write_text(json.dumps({"minutes": 45, "dtype": "float32"}))
     r = subprocess.run(
         [sys.executable, "-m", "specbench.study.tools.budget", *args, "--results", str(tmp_path)][
             : len(args) + 3 + 2 * (args[0] == "plan")

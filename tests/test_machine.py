@@ -2,6 +2,7 @@
 dtype from measured rates, resolved into the job spec and recorded once per machine."""
 
 import json
+import os
 
 import pytest
 
@@ -9,6 +10,7 @@ from specbench.inputs import machine
 
 AVX512_BF16 = {"bfloat16": {1: 3.1, 64: 51.8}, "float32": {1: 1.8, 64: 15.5}}
 AVX2_ONLY = {"bfloat16": {1: 0.3, 64: 0.9}, "float32": {1: 9.0, 64: 60.7}}
+AVX2_ROWS = {"bfloat16": {1: 0.3, 4: 0.5, 16: 0.8, 64: 0.9}, "float32": {1: 9.0, 4: 8.0, 16: 30.0, 64: 60.7}}
 
 
 @pytest.mark.parametrize("rates, want", [(AVX512_BF16, "bfloat16"), (AVX2_ONLY, "float32")])
@@ -32,7 +34,7 @@ def test_dtype_auto_is_resolved_in_the_job_spec_and_recorded_once_per_machine(tm
     from specbench.study.job.jobspec import from_config
 
     calls = []
-    monkeypatch.setattr(machine, "rates", lambda device: calls.append(device) or AVX2_ONLY)
+    monkeypatch.setattr(machine, "rates", lambda device: calls.append(device) or AVX2_ROWS)
     from specbench.study.job.launch import compose
 
     overrides = ["pair=qwen_coder", "dtype=auto", f"+replay_cache={tmp_path}"]
@@ -49,3 +51,26 @@ def test_the_measurement_runs_and_names_each_dtype():
     rates = machine.rates("cpu")
     assert set(rates) == {"bfloat16", "float32"} and all(r > 0 for by in rates.values() for r in by.values())
     assert all(tuple(by) == machine.ROWS for by in rates.values()) and {1, 64} <= set(machine.ROWS)
+
+
+def test_each_run_measures_the_rates_again_and_keeps_the_cached_dtype(tmp_path, monkeypatch, capsys):
+    """The plan is sized by this run's rates; every job resolves dtype=auto by the cached choice; a cached record of
+    fewer widths than ``ROWS`` (before the narrow ones) is measured again."""
+    monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "cache"))
+    path = machine.cached_path("cpu")
+    assert path.startswith(str(tmp_path / "cache"))
+    old = {**machine.identity("cpu"), "dtype": "float32", "rates_gflops": {"float32": {"1": 9.0, "64": 60.7}}}
+    os.makedirs(os.path.dirname(path))
+    with open(path, "w") as f:
+        json.dump(old, f)
+    calls = []
+    monkeypatch.setattr(machine, "rates", lambda device: calls.append(device) or AVX2_ROWS)
+    monkeypatch.setattr(machine, "python_s", lambda: 0.1)
+    assert machine.auto_dtype("cpu")[1]["rates_gflops"]["float32"]["16"] == 30.0 and calls == ["cpu"]  # re-measured
+    cached = json.loads(open(path).read())
+    monkeypatch.setattr(machine, "rates", lambda device: calls.append(device) or AVX512_BF16)  # a faster run
+    machine.main(["--out", str(tmp_path / "m.json")])
+    rec = json.loads((tmp_path / "m.json").read_text())
+    assert rec["rates_gflops"]["bfloat16"]["64"] == 51.8 and len(calls) == 2  # this run's rates, measured once
+    assert rec["dtype"] == "float32" and json.loads(open(path).read()) == cached  # the cached choice stands
+    assert f"favour bfloat16; the cached choice stands: remove {path}" in capsys.readouterr().out

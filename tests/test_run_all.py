@@ -130,6 +130,17 @@ def test_the_real_plan_prints_without_running_anything(clone, tmp_path):
         assert f"  {step} " in r.stdout, step
     assert (out / "plan.preview.json").is_file() and not (out / "plan.json").exists()
     assert not (out / "costs.done").exists()
+    assert (out / "step_times.csv").read_text().count("\n") == 1  # a preview times no step: its header alone
+
+
+def test_a_run_to_resume_under_another_budget_is_refused_in_one_line(tiny_runs, clone, tiny_pair_dirs):
+    out = tiny_runs[0]
+    before = (out / "step_times.csv").read_text()
+    extra = {"SPECBENCH_PROFILE": "tiny", "SPECBENCH_TINY_PAIR": ":".join(tiny_pair_dirs), "SPECBENCH_MINUTES": "60"}
+    r = run_all(clone, out, extra)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "SPECBENCH_MINUTES=60" in r.stderr and "SPECBENCH_MINUTES=45" in r.stderr and f"rm -r {out}" in r.stderr
+    assert (out / "step_times.csv").read_text() == before  # nothing ran
 
 
 @pytest.mark.parametrize(

@@ -29,12 +29,13 @@ from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 from ..core.registry import Registry
 from ..core.tree import ancestor_mask, depths, tree_attention_mask
 from ..inputs.embedded import model_dir
+from ..inputs.packages import STUDY_TARGET
 
 IMPLS: Registry[Callable[..., Prepared]] = Registry("attention implementation")
 
 # Qwen2.5(-Coder)-1.5B: used when the embedded target's config.json is not installed.
 FALLBACK_DIMS = {"heads": 12, "kv_heads": 2, "head_dim": 128}
-TARGET_KEY = "qwen2.5-coder-1.5b-instruct"
+TARGET_KEY = STUDY_TARGET
 
 
 def target_dims(key: str = TARGET_KEY) -> tuple[dict, str]:

@@ -19,6 +19,8 @@ and the dtype it runs fastest (``dtype=auto``).
 * ``pick(rates)``: the dtype with the larger geometric mean over 1 and 64 rows.
 * ``auto_dtype(device)``: ``pick(rates(device))``, measured once per machine and kept in the cache
   folder (``<cache>/machine-<machine_id>.json``), so every job of a study resolves ``auto`` alike.
+  ``python -m specbench.inputs.machine --out`` (the default run's first step) measures the rates again on
+  every run, since the plan is sized by them, and keeps the cached dtype.
 """
 
 from __future__ import annotations
@@ -151,18 +153,25 @@ def pick(measured: dict[str, dict[int, float]]) -> str:
     return max(score, key=lambda dt: score[dt])
 
 
-def auto_dtype(device: str = "cpu", cache: str | None = None) -> tuple[str, dict]:
-    """(dtype, record) for ``dtype=auto``: measured once per machine, then read from the cache."""
+def cached_path(device: str = "cpu", cache: str | None = None) -> str:
+    """This machine's cached record (``auto_dtype``)."""
+    return os.path.join(cache_root(cache), f"machine-{identity(device)['machine_id']}.json")
+
+
+def auto_dtype(device: str = "cpu", cache: str | None = None, measured: dict | None = None) -> tuple[str, dict]:
+    """(dtype, record) for ``dtype=auto``: measured once per machine (``measured``: rates just measured, else
+    ``rates``), then read from the cache (measured again where the cached record lacks a width of ``ROWS``)."""
     me = identity(device)
-    path = os.path.join(cache_root(cache), f"machine-{me['machine_id']}.json")
+    path = cached_path(device, cache)
     if os.path.isfile(path):
         try:
             with open(path, encoding="utf-8") as f:
                 rec = json.load(f)
-            return str(rec["dtype"]), rec
-        except (OSError, ValueError, KeyError):
-            pass  # a cut or foreign file: measure again
-    measured = rates(device)
+            if all(str(n) in by for by in rec["rates_gflops"].values() for n in ROWS):
+                return str(rec["dtype"]), rec
+        except (OSError, ValueError, KeyError, AttributeError):
+            pass  # a cut or foreign file, or one of fewer widths (before 2026-12-05): measure again
+    measured = measured or rates(device)
     rec = {
         **me,
         "dtype": pick(measured),
@@ -188,8 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", default=None, help="where the record goes (JSON)")
     args = ap.parse_args(argv)
-    dtype, rec = auto_dtype(args.device)
-    rec = {**rec, "python_s": python_s()}  # this host, this run (the cached record is per machine kind)
+    # this run's rates (one host's read 25 to 80 GFLOP/s at 64 rows between runs): the plan is sized by them; the
+    # cached dtype stands, so every job of this machine resolves dtype=auto alike
+    measured = rates(args.device)
+    dtype, rec = auto_dtype(args.device, measured=measured)
+    fresh = {dt: {str(n): r for n, r in by.items()} for dt, by in measured.items()}
+    rec = {**rec, "rates_gflops": fresh, "python_s": python_s()}  # this host, this run
+    other = pick(measured)
     rates_txt = "; ".join(
         f"{dt} {' / '.join(f'{by[n]:.1f}' for n in widths)} GFLOP/s at {' / '.join(widths)} rows"
         for dt, by in rec["rates_gflops"].items()
@@ -198,6 +212,11 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"machine: {rec['machine']} [{rec['machine_id']}]: {rates_txt}; Python work {rec['python_s']:.3f} s: "
         f"dtype=auto is {dtype}"
+        + (
+            f" (this run's rates favour {other}; the cached choice stands: remove {cached_path(args.device)} to pick again)"
+            if other != dtype
+            else ""
+        )
     )
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

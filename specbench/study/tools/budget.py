@@ -315,7 +315,10 @@ def recorded_step(results_dir: str, machine_id, step: str) -> float | None:
     path = os.path.join(results_dir, "run_times.csv")
     if not machine_id or not os.path.isfile(path):
         return None
-    t = read_csv(path)
+    try:
+        t = read_csv(path)
+    except (OSError, ValueError) as e:  # a cut or garbled file (pandas' parser errors are ValueErrors)
+        refuse(f"--results: {path}: not a readable run-times CSV ({type(e).__name__}); restore it: git checkout {path}")
     if not {"machine_id", "step", "seconds"} <= set(t.columns):
         return None
     mine = t[(t["machine_id"].astype(str) == str(machine_id)) & t["step"].astype(str).str.startswith(step)]
@@ -341,20 +344,23 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("record", help="what the run covered, for the report (results/default_run.json)")
     r.add_argument("plan")
     r.add_argument("--check", default="results/acceptance_check.csv")
+    r.add_argument("--speed", default="results/speed.csv", help="the speed rows: what the run's benchmark ran")
     r.add_argument("--out", default="results/default_run.json")
     args = ap.parse_args(argv)
-    if args.cmd == "record":
-        with open(args.plan, encoding="utf-8") as f:
-            rec = record(json.load(f), args.check)
-        atomic_write(args.out, lambda tmp: write_file(tmp, json.dumps(rec, indent=1, sort_keys=True) + "\n"))
-        print(rec["acceptance_check"])
-        return 0
-    if args.cmd == "get":
+    if args.cmd in ("record", "get"):
         try:
             with open(args.plan, encoding="utf-8") as f:
-                print(get(json.load(f), args.key))
-        except (OSError, ValueError) as e:
-            refuse(f"{args.plan}: {e}")
+                p = json.load(f)
+            if args.cmd == "get":
+                print(get(p, args.key))
+                return 0
+            rec = record(p, args.check, args.speed, os.path.getmtime(args.plan))
+        except (KeyError, TypeError, StopIteration, AttributeError) as e:
+            refuse(f"{args.plan}: not a plan of this version (no {e}); start over: rm -r {os.path.dirname(args.plan)}")
+        except (OSError, ValueError) as e:  # the plan, --check or --speed unreadable (pandas' parser errors among them)
+            refuse(f"{args.plan} or its --check/--speed: not readable ({type(e).__name__}: {e})")
+        atomic_write(args.out, lambda tmp: write_file(tmp, json.dumps(rec, indent=1, sort_keys=True) + "\n"))
+        print(rec["acceptance_check"])
         return 0
     if not args.minutes > 0:
         refuse(f"--minutes={args.minutes:g}: must be > 0 (SPECBENCH_MINUTES=45)")

@@ -19,7 +19,8 @@ recorded run times, and the total (``scripts/full_study.sh`` prints it first).
   ``--out``) are counted, and its expected time is scaled to the jobs left; so are a fixed step's
   that counts jobs by their once-markers (the batch-size schedule: ``plan.schedule_jobs``).
 
-Imports: csv, ``study.tools.plan``, ``study.tools.sizes`` and ``study.job.sweepjobs`` (no torch, no pandas).
+Imports: csv, ``study.tools.plan``, ``study.tools.sizes``, ``study.job.sweepjobs`` and ``inputs.packages``'s
+``STUDY_TARGET`` (no torch, no pandas).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...inputs.packages import STUDY_TARGET
 from ..job import sweepjobs
 from . import plan
 from .sizes import plural
@@ -158,14 +160,14 @@ def machines(path: str, rates: dict | None = None, run: str = "run") -> dict[str
     return {r[run]: r["machine"].split(", ")[0] + rates.get(r.get("machine_id") or "", "") for r in rows}
 
 
-TARGET = "qwen2.5-coder-1.5b-instruct"  # the study's target: its forward rate stands for the machine's
+TARGET = STUDY_TARGET  # the study's target: its forward rate stands for the machine's
 
 
 def prefill_rates(path: str) -> dict[str, str]:
     """machine_id -> ', 1.5B target N tok/s (DTYPE, W-token forward)': the most tokens per second of the
     study's target over its measured forwards in a costs CSV, any dtype and KV length, named by the forward that
     gave it (usually its widest; ``study.tools.ceiling`` reads the widest at KV 128 instead); a machine without
-    a target curve there is left out.  The model's name is also ``attention.impls.TARGET_KEY``, which imports torch."""
+    a target curve there is left out."""
     best: dict[str, tuple[float, str, str]] = {}
     if not os.path.exists(path):
         return {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 
 from ...core.args import refuse
 from .sizes import plural
@@ -121,8 +122,40 @@ def get(p: dict, key: str) -> str:
     return values[key]
 
 
-def record(p: dict, check: str) -> dict:
-    """results/default_run.json: what the default run covered, on which machine (the report's sentence)."""
+def ran(p: dict, speed: str, since: float) -> str:
+    """What the speed benchmark ran of the plan's units: each unit's prompts among this machine's rows of
+    ``speed`` (speed.csv) whose run began after ``since`` (the plan's time; run ids are UTC stamps), since a
+    unit takes no prompt it cannot end before its deadline.  '' where the plan has no speed unit."""
+    from ...results.files import read_csv  # start-up: as record's
+
+    units = next(s for s in p["steps"] if s["step"] == "speed")["units"]
+    if not units:
+        return ""
+    rows = read_csv(speed) if os.path.isfile(speed) else None
+    need = {"run_id", "machine_id", "pair", "dataset", "prompt_ids"}
+    if rows is not None and need <= set(rows.columns):
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(since))
+        rows = rows[(rows.machine_id.astype(str) == str(p["machine"].get("machine_id"))) & (rows.run_id >= stamp)]
+    else:
+        rows = None
+    done = [
+        0 if rows is None else rows[(rows.pair == u["pair"]) & (rows.dataset == u["dataset"])].prompt_ids.nunique()
+        for u in units
+    ]
+    if all(n == u["prompts"] for n, u in zip(done, units)):
+        return "; every planned prompt of the speed benchmark ran"
+    return (
+        "; of these the speed benchmark ran "
+        + "; ".join(
+            f"{u['pair']} on {u['dataset']}: {n} of {plural(u['prompts'], 'prompt')}" for n, u in zip(done, units)
+        )
+        + " (a prompt it could not end before its deadline is not run)"
+    )
+
+
+def record(p: dict, check: str, speed: str = "", since: float = 0.0) -> dict:
+    """results/default_run.json: what the default run covered, on which machine (the report's sentence): the
+    plan's steps, and what its speed benchmark ran of them (``ran``)."""
     from ...results.files import read_csv  # start-up: budget imports this module and the shell calls `get` often
     from .recheck import mine, verdict  # start-up: pandas, as read_csv above
 
@@ -149,7 +182,7 @@ def record(p: dict, check: str) -> dict:
         "dtype": p["dtype"],
         "dtype_auto": m.get("dtype"),
         **{k: m.get(k) for k in keep},
-        "covered": sentence(p),
+        "covered": sentence(p) + ran(p, speed, since),
         "costs_pairs": costs["pairs"],
         "costs_repeats": costs["repeats"],
         "acceptance_check": line,
