@@ -185,6 +185,24 @@ def test_twin_controls_failing_in_more_runs_than_their_level_allows_are_counted_
     assert "unwidened interval failed in" not in controls.sentence(quiet, brief=True)
 
 
+def test_a_control_that_misses_too_often_on_two_machines_is_one_clause_naming_both():
+    from specbench.report import controls
+
+    pooled = pd.DataFrame(
+        [
+            ("ABBA", "twin", "AMD EPYC (AVX2), 2 cores", 2, 5, 0.023),
+            ("ABBA", "twin", "AMD EPYC (AVX512), 2 cores", 6, 35, 0.0073),
+            ("ABBA", "A/A", "AMD EPYC (AVX512), 2 cores", 2, 35, 0.55),  # within its 95%: no clause
+        ],
+        columns=["orders", "control", "machine", "runs_failed", "runs_judged", "fail_p"],
+    )
+    (said,) = controls.too_many_misses({"pooled_controls": pooled})
+    assert said == (
+        "over every ABBA run, the twin control's own unwidened interval failed in 2 of 5 on AMD EPYC (AVX2) "
+        "(p = 0.023) and 6 of 35 on AMD EPYC (AVX512) (p = 0.0073), 5% allowed, so the intervals here are widened"
+    )
+
+
 def test_runs_whose_orders_let_an_order_effect_stand_are_pooled_apart():
     """Six ABBA runs without a lean, six earlier ones (each unit in one random order) whose first-named twin
     takes 2% longer: pooled apart, the ABBA runs' interval includes 0 and speed.md says so first; the earlier

@@ -74,14 +74,21 @@ def offset_clause(rows: pd.DataFrame) -> str:
 
 
 def too_many_misses(t: dict) -> list[str]:
-    """Per pooled control whose runs failed more often than their 95% allows (``coverage_verdict``), one clause."""
+    """Per pooled control whose runs failed more often than their 95% allows (``coverage_verdict``), one clause
+    naming each machine where it did."""
     pooled = t.get("pooled_controls", pd.DataFrame())
     bad = pooled[pooled.fail_p < 0.05] if len(pooled) and "fail_p" in pooled else pooled.iloc[0:0]
-    return [
-        f"over every {r.orders} run on {str(r.machine).split(',')[0]}, the {r.control} control's own unwidened interval "
-        f"failed in {r.runs_failed} of {r.runs_judged} (5% allowed, p = {r.fail_p:.2g}), so the intervals here are widened"
-        for r in bad.itertuples()
-    ]
+    out = []
+    for (orders, name), rows in bad.groupby(["orders", "control"], sort=False):
+        on = " and ".join(
+            f"{r.runs_failed} of {r.runs_judged} on {str(r.machine).split(',')[0]} (p = {r.fail_p:.2g})"
+            for r in rows.itertuples()
+        )
+        out.append(
+            f"over every {orders} run, the {name} control's own unwidened interval failed in {on}, 5% allowed, "
+            "so the intervals here are widened"
+        )
+    return out
 
 
 POOLED_NAMES = {
