@@ -177,13 +177,11 @@ def test_the_fixed_steps_are_sized_by_this_machines_recorded_collect_over_its_py
         f'1,"{step}",181,0042\n2,"{step}",249,0042\n3,"{step}",204,0042\n4,"{step}",0,0042\n'
         f'5,"{step}",76,abc\n6,set-up,777,0042\n'
     )
-    collect = budget.COLLECT_STEP
-    assert (
-        budget.recorded_step(str(tmp_path), "0042", collect) == 204.0
-    )  # its runs' median; a skipped step's 0 left out
-    assert budget.recorded_step(str(tmp_path), "other", collect) is None
-    assert budget.recorded_step(str(tmp_path / "none"), "0042", collect) is None
-    assert budget.recorded_step(str(tmp_path), "0042", budget.REPORT_STEP) is None  # no report step recorded
+    both = (budget.COLLECT_STEP, budget.REPORT_STEP)
+    # its runs' median (a skipped step's 0 left out); no report step recorded
+    assert budget.recorded_steps(str(tmp_path), "0042", both) == (204.0, None)
+    assert budget.recorded_steps(str(tmp_path), "other", both) == (None, None)
+    assert budget.recorded_steps(str(tmp_path / "none"), "0042", both) == (None, None)
     run_all = (ROOT / "scripts" / "default_run.sh").read_text()
     assert run_all.count("specbench.collect") == 1 and "tiny_seed_collect" in run_all  # the tiny pair's seed alone
 
@@ -194,7 +192,7 @@ def test_the_report_is_sized_by_this_machines_recorded_report_step(tmp_path):
     (tmp_path / "run_times.csv").write_text(
         f'run,step,seconds,machine_id\n1,"{step}",212,0042\n2,"{step}",240,0042\n3,"{step}",0,0042\n4,"{step}",90,abc\n'
     )
-    report = budget.recorded_step(str(tmp_path), "0042", budget.REPORT_STEP)
+    (report,) = budget.recorded_steps(str(tmp_path), "0042", (budget.REPORT_STEP,))
     assert report == 226.0  # the median of its two runs; the skipped one's 0 and another machine's left out
     assert (
         budget.REPORT_STEP in step

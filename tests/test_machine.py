@@ -57,7 +57,7 @@ def test_each_run_measures_the_rates_again_and_keeps_the_cached_dtype(tmp_path, 
     """The plan is sized by this run's rates; every job resolves dtype=auto by the cached choice; a cached record of
     fewer widths than ``ROWS`` (before the narrow ones) is measured again."""
     monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "cache"))
-    path = machine.cached_path("cpu")
+    path = machine.cached_path(machine.identity("cpu")["machine_id"])
     assert path.startswith(str(tmp_path / "cache"))
     old = {**machine.identity("cpu"), "dtype": "float32", "rates_gflops": {"float32": {"1": 9.0, "64": 60.7}}}
     os.makedirs(os.path.dirname(path))

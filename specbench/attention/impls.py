@@ -35,10 +35,9 @@ IMPLS: Registry[Callable[..., Prepared]] = Registry("attention implementation")
 
 # Qwen2.5(-Coder)-1.5B: used when the embedded target's config.json is not installed.
 FALLBACK_DIMS = {"heads": 12, "kv_heads": 2, "head_dim": 128}
-TARGET_KEY = STUDY_TARGET
 
 
-def target_dims(key: str = TARGET_KEY) -> tuple[dict, str]:
+def target_dims(key: str = STUDY_TARGET) -> tuple[dict, str]:
     """(heads, kv_heads, head_dim) of the embedded target and where they came from."""
     path = model_dir(key) / "hf" / "config.json"
     if not path.is_file():

@@ -153,16 +153,21 @@ def pick(measured: dict[str, dict[int, float]]) -> str:
     return max(score, key=lambda dt: score[dt])
 
 
-def cached_path(device: str = "cpu", cache: str | None = None) -> str:
-    """This machine's cached record (``auto_dtype``)."""
-    return os.path.join(cache_root(cache), f"machine-{identity(device)['machine_id']}.json")
+def cached_path(machine_id: str, cache: str | None = None) -> str:
+    """A machine's cached record (``auto_dtype``)."""
+    return os.path.join(cache_root(cache), f"machine-{machine_id}.json")
+
+
+def keyed(measured: dict) -> dict:
+    """``rates``' {dtype: {rows: GFLOP/s}} as a record keeps it (rows as text: JSON keys)."""
+    return {dt: {str(n): r for n, r in by.items()} for dt, by in measured.items()}
 
 
 def auto_dtype(device: str = "cpu", cache: str | None = None, measured: dict | None = None) -> tuple[str, dict]:
     """(dtype, record) for ``dtype=auto``: measured once per machine (``measured``: rates just measured, else
     ``rates``), then read from the cache (measured again where the cached record lacks a width of ``ROWS``)."""
     me = identity(device)
-    path = cached_path(device, cache)
+    path = cached_path(me["machine_id"], cache)
     if os.path.isfile(path):
         try:
             with open(path, encoding="utf-8") as f:
@@ -175,7 +180,7 @@ def auto_dtype(device: str = "cpu", cache: str | None = None, measured: dict | N
     rec = {
         **me,
         "dtype": pick(measured),
-        "rates_gflops": {dt: {str(n): r for n, r in by.items()} for dt, by in measured.items()},
+        "rates_gflops": keyed(measured),
     }
     os.makedirs(os.path.dirname(path), exist_ok=True)
     atomic_write(path, lambda tmp: write_file(tmp, json.dumps(rec, indent=1, sort_keys=True)))
@@ -201,8 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     # cached dtype stands, so every job of this machine resolves dtype=auto alike
     measured = rates(args.device)
     dtype, rec = auto_dtype(args.device, measured=measured)
-    fresh = {dt: {str(n): r for n, r in by.items()} for dt, by in measured.items()}
-    rec = {**rec, "rates_gflops": fresh, "python_s": python_s()}  # this host, this run
+    rec = {**rec, "rates_gflops": keyed(measured), "python_s": python_s()}  # this host, this run
     other = pick(measured)
     rates_txt = "; ".join(
         f"{dt} {' / '.join(f'{by[n]:.1f}' for n in widths)} GFLOP/s at {' / '.join(widths)} rows"
@@ -213,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         f"machine: {rec['machine']} [{rec['machine_id']}]: {rates_txt}; Python work {rec['python_s']:.3f} s: "
         f"dtype=auto is {dtype}"
         + (
-            f" (this run's rates favour {other}; the cached choice stands: remove {cached_path(args.device)} to pick again)"
+            f" (this run's rates favour {other}; the cached choice stands: remove {cached_path(rec['machine_id'])} to pick again)"
             if other != dtype
             else ""
         )

@@ -296,7 +296,7 @@ def make(args) -> dict:
 
     rows = sample(sample_file(args.results))
     budget_s = args.minutes * 60 - args.spent
-    collect, report = (recorded_step(args.results, rec.get("machine_id"), s) for s in (COLLECT_STEP, REPORT_STEP))
+    collect, report = recorded_steps(args.results, rec.get("machine_id"), (COLLECT_STEP, REPORT_STEP))
     p = plan(
         prof, rec["rates_gflops"], dtype, budget_s, units, rows.to_dict("records"), rec.get("python_s"), collect, report
     )
@@ -306,25 +306,24 @@ def make(args) -> dict:
     return {**p, "minutes": args.minutes, "spent_s": args.spent, "machine": rec, "covered": sentence(p), "fixed_by": by}
 
 
-def recorded_step(results_dir: str, machine_id, step: str) -> float | None:
-    """The median seconds of this machine's recorded steps whose message starts with ``step`` in
-    results/run_times.csv (``COLLECT_STEP``, ``REPORT_STEP``; a step skipped by its marker records 0 and is left
-    out), None where it has none."""
+def recorded_steps(results_dir: str, machine_id, steps: tuple[str, ...]) -> tuple[float | None, ...]:
+    """Per step prefix (``COLLECT_STEP``, ``REPORT_STEP``), the median seconds of this machine's recorded steps
+    whose message starts with it in results/run_times.csv (a step skipped by its marker records 0 and is left
+    out), None where it has none; the file read once."""
     from ...results.files import read_csv  # start-up: pandas, as STRATA's above
 
     path = os.path.join(results_dir, "run_times.csv")
     if not machine_id or not os.path.isfile(path):
-        return None
+        return tuple(None for _ in steps)
     try:
         t = read_csv(path)
     except (OSError, ValueError) as e:  # a cut or garbled file (pandas' parser errors are ValueErrors)
         refuse(f"--results: {path}: not a readable run-times CSV ({type(e).__name__}); restore it: git checkout {path}")
     if not {"machine_id", "step", "seconds"} <= set(t.columns):
-        return None
-    mine = t[(t["machine_id"].astype(str) == str(machine_id)) & t["step"].astype(str).str.startswith(step)]
-    seconds = mine["seconds"].astype(float)
-    seconds = seconds[seconds > 0]
-    return float(seconds.median()) if len(seconds) else None
+        return tuple(None for _ in steps)
+    t = t[(t["machine_id"].astype(str) == str(machine_id)) & (t["seconds"].astype(float) > 0)]
+    medians = (t["seconds"][t["step"].astype(str).str.startswith(step)].astype(float).median() for step in steps)
+    return tuple(None if m != m else float(m) for m in medians)  # NaN (none recorded) -> None
 
 
 def main(argv: list[str] | None = None) -> int:

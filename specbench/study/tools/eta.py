@@ -160,9 +160,6 @@ def machines(path: str, rates: dict | None = None, run: str = "run") -> dict[str
     return {r[run]: r["machine"].split(", ")[0] + rates.get(r.get("machine_id") or "", "") for r in rows}
 
 
-TARGET = STUDY_TARGET  # the study's target: its forward rate stands for the machine's
-
-
 def prefill_rates(path: str) -> dict[str, str]:
     """machine_id -> ', 1.5B target N tok/s (DTYPE, W-token forward)': the most tokens per second of the
     study's target over its measured forwards in a costs CSV, any dtype and KV length, named by the forward that
@@ -174,7 +171,7 @@ def prefill_rates(path: str) -> dict[str, str]:
     with open(path, newline="") as fh:
         for r in csv.DictReader(fh):
             try:
-                if r["model"] != TARGET or not r.get("machine_id"):
+                if r["model"] != STUDY_TARGET or not r.get("machine_id"):  # its forward rate stands for the machine's
                     continue
                 rate = int(r["n_tokens"]) / float(r["seconds"])
             except (KeyError, TypeError, ValueError, ZeroDivisionError):
