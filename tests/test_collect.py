@@ -309,7 +309,7 @@ def test_rows_from_before_the_described_columns_get_them_from_the_registries_by_
     assert json.loads(row.tree_resolved) == {"width": 3} and row.frontier_rule == "fixed"
     assert (row.mode_family, row.baseline_of, row.token_level_on) == ("lossless", "tree", "chain,tree")
     kept = read_csv(out / "summary.csv").drop(columns=list(DESCRIBED))
-    unknown = kept.assign(config_hash="0123456789ab", tree="zigzag", verify="strict_greedy")
+    unknown = kept.assign(config_hash="0123456789ab", tree="zigzag", verify="strict_greedy", n_steps=0, new_tokens=0)
     pd.concat([kept.assign(pair="qwen_coder"), unknown]).to_csv(out / "summary.csv", index=False)
     collect_main([str(tmp_path / "no_jobs"), "--out", str(out)])
     rows = read_csv(out / "summary.csv").set_index("config_hash")

@@ -26,24 +26,7 @@ from ..results import files as result_files
 from ..results.files import OUTPUTS_FILE, STEPS_FILE, read_csv
 from . import analysis, defaultrun
 
-REQUIRED = [
-    "config_hash",
-    "pair",
-    "tree",
-    "budget",
-    "verify",
-    "dataset",
-    "acceptance_rate",
-    "acceptance_length",
-    "tokens_per_step",
-]
 COLLECT = "regenerate it with `python -m specbench.collect`"
-NUMBERS = {
-    "budget": readers.Col("int", lo=0),
-    **{c: readers.Col("float", lo=0, empty=True) for c in ("acceptance_rate", "acceptance_length", "tokens_per_step")},
-    **{c: readers.Col("int", lo=0, empty=True, optional=True) for c in ("n_steps", "new_tokens", "n_prompts")},
-    "temperature": readers.Col("float", lo=0, empty=True, optional=True),
-}
 OPTIONAL_CSV = {
     "lossless_check": "lossless_check.csv",
     "lossless_control": "lossless_control.csv",
@@ -83,43 +66,20 @@ def read_checked(path: str) -> pd.DataFrame | None:
 
 
 def check_summary(path: str, summary: pd.DataFrame) -> None:
-    missing = [c for c in REQUIRED if c not in summary.columns]
-    if missing:
-        raise InputError(f"{path} lacks column(s) {', '.join(missing)}; {COLLECT}")
-    empty = [c for c in REQUIRED[:6] if summary[c].isna().any()]
-    if empty:
-        raise InputError(f"{path} has rows with an empty {empty[0]}; {COLLECT}")
-    try:  # the numbers every section computes with: finite, in range (``core.readers``)
-        readers.check_cells(summary, NUMBERS, path, COLLECT)
+    """The key columns, no empty key cell, numbers in range, no configuration twice (``results.files``:
+    the checks collect reads its ``--out`` with)."""
+    try:
+        result_files.check_summary(path, summary, COLLECT)
     except readers.TableError as e:
         raise InputError(str(e)) from None
-    dup = summary.config_hash[summary.config_hash.duplicated()]
-    if len(dup):
-        raise InputError(f"{path} lists configuration {dup.iloc[0]} twice; {COLLECT}")
 
 
 def check_steps(path: str, steps: pd.DataFrame, summary: pd.DataFrame) -> None:
-    need = {"config_hash", "prompt_id", "accepted", "emitted"}
-    if not need <= set(steps.columns):
-        raise InputError(f"{path} lacks column(s) {', '.join(sorted(need - set(steps.columns)))}; {COLLECT}")
-    counts = steps.groupby("config_hash").size()
-    extra = sorted(set(counts.index) - set(summary.config_hash))
-    if extra:
-        raise InputError(
-            f"{path} has steps of configuration {extra[0]}, which summary.csv lacks: the two files "
-            f"come from different collects; {COLLECT}"
-        )
-    if "n_steps" not in summary:
-        return
-    want = summary.set_index("config_hash").n_steps.dropna().astype(int)
-    got = counts.reindex(want.index).fillna(0).astype(int)
-    bad = want[(want != got) & (want > 0)]
-    if len(bad):
-        h = bad.index[0]
-        raise InputError(
-            f"{path} holds {got[h]} steps of configuration {h}, summary.csv says {bad[h]}: steps.csv "
-            f"is truncated or stale; {COLLECT}"
-        )
+    """Each configuration's steps: in summary.csv, as many as its ``n_steps`` (``results.files``)."""
+    try:
+        result_files.check_steps(path, steps, summary, COLLECT)
+    except readers.TableError as e:
+        raise InputError(str(e)) from None
 
 
 def read_outputs(path: str) -> dict:

@@ -1,6 +1,7 @@
 """The results files' readers and writers: the specbench CSV (summary, steps, calibration and the
 collected tables; identifier columns kept as text, gzip where the name ends in .gz) and the outputs
-file (a job's outputs.jsonl, results/outputs.jsonl.gz), each read by one function here.
+file (a job's outputs.jsonl, results/outputs.jsonl.gz), each read by one function here; the collected
+folder's checks (``check_summary``, ``check_steps``), which the report and collect's ``--out`` share.
 
 Writers return a function of the temp file, for ``core.atomic``'s journalled writes (one file:
 ``write_csv``; several as one unit: ``core.atomic.atomic_write_many``).  Imports pandas and core
@@ -17,7 +18,7 @@ import pandas as pd
 
 from ..core.atomic import atomic_write, gzip_bytes, gzipped, open_text
 from ..core.jsonl import json_objects
-from ..core.readers import COLLECT_FIX
+from ..core.readers import COLLECT_FIX, Col, TableError, check_cells
 from .columns import TEXT_COLUMNS
 
 # the collected results/ folder keeps its two large tables gzipped (`csv_writer`, `open_text`)
@@ -83,3 +84,78 @@ def read_outputs(path: str, fix: str = COLLECT_FIX) -> dict[tuple[str, str], lis
         except (KeyError, TypeError, ValueError):
             raise ValueError(f"{path}:{lineno}: expected {OUTPUT_LIKE}; {fix}") from None
     return out
+
+
+# --------------------------------------------------------------------------
+# the collected folder's validating read: the report reads results/ through these, and collect reads
+# its --out through them before it merges into it (a destination read as strictly as a source)
+# --------------------------------------------------------------------------
+SUMMARY_REQUIRED = (
+    "config_hash",
+    "pair",
+    "tree",
+    "budget",
+    "verify",
+    "dataset",
+    "acceptance_rate",
+    "acceptance_length",
+    "tokens_per_step",
+)
+SUMMARY_KEYS = SUMMARY_REQUIRED[:6]  # identifier cells that may not be empty
+SUMMARY_NUMBERS = {
+    "budget": Col("int", lo=0),
+    **{c: Col("float", lo=0, empty=True) for c in ("acceptance_rate", "acceptance_length", "tokens_per_step")},
+    **{c: Col("int", lo=0, empty=True, optional=True) for c in ("n_steps", "new_tokens", "n_prompts")},
+    "temperature": Col("float", lo=0, empty=True, optional=True),
+}
+
+
+def check_summary(path: str, summary: pd.DataFrame, fix: str, required: Sequence[str] = SUMMARY_REQUIRED) -> None:
+    """A collected summary.csv: the ``required`` columns, no empty identifier cell, its numbers finite
+    and in range, no configuration twice; a ``TableError`` (one line naming ``path`` and ``fix``)."""
+    missing = [c for c in required if c not in summary.columns]
+    if missing:
+        raise TableError(f"{path} lacks column(s) {', '.join(missing)}; {fix}")
+    empty = [c for c in SUMMARY_KEYS if c in required and summary[c].isna().any()]
+    if empty:
+        raise TableError(f"{path} has rows with an empty {empty[0]}; {fix}")
+    check_cells(summary, SUMMARY_NUMBERS, path, fix)
+    dup = summary.config_hash[summary.config_hash.duplicated()]
+    if len(dup):
+        raise TableError(f"{path} lists configuration {dup.iloc[0]} twice; {fix}")
+
+
+STEP_REQUIRED = ("config_hash", "prompt_id", "accepted", "emitted")
+
+
+def check_steps(
+    path: str,
+    steps: pd.DataFrame,
+    summary: pd.DataFrame,
+    fix: str,
+    strays: bool = False,
+    need: Sequence[str] = STEP_REQUIRED,
+) -> None:
+    """A collected steps table against its summary: the columns ``need``, each configuration's step
+    count equal to its ``n_steps`` and (not with ``strays``: collect drops them, saying so) no
+    configuration the summary lacks; a ``TableError`` (one line naming ``path`` and ``fix``)."""
+    if not set(need) <= set(steps.columns):
+        raise TableError(f"{path} lacks column(s) {', '.join(sorted(set(need) - set(steps.columns)))}; {fix}")
+    counts = steps.groupby("config_hash").size() if len(steps) else pd.Series(dtype=int)
+    extra = sorted(set(counts.index) - set(summary.config_hash))
+    if extra and not strays:
+        raise TableError(
+            f"{path} has steps of configuration {extra[0]}, which summary.csv lacks: the two files "
+            f"come from different collects; {fix}"
+        )
+    if "n_steps" not in summary:
+        return
+    want = summary.set_index("config_hash").n_steps.dropna().astype(int)
+    got = counts.reindex(want.index).fillna(0).astype(int)
+    bad = want[(want != got) & (want > 0)]
+    if len(bad):
+        h = bad.index[0]
+        raise TableError(
+            f"{path} holds {got[h]} steps of configuration {h}, summary.csv says {bad[h]}: steps.csv "
+            f"is truncated or stale; {fix}"
+        )

@@ -1,0 +1,87 @@
+"""Issue 85: nothing a user already has is lost by running a command.  collect reads its ``--out`` as
+strictly as the report reads results/ (``results.files``) before it merges into it; a destination that
+fails is refused in one line, exit 2, with every file as it was."""
+
+import gzip
+import json
+
+import pandas as pd
+import pytest
+
+from specbench.results.files import OUTPUTS_FILE, STEPS_FILE, read_csv
+from specbench.study.job.collect import main as collect_main
+from test_collect import fake_job
+
+
+def snapshot(folder) -> dict:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def collected(tmp_path):
+    """--out holding one collected configuration (3 steps), and a second job folder to collect into it."""
+    fake_job(tmp_path / "a", "j", h="aaaaaaaaaaaa")
+    out = tmp_path / "results"
+    collect_main([str(tmp_path / "a"), "--out", str(out)])
+    fake_job(tmp_path / "b", "j", h="bbbbbbbbbbbb", run_id="20260102T000000-bbbb")
+    return out
+
+
+def refused(capsys, out, *argv) -> str:
+    before = snapshot(out)
+    with pytest.raises(SystemExit) as e:
+        collect_main([*argv, "--out", str(out)])
+    said = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and said.startswith("specbench: error:") and "\n" not in said
+    assert snapshot(out) == before  # nothing written, nothing removed
+    return said
+
+
+def test_a_duplicated_row_in_the_destination_is_refused_before_anything_is_written(tmp_path, capsys):
+    out = collected(tmp_path)
+    lines = (out / "summary.csv").read_text().splitlines(keepends=True)
+    (out / "summary.csv").write_text("".join([*lines, lines[1]]))
+    said = refused(capsys, out, str(tmp_path / "b"))
+    assert "summary.csv lists configuration aaaaaaaaaaaa twice" in said
+
+
+@pytest.mark.parametrize("name", [STEPS_FILE, OUTPUTS_FILE])
+def test_a_destination_missing_a_companion_file_is_refused(tmp_path, capsys, name):
+    out = collected(tmp_path)
+    (out / name).unlink()
+    said = refused(capsys, out, str(tmp_path / "b"))
+    assert f"{out / name} is missing" in said
+
+
+def test_a_destination_missing_one_configurations_outputs_is_refused(tmp_path, capsys):
+    out = collected(tmp_path)
+    line = {"config_hash": "zzzzzzzzzzzz", "prompt_id": "a", "token_ids": [1]}
+    (out / OUTPUTS_FILE).write_bytes(gzip.compress((json.dumps(line) + "\n").encode()))
+    assert "has no outputs of configuration aaaaaaaaaaaa" in refused(capsys, out, str(tmp_path / "b"))
+
+
+def test_a_destination_whose_steps_disagree_with_its_summary_is_refused(tmp_path, capsys):
+    out = collected(tmp_path)
+    steps = read_csv(out / STEPS_FILE)
+    (out / STEPS_FILE).write_bytes(gzip.compress(steps.iloc[:-1].to_csv(index=False).encode()))
+    assert "holds 2 steps of configuration aaaaaaaaaaaa, summary.csv says 3" in refused(capsys, out, str(tmp_path / "b"))
+
+
+def test_an_older_summary_without_step_counts_keeps_them(tmp_path):
+    out = collected(tmp_path)
+    read_csv(out / "summary.csv").drop(columns=["n_steps", "new_tokens"]).to_csv(out / "summary.csv", index=False)
+    collect_main([str(tmp_path / "b"), "--out", str(out)])
+    rows = read_csv(out / "summary.csv").set_index("config_hash")
+    assert rows.n_steps.to_dict() == {"aaaaaaaaaaaa": 3, "bbbbbbbbbbbb": 3}
+    assert rows.new_tokens.to_dict() == {"aaaaaaaaaaaa": 6, "bbbbbbbbbbbb": 6}
+    steps = read_csv(out / STEPS_FILE)
+    assert steps.groupby("config_hash").size().to_dict() == {"aaaaaaaaaaaa": 3, "bbbbbbbbbbbb": 3}
+    outputs = [json.loads(x) for x in gzip.open(out / OUTPUTS_FILE, "rt")]
+    assert sorted(o["config_hash"] for o in outputs) == ["aaaaaaaaaaaa", "bbbbbbbbbbbb"]
+
+
+def test_an_older_summary_without_step_counts_or_steps_is_refused(tmp_path, capsys):
+    out = collected(tmp_path)
+    summary = read_csv(out / "summary.csv").drop(columns=["n_steps", "new_tokens"])
+    pd.concat([summary, summary.assign(config_hash="cccccccccccc")]).to_csv(out / "summary.csv", index=False)
+    said = refused(capsys, out, str(tmp_path / "b"))
+    assert "configuration cccccccccccc has no n_steps and no steps to count it from" in said
