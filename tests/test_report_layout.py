@@ -75,7 +75,7 @@ def test_the_palette_is_shared_and_colour_blind_safe():
     for name, table in palette.TABLES.items():
         looks = list(table.values())
         assert len(set(looks)) == len(looks), name  # no two names of one kind share a look
-        assert {c for c, _m in looks} <= set(palette.COLORS), name
+        assert {c for c, _m in looks} <= set(palette.COLORS + palette.EXTRA), name
     assert palette.look("sequoia", "rule") == palette.look("sequoia", "shape")  # one name, one look
     assert palette.look("kary(width=3)")[0] == palette.look("kary")[0]  # a variant keeps its name's colour
 

@@ -288,30 +288,49 @@ def fig_alpha(rows, sums, steps, pair, budget: int = 16) -> figures.Fig | None:
     )
 
 
-def fig_acceptance_vector(vector: pd.DataFrame | None) -> figures.Fig | None:
-    """results/acceptance_vector.csv as it is: P(accept | draft rank k), per pair, one panel per dataset."""
+def current_vectors(vector: pd.DataFrame, summary: pd.DataFrame | None) -> tuple[pd.DataFrame, int]:
+    """The greedy vectors of the pair identities summary.csv holds now (by ``pair_id``: a model folder
+    changed in place leaves its old vectors under the same name), and how many vectors were left out."""
+    v = vector[vector.temperature.astype(float) == 0] if "temperature" in vector else vector
+    if summary is None or "pair_id" not in v or "pair_id" not in summary:
+        return v, 0
+    now = v.pair_id.astype(str).isin(set(summary.pair_id.astype(str)))
+    return v[now], v[~now].groupby(["pair_id", "dataset"]).ngroups
+
+
+def fig_acceptance_vector(vector: pd.DataFrame | None, summary: pd.DataFrame | None = None) -> figures.Fig | None:
+    """results/acceptance_vector.csv as it is: P(accept | draft rank k), one panel per dataset and target
+    (a drafter family's two pairs share a colour, so they never share a panel), one line per pair."""
     if vector is None or not {"rank", "p_accept", "dataset", "pair"} <= set(vector.columns):
         return None
-    v = vector[vector.temperature.astype(float) == 0] if "temperature" in vector else vector
-    groups = [(d, g) for d, g in v.groupby("dataset", sort=True)]
+    v, stale = current_vectors(vector, summary)
+    has_target = summary is not None and "target" in summary
+    target = summary.drop_duplicates("pair").set_index("pair").target if has_target else pd.Series(dtype=str)
+    v = v.assign(target=v.pair.map(target).fillna("target not recorded"))
+    rows = v.groupby("target").dataset.nunique().sort_values(ascending=False, kind="mergesort")  # a row per target
+    groups = [(f"{d} · {t}", g) for t in rows.index for d, g in v[v.target == t].groupby("dataset", sort=True)]
+    if not groups:
+        return None
 
     def draw(ax, g):
         for pair, gp in g.groupby("pair", sort=True):
             gp = gp[gp.p_accept.astype(float) > 0].sort_values("rank")
-            ax.plot(gp["rank"], gp.p_accept, ms=3, lw=0.8, label=pair, **figures.style(pair, "pair"))
+            ax.plot(gp["rank"], gp.p_accept, ms=5, lw=1.2, label=pair, **figures.style(pair, "pair"))
         ax.set_xlabel("draft rank k")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_yscale("log")
-        ax.set_ylabel("P(target accepts the rank-k draft token)")
+        ax.set_ylabel("P(accept rank-k token)")
 
-    return figures.panels(
-        groups,
+    left = f" ({stale} vectors of pair identities no longer in summary.csv left out)" if stale else ""
+    return figures.page_panels(
+        groups[: figures.MAX_PANELS],
         "acceptance_vector.png",
         draw,
         "The greedy acceptance vectors of results/acceptance_vector.csv (the Sequoia calibration input): "
         "per pair, the probability that the target's next token is the draft's rank-k token (log scale; ranks "
-        "never accepted are not drawn).",
+        f"never accepted are not drawn), one panel per dataset and target model{left}.",
         legend="pair",
+        sharey=True,
     )
 
 

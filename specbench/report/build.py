@@ -56,7 +56,7 @@ def make_figures(t: dict, data: dict) -> list[figures.Fig]:
         batch.fig_schedule(t["schedule"]),
         batch.fig_bench_schedule(t["bench_schedule"]),
         acceptance.fig_alpha(t["rows"], t["sums"], data["steps"], t["pair"]),
-        acceptance.fig_acceptance_vector(data.get("vector")),
+        acceptance.fig_acceptance_vector(data.get("vector"), data["summary"]),
         gap.fig_gap(t["gap"]),
         *attention_figures.make(data["attention"]),
     ]

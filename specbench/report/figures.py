@@ -149,3 +149,59 @@ RUN_MARKERS = ("*", "D", "^", "v", "P", "X")  # a live run's size (prompts × ne
 
 def run_size(r) -> str:
     return f"{int(r['n_prompts'])} × {int(r['max_new_tokens'])}"
+
+
+# Page width: a figure read at 1000 px (10 in at savefig.dpi), every text 9 pt or more, legends below
+# the panels (never beside them, which would widen the figure), at most MAX_PANELS panels.
+PAGE_W = 10.0
+MIN_PT = 9
+MAX_PANELS = 6
+PAGE_RC: dict[RcKeyType, Any] = {
+    **RC,
+    **{k: MIN_PT for k in ("font.size", "axes.labelsize", "xtick.labelsize", "ytick.labelsize")},
+    **{k: MIN_PT for k in ("legend.fontsize", "legend.title_fontsize")},
+    "axes.titlesize": 10,
+}
+
+
+def page_axes(fig, n: int, cols: int, sharey: bool = False, sharex: bool = False) -> list:
+    """n panels in rows of ``cols``; a last row with fewer is centred, so no slot stands empty."""
+    rows = -(-n // cols)
+    spec = fig.add_gridspec(rows, 2 * cols)
+    axes: list = []
+    for i in range(n):
+        row, col = divmod(i, cols)
+        start = col * 2 + (cols - (n - row * cols) if row == rows - 1 else 0)
+        ax = fig.add_subplot(spec[row, start : start + 2])
+        if axes and sharey:
+            ax.sharey(axes[0])
+        if axes and sharex:
+            ax.sharex(axes[0])
+        axes.append(ax)
+    return axes
+
+
+def legend_below(fig, axes, title: str | None = None, ncol: int = 3, extra=()) -> None:
+    """One legend under the panels: every labelled series once (sorted), then ``extra`` (handle, label)s."""
+    seen: dict[str, Artist] = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    items = [(seen[k], k) for k in sorted(seen)] + list(extra)
+    if items:
+        fig.legend(*zip(*items), loc="outside lower center", ncol=ncol, title=title, frameon=False)
+
+
+def page_panels(groups, name: str, draw, caption: str, cols: int = 3, h: float = 3.0, legend=None, **share) -> Fig:
+    """`panels` at page width (``PAGE_RC``): at most MAX_PANELS, ``cols`` per row, one legend below."""
+    if len(groups) > MAX_PANELS:
+        raise ValueError(f"internal: {name} has {len(groups)} panels (at most {MAX_PANELS})")
+    cols = min(cols, len(groups))
+    with plt.rc_context(PAGE_RC):
+        fig = plt.figure(figsize=(PAGE_W, h * -(-len(groups) // cols) + 0.9), layout="constrained")
+        axes = page_axes(fig, len(groups), cols, **share)
+        for ax, (title, rows) in zip(axes, groups):
+            draw(ax, rows)
+            ax.set_title(title)
+        legend_below(fig, axes, legend, ncol=min(4, max(1, cols + 1)))
+    return Fig(name, fig, caption)

@@ -1,11 +1,12 @@
-"""The figures' one palette: eight colour-blind-safe colours (Okabe & Ito) and eight markers.
+"""The figures' one palette: eight colour-blind-safe colours (Okabe & Ito), four more (Tol) and eight markers.
 
 Every name a figure draws has one fixed look, a (colour, marker) pair, the same in every figure:
 one table for tree shapes, one for pairs, one for verification rules and one for attention
 implementations.  Within a table no two names share a look, so two series in one panel never
 look alike; a colour is never the only thing that tells two series apart (the marker differs
-too).  A name in no table (a new shape or pair) takes a look from a hash of its name; a
-parametrised variant (``kary(width=3)``) keeps its name's colour and takes a marker by hash.
+too).  A variant with an entry of its own (``sequoia(cost-aware)``) takes that look; a name in no
+table (a new shape or pair) takes a look from a hash of its name; another parametrised variant
+(``kary(width=3)``) keeps its name's colour and takes a marker by hash.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ BLACK, ORANGE, SKY, GREEN, YELLOW, BLUE, VERMILLION, PURPLE = (
     "#CC79A7",
 )
 COLORS = (BLUE, VERMILLION, GREEN, PURPLE, ORANGE, SKY, BLACK, YELLOW)
+# four more from Paul Tol's colour-blind-safe "muted" scheme, so the shapes that appear together
+# (chain and eagle2, binary and adaptive_chain, ...) each have a colour of their own
+INDIGO, WINE, TEAL, OLIVE = "#332288", "#882255", "#44AA99", "#999933"
+EXTRA = (INDIGO, WINE, TEAL, OLIVE)
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 PLAIN = "#BBBBBB"  # plain decoding (no speculation), where a figure shows it as a region or a line
 
@@ -37,10 +42,11 @@ SHAPES: dict[str, tuple[str, str]] = {
     "sequoia": (SKY, "P"),
     "medusa63": (BLACK, "X"),
     "paths": (YELLOW, "*"),
-    "eagle2": (BLUE, "D"),
-    "adaptive_chain": (VERMILLION, "^"),
-    "ngram_trie": (GREEN, "s"),
-    "merged": (PURPLE, "o"),
+    "eagle2": (INDIGO, "D"),
+    "adaptive_chain": (WINE, "^"),
+    "ngram_trie": (TEAL, "s"),
+    "merged": (OLIVE, "o"),
+    "sequoia(cost-aware)": (TEAL, "*"),  # Sequoia's DP priced by the cost curve: a tree of its own
 }
 PAIRS: dict[str, tuple[str, str]] = {  # a drafter family's colour; marker: the 1.5B target (o) or the 0.5B (s)
     "qwen_coder": (BLUE, "o"),
@@ -63,7 +69,7 @@ RULES: dict[str, tuple[str, str]] = {
     "traversal": (PURPLE, "D"),
     "gbv": (ORANGE, "v"),
     "hsd": (BLACK, "X"),
-    "typical": (YELLOW, "*"),
+    "typical": (OLIVE, "*"),
     "naive": (BLUE, "s"),
     "ratio": (VERMILLION, "o"),
     "conservative": (GREEN, "D"),
@@ -91,6 +97,9 @@ def look(name: str, kind: str | None = None) -> tuple[str, str]:
     """(colour, marker) of a name: from ``kind``'s table, else the first table that has it."""
     key = base_name(name)
     tables = [TABLES[kind]] if kind else list(TABLES.values())
+    named = next((t[str(name)] for t in tables if str(name) in t), None)  # a variant with a look of its own
+    if named is not None:
+        return named
     found = next((t[key] for t in tables if key in t), None)
     if found is None:
         h = _hashed(key)
