@@ -51,41 +51,56 @@ def fig_schedule(sched: pd.DataFrame) -> figures.Fig | None:
     )
 
 
+def candidate_looks(sched: pd.DataFrame) -> dict[str, dict]:
+    """Each candidate's look: its shape's palette colour (darker for the smaller budgets of one shape) and a
+    marker per budget, the same budget the same marker in every panel."""
+    budgets = sorted({int(b) for b in sched.budget})
+    cands = sched.drop_duplicates("candidate").sort_values(["tree", "budget"])
+    looks = {}
+    for tree, g in cands.groupby("tree", sort=True):
+        for i, r in enumerate(g.to_dict("records")):
+            c = figures.lighter(figures.color(str(tree), "shape"), 0.45 * i / max(len(g) - 1, 1))
+            looks[str(r["candidate"])] = dict(color=c, marker=figures.MARKERS[budgets.index(int(r["budget"])) % 8])
+    return looks
+
+
 def fig_bench_schedule(sched: pd.DataFrame) -> figures.Fig | None:
     """The interleaved benchmark's schedule (``speedsched.schedule``): each candidate's paired speedup with
     its 95% interval against the batch size B, one panel per setting; a B whose controls fail is hollow."""
     if sched is None or sched.empty:
         return None
     groups = [
-        (f"{k[0]} · {k[1]} ({k[2]}, {int(k[3])} tok)", g) for k, g in sched.groupby(speedsched.SETTING, sort=True)
+        (f"{k[0]} · {k[1]} ({k[2]}, {int(k[3])} tok) · {str(g.machine.iloc[0]).split(',')[0]}", g)
+        for k, g in sched.groupby(speedsched.SETTING, sort=True)
     ]
     names = sorted({str(c) for c in sched.candidate})
-    shades = plt.get_cmap("tab10")(np.arange(len(names)) % 10)
+    looks = candidate_looks(sched)
 
     def draw(ax, g):
         sizes = sorted({int(b) for b in g.batch_size})
         for name, s in g.groupby("candidate", sort=True):
-            s, j = s.sort_values("batch_size"), names.index(str(name))
-            x = s.batch_size * 2 ** ((j - len(names) / 2) * 0.035)  # side by side at each B
-            c = shades[j]
+            s, j, look = s.sort_values("batch_size"), names.index(str(name)), looks[str(name)]
+            x = s.batch_size * 2 ** ((j - len(names) / 2) * 0.03)  # side by side at each B
             err = [s.speedup - s.lo, s.hi - s.speedup]
-            ax.errorbar(x, s.speedup, yerr=err, color=c, lw=0.8, capsize=1.5, label=str(name))
-            held = s.ranked.astype(bool)
-            ax.scatter(x[held], s.speedup[held], color=c, s=9, zorder=3)
-            ax.scatter(x[~held], s.speedup[~held], facecolors="none", edgecolors=c, s=9, zorder=3)
-        ax.axhline(1, color="k", lw=0.6)
+            ax.errorbar(x, s.speedup, yerr=err, lw=1.2, capsize=2, ms=6, label=str(name), **look)
+            failed = ~s.ranked.astype(bool)
+            ax.plot(x[failed], s.speedup[failed], ls="none", ms=6, zorder=3, mfc="white", **look)
+        ax.axhline(1, color="k", lw=0.8)
         figures.budget_axis(ax, sizes)  # log 2, a tick at each B
         ax.set(xlabel="batch size B", ylabel="measured speedup ×")
 
-    return figures.panels(
-        groups,
+    return figures.page_panels(
+        groups[: figures.MAX_PANELS],
         "bench_schedule.png",
         draw,
         "The interleaved benchmark's batch-size schedule: each candidate's speedup over plain decoding of the "
         "same prompts in the same round at batch size B, with its 95% paired interval (bars; the table above "
-        "gives the ties). Hollow: a B whose controls fail, not ranked. Plain decoding = 1.",
-        w=4.6,
+        "gives the ties); colour: the shape (darker: its smaller budgets), marker: the budget. Hollow: a B whose "
+        "controls fail, not ranked. Plain decoding = 1.",
+        cols=1,
+        h=3.4,
         legend="candidate",
+        ncol=5,
     )
 
 

@@ -69,6 +69,12 @@ def style(name: str, kind: str | None = None) -> dict:
 shape_style = style  # the notebook's name for it
 
 
+def lighter(hex_color: str, frac: float) -> tuple:
+    """The colour mixed with white by ``frac`` (0: as it is)."""
+    rgb = np.array(matplotlib.colors.to_rgb(hex_color))
+    return tuple(rgb + (1 - rgb) * frac)
+
+
 def save_all(figs: list[Fig], out_dir: str) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
     for f in figs:
@@ -192,7 +198,9 @@ def legend_below(fig, axes, title: str | None = None, ncol: int = 3, extra=()) -
         fig.legend(*zip(*items), loc="outside lower center", ncol=ncol, title=title, frameon=False)
 
 
-def page_panels(groups, name: str, draw, caption: str, cols: int = 3, h: float = 3.0, legend=None, **share) -> Fig:
+def page_panels(
+    groups, name: str, draw, caption: str, cols: int = 3, h: float = 3.0, legend=None, ncol: int = 3, **share
+) -> Fig:
     """`panels` at page width (``PAGE_RC``): at most MAX_PANELS, ``cols`` per row, one legend below."""
     if len(groups) > MAX_PANELS:
         raise ValueError(f"internal: {name} has {len(groups)} panels (at most {MAX_PANELS})")
@@ -203,5 +211,5 @@ def page_panels(groups, name: str, draw, caption: str, cols: int = 3, h: float =
         for ax, (title, rows) in zip(axes, groups):
             draw(ax, rows)
             ax.set_title(title)
-        legend_below(fig, axes, legend, ncol=min(4, max(1, cols + 1)))
+        legend_below(fig, axes, legend, ncol=ncol)
     return Fig(name, fig, caption)
