@@ -11,39 +11,44 @@ from matplotlib.lines import Line2D
 from . import analysis, figures, phrases, tables
 from .markdown import fig_links, table
 
+MIN_BUDGETS = 3  # a group compared with chain at fewer budgets has no curve: the table only
+
 
 def fig_gain_vs_chain(diffs: pd.DataFrame, pair) -> figures.Fig | None:
     if diffs.empty or pair not in set(diffs.pair):
         return None
     d = diffs[diffs.pair == pair]
-    groups = [(f"{k[1]} ({k[2]}, {int(k[3])} tok)", g) for k, g in d.groupby(analysis.GROUP, sort=True)]
-    shapes = sorted(d["shape"].unique())
+    groups = [
+        (f"{pair} · {k[1]} ({k[2]}, {int(k[3])} tok)", g)
+        for k, g in d.groupby(analysis.GROUP, sort=True)
+        if g.budget.nunique() >= MIN_BUDGETS
+    ][: figures.MAX_PANELS]
+    if not groups:
+        return None
+    shapes = sorted({s for _t, g in groups for s in g["shape"]})
 
     def draw(ax, g):
         for shape, s in g.groupby("shape", sort=True):
             s = s.sort_values("budget")
-            x = s.budget * 2 ** (0.08 * (shapes.index(shape) - (len(shapes) - 1) / 2))
-            ax.errorbar(
-                x,
-                s["diff"],
-                yerr=figures.ci(s["diff"], s.lo, s.hi, s.n_shared),
-                ms=3,
-                capsize=2,
-                ls="none",
-                label=shape,
-                **figures.style(shape),
-            )
-        ax.axhline(0, color="k", lw=0.6)
+            x = s.budget * 2 ** (0.05 * (shapes.index(shape) - (len(shapes) - 1) / 2))
+            yerr = figures.ci(s["diff"], s.lo, s.hi, s.n_shared)
+            ax.errorbar(x, s["diff"], yerr=yerr, ms=5, capsize=2, ls="none", label=shape, **figures.style(shape))
+        ax.axhline(0, color="k", lw=0.8)
         figures.budget_axis(ax, g.budget.unique())
-        ax.set_ylabel("Δ tokens_per_step vs chain")
+        ax.set_ylabel("Δ tokens/step vs chain")
 
-    return figures.panels(
+    return figures.page_panels(
         groups,
         "gain_vs_chain.png",
         draw,
         f"Paired difference in tokens_per_step of each shape over chain at the same budget ({pair}, "
         f"greedy) on the prompts both ran; bars: 95% paired bootstrap interval (none from fewer than {tables.MIN_CI} "
-        "shared prompts).",
+        f"shared prompts); each panel its own y scale; groups compared at fewer than {MIN_BUDGETS} budgets are in "
+        "the tables only.",
+        cols=1,
+        h=2.7,
+        legend="shape",
+        ncol=3,
     )
 
 

@@ -43,9 +43,9 @@ SHAPES: dict[str, tuple[str, str]] = {
     "medusa63": (BLACK, "X"),
     "paths": (YELLOW, "*"),
     "eagle2": (INDIGO, "D"),
-    "adaptive_chain": (WINE, "^"),
+    "adaptive_chain": (OLIVE, "^"),
     "ngram_trie": (TEAL, "s"),
-    "merged": (OLIVE, "o"),
+    "merged": (WINE, "o"),
     "sequoia(cost-aware)": (TEAL, "*"),  # Sequoia's DP priced by the cost curve: a tree of its own
 }
 PAIRS: dict[str, tuple[str, str]] = {  # a drafter family's colour; marker: the 1.5B target (o) or the 0.5B (s)
