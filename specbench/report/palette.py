@@ -71,9 +71,9 @@ RULES: dict[str, tuple[str, str]] = {
     "hsd": (BLACK, "X"),
     "typical": (OLIVE, "*"),
     "naive": (BLUE, "s"),
-    "ratio": (VERMILLION, "o"),
-    "conservative": (GREEN, "D"),
-    "epsilon": (PURPLE, "^"),
+    "ratio": (WINE, "o"),  # the lossy rules apart from the lossless ones they are drawn beside
+    "conservative": (TEAL, "D"),
+    "epsilon": (INDIGO, "^"),
 }
 IMPLS: dict[str, tuple[str, str]] = {
     "fused": (BLUE, "o"),

@@ -4,64 +4,72 @@ the lossy rules' gain against their drift (`lossy_tradeoff.png`)."""
 
 from __future__ import annotations
 
-import numpy as np
+import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from . import analysis, figures, phrases
 from .markdown import fig_links, table
 
+T_MARKERS = ("o", "s", "^", "D", "v")  # by temperature, lowest first: the rule's colour tells rules apart
+
+
+def _gain_rows(gains: pd.DataFrame) -> pd.DataFrame:
+    """The gains with a row label per rule, baseline and tree (temperature: the marker) and their group."""
+    return gains.assign(
+        row=[f"{r['verify']} vs {r['baseline']} · {r['shape']} N={int(r['budget'])}" for r in gains.to_dict("records")],
+        group=[str(k[1]) for k in gains[analysis.GROUP].apply(tuple, axis=1)],
+        setting=[f"{k[0]} ({k[2]}, {int(k[3])} tok)" for k in gains[analysis.GROUP].apply(tuple, axis=1)],
+    )
+
+
+def _draw_gains(ax, g: pd.DataFrame, rows: list[str], temps: list[float]) -> None:
+    for r in g.to_dict("records"):
+        k = temps.index(r["temperature"])
+        y = len(rows) - 1 - rows.index(r["row"]) - 0.22 * (k - (len(temps) - 1) / 2)
+        c = figures.color(r["verify"], "rule")
+        xerr = figures.ci([r["diff"]], [r["lo"]], [r["hi"]], [r["n_shared"]])
+        ax.errorbar([r["diff"]], [y], xerr=xerr, ms=6, capsize=2, ls="none", color=c, marker=T_MARKERS[k % 5],
+                    mfc=c if r["same_trees"] else "white", mec=c)  # fmt: skip
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+
 
 def fig_mode_gains(gains: pd.DataFrame) -> figures.Fig | None:
-    """Paired gain of each rule over its token-level baseline; lossless and lossy rules in separate
-    panels; filled markers: the same drafted trees, hollow: each rule's own trees; n in the label."""
+    """Paired gain of each rule over its token-level baseline: a row per rule, baseline and tree, a marker per
+    temperature; lossless and lossy rules in rows of panels, a column per group (at most three); filled: the
+    same drafted trees, hollow: each rule's own trees."""
     if gains.empty:
         return None
-    groups = []
-    for (k, lossless), g in gains.groupby([gains[analysis.GROUP].apply(tuple, axis=1), "lossless_b"], sort=True):
-        title = f"{figures.group_title(k)}, {'lossless' if lossless else 'lossy'} rules"
-        groups.append((title, g.sort_values(["mode", "shape", "budget"], kind="mergesort")))
-    rows = max(len(g) for _, g in groups)
-
-    def draw(ax, g):
-        y = np.arange(len(g))[::-1]
-        for yi, r in zip(y, g.to_dict("records")):
-            st = figures.style(r["verify"], "rule")
-            ax.errorbar(
-                [r["diff"]],
-                [yi],
-                xerr=figures.ci([r["diff"]], [r["lo"]], [r["hi"]], [r["n_shared"]]),
-                ms=6.5,
-                capsize=2,
-                ls="none",
-                label=r["verify"],
-                color=st["color"],
-                marker=st["marker"],
-                mfc=st["color"] if r["same_trees"] else "white",
-                mec=st["color"],
-            )
-        ax.set_yticks(
-            y,
-            [
-                f"{r['mode']} vs {r['baseline']} · {r['shape']} N={int(r['budget'])} · n={r['n_shared']}"
-                for r in g.to_dict("records")
-            ],
-        )
-        ax.axvline(0, color="k", lw=0.6)
-        ax.set_xlabel("Δ tokens_per_step (paired)")
-
-    return figures.panels(
-        groups,
+    g = _gain_rows(gains)
+    groups = sorted(set(g.group))[:3]
+    temps = sorted(set(g.temperature))
+    classes = [(lossless, sorted(set(c.row))) for lossless, c in g.groupby("lossless_b", sort=True)][::-1]
+    with plt.rc_context(figures.PAGE_RC):
+        fig = plt.figure(figsize=(figures.PAGE_W, 1.6 + 0.34 * sum(len(r) for _l, r in classes)), layout="constrained")
+        spec = fig.add_gridspec(len(classes), len(groups), height_ratios=[len(r) for _l, r in classes])
+        for i, (lossless, rows) in enumerate(classes):
+            for j, grp in enumerate(groups):
+                ax = fig.add_subplot(spec[i, j], sharex=fig.axes[0] if fig.axes else None)
+                _draw_gains(ax, g[(g.lossless_b == lossless) & (g.group == grp)], rows, temps)
+                ax.set_yticks(range(len(rows))[::-1], rows if j == 0 else [])
+                ax.set_title(f"{grp}: {'lossless' if lossless else 'lossy'} rules")
+                ax.set_xlabel("Δ tokens/step (paired)" if i == len(classes) - 1 else "")
+        rules = sorted(set(g.verify))
+        handles = [Patch(color=figures.color(v, "rule"), label=v) for v in rules]
+        handles += [Line2D([], [], ls="none", marker=T_MARKERS[k % 5], color="#555555", label=f"T={t:g}")
+                    for k, t in enumerate(temps)]  # fmt: skip
+        fig.legend(handles=handles, loc="outside lower center", ncol=7, frameon=False, title="rule; temperature")
+        fig.suptitle("; ".join(sorted(set(g.setting))))
+    n = g.n_shared.astype(int)
+    return figures.Fig(
         "mode_gains.png",
-        draw,
+        fig,
         "Each verification rule at T>0 against its strongest token-level baseline on the same shape and "
-        "budget (named on each row), on the prompts both ran; filled: both verified the same drafted "
-        f"trees, hollow: each drafted its own; bars: 95% paired bootstrap interval, drawn only from "
-        f"{figures.tables.MIN_CI}+ shared prompts (n).",
-        sharey=False,
-        sharex=True,
-        w=7.5,
-        h=0.9 + 0.3 * rows,
-        legend="rule",
+        "budget (the row), on the prompts both ran: colour the rule, marker the temperature; filled: both verified "
+        f"the same drafted trees, hollow: each drafted its own; bars: 95% paired bootstrap interval over the "
+        f"{n.min()}–{n.max()} shared prompts (none from fewer than {figures.tables.MIN_CI}).",
     )
 
 
