@@ -22,7 +22,6 @@ import contextlib
 import errno
 import fcntl
 import gzip
-import hashlib
 import json
 import os
 import shutil
@@ -223,26 +222,63 @@ def recover(where: str | os.PathLike, clean: bool = True) -> None:
 
 @contextlib.contextmanager
 def lock(*wheres: str | os.PathLike) -> Iterator[None]:
-    """One writer at a time in each folder (an flock per folder, taken in a fixed order; a
-    second writer on this machine waits), and what an earlier killed writer left there is
-    recovered first.  The lock files live in the temp folder (``lock_file``), so a read-only
-    or full results folder is still refused by the write that needs it, naming its file.  A folder
-    is keyed by its resolved path, so two writers given it through a symlink and directly wait
-    for each other."""
+    """One writer at a time in each folder (an flock per folder, taken in a fixed order; a second
+    writer waits), and what an earlier killed writer left there is recovered first.  The lock is a
+    file in the folder it guards (``lock_file``), so every process that writes the folder takes the
+    same one: under any ``TMPDIR``, through any spelling of its path (a symlink, a bind mount), and on
+    every node of a shared file system whose locking flock reaches (NFS, Lustre, GPFS: docs/cluster.md).
+    A folder made for the lock and left empty is removed again; a folder the lock file cannot be made
+    in (read-only, full) is not written by this process either: it goes on unlocked, and the write
+    that needs the folder is refused, naming its file."""
     with contextlib.ExitStack() as stack:
         for where in sorted({os.path.realpath(w) for w in wheres}):
-            fh = stack.enter_context(open(lock_file(where), "a"))
-            fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes
+            stack.enter_context(_locked(where))
             recover(where)
         yield
 
 
+@contextlib.contextmanager
+def _locked(where: str) -> Iterator[None]:
+    made, d = [], where  # the folders this lock makes (innermost first), removed again if left empty
+    while not os.path.isdir(d) and os.path.dirname(d) != d:
+        made, d = [*made, d], os.path.dirname(d)
+    with contextlib.suppress(OSError):
+        os.makedirs(where, exist_ok=True)
+    path = lock_file(where)
+    while True:
+        try:
+            fh = open(path, "a")
+        except OSError as e:
+            if e.errno not in WRITE_ERRNOS | {errno.ENOENT, errno.ENOTDIR}:
+                raise named(e, where) from e
+            yield  # nothing can be written there by this process: nothing to guard
+            return
+        fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes
+        try:
+            if os.path.samestat(os.fstat(fh.fileno()), os.stat(path)):
+                break  # still the folder's lock (a writer that made the folder may have removed it)
+        except FileNotFoundError:
+            pass
+        fh.close()
+        os.makedirs(where, exist_ok=True)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            if made and os.listdir(where) == [LOCK_NAME]:  # made for the lock and left empty: gone again
+                os.remove(path)
+                for d in made:
+                    os.rmdir(d)
+        fh.close()
+
+
+LOCK_NAME = ".specbench.lock"
+
+
 def lock_file(where: str) -> str:
-    """The lock of folder ``where``: <temp>/specbench-locks/<sha1 of its resolved path>.lock (symlinks
-    and ``..`` resolved: one folder, one lock, however it is named)."""
-    d = os.path.join(tempfile.gettempdir(), "specbench-locks")
-    os.makedirs(d, exist_ok=True)
-    return os.path.join(d, hashlib.sha1(os.path.realpath(where).encode()).hexdigest() + ".lock")
+    """The lock of folder ``where``: ``.specbench.lock`` in it (one file per folder, whatever path or
+    ``TMPDIR`` a process has; its resolved path, so the name is one string however it is spelled)."""
+    return os.path.join(os.path.realpath(where), LOCK_NAME)
 
 
 @contextlib.contextmanager
