@@ -85,3 +85,52 @@ def test_an_older_summary_without_step_counts_or_steps_is_refused(tmp_path, caps
     pd.concat([summary, summary.assign(config_hash="cccccccccccc")]).to_csv(out / "summary.csv", index=False)
     said = refused(capsys, out, str(tmp_path / "b"))
     assert "configuration cccccccccccc has no n_steps and no steps to count it from" in said
+
+
+# --------------------------------------------------------------------------
+# study.tools.costs +costs_merge=P replaces exactly the points P holds
+# --------------------------------------------------------------------------
+def cost_table(device: str, seconds: float, roles=("draft", "target"), kvs=(128, 512), widths=(1, 2, 3, 4)):
+    return pd.DataFrame(
+        [
+            {"role": r, "pair": "p", "dtype": "bfloat16", "device": device, "kv_len": kv, "n_tokens": n}
+            | {"seconds": seconds, "samples": f"{seconds} {seconds}", "machine_id": f"m-{device}"}
+            for r in roles
+            for kv in kvs
+            for n in widths
+        ]
+    )
+
+
+def test_a_partial_costs_merge_replaces_only_the_rows_it_holds(tmp_path):
+    from specbench.study.tools.costs import merge_file
+
+    res, src = tmp_path / "results", tmp_path / "gpu" / "costs.csv"
+    res.mkdir(), src.parent.mkdir()
+    pd.concat([cost_table("cpu", 0.2), cost_table("cuda", 0.02)]).to_csv(res / "costs.csv", index=False)
+    cost_table("cuda", 0.5, roles=("draft",), kvs=(128,)).to_csv(src, index=False)  # one curve's KV length
+    merge_file(str(res), str(src))
+    rows = pd.read_csv(res / "costs.csv")
+    assert len(rows) == 32  # every committed point kept, 4 of them replaced
+    cuda = rows[rows.device == "cuda"].set_index(["role", "kv_len", "n_tokens"]).seconds
+    assert (cuda.loc["draft", 128] == 0.5).all() and (cuda.loc["draft", 512] == 0.02).all()
+    assert (cuda.loc["target"] == 0.02).all() and (rows[rows.device == "cpu"].seconds == 0.2).all()
+
+
+@pytest.mark.parametrize("damage", ["a point twice", "a curve cut mid-way"])
+def test_an_inconsistent_costs_merge_file_is_refused(tmp_path, damage):
+    from specbench.study.job.errors import ConfigError
+    from specbench.study.tools.costs import merge_file
+
+    res, src = tmp_path / "results", tmp_path / "gpu" / "costs.csv"
+    res.mkdir(), src.parent.mkdir()
+    cost_table("cpu", 0.2).to_csv(res / "costs.csv", index=False)
+    before = (res / "costs.csv").read_bytes()
+    new = cost_table("cuda", 0.5)
+    (pd.concat([new, new.iloc[[3]]]) if damage == "a point twice" else new.iloc[:-1]).to_csv(src, index=False)
+    with pytest.raises(ConfigError) as e:
+        merge_file(str(res), str(src))
+    said = str(e.value)
+    assert said.startswith(f"costs_merge={src}:") and "\n" not in said
+    assert ("repeats line 5" if damage == "a point twice" else "3 at kv_len 512 widths") in said, said
+    assert (res / "costs.csv").read_bytes() == before

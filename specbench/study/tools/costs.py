@@ -189,15 +189,27 @@ def measure(model, kv_lens, repeats: int, sizes, desc: str, progress: bool) -> l
     ]
 
 
-KEY = ["pair", "dtype", "device", "machine_id"]  # one machine's curve of one pair in one dtype
+CURVE = ["pair", "dtype", "device", "machine_id"]  # one machine's curve of one pair in one dtype (a measurement)
+ROW = ["pair", "dtype", "device", "role", "kv_len", "n_tokens", "machine_id"]  # one point of it (a merge)
 
 
-def merge_rows(path: str, rows: list[dict]) -> pd.DataFrame:
-    """The cost table at ``path`` with this machine's rows of this pair, dtype and device replaced by
-    ``rows`` (and rows of them that name no machine: measured before rows named one); another machine's
-    curve is kept (the report reads one per curve: ``costcurve.one_per_curve``).  Rows measured before
-    every repeat was kept (no ``samples``: nothing to bootstrap, no spread) are dropped, and so are rows
-    from before costs had a dtype."""
+def keys(df: pd.DataFrame, key: list[str]) -> list[tuple[str, ...]]:
+    """Each row's ``key`` as text (an integer column as an integer, a missing one empty), machine last."""
+    cols = []
+    for c in key:
+        v = df[c] if c in df else pd.Series("", index=df.index)
+        if c in ("kv_len", "n_tokens"):
+            v = pd.to_numeric(v, errors="coerce").map(lambda x: "" if pd.isna(x) else str(int(x)))
+        cols.append(v.fillna("").astype(str))
+    return list(zip(*cols)) if cols else []
+
+
+def merge_rows(path: str, rows: list[dict], key: list[str] = CURVE) -> pd.DataFrame:
+    """The cost table at ``path`` with the rows whose ``key`` ``rows`` hold replaced by ``rows`` (and rows
+    of those keys that name no machine: measured before rows named one); every other row is kept.  A
+    measurement replaces its whole curve (``CURVE``: this machine's pair, dtype and device), a merge
+    exactly the points it holds (``ROW``).  Rows measured before every repeat was kept (no ``samples``:
+    nothing to bootstrap, no spread) are dropped, and so are rows from before costs had a dtype."""
     new = pd.DataFrame(rows)
     if not new.empty and "machine_id" not in new:  # rows measured before they named their machine
         new = new.assign(machine_id="")
@@ -207,11 +219,33 @@ def merge_rows(path: str, rows: list[dict]) -> pd.DataFrame:
     old = old.assign(device=old.get("device", "cpu"), machine_id=old.get("machine_id", ""))
     old = old[old.samples.notna()]
     if not new.empty:
-        mine = set(new[KEY].astype(str).itertuples(index=False, name=None))
+        mine = set(keys(new, key))
         unnamed = {k[:-1] + ("",) for k in mine}
-        keys = old[KEY].fillna("").astype(str).itertuples(index=False, name=None)
-        old = old[[not (k in mine or (k[-1] == "" and k in unnamed)) for k in keys]]
+        old = old[[not (k in mine or (k[-1] == "" and k in unnamed)) for k in keys(old, key)]]
     return pd.concat([old, new], ignore_index=True)
+
+
+def check_merge(path: str, new: pd.DataFrame) -> None:
+    """A costs.csv to merge holds each point once, and each curve (a role's) the same widths at every
+    KV length (one cut at a line boundary does not): a ``ConfigError`` naming the file otherwise."""
+    seen: dict[tuple, int] = {}
+    for i, k in enumerate(keys(new, ROW)):
+        if k in seen:
+            raise ConfigError(
+                f"costs_merge={path}: line {i + 2} repeats line {seen[k] + 2} (pair, dtype, device, role, kv_len, "
+                f"n_tokens, machine {', '.join(x or '-' for x in k)}); give a costs.csv that holds each point once"
+            )
+        seen[k] = i
+    widths: dict[tuple, dict[str, set]] = {}
+    for k in seen:
+        widths.setdefault(k[:4] + k[-1:], {}).setdefault(k[4], set()).add(k[5])
+    for curve, by_kv in widths.items():
+        if len({frozenset(w) for w in by_kv.values()}) > 1:
+            sizes = ", ".join(f"{len(w)} at kv_len {kv}" for kv, w in sorted(by_kv.items()))
+            raise ConfigError(
+                f"costs_merge={path}: the {curve[3]} curve of {curve[0]} ({curve[1]}, {curve[2]}) has {sizes} widths: "
+                "a file cut mid-curve; give the whole costs.csv the other machine measured"
+            )
 
 
 def read_old(path: str) -> pd.DataFrame | None:
@@ -307,20 +341,21 @@ def main(cfg: DictConfig) -> None:
 
 def merge_file(out: str, path: str) -> None:
     """``+costs_merge=PATH``: the rows of a costs.csv measured elsewhere (a GPU machine's) merged
-    into ``out``/costs.csv by (pair, dtype, device, machine), with the environment-<device>.json beside
-    it; no model loads.  A ``TableError`` when the file is not such a table (``core.readers``:
+    into ``out``/costs.csv point by point (``ROW``: the rows it holds replace the rows of their key, every
+    other row is kept), with the environment-<device>.json beside it; no model loads.  A ``TableError`` when the file is not such a table (``core.readers``:
     missing, cut, binary, wrong columns, a seconds value not a number > 0), a ``ConfigError`` when
-    it holds CPU rows (``main``: one line, exit 2)."""
+    it holds CPU rows, a point twice or a curve cut mid-way (``check_merge``) (``main``: one line, exit 2)."""
     new = readers.read(path, readers.COSTS_MERGE, "costs_merge")  # columns, seconds > 0, whole lines
     if (new.device == "cpu").any():
         raise ConfigError(
             f"costs_merge={path}: holds cpu rows; give another device's costs.csv (this machine's CPU is measured here)"
         )
+    check_merge(path, new)
     target = os.path.join(out, "costs.csv")
     envs = [env_file(d) for d in sorted(set(new.device))]
     found = {e: os.path.join(os.path.dirname(path), e) for e in envs}
     with lock(out):  # read, merge and replace: one writer at a time
-        files = {target: csv_writer(merge_rows(target, new.to_dict("records")))}
+        files = {target: csv_writer(merge_rows(target, new.to_dict("records"), ROW))}
         files.update(
             {os.path.join(out, n): functools.partial(shutil.copyfile, s) for n, s in found.items() if os.path.isfile(s)}
         )
