@@ -6,7 +6,6 @@ or projected, with its acceptance, interval, prompts and bracket; its figures: t
 from __future__ import annotations
 
 import pandas as pd
-from matplotlib.lines import Line2D
 
 from . import analysis, figures, phrases, tables
 from .markdown import fig_links, table
@@ -53,61 +52,87 @@ def fig_gain_vs_chain(diffs: pd.DataFrame, pair) -> figures.Fig | None:
 
 
 MAX_SHAPES = 6  # projected curves per panel
+OTHER_PAIRS = 4  # panels beside the main pair's datasets
 
 
-def fig_projected(rows: pd.DataFrame, sums, live: pd.DataFrame) -> figures.Fig | None:
-    """Every pair × dataset with a live batch-1 check: the projected speedup of the replayed grid's
-    shapes that were checked live, and each live run's measured speedup, its marker by run size."""
-    b1 = live[live.projected.notna() & live.measured.notna()] if len(live) and "projected" in live else live.iloc[:0]
-    if b1.empty:
-        return None
-    sizes = sorted(
-        {figures.run_size(r) for r in b1.to_dict("records")}, key=lambda x: tuple(int(v) for v in x.split(" × "))
-    )
-    groups = []
-    for (pair, ds), g in b1.groupby(["pair", "dataset"], sort=True):
-        grid = dict(figures.main_groups(rows, sums, pair)).get(ds)
-        if grid is None:
+def bench_points(measured: pd.DataFrame | None, study: dict) -> pd.DataFrame:
+    """The interleaved benchmark's batch-1 estimates (``t["measured"]``, from ``speedstats.answers``) on the
+    machine whose cost curves the projections read (``study``: ``costcurve.machines`` of the study's
+    curves), one per pair, dataset, dtype, shape and budget: the estimate over the most units."""
+    if measured is None or measured.empty:
+        return pd.DataFrame()
+    m = measured[(measured.batch_size.astype(int) == 1) & (measured.budget.astype(int) > 0)]
+    on = [str(i) in study.get((p, d, t), ()) for p, d, t, i in zip(m.pair, m.device, m.dtype, m.machine_id)]
+    m = m[on].assign(label=[analysis.shape_label(t, p) for t, p in zip(m.tree[on], m.tree_params[on])])
+    m = m.sort_values(["n_units", "run_id"], ascending=False, kind="mergesort")
+    return m.drop_duplicates(["pair", "dataset", "device", "dtype", "label", "budget"])
+
+
+def _grid_shape(grid: pd.DataFrame, label: str, tree: str) -> str | None:
+    """The replayed grid's shape a benchmarked candidate is: its label, else the grid's one shape of its tree."""
+    if label in set(grid["shape"]):
+        return label
+    same = sorted(set(grid["shape"][grid.tree == tree]))
+    return same[0] if len(same) == 1 else None
+
+
+def projected_panels(rows: pd.DataFrame, sums, bench: pd.DataFrame, pair) -> list:
+    """(title, (curves, points)) per pair × dataset with benchmark points: the main pair's datasets, then the
+    OTHER_PAIRS other pairs × datasets whose best benchmarked candidate is fastest."""
+    found = []
+    for (p, ds), b in bench.groupby(["pair", "dataset"], sort=True):
+        grid = dict(figures.main_groups(rows, sums, p)).get(ds)
+        if grid is None or grid.empty:
             continue
-        checked = sorted(set(g["shape"]))[:MAX_SHAPES]
-        curves = grid[grid.projected.notna() & grid["shape"].isin(checked)]
-        groups.append((f"{pair} · {ds}", (curves, g[g["shape"].isin(checked)])))
+        b = b[(b.dtype == grid.dtype.iloc[0]) & (b.device == grid.device.iloc[0])]  # the curve the grid is priced by
+        b = b.assign(shape=[_grid_shape(grid, lab, t) for lab, t in zip(b.label, b.tree)]).dropna(subset=["shape"])
+        shapes = sorted(set(b["shape"]))[:MAX_SHAPES]
+        curves = grid[grid.projected.notna() & grid["shape"].isin(shapes)]
+        if len(curves):
+            found.append((p != pair, -float(b.speedup.max()), f"{p} · {ds}", (curves, b[b["shape"].isin(shapes)])))
+    found.sort(key=lambda x: x[:3])
+    mine = [f for f in found if not f[0]][: figures.MAX_PANELS]
+    return [(title, cg) for _o, _s, title, cg in mine + [f for f in found if f[0]][:OTHER_PAIRS]]
+
+
+def _draw_projected(ax, cg) -> None:
+    curves, points = cg
+    for shape, s in curves.groupby("shape", sort=True):
+        s = s.sort_values("budget")
+        st = figures.style(shape, "shape")
+        ax.plot(s.budget, s.projected, ms=4, lw=1.3, mfc="none", label=figures.short_label(shape), **st)
+    for r in points.to_dict("records"):
+        st = figures.style(r["shape"], "shape")
+        err = [[max(r["speedup"] - r["lo"], 0)], [max(r["hi"] - r["speedup"], 0)]]
+        ax.errorbar([r["budget"]], [r["speedup"]], yerr=err, ms=9, capsize=3, mec="black", mew=0.8, zorder=5, **st)
+    ax.axhline(1, color="k", lw=0.8)
+    figures.budget_axis(ax, curves.budget.unique(), figures.POWERS_OF_2)
+    ax.set_ylabel("speedup ×")
+
+
+def fig_projected(rows: pd.DataFrame, sums, measured: pd.DataFrame | None, study: dict, pair) -> figures.Fig | None:
+    """The projected speedup of the replayed grid's shapes against budget (lines) and the interleaved
+    benchmark's pooled estimate of each benchmarked candidate on the same machine (large markers, 95%
+    interval), per pair × dataset (``projected_panels``)."""
+    groups = projected_panels(rows, sums, bench_points(measured, study), pair)
     if not groups:
         return None
-
-    def draw(ax, cg):
-        curves, runs = cg
-        for shape, s in curves.groupby("shape", sort=True):
-            s = s.sort_values("budget")
-            st = figures.style(shape, "shape")
-            ax.plot(s.budget, s.projected, ms=3.5, lw=1.1, mfc="none", label=shape.split("(expansion")[0], **st)
-            ax.fill_between(s.budget, s.projected_lo, s.projected_hi, color=st["color"], alpha=0.12, lw=0)
-        for r in runs.to_dict("records"):
-            ax.plot([r["budget"]], [r["measured"]], ls="none", marker=figures.RUN_MARKERS[sizes.index(figures.run_size(r)) % 6], ms=10,
-                    color=figures.color(r["shape"], "shape"), mec="black", mew=0.7, zorder=5)  # fmt: skip
-        ax.axhline(1, color="k", lw=0.6)
-        figures.budget_axis(ax, curves.budget.unique() if len(curves) else runs.budget.unique())
-        ax.set_ylabel("speedup ×")
-
-    fig = figures.panels(
+    return figures.page_panels(
         groups,
         "projected_speedup.png",
-        draw,
-        "Projected speedup against budget (lines; shaded: 95% interval over prompts and cost repeats) of the "
-        "replayed greedy grid's shapes that were checked live, and each live batch-1 run's measured speedup "
-        "(large markers, the shape's colour; marker: the run's prompts × new tokens), one panel per pair × dataset "
-        f"with a live check (at most {MAX_SHAPES} shapes each). Each run: the speed table on speed.md.",
-        w=4.0,
-        h=3.0,
+        _draw_projected,
+        "Projected speedup against budget (lines; the projection's 95% interval: answer.md) of the replayed greedy "
+        "grid's shapes that the interleaved speed benchmark timed, and the benchmark's estimate for each "
+        "(large markers, the shape's look, bars: its 95% paired interval) at batch 1 on the machine whose cost "
+        f"curves the projections read; {pair} on each dataset, then the {OTHER_PAIRS} other pairs × datasets whose "
+        "best benchmarked candidate is fastest (every pair: answer.md, speed.md; single live runs, without "
+        "an interval: speed.md).",
+        cols=3,
+        h=2.8,
+        legend="shape (line: projected; large marker: benchmark)",
+        ncol=3,
+        sharey=True,
     )
-    handles: list = list(fig.fig.legends[0].legend_handles)
-    labels = [t.get_text() for t in fig.fig.legends[0].get_texts()]
-    fig.fig.legends.clear()
-    handles += [Line2D([], [], ls="none", marker=figures.RUN_MARKERS[i % 6], ms=9, mfc="#888888", mec="black",
-                       label=f"measured live, {sz}") for i, sz in enumerate(sizes)]  # fmt: skip
-    labels += [f"measured live, {sz} (prompts × tokens)" for sz in sizes]
-    fig.fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.9), frameon=False, title="shape")
-    return fig
 
 
 ANSWER_COLS = [

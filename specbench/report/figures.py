@@ -75,6 +75,13 @@ def lighter(hex_color: str, frac: float) -> tuple:
     return tuple(rgb + (1 - rgb) * frac)
 
 
+def short_label(shape: str) -> str:
+    """A legend's name of a shape: 'specinfer' for its one expansion, 'merged:binary' for a merged tree."""
+    if shape.startswith("merged(") and "shape=" in shape:
+        return "merged:" + shape.split("shape=", 1)[1].split(",")[0].rstrip(")")
+    return shape.split("(expansion")[0]
+
+
 def save_all(figs: list[Fig], out_dir: str) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
     for f in figs:
@@ -106,10 +113,15 @@ def legend_outside(fig, axes, title: str | None = None) -> None:
         )
 
 
-def budget_axis(ax, budgets):
+POWERS_OF_2 = tuple(2**i for i in range(11))  # budget ticks where every budget's would crowd a page-width panel
+
+
+def budget_axis(ax, budgets, ticks=None):
+    """A log-2 budget axis, a tick at each budget (or at those of ``ticks`` within their range)."""
     ax.set_xscale("log", base=2)
-    ax.set_xticks(sorted(budgets))
-    ax.set_xticklabels([str(int(b)) for b in sorted(budgets)])
+    at = sorted(budgets) if ticks is None else [t for t in ticks if min(budgets) <= t <= max(budgets)]
+    ax.set_xticks(at)
+    ax.set_xticklabels([str(int(b)) for b in at])
     ax.minorticks_off()
     ax.set_xlabel("budget N (draft tokens)")
 

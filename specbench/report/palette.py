@@ -96,6 +96,8 @@ def _hashed(key: str, salt: str = "") -> int:
 def look(name: str, kind: str | None = None) -> tuple[str, str]:
     """(colour, marker) of a name: from ``kind``'s table, else the first table that has it."""
     key = base_name(name)
+    if key == "merged" and "shape=" in str(name) and kind in (None, "shape"):
+        return merged_look(name)  # merged's colour, the filled shape's marker
     tables = [TABLES[kind]] if kind else list(TABLES.values())
     named = next((t[str(name)] for t in tables if str(name) in t), None)  # a variant with a look of its own
     if named is not None:
