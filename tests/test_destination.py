@@ -3,6 +3,7 @@ strictly as the report reads results/ (``results.files``) before it merges into 
 fails is refused in one line, exit 2, with every file as it was."""
 
 import gzip
+import os
 import json
 
 import pandas as pd
@@ -134,3 +135,20 @@ def test_an_inconsistent_costs_merge_file_is_refused(tmp_path, damage):
     assert said.startswith(f"costs_merge={src}:") and "\n" not in said
     assert ("repeats line 5" if damage == "a point twice" else "3 at kv_len 512 widths") in said, said
     assert (res / "costs.csv").read_bytes() == before
+
+
+# --------------------------------------------------------------------------
+# mixed state: an export killed at its rename leaves its staged file, which the next export removes
+# --------------------------------------------------------------------------
+EXPORT = "from specbench.study.serving.export import main; main(sys.argv[1:])"
+
+
+def test_a_killed_exports_staged_file_is_cleaned_by_the_next_export(tmp_path):
+    from test_reliability import killed_at
+
+    out = tmp_path / "serve" / "tree.json"
+    args = ["pair=qwen_coder", "tree=binary", "tree.budget=16", "format=paths", f"out={out}"]
+    assert killed_at(1, EXPORT, *args) == 137  # killed at its one rename
+    assert [n for n in os.listdir(out.parent) if n.startswith(".tmp-")] and not out.exists()
+    assert killed_at(0, EXPORT, *args) == 0
+    assert not [n for n in os.listdir(out.parent) if n.startswith(".tmp-")] and json.loads(out.read_text())

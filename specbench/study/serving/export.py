@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ...core import readers
-from ...core.atomic import os_line, write_text
+from ...core.atomic import command, lock, os_line, write_text
 from ...results import costcurve
 from ...results.files import STEPS_FILE, read_csv
 from ...results.schedule import draft_lengths
@@ -247,6 +247,7 @@ def batch_schedule(results: str, choice: Choice) -> list[tuple[int, int]] | None
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    command("export")  # its staged files are .tmp-export-*: a killed export's, cleaned by the next (``lock``)
     try:
         obj, opts = export(argv)
     except ValueError as e:
@@ -256,7 +257,8 @@ def main(argv: list[str] | None = None) -> None:
     if opts["out"]:
         check_out(opts["out"], "out")  # a folder, or a folder it cannot write: one line, exit 2
         try:
-            write_text(opts["out"], text)
+            with lock(os.path.dirname(os.path.abspath(opts["out"]))):
+                write_text(opts["out"], text)
         except OSError as e:  # the disk refused the write: one line, nothing replaced
             fail(os_line(e, opts["out"], "out"), 1)
         print(f"specbench: wrote {opts['format']} -> {opts['out']}")
