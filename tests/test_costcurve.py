@@ -134,27 +134,27 @@ def test_another_machines_curve_is_stated_apart_on_the_hardware_page():
     assert hardware.other_points(every.assign(machine_id="amd"), cc.one_per_curve(every.assign(machine_id="amd"))).empty
 
 
-def test_two_points_of_one_device_in_a_phase_panel_are_labelled_apart():
-    """The phase diagram's markers: one panel with a float32 curve of one CPU and a bfloat16 curve of another names
-    each by dtype and machine (both read 'cpu' before); a lone point keeps its device's name."""
+def test_two_points_of_one_device_in_a_phase_panel_are_named_apart():
+    """The phase diagram's markers: a float32 curve of one CPU and a bfloat16 curve of another are named by
+    machine and dtype in the legend (both read 'cpu' once); a GPU curve of random weights says so."""
     from specbench.report import hardware_page
 
     pts = pd.DataFrame(
         dict(pair="a", device=["cpu", "cpu", "cuda"], dtype=["float32", "bfloat16", "float16"], r=0.3, m=0.1,
-             weights="pretrained", machine=["AMD EPYC (AVX2), 2 cores", "AMD EPYC (AVX512), 2 cores", "H200"])
+             weights=["pretrained", "pretrained", "random"], machine=["AMD EPYC (AVX2), 2 cores", "AMD EPYC (AVX512), 2 cores", "H200"])
     )  # fmt: skip
-    assert hardware_page.point_labels(pts) == [
-        "cpu float32, AMD EPYC (AVX2)",
-        "cpu bfloat16, AMD EPYC (AVX512)",
-        "cuda",
+    assert [hardware_page.machine_name(p) for p in pts.to_dict("records")] == [
+        "AMD EPYC (AVX2) · float32",
+        "AMD EPYC (AVX512) · bfloat16",
+        "H200 · float16 (random weights)",
     ]
-    assert hardware_page.point_labels(pts.iloc[:1].assign(weights="random")) == ["cpu (random weights)"]
 
 
-def test_a_region_label_keeps_clear_of_a_measured_point_and_its_label():
+def test_a_region_label_keeps_clear_of_a_measured_point_and_its_region():
     """The phase diagram: the AVX2 host's star sat at the plain-decoding region's innermost cell and its label
-    covered the region's 'plain decoding' (2026-12-05); a region's label now takes its innermost cell clear of
-    every point's marker and label, and where none is clear, none (colour and legend)."""
+    covered the region's 'plain decoding' (2026-12-05); the AVX-512 host's label sat on medusa63's region
+    (#83).  A region's label now lies wholly inside its region, clear of every point's marker, and where it
+    fits nowhere, none is drawn (colour and legend); the points are named in the legend only."""
     import numpy as np
 
     from specbench.report import hardware_page
@@ -174,9 +174,13 @@ def test_a_region_label_keeps_clear_of_a_measured_point_and_its_label():
     assert name == "plain decoding"
     hardware_page._label_regions(ax, code, [], [(x0, y0)])  # a point measured just there
     ((x, y, _),) = ax.texts
-    fx, fy = np.searchsorted(RS, x) / len(RS), np.searchsorted(MS, y) / len(MS)
-    px, py = np.searchsorted(RS, x0) / len(RS), np.searchsorted(MS, y0) / len(MS)
-    assert not (px - 0.15 < fx < px + 0.45 and py - 0.12 < fy < py + 0.06)
+    cx, cy, px, py = (int(np.searchsorted(a, v)) for a, v in ((RS, x), (MS, y), (RS, x0), (MS, y0)))
+    assert abs(cx - px) >= len(name) / 2 + 2 or abs(cy - py) >= hardware_page.LABEL_ROWS / 2 + 2
+    half = np.zeros((len(RS), len(MS)), int) - 1
+    half[: len(RS) // 2] = 0  # a region too narrow for its label: unlabelled, the other one labelled inside itself
+    narrow, names = Ax(), ["a-very-long-region-label-that-cannot-fit N=1"]
+    hardware_page._label_regions(narrow, half, names)
+    assert [t[2] for t in narrow.texts] == ["plain decoding"] and narrow.texts[0][0] > RS[len(RS) // 2]
     nowhere, everywhere = Ax(), [(r, m) for r in RS[::5] for m in MS[::4]]  # every cell near a point
     hardware_page._label_regions(nowhere, code, [], everywhere)
     assert nowhere.texts == []

@@ -52,7 +52,7 @@ def make_figures(t: dict, data: dict) -> list[figures.Fig]:
         verification.fig_mode_gains(t["modes"]),
         verification.fig_lossy(t["modes"]),
         speed.fig_measured_vs_projected(t["live"]),
-        hardware_page.fig_phase(t["phase"], t["points"]),
+        hardware_page.fig_phase(t["phase"], t["points"], t.get("other_points")),
         batch.fig_schedule(t["schedule"]),
         batch.fig_bench_schedule(t["bench_schedule"]),
         acceptance.fig_alpha(t["rows"], t["sums"], data["steps"], t["pair"]),
