@@ -159,3 +159,33 @@ def test_the_live_check_and_its_sentence_read_one_replayed_best():
     ]
     said = [s for s in bookkeeping.bracket_sentences(ans) if "live check of chain" in s]
     assert len(said) == 1 and "the replayed grid's best is now N=5, interior there (" in said[0]
+
+
+PAGE_WIDTH_FIGURES = {  # #83: the figures redrawn to be read at page width
+    "mode_gains.png",
+    "phase_diagram.png",
+    "projected_speedup.png",
+    "gain_vs_chain.png",
+    "acceptance_vector.png",
+    "bench_schedule.png",
+    "gap_to_optimum.png",
+}
+
+
+def test_page_width_figures_read_at_1000_px(figs, tmp_path):
+    """Each of these, saved as the report saves it, is at most 1000 px wide with every text 9 pt or more and at
+    most six panels, none of them an empty slot."""
+    from matplotlib.text import Text
+    from PIL import Image
+
+    from specbench.report import figures
+
+    drawn = [f for f in figs if f.name in PAGE_WIDTH_FIGURES]
+    assert drawn
+    for f in drawn:
+        f.fig.savefig(tmp_path / f.name, format="png", bbox_inches="tight")
+        assert Image.open(tmp_path / f.name).size[0] <= 1000, f.name
+        sizes = [t.get_fontsize() for t in f.fig.findobj(Text) if t.get_text().strip() and t.get_visible()]
+        assert min(sizes) >= figures.MIN_PT, (f.name, min(sizes))
+        axes = [ax for ax in f.fig.axes if ax.get_visible()]
+        assert len(axes) <= figures.MAX_PANELS and all(ax.has_data() for ax in axes), f.name

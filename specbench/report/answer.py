@@ -79,8 +79,8 @@ def _grid_shape(grid: pd.DataFrame, label: str, tree: str) -> str | None:
 def projected_panels(rows: pd.DataFrame, sums, bench: pd.DataFrame, pair) -> list:
     """(title, (curves, points)) per pair × dataset with benchmark points: the main pair's datasets, then the
     OTHER_PAIRS other pairs × datasets whose best benchmarked candidate is fastest."""
-    found = []
-    for (p, ds), b in bench.groupby(["pair", "dataset"], sort=True):
+    found: list = []
+    for (p, ds), b in bench.groupby(["pair", "dataset"], sort=True) if len(bench) else []:
         grid = dict(figures.main_groups(rows, sums, p)).get(ds)
         if grid is None or grid.empty:
             continue
