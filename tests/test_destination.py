@@ -3,8 +3,8 @@ strictly as the report reads results/ (``results.files``) before it merges into 
 fails is refused in one line, exit 2, with every file as it was."""
 
 import gzip
-import os
 import json
+import os
 
 import pandas as pd
 import pytest
@@ -64,7 +64,9 @@ def test_a_destination_whose_steps_disagree_with_its_summary_is_refused(tmp_path
     out = collected(tmp_path)
     steps = read_csv(out / STEPS_FILE)
     (out / STEPS_FILE).write_bytes(gzip.compress(steps.iloc[:-1].to_csv(index=False).encode()))
-    assert "holds 2 steps of configuration aaaaaaaaaaaa, summary.csv says 3" in refused(capsys, out, str(tmp_path / "b"))
+    assert "holds 2 steps of configuration aaaaaaaaaaaa, summary.csv says 3" in refused(
+        capsys, out, str(tmp_path / "b")
+    )
 
 
 def test_an_older_summary_without_step_counts_keeps_them(tmp_path):

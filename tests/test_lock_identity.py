@@ -66,8 +66,8 @@ def test_the_lock_lives_in_the_folder_it_guards(tmp_path):
     assert not out.exists()  # made for the lock, left empty: removed again
     out.mkdir()
     with lock(out):
-        pass
-    assert os.listdir(out) == [".specbench.lock"]
+        assert os.listdir(out) == [".specbench.lock"]
+    assert os.listdir(out) == []  # removed on release: a refused command leaves the folder as it was
 
 
 def test_writers_under_different_tmpdirs_take_one_lock(tmp_path, monkeypatch):

@@ -227,7 +227,8 @@ def lock(*wheres: str | os.PathLike) -> Iterator[None]:
     file in the folder it guards (``lock_file``), so every process that writes the folder takes the
     same one: under any ``TMPDIR``, through any spelling of its path (a symlink, a bind mount), and on
     every node of a shared file system whose locking flock reaches (NFS, Lustre, GPFS: docs/cluster.md).
-    A folder made for the lock and left empty is removed again; a folder the lock file cannot be made
+    The lock file is removed on release (a waiter that then holds a removed file takes the lock again),
+    and so is a folder made for it and left empty; a folder the lock file cannot be made
     in (read-only, full) is not written by this process either: it goes on unlocked, and the write
     that needs the folder is refused, naming its file."""
     with contextlib.ExitStack() as stack:
@@ -256,7 +257,7 @@ def _locked(where: str) -> Iterator[None]:
         fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes
         try:
             if os.path.samestat(os.fstat(fh.fileno()), os.stat(path)):
-                break  # still the folder's lock (a writer that made the folder may have removed it)
+                break  # still the folder's lock (its holder removes it on release)
         except FileNotFoundError:
             pass
         fh.close()
@@ -264,11 +265,10 @@ def _locked(where: str) -> Iterator[None]:
     try:
         yield
     finally:
-        with contextlib.suppress(OSError):
-            if made and os.listdir(where) == [LOCK_NAME]:  # made for the lock and left empty: gone again
-                os.remove(path)
-                for d in made:
-                    os.rmdir(d)
+        with contextlib.suppress(OSError):  # removed while held: a waiter finds it gone and takes a new one
+            os.remove(path)
+            for d in made:  # a folder made for the lock and left empty
+                os.rmdir(d)
         fh.close()
 
 
