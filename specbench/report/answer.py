@@ -6,6 +6,7 @@ or projected, with its acceptance, interval, prompts and bracket; its figures: t
 from __future__ import annotations
 
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from . import analysis, figures, phrases, tables
 from .markdown import fig_links, table
@@ -65,7 +66,19 @@ def bench_points(measured: pd.DataFrame | None, study: dict) -> pd.DataFrame:
     on = [str(i) in study.get((p, d, t), ()) for p, d, t, i in zip(m.pair, m.device, m.dtype, m.machine_id)]
     m = m[on].assign(label=[analysis.shape_label(t, p) for t, p in zip(m.tree[on], m.tree_params[on])])
     m = m.sort_values(["n_units", "run_id"], ascending=False, kind="mergesort")
-    return m.drop_duplicates(["pair", "dataset", "device", "dtype", "label", "budget"])
+    return m.drop_duplicates(["pair", "dataset", "device", "dtype", "label", "budget"]).assign(single=False)
+
+
+def single_points(live: pd.DataFrame, bench: pd.DataFrame) -> pd.DataFrame:
+    """Single live batch-1 runs (``t["live"]``: one run, no interval) of the pairs × datasets the benchmark
+    has not timed, in ``bench_points``' columns: drawn as such, never as the benchmark's estimate."""
+    if live is None or live.empty or "projected" not in live:
+        return pd.DataFrame()
+    one = live[live.projected.notna() & live.measured.notna() & (live.batch_size.astype(int) == 1)]
+    timed = set(zip(bench.pair, bench.dataset)) if len(bench) else set()
+    one = one[[k not in timed for k in zip(one.pair, one.dataset)]]
+    cols = ["pair", "dataset", "device", "dtype", "tree", "budget"]
+    return one[cols].assign(label=one["shape"], speedup=one.measured, lo=float("nan"), hi=float("nan"), single=True)
 
 
 def _grid_shape(grid: pd.DataFrame, label: str, tree: str) -> str | None:
@@ -84,7 +97,8 @@ def projected_panels(rows: pd.DataFrame, sums, bench: pd.DataFrame, pair) -> lis
         grid = dict(figures.main_groups(rows, sums, p)).get(ds)
         if grid is None or grid.empty:
             continue
-        b = b[(b.dtype == grid.dtype.iloc[0]) & (b.device == grid.device.iloc[0])]  # the curve the grid is priced by
+        same = (b.dtype == grid.dtype.iloc[0]) | b.single.astype(bool)  # a benchmark: of the curve pricing the grid
+        b = b[same & (b.device == grid.device.iloc[0])]
         b = b.assign(shape=[_grid_shape(grid, lab, t) for lab, t in zip(b.label, b.tree)]).dropna(subset=["shape"])
         shapes = sorted(set(b["shape"]))[:MAX_SHAPES]
         curves = grid[grid.projected.notna() & grid["shape"].isin(shapes)]
@@ -103,20 +117,28 @@ def _draw_projected(ax, cg) -> None:
         ax.plot(s.budget, s.projected, ms=4, lw=1.3, mfc="none", label=figures.short_label(shape), **st)
     for r in points.to_dict("records"):
         st = figures.style(r["shape"], "shape")
-        err = [[max(r["speedup"] - r["lo"], 0)], [max(r["hi"] - r["speedup"], 0)]]
-        ax.errorbar([r["budget"]], [r["speedup"]], yerr=err, ms=9, capsize=3, mec="black", mew=0.8, zorder=5, **st)
+        err = figures.ci([r["speedup"]], [r["lo"]], [r["hi"]])
+        face = dict(mfc="white") if r["single"] else {}
+        ax.errorbar(
+            [r["budget"]], [r["speedup"]], yerr=err, ms=9, capsize=3, mec="black", mew=0.8, zorder=5, **st, **face
+        )
     ax.axhline(1, color="k", lw=0.8)
     figures.budget_axis(ax, curves.budget.unique(), figures.POWERS_OF_2)
     ax.set_ylabel("speedup ×")
 
 
-def fig_projected(rows: pd.DataFrame, sums, measured: pd.DataFrame | None, study: dict, pair) -> figures.Fig | None:
+def fig_projected(rows: pd.DataFrame, sums, t: dict) -> figures.Fig | None:
     """The projected speedup of the replayed grid's shapes against budget (lines) and the interleaved
     benchmark's pooled estimate of each benchmarked candidate on the same machine (large markers, 95%
-    interval), per pair × dataset (``projected_panels``)."""
-    groups = projected_panels(rows, sums, bench_points(measured, study), pair)
+    interval; a pair × dataset it has not timed: its single live runs, hollow, no interval), per pair × dataset
+    (``projected_panels``)."""
+    bench = bench_points(t.get("measured"), t.get("cost_study", {}))
+    parts = [p for p in (bench, single_points(t.get("live"), bench)) if len(p)]
+    points = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    groups = projected_panels(rows, sums, points, t.get("pair"))
     if not groups:
         return None
+    hollow = [(Line2D([], [], ls="none", marker="o", ms=8, mfc="white", mec="black"), "single live run, no interval")]
     return figures.page_panels(
         groups,
         "projected_speedup.png",
@@ -124,14 +146,15 @@ def fig_projected(rows: pd.DataFrame, sums, measured: pd.DataFrame | None, study
         "Projected speedup against budget (lines; the projection's 95% interval: answer.md) of the replayed greedy "
         "grid's shapes that the interleaved speed benchmark timed, and the benchmark's estimate for each "
         "(large markers, the shape's look, bars: its 95% paired interval) at batch 1 on the machine whose cost "
-        f"curves the projections read; {pair} on each dataset, then the {OTHER_PAIRS} other pairs × datasets whose "
-        "best benchmarked candidate is fastest (every pair: answer.md, speed.md; single live runs, without "
-        "an interval: speed.md).",
+        f"curves the projections read; {t.get('pair')} on each dataset, then the {OTHER_PAIRS} other pairs × datasets whose "
+        "best benchmarked candidate is fastest (every pair: answer.md, speed.md); hollow: a single live run, no "
+        "interval, where the benchmark has not timed the pair × dataset.",
         cols=3,
         h=2.8,
         legend="shape (line: projected; large marker: benchmark)",
         ncol=3,
         sharey=True,
+        extra=hollow if any(bool(cg[1].single.any()) for _t, cg in groups) else (),
     )
 
 

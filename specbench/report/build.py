@@ -46,7 +46,7 @@ from .tree_attention import figures as attention_figures
 def make_figures(t: dict, data: dict) -> list[figures.Fig]:
     made = [
         acceptance.fig_acceptance_vs_budget(t["rows"], t["sums"], t["pair"]),
-        answer.fig_projected(t["rows"], t["sums"], t.get("measured"), t["cost_study"], t["pair"]),
+        answer.fig_projected(t["rows"], t["sums"], t),
         answer.fig_gain_vs_chain(t["chain_diffs"], t["pair"]),
         pairs.fig_accept_hist(t["cross"], t["rows"]),
         verification.fig_mode_gains(t["modes"]),

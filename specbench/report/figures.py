@@ -211,7 +211,7 @@ def legend_below(fig, axes, title: str | None = None, ncol: int = 3, extra=()) -
 
 
 def page_panels(
-    groups, name: str, draw, caption: str, cols: int = 3, h: float = 3.0, legend=None, ncol: int = 3, **share
+    groups, name: str, draw, caption: str, cols: int = 3, h: float = 3.0, legend=None, ncol: int = 3, extra=(), **share
 ) -> Fig:
     """`panels` at page width (``PAGE_RC``): at most MAX_PANELS, ``cols`` per row, one legend below."""
     if len(groups) > MAX_PANELS:
@@ -223,5 +223,5 @@ def page_panels(
         for ax, (title, rows) in zip(axes, groups):
             draw(ax, rows)
             ax.set_title(title)
-        legend_below(fig, axes, legend, ncol=ncol)
+        legend_below(fig, axes, legend, ncol=ncol, extra=extra)
     return Fig(name, fig, caption)
