@@ -304,11 +304,16 @@ def fig_acceptance_vector(vector: pd.DataFrame | None, summary: pd.DataFrame | N
     if vector is None or not {"rank", "p_accept", "dataset", "pair"} <= set(vector.columns):
         return None
     v, stale = current_vectors(vector, summary)
-    has_target = summary is not None and "target" in summary
-    target = summary.drop_duplicates("pair").set_index("pair").target if has_target else pd.Series(dtype=str)
+    target = pd.Series(dtype=str)
+    if summary is not None and "target" in summary:
+        target = summary.drop_duplicates("pair").set_index("pair").target
     v = v.assign(target=v.pair.map(target).fillna("target not recorded"))
     rows = v.groupby("target").dataset.nunique().sort_values(ascending=False, kind="mergesort")  # a row per target
-    groups = [(f"{d} · {t}", g) for t in rows.index for d, g in v[v.target == t].groupby("dataset", sort=True)]
+    groups = [
+        (f"{d}\ntarget {str(t).removesuffix('-instruct')}", g)
+        for t in rows.index
+        for d, g in v[v.target == t].groupby("dataset", sort=True)
+    ]
     if not groups:
         return None
 

@@ -119,13 +119,6 @@ def fig_gap(rows: pd.DataFrame, min_budgets: int = 3) -> figures.Fig | None:
         figures.budget_axis(ax, g.budget.unique(), figures.POWERS_OF_2)
         ax.set_ylabel("tokens/step")
 
-    dotted = Line2D([], [], ls=":", lw=1.2, marker="o", mfc="none", color="#555555")
-    fig = figures.page_panels(groups, "gap_to_optimum.png", draw, "", cols=3, h=2.8, legend=None, ncol=4)
-    handles, labels = fig.fig.legends[0].legend_handles, [t.get_text() for t in fig.fig.legends[0].get_texts()]
-    fig.fig.legends.clear()
-    fig.fig.legend(
-        [*handles, dotted], [*labels, "DP prediction, same shape"], loc="outside lower center", ncol=3, frameon=False
-    )
     caption = (
         f"Measured tokens_per_step of {', '.join(map(figures.short_label, shapes))} (solid; 95% bootstrap CI from "
         f"{figures.tables.MIN_CI}+ prompts) against the Sequoia DP's prediction for its best tree (dashed) and for "
@@ -134,7 +127,9 @@ def fig_gap(rows: pd.DataFrame, min_budgets: int = 3) -> figures.Fig | None:
         f"prediction (every pair, dataset and shape with {min_budgets}+ budgets: the table above); each panel its "
         "own y scale." + why_below(rows)
     )
-    return figures.Fig(fig.name, fig.fig, caption)
+    dotted = Line2D([], [], ls=":", lw=1.2, marker="o", mfc="none", color="#555555")
+    extra = [(dotted, "DP prediction, same shape")]
+    return figures.page_panels(groups, "gap_to_optimum.png", draw, caption, cols=3, h=2.8, ncol=3, extra=extra)
 
 
 def section(ctx) -> str:

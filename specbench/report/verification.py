@@ -57,7 +57,7 @@ def fig_mode_gains(gains: pd.DataFrame) -> figures.Fig | None:
                 ax.set_title(f"{grp}: {'lossless' if lossless else 'lossy'} rules")
                 ax.set_xlabel("Δ tokens/step (paired)" if i == len(classes) - 1 else "")
         rules = sorted(set(g.verify))
-        handles = [Patch(color=figures.color(v, "rule"), label=v) for v in rules]
+        handles: list = [Patch(color=figures.color(v, "rule"), label=v) for v in rules]
         handles += [Line2D([], [], ls="none", marker=T_MARKERS[k % 5], color="#555555", label=f"T={t:g}")
                     for k, t in enumerate(temps)]  # fmt: skip
         fig.legend(handles=handles, loc="outside lower center", ncol=7, frameon=False, title="rule; temperature")
