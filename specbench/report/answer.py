@@ -106,7 +106,8 @@ def projected_panels(rows: pd.DataFrame, sums, bench: pd.DataFrame, pair) -> lis
             found.append((p != pair, -float(b.speedup.max()), f"{p} · {ds}", (curves, b[b["shape"].isin(shapes)])))
     found.sort(key=lambda x: x[:3])
     mine = [f for f in found if not f[0]][: figures.MAX_PANELS]
-    return [(title, cg) for _o, _s, title, cg in mine + [f for f in found if f[0]][:OTHER_PAIRS]]
+    others = [f for f in found if f[0]][: min(OTHER_PAIRS, figures.MAX_PANELS - len(mine))]
+    return [(title, cg) for _o, _s, title, cg in mine + others]
 
 
 def _draw_projected(ax, cg) -> None:
@@ -138,6 +139,7 @@ def fig_projected(rows: pd.DataFrame, sums, t: dict) -> figures.Fig | None:
     groups = projected_panels(rows, sums, points, t.get("pair"))
     if not groups:
         return None
+    others = sum(not title.startswith(f"{t.get('pair')} · ") for title, _cg in groups)
     hollow = [(Line2D([], [], ls="none", marker="o", ms=8, mfc="white", mec="black"), "single live run, no interval")]
     return figures.page_panels(
         groups,
@@ -146,7 +148,7 @@ def fig_projected(rows: pd.DataFrame, sums, t: dict) -> figures.Fig | None:
         "Projected speedup against budget (lines; the projection's 95% interval: answer.md) of the replayed greedy "
         "grid's shapes that the interleaved speed benchmark timed, and the benchmark's estimate for each "
         "(large markers, the shape's look, bars: its 95% paired interval) at batch 1 on the machine whose cost "
-        f"curves the projections read; {t.get('pair')} on each dataset, then the {OTHER_PAIRS} other pairs × datasets whose "
+        f"curves the projections read; {t.get('pair')} on each dataset, then the {others} other pairs × datasets whose "
         "best benchmarked candidate is fastest (every pair: answer.md, speed.md); hollow: a single live run, no "
         "interval, where the benchmark has not timed the pair × dataset.",
         cols=3,
