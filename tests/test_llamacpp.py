@@ -1,6 +1,8 @@
 """llama.cpp as the second engine (#84), without the real models: the build's flag sets and its
 one-line failures, the tiny GGUF, and the real ``llama-server`` (built by ``scripts/setup.sh``)
-serving it: start and stop, a speculative request with a tiny draft, a server killed mid-run.  The server tests skip, with the build's own line, only where no build is possible."""
+serving it: start and stop, a speculative request with a tiny draft, the export's flags accepted
+and drafting as exported, the import of its /metrics beside its own per-response counts, a server
+killed mid-run.  The server tests skip, with the build's own line, only where no build is possible."""
 
 from __future__ import annotations
 
@@ -9,9 +11,12 @@ import os
 import signal
 
 import gguf
+import pandas as pd
 import pytest
 
 from specbench.inputs import llamacpp, tinygguf
+from specbench.study.serving import import_metrics
+from specbench.study.serving.export import export
 from specbench.study.tools.llamaserver import LlamaServer, ServerDied, decode
 
 AVX512 = {"sse4_2", "avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512bw", "avx512_vnni", "amx_tile", "amx_int8"}
@@ -143,6 +148,54 @@ def test_speculative_request_with_a_tiny_draft_is_identical_to_plain(tiny):
     assert t["draft_n"] > 0 and t["draft_n_accepted"] == t["draft_n"]  # the draft is the target: all accepted
 
 
+def _exported(argv: list[str], draft) -> list[str]:
+    obj, _ = export(["format=llamacpp", *argv])
+    flags = list(obj["argv"])
+    if "--spec-draft-model" in flags:
+        flags[flags.index("--spec-draft-model") + 1] = str(draft)  # the tiny draft for the pair's GGUF
+    return flags
+
+
+def test_the_export_is_accepted_by_the_server_and_drafts_as_exported(tiny, tmp_path):
+    """chain/3 of qwen_coder: n_max 3, p_min 0: every step drafts 3 tokens; the /metrics import agrees
+    with the server's own per-response counts."""
+    flags = _exported(["pair=qwen_coder", "tree=chain", "tree.budget=3"], tiny["same"])
+    assert flags[:2] == ["--spec-type", "draft-simple"] and flags[flags.index("--spec-draft-n-max") + 1] == "3"
+    with LlamaServer(tiny["target"], flags, ctx=256) as srv:
+        rows = tmp_path / "rows.jsonl"
+        decode(srv, [("a", PROMPT), ("b", "x = 1\n")], N, rows)
+        metrics = srv.metrics()
+    (tmp_path / "metrics.txt").write_text(metrics)
+    timings = [json.loads(ln)["timings"] for ln in rows.read_text().splitlines()]
+    drafted = sum(t["draft_n"] for t in timings)
+    steps = sum(
+        int(float(ln.split()[-1]))
+        for ln in metrics.splitlines()
+        if ln.startswith("llamacpp:spec_decode_num_drafts_total")
+    )
+    assert drafted == 3 * steps  # n_max 3 each step, none cut (p_min 0, n_min 0)
+    served = tmp_path / "served.csv"
+    for f in ("metrics.txt", "rows.jsonl"):
+        import_metrics.main([str(tmp_path / f), "--engine", "llamacpp", "--pair", "qwen_coder", "--dataset", "d",
+                             "--budget", "3", "--out", str(served)])  # fmt: skip
+        row = pd.read_csv(served).iloc[-1]
+        assert row.engine == "llamacpp" and row.budget == 3 and row.acceptance_rate == pytest.approx(1.0)
+    row = pd.read_csv(served).iloc[0]  # the /metrics one was replaced by the responses' (same key): read again
+    import_metrics.main([str(tmp_path / "metrics.txt"), "--engine", "llamacpp", "--pair", "qwen_coder",
+                         "--dataset", "d", "--out", str(served)])  # fmt: skip
+    row = pd.read_csv(served).iloc[-1]
+    assert row.n_steps == steps and row.tokens_per_step == pytest.approx(4.0)  # budget counted from positions
+    assert json.loads(row.marginal_acceptance) == pytest.approx([1.0, 1.0, 1.0])
+
+
+def test_the_ngram_export_is_accepted_by_the_server(tiny):
+    flags = _exported(["pair=ngram_qwen", "tree=chain", "tree.budget=4"], None)
+    assert flags[:2] == ["--spec-type", "ngram-simple"]
+    with LlamaServer(tiny["target"], flags, ctx=256) as srv:
+        r = srv.complete("a b a b a b a b a b a b", N)
+    assert r["timings"]["predicted_n"] == N
+
+
 def test_a_server_killed_mid_run_is_one_line_naming_its_log_and_finished_rows_stay(tiny, tmp_path):
     rows = tmp_path / "rows.jsonl"
     log = tmp_path / "server.log"
@@ -167,3 +220,57 @@ def test_a_server_that_cannot_load_its_model_is_one_line(tiny, tmp_path):
     with pytest.raises(ServerDied, match="while starting; its log: "):
         with LlamaServer(bad, timeout_s=30):
             pass
+
+
+def test_import_refuses_nonsense_from_a_llama_server_in_one_line(tmp_path, capsys):
+    """No server needed: llama.cpp's counter names (tools/server/server-task.cpp) with bad numbers."""
+    ok = {"drafts": "10", "draft_tokens": "30", "accepted_tokens": "12"}
+
+    def dump(per_pos=("7", "4", "1"), **kw):
+        vals = ok | kw
+        text = "".join(f"llamacpp:spec_decode_num_{k}_total {v}\n" for k, v in vals.items())
+        return text + "".join(
+            f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {v}\n'
+            for i, v in enumerate(per_pos)
+        )
+
+    cases = [
+        (dump(drafts="-1"), "must be finite and >= 0"),
+        (dump(accepted_tokens="40"), "accepted tokens 40 > draft tokens 30"),
+        (dump(per_pos=("11", "1", "0")), "a position's accepted count 11 > drafts 10"),
+        (dump(accepted_tokens="12.5"), "not an integer"),
+        (json.dumps({"timings": {"predicted_n": 9, "draft_n": 4, "draft_n_accepted": 5}}) + "\n", "5 > draft_n 4"),
+        (json.dumps({"timings": {"predicted_n": 9, "draft_n": 4.5}}) + "\n", "draft_n = 4.5 is not a count"),
+        (json.dumps({"timings": {"predicted_n": 9, "draft_n": -2}}) + "\n", "draft_n = -2 is not a count"),
+        ('{"content": "x"}\n', "no timings.predicted_n"),
+    ]
+    for text, words in cases:
+        f = tmp_path / "m.txt"
+        f.write_text(text)
+        out = tmp_path / "served.csv"
+        with pytest.raises(SystemExit) as e:
+            import_metrics.main([str(f), "--engine", "llamacpp", "--pair", "p", "--dataset", "d", "--budget", "3",
+                                 "--out", str(out)])  # fmt: skip
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and len(lines) == 1 and words in lines[0] and "m.txt" in lines[0], (words, lines)
+        assert not out.exists()
+
+
+def test_trees_and_rules_llama_server_cannot_run_are_refused_with_the_nearest():
+    from specbench.study.serving.engines import Choice, Refusal, settings
+    from specbench.study.serving.export import paths
+
+    tree = Choice("qwen_coder", "model", "org/draft", "binary", 8, {}, "greedy", 0.0)
+    with pytest.raises(Refusal) as e:
+        settings("llamacpp", tree, paths)
+    line = str(e.value)
+    assert (
+        line.startswith("format=llamacpp (llama.cpp): tree=binary is a tree")
+        and "nearest exportable: tree=chain" in line
+    )
+    spec = Choice("qwen_coder", "model", "org/draft", "chain", 4, {}, "speculative", 0.8, 0.8)
+    with pytest.raises(Refusal, match="no min"):
+        settings("llamacpp", spec, paths)
+    out = settings("llamacpp", spec, paths, nearest=True)  # verify=naive: drafts one-hot, as llama-server
+    assert out["nearest"]["changed"] == ["verify=naive"] and out["server_args"]["--spec-draft-n-max"] == 4
+    assert out["server_args"]["--spec-draft-model"].endswith("qwen2.5-coder-0.5b-instruct/model.gguf")

@@ -37,8 +37,10 @@ CHECKED = {
     "sglang": "SGLang main at 015c872628e3 (python/sglang/srt/arg_groups/fields/spec.py; "
     "arg_groups/speculative_hook.py at 004c82e07d87)",
     "trtllm": "TensorRT-LLM at 0004396720054fd8 (tensorrt_llm/llmapi/llm_args.py)",
+    "llamacpp": "llama.cpp vendored by llama-cpp-python==0.3.36 (common/arg.cpp, common/speculative.cpp, "
+    "tools/server/server-context.cpp)",
 }
-ENGINE = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+ENGINE = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "llamacpp": "llama.cpp"}
 RULE_NOTES = {
     "greedy": "serve requests at temperature 0: the engine then keeps a draft token where it is the target's "
     "argmax, as verify=greedy",
@@ -197,6 +199,15 @@ def engine_rule(c: Choice, fmt: str) -> str:
             {"draft_temperature": t},
         )  # fmt: skip
     return "speculative"
+
+
+def one_hot_rule(c: Choice, fmt: str, why: str) -> str:
+    """``engine_rule`` for an engine that verifies T > 0 drafts as one-hot only: ``verify=speculative``
+    is refused for ``why`` (nearest: ``verify=naive``)."""
+    rule = engine_rule(c, fmt)
+    if rule == "speculative":
+        raise Refusal(fmt, why, {"verify": "naive"})
+    return rule
 
 
 def rule_note(rule: str, c: Choice) -> str:

@@ -19,6 +19,8 @@ source at ``CHECKED`` (docs/serving.md lists the keys, their types and the refus
   0 beyond its largest key), ``NGram`` (linear only), ``Eagle3`` (EAGLE-2's dynamic tree or a
   static ``eagle_choices`` tree; it drafts with an EAGLE-3 head, ``speculative_model``, which
   the export takes as ``eagle_head=``), ``use_rejection_sampling`` at T > 0.
+- ``llamacpp``: ``llama-server``'s start-up flags (``llamacpp_flags``): draft-simple (n_max, n_min,
+  p_min) of a chain of the draft model's GGUF, or ngram-simple.
 
 What an engine cannot run as the study ran it is a ``Refusal`` (``engine_rules``); ``settings``
 with ``nearest=True`` exports the nearest configuration instead, labelled.
@@ -38,6 +40,7 @@ from .engine_rules import (
     check,
     engine_rule,
     nearest_choice,
+    one_hot_rule,
     overrides,
     ranges,
     rule_note,
@@ -45,6 +48,7 @@ from .engine_rules import (
     shape,
     wrap,
 )
+from .llamacpp_flags import llamacpp_flags
 
 __all__ = ["CHECKED", "ENGINE", "Choice", "FORMATS", "Refusal", "ranges", "settings"]
 TLI_NOTE = (
@@ -103,12 +107,10 @@ def sglang(c: Choice, paths, schedule=None, eagle_head=None) -> dict:
         )  # fmt: skip
     if kind == "eagle2" and topk == 1 and c.budget != depth:
         raise Refusal("sglang", "with top-k 1 SGLang drafts num_steps + 1 tokens, a chain", chain_of(depth))
-    rule = engine_rule(c, "sglang")
-    if rule == "speculative":
-        raise Refusal(
-            "sglang", "--speculative-use-rejection-sampling takes EAGLE/EAGLE3/NEXTN heads with top-k 1 only; "
-            "STANDALONE and NGRAM verify T>0 requests with drafts as one-hot", {"verify": "naive"},
-        )  # fmt: skip
+    rule = one_hot_rule(
+        c, "sglang", "--speculative-use-rejection-sampling takes EAGLE/EAGLE3/NEXTN heads with top-k 1 only; "
+        "STANDALONE and NGRAM verify T>0 requests with drafts as one-hot",
+    )  # fmt: skip
     tokens = c.budget + 1  # SGLang counts the root among the draft tokens
     notes = [rule_note(rule, c)]
     if c.drafter == "ngram":
@@ -193,7 +195,7 @@ def draft_len_schedule(cfg: dict, schedule, depth: int) -> list[str]:
     ]
 
 
-FORMATS: dict[str, Callable[..., dict]] = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm}
+FORMATS: dict[str, Callable[..., dict]] = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm, "llamacpp": llamacpp_flags}
 
 
 def settings(fmt: str, c: Choice, paths, schedule=None, eagle_head=None, nearest: bool = False) -> dict:

@@ -1,4 +1,4 @@
-"""`python -m specbench.import_metrics FILE --engine vllm|sglang --pair P --dataset D [--tree chain]
+"""`python -m specbench.import_metrics FILE --engine vllm|sglang|llamacpp --pair P --dataset D [--tree chain]
 [--budget N] [--out results/served.csv]`: what a server measured, as rows beside the study's.
 
 - ``vllm``: a Prometheus text dump of a vLLM server's ``/metrics`` (vllm/v1/spec_decode/metrics.py,
@@ -21,11 +21,16 @@
   gauges ``sglang:spec_accept_length`` (accepted drafts + the bonus token per step: tokens per
   step) and ``sglang:spec_accept_rate`` (accepted / proposed drafts), the mean over their label
   sets.  They describe the most recent batches only and carry no counts (n_steps is empty).
+- ``llamacpp``: a ``llama-server``'s ``/metrics`` text (tools/server/server-task.cpp of the llama.cpp
+  ``inputs.llamacpp`` builds): the vLLM counters above, named ``llamacpp:spec_decode_num_*``, read
+  the same way (a step is a verification step with a draft); or its responses as JSON lines
+  (``llamacpp_metrics``: each ``timings``' ``draft_n`` / ``draft_n_accepted``), which give the
+  acceptance rate and no step count (give ``--budget``).
 
-Every count is checked before a row is written: counts >= 0 and finite, per-position counts <=
+Every count is checked before a row is written: counts >= 0, finite and whole, per-position counts <=
 drafts and non-increasing, positions 0..K-1 all present, accepted <= drafted, histogram totals
-equal to the counters they repeat.  Rows (``COLUMNS``) are labelled ``engine=vllm`` or
-``engine=sglang`` with no config hash of ours; ``--pair``, ``--dataset``, ``--tree`` and
+equal to the counters they repeat.  Rows (``COLUMNS``) are labelled ``engine=vllm``,
+``engine=sglang`` or ``engine=llamacpp`` with no config hash of ours; ``--pair``, ``--dataset``, ``--tree`` and
 ``--budget`` say what was served (vLLM's budget defaults to the positions it counted).  They
 replace the rows of the same engine, pair, dataset, tree and budget in ``--out``.  A file that is
 not such a dump, or whose numbers cannot be, is one line naming the file and the fix, exit 2,
@@ -47,6 +52,7 @@ from ...core.args import Parser
 from ...core.atomic import lock, os_line, write_text
 from ...core.jsonl import json_objects
 from ..job.argv import check_out, fail
+from . import llamacpp_metrics
 
 COLUMNS = [
     "engine", "config_hash", "pair", "dataset", "tree", "budget", "n_requests", "n_steps", "acceptance_rate",
@@ -54,6 +60,7 @@ COLUMNS = [
 ]  # fmt: skip
 KEY = ["engine", "pair", "dataset", "tree", "budget"]
 VLLM = "vllm:spec_decode_num_"
+LLAMACPP = "llamacpp:spec_decode_num_"
 SGLANG_GAUGES = ("sglang:spec_accept_length", "sglang:spec_accept_rate")
 SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -88,12 +95,13 @@ def samples(text: str, path: str, keep) -> list[tuple[int, str, dict, float]]:
     return out
 
 
-def vllm_counters(text: str, path: str = "metrics") -> tuple[dict[str, float], dict[int, float]]:
-    """({drafts, draft_tokens, accepted_tokens}: totals, {position: accepted}) of a /metrics dump."""
+def vllm_counters(text: str, path: str = "metrics", prefix: str = VLLM) -> tuple[dict[str, float], dict[int, float]]:
+    """({drafts, draft_tokens, accepted_tokens}: totals, {position: accepted}) of a /metrics dump
+    (``prefix``: vLLM's counter names, or llama.cpp's, which are the same after it)."""
     totals: dict[str, float] = defaultdict(float)
     per_pos: dict[int, float] = defaultdict(float)
-    for lineno, name, labels, value in samples(text, path, lambda n: n.startswith(VLLM) and n.endswith("_total")):
-        what = name[len(VLLM) : -len("_total")]
+    for lineno, name, labels, value in samples(text, path, lambda n: n.startswith(prefix) and n.endswith("_total")):
+        what = name[len(prefix) : -len("_total")]
         if what != "accepted_tokens_per_pos":
             totals[what] += value
         elif not str(labels.get("position", "")).isdigit():
@@ -105,11 +113,11 @@ def vllm_counters(text: str, path: str = "metrics") -> tuple[dict[str, float], d
     return totals, per_pos
 
 
-def check_vllm(totals: dict[str, float], per_pos: dict[int, float], path: str) -> None:
-    """The counters' ranges and consistency (vLLM counts a position's acceptance only after the
-    previous position's, and every accepted token at one position)."""
+def check_vllm(totals: dict[str, float], per_pos: dict[int, float], path: str, engine: str = "vLLM") -> None:
+    """The counters' ranges and consistency (vLLM and llama.cpp count a position's acceptance only
+    after the previous position's, and every accepted token at one position)."""
     drafts, drafted, accepted = (totals[k] for k in ("drafts", "draft_tokens", "accepted_tokens"))
-    bad = []
+    bad = [f"a count is not an integer ({v:g})" for v in [*totals.values(), *per_pos.values()] if v != int(v)][:1]
     if accepted > drafted:
         bad.append(f"accepted tokens {accepted:g} > draft tokens {drafted:g}")
     if per_pos:
@@ -128,19 +136,19 @@ def check_vllm(totals: dict[str, float], per_pos: dict[int, float], path: str) -
             bad.append(f"draft tokens {drafted:g} > drafts x positions ({drafts:g} x {k})")
     if bad:
         raise ValueError(
-            f"{path}: not one vLLM server's spec-decode counters: {bad[0]}; {DUMP_FIX}, after its requests"
+            f"{path}: not one {engine} server's spec-decode counters: {bad[0]}; {DUMP_FIX}, after its requests"
         )
 
 
-def from_vllm(text: str, path: str) -> dict:
-    totals, per_pos = vllm_counters(text, path)
+def from_vllm(text: str, path: str, prefix: str = VLLM, engine: str = "vLLM") -> dict:
+    totals, per_pos = vllm_counters(text, path, prefix)
     need = ("drafts", "draft_tokens", "accepted_tokens")
     if not all(k in totals for k in need) or not totals["drafts"]:
         raise ValueError(
-            f"{path}: no vLLM spec-decode counters with drafts ({', '.join(VLLM + k + '_total' for k in need)}); "
-            "give the text of a vLLM server's /metrics after speculative requests"
+            f"{path}: no {engine} spec-decode counters with drafts ({', '.join(prefix + k + '_total' for k in need)}); "
+            f"give the text of a {engine} server's /metrics after speculative requests"
         )
-    check_vllm(totals, per_pos, path)
+    check_vllm(totals, per_pos, path, engine)
     drafts = totals["drafts"]
     marginal = [per_pos[i] / drafts for i in range(max(per_pos) + 1)] if per_pos else []
     return {
@@ -258,7 +266,15 @@ def from_sglang_gauges(text: str, path: str) -> dict:
     }
 
 
-READERS = {"vllm": from_vllm, "sglang": from_sglang}
+def from_llamacpp(text: str, path: str) -> dict:
+    """llama-server's /metrics (its counters are vLLM's, named ``llamacpp:spec_decode_num_*``), or
+    its responses' ``timings`` as JSON lines (``llamacpp_metrics``)."""
+    if LLAMACPP in text:
+        return from_vllm(text, path, LLAMACPP, "llama.cpp")
+    return llamacpp_metrics.from_timings(text, path)
+
+
+READERS = {"vllm": from_vllm, "sglang": from_sglang, "llamacpp": from_llamacpp}
 
 
 def row(args) -> dict:
