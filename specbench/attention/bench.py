@@ -66,6 +66,8 @@ def grid_points(cfg: DictConfig) -> dict[tuple, list[str]]:
             f"grid={cfg.grid} is unknown; valid: {', '.join(grids)} (or add a list of slices under grids.<name>)"
         )
     points: dict[tuple, list[str]] = {}
+    for name in cfg.impls:  # the default list, also where every slice names its own
+        ai.IMPLS.get(name)  # unknown name -> one-line error
     for sl in grids[cfg.grid]:
         missing = [a for a in GRID_AXES if a not in sl]
         if missing:

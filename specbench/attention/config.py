@@ -1,8 +1,9 @@
 """The attention benchmark's config checks and its merge rule (no timing here).
 
 ``validate(cfg)``: every scalar the benchmark reads is checked before anything
-is measured (``repeats=0``, ``grid=nope``, ``threads=-1``...): a one-line
-ValueError naming the key and the fix.  ``merge_rows(old, new, key)``: the rows of
+is measured (``repeats=0``, ``grid=nope``, ``threads=-1``, ``seed=-1``, ``dims.heads=0``...), each integer
+within a range that fits this machine (``bounds``: ``threads`` at most its cores, a tensor an option
+sizes in half its memory): a one-line ValueError naming the key and the fix.  ``merge_rows(old, new, key)``: the rows of
 ``results/attention.csv`` after a run: a new row replaces the old row of its
 point and implementation timed on the same machine (``one_machine``: the figures and report show the
 machine that timed the most rows), except that a failed measurement (``note`` starting
@@ -21,17 +22,45 @@ import yaml
 from ..core import readers
 from .heatmap import machines
 
-# key -> (minimum, fix); None = any value >= minimum, null not allowed
-POSITIVE = {
-    "repeats": (1, "timed calls per point, e.g. repeats=7"),
-    "min_repeats": (1, "e.g. min_repeats=3"),
-    "bursts": (1, "bursts of repeats at most, the steadiest kept, e.g. bursts=3"),
-    "warmup": (0, "untimed calls first, e.g. warmup=2"),
-    "bandwidth_mb": (1, "e.g. bandwidth_mb=512"),
-    "matmul_n": (1, "e.g. matmul_n=2048"),
-    "check_max_elems": (0, "e.g. check_max_elems=40000000"),
-    "model.repeats": (1, "e.g. model.repeats=3"),
-}
+
+def memory_bytes() -> int:
+    """This machine's physical memory (the bound of the options that size a tensor)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 2**34
+
+
+def bounds() -> dict[str, tuple[int, int, str]]:
+    """key -> (minimum, maximum, fix): the integer options, each bounded by what this machine holds (a
+    tensor an option sizes fits in half its memory, threads at most its cores), null not allowed."""
+    half = memory_bytes() // 2
+    return {
+        "repeats": (1, 10**5, "timed calls per point, e.g. repeats=7"),
+        "min_repeats": (1, 10**5, "e.g. min_repeats=3"),
+        "bursts": (1, 1000, "bursts of repeats at most, the steadiest kept, e.g. bursts=3"),
+        "warmup": (0, 10**5, "untimed calls first, e.g. warmup=2"),
+        "bandwidth_mb": (
+            1,
+            half // 2 // 2**20,
+            "the copied tensor and its copy fit in half the memory; e.g. bandwidth_mb=512",
+        ),
+        "matmul_n": (
+            1,
+            int((half / 12) ** 0.5),
+            "three float32 n x n matrices fit in half the memory; e.g. matmul_n=2048",
+        ),
+        "check_max_elems": (
+            0,
+            half // 4,
+            "a float32 score matrix that fits in half the memory; e.g. check_max_elems=40000000",
+        ),
+        "model.repeats": (1, 10**4, "e.g. model.repeats=3"),
+        "seed": (0, 2**63 - 1, "e.g. seed=0"),
+    }
+
+
+DIMS = ("heads", "kv_heads", "head_dim")
 BOOLS = ("check", "merge", "progress", "model_view")
 
 
@@ -42,9 +71,10 @@ def _get(cfg, dotted: str):
     return node
 
 
-def _int(value, key: str, minimum: int, fix: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{key}={value!r}: must be an integer >= {minimum}; {fix}")
+def _int(value, key: str, minimum: int, fix: str, maximum: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (maximum and value > maximum):
+        most = f" and <= {maximum}" if maximum else ""
+        raise ValueError(f"{key}={value!r}: must be an integer >= {minimum}{most}; {fix}")
 
 
 def validate(cfg) -> None:
@@ -55,8 +85,8 @@ def validate(cfg) -> None:
             f"grid={cfg.get('grid')!r} is unknown: use one of {', '.join(grids)} "
             "(or add a list of slices under grids.<name>)"
         )
-    for key, (minimum, fix) in POSITIVE.items():
-        _int(_get(cfg, key), key, minimum, fix)
+    for key, (minimum, maximum, fix) in bounds().items():
+        _int(_get(cfg, key), key, minimum, fix, maximum)
     for key in BOOLS:
         if not isinstance(cfg.get(key), bool):
             raise ValueError(f"{key}={cfg.get(key)!r}: must be true or false")
@@ -67,7 +97,23 @@ def validate(cfg) -> None:
     if isinstance(steady, bool) or not isinstance(steady, (int, float)) or not steady > 0:
         raise ValueError(f"steady_iqr={steady!r}: must be a number > 0 (IQR / median); e.g. steady_iqr=0.25")
     if cfg.get("threads") is not None:
-        _int(cfg.get("threads"), "threads", 1, "or null for torch's default")
+        _int(cfg.get("threads"), "threads", 1, "or null for torch's default (every core)", os.cpu_count() or 1)
+    check_dims(cfg.get("dims"))
+
+
+def check_dims(dims) -> None:
+    """``dims``: null (the target's) or {heads, kv_heads, head_dim}, each an integer in [1, 4096], heads a
+    multiple of kv_heads (one line naming the key)."""
+    if dims is None:
+        return
+    if not hasattr(dims, "get") or set(dims) != set(DIMS):
+        raise ValueError(
+            f"dims={dims!r}: must be null or {{heads: H, kv_heads: K, head_dim: D}}, e.g. dims={{heads: 12, kv_heads: 2, head_dim: 128}}"
+        )
+    for key in DIMS:
+        _int(dims.get(key), f"dims.{key}", 1, "e.g. dims={heads: 12, kv_heads: 2, head_dim: 128}", 4096)
+    if dims.get("heads") % dims.get("kv_heads"):
+        raise ValueError(f"dims.heads={dims.get('heads')} is not a multiple of dims.kv_heads={dims.get('kv_heads')}")
 
 
 def failed(df: pd.DataFrame) -> pd.Series:

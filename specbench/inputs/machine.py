@@ -35,7 +35,7 @@ import time
 
 import torch
 
-from ..core.args import Parser
+from ..core.args import Parser, check_out, refuse
 from ..core.atomic import atomic_write, write_file
 from ..core.diskcache import cache_root
 
@@ -187,6 +187,25 @@ def auto_dtype(device: str = "cpu", cache: str | None = None, measured: dict | N
     return rec["dtype"], rec
 
 
+def resolve_device(device: str = "cpu") -> torch.device:
+    device = str(device or "cpu")
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        return torch.device("cpu")
+    if device == "cuda" or device.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"device={device} but torch.cuda.is_available() is False "
+                f"(torch {torch.__version__}): use device=cpu or device=auto"
+            )
+        d = torch.device(device)
+        if d.index is not None and d.index >= torch.cuda.device_count():
+            raise ValueError(f"device={device} but only {torch.cuda.device_count()} CUDA device(s) exist")
+        return d
+    raise ValueError(f"device '{device}' is not one of cpu, cuda, cuda:N, auto")
+
+
 def resolve_dtype(value, device: str = "cpu", cache: str | None = None):
     """``value``, or for ``auto`` the faster dtype here (``auto_dtype``): resolved where the job spec
     is read, so every row and config hash names the dtype that ran."""
@@ -199,9 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = Parser(
         prog="python -m specbench.inputs.machine", description="this machine measured: dtype=auto and its rates"
     )
-    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     ap.add_argument("--out", default=None, help="where the record goes (JSON)")
     args = ap.parse_args(argv)
+    try:  # the device and the record's path, before any measuring
+        args.device = str(resolve_device(args.device))
+    except ValueError as e:
+        refuse(f"--device: {e}")
+    if args.out:
+        check_out(args.out, "--out")
     # this run's rates (one host's read 25 to 80 GFLOP/s at 64 rows between runs): the plan is sized by them; the
     # cached dtype stands, so every job of this machine resolves dtype=auto alike
     measured = rates(args.device)

@@ -38,6 +38,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from ..core import forwards
 from ..drafting.drafters import DRAFTERS
 from . import embedded
+from .machine import resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -109,25 +110,6 @@ def resolve_dtype(dtype) -> torch.dtype:
     if dtype not in DTYPES:
         raise ValueError(f"dtype '{dtype}' is not one of {', '.join(DTYPES)}")
     return DTYPES[dtype]
-
-
-def resolve_device(device: str = "cpu") -> torch.device:
-    device = str(device or "cpu")
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        return torch.device("cpu")
-    if device == "cuda" or device.startswith("cuda:"):
-        if not torch.cuda.is_available():
-            raise ValueError(
-                f"device={device} but torch.cuda.is_available() is False "
-                f"(torch {torch.__version__}): use device=cpu or device=auto"
-            )
-        d = torch.device(device)
-        if d.index is not None and d.index >= torch.cuda.device_count():
-            raise ValueError(f"device={device} but only {torch.cuda.device_count()} CUDA device(s) exist")
-        return d
-    raise ValueError(f"device '{device}' is not one of cpu, cuda, cuda:N, auto")
 
 
 def _location(source: str, ref: str, dtype: torch.dtype = torch.float32, key: str = "the model") -> str:

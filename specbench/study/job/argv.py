@@ -21,7 +21,6 @@ import dataclasses
 import os
 import re
 import sys
-import tempfile
 
 import yaml
 from hydra import compose, initialize_config_dir
@@ -30,6 +29,7 @@ from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
 
 from ... import CONF_DIR
+from ...core.args import check_out, check_writable  # noqa: F401  (check_out: the study commands import it from here)
 from ...core.atomic import command, os_line
 from ...core.options import closest, is_node, not_a_parameter, schema_keys, stored
 from .errors import ConfigError
@@ -216,30 +216,9 @@ def hydra_line(e: BaseException) -> str:
     return line
 
 
-PROBE_BYTES = 1 << 16  # room for Hydra's multirun.yaml (non-atomic) and a job's first files
-
-
-def check_writable(key: str, value: str, folder: str) -> None:
-    """``folder`` (``key=value``'s) must be, or be creatable as, a writable folder with room for
-    PROBE_BYTES (written and synced: a nearly full disk says so here, before Hydra starts writing)."""
-    probe = os.path.abspath(os.path.expanduser(folder))
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    if not os.path.isdir(probe) or not os.access(probe, os.W_OK | os.X_OK):
-        why = "is not a directory" if not os.path.isdir(probe) else "is not writable"
-        fail(f"{key}={value}: {probe} {why}; point {key} at a writable folder")
-    try:
-        with tempfile.TemporaryFile(dir=probe) as fh:
-            fh.write(b"\0" * PROBE_BYTES)
-            fh.flush()
-            os.fsync(fh.fileno())
-    except OSError as e:
-        fail(f"{key}={value}: {probe}: {e.strerror}; free space or point {key} at another folder")
-
-
 def check_dirs(argv) -> None:
     """out_root, hydra.run.dir and hydra.sweep.dir must be (or be creatable as) writable folders
-    with room for a file."""
+    with room for a file; hydra.sweep.subdir (a job's folder) stays inside hydra.sweep.dir."""
     given = {k: "outputs" if k == "out_root" else None for k in DIR_KEYS}
     for arg in argv:
         key, eq, value = arg.lstrip("+~").partition("=")
@@ -249,6 +228,11 @@ def check_dirs(argv) -> None:
         if root is not None:
             check_writable(key, root, root)
             WRITES.append(root)
+    sub = override_value(argv, "hydra.sweep.subdir")
+    if isinstance(sub, str) and "${" not in sub:
+        inner = os.path.normpath(sub)
+        if os.path.isabs(inner) or inner == ".." or inner.startswith(".." + os.sep):
+            fail(f"hydra.sweep.subdir={sub}: leaves the sweep folder (hydra.sweep.dir); give a relative path inside it")
 
 
 def check_plugins(argv) -> None:
@@ -267,16 +251,6 @@ def check_argv(argv, extra=()) -> None:
     check_groups(argv)
     check_keys(argv, extra)
     check_dirs(argv)
-
-
-def check_out(path: str, key: str) -> None:
-    """An output file's folder must be (or be creatable as) a writable folder with room for a
-    file, and the file itself no folder: one line naming ``key`` before any model loads or measurement."""
-    if os.path.isdir(path):
-        fail(
-            f"{key}={path}: is a folder; give a file path (e.g. {key}={os.path.join(path, os.path.basename(path) or 'out')}.csv)"
-        )
-    check_writable(key, path, os.path.dirname(path) or ".")
 
 
 def run_hydra(main) -> None:

@@ -243,7 +243,7 @@ def _pair(d: Mapping) -> PairSpec:
 
 
 def _rank_lists(value, key: str, fix: str, nested: bool) -> None:
-    """tree.paths (``nested``): non-empty lists of ranks >= 0; tree.expansion: counts >= 0."""
+    """tree.paths (``nested``): distinct non-empty lists of ranks >= 0; tree.expansion: counts >= 0."""
     if not isinstance(value, list) or not value:
         raise ConfigError(f"{key}={value!r}: must be a non-empty list; e.g. {fix}")
     for i, row in enumerate(value):
@@ -254,6 +254,8 @@ def _rank_lists(value, key: str, fix: str, nested: bool) -> None:
             or any(isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in items)
         ):
             raise ConfigError(f"{key}[{i}]={row!r}: must be integers >= 0; e.g. {fix}")
+        if nested and row in value[:i]:
+            raise ConfigError(f"{key}[{i}]={row!r} repeats {key}[{value.index(row)}]: give each path once; e.g. {fix}")
 
 
 def tree_spec(tree: Mapping) -> TreeSpec:

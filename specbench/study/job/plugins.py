@@ -33,18 +33,24 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 
 from ... import CONF_DIR
 from .errors import ConfigError
 
 KEY = "plugins"
+MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")  # a dotted module name, never a path
 
 
 def plugin_names(value) -> list[str]:
     """The module names of a ``plugins`` value (a list, one name, or null)."""
     names = [] if value is None else [value] if isinstance(value, str) else value
-    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n.strip() for n in names):
-        raise ConfigError(f"{KEY}={value!r}: must be a list of importable module names, e.g. {KEY}=[my_pkg.my_entries]")
+    ok = isinstance(names, (list, tuple)) and all(isinstance(n, str) and MODULE.fullmatch(n.strip()) for n in names)
+    if not ok or len({n.strip() for n in names}) != len(names):
+        raise ConfigError(
+            f"{KEY}={value!r}: must be a list of importable module names (distinct, dotted, not file paths), "
+            f"e.g. {KEY}=[my_pkg.my_entries]"
+        )
     return [n.strip() for n in names]
 
 

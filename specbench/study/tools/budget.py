@@ -26,7 +26,7 @@ import os
 import sys
 from dataclasses import dataclass, replace
 
-from ...core.args import Parser, refuse
+from ...core.args import Parser, number, refuse
 from ...core.atomic import atomic_write, write_file
 from .estimates import (  # noqa: F401  (forward_s, sample_cost, PROMPT_TOKENS: its API, as the tests read it)
     COLLECT_STEP,
@@ -331,8 +331,15 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     mk = sub.add_parser("plan", help="plan what fits the budget, print it, write --out")
     mk.add_argument("--machine", required=True, help="the machine record (python -m specbench.inputs.machine --out)")
-    mk.add_argument("--minutes", type=float, default=45.0, help="the whole run's budget (SPECBENCH_MINUTES)")
-    mk.add_argument("--spent", type=float, default=0.0, help="seconds already spent (set-up, machine)")
+    mk.add_argument(
+        "--minutes",
+        type=number(float, 0, 10**6, above=True),
+        default=45.0,
+        help="the whole run's budget (SPECBENCH_MINUTES)",
+    )
+    mk.add_argument(
+        "--spent", type=number(float, 0, 10**8), default=0.0, help="seconds already spent (set-up, machine)"
+    )
     mk.add_argument("--profile", choices=sorted(PROFILES), default="real")
     mk.add_argument("--results", default="results", help="summary.csv (the acceptance sample), speedup.csv")
     mk.add_argument("--dtype", default=None, help="the dtype the speed and costs steps run in (default: the measured)")

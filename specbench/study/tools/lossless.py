@@ -66,7 +66,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...core.args import Parser
+from ...core.args import Parser, number
 from ...core.atomic import atomic_write_many, lock
 from ...results.files import csv_writer, read_csv
 from ...verify.modes import get_mode
@@ -158,6 +158,7 @@ def parse_args(argv):
     ap.add_argument(
         "--draws",
         default="auto",
+        type=number(int, 1, 10**8, allow=("auto",)),
         help="seeded one-step draws per mode and prefix (N), or auto: "
         "the fewest with --power against --tv at --alpha over --max-bins bins",
     )
@@ -167,23 +168,32 @@ def parse_args(argv):
         help="comma-separated verify modes (NAME or NAME[key=value;...], e.g. mss[order=storage])",
     )
     ap.add_argument("--control", default="ratio,typical", help="lossy rules run as positive controls ('' = none)")
-    ap.add_argument("--tv", type=float, default=0.02, help="first-token TV the check must detect")
-    ap.add_argument("--power", type=float, default=0.9, help="probability of detecting it (sets --draws auto)")
-    ap.add_argument("--alpha", type=float, default=0.01, help="level of each χ² test")
-    ap.add_argument("--max-bins", type=int, default=8, help="χ² bins: the likeliest tokens plus one rest bin")
-    ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--top-p", type=float, default=1.0)
-    ap.add_argument("--chain-budget", type=int, default=4, help="chain length for chain-only modes")
+    ap.add_argument(
+        "--tv", type=number(float, 0, 1, above=True), default=0.02, help="first-token TV the check must detect"
+    )
+    ap.add_argument(
+        "--power",
+        type=number(float, 0, 1, above=True),
+        default=0.9,
+        help="probability of detecting it (sets --draws auto)",
+    )
+    ap.add_argument("--alpha", type=number(float, 0, 1, above=True), default=0.01, help="level of each χ² test")
+    ap.add_argument(
+        "--max-bins", type=number(int, 2, 1000), default=8, help="χ² bins: the likeliest tokens plus one rest bin"
+    )
+    ap.add_argument("--temperature", type=number(float, 0, 100, above=True), default=1.0)
+    ap.add_argument("--top-p", type=number(float, 0, 1, above=True), default=1.0)
+    ap.add_argument("--chain-budget", type=number(int, 1, 1024), default=4, help="chain length for chain-only modes")
     ap.add_argument("--tree", default="binary", help="tree shape for the other modes")
-    ap.add_argument("--tree-budget", type=int, default=16)
+    ap.add_argument("--tree-budget", type=number(int, 1, 1024), default=16)
     ap.add_argument(
         "--prefix-search",
-        type=int,
+        type=number(int, 0, 10**5),
         default=32,
         help="cut each prompt where the target is least certain among its last K tokens (0: no cut)",
     )
     ap.add_argument("--warm", default="48,160", help="memo warm-up: likeliest draft paths per depth")
-    ap.add_argument("--batch", type=int, default=32, help="draws in flight per step of the loop")
+    ap.add_argument("--batch", type=number(int, 1, 4096), default=32, help="draws in flight per step of the loop")
     ap.add_argument(
         "--out",
         default="results/lossless_check.csv",

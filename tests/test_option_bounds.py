@@ -1,0 +1,90 @@
+"""Issue 85: every command's options typed and bounded before any work.  For each command, a numeric
+option past its range, a non-number, and a path that leaves where the command writes: one line naming
+the option, a non-zero exit, nothing written, no model load and no measuring."""
+
+from __future__ import annotations
+
+import pytest
+
+from mounts import ro_mount  # noqa: F401  (fixture)
+from test_hydra import specbench
+
+NO_WORK = ("loaded local model", "Traceback", "attention grid", "GFLOP/s")
+
+# (command, arguments, what the one line names); {out}: a file in the test's folder
+CASES = {
+    # python -m specbench.attention_bench (Hydra keys)
+    "attention heads 0": ("specbench.attention_bench", ["dims={heads:0,kv_heads:1,head_dim:64}"], "dims.heads=0"),
+    "attention heads abc": ("specbench.attention_bench", ["dims={heads:abc,kv_heads:1,head_dim:64}"], "dims.heads"),
+    "attention heads 2 of 3": ("specbench.attention_bench", ["dims={heads:2,kv_heads:3,head_dim:64}"], "dims.heads=2"),
+    "attention impls bogus": ("specbench.attention_bench", ["impls=[bogus]"], "bogus"),
+    "attention seed -1": ("specbench.attention_bench", ["seed=-1"], "seed=-1"),
+    "attention seed abc": ("specbench.attention_bench", ["seed=abc"], "seed='abc'"),
+    "attention threads 1e6": ("specbench.attention_bench", ["threads=1000000"], "threads=1000000"),
+    "attention threads 0": ("specbench.attention_bench", ["threads=0"], "threads=0"),
+    "attention matmul_n 1e15": ("specbench.attention_bench", ["matmul_n=1e15"], "matmul_n="),
+    "attention matmul_n huge": ("specbench.attention_bench", ["matmul_n=100000000"], "matmul_n=100000000"),
+    "attention bandwidth_mb huge": ("specbench.attention_bench", ["bandwidth_mb=1000000000"], "bandwidth_mb="),
+    "attention repeats abc": ("specbench.attention_bench", ["repeats=abc"], "repeats='abc'"),
+    "attention repeats 1e9": ("specbench.attention_bench", ["repeats=1000000000"], "repeats=1000000000"),
+    # python -m specbench.study.tools.budget plan
+    "budget minutes inf": ("specbench.study.tools.budget", ["plan", "--minutes", "inf"], "--minutes"),
+    "budget minutes nan": ("specbench.study.tools.budget", ["plan", "--minutes", "nan"], "--minutes"),
+    "budget minutes abc": ("specbench.study.tools.budget", ["plan", "--minutes", "abc"], "--minutes"),
+    "budget minutes 1e9": ("specbench.study.tools.budget", ["plan", "--minutes", "1e9"], "--minutes"),
+    "budget spent -5": ("specbench.study.tools.budget", ["plan", "--spent", "-5"], "--spent"),
+    "budget spent inf": ("specbench.study.tools.budget", ["plan", "--spent", "inf"], "--spent"),
+    # python -m specbench.study.tools.lossless
+    "lossless draws abc": ("specbench.study.tools.lossless", ["--draws", "abc"], "--draws"),
+    "lossless draws 0": ("specbench.study.tools.lossless", ["--draws", "0"], "--draws"),
+    "lossless draws 1e12": ("specbench.study.tools.lossless", ["--draws", "1000000000000"], "--draws"),
+    "lossless batch 1e9": ("specbench.study.tools.lossless", ["--batch", "1000000000"], "--batch"),
+    "lossless tv nan": ("specbench.study.tools.lossless", ["--tv", "nan"], "--tv"),
+    "lossless temperature inf": ("specbench.study.tools.lossless", ["--temperature", "inf"], "--temperature"),
+    "lossless max-bins abc": ("specbench.study.tools.lossless", ["--max-bins", "abc"], "--max-bins"),
+    # python -m specbench.inputs.machine
+    "machine device bogus": ("specbench.inputs.machine", ["--device", "bogus"], "--device"),
+    "machine device cuda": ("specbench.inputs.machine", ["--device", "cuda:99"], "--device"),
+    "machine out a folder": ("specbench.inputs.machine", ["--out", "{tmp}"], "--out"),
+    # python -m specbench.run
+    "run plugins a path": ("specbench.run", ["plugins=[../../evil]"], "plugins="),
+    "run plugins twice": ("specbench.run", ["plugins=[os,os]"], "plugins="),
+    "run tree.paths twice": ("specbench.run", ["tree=paths", "tree.paths=[[0],[1],[0]]"], "tree.paths[2]=[0]"),
+    "run budget abc": ("specbench.run", ["tree.budget=abc"], "tree.budget"),
+    "run budget 1e9": ("specbench.run", ["tree.budget=1000000000"], "tree.budget"),
+    "run sweep subdir leaves": ("specbench.run", ["-m", "hydra.sweep.subdir=../../escape"], "hydra.sweep.subdir"),
+    "run sweep subdir absolute": ("specbench.run", ["-m", "hydra.sweep.subdir=/tmp/escape"], "hydra.sweep.subdir"),
+}
+
+
+def said(r) -> list[str]:
+    """stderr's lines, less runpy's warning for a module the test's fork server had imported already."""
+    return [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("<frozen runpy>")]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_bad_option_is_one_line_before_any_work(tmp_path, case):
+    module, args, names = CASES[case]
+    out = tmp_path / "out"
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    if module == "specbench.study.tools.budget":
+        args += ["--machine", str(tmp_path / "m.json"), "--out", str(out / "plan.json")]
+    elif module == "specbench.study.tools.lossless":
+        args += ["--out", str(out / "lossless_check.csv")]
+    elif module == "specbench.attention_bench":
+        args += [f"out_csv={out / 'attention.csv'}", f"fig_dir={out / 'figs'}", f"hydra.run.dir={tmp_path / 'h'}"]
+    elif module == "specbench.run":
+        args += [f"out_root={out}", f"hydra.run.dir={tmp_path / 'h'}", f"hydra.sweep.dir={tmp_path / 's'}"]
+    r = specbench(module, *args, cwd=str(tmp_path))
+    lines = said(r)
+    assert r.returncode != 0 and len(lines) == 1, (r.returncode, r.stderr[-3000:])
+    assert names in lines[0], lines[0]
+    assert not any(w in r.stdout + r.stderr for w in NO_WORK), r.stdout[-2000:]
+    assert not [p for p in out.rglob("*") if p.is_file()] if out.exists() else True  # nothing written
+
+
+def test_machine_out_on_a_read_only_folder_is_refused_before_measuring(ro_mount):  # noqa: F811
+    r = specbench("specbench.inputs.machine", "--out", str(ro_mount / "machine.json"))
+    lines = said(r)
+    assert r.returncode == 2 and len(lines) == 1 and "--out=" in lines[0] and "not writable" in lines[0], r.stderr
+    assert "GFLOP/s" not in r.stdout
