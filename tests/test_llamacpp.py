@@ -274,3 +274,26 @@ def test_trees_and_rules_llama_server_cannot_run_are_refused_with_the_nearest():
     out = settings("llamacpp", spec, paths, nearest=True)  # verify=naive: drafts one-hot, as llama-server
     assert out["nearest"]["changed"] == ["verify=naive"] and out["server_args"]["--spec-draft-n-max"] == 4
     assert out["server_args"]["--spec-draft-model"].endswith("qwen2.5-coder-0.5b-instruct/model.gguf")
+
+
+def test_bench_llamacpp_script_runs_on_the_tiny_gguf(tiny, tmp_path, capsys):
+    """scripts/bench_llamacpp.py end to end: a committed plain row (made up here) beside llama-server's
+    plain decoding of the same prompt, then llama-bench's cost points."""
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("bench_llamacpp", ROOT / "scripts" / "bench_llamacpp.py")
+    assert spec and spec.loader
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    row = {"machine_id": "m0", "pair": "qwen_coder", "dataset": "smoke", "candidate": "plain", "batch_size": 1,
+           "max_new_tokens": 4, "prompt_ids": "smoke/0", "tokens": 4, "wall_s": 2.0, "dtype": "float32", "run_id": "r"}  # fmt: skip
+    pd.DataFrame([row]).to_csv(tmp_path / "speed.csv", index=False)
+    args = ["--dataset", "smoke", "--results", str(tmp_path / "speed.csv"), "--machine-id", "m0", "--prompts", "1",
+            "--rounds", "1", "--target", str(tiny["target"]), "--draft", str(tiny["same"]), "--costs",
+            "--tokens", "1,2", "--kv", "8", "--repeats", "2"]  # fmt: skip
+    script.main(args)
+    out = capsys.readouterr().out
+    assert "specbench plain (float32, committed, 1 decodes of 1 prompts x 4 tokens, 1 runs): 2.00 tok/s" in out
+    assert "RATIO llama.cpp / specbench plain tok/s: " in out and out.count("kv=   8: median") == 4, out
