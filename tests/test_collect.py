@@ -33,7 +33,7 @@ def test_float_looking_hashes_survive_collect(tmp_path):
                 }
             ]
         ).to_csv(d / "summary.csv", index=False)
-        pd.DataFrame([{"config_hash": h, "prompt_id": "0", "step": 0, "emitted": 1}]).to_csv(
+        pd.DataFrame([{"config_hash": h, "prompt_id": "0", "step": 0, "emitted": 1, "accepted": 0}]).to_csv(
             d / "steps.csv", index=False
         )
     found = scan([str(tmp_path)])
@@ -72,7 +72,17 @@ def fake_job(root, name, h="abc123abc123", run_id="20260101T000000-aaaa", n_step
         ]
     ).to_csv(d / "summary.csv", index=False)
     pd.DataFrame(
-        [{"config_hash": h, "run_id": run_id, "prompt_id": "a", "step": i, "emitted": emitted} for i in range(n_steps)]
+        [
+            {
+                "config_hash": h,
+                "run_id": run_id,
+                "prompt_id": "a",
+                "step": i,
+                "emitted": emitted,
+                "accepted": emitted - 1,
+            }
+            for i in range(n_steps)
+        ]
     ).to_csv(d / "steps.csv", index=False)
     (d / "outputs.jsonl").write_text(
         json.dumps({"prompt_id": "a", "token_ids": [1] * n_steps * emitted, "text": run_id}) + "\n"
@@ -202,9 +212,9 @@ def paired_job(root, name, run_id, primary_run=None):
             }
         ]
     ).to_csv(p / "summary.csv", index=False)
-    pd.DataFrame([{"config_hash": "q1q1q1q1q1q1", "run_id": run_id, "prompt_id": "a", "step": 0, "emitted": 2}]).to_csv(
-        p / "steps.csv", index=False
-    )
+    pd.DataFrame(
+        [{"config_hash": "q1q1q1q1q1q1", "run_id": run_id, "prompt_id": "a", "step": 0, "emitted": 2, "accepted": 1}]
+    ).to_csv(p / "steps.csv", index=False)
     return d, p
 
 

@@ -154,3 +154,52 @@ def test_a_killed_exports_staged_file_is_cleaned_by_the_next_export(tmp_path):
     assert [n for n in os.listdir(out.parent) if n.startswith(".tmp-")] and not out.exists()
     assert killed_at(0, EXPORT, *args) == 0
     assert not [n for n in os.listdir(out.parent) if n.startswith(".tmp-")] and json.loads(out.read_text())
+
+
+# --------------------------------------------------------------------------
+# garbage in: a job file collect cannot trust is refused in one line, nothing written
+# --------------------------------------------------------------------------
+def _summary_cell(col, value):
+    def damage(d):
+        s = read_csv(d / "summary.csv").assign(**{col: value})
+        s.to_csv(d / "summary.csv", index=False)
+
+    return damage
+
+
+def _text(name, edit):
+    def damage(d):
+        (d / name).write_text(edit((d / name).read_text()))
+
+    return damage
+
+
+GARBAGE = {
+    "acceptance_rate nan": (_summary_cell("acceptance_rate", "nan"), "acceptance_rate='nan'"),
+    "acceptance_rate inf": (_summary_cell("acceptance_rate", "inf"), "acceptance_rate="),
+    "acceptance_rate 7.5": (_summary_cell("acceptance_rate", 7.5), "acceptance_rate='7.5'"),
+    "acceptance_length -1": (_summary_cell("acceptance_length", -1.0), "acceptance_length='-1.0'"),
+    "a renamed steps column": (
+        _text("steps.csv", lambda t: t.replace("accepted", "acc", 1)),
+        "lacks the column(s) accepted",
+    ),
+    "a duplicated steps header": (_text("steps.csv", lambda t: t + t.splitlines(keepends=True)[0]), "steps.csv"),
+    "a duplicated summary header": (_text("summary.csv", lambda t: t + t.splitlines(keepends=True)[0]), "summary.csv"),
+    "a duplicated output line": (_text("outputs.jsonl", lambda t: t + t), "repeats line 1"),
+    "a token id 1.5": (_text("outputs.jsonl", lambda t: t.replace("[1, ", "[1.5, ", 1)), "token_ids="),
+    "a token id text": (_text("outputs.jsonl", lambda t: t.replace("[1, ", '["1", ', 1)), "token_ids="),
+    "a negative token id": (_text("outputs.jsonl", lambda t: t.replace("[1, ", "[-1, ", 1)), "token_ids="),
+    "an output without prompt_id": (
+        _text("outputs.jsonl", lambda t: t.replace('"prompt_id"', '"prompt"')),
+        "has no prompt_id",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GARBAGE))
+def test_a_garbled_job_file_is_refused_in_one_line(tmp_path, capsys, case):
+    damage, needle = GARBAGE[case]
+    out = collected(tmp_path)
+    damage(tmp_path / "b" / "j")
+    said = refused(capsys, out, str(tmp_path / "b"))
+    assert needle in said, said

@@ -324,8 +324,10 @@ SPEED_COLUMNS = (
     "tokens",
 )
 _COUNT = Col("int", lo=0, empty=True)
-SUMMARY_COUNTS = {  # what collect checks of each summary row it merges (and keeps)
+SUMMARY_COUNTS = {  # what collect checks of each summary row it merges (and keeps): counts, rates in range
     **{c: _COUNT for c in ("budget", "n_steps", "new_tokens", "n_prompts", "max_new_tokens", "batch_size", "seed")},
     "temperature": Col("float", lo=0, empty=True),
+    "acceptance_rate": Col("float", lo=0, hi=1, empty=True),
+    **{c: Col("float", lo=0, empty=True) for c in ("acceptance_length", "tokens_per_step")},
 }
 STEP_COUNTS = {c: _COUNT for c in ("step", "emitted", "accepted", "tree_size", "tree_depth")}  # of each job's steps

@@ -104,7 +104,8 @@ SUMMARY_REQUIRED = (
 SUMMARY_KEYS = SUMMARY_REQUIRED[:6]  # identifier cells that may not be empty
 SUMMARY_NUMBERS = {
     "budget": Col("int", lo=0),
-    **{c: Col("float", lo=0, empty=True) for c in ("acceptance_rate", "acceptance_length", "tokens_per_step")},
+    "acceptance_rate": Col("float", lo=0, hi=1, empty=True),
+    **{c: Col("float", lo=0, empty=True) for c in ("acceptance_length", "tokens_per_step")},
     **{c: Col("int", lo=0, empty=True, optional=True) for c in ("n_steps", "new_tokens", "n_prompts")},
     "temperature": Col("float", lo=0, empty=True, optional=True),
 }

@@ -15,7 +15,15 @@ import pandas as pd
 
 from ...core import readers
 from ...core.atomic import incomplete
-from ...results.files import OUTPUTS_FILE, STEPS_FILE, check_steps, check_summary, output_rows, read_csv
+from ...results.files import (
+    OUTPUTS_FILE,
+    STEP_REQUIRED,
+    STEPS_FILE,
+    check_steps,
+    check_summary,
+    output_rows,
+    read_csv,
+)
 from .describe import complete
 
 FIX = "rerun the job or delete its folder"
@@ -83,14 +91,28 @@ def _csv(path: str, fix: str = FIX, cells: bool = True) -> pd.DataFrame:
 
 
 def _jsonl(path: str, fix: str = FIX) -> list[dict]:
-    """A job's (or --out's) outputs rows, whole (``results.output_rows``), or a one-line CollectError."""
+    """A job's (or --out's) outputs rows, whole (``results.output_rows``), each with a prompt_id (once per
+    configuration) and token ids that are integers >= 0, or a one-line CollectError."""
     if not os.path.exists(path):
         return []
     _complete(path, fix)
+    rows: list[dict] = []
+    seen: dict[tuple[str, str], int] = {}
     try:
-        return [row for _, row in output_rows(path, fix)]
+        for n, row in output_rows(path, fix):
+            ids, key = row.get("token_ids"), (str(row.get("config_hash", "")), str(row.get("prompt_id", "")))
+            if not isinstance(ids, list) or not all(
+                isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in ids
+            ):
+                raise CollectError(f"{path}:{n}: token_ids={ids!r} is not a list of integer token ids >= 0: {fix}")
+            if "prompt_id" not in row or key in seen:
+                what = "has no prompt_id" if "prompt_id" not in row else f"repeats line {seen[key]} (prompt {key[1]})"
+                raise CollectError(f"{path}:{n}: {what}: {fix}")
+            seen[key] = n
+            rows.append(row)
     except ValueError as e:
         raise CollectError(str(e)) from None
+    return rows
 
 
 def check_job(summary: pd.DataFrame, steps: pd.DataFrame, where: str) -> None:
@@ -115,6 +137,11 @@ def check_job(summary: pd.DataFrame, steps: pd.DataFrame, where: str) -> None:
 def read_job(d: str) -> JobRows:
     summary = complete(_csv(os.path.join(d, "summary.csv")), d)  # older rows: described columns by name
     steps = _csv(os.path.join(d, "steps.csv"))
+    lacking = [c for c in STEP_REQUIRED if c not in steps]
+    if lacking:  # a renamed or dropped column would merge as a new one, its cells blank
+        raise CollectError(
+            f"{d}/steps.csv lacks the column(s) {', '.join(lacking)} (renamed, or a foreign file): {FIX}"
+        )
     check_job(summary, steps, d)
     h = str(summary.config_hash.iloc[0])
     outputs = [{"config_hash": h, **o} for o in _jsonl(os.path.join(d, "outputs.jsonl"))]
