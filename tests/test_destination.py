@@ -203,3 +203,26 @@ def test_a_garbled_job_file_is_refused_in_one_line(tmp_path, capsys, case):
     damage(tmp_path / "b" / "j")
     said = refused(capsys, out, str(tmp_path / "b"))
     assert needle in said, said
+
+
+# --------------------------------------------------------------------------
+# a refused optional file names the command that writes it
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "name, command",
+    [
+        ("speed.csv", "python -m specbench.study.tools.speed"),
+        ("costs.csv", "python -m specbench.study.tools.costs"),
+        ("served.csv", "python -m specbench.import_metrics"),
+        ("acceptance_check.csv", "python -m specbench.study.tools.recheck"),
+        ("acceptance_vector_chat.csv", "python -m specbench.study.tools.calibrate"),
+        ("summary.csv", "python -m specbench.collect"),
+    ],
+)
+def test_a_cut_results_file_names_the_command_that_writes_it(tmp_path, name, command):
+    from specbench.report import load
+
+    (tmp_path / name).write_text("a,b\n1,2\n3")
+    with pytest.raises(load.InputError) as e:
+        load.read_checked(str(tmp_path / name))
+    assert f"`{command}" in str(e.value) and "\n" not in str(e.value)

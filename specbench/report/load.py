@@ -45,6 +45,31 @@ OPTIONAL_CSV = {
 }
 
 
+WRITER = {  # file -> the command that writes it: what a refusal of that file tells the user to rerun
+    "lossless_check.csv": "python -m specbench.study.tools.lossless",
+    "lossless_control.csv": "python -m specbench.study.tools.lossless",
+    "attention.csv": "python -m specbench.attention_bench",
+    "attention_threads1.csv": "python -m specbench.attention_bench threads=1 out_csv=results/attention_threads1.csv",
+    "costs.csv": "python -m specbench.study.tools.costs",
+    "continuation_divergence.csv": "python scripts/bench_batch.py",
+    "divergence_margins.csv": "python -m specbench.study.tools.margins",
+    "bf16_replay_divergence.csv": "python scripts/bench_bf16_replay.py",
+    "run_times.csv": "bash run_all.sh (its steps' times and python -m specbench.study.tools.ceiling)",
+    "served.csv": "python -m specbench.import_metrics",
+    "speed.csv": "python -m specbench.study.tools.speed",
+    "speed_steps.csv.gz": "python -m specbench.study.tools.speed",
+    "acceptance_check.csv": "python -m specbench.study.tools.recheck",
+    "acceptance_vector.csv": "python -m specbench.study.tools.calibrate",
+}
+
+
+def fix_for(path: str) -> str:
+    """The fix a refusal of ``path`` names: rerun the command that writes that file (collect by default)."""
+    name = os.path.basename(path)
+    command = WRITER.get(name) or WRITER.get("acceptance_vector.csv" if name.startswith("acceptance_vector") else "")
+    return f"regenerate it with `{command}` (or git checkout it)" if command else COLLECT
+
+
 class InputError(ValueError):
     """An input the report refuses to read (one line: the file and the fix)."""
 
@@ -53,7 +78,7 @@ def check_complete(path: str) -> None:
     """Refuse a binary, non-UTF-8 or cut CSV, or one whose rows have the wrong number of fields
     (``core.readers.check_text``)."""
     try:
-        readers.check_text(path, COLLECT)
+        readers.check_text(path, fix_for(path))
     except readers.TableError as e:
         raise InputError(str(e)) from None
 
