@@ -52,6 +52,8 @@ CASES = {
     "run tree.paths twice": ("specbench.run", ["tree=paths", "tree.paths=[[0],[1],[0]]"], "tree.paths[2]=[0]"),
     "run budget abc": ("specbench.run", ["tree.budget=abc"], "tree.budget"),
     "run budget 1e9": ("specbench.run", ["tree.budget=1000000000"], "tree.budget"),
+    "run max_new_tokens 1e12": ("specbench.run", ["max_new_tokens=1000000000000"], "max_new_tokens="),
+    "run batch_size 1e9": ("specbench.run", ["batch_size=1000000000"], "batch_size="),
     "run sweep subdir leaves": ("specbench.run", ["-m", "hydra.sweep.subdir=../../escape"], "hydra.sweep.subdir"),
     "run sweep subdir absolute": ("specbench.run", ["-m", "hydra.sweep.subdir=/tmp/escape"], "hydra.sweep.subdir"),
 }
