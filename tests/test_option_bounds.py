@@ -25,6 +25,8 @@ CASES = {
     "attention matmul_n 1e15": ("specbench.attention_bench", ["matmul_n=1e15"], "matmul_n="),
     "attention matmul_n huge": ("specbench.attention_bench", ["matmul_n=100000000"], "matmul_n=100000000"),
     "attention bandwidth_mb huge": ("specbench.attention_bench", ["bandwidth_mb=1000000000"], "bandwidth_mb="),
+    "attention max_seconds inf": ("specbench.attention_bench", ["max_seconds=inf"], "max_seconds=inf"),
+    "attention steady_iqr inf": ("specbench.attention_bench", ["steady_iqr=inf"], "steady_iqr=inf"),
     "attention repeats abc": ("specbench.attention_bench", ["repeats=abc"], "repeats='abc'"),
     "attention repeats 1e9": ("specbench.attention_bench", ["repeats=1000000000"], "repeats=1000000000"),
     # python -m specbench.study.tools.budget plan

@@ -14,6 +14,7 @@ for a run in which nothing was measured (the CSV is then left as it is).
 
 from __future__ import annotations
 
+import math
 import os
 
 import pandas as pd
@@ -91,11 +92,11 @@ def validate(cfg) -> None:
         if not isinstance(cfg.get(key), bool):
             raise ValueError(f"{key}={cfg.get(key)!r}: must be true or false")
     secs = cfg.get("max_seconds")
-    if isinstance(secs, bool) or not isinstance(secs, (int, float)) or not secs > 0:
-        raise ValueError(f"max_seconds={secs!r}: must be a number > 0; e.g. max_seconds=1.0")
+    if isinstance(secs, bool) or not isinstance(secs, (int, float)) or not 0 < secs <= 3600:
+        raise ValueError(f"max_seconds={secs!r}: must be a number > 0 and <= 3600 (per point); e.g. max_seconds=1.0")
     steady = cfg.get("steady_iqr")
-    if isinstance(steady, bool) or not isinstance(steady, (int, float)) or not steady > 0:
-        raise ValueError(f"steady_iqr={steady!r}: must be a number > 0 (IQR / median); e.g. steady_iqr=0.25")
+    if isinstance(steady, bool) or not isinstance(steady, (int, float)) or not 0 < steady < math.inf:
+        raise ValueError(f"steady_iqr={steady!r}: must be a finite number > 0 (IQR / median); e.g. steady_iqr=0.25")
     if cfg.get("threads") is not None:
         _int(cfg.get("threads"), "threads", 1, "or null for torch's default (every core)", os.cpu_count() or 1)
     check_dims(cfg.get("dims"))
