@@ -48,6 +48,10 @@ CASES = {
     "machine device bogus": ("specbench.inputs.machine", ["--device", "bogus"], "--device"),
     "machine device cuda": ("specbench.inputs.machine", ["--device", "cuda:99"], "--device"),
     "machine out a folder": ("specbench.inputs.machine", ["--out", "{tmp}"], "--out"),
+    # python -m specbench.study.tools.eta
+    "eta times missing": ("specbench.study.tools.eta", ["--times", "{tmp}/nope.csv"], "--times="),
+    "eta out missing": ("specbench.study.tools.eta", ["--out", "{tmp}/nope"], "--out="),
+    "eta costs of another kind": ("specbench.study.tools.eta", ["--costs", "{tmp}/speed.csv"], "not a costs.csv"),
     # python -m specbench.run
     "run plugins a path": ("specbench.run", ["plugins=[../../evil]"], "plugins="),
     "run plugins twice": ("specbench.run", ["plugins=[os,os]"], "plugins="),
@@ -79,6 +83,7 @@ def test_a_bad_option_is_one_line_before_any_work(tmp_path, case):
         args += [f"out_csv={out / 'attention.csv'}", f"fig_dir={out / 'figs'}", f"hydra.run.dir={tmp_path / 'h'}"]
     elif module == "specbench.run":
         args += [f"out_root={out}", f"hydra.run.dir={tmp_path / 'h'}", f"hydra.sweep.dir={tmp_path / 's'}"]
+    (tmp_path / "speed.csv").write_text("run_id,machine_id,pair\nr,m,p\n")
     r = specbench(module, *args, cwd=str(tmp_path))
     lines = said(r)
     assert r.returncode != 0 and len(lines) == 1, (r.returncode, r.stderr[-3000:])

@@ -33,6 +33,7 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from ...inputs.packages import STUDY_TARGET
 from ..job import sweepjobs
@@ -169,7 +170,11 @@ def prefill_rates(path: str) -> dict[str, str]:
     if not os.path.exists(path):
         return {}
     with open(path, newline="") as fh:
-        for r in csv.DictReader(fh):
+        rows = csv.DictReader(fh)
+        missing = {"model", "n_tokens", "seconds", "machine_id"} - set(rows.fieldnames or ())
+        if missing:
+            raise ValueError(f"--costs={path}: no column {', '.join(sorted(missing))}: not a costs.csv")
+        for r in rows:
             try:
                 if r["model"] != STUDY_TARGET or not r.get("machine_id"):  # its forward rate stands for the machine's
                     continue
@@ -304,9 +309,12 @@ def _read(key: str, path: str, read, *args):
     try:
         return read(path, *args)
     except (ValueError, OSError) as e:  # a file that is not UTF-8 text among them
-        why = str(e) if str(e).startswith("--") else f"--{key}={path}: not a readable CSV ({e})"
-        print(f"specbench: error: {why}; give the file results/ holds or leave the option out", file=sys.stderr)
-        sys.exit(2)
+        _refuse(str(e) if str(e).startswith("--") else f"--{key}={path}: not a readable CSV ({e})")
+
+
+def _refuse(why: str) -> NoReturn:
+    print(f"specbench: error: {why}; give the file results/ holds or leave the option out", file=sys.stderr)
+    sys.exit(2)
 
 
 def main(argv=None) -> None:
@@ -327,6 +335,12 @@ def main(argv=None) -> None:
             f"specbench: error: --phases={a.phases}: use a comma-separated list of {', '.join(valid)}", file=sys.stderr
         )
         sys.exit(2)
+    for key in ("times", "speed", "costs"):  # a file named on the command line must be there (a default may be absent)
+        path = getattr(a, key)
+        if path != ap.get_default(key) and not os.path.isfile(path):
+            _refuse(f"--{key}={path}: no such file")
+    if a.out is not None and not os.path.isdir(a.out):
+        _refuse(f"--out={a.out}: not a folder (the run's output folder, SPECBENCH_OUT)")
     rates = _read("costs", a.costs, prefill_rates)
     times = {**_read("speed", a.speed, speed_recorded), **_read("times", a.times, recorded)}
     on = {**_read("speed", a.speed, machines, rates, "run_id"), **_read("times", a.times, machines, rates)}
