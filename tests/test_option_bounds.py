@@ -48,6 +48,18 @@ CASES = {
     "machine device bogus": ("specbench.inputs.machine", ["--device", "bogus"], "--device"),
     "machine device cuda": ("specbench.inputs.machine", ["--device", "cuda:99"], "--device"),
     "machine out a folder": ("specbench.inputs.machine", ["--out", "{tmp}"], "--out"),
+    # python -m specbench.export
+    "export nearest maybe": (
+        "specbench.export",
+        ["tree=binary", "tree.budget=4", "format=vllm", "nearest=maybe"],
+        "nearest=",
+    ),
+    "export recommend 1": (
+        "specbench.export",
+        ["tree=binary", "tree.budget=4", "format=vllm", "recommend=1"],
+        "recommend=",
+    ),
+    "export out quoted empty": ("specbench.export", ["tree=binary", "tree.budget=4", "format=paths", "out=''"], "out="),
     # python -m specbench.study.tools.eta
     "eta times missing": ("specbench.study.tools.eta", ["--times", "{tmp}/nope.csv"], "--times="),
     "eta out missing": ("specbench.study.tools.eta", ["--out", "{tmp}/nope"], "--out="),

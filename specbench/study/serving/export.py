@@ -128,7 +128,7 @@ STEP_COLUMNS = ("config_hash", "prompt_id", "accepted", "tree_depth")
 
 def choose(argv: list[str], opts: dict) -> tuple[Choice, str | None]:
     """(what to export, its config hash where known) from ``config_hash`` or the overrides."""
-    if opts.get("recommend") in ("true", "True", "1"):
+    if opts.get("recommend") in ("true", "True"):
         opts["config_hash"] = recommended(
             opts["results_dir"], dict(a.lstrip("+").split("=", 1) for a in argv if "=" in a)
         )
@@ -199,13 +199,18 @@ def split_argv(argv: list[str]) -> tuple[list[str], dict]:
     for arg in argv:
         key, eq, value = arg.lstrip("+").partition("=")
         if eq and key in KEYS:
-            opts[key] = value
+            opts[key] = "" if value in ("''", '""') else value  # Hydra's quoted empty string
         else:
             rest.append(arg)
     if opts["format"] not in (*FORMATS, "paths", "profile"):
         raise ValueError(
             f"format={opts['format']}: must be one of paths, profile, {', '.join(FORMATS)} (e.g. format=paths)"
         )
+    for key in ("recommend", "nearest"):  # booleans: true or false, nothing else
+        if opts[key] is not None and opts[key] not in ("true", "True", "false", "False"):
+            raise ValueError(f"{key}={opts[key]}: must be true or false")
+    if opts["out"] == "":
+        raise ValueError("out=: an empty path; give a file path (e.g. out=tree.json) or leave out= out for stdout")
     return rest, opts
 
 
@@ -222,7 +227,7 @@ def export(argv: list[str]) -> tuple[object, dict]:
         if steps.empty:
             raise ValueError(f"config_hash={chash}: no step rows in {opts['results_dir']}; collect them first")
         return profile(row, steps), opts
-    near = opts.get("nearest") in ("true", "True", "1")
+    near = opts.get("nearest") in ("true", "True")
     sched = batch_schedule(opts["results_dir"], choice)
     return settings(opts["format"], choice, paths, sched, opts.get("eagle_head"), near), opts
 
