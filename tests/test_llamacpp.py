@@ -156,7 +156,7 @@ def _exported(argv: list[str], draft) -> list[str]:
     return flags
 
 
-def test_the_export_is_accepted_by_the_server_and_drafts_as_exported(tiny, tmp_path):
+def test_the_export_is_accepted_by_the_server_and_drafts_as_exported(tiny, tmp_path, capsys):
     """chain/3 of qwen_coder: n_max 3, p_min 0: every step drafts 3 tokens; the /metrics import agrees
     with the server's own per-response counts."""
     flags = _exported(["pair=qwen_coder", "tree=chain", "tree.budget=3"], tiny["same"])
@@ -180,6 +180,7 @@ def test_the_export_is_accepted_by_the_server_and_drafts_as_exported(tiny, tmp_p
                              "--budget", "3", "--out", str(served)])  # fmt: skip
         row = pd.read_csv(served).iloc[-1]
         assert row.engine == "llamacpp" and row.budget == 3 and row.acceptance_rate == pytest.approx(1.0)
+    assert "llamacpp acceptance rate 1.000 (2 responses, no step count)" in capsys.readouterr().out
     row = pd.read_csv(served).iloc[0]  # the /metrics one was replaced by the responses' (same key): read again
     import_metrics.main([str(tmp_path / "metrics.txt"), "--engine", "llamacpp", "--pair", "qwen_coder",
                          "--dataset", "d", "--out", str(served)])  # fmt: skip

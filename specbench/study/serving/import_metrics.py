@@ -339,8 +339,12 @@ def main(argv=None) -> None:
         fail(str(e).splitlines()[0])
     except OSError as e:  # the disk refused the write: one line, served.csv as it was
         fail(os_line(e, args.out, "--out"), 1)
-    steps = "gauges, no step count" if pd.isna(new["n_steps"]) else f"over {new['n_steps']} steps"
-    print(f"specbench: {args.engine} tokens/step {new['tokens_per_step']:.3f} ({steps}) -> {args.out}")
+    if pd.isna(new["tokens_per_step"]):  # llama.cpp's per-response timings: an acceptance rate, no steps
+        what = f"acceptance rate {new['acceptance_rate']:.3f} ({new['n_requests']} responses, no step count)"
+    else:
+        steps = "gauges, no step count" if pd.isna(new["n_steps"]) else f"over {new['n_steps']} steps"
+        what = f"tokens/step {new['tokens_per_step']:.3f} ({steps})"
+    print(f"specbench: {args.engine} {what} -> {args.out}")
 
 
 if __name__ == "__main__":
