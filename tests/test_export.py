@@ -132,7 +132,7 @@ def test_recommend_exports_the_reports_answer():
     report = os.path.join(ROOT, "REPORT.md")
     if not os.path.exists(os.path.join(ROOT, "results", "speedup.csv")) or not os.path.exists(report):
         pytest.skip("no committed results")
-    line = next(ln for ln in open(report, encoding="utf-8") if ln.startswith("| qwen_coder | humaneval | "))
+    line = next(ln for ln in open(report, encoding="utf-8") if ln.startswith("| qwen_coder/humaneval | "))
     shape, budget = re.search(r"humaneval \| (\w+) N=(\d+)[^|]* \| [\d.]+× \[", line).groups()
     from specbench.results.files import read_csv
     from specbench.study.serving.export import recommended

@@ -202,6 +202,7 @@ SECTION = "section"
 REPORT_MODULES = {
     # sections, on REPORT.md and its pages
     "tldr.py": (SECTION, "tldr"),
+    "machines.py": (SECTION, "tldr"),  # the TL;DR's first table: the answer per machine class and engine
     "measured.py": (SECTION, "tldr"),  # the TL;DR's measured table (the speed page lists every run)
     "controls.py": (SECTION, "speed"),  # the speed benchmark's controls in words, each run's and pooled
     "mainpage.py": (SECTION, "findings"),

@@ -359,17 +359,11 @@ def test_tldr_quotes_each_pairs_ranked_study_per_dataset_before_an_exploratory_m
         ]
     )
     text = tldr.section({"t": {"answer": ans}, "data": {"env": {"cpu": "X", "cores": 2}}})
-    rows = [ln for ln in text.splitlines() if ln.startswith("| main") or ln.startswith("| aside")]
-    assert rows == [
-        "| main | he | chain N=4 | 1.50× [1.20, 1.80] | 0.50 [0.40, 0.60] | 2.00 [1.80, 2.20] |",
-        "| main | mt | sequoia N=4 | 1.10× [0.90, 1.80], includes 1× | 0.50 [0.40, 0.60] | 2.00 [1.80, 2.20] |",
-        "| aside | he | chain N=4 (exploratory (8 < 32)) | 0.80× [1.20, 1.80], slower than plain decoding "
-        "| 0.50 [0.40, 0.60] | 2.00 [1.80, 2.20] |",
-    ]
     assert (
-        "Speculation pays in 1 of the 3 rows; its 95% interval includes 1× (no gain resolved) in 1 (main on mt)" in text
+        "Not benchmarked, projected: main/he chain N=4 1.50× [1.20, 1.80]; main/mt sequoia N=4 1.10× [0.90, 1.80], "
+        "includes 1×; aside/he chain N=4 (exploratory (8 < 32)) 0.80× [1.20, 1.80], slower than plain decoding "
+        "(answer.md)." in text
     )
-    assert "it loses in 1 (aside on he)." in text
 
 
 def test_the_report_body_is_short_and_links_every_figure_that_exists():

@@ -20,9 +20,13 @@ from specbench.report import bookkeeping, build, mainpage, palette, tables  # no
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_word_count_leaves_out_images_and_link_targets():
-    text = "# Title\n\n![fig.png](results/figures/fig.png)\n\n| a | b |\n|---|---|\n| 1.5× | x y |\n\nsee [page.md](t/page.md) now."
-    assert mainpage.words(text) == 1 + 2 + 3 + 3  # "Title"; "a b"; "1.5× x y"; "see page.md now."
+def test_the_word_count_is_wc_w_without_image_only_and_link_only_lines():
+    text = (
+        "# Title\n\n![fig.png](results/figures/fig.png)\n\n| a | b |\n|---|---|\n| 1.5× | x y |\n\n"
+        "see [page.md](t/page.md) now.\n- [speed.md](t/speed.md)\n"
+    )
+    # "# Title"; "| a | b |"; "|---|---|"; "| 1.5× | x y |"; "see [page.md](t/page.md) now." (as `wc -w` counts)
+    assert mainpage.words(text) == 2 + 5 + 1 + 6 + 3
 
 
 def test_the_committed_main_page_reads_in_ten_minutes_and_each_page_opens_with_its_summary():

@@ -92,39 +92,82 @@ def test_pairing_removes_the_spread_between_prompts():
     assert hi - lo < 0.03 and s == pytest.approx(1.25, abs=0.02)
 
 
-def test_few_units_get_a_t_interval_not_a_bootstrap_that_covers_half():
-    """Two units (16 prompts at B = 8): a percentile bootstrap's interval is the two units' own ratios
-    (it covers about half the time); a t interval with 1 degree of freedom is 12.7 standard errors wide
-    each side.  From ``BOOT_UNITS`` units on, the bootstrap's."""
+def test_the_interval_is_a_jackknife_t_on_the_log_ratio_none_below_min_units_never_below_0():
+    """Units below ``MIN_UNITS`` claim no interval (3 units give none) and rank nothing; from there the
+    interval is exp(log s ± t(n - 1) · jackknife se): wide for few units, asymmetric, never below 0,
+    even where the units disagree 10× (a percentile bootstrap over 3 units has almost no width)."""
     from scipy import stats
 
-    for units in (2, 4, ss.BOOT_UNITS - 1):
+    few = ss.unit_sums(table({"plain": 2.0, "chain N=3": 1.6}, units=ss.MIN_UNITS - 1, noise=0.05))
+    assert np.isnan(ss.speedup(few, "chain N=3")[1:]).all()
+    r = ss.ranked(table({"plain": 2.0, "chain N=3": 1.6}, units=3, noise=0.05))
+    assert not r.tie.any() and not r.pays.any() and not r.interval.any()
+    for units in (ss.MIN_UNITS, 16):
         w = ss.unit_sums(table({"plain": 2.0, "chain N=3": 1.6}, units=units, noise=0.05))
         s, lo, hi = ss.speedup(w, "chain N=3")
-        each = (w.wall_s["plain"] / w.wall_s["chain N=3"]).to_numpy()  # 64 tokens each: per-unit speedups
-        half = stats.t.ppf(0.975, units - 1) * each.std(ddof=1) / np.sqrt(units)
-        assert (lo, hi) == pytest.approx((s - half, s + half))
-        assert units > 2 or (lo < each.min() and hi > each.max())  # two units: wider than their own range
-        d, dlo, dhi = ss.difference(w, "chain N=3", "plain")  # a difference's interval: the same rule
-        assert dhi - dlo == pytest.approx(2 * half)
-    w = ss.unit_sums(table({"plain": 2.0, "chain N=3": 1.6}, units=ss.BOOT_UNITS, noise=0.05))
-    data = (*ss._cols(w, "plain"), *ss._cols(w, "chain N=3"))
-    boot = stats.bootstrap(
-        data,
-        ss._ratio,
-        paired=True,
-        vectorized=True,
-        n_resamples=ss.RESAMPLES,
-        method="percentile",
-        rng=np.random.default_rng(0),
-    ).confidence_interval
-    assert ss.speedup(w, "chain N=3")[1:] == pytest.approx((boot.low, boot.high))
+        each = np.log([ss._ratio(*(np.delete(x, i) for x in (*ss._cols(w, "plain"), *ss._cols(w, "chain N=3"))))
+                       for i in range(units)])  # fmt: skip
+        se = np.sqrt((units - 1) / units * np.sum((each - each.mean()) ** 2))
+        half = stats.t.ppf(0.975, units - 1) * se
+        assert (lo, hi) == pytest.approx((s * np.exp(-half), s * np.exp(half)))
+    wild = table({"plain": 2.0, "chain N=3": 1.0}, units=ss.MIN_UNITS, noise=0.0)
+    wild.loc[wild.candidate == "chain N=3", "wall_s"] *= np.repeat([0.1, 10, 0.1, 10, 1.0], 1)
+    s, lo, hi = ss.speedup(ss.unit_sums(wild), "chain N=3")
+    assert 0 < lo < s < hi
 
 
-def test_a_unit_missing_for_one_candidate_is_dropped_for_all():
-    df = table({"plain": 2.0, "chain N=3": 1.0})
+def test_a_rerun_adds_a_run_not_prompts_and_the_run_effect_widens_every_interval():
+    """Four reruns of the same 16 prompts whose tree speedup moves 6% between runs (each run's own interval
+    is ±2%): their units stay apart by run, the machine's run effect is estimated from the reruns (τ near
+    6%), and the pooled interval carries τ²/R, where pooling the runs as more rounds of the same units
+    would have claimed the narrow one."""
+    rng = np.random.default_rng(3)
+    runs = [table({"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.6 * np.exp(0.06 * rng.standard_normal()),
+                   "chain N=3 (twin)": 1.6}, noise=0.01, seed=i, run=f"r{i}") for i in range(4)]  # fmt: skip
+    bench = pd.concat(runs, ignore_index=True)
+    spread = ss.spreads(bench)["m1"]
+    assert spread.df >= 4 and 0.02 < spread.tau < 0.15 and not spread.pooled
+    pooled = ss.latest_runs(bench)
+    w = ss.unit_sums(pooled)
+    assert len(w) == 64 and ss.runs_in(w) == 4  # 4 runs x 16 units, not 16 units of 4 rounds
+    s, lo, hi = ss.speedup(w, "chain N=3", spread=spread)
+    _s, lo0, hi0 = ss.speedup(w, "chain N=3")
+    assert hi - lo > 2 * (hi0 - lo0) and lo > 0
+    assert np.log(hi / lo) / 2 == pytest.approx(
+        stats_t(63) * np.sqrt((np.log(hi0 / lo0) / 2 / stats_t(63)) ** 2 + spread.tau**2 / 4), rel=1e-6
+    )
+    one = ss.ranked(runs[0], spread=spread).set_index("candidate")
+    four = ss.ranked(pooled, spread=spread).set_index("candidate")
+    assert (four.hi - four.lo).iloc[0] < (one.hi - one.lo).iloc[0]  # τ² divides among the runs pooled
+    assert (four.n_runs == 4).all()
+
+
+def stats_t(df: int) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(0.975, df))
+
+
+def test_a_machine_without_reruns_takes_the_run_effect_pooled_over_machines():
+    rng = np.random.default_rng(5)
+    runs = [table({"plain": 2.0, "chain N=3": 1.6 * np.exp(0.05 * rng.standard_normal())}, noise=0.01, seed=i,
+                  run=f"r{i}") for i in range(6)]  # fmt: skip
+    alone = table({"plain": 2.0, "chain N=3": 1.5}, seed=9, run="x1", machine="cpu B", machine_id="m2")
+    spread = ss.spreads(pd.concat([*runs, alone], ignore_index=True))
+    assert "m2" not in spread and spread["m1"].df == 5
+    mine = ss.judged_by(spread, ss.latest_runs(alone))
+    assert mine.pooled and mine.tau == spread[ss.harness.POOLED].tau > 0
+
+
+def test_a_unit_missing_for_one_candidate_is_left_out_of_its_comparisons_only():
+    """Compared only on the prompts both ran: chain's missing unit leaves chain's speedup and its difference
+    to binary on 15 units, binary's speedup on all 16."""
+    df = table({"plain": 2.0, "chain N=3": 1.0, "binary N=3": 1.1})
     df = df[~((df.unit == 3) & (df.candidate == "chain N=3"))]
-    assert len(ss.unit_sums(df)) == 15
+    w = ss.unit_sums(df)
+    assert len(w) == 16 and len(ss.paired(w, "plain", "chain N=3")) == 15
+    r = ss.ranked(df).set_index("candidate")
+    assert r.n_units.to_dict() == {"chain N=3": 15, "binary N=3": 16}
 
 
 def test_the_controls_hold_on_identical_timings_and_fail_on_a_biased_one():
@@ -176,10 +219,10 @@ def test_twin_controls_failing_in_more_runs_than_their_level_allows_are_counted_
     assert p.runs_failed["A/A"] <= 2 and p.fail_p["A/A"] > 0.05 and p.failed_max["twin"] > 0.05
     (said,) = controls.pooled_sentences(t)
     assert f"excluded 0 in {p.runs_failed['twin']} of 12 runs" in said
-    assert "the twin control's own unwidened interval failed in more runs" in said
+    assert "the twin control's own interval (its units alone) failed in more runs" in said
     assert "the A/A control's own" not in said
     brief = controls.sentence(t, brief=True)
-    assert f"the twin control's own unwidened interval failed in {p.runs_failed['twin']} of 12" in brief
+    assert f"the twin control's own interval (its units alone) failed in {p.runs_failed['twin']} of 12" in brief
     assert "A/A control's own" not in brief
     quiet = rc.tables(pd.concat([table(same, noise=0.01, seed=i, run=f"q{i}") for i in range(6)], ignore_index=True))
     assert "unwidened interval failed in" not in controls.sentence(quiet, brief=True)
@@ -198,8 +241,8 @@ def test_a_control_that_misses_too_often_on_two_machines_is_one_clause_naming_bo
     )
     (said,) = controls.too_many_misses({"pooled_controls": pooled})
     assert said == (
-        "over every ABBA run, the twin control's own unwidened interval failed in 2 of 5 on AMD EPYC (AVX2) "
-        "(p = 0.023) and 6 of 35 on AMD EPYC (AVX512) (p = 0.0073), 5% allowed, so the intervals here are widened"
+        "over every ABBA run, the twin control's own interval (its units alone) failed in 2 of 5 on AMD EPYC (AVX2) "
+        "(p = 0.023) and 6 of 35 on AMD EPYC (AVX512) (p = 0.0073), 5% allowed: the intervals here add the run effect"
     )
 
 
@@ -505,6 +548,11 @@ def tldr_of(bench, answer):
     return tldr.section({"t": t, "data": {"env": {"cpu": "X", "cores": 2}}})
 
 
+def measured_page(bench, answer) -> list[str]:
+    """speed.md's full measured table of ``bench`` (``measured.section(every=True)``)."""
+    return measured.section({"answer": answer, **rc.tables(bench)}, every=True)
+
+
 def answer_row(**kw):
     base = dict(
         pair="p",
@@ -539,13 +587,13 @@ def test_a_projection_never_outranks_a_measurement_and_each_table_says_its_evide
     derived = tables.claim(64, 0.0, None, "derived")  # never ranked: the row says why
     answer = pd.DataFrame([answer_row(), answer_row(dataset="other", cost_basis="derived", budget=4, claim=derived)])
     text = tldr_of(bench, answer)
-    measured, projected = text.split("**Projected only**")
-    assert "**Measured**" in measured and "| p | d | chain N=3 | 1.6" in measured  # not the projected 2.5×
-    assert "| p | d | chain N=4 " not in measured and "| chain N=4 1.6" in measured  # the tie, named
-    assert re.search(r"A/A [01]\.\d{3}×, twin differences [+-]\d\.\d{3}; each with its interval: speed.md", measured)
-    assert "2 of 2 hold" in measured
-    assert "| p | d |" not in projected  # measured pairs and datasets are not ranked again by projection
-    assert "| p | other | chain N=4 (not ranked: costed on a derived basis) | 2.50× [2.30, 2.70] |" in projected
+    measured, projected = text.split("Not benchmarked, projected:")
+    assert "| p/d | chain N=3 +1 | 1.6" in measured  # not the projected 2.5×; the tie counted (named: speed.md)
+    assert "Controls (A/A, twins): 2 of 2 hold." in measured
+    assert "p/d" not in projected  # measured pairs and datasets are not ranked again by projection
+    assert "p/other chain N=4 (not ranked: costed on a derived basis) 2.50× [2.30, 2.70]" in projected
+    full = "\n".join(measured_page(bench, answer))
+    assert "| chain N=4 1.6" in full and re.search(r"A/A [01]\.\d{3}× \[[01]\.\d{3}, [01]\.\d{3}\], twin chain N=3", full)
 
 
 def test_the_measured_row_is_labelled_by_the_tree_it_built():
@@ -553,14 +601,16 @@ def test_the_measured_row_is_labelled_by_the_tree_it_built():
     bench = table(walls)  # 30 steps drafting 30 * 64 tokens: relabel to a 3-node tree
     bench.loc[bench.candidate == "sequoia N=64", "drafted"] = 90
     bench.loc[bench.candidate == "sequoia N=64", "tree_depth"] = 2
-    text = tldr_of(bench, pd.DataFrame())
-    assert "| sequoia N=64 (builds 3.0 nodes, depth 2) |" in text
+    assert "| sequoia N=64 (builds 3.0 nodes, depth 2) |" in "\n".join(measured_page(bench, pd.DataFrame()))
+    assert "| p/d | sequoia N=64 +0 |" in tldr_of(bench, pd.DataFrame())  # the TL;DR's short row
 
 
 def test_a_failed_control_unranks_the_run():
     walls = {"plain": 2.0, ss.PLAIN_AA: 2.4, "chain N=3": 1.2}
     text = tldr_of(table(walls), pd.DataFrame())
-    assert "a control failed: not ranked" in text and "0 of 1 hold" in text and "FAILS" in text
+    assert ", a control failed |" in text and "0 of 1 hold" in text
+    full = "\n".join(measured_page(table(walls), pd.DataFrame()))
+    assert "a control failed: not ranked" in full and "FAILS" in full
 
 
 def test_a_measured_speedup_is_never_set_against_costs_from_another_machine():
@@ -587,14 +637,18 @@ def test_a_measured_speedup_is_never_set_against_costs_from_another_machine():
     assert measured.projection_check(on(t, pd.concat([costs.assign(machine_id="m1"), avx2]))) == same
 
 
-def test_a_later_run_of_the_same_candidates_adds_rounds_and_another_set_replaces_them():
+def test_runs_on_one_prompt_set_pool_as_runs_and_candidates_of_other_runs_are_not_compared():
+    """Two runs of one candidate set pool under the newest id (two runs, not two rounds of the same units); a
+    third run of another candidate on the same prompts joins the pool, its candidate compared with plain
+    decoding of its own run only and with no candidate it never shared a unit with (no tie claimed)."""
     walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.2}
     first, second = table(walls, run="20260101-a"), table(walls, run="20260102-b", seed=3)
     a = ss.answers(pd.concat([first, second]))
-    assert set(a.run_id) == {"20260102-b"} and (a.n_rounds == 2).all()
+    assert set(a.run_id) == {"20260102-b"} and (a.n_rounds == 2).all() and (a.n_runs == 2).all()
     other = table({"plain": 2.0, "chain N=4": 1.0}, run="20260103-c")
-    b = ss.answers(pd.concat([first, second, other]))
-    assert set(b.candidate) == {"chain N=4"} and (b.n_rounds == 1).all()
+    b = ss.answers(pd.concat([first, second, other])).set_index("candidate")
+    assert b.n_runs.to_dict() == {"chain N=4": 1, "chain N=3": 2} and b.loc["chain N=4"].tie
+    assert not b.loc["chain N=3"].compared and not b.loc["chain N=3"].tie
 
 
 def test_the_tldr_shows_each_pair_and_datasets_largest_run_not_a_later_smaller_one():
@@ -602,7 +656,7 @@ def test_the_tldr_shows_each_pair_and_datasets_largest_run_not_a_later_smaller_o
     full = table({"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.2}, units=16, run="20260101T000000-a")
     small = table({"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.0}, units=5, run="20260102T000000-b")
     text = tldr_of(pd.concat([full, small]), pd.DataFrame())
-    assert "| p | d | chain N=3 |" in text and "| p | d | binary N=3 |" not in text
+    assert "| p/d | chain N=3 +0 |" in text and "| p/d | binary N=3" not in text
     ranked = ss.answers(pd.concat([small, full]))  # the smaller run stays in the file, not ranked again
     assert set(ranked.run_id) == {"20260101T000000-a"} and "binary N=3" not in set(ranked.candidate)
 

@@ -175,11 +175,9 @@ def test_the_schedules_figure_draws_each_candidates_interval_per_b_and_hollows_a
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "4"]
     bars = [c for c in ax.containers if c.get_label() in ("chain N=1", "chain N=2")]
     assert len(bars) == 2  # one error-bar line per candidate
-    points = [c for c in ax.collections if isinstance(c, PathCollection) and len(c.get_offsets())]
-    hollow = [c for c in points if not len(c.get_facecolors())]
-    assert hollow and all((c.get_offsets()[:, 0].round() == 4).all() for c in hollow)  # B = 4, not ranked
-    filled = [c for c in points if len(c.get_facecolors())]
-    assert filled and all((c.get_offsets()[:, 0].round() == 1).all() for c in filled)
+    hollow = [ln for ln in ax.get_lines() if ln.get_markerfacecolor() == "white" and len(ln.get_xdata())]
+    assert hollow and all((np.round(np.asarray(ln.get_xdata(), float)) == 4).all() for ln in hollow)  # B = 4
+    assert not any(isinstance(c, PathCollection) and len(c.get_offsets()) for c in ax.collections)
     assert batch.fig_bench_schedule(pd.DataFrame()) is None
 
 

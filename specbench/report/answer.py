@@ -5,6 +5,7 @@ or projected, with its acceptance, interval, prompts and bracket; its figures: t
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
@@ -72,12 +73,12 @@ def bench_points(measured: pd.DataFrame | None, study: dict) -> pd.DataFrame:
 def single_points(live: pd.DataFrame, bench: pd.DataFrame) -> pd.DataFrame:
     """Single live batch-1 runs (``t["live"]``: one run, no interval) of the pairs × datasets the benchmark
     has not timed, in ``bench_points``' columns: drawn as such, never as the benchmark's estimate."""
-    if live is None or live.empty or "projected" not in live:
+    cols = ["pair", "dataset", "device", "dtype", "tree", "budget"]
+    if live is None or live.empty or not {"projected", "measured", "shape", *cols} <= set(live):
         return pd.DataFrame()
     one = live[live.projected.notna() & live.measured.notna() & (live.batch_size.astype(int) == 1)]
     timed = set(zip(bench.pair, bench.dataset)) if len(bench) else set()
-    one = one[[k not in timed for k in zip(one.pair, one.dataset)]]
-    cols = ["pair", "dataset", "device", "dtype", "tree", "budget"]
+    one = one.loc[np.array([k not in timed for k in zip(one.pair, one.dataset)], dtype=bool)]
     return one[cols].assign(label=one["shape"], speedup=one.measured, lo=float("nan"), hi=float("nan"), single=True)
 
 

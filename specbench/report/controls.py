@@ -57,19 +57,36 @@ def sentence(t: dict, runs=None, brief: bool = False) -> str:
     )
 
 
-def offset_clause(rows: pd.DataFrame) -> str:
-    """', widened by ...': the per-run offsets (``results.harness``) the ranked ``rows`` (``speedstats.answers``)
-    were widened by, where any was estimated; '' where none was (too few runs on their machine)."""
-    if "spread" not in rows:
+def short(t: dict, runs) -> str:
+    """The TL;DR's controls: how many hold, and how often one run's own interval missed (speed.md)."""
+    c = t.get("controls", pd.DataFrame())
+    c = c[c.run_id.isin(set(runs))] if len(c) else c
+    if c.empty:
         return ""
-    est = rows[(rows.spread.fillna(0) > 0) | (rows.spread_plain.fillna(0) > 0)]
+    pooled = t.get("pooled_controls", pd.DataFrame())
+    bad = pooled[pooled.fail_p < 0.05] if len(pooled) and "fail_p" in pooled else pooled.iloc[0:0]
+    miss = "; ".join(
+        f"{r.control} {r.runs_failed} of {r.runs_judged} on {str(r.machine).split(',')[0]}" for r in bad.itertuples()
+    )
+    tail = f" Own-interval misses above 5%: {miss} (speed.md)." if miss else ""
+    return f"Controls (A/A, twins): {int(c.holds.sum())} of {len(c)} hold.{tail}"
+
+
+def offset_clause(rows: pd.DataFrame) -> str:
+    """', with the run effect ...': the between-run spread (``results.harness``) the ranked ``rows``
+    (``speedstats.answers``) carry, where a machine's reruns estimated one; '' where none did."""
+    if "run_effect" not in rows:
+        return ""
+    est = rows[rows.run_effect_df.fillna(0) > 0]
     if est.empty:
         return ""
-    on = ", ".join(sorted({str(m).split(",")[0] for m in est.machine}))
+    parts = []
+    for m, g in est.groupby(est.machine.astype(str).str.split(",").str[0], sort=True):
+        src = "pooled over every machine's reruns" if g.run_effect_pooled.all() else "from its reruns"
+        parts.append(f"on {m}: τ = {span(g.run_effect, '.1%')} ({src}, {span(g.run_effect_df, '.0f')} df)")
     return (
-        f", widened by the offset a configuration keeps for a whole run (on {on}: {span(est.spread, '.1%')} of "
-        f"its speedup for a tree decode, {span(est.spread_plain, '.1%')} for plain decoding, each run's from "
-        f"the other {span(est.spread_runs, '.0f')} runs' controls, divided among the runs pooled)"
+        ", with runs as a level: a rerun's prompts are units of their own, and the run effect (how far one "
+        "configuration moves between reruns beyond their own intervals) is added as τ²/runs (" + "; ".join(parts) + ")"
     )
 
 
@@ -85,8 +102,8 @@ def too_many_misses(t: dict) -> list[str]:
             for r in rows.itertuples()
         )
         out.append(
-            f"over every {orders} run, the {name} control's own unwidened interval failed in {on}, 5% allowed, "
-            "so the intervals here are widened"
+            f"over every {orders} run, the {name} control's own interval (its units alone) failed in {on}, 5% "
+            "allowed: the intervals here add the run effect"
         )
     return out
 
@@ -163,9 +180,9 @@ def coverage_verdict(r) -> str:
     if not r.fail_p < 0.05:
         return ""
     return (
-        f"; the {r.control} control's own unwidened interval failed in more runs than its 95% allows, so one run's "
-        "intervals over units are narrower than the spread between two names for one decode (the failed controls "
-        f"were off by up to {r.failed_max:.2f}): the report's intervals are widened by that offset (results.harness)"
+        f"; the {r.control} control's own interval (its units alone) failed in more runs than its 95% allows, so one "
+        "run's intervals over units are narrower than what varies between runs (the failed controls were off by up "
+        f"to {r.failed_max:.2f}): the report's intervals add the run effect estimated from reruns (results.harness)"
     )
 
 

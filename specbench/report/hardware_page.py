@@ -12,7 +12,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from scipy import ndimage
 
-from . import figures, findings, palette
+from . import figures, findings, palette, tldr
 from .hardware import MS, RS, label, other_sentence, speedup
 from .markdown import bullets, fig_links
 
@@ -186,7 +186,10 @@ CAPTION = (
 
 
 def section(ctx) -> str:
-    others = [x for x in [other_sentence(ctx["t"].get("other_points"))] if x]
+    t, data = ctx["t"], ctx["data"]
+    rec = tldr.recommended(t)
+    others = [x for x in [other_sentence(t.get("other_points"))] if x]
+    others += tldr.hardware_sentence(t, rec, data.get("envs") or {}, data.get("costs")) if len(rec) else []
     found = [bullets(findings.sentences(ctx["t"]["findings"], "machines") + others, "")]
     found += [bullets(findings.sentences(ctx["t"]["findings"], "phase"), "")]
     return "\n\n".join(found + fig_links(ctx, "phase_diagram.png"))

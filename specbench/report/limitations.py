@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..results import speedstats
-from . import defaultrun, findings, phrases, tables
+from . import defaultrun, findings, machines, phrases, tables
 from .markdown import bullets, span
 
 
@@ -35,22 +35,64 @@ def sizes(t: dict, data: dict) -> list[str]:
             "steps to that cap."
         )
     out.append(findings.calibration_claim(t["calib"])["sentence"])
-    if "device" in rows:
-        out.append(
-            f"Every timing is on {', '.join(sorted(rows.device.astype(str).unique()))}"
-            + f" ({phrases.cost_machine(data['env'], data.get('costs'), short=True)})"
-            + "; projected speedups transfer to other hardware only through re-measured forward costs."
-        )
+    out += [timing_machines(t, data)]
     out.append(defaultrun.sentence(data.get("default_run"), data.get("acceptance_check"), brief=True))
     if t["live"].empty or t["live"].measured.isna().all():
         out.append("No live configuration has a matching baseline: every speedup is projected.")
     return out
 
 
+def timing_machines(t: dict, data: dict) -> str:
+    """Which machines the timings come from, computed from the rows: the benchmark's per machine class (its
+    pair × dataset keys), and the cost curves' machine; never 'every' or 'only' unless the rows say so."""
+    m = t.get("measured", pd.DataFrame())
+    parts = []
+    if len(m):
+        m = m.assign(cls=m.machine.map(machines.machine_class))
+        for cls, g in m.groupby("cls", sort=True):
+            random = " (random weights)" if speedstats.random_weights(g).all() else ""
+            parts.append(f"{cls}{random}: {g.run_id.nunique()} keys")
+    where = (
+        f"The speed benchmark timed {len(parts)} machine{'s' * (len(parts) != 1)} ({'; '.join(parts)})"
+        if parts
+        else ("No speed benchmark has run")
+    )
+    costs = phrases.cost_machine(data.get("env"), data.get("costs"), short=True)
+    return (
+        f"{where}; the projections read the cost curves of {costs or 'no machine'}, and transfer to other hardware "
+        "only through re-measured forward costs."
+    )
+
+
+def outputs_sentence(bench: pd.DataFrame | None, margins: pd.DataFrame | None) -> str:
+    """Per dtype, the share of the benchmark's speculative decodes whose tokens equal plain decoding's of the
+    same unit and round (speed.csv's ``same_tokens``), and, where recorded (divergence_margins.csv), the
+    earliest divergence and the largest top-2 logit margin at one; float32 must be 100% or this says where not."""
+    if bench is None or bench.empty or "same_tokens" not in bench:
+        return ""
+    spec = bench[(bench.budget.astype(int) > 0) & bench.same_tokens.notna()]
+    parts = []
+    for dtype, g in spec.groupby("dtype", sort=True):
+        same = g.same_tokens.astype(str).str.lower().eq("true")
+        text = f"{dtype} {int(same.sum())} of {len(g)} ({same.mean():.1%})"
+        m = margins[margins.dtype == dtype] if margins is not None and "dtype" in margins else None
+        if m is not None and len(m):
+            text += f"; earliest divergence at token {int(m.position.min())}, largest top-2 margin {m.top2_margin.max():.3f}"
+        if dtype == "float32" and not same.all():
+            text += f" (not 100%: {', '.join(sorted(set(g[~same].pair.astype(str))))})"
+        parts.append(text)
+    return (
+        "Outputs of the speed benchmark's speculative decodes token-identical to plain decoding of the same prompt: "
+        + "; ".join(parts)
+        + " (bf16 kernels round differently per batch shape; lossless is exact in float32)."
+    )
+
+
 def limits(t: dict, data: dict) -> list[str]:
     """The limits of the evidence: the sample's (``sizes``), then which pairs, trees and temperatures
     the rules' conclusions and the live checks cover."""
     out = sizes(t, data)
+    out += [s for s in [outputs_sentence(data.get("bench"), data.get("margins"))] if s]
     comp = t.get("comparisons")
     if comp is not None and len(comp):
         out.append("The verification rules' conclusions are narrow: their finding above ends with what they rest on.")
@@ -65,8 +107,9 @@ def limits(t: dict, data: dict) -> list[str]:
         out.append(
             f"{what} {len(pairs)} of {t['rows'].pair.nunique()} pairs at batch 1 ({cells} pair × dataset, on "
             f"{', '.join(sorted(set(b1.dataset.astype(str))))}), with {span(b1.n_prompts, '.0f')} prompts of "
-            f"{span(b1.max_new_tokens, '.0f')} new tokens per run, on {', '.join(sorted(set(b1.device.astype(str))))} "
-            "only; every other speedup is projected."
+            f"{span(b1.max_new_tokens, '.0f')} new tokens per run, on "
+            f"{'; '.join(sorted(set(b1.machine.map(machines.machine_class) if 'machine' in b1 else b1.device)))}; "
+            "every other speedup is projected."
         )
     return out
 

@@ -55,6 +55,8 @@ def built(r: dict) -> str:
 
 
 def verdict(r: dict) -> str:
+    if r.get("interval") is False or r["lo"] != r["lo"]:
+        return f"fewer than {speedstats.MIN_UNITS} prompts: no interval, not ranked"
     if not r["controls_hold"]:
         return "a control failed: not ranked"
     if r["pays"]:
@@ -111,6 +113,38 @@ COLUMNS = [
     ("acceptance rate, full replay [95% CI]", replay_cell("acceptance_rate")),
     ("acceptance length, full replay [95% CI]", replay_cell("acceptance_length")),
 ]
+
+
+def brief_tree(r: dict) -> str:
+    """'chain N=2 +4': the shown tree and how many others tie it."""
+    n = 0 if r["ties"] == "none" else len(str(r["ties"]).split("×, "))
+    return f"{r['candidate'].split(' (builds')[0]} +{n}"
+
+
+def brief_speed(r: dict) -> str:
+    """'1.27× [1.18, 1.36]', with 'slower' or 'not ranked' where so (an interval across 1× speaks for itself)."""
+    cell = f"{r['speedup']:.2f}× [{r['lo']:.2f}, {r['hi']:.2f}]"
+    return cell + {"pays": "", "includes 1×": ""}.get(r["verdict"], f", {r['verdict'].split(':')[0]}")
+
+
+BRIEF = [  # the TL;DR's table: the ties' names, acceptance rates and every run on speed.md
+    ("pair/dataset", lambda r: f"{r['pair']}/{r['dataset']}"),
+    ("tree (shown) +ties", brief_tree),
+    ("speedup [95% CI]", brief_speed),
+    ("acceptance length [95% CI]", replay_cell("acceptance_length")),
+]
+
+
+def brief_lead(rec: pd.DataFrame) -> str:
+    """The TL;DR table's lead: where it was timed, what 'shown' and 'acceptance length' mean."""
+    machines = "; ".join(sorted(str(m).split(",")[0] for m in set(rec.machine)))
+    return (
+        f"**Per pair on {machines}** (batch 1, {span(rec.n_prompts, '.0f')} prompts × "
+        f"{span(rec.max_new_tokens, '.0f')} tokens; pays in {int((rec.verdict == 'pays').sum())} of {len(rec)}). "
+        "*Shown*: of those tying the fastest (Bonferroni-adjusted paired difference includes 0), the one "
+        "drafting fewest tokens. *Acceptance length*: accepted draft tokens per "
+        "step, bonus not counted (τ − 1)."
+    )
 
 
 def lead(rec: pd.DataFrame) -> str:
@@ -240,10 +274,11 @@ def answering(df: pd.DataFrame) -> pd.DataFrame:
     return df[~speedstats.random_weights(df)]
 
 
-def section(t: dict, every: bool = False) -> list[str]:
+def section(t: dict, every: bool = False, brief: bool = False) -> list[str]:
     """The measured table with its lead and the controls, or nothing without a benchmark run: each
     pair and dataset's largest run (``shown``; every run, ``every``: speed.md); the machine of each row where the
-    runs name more than one, and where other runs were left out, where they are."""
+    runs name more than one, and where other runs were left out, where they are; ``brief``: the TL;DR's
+    short table (``BRIEF``)."""
     rec = shown(t, every)
     if rec.empty:
         return []
@@ -252,6 +287,8 @@ def section(t: dict, every: bool = False) -> list[str]:
     note = [f"Other runs of the same pairs and datasets ({others}: earlier, smaller or on another machine): speed.md."][
         : others > 0
     ]
+    if brief:
+        return [brief_lead(rec), table(rec.to_dict("records"), BRIEF), controls.short(t, rec.run_id)]
     return [
         lead(rec),
         table(rec.to_dict("records"), cols),
@@ -288,8 +325,8 @@ def schedule_section(t: dict) -> list[str]:
         verdict = speedsched.stop_clause(rows)
         out.append(
             f"**{speedsched.where(k, rows, str(g.machine.iloc[0]))}**: per B, each candidate's paired speedup over "
-            "plain decoding of the same prompts in the same round (95% interval over units of B prompts: a "
-            f"bootstrap's from {speedstats.BOOT_UNITS} units, a t interval below{controls.offset_clause(g)}), the one shown {speedstats.PICK_RULE}, and the ties (Bonferroni-adjusted paired "
+            "plain decoding of the same prompts in the same round (95% interval over units of B prompts: a jackknife "
+            f"t interval on the log ratio, none below {speedstats.MIN_UNITS} units{controls.offset_clause(g)}), the one shown {speedstats.PICK_RULE}, and the ties (Bonferroni-adjusted paired "
             f"difference to the fastest includes 0); a B whose controls fail is not ranked. "
             f"{verdict[:1].upper()}{verdict[1:]}.\n\n" + table(rows.to_dict("records"), SCHEDULE_COLS)
         )

@@ -272,9 +272,37 @@ def with_prompts(projected: float, prompts: float, prefill: float, ratio: float,
     return (prompts * prefill + plain) / (prompts * prefill * (1 + ratio) + plain / projected)
 
 
+BENCH_KEY = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "tree", "budget"]
+BENCH_COLUMNS = ["benchmark", "benchmark_lo", "benchmark_hi", "benchmark_runs", "benchmark_machine"]
+
+
+def with_benchmark(table: pd.DataFrame, measured: pd.DataFrame | None, study: dict) -> pd.DataFrame:
+    """``table`` with the interleaved benchmark's pooled estimate of the same key (``BENCH_KEY``; on the
+    machine whose curves the projections read, ``study``: ``costcurve.machines``) and its interval
+    (``results.speedstats.answers``: the one number every page shows), blank where the benchmark has none.
+    ``measured`` stays a single live run's reading, without an interval."""
+    m = measured if measured is not None else pd.DataFrame()
+    if m.empty or table.empty or "tree_params" not in m:
+        return table.assign(**{c: float("nan") for c in BENCH_COLUMNS})
+    m = m[
+        np.asarray(costcurve.at_home(m, study), bool) & m["interval"].astype(bool) & (m.tree_params.astype(str) == "{}")
+    ]
+    m = m.assign(benchmark=m.speedup, benchmark_lo=m.lo, benchmark_hi=m.hi, benchmark_runs=m.n_runs,
+                 benchmark_machine=m.machine)  # fmt: skip
+    m = m.sort_values("run_id").drop_duplicates(BENCH_KEY, keep="last")
+    keys = {k: table[k].astype(str) for k in BENCH_KEY}
+    right = m[BENCH_KEY + BENCH_COLUMNS].astype({k: str for k in BENCH_KEY})
+    plain = table.tree_params.astype(str) == "{}" if "tree_params" in table else True
+    out = table.assign(**keys).merge(right, on=BENCH_KEY, how="left")
+    out.loc[~pd.Series(plain, index=out.index), BENCH_COLUMNS] = float("nan")
+    return out.assign(**{k: table[k].to_numpy() for k in BENCH_KEY})
+
+
 def speedup_csv(table: pd.DataFrame) -> pd.DataFrame:
-    """results/speedup.csv: ``SPEEDUP_COLUMNS`` of every row of ``speedup_table``."""
-    return table.reindex(columns=SPEEDUP_COLUMNS).sort_values(["pair", "dataset", "tree", "budget", "config_hash"])
+    """results/speedup.csv: ``SPEEDUP_COLUMNS`` of every row of ``speedup_table`` (``with_benchmark``'s
+    columns where given)."""
+    cols = SPEEDUP_COLUMNS + [c for c in BENCH_COLUMNS if c in table]
+    return table.reindex(columns=cols).sort_values(["pair", "dataset", "tree", "budget", "config_hash"])
 
 
 def served_sentences(served: pd.DataFrame | None, rows: pd.DataFrame) -> list[str]:

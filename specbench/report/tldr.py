@@ -9,8 +9,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ..study.tools import speedsched
-from . import analysis, benchcheck, hardware, measured, phrases, tables
-from .markdown import span, table
+from . import analysis, benchcheck, hardware, machines, measured, phrases, tables
+from .markdown import span
 
 
 def label(r: dict, shapes: set[str]) -> str:
@@ -116,43 +116,10 @@ def recommended(t: dict) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def columns(t: dict, envs: dict) -> list:
-    """The projected table's columns.  Another machine's modelled best stays out of the table: its
-    points are one HF-eager timing each, whose repeat spread exceeds the differences between pairs;
-    ``hardware_sentence`` states it below, labelled."""
-    return [
-        ("pair", lambda r: r["pair"]),
-        ("dataset", lambda r: r["dataset"]),
-        ("tree", lambda r: r["tree"]),
-        ("projected speedup [95% CI]", lambda r: r["speed_cell"]),
-        ("acceptance rate [95% CI]", lambda r: phrases.metric(r, "acceptance_rate")),
-        ("acceptance length [95% CI]", lambda r: phrases.metric(r, "acceptance_length")),
-    ]
-
-
 def machine(dev: str, envs: dict) -> str:
     """'cuda (NVIDIA H100 80GB HBM3)', or the device alone where its environment is not recorded."""
     gpu = (envs.get(dev) or {}).get("gpu")
     return f"{dev} ({gpu})" if gpu else dev
-
-
-def lead(rec: pd.DataFrame, machine: str = "") -> str:
-    """What the table is, and in how many rows speculation pays, is unresolved, or loses (``machine``: the CPU
-    that measured the costs, ``phrases.cost_machine``)."""
-    machine = f" ({machine})" if machine else ""
-    parts = [f"pays in {int((rec.verdict == '').sum())} of the {len(rec)} rows"]
-    for word, what in (("includes 1×", "its 95% interval includes 1× (no gain resolved)"), ("slower", "it loses")):
-        hit = rec[rec.verdict.str.startswith(word)]
-        if len(hit):
-            names = ", ".join(f"{r.pair} on {r.dataset}" for r in hit.itertuples())
-            parts.append(f"{what} in {len(hit)} ({names})")
-    return (
-        f"**Projected only** (no interleaved measurement yet), per pair (drafter → target) and dataset, on the "
-        f"CPU that measured the costs{machine} at batch 1 with greedy verification: the fastest configuration "
-        f"with ≥ {tables.MIN_RANKED} prompts and ≤ {tables.MAX_CUT:.0%} of steps cut by max_new_tokens, by its "
-        "speedup projected from measured forward costs, with its 95% interval. Acceptance as "
-        f"defined under Method; 95% bootstrap intervals over prompts. Speculation {'; '.join(parts)}."
-    )
 
 
 def repeat_spread(costs: pd.DataFrame | None, dev: str, dtypes: set) -> str:
@@ -197,20 +164,26 @@ def hardware_sentence(t: dict, rec: pd.DataFrame, envs: dict, costs: pd.DataFram
     return out
 
 
+def projected_sentence(rec: pd.DataFrame) -> str:
+    """The pairs and datasets without a benchmark run, by projection alone, in one sentence (answer.md)."""
+    if rec.empty:
+        return ""
+    items = "; ".join(f"{r['pair']}/{r['dataset']} {r['tree']} {r['speed_cell']}" for r in rec.to_dict("records"))
+    return f"Not benchmarked, projected: {items} (answer.md)."
+
+
 def section(ctx) -> str:
+    """The machine first (``machines``), then the study machine's answer per pair and dataset
+    (``measured``, brief), then where it moves: batch size (one clause per schedule), the pairs and
+    datasets projected only; the rest is a link away."""
     t = ctx["t"]
-    rec, meas = recommended(t), measured.section(t)
+    rec, meas = recommended(t), measured.section(t, brief=True)
     if rec.empty and not meas:
         return "_No greedy configuration has a speed (measured or projected), so there is no answer._"
     bench = t.get("bench_schedule", pd.DataFrame())
-    covered = {(r.pair, r.dataset, r.dtype) for r in bench.itertuples()} if len(bench) else set()
-    lines = speedsched.sentences(bench) + hardware.schedule_sentences(t.get("schedule", pd.DataFrame()), covered)
-    envs = ctx["data"].get("envs") or {}
-    lines += hardware_sentence(t, rec, envs, ctx["data"].get("costs")) if len(rec) else []
-    check = measured.projection_check(t)  # the single live runs' error: Finding 2, speed.md
-    lines += [check][: bool(check)]
-    body = meas
-    if len(rec):
-        where = phrases.cost_machine(ctx["data"].get("env"), ctx["data"].get("costs"), short=True)
-        body += [lead(rec, where), table(rec.to_dict("records"), columns(t, envs))]
-    return "\n\n".join(body + ["\n".join(f"- {s}" for s in lines)] * bool(lines))
+    sched = [f"{k[0]}/{k[1]} {speedsched.short_stop(rows)}" for k, rows in speedsched.settings(bench)]
+    lines = [f"Batch size: {'; '.join(sched)} (speed.md)."] if sched else []
+    lines += [projected_sentence(rec)] if len(rec) else []
+    lines += ["Ties, acceptance rates, every run: speed.md; hardware: hardware.md."]
+    head = [m for m in [machines.section(t)] if m]
+    return "\n\n".join(head + meas + ["\n".join(f"- {s}" for s in lines if s)])

@@ -291,6 +291,7 @@ def at_home(rows: pd.DataFrame, where: dict, col: str = "machine_id") -> list[bo
 def run_order(rows: pd.DataFrame, study: dict, homes: dict) -> list[tuple]:
     """Per benchmark row, the key the answer's run is the largest of: (timed on the machine whose curves the
     study's projections read, ``study``; on a machine that measured a curve of its own, ``homes``: both from
-    ``machines``; units timed; run id, which starts with its time).  The TL;DR's (``report.measured.shown``)
+    ``machines``; the run's units timed; run id, which starts with its time).  The TL;DR's (``report.measured.shown``)
     and the export's (``study.serving.export``) one rule."""
-    return list(zip(at_home(rows, study), at_home(rows, homes), rows.n_units, rows.run_id))
+    units = rows.groupby("run_id").n_units.transform("max")  # a run's units (a candidate may have fewer)
+    return list(zip(at_home(rows, study), at_home(rows, homes), units, rows.run_id))

@@ -4,7 +4,7 @@ One run's controls (``speedstats.controls``) see only what varies between its un
 run of one machine they show two things one run cannot: a lean of a few percent that the first-named
 copy keeps in every run (``pooled_controls``: a binomial test over units and runs, and a t interval
 over runs), and how often a run's own interval missed its control (``_misses``: the binomial count
-that ``results.harness`` widens every interval for).  ``tables`` assembles the report's measured
+that the run effect of ``results.harness`` adds to every interval).  ``tables`` assembles the report's measured
 answer, its controls and these, computing the runs' own controls once.
 """
 
@@ -51,6 +51,8 @@ def pooled_controls(speed: pd.DataFrame, level: float = LEVEL, own: list[tuple] 
             both = wall[[a, b]].dropna()
             logs.setdefault((machine, design, control), []).append(np.log(both[a] / both[b]).to_numpy(float))
     for machine, _mid, _run, design, c in own_controls(speed) if own is None else own:
+        if not c.get("judged", True):
+            continue  # no interval (too few units): it neither held nor failed
         failed.setdefault((machine, design, CONTROL_OF[c["kind"]]), []).append(0.0 if c["holds"] else abs(c["off"]))
     out = []
     for (machine, orders, control), runs in logs.items():
@@ -89,10 +91,10 @@ def _over_runs(means: np.ndarray, level: float) -> tuple[float, float, float]:
 
 def tables(bench: pd.DataFrame | None) -> dict:
     """The report's ``measured`` (``answers``), ``controls`` (``run_controls``), ``pooled_controls`` and
-    ``spreads`` (the machines' offsets), where a run exists; the runs' own controls computed once."""
+    ``spreads`` (the machines' run effects), where a run exists; the runs' own controls computed once."""
     if bench is None or bench.empty:
         return {}
     own = own_controls(bench)
-    spread = spreads(bench, own)
+    spread = spreads(bench)
     return dict(measured=answers(bench, spread), controls=run_controls(bench, spread),
                 pooled_controls=pooled_controls(bench, own=own), spreads=spread)  # fmt: skip

@@ -7,24 +7,21 @@ order (``study.tools.speed``), so a candidate is compared with plain decoding **
 the same rounds**:
 
 * **speedup** of candidate c = (Σ tokens_c / Σ wall_c) ÷ (Σ tokens_plain / Σ wall_plain) over the
-  run's units and rounds (a ratio of throughputs, equal to Σ wall_plain / Σ wall_c where both emit
-  the same tokens, as greedy decodes do);
-* its **95% interval**: a paired percentile bootstrap over units (each unit's rounds resampled
-  with it), by ``scipy.stats.bootstrap``; from fewer than ``BOOT_UNITS`` units (a batch-size schedule's
-  large B: 16 prompts are 2 units at B = 8), where a percentile bootstrap covers far less than 95% (two
-  units: about half), a Student t interval around the same estimate from the spread of the units' own
-  values (n − 1 degrees of freedom: wide, as few units are);
-* a **difference** between two candidates: their speedups' difference on the same resamples, so
-  the interval is paired too.  The answer's ties are the candidates whose difference to the
+  units and rounds of every run pooled (a ratio of throughputs, equal to Σ wall_plain / Σ wall_c where
+  both emit the same tokens, as greedy decodes do);
+* its **95% interval**, with runs as a level: a unit is one prompt (or batch) *of one run* (its rounds
+  summed), the within-run variance of the log speedup a jackknife over those units, and the run effect
+  (``results.harness``: how far a configuration moves between reruns of one machine beyond the runs' own
+  intervals, τ, estimated from every configuration run more than once) added as τ²/R for R runs pooled;
+  the interval is exp(log s ± t·se) with t on units − 1 degrees of freedom, so it never crosses 0, and
+  below ``MIN_UNITS`` units none is claimed (the row ranks nothing);
+* a **difference** between two candidates: the same jackknife on the difference of their speedups,
+  plus τ² (s_a² + s_b²)/R.  The answer's ties are the candidates whose difference to the
   fastest includes 0 at a Bonferroni-adjusted level (the comparisons, one per candidate, are
   fixed before the run: ``ties``);
 * **controls** in every run (``controls``): plain decoding timed against itself (A/A) and two
   identical trees under two names.  Their intervals must include 1× (and their difference 0);
-  if one does not, the run's timing is not trusted and its speedups are not ranked;
-* the **per-process offset** (``spreads``, ``results.harness``): a candidate keeps an offset for a
-  whole run that its units share, so intervals over units miss it; estimated per machine from its
-  runs' own controls, its variance is added to every interval above (speedups, differences,
-  controls), divided among the runs pooled.
+  if one does not, the run's timing is not trusted and its speedups are not ranked.
 """
 
 from __future__ import annotations
@@ -43,44 +40,71 @@ ABBA, UNBALANCED = "ABBA", "unbalanced"  # a run's order design (``order_design`
 ANSWER = "answer"  # the roster of a run without one (``study.tools.speedsched``'s schedule runs say ``schedule``)
 LEVEL = 0.95
 AA_WITHIN = 0.03  # speed_rounds=auto adds rounds while the A/A interval is wider than 1 +- 3%
-RESAMPLES = 4000
-BOOT_UNITS = 10  # units from which the interval is a bootstrap's (a percentile bootstrap over fewer undercovers)
+MIN_UNITS = 5  # units (over the runs pooled) below which no interval is claimed: 3 units give none
+
+
+def source(run: pd.DataFrame) -> pd.Series:
+    """Each row's own run (``source_run`` where ``latest_runs`` pooled several under one id)."""
+    return run["source_run"] if "source_run" in run else run["run_id"] if "run_id" in run else pd.Series("", run.index)
 
 
 def unit_sums(run: pd.DataFrame) -> pd.DataFrame:
-    """[unit × (tokens, wall) per candidate]: each unit's tokens and seconds summed over the rounds,
-    only units every candidate decoded in every round (a unit missing anywhere is dropped)."""
-    g = run.groupby(["unit", "candidate"]).agg(tokens=("tokens", "sum"), wall_s=("wall_s", "sum"), n=("round", "size"))
+    """[(run, unit) × (tokens, wall) per candidate]: each run's unit's tokens and seconds summed over
+    that run's rounds; a candidate's cell is blank where it did not decode that unit in every round of
+    its run (a candidate of another run's roster, or a unit cut short), and a unit without plain decoding
+    is dropped.  A rerun's units are units of their own: runs are a level, not more rounds.  Each
+    comparison reads only the units every candidate it names decoded (``paired``)."""
+    run = run.assign(_src=source(run).astype(str).to_numpy())
+    g = run.groupby(["_src", "unit", "candidate"]).agg(
+        tokens=("tokens", "sum"), wall_s=("wall_s", "sum"), n=("round", "size")
+    )
     wide = g.unstack("candidate")
-    complete = wide["n"].notna().all(axis=1) & (wide["n"].nunique(axis=1) == 1)
-    return wide[complete][["tokens", "wall_s"]]
+    full = wide["n"].eq(wide["n"].max(axis=1), axis=0)
+    out = pd.concat({k: wide[k].where(full) for k in ("tokens", "wall_s")}, axis=1)
+    return out[out["tokens"][PLAIN].notna()] if PLAIN in set(wide["n"].columns) else out.iloc[0:0]
+
+
+def paired(w: pd.DataFrame, *names: str) -> pd.DataFrame:
+    """The units of ``w`` that every one of ``names`` decoded."""
+    return w[w["tokens"][list(names)].notna().all(axis=1)]
+
+
+def runs_in(w: pd.DataFrame) -> int:
+    """How many runs ``unit_sums``' units come from."""
+    return int(w.index.get_level_values(0).nunique()) if len(w) else 0
 
 
 def _ratio(tp, wp, tc, wc, axis=-1):
     return (np.sum(tc, axis=axis) / np.sum(wc, axis=axis)) / (np.sum(tp, axis=axis) / np.sum(wp, axis=axis))
 
 
-def _interval(data: tuple, statistic, level: float) -> tuple[float, float]:
-    """The statistic's interval over units: a paired percentile bootstrap from ``BOOT_UNITS`` units, a
-    Student t interval below (module docstring); none from one unit."""
+def _leave_one_out(data: tuple, statistic) -> np.ndarray:
+    """The statistic with each unit left out in turn (one vectorised call over an n × n mask)."""
     n = len(data[0])
-    if n < 2:
+    keep = ~np.eye(n, dtype=bool)
+    return statistic(*(np.where(keep, np.asarray(d, float)[None, :], 0.0) for d in data), axis=-1)
+
+
+def jackknife_var(data: tuple, statistic, log: bool) -> float:
+    """The jackknife variance over units of the statistic (of its log where ``log``)."""
+    n = len(data[0])
+    each = _leave_one_out(data, statistic)
+    each = np.log(each) if log else each
+    return float((n - 1) / n * np.sum((each - each.mean()) ** 2))
+
+
+def _interval(data: tuple, statistic, level: float, log: bool, extra: float = 0.0) -> tuple[float, float]:
+    """The statistic's interval over units (module docstring): a jackknife variance plus ``extra`` (the run
+    effect's, on the same scale), a t critical value on units - 1 df, on the log scale where ``log``; none
+    from fewer than ``MIN_UNITS`` units."""
+    n = len(data[0])
+    est = float(statistic(*data))
+    if n < MIN_UNITS or not np.isfinite(est) or (log and est <= 0):
         return float("nan"), float("nan")
-    if n < BOOT_UNITS:
-        each = statistic(*(np.asarray(d)[:, None] for d in data), axis=-1)  # every unit's own statistic
-        est, half = float(statistic(*data)), t_half(each, level)
-        return est - half, est + half
-    res = stats.bootstrap(
-        data,
-        statistic,
-        paired=True,
-        vectorized=True,
-        confidence_level=level,
-        n_resamples=RESAMPLES,
-        method="percentile",
-        rng=np.random.default_rng(0),
-    )
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * np.sqrt(jackknife_var(data, statistic, log) + extra)
+    if log:
+        return float(est * np.exp(-half)), float(est * np.exp(half))
+    return est - half, est + half
 
 
 def t_half(values: np.ndarray, level: float) -> float:
@@ -93,20 +117,33 @@ def _cols(w: pd.DataFrame, name: str) -> tuple:
     return w["tokens"][name].to_numpy(float), w["wall_s"][name].to_numpy(float)
 
 
-def speedup(w: pd.DataFrame, cand: str, base: str = PLAIN, level: float = LEVEL) -> tuple[float, float, float]:
-    """(speedup, lo, hi) of ``cand`` over ``base`` on the units of ``unit_sums``."""
+def speedup(
+    w: pd.DataFrame, cand: str, base: str = PLAIN, level: float = LEVEL, spread: harness.Spread = harness.NONE
+) -> tuple[float, float, float]:
+    """(speedup, lo, hi) of ``cand`` over ``base`` on the units of ``unit_sums``, the run effect of
+    ``spread`` over the runs they come from included."""
+    w = paired(w, base, cand)
+    if w.empty:
+        return float("nan"), float("nan"), float("nan")
     data = (*_cols(w, base), *_cols(w, cand))
-    return float(_ratio(*data)), *_interval(data, _ratio, level)
+    return float(_ratio(*data)), *_interval(data, _ratio, level, True, spread.log_var(runs_in(w)))
 
 
-def difference(w: pd.DataFrame, a: str, b: str, level: float = LEVEL) -> tuple[float, float, float]:
-    """(speedup_a - speedup_b, lo, hi): both over plain decoding, on the same resamples."""
+def _diff(tp, wp, ta, wa, tb, wb, axis=-1):
+    return _ratio(tp, wp, ta, wa, axis) - _ratio(tp, wp, tb, wb, axis)
 
-    def diff(tp, wp, ta, wa, tb, wb, axis=-1):
-        return _ratio(tp, wp, ta, wa, axis) - _ratio(tp, wp, tb, wb, axis)
 
+def difference(
+    w: pd.DataFrame, a: str, b: str, level: float = LEVEL, spread: harness.Spread = harness.NONE
+) -> tuple[float, float, float]:
+    """(speedup_a - speedup_b, lo, hi): both over plain decoding, paired on the same units."""
+    w = paired(w, PLAIN, a, b)
+    if w.empty:  # never decoded the same units: not compared
+        return float("nan"), float("nan"), float("nan")
     data = (*_cols(w, PLAIN), *_cols(w, a), *_cols(w, b))
-    return float(diff(*data)), *_interval(data, diff, level)
+    sa, sb = float(_ratio(*data[:4])), float(_ratio(*data[:2], *data[4:]))
+    extra = spread.difference_var(sa, sb, runs_in(w))
+    return float(_diff(*data)), *_interval(data, _diff, level, False, extra)
 
 
 def twins(names) -> list[tuple[str, str]]:
@@ -121,36 +158,29 @@ def control_pairs(names) -> list[tuple[str, str, str]]:
     return aa + [("twin", a, b) for a, b in twins(names) if a in set(names)]
 
 
-def controls(w: pd.DataFrame, spread: harness.Spread = harness.NONE, runs: int = 1) -> list[dict]:
-    """Every control of one run: what it compares, its estimate and interval (widened by the machine's
-    per-process offsets, ``spread``, over ``runs`` pooled: ``results.harness``), the first copy's speedup
-    (``scale``; 1 for A/A), ``off``: the estimate's signed distance from no difference (A/A: speedup - 1;
-    twins: the difference), and whether it holds (A/A: the speedup's interval includes 1; twins: the
-    difference's interval includes 0)."""
+def holds(lo: float, hi: float, at: float) -> bool:
+    """Whether an interval includes ``at``; an interval not claimed (too few units) holds nothing."""
+    return bool(lo <= at <= hi)
+
+
+def controls(w: pd.DataFrame, spread: harness.Spread = harness.NONE) -> list[dict]:
+    """Every control of the runs of ``w``: what it compares, its estimate and interval (the run effect of
+    ``spread`` included), the first copy's speedup (``scale``; 1 for A/A), ``off``: the estimate's signed
+    distance from no difference (A/A: speedup - 1; twins: the difference), and whether it holds (A/A: the
+    speedup's interval includes 1; twins: the difference's interval includes 0); ``judged``: whether it has an
+    interval at all (fewer than ``MIN_UNITS`` units: neither holds nor fails)."""
     out = []
     for control, a, b in control_pairs(w["tokens"].columns):
         if control == "A/A":
-            s, lo, hi = speedup(w, b, a)
-            se = _se(lo, hi, len(w), LEVEL)
-            lo, hi = harness.widen(s, lo, hi, spread.aa_sd(runs), LEVEL)
+            s, lo, hi = speedup(w, b, a, spread=spread)
             out.append(dict(control="A/A: plain vs plain", kind="speedup", estimate=s, lo=lo, hi=hi, scale=1.0,
-                            se=se, off=s - 1.0, holds=lo <= 1 <= hi))  # fmt: skip
+                            off=s - 1.0, holds=holds(lo, hi, 1.0), judged=lo == lo))  # fmt: skip
         else:
-            d, lo, hi = difference(w, a, b)
-            sa, sb = (float(_ratio(*_cols(w, PLAIN), *_cols(w, n))) for n in (a, b))
-            se = _se(lo, hi, len(w), LEVEL)
-            lo, hi = harness.widen(d, lo, hi, spread.difference_sd(sa, sb, runs), LEVEL)
+            d, lo, hi = difference(w, a, b, spread=spread)
+            sa = speedup(w, a)[0]
             out.append(dict(control=f"{a} vs {b}", kind="difference", estimate=d, lo=lo, hi=hi, scale=sa,
-                            se=se, off=d, holds=lo <= 0 <= hi))  # fmt: skip
+                            off=d, holds=holds(lo, hi, 0.0), judged=lo == lo))  # fmt: skip
     return out
-
-
-def _se(lo: float, hi: float, n: int, level: float) -> float:
-    """The standard error a run's own interval over ``n`` units implies (``_interval``: a bootstrap's
-    normal critical value from ``BOOT_UNITS`` units, a t's with n - 1 df below)."""
-    q = 0.5 + level / 2
-    crit = stats.norm.ppf(q) if n >= BOOT_UNITS else stats.t.ppf(q, max(n - 1, 1))
-    return float((hi - lo) / (2 * crit))
 
 
 def settled(w: pd.DataFrame, within: float = AA_WITHIN) -> bool:
@@ -168,38 +198,32 @@ def candidates(w: pd.DataFrame) -> list[str]:
 
 
 def ranked(run: pd.DataFrame, level: float = LEVEL, spread: harness.Spread = harness.NONE) -> pd.DataFrame:
-    """One run's candidates, fastest first: speedup with its interval, each one's difference to the
-    fastest with a Bonferroni-adjusted interval (k = candidates - 1 comparisons fixed in advance),
-    ``tie`` (that interval includes 0, or it is the fastest), ``pays`` (lo > 1), ``slower`` (hi < 1) and ``controls_hold``.
-    Every interval is widened by the machine's per-process offsets (``spread``; ``results.harness``),
-    divided among the runs pooled in ``run`` (``pooled_runs``)."""
+    """One key's candidates (its runs pooled), fastest first: speedup with its interval, each one's
+    difference to the fastest with a Bonferroni-adjusted interval (k = candidates - 1 comparisons fixed
+    in advance), ``tie`` (that interval includes 0, or it is the fastest), ``pays`` (lo > 1), ``slower``
+    (hi < 1) and ``controls_hold``; every interval with the run effect of ``spread`` (``results.harness``)
+    over the runs pooled.  Without an interval (fewer than ``MIN_UNITS`` units) nothing pays, loses or ties."""
     w = unit_sums(run)
     names = candidates(w) if len(w) else []
     if not names:
         return pd.DataFrame()
-    k = int(run["pooled_runs"].iloc[0]) if "pooled_runs" in run else 1
-
-    def wide(c: str) -> tuple:
-        s, lo, hi = speedup(w, c, level=level)
-        return (c, s, *harness.widen(s, lo, hi, spread.speedup_sd(s, k), level))
-
-    df = pd.DataFrame([wide(c) for c in names], columns=["candidate", "speedup", "lo", "hi"])
-    df = df.sort_values(["speedup", "candidate"], ascending=[False, True], kind="mergesort")
-    best, s_of = df.candidate.iloc[0], dict(zip(df.candidate, df.speedup))
+    df = pd.DataFrame([(c, *speedup(w, c, level=level, spread=spread)) for c in names],
+                      columns=["candidate", "speedup", "lo", "hi"])  # fmt: skip
+    df["interval"] = df.lo.notna()  # fewer than MIN_UNITS units: listed, never ranked
+    df = df.sort_values(["interval", "speedup", "candidate"], ascending=[False, False, True], kind="mergesort")
+    best = df.candidate.iloc[0]
     adjusted = 1 - (1 - level) / max(1, len(names) - 1)
-
-    def diff(c: str) -> tuple:
-        d, lo, hi = difference(w, best, c, adjusted)
-        return (d, *harness.widen(d, lo, hi, spread.difference_sd(s_of[best], s_of[c], k), adjusted))
-
-    diffs = [diff(c) if c != best else (0.0, 0.0, 0.0) for c in df.candidate]
+    diffs = [difference(w, best, c, adjusted, spread) if c != best else (0.0, 0.0, 0.0) for c in df.candidate]
     df["diff_to_best"] = [d[0] for d in diffs]
     df["diff_lo"], df["diff_hi"] = [d[1] for d in diffs], [d[2] for d in diffs]
-    df["tie"] = (df.candidate == best) | (df.diff_lo <= 0)
+    df["compared"] = df.diff_lo.notna() | (df.candidate == best)  # with the fastest, on units both decoded
+    df["tie"] = df.interval & ((df.candidate == best) | (df.diff_lo <= 0))
     df["pays"], df["slower"] = df.lo > 1, df.hi < 1  # resolved faster / slower than plain decoding
-    df["n_units"], df["n_rounds"] = len(w), int(run["round"].nunique())
-    df["controls_hold"] = all(c["holds"] for c in controls(w, spread, k))
-    df["spread"], df["spread_plain"], df["spread_runs"] = spread.tree, spread.plain, spread.runs
+    df["n_units"] = [len(paired(w, PLAIN, c)) for c in df.candidate]
+    df["n_runs"] = [runs_in(paired(w, PLAIN, c)) for c in df.candidate]
+    df["n_rounds"] = int(run["round"].nunique())
+    df["controls_hold"] = all(c["holds"] for c in controls(w, spread) if c["judged"])
+    df["run_effect"], df["run_effect_df"], df["run_effect_pooled"] = spread.tau, spread.df, spread.pooled
     return df.reset_index(drop=True)
 
 
@@ -219,8 +243,8 @@ def describe(run: pd.DataFrame) -> pd.DataFrame:
 def pick(r: pd.DataFrame) -> pd.Series:
     """The configuration shown among the ties: of those not resolved slower than plain decoding
     (where any is), the fewest draft tokens per step (the cheapest to verify, and the one that loses
-    least as the batch grows), then the faster."""
-    t = r[r.tie]
+    least as the batch grows), then the faster; where nothing has an interval, the fastest."""
+    t = r[r.tie] if r.tie.any() else r.head(1)
     t = t[~t.slower] if (~t.slower).any() else t
     t = t.sort_values(["drafted_per_step", "speedup"], ascending=[True, False], kind="mergesort")
     return t.iloc[0]
@@ -235,29 +259,29 @@ PICK_SHORT = "of the ties (those not below 1× first), the one drafting the fewe
 
 def latest_runs(speed: pd.DataFrame) -> pd.DataFrame:
     """Per (pair, dataset, dtype, batch size, max_new_tokens, machine, roster: a schedule run's rows,
-    ``study.tools.speedsched``, or an answer run's, the default): the runs of one candidate set on one
-    prompt set pooled (each of their rounds is one more round: every candidate beside plain decoding
-    on the same units) under the newest one's ``run_id``; of several such sets, the one on the most
-    prompts (the newest among equals: a new candidate set replaces an old one), so a default run's
-    few prompts never hide a full benchmark.  Runs of the other sets stay in the file but are not ranked again."""
+    ``study.tools.speedsched``, or an answer run's, the default): every run on one prompt set pooled under
+    the newest one's ``run_id``, whatever its candidates (each row keeps its own run in ``source_run``:
+    a rerun's units are units of their own, runs as a level, and each comparison reads only the units
+    both of its candidates decoded, ``paired``); of several prompt sets, the one of the most prompts (the
+    newest among equals), so a default run's few prompts never hide a full benchmark.  Runs on the other
+    prompt sets stay in the file but are not ranked again."""
     key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine_id", "roster"]
     speed = speed.assign(source_run=speed["source_run"] if "source_run" in speed else speed.run_id)
     speed = speed.assign(roster=speed["roster"].fillna(ANSWER).astype(str) if "roster" in speed else ANSWER)
     out = []
     for _k, g in speed.groupby(key, dropna=False, sort=True):
-        sets = g.groupby("run_id").apply(lambda r: (frozenset(r.candidate), frozenset(r.prompt_ids)))
-        pick = max(sets.index, key=lambda r: (len(sets[r][1]), r))
+        sets = g.groupby("run_id").prompt_ids.apply(frozenset)
+        pick = max(sets.index, key=lambda r: (len(sets[r]), r))
         same = [r for r in sets.index if sets[r] == sets[pick]]
-        newest = max(same)
         pooled = g[g.run_id.isin(same)]
         rounds = pooled.run_id + ":" + pooled["round"].astype(str)
-        out.append(pooled.assign(round=rounds, run_id=newest, pooled_runs=len(same)))
+        out.append(pooled.assign(round=rounds, run_id=max(same), pooled_runs=len(same)))
     return pd.concat(out, ignore_index=True) if out else speed.iloc[0:0]
 
 
 def answers(speed: pd.DataFrame, spread: dict | None = None) -> pd.DataFrame:
     """Per run (the newest of each key, ``latest_runs``): every candidate ranked (``ranked``, with its
-    machine's offsets: ``spreads``, from ``speed`` where not given) with its description (``describe``)
+    machine's run effect: ``spreads``, from ``speed`` where not given) with its description (``describe``)
     and the run's keys, ``shown`` on the row ``pick`` chooses."""
     spread = spreads(speed) if spread is None else spread
     out = []
@@ -286,12 +310,12 @@ def one_host(rows: pd.DataFrame) -> str:
 
 
 def run_controls(speed: pd.DataFrame, spread: dict | None = None) -> pd.DataFrame:
-    """Every newest run's controls (``controls``, with its machine's offsets: ``spreads``), with the run's keys."""
+    """Every newest run's controls (``controls``, with its machine's run effect: ``spreads``), with the run's keys."""
     spread = spreads(speed) if spread is None else spread
     out = []
     for run_id, run in latest_runs(speed).groupby("run_id", sort=True):
         w = unit_sums(run)
-        for c in controls(w, judged_by(spread, run), int(run.pooled_runs.iloc[0])) if len(w) else []:
+        for c in controls(w, judged_by(spread, run)) if len(w) else []:
             keys = ("pair", "dataset", "batch_size", "roster")
             out.append({"run_id": run_id, **{k: run[k].iloc[0] for k in keys}, **c})
     return pd.DataFrame(out)
@@ -328,8 +352,8 @@ def order_design(run: pd.DataFrame) -> str:
 
 
 def own_controls(speed: pd.DataFrame) -> list[tuple]:
-    """Every pretrained run's own controls (``controls``, unwidened): (machine, machine_id, run id, order
-    design, control)."""
+    """Every pretrained run's own controls (``controls`` on its units alone, no run effect): (machine,
+    machine_id, run id, order design, control): how often one run's interval misses its control."""
     speed = speed[~random_weights(speed)]
     out = []
     for (machine, mid, run_id), run in speed.groupby(["machine", "machine_id", "run_id"], sort=True):
@@ -338,15 +362,40 @@ def own_controls(speed: pd.DataFrame) -> list[tuple]:
     return out
 
 
-def spreads(speed: pd.DataFrame, own: list[tuple] | None = None) -> dict[str, harness.Offsets]:
-    """Per ``machine_id``, the data of the harness's per-run offsets (``results.harness.by_machine``): its
-    ABBA runs' own controls (``own``: ``own_controls(speed)``, computed here where not given; an order
-    effect left standing is not the process's offset)."""
-    own = own_controls(speed) if own is None else own
-    return harness.by_machine((mid, r, c) for _m, mid, r, design, c in own if design == ABBA)
+RERUN_UNITS = 3  # a run's units from which its within-run variance enters the run effect's estimate
+RERUN_KEY = ["machine_id", "pair", "dataset", "dtype", "batch_size", "max_new_tokens", "prompts", "candidate"]
+
+
+def rerun_groups(speed: pd.DataFrame) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
+    """Per machine id, every configuration (a candidate but plain decoding, on one prompt set) that
+    runs of that machine timed more than once: its runs' log speedups and their jackknife variances
+    (``results.harness.fit``'s groups)."""
+    per_run = []
+    for _run_id, run in speed.groupby("run_id", sort=True):
+        w = unit_sums(run.drop(columns=["source_run"], errors="ignore"))
+        prompts = "|".join(sorted(set(run.prompt_ids.astype(str))))
+        keys = {k: run[k].iloc[0] for k in RERUN_KEY[:-2]}
+        for c in [n for n in w["tokens"].columns if n != PLAIN]:
+            data = (*_cols(paired(w, PLAIN, c), PLAIN), *_cols(paired(w, PLAIN, c), c))
+            if len(data[0]) < RERUN_UNITS:
+                continue
+            per_run.append({**keys, "prompts": prompts, "candidate": c, "log": float(np.log(_ratio(*data))),
+                            "var": jackknife_var(data, _ratio, True)})  # fmt: skip
+    out: dict[str, list] = {}
+    if not per_run:
+        return out
+    for key, g in pd.DataFrame(per_run).groupby(RERUN_KEY, sort=True):
+        if len(g) > 1:
+            out.setdefault(str(key[0]), []).append((g["log"].to_numpy(), g["var"].to_numpy()))
+    return out
+
+
+def spreads(speed: pd.DataFrame) -> dict[str, harness.Spread]:
+    """Per ``machine_id`` (and ``harness.POOLED``), the run effect from its reruns (``results.harness``)."""
+    return harness.by_machine(rerun_groups(speed))
 
 
 def judged_by(spread: dict, run: pd.DataFrame) -> harness.Spread:
-    """The offsets ``run`` (a ``latest_runs`` group) is widened by: its machine's, from every other run."""
-    mine = spread.get(str(run.machine_id.iloc[0]))
-    return mine.fit(frozenset(run.source_run.astype(str))) if mine is not None else harness.NONE
+    """The run effect a ``latest_runs`` group's intervals carry: its machine's, else the one pooled over
+    every machine's reruns, else none (no machine has run anything twice)."""
+    return spread.get(str(run.machine_id.iloc[0]), spread.get(harness.POOLED, harness.NONE))

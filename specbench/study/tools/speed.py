@@ -309,7 +309,7 @@ def append(out: str, new: pd.DataFrame, new_steps: pd.DataFrame) -> None:
 
 def summary(rows: list[dict], spread=speedstats.harness.NONE) -> str:
     """The run's controls, then every candidate's speedup with its interval and the ties: last (widened
-    by ``spread``, this machine's per-process offsets, as the report widens them)."""
+    with ``spread``, this machine's run effect between reruns, as the report's intervals)."""
     df = pd.DataFrame(rows)
     w = speedstats.unit_sums(df)
     lines = []
@@ -387,8 +387,8 @@ def main(cfg: DictConfig) -> None:
     rows, steps = bench(job, pair, prompts, cands, base)
     write(out, rows, steps)
     print(f"specbench: wrote {len(rows)} rows to {out}/{FILE} ({base['machine']})")
-    offsets = speedstats.spreads(read_csv(os.path.join(out, FILE))).get(str(base["machine_id"]))
-    print(summary(rows, offsets.fit(frozenset([base["run_id"]])) if offsets else speedstats.harness.NONE))
+    spread = speedstats.spreads(read_csv(os.path.join(out, FILE)))
+    print(summary(rows, speedstats.judged_by(spread, pd.DataFrame(rows).head(1))))
 
 
 def cli() -> None:

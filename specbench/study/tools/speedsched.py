@@ -186,6 +186,18 @@ def stop_clause(rows: pd.DataFrame, names: bool = True) -> str:
     return head + loses_from(rows[rows.batch_size > x], names) + unresolved
 
 
+def short_stop(rows: pd.DataFrame) -> str:
+    """The verdict in a few words (the TL;DR's): 'no gain from B = 4, loses from B = 8'."""
+    kind, x, _first = stop(rows)
+    if kind in ("gains", "open"):
+        return f"pays at every measured B (to {int(rows.batch_size.max())})" if kind == "gains" else "not resolved"
+    if kind == "loses":
+        return f"loses from B = {x}"
+    tail = loses_from(rows[rows.batch_size > x], names=False)
+    later = tail.split("loses from ")[1].split(" on")[0] if tail else ""
+    return f"no gain resolved from B = {x}" + (f", loses from {later}" if later else "")
+
+
 def unranked_before(rows: pd.DataFrame, x: int) -> str:
     """'B = 4' (or 'B = 2 or B = 4'): the B's just before x that are not ranked, else ""."""
     before = rows[rows.batch_size < x].sort_values("batch_size", ascending=False, kind="mergesort")
@@ -235,6 +247,13 @@ def where(k: tuple, rows: pd.DataFrame, machine: str | None) -> str:
     pair, ds, dtype, tokens, _mid = k
     on = f", timed on {machine}" if machine else ""
     return f"{pair} on {ds} (interleaved benchmark, {dtype}, {int(tokens)} new tokens, {prompts(rows)}{on})"
+
+
+def settings(sched: pd.DataFrame | None) -> list[tuple[tuple, pd.DataFrame]]:
+    """Per setting (``SETTING``) of the schedule, its key and its rows per B (``per_b``)."""
+    if sched is None or sched.empty:
+        return []
+    return [(k, per_b(g)) for k, g in sched.groupby(SETTING, sort=True, dropna=False)]
 
 
 def sentences(sched: pd.DataFrame) -> list[str]:

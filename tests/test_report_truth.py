@@ -1,0 +1,64 @@
+"""REPORT.md says what the evidence shows (issue 83): the machine first, the limitations computed from the
+rows, the word counts as `wc -w` counts them, one measured number per key on every page."""
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from specbench.report import limitations, machines, mainpage
+from specbench.results import speedstats as ss
+from test_speed_bench import table
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bench(machine: str, mid: str, walls: dict, run: str) -> pd.DataFrame:
+    return table(walls, run=run, machine=machine, machine_id=mid, weights="pretrained", roster="answer")
+
+
+def test_a_machine_where_no_tree_pays_answers_plain_decoding_first():
+    fast = bench("CPU F (AVX512), 2 cores", "f", {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.4}, "r1")
+    slow = bench("CPU S (AVX2), 2 cores", "s", {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 2.8}, "r2")
+    t = {"measured": ss.answers(pd.concat([fast, slow], ignore_index=True))}
+    c = machines.classes(t["measured"]).set_index("machine")
+    assert c.loc["CPU F (AVX512)"].pays == 1 and c.loc["CPU S (AVX2)"].pays == 0
+    text = machines.section(t)
+    row = next(line for line in text.splitlines() if line.startswith("| CPU S (AVX2)"))
+    assert "**plain decoding**" in row and "chain N=3 0.71×" in row
+
+
+def test_a_new_machines_rows_are_named_in_the_limitations():
+    old = bench("CPU F (AVX512), 2 cores", "f", {"plain": 2.0, "chain N=3": 1.4}, "r1")
+    new = bench("Brand New CPU (AVX10), 2 cores", "n", {"plain": 2.0, "chain N=3": 1.9}, "r2")
+    said = limitations.timing_machines({"measured": ss.answers(pd.concat([old, new]))}, {})
+    assert "Brand New CPU (AVX10): 1 keys" in said and "CPU F (AVX512)" in said and "2 machines" in said
+    assert "Every" not in said and " only " not in said.split(";")[0]
+
+
+def tldr_of(report: str) -> str:
+    return report.split("## TL;DR", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_committed_report_fits_its_word_counts_as_wc_counts_them():
+    report = (ROOT / "REPORT.md").read_text()
+    main = report.split("## The rest of the report", 1)[0]
+    kept = [
+        line for line in main.splitlines()
+        if not line.lstrip().startswith("![") and not re.fullmatch(r"\s*(?:[-*]\s*)?\[[^\]]*\]\([^)]*\)[.,;]?\s*", line)
+    ]  # fmt: skip
+    assert mainpage.words(main) == sum(len(line.split()) for line in kept)
+    assert mainpage.words(report) <= mainpage.MAX_WORDS
+    assert mainpage.words(tldr_of(report)) <= mainpage.MAX_TLDR
+
+
+def test_the_first_screen_names_each_machines_answer_and_the_same_number_on_speed_md():
+    report = (ROOT / "REPORT.md").read_text()
+    first = tldr_of(report)[:2500]
+    assert "AMD EPYC (AVX2), specbench, fp32 | **plain decoding**" in first
+    speed = (ROOT / "results" / "tables" / "speed.md").read_text()
+    for m in re.finditer(
+        r"^\| (\w+)/(\w+) \| ([^|+]+?) \+\d+ \| (\d\.\d\d× \[\d\.\d\d, \d\.\d\d\])", tldr_of(report), re.M
+    ):
+        pair, dataset, tree, cell = m.groups()
+        assert f"| {pair} | {dataset} | {tree}" in speed and cell in speed, (pair, dataset)
