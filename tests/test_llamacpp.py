@@ -58,6 +58,14 @@ def test_missing_compiler_is_one_line_recorded_and_every_step_skips_with_it(tmp_
     assert llamacpp.build()["error"] == "built again"  # the next set-up tries, without --force
 
 
+def test_skip_llamacpp_skips_the_build_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path))
+    monkeypatch.setenv("SPECBENCH_SKIP_LLAMACPP", "1")
+    monkeypatch.setattr(llamacpp, "build", lambda *a, **k: pytest.fail("built"))
+    assert llamacpp.main(["build"]) == 0
+    assert "SPECBENCH_SKIP_LLAMACPP=1" in capsys.readouterr().out and not (tmp_path / "llama.cpp").exists()
+
+
 def test_a_build_failing_its_smoke_run_falls_back_to_the_next_flag_set(tmp_path, monkeypatch):
     """The first flag set's binary dies of SIGILL in the smoke run; the AVX2 one passes and is kept."""
     monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "cache"))

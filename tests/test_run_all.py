@@ -68,6 +68,7 @@ def run_all(clone, out, extra: dict, *args: str) -> subprocess.CompletedProcess:
         os.environ,
         SPECBENCH_OUT=str(out),
         SPECBENCH_CACHE=str(out.parent / "cache"),
+        SPECBENCH_SKIP_LLAMACPP="1",  # set-up would build llama.cpp into this fresh cache (minutes): no step needs it
         OMP_NUM_THREADS="1",
         TOKENIZERS_PARALLELISM="false",
         **extra,
