@@ -18,6 +18,8 @@ CASES = {
     "attention heads abc": ("specbench.attention_bench", ["dims={heads:abc,kv_heads:1,head_dim:64}"], "dims.heads"),
     "attention heads 2 of 3": ("specbench.attention_bench", ["dims={heads:2,kv_heads:3,head_dim:64}"], "dims.heads=2"),
     "attention impls bogus": ("specbench.attention_bench", ["impls=[bogus]"], "bogus"),
+    "attention impls twice": ("specbench.attention_bench", ["impls=[fused,fused]"], "named twice"),
+    "lossless warm abc": ("specbench.study.tools.lossless", ["--warm", "abc"], "--warm"),
     "attention seed -1": ("specbench.attention_bench", ["seed=-1"], "seed=-1"),
     "attention seed abc": ("specbench.attention_bench", ["seed=abc"], "seed='abc'"),
     "attention threads 1e6": ("specbench.attention_bench", ["threads=1000000"], "threads=1000000"),

@@ -45,7 +45,7 @@ from ..study.job.argv import check_keys, run_hydra
 from ..trees.policies import shape_paths
 from . import heatmap
 from . import impls as ai
-from .config import all_failed, check_slice, merge_rows, read_existing, top_keys, validate
+from .config import all_failed, check_impls, check_slice, merge_rows, read_existing, top_keys, validate
 from .heatmap import machines, one_machine
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -66,15 +66,13 @@ def grid_points(cfg: DictConfig) -> dict[tuple, list[str]]:
             f"grid={cfg.grid} is unknown; valid: {', '.join(grids)} (or add a list of slices under grids.<name>)"
         )
     points: dict[tuple, list[str]] = {}
-    for name in cfg.impls:  # the default list, also where every slice names its own
-        ai.IMPLS.get(name)  # unknown name -> one-line error
+    check_impls("impls", list(cfg.impls), ai.IMPLS.get)  # the default list, also where every slice names its own
     for sl in grids[cfg.grid]:
         missing = [a for a in GRID_AXES if a not in sl]
         if missing:
             raise ValueError(f"grids.{cfg.grid}: a slice lacks {missing}; every slice needs {GRID_AXES}")
         impls = list(sl.get("impls") or cfg.impls)
-        for name in impls:
-            ai.IMPLS.get(name)  # unknown name -> one-line error
+        check_impls(f"grids.{cfg.grid}.impls", impls, ai.IMPLS.get)
         check_slice(cfg.grid, sl, DTYPES)
         for shape in sl.shape:
             tree_parents(shape, 1)  # an unknown or non-static shape: one line naming it

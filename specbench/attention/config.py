@@ -171,6 +171,14 @@ def check_slice(grid: str, sl, dtypes) -> None:
                 raise ValueError(f"grids.{grid}.{axis}: {v!r} must be an integer >= {low}")
 
 
+def check_impls(key: str, names: list, known) -> None:
+    """Each implementation name known (``known(name)`` raises the registry's one line) and named once."""
+    for i, name in enumerate(names):
+        known(name)
+        if name in names[:i]:
+            raise ValueError(f"{key}: {name!r} is named twice; give each implementation once")
+
+
 def top_keys(conf_dir: str) -> set[str]:
     """The keys conf/attention_bench.yaml holds (and hydra): what a command line may set."""
     with open(os.path.join(conf_dir, "attention_bench.yaml")) as fh:

@@ -61,6 +61,18 @@ def number(
     return parse
 
 
+def listed(one: Callable[[str], object]) -> Callable[[str], list]:
+    """An argparse ``type``: comma-separated items, each parsed by ``one`` (e.g. ``number(int, 0)``)."""
+
+    def parse(text: str) -> list:
+        items = [w.strip() for w in text.split(",") if w.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"{text!r} holds no comma-separated values")
+        return [one(w) for w in items]
+
+    return parse
+
+
 PROBE_BYTES = 1 << 16  # room for Hydra's multirun.yaml (non-atomic) and a job's first files
 
 

@@ -66,7 +66,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...core.args import Parser, number
+from ...core.args import Parser, listed, number
 from ...core.atomic import atomic_write_many, lock
 from ...results.files import csv_writer, read_csv
 from ...verify.modes import get_mode
@@ -192,7 +192,12 @@ def parse_args(argv):
         default=32,
         help="cut each prompt where the target is least certain among its last K tokens (0: no cut)",
     )
-    ap.add_argument("--warm", default="48,160", help="memo warm-up: likeliest draft paths per depth")
+    ap.add_argument(
+        "--warm",
+        default=[48, 160],
+        type=listed(number(int, 0, 10**5)),
+        help="memo warm-up: likeliest draft paths per depth",
+    )
     ap.add_argument("--batch", type=number(int, 1, 4096), default=32, help="draws in flight per step of the loop")
     ap.add_argument(
         "--out",
@@ -276,7 +281,7 @@ def main(argv=None) -> None:
         checks.check_context(job, ctx.positions(), prompts)  # lengths vs the models' positions: no weights yet
         pair = ctx.load_pair()
         params = {"temperature": args.temperature, "top_p": args.top_p}
-        widths = [int(w) for w in args.warm.split(",") if w]
+        widths = list(args.warm)
         test = {"tv": args.tv, "alpha": args.alpha, "max_bins": args.max_bins}
         prompts = [
             replace(pr, ids=informative_prefix(pair.target, pr.ids, args.temperature, args.top_p, args.prefix_search))
