@@ -124,13 +124,18 @@ def check_temperature(job: JobSpec) -> None:
             )
 
 
-def validate(job: JobSpec) -> tuple[str, ModeSpec]:
-    """Every check that needs no model: returns (engine, mode spec)."""
-    check_temperature(job)
+def check_device(job: JobSpec) -> None:
+    """The job's device exists here (``device=bogus``, ``device=cuda`` on a CPU build: one line)."""
     try:
         resolve_device(job.device)
     except ValueError as e:
         raise ConfigError(str(e)) from None
+
+
+def validate(job: JobSpec) -> tuple[str, ModeSpec]:
+    """Every check that needs no model: returns (engine, mode spec)."""
+    check_temperature(job)
+    check_device(job)
     info = check_registries(job)
     return resolve_engine(job), info
 
