@@ -66,6 +66,12 @@ CASES = {
     "eta times missing": ("specbench.study.tools.eta", ["--times", "{tmp}/nope.csv"], "--times="),
     "eta out missing": ("specbench.study.tools.eta", ["--out", "{tmp}/nope"], "--out="),
     "eta costs of another kind": ("specbench.study.tools.eta", ["--costs", "{tmp}/speed.csv"], "not a costs.csv"),
+    # study.tools.stale and study.tools.recheck: a binary summary.csv
+    "stale references binary summary": (
+        "specbench.study.tools.stale",
+        ["references", "--results", "{tmp}/bin"],
+        "not UTF-8",
+    ),
     # python -m specbench.run
     "run plugins a path": ("specbench.run", ["plugins=[../../evil]"], "plugins="),
     "run plugins twice": ("specbench.run", ["plugins=[os,os]"], "plugins="),
@@ -100,6 +106,8 @@ def test_a_bad_option_is_one_line_before_any_work(tmp_path, case):
     elif module == "specbench.run":
         args += [f"out_root={out}", f"hydra.run.dir={tmp_path / 'h'}", f"hydra.sweep.dir={tmp_path / 's'}"]
     (tmp_path / "speed.csv").write_text("run_id,machine_id,pair\nr,m,p\n")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "summary.csv").write_bytes(b"\x00\x01\x02\xff\n")
     r = specbench(module, *args, cwd=str(tmp_path))
     lines = said(r)
     assert r.returncode != 0 and len(lines) == 1, (r.returncode, r.stderr[-3000:])

@@ -46,6 +46,7 @@ import sys
 import pandas as pd
 from scipy import stats
 
+from ...core import readers
 from ...core.args import Parser, refuse
 from ...core.atomic import atomic_write
 from ...results.files import csv_writer, read_csv
@@ -64,6 +65,10 @@ def sample_file(results: str) -> str:
     path = os.path.join(results, "summary.csv")
     if not os.path.isfile(path):
         refuse(f"--results: {path} not found; give the folder of the committed summary.csv")
+    try:  # a binary, cut or garbled summary: one line, as the report refuses it
+        readers.check_text(path, readers.COLLECT_FIX, "--results")
+    except readers.TableError as e:
+        refuse(str(e))
     return path
 
 
