@@ -38,6 +38,7 @@ CASES = {
     "budget minutes 1e9": ("specbench.study.tools.budget", ["plan", "--minutes", "1e9"], "--minutes"),
     "budget spent -5": ("specbench.study.tools.budget", ["plan", "--spent", "-5"], "--spent"),
     "budget spent inf": ("specbench.study.tools.budget", ["plan", "--spent", "inf"], "--spent"),
+    "budget out a folder": ("specbench.study.tools.budget", ["plan", "--out", "{tmp}"], "--out="),
     # python -m specbench.study.tools.lossless
     "lossless draws abc": ("specbench.study.tools.lossless", ["--draws", "abc"], "--draws"),
     "lossless draws 0": ("specbench.study.tools.lossless", ["--draws", "0"], "--draws"),
@@ -98,7 +99,7 @@ def test_a_bad_option_is_one_line_before_any_work(tmp_path, case):
     out = tmp_path / "out"
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     if module == "specbench.study.tools.budget":
-        args += ["--machine", str(tmp_path / "m.json"), "--out", str(out / "plan.json")]
+        args += ["--machine", str(tmp_path / "m.json")] + ([] if "--out" in args else ["--out", str(out / "plan.json")])
     elif module == "specbench.study.tools.lossless":
         args += ["--out", str(out / "lossless_check.csv")]
     elif module == "specbench.attention_bench":

@@ -26,7 +26,7 @@ import os
 import sys
 from dataclasses import dataclass, replace
 
-from ...core.args import Parser, number, refuse
+from ...core.args import Parser, check_out, number, refuse
 from ...core.atomic import atomic_write, write_file
 from .estimates import (  # noqa: F401  (forward_s, sample_cost, PROMPT_TOKENS: its API, as the tests read it)
     COLLECT_STEP,
@@ -353,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--speed", default="results/speed.csv", help="the speed rows: what the run's benchmark ran")
     r.add_argument("--out", default="results/default_run.json")
     args = ap.parse_args(argv)
+    if args.cmd in ("record", "plan"):
+        check_out(args.out, "--out")  # a folder, or one it cannot write: one line before the work
     if args.cmd in ("record", "get"):
         try:
             with open(args.plan, encoding="utf-8") as f:
