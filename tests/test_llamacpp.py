@@ -105,6 +105,8 @@ def test_the_tiny_gguf_reads_back(tmp_path):
     tokens = r.fields["tokenizer.ggml.tokens"]
     assert len(tokens.data) == len(tinygguf.vocab()[0]) < 400
     assert tinygguf.write(tmp_path / "u.gguf").read_bytes() == p.read_bytes()  # one seed, one model
+    q = gguf.GGUFReader(tinygguf.write(tmp_path / "q.gguf", quantized=True))  # the smoke run's: quantized kernels
+    assert {t.tensor_type.name for t in q.tensors} == {"F32", "Q8_0", "Q5_0"}
 
 
 # --- the real llama-server on the tiny model --------------------------------------------------
@@ -221,6 +223,16 @@ def test_a_server_killed_mid_run_is_one_line_naming_its_log_and_finished_rows_st
     assert "\n" not in line and str(log) in line and "signal 9" in line
     assert [json.loads(ln)["prompt_id"] for ln in rows.read_text().splitlines()] == ["p0"]
     assert log.read_text().startswith("$ ")
+
+
+def test_the_smoke_run_passes_the_built_binaries_and_fails_a_broken_one(built, tmp_path):
+    assert llamacpp.smoke(llamacpp.binary("llama-bench").parent, tmp_path) is None
+    broken = tmp_path / "bin"
+    broken.mkdir()
+    for t in llamacpp.TARGETS:
+        (broken / t).write_text("#!/bin/sh\nkill -ILL $$\n")  # dies as the AMX build did
+        (broken / t).chmod(0o755)
+    assert llamacpp.smoke(broken, tmp_path).startswith("llama-bench signal 4")
 
 
 def test_a_server_that_cannot_load_its_model_is_one_line(tiny, tmp_path):

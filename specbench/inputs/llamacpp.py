@@ -7,7 +7,8 @@ PyPI release vendors, proven by a smoke run, cached; and where a built one is.
 ``GGML_NATIVE=OFF`` and explicit instruction-set options.  The flag sets are tried in turn
 (``variants``): every x86 extension this CPU's flags name (never AMX: a native build on an
 AMX-flagged VM CPU died with SIGILL), then AVX2, then none; each build must pass a one-token smoke
-run (``llama-bench`` on the tiny model of ``inputs.tinygguf``) before it is kept.  The result lives
+run (``llama-bench`` on the tiny model of ``inputs.tinygguf``, its matrices quantized as the embedded
+draft's are: Q8_0 and Q5_0) before it is kept.  The result lives
 in ``$SPECBENCH_CACHE/llama.cpp/<VERSION>-<cpu key>/`` (``build.json`` and ``bin/``), keyed by the
 version and this CPU's flags, so a second set-up finds it at once.  A missing compiler or a build
 that fails is one line saying what to install or where the log is, recorded there (``--force``
@@ -189,7 +190,7 @@ def compile_variant(src: Path, work: Path, name: str, options: list[str], log: P
 
 def smoke(bindir: Path, work: Path) -> str | None:
     """Why the binaries in ``bindir`` fail a one-token run on the tiny model, or None where they pass."""
-    model = tinygguf.write(work / "smoke.gguf", layers=1)
+    model = tinygguf.write(work / "smoke.gguf", layers=1, quantized=True)  # float and quantized kernels
     threads = str(os.cpu_count() or 1)
     cmds = [
         [str(bindir / "llama-bench"), "-m", str(model), "-p", "0", "-n", "1", "-r", "1", "-t", threads, "-o", "json"],

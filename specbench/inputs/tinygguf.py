@@ -1,8 +1,10 @@
 """A tiny GGUF model for llama.cpp: the smoke run that proves a built binary and the tests of the
 managed server, with no real model installed.
 
-``write(path, layers=2, seed=0)`` writes a Llama-architecture model (``layers`` blocks, 64-wide, 4
-heads, float32 weights) with a small SentencePiece vocabulary (``<unk>``, ``<s>``, ``</s>``, the 256
+``write(path, layers=2, seed=0, quantized=False)`` writes a Llama-architecture model (``layers``
+blocks, 64-wide, 4 heads, float32 weights; ``quantized``: the attention matrices in Q8_0 and the MLP's
+in Q5_0, the types of the embedded draft's GGUF, so a run goes through llama.cpp's quantized dot
+products, not only its float ones) with a small SentencePiece vocabulary (``<unk>``, ``<s>``, ``</s>``, the 256
 byte tokens, the word-start marker and the letters), so any text tokenizes by byte fallback.  The
 same ``seed`` gives the same weights: two files of one seed are a draft and target whose drafts are
 always accepted.  Written atomically (``core.atomic``); a few hundred kilobytes.
@@ -52,9 +54,19 @@ def _tensors(layers: int, n_vocab: int, seed: int) -> dict[str, np.ndarray]:
     return out
 
 
-def write(path: str | Path, layers: int = 2, seed: int = 0) -> Path:
+def _types(name: str, quantized: bool):
+    """The GGML type a block matrix is stored in (None: float32)."""
+    import gguf  # heavy: ~0.2 s to import; only writing the model needs it
+
+    if not quantized or not name.startswith("blk.") or name.endswith("norm.weight"):
+        return None
+    return gguf.GGMLQuantizationType.Q8_0 if ".attn_" in name else gguf.GGMLQuantizationType.Q5_0
+
+
+def write(path: str | Path, layers: int = 2, seed: int = 0, quantized: bool = False) -> Path:
     """The tiny model at ``path`` (replaced atomically); returns the path."""
     import gguf  # heavy: ~0.2 s to import; only writing the model needs it
+    from gguf.quants import quantize  # heavy: as above
 
     path = Path(path)
     tokens, scores, types = vocab()
@@ -79,7 +91,11 @@ def write(path: str | Path, layers: int = 2, seed: int = 0) -> Path:
         g.add_bos_token_id(1)
         g.add_eos_token_id(2)
         for name, arr in _tensors(layers, len(tokens), seed).items():
-            g.add_tensor(name, arr)
+            qtype = _types(name, quantized)
+            if qtype is None:
+                g.add_tensor(name, arr)
+            else:
+                g.add_tensor(name, quantize(arr, qtype), raw_dtype=qtype)
         g.write_header_to_file()
         g.write_kv_data_to_file()
         g.write_tensors_to_file()
