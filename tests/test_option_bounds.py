@@ -83,6 +83,11 @@ CASES = {
     "run batch_size 1e9": ("specbench.run", ["batch_size=1000000000"], "batch_size="),
     "run device bogus": ("specbench.run", ["device=bogus"], "device 'bogus'"),
     "run device cuda:7": ("specbench.run", ["device=cuda:7"], "device=cuda:7"),
+    "run replay_cache a file": (
+        "specbench.run",
+        ["+replay_cache=/dev/null", "engine=replay"],
+        "replay_cache=/dev/null",
+    ),
     "run sweep subdir leaves": ("specbench.run", ["-m", "hydra.sweep.subdir=../../escape"], "hydra.sweep.subdir"),
     "run sweep subdir absolute": ("specbench.run", ["-m", "hydra.sweep.subdir=/tmp/escape"], "hydra.sweep.subdir"),
 }

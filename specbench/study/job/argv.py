@@ -37,7 +37,7 @@ from .plugins import KEY, config_dirs, import_plugins, import_registries
 from .schema import fields
 
 GROUPS = ("pair", "tree", "verify", "dataset", "sweep")
-DIR_KEYS = ("out_root", "hydra.run.dir", "hydra.sweep.dir")
+DIR_KEYS = ("out_root", "hydra.run.dir", "hydra.sweep.dir", "replay_cache")  # folders a job writes
 WRITES: list[str] = []  # the folders check_dirs accepted (named if Hydra's write fails later)
 
 
