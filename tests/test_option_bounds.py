@@ -51,6 +51,10 @@ CASES = {
     "machine device bogus": ("specbench.inputs.machine", ["--device", "bogus"], "--device"),
     "machine device cuda": ("specbench.inputs.machine", ["--device", "cuda:99"], "--device"),
     "machine out a folder": ("specbench.inputs.machine", ["--out", "{tmp}"], "--out"),
+    # python -m specbench.study.tools.costs and calibrate
+    "costs repeats 1e9": ("specbench.study.tools.costs", ["+costs_repeats=1000000000"], "costs_repeats="),
+    "costs kv_lens empty": ("specbench.study.tools.costs", ["+costs_kv_lens=[]"], "costs_kv_lens=[]"),
+    "calibrate ranks 1e9": ("specbench.study.tools.calibrate", ["--ranks", "1000000000"], "--ranks"),
     # python -m specbench.export
     "export nearest maybe": (
         "specbench.export",
@@ -107,6 +111,10 @@ def test_a_bad_option_is_one_line_before_any_work(tmp_path, case):
         args += ["--machine", str(tmp_path / "m.json")] + ([] if "--out" in args else ["--out", str(out / "plan.json")])
     elif module == "specbench.study.tools.lossless":
         args += ["--out", str(out / "lossless_check.csv")]
+    elif module == "specbench.study.tools.costs":
+        args += [f"+results_dir={out}", f"hydra.run.dir={tmp_path / 'h'}"]
+    elif module == "specbench.study.tools.calibrate":
+        args += ["--out", str(out / "acceptance_vector.csv")]
     elif module == "specbench.attention_bench":
         args += [f"out_csv={out / 'attention.csv'}", f"fig_dir={out / 'figs'}", f"hydra.run.dir={tmp_path / 'h'}"]
     elif module == "specbench.run":

@@ -56,7 +56,7 @@ import torch
 from tqdm import tqdm
 
 from ...core import readers
-from ...core.args import Parser, refuse
+from ...core.args import Parser, number, refuse
 from ...core.atomic import atomic_write, lock
 from ...core.sampling import choose_children, probs
 from ...core.tree import DraftTree
@@ -223,7 +223,7 @@ def check_disjoint(ids: list[str], calib: list[str], scored: int) -> None:
 
 def main(argv=None) -> None:
     ap = Parser(prog="python -m specbench.study.tools.calibrate", description=__doc__.split("\n\n")[1])
-    ap.add_argument("--ranks", type=int, default=16, help="sibling ranks measured (K)")
+    ap.add_argument("--ranks", type=number(int, 1, 1024), default=16, help="sibling ranks measured (K)")
     ap.add_argument("--out", default="results/acceptance_vector.csv", help="CSV (relative: repo root)")
     args, overrides = ap.parse_known_args(argv)
     if args.ranks < 1:

@@ -226,8 +226,7 @@ def merge_rows(path: str, rows: list[dict], key: list[str] = CURVE) -> pd.DataFr
 
 
 def check_merge(path: str, new: pd.DataFrame) -> None:
-    """A costs.csv to merge holds each point once, and each curve (a role's) the same widths at every
-    KV length (one cut at a line boundary does not): a ``ConfigError`` naming the file otherwise."""
+    """Each point once, each curve the same widths at every KV length (not cut mid-curve), or a ``ConfigError``."""
     seen: dict[tuple, int] = {}
     for i, k in enumerate(keys(new, ROW)):
         if k in seen:
@@ -290,11 +289,12 @@ def settings(job: JobSpec) -> tuple[str, int, list[int], list[JobSpec]]:
     out = str(opts.get("results_dir", "results"))
     repeats, raw = opts.get("costs_repeats", 7), opts.get("costs_kv_lens", list(KV_LENS))
     kv_lens = list(raw) if isinstance(raw, (list, tuple)) else [raw]
+    if not kv_lens:
+        raise ConfigError("costs_kv_lens=[]: give one KV length or more (e.g. '+costs_kv_lens=[128,512]')")
     for key, value in [("costs_repeats", repeats)] + [("costs_kv_lens", k) for k in kv_lens]:
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(
-                f"{key}={value!r}: must be an integer >= 1 (e.g. +costs_repeats=7, '+costs_kv_lens=[128,512]')"
-            )
+        most = 10**4 if key == "costs_repeats" else 10**9  # a KV length: bounded by the models' positions below
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
+            raise ConfigError(f"{key}={value!r}: must be an integer in [1, {most}] (e.g. '+costs_kv_lens=[128,512]')")
     jobs = []
     for name in list(opts.get("costs_pairs") or [job.pair.name]):
         try:
@@ -323,10 +323,13 @@ def main(cfg: DictConfig) -> None:
         refuse(str(e))
     rows: list[dict] = []
     memo: dict = {}
-    for one in jobs:
-        pair = context(one).load_pair()
-        rows += cost_rows(pair, kv_lens, repeats, sizes, job.progress, memo, one.pair.weights)
-    pair = context(job).load_pair()
+    try:
+        for one in jobs:
+            pair = context(one).load_pair()
+            rows += cost_rows(pair, kv_lens, repeats, sizes, job.progress, memo, one.pair.weights)
+        pair = context(job).load_pair()
+    except ValueError as e:  # a model it cannot load (not installed, a bad file): one line
+        refuse(str(e).splitlines()[0])
     env = {**environment(pair), "weights": job.pair.weights}
     path = os.path.join(out, env_file(pair.target.device.type))
     with lock(out):  # the rows and their machine together, one writer at a time
