@@ -55,6 +55,7 @@ CASES = {
     "costs repeats 1e9": ("specbench.study.tools.costs", ["+costs_repeats=1000000000"], "costs_repeats="),
     "costs kv_lens empty": ("specbench.study.tools.costs", ["+costs_kv_lens=[]"], "costs_kv_lens=[]"),
     "calibrate ranks 1e9": ("specbench.study.tools.calibrate", ["--ranks", "1000000000"], "--ranks"),
+    "speed candidates twice": ("specbench.study.tools.speed", ["+speed_candidates=[chain/2,chain/2]"], "listed twice"),
     # python -m specbench.export
     "export nearest maybe": (
         "specbench.export",
@@ -111,7 +112,7 @@ def test_a_bad_option_is_one_line_before_any_work(tmp_path, case):
         args += ["--machine", str(tmp_path / "m.json")] + ([] if "--out" in args else ["--out", str(out / "plan.json")])
     elif module == "specbench.study.tools.lossless":
         args += ["--out", str(out / "lossless_check.csv")]
-    elif module == "specbench.study.tools.costs":
+    elif module in ("specbench.study.tools.costs", "specbench.study.tools.speed"):
         args += [f"+results_dir={out}", f"hydra.run.dir={tmp_path / 'h'}"]
     elif module == "specbench.study.tools.calibrate":
         args += ["--out", str(out / "acceptance_vector.csv")]

@@ -131,7 +131,11 @@ def wanted(job: JobSpec) -> list[tuple[str, int]]:
         items = list(given) if isinstance(given, (list, tuple)) else [given]
         if not items:
             raise ConfigError("speed_candidates: empty; give auto or a list of TREE/BUDGET")
-        return list(dict.fromkeys(parse(i) for i in items))
+        parsed = [parse(i) for i in items]
+        twice = [f"{t}/{b}" for k, (t, b) in enumerate(parsed) if (t, b) in parsed[:k]]
+        if twice:
+            raise ConfigError(f"speed_candidates: {twice[0]} is listed twice; give each TREE/BUDGET once")
+        return parsed
     path = os.path.join(str(job.extra.get("results_dir", "results")), "speedup.csv")
     if not os.path.isfile(path):
         raise ConfigError(f"speed_candidates=auto: {path} not found; run the report first or list TREE/BUDGET")
