@@ -226,3 +226,40 @@ def test_a_cut_results_file_names_the_command_that_writes_it(tmp_path, name, com
     with pytest.raises(load.InputError) as e:
         load.read_checked(str(tmp_path / name))
     assert f"`{command}" in str(e.value) and "\n" not in str(e.value)
+
+
+# --------------------------------------------------------------------------
+# import_metrics: one model's counters per row, a response's steps within its tokens, names not paths
+# --------------------------------------------------------------------------
+TWO_MODELS = "".join(
+    f'vllm:spec_decode_num_{k}_total{{model_name="{m}"}} {v}\n'
+    for m in ("a", "b")
+    for k, v in (("drafts", 10), ("draft_tokens", 40), ("accepted_tokens", 20))
+)
+SGLANG = '{"meta_info": {"spec_verify_ct": 8, "completion_tokens": 4}}\n'
+
+
+@pytest.mark.parametrize(
+    "case, text, argv, needle",
+    [
+        ("two models", TWO_MODELS, ["--engine", "vllm"], "counters of 2 models (a, b)"),
+        (
+            "steps past tokens",
+            SGLANG,
+            ["--engine", "sglang", "--budget", "4"],
+            "spec_verify_ct 8 > completion_tokens 4",
+        ),
+        ("a path as pair", TWO_MODELS, ["--engine", "vllm", "--pair", "../../etc"], "--pair='../../etc'"),
+    ],
+)
+def test_import_metrics_refuses_what_it_cannot_key_in_one_line(tmp_path, capsys, case, text, argv, needle):
+    from specbench.import_metrics import main
+
+    dump = tmp_path / ("r.jsonl" if "sglang" in argv else "metrics.txt")
+    dump.write_text(text)
+    pair = [] if "--pair" in argv else ["--pair", "p"]
+    with pytest.raises(SystemExit) as e:
+        main([str(dump), *argv, *pair, "--dataset", "d", "--out", str(tmp_path / "out" / "served.csv")])
+    said = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and needle in said and "\n" not in said, said
+    assert not (tmp_path / "out").exists()

@@ -100,7 +100,11 @@ def vllm_counters(text: str, path: str = "metrics", prefix: str = VLLM) -> tuple
     (``prefix``: vLLM's counter names, or llama.cpp's, which are the same after it)."""
     totals: dict[str, float] = defaultdict(float)
     per_pos: dict[int, float] = defaultdict(float)
-    for lineno, name, labels, value in samples(text, path, lambda n: n.startswith(prefix) and n.endswith("_total")):
+    found = samples(text, path, lambda n: n.startswith(prefix) and n.endswith("_total"))
+    models = sorted({labels["model_name"] for _, _, labels, _ in found if "model_name" in labels})
+    if len(models) > 1:  # one row is one model's counters: two summed would be neither's
+        raise ValueError(f"{path}: counters of {len(models)} models ({', '.join(models)}); give one model's lines")
+    for lineno, name, labels, value in found:
         what = name[len(prefix) : -len("_total")]
         if what != "accepted_tokens_per_pos":
             totals[what] += value
@@ -200,6 +204,10 @@ def sglang_request(meta: dict, where: str) -> dict:
     correct = count(meta, ("spec_num_correct_drafts", "spec_accept_token_num"), where, required=False)
     if proposed is not None and correct is not None and correct > proposed:
         raise ValueError(f"{where}: {correct} accepted drafts > {proposed} proposed; give SGLang's responses unchanged")
+    if tokens is not None and tokens < steps:  # every verify step emits a token: fewer is not one response
+        raise ValueError(
+            f"{where}: spec_verify_ct {steps} > completion_tokens {tokens}; give SGLang's responses unchanged"
+        )
     if correct is not None and tokens is not None and correct > tokens:
         raise ValueError(f"{where}: {correct} accepted drafts > completion_tokens {tokens}; give SGLang's responses")
     hist = histogram(meta, steps, correct, where)
@@ -329,7 +337,13 @@ def main(argv=None) -> None:
     ap.add_argument("--budget", type=int, default=None, help="draft tokens per step (vLLM: counted)")
     ap.add_argument("--out", default="results/served.csv")
     args = ap.parse_args(argv)
-
+    for flag, name, eg in (
+        ("--pair", args.pair, "qwen_coder"),
+        ("--dataset", args.dataset, "humaneval"),
+        ("--tree", args.tree, "chain"),
+    ):
+        if not re.fullmatch(r"[A-Za-z0-9][\w.-]*", name):  # a name the rows are keyed by, never a path
+            fail(f"{flag}={name!r}: must be a name (letters, digits, _ . -), e.g. {flag} {eg}")
     check_out(args.out, "--out")  # a folder, or one it cannot write: one line, exit 2, before the reading
     try:
         new = row(args)
