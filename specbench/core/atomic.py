@@ -240,7 +240,8 @@ def lock(*wheres: str | os.PathLike) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _locked(where: str) -> Iterator[None]:
-    made, d = [], where  # the folders this lock makes (innermost first), removed again if left empty
+    made: list[str] = []  # the folders this lock makes (innermost first), removed again if left empty
+    d = where
     while not os.path.isdir(d) and os.path.dirname(d) != d:
         made, d = [*made, d], os.path.dirname(d)
     with contextlib.suppress(OSError):
