@@ -68,6 +68,11 @@ CASES = {
         "recommend=",
     ),
     "export out quoted empty": ("specbench.export", ["tree=binary", "tree.budget=4", "format=paths", "out=''"], "out="),
+    "export eagle_head missing folder": (
+        "specbench.export",
+        ["tree=binary", "tree.budget=4", "format=trtllm", "eagle_head={tmp}/no_head"],
+        "eagle_head=",
+    ),
     # python -m specbench.study.tools.eta
     "eta times missing": ("specbench.study.tools.eta", ["--times", "{tmp}/nope.csv"], "--times="),
     "eta out missing": ("specbench.study.tools.eta", ["--out", "{tmp}/nope"], "--out="),

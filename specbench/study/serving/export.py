@@ -209,6 +209,11 @@ def split_argv(argv: list[str]) -> tuple[list[str], dict]:
     for key in ("recommend", "nearest"):  # booleans: true or false, nothing else
         if opts[key] is not None and opts[key] not in ("true", "True", "false", "False"):
             raise ValueError(f"{key}={opts[key]}: must be true or false")
+    head = opts["eagle_head"]
+    if (
+        head and head.startswith(("/", ".", "~")) and not os.path.isdir(os.path.expanduser(head))
+    ):  # a path, not a hub id
+        raise ValueError(f"eagle_head={head}: no such folder; give the EAGLE-3 head's folder or its hub id (ORG/NAME)")
     if opts["out"] == "":
         raise ValueError("out=: an empty path; give a file path (e.g. out=tree.json) or leave out= out for stdout")
     return rest, opts
