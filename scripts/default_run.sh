@@ -42,6 +42,19 @@ case "$PROFILE" in
         DTYPE_ARG=(--dtype float32); ATTN=(repeats=2 min_repeats=1 warmup=1 max_seconds=0.05 check=false bandwidth_mb=16 matmul_n=256) ;;
   *) echo "run_all.sh: SPECBENCH_PROFILE=$PROFILE: must be real or tiny (e.g. SPECBENCH_PROFILE=tiny)" >&2; exit 2 ;;
 esac
+case "${SPECBENCH_DTYPE:-}" in
+  ""|float32) ;;
+  bfloat16) if [ "$PROFILE" = tiny ]; then
+              echo "run_all.sh: SPECBENCH_DTYPE=bfloat16: the tiny profile runs float32; unset it or give float32" >&2; exit 2
+            fi ;;
+  *) echo "run_all.sh: SPECBENCH_DTYPE=$SPECBENCH_DTYPE: must be bfloat16 or float32 (the dtypes the machine step measures)" >&2; exit 2 ;;
+esac
+case "$SPECBENCH_OUT" in  # Hydra's overrides carry no whitespace: refused now, not after the models load
+  *[[:space:]]*) echo "run_all.sh: SPECBENCH_OUT='$SPECBENCH_OUT': a path with a space; give a folder without one" >&2; exit 2 ;;
+esac
+SPECBENCH_OUT=$(realpath -m -- "$SPECBENCH_OUT")  # one absolute folder, whatever folder a step runs in ('..' resolved)
+export SPECBENCH_OUT
+if [ "$PROFILE" = tiny ]; then RESULTS=$SPECBENCH_OUT/results; REPORT=$SPECBENCH_OUT/REPORT.md; fi
 # a run to resume was planned for its own minutes and dtype: another budget is a new run (start over)
 if [ -z "$PLAN_ONLY" ] && [ -f "$SPECBENCH_OUT/plan.json" ]; then
   python3 - "$SPECBENCH_OUT" "$MINUTES" "${SPECBENCH_DTYPE:-}" <<'PY' || exit 2

@@ -4,10 +4,12 @@ the option, a non-zero exit, nothing written, no model load and no measuring."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from mounts import ro_mount  # noqa: F401  (fixture)
-from test_hydra import specbench
+from test_hydra import ROOT, specbench
 
 NO_WORK = ("loaded local model", "Traceback", "attention grid", "GFLOP/s")
 
@@ -141,3 +143,23 @@ def test_machine_out_on_a_read_only_folder_is_refused_before_measuring(ro_mount)
     lines = said(r)
     assert r.returncode == 2 and len(lines) == 1 and "--out=" in lines[0] and "not writable" in lines[0], r.stderr
     assert "GFLOP/s" not in r.stdout
+
+
+@pytest.mark.parametrize(
+    "env, names",
+    [
+        ({"SPECBENCH_OUT": "{tmp}/a b"}, "SPECBENCH_OUT="),
+        ({"SPECBENCH_DTYPE": "int8"}, "SPECBENCH_DTYPE=int8"),
+        ({"SPECBENCH_DTYPE": "bfloat16", "SPECBENCH_PROFILE": "tiny", "SPECBENCH_TINY_PAIR": "a:b"}, "tiny profile"),
+    ],
+)
+def test_run_all_refuses_its_variables_before_set_up(tmp_path, env, names):
+    import subprocess
+
+    env = {k: v.replace("{tmp}", str(tmp_path)) for k, v in env.items()}
+    r = subprocess.run(
+        ["bash", "run_all.sh"], cwd=ROOT, env=dict(os.environ, **env), capture_output=True, text=True, timeout=60
+    )
+    lines = said(r)
+    assert r.returncode == 2 and len(lines) == 1 and names in lines[0], r.stderr
+    assert "set-up" not in r.stdout and not list(tmp_path.iterdir())
