@@ -211,6 +211,22 @@ def report_figures(path) -> list:
 SHARED_FIXTURES = {"two_sweeps", "basic_rows", "table", "sweep", "built", "big", "rendered_once"}
 
 
+# the tests left out of the fast tier (`bash scripts/test.sh --fast`: `-m "not slow"`), by node id prefix: each
+# starts processes (sweeps, kills, launchers, the default run, a server) or renders the whole report; every one
+# still runs in the full suite (CI's)
+SLOW = (
+    "tests/test_run_all.py", "tests/test_publish_kill.py", "tests/test_slurm.py", "tests/test_resume.py",
+    "tests/test_concurrent.py", "tests/test_plugins.py", "tests/test_recheck.py", "tests/test_plan_launchers.py",
+    "tests/test_launchers.py", "tests/test_reliability.py", "tests/test_faults.py", "tests/test_lossless_check.py",
+    "tests/test_pair_identity.py", "tests/test_scripts.py", "tests/test_committed_identity.py",
+    "tests/test_llamacpp.py", "tests/test_forkserver.py", "tests/test_hydra.py", "tests/test_acceptance.py",
+    "tests/test_report_claims.py::test_committed_report_regenerates_byte_identically",
+    "tests/test_report.py::test_report_is_byte_deterministic", "tests/test_report.py::test_notebook_executes",
+    "tests/test_speed_bench.py::test_the_benchmark_times_every_candidate",
+    "tests/test_export.py::test_the_profile_of_a_committed",
+)  # fmt: skip
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group marks
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (scripts/test.sh runs ``-n auto --dist loadgroup``) the tests that load
@@ -218,6 +234,8 @@ def pytest_collection_modifyitems(config, items):
     tests (two workers would start two local clusters on one port) and a module's tests that use one of its
     ``SHARED_FIXTURES``."""
     for item in items:
+        if item.nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("real"):
             item.add_marker(pytest.mark.xdist_group("real"))
         elif item.get_closest_marker("slurm"):  # one local cluster (scripts/slurm_local.sh: one port) at a time

@@ -593,7 +593,9 @@ def test_a_projection_never_outranks_a_measurement_and_each_table_says_its_evide
     assert "p/d" not in projected  # measured pairs and datasets are not ranked again by projection
     assert "p/other chain N=4 (not ranked: costed on a derived basis) 2.50× [2.30, 2.70]" in projected
     full = "\n".join(measured_page(bench, answer))
-    assert "| chain N=4 1.6" in full and re.search(r"A/A [01]\.\d{3}× \[[01]\.\d{3}, [01]\.\d{3}\], twin chain N=3", full)
+    assert "| chain N=4 1.6" in full and re.search(
+        r"A/A [01]\.\d{3}× \[[01]\.\d{3}, [01]\.\d{3}\], twin chain N=3", full
+    )
 
 
 def test_the_measured_row_is_labelled_by_the_tree_it_built():

@@ -137,7 +137,7 @@ def pooled_sentences(t: dict) -> list[str]:
             parts.append(
                 f"{first} took longer than {second} in {r.slower} of {r.units} units (p = {r.p:.2g}) and in "
                 f"{r.runs_slower} of {r.runs} runs (p = {r.runs_p:.2g}), by {r.lean:+.1%} [{r.lo:+.1%}, {r.hi:+.1%}], "
-                f"and its own unwidened 95% interval excluded {'1×' if r.control == 'A/A' else '0'} in {r.runs_failed} of "
+                f"and its own 95% interval (its units alone) excluded {'1×' if r.control == 'A/A' else '0'} in {r.runs_failed} of "
                 f"{r.runs_judged} runs (5% allowed: p = {r.fail_p:.2g}, one-sided)"
             )
             verdicts.append(pooled_verdict(r) + coverage_verdict(r))

@@ -90,9 +90,9 @@ def replay_metrics(rows: pd.DataFrame, r: dict) -> dict:
 
 
 def speed_cell(r: dict) -> str:
-    return f"{r['speedup']:.2f}× [{r['lo']:.2f}, {r['hi']:.2f}]" + (
-        "" if r["verdict"] == "pays" else f", {r['verdict']}"
-    )
+    """'1.27× [1.18, 1.36]' with its verdict unless it pays; '0.76×, fewer than 5 prompts: ...' without an interval."""
+    ci = f" [{r['lo']:.2f}, {r['hi']:.2f}]" if r["lo"] == r["lo"] else ""
+    return f"{r['speedup']:.2f}×{ci}" + ("" if r["verdict"] == "pays" else f", {r['verdict']}")
 
 
 def replay_cell(name: str):
@@ -123,7 +123,7 @@ def brief_tree(r: dict) -> str:
 
 def brief_speed(r: dict) -> str:
     """'1.27× [1.18, 1.36]', with 'slower' or 'not ranked' where so (an interval across 1× speaks for itself)."""
-    cell = f"{r['speedup']:.2f}× [{r['lo']:.2f}, {r['hi']:.2f}]"
+    cell = f"{r['speedup']:.2f}×" + (f" [{r['lo']:.2f}, {r['hi']:.2f}]" if r["lo"] == r["lo"] else "")
     return cell + {"pays": "", "includes 1×": ""}.get(r["verdict"], f", {r['verdict'].split(':')[0]}")
 
 

@@ -57,9 +57,8 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 
 
 def _temp_log() -> Path:
-    fd, path = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
-    os.close(fd)
-    return Path(path)
+    with tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False) as f:
+        return Path(f.name)
 
 
 class LlamaServer:
