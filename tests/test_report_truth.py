@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from specbench.report import limitations, machines, mainpage
 from specbench.results import speedstats as ss
@@ -62,3 +63,27 @@ def test_the_first_screen_names_each_machines_answer_and_the_same_number_on_spee
     ):
         pair, dataset, tree, cell = m.groups()
         assert f"| {pair} | {dataset} | {tree}" in speed and cell in speed, (pair, dataset)
+
+
+def test_a_garbled_default_run_record_is_refused_in_one_line_not_reported_absent(tmp_path):
+    from specbench.report import defaultrun
+
+    assert defaultrun.read(str(tmp_path)) is None  # absent: said so in the report
+    (tmp_path / "default_run.json").write_text('{"covered": "1 of 14", ')
+    with pytest.raises(ValueError, match=r"default_run.json: unreadable .*git checkout") as e:
+        defaultrun.read(str(tmp_path))
+    assert "\n" not in str(e.value)
+    (tmp_path / "default_run.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not a JSON object"):
+        defaultrun.read(str(tmp_path))
+
+
+def test_finding_3_prices_each_width_where_the_secant_model_claims_wins_the_benchmark_refutes():
+    """The AVX2 host's curve: t(3)/t(1) far above the secant's 1 + 2m, so the secant model's wins there are
+    the per-width model's losses, as the benchmark on that host measured (REPORT.md, committed results)."""
+    report = (ROOT / "REPORT.md").read_text()
+    line = next(ln for ln in report.splitlines() if ln.startswith("Charging each replayed configuration"))
+    avx2 = re.search(
+        r"on AMD EPYC \(AVX2\) \(float32\) a tree beats plain decoding in (\d+) of (\d+) .*?secant model: (\d+)", line
+    )
+    assert avx2 and avx2.group(1) == "0" and int(avx2.group(3)) > 0

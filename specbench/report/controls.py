@@ -17,6 +17,8 @@ def control(r, digits: int, twin: str) -> str:
     aa = r.kind == "speedup"
     name = "A/A" if aa else twin.format(str(r.control).split(" vs ")[0])
     est = f"{r.estimate:.{digits}f}×" if aa else f"{r.estimate:+.{digits}f}"
+    if r.lo != r.lo:  # fewer than speedstats.MIN_UNITS units: no interval, neither held nor failed
+        return f"{name} {est} (no interval: under {speedstats.MIN_UNITS} prompts)"
     return f"{name} {est} [{r.lo:.{digits}f}, {r.hi:.{digits}f}]"
 
 
@@ -34,11 +36,12 @@ def sentence(t: dict, runs=None, brief: bool = False) -> str:
     for r in c.itertuples():
         if brief and r.holds:
             continue
-        ok = "" if r.holds else " FAILS"
+        ok = "" if r.holds or r.lo != r.lo else " FAILS"
         parts.setdefault(str(r.where), []).append(f"{control(r, 3, 'twin {}')}{ok}")
-    held = int(c.holds.sum())
+    held, judged = int(c.holds.sum()), int(c.lo.notna().sum())
+    apart = f", {len(c) - judged} without an interval" if judged < len(c) else ""
     head = (
-        f"Controls ({held} of {len(c)} hold; the A/A speedup's interval must include 1×, the identical-twin "
+        f"Controls ({held} of {judged} hold{apart}; the A/A speedup's interval must include 1×, the identical-twin "
         "difference's 0): "
     )
     listed = "; ".join(f"{k}: {', '.join(v)}" for k, v in parts.items())
@@ -69,7 +72,7 @@ def short(t: dict, runs) -> str:
         f"{r.control} {r.runs_failed} of {r.runs_judged} on {str(r.machine).split(',')[0]}" for r in bad.itertuples()
     )
     tail = f" Own-interval misses above 5%: {miss} (speed.md)." if miss else ""
-    return f"Controls (A/A, twins): {int(c.holds.sum())} of {len(c)} hold.{tail}"
+    return f"Controls (A/A, twins): {int(c.holds.sum())} of {int(c.lo.notna().sum())} hold.{tail}"
 
 
 def offset_clause(rows: pd.DataFrame) -> str:
@@ -137,8 +140,12 @@ def pooled_sentences(t: dict) -> list[str]:
             parts.append(
                 f"{first} took longer than {second} in {r.slower} of {r.units} units (p = {r.p:.2g}) and in "
                 f"{r.runs_slower} of {r.runs} runs (p = {r.runs_p:.2g}), by {r.lean:+.1%} [{r.lo:+.1%}, {r.hi:+.1%}], "
-                f"and its own 95% interval (its units alone) excluded {'1×' if r.control == 'A/A' else '0'} in {r.runs_failed} of "
-                f"{r.runs_judged} runs (5% allowed: p = {r.fail_p:.2g}, one-sided)"
+                + (
+                    f"and its own 95% interval (its units alone) excluded {'1×' if r.control == 'A/A' else '0'} in "
+                    f"{r.runs_failed} of {r.runs_judged} runs (5% allowed: p = {r.fail_p:.2g}, one-sided)"
+                    if r.runs_judged
+                    else f"and no run had an interval of its own (each under {speedstats.MIN_UNITS} prompts)"
+                )
             )
             verdicts.append(pooled_verdict(r) + coverage_verdict(r))
         said = "; ".join(verdicts)

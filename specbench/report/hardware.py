@@ -46,16 +46,62 @@ def aggregates(
         if c is None:
             continue
         free = str(r.get("pair_name", r["pair"])) in free_pairs
-        out.append(
-            {
-                **{k: r[k] for k in ("config_hash", "pair", "dataset", "shape", "budget", "max_new_tokens")},
-                "E": c.emitted.sum(),
-                "F": 0.0 if free else c.draft.sum(),
-                "K": 0.0 if free else float((c.draft @ c.draft_sizes).sum()),
-                "S": c.steps.sum(),
-                "V": float((c.verify @ c.verify_sizes).sum()),
-            }
-        )
+        keys = {k: r[k] for k in ("config_hash", "pair", "dataset", "shape", "budget", "max_new_tokens")}
+        out.append({**keys, **totals(c, free)})
+    return pd.DataFrame(out)
+
+
+def totals(c: costmodel.Counts, free: bool) -> dict:
+    """E, F, K, S, V of one configuration's steps (module docstring); ``free``: its drafter runs no model."""
+    return {
+        "E": c.emitted.sum(),
+        "F": 0.0 if free else c.draft.sum(),
+        "K": 0.0 if free else float((c.draft @ c.draft_sizes).sum()),
+        "S": c.steps.sum(),
+        "V": float((c.verify @ c.verify_sizes).sum()),
+    }
+
+
+def per_width(rows: pd.DataFrame, counted: costmodel.StepCounts | None, costs: pd.DataFrame | None) -> pd.DataFrame:
+    """Per machine (each of costs.csv's, ``costs_all``), dtype, pair and dataset: the best replayed greedy
+    configuration with every forward priced at that machine's measured width (``Curve.at``: interpolated
+    between measured widths, never a single slope; a drafter without a model drafts for free, as on the phase
+    diagram), beside the secant model's best at the same machine's (r, m) (``best_at``)."""
+    if counted is None or costs is None or costs.empty or rows.empty:
+        return pd.DataFrame()
+    keep = rows[(rows.engine == "replay") & (rows.temperature == 0) & (rows.budget.astype(int) > 0)]
+    out = []
+    ids = costs.machine_id.fillna("").astype(str) if "machine_id" in costs else pd.Series("", index=costs.index)
+    for (_mid, pair, dtype, device), g in costs.groupby([ids, "pair", "dtype", "device"], sort=True):
+        tc, dc = (costcurve.curve(g, costcurve.AT_CONTEXT, pair, role, dtype, device) for role in ("target", "draft"))
+        if tc is None:
+            continue
+        t1 = float(tc.at(1))
+        r_, m_ = (0.0 if dc is None else float(dc.at(1)) / t1), (float(tc.at(MARGINAL_AT)) / t1 - 1) / (MARGINAL_AT - 1)
+        for ds, kd in keep[keep.pair.astype(str) == str(pair)].groupby("dataset", sort=True):
+            priced, secant = [], []
+            for r in kd.to_dict("records"):
+                c = counted.get(r["config_hash"])
+                if c is None:
+                    continue
+                verify = float((c.verify.sum(0) * tc.at(c.verify_sizes)).sum())
+                draft = (
+                    float((c.draft.sum(0) * dc.at(c.draft_sizes)).sum())
+                    if dc is not None and len(c.draft_sizes)
+                    else 0.0
+                )
+                priced.append((c.emitted.sum() * t1 / (verify + draft), label(r)))
+                secant.append(
+                    (
+                        float(speedup(pd.DataFrame([totals(c, dc is None)]), np.array([r_]), np.array([m_]))[0, 0, 0]),
+                        label(r),
+                    )
+                )
+            if priced:
+                (s, name), (s_lin, lin_name) = max(priced), max(secant)
+                out.append(dict(machine=str(g.machine.iloc[0]) if "machine" in g else "", dtype=dtype, device=device,
+                                weights=str(g.weights.fillna("pretrained").iloc[0]) if "weights" in g else "pretrained", pair=pair,
+                                dataset=ds, best=s, best_label=name, secant=s_lin, secant_label=lin_name))  # fmt: skip
     return pd.DataFrame(out)
 
 

@@ -57,6 +57,21 @@ def classes(measured: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def refuted(measured: pd.DataFrame) -> set[tuple]:
+    """(machine class, dtype, pair, dataset) where the benchmark at batch 1 ranked a key (controls hold, an
+    interval) and its fastest tree is not resolved faster than plain decoding: a modelled win there is refuted."""
+    if measured is None or measured.empty:
+        return set()
+    m = speedstats.answer_first(measured)
+    m = m[m.batch_size.astype(int) == 1]
+    out = set()
+    for _r, g in m.groupby("run_id", sort=True):
+        f = fastest(g)
+        if f.controls_hold and f.lo == f.lo and not f.pays:
+            out.add((machine_class(f["machine"]), f["dtype"], f["pair"], f["dataset"]))
+    return out
+
+
 def key_cell(r: dict) -> str:
     return f"{r['pair']}/{r['dataset']} {r['candidate']} {r['speedup']:.2f}× [{r['lo']:.2f}, {r['hi']:.2f}]"
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pandas as pd
 
-from . import findings, hardware, machines
+from . import findings, machines
 from .acceptance import NAME, tradeoff_sentence
 from .markdown import bullets, fig_links
 
@@ -68,46 +67,30 @@ def speed(ctx) -> str | None:
 
 
 def hardware_line(t: dict) -> str | None:
-    """Per measured machine: at its own (r, m), in how many pair × dataset the modelled best is a
-    tree (above 1×), and the range of the modelled best speedups."""
-    a, pts = t["phase"], t["points"]
-    if a.empty or pts.empty:
+    """Per measured machine and dtype: at its own cost curve, every forward priced at its measured width
+    (``hardware.per_width``), in how many pair × dataset the modelled best is a tree (above 1×) and its range,
+    beside what the secant model (the phase diagram's) claims there; a win that the benchmark on the same
+    machine refutes (``machines.classes``: no tree resolved faster) is not counted."""
+    pw = t.get("per_width", pd.DataFrame())
+    if pw is None or pw.empty:
         return None
+    refuted = machines.refuted(t.get("measured", pd.DataFrame()))
     parts = []
-    bench = machines.classes(t.get("measured", pd.DataFrame()))
-    refuted = {
-        (r.machine, r.dtype) for r in bench.itertuples() if r.weights == "pretrained" and r.ranked and not r.pays
-    }
-    names = pts.machine.map(machines.machine_class) if "machine" in pts else pts.device
-    for (dev, dtype), gp in pts.assign(_m=names).groupby(["_m", "dtype"], sort=True):
-        best = []
-        for (pair, _ds), g in a.groupby(["pair", "dataset"], sort=True):
-            for pt in gp[gp.pair == pair].to_dict("records"):
-                best.append(hardware.best_at(g.reset_index(drop=True), pt["r"], pt["m"])["modelled"])
-        if best:
-            b = np.array(best)
-            weights = (
-                " (random weights, HF eager forwards, one run per point)" if (gp.weights == "random").any() else ""
-            )
-            wins = int((b > 1).sum())
-            no = (dev, dtype) in refuted and wins
-            parts.append(
-                f"on {dev} ({dtype}){weights} a tree beats plain decoding in {0 if no else wins} of {len(b)} pair × "
-                f"dataset (modelled best {b.min():.2f}–{b.max():.2f}×"
-                + (
-                    f"; the model's {wins} wins are not counted: the benchmark there resolves no tree faster)"
-                    if no
-                    else ")"
-                )
-            )
-    if not parts:
-        return None
+    for (m, dtype), g in pw.assign(_m=pw.machine.map(machines.machine_class)).groupby(["_m", "dtype"], sort=True):
+        won = g.best > 1
+        no = won & pd.Series([(m, dtype, p, d) in refuted for p, d in zip(g.pair, g.dataset)], index=g.index)
+        random = " (random weights)" if (g.weights == "random").all() else ""
+        refute = f"; {int(no.sum())} modelled wins the benchmark there refutes not counted" if no.any() else ""
+        parts.append(
+            f"on {m} ({dtype}){random} a tree beats plain decoding in {int((won & ~no).sum())} of {len(g)} pair × "
+            f"dataset (best {g.best.min():.2f}–{g.best.max():.2f}×; the secant model: {int((g.secant > 1).sum())} "
+            f"of {len(g)}{refute})"
+        )
     return (
-        "Charging each replayed configuration's own steps on a linear cost curve at each measured machine's point "
-        "(a win the benchmark on the same machine refutes is not counted), "
+        "Charging each replayed configuration's own steps at each machine's measured forward prices per width "
+        "(interpolated between measured widths, never one slope), "
         + "; ".join(parts)
-        + ". The modelled curve has no interval: each machine's point is one measured cost curve. Every pair, "
-        "dataset and machine: hardware.md."
+        + ". No interval: each machine is one measured cost curve. Every pair, dataset and machine: hardware.md."
     )
 
 

@@ -343,6 +343,7 @@ def compute(data: dict) -> dict:
         phase=hardware.aggregates(rows, steps, data["costs"], counted),
         points=hardware.machine_points(data["costs"]),
         other_points=hardware.other_points(data.get("costs_all"), data["costs"]),
+        per_width=hardware.per_width(rows, counted, data.get("costs_all", data["costs"])),
         schedule=schedule.schedule(rows),
         sums=sums,
         speed=speed,
