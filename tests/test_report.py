@@ -21,7 +21,11 @@ from make_results import make_results  # noqa: E402
 
 from specbench.report import compare  # noqa: E402
 from specbench.report.markdown import md_table  # noqa: E402
-from specbench.results.files import STEPS_FILE, read_csv  # noqa: E402
+from specbench.results.files import (  # noqa: E402
+    STEPS_FILE,
+    SUMMARY_REQUIRED,  # noqa: E402
+    read_csv,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -252,17 +256,7 @@ def test_degrades_with_summary_only(tmp_path):
     res = tmp_path / "results"
     res.mkdir()
     summary = read_csv(src / "summary.csv")
-    keep = [
-        "config_hash",
-        "pair",
-        "tree",
-        "budget",
-        "verify",
-        "dataset",
-        "acceptance_rate",
-        "acceptance_length",
-        "tokens_per_step",
-    ]
+    keep = list(SUMMARY_REQUIRED)  # the report's required summary columns alone
     summary.loc[0, "config_hash"] = "0123e4567890"  # looks like a float: must stay text
     summary[keep].to_csv(res / "summary.csv", index=False)
     proc = run_report(tmp_path)
