@@ -71,6 +71,7 @@ def per_width(rows: pd.DataFrame, counted: costmodel.StepCounts | None, costs: p
         return pd.DataFrame()
     keep = rows[(rows.engine == "replay") & (rows.temperature == 0) & (rows.budget.astype(int) > 0)]
     out = []
+    costs = costs.assign(device=costs.device.fillna("cpu") if "device" in costs else "cpu")
     ids = costs.machine_id.fillna("").astype(str) if "machine_id" in costs else pd.Series("", index=costs.index)
     for (_mid, pair, dtype, device), g in costs.groupby([ids, "pair", "dtype", "device"], sort=True):
         tc, dc = (costcurve.curve(g, costcurve.AT_CONTEXT, pair, role, dtype, device) for role in ("target", "draft"))
