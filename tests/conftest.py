@@ -224,6 +224,7 @@ SLOW = (
     "tests/test_report.py::test_report_is_byte_deterministic", "tests/test_report.py::test_notebook_executes",
     "tests/test_speed_bench.py::test_the_benchmark_times_every_candidate",
     "tests/test_export.py::test_the_profile_of_a_committed",
+    *(ln for ln in pathlib.Path(__file__).with_name("slow_tests.txt").read_text().split("\n") if ln[:1] not in ("", "#")),
 )  # fmt: skip
 
 
