@@ -62,11 +62,20 @@ def totals(c: costmodel.Counts, free: bool) -> dict:
     }
 
 
+def width_priced(c: costmodel.Counts, target: costcurve.Curve, draft: costcurve.Curve | None) -> float:
+    """Seconds of one configuration's steps with every forward priced at its width on the measured curves
+    (a drafter without a model drafts for free)."""
+    verify = float((c.verify.sum(0) * target.at(c.verify_sizes)).sum())
+    if draft is None or not len(c.draft_sizes):
+        return verify
+    return verify + float((c.draft.sum(0) * draft.at(c.draft_sizes)).sum())
+
+
 def per_width(rows: pd.DataFrame, counted: costmodel.StepCounts | None, costs: pd.DataFrame | None) -> pd.DataFrame:
     """Per machine (each of costs.csv's, ``costs_all``), dtype, pair and dataset: the best replayed greedy
     configuration with every forward priced at that machine's measured width (``Curve.at``: interpolated
     between measured widths, never a single slope; a drafter without a model drafts for free, as on the phase
-    diagram), beside the secant model's best at the same machine's (r, m) (``best_at``)."""
+    diagram), beside the secant model's best at the same machine's (r, m) (``speedup``)."""
     if counted is None or costs is None or costs.empty or rows.empty:
         return pd.DataFrame()
     keep = rows[(rows.engine == "replay") & (rows.temperature == 0) & (rows.budget.astype(int) > 0)]
@@ -80,29 +89,16 @@ def per_width(rows: pd.DataFrame, counted: costmodel.StepCounts | None, costs: p
         t1 = float(tc.at(1))
         r_, m_ = (0.0 if dc is None else float(dc.at(1)) / t1), (float(tc.at(MARGINAL_AT)) / t1 - 1) / (MARGINAL_AT - 1)
         for ds, kd in keep[keep.pair.astype(str) == str(pair)].groupby("dataset", sort=True):
-            priced, secant = [], []
-            for r in kd.to_dict("records"):
-                c = counted.get(r["config_hash"])
-                if c is None:
-                    continue
-                verify = float((c.verify.sum(0) * tc.at(c.verify_sizes)).sum())
-                draft = (
-                    float((c.draft.sum(0) * dc.at(c.draft_sizes)).sum())
-                    if dc is not None and len(c.draft_sizes)
-                    else 0.0
-                )
-                priced.append((c.emitted.sum() * t1 / (verify + draft), label(r)))
-                secant.append(
-                    (
-                        float(speedup(pd.DataFrame([totals(c, dc is None)]), np.array([r_]), np.array([m_]))[0, 0, 0]),
-                        label(r),
-                    )
-                )
-            if priced:
-                (s, name), (s_lin, lin_name) = max(priced), max(secant)
-                out.append(dict(machine=str(g.machine.iloc[0]) if "machine" in g else "", dtype=dtype, device=device,
-                                weights=str(g.weights.fillna("pretrained").iloc[0]) if "weights" in g else "pretrained", pair=pair,
-                                dataset=ds, best=s, best_label=name, secant=s_lin, secant_label=lin_name))  # fmt: skip
+            made = [(r, c) for r in kd.to_dict("records") if (c := counted.get(r["config_hash"])) is not None]
+            if not made:
+                continue
+            priced = [(c.emitted.sum() * t1 / width_priced(c, tc, dc), label(r)) for r, c in made]
+            sums = pd.DataFrame([totals(c, dc is None) for _r, c in made])
+            s, name = max(priced)
+            out.append(dict(machine=str(g.machine.iloc[0]) if "machine" in g else "", dtype=dtype, device=device,
+                            weights=str(g.weights.fillna("pretrained").iloc[0]) if "weights" in g else "pretrained",
+                            pair=pair, dataset=ds, best=s, best_label=name,
+                            secant=float(speedup(sums, np.array([r_]), np.array([m_])).max())))  # fmt: skip
     return pd.DataFrame(out)
 
 

@@ -29,24 +29,34 @@ def fastest(g: pd.DataFrame) -> pd.Series:
     return (has if len(has) else g).iloc[0]
 
 
+def keys(measured: pd.DataFrame | None, with_random: bool = False) -> pd.DataFrame:
+    """Each batch-1 benchmark key's fastest row (``fastest``; a key is one ``answers`` run id) with its machine
+    class, engine and weights: the answer runs of the pretrained pairs (``answer_first``), and the random-weight
+    runs too where ``with_random``."""
+    if measured is None or measured.empty:
+        return pd.DataFrame()
+    m = speedstats.answer_first(measured)
+    m = pd.concat([m, measured[speedstats.random_weights(measured)]]) if with_random else m
+    m = m[m.batch_size.astype(int) == 1]
+    if m.empty:
+        return pd.DataFrame()
+    best = pd.DataFrame([fastest(g) for _r, g in m.groupby("run_id", sort=True)])
+    return best.assign(
+        cls=best.machine.map(machine_class),
+        engine=best["engine"].fillna(ENGINE) if "engine" in best else ENGINE,
+        weights=best["weights"].fillna("pretrained") if "weights" in best else "pretrained",
+    )
+
+
 def classes(measured: pd.DataFrame) -> pd.DataFrame:
     """Per machine class, dtype, engine and weights: the batch-1 keys (pair × dataset) measured there,
     how many rank (controls hold, interval claimed), pay (the fastest's interval above 1×), and the
     best ranked tree (by the lower end of its interval) with its key."""
-    if measured.empty:
-        return pd.DataFrame()
-    m = pd.concat([speedstats.answer_first(measured), measured[speedstats.random_weights(measured)]])
-    m = m[m.batch_size.astype(int) == 1]
-    if m.empty:
-        return pd.DataFrame()
-    m = m.assign(
-        cls=m.machine.map(machine_class),
-        engine=m["engine"].fillna(ENGINE) if "engine" in m else ENGINE,
-        weights=m["weights"].fillna("pretrained") if "weights" in m else "pretrained",
-    )
+    k = keys(measured, with_random=True)
     out = []
-    for (cls, dtype, engine, weights), g in m.groupby(["cls", "dtype", "engine", "weights"], sort=True):
-        best = pd.DataFrame([fastest(k) for _r, k in g.groupby("run_id", sort=True)])
+    for (cls, dtype, engine, weights), best in (
+        k.groupby(["cls", "dtype", "engine", "weights"], sort=True) if len(k) else []
+    ):
         ok = best[best.controls_hold & best.lo.notna()]
         top = ok.sort_values(["lo", "speedup"], ascending=False).iloc[0].to_dict() if len(ok) else None
         out.append(dict(
@@ -60,16 +70,11 @@ def classes(measured: pd.DataFrame) -> pd.DataFrame:
 def refuted(measured: pd.DataFrame) -> set[tuple]:
     """(machine class, dtype, pair, dataset) where the benchmark at batch 1 ranked a key (controls hold, an
     interval) and its fastest tree is not resolved faster than plain decoding: a modelled win there is refuted."""
-    if measured is None or measured.empty:
+    k = keys(measured)
+    if k.empty:
         return set()
-    m = speedstats.answer_first(measured)
-    m = m[m.batch_size.astype(int) == 1]
-    out = set()
-    for _r, g in m.groupby("run_id", sort=True):
-        f = fastest(g)
-        if f.controls_hold and f.lo == f.lo and not f.pays:
-            out.add((machine_class(f["machine"]), f["dtype"], f["pair"], f["dataset"]))
-    return out
+    k = k[k.controls_hold.astype(bool) & k.lo.notna() & ~k.pays.astype(bool)]
+    return set(zip(k.cls, k["dtype"], k.pair, k.dataset))
 
 
 def key_cell(r: dict) -> str:

@@ -31,8 +31,9 @@ def shown(t: dict, every: bool = False) -> pd.DataFrame:
     out = []
     for _run, g in m.groupby("run_id", sort=False):
         r = g[g.shown].iloc[0].to_dict()
-        r["candidate"] = built(r)
+        r["name"], r["candidate"] = r["candidate"], built(r)
         others = g[g.tie & ~g.shown].sort_values("speedup", ascending=False)
+        r["n_ties"] = len(others)
         r["ties"] = ", ".join(f"{c} {s:.2f}×" for c, s in zip(others.candidate, others.speedup)) or "none"
         r["verdict"] = verdict(r)
         out.append({**r, **replay_metrics(t.get("rows", pd.DataFrame()), r)})
@@ -117,8 +118,7 @@ COLUMNS = [
 
 def brief_tree(r: dict) -> str:
     """'chain N=2 +4': the shown tree and how many others tie it."""
-    n = 0 if r["ties"] == "none" else len(str(r["ties"]).split("×, "))
-    return f"{r['candidate'].split(' (builds')[0]} +{n}"
+    return f"{r['name']} +{r['n_ties']}"
 
 
 def brief_speed(r: dict) -> str:

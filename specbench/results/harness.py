@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+POOLED = "*"  # ``by_machine``'s key of the estimate over every machine
 MIN_DF = 4  # degrees of freedom of reruns below which a machine takes the estimate pooled over machines
 
 
@@ -78,6 +79,3 @@ def by_machine(groups: dict[str, list[tuple[np.ndarray, np.ndarray]]]) -> dict[s
         t, d, k = fit(gs)
         out[mid] = Spread(t, d, k) if d >= MIN_DF else everyone
     return out
-
-
-POOLED = "*"  # ``by_machine``'s key of the estimate over every machine

@@ -165,7 +165,7 @@ def holds(lo: float, hi: float, at: float) -> bool:
 
 def controls(w: pd.DataFrame, spread: harness.Spread = harness.NONE) -> list[dict]:
     """Every control of the runs of ``w``: what it compares, its estimate and interval (the run effect of
-    ``spread`` included), the first copy's speedup (``scale``; 1 for A/A), ``off``: the estimate's signed
+    ``spread`` included), ``off``: the estimate's signed
     distance from no difference (A/A: speedup - 1; twins: the difference), and whether it holds (A/A: the
     speedup's interval includes 1; twins: the difference's interval includes 0); ``judged``: whether it has an
     interval at all (fewer than ``MIN_UNITS`` units: neither holds nor fails)."""
@@ -173,12 +173,11 @@ def controls(w: pd.DataFrame, spread: harness.Spread = harness.NONE) -> list[dic
     for control, a, b in control_pairs(w["tokens"].columns):
         if control == "A/A":
             s, lo, hi = speedup(w, b, a, spread=spread)
-            out.append(dict(control="A/A: plain vs plain", kind="speedup", estimate=s, lo=lo, hi=hi, scale=1.0,
+            out.append(dict(control="A/A: plain vs plain", kind="speedup", estimate=s, lo=lo, hi=hi,
                             off=s - 1.0, holds=holds(lo, hi, 1.0), judged=lo == lo))  # fmt: skip
         else:
             d, lo, hi = difference(w, a, b, spread=spread)
-            sa = speedup(w, a)[0]
-            out.append(dict(control=f"{a} vs {b}", kind="difference", estimate=d, lo=lo, hi=hi, scale=sa,
+            out.append(dict(control=f"{a} vs {b}", kind="difference", estimate=d, lo=lo, hi=hi,
                             off=d, holds=holds(lo, hi, 0.0), judged=lo == lo))  # fmt: skip
     return out
 
