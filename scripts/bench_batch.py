@@ -150,15 +150,13 @@ def continuation_bench(target, prompts, n: int, b: int, eos, dataset: str = "hum
 
 
 def write_divergence(path: str, row: dict) -> None:
-    """Replace the row of the same (pair, dtype, n_prompts, max_new_tokens, batch_size) in the CSV."""
+    """Replace the row of the same (pair, dtype, n_prompts, max_new_tokens, batch_size) in the CSV (``results.upsert``)."""
     import pandas as pd
 
-    from specbench.results.files import write_csv
+    from specbench.results.upsert import replace_rows, upsert
 
-    key = ("pair", "dtype", "n_prompts", "max_new_tokens", "batch_size")
-    old = pd.read_csv(path) if os.path.exists(path) else pd.DataFrame(columns=list(row))
-    old = old[[tuple(map(str, r)) != tuple(str(row[k]) for k in key) for r in old[list(key)].to_numpy()]]
-    write_csv(pd.concat([old, pd.DataFrame([row])], ignore_index=True), path)
+    key = ["pair", "dtype", "n_prompts", "max_new_tokens", "batch_size"]
+    upsert(path, lambda old: replace_rows(old, pd.DataFrame([row]), key))
 
 
 def parse_args(argv):

@@ -20,7 +20,6 @@ trees are kept) and prints the summary LAST.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from types import SimpleNamespace
 
@@ -28,12 +27,12 @@ import pandas as pd
 import torch
 
 from specbench import api
-from specbench.core.atomic import atomic_write
 from specbench.drafting.drafters import DRAFTERS
 from specbench.engine import replay
 from specbench.engine.loop import continuations
 from specbench.engine.verifiers import ContinuationVerifier
 from specbench.inputs import data
+from specbench.results.upsert import replace_rows, upsert
 from specbench.study.job import scriptargs
 from specbench.trees.policies import make_policy, policy_spec
 
@@ -125,15 +124,10 @@ def tree_row(pair, args, prompts, conts, spec: str) -> dict:
     }
 
 
-def kept_rows(path: str, new: pd.DataFrame) -> pd.DataFrame:
-    """The rows already in ``path`` (another pair's, another tree's) with this run's replacing
+def kept_rows(old: pd.DataFrame | None, new: pd.DataFrame) -> pd.DataFrame:
+    """The rows already in the table (another pair's, another tree's) with this run's replacing
     those of the same pair, dtype, tree and budget: a run never drops what another measured."""
-    if not os.path.exists(path):
-        return new
-    old = pd.read_csv(path)
-    key = ["pair", "dtype", "tree", "budget"]
-    same = old.set_index(key).index.isin(new.set_index(key).index)
-    return pd.concat([old[~same], new], ignore_index=True)
+    return replace_rows(old, new, ["pair", "dtype", "tree", "budget"])
 
 
 def main(argv=None) -> int:
@@ -153,9 +147,8 @@ def main(argv=None) -> int:
         pair.target, [p.ids for p in prompts], args.tokens, api.eos_ids(pair), batch_size=len(prompts)
     )
     rows = [tree_row(pair, args, prompts, conts, spec) for spec in args.trees]
-    df = kept_rows(args.out, pd.DataFrame(rows))
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    atomic_write(args.out, lambda tmp: df.to_csv(tmp, index=False))
+    new = pd.DataFrame(rows)
+    df = upsert(args.out, lambda old: kept_rows(old, new), writer=lambda t: lambda tmp: t.to_csv(tmp, index=False))
     print(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     for r in rows:
         print(

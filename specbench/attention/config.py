@@ -21,6 +21,7 @@ import pandas as pd
 import yaml
 
 from ..core import readers
+from ..results.upsert import key_text, replace_rows
 from .heatmap import machines
 
 
@@ -123,17 +124,13 @@ def failed(df: pd.DataFrame) -> pd.Series:
 
 def merge_rows(old: pd.DataFrame, new: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     """old + new, new replacing old per key on the same machine (``machine_id``: another machine's rows are
-    kept beside), except that a failed new row never replaces a good old one."""
+    kept beside; ``results.upsert.replace_rows``), except that a failed new row never replaces a good old one."""
     if not set(key) <= set(old.columns):
         return new
     key = [*key, "machine_id"]
     old, new = old.assign(machine_id=machines(old)), new.assign(machine_id=machines(new))
-    k_old = old[key].astype(str).apply(tuple, axis=1)
-    k_new = new[key].astype(str).apply(tuple, axis=1)
-    good_old = set(k_old[~failed(old)])
-    keep_new = ~(failed(new) & k_new.isin(good_old))
-    replaced = set(k_new[keep_new])
-    return pd.concat([old[~k_old.isin(replaced)], new[keep_new]], ignore_index=True)
+    good_old = set(key_text(old[~failed(old)], key))
+    return replace_rows(old, new[~(failed(new) & key_text(new, key).isin(good_old))], key)
 
 
 ATTENTION_FIX = "give the attention.csv a run wrote (git checkout results/attention.csv), or rerun with merge=false"

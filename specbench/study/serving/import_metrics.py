@@ -49,8 +49,9 @@ import pandas as pd
 
 from ...core import readers
 from ...core.args import Parser
-from ...core.atomic import lock, os_line, write_text
+from ...core.atomic import os_line, write_file
 from ...core.jsonl import json_objects
+from ...results.upsert import replace_rows, upsert
 from ..job.argv import check_out, fail
 from . import llamacpp_metrics
 
@@ -315,16 +316,19 @@ def row(args) -> dict:
 SERVED_FIX = "give --out a served.csv that python -m specbench.import_metrics wrote (or a new file)"
 
 
-def merged(out: str, new: dict) -> pd.DataFrame:
-    """served.csv at ``out`` with ``new`` in place of its row of the same key; the file is read
-    through ``core.readers`` (a cut, binary or foreign one is refused in one line)."""
-    if os.path.exists(out):
-        old = readers.table(out, COLUMNS, SERVED_FIX, "--out")
-    else:
-        old = pd.DataFrame(columns=COLUMNS)
-    mine = tuple(str(new[k]) for k in KEY)
-    old = old[[tuple(str(v) for v in r) != mine for r in old[KEY].itertuples(index=False, name=None)]]
-    return pd.concat([old, pd.DataFrame([new])], ignore_index=True)[COLUMNS]
+def read_served(out: str) -> pd.DataFrame:
+    """The served.csv a row is merged into, read through ``core.readers`` (a cut, binary or foreign
+    one is refused in one line)."""
+    return readers.table(out, COLUMNS, SERVED_FIX, "--out")
+
+
+def merged(old: pd.DataFrame | None, new: dict) -> pd.DataFrame:
+    """served.csv (``old``, None where there is none) with ``new`` in place of its row of the same key."""
+    return replace_rows(old, pd.DataFrame([new]), KEY)[COLUMNS]
+
+
+def served_writer(df: pd.DataFrame):
+    return lambda tmp: write_file(tmp, df.to_csv(index=False, lineterminator="\n"))
 
 
 def main(argv=None) -> None:
@@ -347,8 +351,7 @@ def main(argv=None) -> None:
     check_out(args.out, "--out")  # a folder, or one it cannot write: one line, exit 2, before the reading
     try:
         new = row(args)
-        with lock(os.path.dirname(os.path.abspath(args.out))):
-            write_text(args.out, merged(args.out, new).to_csv(index=False, lineterminator="\n"))
+        upsert(args.out, lambda old: merged(old, new), read_served, served_writer)
     except ValueError as e:  # the dump or the served.csv it merges into refused: one line, exit 2
         fail(str(e).splitlines()[0])
     except OSError as e:  # the disk refused the write: one line, served.csv as it was

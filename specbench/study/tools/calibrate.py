@@ -52,17 +52,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 from tqdm import tqdm
 
 from ...core import readers
 from ...core.args import Parser, number, refuse
-from ...core.atomic import atomic_write, lock
 from ...core.sampling import choose_children, probs
 from ...core.tree import DraftTree
 from ...drafting.drafters import DRAFTERS
 from ...engine.loop import continuations, prompt_seed
 from ...inputs.models import eos_ids
+from ...results.upsert import read_text, replace_rows, upsert
 from ...verify.modespec import ModeSpec
 from ..job import checks, identity
 from ..job.argv import check_out
@@ -173,24 +174,28 @@ def star_ranks(
 
 
 def write_vector(path: Path, key: dict, vector: list[float], n: int, prompt_ids: str = "") -> None:
-    """Replace the rows of `key` (its pair_id, dataset, verify, temperature) in the CSV,
-    atomically (``core.atomic``); rows written before pair ids (no pair_id) are dropped."""
+    """Replace the rows of `key` (its pair_id, dataset, verify, temperature) in the CSV (``results.upsert``:
+    under the folder's lock, journalled), every cell kept as its text; rows written before pair ids (no
+    pair_id) are dropped."""
+    new = pd.DataFrame(
+        [{**key, "rank": k, "p_accept": f"{p:.6f}", "n": n, "prompt_ids": prompt_ids} for k, p in enumerate(vector)]
+    )
 
-    def write(tmp: str) -> None:
-        with open(tmp, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=COLUMNS, restval="")
-            w.writeheader()
-            w.writerows(rows)
+    def merge(old: pd.DataFrame | None) -> pd.DataFrame:
+        if old is not None and len(old):
+            old = old[old.get("pair_id", pd.Series("", index=old.index)) != ""]
+        return replace_rows(old, new, list(KEY))
 
-    with lock(path.parent):  # read, merge and replace: one writer at a time
-        rows = []
-        if path.exists():
-            with open(path, newline="") as f:
-                rows = [r for r in csv.DictReader(f) if r.get("pair_id") and any(r[c] != str(key[c]) for c in KEY)]
-        rows += [
-            {**key, "rank": k, "p_accept": f"{p:.6f}", "n": n, "prompt_ids": prompt_ids} for k, p in enumerate(vector)
-        ]
-        atomic_write(path, write)
+    def writer(df: pd.DataFrame):
+        def write(tmp: str) -> None:
+            with open(tmp, "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=COLUMNS, restval="")
+                w.writeheader()
+                w.writerows(df.astype(object).where(df.notna(), "").to_dict("records"))
+
+        return write
+
+    upsert(path, merge, read_text, writer)
 
 
 MIN_PROMPTS = 16  # a vector from fewer calibration prompts ranks no Sequoia row (report.tables.MIN_CALIB)

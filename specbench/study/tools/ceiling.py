@@ -16,21 +16,21 @@ and the runs that resumed it; the report's table per machine is its latest chain
     python -m specbench.study.tools.ceiling --times $OUT/step_times.csv --forwards $OUT/forwards.csv \\
         --costs results/costs.csv --out results/run_times.csv [--machine $OUT/machine.json --dtype float32]
 
-Imports: pandas, ``core.atomic``, ``core.args``, ``core.readers`` and ``results.costcurve``.
+Imports: pandas, ``core.atomic``, ``core.args``, ``core.readers``, ``results.costcurve`` and ``results.upsert``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import pandas as pd
 
 from ...core import readers
 from ...core.args import Parser, refuse
-from ...core.atomic import atomic_write, os_line
+from ...core.atomic import os_line
 from ...results.costcurve import CEILING, Curve, curves, one_per_curve
+from ...results.upsert import replace_rows, upsert
 
 COLUMNS = ["run", "step", "seconds", "forwards", "tokens", "ceiling_s", "ratio", "forward_s", "in_forwards"]
 COLUMNS += ["busiest", "tokens_per_forward", "unrated", "machine", "machine_id", "chain"]
@@ -91,15 +91,21 @@ def read_machine(path: str | None, dtype: str | None) -> dict | None:
         )
 
 
-def keep_other_runs(out: pd.DataFrame, path: str) -> pd.DataFrame:
-    """These runs' rows replace their own in ``path``; every other run's rows are kept (a default run
-    beside the full study's parts: each part's time stays on record, #52 item 8)."""
-    if not os.path.exists(path):
+def keep_other_runs(out: pd.DataFrame, old: pd.DataFrame | None) -> pd.DataFrame:
+    """These runs' rows replace their own in ``old`` (the table at ``--out``); every other run's rows are kept
+    (a default run beside the full study's parts: each part's time stays on record, #52 item 8)."""
+    if old is None:
         return out
-    old = readers.read(path, readers.STEP_TIMES, "--out")
-    old = old[~old.run.astype(str).isin(set(out.run.astype(str)))]
-    both = pd.concat([old.reindex(columns=COLUMNS), out], ignore_index=True) if len(old) else out
+    both = replace_rows(old.reindex(columns=COLUMNS), out, ["run"])
     return both.sort_values("run", kind="stable").reset_index(drop=True)
+
+
+def read_out(path: str) -> pd.DataFrame:
+    return readers.read(path, readers.STEP_TIMES, "--out")
+
+
+def times_writer(df: pd.DataFrame):
+    return lambda tmp: df.to_csv(tmp, index=False, float_format="%.4g")
 
 
 def main(argv=None) -> None:
@@ -118,8 +124,8 @@ def main(argv=None) -> None:
         times = readers.read(a.times, readers.STEP_TIMES, "--times")
         fwd = readers.read(a.forwards, readers.FORWARDS, "--forwards")
         costs = readers.read(a.costs, readers.CURVES, "--costs")
-        out = keep_other_runs(ceilings(times, fwd, costs, machine), a.out)
-        atomic_write(a.out, lambda tmp: out.to_csv(tmp, index=False, float_format="%.4g"))
+        new = ceilings(times, fwd, costs, machine)
+        out = upsert(a.out, lambda old: keep_other_runs(new, old), read_out, times_writer)
     except readers.TableError as e:
         refuse(str(e))
     except OSError as e:

@@ -56,11 +56,10 @@ from tqdm import tqdm
 
 from ... import CONF_DIR
 from ...core import forwards, readers
-from ...core.atomic import atomic_write_many, lock
 from ...core.kv import SlotKV
 from ...core.tree import paths_to_parents
 from ...inputs import machine
-from ...results.files import csv_writer
+from ...results.upsert import key_text, replace_rows, upsert
 from ...trees.policies import shape_paths
 from ..job import argv
 from ..job.checks import validate
@@ -194,18 +193,17 @@ ROW = ["pair", "dtype", "device", "role", "kv_len", "n_tokens", "machine_id"]  #
 
 
 def keys(df: pd.DataFrame, key: list[str]) -> list[tuple[str, ...]]:
-    """Each row's ``key`` as text (an integer column as an integer, a missing one empty), machine last."""
-    cols = []
-    for c in key:
-        v = df[c] if c in df else pd.Series("", index=df.index)
-        if c in ("kv_len", "n_tokens"):
-            v = pd.to_numeric(v, errors="coerce").map(lambda x: "" if pd.isna(x) else str(int(x)))
-        cols.append(v.fillna("").astype(str))
-    return list(zip(*cols)) if cols else []
+    """Each row's ``key`` as text (``results.upsert.key_text``: the widths as numbers, a missing one empty), machine last."""
+    return list(key_text(df, key, numbers=("kv_len", "n_tokens")))
 
 
 def merge_rows(path: str, rows: list[dict], key: list[str] = CURVE) -> pd.DataFrame:
-    """The cost table at ``path`` with the rows whose ``key`` ``rows`` hold replaced by ``rows`` (and rows
+    """``merged`` into the cost table at ``path`` (none: ``rows`` alone)."""
+    return merged(read_old(path), rows, key)
+
+
+def merged(old: pd.DataFrame | None, rows: list[dict], key: list[str] = CURVE) -> pd.DataFrame:
+    """The cost table ``old`` with the rows whose ``key`` ``rows`` hold replaced by ``rows`` (and rows
     of those keys that name no machine: measured before rows named one); every other row is kept.  A
     measurement replaces its whole curve (``CURVE``: this machine's pair, dtype and device), a merge
     exactly the points it holds (``ROW``).  Rows measured before every repeat was kept (no ``samples``:
@@ -213,16 +211,22 @@ def merge_rows(path: str, rows: list[dict], key: list[str] = CURVE) -> pd.DataFr
     new = pd.DataFrame(rows)
     if not new.empty and "machine_id" not in new:  # rows measured before they named their machine
         new = new.assign(machine_id="")
-    old = read_old(path)
     if old is None or not {"pair", "dtype", "samples"} <= set(old.columns):
         return new
     old = old.assign(device=old.get("device", "cpu"), machine_id=old.get("machine_id", ""))
     old = old[old.samples.notna()]
     if not new.empty:
-        mine = set(keys(new, key))
-        unnamed = {k[:-1] + ("",) for k in mine}
-        old = old[[not (k in mine or (k[-1] == "" and k in unnamed)) for k in keys(old, key)]]
-    return pd.concat([old, new], ignore_index=True)
+        unnamed = {k[:-1] + ("",) for k in keys(new, key)}
+        old = old[[k not in unnamed for k in keys(old, key)]]
+    return replace_rows(old, new, key, numbers=("kv_len", "n_tokens"))
+
+
+def write_costs(out: str, rows: list[dict], key: list[str] = CURVE, also: dict | None = None) -> str:
+    """``rows`` upserted into ``out``/costs.csv (``merged``, ``results.upsert``: under the folder's lock, with
+    the ``also`` files in one journalled unit); its path."""
+    path = os.path.join(out, "costs.csv")
+    upsert(path, lambda old: merged(old, rows, key), read_old, also=also)
+    return path
 
 
 def check_merge(path: str, new: pd.DataFrame) -> None:
@@ -332,13 +336,10 @@ def main(cfg: DictConfig) -> None:
         refuse(str(e).splitlines()[0])
     env = {**environment(pair), "weights": job.pair.weights}
     path = os.path.join(out, env_file(pair.target.device.type))
-    with lock(out):  # the rows and their machine together, one writer at a time
-        atomic_write_many(
-            {
-                os.path.join(out, "costs.csv"): csv_writer(merge_rows(os.path.join(out, "costs.csv"), rows)),
-                path: lambda tmp: open(tmp, "w").write(json.dumps(env, indent=1, sort_keys=True) + "\n"),
-            }
-        )
+    # the rows and their machine together, one writer at a time
+    write_costs(
+        out, rows, also={path: lambda tmp: open(tmp, "w").write(json.dumps(env, indent=1, sort_keys=True) + "\n")}
+    )
     print(f"specbench: wrote {out}/costs.csv ({pair.name}) and {path}")
 
 
@@ -357,12 +358,10 @@ def merge_file(out: str, path: str) -> None:
     target = os.path.join(out, "costs.csv")
     envs = [env_file(d) for d in sorted(set(new.device))]
     found = {e: os.path.join(os.path.dirname(path), e) for e in envs}
-    with lock(out):  # read, merge and replace: one writer at a time
-        files = {target: csv_writer(merge_rows(target, new.to_dict("records"), ROW))}
-        files.update(
-            {os.path.join(out, n): functools.partial(shutil.copyfile, s) for n, s in found.items() if os.path.isfile(s)}
-        )
-        atomic_write_many(files)
+    copies = {
+        os.path.join(out, n): functools.partial(shutil.copyfile, s) for n, s in found.items() if os.path.isfile(s)
+    }
+    write_costs(out, new.to_dict("records"), ROW, also=copies)  # read, merge and replace: one writer at a time
     print(f"specbench: merged {len(new)} rows of {path} into {target} ({', '.join(envs)} beside it)")
 
 
