@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from specbench.api import decode_prompts
 from specbench.inputs import data
+from specbench.results.columns import tree_params
 from specbench.results.files import read_csv
 from specbench.study.job import scriptargs
 
@@ -81,7 +82,6 @@ def parse_tree(s: str) -> dict:
 def best_from(folder: str) -> dict:
     """The tree of the fastest live job (summary tokens_per_s) under folder/live."""
     import glob
-    import json
 
     import pandas as pd
 
@@ -90,7 +90,7 @@ def best_from(folder: str) -> dict:
         sys.exit(f"bench_live: no live summaries under {folder}/live: run scripts/bench_engine.py first")
     rows = pd.concat([read_csv(f) for f in files], ignore_index=True)
     top = rows.loc[rows.tokens_per_s.idxmax()]
-    return {"name": top.tree, "budget": int(top.budget), **json.loads(top.tree_params)}
+    return {"name": top.tree, "budget": int(top.budget), **tree_params(top.tree_params, strict=True)}
 
 
 CANDIDATES = (

@@ -38,6 +38,7 @@ import torch
 from ..core.args import Parser, check_out, refuse
 from ..core.atomic import atomic_write, write_file
 from ..core.diskcache import cache_root
+from ..results.files import RecordError, read_machine
 
 ROWS = (1, 4, 16, 64)
 PICK_ROWS = (1, 64)  # the widths `pick` weighs: a decode step and a prefill
@@ -163,6 +164,13 @@ def keyed(measured: dict) -> dict:
     return {dt: {str(n): r for n, r in by.items()} for dt, by in measured.items()}
 
 
+def _every_width(rec: dict) -> None:
+    """A cached record's check: its dtype, and a rate at every width of ``ROWS`` in each dtype (a KeyError)."""
+    str(rec["dtype"])
+    if not all(str(n) in by for by in rec["rates_gflops"].values() for n in ROWS):
+        raise KeyError("rates_gflops")
+
+
 def auto_dtype(device: str = "cpu", cache: str | None = None, measured: dict | None = None) -> tuple[str, dict]:
     """(dtype, record) for ``dtype=auto``: measured once per machine (``measured``: rates just measured, else
     ``rates``), then read from the cache (measured again where the cached record lacks a width of ``ROWS``)."""
@@ -170,11 +178,9 @@ def auto_dtype(device: str = "cpu", cache: str | None = None, measured: dict | N
     path = cached_path(me["machine_id"], cache)
     if os.path.isfile(path):
         try:
-            with open(path, encoding="utf-8") as f:
-                rec = json.load(f)
-            if all(str(n) in by for by in rec["rates_gflops"].values() for n in ROWS):
-                return str(rec["dtype"]), rec
-        except (OSError, ValueError, KeyError, AttributeError):
+            rec = read_machine(path, _every_width)
+            return str(rec["dtype"]), rec
+        except RecordError:
             pass  # a cut or foreign file, or one of fewer widths (before 2026-12-05): measure again
     measured = measured or rates(device)
     rec = {

@@ -18,7 +18,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..results.columns import DESCRIBED, cost_aware
+from ..results.columns import DESCRIBED, cost_aware, tree_params
 from . import compare
 
 BASELINE_TREES = ("none",)
@@ -101,12 +101,8 @@ LABEL_SKIP = ("name", "budget", "vector", "max_children")
 
 
 def params_of(cell) -> dict:
-    """A JSON parameters cell as a dict ({} for an empty, garbled or non-object cell)."""
-    try:
-        p = json.loads(cell) if isinstance(cell, str) and cell else {}
-    except json.JSONDecodeError:
-        p = {}
-    return p if isinstance(p, dict) else {}
+    """A JSON parameters cell as a dict ({} for an empty, garbled or non-object cell: ``results.columns.tree_params``)."""
+    return tree_params(cell)
 
 
 def shape_label(tree: str, params) -> str:
@@ -166,7 +162,7 @@ def _model_part(params, resolved) -> str:
     if isinstance(resolved, str) and resolved:
         p = json.loads(resolved)
         return shape_label(str(p.get("shape", "chain")), json.dumps(p.get("model", {})))
-    p = json.loads(params) if isinstance(params, str) and params else {}
+    p = tree_params(params, strict=True)
     model = {k: v for k, v in p.items() if k not in ("ngram_share", "shape")}
     return shape_label(str(p.get("shape", "chain")), json.dumps(model))
 

@@ -1,6 +1,6 @@
 """The row schema: the key columns every summary row carries, in their order (``KEY_COLUMNS``),
 the described ones among them (``DESCRIBED``), the identifier columns read as text
-(``TEXT_COLUMNS``), the configuration columns a derived table's row starts with (``CONFIG_COLUMNS``) what a row's tree parameters say about its size rule (``cost_aware``) and the name a merged drafter's tree is shown and timed by (``tree_label``).
+(``TEXT_COLUMNS``), the configuration columns a derived table's row starts with (``CONFIG_COLUMNS``) THE reader of a row's tree parameters (``tree_params``), what they say about its size rule (``cost_aware``) and the name a merged drafter's tree is shown and timed by (``tree_label``).
 
 ``study.job.jobfiles`` writes rows in this order, ``study.job.describe`` computes the described columns and
 fills them into older rows, ``results.files`` reads them and the report reads the rows.  Imports
@@ -72,20 +72,32 @@ TEXT_COLUMNS = {
 def cost_aware(tree, params) -> bool:
     """Whether a row's tree is Sequoia's hardware-aware size (``tree.costs`` given): its budget is an
     upper bound, the tree it builds is what the DP picked on the cost curves (``trees.sequoia``)."""
-    return str(tree) == "sequoia" and bool(_params(params).get("costs"))
+    return str(tree) == "sequoia" and bool(tree_params(params).get("costs"))
 
 
-def _params(params) -> Mapping:
-    """A row's ``tree_params`` (JSON text or a mapping) as a mapping; {} where it is neither."""
-    try:
-        p = json.loads(params) if isinstance(params, str) and params else (params or {})
-    except json.JSONDecodeError:
+def tree_params(params, strict: bool = False) -> dict:
+    """THE reader of a row's ``tree_params`` (JSON text, as every summary row writes it, or a mapping): a dict, {}
+    where it is empty or missing (NaN).  Text that is not a JSON object is {} (lenient: what a row's labels read)
+    or, with ``strict`` (what a row's tree is rebuilt from), a ValueError naming it."""
+    if isinstance(params, Mapping):
+        return dict(params)
+    if not isinstance(params, str) or not params:
         return {}
-    return p if isinstance(p, Mapping) else {}
+    try:
+        p = json.loads(params)
+    except json.JSONDecodeError:
+        if strict:
+            raise ValueError(f"tree_params={params!r} is not JSON") from None
+        return {}
+    if not isinstance(p, dict):
+        if strict:
+            raise ValueError(f"tree_params={params!r} is not a JSON object")
+        return {}
+    return p
 
 
 def tree_label(tree, params) -> str:
     """'merged:<shape>' for the merged drafter (tree_params {"shape": "binary", ...} -> 'merged:binary'; the
     default inner shape, chain, where none is given), as the report shows it and ``study.job.launch.compose_tree``
     reads it; any other tree as it is."""
-    return f"merged:{_params(params).get('shape', 'chain')}" if str(tree) == "merged" else str(tree)
+    return f"merged:{tree_params(params).get('shape', 'chain')}" if str(tree) == "merged" else str(tree)

@@ -14,7 +14,7 @@ Imports pandas, ``core.atomic`` and ``results.files``.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 
@@ -86,7 +86,7 @@ def upsert(
 
 
 def upsert_all(
-    tables: dict[str, tuple[Merge, Callable[[str], pd.DataFrame | None]]],
+    tables: Mapping[str, tuple[Merge, Callable[[str], pd.DataFrame | None]]],
     writer: Callable[[pd.DataFrame], Callable[[str], object]] = csv_writer,
     also: dict | None = None,
 ) -> dict[str, pd.DataFrame]:

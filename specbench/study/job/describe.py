@@ -31,7 +31,7 @@ from collections.abc import Mapping
 import pandas as pd
 import yaml
 
-from ...results.columns import DESCRIBED, KEY_COLUMNS
+from ...results.columns import DESCRIBED, KEY_COLUMNS, tree_params
 from .plugins import option_file
 
 
@@ -78,7 +78,7 @@ def _row(r: Mapping, drafter: str | None) -> dict:
     not imported here, or an entry since removed)."""
     out = dict.fromkeys(DESCRIBED, "")
     for fill in (
-        lambda: {"tree_resolved": tree_resolved(r["tree"], json.loads(r["tree_params"] or "{}"))},
+        lambda: {"tree_resolved": tree_resolved(r["tree"], tree_params(r["tree_params"], strict=True))},
         lambda: mode_columns(r["verify"]),
         lambda: {"frontier_rule": frontier_rule(str(drafter), r["tree"], _text(r["child_rule"]))},
     ):

@@ -18,13 +18,12 @@ so measured is a hair below 1 + acceptance_length).
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from ...results.columns import CONFIG_COLUMNS
+from ...results.columns import CONFIG_COLUMNS, tree_params
 
 if TYPE_CHECKING:  # core.tree loads torch: only when a shape is made (``static_paths``)
     from ...core.tree import RankPath
@@ -67,8 +66,7 @@ def static_paths(tree: str, budget: int, params: str) -> list[RankPath] | None:
     """The shape's rank paths, or None for a policy that is not a static shape (adaptive, eagle2, ...)."""
     from ...trees.policies import StaticShape, make_policy  # heavy: torch, only where a vector was calibrated (collect)
 
-    p = json.loads(params) if isinstance(params, str) and params else {}
-    policy = make_policy(tree, int(budget), p)
+    policy = make_policy(tree, int(budget), tree_params(params, strict=True))
     return policy.paths() if isinstance(policy, StaticShape) else None
 
 

@@ -22,11 +22,11 @@ same rule there).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
 
 from ...inputs import embedded
+from ...results.columns import tree_params
 from ...trees.eagle2 import Eagle2Params
 from ...trees.policies import policy_spec
 from ..job.launch import pair_config
@@ -87,7 +87,7 @@ class Choice:
         draft_t, top_p = (_number(row.get(k)) for k in ("draft_temperature", "top_p"))
         return cls(
             str(row["pair"]), pair.get("drafter", "model"), ref and model_id(d["source"], ref), str(row["tree"]),
-            int(row["budget"]), json.loads(row["tree_params"] or "{}"), str(row["verify"]), float(row["temperature"]),
+            int(row["budget"]), tree_params(row["tree_params"], strict=True), str(row["verify"]), float(row["temperature"]),
             draft_t, 1.0 if top_p is None else top_p,
         )  # fmt: skip
 

@@ -21,7 +21,6 @@ Imports: pandas, ``core.atomic``, ``core.args``, ``core.readers``, ``results.cos
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pandas as pd
@@ -29,6 +28,7 @@ import pandas as pd
 from ...core import readers
 from ...core.args import Parser, refuse
 from ...core.atomic import os_line
+from ...results import files
 from ...results.costcurve import CEILING, Curve, curves, one_per_curve
 from ...results.upsert import replace_rows, upsert
 
@@ -78,17 +78,16 @@ def ceilings(
 
 
 def read_machine(path: str | None, dtype: str | None) -> dict | None:
-    """The run's machine record (``--machine``) with the dtype it ran (``--dtype``), or None."""
+    """The run's machine record (``--machine``, ``results.files.read_machine``) with the dtype it ran (``--dtype``), or None."""
     if not path:
         return None
     try:
-        with open(path, encoding="utf-8") as f:
-            rec = json.load(f)
-        return {"machine": str(rec["machine"]), "machine_id": str(rec["machine_id"]), "run_dtype": dtype}
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        rec = files.read_machine(path)
+    except files.RecordError as e:
         refuse(
-            f"--machine={path}: not a machine record ({type(e).__name__}); give python -m specbench.inputs.machine --out's file"
+            f"--machine={path}: not a machine record ({e.kind}); give python -m specbench.inputs.machine --out's file"
         )
+    return {"machine": str(rec["machine"]), "machine_id": str(rec["machine_id"]), "run_dtype": dtype}
 
 
 def keep_other_runs(out: pd.DataFrame, old: pd.DataFrame | None) -> pd.DataFrame:
