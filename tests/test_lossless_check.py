@@ -17,7 +17,7 @@ from specbench.inputs.models import Pair
 from specbench.results.files import read_csv
 from specbench.study.job.jobspec import tree_spec
 from specbench.study.tools import lossless, lossless_check
-from specbench.study.tools.lossless_power import ModeVariant
+from specbench.study.tools.lossless_variant import ModeVariant
 from specbench.verify.modes import get_mode
 from test_hydra import specbench
 

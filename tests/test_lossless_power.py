@@ -1,4 +1,4 @@
-"""Power of the empirical lossless check (specbench/study/tools/lossless_power.py): the N it picks
+"""Power of the empirical lossless check (specbench/results/power.py): the N it picks
 detects a first-token TV of 0.02 at the stated power, and a deliberately lossy rule fails
 the check on tiny models while the lossless modes pass."""
 
@@ -10,9 +10,10 @@ import torch
 
 from specbench.inputs.data import Prompt
 from specbench.inputs.models import Pair
+from specbench.results.power import draws_for_power, power, power_tv
 from specbench.study.job.jobspec import tree_spec
 from specbench.study.tools import lossless_check
-from specbench.study.tools.lossless_power import ModeVariant, draws_for_power, parse_variant, power, power_tv
+from specbench.study.tools.lossless_variant import ModeVariant, parse_variant
 
 TV, ALPHA, TARGET, BINS = 0.02, 0.01, 0.9, 8
 

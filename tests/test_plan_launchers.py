@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from conftest import tiny_pair_overrides
+from specbench.results import plan
 from specbench.results.files import read_csv
 from specbench.study.job import sweepjobs
-from specbench.study.tools import eta, plan
+from specbench.study.tools import eta
 from test_resume import ROOT, env
 
 PAIR_KEYS = ("pair=", "pair.draft.path=", "pair.target.path=")

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from specbench.results import plan
 from specbench.study.job import jobfiles, sweepjobs
-from specbench.study.tools import eta, plan
+from specbench.study.tools import eta
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUP = eta.STEPS[0].message  # type: ignore[union-attr]

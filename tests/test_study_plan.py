@@ -1,7 +1,7 @@
-"""The study plan (specbench/study/tools/plan.py) is the one declaration of the reference study: run_all.sh
-starts every reference sweep from it and none of its own, every reference preset is in it, and each
-part's sweeps, composed by Hydra as run_all.sh runs them, cover that part's floor (the floors the
-report checks, report/floors.py)."""
+"""The study plan (specbench/results/plan.py; its command: specbench/study/tools/plan.py) is the one
+declaration of the reference study: run_all.sh starts every reference sweep from it and none of its own,
+every reference preset is in it, and each part's sweeps, composed by Hydra as run_all.sh runs them, cover
+that part's floor (the floors the report checks, report/floors.py)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from specbench.report import floors
+from specbench.results import plan
 from specbench.study.job.plugins import import_registries
-from specbench.study.tools import plan
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUPS = ("pair", "tree", "verify", "dataset")

@@ -8,7 +8,7 @@ import os
 
 import pandas as pd
 
-from ..study.tools.recheck import mine, others, verdict
+from ..results.acceptcheck import mine, others, verdict
 
 
 def read(results: str) -> dict | None:

@@ -1,5 +1,5 @@
 """The reference study's size floors (issue #23; declared with the sweeps that meet them in
-``study.tools.plan``), checked against results/ by the report and a test.
+``results.plan``), checked against results/ by the report and a test.
 
 A floor asks for every combination of its pairs x trees x budgets x datasets x temperatures x rules
 to have a summary row on at least ``min_prompts`` prompts of ``min_tokens`` new tokens.  Floors are
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..results import plan
 from ..results.columns import tree_label
-from ..study.tools import plan
-from ..study.tools.plan import Floor
+from ..results.plan import Floor
 
 MAX_CUT = 0.10  # at most this share of a ranked budget's steps cut by max_new_tokens
 STATIC = plan.STATIC

@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 
-from ..study.tools.lossless_power import draws_for_power, power_tv
+from ..results.power import draws_for_power, power_tv
 from . import analysis, compare, speedup
 from .markdown import bullets, md_table
 
@@ -166,7 +166,7 @@ def _check_table(check: pd.DataFrame, want) -> str:
 
 
 def power_sentences(check: pd.DataFrame) -> list[str]:
-    """What the checks can detect: the power bound of ``study.tools.lossless_power`` at each run's N and bins."""
+    """What the checks can detect: the power bound of ``results.power`` at each run's N and bins."""
     if "power" not in check or check.power.isna().all():
         return []
     g = check[check.power.notna()]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..results import costcurve
-from ..study.tools.estimates import REPORT_STEP  # recorded after the report it times: a later report shows it
+from ..results.plan import REPORT_STEP  # recorded after the report it times: a later report shows it
 from . import onerun
 from .markdown import md_table
 

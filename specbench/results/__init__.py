@@ -2,5 +2,7 @@
 (``columns``: the key and described columns, the text columns), one reader and one writer per
 results file (``files``: the specbench CSV, the outputs file), a job's metrics and the paired
 bootstrap (``metrics``), the forward-cost curves by named rules (``costcurve``) and the derived
-tables the study and the report both read (``acceptance``, ``schedule``, ``speedstats``).  pandas,
-numpy and scipy; no torch.  Imports core."""
+tables the study and the report both read (``acceptance``, ``schedule``, ``speedstats``), the
+reference study's plan with its size floors (``plan``), the acceptance-sample check's verdict
+(``acceptcheck``) and the lossless check's power (``power``).  pandas, numpy and scipy; no torch.
+Imports core."""

@@ -28,11 +28,10 @@ from dataclasses import dataclass, replace
 
 from ...core.args import Parser, check_out, number, refuse
 from ...core.atomic import atomic_write, write_file
+from ...results.plan import COLLECT_STEP, REPORT_STEP
 from .estimates import (  # noqa: F401  (forward_s, sample_cost, PROMPT_TOKENS: its API, as the tests read it)
-    COLLECT_STEP,
     PROFILES,
     PROMPT_TOKENS,
-    REPORT_STEP,
     Profile,
     costs_s,
     fixed_steps,

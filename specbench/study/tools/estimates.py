@@ -20,9 +20,9 @@ measured rate for its forward width, plus each process's start and model load:
   it times (``grid_s``: fitted on three hosts' recorded runs); it runs
   before the speed step, so what it takes beyond its ETA comes out of the speed step's prompts;
 * ``record``, ``ceiling``, ``report``: the report at this machine's own recorded report step where it has one
-  (``REPORT_STEP``); else scaled by its recorded collect step where it has one (``COLLECT_STEP``), else fixed,
-  or more on a machine slower at Python work (``fixed_steps``: the machine's measured ``python_s``; hosts of
-  one kind differ 2.6x in the report).
+  (``results.plan.REPORT_STEP``); else scaled by its recorded collect step where it has one
+  (``results.plan.COLLECT_STEP``), else fixed, or more on a machine slower at Python work (``fixed_steps``: the
+  machine's measured ``python_s``; hosts of one kind differ 2.6x in the report).
 """
 
 from __future__ import annotations
@@ -80,12 +80,6 @@ class Profile:
 
 
 SLOW_PYTHON_S = 0.13  # inputs.machine.python_s() on the host of Profile.slow_fixed_s
-# the default run's collect step until 2026-12-05 (a collect of no new job that rewrote the committed rows, 76-282 s:
-# the run no longer has it); its seconds in results/run_times.csv measure this machine's pandas work beside the
-# slow host's, where they are recorded
-COLLECT_STEP = "collect and the run's record"
-# the default run's report step (scripts/default_run.sh, from 2026-12-06: recorded in run_times.csv after the report)
-REPORT_STEP = "the report ("
 
 
 def fixed_steps(

@@ -5,7 +5,7 @@ recorded run times, and the total (``scripts/full_study.sh`` prints it first).
 
 * The steps are ``STEPS``, in ``scripts/full_study.sh``'s order: its fixed steps by their step
   message (``tests/test_study_eta.py`` checks them against the script) and, in their place, every
-  sweep of a plan phase (``study.tools.plan``), with its jobs counted from its overrides
+  sweep of a plan phase (``results.plan``), with its jobs counted from its overrides
   (``study.job.sweepjobs``: no job config composed, no model, no torch).
 * A step's expected time is the longest recorded run of that step in ``--times`` (a resumed run
   records only what it had left), dated by its run and named by its machine where its rows name one
@@ -19,7 +19,7 @@ recorded run times, and the total (``scripts/full_study.sh`` prints it first).
   ``--out``) are counted, and its expected time is scaled to the jobs left; so are a fixed step's
   that counts jobs by their once-markers (the batch-size schedule: ``plan.schedule_jobs``).
 
-Imports: csv, ``study.tools.plan``, ``study.tools.sizes``, ``study.job.sweepjobs`` and ``inputs.packages``'s
+Imports: csv, ``results.plan`` (the plan and ``plural``), ``study.job.sweepjobs`` and ``inputs.packages``'s
 ``STUDY_TARGET`` (no torch, no pandas).
 """
 
@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from ...inputs.packages import STUDY_TARGET
+from ...results import plan
+from ...results.plan import plural
 from ..job import sweepjobs
-from . import plan
-from .sizes import plural
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,7 @@ import pandas as pd
 from ...core.args import Parser, listed, number
 from ...core.atomic import atomic_write_many, lock
 from ...results.files import csv_writer, read_csv
+from ...results.power import draws_for_power
 from ...verify.modes import get_mode
 from ...verify.modespec import MODES
 from ..job import checks, identity
@@ -77,7 +78,7 @@ from ..job.context import context
 from ..job.jobspec import ConfigError
 from ..job.launch import checked_job, compose, compose_tree
 from .lossless_check import check_prompt, informative_prefix
-from .lossless_power import ModeVariant, draws_for_power
+from .lossless_variant import ModeVariant
 
 ROOT = Path(__file__).resolve().parents[3]
 COLUMNS = [

@@ -28,13 +28,14 @@ from scipy.stats import chisquare
 from ...core.sampling import probs
 from ...engine.loop import appended, decode, decode_prompt, prompt_seed
 from ...engine.memo import MemoModel
+from ...results.power import power
 from ...verify.distshift import first_token_tv
 from ...verify.modes import get_mode
 from ...verify.modespec import check_compatible, row_tags
 from ..job.context import DecodePlan
 from ..job.jobspec import TreeSpec, verify_spec
 from .calibrate import position_logits
-from .lossless_power import ModeVariant, power
+from .lossless_variant import ModeVariant
 
 MIN_EXPECTED = 5.0  # χ² bins: expected count >= 5 (the usual rule)
 NULL_SAMPLES = 200
@@ -194,7 +195,7 @@ def check_prompt(
     """One row per mode (a ``--modes`` / ``--control`` entry) for one prefix; drafter and
     verifier share memoised models, warmed first (``warm``); the modes that draft alike
     share their drafted trees (``groups``; a row's ``wall_s`` and ``target_forwards`` are its
-    group's).  ``test``: {"tv", "alpha", "max_bins"} of the power calculation (``lossless_power``)."""
+    group's).  ``test``: {"tv", "alpha", "max_bins"} of the power calculation (``results.power``)."""
     test = {"tv": 0.02, "alpha": 0.01, "max_bins": 0, **(test or {})}
     memo = replace(pair, draft=MemoModel(pair.draft) if pair.draft is not None else None, target=MemoModel(pair.target))
     memo.target.set_base(prompt.ids[:-1])

@@ -9,7 +9,7 @@ import os
 import time
 
 from ...core.args import refuse
-from .sizes import plural
+from ...results.plan import plural
 
 GRIDS = ("none", "tiny", "key", "default")  # the tree-attention grids, smallest first
 
@@ -156,8 +156,8 @@ def ran(p: dict, speed: str, since: float) -> str:
 def record(p: dict, check: str, speed: str = "", since: float = 0.0) -> dict:
     """results/default_run.json: what the default run covered, on which machine (the report's sentence): the
     plan's steps, and what its speed benchmark ran of them (``ran``)."""
+    from ...results.acceptcheck import mine, verdict  # start-up: pandas and scipy, as read_csv above
     from ...results.files import read_csv  # start-up: budget imports this module and the shell calls `get` often
-    from .recheck import mine, verdict  # start-up: pandas, as read_csv above
 
     m = p["machine"]
     costs = next(s for s in p["steps"] if s["step"] == "costs")

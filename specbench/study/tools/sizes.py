@@ -1,7 +1,6 @@
 """The models' sizes the default run's plan and the acceptance sample's cheapest-row rule estimate
 from (billions of parameters per pair's draft and target).  Below ``estimates`` and ``recheck``, which
-both read it, and the batched run a committed row is re-derived in; imports nothing.  ``plural``: a count
-in words, for the plan's and the check's lines (``planview``, ``recheck``, ``eta``).
+both read it, and the batched run a committed row is re-derived in; imports nothing.
 """
 
 from __future__ import annotations
@@ -61,8 +60,3 @@ def continuation_key(row) -> tuple:
     """What one target continuation serves: the rows of one target, dataset, batched run, length and dtype."""
     b, n = int(row["batch_size"]), run_prompts(row)
     return (models(row["pair"])[1], row["dataset"], b, n, int(row["max_new_tokens"]), row["dtype"])
-
-
-def plural(n: int, word: str) -> str:
-    """``1 prompt``, ``2 prompts``."""
-    return f"{n} {word}" + "s" * (n != 1)
