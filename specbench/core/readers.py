@@ -11,8 +11,7 @@ whole, bounds); and the table has ``Kind.min_rows`` rows.  ``check_text`` is the
 for readers that parse a file themselves; ``table`` reads a results table a command uses in part
 (declared columns, a large gzipped one without the row scan).
 
-The kinds: ``COSTS`` (costs.csv, ``study.tools.costs``), ``CURVES`` (the columns of it a model's cost
-curve needs, ``study.tools.ceiling``), ``COSTS_MERGE`` (another machine's costs.csv),
+The kinds (costs.csv's are its table definition's, ``results.costtable``):
 ``STEP_TIMES`` (run_all.sh's step_times.csv), ``FORWARDS`` (``core.forwards``), ``SPEEDUP`` (the
 report's speedup.csv), ``VECTOR`` (acceptance_vector.csv, ``study.tools.calibrate``).
 
@@ -214,45 +213,6 @@ def table(
     return df
 
 
-COSTS_FIX = "give a costs.csv that python -m specbench.study.tools.costs wrote"
-_SECONDS = Col("float", lo=0, above=True)
-_SPREAD = Col("float", lo=0, empty=True, optional=True)
-COSTS = Kind(
-    "a costs.csv",
-    {
-        "role": Col("str"),
-        "pair": Col("str"),
-        "dtype": Col("str"),
-        "device": Col("str", optional=True),
-        "model": Col("str", empty=True, optional=True),
-        "kv_len": Col("int", lo=0, optional=True),
-        "n_tokens": Col("int", lo=1),
-        "seconds": _SECONDS,
-        "repeats": Col("int", lo=1, empty=True, optional=True),
-        **{f"seconds_{s}": _SPREAD for s in ("min", "max", "q25", "q75")},
-        "samples": Col("floats", lo=0, empty=True, optional=True),
-        "machine": Col("str", empty=True, optional=True),  # the machine that measured the row (speed.csv's)
-        "machine_id": Col("str", empty=True, optional=True),
-        "host": Col("str", empty=True, optional=True),  # machine.host(): this boot of the host (newer rows)
-    },
-    COSTS_FIX,
-)
-CURVES = Kind(  # what study.tools.ceiling reads of a costs.csv: each model's curve
-    "a costs.csv",
-    {
-        **{c: Col("str", optional=True) for c in ("role", "pair")},
-        **{c: Col("str") for c in ("device", "dtype")},
-        "kv_len": Col("int", lo=0),
-    }
-    | {c: col for c, col in COSTS.columns.items() if c not in ("role", "pair", "device", "dtype", "kv_len")},
-    COSTS_FIX,
-)
-COSTS_MERGE = Kind(
-    "a costs.csv",
-    {**COSTS.columns, "device": Col("str"), "samples": Col("floats", lo=0, empty=True)},
-    "give a costs.csv that python -m specbench.study.tools.costs wrote on the other machine",
-    min_rows=1,
-)
 STEP_TIMES = Kind(
     "run_all.sh's step_times.csv",
     {"run": Col("str"), "step": Col("str"), "seconds": Col("float", lo=0)},

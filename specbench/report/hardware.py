@@ -12,7 +12,7 @@ measured in costs.csv is a point: ``r = t_draft(1) / t_target(1)`` and the secan
 
 **Batch-size schedule of single runs.**  Per live setting run at several batch sizes B (one run per
 cell, no interval): each B's configurations' measured speedups over plain decoding at the same B, and
-the fastest; the interleaved benchmark's schedule, with intervals, is ``study.tools.speedsched``'s.
+the fastest; the interleaved benchmark's schedule, with intervals, is ``results.schedule``'s other source.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..results import costcurve
+from ..results import costcurve, costtable
 from . import analysis, costmodel
 
 RS = np.logspace(-2, 0.5, 55)  # draft-to-target cost ratio (above 1: a draft slower than the target)
@@ -80,7 +80,7 @@ def per_width(rows: pd.DataFrame, counted: costmodel.StepCounts | None, costs: p
         return pd.DataFrame()
     keep = rows[(rows.engine == "replay") & (rows.temperature == 0) & (rows.budget.astype(int) > 0)]
     out = []
-    costs = costs.assign(device=costs.device.fillna("cpu") if "device" in costs else "cpu")
+    costs = costs.assign(device=costtable.devices(costs))
     ids = costs.machine_id.fillna("").astype(str) if "machine_id" in costs else pd.Series("", index=costs.index)
     for (_mid, pair, dtype, device), g in costs.groupby([ids, "pair", "dtype", "device"], sort=True):
         tc, dc = (costcurve.curve(g, costcurve.AT_CONTEXT, pair, role, dtype, device) for role in ("target", "draft"))
@@ -114,7 +114,7 @@ def machine_points(costs: pd.DataFrame | None) -> pd.DataFrame:
     if costs is None or costs.empty:
         return pd.DataFrame()
     out = []
-    costs = costs.assign(device=costs.device.fillna("cpu") if "device" in costs else "cpu")
+    costs = costs.assign(device=costtable.devices(costs))
     for (pair, dtype, device), g in costs.groupby(["pair", "dtype", "device"], sort=True):
         t, d = (costcurve.curve(costs, costcurve.AT_CONTEXT, pair, role, dtype, device) for role in ("target", "draft"))
         if t is None:
@@ -185,7 +185,7 @@ def label(r: dict) -> str:
 def schedule_sentences(sched: pd.DataFrame, covered=frozenset()) -> list[str]:
     """Per live setting of single runs (one run per cell, no interval): the fastest configuration at
     each B, labelled as such and never read as where speculation stops paying (the interleaved
-    benchmark's schedule says that, ``study.tools.speedsched``); a (pair, dataset, dtype) in ``covered``
+    benchmark's schedule says that, ``results.schedule.stop``); a (pair, dataset, dtype) in ``covered``
     (the benchmark's schedule has it) is left to the benchmark."""
     out: list[str] = []
     if sched.empty:

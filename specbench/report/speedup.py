@@ -21,7 +21,7 @@ import functools
 import numpy as np
 import pandas as pd
 
-from ..results import costcurve
+from ..results import costcurve, costtable
 from . import analysis, costmodel
 
 OUTPUT_MATCH = ["pair", "dataset", "dtype", "max_new_tokens", "batch_size"]  # outputs compare on shared prompts
@@ -52,7 +52,7 @@ def one_token(costs: pd.DataFrame | None, speed: pd.DataFrame | None, device: st
     if costs is None or costs.empty or not {"role", "n_tokens", "kv_len", "seconds"} <= set(costs.columns):
         return ""
     c = costs[
-        (costs.role == "target") & (costs.get("device", pd.Series("cpu", index=costs.index)).fillna("cpu") == device)
+        (costs.role == "target") & (costtable.devices(costs) == device)
     ]
     c = c[c.n_tokens.isin([1, 2])]
     points: dict[tuple, list[str]] = {}  # the pairs sharing a target (equal points) -> its slow KV lengths

@@ -28,7 +28,7 @@ import pandas as pd
 from ...core import readers
 from ...core.args import Parser, refuse
 from ...core.atomic import os_line
-from ...results import files
+from ...results import costtable, files
 from ...results.costcurve import CEILING, Curve, curves, one_per_curve
 from ...results.upsert import replace_rows, upsert
 
@@ -122,7 +122,7 @@ def main(argv=None) -> None:
     try:
         times = readers.read(a.times, readers.STEP_TIMES, "--times")
         fwd = readers.read(a.forwards, readers.FORWARDS, "--forwards")
-        costs = readers.read(a.costs, readers.CURVES, "--costs")
+        costs = readers.read(a.costs, costtable.CURVES, "--costs", reader=costtable.read)
         new = ceilings(times, fwd, costs, machine)
         out = upsert(a.out, lambda old: keep_other_runs(new, old), read_out, times_writer)
     except readers.TableError as e:

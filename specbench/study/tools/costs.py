@@ -59,6 +59,8 @@ from ...core import forwards, readers
 from ...core.kv import SlotKV
 from ...core.tree import paths_to_parents
 from ...inputs import machine
+from ...results import costtable
+from ...results.costtable import CURVE, ROW
 from ...results.upsert import key_text, replace_rows, upsert
 from ...trees.policies import shape_paths
 from ..job import argv
@@ -188,13 +190,9 @@ def measure(model, kv_lens, repeats: int, sizes, desc: str, progress: bool) -> l
     ]
 
 
-CURVE = ["pair", "dtype", "device", "machine_id"]  # one machine's curve of one pair in one dtype (a measurement)
-ROW = ["pair", "dtype", "device", "role", "kv_len", "n_tokens", "machine_id"]  # one point of it (a merge)
-
-
 def keys(df: pd.DataFrame, key: list[str]) -> list[tuple[str, ...]]:
     """Each row's ``key`` as text (``results.upsert.key_text``: the widths as numbers, a missing one empty), machine last."""
-    return list(key_text(df, key, numbers=("kv_len", "n_tokens")))
+    return list(key_text(df, key, numbers=costtable.WIDTHS))
 
 
 def merge_rows(path: str, rows: list[dict], key: list[str] = CURVE) -> pd.DataFrame:
@@ -213,12 +211,12 @@ def merged(old: pd.DataFrame | None, rows: list[dict], key: list[str] = CURVE) -
         new = new.assign(machine_id="")
     if old is None or not {"pair", "dtype", "samples"} <= set(old.columns):
         return new
-    old = old.assign(device=old.get("device", "cpu"), machine_id=old.get("machine_id", ""))
+    old = old.assign(device=costtable.devices(old), machine_id=old.get("machine_id", ""))
     old = old[old.samples.notna()]
     if not new.empty:
         unnamed = {k[:-1] + ("",) for k in keys(new, key)}
         old = old[[k not in unnamed for k in keys(old, key)]]
-    return replace_rows(old, new, key, numbers=("kv_len", "n_tokens"))
+    return replace_rows(old, new, key, numbers=costtable.WIDTHS)
 
 
 def write_costs(out: str, rows: list[dict], key: list[str] = CURVE, also: dict | None = None) -> str:
@@ -258,9 +256,9 @@ def read_old(path: str) -> pd.DataFrame | None:
         return None
     fix = f"restore it (git checkout -- {path}) or move it away, then rerun"
     readers.check_text(path, fix)
-    old = pd.read_csv(path)
+    old = costtable.read(path)
     if {"pair", "dtype", "samples"} <= set(old.columns):
-        return readers.read(path, readers.Kind("a costs.csv", readers.COSTS.columns, fix))
+        return readers.read(path, readers.Kind("a costs.csv", costtable.COLUMNS, fix), reader=costtable.read)
     return old
 
 
@@ -349,7 +347,9 @@ def merge_file(out: str, path: str) -> None:
     other row is kept), with the environment-<device>.json beside it; no model loads.  A ``TableError`` when the file is not such a table (``core.readers``:
     missing, cut, binary, wrong columns, a seconds value not a number > 0), a ``ConfigError`` when
     it holds CPU rows, a point twice or a curve cut mid-way (``check_merge``) (``main``: one line, exit 2)."""
-    new = readers.read(path, readers.COSTS_MERGE, "costs_merge")  # columns, seconds > 0, whole lines
+    new = readers.read(
+        path, costtable.COSTS_MERGE, "costs_merge", reader=costtable.read
+    )  # columns, seconds > 0, whole lines
     if (new.device == "cpu").any():
         raise ConfigError(
             f"costs_merge={path}: holds cpu rows; give another device's costs.csv (this machine's CPU is measured here)"
