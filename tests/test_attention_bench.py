@@ -151,6 +151,19 @@ def test_bad_grid_values_are_refused_before_any_measurement(override, match):
         ab.grid_points(cfg_for("grid=tiny", override))
 
 
+def test_an_integer_option_is_read_as_the_study_reads_one():
+    """attention/config.validate reads each integer option with study.job.errors.as_int: 3.0 is 3 (and the
+    config holds 3 after), 3.5 and true are refused in one line naming the key."""
+    cfg = cfg_for("repeats=3.0", "dims={heads:12,kv_heads:2.0,head_dim:128}")
+    ab.validate(cfg)
+    assert cfg.repeats == 3 and type(cfg.repeats) is int and cfg.dims.kv_heads == 2 and type(cfg.dims.kv_heads) is int
+    for bad in ("repeats=3.5", "repeats=true"):
+        with pytest.raises(
+            ValueError, match=rf"^{bad.replace('true', 'True')}: must be an integer >= 1 and <= 100000; "
+        ):
+            ab.validate(cfg_for(bad))
+
+
 def test_default_grid_keeps_the_headline_point():
     pts = ab.grid_points(cfg_for())
     for dt in ("bfloat16", "float32"):

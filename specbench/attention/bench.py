@@ -41,11 +41,11 @@ from .. import CONF_DIR
 from ..core.atomic import atomic_write, atomic_write_many, lock, staged
 from ..core.tree import paths_to_parents
 from ..inputs import machine
-from ..study.job.argv import check_keys, run_hydra
+from ..study.job.argv import check_keys, run_hydra, top_keys
 from ..trees.policies import shape_paths
 from . import heatmap
 from . import impls as ai
-from .config import all_failed, check_impls, check_slice, merge_rows, read_existing, top_keys, validate
+from .config import all_failed, check_impls, check_slice, merge_rows, read_existing, validate
 from .heatmap import machines, one_machine
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -395,7 +395,7 @@ def hydra_main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """`python -m specbench.attention_bench`: a bad value, or a disk it cannot write, is one line."""
-    check_keys(sys.argv[1:], top=top_keys(CONF_DIR))  # foo=1, +foo=1: one line
+    check_keys(sys.argv[1:], top=top_keys("attention_bench"))  # foo=1, +foo=1: one line
     run_hydra(hydra_main)
 
 

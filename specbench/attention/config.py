@@ -3,7 +3,8 @@
 ``validate(cfg)``: every scalar the benchmark reads is checked before anything
 is measured (``repeats=0``, ``grid=nope``, ``threads=-1``, ``seed=-1``, ``dims.heads=0``...), each integer
 within a range that fits this machine (``bounds``: ``threads`` at most its cores, a tensor an option
-sizes in half its memory): a one-line ValueError naming the key and the fix.  ``merge_rows(old, new, key)``: the rows of
+sizes in half its memory), read as the study reads an integer (``study.job.errors.as_int``: 3.0 is 3, and
+``cfg`` holds the integer after): a one-line ValueError naming the key and the fix.  ``merge_rows(old, new, key)``: the rows of
 ``results/attention.csv`` after a run: a new row replaces the old row of its
 point and implementation timed on the same machine (``one_machine``: the figures and report show the
 machine that timed the most rows), except that a failed measurement (``note`` starting
@@ -18,10 +19,10 @@ import math
 import os
 
 import pandas as pd
-import yaml
 
 from ..core import readers
 from ..results.upsert import key_text, replace_rows
+from ..study.job.errors import as_int
 from .heatmap import machines
 
 
@@ -73,10 +74,12 @@ def _get(cfg, dotted: str):
     return node
 
 
-def _int(value, key: str, minimum: int, fix: str, maximum: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (maximum and value > maximum):
-        most = f" and <= {maximum}" if maximum else ""
-        raise ValueError(f"{key}={value!r}: must be an integer >= {minimum}{most}; {fix}")
+def _set(cfg, dotted: str, value) -> None:
+    node = cfg
+    *up, last = dotted.split(".")
+    for part in up:
+        node = node[part]
+    node[last] = value
 
 
 def validate(cfg) -> None:
@@ -87,8 +90,8 @@ def validate(cfg) -> None:
             f"grid={cfg.get('grid')!r} is unknown: use one of {', '.join(grids)} "
             "(or add a list of slices under grids.<name>)"
         )
-    for key, (minimum, maximum, fix) in bounds().items():
-        _int(_get(cfg, key), key, minimum, fix, maximum)
+    for key, (minimum, maximum, fix) in bounds().items():  # an integral float (3.0) is read as its integer
+        _set(cfg, key, as_int(_get(cfg, key), key, minimum, fix, maximum))
     for key in BOOLS:
         if not isinstance(cfg.get(key), bool):
             raise ValueError(f"{key}={cfg.get(key)!r}: must be true or false")
@@ -99,7 +102,9 @@ def validate(cfg) -> None:
     if isinstance(steady, bool) or not isinstance(steady, (int, float)) or not 0 < steady < math.inf:
         raise ValueError(f"steady_iqr={steady!r}: must be a finite number > 0 (IQR / median); e.g. steady_iqr=0.25")
     if cfg.get("threads") is not None:
-        _int(cfg.get("threads"), "threads", 1, "or null for torch's default (every core)", os.cpu_count() or 1)
+        cfg["threads"] = as_int(
+            cfg.get("threads"), "threads", 1, "or null for torch's default (every core)", os.cpu_count() or 1
+        )
     check_dims(cfg.get("dims"))
 
 
@@ -113,7 +118,7 @@ def check_dims(dims) -> None:
             f"dims={dims!r}: must be null or {{heads: H, kv_heads: K, head_dim: D}}, e.g. dims={{heads: 12, kv_heads: 2, head_dim: 128}}"
         )
     for key in DIMS:
-        _int(dims.get(key), f"dims.{key}", 1, "e.g. dims={heads: 12, kv_heads: 2, head_dim: 128}", 4096)
+        dims[key] = as_int(dims.get(key), f"dims.{key}", 1, "e.g. dims={heads: 12, kv_heads: 2, head_dim: 128}", 4096)
     if dims.get("heads") % dims.get("kv_heads"):
         raise ValueError(f"dims.heads={dims.get('heads')} is not a multiple of dims.kv_heads={dims.get('kv_heads')}")
 
@@ -174,9 +179,3 @@ def check_impls(key: str, names: list, known) -> None:
         known(name)
         if name in names[:i]:
             raise ValueError(f"{key}: {name!r} is named twice; give each implementation once")
-
-
-def top_keys(conf_dir: str) -> set[str]:
-    """The keys conf/attention_bench.yaml holds (and hydra): what a command line may set."""
-    with open(os.path.join(conf_dir, "attention_bench.yaml")) as fh:
-        return set(yaml.safe_load(fh)) | {"hydra"}

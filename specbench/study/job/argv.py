@@ -90,9 +90,11 @@ def defaults() -> dict:
     return out
 
 
-def top_keys() -> set[str]:
-    cfg = _yaml(os.path.join(CONF_DIR, "config.yaml"))
-    return (set(cfg) - {"defaults"}) | set(GROUPS) | {"hydra", "replay_cache"}
+def top_keys(config: str = "config") -> set[str]:
+    """The top-level keys a command line may set: conf/<config>.yaml's (its ``defaults`` list aside) and hydra;
+    the study's config adds its groups and ``replay_cache`` (``attention_bench`` has neither)."""
+    keys = (set(_yaml(os.path.join(CONF_DIR, f"{config}.yaml"))) - {"defaults"}) | {"hydra"}
+    return (keys | set(GROUPS) | {"replay_cache"}) if config == "config" else keys
 
 
 def option_keys(group: str, option: str, argv) -> tuple[str, list[str]] | None:
@@ -156,7 +158,7 @@ def check_keys(argv, extra=(), top: set[str] | None = None) -> None:
     (``option_keys``) or, under a sweep preset, which may pick other options, against every option
     of the group (a key some option has is left to its jobs: ``jobspec.resolved``).  ``extra``: the
     command's own top-level keys (``study.tools.costs``' ``costs_*``); ``top``: the valid top-level keys
-    of another config (``attention_bench``, which has no groups; default conf/config.yaml's)."""
+    of another config (``top_keys("attention_bench")``, which has no groups; default conf/config.yaml's)."""
     groups = GROUPS[:4] if top is None else ()
     top = (top_keys() if top is None else set(top)) | set(extra)
     sweep = any(a.lstrip("+~").startswith("sweep=") for a in argv)  # a preset may pick the options
