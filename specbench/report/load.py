@@ -147,10 +147,13 @@ def load(results: str) -> dict:
     data = {k: read_checked(os.path.join(results, f)) for k, f in OPTIONAL_CSV.items()}
     for key in ("lossless_check", "lossless_control", "bench", "bench_steps"):
         data[key] = analysis.relabel_pairs(data[key], labels)
+    costs = data["costs"]
+    own = None if costs is None else costcurve.of_engine(costs)  # specbench's forwards: llama.cpp's apart
     return dict(
         data,
-        costs=costcurve.one_per_curve(data["costs"]),  # the study's curves: one machine's per pair and dtype
-        costs_all=data["costs"],  # every machine's: each live run is set against its own machine's curve
+        costs=costcurve.one_per_curve(own),  # the study's curves: one machine's per pair and dtype
+        costs_all=own,  # every machine's: each live run is set against its own machine's curve
+        costs_llamacpp=None if costs is None else costcurve.of_engine(costs, "llamacpp"),  # llama.cpp's (#84)
         summary=summary,
         steps=analysis.relabel_pairs(steps, labels, by_hash),
         outputs=read_outputs(os.path.join(results, OUTPUTS_FILE)),

@@ -38,6 +38,7 @@ TWIN_SUFFIX = " (twin)"  # an identical tree under a second name: the identical-
 RUN = ["run_id"]  # one benchmark process: its candidates, units and rounds
 ABBA, UNBALANCED = "ABBA", "unbalanced"  # a run's order design (``order_design``)
 ANSWER = "answer"  # the roster of a run without one (``study.tools.speedsched``'s schedule runs say ``schedule``)
+SPECBENCH = "specbench"  # the engine of rows from before the ``engine`` column: specbench's own loop
 LEVEL = 0.95
 AA_WITHIN = 0.03  # speed_rounds=auto adds rounds while the A/A interval is wider than 1 +- 3%
 MIN_UNITS = 5  # units (over the runs pooled) below which no interval is claimed: 3 units give none
@@ -46,6 +47,12 @@ MIN_UNITS = 5  # units (over the runs pooled) below which no interval is claimed
 def source(run: pd.DataFrame) -> pd.Series:
     """Each row's own run (``source_run`` where ``latest_runs`` pooled several under one id)."""
     return run["source_run"] if "source_run" in run else run["run_id"] if "run_id" in run else pd.Series("", run.index)
+
+
+def with_engine(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with ``engine`` filled (``SPECBENCH`` where missing): the engine that timed each row is part of
+    every key, so a llama.cpp run is never pooled or paired with one of specbench's loop."""
+    return rows.assign(engine=rows["engine"].fillna(SPECBENCH).astype(str) if "engine" in rows else SPECBENCH)
 
 
 def unit_sums(run: pd.DataFrame) -> pd.DataFrame:
@@ -257,15 +264,15 @@ PICK_SHORT = "of the ties (those not below 1× first), the one drafting the fewe
 
 
 def latest_runs(speed: pd.DataFrame) -> pd.DataFrame:
-    """Per (pair, dataset, dtype, batch size, max_new_tokens, machine, roster: a schedule run's rows,
+    """Per (pair, dataset, dtype, batch size, max_new_tokens, machine, engine, roster: a schedule run's rows,
     ``study.tools.speedsched``, or an answer run's, the default): every run on one prompt set pooled under
     the newest one's ``run_id``, whatever its candidates (each row keeps its own run in ``source_run``:
     a rerun's units are units of their own, runs as a level, and each comparison reads only the units
     both of its candidates decoded, ``paired``); of several prompt sets, the one of the most prompts (the
     newest among equals), so a default run's few prompts never hide a full benchmark.  Runs on the other
     prompt sets stay in the file but are not ranked again."""
-    key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine_id", "roster"]
-    speed = speed.assign(source_run=speed["source_run"] if "source_run" in speed else speed.run_id)
+    key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine_id", "roster", "engine"]
+    speed = with_engine(speed.assign(source_run=speed["source_run"] if "source_run" in speed else speed.run_id))
     speed = speed.assign(roster=speed["roster"].fillna(ANSWER).astype(str) if "roster" in speed else ANSWER)
     out = []
     for _k, g in speed.groupby(key, dropna=False, sort=True):
@@ -285,8 +292,10 @@ def answers(speed: pd.DataFrame, spread: dict | None = None) -> pd.DataFrame:
     spread = spreads(speed) if spread is None else spread
     out = []
     keys = ["pair", "dataset", "dtype", "device", "batch_size", "max_new_tokens", "machine", "machine_id", "roster"]
-    keys += ["weights"]  # random: the architectures alone, timed where the weight files cannot go (a GPU's)
-    speed = speed.assign(weights=speed["weights"].fillna("pretrained") if "weights" in speed else "pretrained")
+    keys += ["weights", "engine"]  # random: the architectures alone, timed where the weight files cannot go (a GPU's)
+    speed = with_engine(speed).assign(
+        weights=speed["weights"].fillna("pretrained") if "weights" in speed else "pretrained"
+    )
     for run_id, run in latest_runs(speed).groupby("run_id", sort=True):
         r = ranked(run, spread=judged_by(spread, run))
         if r.empty:
@@ -333,7 +342,8 @@ def answer_first(a: pd.DataFrame) -> pd.DataFrame:
     a = a[~random_weights(a)]
     if a.empty or "roster" not in a:
         return a
-    key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine_id"]
+    key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine_id", "engine"]
+    a = with_engine(a)
     has = a.assign(_a=a.roster == ANSWER).groupby(key, dropna=False)._a.transform("any")
     return a[(a.roster == ANSWER) | ~has]
 
@@ -362,7 +372,7 @@ def own_controls(speed: pd.DataFrame) -> list[tuple]:
 
 
 RERUN_UNITS = 3  # a run's units from which its within-run variance enters the run effect's estimate
-RERUN_KEY = ["machine_id", "pair", "dataset", "dtype", "batch_size", "max_new_tokens", "prompts", "candidate"]
+RERUN_KEY = ["machine_id", "engine", "pair", "dataset", "dtype", "batch_size", "max_new_tokens", "prompts", "candidate"]
 
 
 def rerun_groups(speed: pd.DataFrame) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
@@ -370,7 +380,7 @@ def rerun_groups(speed: pd.DataFrame) -> dict[str, list[tuple[np.ndarray, np.nda
     runs of that machine timed more than once: its runs' log speedups and their jackknife variances
     (``results.harness.fit``'s groups)."""
     per_run = []
-    for _run_id, run in speed.groupby("run_id", sort=True):
+    for _run_id, run in with_engine(speed).groupby("run_id", sort=True):
         w = unit_sums(run.drop(columns=["source_run"], errors="ignore"))
         prompts = "|".join(sorted(set(run.prompt_ids.astype(str))))
         keys = {k: run[k].iloc[0] for k in RERUN_KEY[:-2]}

@@ -33,17 +33,14 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import hydra
 import pandas as pd
 import torch
 from omegaconf import DictConfig
-from tqdm import tqdm
 
 from ... import CONF_DIR
 from ...core import readers
@@ -55,11 +52,11 @@ from ...results.files import csv_writer, read_csv
 from ..job import argv, checks, identity, jobfiles, launch
 from ..job.context import DecodePlan, context
 from ..job.jobspec import ConfigError, JobSpec, from_config, resolved
-from . import speedsched, validate
+from . import speedloop, speedsched, validate
 from .sizes import WARM_TOKENS
+from .speedloop import MIN_UNITS, deadline, more, round_limits, unit_orders  # noqa: F401 (the module's own names)
 
 KEYS = ("results_dir", "speed_candidates", "speed_rounds", "speed_max_rounds", "speed_until", "speed_merge")
-MIN_UNITS = 2  # timed before a deadline may stop the run: a paired interval needs two
 FILE, STEPS = "speed.csv", "speed_steps.csv.gz"
 SPEED_MERGE_FIX = "give the speed.csv a speed benchmark wrote (its speed_steps.csv.gz beside it)"
 # the run's own columns, from plain decoding's row keys (a candidate adds its tree and hash)
@@ -200,66 +197,31 @@ def row(c: Candidate, done, wall: float, where: dict) -> dict:
     }
 
 
-def unit_orders(rng: random.Random, cands: list) -> Iterator[list]:
-    """Each unit's order of the candidates: a fresh random permutation, then its reverse for the next
-    unit (ABBA counterbalancing).  Over each such pair every candidate's mean position is the middle
-    and of any two candidates each goes first once, so a drift within a unit cancels instead of
-    favouring whichever one the seed put first (over the first 1,322 timed decodes, the first of a
-    unit ran 1.5% slower than its candidate's mean, the sixth 1.1% faster)."""
-    while True:
-        order = rng.sample(cands, len(cands))
-        yield order
-        yield order[::-1]
-
-
 def warm(c: Candidate) -> Candidate:
     """``c`` as its warm-up decodes: ``WARM_TOKENS`` new tokens (its own, where fewer)."""
     return replace(c, plan=replace(c.plan, max_new_tokens=min(WARM_TOKENS, c.plan.max_new_tokens)))
 
 
 def bench(job: JobSpec, pair, prompts, cands: list[Candidate], base: dict) -> tuple[list[dict], list]:
-    """Every round, unit and candidate (in ``unit_orders``, seeded by the job's seed and the run id: two
-    runs pooled as rounds do not repeat one another's orders): the rows and the step frames.  One
+    """Every round, unit and candidate (``speedloop.interleave``): the rows and the step frames.  One
     untimed warm-up decode per candidate first (kernels, caches; ``warm``: a few steps of its drafter, tree and
     forwards on the first unit, not a whole decode)."""
     b = job.batch_size
     units = [prompts[i : i + b] for i in range(0, len(prompts), b)]
-    rounds, most = round_limits(job)
-    orders = unit_orders(random.Random(f"{job.seed}:{base['run_id']}"), cands)
     for c in cands:  # every candidate, so none starts the timed units colder than another
         timed(pair, warm(c), units[0])
     keys = {
         c.name: jobfiles.row_keys(c.job, c.ident, names(pair), c.plan.mode.lossless, "live", base["run_id"])
         for c in cands
     }
-    rows: list[dict] = []
-    steps: list = []
-    bar = tqdm(total=rounds * len(units) * len(cands), desc="speed", disable=not job.progress)
-    unit_s: list[float] = []  # each unit's seconds (``more``)
-    rnd, until, stopped = 0, deadline(job), False
-    while not stopped and (
-        rnd < rounds or (rnd < most and not speedstats.settled(speedstats.unit_sums(pd.DataFrame(rows))))
-    ):
-        if rnd >= rounds:
-            bar.total += len(units) * len(cands)  # speed_rounds=auto: the A/A control is still wider than +-3%
-        for u, unit in enumerate(units):
-            if stopped := not more(unit_s, until, time.time()):
-                print(
-                    f"specbench.study.tools.speed: speed_until reached: stopped after {len(unit_s)} units",
-                    file=sys.stderr,
-                )
-                break
-            t0 = time.perf_counter()
-            unit_rows, unit_steps = time_unit(pair, next(orders), unit, keys, {**base, "round": rnd, "unit": u}, bar)
-            rows += unit_rows
-            steps += unit_steps
-            unit_s.append(time.perf_counter() - t0)
-        rnd += 1
-    bar.close()
-    return rows, steps
+
+    def one_unit(order, unit, where):
+        return time_unit(pair, order, unit, keys, {**base, **where})
+
+    return speedloop.interleave(job, units, cands, one_unit, base["run_id"])
 
 
-def time_unit(pair, order: list[Candidate], unit, keys: dict, where: dict, bar) -> tuple[list[dict], list]:
+def time_unit(pair, order: list[Candidate], unit, keys: dict, where: dict) -> tuple[list[dict], list]:
     """One unit decoded by every candidate in ``order``: its rows (``same_tokens`` against plain
     decoding of the same unit) and step frames."""
     rows, steps, tokens = [], [], {}
@@ -269,7 +231,6 @@ def time_unit(pair, order: list[Candidate], unit, keys: dict, where: dict, bar) 
         rows.append(row(c, done, wall, {**where, "order": pos}))
         frame = jobfiles.steps_frame(keys[c.name], [r for d in done for r in d.records])
         steps.append(frame.assign(candidate=c.name, round=where["round"], unit=where["unit"]))
-        bar.update()
     for r in rows:
         r["same_tokens"] = tokens[r["candidate"]] == tokens[speedstats.PLAIN]
     return rows, steps
@@ -326,40 +287,6 @@ def summary(rows: list[dict], spread=speedstats.harness.NONE) -> str:
     differ = sorted({r["candidate"] for r in rows if not r["same_tokens"]})
     lines.append("tokens equal to plain decoding's: " + ("all" if not differ else "NOT " + ", ".join(differ)))
     return "\n".join(lines)
-
-
-def more(unit_s: list[float], until: float | None, now: float) -> bool:
-    """Whether to time another unit: the first ``MIN_UNITS`` always, then one the mean unit so far
-    ends by ``until`` (None: no deadline)."""
-    return until is None or len(unit_s) < MIN_UNITS or now + sum(unit_s) / len(unit_s) <= until
-
-
-def deadline(job: JobSpec) -> float | None:
-    """``speed_until``: a Unix time, or None."""
-    value = job.extra.get("speed_until")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigError(f"speed_until={value!r}: must be a Unix time in seconds (e.g. +speed_until=$(date +%s))")
-    return float(value)
-
-
-def _rounds(job: JobSpec, key: str, default: int) -> int:
-    value = job.extra.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(
-            f"{key}={value!r}: must be an integer >= 1 (e.g. +{key}=2){', or auto' * (key == 'speed_rounds')}"
-        )
-    return value
-
-
-def round_limits(job: JobSpec) -> tuple[int, int]:
-    """(rounds always run, the most run): ``speed_rounds=N`` is (N, N); ``auto`` is (1, speed_max_rounds)."""
-    most = _rounds(job, "speed_max_rounds", 3)
-    if job.extra.get("speed_rounds") == "auto":
-        return 1, most
-    n = _rounds(job, "speed_rounds", 1)
-    return n, n
 
 
 def settings(job: JobSpec, cfg: DictConfig) -> tuple[str, list[Candidate]]:

@@ -1,0 +1,134 @@
+"""llama.cpp's benchmark and cost curve (#84 items 3, 5, 7) on the tiny GGUF with the real built
+``llama-server`` and ``llama-bench``: an interleaved run with plain decoding, a candidate and both
+controls writes ``engine=llamacpp`` rows into speed.csv; llama-bench's points go into costs.csv as
+llama.cpp's curve beside specbench's; the report's keys keep the two engines apart; the plain ratio.
+The llama.cpp tests skip with the build's one line where it is not built."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import ROOT
+from specbench.inputs import llamacpp, tinygguf
+from specbench.results import costcurve, engines
+from specbench.results import speedstats as ss
+from specbench.study.job.jobspec import ConfigError
+from specbench.study.tools import costs_llamacpp, speed_llamacpp
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    why = llamacpp.unavailable()
+    if why:
+        pytest.skip(why)
+    d = tmp_path_factory.mktemp("tiny")
+    return {
+        "target": str(tinygguf.write(d / "target" / "model.gguf")),
+        "draft": str(tinygguf.write(d / "draft" / "model.gguf")),
+    }
+
+
+BASE = {"run_id": "20261207-000000-llama", "machine": "test CPU", "machine_id": "m0", "pair": "tiny", "dataset": "smoke",
+        "dtype": "gguf", "device": "cpu", "batch_size": 1, "max_new_tokens": 8, "seed": 0, "roster": "answer",
+        "weights": "pretrained", "engine": "llamacpp", "pair_id": "p0"}  # fmt: skip
+PROMPTS = [("smoke/0", "def add(a, b):\n    return a + b\n"), ("smoke/1", "hello world, the quick brown fox")]
+
+
+def test_roster_and_bad_candidates_are_one_line():
+    names = [c.name for c in speed_llamacpp.roster({"llamacpp_candidates": ["4/0.75", "2/0"]})]
+    assert names == [
+        "plain",
+        "plain (A/A)",
+        "draft n_max=4 p_min=0.75",
+        "draft n_max=2 p_min=0",
+        "draft n_max=4 p_min=0.75 (twin)",
+    ]
+    spec = speed_llamacpp.parse("4/0.75", 1).spec("d.gguf")
+    assert spec[spec.index("--spec-draft-n-max") + 1] == "4" and spec[spec.index("--spec-draft-p-min") + 1] == "0.75"
+    assert spec[spec.index("--spec-draft-n-min") + 1] == "1" and speed_llamacpp.Candidate("plain").spec("d") == []
+    for bad, says in (
+        (["4"], "N_MAX/P_MIN"),
+        (["0/0.5"], "N_MAX/P_MIN"),
+        (["4/2"], "P_MIN"),
+        (["2/0", "2/0"], "twice"),
+    ):
+        with pytest.raises(ConfigError, match=says):
+            speed_llamacpp.roster({"llamacpp_candidates": bad})
+
+
+def test_interleaved_run_on_the_tiny_gguf_writes_llamacpp_rows(tiny, tmp_path):
+    """2 prompts x 8 tokens, one round: plain, its A/A copy, n_max 3 p_min 0 and its twin, each its own server."""
+    cands = speed_llamacpp.roster({"llamacpp_candidates": ["3/0"]})
+    job = SimpleNamespace(extra={"speed_rounds": 1}, seed=0, progress=False, max_new_tokens=8)
+    rows = speed_llamacpp.bench(job, PROMPTS, cands, tiny, BASE, ctx=256)
+    speed_llamacpp.write(str(tmp_path), rows)
+    df = pd.read_csv(tmp_path / "speed.csv")
+    assert len(df) == 2 * 4 and set(df.engine) == {"llamacpp"} and set(df.tokens) == {8}
+    assert df.same_tokens.all() and (df.wall_s > 0).all() and (df.client_s >= df.wall_s * 0.5).all()
+    spec = df[df.tree == "draft-simple"]
+    assert (spec.drafted > 0).all() and (spec.accepted == spec.drafted).all()  # the draft is the target: all kept
+    assert (spec.steps < spec.tokens).all() and set(spec.budget) == {3}
+    plain = df[df.tree == "none"]
+    assert (plain.drafted == 0).all() and (plain.steps == plain.tokens).all()
+    assert sorted(df.groupby("unit").order.apply(list).iloc[0]) == [0, 1, 2, 3]
+    twin = df[df.candidate.str.endswith(ss.TWIN_SUFFIX)]
+    assert set(twin.config_hash) == set(df[df.candidate == "draft n_max=3 p_min=0"].config_hash)
+    assert json.loads(spec.tree_params.iloc[0]) == {"n_max": 3, "n_min": 0, "p_min": 0.0}
+
+
+def _rows(engine: str, wall: float, run: str, units: int = 6) -> pd.DataFrame:
+    rows = []
+    for u in range(units):
+        for c, w in ((ss.PLAIN, wall), (ss.PLAIN_AA, wall), ("X", wall / 2)):
+            rows.append({**BASE, "run_id": run, "engine": engine, "dtype": "bfloat16", "round": 0, "unit": u,
+                         "prompt_ids": f"smoke/{u}", "candidate": c, "tokens": 8, "wall_s": w * (1 + 0.01 * u), "tree": "t", "tree_params": "{}", "budget": 1,
+                         "config_hash": c, "accepted": 1, "drafted": 1, "steps": 4, "tree_depth": 1})  # fmt: skip
+    out = pd.DataFrame(rows)
+    return out.drop(columns="engine") if engine == ss.SPECBENCH else out  # specbench's rows lack the column
+
+
+def test_the_report_key_keeps_engines_apart_and_the_plain_ratio():
+    speed = pd.concat([_rows(ss.SPECBENCH, 2.0, "r1"), _rows("llamacpp", 0.5, "r2")], ignore_index=True)
+    pooled = ss.latest_runs(speed)
+    assert set(pooled.pooled_runs) == {1} and pooled.groupby("run_id").engine.nunique().eq(1).all()
+    a = ss.answers(speed)
+    assert sorted(a.engine.unique()) == ["llamacpp", "specbench"] and a.groupby("engine").run_id.nunique().eq(1).all()
+    assert ss.answer_first(a).engine.nunique() == 2  # neither engine's answer hides the other's
+    r = engines.plain_ratio(speed)
+    assert len(r) == 1 and r.prompts.iloc[0] == 6 and r.ratio.iloc[0] == pytest.approx(4.0)
+    assert r.lo.iloc[0] <= 4.0 <= r.hi.iloc[0] and r.llamacpp_tok_s.iloc[0] == pytest.approx(
+        4 * r.specbench_tok_s.iloc[0]
+    )
+    assert engines.plain_ratio(speed[speed.get("engine").isna()]).empty  # one engine: no ratio
+
+
+def test_llama_bench_cost_curve_goes_into_costs_csv_as_llamacpps(tiny, tmp_path):
+    shutil.copy(ROOT / "results" / "costs.csv", tmp_path / "costs.csv")
+    before = pd.read_csv(tmp_path / "costs.csv")
+    rows = costs_llamacpp.cost_rows("qwen_coder", tiny, [1, 2], [8], 2)
+    costs_llamacpp.write(str(tmp_path), rows)
+    costs_llamacpp.write(str(tmp_path), rows)  # a second run replaces its own curve, nothing else
+    after = pd.read_csv(tmp_path / "costs.csv")
+    mine = after[after.engine == "llamacpp"]
+    assert len(mine) == 4 and set(mine.role) == {"draft", "target"} and set(mine.n_tokens) == {1, 2}
+    assert set(mine.dtype) == {"gguf"} and (mine.repeats == 2).all() and (mine.seconds > 0).all()
+    assert len(after) - len(mine) == len(before)  # specbench's rows kept
+    rule = costcurve.Rule("llamacpp", per="pair", kv=costcurve.KV, linear_beyond=False, dtype="gguf", engine="llamacpp")
+    cv = costcurve.curve(after, rule, "qwen_coder", "target")
+    assert cv is not None and list(cv.sizes) == [1.0, 2.0] and np.all(cv.values() > 0)
+    assert (
+        costcurve.curve(after, costcurve.AT_CONTEXT, "qwen_coder", "target", dtype="gguf") is None
+    )  # specbench's never read it
+
+
+def test_costs_cli_refuses_in_one_line(tmp_path, capsys):
+    assert costs_llamacpp.main(["--target", str(tmp_path / "none.gguf"), "--results", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("specbench.study.tools.costs_llamacpp: ")
+    assert not (tmp_path / "costs.csv").exists()
