@@ -16,7 +16,8 @@ curve, at which KV length it is read, and what a forward wider than the widest m
   at the model's shortest measured KV length; linear in n beyond the widest size.  A step's compute
   ceiling (``study.tools.ceiling``: results/run_times.csv) and the least time of one run (``report.onerun``).
 
-Between measured sizes a curve is linear in n.  pandas and numpy only.
+Between measured sizes a curve is linear in n.  The table is read by its definition (``results.costtable``:
+its text columns, a row without a device the CPU's).  pandas and numpy.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from . import costtable
+from .costtable import devices
 
 KV = 256  # the context a step is costed at: the study's prompts (~50-400 tokens) + up to 128 new
 BOOT = 400  # bootstrap replicates of a curve's repeats (``Curve.draws``)
@@ -146,7 +150,7 @@ def _machine(costs: pd.DataFrame, rule: Rule, dtype: str | None, device: str | N
     """The rows of the rule's engine in one dtype (the rule's where the caller names none; None: every dtype)
     and device."""
     c = of_engine(costs, rule.engine)
-    dev = c.device.fillna("cpu") if "device" in c.columns else pd.Series("cpu", index=c.index)
+    dev = devices(c)
     c = c[dev == (device or rule.device)]
     dtype = dtype if dtype is not None else rule.dtype
     if "dtype" in c.columns and dtype is not None:
@@ -197,7 +201,7 @@ def model_of(costs: pd.DataFrame, pair: str, role: str, device: str = "cpu") -> 
     None where no row names it."""
     if "model" not in costs.columns:
         return None
-    here = costs.device.astype(str) == device if "device" in costs.columns else True
+    here = devices(costs).astype(str) == device
     named = costs[(costs.pair.astype(str) == str(pair)) & (costs.role == role) & costs.model.notna() & here]
     named = named[named.model.astype(str) != ""]
     return str(named.model.iloc[0]) if len(named) else None
@@ -205,8 +209,7 @@ def model_of(costs: pd.DataFrame, pair: str, role: str, device: str = "cpu") -> 
 
 def read(path: str, rule: Rule, key: str, role: str | None, dtype: str, device: str = "cpu") -> Curve:
     """``curve`` from a costs.csv file; one line naming the fix when it has no such rows."""
-    text = {c: str for c in ("role", "pair", "dtype", "device", "model", "samples")}
-    got = curve(one_per_curve(pd.read_csv(path, dtype=text)), rule, key, role, dtype, device)
+    got = curve(one_per_curve(costtable.read(path)), rule, key, role, dtype, device)
     if got is None:
         whose = f"{role} costs of pair {key}" if rule.per == "pair" else f"costs of model {key}"
         raise ValueError(
@@ -219,7 +222,7 @@ def read(path: str, rule: Rule, key: str, role: str | None, dtype: str, device: 
 def _ids(costs: pd.DataFrame, col: str = "machine_id") -> pd.DataFrame:
     """``costs`` with ``device`` (cpu where unnamed) and ``m``: the row's ``col`` ("" where unnamed)."""
     m = costs[col].astype(object).fillna("").astype(str) if col in costs else pd.Series("", index=costs.index)
-    return costs.assign(m=m, device=costs.device.fillna("cpu") if "device" in costs else "cpu")
+    return costs.assign(m=m, device=devices(costs))
 
 
 def study_machines(costs: pd.DataFrame) -> dict:
