@@ -38,7 +38,7 @@ import torch
 from ..core.args import Parser, check_out, refuse
 from ..core.atomic import atomic_write, write_file
 from ..core.diskcache import cache_root
-from ..results.files import RecordError, read_machine
+from ..results.record import RecordError, read_machine
 
 ROWS = (1, 4, 16, 64)
 PICK_ROWS = (1, 64)  # the widths `pick` weighs: a decode step and a prefill

@@ -1,7 +1,6 @@
 """The results files' readers and writers: the specbench CSV (summary, steps, calibration and the
 collected tables; identifier columns kept as text, gzip where the name ends in .gz) and the outputs
-file (a job's outputs.jsonl, results/outputs.jsonl.gz) and the machine record (``read_machine``), each read
-by one function here; the collected
+file (a job's outputs.jsonl, results/outputs.jsonl.gz), each read by one function here; the collected
 folder's checks (``check_summary``, ``check_steps``), which the report and collect's ``--out`` share.
 
 Writers return a function of the temp file, for ``core.atomic``'s journalled writes (one file:
@@ -85,31 +84,6 @@ def read_outputs(path: str, fix: str = COLLECT_FIX) -> dict[tuple[str, str], lis
         except (KeyError, TypeError, ValueError):
             raise ValueError(f"{path}:{lineno}: expected {OUTPUT_LIKE}; {fix}") from None
     return out
-
-
-class RecordError(ValueError):
-    """A machine record refused: ``kind`` names what was wrong (OSError, JSONDecodeError, KeyError, ...)."""
-
-    def __init__(self, path: str, kind: str):
-        super().__init__(f"{path}: not a machine record ({kind})")
-        self.kind = kind
-
-
-def _names_machine(rec: dict) -> object:
-    return str(rec["machine"]) + str(rec["machine_id"])
-
-
-def read_machine(path: str, check=_names_machine) -> dict:
-    """THE reader of a machine record (machine.json, ``python -m specbench.inputs.machine --out``; the cached
-    record ``dtype=auto`` keeps): its JSON object, ``check(rec)`` passed (default: it names its machine and
-    machine_id; a check raises KeyError, TypeError, ...) or a ``RecordError`` naming what was wrong."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            rec = json.load(f)
-        check(rec)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise RecordError(path, type(e).__name__) from None
-    return rec
 
 
 # --------------------------------------------------------------------------

@@ -29,6 +29,8 @@ from dataclasses import dataclass, replace
 from ...core.args import Parser, check_out, number, refuse
 from ...core.atomic import atomic_write, write_file
 from ...results.plan import COLLECT_STEP, REPORT_STEP
+from ...results.record import RecordError
+from ...results.record import read_machine as read_record
 from .estimates import (  # noqa: F401  (forward_s, sample_cost, PROMPT_TOKENS: its API, as the tests read it)
     PROFILES,
     PROMPT_TOKENS,
@@ -273,14 +275,16 @@ def answer_units(results_dir: str) -> list[tuple[str, str, list[str]]]:
     return out
 
 
+def _rates(rec: dict) -> object:
+    return rec["rates_gflops"][rec["dtype"]]["64"]
+
+
 def read_machine(path: str) -> dict:
+    """The machine record (``results.record.read_machine``) with its dtype's rate at 64 rows, or one line."""
     try:
-        with open(path, encoding="utf-8") as f:
-            rec = json.load(f)
-        rec["rates_gflops"][rec["dtype"]]["64"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        refuse(f"--machine={path}: not a machine record ({type(e).__name__}); run python -m specbench.inputs.machine")
-    return rec
+        return read_record(path, _rates)
+    except RecordError as e:
+        refuse(f"--machine={path}: not a machine record ({e.kind}); run python -m specbench.inputs.machine")
 
 
 def make(args) -> dict:

@@ -28,7 +28,7 @@ import pandas as pd
 from ...core import readers
 from ...core.args import Parser, refuse
 from ...core.atomic import os_line
-from ...results import costtable, files
+from ...results import costtable, record
 from ...results.costcurve import CEILING, Curve, curves, one_per_curve
 from ...results.upsert import replace_rows, upsert
 
@@ -78,12 +78,12 @@ def ceilings(
 
 
 def read_machine(path: str | None, dtype: str | None) -> dict | None:
-    """The run's machine record (``--machine``, ``results.files.read_machine``) with the dtype it ran (``--dtype``), or None."""
+    """The run's machine record (``--machine``, ``results.record.read_machine``) with the dtype it ran (``--dtype``), or None."""
     if not path:
         return None
     try:
-        rec = files.read_machine(path)
-    except files.RecordError as e:
+        rec = record.read_machine(path)
+    except record.RecordError as e:
         refuse(
             f"--machine={path}: not a machine record ({e.kind}); give python -m specbench.inputs.machine --out's file"
         )

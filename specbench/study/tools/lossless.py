@@ -67,9 +67,9 @@ from pathlib import Path
 import pandas as pd
 
 from ...core.args import Parser, listed, number
-from ...core.atomic import atomic_write_many, lock
-from ...results.files import csv_writer, read_csv
+from ...results.files import read_csv
 from ...results.power import draws_for_power
+from ...results.upsert import key_text, replace_rows, upsert_all
 from ...verify.modes import get_mode
 from ...verify.modespec import MODES
 from ..job import checks, identity
@@ -130,28 +130,16 @@ def reported_modes() -> list[str]:
 
 
 def replace_keys(table: pd.DataFrame) -> list[tuple]:
-    """Each row's ``REPLACE_KEY``: the numeric columns as floats, identifiers as text (a hash
-    like 3726142e8142 is not a number)."""
-
-    def norm(column, v):
-        if column in NUMERIC_KEY:
-            return float(v)
-        return "" if v is None or v != v else str(v)  # an empty cell reads back as NaN
-
-    return [tuple(norm(c, v) for c, v in zip(REPLACE_KEY, row)) for row in table[REPLACE_KEY].to_numpy()]
+    """Each row's ``REPLACE_KEY`` (``results.upsert.key_text``): the numeric columns as numbers, identifiers
+    as text (a hash like 3726142e8142 is not a number)."""
+    return list(key_text(table, REPLACE_KEY, NUMERIC_KEY))
 
 
-def merge_rows(path: Path, new: pd.DataFrame) -> pd.DataFrame:
-    """``new`` plus the rows of ``path`` with another ``REPLACE_KEY``."""
-    if not path.exists():
-        return new
-    old = read_csv(str(path))
-    for c in REPLACE_KEY:  # rows written before a key column existed
-        if c not in old.columns:
-            old[c] = ""
-    keys = set(replace_keys(new))
-    old = old[[k not in keys for k in replace_keys(old)]]
-    return pd.concat([old, new], ignore_index=True)
+def merge_rows(old: pd.DataFrame | None, new: pd.DataFrame) -> pd.DataFrame:
+    """``new`` plus the rows of ``old`` (None: no file yet) with another ``REPLACE_KEY``."""
+    if old is not None:  # rows written before a key column existed
+        old = old.assign(**{c: "" for c in REPLACE_KEY if c not in old.columns})
+    return replace_rows(old, new, REPLACE_KEY, NUMERIC_KEY)
 
 
 def parse_args(argv):
@@ -259,8 +247,8 @@ def check_args(args) -> tuple[int, list[ModeVariant], list[ModeVariant]]:
     return n, modes, controls
 
 
-def merged(out: Path, rows: list[dict], keys: dict, columns: list[str]) -> pd.DataFrame:
-    table = merge_rows(out, pd.DataFrame([{**keys, **r} for r in rows])[columns])
+def merged(old: pd.DataFrame | None, rows: list[dict], keys: dict, columns: list[str]) -> pd.DataFrame:
+    table = merge_rows(old, pd.DataFrame([{**keys, **r} for r in rows])[columns])
     return table.sort_values(["pair_id", "dataset", "prefix_id", "verify"], kind="mergesort")
 
 
@@ -304,12 +292,13 @@ def main(argv=None) -> None:
         "dtype": job.dtype,
     }
     lossy = {m.name for m in controls}
-    with lock(out.parent):  # the check and its controls replaced together (one unit, one writer)
-        files = {out: merged(out, [r for r in rows if r["verify"] not in lossy], keys, COLUMNS)}
-        if controls:
-            control = out.with_name("lossless_control.csv")
-            files[control] = merged(control, [r for r in rows if r["verify"] in lossy], keys, CONTROL_COLUMNS)
-        atomic_write_many({str(p): csv_writer(t) for p, t in files.items()})
+    check = [r for r in rows if r["verify"] not in lossy]
+    tables = {str(out): (lambda old: merged(old, check, keys, COLUMNS), read_csv)}
+    if controls:  # the check and its controls replaced together (one unit, one writer: results.upsert)
+        lossy_rows = [r for r in rows if r["verify"] in lossy]
+        control = str(out.with_name("lossless_control.csv"))
+        tables[control] = (lambda old: merged(old, lossy_rows, keys, CONTROL_COLUMNS), read_csv)
+    upsert_all(tables)
     print(f"specbench: lossless check ({len(rows)} rows, {n} draws each) -> {out}")
 
 

@@ -39,7 +39,6 @@ machine-record reader (``compare`` without ``--machine`` reads this machine's id
 from __future__ import annotations
 
 import glob
-import json
 import os
 import sys
 
@@ -47,9 +46,10 @@ import pandas as pd
 
 from ...core import readers
 from ...core.args import Parser, refuse
-from ...core.atomic import atomic_write
 from ...results.acceptcheck import COLUMNS, verdict
-from ...results.files import csv_writer, read_csv
+from ...results.columns import tree_params
+from ...results.files import read_csv
+from ...results.upsert import replace_rows, upsert
 from .ceiling import read_machine
 from .sizes import continuation_key, models, params, run_prompts  # noqa: F401  (run_prompts: its API)
 
@@ -123,7 +123,7 @@ def _value(v) -> str:
 
 def job_line(row, pair_overrides: str = "", cache: str = "") -> str:
     """The ``specbench.run`` overrides that re-derive ``row`` in its committed run (``run_prompts``)."""
-    params_ = json.loads(row["tree_params"]) if isinstance(row["tree_params"], str) else {}
+    params_ = tree_params(row["tree_params"], strict=True)
     scalar = [f"tree.{k}={_value(v)}" for k, v in sorted(params_.items()) if not isinstance(v, (list, dict))]
     pair = pair_overrides or f"pair={row['pair']}"
     batch = int(row["batch_size"])
@@ -240,8 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     check = compare(read_csv(path), read_csv(steps_path), args.runs)
     if not check.empty:
         check = check.assign(**where(machine))
-        old = read_csv(args.out) if os.path.isfile(args.out) else None
-        atomic_write(args.out, csv_writer(kept_beside(old, check)))
+        upsert(args.out, lambda old: kept_beside(old, check))
     print(verdict(check))
     return 0
 
@@ -259,11 +258,9 @@ def where(rec: dict | None) -> dict:
 def kept_beside(old: pd.DataFrame | None, check: pd.DataFrame) -> pd.DataFrame:
     """The file after a check: this one, and every other machine's last check kept after it (a check on one
     CPU never erases another's); rows that name no machine (a file from before checks named theirs) are replaced."""
-    if old is None or old.empty or "machine_id" not in old:
+    if old is None or "machine_id" not in old:
         return check
-    mine = set(check.machine_id.astype(str))
-    other = old[old.machine_id.notna() & ~old.machine_id.astype(str).isin(mine)]
-    return pd.concat([check, other], ignore_index=True) if len(other) else check
+    return replace_rows(old[old.machine_id.notna()], check, ["machine_id"], new_first=True)
 
 
 if __name__ == "__main__":
