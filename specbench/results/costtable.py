@@ -21,7 +21,8 @@ from ..core.readers import Col, Kind
 
 FIX = "give a costs.csv that python -m specbench.study.tools.costs wrote"
 DEVICE = "cpu"  # the device of a row that names none
-TEXT = ("role", "pair", "dtype", "device", "model", "samples")  # never numbers (a model id, space-separated samples)
+TEXT = ("role", "pair", "dtype", "device", "model", "samples", "machine", "machine_id", "host")  # never numbers (a
+# model id, space-separated samples, a hex digest that may be all digits)
 WIDTHS = ("kv_len", "n_tokens")  # the key's numbers: a CSV reads 128.0 back as 128
 CURVE = ["pair", "dtype", "device", "machine_id"]  # one machine's curve of a pair (machine last)
 ROW = ["pair", "dtype", "device", "role", "kv_len", "n_tokens", "machine_id"]  # one point of it

@@ -29,7 +29,7 @@ import pandas as pd
 
 from ...core import readers
 from ...core.atomic import command, lock, os_line, write_text
-from ...results import costcurve
+from ...results import costcurve, costtable
 from ...results.files import STEPS_FILE, read_csv
 from ...results.schedule import draft_lengths
 from ...results.speedstats import answer_first, answers
@@ -187,7 +187,7 @@ def measured_answer(results: str, given: dict, batch: int) -> dict | None:
     if a.empty:
         return None
     cpath = os.path.join(results, "costs.csv")
-    costs = read_csv(cpath) if os.path.isfile(cpath) else None
+    costs = costtable.read(cpath) if os.path.isfile(cpath) else None
     key = costcurve.run_order(a, costcurve.machines(costcurve.one_per_curve(costs)), costcurve.machines(costs))
     return a.iloc[max(range(len(a)), key=key.__getitem__)].to_dict()  # the TL;DR's run (report.measured.shown)
 
