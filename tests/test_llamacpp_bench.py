@@ -52,6 +52,7 @@ def test_roster_and_bad_candidates_are_one_line():
     spec = speed_llamacpp.parse("4/0.75", 1).spec("d.gguf")
     assert spec[spec.index("--spec-draft-n-max") + 1] == "4" and spec[spec.index("--spec-draft-p-min") + 1] == "0.75"
     assert spec[spec.index("--spec-draft-n-min") + 1] == "1" and speed_llamacpp.Candidate("plain").spec("d") == []
+    assert [c.name for c in speed_llamacpp.roster({"llamacpp_candidates": []})] == ["plain", "plain (A/A)"]
     for bad, says in (
         (["4"], "N_MAX/P_MIN"),
         (["0/0.5"], "N_MAX/P_MIN"),

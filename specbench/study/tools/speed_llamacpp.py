@@ -22,7 +22,8 @@ and ``accepted`` (``timings.draft_n``, ``draft_n_accepted``), ``steps`` (target 
 accepted drafts), ``same_tokens`` (its tokens equal plain decoding's of the same prompt and round), the
 machine (``inputs.machine``).  No step file: the server reports per request.
 
-Keys (top level, all optional): ``llamacpp_candidates`` (default ``[4/0.75]``), ``llamacpp_n_min`` (default
+Keys (top level, all optional): ``llamacpp_candidates`` (default ``[4/0.75]``; ``[]``: plain decoding and its A/A
+copy alone), ``llamacpp_n_min`` (default
 0), ``llamacpp_target`` / ``llamacpp_draft`` (GGUF files; default the pair's embedded models', assembled),
 ``llamacpp_prompts`` (``ids``, the default: the token ids specbench decodes, chat template included, as
 the pair's tokenizer makes them; ``text``: the prompt text, llama.cpp tokenizes), ``llamacpp_ctx`` (default
@@ -99,15 +100,18 @@ def parse(item, n_min: int) -> Candidate:
 
 
 def roster(extra: dict) -> list[Candidate]:
-    """Plain decoding, its A/A copy, every candidate of ``llamacpp_candidates``, and the first one's twin."""
+    """Plain decoding, its A/A copy, every candidate of ``llamacpp_candidates``, and the first one's twin (none
+    where the list is empty: plain decoding and its A/A copy alone)."""
     n_min = extra.get("llamacpp_n_min", 0)
     if not isinstance(n_min, int) or isinstance(n_min, bool) or n_min < 0:
         raise ConfigError(f"llamacpp_n_min={n_min!r}: must be an integer >= 0 (e.g. +llamacpp_n_min=0)")
     given = extra.get("llamacpp_candidates", ["4/0.75"])
     items = list(given) if isinstance(given, (list, tuple)) else [given]
     cands = [parse(i, n_min) for i in items]
-    if not cands or len({c.name for c in cands}) < len(cands):
-        raise ConfigError("llamacpp_candidates: empty or one N_MAX/P_MIN listed twice; give each once")
+    if len({c.name for c in cands}) < len(cands):
+        raise ConfigError("llamacpp_candidates: one N_MAX/P_MIN listed twice; give each once")
+    if not cands:  # plain decoding alone (its tokens/s beside specbench's: ``results.engines``)
+        return [Candidate(speedstats.PLAIN), Candidate(speedstats.PLAIN_AA)]
     twin = Candidate(cands[0].name + speedstats.TWIN_SUFFIX, cands[0].n_max, cands[0].p_min, n_min)
     return [Candidate(speedstats.PLAIN), Candidate(speedstats.PLAIN_AA), *cands, twin]
 
