@@ -45,7 +45,7 @@ from .estimates import (  # noqa: F401  (forward_s, sample_cost, PROMPT_TOKENS: 
     speed_s,
 )
 from .planview import GRIDS, covered, get, printout, record, sentence  # noqa: F401  (GRIDS: its API)
-from .sizes import PAIRS, PARAMS_B, run_prompts  # noqa: F401  (PAIRS, PARAMS_B: its API)
+from .sizes import PAIRS, PARAMS_B, STRATA, run_prompts  # noqa: F401  (PAIRS, PARAMS_B: its API)
 
 
 @dataclass
@@ -141,8 +141,6 @@ def recheck_view(sample: list[dict], kept: list[dict], dropped: list[dict], rate
 
     def name(r: dict) -> str:
         return f"{r['pair']} {r['tree']}/{int(r['budget'])} {r['dataset']} (batch {int(r['batch_size'])})"
-
-    from .recheck import STRATA  # start-up: pandas, for the plan only; the shell calls `get` many times
 
     have = {(k, r[k]) for r in kept for k in STRATA}
     lost = sorted({f"{k} {r[k]}" for r in dropped for k in STRATA if (k, r[k]) not in have})
@@ -259,7 +257,7 @@ TINY_UNITS = [("local", "smoke", ["chain/2", "binary/2"])]
 def answer_units(results_dir: str) -> list[tuple[str, str, list[str]]]:
     """UNITS with their benchmark candidates (``study.tools.validate.speed_picks`` on the committed
     projections); a pair x dataset without a projection is left out."""
-    from ...results.files import read_csv  # start-up: pandas, as STRATA's above
+    from ...results.files import read_csv  # start-up: pandas, for the plan only; the shell calls `get` many times
     from . import validate  # heavy: torch (the tree registry), only for the real profile
 
     path = os.path.join(results_dir, "speedup.csv")
@@ -295,7 +293,7 @@ def make(args) -> dict:
     if dtype not in rec["rates_gflops"]:
         refuse(f"--dtype={dtype}: not measured on this machine (measured: {', '.join(rec['rates_gflops'])})")
     units = TINY_UNITS if args.profile == "tiny" else answer_units(args.results)
-    from .recheck import sample, sample_file  # start-up: pandas, as STRATA's above
+    from .recheck import sample, sample_file  # start-up: pandas, for the plan only; the shell calls `get` many times
 
     rows = sample(sample_file(args.results))
     budget_s = args.minutes * 60 - args.spent
@@ -313,7 +311,7 @@ def recorded_steps(results_dir: str, machine_id, steps: tuple[str, ...]) -> tupl
     """Per step prefix (``COLLECT_STEP``, ``REPORT_STEP``), the median seconds of this machine's recorded steps
     whose message starts with it in results/run_times.csv (a step skipped by its marker records 0 and is left
     out), None where it has none; the file read once."""
-    from ...results.files import read_csv  # start-up: pandas, as STRATA's above
+    from ...results.files import read_csv  # start-up: pandas, for the plan only; the shell calls `get` many times
 
     path = os.path.join(results_dir, "run_times.csv")
     if not machine_id or not os.path.isfile(path):

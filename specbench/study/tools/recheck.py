@@ -51,9 +51,8 @@ from ...results.columns import tree_params
 from ...results.files import read_csv
 from ...results.upsert import replace_rows, upsert
 from .ceiling import read_machine
-from .sizes import continuation_key, models, params, run_prompts  # noqa: F401  (run_prompts: its API)
+from .sizes import STRATA, continuation_key, models, params, run_prompts  # noqa: F401  (run_prompts: its API)
 
-STRATA = ("pair", "tree", "frontier_rule", "dataset")
 BUDGET = 4  # the budget sampled where a configuration has several: shapes differ there, and replay's cost hardly does
 SAME = ("pair", "tree", "tree_params", "budget", "verify", "temperature", "dataset", "seed", "max_new_tokens", "dtype")
 KEY = (*SAME, "engine", "batch_size")  # a re-derived row's committed one: the same configuration, engine and batch

@@ -1,10 +1,12 @@
 """The models' sizes the default run's plan and the acceptance sample's cheapest-row rule estimate
 from (billions of parameters per pair's draft and target).  Below ``estimates`` and ``recheck``, which
-both read it, and the batched run a committed row is re-derived in; imports nothing.
+both read it, the batched run a committed row is re-derived in and the strata the sample covers (``STRATA``:
+``recheck`` samples by them, ``budget`` names those a plan leaves unrepresented); imports nothing.
 """
 
 from __future__ import annotations
 
+STRATA = ("pair", "tree", "frontier_rule", "dataset")  # the acceptance sample represents every value of each
 # billions of parameters the forward multiplies through (the embeddings' lookup is free)
 PARAMS_B = {"qwen1.5b": 1.54, "qwen0.5b": 0.49, "smollm": 0.135, "gemma": 0.17, "tiny": 0.0001}
 PAIRS = {  # pair: (draft model or None, target model); a layer-skip draft is half its target
