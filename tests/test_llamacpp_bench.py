@@ -133,3 +133,73 @@ def test_costs_cli_refuses_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("specbench.study.tools.costs_llamacpp: ")
     assert not (tmp_path / "costs.csv").exists()
+
+
+def test_projection_for_llamacpp_candidates_beside_their_measured_speedup():
+    """n_max 2 at p_min 0 is specbench's chain/2: 2.8 tokens per step x t_target(1) 0.1 s / (2 x 0.01 + 0.12) = 2.0x;
+    p_min 0.75 has no specbench acceptance yet: measured, not projected."""
+    from specbench.results import llamaproject
+
+    walls = {ss.PLAIN: 1.0, ss.PLAIN_AA: 1.0, "draft n_max=2 p_min=0": 0.8, "draft n_max=4 p_min=0.75": 0.9}
+    params = {
+        "draft n_max=2 p_min=0": {"n_max": 2, "p_min": 0.0},
+        "draft n_max=4 p_min=0.75": {"n_max": 4, "p_min": 0.75},
+    }
+    speed = pd.DataFrame([{**BASE, "round": 0, "unit": u, "prompt_ids": f"smoke/{u}", "candidate": c, "tokens": 8,
+                           "wall_s": w * (1 + 0.01 * u), "tree": "draft-simple", "tree_params": json.dumps(params.get(c, {})),
+                           "budget": params.get(c, {}).get("n_max", 0), "config_hash": c, "accepted": 1, "drafted": 1,
+                           "steps": 4, "tree_depth": 1} for u in range(6) for c, w in walls.items()])  # fmt: skip
+    summary = pd.DataFrame([{"pair": "tiny", "dataset": "smoke", "tree": "chain", "budget": 2, "verify": "greedy",
+                             "temperature": 0.0, "max_new_tokens": 128, "n_prompts": 64, "tokens_per_step": 2.8}])  # fmt: skip
+    secs = {
+        ("draft", 1): 0.01,
+        ("target", 1): 0.1,
+        ("target", 2): 0.11,
+        ("target", 3): 0.12,
+        ("draft", 2): 0.011,
+        ("draft", 3): 0.012,
+    }
+    costs = pd.DataFrame([{"role": r, "pair": "tiny", "dtype": "gguf", "device": "cpu", "kv_len": kv, "n_tokens": n,
+                           "seconds": s, "samples": f"{s} {s}", "machine_id": "m0", "engine": "llamacpp"}
+                          for (r, n), s in secs.items() for kv in (128, 512)])  # fmt: skip
+    out = llamaproject.compare(speed, summary, costs).set_index("candidate")
+    two, four = out.loc["draft n_max=2 p_min=0"], out.loc["draft n_max=4 p_min=0.75"]
+    assert two.projected == pytest.approx(2.0) and two.measured == pytest.approx(1 / 0.8)
+    assert two.error == pytest.approx(2.0 / 1.25 - 1) and np.isnan(four.projected) and four.measured > 1
+    assert llamaproject.compare(
+        speed.assign(engine="specbench"), summary, costs
+    ).empty  # specbench's rows: not llama.cpp's
+
+
+def test_a_server_dying_mid_run_keeps_the_finished_units(monkeypatch):
+    """A stand-in server that dies on its third request: the first unit's rows come back with the one line."""
+    from specbench.study.tools.llamaserver import ServerDied
+
+    calls = []
+
+    class Fake:
+        def __init__(self, *a, **k):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def complete(self, text, n):
+            calls.append(n)
+            if len(calls) == 2 + 2 + 2:  # warm-ups and the first unit done; the second unit's second request dies
+                raise ServerDied("llama-server died (signal 9) during a request to /completion; its log: x.log")
+            return {"tokens": [1] * n, "timings": {"predicted_n": n, "prompt_ms": 1.0, "predicted_ms": 9.0}}
+
+    monkeypatch.setattr(speed_llamacpp, "LlamaServer", Fake)
+    job = SimpleNamespace(extra={"speed_rounds": 1}, seed=0, progress=False, max_new_tokens=4)
+    cands = speed_llamacpp.roster({"llamacpp_candidates": []})
+    with pytest.raises(speed_llamacpp.Stopped, match="died") as e:
+        speed_llamacpp.bench(job, PROMPTS, cands, {"target": "t", "draft": "d"}, BASE)
+    assert (
+        len(e.value.rows) == 2
+        and {r["unit"] for r in e.value.rows} == {0}
+        and all(r["same_tokens"] for r in e.value.rows)
+    )

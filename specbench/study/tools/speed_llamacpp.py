@@ -116,6 +116,14 @@ def roster(extra: dict) -> list[Candidate]:
     return [Candidate(speedstats.PLAIN), Candidate(speedstats.PLAIN_AA), *cands, twin]
 
 
+class Stopped(ServerError):
+    """A server that died or refused mid-run: its one line, with the rows of every unit finished before (``rows``)."""
+
+    def __init__(self, line: str, rows: list[dict]) -> None:
+        super().__init__(line)
+        self.rows = rows
+
+
 def config_hash(c: Candidate, base: dict) -> str:
     """The configuration's hash: engine, models, dataset, length and the drafting rule (a twin's equals its original's)."""
     key = {k: base.get(k) for k in ("engine", "pair_id", "dataset", "max_new_tokens", "seed")} | c.params
@@ -161,7 +169,8 @@ def time_unit(servers: dict, order: list[Candidate], prompt, n: int, where: dict
 
 def bench(job, prompts: list[tuple], cands: list[Candidate], models: dict, base: dict, ctx: int = 4096) -> list[dict]:
     """Every round, prompt and candidate (``speedloop.interleave``), each candidate on its own server
-    (started here, every one stopped when this returns or fails; logs in a temp folder): the rows."""
+    (started here, every one stopped when this returns or fails; logs in a temp folder): the rows.  A server
+    that dies or refuses mid-run is ``Stopped``: its line and the rows of the units finished before it."""
     logs = Path(tempfile.mkdtemp(prefix="specbench-llamacpp-"))
     with contextlib.ExitStack() as stack:
         servers = {}
@@ -171,11 +180,18 @@ def bench(job, prompts: list[tuple], cands: list[Candidate], models: dict, base:
         for c in cands:  # one untimed request each: none starts the timed units colder than another
             servers[c.name].complete(prompts[0][1], min(WARM_TOKENS, job.max_new_tokens))
 
-        def one_unit(order, prompt, where):
-            return time_unit(servers, order, prompt, job.max_new_tokens, {**base, **where})
+        finished: list[dict] = []
 
-        rows, _ = speedloop.interleave(job, prompts, cands, one_unit, base["run_id"], "speed_llamacpp")
-    return rows
+        def one_unit(order, prompt, where):
+            rows, kept = time_unit(servers, order, prompt, job.max_new_tokens, {**base, **where})
+            finished.extend(rows)
+            return rows, kept
+
+        try:
+            speedloop.interleave(job, prompts, cands, one_unit, base["run_id"], "speed_llamacpp")
+        except ServerError as e:
+            raise Stopped(str(e), finished) from None
+    return finished
 
 
 def write(out: str, rows: list[dict]) -> None:
@@ -235,6 +251,11 @@ def main(cfg: DictConfig) -> None:
         models, prompts = models_of(job), prompts_of(job)
         base = base_row(job, identity.job_identity(job), jobfiles.new_run_id())
         rows = bench(job, prompts, cands, models, base, int(job.extra.get("llamacpp_ctx", 4096)))
+    except Stopped as e:  # the finished units kept, then the one line
+        if e.rows:
+            write(out, e.rows)
+        print(f"specbench.study.tools.speed_llamacpp: {e} ({len(e.rows)} rows of finished units kept)", file=sys.stderr)
+        sys.exit(2)
     except (ConfigError, ServerError, ValueError) as e:
         print(f"specbench.study.tools.speed_llamacpp: {str(e).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)
