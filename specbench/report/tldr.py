@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..results import costtable
 from ..study.tools import speedsched
 from . import analysis, benchcheck, hardware, machines, measured, phrases, tables
 from .markdown import span
@@ -124,7 +125,7 @@ def machine(dev: str, envs: dict) -> str:
 
 def repeat_spread(costs: pd.DataFrame | None, dev: str, dtypes: set) -> str:
     """'cost points of 11 repeats each, IQR a median 35% of the median (up to 80%)'."""
-    c = costs[costs.device.astype(str) == dev] if costs is not None and "device" in costs else pd.DataFrame()
+    c = costs[costtable.devices(costs).astype(str) == dev] if costs is not None else pd.DataFrame()
     c = c[c.dtype.isin(dtypes)] if dtypes and len(c) else c
     if c.empty or "seconds_q75" not in c:
         return "each cost point timed once"

@@ -36,6 +36,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 
 import hydra
 import pandas as pd
@@ -44,11 +45,11 @@ from omegaconf import DictConfig
 
 from ... import CONF_DIR
 from ...core import readers
-from ...core.atomic import atomic_write_many, lock
 from ...core.registry import UnknownName
 from ...inputs import machine
 from ...results import speedstats
-from ...results.files import csv_writer, read_csv
+from ...results.files import read_csv
+from ...results.upsert import replace_rows, upsert_all
 from ..job import argv, checks, identity, jobfiles, launch
 from ..job.context import DecodePlan, context
 from ..job.jobspec import ConfigError, JobSpec, from_config, resolved
@@ -262,14 +263,11 @@ def merge(out: str, path: str) -> str:
 
 
 def append(out: str, new: pd.DataFrame, new_steps: pd.DataFrame) -> None:
-    files = {}
-    for name, df in ((FILE, new), (STEPS, new_steps)):
-        path = os.path.join(out, name)
-        old = read_csv(path) if os.path.isfile(path) else pd.DataFrame()
-        files[path] = csv_writer(pd.concat([old, df], ignore_index=True))
-    os.makedirs(out, exist_ok=True)
-    with lock(out):
-        atomic_write_many(files)
+    """``new`` runs and their steps added to ``out``'s speed.csv and speed_steps.csv.gz as one unit, read and
+    written under the folder's lock (``results.upsert``; a run's rows keyed by its run id)."""
+    tables = {os.path.join(out, name): (partial(replace_rows, new=df, key=["run_id"]), read_csv)
+              for name, df in ((FILE, new), (STEPS, new_steps))}  # fmt: skip
+    upsert_all(tables)
 
 
 def summary(rows: list[dict], spread=speedstats.harness.NONE) -> str:
