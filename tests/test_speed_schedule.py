@@ -1,4 +1,4 @@
-"""The batch-size schedule from the interleaved speed benchmark (#51 item 6; study.tools.speedsched) on
+"""The batch-size schedule from the interleaved speed benchmark (#51 item 6; results.schedule, its words report.batch) on
 hand-made speed.csv tables at several batch sizes: each B's best with its ties, "stops paying" only
 where the intervals say so (a loss and an unresolved gain stated apart), a B whose controls fail left
 unranked, export's draft lengths from it, the batch-1 answer kept apart from the schedule's runs; and
@@ -12,9 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from specbench.report import batch
 from specbench.results import runcontrols as rc
+from specbench.results import schedule as sch
 from specbench.results import speedstats as ss
-from specbench.study.tools import speedsched as sch
+from specbench.study.tools import validate
 from test_speed_bench import KEYS as BENCH_KEYS
 
 KEYS = {k: v for k, v in BENCH_KEYS.items() if k != "batch_size"} | {"dtype": "bfloat16"}  # a run's keys
@@ -61,7 +63,7 @@ def controls(**walls) -> dict:
 
 
 def schedule_of(*runs) -> pd.DataFrame:
-    return sch.schedule(ss.answers(pd.concat(runs, ignore_index=True)))
+    return sch.schedule(ss.answers(pd.concat(runs, ignore_index=True)), sch.BENCHMARK)
 
 
 def verdict(*runs) -> tuple:
@@ -91,33 +93,33 @@ def test_an_interval_that_includes_one_at_b2_is_not_where_speculation_stops_payi
     kind, at, _ = verdict(run(1, pays), run(2, flat, noise=0.05), run(4, pays), run(8, loses))
     assert (kind, at) == ("loses", 8)  # B=2 includes 1×, but B=4 gains again
     sched = schedule_of(run(1, pays), run(2, flat, noise=0.05), run(4, pays), run(8, loses))
-    text = sch.sentences(sched)[0]
+    text = batch.sentences(sched)[0]
     assert "stops paying at B = 8" in text and "stops paying at B = 2" not in text and ", loses." in text
     kind, at, first = verdict(run(1, pays), run(2, flat, noise=0.05), run(4, flat, noise=0.05))
     assert (kind, at, first) == ("no gain", 2, False)
-    text = sch.sentences(schedule_of(run(1, pays), run(2, flat, noise=0.05), run(4, flat, noise=0.05)))[0]
+    text = batch.sentences(schedule_of(run(1, pays), run(2, flat, noise=0.05), run(4, flat, noise=0.05)))[0]
     assert "stops paying" not in text and "no gain is resolved from B = 2 on (not a loss: " in text
     assert "includes 1×" in text and "loses" not in text
     runs = run(1, pays), run(2, pays), run(4, flat, noise=0.05), run(8, loses), run(16, loses)  # gains, none, loses
-    text = sch.sentences(schedule_of(*runs))[0]
+    text = batch.sentences(schedule_of(*runs))[0]
     assert verdict(*runs)[:2] == ("no gain", 4) and "stops paying" not in text
     assert "no gain is resolved from B = 4 on (not a loss: " in text
     assert text.endswith("; it loses from B = 8 on (the fastest there is below 1×).")  # B = 8's item shows it
     b8 = sch.per_b(schedule_of(*runs)).set_index("batch_size").loc[8]
-    assert sch.unless_shown(b8) == ""
+    assert batch.unless_shown(b8) == ""
     other = pd.concat([b8.drop("shown"), pd.Series({"shown": "binary N=3"})])
-    named = sch.unless_shown(other)
+    named = batch.unless_shown(other)
     assert re.fullmatch(r", chain N=1 0\.\d\d× \[[\d.]+, 0\.\d\d\],", named)  # another shown: the fastest named
-    assert sch.unless_shown(other, names=False) == ""  # the main page's items: the speed page's table names it
+    assert batch.unless_shown(other, names=False) == ""  # the main page's items: the speed page's table names it
 
 
 def test_a_schedule_that_still_pays_or_never_pays_says_so():
     assert verdict(run(1, controls(c1=1.3)), run(2, controls(c1=1.6)))[:2] == ("gains", None)
-    text = sch.sentences(schedule_of(run(1, controls(c1=1.3)), run(2, controls(c1=1.6))))[0]
+    text = batch.sentences(schedule_of(run(1, controls(c1=1.3)), run(2, controls(c1=1.6))))[0]
     assert "still pays at B = 2, the largest measured" in text
     never = schedule_of(run(1, controls(c1=2.5)), run(2, controls(c1=2.8)))
     assert sch.stop(sch.per_b(never)) == ("loses", 1, True)
-    assert "speculation pays at no measured B" in sch.sentences(never)[0]
+    assert "speculation pays at no measured B" in batch.sentences(never)[0]
 
 
 def test_a_failed_control_leaves_its_b_unranked_and_no_verdict_rests_on_it():
@@ -126,28 +128,28 @@ def test_a_failed_control_leaves_its_b_unranked_and_no_verdict_rests_on_it():
     rows = sch.per_b(schedule_of(run(1, pays), run(4, bad), run(8, loses))).set_index("batch_size")
     assert not rows.loc[4, "ranked"] and rows.loc[1, "ranked"] and rows.loc[8, "ranked"]
     assert verdict(run(1, pays), run(4, bad), run(8, loses))[:2] == ("loses", 8)  # not 4
-    text = sch.sentences(schedule_of(run(1, pays), run(4, bad), run(8, loses)))[0]
+    text = batch.sentences(schedule_of(run(1, pays), run(4, bad), run(8, loses)))[0]
     assert "stops paying at B = 8" not in text  # B = 4 may not pay: where it stops is not resolved
     assert "speculation loses from B = 8 on (the fastest: chain N=1 0." in text
     assert text.endswith("; whether it pays at B = 4 is not resolved.")
     flat = controls(c1=2.0)
     runs = run(1, pays), run(2, bad), run(4, flat, noise=0.05), run(8, loses)  # no gain from 4, B = 2 unranked
-    text = sch.sentences(schedule_of(*runs))[0]
+    text = batch.sentences(schedule_of(*runs))[0]
     assert verdict(*runs)[:2] == ("no gain", 4) and "no gain is resolved from B = 4 on (not a loss: " in text
     assert text.endswith("is below 1×); whether it pays at B = 2 is not resolved.")
     assert verdict(run(1, pays), run(4, bad))[:2] == ("open", None)
-    text = sch.sentences(schedule_of(run(1, pays), run(4, bad)))[0]
+    text = batch.sentences(schedule_of(run(1, pays), run(4, bad)))[0]
     assert "B=4: a control fails, not ranked" in text and "not resolved" in text and "stops paying" in text
     assert "stops paying at" not in text
 
 
 def test_the_report_shows_the_benchmarks_schedule_and_labels_the_single_runs(tmp_path):
-    from specbench.report import hardware, measured
+    from specbench.report import hardware
 
     bench = pd.concat([run(1, controls(c1=1.3)), run(2, controls(c1=2.6))], ignore_index=True)
     t = rc.tables(bench)
-    t["bench_schedule"] = sch.schedule(t["measured"])
-    (text,) = measured.schedule_section(t)
+    t["bench_schedule"] = sch.schedule(t["measured"], sch.BENCHMARK)
+    (text,) = batch.schedule_section(t)
     assert "stops paying at B = 2" in text and "| 1 | 12 (12) | A/A " in text and "64 new tokens, 12–24 prompts" in text
     assert ": hold |" in text and "| chain N=1 1.5" in text
     single = pd.DataFrame(
@@ -164,8 +166,6 @@ def test_the_report_shows_the_benchmarks_schedule_and_labels_the_single_runs(tmp
 
 def test_the_schedules_figure_draws_each_candidates_interval_per_b_and_hollows_an_unranked_b():
     from matplotlib.collections import PathCollection
-
-    from specbench.report import batch
 
     bad = {**controls(c1=2.6), ss.PLAIN_AA: 2.6}  # B = 4's A/A fails
     sched = schedule_of(run(1, {**controls(c1=1.3), "chain N=2": 1.4}), run(4, bad))
@@ -201,12 +201,15 @@ def test_the_candidates_are_the_answers_tree_twinned_chains_and_one_binary_tree(
             for b, x in ((3, 1.2), (6, 1.4), (12, 1.3))
         ]
     )
-    assert sch.picks(answer, proj, "p", "d", "bfloat16") == [
+    assert validate.schedule_picks(answer, proj, "p", "d", "bfloat16") == [
         ("binary", 5),
-        *[("chain", n) for n in sch.CHAINS],
+        *[("chain", n) for n in validate.CHAINS],
         ("binary", 6),
     ]
-    assert sch.picks(None, None, "p", "d", "bfloat16") == [*[("chain", n) for n in sch.CHAINS], ("binary", 3)]
+    assert validate.schedule_picks(None, None, "p", "d", "bfloat16") == [
+        *[("chain", n) for n in validate.CHAINS],
+        ("binary", 3),
+    ]
 
 
 def test_export_takes_the_draft_lengths_from_the_benchmark(tmp_path):
@@ -216,12 +219,12 @@ def test_export_takes_the_draft_lengths_from_the_benchmark(tmp_path):
     walls2 = {**controls(c1=1.70), "chain N=3": 1.9, "binary N=3": 2.2}
     walls8 = {**controls(c1=2.6), "chain N=3": 2.9, "binary N=3": 3.0}
     bench = pd.concat([run(1, walls1), run(2, walls2), run(8, walls8)], ignore_index=True)
-    lengths = sch.draft_lengths(bench, "p")
+    lengths = sch.draft_lengths(bench, "p", sch.BENCHMARK)
     assert list(lengths) == [(1, 1), (2, 1), (8, 0)]
-    assert lengths.source == sch.SOURCE
+    assert lengths.source == sch.SOURCES[sch.BENCHMARK]
     bad = {**walls2, ss.PLAIN_AA: 2.6}
     unranked = pd.concat([run(1, walls1), run(2, bad), run(8, walls8)], ignore_index=True)
-    assert list(sch.draft_lengths(unranked, "p")) == [(1, 1), (8, 0)]  # B=2 left out
+    assert list(sch.draft_lengths(unranked, "p", sch.BENCHMARK)) == [(1, 1), (8, 0)]  # B=2 left out
     bench.to_csv(tmp_path / "speed.csv", index=False)
     choice = engine_rules.Choice("p", "model", None, "chain", 1, {}, "greedy", 0.0)
     got = export.batch_schedule(str(tmp_path), choice)
@@ -247,7 +250,7 @@ def test_the_schedule_benchmark_at_batch_size_2_through_the_real_loop(tmp_path, 
     p = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     df = pd.read_csv(tmp_path / "speed.csv")
-    names = ["plain", ss.PLAIN_AA, *[f"chain N={n}" for n in sch.CHAINS], "binary N=3", "chain N=1 (twin)"]
+    names = ["plain", ss.PLAIN_AA, *[f"chain N={n}" for n in validate.CHAINS], "binary N=3", "chain N=1 (twin)"]
     assert sorted(set(df.candidate)) == sorted(names)
     assert (df.roster == sch.ROSTER).all() and (df.batch_size == 2).all()
     assert len(df) == 2 * len(names)  # 3 prompts in units of 2: two units

@@ -17,6 +17,7 @@ from specbench.report import floors
 from specbench.report.bookkeeping import floor_sentences
 from specbench.report.tables import claim, cut_share, is_ranked
 from specbench.results.files import STEPS_FILE
+from specbench.results.ranking import MAX_CUT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "results")
@@ -64,8 +65,8 @@ def test_part_one_is_complete_and_no_ranked_budget_is_cut_by_the_length_limit(co
     rows = rows.assign(cut=rows.config_hash.map(cut_share(steps, summary)))
     assert rows.cut.notna().all() and len(rows) >= len(list(first.cells()))
     for r in rows.itertuples():
-        assert is_ranked(claim(r.n_prompts, r.cut)) == (r.cut <= floors.MAX_CUT), (r.tree, r.budget, r.dataset)
-    over = rows[rows.cut > floors.MAX_CUT]
+        assert is_ranked(claim(r.n_prompts, r.cut)) == (r.cut <= MAX_CUT), (r.tree, r.budget, r.dataset)
+    over = rows[rows.cut > MAX_CUT]
     assert (over.budget > 32).all(), over[["tree", "budget", "dataset", "cut"]]
 
 

@@ -1,5 +1,6 @@
-"""The speed page's *Batch size*: the interleaved benchmark's batch-size schedule (`measured.schedule_section`),
-the single live runs' per cell (`results.schedule`, labelled, without intervals) and its figure, then the
+"""The speed page's *Batch size*: the interleaved benchmark's batch-size schedule (`schedule_section`:
+per setting its table and its verdict in words, `stop_clause`; the rows are `results.schedule`'s), the
+single live runs' per cell (`results.schedule`, labelled, without intervals) and its figure, then the
 batched target continuations replay stands on: their divergence from batch 1 and bf16 replay against
 bf16 live decoding."""
 
@@ -9,8 +10,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..study.tools import speedsched
-from . import analysis, figures, measured, phrases
+from ..results import schedule, speedstats
+from . import analysis, controls, figures, phrases
 from .markdown import fig_links, table
 
 
@@ -65,13 +66,13 @@ def candidate_looks(sched: pd.DataFrame) -> dict[str, dict]:
 
 
 def fig_bench_schedule(sched: pd.DataFrame) -> figures.Fig | None:
-    """The interleaved benchmark's schedule (``speedsched.schedule``): each candidate's paired speedup with
+    """The interleaved benchmark's schedule (``results.schedule``'s): each candidate's paired speedup with
     its 95% interval against the batch size B, one panel per setting; a B whose controls fail is hollow."""
     if sched is None or sched.empty:
         return None
     groups = [
         (f"{k[0]} · {k[1]} ({k[2]}, {int(k[3])} tok) · {str(g.machine.iloc[0]).split(',')[0]}", g)
-        for k, g in sched.groupby(speedsched.SETTING, sort=True)
+        for k, g in sched.groupby(schedule.SETTINGS[schedule.BENCHMARK], sort=True)
     ]
     names = sorted({str(c) for c in sched.candidate})
     looks = candidate_looks(sched)
@@ -104,6 +105,141 @@ def fig_bench_schedule(sched: pd.DataFrame) -> figures.Fig | None:
     )
 
 
+# ---------------------------------------------------------------------------------------------------
+# the benchmark's schedule in words (``results.schedule``: its rows per B and its verdict)
+# ---------------------------------------------------------------------------------------------------
+def fastest(at) -> str:
+    """'chain N=3 0.89× [0.83, 0.95]': a ``per_b`` row's fastest candidate with its interval."""
+    return f"{at.best} {at.best_speedup:.2f}× [{at.best_lo:.2f}, {at.best_hi:.2f}]"
+
+
+def stop_clause(rows: pd.DataFrame, names: bool = True) -> str:
+    """The verdict of one setting (``schedule.stop``) in words: a loss and an unresolved gain stated apart,
+    nothing claimed without either; the fastest's interval beside a B whose item shows another only where
+    ``names`` (the main page's items leave it to the speed page's table)."""
+    kind, x, first = schedule.stop(rows)
+    last = int(rows.batch_size.max())
+    if kind == "gains":
+        return f"speculation still pays at B = {last}, the largest measured"
+    if kind == "open":
+        return f"where speculation stops paying is not resolved (B = {last}, the largest measured, is not ranked)"
+    assert x is not None  # "loses" and "no gain" name their B
+    at = rows[rows.batch_size == x].iloc[0]
+    best = fastest(at)
+    beyond = "at any measured B" if first else "from there on"
+    gap = unranked_before(rows, x)
+    unresolved = f"; whether it pays at {gap} is not resolved" if gap else ""
+    if kind == "loses":
+        if gap:  # "stops paying at B = x" would claim the B's before it
+            return f"speculation loses from B = {x} on (the fastest: {best}){unresolved}"
+        head = "speculation pays at no measured B" if first else f"speculation stops paying at B = {x}"
+        return f"{head}: no interval above 1× {beyond}, and the fastest at B = {x}, {best}, loses"
+    head = (
+        f"no gain is resolved from B = {x} on (not a loss: the fastest at B = {x}{unless_shown(at, names)} includes 1×)"
+    )
+    return head + loses_from(rows[rows.batch_size > x], names) + unresolved
+
+
+def unranked_before(rows: pd.DataFrame, x: int) -> str:
+    """'B = 4' (or 'B = 2 or B = 4'): the B's just before x that are not ranked, else ""."""
+    before = rows[rows.batch_size < x].sort_values("batch_size", ascending=False, kind="mergesort")
+    gap = []
+    for r in before.itertuples():
+        if r.ranked:
+            break
+        gap.append(f"B = {int(r.batch_size)}")
+    return " or ".join(gap[::-1])
+
+
+def loses_from(rows: pd.DataFrame, names: bool = True) -> str:
+    """'; it loses from B = 8 on (the fastest there is below 1×)', where every ``rows`` B from some y on
+    is ranked and its fastest's interval below 1× (``schedule.losing_from``; else "")."""
+    at = schedule.losing_from(rows)
+    if at is None:
+        return ""
+    return f"; it loses from B = {int(at.batch_size)} on (the fastest there{unless_shown(at, names)} is below 1×)"
+
+
+def unless_shown(at, names: bool = True) -> str:
+    """', chain N=3 0.89× [0.83, 0.95],': the fastest with its interval, where the B's item shows another
+    (and ``names``)."""
+    return "" if at.best == at.shown or not names else f", {fastest(at)},"
+
+
+def item(r, names: bool = True) -> str:
+    """'B=2: chain N=1 1.31× [1.25, 1.37] (ties: chain N=2 1.30×)'; the ties counted where not ``names``."""
+    if not r.ranked:
+        return f"B={r.batch_size}: a control fails, not ranked"
+    k = len(r.ties.split(", ")) if r.ties else 0
+    ties = (f" (ties: {r.ties})" if names else f" (+{k} tied)") if k else ""
+    return f"B={r.batch_size}: {r.shown} {r.speedup:.2f}× [{r.lo:.2f}, {r.hi:.2f}]{ties}"
+
+
+def prompts(rows: pd.DataFrame) -> str:
+    """'16 prompts', or '16–48 prompts' where the B's differ (each B's: the speed page's table)."""
+    lo, hi = int(rows.n_prompts.min()), int(rows.n_prompts.max())
+    return f"{lo} prompts" if lo == hi else f"{lo}–{hi} prompts"
+
+
+def where(k: tuple, rows: pd.DataFrame, machine: str | None) -> str:
+    """'qwen_coder on humaneval (interleaved benchmark, bfloat16, 64 new tokens, 16–96 prompts[,
+    timed on M])'."""
+    pair, ds, dtype, tokens, _mid = k
+    on = f", timed on {machine}" if machine else ""
+    return f"{pair} on {ds} (interleaved benchmark, {dtype}, {int(tokens)} new tokens, {prompts(rows)}{on})"
+
+
+def sentences(sched: pd.DataFrame) -> list[str]:
+    """Per setting (one sentence each): each B's shown configuration with its interval and how many tie
+    it (their names: the table), then the verdict; the machine named where several timed."""
+    out: list[str] = []
+    if sched is None or sched.empty:
+        return out
+    several = sched.machine_id.nunique() > 1
+    for k, g in sched.groupby(schedule.SETTINGS[schedule.BENCHMARK], sort=True, dropna=False):
+        rows = schedule.per_b(g)
+        items = "; ".join(item(r, names=False) for r in rows.itertuples())
+        on = str(g.machine.iloc[0]) if several else None
+        out.append(f"Batch-size schedule, {where(k, rows, on)}: {items}; {stop_clause(rows, names=False)}.")
+    return out
+
+
+def _shown_cell(r: dict) -> str:
+    cell = f"{r['shown']} {r['speedup']:.2f}× [{r['lo']:.2f}, {r['hi']:.2f}]"
+    return cell if r["ranked"] else f"not ranked (a control fails; fastest {r['best']} {r['best_speedup']:.2f}×)"
+
+
+BENCH_COLS = [
+    ("batch B", lambda r: int(r["batch_size"])),
+    ("prompts (units)", lambda r: f"{r['n_prompts']} ({r['n_units']})"),
+    ("controls", lambda r: r["controls"]),
+    ("shown [95% CI]", lambda r: _shown_cell(r)),
+    ("ties it", lambda r: (r["ties"] or "none") if r["ranked"] else "not ranked"),
+    ("every candidate [95% CI], fastest first", lambda r: r["every"]),
+]
+
+
+def schedule_section(t: dict) -> list[str]:
+    """The interleaved benchmark's batch-size schedule: per setting a table (one row per B) and its
+    verdict (``stop_clause``); nothing without schedule runs."""
+    sched, c = t.get("bench_schedule", pd.DataFrame()), t.get("controls", pd.DataFrame())
+    out: list[str] = []
+    if sched is None or sched.empty:
+        return out
+    for k, g in sched.groupby(schedule.SETTINGS[schedule.BENCHMARK], sort=True, dropna=False):
+        rows = schedule.per_b(g)
+        rows["controls"] = [controls.cell(c, r) for r in rows.run_id]
+        verdict = stop_clause(rows)
+        out.append(
+            f"**{where(k, rows, str(g.machine.iloc[0]))}**: per B, each candidate's paired speedup over "
+            "plain decoding of the same prompts in the same round (95% interval over units of B prompts: a jackknife "
+            f"t interval on the log ratio, none below {speedstats.MIN_UNITS} units{controls.offset_clause(g)}), the one shown {speedstats.PICK_RULE}, and the ties (Bonferroni-adjusted paired "
+            f"difference to the fastest includes 0); a B whose controls fail is not ranked. "
+            f"{verdict[:1].upper()}{verdict[1:]}.\n\n" + table(rows.to_dict("records"), BENCH_COLS)
+        )
+    return out
+
+
 SCHEDULE_COLS = [
     ("batch B", lambda r: int(r["B"])),
     ("plain tokens/s", lambda r: analysis.fmt(r["plain"], 2)),
@@ -113,9 +249,9 @@ SCHEDULE_COLS = [
 
 
 def section(ctx) -> str:
-    """The interleaved benchmark's batch-size schedule (``measured.schedule_section``), the single runs'
+    """The interleaved benchmark's batch-size schedule (``schedule_section``), the single runs'
     (results.schedule.schedule, labelled), then the batched continuations' divergence."""
-    sched, out = ctx["t"]["schedule"], measured.schedule_section(ctx["t"])
+    sched, out = ctx["t"]["schedule"], schedule_section(ctx["t"])
     if not out:
         out.append(
             "_The interleaved benchmark has no schedule yet (`python -m specbench.study.tools.speed "

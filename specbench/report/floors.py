@@ -16,7 +16,6 @@ from ..results import plan
 from ..results.columns import tree_label
 from ..results.plan import Floor
 
-MAX_CUT = 0.10  # at most this share of a ranked budget's steps cut by max_new_tokens
 STATIC = plan.STATIC
 FLOORS: tuple[Floor, ...] = plan.floors()  # the study plan's floors, in the priority order
 

@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 
 from ..results import costcurve, speedstats
-from ..study.tools import speedsched
 from . import benchcheck, controls, phrases
 from .markdown import span, table
 
@@ -295,39 +294,3 @@ def section(t: dict, every: bool = False, brief: bool = False) -> list[str]:
         *[s for s in [controls.sentence(t, rec.run_id, brief=not every)] if s],
         *note,
     ]
-
-
-def _shown_cell(r: dict) -> str:
-    cell = f"{r['shown']} {r['speedup']:.2f}× [{r['lo']:.2f}, {r['hi']:.2f}]"
-    return cell if r["ranked"] else f"not ranked (a control fails; fastest {r['best']} {r['best_speedup']:.2f}×)"
-
-
-SCHEDULE_COLS = [
-    ("batch B", lambda r: int(r["batch_size"])),
-    ("prompts (units)", lambda r: f"{r['n_prompts']} ({r['n_units']})"),
-    ("controls", lambda r: r["controls"]),
-    ("shown [95% CI]", lambda r: _shown_cell(r)),
-    ("ties it", lambda r: (r["ties"] or "none") if r["ranked"] else "not ranked"),
-    ("every candidate [95% CI], fastest first", lambda r: r["every"]),
-]
-
-
-def schedule_section(t: dict) -> list[str]:
-    """The interleaved benchmark's batch-size schedule: per setting a table (one row per B) and its
-    verdict (``speedsched.stop_clause``); nothing without schedule runs."""
-    sched, c = t.get("bench_schedule", pd.DataFrame()), t.get("controls", pd.DataFrame())
-    out: list[str] = []
-    if sched is None or sched.empty:
-        return out
-    for k, g in sched.groupby(speedsched.SETTING, sort=True, dropna=False):
-        rows = speedsched.per_b(g)
-        rows["controls"] = [controls.cell(c, r) for r in rows.run_id]
-        verdict = speedsched.stop_clause(rows)
-        out.append(
-            f"**{speedsched.where(k, rows, str(g.machine.iloc[0]))}**: per B, each candidate's paired speedup over "
-            "plain decoding of the same prompts in the same round (95% interval over units of B prompts: a jackknife "
-            f"t interval on the log ratio, none below {speedstats.MIN_UNITS} units{controls.offset_clause(g)}), the one shown {speedstats.PICK_RULE}, and the ties (Bonferroni-adjusted paired "
-            f"difference to the fastest includes 0); a B whose controls fail is not ranked. "
-            f"{verdict[:1].upper()}{verdict[1:]}.\n\n" + table(rows.to_dict("records"), SCHEDULE_COLS)
-        )
-    return out

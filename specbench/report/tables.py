@@ -1,7 +1,7 @@
 """The report's tables as pandas frames: the answer tables, the cross-pair table, the cap,
 identities, calibration, batch size and measured vs projected speed (pandas only).
 
-Evidence rules (docs/report.md): a ranked or "best" claim rests on >= MIN_RANKED prompts; an
+Evidence rules (docs/report.md; the constants and the ranking: ``results.ranking``): a ranked or "best" claim rests on >= MIN_RANKED prompts; an
 interval from fewer than MIN_CI prompts is not printed; a budget where more than MAX_CUT of
 the steps were cut by max_new_tokens is never ranked; a Sequoia tree calibrated on the
 prompts it is scored on, or on fewer than MIN_CALIB prompts, is never ranked; a projection costed on
@@ -15,11 +15,10 @@ import hashlib
 import numpy as np
 import pandas as pd
 
-from ..results import costcurve, runcontrols, schedule
-from ..study.tools import speedsched
+from ..results import costcurve, ranking, runcontrols, schedule
+from ..results.ranking import MAX_CUT, MIN_CI, MIN_RANKED  # noqa: F401 (the report's sections print them)
 from . import across, analysis, benchcheck, compare, costmodel, hardware, lossless, onerun, speedup
 
-MIN_RANKED, MIN_CI, MAX_CUT = 32, 10, 0.10
 DERIVED = "costed on a derived basis"  # its steps lack the drafter's scored tokens (costmodel.basis)
 ENGINE_WORDS = {
     "replay": "replayed from the target's greedy continuation (no target forward)",
@@ -227,20 +226,15 @@ def bracket(best: int, tried: list[int]) -> str:
 
 
 def answer(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per greedy group and shape: the best budget by speed among the budgets the cap allows
-    (cut share <= MAX_CUT); where no budget qualifies, the fastest one, marked not ranked."""
+    """Per greedy group and shape: the best budget by speed (``results.ranking.best``: among the budgets
+    the cap allows, cut share <= MAX_CUT; where no budget qualifies, the fastest one, marked not ranked)."""
     g = rows[rows.temperature == 0]
     out = []
     for _key, grp in g.groupby(analysis.GROUP + ["shape"], sort=True):
-        grp = grp.assign(ok=~(grp.cut > MAX_CUT), key=grp.speed.fillna(-np.inf), tps=grp.tokens_per_step.astype(float))
-        pick = (
-            grp.sort_values(["ok", "key", "tps", "budget"], ascending=[False, False, False, True], kind="mergesort")
-            .iloc[0]
-            .to_dict()
-        )
+        pick = ranking.order(grp, "speed").iloc[0].to_dict()  # ranking.best of a non-empty group
         pick["budgets"] = ", ".join(str(int(b)) for b in sorted(grp.budget.unique()))
         pick["bracket"] = (
-            bracket(int(pick["budget"]), grp[grp.ok].budget.astype(int).tolist())
+            bracket(int(pick["budget"]), grp[ranking.admitted(grp)].budget.astype(int).tolist())
             if grp.speed.notna().any()
             else "no speed: no cost curve for this pair"  # tokens/step always grows with N: no optimum
         )
@@ -359,7 +353,7 @@ def compute(data: dict) -> dict:
         pair=analysis.main_pair(df),
         least=onerun.least(summary, counted, data["costs"]),
         **bench,
-        bench_schedule=speedsched.schedule(bench.get("measured")),
+        bench_schedule=schedule.schedule(bench.get("measured"), schedule.BENCHMARK),
         cost_machines=costcurve.machines(data.get("costs_all", data["costs"])),
         cost_hosts=costcurve.machines(data.get("costs_all", data["costs"]), "host"),
         cost_study=costcurve.machines(data["costs"]),  # the machine whose curves the study's projections read

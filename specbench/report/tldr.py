@@ -1,15 +1,14 @@
 """The TL;DR (docs/report.md, "REPORT.md, in this order"): per pair and dataset the tree to use on
 this machine at batch 1, its speedup, acceptance rate and acceptance length with their intervals,
-and where the answer moves with batch size (the interleaved benchmark's `study.tools.speedsched`, else the
-single runs of `results.schedule.schedule`, labelled) and with another machine's cost
-curve (`hardware.best_at` on its measured point); every number read from `tables.compute`."""
+and where the answer moves with batch size (the interleaved benchmark's schedule, `results.schedule`, in a
+few words: `short_stop`) and with another machine's cost curve (`hardware.best_at` on its measured
+point); every number read from `tables.compute`."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ..results import costtable
-from ..study.tools import speedsched
+from ..results import costtable, schedule
 from . import analysis, benchcheck, hardware, machines, measured, phrases, tables
 from .markdown import span
 
@@ -173,6 +172,18 @@ def projected_sentence(rec: pd.DataFrame) -> str:
     return f"Not benchmarked, projected: {items} (answer.md)."
 
 
+def short_stop(rows: pd.DataFrame) -> str:
+    """A setting's batch-size verdict (``schedule.stop``) in a few words: 'no gain resolved from B = 4,
+    loses from B = 8' (the speed page's in full: ``batch.stop_clause``)."""
+    kind, x, _first = schedule.stop(rows)
+    if kind in ("gains", "open"):
+        return f"pays at every measured B (to {int(rows.batch_size.max())})" if kind == "gains" else "not resolved"
+    if kind == "loses":
+        return f"loses from B = {x}"
+    later = schedule.losing_from(rows[rows.batch_size > x])
+    return f"no gain resolved from B = {x}" + (f", loses from B = {int(later.batch_size)}" if later is not None else "")
+
+
 def section(ctx) -> str:
     """The machine first (``machines``), then the study machine's answer per pair and dataset
     (``measured``, brief), then where it moves: batch size (one clause per schedule), the pairs and
@@ -182,7 +193,7 @@ def section(ctx) -> str:
     if rec.empty and not meas:
         return "_No greedy configuration has a speed (measured or projected), so there is no answer._"
     bench = t.get("bench_schedule", pd.DataFrame())
-    sched = [f"{k[0]}/{k[1]} {speedsched.short_stop(rows)}" for k, rows in speedsched.settings(bench)]
+    sched = [f"{k[0]}/{k[1]} {short_stop(rows)}" for k, rows in schedule.settings(bench)]
     lines = [f"Batch size: {'; '.join(sched)} (speed.md)."] if sched else []
     lines += [projected_sentence(rec)] if len(rec) else []
     lines += ["Ties, acceptance rates, every run: speed.md; hardware: hardware.md."]

@@ -37,7 +37,7 @@ PLAIN_AA = "plain (A/A)"  # plain decoding again, as a candidate: the A/A contro
 TWIN_SUFFIX = " (twin)"  # an identical tree under a second name: the identical-tree control
 RUN = ["run_id"]  # one benchmark process: its candidates, units and rounds
 ABBA, UNBALANCED = "ABBA", "unbalanced"  # a run's order design (``order_design``)
-ANSWER = "answer"  # the roster of a run without one (``study.tools.speedsched``'s schedule runs say ``schedule``)
+ANSWER = "answer"  # the roster of a run without one (``results.schedule``'s schedule runs say ``schedule``)
 SPECBENCH = "specbench"  # the engine of rows from before the ``engine`` column: specbench's own loop
 LEVEL = 0.95
 AA_WITHIN = 0.03  # speed_rounds=auto adds rounds while the A/A interval is wider than 1 +- 3%
@@ -265,7 +265,7 @@ PICK_SHORT = "of the ties (those not below 1× first), the one drafting the fewe
 
 def latest_runs(speed: pd.DataFrame) -> pd.DataFrame:
     """Per (pair, dataset, dtype, batch size, max_new_tokens, machine, engine, roster: a schedule run's rows,
-    ``study.tools.speedsched``, or an answer run's, the default): every run on one prompt set pooled under
+    ``results.schedule``, or an answer run's, the default): every run on one prompt set pooled under
     the newest one's ``run_id``, whatever its candidates (each row keeps its own run in ``source_run``:
     a rerun's units are units of their own, runs as a level, and each comparison reads only the units
     both of its candidates decoded, ``paired``); of several prompt sets, the one of the most prompts (the

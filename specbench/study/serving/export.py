@@ -29,15 +29,13 @@ import pandas as pd
 
 from ...core import readers
 from ...core.atomic import command, lock, os_line, write_text
-from ...results import costcurve, costtable
+from ...results import costcurve, costtable, ranking, schedule
 from ...results.files import STEPS_FILE, read_csv
-from ...results.schedule import draft_lengths
 from ...results.speedstats import answer_first, answers
 from ...trees.policies import make_policy, policy_spec
 from ..job import identity
 from ..job.argv import check_out, fail
 from ..job.launch import checked_job
-from ..tools.speedsched import draft_lengths as benchmark_lengths
 from .engines import FORMATS, Choice, settings
 
 KEYS = (
@@ -147,7 +145,8 @@ def recommended(results: str, given: dict) -> str:
     """``recommend=true``: the config hash of what the report's TL;DR names for ``pair`` on ``dataset``
     at ``batch_size`` (default 1): the interleaved benchmark's answer where it timed them (results/
     speed.csv, ``results.speedstats``: the configuration shown among the ties; its replayed row), else the
-    fastest projection in results/speedup.csv (rows of >= 32 prompts; optionally of one ``tree``)."""
+    best projection in results/speedup.csv (``results.ranking.best``, the report's rule; rows of at least
+    ``MIN_RANKED`` prompts where there are any; optionally of one ``tree``)."""
     if "pair" not in given or "dataset" not in given:
         raise ValueError("recommend=true needs pair=NAME and dataset=NAME (the recommendation's pair and data)")
     speed = readers.read(os.path.join(results, "speedup.csv"), readers.SPEEDUP_ROWS, "results_dir")
@@ -159,7 +158,7 @@ def recommended(results: str, given: dict) -> str:
     ]  # fmt: skip
     if "tree" in given:
         rows = rows[rows.tree == given["tree"]]
-    big = rows[rows.n_prompts.astype(int) >= 32]  # the report ranks rows of >= 32 prompts
+    big = rows[ranking.enough(rows)]  # the report ranks rows of >= MIN_RANKED prompts (the shown one's too)
     rows = big if len(big) else rows
     shown = measured_answer(results, given, b)
     if shown is not None and "tree" not in given:
@@ -167,9 +166,10 @@ def recommended(results: str, given: dict) -> str:
         same = same[(same.engine == "replay") & (same.dtype == shown["dtype"])]
         if len(same):
             return str(same.sort_values("max_new_tokens", ascending=False).iloc[0].config_hash)
-    if rows.projected.notna().sum() == 0:
+    top = ranking.best(rows[rows.projected.notna()], "projected")
+    if top is None:
         raise ValueError(f"recommend=true: no measured or projected speedup of {given['pair']} on {given['dataset']}")
-    return str(rows.loc[rows.projected.idxmax()].config_hash)
+    return str(top.config_hash)
 
 
 def measured_answer(results: str, given: dict, batch: int) -> dict | None:
@@ -239,20 +239,18 @@ def export(argv: list[str]) -> tuple[object, dict]:
 
 def batch_schedule(results: str, choice: Choice) -> list[tuple[int, int]] | None:
     """[(batch size, draft length K), ...] of this pair: the interleaved benchmark's schedule
-    (results/speed.csv, ``study.tools.speedsched.draft_lengths``: each B's intervals), else the single live
-    chains of the batch-size study (results/speedup.csv, ``results.schedule.draft_lengths``, labelled
-    as single runs); None without either."""
+    (results/speed.csv, ``results.schedule.draft_lengths`` of the benchmark: each B's intervals), else the
+    single live chains of the batch-size study (results/speedup.csv, of the live runs, labelled as single
+    runs); None without either."""
     bench = os.path.join(results, "speed.csv")
     if os.path.isfile(bench):
-        found = benchmark_lengths(
-            readers.table(bench, readers.SPEED_COLUMNS, readers.SPEED_FIX, "results_dir"), choice.pair
-        )
+        speed = readers.table(bench, readers.SPEED_COLUMNS, readers.SPEED_FIX, "results_dir")
+        found = schedule.draft_lengths(speed, choice.pair, schedule.BENCHMARK)
         if found:
             return found
     path = os.path.join(results, "speedup.csv")
-    return (
-        draft_lengths(readers.read(path, readers.SPEEDUP, "results_dir"), choice.pair) if os.path.exists(path) else None
-    )
+    live = readers.read(path, readers.SPEEDUP, "results_dir") if os.path.exists(path) else None
+    return schedule.draft_lengths(live, choice.pair, schedule.LIVE)
 
 
 def main(argv: list[str] | None = None) -> None:

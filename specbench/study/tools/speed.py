@@ -20,7 +20,7 @@ rows into paired speedups with intervals, the controls and the ties; the run pri
 
 Keys (top level, all optional): ``speed_candidates`` (``auto``, the default: ``study.tools.validate.
 speed_picks`` from ``results_dir``/speedup.csv; ``schedule``: the batch-size schedule's trees at this
-``batch_size``, ``study.tools.speedsched.picks``, its rows marked ``roster=schedule``; or a list of
+``batch_size``, ``study.tools.validate.schedule_picks``, its rows marked ``roster=schedule``; or a list of
 ``tree/budget``), ``speed_rounds`` (default 1, >= 1; ``auto``: rounds until the A/A control's
 interval lies within 1 +- 3%, ``speedstats.settled``, at most ``speed_max_rounds``, default 3),
 ``speed_until`` (a Unix time: no unit is started that the mean unit so far would end after, once
@@ -47,13 +47,13 @@ from ... import CONF_DIR
 from ...core import readers
 from ...core.registry import UnknownName
 from ...inputs import machine
-from ...results import speedstats
+from ...results import schedule, speedstats
 from ...results.files import read_csv
 from ...results.upsert import replace_rows, upsert_all
 from ..job import argv, checks, identity, jobfiles, launch
 from ..job.context import DecodePlan, context
 from ..job.jobspec import ConfigError, JobSpec, from_config, resolved
-from . import speedloop, speedsched, validate
+from . import speedloop, validate
 from .sizes import WARM_TOKENS
 from .speedloop import MIN_UNITS, deadline, more, round_limits, unit_orders  # noqa: F401 (the module's own names)
 
@@ -89,7 +89,7 @@ def parse(item) -> tuple[str, int]:
 
 def roster_of(job: JobSpec) -> str:
     """The run's ``roster`` column: ``schedule`` for a batch-size schedule run, else ``answer``."""
-    return speedsched.ROSTER if job.extra.get("speed_candidates") == speedsched.ROSTER else speedsched.ANSWER
+    return schedule.ROSTER if job.extra.get("speed_candidates") == schedule.ROSTER else schedule.ANSWER
 
 
 def machine_here(job: JobSpec) -> str | None:
@@ -101,7 +101,7 @@ def machine_here(job: JobSpec) -> str | None:
 
 
 def schedule_trees(job: JobSpec) -> list[tuple[str, int]]:
-    """``speed_candidates=schedule``: the batch-size schedule's trees (``speedsched.picks``) from
+    """``speed_candidates=schedule``: the batch-size schedule's trees (``validate.schedule_picks``) from
     ``results_dir``/speed.csv (the batch-1 answer) and speedup.csv (the projections), either may be absent."""
     out = str(job.extra.get("results_dir", "results"))
     try:
@@ -112,7 +112,7 @@ def schedule_trees(job: JobSpec) -> list[tuple[str, int]]:
             else None
         )
         proj = read_csv(proj_path) if os.path.isfile(proj_path) else None
-        return speedsched.picks(bench, proj, job.pair.name, job.dataset.name, job.dtype, machine_here(job))
+        return validate.schedule_picks(bench, proj, job.pair.name, job.dataset.name, job.dtype, machine_here(job))
     except (ValueError, AttributeError, KeyError) as e:
         raise ConfigError(
             f"speed_candidates=schedule: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
@@ -123,7 +123,7 @@ def wanted(job: JobSpec) -> list[tuple[str, int]]:
     """The candidate trees: ``speed_candidates`` as given, ``auto`` from the projections, or
     ``schedule`` (the batch-size schedule's: ``schedule_trees``)."""
     given = job.extra.get("speed_candidates", "auto")
-    if given == speedsched.ROSTER:
+    if given == schedule.ROSTER:
         return schedule_trees(job)
     if given != "auto":
         items = list(given) if isinstance(given, (list, tuple)) else [given]

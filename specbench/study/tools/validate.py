@@ -22,9 +22,14 @@ import pandas as pd
 
 from ...core import readers
 from ...core.args import Parser
+from ...results import ranking, schedule, speedstats
 from ...results.columns import cost_aware, tree_label
 from ...results.files import read_csv
 from ...trees.policies import policy_spec
+from .plan import SCHEDULE_CHAINS
+
+CHAINS = SCHEDULE_CHAINS  # a schedule run's chains (the benchmarks themselves: study.tools.plan.schedule_jobs)
+BINARY = 3  # the binary tree's budget where no projection ranks one
 
 
 def static(tree: str) -> bool:
@@ -34,7 +39,8 @@ def static(tree: str) -> bool:
 
 def projected(speed: pd.DataFrame, pair: str, dataset: str) -> pd.DataFrame:
     """The replayed greedy rows with a projection of the longest study (``max_new_tokens``) of this
-    pair and dataset, fastest first; a ValueError naming the fix where there is none."""
+    pair and dataset, best first (``results.ranking.order`` by the projection: rows of at least
+    ``MIN_RANKED`` prompts first); a ValueError naming the fix where there is none."""
     g = speed[
         (speed.pair == pair)
         & (speed.dataset == dataset)
@@ -46,7 +52,7 @@ def projected(speed: pd.DataFrame, pair: str, dataset: str) -> pd.DataFrame:
     g = g[g.max_new_tokens == g.max_new_tokens.max()] if len(g) else g
     if g.empty:
         raise ValueError(f"no projected replay row for pair={pair} dataset={dataset} (run its greedy grid first)")
-    return g.sort_values(["projected", "tree", "budget"], ascending=[False, True, True], kind="mergesort")
+    return ranking.order(g, "projected")
 
 
 def addressable(g: pd.DataFrame) -> pd.DataFrame:
@@ -93,6 +99,49 @@ def speed_picks(speed: pd.DataFrame, pair: str, dataset: str, most: int = 6) -> 
     near = g[(g.tree != top.tree) & (g.projected_hi.astype(float) >= lo)].drop_duplicates("tree")
     chosen += [(t, int(b)) for t, b in zip(near.tree, near.budget)]
     return list(dict.fromkeys(chosen))[:most]
+
+
+def answer_tree(bench: pd.DataFrame | None, pair: str, dataset: str, dtype: str, machine_id=None):
+    """(tree, budget) the benchmark shows at batch 1 for ``pair`` on ``dataset`` (its answer runs, whose
+    controls hold; the same machine and dtype first, then the newest), or None."""
+    if bench is None or bench.empty:
+        return None
+    b = bench[(schedule.rosters(bench) == schedule.ANSWER) & (bench.pair == pair) & (bench.dataset == dataset)]
+    b = b[b.batch_size.astype(int) == 1]
+    a = speedstats.answers(b) if len(b) else pd.DataFrame()
+    if a.empty:
+        return None
+    a = a[a.shown & a.controls_hold]
+    if a.empty:
+        return None
+    a = a.assign(_here=(a.machine_id == machine_id).astype(int), _dt=(a.dtype == dtype).astype(int))
+    r = a.sort_values(["_here", "_dt", "run_id"], kind="mergesort").iloc[-1]
+    return str(r.tree), int(r.budget)
+
+
+def projected_binary(speedup: pd.DataFrame | None, pair: str, dataset: str) -> int:
+    """The budget of the binary tree projected best for the pair and dataset (``results.ranking.best``),
+    else ``BINARY``."""
+    if speedup is None or speedup.empty or "projected" not in speedup:
+        return BINARY
+    g = speedup[(speedup.pair == pair) & (speedup.dataset == dataset) & (speedup.tree == "binary")]
+    top = ranking.best(g[(g.engine == "replay") & g.projected.notna()], "projected")
+    return BINARY if top is None else int(top.budget)
+
+
+def schedule_picks(bench, speedup, pair: str, dataset: str, dtype: str, machine_id=None) -> list[tuple[str, int]]:
+    """A schedule run's trees (``results.schedule``'s benchmark source), the first twinned: the batch-1
+    answer's (the benchmark's, ``answer_tree``, else the projected top, ``speed_picks``), chain N ∈
+    ``CHAINS``, one binary tree (``projected_binary``); each once."""
+    first = answer_tree(bench, pair, dataset, dtype, machine_id)
+    if first is None and speedup is not None and not speedup.empty:
+        try:
+            first = speed_picks(speedup, pair, dataset)[0]
+        except (ValueError, KeyError, IndexError):
+            first = None
+    out = [first] if first else []
+    out += [("chain", n) for n in CHAINS] + [("binary", projected_binary(speedup, pair, dataset))]
+    return list(dict.fromkeys(out))
 
 
 def jobs(speed: pd.DataFrame, pairs: list[str], datasets: list[str], top: int) -> list[str]:

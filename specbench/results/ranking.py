@@ -1,0 +1,64 @@
+"""Which configuration is the best: the evidence rules' constants and the one ranking every "best"
+reads (the report's answer, the live-timing picks of ``study.tools.validate``, the batch-size
+schedule's binary tree and ``study.serving.export``'s ``recommend=true``).  Pandas only.
+
+A configuration ranks first where a ranked claim may rest on it (``admitted``: at most ``MAX_CUT``
+of its steps cut by max_new_tokens, where the rows carry ``cut``; ``enough``: at least ``MIN_RANKED``
+prompts, where they carry ``n_prompts``), then by the rule's criterion (``RULES``: higher first, a
+missing value last), then by more tokens per step, then the smaller budget, then the tree's name;
+rows equal on all of these keep their order.
+
+The interleaved benchmark's answer among candidates with intervals (the ties, the pick rule) is
+``speedstats``'s, not this.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+MIN_RANKED = 32  # prompts a ranked or "best" claim rests on
+MIN_CI = 10  # prompts below which no interval is printed
+MAX_CUT = 0.10  # at most this share of a ranked budget's steps cut by max_new_tokens
+RULES = {  # the criterion each rule ranks by (higher is better)
+    "speed": "speed",  # the report's: measured where timed, else projected (``speed_basis``)
+    "projected": "projected",  # the cost model's projected speedup
+    "measured": "measured",  # a live run's measured speedup
+    "tokens_per_step": "tokens_per_step",  # acceptance alone (no speed)
+}
+
+
+def admitted(rows: pd.DataFrame) -> pd.Series:
+    """Per row: at most ``MAX_CUT`` of its steps cut by max_new_tokens (every row, without ``cut``)."""
+    if "cut" not in rows:
+        return pd.Series(True, index=rows.index)
+    return ~(rows.cut.astype(float) > MAX_CUT)
+
+
+def enough(rows: pd.DataFrame) -> pd.Series:
+    """Per row: at least ``MIN_RANKED`` prompts (every row, without ``n_prompts``)."""
+    if "n_prompts" not in rows:
+        return pd.Series(True, index=rows.index)
+    return rows.n_prompts.astype(float) >= MIN_RANKED
+
+
+def order(rows: pd.DataFrame, rule: str = "speed") -> pd.DataFrame:
+    """``rows`` best first by ``rule`` (``RULES``; the module docstring's order)."""
+    if rule not in RULES:
+        raise ValueError(f"rule={rule}: must be one of {', '.join(RULES)}")
+    zero = pd.Series(0.0, index=rows.index)
+    keys = {
+        "_ok": admitted(rows),
+        "_enough": enough(rows),
+        "_key": rows[RULES[rule]].astype(float).fillna(-np.inf) if RULES[rule] in rows else zero,
+        "_tps": rows.tokens_per_step.astype(float).fillna(-np.inf) if "tokens_per_step" in rows else zero,
+        "_budget": rows.budget.astype(float) if "budget" in rows else zero,
+        "_tree": rows.tree.astype(str) if "tree" in rows else pd.Series("", index=rows.index),
+    }
+    ranked = rows.assign(**keys).sort_values(list(keys), ascending=[False] * 4 + [True] * 2, kind="mergesort")
+    return ranked.drop(columns=list(keys))
+
+
+def best(rows: pd.DataFrame, rule: str = "speed") -> pd.Series | None:
+    """The best row of ``rows`` by ``rule`` (``order``), or None without rows."""
+    return None if rows.empty else order(rows, rule).iloc[0]
