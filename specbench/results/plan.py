@@ -304,8 +304,9 @@ def floors() -> tuple[Floor, ...]:
 
 
 # The interleaved benchmark's batch-size schedule (#51 item 6; scripts/full_study.sh's step, read by
-# study.tools.speedsched and study.tools.eta): per pair and batch size B one `python -m specbench.study.tools.speed
-# +speed_candidates=schedule` run, the target's own small draft first, then a cross-vocabulary pair
+# study.tools.validate.schedule_picks and study.tools.eta): per pair and batch size B one
+# `python -m specbench.study.tools.speed +speed_candidates=schedule` run, the target's own small draft
+# first, then a cross-vocabulary pair
 SCHEDULE_PAIRS = ("qwen_coder", "smollm_qwen")
 SCHEDULE_SIZES = (1, 2, 4, 8, 16)
 SCHEDULE_CHAINS = (1, 2, 3, 4, 6)  # chain N at every B, beside the batch-1 answer's tree and one binary tree

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from ...results.plan import PHASES, SCHEDULE_CHAINS, runs, schedule_jobs, schedule_marker  # noqa: F401  (SCHEDULE_CHAINS: speedsched's)
+from ...results.plan import PHASES, runs, schedule_jobs, schedule_marker
 
 
 def main(argv=None) -> None:

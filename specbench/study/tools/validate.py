@@ -25,10 +25,10 @@ from ...core.args import Parser
 from ...results import ranking, schedule, speedstats
 from ...results.columns import cost_aware, tree_label
 from ...results.files import read_csv
+from ...results.plan import SCHEDULE_CHAINS
 from ...trees.policies import policy_spec
-from .plan import SCHEDULE_CHAINS
 
-CHAINS = SCHEDULE_CHAINS  # a schedule run's chains (the benchmarks themselves: study.tools.plan.schedule_jobs)
+CHAINS = SCHEDULE_CHAINS  # a schedule run's chains (the benchmarks themselves: results.plan.schedule_jobs)
 BINARY = 3  # the binary tree's budget where no projection ranks one
 
 
