@@ -11,9 +11,9 @@ whole, bounds); and the table has ``Kind.min_rows`` rows.  ``check_text`` is the
 for readers that parse a file themselves; ``table`` reads a results table a command uses in part
 (declared columns, a large gzipped one without the row scan).
 
-The kinds (costs.csv's are its table definition's, ``results.costtable``):
-``STEP_TIMES`` (run_all.sh's step_times.csv), ``FORWARDS`` (``core.forwards``), ``SPEEDUP`` (the
-report's speedup.csv), ``VECTOR`` (acceptance_vector.csv, ``study.tools.calibrate``).
+The kinds here: ``STEP_TIMES`` (run_all.sh's step_times.csv), ``FORWARDS`` (``core.forwards``).  The results
+files' kinds are the results layer's (``results.costtable``: costs.csv; ``results.schemas``: speedup.csv,
+acceptance_vector.csv, summary.csv, speed.csv).
 
 Imports: pandas and ``core.atomic``.
 """
@@ -225,69 +225,3 @@ FORWARDS = Kind(
     | {"forwards": Col("int", lo=0), "tokens": Col("int", lo=0)},
     "give the forwards.csv that SPECBENCH_FORWARDS names in bash run_all.sh (run,step,model,forwards,tokens)",
 )
-SPEEDUP = Kind(
-    "the report's speedup.csv",
-    {
-        **{c: Col("str") for c in ("pair", "dataset", "engine", "verify", "tree")},
-        "temperature": Col("float", lo=0),
-        "budget": Col("int", lo=0),
-        "max_new_tokens": Col("int", lo=1),
-        "projected": Col("float", lo=0, empty=True),
-        **{c: Col("float", lo=0, empty=True, optional=True) for c in ("projected_lo", "projected_hi")},
-        "tokens_per_step": Col("float", lo=0, empty=True, optional=True),
-    },
-    "regenerate it with python -m specbench.report",
-)
-VECTOR = Kind(
-    "an acceptance_vector.csv",
-    {
-        **{c: Col("str") for c in ("pair", "dataset", "verify")},
-        "pair_id": Col("str", empty=True, optional=True),
-        "temperature": Col("float", lo=0),
-        "rank": Col("int", lo=0),
-        "p_accept": Col("float", lo=0, hi=1),
-        "n": Col("int", lo=0),
-    },
-    "regenerate it with python -m specbench.study.tools.calibrate",
-)
-SPEEDUP_ROWS = Kind(  # what export's recommend=true reads of it: the rows a recommendation names
-    "the report's speedup.csv",
-    {
-        **SPEEDUP.columns,
-        "config_hash": Col("str"),
-        "batch_size": Col("int", lo=1),
-        "n_prompts": Col("int", lo=0),
-    },
-    SPEEDUP.fix,
-)
-COLLECT_FIX = "collect it again (python -m specbench.collect) or git checkout the committed results/"
-SUMMARY = Kind(  # a collected summary.csv, as export and margins read its rows
-    "a collected summary.csv",
-    {
-        **{c: Col("str") for c in ("config_hash", "pair", "dataset", "tree", "verify")},
-        "tree_params": Col("str", empty=True),
-        "budget": Col("int", lo=0),
-        "temperature": Col("float", lo=0),
-    },
-    COLLECT_FIX,
-)
-SPEED_FIX = "rerun python -m specbench.study.tools.speed (or git checkout results/speed.csv)"
-SPEED_COLUMNS = (
-    "run_id",
-    "machine_id",
-    "pair",
-    "dataset",
-    "batch_size",
-    "candidate",
-    "config_hash",
-    "wall_s",
-    "tokens",
-)
-_COUNT = Col("int", lo=0, empty=True)
-SUMMARY_COUNTS = {  # what collect checks of each summary row it merges (and keeps): counts, rates in range
-    **{c: _COUNT for c in ("budget", "n_steps", "new_tokens", "n_prompts", "max_new_tokens", "batch_size", "seed")},
-    "temperature": Col("float", lo=0, empty=True),
-    "acceptance_rate": Col("float", lo=0, hi=1, empty=True),
-    **{c: Col("float", lo=0, empty=True) for c in ("acceptance_length", "tokens_per_step")},
-}
-STEP_COUNTS = {c: _COUNT for c in ("step", "emitted", "accepted", "tree_size", "tree_depth")}  # of each job's steps

@@ -18,8 +18,9 @@ import pandas as pd
 
 from ..core.atomic import atomic_write, gzip_bytes, gzipped, open_text
 from ..core.jsonl import json_objects
-from ..core.readers import COLLECT_FIX, Col, TableError, check_cells
+from ..core.readers import Col, TableError, check_cells
 from .columns import TEXT_COLUMNS
+from .schemas import COLLECT_FIX
 
 # the collected results/ folder keeps its two large tables gzipped (`csv_writer`, `open_text`)
 STEPS_FILE = "steps.csv.gz"

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..core import readers
 from ..core.tree import RankPath, sort_paths
+from ..results import schemas
 from ..results.costcurve import AT_CONTEXT, read
 from .base import Params, optional, positive, static_shape
 
@@ -164,9 +165,9 @@ def _resolve(path: str | os.PathLike) -> Path:
 
 @functools.lru_cache(maxsize=8)
 def _read_rows(file: str, mtime_ns: int) -> tuple[dict, ...]:
-    """The rows of an acceptance_vector.csv, checked first (``core.readers.VECTOR``: a cut, binary
+    """The rows of an acceptance_vector.csv, checked first (``results.schemas.VECTOR``: a cut, binary
     or garbled file, a rank or p_accept out of range, is one ValueError naming it)."""
-    readers.check(file, readers.VECTOR, "tree.vector")
+    readers.check(file, schemas.VECTOR, "tree.vector")
     with open(file, newline="", encoding="utf-8") as f:
         return tuple(csv.DictReader(f))
 

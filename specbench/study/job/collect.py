@@ -39,6 +39,7 @@ import pandas as pd
 from ...core import readers
 from ...core.args import Parser, refuse
 from ...core.atomic import atomic_write_many, lock, os_line, recover
+from ...results import schemas
 from ...results.acceptance import acceptance_lengths, acceptance_matrix
 from ...results.files import OUTPUTS_FILE, STEPS_FILE, csv_writer, jsonl_text, read_csv, text_writer
 from .jobrows import LEGACY, CollectError, JobRows, other_runs, read_collected, read_job
@@ -167,12 +168,12 @@ def frames(jobs: dict[str, JobRows]) -> tuple[pd.DataFrame, pd.DataFrame, list[d
 # derived tables and writing
 # --------------------------------------------------------------------------
 def read_vectors(out: str) -> pd.DataFrame | None:
-    """Every acceptance_vector*.csv in ``out``, checked (``core.readers.VECTOR``: a malformed one is
+    """Every acceptance_vector*.csv in ``out``, checked (``results.schemas.VECTOR``: a malformed one is
     a CollectError)."""
     parts = []
     for f in sorted(glob.glob(os.path.join(out, "acceptance_vector*.csv"))):
         try:
-            readers.check(f, readers.VECTOR)
+            readers.check(f, schemas.VECTOR)
         except readers.TableError as e:
             raise CollectError(str(e)) from None
         parts.append(read_csv(f))

@@ -15,6 +15,7 @@ import pandas as pd
 
 from ...core import readers
 from ...core.atomic import incomplete
+from ...results import schemas
 from ...results.files import (
     OUTPUTS_FILE,
     STEP_REQUIRED,
@@ -85,7 +86,7 @@ def _csv(path: str, fix: str = FIX, cells: bool = True) -> pd.DataFrame:
         raise CollectError(f"{path} cannot be read ({str(e).splitlines()[0]}): {fix}") from None
     if "config_hash" not in df.columns:
         raise CollectError(f"{path} lacks the column config_hash (a garbled or foreign file): {fix}")
-    declared = readers.SUMMARY_COUNTS if os.path.basename(path).startswith("summary") else readers.STEP_COUNTS
+    declared = schemas.SUMMARY_COUNTS if os.path.basename(path).startswith("summary") else schemas.STEP_COUNTS
     readers.check_cells(df, declared if cells else {}, path, fix)  # a TableError: one line, as a CollectError
     return df
 

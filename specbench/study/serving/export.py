@@ -29,7 +29,7 @@ import pandas as pd
 
 from ...core import readers
 from ...core.atomic import command, lock, os_line, write_text
-from ...results import costcurve, costtable, ranking, schedule
+from ...results import costcurve, costtable, ranking, schedule, schemas
 from ...results.files import STEPS_FILE, read_csv
 from ...results.speedstats import answer_first, answers
 from ...trees.policies import make_policy, policy_spec
@@ -103,20 +103,20 @@ def _plain(v):
 def committed(results: str, chash: str) -> tuple[pd.Series, pd.DataFrame]:
     """The summary row and step rows of ``chash`` in ``results`` (one line when absent, or when a
     file is missing, cut, binary or lacks a column it needs: ``core.readers``)."""
-    summary = readers.read(os.path.join(results, "summary.csv"), readers.SUMMARY, "results_dir", read_csv)
+    summary = readers.read(os.path.join(results, "summary.csv"), schemas.SUMMARY, "results_dir", read_csv)
     rows = summary[summary.config_hash.astype(str) == chash]
     if rows.empty:
         raise ValueError(
             f"config_hash={chash}: no such row in {results}/summary.csv; run the configuration and collect it first"
         )
     path = os.path.join(results, STEPS_FILE)
-    steps = readers.table(path, STEP_COLUMNS, readers.COLLECT_FIX, "results_dir", read_csv, scan=False)
+    steps = readers.table(path, STEP_COLUMNS, schemas.COLLECT_FIX, "results_dir", read_csv, scan=False)
     steps = steps[steps.config_hash.astype(str) == chash]
     for c in ("accepted", "tree_depth"):
         if not pd.api.types.is_numeric_dtype(steps[c]) or steps[c].isna().any() or (steps[c] < 0).any():
             raise readers.TableError(
                 f"results_dir={path}: column {c} of config_hash={chash} holds a value that is not a count; "
-                f"{readers.COLLECT_FIX}"
+                f"{schemas.COLLECT_FIX}"
             )
     return rows.iloc[0], steps
 
@@ -149,7 +149,7 @@ def recommended(results: str, given: dict) -> str:
     ``MIN_RANKED`` prompts where there are any; optionally of one ``tree``)."""
     if "pair" not in given or "dataset" not in given:
         raise ValueError("recommend=true needs pair=NAME and dataset=NAME (the recommendation's pair and data)")
-    speed = readers.read(os.path.join(results, "speedup.csv"), readers.SPEEDUP_ROWS, "results_dir")
+    speed = readers.read(os.path.join(results, "speedup.csv"), schemas.SPEEDUP_ROWS, "results_dir")
     b = int(given.get("batch_size", 1))  # a replayed row stands for batch 1 (its batch_size is replay's)
     at_b = (speed.batch_size.astype(int) == b) & (speed.engine == "live") | ((speed.engine == "replay") & (b == 1))
     rows = speed[
@@ -177,7 +177,7 @@ def measured_answer(results: str, given: dict, batch: int) -> dict | None:
     path = os.path.join(results, "speed.csv")
     if not os.path.isfile(path):
         return None
-    a = answer_first(answers(readers.table(path, readers.SPEED_COLUMNS, readers.SPEED_FIX, "results_dir")))
+    a = answer_first(answers(readers.table(path, schemas.SPEED_COLUMNS, schemas.SPEED_FIX, "results_dir")))
     a = (
         a[(a.pair == given["pair"]) & (a.dataset == given["dataset"]) & (a.batch_size.astype(int) == batch)]
         if len(a)
@@ -244,12 +244,12 @@ def batch_schedule(results: str, choice: Choice) -> list[tuple[int, int]] | None
     runs); None without either."""
     bench = os.path.join(results, "speed.csv")
     if os.path.isfile(bench):
-        speed = readers.table(bench, readers.SPEED_COLUMNS, readers.SPEED_FIX, "results_dir")
+        speed = readers.table(bench, schemas.SPEED_COLUMNS, schemas.SPEED_FIX, "results_dir")
         found = schedule.draft_lengths(speed, choice.pair, schedule.BENCHMARK)
         if found:
             return found
     path = os.path.join(results, "speedup.csv")
-    live = readers.read(path, readers.SPEEDUP, "results_dir") if os.path.exists(path) else None
+    live = readers.read(path, schemas.SPEEDUP, "results_dir") if os.path.exists(path) else None
     return schedule.draft_lengths(live, choice.pair, schedule.LIVE)
 
 

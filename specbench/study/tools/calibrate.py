@@ -63,6 +63,7 @@ from ...core.tree import DraftTree
 from ...drafting.drafters import DRAFTERS
 from ...engine.loop import continuations, prompt_seed
 from ...inputs.models import eos_ids
+from ...results import schemas
 from ...results.upsert import read_text, replace_rows, upsert
 from ...verify.modespec import ModeSpec
 from ..job import checks, identity
@@ -244,7 +245,7 @@ def main(argv=None) -> None:
                 "verify=greedy (sampling modes need a draft model of the target's vocabulary)"
             )
         if out.exists():  # its rows are kept: a cut or garbled one is refused before the measuring
-            readers.check(out, readers.VECTOR, "--out")
+            readers.check(out, schemas.VECTOR, "--out")
         ident = identity.job_identity(job)
         ctx = context(job)
         prompts = calibration_prompts(ctx)

@@ -23,6 +23,7 @@ import pandas as pd
 
 from ...core import readers
 from ...core.args import Parser, refuse
+from ...results import schemas
 from ...results.files import OUTPUTS_FILE, read_csv, read_outputs, write_csv
 from ...results.metrics import first_divergence
 
@@ -50,7 +51,7 @@ SUMMARY = readers.Kind(  # what it reads of summary.csv
         "temperature": readers.Col("float", lo=0),
         "max_new_tokens": readers.Col("int", lo=1),
     },
-    readers.COLLECT_FIX,
+    schemas.COLLECT_FIX,
 )
 
 
@@ -146,7 +147,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     summary_path = os.path.join(args.results, "summary.csv")
     outputs_path = os.path.join(args.results, OUTPUTS_FILE)
-    fix = readers.COLLECT_FIX
+    fix = schemas.COLLECT_FIX
     try:  # a missing, binary, cut or garbled input: one line naming it, exit 2, nothing written
         summary = readers.read(summary_path, SUMMARY, "--results", read_csv)
         readers.check_file(outputs_path, fix, "--results")  # JSON lines: not a CSV

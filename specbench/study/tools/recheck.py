@@ -46,6 +46,7 @@ import pandas as pd
 
 from ...core import readers
 from ...core.args import Parser, refuse
+from ...results import schemas
 from ...results.acceptcheck import COLUMNS, verdict
 from ...results.columns import tree_params
 from ...results.files import read_csv
@@ -64,7 +65,7 @@ def sample_file(results: str) -> str:
     if not os.path.isfile(path):
         refuse(f"--results: {path} not found; give the folder of the committed summary.csv")
     try:  # a binary, cut or garbled summary: one line, as the report refuses it
-        readers.check_text(path, readers.COLLECT_FIX, "--results")
+        readers.check_text(path, schemas.COLLECT_FIX, "--results")
     except readers.TableError as e:
         refuse(str(e))
     return path

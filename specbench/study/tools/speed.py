@@ -47,7 +47,7 @@ from ... import CONF_DIR
 from ...core import readers
 from ...core.registry import UnknownName
 from ...inputs import machine
-from ...results import schedule, speedstats
+from ...results import schedule, schemas, speedstats
 from ...results.files import read_csv
 from ...results.upsert import replace_rows, upsert_all
 from ..job import argv, checks, identity, jobfiles, launch
@@ -107,7 +107,7 @@ def schedule_trees(job: JobSpec) -> list[tuple[str, int]]:
     try:
         bench_path, proj_path = os.path.join(out, FILE), os.path.join(out, "speedup.csv")
         bench = (
-            readers.table(bench_path, readers.SPEED_COLUMNS, readers.SPEED_FIX, "results_dir")
+            readers.table(bench_path, schemas.SPEED_COLUMNS, schemas.SPEED_FIX, "results_dir")
             if os.path.isfile(bench_path)
             else None
         )
@@ -251,7 +251,7 @@ def merge(out: str, path: str) -> str:
     speed_steps.csv.gz beside it) appended to ``out``'s, those whose run id ``out`` already holds left
     out (merging twice changes nothing); no model loads.  A ``TableError`` (one line) when either
     file is not such a table."""
-    new = readers.table(path, readers.SPEED_COLUMNS, SPEED_MERGE_FIX, "speed_merge")
+    new = readers.table(path, schemas.SPEED_COLUMNS, SPEED_MERGE_FIX, "speed_merge")
     steps_path = os.path.join(os.path.dirname(path), STEPS)
     new_steps = readers.table(steps_path, ["run_id", "candidate", "step"], SPEED_MERGE_FIX, "speed_merge", scan=False)
     have = os.path.join(out, FILE)

@@ -10,7 +10,7 @@ run_all.sh to run with ``sweep=reference_validate`` (batch 1, live, the same pro
     python -m specbench.study.tools.validate --pairs qwen_coder,smollm_qwen --datasets humaneval,mt_bench
 
 Only the pairs and datasets asked for; one line naming the fix (exit 2) for a missing, cut, binary
-or garbled speedup.csv (``core.readers.SPEEDUP``: its columns and values), a pair or dataset with no
+or garbled speedup.csv (``results.schemas.SPEEDUP``: its columns and values), a pair or dataset with no
 projection.  No model loads.
 """
 
@@ -22,7 +22,7 @@ import pandas as pd
 
 from ...core import readers
 from ...core.args import Parser
-from ...results import ranking, schedule, speedstats
+from ...results import ranking, schedule, schemas, speedstats
 from ...results.columns import cost_aware, tree_label
 from ...results.files import read_csv
 from ...results.plan import SCHEDULE_CHAINS
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.top < 0:
             raise ValueError(f"--top={args.top}: must be >= 0")
-        speed = readers.read(args.speedup, readers.SPEEDUP, "--speedup", reader=read_csv)  # cut, binary, garbled
+        speed = readers.read(args.speedup, schemas.SPEEDUP, "--speedup", reader=read_csv)  # cut, binary, garbled
         lines = jobs(speed, args.pairs.split(","), args.datasets.split(","), args.top)
     except ValueError as e:
         print(f"specbench.study.tools.validate: {e}", file=sys.stderr)
