@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..core import readers
 from ..core.atomic import recover
-from ..results import costcurve
+from ..results import costcurve, costtable
 from ..results import files as result_files
 from ..results.files import OUTPUTS_FILE, STEPS_FILE, read_csv
 from . import analysis, defaultrun
@@ -83,11 +83,11 @@ def check_complete(path: str) -> None:
         raise InputError(str(e)) from None
 
 
-def read_checked(path: str) -> pd.DataFrame | None:
+def read_checked(path: str, reader=read_csv) -> pd.DataFrame | None:
     if not os.path.isfile(path):
         return None
     check_complete(path)
-    return read_csv(path)
+    return reader(path)
 
 
 def check_summary(path: str, summary: pd.DataFrame) -> None:
@@ -144,7 +144,8 @@ def load(results: str) -> dict:
     labels = analysis.pair_labels(summary)
     summary = analysis.relabel_pairs(summary, labels)
     by_hash = dict(zip(summary.config_hash.astype(str), summary.pair))
-    data = {k: read_checked(os.path.join(results, f)) for k, f in OPTIONAL_CSV.items()}
+    by_definition = {"costs": costtable.read}  # costs.csv by its definition (results.costtable)
+    data = {k: read_checked(os.path.join(results, f), by_definition.get(k, read_csv)) for k, f in OPTIONAL_CSV.items()}
     for key in ("lossless_check", "lossless_control", "bench", "bench_steps"):
         data[key] = analysis.relabel_pairs(data[key], labels)
     costs = data["costs"]
