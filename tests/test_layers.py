@@ -142,10 +142,11 @@ def test_the_study_packages_import_only_down():
 
 
 def test_report_imports_no_model_code():
-    """The report imports core, study and, of attention/, only the torch-free heatmap (which imports
-    nothing from specbench): the benchmark and the report draw it with one function."""
+    """The report imports core, results and, of attention/, only the torch-free heatmap (which imports
+    nothing from specbench): the benchmark and the report draw it with one function; no study code
+    (tests/test_architecture.py: importing it imports no torch and registers no resolver)."""
     for path in (PKG / "report").rglob("*.py"):
-        bad = {layer for layer, _ in _imported_layers(path)} - {"report", "study", "results", "core", "attention"}
+        bad = {layer for layer, _ in _imported_layers(path)} - {"report", "results", "core", "attention"}
         assert not bad, (path.name, bad)
         attention = {m for m in _imports(path) if m.startswith("specbench.attention")}
         assert attention <= {"specbench.attention.heatmap"}, (path.name, attention)
