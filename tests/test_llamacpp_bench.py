@@ -203,3 +203,16 @@ def test_a_server_dying_mid_run_keeps_the_finished_units(monkeypatch):
         and {r["unit"] for r in e.value.rows} == {0}
         and all(r["same_tokens"] for r in e.value.rows)
     )
+
+
+def test_one_engines_reruns_never_set_anothers_run_effect():
+    from specbench.results import harness
+
+    mine = pd.concat([_rows(ss.SPECBENCH, 2.0, "r1"), _rows(ss.SPECBENCH, 2.2, "r2")], ignore_index=True)
+    theirs = pd.concat([_rows("llamacpp", 0.5, "r3"), _rows("llamacpp", 0.7, "r4")], ignore_index=True)
+    theirs.loc[theirs.candidate == "X", "wall_s"] *= np.where(theirs.run_id == "r4", 1.5, 1.0)[theirs.candidate == "X"]
+    both, alone = ss.spreads(pd.concat([mine, theirs], ignore_index=True)), ss.spreads(mine)
+    assert {k: v for k, v in both.items() if "|" not in k} == alone  # specbench's run effect as without llama.cpp's
+    assert {"m0|llamacpp", "*|llamacpp"} <= set(both) and both["m0|llamacpp"].tau > 0
+    assert ss.judged_by(both, theirs) == both["m0|llamacpp"] and ss.judged_by(both, mine) == alone["m0"]
+    assert ss.judged_by({harness.POOLED: both["m0|llamacpp"]}, theirs) == harness.NONE  # never specbench's pooled

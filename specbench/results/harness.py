@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 POOLED = "*"  # ``by_machine``'s key of the estimate over every machine
+SEP = "|"  # ``by_engine``: "machine_id|engine" keys another engine's reruns (specbench's are the machine id alone)
 MIN_DF = 4  # degrees of freedom of reruns below which a machine takes the estimate pooled over machines
 
 
@@ -78,4 +79,15 @@ def by_machine(groups: dict[str, list[tuple[np.ndarray, np.ndarray]]]) -> dict[s
     for mid, gs in groups.items():
         t, d, k = fit(gs)
         out[mid] = Spread(t, d, k) if d >= MIN_DF else everyone
+    return out
+
+
+def by_engine(groups: dict[str, list[tuple[np.ndarray, np.ndarray]]]) -> dict[str, Spread]:
+    """``by_machine`` per engine: keys ``machine_id`` (specbench's loop) fitted together, keys ``machine_id|engine``
+    fitted with that engine's alone (its pooled estimate under ``*|engine``), so one engine's reruns never widen
+    another's intervals."""
+    out = by_machine({k: g for k, g in groups.items() if SEP not in k})
+    for engine in sorted({k.split(SEP, 1)[1] for k in groups if SEP in k}):
+        theirs = by_machine({k: g for k, g in groups.items() if k.endswith(SEP + engine)})
+        out.update({f"{POOLED}{SEP}{engine}" if k == POOLED else k: v for k, v in theirs.items()})
     return out

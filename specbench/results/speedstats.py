@@ -395,16 +395,24 @@ def rerun_groups(speed: pd.DataFrame) -> dict[str, list[tuple[np.ndarray, np.nda
         return out
     for key, g in pd.DataFrame(per_run).groupby(RERUN_KEY, sort=True):
         if len(g) > 1:
-            out.setdefault(str(key[0]), []).append((g["log"].to_numpy(), g["var"].to_numpy()))
+            out.setdefault(machine_key(key[0], key[1]), []).append((g["log"].to_numpy(), g["var"].to_numpy()))
     return out
 
 
+def machine_key(machine_id, engine: str = SPECBENCH) -> str:
+    """A run effect's key (``harness.by_engine``): the machine id for specbench's loop, ``id|engine`` for another."""
+    return str(machine_id) if engine == SPECBENCH else f"{machine_id}{harness.SEP}{engine}"
+
+
 def spreads(speed: pd.DataFrame) -> dict[str, harness.Spread]:
-    """Per ``machine_id`` (and ``harness.POOLED``), the run effect from its reruns (``results.harness``)."""
-    return harness.by_machine(rerun_groups(speed))
+    """Per ``machine_key`` (and the pooled keys), the run effect from its reruns, each engine's from its own
+    (``results.harness.by_engine``)."""
+    return harness.by_engine(rerun_groups(speed))
 
 
 def judged_by(spread: dict, run: pd.DataFrame) -> harness.Spread:
-    """The run effect a ``latest_runs`` group's intervals carry: its machine's, else the one pooled over
-    every machine's reruns, else none (no machine has run anything twice)."""
-    return spread.get(str(run.machine_id.iloc[0]), spread.get(harness.POOLED, harness.NONE))
+    """The run effect a ``latest_runs`` group's intervals carry: its machine's (of its engine), else the one pooled
+    over every machine's reruns of that engine, else none (no machine has run anything twice)."""
+    engine = str(with_engine(run.head(1)).engine.iloc[0])
+    pooled = spread.get(machine_key(harness.POOLED, engine), harness.NONE)
+    return spread.get(machine_key(run.machine_id.iloc[0], engine), pooled)
