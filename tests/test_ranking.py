@@ -1,6 +1,7 @@
 """The one ranking of configurations (#86 item 2; results.ranking): its order, and what each caller that
 used to rank by a rule of its own (validate's live-timing picks, the schedule's binary tree, export's
-recommend=true, the live schedule's draft length) now picks where the rules differed."""
+recommend=true, the live schedule's draft length, the TL;DR's pick per dataset) now picks where the rules
+differed."""
 
 from __future__ import annotations
 
@@ -79,3 +80,15 @@ def test_the_live_schedules_draft_length_breaks_an_exact_tie_by_tokens_per_step(
     got = sch.draft_lengths(live, "p", sch.LIVE)
     assert list(got) == [(1, 3), (4, 0)] and got.source == sch.SOURCES[sch.LIVE]  # B=1 was N=2 (the smaller)
     assert sch.draft_lengths(live, "q", sch.LIVE) is None and sch.draft_lengths(None, "p") is None
+
+
+def test_the_tldrs_exploratory_pick_prefers_the_rows_of_enough_prompts():
+    from specbench.report import phrases
+
+    ans = rows(("chain", 1, None, 2.0, 8), ("sequoia", 1, None, 1.9, 32)).assign(
+        speed=[1.10, 1.09], speed_basis="projected", claim="exploratory", cut=0.0, shape=["chain", "sequoia"]
+    )
+    (pick,) = phrases.fastest_per_dataset(ans)
+    assert pick["shape"] == "sequoia"  # was chain N=1: the faster projection on 8 prompts
+    ranked = ans.assign(claim="ranked", n_prompts=32)
+    assert phrases.fastest_per_dataset(ranked)[0]["shape"] == "chain"  # both ranked: the faster, as before

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..results import costcurve
+from ..results import costcurve, ranking
 from . import analysis, tables
 
 
@@ -70,14 +70,15 @@ def widest_first(ans: pd.DataFrame) -> list[str]:
 
 
 def fastest_per_dataset(g: pd.DataFrame) -> list[dict]:
-    """A pair's fastest answer row per dataset: from its ranked rows (the full-size study) where it has
-    any, else from all of them (then each says exploratory); a measured speed before a projected one."""
+    """A pair's best answer row per dataset (``results.ranking.order`` by speed): from its ranked rows (the
+    full-size study) where it has any, else from all of them (then each says exploratory); a measured
+    speed before a projected one."""
     g = g[g.speed.notna()]
     ranked = g[g.claim.map(tables.is_ranked)]
     out = []
     for _ds, d in (ranked if len(ranked) else g).groupby("dataset", sort=True):
         meas = d[d.speed_basis == "measured"]
-        out.append((meas if len(meas) else d).sort_values(["speed", "shape"], ascending=[False, True]).iloc[0])
+        out.append(ranking.order(meas if len(meas) else d, "speed").iloc[0])
     return [r.to_dict() for r in out]
 
 

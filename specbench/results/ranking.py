@@ -1,6 +1,7 @@
 """Which configuration is the best: the evidence rules' constants and the one ranking every "best"
-reads (the report's answer, the live-timing picks of ``study.tools.validate``, the batch-size
-schedule's binary tree and ``study.serving.export``'s ``recommend=true``).  Pandas only.
+reads (the report's answer and the TL;DR's pick per dataset, the live-timing picks of
+``study.tools.validate``, the batch-size schedule's binary tree and draft length, and
+``study.serving.export``'s ``recommend=true``).  Pandas only.
 
 A configuration ranks first where a ranked claim may rest on it (``admitted``: at most ``MAX_CUT``
 of its steps cut by max_new_tokens, where the rows carry ``cut``; ``enough``: at least ``MIN_RANKED``
