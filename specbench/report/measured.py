@@ -24,7 +24,10 @@ def shown(t: dict, every: bool = False) -> pd.DataFrame:
     if m.empty:
         return m
     m = speedstats.answer_first(m[m.batch_size.astype(int) == 1])
-    if not every:
+    if not every:  # the TL;DR's is specbench's loop (llama.cpp's runs: ``llamacpp.brief``)
+        m = m[speedstats.with_engine(m).engine == speedstats.SPECBENCH]
+        if m.empty:
+            return m
         key = costcurve.run_order(m, t.get("cost_study", t.get("cost_machines", {})), t.get("cost_machines", {}))
         m = m[[k == b for k, b in zip(key, m.assign(_k=key).groupby(["pair", "dataset"])._k.transform("max"))]]
     out = []
@@ -134,15 +137,20 @@ BRIEF = [  # the TL;DR's table: the ties' names, acceptance rates and every run 
 ]
 
 
-def brief_lead(rec: pd.DataFrame) -> str:
-    """The TL;DR table's lead: where it was timed, what 'shown' and 'acceptance length' mean."""
+def brief_lead(rec: pd.DataFrame, short: bool = False) -> str:
+    """The TL;DR table's lead: where it was timed, what 'shown' and 'acceptance length' mean (``short``: in
+    fewer words, where the TL;DR holds llama.cpp's table too)."""
     machines = "; ".join(sorted(str(m).split(",")[0] for m in set(rec.machine)))
+    words = (
+        "*Shown*: the tie (paired difference includes 0) drafting fewest tokens. *Acceptance length*: τ − 1."
+        if short
+        else "*Shown*: of those tying the fastest (Bonferroni-adjusted paired difference includes 0), the one "
+        "drafting fewest tokens. *Acceptance length*: accepted draft tokens per step, bonus not counted (τ − 1)."
+    )
     return (
         f"**Per pair on {machines}** (batch 1, {span(rec.n_prompts, '.0f')} prompts × "
         f"{span(rec.max_new_tokens, '.0f')} tokens; pays in {int((rec.verdict == 'pays').sum())} of {len(rec)}). "
-        "*Shown*: of those tying the fastest (Bonferroni-adjusted paired difference includes 0), the one "
-        "drafting fewest tokens. *Acceptance length*: accepted draft tokens per "
-        "step, bonus not counted (τ − 1)."
+        + words
     )
 
 
@@ -273,11 +281,11 @@ def answering(df: pd.DataFrame) -> pd.DataFrame:
     return df[~speedstats.random_weights(df)]
 
 
-def section(t: dict, every: bool = False, brief: bool = False) -> list[str]:
+def section(t: dict, every: bool = False, brief: bool = False, short: bool = False) -> list[str]:
     """The measured table with its lead and the controls, or nothing without a benchmark run: each
     pair and dataset's largest run (``shown``; every run, ``every``: speed.md); the machine of each row where the
     runs name more than one, and where other runs were left out, where they are; ``brief``: the TL;DR's
-    short table (``BRIEF``)."""
+    short table (``BRIEF``; ``short``: its lead in fewer words)."""
     rec = shown(t, every)
     if rec.empty:
         return []
@@ -287,7 +295,7 @@ def section(t: dict, every: bool = False, brief: bool = False) -> list[str]:
         : others > 0
     ]
     if brief:
-        return [brief_lead(rec), table(rec.to_dict("records"), BRIEF), controls.short(t, rec.run_id)]
+        return [brief_lead(rec, short), table(rec.to_dict("records"), BRIEF), controls.short(t, rec.run_id)]
     return [
         lead(rec),
         table(rec.to_dict("records"), cols),

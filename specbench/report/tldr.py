@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..results import costtable, schedule
-from . import analysis, benchcheck, hardware, machines, measured, phrases, tables
+from . import analysis, benchcheck, hardware, llamacpp, machines, measured, phrases, tables
 from .markdown import span
 
 
@@ -189,13 +189,14 @@ def section(ctx) -> str:
     (``measured``, brief), then where it moves: batch size (one clause per schedule), the pairs and
     datasets projected only; the rest is a link away."""
     t = ctx["t"]
-    rec, meas = recommended(t), measured.section(t, brief=True)
+    llama = llamacpp.brief(ctx)  # with llama.cpp's table, the words its lead and last bullet say are left out
+    rec, meas = recommended(t), measured.section(t, brief=True, short=bool(llama))
     if rec.empty and not meas:
         return "_No greedy configuration has a speed (measured or projected), so there is no answer._"
     bench = t.get("bench_schedule", pd.DataFrame())
     sched = [f"{k[0]}/{k[1]} {short_stop(rows)}" for k, rows in schedule.settings(bench)]
     lines = [f"Batch size: {'; '.join(sched)} (speed.md)."] if sched else []
     lines += [projected_sentence(rec)] if len(rec) else []
-    lines += ["Ties, acceptance rates, every run: speed.md; hardware: hardware.md."]
-    head = [m for m in [machines.section(t)] if m]
+    lines += [] if llama else ["Ties, acceptance rates, every run: speed.md; hardware: hardware.md."]
+    head = [m for m in [machines.section(t), llama] if m]
     return "\n\n".join(head + meas + ["\n".join(f"- {s}" for s in lines if s)])

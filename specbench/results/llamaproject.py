@@ -30,16 +30,21 @@ ENGINE, DTYPE = "llamacpp", "gguf"
 RULE = replace(costcurve.AT_CONTEXT, name="llamacpp_at_context", dtype=DTYPE, engine=ENGINE)
 
 
-def tokens_per_step(summary: pd.DataFrame, pair: str, dataset: str, n_max: int) -> float:
-    """specbench's emitted tokens per step of the greedy static chain of ``n_max`` (the row of the longest
-    decodes, then of the most prompts), or nan where the study has none."""
+def chain_row(summary: pd.DataFrame, pair: str, dataset: str, n_max: int) -> pd.Series | None:
+    """specbench's summary row of the greedy static chain of ``n_max`` on the pair and dataset (the row of the
+    longest decodes, then of the most prompts), or None where the study has none."""
     s = summary
     rows = s[(s.pair == pair) & (s.dataset == dataset) & (s.tree == "chain") & (s.budget.astype(int) == n_max)]
     rows = rows[(rows.verify == "greedy") & (rows.temperature.astype(float) == 0)]
     if rows.empty:
-        return float("nan")
-    best = rows.sort_values(["max_new_tokens", "n_prompts"], ascending=False, kind="mergesort").iloc[0]
-    return float(best.tokens_per_step)
+        return None
+    return rows.sort_values(["max_new_tokens", "n_prompts"], ascending=False, kind="mergesort").iloc[0]
+
+
+def tokens_per_step(summary: pd.DataFrame, pair: str, dataset: str, n_max: int) -> float:
+    """specbench's emitted tokens per step of that chain (``chain_row``), or nan where the study has none."""
+    row = chain_row(summary, pair, dataset, n_max)
+    return float("nan") if row is None else float(row.tokens_per_step)
 
 
 def projected(tps: float, n_max: int, draft: costcurve.Curve, target: costcurve.Curve) -> float:
