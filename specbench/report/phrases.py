@@ -48,10 +48,13 @@ def projected(r: dict) -> str:
 
 
 def speed(r: dict) -> str:
-    """'1.39× [1.36, 1.42] (projected)', or '1.42× (single run, no interval; projected 1.39× [1.36, 1.42])': a
-    single live run's reading is never called measured (the benchmark's estimate is: ``results.speedstats``)."""
+    """'1.45× [1.37, 1.53] (benchmark)', '1.39× [1.36, 1.42] (projected)', or '1.42× (single run, no interval;
+    projected 1.39× [1.36, 1.42])': a single live run's reading is never called measured (the benchmark's
+    pooled estimate is: ``results.speedstats``, the same number on every page)."""
     if r.get("speed") != r.get("speed") or r.get("speed") is None:
         return "not recorded"
+    if r.get("speed_basis") == "benchmark":
+        return f"{r['speed']:.2f}× [{r['benchmark_lo']:.2f}, {r['benchmark_hi']:.2f}] (benchmark)"
     lo, hi = r.get("projected_lo"), r.get("projected_hi")
     ci = f" [{lo:.2f}, {hi:.2f}]" if lo == lo and lo is not None else ""
     if r.get("speed_basis") == "projected":
@@ -71,13 +74,13 @@ def widest_first(ans: pd.DataFrame) -> list[str]:
 
 def fastest_per_dataset(g: pd.DataFrame) -> list[dict]:
     """A pair's best answer row per dataset (``results.ranking.order`` by speed): from its ranked rows (the
-    full-size study) where it has any, else from all of them (then each says exploratory); a measured
-    speed before a projected one."""
+    full-size study) where it has any, else from all of them (then each says exploratory); a timed speed
+    (the benchmark's or a single run's) before a projected one."""
     g = g[g.speed.notna()]
     ranked = g[g.claim.map(tables.is_ranked)]
     out = []
     for _ds, d in (ranked if len(ranked) else g).groupby("dataset", sort=True):
-        meas = d[d.speed_basis == "measured"]
+        meas = d[d.speed_basis.isin(["benchmark", "measured"])]
         out.append(ranking.order(meas if len(meas) else d, "speed").iloc[0])
     return [r.to_dict() for r in out]
 

@@ -175,19 +175,25 @@ def calibration(df: pd.DataFrame, sums: pd.DataFrame, vector: pd.DataFrame | Non
 # --------------------------------------------------------------------------
 SPEED = ["measured", "measured_hash", "baseline_tokens_per_s", "projected", "projected_lo", "projected_hi", "error"]
 SPEED += ["draft_s_step", "draft_s_step_model", "verify_s_step", "verify_s_step_model", "cost_basis"]
+SPEED += ["benchmark", "benchmark_lo", "benchmark_hi"]
 
 
 def speed_columns(df: pd.DataFrame, speed: pd.DataFrame) -> pd.DataFrame:
-    """df with the speed table's columns (``SPEED``), `speed` (measured, by the configuration's
-    own live run or its live twin, else projected) and `speed_basis`."""
+    """df with the speed table's columns (``SPEED``), `speed` and `speed_basis`: the interleaved benchmark's
+    pooled estimate of the key where it timed it (``benchmark``, with its interval: the number every page
+    shows), else the configuration's own live run or its live twin (``measured``: a single run, no
+    interval), else the projection (``projected``)."""
     out = df.copy()
     by = speed.drop_duplicates("config_hash").set_index("config_hash") if not speed.empty else pd.DataFrame()
     for c in SPEED:
         out[c] = out.config_hash.map(by[c]) if c in by else np.nan
     out["cost_basis"] = out.cost_basis.astype(object)
     out["measured"], out["projected"] = out.measured.astype(float), out.projected.astype(float)
-    out["speed"] = out.measured.where(out.measured.notna(), out.projected)
-    out["speed_basis"] = np.where(out.measured.notna(), "measured", np.where(out.projected.notna(), "projected", ""))
+    bench, single = out.benchmark.astype(float), out.measured.notna()
+    out["speed"] = bench.where(bench.notna(), out.measured.where(single, out.projected))
+    out["speed_basis"] = np.where(
+        bench.notna(), "benchmark", np.where(single, "measured", np.where(out.projected.notna(), "projected", ""))
+    )
     return out
 
 
@@ -326,11 +332,15 @@ def compute(data: dict) -> dict:
     df = analysis.with_built(analysis.prepare(summary), steps)
     sums = prompt_sums(steps)
     counted = costmodel.StepCounts(steps) if steps is not None else None  # shared: projection, phase diagram
-    speed = speedup.speedup_table(df, summary, steps, data["costs"], counted)
+    bench = runcontrols.tables(data.get("bench"))
+    speed = speedup.with_benchmark(  # the benchmark's pooled estimate beside each row: the one number per key
+        speedup.speedup_table(df, summary, steps, data["costs"], counted),
+        bench.get("measured"),
+        costcurve.machines(data["costs"]),
+    )
     calib = calibration(df, sums, data.get("vector"))
     idents = identities(df, steps)
     rows = annotate(df, steps, speed, calib, idents)
-    bench = runcontrols.tables(data.get("bench"))
     return dict(
         df=df,
         rows=rows,

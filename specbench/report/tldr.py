@@ -37,25 +37,34 @@ def has_ci(r: dict) -> bool:
     return lo is not None and lo == lo
 
 
+def interval(r: dict) -> tuple[float, float] | None:
+    """The interval a row's speed is judged by: the benchmark's paired interval, or the projection's; a
+    single live run has none (it is judged by itself)."""
+    if r["speed_basis"] == "benchmark":
+        return r["benchmark_lo"], r["benchmark_hi"]
+    return (r["projected_lo"], r["projected_hi"]) if r["speed_basis"] != "measured" and has_ci(r) else None
+
+
 def verdict(r: dict) -> str:
-    """'' where speculation pays, else what a reader must know: it loses, or the interval includes 1×.
-    A measured speedup is judged by itself (the interval beside it is the projection's); a projected
-    one by its interval where it has one (above 1×: pays; below: loses; else includes 1×)."""
-    if r["speed_basis"] != "measured" and has_ci(r) and r["projected_lo"] <= 1 <= r["projected_hi"]:
+    """'' where speculation pays, else what a reader must know: it loses, or the interval includes 1×
+    (``interval``: above 1×: pays; below: loses; else includes 1×)."""
+    ci = interval(r)
+    if ci is not None and ci[0] <= 1 <= ci[1]:
         return "includes 1×"
-    if r["speed"] <= 1 or (r["speed_basis"] != "measured" and has_ci(r) and r["projected_hi"] < 1):
+    if r["speed"] <= 1 or (ci is not None and ci[1] < 1):
         return "slower than plain decoding"
     return ""
 
 
 def speed_cell(r: dict) -> str:
-    """'1.49× [1.29, 1.65]' (projected) or '1.67× measured (projected [1.45, 1.85])', with its verdict
-    (``r["verdict"]``)."""
-    ci = f"[{r['projected_lo']:.2f}, {r['projected_hi']:.2f}]" if has_ci(r) else ""
+    """'1.49× [1.29, 1.65]' (projected or benchmark) or '1.67× single run (projected [1.45, 1.85])', with its
+    verdict (``r["verdict"]``)."""
+    ci = interval(r)
     if r["speed_basis"] == "measured":
-        cell = f"{r['speed']:.2f}× measured" + (f" (projected {ci})" if ci else "")
+        proj = f" (projected [{r['projected_lo']:.2f}, {r['projected_hi']:.2f}])" if has_ci(r) else ""
+        cell = f"{r['speed']:.2f}× single run{proj}"
     else:
-        cell = f"{r['speed']:.2f}× {ci}".strip()
+        cell = f"{r['speed']:.2f}× [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else f"{r['speed']:.2f}×"
     return cell + (f", {r['verdict']}" if r["verdict"] else "")
 
 
