@@ -87,3 +87,24 @@ def test_finding_3_prices_each_width_where_the_secant_model_claims_wins_the_benc
         r"on AMD EPYC \(AVX2\) \(float32\) a tree beats plain decoding in (\d+) of (\d+) .*?secant model: (\d+)", line
     )
     assert avx2 and avx2.group(1) == "0" and int(avx2.group(3)) > 0
+
+
+def test_one_keys_measured_speedup_is_one_number_in_the_tldr_answer_speed_speedup_csv_and_export():
+    """The TL;DR's best tree on the AVX-512 EPYC (the benchmark's pooled estimate of its key): the same number
+    in answer.md, speed.md, results/speedup.csv and the serving export of that configuration."""
+    from specbench.study.serving.export import export
+
+    row = next(line for line in tldr_of((ROOT / "REPORT.md").read_text()).splitlines() if "(AVX512), specbench" in line)
+    pair, dataset, tree, budget, cell = re.search(
+        r"\| (\w+)/(\w+) (\w+) N=(\d+) (\d\.\d\d× \[\d\.\d\d, \d\.\d\d\])", row
+    ).groups()
+    answer = (ROOT / "results" / "tables" / "answer.md").read_text()
+    assert re.search(rf"^\| {tree} \| {budget} \(.*\| {re.escape(cell)} \(benchmark\) \|", answer, re.M)
+    assert f"{tree} N={budget} {cell}" in (ROOT / "results" / "tables" / "speed.md").read_text()
+    s = pd.read_csv(ROOT / "results" / "speedup.csv")
+    s = s[(s.pair == pair) & (s.dataset == dataset) & (s.tree == tree) & (s.budget == int(budget))]
+    s = s[s.benchmark.notna() & (s.batch_size == 1)]
+    assert {f"{r.benchmark:.2f}× [{r.benchmark_lo:.2f}, {r.benchmark_hi:.2f}]" for r in s.itertuples()} == {cell}
+    got, _ = export([f"pair={pair}", f"dataset={dataset}", f"tree={tree}", f"tree.budget={budget}", "format=vllm"])
+    m = got["measured"]
+    assert f"{m['speedup']:.2f}× [{m['interval_95'][0]:.2f}, {m['interval_95'][1]:.2f}]" == cell

@@ -653,14 +653,16 @@ def test_runs_on_one_prompt_set_pool_as_runs_and_candidates_of_other_runs_are_no
     assert not b.loc["chain N=3"].compared and not b.loc["chain N=3"].tie
 
 
-def test_the_tldr_shows_each_pair_and_datasets_largest_run_not_a_later_smaller_one():
-    """A default run's few prompts (a later run id) never hide the full benchmark of the same pair and dataset."""
+def test_a_later_smaller_run_pools_into_its_keys_benchmark_and_never_replaces_it():
+    """A default run's few prompts (a later run id) join the full benchmark of the same key (one estimate per
+    key, runs as a level): the full run's candidates keep their units, the small run adds its own."""
     full = table({"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.2}, units=16, run="20260101T000000-a")
-    small = table({"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.0}, units=5, run="20260102T000000-b")
+    small = table({"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.9}, units=5, run="20260102T000000-b")
     text = tldr_of(pd.concat([full, small]), pd.DataFrame())
     assert "| p/d | chain N=3 +0 |" in text and "| p/d | binary N=3" not in text
-    ranked = ss.answers(pd.concat([small, full]))  # the smaller run stays in the file, not ranked again
-    assert set(ranked.run_id) == {"20260101T000000-a"} and "binary N=3" not in set(ranked.candidate)
+    ranked = ss.answers(pd.concat([small, full])).set_index("candidate")
+    assert set(ranked.run_id) == {"20260102T000000-b"} and ranked.n_runs.to_dict() == {"chain N=3": 1, "binary N=3": 1}
+    assert ranked.loc["binary N=3"].speedup < ranked.loc["chain N=3"].lo
 
 
 def test_the_tldr_prefers_the_run_on_the_machine_that_measured_the_pairs_costs():

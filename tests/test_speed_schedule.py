@@ -181,11 +181,16 @@ def test_the_schedules_figure_draws_each_candidates_interval_per_b_and_hollows_a
     assert batch.fig_bench_schedule(pd.DataFrame()) is None
 
 
-def test_the_batch1_answer_is_the_answer_runs_not_a_newer_schedule_run():
+def test_a_schedule_run_at_batch_1_pools_into_its_keys_one_answer():
+    """One number per key (issue 83): a schedule run at batch 1 and the answer run of the same key are one
+    pooled run (runs as a level, each comparison on the units both candidates decoded), never two answers;
+    the schedule shows the schedule's candidates from it."""
     answer = run(1, {**controls(c1=1.3), "binary N=3": 1.2}, roster="answer", run_id="20260101T000000-a")
     sched_run = run(1, {**controls(c1=1.3), "chain N=4": 1.0}, run_id="20260105T000000-s")
-    a = ss.answer_first(ss.answers(pd.concat([answer, sched_run])))
-    assert set(a.run_id) == {"20260101T000000-a"}
+    a = ss.answer_first(ss.answers(pd.concat([answer, sched_run]))).set_index("candidate")
+    assert set(a.run_id) == {"20260105T000000-s"} and set(a.roster) == {"answer"}
+    assert a.loc["chain N=1"].n_runs == 2 and a.loc["binary N=3"].n_runs == 1 and a.loc["chain N=4"].n_runs == 1
+    assert a.scheduled.to_dict() == {"chain N=1": True, "binary N=3": False, "chain N=4": True}
     alone = ss.answer_first(ss.answers(sched_run))  # no answer run: the schedule's B=1 run stands
     assert set(alone.run_id) == {"20260105T000000-s"}
     from specbench.report import measured  # the main page's "earlier runs" count: what speed.md lists

@@ -199,4 +199,5 @@ def cell(c: pd.DataFrame, run_id: str) -> str:
     if mine.empty:
         return "none recorded"
     parts = [control(r, 2, "{} vs its twin") for r in mine.itertuples()]
-    return ", ".join(parts) + (": hold" if mine.holds.all() else ": FAIL, not ranked")
+    judged = mine[mine.lo.notna()]  # a control without an interval neither holds nor fails
+    return ", ".join(parts) + (": hold" if judged.holds.all() else ": FAIL, not ranked")

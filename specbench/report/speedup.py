@@ -51,9 +51,7 @@ def one_token(costs: pd.DataFrame | None, speed: pd.DataFrame | None, device: st
     then costs less than a plain step), with the command that would re-measure it."""
     if costs is None or costs.empty or not {"role", "n_tokens", "kv_len", "seconds"} <= set(costs.columns):
         return ""
-    c = costs[
-        (costs.role == "target") & (costtable.devices(costs) == device)
-    ]
+    c = costs[(costs.role == "target") & (costtable.devices(costs) == device)]
     c = c[c.n_tokens.isin([1, 2])]
     points: dict[tuple, list[str]] = {}  # the pairs sharing a target (equal points) -> its slow KV lengths
     for _key, g in c.groupby([k for k in ("dtype", "kv_len") if k in c], sort=True):

@@ -90,9 +90,9 @@ def _live(speed: pd.DataFrame) -> pd.DataFrame:
 
 
 def _benchmark(measured: pd.DataFrame) -> pd.DataFrame:
-    if "roster" not in measured:
+    if "scheduled" not in measured:
         return pd.DataFrame()
-    m = measured[measured.roster == ROSTER]
+    m = measured[measured.scheduled.astype(bool)]
     if m.empty:
         return m
     m = several_b(m, BENCHMARK).copy()

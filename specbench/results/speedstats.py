@@ -263,26 +263,39 @@ PICK_RULE = (
 PICK_SHORT = "of the ties (those not below 1× first), the one drafting the fewest tokens per step"  # PICK_RULE, brief
 
 
+POOL_KEY = [
+    "pair",
+    "dataset",
+    "dtype",
+    "batch_size",
+    "max_new_tokens",
+    "machine_id",
+    "engine",
+    "weights",
+]  # one number each
+
+
 def latest_runs(speed: pd.DataFrame) -> pd.DataFrame:
-    """Per (pair, dataset, dtype, batch size, max_new_tokens, machine, engine, roster: a schedule run's rows,
-    ``results.schedule``, or an answer run's, the default): every run on one prompt set pooled under
-    the newest one's ``run_id``, whatever its candidates (each row keeps its own run in ``source_run``:
-    a rerun's units are units of their own, runs as a level, and each comparison reads only the units
-    both of its candidates decoded, ``paired``); of several prompt sets, the one of the most prompts (the
-    newest among equals), so a default run's few prompts never hide a full benchmark.  Runs on the other
-    prompt sets stay in the file but are not ranked again."""
-    key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine_id", "roster", "engine"]
+    """Per key (``POOL_KEY``: pair, dataset, dtype, batch size, max_new_tokens, machine, engine, weights): every
+    run of the key pooled under the newest one's ``run_id``, whatever its prompts, candidates or roster (an
+    answer run's or a schedule run's, ``results.schedule``), so each key has one estimate, the same on every
+    page.  Each row keeps its own run in ``source_run``: a rerun's units are units of their own (runs as a
+    level), and each comparison reads only the units both of its candidates decoded (``paired``)."""
     speed = with_engine(speed.assign(source_run=speed["source_run"] if "source_run" in speed else speed.run_id))
-    speed = speed.assign(roster=speed["roster"].fillna(ANSWER).astype(str) if "roster" in speed else ANSWER)
+    speed = speed.assign(
+        roster=speed["roster"].fillna(ANSWER).astype(str) if "roster" in speed else ANSWER,
+        weights=speed["weights"].fillna("pretrained").astype(str) if "weights" in speed else "pretrained",
+    )
     out = []
-    for _k, g in speed.groupby(key, dropna=False, sort=True):
-        sets = g.groupby("run_id").prompt_ids.apply(frozenset)
-        pick = max(sets.index, key=lambda r: (len(sets[r]), r))
-        same = [r for r in sets.index if sets[r] == sets[pick]]
-        pooled = g[g.run_id.isin(same)]
-        rounds = pooled.run_id + ":" + pooled["round"].astype(str)
-        out.append(pooled.assign(round=rounds, run_id=max(same), pooled_runs=len(same)))
+    for _k, g in speed.groupby(POOL_KEY, dropna=False, sort=True):
+        rounds = g.run_id + ":" + g["round"].astype(str)
+        out.append(g.assign(round=rounds, run_id=g.run_id.max(), pooled_runs=g.run_id.nunique()))
     return pd.concat(out, ignore_index=True) if out else speed.iloc[0:0]
+
+
+def scheduled(run: pd.DataFrame) -> set[str]:
+    """The candidates a pooled run's schedule runs decoded (roster ``schedule``: the batch-size schedule's)."""
+    return set(run.candidate[run.roster != ANSWER])
 
 
 def answers(speed: pd.DataFrame, spread: dict | None = None) -> pd.DataFrame:
@@ -291,7 +304,7 @@ def answers(speed: pd.DataFrame, spread: dict | None = None) -> pd.DataFrame:
     and the run's keys, ``shown`` on the row ``pick`` chooses."""
     spread = spreads(speed) if spread is None else spread
     out = []
-    keys = ["pair", "dataset", "dtype", "device", "batch_size", "max_new_tokens", "machine", "machine_id", "roster"]
+    keys = ["pair", "dataset", "dtype", "device", "batch_size", "max_new_tokens", "machine", "machine_id"]
     keys += ["weights", "engine"]  # random: the architectures alone, timed where the weight files cannot go (a GPU's)
     speed = with_engine(speed).assign(
         weights=speed["weights"].fillna("pretrained") if "weights" in speed else "pretrained"
@@ -305,6 +318,8 @@ def answers(speed: pd.DataFrame, spread: dict | None = None) -> pd.DataFrame:
             r[k] = run[k].iloc[0]
         r["run_id"], r["host"] = run_id, one_host(run)
         r["n_prompts"] = run.prompt_ids.str.split("|").explode().nunique()
+        r["roster"] = ANSWER if (run.roster == ANSWER).any() else run.roster.iloc[0]  # the key's: answer first
+        r["scheduled"] = r.candidate.isin(scheduled(run))
         r["shown"] = r.candidate == pick(r).candidate
         out.append(r)
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
@@ -336,16 +351,10 @@ def random_weights(rows: pd.DataFrame) -> pd.Series:
 
 
 def answer_first(a: pd.DataFrame) -> pd.DataFrame:
-    """``answers`` rows with a schedule run's left out where an answer run has the same pair, dataset,
-    dtype, batch size, max_new_tokens and machine (the TL;DR's and export's batch-1 answer), and
-    random-weight runs left out (their acceptance is not the pair's: they time steps, they answer nothing)."""
-    a = a[~random_weights(a)]
-    if a.empty or "roster" not in a:
-        return a
-    key = ["pair", "dataset", "dtype", "batch_size", "max_new_tokens", "machine_id", "engine"]
-    a = with_engine(a)
-    has = a.assign(_a=a.roster == ANSWER).groupby(key, dropna=False)._a.transform("any")
-    return a[(a.roster == ANSWER) | ~has]
+    """``answers`` rows without the random-weight runs (their acceptance is not the pair's: they time steps,
+    they answer nothing): the TL;DR's and export's answers.  A schedule run's rows are pooled into their key's
+    (``latest_runs``), so a key has one estimate whichever roster timed it."""
+    return a[~random_weights(a)] if len(a) else a
 
 
 def order_design(run: pd.DataFrame) -> str:

@@ -100,15 +100,22 @@ def _plain(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
-def committed(results: str, chash: str) -> tuple[pd.Series, pd.DataFrame]:
-    """The summary row and step rows of ``chash`` in ``results`` (one line when absent, or when a
-    file is missing, cut, binary or lacks a column it needs: ``core.readers``)."""
+def summary_row(results: str, chash: str) -> pd.Series:
+    """The summary row of ``chash`` in ``results`` (one line when absent, or when the file is missing, cut,
+    binary or lacks a column it needs: ``core.readers``)."""
     summary = readers.read(os.path.join(results, "summary.csv"), schemas.SUMMARY, "results_dir", read_csv)
     rows = summary[summary.config_hash.astype(str) == chash]
     if rows.empty:
         raise ValueError(
             f"config_hash={chash}: no such row in {results}/summary.csv; run the configuration and collect it first"
         )
+    return rows.iloc[0]
+
+
+def committed(results: str, chash: str) -> tuple[pd.Series, pd.DataFrame]:
+    """The summary row and step rows of ``chash`` in ``results`` (one line when absent, or when a
+    file is missing, cut, binary or lacks a column it needs: ``core.readers``)."""
+    row = summary_row(results, chash)
     path = os.path.join(results, STEPS_FILE)
     steps = readers.table(path, STEP_COLUMNS, schemas.COLLECT_FIX, "results_dir", read_csv, scan=False)
     steps = steps[steps.config_hash.astype(str) == chash]
@@ -118,7 +125,7 @@ def committed(results: str, chash: str) -> tuple[pd.Series, pd.DataFrame]:
                 f"results_dir={path}: column {c} of config_hash={chash} holds a value that is not a count; "
                 f"{schemas.COLLECT_FIX}"
             )
-    return rows.iloc[0], steps
+    return row, steps
 
 
 STEP_COLUMNS = ("config_hash", "prompt_id", "accepted", "tree_depth")
@@ -172,24 +179,47 @@ def recommended(results: str, given: dict) -> str:
     return str(top.config_hash)
 
 
-def measured_answer(results: str, given: dict, batch: int) -> dict | None:
-    """The benchmark's shown configuration of the pair and dataset at ``batch``, or None."""
+def benchmark_rows(results: str, pair: str, dataset: str, batch: int) -> pd.DataFrame:
+    """The interleaved benchmark's candidates of ``pair`` on ``dataset`` at ``batch`` (``speedstats.answers``:
+    each key's pooled estimate, the number every page of the report prints), the TL;DR's machine first
+    (``costcurve.run_order``: the machine whose curves the projections read); empty without speed.csv."""
     path = os.path.join(results, "speed.csv")
     if not os.path.isfile(path):
-        return None
+        return pd.DataFrame()
     a = answer_first(answers(readers.table(path, schemas.SPEED_COLUMNS, schemas.SPEED_FIX, "results_dir")))
-    a = (
-        a[(a.pair == given["pair"]) & (a.dataset == given["dataset"]) & (a.batch_size.astype(int) == batch)]
-        if len(a)
-        else a
-    )
-    a = a[a.shown & a.controls_hold] if len(a) else a
+    a = a[(a.pair == pair) & (a.dataset == dataset) & (a.batch_size.astype(int) == batch)] if len(a) else a
     if a.empty:
-        return None
+        return a
     cpath = os.path.join(results, "costs.csv")
     costs = costtable.read(cpath) if os.path.isfile(cpath) else None
     key = costcurve.run_order(a, costcurve.machines(costcurve.one_per_curve(costs)), costcurve.machines(costs))
-    return a.iloc[max(range(len(a)), key=key.__getitem__)].to_dict()  # the TL;DR's run (report.measured.shown)
+    return a.assign(_k=key).sort_values("_k", ascending=False, kind="mergesort").drop(columns="_k")
+
+
+def measured_answer(results: str, given: dict, batch: int) -> dict | None:
+    """The benchmark's shown configuration of the pair and dataset at ``batch`` (the TL;DR's run:
+    ``report.measured.shown``), or None."""
+    a = benchmark_rows(results, given["pair"], given["dataset"], batch)
+    a = a[a.shown & a.controls_hold] if len(a) else a
+    return a.iloc[0].to_dict() if len(a) else None
+
+
+def measured_block(results: str, choice: Choice, dataset: str | None, batch: int) -> dict | None:
+    """The exported configuration's measured speedup: the benchmark's pooled estimate of the same pair, dataset,
+    tree, budget and batch size with its 95% paired interval (the report's number for that key), or None where
+    the benchmark has not timed it."""
+    if not dataset:
+        return None
+    a = benchmark_rows(results, choice.pair, dataset, batch)
+    if choice.params or a.empty:
+        return None  # the benchmark times each shape at its default parameters
+    a = a[(a.tree == choice.tree) & (a.budget.astype(int) == choice.budget) & (a.tree_params.astype(str) == "{}")]
+    if a.empty or a.iloc[0].lo != a.iloc[0].lo:
+        return None
+    r = a.iloc[0]
+    return {"speedup": round(float(r.speedup), 4), "interval_95": [round(float(r.lo), 4), round(float(r.hi), 4)],
+            "machine": str(r.machine), "dataset": dataset, "batch_size": batch, "runs": int(r.n_runs),
+            "source": "results/speed.csv: the interleaved benchmark's pooled estimate (REPORT.md prints the same)"}  # fmt: skip
 
 
 def split_argv(argv: list[str]) -> tuple[list[str], dict]:
@@ -234,7 +264,16 @@ def export(argv: list[str]) -> tuple[object, dict]:
         return profile(row, steps), opts
     near = opts.get("nearest") in ("true", "True")
     sched = batch_schedule(opts["results_dir"], choice)
-    return settings(opts["format"], choice, paths, sched, opts.get("eagle_head"), near), opts
+    out = settings(opts["format"], choice, paths, sched, opts.get("eagle_head"), near)
+    if "nearest" not in out:  # a nearest configuration is not the one the benchmark timed
+        given = dict(a.lstrip("+").split("=", 1) for a in rest if "=" in a)
+        dataset = given.get("dataset") or (
+            summary_row(opts["results_dir"], str(chash)).dataset if opts["config_hash"] else None
+        )
+        block = measured_block(opts["results_dir"], choice, dataset, int(given.get("batch_size", 1)))
+        if block:
+            out["measured"] = block
+    return out, opts
 
 
 def batch_schedule(results: str, choice: Choice) -> list[tuple[int, int]] | None:
