@@ -129,23 +129,22 @@ def brief_speed(r: dict) -> str:
     return cell + {"pays": "", "includes 1×": ""}.get(r["verdict"], f", {r['verdict'].split(':')[0]}")
 
 
-BRIEF = [  # the TL;DR's table: the ties' names, acceptance rates and every run on speed.md
+BRIEF = [  # the TL;DR's table: the ties' names, acceptance (rates and lengths) and every run on speed.md
     ("pair/dataset", lambda r: f"{r['pair']}/{r['dataset']}"),
     ("tree (shown) +ties", brief_tree),
     ("speedup [95% CI]", brief_speed),
-    ("acceptance length [95% CI]", replay_cell("acceptance_length")),
 ]
 
 
 def brief_lead(rec: pd.DataFrame, short: bool = False) -> str:
-    """The TL;DR table's lead: where it was timed, what 'shown' and 'acceptance length' mean (``short``: in
-    fewer words, where the TL;DR holds llama.cpp's table too)."""
+    """The TL;DR table's lead: where it was timed and what 'shown' means (``short``: in fewer words, where the
+    TL;DR holds llama.cpp's table too); each row's acceptance is on speed.md."""
     machines = "; ".join(sorted(str(m).split(",")[0] for m in set(rec.machine)))
     words = (
-        "*Shown*: the tie (paired difference includes 0) drafting fewest tokens. *Acceptance length*: τ − 1."
+        "*Shown*: the tie (paired difference includes 0) drafting fewest tokens; acceptance: speed.md."
         if short
         else "*Shown*: of those tying the fastest (Bonferroni-adjusted paired difference includes 0), the one "
-        "drafting fewest tokens. *Acceptance length*: accepted draft tokens per step, bonus not counted (τ − 1)."
+        "drafting fewest tokens; each row's acceptance: speed.md."
     )
     return (
         f"**Per pair on {machines}** (batch 1, {span(rec.n_prompts, '.0f')} prompts × "
