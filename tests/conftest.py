@@ -208,7 +208,7 @@ def report_figures(path) -> list:
 
 # module-scoped fixtures that take seconds to build (a sweep, a rendered report, a table of
 # exact laws): the tests that use one share a worker, so it is built once, not once per worker
-SHARED_FIXTURES = {"two_sweeps", "basic_rows", "table", "sweep", "built", "big", "rendered_once"}
+SHARED_FIXTURES = {"two_sweeps", "basic_rows", "table", "sweep", "built", "big", "rendered_once", "tiny_runs"}
 
 
 # the tests left out of the fast tier (`bash scripts/test.sh --fast`: `-m "not slow"`), by node id prefix: each

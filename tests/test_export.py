@@ -132,8 +132,8 @@ def test_recommend_exports_the_reports_answer():
     report = os.path.join(ROOT, "REPORT.md")
     if not os.path.exists(os.path.join(ROOT, "results", "speedup.csv")) or not os.path.exists(report):
         pytest.skip("no committed results")
-    line = next(ln for ln in open(report, encoding="utf-8") if ln.startswith("| qwen_coder/humaneval | "))
-    shape, budget = re.search(r"humaneval \| (\w+) N=(\d+)[^|]* \| [\d.]+× \[", line).groups()
+    pattern = re.compile(r"^\| qwen_coder/humaneval \| (\w+) N=(\d+)[^|]* \| [\d.]+× \[")  # the per-pair table's row
+    shape, budget = next(m for ln in open(report, encoding="utf-8") if (m := pattern.search(ln))).groups()
     from specbench.results.files import read_csv
     from specbench.study.serving.export import recommended
 

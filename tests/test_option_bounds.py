@@ -93,6 +93,8 @@ CASES = {
     "run budget 1e9": ("specbench.run", ["tree.budget=1000000000"], "tree.budget"),
     "run max_new_tokens 1e12": ("specbench.run", ["max_new_tokens=1000000000000"], "max_new_tokens="),
     "run batch_size 1e9": ("specbench.run", ["batch_size=1000000000"], "batch_size="),
+    "run dataset.limit 1e12": ("specbench.run", ["dataset.limit=1000000000000"], "dataset.limit="),
+    "run kary width 1e9": ("specbench.run", ["tree=kary", "tree.width=1000000000"], "tree.width"),
     "run device bogus": ("specbench.run", ["device=bogus"], "device 'bogus'"),
     "run device cuda:7": ("specbench.run", ["device=cuda:7"], "device=cuda:7"),
     "run replay_cache a file": (

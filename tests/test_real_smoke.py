@@ -62,7 +62,7 @@ def real_fp32(pair_cfg):
     from specbench.inputs import data
 
     p = models.load_pair(pair_cfg, dtype="float32", device="cpu")
-    prompts = data.load_prompts(data.DatasetSpec.of({"name": "humaneval", "limit": 2}), p.tokenizer)
+    prompts = data.load_prompts(data.DatasetSpec.of({"name": "humaneval", "limit": 1}), p.tokenizer)
     return p, prompts
 
 

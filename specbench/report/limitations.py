@@ -84,7 +84,7 @@ def outputs_sentence(bench: pd.DataFrame | None, margins: pd.DataFrame | None) -
     return (
         "Outputs of the speed benchmark's speculative decodes token-identical to plain decoding of the same prompt: "
         + "; ".join(parts)
-        + " (bf16 kernels round differently per batch shape; lossless is exact in float32)."
+        + " (bf16 and quantized kernels round differently per batch shape; lossless is exact in float32)."
     )
 
 

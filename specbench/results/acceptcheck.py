@@ -23,7 +23,8 @@ def verdict(check: pd.DataFrame, brief: bool = False) -> str:
     if check.identical.all():
         return (
             f"acceptance-sample check: PASS: {plural(n_conf, 'configuration')}, {plural(n, 'prompt')} (each in its committed run, "
-            f"at batch {_batches(check.batch)}) identical to the committed rows, column by column"
+            f"at batch {_batches(check.batch)}) identical to the committed rows, column by column (per prompt, so in "
+            "aggregate too)"
         )
     bad = check[~check.identical]
     moved = _acceptance(check[check.found & check.config_hash.isin(set(bad.config_hash))], brief)

@@ -38,6 +38,7 @@ from .plugins import import_plugins
 from .schema import unknown_key
 
 ENGINES = ("live", "replay", "auto")
+MAX_PROMPTS = 100_000  # dataset.limit: past any prompt set a study decodes (100,000 prompts are weeks on a CPU)
 MAX_BUDGET = 4096  # draft tokens in one tree: far past any model's useful tree, short of a static shape's memory
 GROUPS = ("pair", "tree", "verify", "dataset")
 OPTIONAL = {"replay_cache": None}  # top-level keys config.yaml leaves out (set with +key=VALUE)
@@ -277,7 +278,8 @@ def _tree(d: Mapping) -> TreeSpec:
     params = {k: v for k, v in t.items() if k not in ("name", "budget") and not (v is None and k in unset)}
     for k, check in param_checks().items():  # as the policies declare their parameters
         if check["check"] == POSITIVE and params.get(k) is not None:
-            params[k] = as_int(params[k], f"tree.{k}", 1, f"set tree.{k} to 1 or more (null = default)")
+            # a width, depth or fan-out past the largest budget shapes nothing more (and would allocate it)
+            params[k] = as_int(params[k], f"tree.{k}", 1, f"set tree.{k} to 1 or more (null = default)", MAX_BUDGET)
         elif check["check"] != POSITIVE and k in params:
             _rank_lists(params[k], f"tree.{k}", check["example"], check["check"] == RANK_PATHS)
     return TreeSpec(str(t["name"]), budget, params)
@@ -301,7 +303,11 @@ def _verify(d: Mapping) -> VerifySpec:
 def _dataset(d: Mapping) -> DatasetSpec:
     ds = _section(d, "dataset")
     limit, mpt = ds.get("limit"), ds.get("max_prompt_tokens")
-    limit = None if limit is None else as_int(limit, "dataset.limit", 1, "use a positive number, or null for all")
+    limit = (
+        None
+        if limit is None
+        else as_int(limit, "dataset.limit", 1, "use a positive number, or null for all", MAX_PROMPTS)
+    )
     mpt = None if mpt is None else as_int(mpt, "dataset.max_prompt_tokens", 1, "or null for no check")
     ds = datasets.identity({**ds, "limit": limit, "max_prompt_tokens": mpt})  # an unset kind: none of it
     return DatasetSpec(str(ds["name"]), limit, mpt, ds)

@@ -37,7 +37,6 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,14 +168,12 @@ def time_unit(servers: dict, order: list[Candidate], prompt, n: int, where: dict
 
 def bench(job, prompts: list[tuple], cands: list[Candidate], models: dict, base: dict, ctx: int = 4096) -> list[dict]:
     """Every round, prompt and candidate (``speedloop.interleave``), each candidate on its own server
-    (started here, every one stopped when this returns or fails; logs in a temp folder): the rows.  A server
+    (started here, every one stopped when this returns or fails; each logs to its own temp file): the rows.  A server
     that dies or refuses mid-run is ``Stopped``: its line and the rows of the units finished before it."""
-    logs = Path(tempfile.mkdtemp(prefix="specbench-llamacpp-"))
     with contextlib.ExitStack() as stack:
         servers = {}
-        for i, c in enumerate(cands):
-            srv = LlamaServer(models["target"], c.spec(models["draft"]), ctx=ctx, log=logs / f"server-{i}.log")
-            servers[c.name] = stack.enter_context(srv)
+        for c in cands:
+            servers[c.name] = stack.enter_context(LlamaServer(models["target"], c.spec(models["draft"]), ctx=ctx))
         for c in cands:  # one untimed request each: none starts the timed units colder than another
             servers[c.name].complete(prompts[0][1], min(WARM_TOKENS, job.max_new_tokens))
 
