@@ -52,12 +52,13 @@ def test_registry_is_typed_names_its_entries_and_suggests():
 
 def test_capabilities_replace_the_old_lists():
     # the former CHAIN_TREES, POSITIVE_TREE_PARAMS / RANK_LIST_PARAMS and ARGMAX_MODES, now declared
-    assert sorted(s.name for s in POLICIES.entries() if s.chain) == ["adaptive_chain", "chain", "none"]
+    assert sorted(s.name for s in POLICIES.entries() if s.chain) == ["adaptive_chain", "chain", "none", "pmin_chain"]
     checks = param_checks()
     assert sorted(k for k, c in checks.items() if c["check"] == base.POSITIVE) == [
         "depth",
         "max_children",
         "start",
+        "top_k",
         "width",
     ]
     assert sorted(k for k, c in checks.items() if c["check"] != base.POSITIVE) == ["expansion", "paths"]

@@ -96,7 +96,7 @@ def test_the_tldr_table_shows_the_fastest_with_its_interval_the_plain_ratio_and_
     four = proj[proj.candidate == "draft n_max=4 p_min=0"].iloc[0]
     # tokens/step × t(1) / (4 draft forwards + t(5))
     assert four.projected == pytest.approx(3.1 * 0.08 / (4 * 0.04 + 0.08 * 2.2))
-    assert f"| 4/0 {four.projected:.2f}× ({four.error:+.0%}) | hold |" in text  # p_min > 0: not projected
+    assert f"| 4/0 {four.projected:.2f}× ({four.error:+.0%}) | not run | hold |" in text  # no acceptance run
     assert len(text.splitlines()) == 4 + 1 and mainpage.words(text) < 90  # one row per machine, pair, dataset
 
 

@@ -28,7 +28,7 @@ from ..core.kv import SlotKV
 from ..core.registry import Registry
 from ..core.sampling import choose_slots, probs
 from ..core.tree import DraftTree
-from ..trees import eagle2
+from ..trees import eagle2, pminchain
 from ..trees.policies import POLICIES, TreePolicy
 from .levels import Forward, LevelGen, Levels, drafted
 
@@ -241,7 +241,7 @@ class ModelDrafter(Drafter):
 
     @classmethod
     def child_rule(cls, kind: str, rule: str) -> str:
-        return "topk" if kind == "eagle2" else rule
+        return "topk" if kind in ("eagle2", "pmin_chain") else rule
 
     def forward_model(self):
         return self.model
@@ -313,7 +313,10 @@ class ModelDrafter(Drafter):
     def grow_eagle2(self, policy, rule: str, rng: torch.Generator) -> Levels:
         return eagle2.select((yield from eagle2.grow(self, policy.width, policy.depth)), policy.budget)
 
-    grows = {**Drafter.grows, "paths": grow_paths, "eagle2": grow_eagle2}
+    def grow_pmin_chain(self, policy, rule: str, rng: torch.Generator) -> Levels:
+        return pminchain.grow(self, policy)
+
+    grows = {**Drafter.grows, "paths": grow_paths, "eagle2": grow_eagle2, "pmin_chain": grow_pmin_chain}
 
     def expand_static(self, paths, children: str, rng: torch.Generator) -> Levels:
         """Grow a static rank-path shape: one draft forward per depth.  A node's

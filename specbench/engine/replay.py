@@ -32,6 +32,7 @@ from ..core import kv
 from ..core.diskcache import DiskCache, ids_digest
 from ..core.sampling import probs, token_ranks
 from ..drafting.drafters import SAME_VOCAB
+from ..trees.pminchain import top_share
 from .loop import NAN, continuations
 from .records import PromptResult, StepRecord
 
@@ -155,29 +156,72 @@ def draft_ranks_many(
     return out
 
 
-@torch.inference_mode()
 def teacher_forced_ranks(
     model, prompts, conts, temperature: float, top_p: float, chunk: int, vocab=SAME_VOCAB
 ) -> list[list[int]]:
-    """One batch of ``draft_ranks_many`` (per-row slot caches and masks: ``kv.SlotKV``).
-    ``vocab`` says how the draft model reads target tokens (``Drafter.rank_vocab``): row j's
-    rank is taken at the draft position that ends prompt + cont[:j] in its own tokens."""
+    """One batch of ``draft_ranks_many``: ``teacher_forced`` measuring each row's rank under
+    ``sampling.probs`` at the draft temperature / top-p."""
+
+    def rank(logits: torch.Tensor, tokens: list[int]) -> list[int]:
+        return ranks_from_probs(probs(logits, temperature, top_p), tokens)
+
+    return teacher_forced(model, prompts, conts, rank, chunk, vocab)
+
+
+@torch.inference_mode()
+def teacher_forced(model, prompts, conts, measure, chunk: int = 256, vocab=SAME_VOCAB) -> list[list]:
+    """``measure(logits [k, V], cont tokens [k]) -> k values`` of the draft's logits (in target
+    tokens) at each position of every continuation, teacher-forced: one batch, per-row slot caches
+    and masks (``kv.SlotKV``).  ``vocab`` says how the draft model reads target tokens
+    (``Drafter.rank_vocab``): row j is the draft position that ends prompt + cont[:j] in its own tokens."""
     rows = kv.SlotKV(model)
     heads = [vocab.draft_prompt(p) for p in prompts]
     ids = [rows.add(h) for h in heads]
     fed = [draft_sequence(vocab, h, c) for h, c in zip(heads, conts)]
-    ranks: list[list[int]] = [[] for _ in prompts]
+    out: list[list] = [[] for _ in prompts]
     for s in range(0, max((len(seq) for seq, _ in fed), default=0), chunk):
         parts = [(r, seq[s : s + chunk], b) for b, (r, (seq, _)) in enumerate(zip(ids, fed)) if seq[s : s + chunk]]
         logits = rows.forward([(r, kv.chain(len(part)), part, 0) for r, part, _ in parts])
         for (r, part, b), row_logits in zip(parts, logits):
             at = fed[b][1]
-            js = [j for j in range(len(ranks[b]), len(at)) if at[j] < s + len(part)]
+            js = [j for j in range(len(out[b]), len(at)) if at[j] < s + len(part)]
             rows_at = torch.as_tensor([at[j] - s for j in js], dtype=torch.long, device=row_logits.device)
-            q = probs(vocab.to_target(row_logits[rows_at]), temperature, top_p)
-            ranks[b] += ranks_from_probs(q, [conts[b][j] for j in js])
+            out[b] += measure(vocab.to_target(row_logits[rows_at]), [conts[b][j] for j in js])
             rows.commit(r, range(len(part)))
-    return ranks
+    return out
+
+
+def pmin_marks(top_k: int = 10):
+    """The ``teacher_forced`` measure of llama.cpp's draft rule (``trees.pminchain``): per position,
+    (the rank of c[j] under the draft's logits, the draft's best token's ``top_share``)."""
+
+    def measure(logits: torch.Tensor, tokens: list[int]) -> list[tuple[int, float]]:
+        return list(zip(ranks_from_probs(logits, tokens), top_share(logits, top_k).tolist()))
+
+    return measure
+
+
+def pmin_walk(marks: Sequence[tuple[int, float]], n_max: int, p_min: float, start: int = 0, reserve: int = 0):
+    """The steps of a greedy decode of c (``len(marks)`` tokens) with ``tree=pmin_chain`` (n_min <= 1):
+    per step (drafted, accepted).  A step at t drafts while the draft's share >= p_min, at most n_max
+    tokens; it accepts while c[t + i] is the draft's best (rank 0) and emits one more (fewer at the end
+    of c).  Along c the draft's state is c's, so this is exact; past a rejected token the chain's length
+    is not known here, hence n_min <= 1.  llama.cpp: ``start=1`` (its first token comes from the prompt's
+    forward) and ``reserve=1`` (a draft leaves one token of n_predict: server's ``get_n_draft_max``)."""
+    n, t, steps = len(marks), 0, []
+    while t < n:
+        room = 0 if t < start else min(n_max, n - t - reserve) if reserve else n_max
+        if room <= 0 or marks[t][1] < p_min:
+            steps.append((False, 0))
+            t += 1
+            continue
+        a = 0
+        while a < room and t + a < n and marks[t + a][1] >= p_min and marks[t + a][0] == 0:
+            a += 1
+        emitted = min(a + 1, n - t)
+        steps.append((True, min(a, emitted)))
+        t += emitted
+    return steps
 
 
 def draft_sequence(vocab, head: Sequence[int], cont: Sequence[int]) -> tuple[list[int], list[int]]:

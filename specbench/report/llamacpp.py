@@ -23,7 +23,8 @@ import pandas as pd
 
 from ..results import engines, llamaproject, speedstats
 from ..results.columns import tree_params
-from . import figures, machines, palette
+from . import figures, llamaagree, machines, palette
+from .llamaagree import LLAMA_LOOKS, setting
 from .markdown import fig_links, span, table
 
 ENGINE = llamaproject.ENGINE
@@ -38,11 +39,6 @@ def runs(t: dict) -> pd.DataFrame:
     m = speedstats.answer_first(m[(m.engine == ENGINE) & (m.batch_size.astype(int) == 1)])
     params = [tree_params(p) for p in m.tree_params]
     return m.assign(n_max=[int(p.get("n_max", 0)) for p in params], p_min=[float(p.get("p_min", 0)) for p in params])
-
-
-def setting(r) -> str:
-    """'4/0.75': a candidate's n_max/p_min."""
-    return f"{int(r['n_max'])}/{float(r['p_min']):g}"
 
 
 def keys(t: dict) -> pd.DataFrame:
@@ -172,6 +168,7 @@ def brief(ctx) -> str:
         ("fastest n_max/p_min +ties [95% CI]", best_cell),
         ("plain tok/s, llama.cpp / specbench", lambda r: plain_cell(bench, r, brief=True)),
         ("projected pick (error)", lambda r: pick_cell(proj, r)),
+        ("acceptance vs replay", lambda r: llamaagree.cell(data, r)),
         ("controls", controls),
     ]
     where = f" on {k.cls.iloc[0]}" if k.cls.nunique() == 1 else ""
@@ -250,16 +247,6 @@ def section(ctx) -> str:
     plain_text = "Plain decoding, both engines (tokens/s on the prompts both decoded, same machine and length):"
     lines = "\n".join(f"- {s}" for s in plain_lines(keys(t), data.get("bench")))
     return "\n\n".join([lead, table(c.to_dict("records"), cols), plain_text + "\n\n" + lines, *fig_links(ctx, FIG)])
-
-
-LLAMA_LOOKS = (  # llama.cpp's p_min settings, in sorted order: none of them chain's look (palette.SHAPES)
-    (palette.VERMILLION, "s"),
-    (palette.GREEN, "^"),
-    (palette.PURPLE, "D"),
-    (palette.ORANGE, "v"),
-    (palette.SKY, "P"),
-    (palette.BLACK, "X"),
-)
 
 
 def fig_acceptance(t: dict, data: dict) -> figures.Fig | None:

@@ -42,6 +42,7 @@ OPTIONAL_CSV = {
     "bench": "speed.csv",  # the interleaved speed benchmark (python -m specbench.study.tools.speed)
     "bench_steps": "speed_steps.csv.gz",  # its timed decodes' step rows
     "acceptance_check": "acceptance_check.csv",  # the default run's acceptance-sample check (study.tools.recheck)
+    "accept_llamacpp": "acceptance_llamacpp.csv",  # llama.cpp's acceptance beside specbench's replay (#84)
 }
 
 
@@ -59,6 +60,7 @@ WRITER = {  # file -> the command that writes it: what a refusal of that file te
     "speed.csv": "python -m specbench.study.tools.speed",
     "speed_steps.csv.gz": "python -m specbench.study.tools.speed",
     "acceptance_check.csv": "python -m specbench.study.tools.recheck",
+    "acceptance_llamacpp.csv": "python -m specbench.study.tools.accept_llamacpp",
     "acceptance_vector.csv": "python -m specbench.study.tools.calibrate",
 }
 

@@ -10,6 +10,7 @@ capability it needs (a drafter grows the kinds in its ``grows``):
   ``sequoia`` (the DP-optimal tree) and ``adaptive_chain`` (a chain whose
   length changes in ``observe``);
 * ``eagle2``: EAGLE-2's dynamic tree, grown from draft scores (``eagle2``);
+* ``pmin_chain``: llama.cpp's draft chain, stopped by the draft's confidence (``pmin_chain``);
 * ``ngram_trie``: the n-gram drafter's own multi-continuation token trie;
 * ``merged``: SpecInfer's merged tree (a model ``shape`` + n-gram trie, one budget);
 * ``none``: no draft tokens (budget 0), plain decoding through the same loop.
@@ -94,6 +95,34 @@ class Eagle2Policy(TreePolicy):
     def __post_init__(self) -> None:
         self.width, self.depth = self.params.width, self.params.depth
         check_params(int(self.budget), self.width, self.depth)
+
+
+@dataclass(frozen=True)
+class PminParams(Params):
+    """llama.cpp's draft rule (``--spec-draft-p-min`` / ``-n-min``; common/speculative.cpp, draft-simple)."""
+
+    p_min: float = 0.0  # stop when the draft's top token has less than this share of its top_k softmax
+    n_min: int = 0  # a chain shorter than this is dropped (that step drafts nothing)
+    top_k: int | None = positive(10)  # llama.cpp's draft sampler keeps its 10 best tokens
+
+
+@dataclass
+class PminChain(TreePolicy):
+    """A top-1 chain of at most ``budget`` tokens (llama.cpp's n_max) that stops before the first
+    token whose probability among the draft's ``top_k`` best (softmax of their logits, no temperature)
+    is below ``p_min``; a chain shorter than ``n_min`` is dropped.  The model drafter grows it."""
+
+    params: PminParams = field(default_factory=PminParams)
+    kind: ClassVar[str] = "pmin_chain"
+
+    def __post_init__(self) -> None:
+        self.p_min, self.n_min, self.top_k = float(self.params.p_min), self.params.n_min, int(self.params.top_k or 10)
+        if not 0.0 <= self.p_min <= 1.0:
+            raise ValueError(f"tree.p_min={self.params.p_min!r}: must be in [0, 1], e.g. tree.p_min=0.75")
+        if isinstance(self.n_min, bool) or not isinstance(self.n_min, int) or not 0 <= self.n_min <= self.budget:
+            raise ValueError(
+                f"tree.n_min={self.n_min!r}: must be a whole number in [0, tree.budget], e.g. tree.n_min=0"
+            )
 
 
 @dataclass(frozen=True)
@@ -183,6 +212,7 @@ class NoTree(TreePolicy):
 
 register_policy("adaptive_chain", AdaptiveChain, StartParams, chain=True)
 register_policy("eagle2", Eagle2Policy, Eagle2Params)
+register_policy("pmin_chain", PminChain, PminParams, chain=True, budget=4)
 register_policy("ngram_trie", NgramTrie, DepthParams)
 register_policy("merged", Merged, MergedParams)
 register_policy("none", NoTree, chain=True, budget=0)

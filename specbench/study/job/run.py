@@ -36,8 +36,9 @@ from .context import context
 def run_job(cfg: DictConfig, out_dir: str) -> pd.DataFrame | None:
     """Run one job into out_dir; returns its summary row (None if resumed)."""
     job = jobspec.from_config(cfg)  # +foo=1 was refused before Hydra started (argv.check_keys)
-    engine, mode = checks.validate(job)  # before the fingerprints: a bad value is named before any weight is hashed
+    checks.check_device(job)  # before the fingerprints: a bad device is named, not a model it cannot find
     job, ident, chash = identity.bound(job)  # content fingerprints (no model loads) + what the tree reads
+    engine, mode = checks.validate(job)  # after: a Sequoia tree's calib_pair_id=auto is resolved by bound
     if job.resume and (finished := jobfiles.find_finished(job.out_root, chash)):
         say(f"specbench: skip {chash}: already finished in {finished}")
         jobfiles.mark_resumed(out_dir, finished)

@@ -1,0 +1,168 @@
+"""`python -m specbench.study.tools.accept_llamacpp [overrides]`: llama.cpp's acceptance beside specbench's
+replay of the same drafting rule, on the same prompts (#84 item 4).
+
+    python -m specbench.study.tools.accept_llamacpp pair=qwen_coder dataset=humaneval dataset.limit=8 \\
+        max_new_tokens=64 '+llamacpp_n_max=[1,2,4,8,16]' '+llamacpp_p_min=[0,0.75]'
+
+llama.cpp: per setting (n_max, p_min) its own managed server (``llamaserver``; in turn, nothing is timed),
+``--spec-type draft-simple`` with the pair's GGUF files, every prompt (the token ids specbench decodes)
+greedy for ``max_new_tokens`` tokens, EOS ignored; a response's ``timings.draft_n`` / ``draft_n_accepted``
+and the drafts it verified (the server's ``llamacpp:spec_decode_num_drafts_total`` before and after it: one
+slot, one request at a time); ``same_tokens``: its tokens equal those of a server without a draft.
+
+specbench: the same rule as ``tree=pmin_chain`` (``trees.pminchain``) replayed over the target's own greedy
+continuation (``engine.replay.pmin_walk`` over the draft's teacher-forced ranks and top-10 shares,
+``replay.pmin_marks``; a test keeps it equal to the live loop), with llama.cpp's bounds: the first token
+comes from the prompt's forward and a draft leaves one token to predict.  Exact for n_min <= 1.
+
+Rows (one per engine, setting and prompt) go to ``results_dir``/acceptance_llamacpp.csv, this tool's file,
+a run's rows keyed by its ``run_id`` (``results.upsert``); ``results.llamaaccept`` compares them.
+Keys: ``llamacpp_n_max`` (default [1,2,3,4,6,8,12,16]), ``llamacpp_p_min`` (default [0,0.5,0.75,0.9]),
+``llamacpp_n_min`` (0 or 1, default 0), ``llamacpp_target`` / ``llamacpp_draft``, ``llamacpp_ctx`` and
+``results_dir`` as ``speed_llamacpp``'s.  Bad values are refused in one line before a model loads.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from functools import partial
+
+import hydra
+import pandas as pd
+from omegaconf import DictConfig
+
+from ... import CONF_DIR
+from ...engine import replay
+from ...inputs import llamacpp
+from ...results.files import read_csv
+from ...results.upsert import replace_rows, upsert
+from ..job import argv, identity, jobfiles
+from ..job.context import context
+from ..job.errors import as_float, as_int
+from ..job.jobspec import ConfigError, from_config, resolved
+from .llamaserver import LlamaServer, ServerError
+from .speed_llamacpp import Candidate, base_row, models_of
+
+FILE = "acceptance_llamacpp.csv"
+KEYS = ("results_dir",) + tuple(f"llamacpp_{k}" for k in ("n_max", "p_min", "n_min", "target", "draft", "ctx"))
+N_MAX, P_MIN = (1, 2, 3, 4, 6, 8, 12, 16), (0.0, 0.5, 0.75, 0.9)
+DRAFTS = re.compile(r"^llamacpp:spec_decode_num_drafts_total\s+(\S+)$", re.M)
+
+
+def grid(extra: dict) -> list[Candidate]:
+    """Every (n_max, p_min) of ``llamacpp_n_max`` x ``llamacpp_p_min``, checked (one line naming the key)."""
+
+    def listed(key: str, default) -> list:
+        given = extra.get(key, list(default))
+        items = list(given) if isinstance(given, (list, tuple)) else [given]
+        if not items or len(set(items)) < len(items):
+            raise ConfigError(f"{key}={given!r}: give a list of distinct values, e.g. +{key}={list(default)}")
+        return items
+
+    n_min = as_int(extra.get("llamacpp_n_min", 0), "llamacpp_n_min", 0, "the replay is exact for 0 or 1", 1)
+    n_maxes = [
+        as_int(v, "llamacpp_n_max", max(1, n_min), "a draft length, e.g. 4", 64)
+        for v in listed("llamacpp_n_max", N_MAX)
+    ]
+    p_mins = [
+        as_float(v, "llamacpp_p_min", 0.0, 1.0, "a probability, e.g. 0.75") for v in listed("llamacpp_p_min", P_MIN)
+    ]
+    return [Candidate(f"n_max={n} p_min={p:g}", n, p, n_min) for n in n_maxes for p in p_mins]
+
+
+def drafts(server: LlamaServer) -> int:
+    """The server's drafts verified so far (its Prometheus counter)."""
+    m = DRAFTS.search(server.metrics())
+    return int(float(m.group(1))) if m else 0
+
+
+def served(models: dict, c: Candidate, prompts: list, n: int, ctx: int) -> list[dict]:
+    """One server of setting ``c`` (plain decoding where n_max is 0): per prompt its tokens and counts."""
+    out = []
+    with LlamaServer(models["target"], c.spec(models["draft"]), ctx=ctx) as server:
+        for pid, ids in prompts:
+            before = drafts(server) if c.n_max else 0
+            r = server.complete(ids, n)
+            t = r.get("timings", {})
+            out.append({"prompt_id": pid, "tokens_out": list(r.get("tokens", [])), "tokens": int(t.get("predicted_n", 0)),
+                        "drafts": drafts(server) - before if c.n_max else 0, "drafted": int(t.get("draft_n", 0)),
+                        "accepted": int(t.get("draft_n_accepted", 0))})  # fmt: skip
+    return out
+
+
+def llamacpp_rows(models: dict, cands: list[Candidate], prompts: list, n: int, ctx: int) -> list[dict]:
+    """llama.cpp's rows: every setting's server in turn, each response beside plain decoding's tokens."""
+    plain = {r["prompt_id"]: r["tokens_out"] for r in served(models, Candidate("plain"), prompts, n, ctx)}
+    rows = []
+    for c in cands:
+        for r in served(models, c, prompts, n, ctx):
+            same = r.pop("tokens_out") == plain[r["prompt_id"]]
+            rows.append({**c.params, **r, "same_tokens": same})
+    return rows
+
+
+def specbench_rows(job, cands: list[Candidate], prompts) -> list[dict]:
+    """specbench's replay of every setting over its target's greedy continuations (EOS ignored, as llama.cpp's)."""
+    ctx = context(job)
+    pair = ctx.load_pair()
+    key, _ = ctx.cache_keys(identity.job_identity(job), frozenset())
+    ids = [pr.ids for pr in prompts]
+    conts = replay.cached_continuations(ctx.store(), pair.target, key, ids, job.continuation_batch)
+    marks = replay.teacher_forced(pair.draft, ids, conts, replay.pmin_marks(10))
+    rows = []
+    for c in cands:
+        for pr, m in zip(prompts, marks):
+            steps = replay.pmin_walk(m, c.n_max, c.p_min, start=1, reserve=1)
+            rows.append({**c.params, "prompt_id": pr.id, "tokens": len(m), "drafts": sum(d for d, _ in steps),
+                         "drafted": float("nan"), "accepted": sum(a for _, a in steps), "same_tokens": ""})  # fmt: skip
+    return rows
+
+
+def write(out: str, rows: list[dict]) -> None:
+    """The run's rows into ``out``/acceptance_llamacpp.csv, every other run's kept (read strictly first)."""
+    upsert(os.path.join(out, FILE), partial(replace_rows, new=pd.DataFrame(rows), key=["run_id"]), read_csv)
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+def main(cfg: DictConfig) -> None:
+    try:
+        job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
+        cands, out = grid(job.extra), str(job.extra.get("results_dir", "results"))
+        if job.pair.draft is None:
+            raise ConfigError(
+                f"pair={job.pair.name}: llama.cpp's draft-simple needs a draft model; pick a pair with one"
+            )
+        why = llamacpp.unavailable()
+        if why:
+            raise ConfigError(why)
+        models, ctx = models_of(job), context(job)
+        prompts = ctx.prompts(ctx.tokenizer())
+        base = base_row(job, identity.job_identity(job), jobfiles.new_run_id())
+        lc = llamacpp_rows(
+            models,
+            cands,
+            [(p.id, list(p.ids)) for p in prompts],
+            job.max_new_tokens,
+            int(job.extra.get("llamacpp_ctx", 4096)),
+        )
+        sb = specbench_rows(job, cands, prompts)
+    except (ConfigError, ServerError, ValueError) as e:
+        print(f"specbench.study.tools.accept_llamacpp: {str(e).splitlines()[0]}", file=sys.stderr)
+        sys.exit(2)
+    rows = [{**base, **r} for r in lc] + [
+        {**base, **r, "engine": "specbench", "dtype": job.dtype, "engine_version": ""} for r in sb
+    ]
+    write(out, rows)
+    print(f"specbench: wrote {len(rows)} rows to {out}/{FILE} ({base['machine']})")
+
+
+def cli() -> None:
+    """`python -m specbench.study.tools.accept_llamacpp`: the command line checked as `run` checks it."""
+    argv.check_argv(sys.argv[1:], extra=KEYS)
+    argv.run_hydra(main)
+
+
+if __name__ == "__main__":
+    cli()
