@@ -205,6 +205,10 @@ REPORT_MODULES = {
     "tldr.py": (SECTION, "tldr"),
     "machines.py": (SECTION, "tldr"),  # the TL;DR's first table: the answer per machine class and engine
     "llamacpp.py": (SECTION, "llamacpp"),  # speed.md's llama.cpp section, its TL;DR table and figure (#84)
+    "llamaagree.py": (
+        SECTION,
+        "llamacpp_acceptance",
+    ),  # speed.md's llama.cpp acceptance against the replay (#84 item 4)
     "measured.py": (SECTION, "tldr"),  # the TL;DR's measured table (the speed page lists every run)
     "controls.py": (SECTION, "speed"),  # the speed benchmark's controls in words, each run's and pooled
     "mainpage.py": (SECTION, "findings"),
