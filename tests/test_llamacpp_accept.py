@@ -66,7 +66,7 @@ def test_the_report_shows_the_comparison_only_with_rows():
     data = {"accept_llamacpp": rows("r1", 12)}
     text = llamaagree.section({"data": data, "figs": {}, "link": str})
     assert "1 of 1 settings agree" in text and "| 4/0.75 |" in text
-    assert llamaagree.cell(data, {"pair": "p", "dataset": "d", "machine_id": "m"}) == "1 of 1 agree"
+    assert llamaagree.cell(data, {"pair": "p", "dataset": "d", "machine_id": "m"}) == "1 of 1"
     assert llamaagree.cell(data, {"pair": "p", "dataset": "other", "machine_id": "m"}) == "not run"
 
 

@@ -39,9 +39,10 @@ def of(a: pd.DataFrame, r: dict) -> pd.DataFrame:
 
 
 def cell(data: dict, r: dict) -> str:
-    """The TL;DR's '31 of 32 agree': settings whose paired interval of the difference holds 0, or 'not run'."""
+    """The TL;DR's *replay agrees* cell, '31 of 32': settings whose paired interval of the difference holds 0, or
+    'not run'."""
     g = of(frame(data), r)
-    return "not run" if g.empty else f"{int(g.agree.sum())} of {len(g)} agree"
+    return "not run" if g.empty else f"{int(g.agree.sum())} of {len(g)}"
 
 
 def diff_cell(r) -> str:

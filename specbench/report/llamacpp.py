@@ -168,7 +168,7 @@ def brief(ctx) -> str:
         ("fastest n_max/p_min +ties [95% CI]", best_cell),
         ("plain tok/s, llama.cpp / specbench", lambda r: plain_cell(bench, r, brief=True)),
         ("projected pick (error)", lambda r: pick_cell(proj, r)),
-        ("acceptance vs replay", lambda r: llamaagree.cell(data, r)),
+        ("replay agrees", lambda r: llamaagree.cell(data, r)),
         ("controls", controls),
     ]
     where = f" on {k.cls.iloc[0]}" if k.cls.nunique() == 1 else ""
