@@ -90,6 +90,19 @@ def tiny_draft(tiny_target):
 
 
 @pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory):
+    """The tiny GGUF as target and as draft (files for llama.cpp's tests); skipped with the build's one line where
+    llama.cpp is not built."""
+    from specbench.inputs import llamacpp, tinygguf
+
+    why = llamacpp.unavailable()
+    if why:
+        pytest.skip(why)
+    d = tmp_path_factory.mktemp("tiny_gguf")
+    return {role: str(tinygguf.write(d / role / "model.gguf")) for role in ("target", "draft")}
+
+
+@pytest.fixture(scope="session")
 def tiny_pair_dirs(tmp_path_factory, tiny_tokenizer, tiny_target, tiny_draft):
     """Local HF folders (model + tokenizer) for the draft and the target."""
     root = tmp_path_factory.mktemp("tiny_pair")

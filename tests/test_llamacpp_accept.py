@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench.inputs import llamacpp, tinygguf
 from specbench.report import llamaagree
 from specbench.results.llamaaccept import agreement
 from specbench.study.job.jobspec import ConfigError
@@ -70,23 +69,11 @@ def test_the_report_shows_the_comparison_only_with_rows():
     assert llamaagree.cell(data, {"pair": "p", "dataset": "other", "machine_id": "m"}) == "not run"
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    why = llamacpp.unavailable()
-    if why:
-        pytest.skip(why)
-    d = tmp_path_factory.mktemp("tiny")
-    return {
-        "target": str(tinygguf.write(d / "target" / "model.gguf")),
-        "draft": str(tinygguf.write(d / "draft" / "model.gguf")),
-    }
-
-
-def test_llamacpp_side_counts_each_prompts_drafts_from_the_servers_counter(tiny):
+def test_llamacpp_side_counts_each_prompts_drafts_from_the_servers_counter(tiny_gguf):
     """The tiny GGUF drafts for itself: every draft token accepted, outputs equal to plain decoding's."""
     cands = accept_llamacpp.grid({"llamacpp_n_max": [3], "llamacpp_p_min": [0]})
     prompts = [("smoke/0", [1, 5, 9, 12]), ("smoke/1", [1, 7, 3])]
-    out = accept_llamacpp.llamacpp_rows(tiny, cands, prompts, 8, 256)
+    out = accept_llamacpp.llamacpp_rows(tiny_gguf, cands, prompts, 8, 256)
     assert [r["prompt_id"] for r in out] == ["smoke/0", "smoke/1"]
     for r in out:
         assert r["drafts"] > 0 and r["accepted"] == r["drafted"] <= 3 * r["drafts"] and r["same_tokens"]

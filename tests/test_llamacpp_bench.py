@@ -14,24 +14,10 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
-from specbench.inputs import llamacpp, tinygguf
 from specbench.results import costcurve, engines
 from specbench.results import speedstats as ss
 from specbench.study.job.jobspec import ConfigError
 from specbench.study.tools import costs_llamacpp, speed_llamacpp
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    why = llamacpp.unavailable()
-    if why:
-        pytest.skip(why)
-    d = tmp_path_factory.mktemp("tiny")
-    return {
-        "target": str(tinygguf.write(d / "target" / "model.gguf")),
-        "draft": str(tinygguf.write(d / "draft" / "model.gguf")),
-    }
-
 
 BASE = {"run_id": "20261207-000000-llama", "machine": "test CPU", "machine_id": "m0", "pair": "tiny", "dataset": "smoke",
         "dtype": "gguf", "device": "cpu", "batch_size": 1, "max_new_tokens": 8, "seed": 0, "roster": "answer",
@@ -62,11 +48,11 @@ def test_roster_and_bad_candidates_are_one_line():
             speed_llamacpp.roster({"llamacpp_candidates": bad})
 
 
-def test_interleaved_run_on_the_tiny_gguf_writes_llamacpp_rows(tiny, tmp_path):
+def test_interleaved_run_on_the_tiny_gguf_writes_llamacpp_rows(tiny_gguf, tmp_path):
     """2 prompts x 8 tokens, one round: plain, its A/A copy, n_max 3 p_min 0 and its twin, each its own server."""
     cands = speed_llamacpp.roster({"llamacpp_candidates": ["3/0"]})
     job = SimpleNamespace(extra={"speed_rounds": 1}, seed=0, progress=False, max_new_tokens=8)
-    rows = speed_llamacpp.bench(job, PROMPTS, cands, tiny, BASE, ctx=256)
+    rows = speed_llamacpp.bench(job, PROMPTS, cands, tiny_gguf, BASE, ctx=256)
     speed_llamacpp.write(str(tmp_path), rows)
     df = pd.read_csv(tmp_path / "speed.csv")
     assert len(df) == 2 * 4 and set(df.engine) == {"llamacpp"} and set(df.tokens) == {8}
@@ -108,11 +94,11 @@ def test_the_report_key_keeps_engines_apart_and_the_plain_ratio():
     assert engines.plain_ratio(speed[speed.get("engine").isna()]).empty  # one engine: no ratio
 
 
-def test_llama_bench_cost_curve_goes_into_costs_csv_as_llamacpps(tiny, tmp_path):
+def test_llama_bench_cost_curve_goes_into_costs_csv_as_llamacpps(tiny_gguf, tmp_path):
     committed = pd.read_csv(ROOT / "results" / "costs.csv")  # specbench's rows (the committed llama.cpp curve left out)
     committed[committed.engine.fillna("specbench") != "llamacpp"].to_csv(tmp_path / "costs.csv", index=False)
     before = pd.read_csv(tmp_path / "costs.csv")
-    rows = costs_llamacpp.cost_rows("qwen_coder", tiny, [1, 2], [8], 2)
+    rows = costs_llamacpp.cost_rows("qwen_coder", tiny_gguf, [1, 2], [8], 2)
     costs_llamacpp.write(str(tmp_path), rows)
     costs_llamacpp.write(str(tmp_path), rows)  # a second run replaces its own curve, nothing else
     after = pd.read_csv(tmp_path / "costs.csv")
