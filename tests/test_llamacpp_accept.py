@@ -4,10 +4,15 @@ comparison pairs prompts within a run with an interval from 10 prompts, and the 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import tiny_pair_overrides
+from specbench.inputs import machine
 from specbench.report import llamaagree
 from specbench.results.llamaaccept import agreement
 from specbench.study.job.jobspec import ConfigError
@@ -78,3 +83,33 @@ def test_llamacpp_side_counts_each_prompts_drafts_from_the_servers_counter(tiny_
     for r in out:
         assert r["drafts"] > 0 and r["accepted"] == r["drafted"] <= 3 * r["drafts"] and r["same_tokens"]
         assert (r["n_max"], r["p_min"]) == (3, 0) and "tokens_out" not in r
+
+
+def replay_only(tmp_path, dirs, *extra) -> subprocess.CompletedProcess:
+    args = [*tiny_pair_overrides(dirs), "dataset=smoke", "dataset.limit=2", "max_new_tokens=8",
+            "+llamacpp_replay_only=true", f"+results_dir={tmp_path}", f"hydra.run.dir={tmp_path}/h", *extra]  # fmt: skip
+    cmd = [sys.executable, "-m", "specbench.study.tools.accept_llamacpp", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def test_replay_only_derives_specbenchs_side_of_a_run_again_and_keeps_llamacpps(tmp_path, tiny_pair_dirs):
+    """A change to the replay needs no server: specbench's rows of the newest run on this machine are derived
+    again (its drafted bracket), its llama.cpp rows and run id kept; no such run is one line, nothing written."""
+    none = replay_only(tmp_path, tiny_pair_dirs)
+    assert none.returncode == 2 and len(none.stderr.strip().splitlines()) == 1
+    assert "llamacpp_replay_only=true" in none.stderr and not (tmp_path / accept_llamacpp.FILE).exists()
+    me = machine.identity("cpu")["machine_id"]
+    old = rows("20260101T000000-a", 2).assign(machine_id=me, dataset="smoke", max_new_tokens=8)
+    old = old.assign(pair="local:{}->{}".format(*tiny_pair_dirs))
+    old = old.assign(prompt_id=[f"smoke/{i % 2}" for i in range(len(old))], n_max=3, p_min=0.0)
+    old.to_csv(tmp_path / accept_llamacpp.FILE, index=False)
+    done = replay_only(tmp_path, tiny_pair_dirs)
+    assert done.returncode == 0, done.stderr
+    new = pd.read_csv(tmp_path / accept_llamacpp.FILE)
+    assert len(new) == 4 and set(new.run_id) == {"20260101T000000-a"}
+    lc, sb = (new[new.engine == e].reset_index(drop=True) for e in ("llamacpp", "specbench"))
+    pd.testing.assert_frame_equal(
+        lc[old.columns], old[old.engine == "llamacpp"].reset_index(drop=True), check_dtype=False
+    )
+    assert (sb.tokens == 8).all() and (sb.drafted == sb.drafted_max).all()  # p_min 0: every chain n_max, exact
+    assert (sb.drafts > 0).all() and (sb.drafted <= 3 * sb.drafts).all() and (sb.accepted <= sb.drafted).all()

@@ -206,22 +206,43 @@ def pmin_walk(marks: Sequence[tuple[int, float]], n_max: int, p_min: float, star
     per step (drafted, accepted).  A step at t drafts while the draft's share >= p_min, at most n_max
     tokens; it accepts while c[t + i] is the draft's best (rank 0) and emits one more (fewer at the end
     of c).  Along c the draft's state is c's, so this is exact; past a rejected token the chain's length
-    is not known here, hence n_min <= 1.  llama.cpp: ``start=1`` (its first token comes from the prompt's
-    forward) and ``reserve=1`` (a draft leaves one token of n_predict: server's ``get_n_draft_max``)."""
-    n, t, steps = len(marks), 0, []
+    is not known here, hence n_min <= 1 (``pmin_sizes`` bounds it).  llama.cpp: ``start=1`` (its first
+    token comes from the prompt's forward) and ``reserve=1`` (a draft leaves one token of n_predict:
+    server's ``get_n_draft_max``)."""
+    return [(room > 0, a) for room, a, _ in _pmin_steps(marks, n_max, p_min, start, reserve)]
+
+
+def pmin_sizes(marks: Sequence[tuple[int, float]], n_max: int, p_min: float, start: int = 0, reserve: int = 0):
+    """``pmin_walk``'s steps' drafted lengths, per step (least, most): exact where the chain stopped at an
+    unsure token (share < p_min) or at its room; past a rejected token (the draft's best is not c's) the
+    chain drafted that token and then went on along its own tokens, unseen here: at least a + 1, at most
+    its room (exactly its room at p_min 0, where no share stops it)."""
+    out = []
+    for room, a, why in _pmin_steps(marks, n_max, p_min, start, reserve):
+        unseen = why in ("rejected", "end")
+        least = room if why == "room" or (unseen and p_min <= 0) else a + (why == "rejected")
+        out.append((least, room if unseen else least))
+    return out
+
+
+def _pmin_steps(marks, n_max: int, p_min: float, start: int, reserve: int):
+    """Per step of the walk: (room: the most it may draft, 0 where it drafts nothing; accepted; why the
+    chain stopped: ``room``, ``unsure`` (share < p_min), ``rejected`` (c's token not the draft's best) or
+    ``end`` (c ended: what it drafted past c is unseen, as after a rejection))."""
+    n, t = len(marks), 0
     while t < n:
         room = 0 if t < start else min(n_max, n - t - reserve) if reserve else n_max
         if room <= 0 or marks[t][1] < p_min:
-            steps.append((False, 0))
+            yield 0, 0, "room"
             t += 1
             continue
         a = 0
         while a < room and t + a < n and marks[t + a][1] >= p_min and marks[t + a][0] == 0:
             a += 1
+        why = "room" if a == room else "end" if t + a == n else "unsure" if marks[t + a][1] < p_min else "rejected"
         emitted = min(a + 1, n - t)
-        steps.append((True, min(a, emitted)))
+        yield room, min(a, emitted), why
         t += emitted
-    return steps
 
 
 def draft_sequence(vocab, head: Sequence[int], cont: Sequence[int]) -> tuple[list[int], list[int]]:

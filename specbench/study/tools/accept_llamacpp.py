@@ -19,7 +19,11 @@ Rows (one per engine, setting and prompt) go to ``results_dir``/acceptance_llama
 a run's rows keyed by its ``run_id`` (``results.upsert``); ``results.llamaaccept`` compares them.
 Keys: ``llamacpp_n_max`` (default [1,2,3,4,6,8,12,16]), ``llamacpp_p_min`` (default [0,0.5,0.75,0.9]),
 ``llamacpp_n_min`` (0 or 1, default 0), ``llamacpp_target`` / ``llamacpp_draft``, ``llamacpp_ctx`` and
-``results_dir`` as ``speed_llamacpp``'s.  Bad values are refused in one line before a model loads.
+``results_dir`` as ``speed_llamacpp``'s; ``llamacpp_replay_only`` (default false: ``rereplay``, specbench's side
+of the newest such run derived again, no server).  Bad values are refused in one line before a model loads.
+
+``drafted``/``drafted_max``: llama.cpp's ``timings.draft_n`` (both); specbench's replay knows a chain's length up
+to its first rejected token only (``replay.pmin_sizes``): the least and the most the rule can have drafted.
 """
 
 from __future__ import annotations
@@ -35,18 +39,20 @@ from omegaconf import DictConfig
 
 from ... import CONF_DIR
 from ...engine import replay
-from ...inputs import llamacpp
+from ...inputs import llamacpp, machine
 from ...results.files import read_csv
 from ...results.upsert import replace_rows, upsert
 from ..job import argv, identity, jobfiles
 from ..job.context import context
-from ..job.errors import as_float, as_int
+from ..job.errors import as_bool, as_float, as_int
 from ..job.jobspec import ConfigError, from_config, resolved
 from .llamaserver import LlamaServer, ServerError
 from .speed_llamacpp import Candidate, base_row, models_of
 
 FILE = "acceptance_llamacpp.csv"
-KEYS = ("results_dir",) + tuple(f"llamacpp_{k}" for k in ("n_max", "p_min", "n_min", "target", "draft", "ctx"))
+KEYS = ("results_dir",) + tuple(
+    f"llamacpp_{k}" for k in ("n_max", "p_min", "n_min", "target", "draft", "ctx", "replay_only")
+)
 N_MAX, P_MIN = (1, 2, 3, 4, 6, 8, 12, 16), (0.0, 0.5, 0.75, 0.9)
 DRAFTS = re.compile(r"^llamacpp:spec_decode_num_drafts_total\s+(\S+)$", re.M)
 
@@ -88,7 +94,7 @@ def served(models: dict, c: Candidate, prompts: list, n: int, ctx: int) -> list[
             t = r.get("timings", {})
             out.append({"prompt_id": pid, "tokens_out": list(r.get("tokens", [])), "tokens": int(t.get("predicted_n", 0)),
                         "drafts": drafts(server) - before if c.n_max else 0, "drafted": int(t.get("draft_n", 0)),
-                        "accepted": int(t.get("draft_n_accepted", 0))})  # fmt: skip
+                        "drafted_max": int(t.get("draft_n", 0)), "accepted": int(t.get("draft_n_accepted", 0))})  # fmt: skip
     return out
 
 
@@ -115,9 +121,40 @@ def specbench_rows(job, cands: list[Candidate], prompts) -> list[dict]:
     for c in cands:
         for pr, m in zip(prompts, marks):
             steps = replay.pmin_walk(m, c.n_max, c.p_min, start=1, reserve=1)
+            sizes = replay.pmin_sizes(m, c.n_max, c.p_min, start=1, reserve=1)
             rows.append({**c.params, "prompt_id": pr.id, "tokens": len(m), "drafts": sum(d for d, _ in steps),
-                         "drafted": float("nan"), "accepted": sum(a for _, a in steps), "same_tokens": ""})  # fmt: skip
+                         "drafted": sum(lo for lo, _ in sizes), "drafted_max": sum(hi for _, hi in sizes),
+                         "accepted": sum(a for _, a in steps), "same_tokens": ""})  # fmt: skip
     return rows
+
+
+def rereplay(job, out: str) -> list[dict]:
+    """``llamacpp_replay_only``: the newest run of this machine, pair, dataset and max_new_tokens in ``out``'s
+    file with specbench's side derived again (its settings, prompts and run id; llama.cpp's rows kept as they
+    are): the replay is deterministic, so a change to it needs no server.  Refused in one line where no such
+    run exists or its prompts are not this job's."""
+    path = os.path.join(out, FILE)
+    rows = read_csv(path) if os.path.exists(path) else pd.DataFrame()
+    me, label = machine.identity("cpu")["machine_id"], identity.job_identity(job).dataset_label or job.dataset.name
+    if len(rows):
+        rows = rows[(rows.machine_id.astype(str) == str(me)) & (rows.pair == job.pair.name)
+                    & (rows.dataset == label) & (rows.max_new_tokens.astype(int) == job.max_new_tokens)]  # fmt: skip
+    if rows.empty:
+        raise ConfigError(f"llamacpp_replay_only=true: {path} holds no run of {job.pair.name}/{label} at "
+                          f"max_new_tokens={job.max_new_tokens} on this machine; run without it first")  # fmt: skip
+    run = rows[rows.run_id == rows.run_id.max()]
+    ctx = context(job)
+    prompts = ctx.prompts(ctx.tokenizer())
+    lc = run[run.engine == "llamacpp"]
+    if set(lc.prompt_id.astype(str)) != {str(p.id) for p in prompts}:
+        raise ConfigError(f"llamacpp_replay_only=true: run {run.run_id.iloc[0]} decoded other prompts than "
+                          f"dataset.limit={job.dataset.limit}; give that run's dataset.limit")  # fmt: skip
+    settings = lc.drop_duplicates(["n_max", "p_min", "n_min"])
+    cands = [Candidate("", int(r.n_max), float(r.p_min), int(r.n_min)) for r in settings.itertuples()]
+    base = run[run.engine == "specbench"].iloc[0].to_dict()
+    result = {"n_max", "p_min", "n_min", "prompt_id", "tokens", "drafts", "drafted", "drafted_max", "accepted"}
+    base = {k: v for k, v in base.items() if k not in result | {"same_tokens"}}
+    return lc.to_dict("records") + [{**base, **r} for r in specbench_rows(job, cands, prompts)]
 
 
 def write(out: str, rows: list[dict]) -> None:
@@ -134,6 +171,11 @@ def main(cfg: DictConfig) -> None:
             raise ConfigError(
                 f"pair={job.pair.name}: llama.cpp's draft-simple needs a draft model; pick a pair with one"
             )
+        if as_bool(job.extra.get("llamacpp_replay_only", False), "llamacpp_replay_only"):
+            rows = rereplay(job, out)
+            write(out, rows)
+            print(f"specbench: replayed specbench's side of run {rows[0]['run_id']} again ({out}/{FILE})")
+            return
         why = llamacpp.unavailable()
         if why:
             raise ConfigError(why)
