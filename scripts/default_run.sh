@@ -54,6 +54,11 @@ case "$SPECBENCH_OUT" in  # Hydra's overrides carry no whitespace: refused now, 
 esac
 SPECBENCH_OUT=$(realpath -m -- "$SPECBENCH_OUT")  # one absolute folder, whatever folder a step runs in ('..' resolved)
 export SPECBENCH_OUT
+where=$SPECBENCH_OUT; while [ ! -e "$where" ]; do where=$(dirname "$where"); done  # a file made where it will be
+if [ ! -d "$where" ] || ! probe=$(mktemp -p "$where" .specbench-probe.XXXXXX 2>/dev/null); then
+  echo "run_all.sh: SPECBENCH_OUT=$SPECBENCH_OUT: $where is not a folder a file can be written in; give a writable folder" >&2; exit 2
+fi
+rm -f "$probe"
 if [ "$PROFILE" = tiny ]; then RESULTS=$SPECBENCH_OUT/results; REPORT=$SPECBENCH_OUT/REPORT.md; fi
 # a run to resume was planned for its own minutes and dtype: another budget is a new run (start over)
 if [ -z "$PLAN_ONLY" ] && [ -f "$SPECBENCH_OUT/plan.json" ]; then
