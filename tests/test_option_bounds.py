@@ -104,6 +104,65 @@ CASES = {
     ),
     "run sweep subdir leaves": ("specbench.run", ["-m", "hydra.sweep.subdir=../../escape"], "hydra.sweep.subdir"),
     "run sweep subdir absolute": ("specbench.run", ["-m", "hydra.sweep.subdir=/tmp/escape"], "hydra.sweep.subdir"),
+    # output paths (a path under a file, a folder where a file goes, a place no file can be made), each command's:
+    # resolved and refused before any work ({tmp}/speed.csv is a file). What "leaves the output root" means per
+    # command: docs/commands.md (hydra.sweep.subdir inside hydra.sweep.dir; names that key rows are never paths)
+    "run out_root under a file": ("specbench.run", ["out_root={tmp}/speed.csv/o"], "out_root="),
+    "run hydra.run.dir a file": ("specbench.run", ["hydra.run.dir={tmp}/speed.csv"], "hydra.run.dir="),
+    "run sweep subdir under a file": (
+        "specbench.run",
+        ["-m", "hydra.sweep.dir={tmp}", "hydra.sweep.subdir=speed.csv/x"],
+        "hydra.sweep.subdir=",
+    ),
+    "run replay_cache under a file": (
+        "specbench.run",
+        ["+replay_cache={tmp}/speed.csv/c", "engine=replay"],
+        "replay_cache=",
+    ),
+    "collect out under a file": ("specbench.collect", ["{tmp}/bin", "--out", "{tmp}/speed.csv/res"], "--out="),
+    "collect out a file": ("specbench.collect", ["{tmp}/bin", "--out", "{tmp}/speed.csv"], "--out="),
+    "collect out where no file can be made": ("specbench.collect", ["{tmp}/bin", "--out", "/proc/specbench"], "--out="),
+    "export out under a file": (
+        "specbench.export",
+        ["tree=binary", "tree.budget=4", "format=paths", "out={tmp}/speed.csv/x.json"],
+        "out=",
+    ),
+    "import_metrics out under a file": (
+        "specbench.import_metrics",
+        ["{tmp}/speed.csv", "--engine", "vllm", "--pair", "p", "--dataset", "d", "--out", "{tmp}/speed.csv/s.csv"],
+        "--out=",
+    ),
+    "import_metrics pair a path": (
+        "specbench.import_metrics",
+        ["{tmp}/speed.csv", "--engine", "vllm", "--pair", "../../etc", "--dataset", "d", "--out", "{tmp}/out/s.csv"],
+        "--pair=",
+    ),
+    "ceiling out a folder": (
+        "specbench.study.tools.ceiling",
+        ["--times", "{tmp}/speed.csv", "--forwards", "{tmp}/speed.csv", "--out", "{tmp}"],
+        "--out=",
+    ),
+    "ceiling out under a file": (
+        "specbench.study.tools.ceiling",
+        ["--times", "{tmp}/speed.csv", "--forwards", "{tmp}/speed.csv", "--out", "{tmp}/speed.csv/r.csv"],
+        "--out=",
+    ),
+    "recheck out a folder": (
+        "specbench.study.tools.recheck",
+        ["compare", "--results", os.path.join(ROOT, "results"), "--runs", "{tmp}/bin", "--out", "{tmp}"],
+        "--out=",
+    ),
+    "lossless out under a file": ("specbench.study.tools.lossless", ["--out", "{tmp}/speed.csv/l.csv"], "--out="),
+    "calibrate out under a file": ("specbench.study.tools.calibrate", ["--out", "{tmp}/speed.csv/v.csv"], "--out="),
+    "attention out_csv under a file": ("specbench.attention_bench", ["out_csv={tmp}/speed.csv/a.csv"], "out_csv="),
+    "attention fig_dir a file": ("specbench.attention_bench", ["fig_dir={tmp}/speed.csv"], "fig_dir="),
+    "machine out under a file": ("specbench.inputs.machine", ["--out", "{tmp}/speed.csv/m.json"], "--out="),
+    "costs results_dir a file": ("specbench.study.tools.costs", ["+results_dir={tmp}/speed.csv"], "results_dir="),
+    "speed results_dir under a file": (
+        "specbench.study.tools.speed",
+        ["+results_dir={tmp}/speed.csv/r"],
+        "results_dir=",
+    ),
 }
 
 
@@ -117,18 +176,24 @@ def test_a_bad_option_is_one_line_before_any_work(tmp_path, case):
     module, args, names = CASES[case]
     out = tmp_path / "out"
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    given = {a.lstrip("+").partition("=")[0] for a in args} | set(args)
     if module == "specbench.study.tools.budget":
         args += ["--machine", str(tmp_path / "m.json")] + ([] if "--out" in args else ["--out", str(out / "plan.json")])
-    elif module == "specbench.study.tools.lossless":
+    elif module == "specbench.study.tools.lossless" and "--out" not in given:
         args += ["--out", str(out / "lossless_check.csv")]
-    elif module in ("specbench.study.tools.costs", "specbench.study.tools.speed"):
-        args += [f"+results_dir={out}", f"hydra.run.dir={tmp_path / 'h'}"]
-    elif module == "specbench.study.tools.calibrate":
+    elif module == "specbench.study.tools.calibrate" and "--out" not in given:
         args += ["--out", str(out / "acceptance_vector.csv")]
-    elif module == "specbench.attention_bench":
-        args += [f"out_csv={out / 'attention.csv'}", f"fig_dir={out / 'figs'}", f"hydra.run.dir={tmp_path / 'h'}"]
-    elif module == "specbench.run":
-        args += [f"out_root={out}", f"hydra.run.dir={tmp_path / 'h'}", f"hydra.sweep.dir={tmp_path / 's'}"]
+    defaults = {  # each Hydra command's output keys, unless the case gives its own
+        "specbench.study.tools.costs": {"+results_dir": out, "hydra.run.dir": tmp_path / "h"},
+        "specbench.study.tools.speed": {"+results_dir": out, "hydra.run.dir": tmp_path / "h"},
+        "specbench.attention_bench": {
+            "out_csv": out / "attention.csv",
+            "fig_dir": out / "figs",
+            "hydra.run.dir": tmp_path / "h",
+        },
+        "specbench.run": {"out_root": out, "hydra.run.dir": tmp_path / "h", "hydra.sweep.dir": tmp_path / "s"},
+    }.get(module, {})
+    args += [f"{k}={v}" for k, v in defaults.items() if k.lstrip("+") not in given]
     (tmp_path / "speed.csv").write_text("run_id,machine_id,pair\nr,m,p\n")
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "summary.csv").write_bytes(b"\x00\x01\x02\xff\n")
@@ -151,6 +216,8 @@ def test_machine_out_on_a_read_only_folder_is_refused_before_measuring(ro_mount)
     "env, names",
     [
         ({"SPECBENCH_OUT": "{tmp}/a b"}, "SPECBENCH_OUT="),
+        ({"SPECBENCH_OUT": "/etc/hostname/out"}, "SPECBENCH_OUT="),  # under a file
+        ({"SPECBENCH_OUT": "/proc/specbench-out"}, "SPECBENCH_OUT="),  # where no file can be made
         ({"SPECBENCH_DTYPE": "int8"}, "SPECBENCH_DTYPE=int8"),
         ({"SPECBENCH_DTYPE": "bfloat16", "SPECBENCH_PROFILE": "tiny", "SPECBENCH_TINY_PAIR": "a:b"}, "tiny profile"),
     ],

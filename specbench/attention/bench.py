@@ -38,6 +38,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from .. import CONF_DIR
+from ..core.args import check_out, check_writable
 from ..core.atomic import atomic_write, atomic_write_many, lock, staged
 from ..core.tree import paths_to_parents
 from ..inputs import machine
@@ -347,6 +348,8 @@ def main_run(cfg: DictConfig) -> pd.DataFrame:
     points = grid_points(cfg)
     dims, source = (dict(cfg.dims), "config") if cfg.dims else ai.target_dims(cfg.model.target)
     out = Path(to_absolute_path(cfg.out_csv))  # the rows merged or redrawn: checked before any timing
+    check_out(str(out), "out_csv")  # a folder, a path under a file, a read-only place: one line, before any timing
+    check_writable("fig_dir", cfg.fig_dir, to_absolute_path(cfg.fig_dir))
     old = read_existing(out, KEY) if out.exists() and (cfg.merge or not (points or cfg.model_view)) else None
     t0 = time.perf_counter()
     rows = []

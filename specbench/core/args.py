@@ -7,6 +7,7 @@ and ``check_writable``: an output path or folder that can be written, checked be
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import os
 import sys
@@ -14,7 +15,7 @@ import tempfile
 from collections.abc import Callable
 from typing import NoReturn
 
-from .atomic import command
+from .atomic import command, named, os_line
 
 
 class Parser(argparse.ArgumentParser):
@@ -90,8 +91,11 @@ def check_writable(key: str, value: str, folder: str) -> None:
             fh.write(b"\0" * PROBE_BYTES)
             fh.flush()
             os.fsync(fh.fileno())
-    except OSError as e:
-        refuse(f"{key}={value}: {probe}: {e.strerror}; free space or point {key} at another folder")
+    except OSError as e:  # a full disk, or a folder no file can be made in (/proc): the problem and its fix
+        line = os_line(named(e, probe), probe, key)
+        if e.errno == errno.ENOENT:  # the folder exists: its file system makes no files
+            line = f"{probe}: no file can be created there; point {key} at a writable folder"
+        refuse(f"{key}={value}: {line}")
 
 
 def check_out(path: str, key: str) -> None:

@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
+from .oserrors import os_line  # noqa: F401  (its callers import it from here)
+
 
 def umask() -> int:
     """The process umask (read without changing it where /proc allows)."""
@@ -46,13 +48,6 @@ def umask() -> int:
 
 
 WRITE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT}
-
-
-def os_line(e: OSError, where: str = "", key: str = "out_root") -> str:
-    """'<path>: <reason>' for an OSError, with the fix where the disk refused a write
-    (``key``: the option that points at the folder)."""
-    fix = f"; free space or point {key} at a writable folder" if e.errno in WRITE_ERRNOS else ""
-    return f"{e.filename or where or 'a file'}: {e.strerror or e}{fix}"
 
 
 def named(e: OSError, path: str) -> OSError:

@@ -78,12 +78,16 @@ class Col:
 
 @dataclass(frozen=True)
 class Kind:
-    """An input file kind: its declared columns, the fix a refusal names, the rows it must hold."""
+    """An input file kind: its declared columns, the fix a refusal names, the rows it must hold and
+    ``key``: the columns no two rows may share (a row written twice, a file merged into itself);
+    ``closed``: a column it does not declare is refused (a command that rewrites the file would drop it)."""
 
     name: str
     columns: dict[str, Col]
     fix: str
     min_rows: int = 0
+    key: tuple[str, ...] = ()
+    closed: bool = False
 
 
 def _where(path: str, key: str) -> str:
@@ -162,10 +166,26 @@ def check(path: str | os.PathLike, kind: Kind, key: str = "") -> pd.DataFrame:
     missing = [c for c, col in kind.columns.items() if not col.optional and c not in raw.columns]
     if missing:
         raise TableError(f"{at}: not {kind.name}: it lacks the column(s) {', '.join(missing)}; {kind.fix}")
+    extra = [str(c) for c in raw.columns if c not in kind.columns] if kind.closed else []
+    if extra:
+        raise TableError(
+            f"{at}: not {kind.name} as this version writes it: column(s) {', '.join(extra)} would be dropped; {kind.fix}"
+        )
     check_cells(raw, kind.columns, at, kind.fix)
     if len(raw) < kind.min_rows:
         raise TableError(f"{at}: holds no rows (only its header); {kind.fix}")
+    check_key(raw, kind.key, at, kind.fix)
     return raw
+
+
+def check_key(df: pd.DataFrame, key: Sequence[str], at: str, fix: str) -> None:
+    """No two rows of ``df`` share their ``key`` (the columns it holds): a ``TableError`` naming the line."""
+    cols = [c for c in key if c in df.columns]
+    twice = df.duplicated(cols) if cols else pd.Series(False, index=df.index)
+    if twice.any():
+        i = int(twice.to_numpy().argmax())
+        same = ", ".join(f"{c}={df[c].iloc[i]}" for c in cols)
+        raise TableError(f"{at}: line {i + 2} repeats the row of {same} (a row written twice?); {fix}")
 
 
 def check_cells(df: pd.DataFrame, columns: dict[str, Col], at: str, fix: str) -> None:

@@ -235,6 +235,10 @@ def check_dirs(argv) -> None:
         inner = os.path.normpath(sub)
         if os.path.isabs(inner) or inner == ".." or inner.startswith(".." + os.sep):
             fail(f"hydra.sweep.subdir={sub}: leaves the sweep folder (hydra.sweep.dir); give a relative path inside it")
+        sweep = given["hydra.sweep.dir"] or os.path.join(
+            given["out_root"] or "outputs", "multirun"
+        )  # conf/config.yaml's
+        check_writable("hydra.sweep.subdir", sub, os.path.join(sweep, inner))
 
 
 def check_plugins(argv) -> None:

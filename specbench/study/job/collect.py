@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ...core import readers
-from ...core.args import Parser, refuse
+from ...core.args import Parser, check_writable, refuse
 from ...core.atomic import atomic_write_many, lock, os_line, recover
 from ...results import schemas
 from ...results.acceptance import acceptance_lengths, acceptance_matrix
@@ -239,6 +239,7 @@ def main(argv=None) -> None:
         help="config hashes of --out's rows to remove (rows a job with a new hash replaces: study.tools.stale)",
     )
     args = ap.parse_args(argv)
+    check_writable("--out", args.out, args.out)  # a file, a path under one, a read-only place: one line first
     try:
         with lock(args.out):  # one collect at a time into --out; a killed one's publish finished first
             s = scan(args.dirs)

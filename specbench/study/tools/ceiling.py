@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from ...core import readers
-from ...core.args import Parser, refuse
+from ...core.args import Parser, check_out, refuse
 from ...core.atomic import os_line
 from ...results import costtable, record
 from ...results.costcurve import CEILING, Curve, curves, one_per_curve
@@ -34,6 +34,20 @@ from ...results.upsert import replace_rows, upsert
 
 COLUMNS = ["run", "step", "seconds", "forwards", "tokens", "ceiling_s", "ratio", "forward_s", "in_forwards"]
 COLUMNS += ["busiest", "tokens_per_forward", "unrated", "machine", "machine_id", "chain"]
+TEXT = ("run", "step", "busiest", "unrated", "machine", "machine_id", "chain")
+RUN_TIMES = readers.Kind(  # --out as this command writes it, read as strictly as collect reads its --out: a column
+    # added since a row was written is blank in it (kept so), a column this version does not write is refused
+    "results/run_times.csv (study.tools.ceiling)",
+    {
+        c: readers.Col("str", empty=c not in ("run", "step"), optional=c not in ("run", "step"))
+        if c in TEXT
+        else readers.Col("float", lo=0, empty=c != "seconds", optional=c != "seconds")
+        for c in COLUMNS
+    },
+    "repair it (git checkout results/run_times.csv) or point --out at another file (its other runs are kept from it)",
+    key=("run", "step"),
+    closed=True,
+)
 
 
 def step_row(seconds: float, fwd: pd.DataFrame, by_model: dict[str, Curve]) -> dict:
@@ -100,7 +114,8 @@ def keep_other_runs(out: pd.DataFrame, old: pd.DataFrame | None) -> pd.DataFrame
 
 
 def read_out(path: str) -> pd.DataFrame:
-    return readers.read(path, readers.STEP_TIMES, "--out")
+    """``--out`` as written here (every column, numbers in range, no (run, step) twice) or a ``TableError``."""
+    return readers.read(path, RUN_TIMES, "--out")
 
 
 def times_writer(df: pd.DataFrame):
@@ -118,6 +133,7 @@ def main(argv=None) -> None:
     ap.add_argument("--machine", default=None, help="the run's machine.json: each row names it, its costs alone")
     ap.add_argument("--dtype", default=None, help="with --machine: the dtype the run's costs were measured in")
     a = ap.parse_args(argv)
+    check_out(a.out, "--out")  # a folder, a path under a file, a read-only place: one line before any reading
     machine = read_machine(a.machine, a.dtype)
     try:
         times = readers.read(a.times, readers.STEP_TIMES, "--times")
@@ -128,7 +144,7 @@ def main(argv=None) -> None:
     except readers.TableError as e:
         refuse(str(e))
     except OSError as e:
-        refuse(f"--out {os_line(e, a.out, '--out')} (nothing was written)")
+        refuse(f"{os_line(e, a.out, '--out')} (nothing was written)")
     done = out.dropna(subset=["ratio"])
     print(f"[ceiling] {len(done)} of {len(out)} steps with a ceiling -> {a.out}")
 

@@ -45,7 +45,8 @@ import sys
 import pandas as pd
 
 from ...core import readers
-from ...core.args import Parser, refuse
+from ...core.args import Parser, check_out, refuse
+from ...core.atomic import os_line
 from ...results import schemas
 from ...results.acceptcheck import COLUMNS, verdict
 from ...results.columns import tree_params
@@ -58,6 +59,19 @@ BUDGET = 4  # the budget sampled where a configuration has several: shapes diffe
 SAME = ("pair", "tree", "tree_params", "budget", "verify", "temperature", "dataset", "seed", "max_new_tokens", "dtype")
 KEY = (*SAME, "engine", "batch_size")  # a re-derived row's committed one: the same configuration, engine and batch
 NEEDS = (*KEY, *COLUMNS, "prompt_id", "step")  # a re-derived steps.csv's columns that the comparison reads
+_COL = readers.Col
+CHECK = readers.Kind(  # --out as ``compare`` writes it, read as strictly as collect reads its --out (a column this
+    # version does not write is refused: rewriting would drop it; a row naming no machine is an older file's)
+    "results/acceptance_check.csv (study.tools.recheck compare)",
+    {c: _COL("str", empty=c == "config_hash") for c in ("config_hash", *SAME, "prompt_id", "found", "identical")}
+    | {c: _COL("int", lo=0) for c in ("steps", "committed_steps", "emitted", "committed_emitted")}
+    | {c: _COL("float", lo=0, empty=True) for c in ("committed_batch", "batch", "same_prefix_steps")}
+    | {f"same_{c}": _COL("str") for c in COLUMNS}
+    | {c: _COL("str", empty=True, optional=True) for c in ("machine_id", "machine")},
+    "repair it (git checkout results/acceptance_check.csv) or point --out at another file (other machines' checks are kept from it)",
+    key=("machine_id", "config_hash", *SAME, "batch", "prompt_id"),
+    closed=True,
+)
 
 
 def sample_file(results: str) -> str:
@@ -237,12 +251,24 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isdir(args.runs):
         refuse(f"--runs={args.runs}: not a folder; give the folder the re-derived jobs wrote")
     machine = read_machine(args.machine, None)  # a bad record is refused before the comparison's work
-    check = compare(read_csv(path), read_csv(steps_path), args.runs)
-    if not check.empty:
-        check = check.assign(**where(machine))
-        upsert(args.out, lambda old: kept_beside(old, check))
+    check_out(args.out, "--out")
+    try:
+        read_out(args.out)  # a garbled destination: refused before the comparison's work (and again under the lock)
+        check = compare(read_csv(path), read_csv(steps_path), args.runs)
+        if not check.empty:
+            check = check.assign(**where(machine))
+            upsert(args.out, lambda old: kept_beside(old, check), read_out)
+    except readers.TableError as e:
+        refuse(str(e))
+    except OSError as e:
+        refuse(f"{os_line(e, args.out, '--out')} (nothing was written)")
     print(verdict(check))
     return 0
+
+
+def read_out(path: str) -> pd.DataFrame | None:
+    """``--out`` as ``compare`` writes it (``CHECK``), None where there is none; a ``TableError`` otherwise."""
+    return readers.read(path, CHECK, "--out", read_csv) if os.path.exists(path) else None
 
 
 def where(rec: dict | None) -> dict:
