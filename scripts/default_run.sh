@@ -4,7 +4,8 @@
 #   bash run_all.sh --plan-only              # measure the machine, print the plan, run nothing
 #   SPECBENCH_DTYPE=float32 bash run_all.sh  # the costs and speed steps in this dtype, not the measured one
 #   SPECBENCH_PROFILE=tiny SPECBENCH_TINY_PAIR=DRAFT_DIR:TARGET_DIR bash run_all.sh
-#                                            # every step on a tiny local pair (tests/test_run_all.py)
+#                                            # every step on a tiny local pair (tests/test_run_all.py);
+#                                            # SPECBENCH_TINY_GGUF=DRAFT.gguf:TARGET.gguf: llama.cpp's step on them too
 # Set-up; the machine measured (dtype=auto and its rates: specbench/inputs/machine.py); the plan
 # (specbench/study/tools/budget.py: which pairs, candidates, prompts and attention grid fit the minutes
 # left, each step's ETA, into $OUT/plan.json); this machine's forward costs for the plan's pairs; the
@@ -13,6 +14,8 @@
 # run, as many as the plan fits; compared step by step: one PASS/FAIL line, acceptance_check.csv); the
 # tree-attention grid the plan sized; the interleaved speed benchmark for the plan's pairs x datasets,
 # each stopping at the plan's deadline (so an earlier step's overrun costs prompts, not minutes);
+# llama.cpp's benchmark for the main pair with its cost curve, where the plan fits it and llama.cpp is built
+# (specbench/study/tools/llamaplan.py; else one line saying why), stopping at its deadline too;
 # the run's record; each step's time beside its ceiling; report (its own time recorded after it).  No collect: no step writes a job folder
 # (each writes its own results/ file), and every committed row is kept as it is.
 # Every committed row this run does not re-measure is kept.  Resumable: a finished step leaves a
@@ -33,13 +36,15 @@ if ! [[ "$MINUTES" =~ ^[0-9]+([.][0-9]+)?$ ]] || [ "$(echo "$MINUTES" | tr -d 0.
 fi
 case "$PROFILE" in
   real) export SPECBENCH_OUT=${SPECBENCH_OUT:-outputs/default}; RESULTS=results; REPORT=REPORT.md
-        PAIR=(); DTYPE_ARG=(${SPECBENCH_DTYPE:+--dtype "$SPECBENCH_DTYPE"}); ATTN=() ;;
+        PAIR=(); DTYPE_ARG=(${SPECBENCH_DTYPE:+--dtype "$SPECBENCH_DTYPE"}); ATTN=(); LLAMA_MODELS=() ;;
   tiny) export SPECBENCH_OUT=${SPECBENCH_OUT:-outputs/tiny}; RESULTS=$SPECBENCH_OUT/results; REPORT=$SPECBENCH_OUT/REPORT.md
         if [[ "${SPECBENCH_TINY_PAIR:-}" != *:* ]]; then
           echo "run_all.sh: SPECBENCH_PROFILE=tiny needs SPECBENCH_TINY_PAIR=DRAFT_DIR:TARGET_DIR (two local model folders)" >&2; exit 2
         fi
         PAIR=(pair=local "pair.draft.path=${SPECBENCH_TINY_PAIR%%:*}" "pair.target.path=${SPECBENCH_TINY_PAIR#*:}" device=cpu)
-        DTYPE_ARG=(--dtype float32); ATTN=(repeats=2 min_repeats=1 warmup=1 max_seconds=0.05 check=false bandwidth_mb=16 matmul_n=256) ;;
+        DTYPE_ARG=(--dtype float32); ATTN=(repeats=2 min_repeats=1 warmup=1 max_seconds=0.05 check=false bandwidth_mb=16 matmul_n=256)
+        DTYPE_ARG+=(${SPECBENCH_TINY_GGUF:+--gguf "$SPECBENCH_TINY_GGUF"})  # the plan's llama.cpp stage: its files
+        LLAMA_MODELS=("${SPECBENCH_TINY_GGUF%%:*}" "${SPECBENCH_TINY_GGUF#*:}") ;;
   *) echo "run_all.sh: SPECBENCH_PROFILE=$PROFILE: must be real or tiny (e.g. SPECBENCH_PROFILE=tiny)" >&2; exit 2 ;;
 esac
 case "${SPECBENCH_DTYPE:-}" in
@@ -152,6 +157,24 @@ while IFS=$'\t' read -r pair ds n tok cands after; do
     max_new_tokens="$tok" dtype="$DTYPE" batch_size=1 "+speed_candidates=$cands" +speed_rounds=1 "+speed_until=$UNTIL" \
     "+results_dir=$RESULTS" hydra.run.dir="$OUT/speed/${pair}_${ds}" < /dev/null
 done <<< "$(get speed)"
+
+LLAMA=$(get llamacpp)
+step "llama.cpp's benchmark for the main pair and its cost curve (speed.csv, costs.csv: engine=llamacpp)"
+if [ -z "$LLAMA" ]; then
+  get llamacpp_why
+else
+  IFS=$'\t' read -r pair ds n tok cands after <<< "$LLAMA"
+  UNTIL=$(awk -v s="$START" -v m="$MINUTES" -v a="$after" 'BEGIN { printf "%d", s + m * 60 - a }')
+  if [ "$PROFILE" = tiny ]; then  # the tiny GGUF files, prompted as text (their vocabulary is not the pair's)
+    P=("${PAIR[@]}" "+llamacpp_draft=${LLAMA_MODELS[0]}" "+llamacpp_target=${LLAMA_MODELS[1]}" +llamacpp_prompts=text +llamacpp_ctx=256)
+    C=(--draft "${LLAMA_MODELS[0]}" --target "${LLAMA_MODELS[1]}")
+  else P=("pair=$pair"); C=(); fi
+  # shellcheck disable=SC2046  # the plan's costs_llamacpp options, word-split on purpose
+  once llamacpp_costs $PY -m specbench.study.tools.costs_llamacpp $(get llamacpp_costs) "${C[@]}" --results "$RESULTS"
+  once llamacpp_speed $PY -m specbench.study.tools.speed_llamacpp "${P[@]}" dataset="$ds" dataset.limit="$n" \
+    max_new_tokens="$tok" "+llamacpp_candidates=$cands" +speed_rounds=1 "+speed_until=$UNTIL" "+results_dir=$RESULTS" \
+    hydra.run.dir="$OUT/llamacpp" < /dev/null
+fi
 
 step "the run's record (default_run.json)"
 once record $PY -m specbench.study.tools.budget record "$PLAN" --check "$RESULTS/acceptance_check.csv" \

@@ -8,10 +8,11 @@ import json
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from conftest import ROOT
-from specbench.study.tools import budget
+from specbench.study.tools import budget, llamaplan
 
 FAST = {"bfloat16": {"1": 13.0, "64": 80.0}, "float32": {"1": 2.3, "64": 24.0}}  # AVX-512 BF16
 AVX2 = {"bfloat16": {"1": 0.5, "64": 0.9}, "float32": {"1": 8.0, "64": 60.0}}  # bf16 emulated
@@ -358,3 +359,111 @@ def test_the_attention_grid_is_planned_at_both_dtypes_rates(rates, seconds):
     prof = budget.PROFILES["real"]
     assert budget.grid_s("key", rates, prof) == pytest.approx(seconds, rel=0.1)
     assert budget.grid_s("default", rates, prof) / budget.grid_s("key", rates, prof) == pytest.approx(660 / 40)
+
+
+# llama.cpp's stage (study.tools.llamaplan): measured rates of the AVX-512 EPYC (plain 0.041 s, drafting 0.07 s a token)
+LLAMA = budget.Llama("qwen_coder", "humaneval", plain_s=0.041, draft_s=0.07, points_s=8.4, rate_by="measured")
+
+
+def _llama(p: dict) -> dict:
+    return {s["step"]: s for s in p["steps"]}["llamacpp"]
+
+
+def test_llamacpp_is_planned_after_the_first_unit_when_the_minutes_fit_it_and_never_crowds_out_the_mandatory():
+    last = (0, 0)
+    for minutes in range(15, 400, 5):
+        p = budget.plan(budget.PROFILES["real"], FAST, "bfloat16", minutes * 60, UNITS, SAMPLE, llama=LLAMA)
+        without = plan(minutes)
+        ll, units = _llama(p), {s["step"]: s for s in p["steps"]}["speed"]["units"]
+        got = (ll["prompts"], len(ll["candidates"]))
+        assert got >= last, (minutes, got, last)  # more minutes never cover less of it
+        assert p["planned_s"] <= minutes * 60 and not p["over_budget"], minutes
+        assert budget.covered(p) <= budget.covered(without)  # it takes only what the stages after it would
+        if got[0]:  # after this machine's answer's first unit on its fewest prompts with all its candidates
+            assert units[0]["prompts"] >= 4 and units[0]["candidates"] == UNITS[0][2], minutes
+            assert ll["eta_s"] == pytest.approx(
+                llamaplan.costs_s(LLAMA, budget.PROFILES["real"])
+                + llamaplan.bench_s(LLAMA, got[1], got[0], budget.PROFILES["real"])
+            )
+        else:
+            assert ll["eta_s"] == 0 and ll["skipped"].startswith("the budget left it none"), minutes
+        last = got
+    assert last == (16, 4)  # at most: every prompt and candidate
+    small = budget.plan(budget.PROFILES["real"], FAST, "bfloat16", 15 * 60, UNITS, SAMPLE, llama=LLAMA)
+    assert _llama(small)["prompts"] == 0 and budget.get(small, "llamacpp") == ""
+    assert "llama.cpp's benchmark not run: the budget left it none" in budget.sentence(small)
+    # the mandatory steps alone over the budget: planned over it, llama.cpp not at all
+    over = budget.plan(budget.PROFILES["real"], FAST, "bfloat16", 60, UNITS, SAMPLE, llama=LLAMA)
+    assert over["over_budget"] and _llama(over)["eta_s"] == 0
+
+
+def test_llamacpp_eta_model_servers_times_start_plus_requests_at_its_rates():
+    prof = budget.PROFILES["real"]
+    # 4 candidates: 7 servers; 16 prompts x 64 tokens + a 16-token warm-up each; 2 plain and 5 drafting servers
+    want = 7 * prof.llama_start_s + (16 * 64 + 16) * (2 * 0.041 + 5 * 0.07)
+    assert llamaplan.bench_s(LLAMA, 4, 16, prof) == pytest.approx(want)
+    assert llamaplan.costs_s(LLAMA, prof) == pytest.approx(2 * prof.llama_start_s + 4 * 8.4)  # 3 repeats + warm-up
+    p = budget.plan(prof, FAST, "bfloat16", 300 * 60, UNITS, SAMPLE, llama=LLAMA)
+    speed, ll = ({s["step"]: s for s in p["steps"]}[k] for k in ("speed", "llamacpp"))
+    # the specbench units stop early enough to leave it its time; it leaves the fixed steps theirs
+    assert speed["after_s"] == pytest.approx(ll["eta_s"] + ll["after_s"])
+    pair, ds, n, tok, cands, after = budget.get(p, "llamacpp").split("\t")
+    assert (pair, ds, n, tok, cands) == ("qwen_coder", "humaneval", "16", "64", "[2/0.75,4/0.75,8/0.75,4/0]")
+    assert budget.get(p, "llamacpp_costs") == (
+        "--pair qwen_coder --repeats 3 --tokens " + ",".join(map(str, range(1, 18))) + " --kv 128,512"
+    )
+    assert "llamacpp   ETA" in budget.printout({**p, "minutes": 300, "machine": {"machine": "m"}}, 0)
+
+
+MACHINE = {"machine_id": "m0", "rates_gflops": FAST, "dtype": "bfloat16"}
+
+
+def _inputs(tmp_path, monkeypatch, why=None, gguf=None, profile="real"):
+    from specbench.inputs import llamacpp
+
+    monkeypatch.setattr(llamacpp, "unavailable", lambda: why)
+    return llamaplan.inputs(budget.PROFILES[profile], MACHINE, "bfloat16", str(tmp_path), UNITS, gguf)
+
+
+def test_llamacpp_unavailable_is_one_line_and_the_stage_is_skipped(tmp_path, monkeypatch):
+    why = "llama.cpp 0.3.36 is not built for this CPU (/cache/llama.cpp/x): run bash scripts/setup.sh"
+    ll = _inputs(tmp_path, monkeypatch, why)
+    assert ll.skipped == why
+    p = budget.plan(budget.PROFILES["real"], FAST, "bfloat16", 300 * 60, UNITS, SAMPLE, llama=ll)
+    assert budget.covered(p) == budget.covered(plan(300))  # its minutes go to the stages after it
+    assert _llama(p)["eta_s"] == 0 and budget.get(p, "llamacpp") == ""
+    assert budget.get(p, "llamacpp_why") == f"llama.cpp's benchmark: skipped: {why}"
+    lines = [ln for ln in budget.printout({**p, "minutes": 300, "machine": {"machine": "m"}}, 0).splitlines()]
+    assert [ln.strip() for ln in lines if "llamacpp" in ln] == [f"llamacpp   ETA    0:00  skipped: {why}"]
+    # the tiny profile without its GGUF files: the same one line, naming the variable
+    tiny = _inputs(tmp_path, monkeypatch, profile="tiny")
+    assert "SPECBENCH_TINY_GGUF=DRAFT:TARGET" in tiny.skipped
+
+
+def test_llamacpp_eta_uses_this_machines_measured_rows_first(tmp_path, monkeypatch):
+    bound = _inputs(tmp_path, monkeypatch)  # nothing measured: specbench's plain decoding here, a bound
+    assert "a bound" in bound.rate_by and bound.plain_s == bound.draft_s > 0.1
+    costs = [
+        dict(engine="llamacpp", machine_id=m, pair="qwen_coder", role=r, kv_len=kv, n_tokens=n, seconds=s * n * f)
+        for m, f in (("m0", 1.0), ("other", 9.0))
+        for r, s in (("target", 0.03), ("draft", 0.02))
+        for kv in (128, 512)
+        for n in range(1, 18)
+    ]
+    pd.DataFrame(costs).to_csv(tmp_path / "costs.csv", index=False)
+    curve = _inputs(tmp_path, monkeypatch)
+    assert "costs.csv" in curve.rate_by and curve.plain_s == pytest.approx(0.03)  # the other machine's left out
+    assert curve.draft_s == pytest.approx(llamaplan.CURVE_MARGIN * 0.05)
+    assert curve.points_s == pytest.approx(sum(0.05 * n for n in range(1, 18)) * 2)
+    speed = [
+        dict(
+            engine=e, machine_id=m, pair="qwen_coder", candidate=c, tokens=64, max_new_tokens=64, wall_s=1.0, client_s=s
+        )
+        for e, m in (("llamacpp", "m0"), ("llamacpp", "other"), ("specbench", "m0"))
+        for c, s in (("plain", 2.0), ("plain (A/A)", 2.0), ("draft n_max=4 p_min=0.75", 4.0))
+    ]
+    pd.DataFrame(speed).to_csv(tmp_path / "speed.csv", index=False)
+    rows = _inputs(tmp_path, monkeypatch)
+    assert "speed.csv" in rows.rate_by and rows.prompt_s == 0.0
+    assert (rows.plain_s, rows.draft_s) == (pytest.approx(2.0 / 64), pytest.approx(4.0 / 64))
+    assert rows.points_s == curve.points_s  # its cost curve still timed from the curve

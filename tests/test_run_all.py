@@ -1,6 +1,7 @@
 """`bash run_all.sh` end to end in a fresh clone (#52 item 6): every step of the default run on the
 tiny local pair (SPECBENCH_PROFILE=tiny), each writing its file, REPORT.md regenerated, a second run
-a no-op; the real profile's plan printed without running it; bad settings refused in one line."""
+a no-op; the real profile's plan printed without running it; bad settings refused in one line.  llama.cpp's
+step runs on the tiny GGUF (SPECBENCH_TINY_GGUF) with the built llama.cpp, and is one skip line where none is built."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ STEPS = (
     "forward costs",
     "the acceptance-sample check",
     "the speed benchmark",
+    "llama.cpp's benchmark for the main pair",
     "tree-attention benchmark",
     "the run's record",
     "each step's ceiling",
@@ -78,10 +80,23 @@ def run_all(clone, out, extra: dict, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+def tiny_llamacpp(root) -> dict:
+    """SPECBENCH_TINY_GGUF for the tiny run, and this machine's llama.cpp build linked into the run's fresh cache
+    (``root``/cache: set-up does not build it there); {} where llama.cpp is not built (its step then skips)."""
+    from specbench.inputs import llamacpp, tinygguf
+
+    if llamacpp.unavailable():
+        return {}
+    (root / "cache").mkdir(exist_ok=True)
+    os.symlink(llamacpp.home().parent, root / "cache" / "llama.cpp")
+    files = [str(tinygguf.write(root / "gguf" / role / "model.gguf")) for role in ("draft", "target")]
+    return {"SPECBENCH_TINY_GGUF": ":".join(files)}
+
+
 @pytest.fixture(scope="module")
 def tiny_runs(clone, tiny_pair_dirs, tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "tiny"
-    extra = {"SPECBENCH_PROFILE": "tiny", "SPECBENCH_TINY_PAIR": ":".join(tiny_pair_dirs)}
+    extra = {"SPECBENCH_PROFILE": "tiny", "SPECBENCH_TINY_PAIR": ":".join(tiny_pair_dirs), **tiny_llamacpp(out.parent)}
     t0 = time.time()
     first = run_all(clone, out, extra)
     took = time.time() - t0
@@ -109,6 +124,15 @@ def test_every_default_step_runs_on_the_tiny_pair_and_writes_its_file(tiny_runs,
     assert recorded.step.str.startswith("the report (").sum() == 1 and "done: see" in log
     speed = pd.read_csv(out / "results" / "speed.csv")
     assert {"plain", "chain N=2", "binary N=2"} <= set(speed.candidate)
+    from specbench.inputs import llamacpp
+
+    if llamacpp.unavailable():  # its step is one line saying why, and the run goes on
+        assert "llama.cpp's benchmark: skipped: " in log
+    else:  # llama.cpp's benchmark and cost curve on the tiny GGUF, beside specbench's rows
+        mine = speed[speed.engine.astype(str) == "llamacpp"]
+        assert {"plain", "plain (A/A)", "draft n_max=2 p_min=0", "draft n_max=2 p_min=0 (twin)"} == set(mine.candidate)
+        costs = pd.read_csv(out / "results" / "costs.csv")
+        assert (costs.engine.astype(str) == "llamacpp").any()
     # the clone's own files are untouched: everything went to SPECBENCH_OUT
     status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True).stdout
     assert [ln for ln in status.splitlines() if not ln.endswith(".venv")] == []

@@ -8,10 +8,12 @@ Every step's time is ``study.tools.estimates``'s.
 more minutes never cover less, in this order of priority; the one exception: where no speed unit fits at
 all, the small grid is still taken, and gives way once one does): the first pair x dataset's speed on its
 fewest prompts worth running (4; with as many of its candidates as fit, the projected top first; where not
-even its least set fits, on as few as 2, which closes the budget behind it), the small attention grid, the rest of the acceptance sample (``shrink``: the most expensive configurations
-dropped until it fits, named in the plan with the strata no configuration then represents), the
-first pair x dataset's further prompts, every further pair x dataset at full size (in the
-answer's order), the default grid.  The mandatory part (costs of the first pair, the sample's
+even its least set fits, on as few as 2, which closes the budget behind it), the small attention grid,
+llama.cpp's benchmark for the main pair with its cost curve on the same fewest prompts (``study.tools.llamaplan``:
+as many of its candidates as fit; skipped in one line where llama.cpp is not built), the rest of the acceptance
+sample (``shrink``: the most expensive configurations dropped until it fits, named in the plan with the strata no
+configuration then represents), the first pair x dataset's further prompts, llama.cpp's further prompts, every
+further pair x dataset at full size (in the answer's order), the default grid.  The mandatory part (costs of the first pair, the sample's
 cheapest configuration, the fixed steps) is planned even over the budget, and the plan says so.
 
     python -m specbench.study.tools.budget plan --machine OUT/machine.json --minutes 45 --spent 120 \\
@@ -44,6 +46,7 @@ from .estimates import (  # noqa: F401  (forward_s, sample_cost, PROMPT_TOKENS: 
     shrink,
     speed_s,
 )
+from .llamaplan import Llama, grow, inputs, stage
 from .planview import GRIDS, covered, get, printout, record, sentence  # noqa: F401  (GRIDS: its API)
 from .sizes import PAIRS, PARAMS_B, STRATA, run_prompts  # noqa: F401  (PAIRS, PARAMS_B: its API)
 
@@ -167,16 +170,18 @@ def plan(
     python_s: float | None = None,
     collect_s: float | None = None,
     report_s: float | None = None,
+    llama: Llama | None = None,
 ) -> dict:
     """What fits ``budget_s`` seconds (see the module's docstring): a JSON-ready dict.  The costs' whole grid,
     unless it leaves the first pair x dataset's speed short of its fewest prompts with all its candidates and
     the narrow grid (``Profile.narrow_tokens``) leaves the speed benchmark more, or the whole grid overruns the
-    budget and the narrow one less.  ``python_s``, ``collect_s``, ``report_s``: the fixed steps' (``fixed_steps``)."""
+    budget and the narrow one less.  ``python_s``, ``collect_s``, ``report_s``: the fixed steps' (``fixed_steps``);
+    ``llama``: llama.cpp's stage's inputs (``llamaplan.inputs``; None: a plan without the stage)."""
     fixed = fixed_steps(prof, python_s, collect_s, report_s)
-    whole = _plan(prof, rates, dtype, budget_s, units, sample, fixed)
+    whole = _plan(prof, rates, dtype, budget_s, units, sample, fixed, llama)
     if not units or (_first_unit(whole) >= (prof.prompts[0], len(units[0][2])) and not whole["over_budget"]):
         return whole  # the whole curve ranks next after the first unit's fewest prompts with all its candidates
-    narrow = _plan(replace(prof, cost_tokens=prof.narrow_tokens), rates, dtype, budget_s, units, sample, fixed)
+    narrow = _plan(replace(prof, cost_tokens=prof.narrow_tokens), rates, dtype, budget_s, units, sample, fixed, llama)
     if whole["over_budget"] and narrow["planned_s"] < whole["planned_s"]:
         why = "overran the budget"
     elif not whole["over_budget"] and covered(narrow)[:3] > covered(whole)[:3]:
@@ -193,7 +198,7 @@ def _first_unit(p: dict) -> tuple[int, int]:
     return (units[0]["prompts"], len(units[0]["candidates"])) if units else (0, 0)
 
 
-def _plan(prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample: list[dict], fixed: dict) -> dict:
+def _plan(prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample, fixed: dict, llama) -> dict:
     rate = rates[dtype]
     first = [units[0][0]] if units else []
     floor = recheck_s(shrink(sample, rates, prof, 0.0)[0], rates, prof)
@@ -204,9 +209,11 @@ def _plan(prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample
     speed = _first(units[:1], prof, rate, fill, costed)  # this machine's answer first
     fill.open = fill.open or not speed  # no speed unit fits at all: the small grid may still
     grid = small if fill.take(grid_s(small, rates, prof)) else "none"
+    llamacpp = stage(llama, prof, fill if speed else Fill(0.0, False))  # after this machine's answer's first unit
     recheck = _recheck_step(sample, rates, prof, fill)
     if speed and fill.open:
         _grow(speed[0], prof, rate, fill)
+    grow(llamacpp, llama, prof, fill)
     if speed and speed[-1]["prompts"] == prof.prompts[1]:
         speed += _units(units[1:], prof, rate, fill, costed, [prof.prompts[1]])
     if grid == small and fill.take(grid_s(full, rates, prof) - grid_s(small, rates, prof)):
@@ -224,12 +231,15 @@ def _plan(prof: Profile, rates: dict, dtype: str, budget_s: float, units, sample
         recheck,
         dict(step="attention", grid=grid, eta_s=grid_s(grid, rates, prof)),
         dict(step="speed", units=speed, eta_s=sum(u["eta_s"] for u in speed)),
+        *([llamacpp] if llamacpp else []),
         *(dict(step=name, eta_s=s) for name, s in fixed.items()),
     ]
-    # the speed benchmark stops taking prompts this many seconds before the budget ends (+speed_until):
-    # what the steps after it take, so the run ends within its minutes whatever the speed step's ETA missed
-    at = next(i for i, s in enumerate(steps) if s["step"] == "speed")
-    after = steps[at]["after_s"] = sum(s["eta_s"] for s in steps[at + 1 :])
+    # the speed benchmarks stop taking prompts this many seconds before the budget ends (+speed_until):
+    # what the steps after each take, so the run ends within its minutes whatever the speed step's ETA missed
+    for at, s in enumerate(steps):
+        if s["step"] in ("speed", "llamacpp"):
+            s["after_s"] = sum(t["eta_s"] for t in steps[at + 1 :])
+    after = next(s for s in steps if s["step"] == "speed")["after_s"]
     for u in reversed(speed):  # each pair x dataset leaves the ones after it their time
         u["after_s"] = after
         after += u["eta_s"]
@@ -298,9 +308,9 @@ def make(args) -> dict:
     rows = sample(sample_file(args.results))
     budget_s = args.minutes * 60 - args.spent
     collect, report = recorded_steps(args.results, rec.get("machine_id"), (COLLECT_STEP, REPORT_STEP))
-    p = plan(
-        prof, rec["rates_gflops"], dtype, budget_s, units, rows.to_dict("records"), rec.get("python_s"), collect, report
-    )
+    llama = inputs(prof, rec, dtype, args.results, units, args.gguf)
+    p = plan(prof, rec["rates_gflops"], dtype, budget_s, units, rows.to_dict("records"), rec.get("python_s"), collect,
+             report, llama)  # fmt: skip
     by = f"this machine's collect step of earlier runs ({collect:.0f} s, the median)" if collect else ""
     by = by or f"the Python work it measured ({rec.get('python_s') or 0:.3f} s)"
     by += f"; the report by its report step of earlier runs ({report:.0f} s, the median)" if report else ""
@@ -344,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     mk.add_argument("--profile", choices=sorted(PROFILES), default="real")
     mk.add_argument("--results", default="results", help="summary.csv (the acceptance sample), speedup.csv")
     mk.add_argument("--dtype", default=None, help="the dtype the speed and costs steps run in (default: the measured)")
+    mk.add_argument("--gguf", default=None, help="DRAFT:TARGET GGUF files of the tiny profile's llama.cpp stage")
     mk.add_argument("--out", required=True, help="the plan (JSON)")
     g = sub.add_parser("get", help="one value of a plan, for the shell")
     g.add_argument("plan")

@@ -77,6 +77,12 @@ class Profile:
     # measured `python_s` (inputs/machine.py) against that host's; a step takes the larger estimate
     slow_fixed_s: dict = field(default_factory=lambda: {"record": 10.0, "ceiling": 10.0, "report": 360.0})
     slow_collect_s: float = 230.0  # that host's collect step (COLLECT_STEP), which scales them where recorded
+    # llama.cpp's stage (study.tools.llamaplan): the candidates of its committed benchmark (n_max/p_min), a server's
+    # start with its cold first request (9-12 s to /health for the 1.5B target with and without its draft on the
+    # AVX-512 EPYC, 2026-12-07), and llama-bench's widths (1..llama_widths) for its cost curve
+    llama_candidates: tuple[str, ...] = ("2/0.75", "4/0.75", "8/0.75", "4/0")
+    llama_start_s: float = 15.0
+    llama_widths: int = 17
 
 
 SLOW_PYTHON_S = 0.13  # inputs.machine.python_s() on the host of Profile.slow_fixed_s
@@ -113,6 +119,9 @@ PROFILES = {
         load_s=4.0,
         fixed_s={"record": 6.0, "ceiling": 3.0, "report": 40.0},
         slow_fixed_s={},
+        llama_candidates=("2/0",),
+        llama_start_s=2.0,
+        llama_widths=2,
     ),
 }
 

@@ -10,6 +10,7 @@ import time
 
 from ...core.args import refuse
 from ...results.plan import plural
+from . import llamaplan
 
 GRIDS = ("none", "tiny", "key", "default")  # the tree-attention grids, smallest first
 
@@ -52,7 +53,7 @@ def sentence(p: dict) -> str:
         f"the acceptance sample ({rc['configurations']} of {rc['sampled']} configurations, {plural(rc['prompts'], 'prompt')}, "
         f"each at its committed batch {'/'.join(map(str, rc['batches'])) or '-'}); "
         f"the speed benchmark for {sp or 'no pair (the budget left none)'}; "
-        f"the tree-attention grid '{by['attention']['grid']}'"
+        f"the tree-attention grid '{by['attention']['grid']}'" + llamaplan.clause(by.get("llamacpp"))
     )
 
 
@@ -76,6 +77,7 @@ def printout(p: dict, spent: float) -> str:
             )
             or "none fits",
             "attention": f"grid {s.get('grid')}",
+            "llamacpp": llamaplan.line(s) if s["step"] == "llamacpp" else "",
         }.get(s["step"], "")
         lines.append(f"  {s['step']:<10} ETA {mmss(s['eta_s']):>7}  {what}")
     if p.get("fixed_by"):
@@ -117,6 +119,7 @@ def get(p: dict, key: str) -> str:
             for u in by["speed"]["units"]
         ),
     }
+    values.update(llamaplan.values(by.get("llamacpp")))
     if key not in values:
         refuse(f"get: unknown key {key!r} (valid: {', '.join(values)})")
     return values[key]
@@ -136,6 +139,8 @@ def ran(p: dict, speed: str, since: float) -> str:
     if rows is not None and need <= set(rows.columns):
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(since))
         rows = rows[(rows.machine_id.astype(str) == str(p["machine"].get("machine_id"))) & (rows.run_id >= stamp)]
+        if "engine" in rows:  # specbench's units: llama.cpp's rows of the same pair x dataset are its own step's
+            rows = rows[rows.engine.astype(str) != "llamacpp"]
     else:
         rows = None
     done = [
