@@ -111,5 +111,6 @@ def test_replay_only_derives_specbenchs_side_of_a_run_again_and_keeps_llamacpps(
     pd.testing.assert_frame_equal(
         lc[old.columns], old[old.engine == "llamacpp"].reset_index(drop=True), check_dtype=False
     )
+    assert (lc.drafted_max == lc.drafted).all()  # exact for llama.cpp, filled where a run lacked the column
     assert (sb.tokens == 8).all() and (sb.drafted == sb.drafted_max).all()  # p_min 0: every chain n_max, exact
     assert (sb.drafts > 0).all() and (sb.drafted <= 3 * sb.drafts).all() and (sb.accepted <= sb.drafted).all()

@@ -121,22 +121,29 @@ def test_costs_cli_refuses_in_one_line(tmp_path, capsys):
     assert not (tmp_path / "costs.csv").exists()
 
 
+def accept_rows(n_max: int, p_min: float, drafted: int, most: int, prompts: int = 12) -> pd.DataFrame:
+    """specbench's replay of one setting: per prompt 9 tokens, 4 accepted in 2 drafting steps."""
+    return pd.DataFrame([{"run_id": "r1", "machine_id": "m0", "pair": "tiny", "dataset": "smoke", "engine": "specbench",
+                          "n_max": n_max, "p_min": p_min, "n_min": 0, "prompt_id": f"smoke/{i}", "tokens": 9,
+                          "accepted": 4, "drafts": 2, "drafted": drafted, "drafted_max": most} for i in range(prompts)])  # fmt: skip
+
+
 def test_projection_for_llamacpp_candidates_beside_their_measured_speedup():
-    """n_max 2 at p_min 0 is specbench's chain/2: 2.8 tokens per step x t_target(1) 0.1 s / (2 x 0.01 + 0.12) = 2.0x;
-    p_min 0.75 has no specbench acceptance yet: measured, not projected."""
+    """Per prompt 8 tokens after the prompt's: plain 8 x t_target(1) = 0.8 s; n_max 2 at p_min 0 drafts 4 tokens in
+    2 steps, 2 target steps without a draft: 4 x 0.01 + 2 x t(3) 0.12 + 2 x 0.1 = 0.48 s, 1.67x.  p_min 0.75's
+    replay drafted 3 to 4 (a chain past a rejected token unseen): 0.46 to 0.48 s, a bracket of 1.67x .. 1.74x."""
     from specbench.results import llamaproject
 
-    walls = {ss.PLAIN: 1.0, ss.PLAIN_AA: 1.0, "draft n_max=2 p_min=0": 0.8, "draft n_max=4 p_min=0.75": 0.9}
+    walls = {ss.PLAIN: 1.0, ss.PLAIN_AA: 1.0, "draft n_max=2 p_min=0": 0.8, "draft n_max=2 p_min=0.75": 0.9}
     params = {
         "draft n_max=2 p_min=0": {"n_max": 2, "p_min": 0.0},
-        "draft n_max=4 p_min=0.75": {"n_max": 4, "p_min": 0.75},
+        "draft n_max=2 p_min=0.75": {"n_max": 2, "p_min": 0.75},
     }
     speed = pd.DataFrame([{**BASE, "round": 0, "unit": u, "prompt_ids": f"smoke/{u}", "candidate": c, "tokens": 8,
                            "wall_s": w * (1 + 0.01 * u), "tree": "draft-simple", "tree_params": json.dumps(params.get(c, {})),
                            "budget": params.get(c, {}).get("n_max", 0), "config_hash": c, "accepted": 1, "drafted": 1,
                            "steps": 4, "tree_depth": 1} for u in range(6) for c, w in walls.items()])  # fmt: skip
-    summary = pd.DataFrame([{"pair": "tiny", "dataset": "smoke", "tree": "chain", "budget": 2, "verify": "greedy",
-                             "temperature": 0.0, "max_new_tokens": 128, "n_prompts": 64, "tokens_per_step": 2.8}])  # fmt: skip
+    accept = pd.concat([accept_rows(2, 0.0, 4, 4), accept_rows(2, 0.75, 3, 4)])
     secs = {
         ("draft", 1): 0.01,
         ("target", 1): 0.1,
@@ -148,13 +155,16 @@ def test_projection_for_llamacpp_candidates_beside_their_measured_speedup():
     costs = pd.DataFrame([{"role": r, "pair": "tiny", "dtype": "gguf", "device": "cpu", "kv_len": kv, "n_tokens": n,
                            "seconds": s, "samples": f"{s} {s}", "machine_id": "m0", "engine": "llamacpp"}
                           for (r, n), s in secs.items() for kv in (128, 512)])  # fmt: skip
-    out = llamaproject.compare(speed, summary, costs).set_index("candidate")
-    two, four = out.loc["draft n_max=2 p_min=0"], out.loc["draft n_max=4 p_min=0.75"]
-    assert two.projected == pytest.approx(2.0) and two.measured == pytest.approx(1 / 0.8)
-    assert two.error == pytest.approx(2.0 / 1.25 - 1) and np.isnan(four.projected) and four.measured > 1
-    assert llamaproject.compare(
-        speed.assign(engine="specbench"), summary, costs
-    ).empty  # specbench's rows: not llama.cpp's
+    out = llamaproject.compare(speed, accept, costs).set_index("candidate")
+    zero, sure = out.loc["draft n_max=2 p_min=0"], out.loc["draft n_max=2 p_min=0.75"]
+    assert zero.projected_lo == zero.projected_hi == zero.projected == pytest.approx(0.8 / 0.48)
+    assert zero.ci_lo == pytest.approx(0.8 / 0.48) and zero.measured == pytest.approx(1 / 0.8)  # every prompt alike
+    assert zero.error == pytest.approx(0.8 / 0.48 / 1.25 - 1) and zero.replay_prompts == 12
+    assert (sure.projected_lo, sure.projected_hi) == (pytest.approx(0.8 / 0.48), pytest.approx(0.8 / 0.46))
+    few = llamaproject.compare(speed, accept_rows(2, 0.0, 4, 4, prompts=4), costs).set_index("candidate")
+    assert few.loc["draft n_max=2 p_min=0"].projected > 1 and np.isnan(few.loc["draft n_max=2 p_min=0"].ci_lo)
+    assert np.isnan(few.loc["draft n_max=2 p_min=0.75"].projected)  # no replay of that setting: not projected
+    assert llamaproject.compare(speed.assign(engine="specbench"), accept, costs).empty  # not llama.cpp's rows
 
 
 def test_a_server_dying_mid_run_keeps_the_finished_units(monkeypatch):

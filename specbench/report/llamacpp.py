@@ -9,8 +9,8 @@ and the figure (``fig_acceptance``):
   table shows), the candidates that tie it, whether it pays (else the answer is plain decoding) and the controls;
 * ``plain``: llama.cpp's plain tokens/s ÷ specbench's on the same prompts and machine at equal max_new_tokens
   (``results.engines.plain_ratio``);
-* ``projection``: specbench's projection per candidate from its chain acceptance and llama.cpp's cost curve,
-  with its error against the measured (``results.llamaproject.compare``); the projected pick is the highest;
+* ``projection``: specbench's projection per candidate from its replay of the candidate's rule and llama.cpp's
+  cost curve, with its error against the measured (``results.llamaproject.compare``); the pick is the highest;
 * ``candidates``: every candidate's measured speedup, its accepted draft tokens per target step (accepted ÷
   steps) and per drafted token (``speedstats.describe``), specbench's chain N = n_max accepted per step on the
   same pair and dataset (``llamaproject.chain_row``), and the share of its decodes token-identical to llama.cpp's
@@ -77,7 +77,7 @@ def plain(bench: pd.DataFrame | None, r: dict) -> dict | None:
 
 def projection(data: dict) -> pd.DataFrame:
     """specbench's projection per llama.cpp candidate beside its measured speedup (``llamaproject.compare``)."""
-    return llamaproject.compare(data.get("bench"), data["summary"], data.get("costs_llamacpp"))
+    return llamaproject.compare(data.get("bench"), data.get("accept_llamacpp"), data.get("costs_llamacpp"))
 
 
 def picked(proj: pd.DataFrame, r: dict) -> dict | None:
@@ -193,7 +193,8 @@ def chain_cell(r) -> str:
 
 
 def projected_cell(proj: pd.DataFrame, r: dict) -> str:
-    """One candidate's projection (error), or why none (p_min > 0: no specbench acceptance of that rule)."""
+    """One candidate's projection '0.62–0.66× [0.58, 0.70] (−5%)' (the drafted bracket's ends where they differ,
+    the interval over prompts where claimed, the error of their mean), or why none."""
     g = (
         proj[(proj.pair == r["pair"]) & (proj.dataset == r["dataset"]) & (proj.machine == r["machine"])]
         if len(proj)
@@ -201,9 +202,11 @@ def projected_cell(proj: pd.DataFrame, r: dict) -> str:
     )
     g = g[g.candidate == r["candidate"]] if len(g) else g
     if g.empty or g.projected.isna().all():
-        return "p_min > 0: none" if float(r["p_min"]) > 0 else "none (no curve or replay)"
+        return "none (no curve or replay)"
     p = g.iloc[0]
-    return f"{p.projected:.2f}× ({p.error:+.0%})"
+    ends = f"{p.projected_lo:.2f}–{p.projected_hi:.2f}" if f"{p.projected_lo:.2f}" != f"{p.projected_hi:.2f}" else ""
+    ci = f" [{p.ci_lo:.2f}, {p.ci_hi:.2f}]" if p.ci_lo == p.ci_lo else ""
+    return f"{ends or f'{p.projected:.2f}'}×{ci} ({p.error:+.0%})"
 
 
 def plain_lines(k: pd.DataFrame, bench: pd.DataFrame | None) -> list[str]:
@@ -240,9 +243,11 @@ def section(ctx) -> str:
         "and each candidate (`--spec-draft-n-max` n_max, `--spec-draft-p-min` p_min) on a server of its own, "
         "interleaved as the benchmark interleaves; speedup over llama.cpp's own plain decoding with its paired 95% "
         "interval. *Accepted per step*: accepted draft tokens per target step (accepted ÷ steps), beside specbench's "
-        "replay of the chain of n_max on the same pair and dataset; *projection*: that chain's acceptance priced on "
-        "llama.cpp's cost curve (results/costs.csv, engine llamacpp); *token-identical*: decodes equal to llama.cpp's "
-        "plain decoding of the same prompt and round."
+        "replay of the chain of n_max on the same pair and dataset; *projection*: specbench's replay of the candidate's "
+        "own rule (n_max, p_min) on the prompts of the acceptance comparison below, priced on llama.cpp's cost curve "
+        "(results/costs.csv, engine llamacpp); a range where the replay brackets how long a chain ran past a "
+        "rejected token, its 95% interval over prompts, and the error of the range's middle; *token-identical*: "
+        "decodes equal to llama.cpp's plain decoding of the same prompt and round."
     )
     plain_text = "Plain decoding, both engines (tokens/s on the prompts both decoded, same machine and length):"
     lines = "\n".join(f"- {s}" for s in plain_lines(keys(t), data.get("bench")))

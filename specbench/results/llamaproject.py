@@ -1,18 +1,23 @@
 """specbench's projection for llama.cpp's candidates, beside their measured speedup (#84 item 6; torch-free).
 
 A llama.cpp candidate ``draft n_max=N p_min=P`` (``study.tools.speed_llamacpp``) drafts a chain of at most N
-tokens, one draft forward per token, and verifies it in one target forward of N + 1 tokens.  With P = 0 every
-step drafts N tokens: the rule of specbench's static ``chain`` of budget N, whose greedy acceptance on the same
-pair and dataset is in results/summary.csv (``tokens_per_step``: emitted per step, the bonus counted).  The
-projection prices that step on **llama.cpp's** cost curve (costs.csv rows ``engine=llamacpp``, read at the
-study's context by ``costcurve.AT_CONTEXT``'s rule for that engine):
+tokens, stopping before the first token whose share of the draft's top-10 softmax is below P, one draft forward
+per token, and verifies it in one target forward.  specbench's acceptance of that very rule is its replay on the
+same pair and dataset (results/acceptance_llamacpp.csv, ``engine=specbench``: ``replay.pmin_walk`` and
+``pmin_sizes``; per prompt its tokens T, accepted A, drafting steps S and drafted D, which the replay knows as a
+bracket: exact up to a chain's first rejected token, at most N past it).  The projection prices those steps on
+**llama.cpp's** cost curve (costs.csv rows ``engine=llamacpp`` of the benchmark's machine, read at the study's
+context by ``costcurve.AT_CONTEXT``'s rule for that engine), the first token (the prompt's forward) left out of
+both sides:
 
-    projected speedup = tokens_per_step × t_target(1) / (N × t_draft(1) + t_target(N + 1))
+    projected speedup = (T − 1) t_target(1) / (D t_draft(1) + S t_target(D/S + 1) + (T − A − S − 1) t_target(1))
 
-against plain decoding's one-token target forward per token.  A candidate with P > 0 stops where the draft's
-top probability falls below P: specbench has no acceptance of that rule yet, so it is listed unprojected.
-``compare`` sets each projection beside the measured speedup of the same candidate (``speedstats.answers``
-of the llama.cpp rows) with the error projected ÷ measured − 1.
+summed over the prompts, the target's forward of a step priced at the steps' mean drafted length (the curve is
+read between its measured sizes).  ``projected_lo``/``projected_hi``: at the most and at the least the chains can
+have drafted (equal at P = 0, where every chain is N long); ``ci_lo``/``ci_hi``: the 95% paired percentile
+interval over prompts (``metrics.paired_bootstrap``, none under ``llamaaccept.MIN_PROMPTS``) of the two ends.
+``projected``: their mean, what the pick ranks.  ``compare`` sets each beside the measured speedup of the same
+candidate (``speedstats.answers`` of the llama.cpp rows), error = projected ÷ measured − 1.
 """
 
 from __future__ import annotations
@@ -22,11 +27,13 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from . import costcurve
+from . import costcurve, llamaaccept
 from . import speedstats as ss
 from .columns import tree_params
+from .metrics import paired_bootstrap
 
 ENGINE, DTYPE = "llamacpp", "gguf"
+ROLES = ("draft", "target")
 RULE = replace(costcurve.AT_CONTEXT, name="llamacpp_at_context", dtype=DTYPE, engine=ENGINE)
 
 
@@ -41,37 +48,68 @@ def chain_row(summary: pd.DataFrame, pair: str, dataset: str, n_max: int) -> pd.
     return rows.sort_values(["max_new_tokens", "n_prompts"], ascending=False, kind="mergesort").iloc[0]
 
 
-def tokens_per_step(summary: pd.DataFrame, pair: str, dataset: str, n_max: int) -> float:
-    """specbench's emitted tokens per step of that chain (``chain_row``), or nan where the study has none."""
-    row = chain_row(summary, pair, dataset, n_max)
-    return float("nan") if row is None else float(row.tokens_per_step)
+def replay_rows(accept: pd.DataFrame | None, pair: str, dataset: str, machine_id, n_max: int, p_min: float):
+    """specbench's replay rows (one per prompt) of the setting in the newest acceptance run of the pair and
+    dataset that holds it, the benchmark's machine's first; empty where none."""
+    if accept is None or accept.empty:
+        return pd.DataFrame()
+    a = accept[(accept.engine == llamaaccept.SPECBENCH) & (accept.pair == pair) & (accept.dataset == dataset)]
+    a = a[(a.n_max.astype(float) == n_max) & np.isclose(a.p_min.astype(float), p_min)]
+    if a.empty:
+        return a
+    a = a.assign(_here=a.machine_id.astype(str) == str(machine_id))
+    run = a.sort_values(["_here", "run_id"], ascending=False, kind="mergesort").run_id.iloc[0]
+    return a[a.run_id == run].drop(columns="_here")
 
 
-def projected(tps: float, n_max: int, draft: costcurve.Curve, target: costcurve.Curve) -> float:
-    """The module docstring's projected speedup of a chain of ``n_max`` emitting ``tps`` tokens per step."""
-    return tps * target.seconds(1) / (n_max * draft.seconds(1) + target.seconds(n_max + 1))
+def _speedup(draft: costcurve.Curve, target: costcurve.Curve):
+    """The module docstring's projected speedup over prompts (arrays T, A, S, D on the last axis)."""
+    td, tt = draft.seconds(1), target.seconds(1)
+
+    def stat(tokens, accepted, steps, drafted, axis=-1):
+        t, a, s, d = (np.sum(x, axis=axis) for x in (tokens, accepted, steps, drafted))
+        n = np.shape(tokens)[axis]  # prompts: each one's first token is its prompt's forward's
+        with np.errstate(invalid="ignore", divide="ignore"):
+            verify = s * target.at(np.where(s > 0, d / np.maximum(s, 1) + 1, 1))
+            return (t - n) * tt / (d * td + verify + (t - a - s - n) * tt)
+
+    return stat
 
 
-def compare(speed: pd.DataFrame, summary: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
+def projected(rows: pd.DataFrame, draft: costcurve.Curve, target: costcurve.Curve) -> dict:
+    """``projected_lo``/``projected_hi`` (the drafted bracket's two ends), ``ci_lo``/``ci_hi``, ``projected``
+    (module docstring); NaN where rows are empty."""
+    if rows.empty:
+        return dict.fromkeys(("projected", "projected_lo", "projected_hi", "ci_lo", "ci_hi"), float("nan"))
+    arrays = [np.asarray(rows[c], float) for c in ("tokens", "accepted", "drafts")]
+    stat = _speedup(draft, target)
+    ends = [np.asarray(rows.drafted_max if most else rows.drafted, float) for most in (True, False)]
+    lo, hi = (float(stat(*arrays, d)) for d in ends)
+    ci = [float("nan")] * 2
+    if len(rows) >= llamaaccept.MIN_PROMPTS:
+        draws = [paired_bootstrap((*arrays, d), stat, llamaaccept.N_BOOT).bootstrap_distribution for d in ends]
+        ci = [float(np.percentile(draws[0], 2.5)), float(np.percentile(draws[1], 97.5))]
+    return {"projected": (lo + hi) / 2, "projected_lo": lo, "projected_hi": hi, "ci_lo": ci[0], "ci_hi": ci[1]}
+
+
+def compare(speed: pd.DataFrame, accept: pd.DataFrame | None, costs: pd.DataFrame) -> pd.DataFrame:
     """Per llama.cpp benchmark candidate (each key's newest run): measured speedup with its interval, specbench's
-    projection (nan where P > 0 or no curve or acceptance) and the error; empty without llama.cpp rows."""
+    projection (NaN where no curve or replay of the setting) and the error; empty without llama.cpp rows."""
     rows = ss.with_engine(speed) if speed is not None and len(speed) else pd.DataFrame()
     if rows.empty or not (rows.engine == ENGINE).any():
         return pd.DataFrame()
     measured = ss.answers(rows[rows.engine == ENGINE])
+    mine_all = costcurve.of_engine(costs, ENGINE) if costs is not None else pd.DataFrame()
     out = []
     for r in measured.itertuples():
         params = tree_params(r.tree_params)
         n_max, p_min = int(params.get("n_max", 0)), float(params.get("p_min", 0.0))
-        mine = costcurve.of_engine(costs, ENGINE) if costs is not None else pd.DataFrame()
-        mine = mine[mine.machine_id.astype(str) == str(r.machine_id)] if len(mine) else mine
-        draft, target = (
-            costcurve.curve(mine, RULE, r.pair, role) if len(mine) else None for role in ("draft", "target")
-        )
-        tps = tokens_per_step(summary, r.pair, r.dataset, n_max) if n_max and p_min == 0 else float("nan")
-        priced = draft is not None and target is not None and np.isfinite(tps)
-        proj = projected(tps, n_max, draft, target) if priced else float("nan")  # type: ignore[arg-type]
+        mine = mine_all[mine_all.machine_id.astype(str) == str(r.machine_id)] if len(mine_all) else mine_all
+        draft, target = (costcurve.curve(mine, RULE, r.pair, role) if len(mine) else None for role in ROLES)
+        replay = replay_rows(accept, r.pair, r.dataset, r.machine_id, n_max, p_min) if n_max else pd.DataFrame()
+        priced = draft is not None and target is not None
+        proj = projected(replay if priced else pd.DataFrame(), draft, target)  # type: ignore[arg-type]
         out.append({"pair": r.pair, "dataset": r.dataset, "machine": r.machine, "candidate": r.candidate,
                     "n_max": n_max, "p_min": p_min, "measured": r.speedup, "lo": r.lo, "hi": r.hi,
-                    "specbench_tokens_per_step": tps, "projected": proj, "error": proj / r.speedup - 1})  # fmt: skip
+                    "replay_prompts": len(replay), **proj, "error": proj["projected"] / r.speedup - 1})  # fmt: skip
     return pd.DataFrame(out)

@@ -154,6 +154,7 @@ def rereplay(job, out: str) -> list[dict]:
     base = run[run.engine == "specbench"].iloc[0].to_dict()
     result = {"n_max", "p_min", "n_min", "prompt_id", "tokens", "drafts", "drafted", "drafted_max", "accepted"}
     base = {k: v for k, v in base.items() if k not in result | {"same_tokens"}}
+    lc = lc.assign(drafted_max=lc.drafted)  # llama.cpp's count is exact (a run before the column lacks it)
     return lc.to_dict("records") + [{**base, **r} for r in specbench_rows(job, cands, prompts)]
 
 
