@@ -44,7 +44,7 @@ case "$PROFILE" in
         PAIR=(pair=local "pair.draft.path=${SPECBENCH_TINY_PAIR%%:*}" "pair.target.path=${SPECBENCH_TINY_PAIR#*:}" device=cpu)
         DTYPE_ARG=(--dtype float32); ATTN=(repeats=2 min_repeats=1 warmup=1 max_seconds=0.05 check=false bandwidth_mb=16 matmul_n=256)
         DTYPE_ARG+=(${SPECBENCH_TINY_GGUF:+--gguf "$SPECBENCH_TINY_GGUF"})  # the plan's llama.cpp stage: its files
-        LLAMA_MODELS=("${SPECBENCH_TINY_GGUF%%:*}" "${SPECBENCH_TINY_GGUF#*:}") ;;
+        GGUF=${SPECBENCH_TINY_GGUF:-}; LLAMA_MODELS=("${GGUF%%:*}" "${GGUF#*:}") ;;
   *) echo "run_all.sh: SPECBENCH_PROFILE=$PROFILE: must be real or tiny (e.g. SPECBENCH_PROFILE=tiny)" >&2; exit 2 ;;
 esac
 case "${SPECBENCH_DTYPE:-}" in
