@@ -1,6 +1,8 @@
 """llama.cpp's acceptance beside specbench's replay of the same drafting rule (#84 item 4), from
 results/acceptance_llamacpp.csv (``results.llamaaccept.agreement``): speed.md's subsection (``section``), its
-figure (``fig_agreement``) and the TL;DR's cell (``cell``); nothing where the file has no rows."""
+figure (``fig_agreement``) and the TL;DR's cell (``cell``, draft-simple settings only); nothing where the file has
+no rows.  llama.cpp's n-gram settings (``ngram-simple``) get a table of their own, with specbench's own ngram chain
+of the same draft length beside the replay."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from .markdown import fig_links, span, table
 
 FIG = "llamacpp_agreement.png"
 COMMAND = "python -m specbench.study.tools.accept_llamacpp"
+NGRAM = "ngram-simple"
+RUN = ["machine", "pair", "dataset", "max_new_tokens"]
 LLAMA_LOOKS = (  # llama.cpp's p_min settings, in sorted order: none of them chain's look (palette.SHAPES)
     (palette.VERMILLION, "s"),
     (palette.GREEN, "^"),
@@ -23,12 +27,16 @@ LLAMA_LOOKS = (  # llama.cpp's p_min settings, in sorted order: none of them cha
 
 
 def setting(r) -> str:
-    """'4/0.75': a candidate's n_max/p_min."""
+    """'4/0.75': a candidate's n_max/p_min; 'N 2, M 8' for an ngram-simple setting."""
+    if r.get("spec_type", llamaaccept.DRAFT_SIMPLE) == NGRAM:
+        return f"N {int(r['size_n'])}, M {int(r['n_max'])}"
     return f"{int(r['n_max'])}/{float(r['p_min']):g}"
 
 
-def frame(data: dict) -> pd.DataFrame:
-    return llamaaccept.agreement(data.get("accept_llamacpp"))
+def frame(data: dict, spec_type: str = llamaaccept.DRAFT_SIMPLE) -> pd.DataFrame:
+    """The agreement table's settings of one llama.cpp type (empty where none)."""
+    a = llamaaccept.agreement(data.get("accept_llamacpp"))
+    return a if a.empty else a[a.spec_type == spec_type].reset_index(drop=True)
 
 
 def of(a: pd.DataFrame, r: dict) -> pd.DataFrame:
@@ -52,7 +60,7 @@ def diff_cell(r) -> str:
 
 def key_line(g: pd.DataFrame) -> str:
     """One run key's sentence: how many settings agree, the largest difference, the token-identical share."""
-    r = g.iloc[g["diff"].abs().argmax()]
+    r = g.iloc[int(g["diff"].abs().argmax())]
     cls = machines.machine_class(r["machine"])
     return (
         f"{r['pair']}/{r['dataset']} on {cls}, {int(r['prompts'])} prompts × {int(r['max_new_tokens'])} tokens: "
@@ -65,8 +73,8 @@ def key_line(g: pd.DataFrame) -> str:
 
 def section(ctx) -> str:
     """speed.md's *Acceptance against specbench's replay* subsection, or '' without rows."""
-    a = frame(ctx["data"])
-    if a.empty:
+    a, ng = frame(ctx["data"]), frame(ctx["data"], NGRAM)
+    if a.empty and ng.empty:
         return ""
     lead = (
         f"### Acceptance against specbench's replay of its rule\n\nllama.cpp's acceptance (`{COMMAND}`): for each "
@@ -78,7 +86,6 @@ def section(ctx) -> str:
         "with its paired 95% interval over prompts; *token-identical*: llama.cpp's decodes equal to its plain "
         "decoding of the same prompt."
     )
-    lines = [f"- {key_line(g)}" for _, g in a.groupby(["machine", "pair", "dataset", "max_new_tokens"], sort=True)]
     cols = [
         ("machine · pair/dataset", lambda r: f"{machines.machine_class(r['machine'])} · {r['pair']}/{r['dataset']}"),
         ("n_max/p_min", setting),
@@ -88,41 +95,76 @@ def section(ctx) -> str:
         ("drafts, llama.cpp / specbench", lambda r: f"{r['drafts_llamacpp']} / {r['drafts_specbench']}"),
         ("token-identical to plain", lambda r: f"{r['same']} of {r['decodes']}"),
     ]
-    body = [lead, "\n".join(lines), table(a.to_dict("records"), cols), *fig_links(ctx, FIG)]
-    return "\n\n".join(body)
+    body = [lead] if a.empty else [lead, lines(a), table(a.to_dict("records"), cols)]
+    return "\n\n".join([*body, *ngram_part(ng, cols), *fig_links(ctx, FIG)])
+
+
+def lines(a: pd.DataFrame) -> str:
+    return "\n".join(f"- {key_line(g)}" for _, g in a.groupby(RUN, sort=True))
+
+
+def ngram_part(ng: pd.DataFrame, cols: list) -> list[str]:
+    """The n-gram settings' paragraph, sentences and table (nothing without them)."""
+    if ng.empty:
+        return []
+    text = (
+        "llama.cpp's n-gram speculation (`--spec-type ngram-simple`, `+llamacpp_ngram=[N/M,...]`, no draft model): "
+        "the history's last N tokens looked up in the history (most recent earlier occurrence, not the one just "
+        "before), the M tokens that followed it drafted (none where fewer than N follow: M < N never drafts). The "
+        "replay is the same rule over specbench's greedy continuation (`engine.ngramwalk.simple_draft`; exact, an "
+        "n-gram draft depends only on the history; a test holds it to the real server's counts); beside it, "
+        "specbench's own `ngram` drafter as `tree=chain` of budget M (n = 4..1, longest first), replayed the same "
+        "way, outside the comparison."
+    )
+    own = [
+        ("specbench ngram chain (budget M)", lambda r: f"{r['chain']:.2f}" if r["chain"] == r["chain"] else "–"),
+        ("drafts, chain", lambda r: str(r["drafts_chain"])),
+    ]
+    ng_cols = [(("N/M lookup/draft" if h == "n_max/p_min" else h), f) for h, f in cols]
+    return [text, lines(ng), table(ng.to_dict("records"), ng_cols[:5] + own + ng_cols[5:])]
 
 
 def fig_agreement(data: dict) -> figures.Fig | None:
-    """Accepted draft tokens per draft against n_max, one series per p_min: llama.cpp (solid) and specbench's
-    replay (dashed, hollow), one panel per machine, pair and dataset; None without rows."""
-    a = frame(data)
+    """Accepted draft tokens per draft against n_max (ngram-simple: its M), one series per p_min (ngram-simple: per
+    N): llama.cpp (solid) and specbench's replay (dashed, hollow), specbench's own ngram chain dotted; one panel per
+    machine, pair, dataset and llama.cpp type; None without rows."""
+    a = pd.concat([frame(data), frame(data, NGRAM)], ignore_index=True)
     if a.empty:
         return None
+    kind = {llamaaccept.DRAFT_SIMPLE: "", NGRAM: " · ngram-simple"}
     a = a.assign(
         panel=[
-            f"{machines.machine_class(m).split(' (')[0]} · {p} · {d}" for m, p, d in zip(a.machine, a.pair, a.dataset)
-        ]
+            f"{machines.machine_class(m).split(' (')[0]} · {p} · {d}{kind[t]}"
+            for m, p, d, t in zip(a.machine, a.pair, a.dataset, a.spec_type)
+        ],
+        series=[f"N {n}" if t == NGRAM else f"p_min {p:g}" for t, n, p in zip(a.spec_type, a.size_n, a.p_min)],
     )
     groups = list(a.groupby("panel", sort=True))[: figures.MAX_PANELS]
-    p_mins = sorted(set(a.p_min))
+    # p_min's series first, so their colours are those of the draft-simple figure before n-gram rows existed
+    names = sorted(set(a.series), key=lambda x: (x[0] != "p", float(x.split()[-1])))
 
     def draw(ax, g):
-        for p, s in g.groupby("p_min", sort=True):
-            col, mk = LLAMA_LOOKS[p_mins.index(p) % len(LLAMA_LOOKS)]
+        for name, s in g.groupby("series", sort=True):
+            col, mk = LLAMA_LOOKS[names.index(name) % len(LLAMA_LOOKS)]
             s = s.sort_values("n_max")
-            ax.plot(s.n_max, s.llamacpp, color=col, marker=mk, ms=7, lw=1, label=f"llama.cpp, p_min {p:g}")
+            ax.plot(s.n_max, s.llamacpp, color=col, marker=mk, ms=7, lw=1, label=f"llama.cpp, {name}")
             ax.plot(s.n_max, s.specbench, color=col, marker=mk, ms=11, mfc="none", lw=1, ls="--",
-                    label=f"specbench replay, p_min {p:g}")  # fmt: skip
+                    label=f"specbench replay, {name}")  # fmt: skip
+        own = g.dropna(subset=["chain"]).drop_duplicates("n_max").sort_values("n_max")
+        if not own.empty:
+            ax.plot(own.n_max, own.chain, color=palette.BLUE, marker="o", ms=6, lw=1, ls=":",
+                    label="specbench's ngram chain (budget M)")  # fmt: skip
         figures.budget_axis(ax, sorted(set(g.n_max)))
-        ax.set(xlabel="n_max (draft tokens)", ylabel="accepted per draft")
+        ax.set(xlabel="n_max, or ngram-simple's M (draft tokens)", ylabel="accepted per draft")
 
     return figures.page_panels(
         groups,
         FIG,
         draw,
-        "Accepted draft tokens per draft (bonus not counted) against the draft length n_max, one colour per p_min: "
-        "llama.cpp's server (solid, filled) and specbench's replay of the same rule on the same prompts (dashed, "
-        "hollow, larger). One panel per machine, pair and dataset.",
+        "Accepted draft tokens per draft (bonus not counted) against the draft length n_max (ngram-simple: M), one "
+        "colour per p_min (ngram-simple: per lookup length N): llama.cpp's server (solid, filled) and specbench's "
+        "replay of the same rule on the same prompts (dashed, hollow, larger); specbench's own ngram chain of the "
+        "same budget dotted. One panel per machine, pair, dataset and llama.cpp type.",
         cols=min(2, len(groups)),
         h=3.2,
         ncol=2,

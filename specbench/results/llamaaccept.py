@@ -8,6 +8,12 @@ their difference (llama.cpp − specbench) with its 95% paired percentile interv
 (``metrics.paired_bootstrap``; none from fewer than ``MIN_PROMPTS`` prompts), ``agree`` (the interval holds 0),
 and llama.cpp's decodes token-identical to its own plain decoding (``same`` of ``decodes``).  Engines are paired
 by prompt id within one run only.
+
+A setting is (``spec_type``, ``size_n``, n_max, p_min, n_min): ``draft-simple`` (rows written before the column
+existed: empty, read as ``draft-simple``, ``size_n`` 0) or ``ngram-simple`` (``study.tools.accept_ngram``: n_max
+is its draft length M).  specbench's rows of ``drafter=llamacpp`` (empty before the column: the same) replay
+llama.cpp's rule; rows of ``drafter=ngram`` (n-gram settings only) replay specbench's own ngram chain of budget
+n_max, reported beside them as ``chain`` (accepted per draft) and ``drafts_chain``, outside the comparison.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from .metrics import paired_bootstrap
 FILE = "acceptance_llamacpp.csv"
 LLAMACPP, SPECBENCH = "llamacpp", "specbench"
 RUN_KEY = ["machine_id", "pair", "dataset", "max_new_tokens"]
-SETTING = ["n_max", "p_min", "n_min"]
+SETTING = ["spec_type", "size_n", "n_max", "p_min", "n_min"]
+DRAFT_SIMPLE, OWN = "draft-simple", "ngram"  # the spec_type of rows without one; specbench's own drafter
 MIN_PROMPTS = 10  # as the fixed comparisons: no interval from fewer
 N_BOOT = 10_000
 
@@ -46,9 +53,14 @@ def interval(arrays: tuple) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def _rate(acc, drafts) -> float:
+    return float(acc.sum() / drafts.sum()) if drafts.sum() else float("nan")
+
+
 def one(g: pd.DataFrame) -> dict:
-    """One setting of one run: both engines on the prompts both ran."""
-    by = {e: s.set_index(s.prompt_id.astype(str)) for e, s in g.groupby("engine")}
+    """One setting of one run: both engines on the prompts both ran (specbench's own chain beside them)."""
+    own = g[(g.engine == SPECBENCH) & (g.drafter == OWN)]
+    by = {e: s.set_index(s.prompt_id.astype(str)) for e, s in g[g.drafter != OWN].groupby("engine")}
     if set(by) != {LLAMACPP, SPECBENCH}:
         return {}
     ids = sorted(set(by[LLAMACPP].index) & set(by[SPECBENCH].index))
@@ -57,12 +69,20 @@ def one(g: pd.DataFrame) -> dict:
     lo, hi = interval(arrays)
     diff = float(_diff(*arrays))
     same = lc.same_tokens.astype(str).str.lower().eq("true")
+    ch = own[own.prompt_id.astype(str).isin(ids)]
     return {"prompts": len(ids), "tokens": int(lc.tokens.sum()),
-            LLAMACPP: arrays[0].sum() / arrays[1].sum() if arrays[1].sum() else float("nan"),
-            SPECBENCH: arrays[2].sum() / arrays[3].sum() if arrays[3].sum() else float("nan"),
+            LLAMACPP: _rate(arrays[0], arrays[1]), SPECBENCH: _rate(arrays[2], arrays[3]),
             "drafts_llamacpp": int(arrays[1].sum()), "drafts_specbench": int(arrays[3].sum()),
+            "chain": _rate(ch.accepted, ch.drafts) if len(ch) else float("nan"), "drafts_chain": int(ch.drafts.sum()),
             "diff": diff, "lo": lo, "hi": hi, "agree": bool(lo <= 0 <= hi) if lo == lo else diff == 0,
             "same": int(same.sum()), "decodes": len(same)}  # fmt: skip
+
+
+def settled(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows written before ``spec_type``, ``size_n`` and ``drafter`` existed read as draft-simple's."""
+    fill = {"spec_type": DRAFT_SIMPLE, "size_n": 0, "drafter": LLAMACPP}
+    rows = rows.assign(**{k: rows[k] if k in rows else v for k, v in fill.items()})
+    return rows.fillna({k: v for k, v in fill.items()}).astype({"size_n": int})
 
 
 def agreement(rows: pd.DataFrame | None) -> pd.DataFrame:
@@ -70,5 +90,5 @@ def agreement(rows: pd.DataFrame | None) -> pd.DataFrame:
     if rows is None or rows.empty:
         return pd.DataFrame()
     cols = ["machine", *RUN_KEY, *SETTING]
-    out = [{**dict(zip(cols, k)), **r} for k, g in newest(rows).groupby(cols, sort=True) if (r := one(g))]
+    out = [{**dict(zip(cols, k)), **r} for k, g in newest(settled(rows)).groupby(cols, sort=True) if (r := one(g))]
     return pd.DataFrame(out)

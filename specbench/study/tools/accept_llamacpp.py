@@ -24,6 +24,10 @@ of the newest such run derived again, no server).  Bad values are refused in one
 
 ``drafted``/``drafted_max``: llama.cpp's ``timings.draft_n`` (both); specbench's replay knows a chain's length up
 to its first rejected token only (``replay.pmin_sizes``): the least and the most the rule can have drafted.
+
+``llamacpp_ngram`` (a list of ``N/M``; the default where the pair has no draft model, e.g. ``pair=ngram_qwen``):
+llama.cpp's n-gram speculation (``--spec-type ngram-simple``) instead of the draft grid, through the same loop,
+with specbench's side from ``accept_ngram`` (its rule replayed, and specbench's own ngram chain beside it).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Sequence
 from functools import partial
 
 import hydra
@@ -46,14 +51,17 @@ from ..job import argv, identity, jobfiles
 from ..job.context import context
 from ..job.errors import as_bool, as_float, as_int
 from ..job.jobspec import ConfigError, from_config, resolved
+from . import accept_ngram
 from .llamaserver import LlamaServer, ServerError
 from .speed_llamacpp import Candidate, base_row, models_of
 
 FILE = "acceptance_llamacpp.csv"
 KEYS = ("results_dir",) + tuple(
-    f"llamacpp_{k}" for k in ("n_max", "p_min", "n_min", "target", "draft", "ctx", "replay_only")
+    f"llamacpp_{k}" for k in ("n_max", "p_min", "n_min", "target", "draft", "ctx", "replay_only", "ngram")
 )
 N_MAX, P_MIN = (1, 2, 3, 4, 6, 8, 12, 16), (0.0, 0.5, 0.75, 0.9)
+POLL = ("--poll", "0")  # llama.cpp's threads wait without spinning
+Setting = Candidate | accept_ngram.NgramSetting  # a server's speculative settings
 DRAFTS = re.compile(r"^llamacpp:spec_decode_num_drafts_total\s+(\S+)$", re.M)
 
 
@@ -84,10 +92,11 @@ def drafts(server: LlamaServer) -> int:
     return int(float(m.group(1))) if m else 0
 
 
-def served(models: dict, c: Candidate, prompts: list, n: int, ctx: int) -> list[dict]:
+def served(models: dict, c: Setting, prompts: list, n: int, ctx: int) -> list[dict]:
     """One server of setting ``c`` (plain decoding where n_max is 0): per prompt its tokens and counts."""
     out = []
-    with LlamaServer(models["target"], c.spec(models["draft"]), ctx=ctx) as server:
+    # not timed: waiting threads sleep (--poll 0), so a busy machine does not stall the spinning threads' run
+    with LlamaServer(models["target"], c.spec(models.get("draft", "")), ctx=ctx, extra=POLL) as server:
         for pid, ids in prompts:
             before = drafts(server) if c.n_max else 0
             r = server.complete(ids, n)
@@ -98,7 +107,7 @@ def served(models: dict, c: Candidate, prompts: list, n: int, ctx: int) -> list[
     return out
 
 
-def llamacpp_rows(models: dict, cands: list[Candidate], prompts: list, n: int, ctx: int) -> list[dict]:
+def llamacpp_rows(models: dict, cands: Sequence[Setting], prompts: list, n: int, ctx: int) -> list[dict]:
     """llama.cpp's rows: every setting's server in turn, each response beside plain decoding's tokens."""
     plain = {r["prompt_id"]: r["tokens_out"] for r in served(models, Candidate("plain"), prompts, n, ctx)}
     rows = []
@@ -150,12 +159,20 @@ def rereplay(job, out: str) -> list[dict]:
         raise ConfigError(f"llamacpp_replay_only=true: run {run.run_id.iloc[0]} decoded other prompts than "
                           f"dataset.limit={job.dataset.limit}; give that run's dataset.limit")  # fmt: skip
     settings = lc.drop_duplicates(["n_max", "p_min", "n_min"])
-    cands = [Candidate("", int(r.n_max), float(r.p_min), int(r.n_min)) for r in settings.itertuples()]
+    ngram: list[Setting] = list(accept_ngram.settings_of(lc))
+    cands = ngram or [Candidate("", int(r.n_max), float(r.p_min), int(r.n_min)) for r in settings.itertuples()]
     base = run[run.engine == "specbench"].iloc[0].to_dict()
     result = {"n_max", "p_min", "n_min", "prompt_id", "tokens", "drafts", "drafted", "drafted_max", "accepted"}
-    base = {k: v for k, v in base.items() if k not in result | {"same_tokens"}}
+    base = {k: v for k, v in base.items() if k not in result | accept_ngram.COLUMNS | {"same_tokens"}}
     lc = lc.assign(drafted_max=lc.drafted)  # llama.cpp's count is exact (a run before the column lacks it)
-    return lc.to_dict("records") + [{**base, **r} for r in specbench_rows(job, cands, prompts)]
+    return lc.to_dict("records") + [{**base, **r} for r in replayed(job, cands, prompts)]
+
+
+def replayed(job, cands: list, prompts) -> list[dict]:
+    """specbench's side of the settings: ``accept_ngram``'s for n-gram settings, else ``specbench_rows``."""
+    if cands and isinstance(cands[0], accept_ngram.NgramSetting):
+        return accept_ngram.specbench_rows(job, cands, prompts)
+    return specbench_rows(job, cands, prompts)
 
 
 def write(out: str, rows: list[dict]) -> None:
@@ -167,11 +184,8 @@ def write(out: str, rows: list[dict]) -> None:
 def main(cfg: DictConfig) -> None:
     try:
         job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
-        cands, out = grid(job.extra), str(job.extra.get("results_dir", "results"))
-        if job.pair.draft is None:
-            raise ConfigError(
-                f"pair={job.pair.name}: llama.cpp's draft-simple needs a draft model; pick a pair with one"
-            )
+        ngram, out = accept_ngram.wanted(job), str(job.extra.get("results_dir", "results"))
+        cands = accept_ngram.grid(job.extra) if ngram else grid(job.extra)
         if as_bool(job.extra.get("llamacpp_replay_only", False), "llamacpp_replay_only"):
             rows = rereplay(job, out)
             write(out, rows)
@@ -180,7 +194,7 @@ def main(cfg: DictConfig) -> None:
         why = llamacpp.unavailable()
         if why:
             raise ConfigError(why)
-        models, ctx = models_of(job), context(job)
+        models, ctx = models_of(job, ("target",) if ngram else ("target", "draft")), context(job)
         prompts = ctx.prompts(ctx.tokenizer())
         base = base_row(job, identity.job_identity(job), jobfiles.new_run_id())
         lc = llamacpp_rows(
@@ -190,7 +204,7 @@ def main(cfg: DictConfig) -> None:
             job.max_new_tokens,
             int(job.extra.get("llamacpp_ctx", 4096)),
         )
-        sb = specbench_rows(job, cands, prompts)
+        sb = replayed(job, cands, prompts)
     except (ConfigError, ServerError, ValueError) as e:
         print(f"specbench.study.tools.accept_llamacpp: {str(e).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)

@@ -208,10 +208,11 @@ def base_row(job, ident, run_id: str) -> dict:
             "engine_version": llamacpp.engine_version()}  # fmt: skip
 
 
-def models_of(job) -> dict:
-    """The GGUF files: ``llamacpp_target``/``llamacpp_draft``, else the pair's embedded models' (assembled)."""
+def models_of(job, roles=("target", "draft")) -> dict:
+    """The GGUF files of ``roles``: ``llamacpp_target``/``llamacpp_draft``, else the pair's embedded models'
+    (assembled)."""
     out = {}
-    for role in ("target", "draft"):
+    for role in roles:
         spec, given = getattr(job.pair, role), job.extra.get(f"llamacpp_{role}")
         if given:
             if not os.path.isfile(str(given)):
