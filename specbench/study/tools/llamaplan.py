@@ -192,32 +192,6 @@ def _curve(path: str, mid: str, pair: str, prof: Profile) -> dict | None:
                 prompt_s=float(wide.seconds) * PROMPT_TOKENS / int(wide.n_tokens), points_s=float(run.seconds.sum()))  # fmt: skip
 
 
-def line(s: dict) -> str:
-    """The printout's line for the stage."""
-    if s["skipped"]:
-        return f"skipped: {s['skipped']}"
-    k, dropped = len(s["candidates"]), s["dropped"]
-    cands = (
-        f"{k} of {k + len(dropped)} candidates ({', '.join(dropped)} dropped to fit)" if dropped else f"{k} candidates"
-    )
-    return (
-        f"{s['pair']}/{s['dataset']}: {cands} x {s['prompts']} prompts x {s['tokens']} tokens, its cost curve "
-        f"{s['costs_repeats']} repeats ({s['costs_eta_s'] / 60:.1f} min of it; rates by {s['rate_by']})"
-    )
-
-
-def clause(s: dict | None) -> str:
-    """The plan's sentence's clause for the stage ('' where the plan has none)."""
-    if not s:
-        return ""
-    if s["skipped"]:
-        return f"; llama.cpp's benchmark not run: {s['skipped']}"
-    return (
-        f"; llama.cpp's benchmark for {s['pair']} on {s['dataset']} ({len(s['candidates'])} candidates, "
-        f"{s['prompts']} prompts x {s['tokens']} tokens) and its cost curve"
-    )
-
-
 def values(s: dict | None) -> dict:
     """The shell's values: ``llamacpp`` (pair, dataset, prompts, tokens, [candidates], after_s; tab-separated, ''
     where not planned), ``llamacpp_costs`` (costs_llamacpp's options) and ``llamacpp_why`` (the one line)."""

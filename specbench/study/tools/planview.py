@@ -53,7 +53,29 @@ def sentence(p: dict) -> str:
         f"the acceptance sample ({rc['configurations']} of {rc['sampled']} configurations, {plural(rc['prompts'], 'prompt')}, "
         f"each at its committed batch {'/'.join(map(str, rc['batches'])) or '-'}); "
         f"the speed benchmark for {sp or 'no pair (the budget left none)'}; "
-        f"the tree-attention grid '{by['attention']['grid']}'" + llamaplan.clause(by.get("llamacpp"))
+        f"the tree-attention grid '{by['attention']['grid']}'" + _llama_clause(by.get("llamacpp"))
+    )
+
+
+def _llama_clause(s: dict | None) -> str:
+    """The sentence's clause for llama.cpp's stage (``study.tools.llamaplan``; '' where the plan has none)."""
+    if not s:
+        return ""
+    if s["skipped"]:
+        return f"; llama.cpp's benchmark not run: {s['skipped']}"
+    return (
+        f"; llama.cpp's benchmark for {s['pair']} on {s['dataset']} ({candidates(s)}, "
+        f"{plural(s['prompts'], 'prompt')} x {s['tokens']} tokens) and its cost curve"
+    )
+
+
+def _llama_line(s: dict) -> str:
+    """The printout's line for llama.cpp's stage."""
+    if s["skipped"]:
+        return f"skipped: {s['skipped']}"
+    return (
+        f"{s['pair']}/{s['dataset']}: {candidates(s)} x {plural(s['prompts'], 'prompt')} x {s['tokens']} tokens, "
+        f"its cost curve {s['costs_repeats']} repeats ({mmss(s['costs_eta_s'])} of it; rates by {s['rate_by']})"
     )
 
 
@@ -77,7 +99,7 @@ def printout(p: dict, spent: float) -> str:
             )
             or "none fits",
             "attention": f"grid {s.get('grid')}",
-            "llamacpp": llamaplan.line(s) if s["step"] == "llamacpp" else "",
+            "llamacpp": _llama_line(s) if s["step"] == "llamacpp" else "",
         }.get(s["step"], "")
         lines.append(f"  {s['step']:<10} ETA {mmss(s['eta_s']):>7}  {what}")
     if p.get("fixed_by"):
