@@ -101,7 +101,7 @@ def test_replay_only_derives_specbenchs_side_of_a_run_again_and_keeps_llamacpps(
     me = machine.identity("cpu")["machine_id"]
     old = rows("20260101T000000-a", 2).assign(machine_id=me, dataset="smoke", max_new_tokens=8)
     old = old.assign(pair="local:{}->{}".format(*tiny_pair_dirs))
-    old = old.assign(prompt_id=[f"smoke/{i % 2}" for i in range(len(old))], n_max=3, p_min=0.0)
+    old = old.assign(prompt_id=[f"smoke/{i % 2}" for i in range(len(old))], n_max=3, p_min=0.0, drafted=old.drafts)
     old.to_csv(tmp_path / accept_llamacpp.FILE, index=False)
     done = replay_only(tmp_path, tiny_pair_dirs)
     assert done.returncode == 0, done.stderr

@@ -122,16 +122,19 @@ def test_costs_cli_refuses_in_one_line(tmp_path, capsys):
 
 
 def accept_rows(n_max: int, p_min: float, drafted: int, most: int, prompts: int = 12) -> pd.DataFrame:
-    """specbench's replay of one setting: per prompt 9 tokens, 4 accepted in 2 drafting steps."""
+    """specbench's replay of one setting: per prompt 9 tokens, 4 accepted in 2 drafting steps, the draft sampling
+    4 tokens at either end of its drafted bracket."""
     return pd.DataFrame([{"run_id": "r1", "machine_id": "m0", "pair": "tiny", "dataset": "smoke", "engine": "specbench",
                           "n_max": n_max, "p_min": p_min, "n_min": 0, "prompt_id": f"smoke/{i}", "tokens": 9,
-                          "accepted": 4, "drafts": 2, "drafted": drafted, "drafted_max": most} for i in range(prompts)])  # fmt: skip
+                          "accepted": 4, "drafts": 2, "drafted": drafted, "drafted_max": most, "draft_samples": 4,
+                          "draft_samples_max": 4} for i in range(prompts)])  # fmt: skip
 
 
 def test_projection_for_llamacpp_candidates_beside_their_measured_speedup():
     """Per prompt 8 tokens after the prompt's: plain 8 x t_target(1) = 0.8 s; n_max 2 at p_min 0 drafts 4 tokens in
-    2 steps, 2 target steps without a draft: 4 x 0.01 + 2 x t(3) 0.12 + 2 x 0.1 = 0.48 s, 1.67x.  p_min 0.75's
-    replay drafted 3 to 4 (a chain past a rejected token unseen): 0.46 to 0.48 s, a bracket of 1.67x .. 1.74x."""
+    2 steps (4 draft samples of 0.01 s; per step the target's and the draft's forward of 3 tokens, 0.12 + 0.012 s)
+    and takes 2 steps without a draft (0.1 + 0.01 s each): 0.524 s, 1.53x.  p_min 0.75's replay drafted 3 to 4 (a
+    chain past a rejected token unseen): at 3, forwards of 2.5 tokens (0.115 + 0.0115 s), 0.513 s: 1.53x .. 1.56x."""
     from specbench.results import llamaproject
 
     walls = {ss.PLAIN: 1.0, ss.PLAIN_AA: 1.0, "draft n_max=2 p_min=0": 0.8, "draft n_max=2 p_min=0.75": 0.9}
@@ -157,10 +160,10 @@ def test_projection_for_llamacpp_candidates_beside_their_measured_speedup():
                           for (r, n), s in secs.items() for kv in (128, 512)])  # fmt: skip
     out = llamaproject.compare(speed, accept, costs).set_index("candidate")
     zero, sure = out.loc["draft n_max=2 p_min=0"], out.loc["draft n_max=2 p_min=0.75"]
-    assert zero.projected_lo == zero.projected_hi == zero.projected == pytest.approx(0.8 / 0.48)
-    assert zero.ci_lo == pytest.approx(0.8 / 0.48) and zero.measured == pytest.approx(1 / 0.8)  # every prompt alike
-    assert zero.error == pytest.approx(0.8 / 0.48 / 1.25 - 1) and zero.replay_prompts == 12
-    assert (sure.projected_lo, sure.projected_hi) == (pytest.approx(0.8 / 0.48), pytest.approx(0.8 / 0.46))
+    assert zero.projected_lo == zero.projected_hi == zero.projected == pytest.approx(0.8 / 0.524)
+    assert zero.ci_lo == pytest.approx(0.8 / 0.524) and zero.measured == pytest.approx(1 / 0.8)  # prompts alike
+    assert zero.error == pytest.approx(0.8 / 0.524 / 1.25 - 1) and zero.replay_prompts == 12
+    assert (sure.projected_lo, sure.projected_hi) == (pytest.approx(0.8 / 0.524), pytest.approx(0.8 / 0.513))
     few = llamaproject.compare(speed, accept_rows(2, 0.0, 4, 4, prompts=4), costs).set_index("candidate")
     assert few.loc["draft n_max=2 p_min=0"].projected > 1 and np.isnan(few.loc["draft n_max=2 p_min=0"].ci_lo)
     assert np.isnan(few.loc["draft n_max=2 p_min=0.75"].projected)  # no replay of that setting: not projected

@@ -46,8 +46,8 @@ def test_the_walk_over_teacher_forced_marks_gives_the_live_loops_steps(
                 live, records = live_steps(draft, tiny_target, prompt, budget, p_min, n)
                 assert live == replay.pmin_walk(marks, budget, p_min), (text, p_min, budget)
                 sizes = replay.pmin_sizes(marks, budget, p_min)  # the drafted length: bracketed, exact where seen
-                assert all(lo <= r.tree_size <= hi for (lo, hi), r in zip(sizes, records)), (text, p_min, budget)
-                assert all(r.tree_size == lo for (lo, hi), r in zip(sizes, records) if p_min == 0 or lo == hi)
+                assert all(lo <= r.tree_size <= hi <= room for (lo, hi, room), r in zip(sizes, records)), text
+                assert all(r.tree_size == lo for (lo, hi, _), r in zip(sizes, records) if p_min == 0 or lo == hi)
                 assert all(r.tree_depth == r.tree_size <= budget for r in records)  # a chain of at most n_max
 
 
@@ -76,10 +76,13 @@ def test_the_llamacpp_walk_drafts_after_the_first_token_and_leaves_one_to_predic
     assert steps == [(False, 0), (True, 8)]  # the prompt's forward gives token 0; a draft leaves 1 token
     assert replay.pmin_walk([(0, 0.4)] * 5, 4, 0.5) == [(False, 0)] * 5  # never sure: never drafts
     assert replay.pmin_walk([(0, 0.9), (1, 0.9), (2, 0.9)], 4, 0.5) == [(True, 1), (True, 0)]
-    assert replay.pmin_sizes([(0, 0.9), (1, 0.9), (2, 0.9)], 4, 0.5) == [(2, 4), (1, 4)]  # rejected: a + 1 .. room
-    assert replay.pmin_sizes([(0, 0.9), (0, 0.3), (2, 0.9)], 4, 0.5) == [(1, 1), (1, 4)]  # unsure: exact
-    assert replay.pmin_sizes([(0, 0.9), (1, 0.9), (2, 0.9)], 4, 0.0) == [(4, 4), (4, 4)]  # p_min 0: always n_max
-    assert replay.pmin_sizes(sure, 16, 0.5, start=1, reserve=1) == [(0, 0), (8, 8)]
+    assert replay.pmin_sizes([(0, 0.9), (1, 0.9), (2, 0.9)], 4, 0.5) == [(2, 4, 4), (1, 4, 4)]  # rejected: a+1..room
+    assert replay.pmin_sizes([(0, 0.9), (0, 0.3), (2, 0.9)], 4, 0.5) == [(1, 1, 4), (1, 4, 4)]  # unsure: exact
+    assert replay.pmin_sizes([(0, 0.9), (1, 0.9), (2, 0.9)], 4, 0.0) == [(4, 4, 4), (4, 4, 4)]  # p_min 0: n_max
+    assert replay.pmin_sizes(sure, 16, 0.5, start=1, reserve=1) == [(0, 0, 0), (8, 8, 8)]
+    assert replay.pmin_sizes([(0, 0.4)], 4, 0.5) == [(0, 0, 4)]  # unsure at once: may draft, drafts nothing
+    # llama.cpp's draft() samples once per drafted token, plus the one below p_min where it stopped short
+    assert [replay.draft_samples(d, r) for d, r in ((0, 4), (2, 4), (4, 4), (0, 0))] == [1, 3, 4, 0]
 
 
 @pytest.mark.parametrize(

@@ -67,11 +67,12 @@ def costs() -> pd.DataFrame:
 
 def replay() -> pd.DataFrame:
     """specbench's replay of n_max 4 at p_min 0 (llama.cpp's rule) on 12 prompts: per prompt 128 tokens, 80 accepted
-    in 30 drafting steps of 4 tokens each."""
+    in 30 drafting steps of 4 tokens each (the draft sampling 4 per step)."""
     return pd.DataFrame([dict(run_id="20261207T0900-acc", machine=MACHINE, machine_id="m1", max_new_tokens=64,
                               pair="qwen_coder", dataset="humaneval",
                               engine="specbench", n_max=4, p_min=0.0, n_min=0, prompt_id=f"HumanEval/{i}", tokens=128,
-                              accepted=80, drafts=30, drafted=120, drafted_max=120) for i in range(12)])  # fmt: skip
+                              accepted=80, drafts=30, drafted=120, drafted_max=120,
+                              draft_samples=120, draft_samples_max=120) for i in range(12)])  # fmt: skip
 
 
 def ctx(bench: pd.DataFrame) -> dict:
@@ -103,8 +104,9 @@ def test_the_tldr_table_shows_the_fastest_with_its_interval_the_plain_ratio_and_
     assert ratio and float(ratio[1]) == pytest.approx(4.0, rel=0.05)
     proj = llamaproject.compare(c["data"]["bench"], replay(), costs())
     four = proj[proj.candidate == "draft n_max=4 p_min=0"].iloc[0]
-    # per prompt: 127 plain forwards against 120 draft forwards, 30 target forwards of 5 and 17 of 1
-    assert four.projected == pytest.approx(127 * 0.08 / (120 * 0.04 + 30 * 0.08 * 2.2 + 17 * 0.08))
+    # per prompt: 127 plain forwards against 120 draft samples, 30 target and draft forwards of 5, 17 of 1 each
+    spec = 120 * 0.04 + 30 * (0.08 + 0.04) * 2.2 + 17 * (0.08 + 0.04)
+    assert four.projected == pytest.approx(127 * 0.08 / spec)
     assert f"| 4/0 {four.projected:.2f}× ({four.error:+.0%}) | not run | hold |" in text  # no acceptance run
     assert len(text.splitlines()) == 4 + 1 and mainpage.words(text) < 90  # one row per machine, pair, dataset
 

@@ -209,31 +209,39 @@ def pmin_walk(marks: Sequence[tuple[int, float]], n_max: int, p_min: float, star
     is not known here, hence n_min <= 1 (``pmin_sizes`` bounds it).  llama.cpp: ``start=1`` (its first
     token comes from the prompt's forward) and ``reserve=1`` (a draft leaves one token of n_predict:
     server's ``get_n_draft_max``)."""
-    return [(room > 0, a) for room, a, _ in _pmin_steps(marks, n_max, p_min, start, reserve)]
+    return [(drafts, a) for _, drafts, a, _ in _pmin_steps(marks, n_max, p_min, start, reserve)]
 
 
 def pmin_sizes(marks: Sequence[tuple[int, float]], n_max: int, p_min: float, start: int = 0, reserve: int = 0):
-    """``pmin_walk``'s steps' drafted lengths, per step (least, most): exact where the chain stopped at an
-    unsure token (share < p_min) or at its room; past a rejected token (the draft's best is not c's) the
-    chain drafted that token and then went on along its own tokens, unseen here: at least a + 1, at most
-    its room (exactly its room at p_min 0, where no share stops it)."""
+    """``pmin_walk``'s steps, per step (the least and the most it drafted, its room: the most it may draft, 0
+    where it may not): exact where the chain stopped at an unsure token (share < p_min) or at its room; past a
+    rejected token (the draft's best is not c's) the chain drafted that token and then went on along its own
+    tokens, unseen here: at least a + 1, at most its room (exactly its room at p_min 0, where no share stops
+    it).  A chain of d < room sampled d + 1 tokens (the last one below p_min): ``draft_samples``."""
     out = []
-    for room, a, why in _pmin_steps(marks, n_max, p_min, start, reserve):
+    for room, drafts, a, why in _pmin_steps(marks, n_max, p_min, start, reserve):
         unseen = why in ("rejected", "end")
-        least = room if why == "room" or (unseen and p_min <= 0) else a + (why == "rejected")
-        out.append((least, room if unseen else least))
+        least = 0 if not drafts else room if why == "room" or (unseen and p_min <= 0) else a + (why == "rejected")
+        out.append((least, room if drafts and unseen else least, room))
     return out
 
 
+def draft_samples(drafted: int, room: int) -> int:
+    """The draft's one-token forwards of a llama.cpp draft-simple step that drafted ``drafted`` of at most
+    ``room`` (``common/speculative.cpp``, ``draft()``): one per token it sampled, the one below p_min included,
+    none where it may not draft."""
+    return drafted + (drafted < room)
+
+
 def _pmin_steps(marks, n_max: int, p_min: float, start: int, reserve: int):
-    """Per step of the walk: (room: the most it may draft, 0 where it drafts nothing; accepted; why the
-    chain stopped: ``room``, ``unsure`` (share < p_min), ``rejected`` (c's token not the draft's best) or
-    ``end`` (c ended: what it drafted past c is unseen, as after a rejection))."""
+    """Per step of the walk: (room: the most it may draft, 0 where it may not; whether it drafted; accepted;
+    why the chain stopped: ``room``, ``unsure`` (share < p_min), ``rejected`` (c's token not the draft's best)
+    or ``end`` (c ended: what it drafted past c is unseen, as after a rejection))."""
     n, t = len(marks), 0
     while t < n:
         room = 0 if t < start else min(n_max, n - t - reserve) if reserve else n_max
         if room <= 0 or marks[t][1] < p_min:
-            yield 0, 0, "room"
+            yield max(room, 0), False, 0, "room" if room <= 0 else "unsure"
             t += 1
             continue
         a = 0
@@ -241,7 +249,7 @@ def _pmin_steps(marks, n_max: int, p_min: float, start: int, reserve: int):
             a += 1
         why = "room" if a == room else "end" if t + a == n else "unsure" if marks[t + a][1] < p_min else "rejected"
         emitted = min(a + 1, n - t)
-        yield room, min(a, emitted), why
+        yield room, True, min(a, emitted), why
         t += emitted
 
 

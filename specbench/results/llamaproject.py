@@ -1,23 +1,28 @@
 """specbench's projection for llama.cpp's candidates, beside their measured speedup (#84 item 6; torch-free).
 
 A llama.cpp candidate ``draft n_max=N p_min=P`` (``study.tools.speed_llamacpp``) drafts a chain of at most N
-tokens, stopping before the first token whose share of the draft's top-10 softmax is below P, one draft forward
-per token, and verifies it in one target forward.  specbench's acceptance of that very rule is its replay on the
-same pair and dataset (results/acceptance_llamacpp.csv, ``engine=specbench``: ``replay.pmin_walk`` and
-``pmin_sizes``; per prompt its tokens T, accepted A, drafting steps S and drafted D, which the replay knows as a
-bracket: exact up to a chain's first rejected token, at most N past it).  The projection prices those steps on
-**llama.cpp's** cost curve (costs.csv rows ``engine=llamacpp`` of the benchmark's machine, read at the study's
-context by ``costcurve.AT_CONTEXT``'s rule for that engine), the first token (the prompt's forward) left out of
-both sides:
+tokens, stopping before the first token whose share of the draft's top-10 softmax is below P.  specbench's
+acceptance of that very rule is its replay on the same pair and dataset (results/acceptance_llamacpp.csv,
+``engine=specbench``: ``replay.pmin_walk`` and ``pmin_sizes``; per prompt its tokens T, accepted A, drafting
+steps S, drafted D and the draft's samples F, the last two known as a bracket: exact up to a chain's first
+rejected token, at most N past it).  A step of llama.cpp's server (``tools/server/server-context.cpp`` and
+``common/speculative.cpp`` of the vendored source) costs: the draft's drafting loop, one one-token forward per
+token it samples (F: ``replay.draft_samples``); the target's forward of the d + 1 tokens; and the draft's forward
+of that same batch (``common_speculative_process`` after every target batch: the server re-evaluates the
+draft's tokens, "TAG_SPEC_AVOID_DRAFT_REEVAL").  A step without a draft costs a target and a draft forward of
+one token.  Priced on **llama.cpp's** cost curve (costs.csv rows ``engine=llamacpp`` of the benchmark's
+machine, read at the study's context by ``costcurve.AT_CONTEXT``'s rule for that engine), the prompt's forward
+(its first token) left out of both sides:
 
-    projected speedup = (T − 1) t_target(1) / (D t_draft(1) + S t_target(D/S + 1) + (T − A − S − 1) t_target(1))
+    projected speedup = (T − n) t_t(1) / (F t_d(1) + S (t_d + t_t)(D/S + 1) + (T − A − S − n) (t_d + t_t)(1))
 
-summed over the prompts, the target's forward of a step priced at the steps' mean drafted length (the curve is
-read between its measured sizes).  ``projected_lo``/``projected_hi``: at the most and at the least the chains can
+over the n prompts' sums, a step's forwards priced at the steps' mean drafted length (the curve is read
+between its measured sizes).  ``projected_lo``/``projected_hi``: at the most and at the least the chains can
 have drafted (equal at P = 0, where every chain is N long); ``ci_lo``/``ci_hi``: the 95% paired percentile
 interval over prompts (``metrics.paired_bootstrap``, none under ``llamaaccept.MIN_PROMPTS``) of the two ends.
 ``projected``: their mean, what the pick ranks.  ``compare`` sets each beside the measured speedup of the same
-candidate (``speedstats.answers`` of the llama.cpp rows), error = projected ÷ measured − 1.
+candidate (``speedstats.answers`` of the llama.cpp rows), error = projected ÷ measured − 1.  Left out: the
+draft's forward of the prompt (a speculative server pays it, plain decoding does not).
 """
 
 from __future__ import annotations
@@ -63,15 +68,16 @@ def replay_rows(accept: pd.DataFrame | None, pair: str, dataset: str, machine_id
 
 
 def _speedup(draft: costcurve.Curve, target: costcurve.Curve):
-    """The module docstring's projected speedup over prompts (arrays T, A, S, D on the last axis)."""
+    """The module docstring's projected speedup over prompts (arrays T, A, S, D, F on the last axis)."""
     td, tt = draft.seconds(1), target.seconds(1)
 
-    def stat(tokens, accepted, steps, drafted, axis=-1):
-        t, a, s, d = (np.sum(x, axis=axis) for x in (tokens, accepted, steps, drafted))
+    def stat(tokens, accepted, steps, drafted, samples, axis=-1):
+        t, a, s, d, f = (np.sum(x, axis=axis) for x in (tokens, accepted, steps, drafted, samples))
         n = np.shape(tokens)[axis]  # prompts: each one's first token is its prompt's forward's
         with np.errstate(invalid="ignore", divide="ignore"):
-            verify = s * target.at(np.where(s > 0, d / np.maximum(s, 1) + 1, 1))
-            return (t - n) * tt / (d * td + verify + (t - a - s - n) * tt)
+            k = np.where(s > 0, d / np.maximum(s, 1) + 1, 1)
+            spec = f * td + s * (draft.at(k) + target.at(k)) + (t - a - s - n) * (td + tt)
+            return (t - n) * tt / spec
 
     return stat
 
@@ -83,11 +89,11 @@ def projected(rows: pd.DataFrame, draft: costcurve.Curve, target: costcurve.Curv
         return dict.fromkeys(("projected", "projected_lo", "projected_hi", "ci_lo", "ci_hi"), float("nan"))
     arrays = [np.asarray(rows[c], float) for c in ("tokens", "accepted", "drafts")]
     stat = _speedup(draft, target)
-    ends = [np.asarray(rows.drafted_max if most else rows.drafted, float) for most in (True, False)]
-    lo, hi = (float(stat(*arrays, d)) for d in ends)
+    ends = [[np.asarray(rows[c + end], float) for c in ("drafted", "draft_samples")] for end in ("_max", "")]
+    lo, hi = (float(stat(*arrays, *e)) for e in ends)
     ci = [float("nan")] * 2
     if len(rows) >= llamaaccept.MIN_PROMPTS:
-        draws = [paired_bootstrap((*arrays, d), stat, llamaaccept.N_BOOT).bootstrap_distribution for d in ends]
+        draws = [paired_bootstrap((*arrays, *e), stat, llamaaccept.N_BOOT).bootstrap_distribution for e in ends]
         ci = [float(np.percentile(draws[0], 2.5)), float(np.percentile(draws[1], 97.5))]
     return {"projected": (lo + hi) / 2, "projected_lo": lo, "projected_hi": hi, "ci_lo": ci[0], "ci_hi": ci[1]}
 

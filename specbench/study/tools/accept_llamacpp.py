@@ -23,7 +23,9 @@ Keys: ``llamacpp_n_max`` (default [1,2,3,4,6,8,12,16]), ``llamacpp_p_min`` (defa
 of the newest such run derived again, no server).  Bad values are refused in one line before a model loads.
 
 ``drafted``/``drafted_max``: llama.cpp's ``timings.draft_n`` (both); specbench's replay knows a chain's length up
-to its first rejected token only (``replay.pmin_sizes``): the least and the most the rule can have drafted.
+to its first rejected token only (``replay.pmin_sizes``): the least and the most the rule can have drafted;
+``draft_samples``/``draft_samples_max`` (specbench only): the draft's one-token forwards of llama.cpp's drafting
+loop at those two ends (``replay.draft_samples``), what ``results.llamaproject`` prices.
 
 ``llamacpp_ngram`` (a list of ``N/M``; the default where the pair has no draft model, e.g. ``pair=ngram_qwen``):
 llama.cpp's n-gram speculation (``--spec-type ngram-simple``) instead of the draft grid, through the same loop,
@@ -131,9 +133,11 @@ def specbench_rows(job, cands: list[Candidate], prompts) -> list[dict]:
         for pr, m in zip(prompts, marks):
             steps = replay.pmin_walk(m, c.n_max, c.p_min, start=1, reserve=1)
             sizes = replay.pmin_sizes(m, c.n_max, c.p_min, start=1, reserve=1)
+            ends = {k: sum(s[i] for s in sizes) for i, k in enumerate(("drafted", "drafted_max"))}
+            samples = {f"draft_samples{k}": sum(replay.draft_samples(s[i], s[2]) for s in sizes)
+                       for i, k in enumerate(("", "_max"))}  # fmt: skip
             rows.append({**c.params, "prompt_id": pr.id, "tokens": len(m), "drafts": sum(d for d, _ in steps),
-                         "drafted": sum(lo for lo, _ in sizes), "drafted_max": sum(hi for _, hi in sizes),
-                         "accepted": sum(a for _, a in steps), "same_tokens": ""})  # fmt: skip
+                         **ends, **samples, "accepted": sum(a for _, a in steps), "same_tokens": ""})  # fmt: skip
     return rows
 
 
@@ -162,7 +166,8 @@ def rereplay(job, out: str) -> list[dict]:
     ngram: list[Setting] = list(accept_ngram.settings_of(lc))
     cands = ngram or [Candidate("", int(r.n_max), float(r.p_min), int(r.n_min)) for r in settings.itertuples()]
     base = run[run.engine == "specbench"].iloc[0].to_dict()
-    result = {"n_max", "p_min", "n_min", "prompt_id", "tokens", "drafts", "drafted", "drafted_max", "accepted"}
+    result = {"n_max", "p_min", "n_min", "prompt_id", "tokens", "drafts", "drafted", "drafted_max", "accepted",
+              "draft_samples", "draft_samples_max"}  # fmt: skip
     base = {k: v for k, v in base.items() if k not in result | accept_ngram.COLUMNS | {"same_tokens"}}
     lc = lc.assign(drafted_max=lc.drafted)  # llama.cpp's count is exact (a run before the column lacks it)
     return lc.to_dict("records") + [{**base, **r} for r in replayed(job, cands, prompts)]
