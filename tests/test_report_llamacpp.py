@@ -125,6 +125,9 @@ def test_speed_md_lists_every_candidate_with_acceptance_beside_specbenchs_chain_
     four = [line for line in text.splitlines() if "| 4/0 |" in line][0]
     assert "| 1.98 |" in four and "| 2.10 [2.00, 2.20] |" in four  # llama.cpp's 85 ÷ 43 per step; specbench's chain
     assert "| 18 of 24 |" in four  # units 0, 5, 10 of 12 in 2 rounds: 6 of 24 decodes differ
+    line = re.search(r"error ([+-]\d+)% to ([+-]\d+)% \(median [+-]\d+%\) over 1 candidates; its pick is the "
+                     r"measured fastest or ties it in 1 of 1 pair/datasets\.", text)  # fmt: skip
+    assert line and line[1] == line[2]  # one candidate projected: 4/0, the fastest
     assert "| none (no curve or replay) |" in text and "on the same 12 prompts (specbench bfloat16)" in text
 
 

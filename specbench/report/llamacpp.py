@@ -209,6 +209,25 @@ def projected_cell(proj: pd.DataFrame, r: dict) -> str:
     return f"{ends or f'{p.projected:.2f}'}×{ci} ({p.error:+.0%})"
 
 
+def projection_line(t: dict, proj: pd.DataFrame) -> str:
+    """'specbench's projection against the measured speedup: error −1% to +12% (median +5%) over 8 candidates; its
+    pick is the measured fastest or ties it in 2 of 2 pair/datasets.', or '' where nothing is projected."""
+    p = proj[proj.projected.notna()] if len(proj) else proj
+    if p.empty:
+        return ""
+    m, hits = runs(t), []
+    for r in keys(t).to_dict("records"):
+        pick = picked(proj, r)
+        g = m[(m.run_id == r["run_id"]) & m.tie] if pick is not None else m.iloc[:0]
+        hits.append(pick is not None and (pick["candidate"] == r["candidate"] or pick["candidate"] in set(g.candidate)))
+    e = p.error
+    return (
+        f"specbench's projection against the measured speedup: error {e.min():+.0%} to {e.max():+.0%} (median "
+        f"{e.median():+.0%}) over {len(p)} candidates; its pick is the measured fastest or ties it in {sum(hits)} of "
+        f"{len(hits)} pair/datasets."
+    )
+
+
 def plain_lines(k: pd.DataFrame, bench: pd.DataFrame | None) -> list[str]:
     """Per key, both engines' plain tokens/s and their ratio (``plain_cell``), with the prompts paired."""
     out = []
@@ -251,7 +270,8 @@ def section(ctx) -> str:
     )
     plain_text = "Plain decoding, both engines (tokens/s on the prompts both decoded, same machine and length):"
     lines = "\n".join(f"- {s}" for s in plain_lines(keys(t), data.get("bench")))
-    return "\n\n".join([lead, table(c.to_dict("records"), cols), plain_text + "\n\n" + lines, *fig_links(ctx, FIG)])
+    parts = [lead, table(c.to_dict("records"), cols), projection_line(t, proj), plain_text + "\n\n" + lines]
+    return "\n\n".join([x for x in parts if x] + fig_links(ctx, FIG))
 
 
 def fig_acceptance(t: dict, data: dict) -> figures.Fig | None:
