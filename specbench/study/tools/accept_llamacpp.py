@@ -94,11 +94,11 @@ def drafts(server: LlamaServer) -> int:
     return int(float(m.group(1))) if m else 0
 
 
-def served(models: dict, c: Setting, prompts: list, n: int, ctx: int) -> list[dict]:
-    """One server of setting ``c`` (plain decoding where n_max is 0): per prompt its tokens and counts."""
+def served(models: dict, c: Setting, prompts: list, n: int, ctx: int, extra=POLL) -> list[dict]:
+    """One server of setting ``c`` (plain decoding where n_max is 0): per prompt its tokens and counts.  Not timed:
+    its threads wait asleep (``POLL``), so a busy machine does not stall them; ``extra``: the server's further flags."""
     out = []
-    # not timed: waiting threads sleep (--poll 0), so a busy machine does not stall the spinning threads' run
-    with LlamaServer(models["target"], c.spec(models.get("draft", "")), ctx=ctx, extra=POLL) as server:
+    with LlamaServer(models["target"], c.spec(models.get("draft", "")), ctx=ctx, extra=extra) as server:
         for pid, ids in prompts:
             before = drafts(server) if c.n_max else 0
             r = server.complete(ids, n)
