@@ -30,6 +30,8 @@ loop at those two ends (``replay.draft_samples``), what ``results.llamaproject``
 ``llamacpp_ngram`` (a list of ``N/M``; the default where the pair has no draft model, e.g. ``pair=ngram_qwen``):
 llama.cpp's n-gram speculation (``--spec-type ngram-simple``) instead of the draft grid, through the same loop,
 with specbench's side from ``accept_ngram`` (its rule replayed, and specbench's own ngram chain beside it).
+``llamacpp_threads`` (default the machine's cores; the rows' ``torch_threads``): the servers' ``-t``; one thread
+waits for none, so a machine busy with other work does not stall it (the acceptance is not timed).
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from .speed_llamacpp import Candidate, base_row, models_of
 
 FILE = "acceptance_llamacpp.csv"
 KEYS = ("results_dir",) + tuple(
-    f"llamacpp_{k}" for k in ("n_max", "p_min", "n_min", "target", "draft", "ctx", "replay_only", "ngram")
+    f"llamacpp_{k}" for k in ("n_max", "p_min", "n_min", "target", "draft", "ctx", "replay_only", "ngram", "threads")
 )
 N_MAX, P_MIN = (1, 2, 3, 4, 6, 8, 12, 16), (0.0, 0.5, 0.75, 0.9)
 POLL = ("--poll", "0")  # llama.cpp's threads wait without spinning
@@ -94,11 +96,13 @@ def drafts(server: LlamaServer) -> int:
     return int(float(m.group(1))) if m else 0
 
 
-def served(models: dict, c: Setting, prompts: list, n: int, ctx: int, extra=POLL) -> list[dict]:
+def served(models: dict, c: Setting, prompts: list, n: int, ctx: int, extra=POLL, threads=None) -> list[dict]:
     """One server of setting ``c`` (plain decoding where n_max is 0): per prompt its tokens and counts.  Not timed:
-    its threads wait asleep (``POLL``), so a busy machine does not stall them; ``extra``: the server's further flags."""
+    its threads wait asleep (``POLL``), so a busy machine does not stall them; ``extra``: the server's further flags;
+    ``threads``: its ``-t`` (default the machine's cores)."""
     out = []
-    with LlamaServer(models["target"], c.spec(models.get("draft", "")), ctx=ctx, extra=extra) as server:
+    spec = c.spec(models.get("draft", ""))
+    with LlamaServer(models["target"], spec, ctx=ctx, threads=threads, extra=extra) as server:
         for pid, ids in prompts:
             before = drafts(server) if c.n_max else 0
             r = server.complete(ids, n)
@@ -109,12 +113,13 @@ def served(models: dict, c: Setting, prompts: list, n: int, ctx: int, extra=POLL
     return out
 
 
-def llamacpp_rows(models: dict, cands: Sequence[Setting], prompts: list, n: int, ctx: int) -> list[dict]:
+def llamacpp_rows(models: dict, cands: Sequence[Setting], prompts: list, n: int, ctx: int, threads=None) -> list[dict]:
     """llama.cpp's rows: every setting's server in turn, each response beside plain decoding's tokens."""
-    plain = {r["prompt_id"]: r["tokens_out"] for r in served(models, Candidate("plain"), prompts, n, ctx)}
+    run = partial(served, models, prompts=prompts, n=n, ctx=ctx, threads=threads)
+    plain = {r["prompt_id"]: r["tokens_out"] for r in run(Candidate("plain"))}
     rows = []
     for c in cands:
-        for r in served(models, c, prompts, n, ctx):
+        for r in run(c):
             same = r.pop("tokens_out") == plain[r["prompt_id"]]
             rows.append({**c.params, **r, "same_tokens": same})
     return rows
@@ -191,6 +196,10 @@ def main(cfg: DictConfig) -> None:
         job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
         ngram, out = accept_ngram.wanted(job), str(job.extra.get("results_dir", "results"))
         cands = accept_ngram.grid(job.extra) if ngram else grid(job.extra)
+        cores = os.cpu_count() or 1
+        threads = as_int(
+            job.extra.get("llamacpp_threads", cores), "llamacpp_threads", 1, "e.g. 1 on a busy machine", 1024
+        )
         if as_bool(job.extra.get("llamacpp_replay_only", False), "llamacpp_replay_only"):
             rows = rereplay(job, out)
             write(out, rows)
@@ -201,13 +210,14 @@ def main(cfg: DictConfig) -> None:
             raise ConfigError(why)
         models, ctx = models_of(job, ("target",) if ngram else ("target", "draft")), context(job)
         prompts = ctx.prompts(ctx.tokenizer())
-        base = base_row(job, identity.job_identity(job), jobfiles.new_run_id())
+        base = {**base_row(job, identity.job_identity(job), jobfiles.new_run_id()), "torch_threads": threads}
         lc = llamacpp_rows(
             models,
             cands,
             [(p.id, list(p.ids)) for p in prompts],
             job.max_new_tokens,
             int(job.extra.get("llamacpp_ctx", 4096)),
+            threads,
         )
         sb = replayed(job, cands, prompts)
     except (ConfigError, ServerError, ValueError) as e:
