@@ -79,15 +79,19 @@ def test_the_ceilings_destination_is_read_strictly(tmp_path, capsys, case):
 # Issue 85 item 3: an OSError's line names the file, the actual problem and the fix that works: an input that
 # cannot be read is not told to free space or move the output (core.atomic.os_line)
 OS_CASES = {  # (errno, the path, its line's problem and fix)
-    "an unreadable input": (13, "/data/in.csv", "/data/in.csv: permission denied; make it readable"),
-    "an unwritable output": (13, "/out/r.csv", "/out/r.csv: permission denied; point --out at a folder you may write"),
-    "an input not found": (2, "/data/in.csv", "/data/in.csv: not found; check the path"),
-    "an input that is a folder": (21, "/data/in", "/data/in: is a directory; give the file, not its folder"),
-    "a full disk": (28, "/out/.tmp-collect-x", "the disk is full; free space or point --out at another disk"),
+    "an unreadable input": (13, "/data/in.csv", "/data/in.csv: Permission denied; make it readable"),
+    "an unwritable output": (13, "/out/r.csv", "/out/r.csv: Permission denied; point --out at a folder you may write"),
+    "an input not found": (2, "/data/in.csv", "/data/in.csv: No such file or directory; check the path"),
+    "an input that is a folder": (21, "/data/in", "/data/in: Is a directory; a file is expected there"),
+    "a full disk": (
+        28,
+        "/out/.tmp-collect-x",
+        "No space left on device; free space or point --out at a writable folder",
+    ),
     "a parent that is a file": (
         20,
         "/out/r.csv",
-        "a part of the path is a file, not a folder; point --out at a folder",
+        "Not a directory; point --out at a folder: a part of the path is a file",
     ),
 }
 

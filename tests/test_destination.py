@@ -193,6 +193,17 @@ GARBAGE = {
         _text("outputs.jsonl", lambda t: t.replace('"prompt_id"', '"prompt"')),
         "has no prompt_id",
     ),
+    # the helper's probe (#85 item 4): a job whose files disagree on its prompts or steps, or has no run id
+    "outputs of blank lines only": (_text("outputs.jsonl", lambda t: "\n\n"), "prompt a has steps and no output"),
+    "an output of a prompt without steps": (
+        _text("outputs.jsonl", lambda t: t.replace('"prompt_id": "a"', '"prompt_id": "zz"')),
+        "prompt",
+    ),
+    "a step of a prompt twice": (
+        _text("steps.csv", lambda t: t.replace(",1,", ",0,", 1)),
+        "repeats step 0 of prompt a",
+    ),
+    "an empty run_id": (_summary_cell("run_id", ""), "run_id is empty"),
 }
 
 

@@ -11,6 +11,7 @@ import pytest
 from mounts import ro_mount  # noqa: F401  (fixture)
 from test_hydra import ROOT, specbench
 
+SPEEDUP = os.path.join(ROOT, "results", "speedup.csv")
 NO_WORK = ("loaded local model", "Traceback", "attention grid", "GFLOP/s")
 
 # (command, arguments, what the one line names); {out}: a file in the test's folder
@@ -163,6 +164,29 @@ CASES = {
         ["+results_dir={tmp}/speed.csv/r"],
         "results_dir=",
     ),
+    # found by the helper's probe (#85 item 4): names a file does not hold, an unbounded count, a node given a word
+    "validate pairs unknown": (
+        "specbench.study.tools.validate",
+        ["--speedup", SPEEDUP, "--pairs", "nope"],
+        "--pairs=nope",
+    ),
+    "validate datasets none": (
+        "specbench.study.tools.validate",
+        ["--speedup", SPEEDUP, "--datasets", ","],
+        "--datasets=,",
+    ),
+    "import_metrics budget 1e9": (
+        "specbench.import_metrics",
+        ["{tmp}/speed.csv", "--engine", "vllm", "--pair", "p", "--dataset", "d", "--budget", "1000000000"],
+        "--budget",
+    ),
+    "attention figures a word": ("specbench.attention_bench", ["figures=maybe"], "figures.kv_len="),
+    "attention figures batch 0": ("specbench.attention_bench", ["figures.batch=0"], "figures.batch=0"),
+    "costs dtypes empty": ("specbench.study.tools.costs", ["+costs_dtypes=[]"], "costs_dtypes=[]"),
+    "costs pairs empty": ("specbench.study.tools.costs", ["+costs_pairs=[]"], "costs_pairs=[]"),
+    "speed rounds 1e9": ("specbench.study.tools.speed", ["+speed_rounds=1000000000"], "speed_rounds=1000000000"),
+    "run verify.eps -1": ("specbench.run", ["verify=epsilon", "verify.eps=-1"], "verify.eps=-1"),
+    "run verify.factor inf": ("specbench.run", ["verify=ratio", "verify.factor=inf"], "verify.factor="),
 }
 
 

@@ -59,6 +59,8 @@ def bounds() -> dict[str, tuple[int, int, str]]:
             "a float32 score matrix that fits in half the memory; e.g. check_max_elems=40000000",
         ),
         "model.repeats": (1, 10**4, "e.g. model.repeats=3"),
+        "figures.kv_len": (1, 2**20, "the figures' KV length, e.g. figures={kv_len: 1024, batch: 1}"),
+        "figures.batch": (1, 4096, "the heatmap's batch, e.g. figures={kv_len: 1024, batch: 1}"),
         "seed": (0, 2**63 - 1, "e.g. seed=0"),
     }
 

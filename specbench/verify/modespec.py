@@ -56,6 +56,7 @@ defaults) in Hydra's ConfigStore; no YAML is needed.  Imports: torch, ``core.reg
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
@@ -189,6 +190,21 @@ class Law:
     # token emitted when the path ends there
 
 
+RULE_NUMBERS = {"eps": 1.0, "delta": float("inf"), "factor": float("inf")}  # each one's upper bound (>= 0 all)
+
+
+def rule_number(value, key: str, most: float, default) -> float:
+    """A lossy rule's number as a float in [0, ``most``], or a one-line ValueError naming ``key``."""
+    try:
+        x = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        x = math.nan
+    if not (math.isfinite(x) and 0 <= x <= most):
+        bound = "" if math.isinf(most) else f" and <= {most:g}"
+        raise ValueError(f"{key}={value!r}: must be a finite number >= 0{bound}; e.g. {key}={default:g}")
+    return x
+
+
 @dataclass(frozen=True)
 class ModeSpec:
     """One verification mode (see the module docstring for the conventions)."""
@@ -276,6 +292,8 @@ class ModeSpec:
             out[key] = val
         for key in ("temperature", "draft_temperature"):
             out[key] = check_temperature(out[key], f"verify.{key}")
+        for key in RULE_NUMBERS.keys() & out.keys():  # a lossy rule's own numbers (eps, delta, factor)
+            out[key] = rule_number(out[key], f"verify.{key}", RULE_NUMBERS[key], self.defaults[key])
         if "order" in out and out["order"] not in SIBLING_ORDERS:
             raise ValueError(f"verify.order={out['order']}: must be one of {', '.join(SIBLING_ORDERS)}")
         if "children" in out and out["children"] not in self.draft_rules:

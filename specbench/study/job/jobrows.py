@@ -146,7 +146,31 @@ def read_job(d: str) -> JobRows:
     check_job(summary, steps, d)
     h = str(summary.config_hash.iloc[0])
     outputs = [{"config_hash": h, **o} for o in _jsonl(os.path.join(d, "outputs.jsonl"))]
-    return JobRows(summary, steps, outputs, d)
+    job = JobRows(summary, steps, outputs, d)
+    check_prompts(job, d)
+    return job
+
+
+def check_prompts(job: JobRows, d: str) -> None:
+    """A job's run id is set (the newest run of a configuration wins by it), each (prompt, step) is in
+    steps.csv once, and a decode's outputs.jsonl, where it has one, holds the prompts of its steps, no other
+    (a paired mode's rows have no outputs)."""
+    if "run_id" in job.summary and not job.run_id.strip():
+        raise CollectError(f"{d}/summary.csv: run_id is empty (the newest run of a configuration wins by it): {FIX}")
+    steps = job.steps
+    if not {"prompt_id", "step"} <= set(steps):
+        return
+    twice = steps.duplicated(["prompt_id", "step"])
+    if twice.any():
+        i = int(twice.to_numpy().argmax())
+        raise CollectError(
+            f"{d}/steps.csv: line {i + 2} repeats step {steps.step.iloc[i]} of prompt {steps.prompt_id.iloc[i]}: {FIX}"
+        )
+    stepped, given = set(steps.prompt_id.astype(str)), {str(o.get("prompt_id")) for o in job.outputs}
+    if job.primary is None and stepped != given and os.path.exists(os.path.join(d, "outputs.jsonl")):
+        odd = sorted(stepped ^ given)[0]
+        what = "has steps and no output" if odd in stepped else "has an output and no steps"
+        raise CollectError(f"{d}/outputs.jsonl: prompt {odd} {what}: {FIX}")
 
 
 def other_runs(job: JobRows) -> set[str]:

@@ -48,7 +48,7 @@ from collections import defaultdict
 import pandas as pd
 
 from ...core import readers
-from ...core.args import Parser
+from ...core.args import Parser, number
 from ...core.atomic import os_line, write_file
 from ...core.jsonl import json_objects
 from ...results.upsert import replace_rows, upsert
@@ -338,7 +338,7 @@ def main(argv=None) -> None:
     ap.add_argument("--pair", required=True, help="the study pair it served (e.g. qwen_coder)")
     ap.add_argument("--dataset", required=True, help="the prompts it served (e.g. humaneval)")
     ap.add_argument("--tree", default="chain", help="the tree shape it drafted (default chain)")
-    ap.add_argument("--budget", type=int, default=None, help="draft tokens per step (vLLM: counted)")
+    ap.add_argument("--budget", type=number(int, 1, 4096), default=None, help="draft tokens per step (vLLM: counted)")
     ap.add_argument("--out", default="results/served.csv")
     args = ap.parse_args(argv)
     for flag, name, eg in (

@@ -284,6 +284,13 @@ def sizes_of(job: JobSpec) -> tuple[int, ...]:
     return cost_sizes(None if most is None else as_int(most, "costs_max_tokens", 1, fix))
 
 
+def given_list(opts: dict, key: str, default: list) -> list:
+    """``opts[key]`` (``default`` where not given); an empty list is refused: it would measure the default silently."""
+    if opts.get(key) is not None and not opts[key]:
+        raise ConfigError(f"{key}=[]: names none; leave it out (default {','.join(map(str, default))}) or list some")
+    return list(opts.get(key) or default)
+
+
 def settings(job: JobSpec) -> tuple[str, int, list[int], list[JobSpec]]:
     """(results_dir, repeats, kv_lens, [the job of each (pair, dtype) measured]) from the job
     spec's own keys (``JobSpec.extra``), refused in one line when out of range (no model load)."""
@@ -298,12 +305,12 @@ def settings(job: JobSpec) -> tuple[str, int, list[int], list[JobSpec]]:
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
             raise ConfigError(f"{key}={value!r}: must be an integer in [1, {most}] (e.g. '+costs_kv_lens=[128,512]')")
     jobs = []
-    for name in list(opts.get("costs_pairs") or [job.pair.name]):
+    for name in given_list(opts, "costs_pairs", [job.pair.name]):
         try:
             pair_cfg = job.pair.as_dict() if name == job.pair.name else pair_config(name)
         except ValueError as e:
             raise ConfigError(f"costs_pairs: {e}") from None
-        for dtype in list(opts.get("costs_dtypes") or [job.dtype]):
+        for dtype in given_list(opts, "costs_dtypes", [job.dtype]):
             one = from_config({**job.to_dict(), "pair": pair_cfg, "dtype": dtype})
             validate(one)  # dtype, device, pair: the job spec's checks
             jobs.append(one)

@@ -54,11 +54,15 @@ def deadline(job: JobSpec) -> float | None:
     return float(value)
 
 
+MAX_ROUNDS = 1000  # rounds of every candidate over every prompt: past this a typo, not a benchmark
+
+
 def _rounds(job: JobSpec, key: str, default: int) -> int:
     value = job.extra.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_ROUNDS:
         raise ConfigError(
-            f"{key}={value!r}: must be an integer >= 1 (e.g. +{key}=2){', or auto' * (key == 'speed_rounds')}"
+            f"{key}={value!r}: must be an integer >= 1 and <= {MAX_ROUNDS} (e.g. +{key}=2)"
+            + ", or auto" * (key == "speed_rounds")
         )
     return value
 

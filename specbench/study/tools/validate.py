@@ -153,6 +153,18 @@ def jobs(speed: pd.DataFrame, pairs: list[str], datasets: list[str], top: int) -
     return out
 
 
+def named(flag: str, text: str, have: pd.Series, path: str) -> list[str]:
+    """The comma-separated names of ``flag``, each one ``have`` holds (a ValueError naming the flag, the file
+    and the names it holds otherwise: an empty list, a typo)."""
+    given = [w.strip() for w in text.split(",") if w.strip()]
+    known = sorted(set(have.dropna().astype(str)))
+    unknown = [w for w in given if w not in known]
+    if not given or unknown:
+        what = "names none" if not given else f"{', '.join(unknown)} not in {path}"
+        raise ValueError(f"{flag}={text}: {what}; give comma-separated names it holds: {', '.join(known)}")
+    return given
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m specbench.study.tools.validate", description=__doc__.splitlines()[0])
     ap.add_argument("--speedup", default="results/speedup.csv", help="the report's speedup.csv")
@@ -164,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.top < 0:
             raise ValueError(f"--top={args.top}: must be >= 0")
         speed = readers.read(args.speedup, schemas.SPEEDUP, "--speedup", reader=read_csv)  # cut, binary, garbled
-        lines = jobs(speed, args.pairs.split(","), args.datasets.split(","), args.top)
+        pairs = named("--pairs", args.pairs, speed.pair, args.speedup)
+        lines = jobs(speed, pairs, named("--datasets", args.datasets, speed.dataset, args.speedup), args.top)
     except ValueError as e:
         print(f"specbench.study.tools.validate: {e}", file=sys.stderr)
         return 2
