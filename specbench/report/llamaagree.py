@@ -15,6 +15,13 @@ from .markdown import fig_links, span, table
 FIG = "llamacpp_agreement.png"
 COMMAND = "python -m specbench.study.tools.accept_llamacpp"
 NGRAM = "ngram-simple"
+NGRAM_LOOKS = (  # ngram-simple's lookup lengths N, in sorted order: none of them p_min's look nor the chain's
+    (palette.INDIGO, "*"),
+    (palette.WINE, "h"),
+    (palette.TEAL, "p"),
+    (palette.OLIVE, "<"),
+    (palette.YELLOW, ">"),
+)
 RUN = ["machine", "pair", "dataset", "max_new_tokens"]
 LLAMA_LOOKS = (  # llama.cpp's p_min settings, in sorted order: none of them chain's look (palette.SHAPES)
     (palette.VERMILLION, "s"),
@@ -121,7 +128,7 @@ def ngram_part(ng: pd.DataFrame, cols: list) -> list[str]:
         ("drafts, chain", lambda r: str(r["drafts_chain"])),
     ]
     ng_cols = [(("N/M lookup/draft" if h == "n_max/p_min" else h), f) for h, f in cols]
-    return [text, lines(ng), table(ng.to_dict("records"), ng_cols[:5] + own + ng_cols[5:])]
+    return [text, lines(ng), table(ng.to_dict("records"), ng_cols[:6] + own + ng_cols[6:])]
 
 
 def fig_agreement(data: dict) -> figures.Fig | None:
@@ -140,12 +147,14 @@ def fig_agreement(data: dict) -> figures.Fig | None:
         series=[f"N {n}" if t == NGRAM else f"p_min {p:g}" for t, n, p in zip(a.spec_type, a.size_n, a.p_min)],
     )
     groups = list(a.groupby("panel", sort=True))[: figures.MAX_PANELS]
-    # p_min's series first, so their colours are those of the draft-simple figure before n-gram rows existed
-    names = sorted(set(a.series), key=lambda x: (x[0] != "p", float(x.split()[-1])))
+    looks = {}
+    for series, table_ in (("p_min", LLAMA_LOOKS), ("N", NGRAM_LOOKS)):
+        names = sorted((x for x in set(a.series) if x.split()[0] == series), key=lambda x: float(x.split()[-1]))
+        looks.update({x: table_[i % len(table_)] for i, x in enumerate(names)})
 
     def draw(ax, g):
         for name, s in g.groupby("series", sort=True):
-            col, mk = LLAMA_LOOKS[names.index(name) % len(LLAMA_LOOKS)]
+            col, mk = looks[name]
             s = s.sort_values("n_max")
             ax.plot(s.n_max, s.llamacpp, color=col, marker=mk, ms=7, lw=1, label=f"llama.cpp, {name}")
             ax.plot(s.n_max, s.specbench, color=col, marker=mk, ms=11, mfc="none", lw=1, ls="--",
