@@ -187,6 +187,17 @@ CASES = {
     "speed rounds 1e9": ("specbench.study.tools.speed", ["+speed_rounds=1000000000"], "speed_rounds=1000000000"),
     "run verify.eps -1": ("specbench.run", ["verify=epsilon", "verify.eps=-1"], "verify.eps=-1"),
     "run verify.factor inf": ("specbench.run", ["verify=ratio", "verify.factor=inf"], "verify.factor="),
+    "attention hydra.run.dir a file": (
+        "specbench.attention_bench",
+        ["hydra.run.dir={tmp}/speed.csv"],
+        "hydra.run.dir=",
+    ),
+    "lossless modes none": ("specbench.study.tools.lossless", ["--modes", ","], "--modes="),
+    "export results_dir a file": (
+        "specbench.export",
+        ["tree=chain", "tree.budget=2", "format=vllm", "results_dir={tmp}/speed.csv"],
+        "results_dir=",
+    ),
 }
 
 

@@ -42,7 +42,7 @@ from ..core.args import check_out, check_writable
 from ..core.atomic import atomic_write, atomic_write_many, lock, staged
 from ..core.tree import paths_to_parents
 from ..inputs import machine
-from ..study.job.argv import check_keys, run_hydra, top_keys
+from ..study.job.argv import check_dirs, check_keys, run_hydra, top_keys
 from ..trees.policies import shape_paths
 from . import heatmap
 from . import impls as ai
@@ -399,6 +399,7 @@ def hydra_main(cfg: DictConfig) -> None:
 def main() -> None:
     """`python -m specbench.attention_bench`: a bad value, or a disk it cannot write, is one line."""
     check_keys(sys.argv[1:], top=top_keys("attention_bench"))  # foo=1, +foo=1: one line
+    check_dirs(sys.argv[1:], ("hydra.run.dir",))  # Hydra's own folder: writable before it starts
     run_hydra(hydra_main)
 
 

@@ -218,10 +218,10 @@ def hydra_line(e: BaseException) -> str:
     return line
 
 
-def check_dirs(argv) -> None:
-    """out_root, hydra.run.dir and hydra.sweep.dir must be (or be creatable as) writable folders
-    with room for a file; hydra.sweep.subdir (a job's folder) stays inside hydra.sweep.dir."""
-    given = {k: "outputs" if k == "out_root" else None for k in DIR_KEYS}
+def check_dirs(argv, keys=DIR_KEYS) -> None:
+    """out_root, hydra.run.dir and hydra.sweep.dir (``keys``: the command's) must be (or be creatable as)
+    writable folders with room for a file; hydra.sweep.subdir (a job's folder) stays inside hydra.sweep.dir."""
+    given = {k: "outputs" if k == "out_root" else None for k in keys}
     for arg in argv:
         key, eq, value = arg.lstrip("+~").partition("=")
         if eq and key in given and "${" not in value:
@@ -231,13 +231,11 @@ def check_dirs(argv) -> None:
             check_writable(key, root, root)
             WRITES.append(root)
     sub = override_value(argv, "hydra.sweep.subdir")
-    if isinstance(sub, str) and "${" not in sub:
+    if isinstance(sub, str) and "${" not in sub and "hydra.sweep.dir" in given:
         inner = os.path.normpath(sub)
         if os.path.isabs(inner) or inner == ".." or inner.startswith(".." + os.sep):
             fail(f"hydra.sweep.subdir={sub}: leaves the sweep folder (hydra.sweep.dir); give a relative path inside it")
-        sweep = given["hydra.sweep.dir"] or os.path.join(
-            given["out_root"] or "outputs", "multirun"
-        )  # conf/config.yaml's
+        sweep = given["hydra.sweep.dir"] or os.path.join(str(given.get("out_root")), "multirun")  # config.yaml's
         check_writable("hydra.sweep.subdir", sub, os.path.join(sweep, inner))
 
 

@@ -244,6 +244,8 @@ def split_argv(argv: list[str]) -> tuple[list[str], dict]:
         head and head.startswith(("/", ".", "~")) and not os.path.isdir(os.path.expanduser(head))
     ):  # a path, not a hub id
         raise ValueError(f"eagle_head={head}: no such folder; give the EAGLE-3 head's folder or its hub id (ORG/NAME)")
+    if os.path.exists(opts["results_dir"]) and not os.path.isdir(opts["results_dir"]):
+        raise ValueError(f"results_dir={opts['results_dir']}: not a folder; give the folder of the collected results")
     if opts["out"] == "":
         raise ValueError("out=: an empty path; give a file path (e.g. out=tree.json) or leave out= out for stdout")
     return rest, opts

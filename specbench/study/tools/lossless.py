@@ -244,6 +244,8 @@ def check_args(args) -> tuple[int, list[ModeVariant], list[ModeVariant]]:
         if get_mode(control.name).lossless:
             raise ValueError(f"--control: {m!r} is lossless; a positive control must be a lossy rule")
         controls.append(control)
+    if not modes:  # "," or "": no mode would be checked, and the run would still load the pair
+        raise ValueError(f"--modes={args.modes!r}: names no mode; give some of {', '.join(sampling_modes())}")
     return n, modes, controls
 
 
