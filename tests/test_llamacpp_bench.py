@@ -164,6 +164,9 @@ def test_projection_for_llamacpp_candidates_beside_their_measured_speedup():
     assert zero.ci_lo == pytest.approx(0.8 / 0.524) and zero.measured == pytest.approx(1 / 0.8)  # prompts alike
     assert zero.error == pytest.approx(0.8 / 0.524 / 1.25 - 1) and zero.replay_prompts == 12
     assert (sure.projected_lo, sure.projected_hi) == (pytest.approx(0.8 / 0.524), pytest.approx(0.8 / 0.513))
+    ngram = accept_rows(2, 0.75, 0, 0).assign(spec_type="ngram-simple", size_n=2, drafter="ngram")
+    other = llamaproject.compare(speed, pd.concat([accept_rows(2, 0.0, 4, 4), ngram]), costs).set_index("candidate")
+    assert np.isnan(other.loc["draft n_max=2 p_min=0.75"].projected)  # an n-gram run's rows are not draft-simple's
     few = llamaproject.compare(speed, accept_rows(2, 0.0, 4, 4, prompts=4), costs).set_index("candidate")
     assert few.loc["draft n_max=2 p_min=0"].projected > 1 and np.isnan(few.loc["draft n_max=2 p_min=0"].ci_lo)
     assert np.isnan(few.loc["draft n_max=2 p_min=0.75"].projected)  # no replay of that setting: not projected

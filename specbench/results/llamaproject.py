@@ -58,7 +58,9 @@ def replay_rows(accept: pd.DataFrame | None, pair: str, dataset: str, machine_id
     dataset that holds it, the benchmark's machine's first; empty where none."""
     if accept is None or accept.empty:
         return pd.DataFrame()
-    a = accept[(accept.engine == llamaaccept.SPECBENCH) & (accept.pair == pair) & (accept.dataset == dataset)]
+    a = llamaaccept.settled(accept)  # draft-simple's rows only (an n-gram run of the pair has its own)
+    a = a[(a.engine == llamaaccept.SPECBENCH) & (a.pair == pair) & (a.dataset == dataset)]
+    a = a[(a.spec_type == llamaaccept.DRAFT_SIMPLE) & (a.drafter == llamaaccept.LLAMACPP)]
     a = a[(a.n_max.astype(float) == n_max) & np.isclose(a.p_min.astype(float), p_min)]
     if a.empty:
         return a
