@@ -243,3 +243,54 @@ def test_the_probe_sees_the_study_resolvers():
     assert "specbench_jobdir" in names
     seen = _probe("specbench.study.job.resolvers")
     assert seen["resolvers"] == names and "specbench.study" in seen["study"]
+
+
+REPORT = PKG / "report"
+LISTS = {  # docs/architecture.md's report lists, by the sentence that opens each
+    "composition": "The composition, the only modules that import section modules:",
+    "shared": "Jobs every section shares",
+    "sections": "The sections, in the template's order",
+}
+
+
+def report_lists() -> dict[str, set[str]]:
+    """The report modules each of the page's lists declares (a bullet's ticked ``x.py`` / ``pkg/x.py`` names,
+    first and in its parentheses' lead: ``measured.py``: ...)."""
+    text = DOC.read_text().split("## `report/`", 1)[1].split("\n## ", 1)[0]
+    out = {}
+    for kind, opening in LISTS.items():
+        block = text.split(opening, 1)[1].split("\n\n", 2)[1]  # the bullets after the opening line
+        out[kind] = {tok for tok in TICKED.findall(block) if tok.endswith(".py") and (REPORT / tok).is_file()}
+    return out
+
+
+def _report_imports(path: Path) -> set[str]:
+    """The report modules ``path`` imports, as paths under report/ (a package: its ``__init__.py``)."""
+    out = set()
+    for mod, _line in _imports(path):
+        if mod.startswith("specbench.report."):
+            rel = Path(*mod.split(".")[2:])
+            out.add(str(rel / "__init__.py") if (REPORT / rel).is_dir() else f"{rel}.py")
+    return out
+
+
+def test_the_report_lists_cover_every_module_once():
+    """Every report module is on one of the page's three lists: the composition, the shared jobs, the sections."""
+    lists = report_lists()
+    have = {str(p.relative_to(REPORT)) for p in REPORT.rglob("*.py") if p.name != "__init__.py" or p.parent != REPORT}
+    named = [m for mods in lists.values() for m in mods]
+    assert sorted(set(named)) == sorted(named), "a report module on two of docs/architecture.md's lists"
+    assert set(named) == have, f"report modules on no list, or listed and missing: {sorted(set(named) ^ have)}"
+
+
+def test_a_shared_report_module_imports_no_section_module():
+    """A job every section shares imports shared jobs only (what a section module holds that a shared one
+    needs moves down into a shared one); the composition (build, sections, __main__) alone imports sections."""
+    lists = report_lists()
+    bad = {
+        m: sorted(got & lists["sections"])
+        for m in sorted(lists["shared"])
+        if (got := _report_imports(REPORT / m)) & lists["sections"]
+    }
+    assert not bad, f"shared report modules import section modules: {bad}"
+    assert _report_imports(REPORT / "build.py") & lists["sections"]  # the check sees a section import

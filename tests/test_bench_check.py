@@ -2,25 +2,26 @@
 candidate projected from its own timed steps with each decode's prefill counted as the benchmark's wall
 seconds count it, the per-term ratios, and the replay-based comparison it replaces."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
 from specbench.report import benchcheck, measured, speedup
+from specbench.report.context import Tables
 from specbench.results import runcontrols as rc
 from specbench.results import speedstats as ss
 
 PREFILL, TOKENS, PROMPTS = 1.0, 12, 8
 
 
-def on(t: dict, costs: pd.DataFrame) -> dict:
+def on(t: Tables, costs: pd.DataFrame) -> Tables:
     """``t`` with the cost curves' machines (``report.tables`` puts ``costcurve.machines`` there)."""
     from specbench.results import costcurve
 
-    return {
-        **t,
-        "cost_machines": costcurve.machines(costs),
-        "cost_study": costcurve.machines(costcurve.one_per_curve(costs)),
-    }
+    return replace(
+        t, cost_machines=costcurve.machines(costs), cost_study=costcurve.machines(costcurve.one_per_curve(costs))
+    )
 
 
 def t_target(n):  # the target's seconds for n query tokens: t(1) = 0.2, +0.01 per token
@@ -125,10 +126,10 @@ def test_the_replay_projection_is_set_beside_with_its_tokens_per_step():
 
 def test_projection_check_uses_the_own_steps_and_counts_the_live_runs_with_them():
     rows, steps = bench(WALLS)
-    t = rc.tables(rows)
-    t["bench_check"] = benchcheck.table(t["measured"], rows, steps, costs(False))
+    t = Tables(**rc.tables(rows))
+    t = replace(t, bench_check=benchcheck.table(t.measured, rows, steps, costs(False)))
     live = pd.DataFrame([dict(engine="live", batch_size=1, error=e, pair="p") for e in (0.05, -0.15, 0.02)])
-    t["speed"] = live
+    t = replace(t, speed=live)
     text = measured.projection_check(on(t, costs(False).assign(machine_id="m1")))  # the main page: one sentence
     assert "costed on its own timed steps" in text and "median absolute 0%, worst +0%, over 2 configurations" in text
     assert "all 5 live batch-1 ones: median absolute 2%, worst -15%; by term: speed.md" in text
@@ -143,16 +144,16 @@ def test_the_projection_error_is_stated_apart_for_the_host_that_measured_the_cos
     """Hosts of one machine id differ 10-25% in rate: the rows timed on the very host (``machine.host``)
     that measured the curve get their own error; rows from before the column say none is known."""
     rows, steps = bench(WALLS)
-    t = rc.tables(rows.assign(host="h1"))
-    t["bench_check"] = benchcheck.table(t["measured"], rows, steps, costs(False))
-    assert set(t["bench_check"].host) == {"h1"}
-    t["speed"] = pd.DataFrame([dict(engine="live", batch_size=1, error=0.05, pair="p")])
+    t = Tables(**rc.tables(rows.assign(host="h1")))
+    t = replace(t, bench_check=benchcheck.table(t.measured, rows, steps, costs(False)))
+    assert set(t.bench_check.host) == {"h1"}
+    t = replace(t, speed=pd.DataFrame([dict(engine="live", batch_size=1, error=0.05, pair="p")]))
     from specbench.results import costcurve
 
     for host, says in (("h1", "(2 timed on the host that measured the costs: median absolute 0%"),
                        ("h2", "(none both timed and costed on one recorded host")):  # fmt: skip
         c = costs(False).assign(machine_id="m1", host=host)
-        assert says in measured.projection_check({**on(t, c), "cost_hosts": costcurve.machines(c, "host")})
+        assert says in measured.projection_check(replace(on(t, c), cost_hosts=costcurve.machines(c, "host")))
     old = rc.tables(rows)["measured"]  # rows without the column
     assert set(old.host) == {""}
 
@@ -183,18 +184,18 @@ def test_a_random_weight_run_times_steps_against_the_model_and_answers_nothing()
     all_rows, all_steps = pd.concat([rows, gpu_rows]), pd.concat([steps, gpu_steps])
     gpu_costs = costs(False).assign(device="cuda", machine_id="g1")
     cpu_and_gpu = pd.concat([costs(False).assign(machine_id="m1"), gpu_costs])
-    t = rc.tables(all_rows)
-    assert set(t["measured"].weights) == {"pretrained", "random"}
-    assert set(ss.answer_first(t["measured"]).run_id) == {"r1"}
-    t["bench_check"] = benchcheck.table(t["measured"], all_rows, all_steps, cpu_and_gpu)
-    assert set(t["bench_check"].run_id) == {"r1", "r2"}
-    t["speed"] = pd.DataFrame([dict(engine="live", batch_size=1, error=0.05, pair="p")])
+    t = Tables(**rc.tables(all_rows))
+    assert set(t.measured.weights) == {"pretrained", "random"}
+    assert set(ss.answer_first(t.measured).run_id) == {"r1"}
+    t = replace(t, bench_check=benchcheck.table(t.measured, all_rows, all_steps, cpu_and_gpu))
+    assert set(t.bench_check.run_id) == {"r1", "r2"}
+    t = replace(t, speed=pd.DataFrame([dict(engine="live", batch_size=1, error=0.05, pair="p")]))
     assert "over 2 configurations" in measured.projection_check(on(t, cpu_and_gpu))  # r1's two candidates alone
     detail = " ".join(measured.bench_detail(on(t, cpu_and_gpu)))
     assert "On cuda (GPU X), the speed benchmark on the pairs' architectures with random weights" in detail
     assert "target verify 1.00, plain decoding's step ÷ t(1) 1.00" in detail
     assert "plain decoding's step 200 ms per decode, t(1) 200 ms" in detail and "its A/A control" in detail
-    brief = benchcheck.timing_only_sentences(benchcheck.timing_only(t["bench_check"]), t["controls"], brief=True)
+    brief = benchcheck.timing_only_sentences(benchcheck.timing_only(t.bench_check), t.controls, brief=True)
     assert brief[0].startswith("A speed benchmark there (random weights) measured plain decoding's step 200 ms")
 
 
@@ -209,12 +210,10 @@ def test_each_run_is_costed_on_its_own_machines_curve_never_anothers():
     slow = costs(False).assign(machine_id="m2", seconds=lambda c: 3 * c.seconds)
     slow["samples"] = [f"{s} {s} {s}" for s in slow.seconds]
     all_rows = pd.concat([rows, slow_rows], ignore_index=True)
-    t = rc.tables(all_rows)
+    t = Tables(**rc.tables(all_rows))
     replay = pd.DataFrame([dict(pair="p", dataset="d", tree="chain", budget=2, dtype="float32", engine="replay",
                                 projected=9.9, tokens_per_step=3.0, max_new_tokens=TOKENS)])  # fmt: skip
-    df = benchcheck.table(
-        t["measured"], all_rows, pd.concat([steps, slow_steps]), pd.concat([costs(False), slow]), replay
-    )
+    df = benchcheck.table(t.measured, all_rows, pd.concat([steps, slow_steps]), pd.concat([costs(False), slow]), replay)
     assert set(df.run_id) == {"r1", "r2"}
     assert np.allclose(df.verify_ratio, 1.0) and np.allclose(df.plain_ratio, 1.0)
     assert df[df.run_id == "r2"].replay_projected.isna().all() and df[df.run_id == "r1"].replay_projected.notna().any()

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from specbench.report import analysis, compare, fixed, fixed_page, tables
+from specbench.report.context import Ctx, Inputs, Tables
 from specbench.results.files import read_csv
 from specbench.study.job.describe import mode_columns
 
@@ -75,7 +76,7 @@ def _tables():
 def made():
     summary, steps = _tables()
     comp = fixed.comparisons(analysis.prepare(summary), tables.prompt_sums(steps))
-    page = fixed_page.section({"t": {"comparisons": comp, "df": analysis.prepare(summary)}, "data": {"steps": steps}})
+    page = fixed_page.section(Ctx(t=Tables(comparisons=comp, df=analysis.prepare(summary)), data=Inputs(steps=steps)))
     return comp, page
 
 

@@ -244,6 +244,7 @@ REPORT_MODULES = {
     "__main__.py": ("job", "the command"),
     "build.py": ("job", "the pipeline and the journalled write"),
     "load.py": ("job", "reading results/"),
+    "context.py": ("job", "the typed context: inputs, tables, a section's ctx"),
     "tables.py": ("job", "the tables and the evidence rules"),
     "across.py": ("job", "the tables across pairs and across rules"),
     "analysis.py": ("job", "labels, groups and formats"),

@@ -14,6 +14,7 @@ import pytest
 from conftest import tiny_pair_overrides
 from specbench.inputs import machine
 from specbench.report import llamaagree
+from specbench.report.context import Ctx, Inputs
 from specbench.results.llamaaccept import agreement
 from specbench.study.job.jobspec import ConfigError
 from specbench.study.tools import accept_llamacpp
@@ -65,10 +66,10 @@ def test_fewer_than_ten_prompts_give_no_interval_and_the_newest_run_is_read():
 
 
 def test_the_report_shows_the_comparison_only_with_rows():
-    assert llamaagree.section({"data": {}, "figs": {}, "link": str}) == ""
-    assert llamaagree.fig_agreement({}) is None
-    data = {"accept_llamacpp": rows("r1", 12)}
-    text = llamaagree.section({"data": data, "figs": {}, "link": str})
+    assert llamaagree.section(Ctx()) == ""
+    assert llamaagree.fig_agreement(Inputs()) is None
+    data = Inputs(accept_llamacpp=rows("r1", 12))
+    text = llamaagree.section(Ctx(data=data))
     assert "1 of 1 settings agree" in text and "| 4/0.75 |" in text
     assert llamaagree.cell(data, {"pair": "p", "dataset": "d", "machine_id": "m"}) == "1 of 1"
     assert llamaagree.cell(data, {"pair": "p", "dataset": "other", "machine_id": "m"}) == "not run"

@@ -294,7 +294,7 @@ def test_notebook_executes(tmp_path, monkeypatch):
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     from specbench.report import build, findings
 
-    found = build.compute(build.load(str(tmp_path / "results")))["findings"]
+    found = build.compute(build.load(str(tmp_path / "results"))).findings
     assert "configurations" in text and all(s in text for s in findings.sentences(found, "analysis"))
 
 

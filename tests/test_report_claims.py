@@ -7,6 +7,7 @@ import gzip
 import re
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import matplotlib.colors as mcolors
@@ -25,6 +26,7 @@ from specbench.report import (
     phrases,  # noqa: E402
     tables,  # noqa: E402
 )
+from specbench.report.context import Ctx, Inputs, Tables  # noqa: E402
 from specbench.results.files import STEPS_FILE, read_csv  # noqa: E402
 from test_report import run_report  # noqa: E402  (the one report subprocess helper)
 
@@ -60,7 +62,7 @@ def test_answer_table_for_every_pair_and_dataset(big):
     text = report_text(big / "REPORT.md")
     data = build.load(str(big / "results"))
     t = tables.compute(data)
-    greedy = t["rows"][t["rows"].temperature == 0]
+    greedy = t.rows[t.rows.temperature == 0]
     titles = {r["group"] for r in answer_rows(text)}
     for _, g in greedy.groupby(["pair", "dataset", "dtype", "max_new_tokens"]):
         assert phrases.where(g.iloc[0].to_dict()) in titles
@@ -178,7 +180,7 @@ def _colours(fig) -> dict[str, str]:
 
 def test_one_palette_across_figures(tmp_path):
     make_results(str(tmp_path / "results"))
-    text, figs, _ = build.build(build.load(str(tmp_path / "results")) | {"results": "results"}, "results/figures")
+    text, figs, _ = build.build(replace(build.load(str(tmp_path / "results")), results="results"), "results/figures")
     seen: dict[str, set] = {}
     for f in figs:
         for lab, cols in _colours(f.fig).items():
@@ -263,9 +265,9 @@ def test_mode_baseline_names_its_sibling_order(tmp_path):
     """A baseline that records the order it tries siblings in (mss: random or storage) is named with it."""
     make_results(str(tmp_path / "results"))
     data = build.load(str(tmp_path / "results"))
-    s = data["summary"]
-    data["summary"] = s.assign(sibling_order=["storage" if v == "mss" else "" for v in s.verify])
-    gains = tables.compute(data)["modes"]
+    s = data.summary
+    data = replace(data, summary=s.assign(sibling_order=["storage" if v == "mss" else "" for v in s.verify]))
+    gains = tables.compute(data).modes
     vs_mss = gains[gains.ref_mode.str.startswith("mss")]
     assert len(vs_mss) and vs_mss.baseline.str.startswith("mss (storage order), ").all()
     assert not gains[gains.ref_mode.str.startswith("speculative")].baseline.str.contains("order").any()
@@ -274,7 +276,7 @@ def test_mode_baseline_names_its_sibling_order(tmp_path):
 def test_the_tldr_picks_no_largest_of_many_and_counts_the_fixed_list():
     """No "best"/"largest" lossless gain headline (#36): the comparisons fixed in advance are counted
     per rule in each direction and neither, the nulls beside the positives (#53), with what they rest on."""
-    from specbench.report import analysis, findings, fixed, tldr
+    from specbench.report import analysis, findings, tldr
 
     comp = pd.DataFrame(
         dict(
@@ -298,10 +300,10 @@ def test_the_tldr_picks_no_largest_of_many_and_counts_the_fixed_list():
             token_level_on=["chain", "chain,tree", "tree", None],
         )
     )
-    ctx = {"t": {"answer": pd.DataFrame(), "comparisons": comp, "df": roles}, "data": {}}
+    ctx = Ctx(t=Tables(answer=pd.DataFrame(), comparisons=comp, df=roles))
     assert tldr.section(ctx) == "_No greedy configuration has a speed (measured or projected), so there is no answer._"
     names = {"chain": "speculative", "tree": "mss", "lossy": "naive"}
-    line = fixed.sentence(comp, names, findings.token_level_rules(roles))
+    line = findings.comparisons_sentence(comp, names, findings.token_level_rules(roles))
     assert line.startswith("Of the 5 comparisons fixed in advance") and ", 2 clear zero. " in line
     assert "lossless rules: block 0 / 0 / 1, gbv 0 / 0 / 2; lossy rules: ratio 0 / 1 / 0, typical 1 / 0 / 0." in line
     assert "No comparison of a lossless alternative to the token-level rules clears zero above its baseline " in line
@@ -310,7 +312,7 @@ def test_the_tldr_picks_no_largest_of_many_and_counts_the_fixed_list():
                          "16–32 prompts, and compare tokens per step (acceptance), not timed speed.")  # fmt: skip
     one = comp.assign(clears_zero=[True, True, True, False, False])  # a lossless alternative clears zero
     assert "1 of the 3 comparisons of a lossless alternative to the token-level rules clear zero above its baseline " \
-        "(block 0 of 1, gbv 1 of 2)." in fixed.sentence(one, names, {"speculative", "mss", "naive"})  # fmt: skip
+        "(block 0 of 1, gbv 1 of 2)." in findings.comparisons_sentence(one, names, {"speculative", "mss", "naive"})  # fmt: skip
     claims = findings.comparison_claims(comp, analysis.role_names(roles), findings.token_level_rules(roles))
     assert [c["sentence"] for c in claims] == [line]
     assert not hasattr(phrases, "mode_tldr") and not hasattr(phrases, "tldr")
@@ -358,7 +360,7 @@ def test_tldr_quotes_each_pairs_ranked_study_per_dataset_before_an_exploratory_m
             {**row, "pair": "aside", "dataset": "he", "shape": "chain", "speed": 0.8, "claim": "exploratory (8 < 32)"},
         ]
     )
-    text = tldr.section({"t": {"answer": ans}, "data": {"env": {"cpu": "X", "cores": 2}}})
+    text = tldr.section(Ctx(t=Tables(answer=ans), data=Inputs(env={"cpu": "X", "cores": 2})))
     assert (
         "Not benchmarked, projected: main/he chain N=4 1.50× [1.20, 1.80]; main/mt sequoia N=4 1.10× [0.90, 1.80], "
         "includes 1×; aside/he chain N=4 (exploratory (8 < 32)) 0.80× [1.20, 1.80], slower than plain decoding "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import matplotlib.colors as mcolors
@@ -61,7 +62,7 @@ def _look(h) -> tuple:
 def figs(tmp_path_factory):
     res = tmp_path_factory.mktemp("layout") / "results"
     make_results(str(res))
-    _text, made, _t = build.build(build.load(str(res)) | {"results": "results"}, "results/figures")
+    _text, made, _t = build.build(replace(build.load(str(res)), results="results"), "results/figures")
     return made
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from specbench.report import figures, llamacpp, machines, mainpage
+from specbench.report.context import Ctx, Inputs, Tables
 from specbench.results import llamaproject
 from specbench.results import speedstats as ss
 
@@ -75,9 +76,9 @@ def replay() -> pd.DataFrame:
                               draft_samples=120, draft_samples_max=120) for i in range(12)])  # fmt: skip
 
 
-def ctx(bench: pd.DataFrame) -> dict:
-    data = {"bench": bench, "summary": summary(), "costs_llamacpp": costs(), "accept_llamacpp": replay()}
-    return {"t": {"measured": ss.answers(bench)}, "data": data, "figs": {}, "link": lambda n: n}
+def ctx(bench: pd.DataFrame) -> Ctx:
+    data = Inputs(bench=bench, summary=summary(), costs_llamacpp=costs(), accept_llamacpp=replay())
+    return Ctx(t=Tables(measured=ss.answers(bench)), data=data, link=lambda n: n)
 
 
 def both(humaneval=PAYS, specbench_plain=True) -> pd.DataFrame:
@@ -93,7 +94,7 @@ def both(humaneval=PAYS, specbench_plain=True) -> pd.DataFrame:
 def test_the_tldr_table_shows_the_fastest_with_its_interval_the_plain_ratio_and_the_projections_error():
     c = ctx(both())
     text = llamacpp.brief(c)
-    best = c["t"]["measured"]
+    best = c.t.measured
     best = best[(best.engine == "llamacpp") & (best.candidate == "draft n_max=4 p_min=0")].iloc[0]
     assert (
         best.pays and f"| qwen_coder/humaneval | 4/0 +0: {best.speedup:.2f}× [{best.lo:.2f}, {best.hi:.2f}] |" in text
@@ -102,7 +103,7 @@ def test_the_tldr_table_shows_the_fastest_with_its_interval_the_plain_ratio_and_
     assert text.startswith(lead + "; plain at 64 tokens (speed.md):")
     ratio = re.search(r"\| [\d.]+ / [\d.]+ = (\d\.\d\d)× \|", text)
     assert ratio and float(ratio[1]) == pytest.approx(4.0, rel=0.05)
-    proj = llamaproject.compare(c["data"]["bench"], replay(), costs())
+    proj = llamaproject.compare(c.data.bench, replay(), costs())
     four = proj[proj.candidate == "draft n_max=4 p_min=0"].iloc[0]
     # per prompt: 127 plain forwards against 120 draft samples, 30 target and draft forwards of 5, 17 of 1 each
     spec = 120 * 0.04 + 30 * (0.08 + 0.04) * 2.2 + 17 * (0.08 + 0.04)
@@ -114,7 +115,7 @@ def test_the_tldr_table_shows_the_fastest_with_its_interval_the_plain_ratio_and_
 def test_plain_decoding_where_no_candidate_pays_and_no_ratio_without_specbenchs_plain_run():
     text = llamacpp.brief(ctx(both(LOSES, specbench_plain=False)))
     assert "| plain decoding (best 4/0 +" in text and "no specbench plain run at 128 tokens" in text
-    keys = llamacpp.keys(ctx(both(LOSES))["t"])
+    keys = llamacpp.keys(ctx(both(LOSES)).t)
     assert len(keys) == 1 and not keys.pays.iloc[0] and keys.candidate.iloc[0] == "draft n_max=4 p_min=0"
 
 
@@ -136,7 +137,7 @@ def test_the_figure_reads_at_1000_px(tmp_path):
     from PIL import Image
 
     c = ctx(both())
-    f = llamacpp.fig_acceptance(c["t"], c["data"])
+    f = llamacpp.fig_acceptance(c.t, c.data)
     assert f is not None and f.name == llamacpp.FIG
     f.fig.savefig(tmp_path / f.name, format="png", bbox_inches="tight")
     assert Image.open(tmp_path / f.name).size[0] <= 1000
@@ -151,5 +152,5 @@ def test_without_llamacpp_rows_nothing_is_added():
     specbench_only = rows({**PLAIN, "chain N=2": (2, 0, 1.2, 1.0)}, engine="")
     c = ctx(specbench_only)
     assert llamacpp.brief(c) == "" and llamacpp.section(c) == ""
-    assert llamacpp.fig_acceptance(c["t"], c["data"]) is None and llamacpp.keys({}).empty
-    assert machines.section(c["t"]).count("llamacpp") == 0
+    assert llamacpp.fig_acceptance(c.t, c.data) is None and llamacpp.keys(Tables()).empty
+    assert machines.section(c.t).count("llamacpp") == 0

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from specbench.report import limitations, machines, mainpage
+from specbench.report.context import Inputs, Tables
 from specbench.results import speedstats as ss
 from test_speed_bench import table
 
@@ -21,8 +22,8 @@ def bench(machine: str, mid: str, walls: dict, run: str) -> pd.DataFrame:
 def test_a_machine_where_no_tree_pays_answers_plain_decoding_first():
     fast = bench("CPU F (AVX512), 2 cores", "f", {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.4}, "r1")
     slow = bench("CPU S (AVX2), 2 cores", "s", {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 2.8}, "r2")
-    t = {"measured": ss.answers(pd.concat([fast, slow], ignore_index=True))}
-    c = machines.classes(t["measured"]).set_index("machine")
+    t = Tables(measured=ss.answers(pd.concat([fast, slow], ignore_index=True)))
+    c = machines.classes(t.measured).set_index("machine")
     assert c.loc["CPU F (AVX512)"].pays == 1 and c.loc["CPU S (AVX2)"].pays == 0
     text = machines.section(t)
     row = next(line for line in text.splitlines() if line.startswith("| CPU S (AVX2)"))
@@ -32,7 +33,7 @@ def test_a_machine_where_no_tree_pays_answers_plain_decoding_first():
 def test_a_new_machines_rows_are_named_in_the_limitations():
     old = bench("CPU F (AVX512), 2 cores", "f", {"plain": 2.0, "chain N=3": 1.4}, "r1")
     new = bench("Brand New CPU (AVX10), 2 cores", "n", {"plain": 2.0, "chain N=3": 1.9}, "r2")
-    said = limitations.timing_machines({"measured": ss.answers(pd.concat([old, new]))}, {})
+    said = limitations.timing_machines(Tables(measured=ss.answers(pd.concat([old, new]))), Inputs())
     assert "Brand New CPU (AVX10): 1 keys" in said and "CPU F (AVX512)" in said and "2 machines" in said
     assert "Every" not in said and " only " not in said.split(";")[0]
 
@@ -66,16 +67,16 @@ def test_the_first_screen_names_each_machines_answer_and_the_same_number_on_spee
 
 
 def test_a_garbled_default_run_record_is_refused_in_one_line_not_reported_absent(tmp_path):
-    from specbench.report import defaultrun
+    from specbench.report.load import read_default_run
 
-    assert defaultrun.read(str(tmp_path)) is None  # absent: said so in the report
+    assert read_default_run(str(tmp_path)) is None  # absent: said so in the report
     (tmp_path / "default_run.json").write_text('{"covered": "1 of 14", ')
     with pytest.raises(ValueError, match=r"default_run.json: unreadable .*git checkout") as e:
-        defaultrun.read(str(tmp_path))
+        read_default_run(str(tmp_path))
     assert "\n" not in str(e.value)
     (tmp_path / "default_run.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="not a JSON object"):
-        defaultrun.read(str(tmp_path))
+        read_default_run(str(tmp_path))
 
 
 def test_finding_3_prices_each_width_where_the_secant_model_claims_wins_the_benchmark_refutes():

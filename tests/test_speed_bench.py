@@ -3,6 +3,7 @@ candidate picks (study.tools.validate.speed_picks), and the report's answer from
 
 import random
 import re
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -10,6 +11,7 @@ import pandas as pd
 import pytest
 
 from specbench.report import measured, tables
+from specbench.report.context import Ctx, Inputs, Tables
 from specbench.results import runcontrols as rc
 from specbench.results import speedstats as ss
 from specbench.study.tools.speed import unit_orders
@@ -30,15 +32,13 @@ KEYS = dict(
 )
 
 
-def on(t: dict, costs: pd.DataFrame) -> dict:
+def on(t: Tables, costs: pd.DataFrame) -> Tables:
     """``t`` with the cost curves' machines (``report.tables`` puts ``costcurve.machines`` there)."""
     from specbench.results import costcurve
 
-    return {
-        **t,
-        "cost_machines": costcurve.machines(costs),
-        "cost_study": costcurve.machines(costcurve.one_per_curve(costs)),
-    }
+    return replace(
+        t, cost_machines=costcurve.machines(costs), cost_study=costcurve.machines(costcurve.one_per_curve(costs))
+    )
 
 
 def table(walls: dict, units: int = 16, rounds: int = 1, noise: float = 0.03, seed: int = 0, run="r1", abba=True, **kw):
@@ -196,11 +196,11 @@ def test_pooled_controls_show_a_lean_too_small_for_one_run_and_the_report_says_s
     assert (p.runs == 8).all() and (p.units == 128).all()
     assert p.lo["twin"] > 0 and p.lean["twin"] == pytest.approx(0.02, abs=0.006) and p.p["twin"] < 0.01
     assert p.lo["A/A"] <= 0 <= p.hi["A/A"]
-    (said,) = controls.pooled_sentences({"pooled_controls": p.reset_index()})
+    (said,) = controls.pooled_sentences(Tables(pooled_controls=p.reset_index()))
     assert "Pooled over the 8 runs timed on cpu A" in said
     assert f"twin in {p.slower['twin']} of 128 units (p = {p.p['twin']:.2g}) and in 8 of 8 runs" in said
     assert "The A/A lean's interval includes 0; the twin lean's interval excludes 0" in said
-    assert controls.pooled_sentences({"pooled_controls": rc.pooled_controls(runs[runs.run_id == "r0"])}) == []
+    assert controls.pooled_sentences(Tables(pooled_controls=rc.pooled_controls(runs[runs.run_id == "r0"]))) == []
 
 
 def test_twin_controls_failing_in_more_runs_than_their_level_allows_are_counted_and_said():
@@ -213,8 +213,8 @@ def test_twin_controls_failing_in_more_runs_than_their_level_allows_are_counted_
     runs = [
         table({**same, "binary N=3": 1.2 * (1 + 0.04 * (-1) ** i)}, noise=0.01, seed=i, run=f"r{i}") for i in range(12)
     ]
-    t = rc.tables(pd.concat(runs, ignore_index=True))
-    p = t["pooled_controls"].set_index("control")
+    t = Tables(**rc.tables(pd.concat(runs, ignore_index=True)))
+    p = t.pooled_controls.set_index("control")
     assert p.runs_judged["twin"] == 12 and p.runs_failed["twin"] >= 8 and p.fail_p["twin"] < 0.001
     assert p.runs_failed["A/A"] <= 2 and p.fail_p["A/A"] > 0.05 and p.failed_max["twin"] > 0.05
     (said,) = controls.pooled_sentences(t)
@@ -224,7 +224,9 @@ def test_twin_controls_failing_in_more_runs_than_their_level_allows_are_counted_
     brief = controls.sentence(t, brief=True)
     assert f"the twin control's own interval (its units alone) failed in {p.runs_failed['twin']} of 12" in brief
     assert "A/A control's own" not in brief
-    quiet = rc.tables(pd.concat([table(same, noise=0.01, seed=i, run=f"q{i}") for i in range(6)], ignore_index=True))
+    quiet = Tables(
+        **rc.tables(pd.concat([table(same, noise=0.01, seed=i, run=f"q{i}") for i in range(6)], ignore_index=True))
+    )
     assert "unwidened interval failed in" not in controls.sentence(quiet, brief=True)
 
 
@@ -239,7 +241,7 @@ def test_a_control_that_misses_too_often_on_two_machines_is_one_clause_naming_bo
         ],
         columns=["orders", "control", "machine", "runs_failed", "runs_judged", "fail_p"],
     )
-    (said,) = controls.too_many_misses({"pooled_controls": pooled})
+    (said,) = controls.too_many_misses(Tables(pooled_controls=pooled))
     assert said == (
         "over every ABBA run, the twin control's own interval (its units alone) failed in 2 of 5 on AMD EPYC (AVX2) "
         "(p = 0.023) and 6 of 35 on AMD EPYC (AVX512) (p = 0.0073), 5% allowed: the intervals here add the run effect"
@@ -258,7 +260,7 @@ def test_runs_whose_orders_let_an_order_effect_stand_are_pooled_apart():
     assert {ss.order_design(r) for r in abba} == {ss.ABBA} and {ss.order_design(r) for r in old} == {ss.UNBALANCED}
     p = rc.pooled_controls(pd.concat(abba + old, ignore_index=True)).set_index(["orders", "control"])
     assert p.lo[ss.ABBA, "twin"] < 0 < p.hi[ss.ABBA, "twin"] and p.lo[ss.UNBALANCED, "twin"] > 0
-    first, earlier = controls.pooled_sentences({"pooled_controls": p.reset_index()})
+    first, earlier = controls.pooled_sentences(Tables(pooled_controls=p.reset_index()))
     assert "runs timed on cpu A in ABBA orders" in first and "the twin lean's interval includes 0" in first
     assert "before ABBA orders" in earlier and "the twin lean is beyond chance in these runs" in earlier
 
@@ -444,8 +446,6 @@ def test_the_benchmark_times_every_candidate_interleaved_with_its_controls(tmp_p
 
 
 def test_the_warm_up_decodes_a_few_tokens_of_each_candidate_not_a_whole_decode():
-    from dataclasses import replace
-
     from specbench.study.tools import budget, speed
     from specbench.study.tools.sizes import WARM_TOKENS
 
@@ -544,13 +544,13 @@ def test_bad_keys_are_one_line_before_any_model_loads(tmp_path, tiny_pair_dirs, 
 def tldr_of(bench, answer):
     from specbench.report import tldr
 
-    t = {"answer": answer, **rc.tables(bench)}
-    return tldr.section({"t": t, "data": {"env": {"cpu": "X", "cores": 2}}})
+    t = Tables(answer=answer, **rc.tables(bench))
+    return tldr.section(Ctx(t=t, data=Inputs(env={"cpu": "X", "cores": 2})))
 
 
 def measured_page(bench, answer) -> list[str]:
     """speed.md's full measured table of ``bench`` (``measured.section(every=True)``)."""
-    return measured.section({"answer": answer, **rc.tables(bench)}, every=True)
+    return measured.section(Tables(answer=answer, **rc.tables(bench)), every=True)
 
 
 def answer_row(**kw):
@@ -619,8 +619,8 @@ def test_a_measured_speedup_is_never_set_against_costs_from_another_machine():
     from specbench.report import measured
 
     walls = {"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.0}
-    t = {**rc.tables(table(walls)), "speed": pd.DataFrame([answer_row(tree="chain", budget=3, projected=2.2)])}
-    t["speed"]["max_new_tokens"] = 128
+    t = Tables(**rc.tables(table(walls)), speed=pd.DataFrame([answer_row(tree="chain", budget=3, projected=2.2)]))
+    t.speed["max_new_tokens"] = 128
     costs = pd.DataFrame({"pair": ["p", "p"], "device": "cpu", "dtype": "float32", "machine_id": ["elsewhere"] * 2})
     other = measured.projection_check(on(t, costs))
     assert "not set against the projection" in other and "error" not in other
@@ -673,13 +673,13 @@ def test_the_tldr_prefers_the_run_on_the_machine_that_measured_the_pairs_costs()
     here = table({"plain": 2.0, ss.PLAIN_AA: 2.0, "chain N=3": 1.2}, units=8, run="20260101T000000-a")
     there = table({"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.0}, units=16, run="20260102T000000-b")
     there = there.assign(machine="other", machine_id="m2")
-    t = rc.tables(pd.concat([here, there]))
-    assert list(measured.shown({**t, "cost_machines": {("p", "cpu", "float32"): "m1"}}).candidate) == ["chain N=3"]
+    t = Tables(**rc.tables(pd.concat([here, there])))
+    assert list(measured.shown(replace(t, cost_machines={("p", "cpu", "float32"): "m1"})).candidate) == ["chain N=3"]
     assert list(measured.shown(t).candidate) == ["binary N=3"]  # no costs machine named: the larger run
     # a later default run on a third machine costs the pair in its own dtype: the shown run stays m1's
     homes = costcurve.machines(pd.DataFrame({"pair": "p", "device": "cpu", "dtype": ["float32", "bfloat16"],
                                              "machine_id": ["m1", "m3"]}))  # fmt: skip
-    assert list(measured.shown({**t, "cost_machines": homes}).candidate) == ["chain N=3"]
+    assert list(measured.shown(replace(t, cost_machines=homes)).candidate) == ["chain N=3"]
     # m2 measures its own float32 curve beside m1's: both runs are at home, the study's machine (m1: more pairs) shows
     two = pd.DataFrame({"pair": ["p", "q", "p"], "device": "cpu", "dtype": "float32", "machine_id": ["m1", "m1", "m2"]})
     assert list(measured.shown(on(t, two)).candidate) == ["chain N=3"]

@@ -7,12 +7,14 @@ the command at batch_size=2 on the tiny pair."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from specbench.report import batch
+from specbench.report.context import Tables
 from specbench.results import runcontrols as rc
 from specbench.results import schedule as sch
 from specbench.results import speedstats as ss
@@ -147,8 +149,8 @@ def test_the_report_shows_the_benchmarks_schedule_and_labels_the_single_runs(tmp
     from specbench.report import hardware
 
     bench = pd.concat([run(1, controls(c1=1.3)), run(2, controls(c1=2.6))], ignore_index=True)
-    t = rc.tables(bench)
-    t["bench_schedule"] = sch.schedule(t["measured"], sch.BENCHMARK)
+    t = Tables(**rc.tables(bench))
+    t = replace(t, bench_schedule=sch.schedule(t.measured, sch.BENCHMARK))
     (text,) = batch.schedule_section(t)
     assert "stops paying at B = 2" in text and "| 1 | 12 (12) | A/A " in text and "64 new tokens, 12–24 prompts" in text
     assert ": hold |" in text and "| chain N=1 1.5" in text
@@ -195,7 +197,7 @@ def test_a_schedule_run_at_batch_1_pools_into_its_keys_one_answer():
     assert set(alone.run_id) == {"20260105T000000-s"}
     from specbench.report import measured  # the main page's "earlier runs" count: what speed.md lists
 
-    assert measured.runs_at_batch1({"measured": ss.answers(pd.concat([answer, sched_run]))}) == 1
+    assert measured.runs_at_batch1(Tables(measured=ss.answers(pd.concat([answer, sched_run])))) == 1
 
 
 def test_the_candidates_are_the_answers_tree_twinned_chains_and_one_binary_tree():

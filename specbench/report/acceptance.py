@@ -20,6 +20,7 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
 from . import analysis, figures, palette, tables
+from .context import Ctx
 from .markdown import fig_links
 
 NAME = "acceptance_vs_budget.png"
@@ -339,5 +340,5 @@ def fig_acceptance_vector(vector: pd.DataFrame | None, summary: pd.DataFrame | N
     )
 
 
-def section(ctx) -> str:
+def section(ctx: Ctx) -> str:
     return "\n\n".join(fig_links(ctx, "alpha_by_depth.png", "acceptance_vector.png"))

@@ -390,3 +390,7 @@ def mode_gains(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
             for a, b, same in zip(out.config_hash, out.ref_hash, out.same_trees)
         ]
     return out
+
+
+def is_lossless(v) -> bool:
+    return str(v).strip().lower() in ("true", "1", "1.0")

@@ -10,6 +10,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from . import analysis, figures, phrases, tables
+from .context import Ctx, Tables
 from .markdown import fig_links, table
 
 MIN_BUDGETS = 3  # a group compared with chain at fewer budgets has no curve: the table only
@@ -58,7 +59,7 @@ OTHER_PAIRS = 4  # panels beside the main pair's datasets
 
 
 def bench_points(measured: pd.DataFrame | None, study: dict) -> pd.DataFrame:
-    """The interleaved benchmark's batch-1 estimates (``t["measured"]``, from ``speedstats.answers``) on the
+    """The interleaved benchmark's batch-1 estimates (``t.measured``, from ``speedstats.answers``) on the
     machine whose cost curves the projections read (``study``: ``costcurve.machines`` of the study's
     curves), one per pair, dataset, dtype, shape and budget: the estimate over the most units."""
     if measured is None or measured.empty:
@@ -71,7 +72,7 @@ def bench_points(measured: pd.DataFrame | None, study: dict) -> pd.DataFrame:
 
 
 def single_points(live: pd.DataFrame, bench: pd.DataFrame) -> pd.DataFrame:
-    """Single live batch-1 runs (``t["live"]``: one run, no interval) of the pairs × datasets the benchmark
+    """Single live batch-1 runs (``t.live``: one run, no interval) of the pairs × datasets the benchmark
     has not timed, in ``bench_points``' columns: drawn as such, never as the benchmark's estimate."""
     cols = ["pair", "dataset", "device", "dtype", "tree", "budget"]
     if live is None or live.empty or not {"projected", "measured", "shape", *cols} <= set(live):
@@ -129,18 +130,18 @@ def _draw_projected(ax, cg) -> None:
     ax.set_ylabel("speedup ×")
 
 
-def fig_projected(rows: pd.DataFrame, sums, t: dict) -> figures.Fig | None:
+def fig_projected(rows: pd.DataFrame, sums, t: Tables) -> figures.Fig | None:
     """The projected speedup of the replayed grid's shapes against budget (lines) and the interleaved
     benchmark's pooled estimate of each benchmarked candidate on the same machine (large markers, 95%
     interval; a pair × dataset it has not timed: its single live runs, hollow, no interval), per pair × dataset
     (``projected_panels``)."""
-    bench = bench_points(t.get("measured"), t.get("cost_study", {}))
-    parts = [p for p in (bench, single_points(t.get("live"), bench)) if len(p)]
+    bench = bench_points(t.measured, t.cost_study)
+    parts = [p for p in (bench, single_points(t.live, bench)) if len(p)]
     points = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    groups = projected_panels(rows, sums, points, t.get("pair"))
+    groups = projected_panels(rows, sums, points, t.pair)
     if not groups:
         return None
-    others = sum(not title.startswith(f"{t.get('pair')} · ") for title, _cg in groups)
+    others = sum(not title.startswith(f"{t.pair} · ") for title, _cg in groups)
     hollow = [(Line2D([], [], ls="none", marker="o", ms=8, mfc="white", mec="black"), "single live run, no interval")]
     return figures.page_panels(
         groups,
@@ -149,7 +150,7 @@ def fig_projected(rows: pd.DataFrame, sums, t: dict) -> figures.Fig | None:
         "Projected speedup against budget (lines; the projection's 95% interval: answer.md) of the replayed greedy "
         "grid's shapes that the interleaved speed benchmark timed, and the benchmark's estimate for each "
         "(large markers, the shape's look, bars: its 95% paired interval) at batch 1 on the machine whose cost "
-        f"curves the projections read; {t.get('pair')} on each dataset, then the {others} other pairs × datasets whose "
+        f"curves the projections read; {t.pair} on each dataset, then the {others} other pairs × datasets whose "
         "best benchmarked candidate is fastest (every pair: answer.md, speed.md); hollow: a single live run, no "
         "interval, where the benchmark has not timed the pair × dataset.",
         cols=3,
@@ -175,9 +176,9 @@ ANSWER_COLS = [
 ]
 
 
-def section(ctx) -> str:
-    t, out = ctx["t"], []
-    order = {p: i for i, p in enumerate(phrases.widest_first(t["answer"]))}  # the main pair's tables first
-    for _key, g in sorted(analysis.groups(t["answer"]), key=lambda kg: (order[kg[1].pair.iloc[0]], -len(kg[1]), kg[0])):
+def section(ctx: Ctx) -> str:
+    t, out = ctx.t, []
+    order = {p: i for i, p in enumerate(phrases.widest_first(t.answer))}  # the main pair's tables first
+    for _key, g in sorted(analysis.groups(t.answer), key=lambda kg: (order[kg[1].pair.iloc[0]], -len(kg[1]), kg[0])):
         out.append(f"**{phrases.where(g.iloc[0].to_dict())}**\n\n" + table(g.to_dict("records"), ANSWER_COLS))
     return "\n\n".join(out + fig_links(ctx, "gain_vs_chain.png", "projected_speedup.png"))

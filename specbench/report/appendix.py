@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from . import analysis, phrases
+from .context import Ctx
 from .markdown import table
 
 CSVS = (  # one string, split on spaces
@@ -33,17 +34,17 @@ APPENDIX_COLS = [
 ]
 
 
-def section(ctx) -> str:
-    t, data = ctx["t"], ctx["data"]
-    res = data["results"]
+def section(ctx: Ctx) -> str:
+    t, data = ctx.t, ctx.data
+    res = data.results
     have = [f for f in CSVS if os.path.isfile(os.path.join(res, f))]
     out = [
         "**Inputs.** " + ", ".join(f"[{f}](../{f})" for f in have) + ".",  # from results/tables/appendix.md
-        f"**Every configuration** ({len(data['summary'])} rows of summary.csv), grouped by pair · dataset · rule.",
+        f"**Every configuration** ({len(data.summary)} rows of summary.csv), grouped by pair · dataset · rule.",
     ]
-    for (pair, ds, mode), g in t["rows"].groupby(["pair", "dataset", "mode"], sort=True):
+    for (pair, ds, mode), g in t.rows.groupby(["pair", "dataset", "mode"], sort=True):
         out.append(f"### {pair} · {ds} · {mode}\n\n" + table(g.to_dict("records"), APPENDIX_COLS))
-    base = analysis.baselines(data["summary"])
+    base = analysis.baselines(data.summary)
     if not base.empty:
         cols = [
             ("config_hash", lambda r: r["config_hash"]),

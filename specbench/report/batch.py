@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..results import schedule, speedstats
 from . import analysis, controls, figures, phrases
+from .context import Ctx, Tables
 from .markdown import fig_links, table
 
 
@@ -219,10 +220,10 @@ BENCH_COLS = [
 ]
 
 
-def schedule_section(t: dict) -> list[str]:
+def schedule_section(t: Tables) -> list[str]:
     """The interleaved benchmark's batch-size schedule: per setting a table (one row per B) and its
     verdict (``stop_clause``); nothing without schedule runs."""
-    sched, c = t.get("bench_schedule", pd.DataFrame()), t.get("controls", pd.DataFrame())
+    sched, c = t.bench_schedule, t.controls
     out: list[str] = []
     if sched is None or sched.empty:
         return out
@@ -248,10 +249,10 @@ SCHEDULE_COLS = [
 ]
 
 
-def section(ctx) -> str:
+def section(ctx: Ctx) -> str:
     """The interleaved benchmark's batch-size schedule (``schedule_section``), the single runs'
     (results.schedule.schedule, labelled), then the batched continuations' divergence."""
-    sched, out = ctx["t"]["schedule"], schedule_section(ctx["t"])
+    sched, out = ctx.t.schedule, schedule_section(ctx.t)
     if not out:
         out.append(
             "_The interleaved benchmark has no schedule yet (`python -m specbench.study.tools.speed "
@@ -281,10 +282,8 @@ def section(ctx) -> str:
             + table(rows, SCHEDULE_COLS)
         )
     out += fig_links(ctx, "batch_schedule.png")
-    out.append(
-        "**Batched target continuations** (replay's input). " + divergence_sentence(ctx["data"].get("divergence"))
-    )
-    out.append(bf16_replay_sentence(ctx["data"].get("bf16_replay")))
+    out.append("**Batched target continuations** (replay's input). " + divergence_sentence(ctx.data.divergence))
+    out.append(bf16_replay_sentence(ctx.data.bf16_replay))
     return "\n\n".join(out)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from . import floors, onerun, tables
+from .context import Ctx
 from .markdown import bullets
 
 
@@ -39,12 +40,12 @@ def minutes_more(minutes: float) -> str:
     return f"about {minutes:.0f} min more" if minutes >= 0.5 else "under a minute more"
 
 
-def section(ctx) -> str:
+def section(ctx: Ctx) -> str:
     """The study's bookkeeping (the setup page): its size floors, the least time one run takes, and
     where each answer row's best budget sits among the budgets tried."""
-    t, data = ctx["t"], ctx["data"]
-    least = onerun.sentence(t.get("least"))
-    lines = floor_sentences(data["summary"]) + ([least] if least else []) + bracket_sentences(t["answer"], t["rows"])
+    t, data = ctx.t, ctx.data
+    least = onerun.sentence(t.least)
+    lines = floor_sentences(data.summary) + ([least] if least else []) + bracket_sentences(t.answer, t.rows)
     return bullets(lines, "none recorded")
 
 

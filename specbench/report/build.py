@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 
 import pandas as pd
 
@@ -25,14 +26,18 @@ from . import (
     acceptance,
     answer,
     batch,
+    benchcheck,
     figures,
     findings,
     fixed,
     fixed_page,
     gap,
+    hardware,
     hardware_page,
     llamaagree,
     llamacpp,
+    lossless,
+    onerun,
     pairs,
     sections,
     speed,
@@ -40,49 +45,60 @@ from . import (
     tables,
     verification,
 )
+from .context import Ctx, Inputs, Tables
 from .load import InputError, load  # noqa: F401  (InputError, load: the notebook's entry point)
 from .markdown import figure_link
 from .tree_attention import figures as attention_figures
 
 
-def make_figures(t: dict, data: dict) -> list[figures.Fig]:
+def make_figures(t: Tables, data: Inputs) -> list[figures.Fig]:
     made = [
-        acceptance.fig_acceptance_vs_budget(t["rows"], t["sums"], t["pair"]),
-        answer.fig_projected(t["rows"], t["sums"], t),
-        answer.fig_gain_vs_chain(t["chain_diffs"], t["pair"]),
-        pairs.fig_accept_hist(t["cross"], t["rows"]),
-        verification.fig_mode_gains(t["modes"]),
-        verification.fig_lossy(t["modes"]),
-        speed.fig_measured_vs_projected(t["live"]),
+        acceptance.fig_acceptance_vs_budget(t.rows, t.sums, t.pair),
+        answer.fig_projected(t.rows, t.sums, t),
+        answer.fig_gain_vs_chain(t.chain_diffs, t.pair),
+        pairs.fig_accept_hist(t.cross, t.rows),
+        verification.fig_mode_gains(t.modes),
+        verification.fig_lossy(t.modes),
+        speed.fig_measured_vs_projected(t.live),
         llamacpp.fig_acceptance(t, data),
         llamaagree.fig_agreement(data),
-        hardware_page.fig_phase(t["phase"], t["points"], t.get("other_points")),
-        batch.fig_schedule(t["schedule"]),
-        batch.fig_bench_schedule(t["bench_schedule"]),
-        acceptance.fig_alpha(t["rows"], t["sums"], data["steps"], t["pair"]),
-        acceptance.fig_acceptance_vector(data.get("vector"), data["summary"]),
-        gap.fig_gap(t["gap"]),
-        *attention_figures.make(data["attention"]),
+        hardware_page.fig_phase(t.phase, t.points, t.other_points),
+        batch.fig_schedule(t.schedule),
+        batch.fig_bench_schedule(t.bench_schedule),
+        acceptance.fig_alpha(t.rows, t.sums, data.steps, t.pair),
+        acceptance.fig_acceptance_vector(data.vector, data.summary),
+        gap.fig_gap(t.gap),
+        *attention_figures.make(data.attention),
     ]
     return [f for f in made if f is not None]
 
 
-def compute(data: dict) -> dict:
-    """The tables (`tables.compute`), the comparisons fixed in advance, the gap to the DP and the
-    findings table (`findings.frame`: every computed claim)."""
+def compute(data: Inputs) -> Tables:
+    """The shared tables (`tables.compute`), then the sections' own: the hardware page's, the
+    losslessness table, one run's least time, the benchmark check, the comparisons fixed in advance,
+    the gap to the DP and, last, the findings table (`findings.frame`: every computed claim)."""
     t = tables.compute(data)
-    t["comparisons"] = fixed.comparisons(t["df"], t["sums"])
-    t["gap"] = gap.main_rows(data.get("gap"), t["df"], t["sums"])
-    t["findings"] = findings.frame(t, data)
-    return t
+    t = replace(
+        t,
+        phase=hardware.aggregates(t.rows, data.steps, data.costs, t.counted),
+        points=hardware.machine_points(data.costs),
+        other_points=hardware.other_points(data.costs_all, data.costs),
+        per_width=hardware.per_width(t.rows, t.counted, data.costs_all),
+        lossless=lossless.lossless_table(t.df, data.summary, data.outputs),
+        least=onerun.least(data.summary, t.counted, data.costs),
+        bench_check=benchcheck.table(t.measured, data.bench, data.bench_steps, data.costs_all, t.speed),
+        comparisons=fixed.comparisons(t.df, t.sums),
+        gap=gap.main_rows(data.gap, t.df, t.sums),
+    )
+    return replace(t, findings=findings.frame(t, data))
 
 
 PAGE_FIGS = "../figures"  # a page (results/tables/<page>.md) sees the figures beside its folder
 
 
-def build(data: dict, rel: str, tables_rel: str = "results/tables") -> tuple[str, list[figures.Fig], dict]:
+def build(data: Inputs, rel: str, tables_rel: str = "results/tables") -> tuple[str, list[figures.Fig], Tables]:
     """REPORT.md's text, its figures (not yet written) and the tables they were made from
-    (``t["pages"]``: the linked pages' markdown, ``sections.render``)."""
+    (``t.pages``: the linked pages' markdown, ``sections.render``)."""
     t = compute(data)
     figs = make_figures(t, data)
     by_name = {f.name: f for f in figs}
@@ -95,11 +111,11 @@ def build(data: dict, rel: str, tables_rel: str = "results/tables") -> tuple[str
 
         return link
 
-    text, t["pages"] = sections.render(dict(t=t, data=data, figs=by_name), link_for, tables_rel)
+    text, pages = sections.render(Ctx(t=t, data=data, figs=by_name), link_for, tables_rel)
     unlinked = sorted(set(by_name) - linked)
     if unlinked:
         raise RuntimeError(f"internal: figure(s) {', '.join(unlinked)} made but not linked by any section")
-    return text, figs, t
+    return text, figs, replace(t, pages=pages)
 
 
 def publish(
@@ -140,12 +156,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     csvs = {
-        os.path.join(args.results, "speedup.csv"): speedup.speedup_csv(t["speed"]),
-        os.path.join(args.results, "comparisons.csv"): fixed_page.frame(t["comparisons"]),
+        os.path.join(args.results, "speedup.csv"): speedup.speedup_csv(t.speed),
+        os.path.join(args.results, "comparisons.csv"): fixed_page.frame(t.comparisons),
     }
     try:  # one report at a time; everything it writes replaced as one unit
         with lock(*{os.path.dirname(os.path.abspath(p)) for p in (args.out, fig_dir, *csvs)}):
-            publish(text, figs, args.out, fig_dir, t["pages"], csvs)
+            publish(text, figs, args.out, fig_dir, t.pages, csvs)
     except OSError as exc:  # a full or read-only disk: one line, nothing replaced
         print(
             f"error: {os_line(exc, args.out, '--out / --figures')} (REPORT.md and {fig_dir}/ were left as they were)",

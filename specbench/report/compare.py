@@ -29,6 +29,7 @@ import pandas as pd
 
 from ..results.metrics import first_divergence, paired_bootstrap  # noqa: F401 (the report's API)
 
+ALPHA = 0.05  # the family-wise level of Holm's adjustment over the comparisons fixed in advance (``fixed``)
 N_PAIRED = 10000  # bootstrap draws per paired difference (enough for a Holm level of 0.05 / 100)
 
 COMPARABLE_KEYS = ("dataset", "temperature", "dtype", "max_new_tokens")

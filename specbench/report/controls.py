@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..results import speedstats
+from .context import Tables
 from .markdown import span
 
 
@@ -22,10 +23,10 @@ def control(r, digits: int, twin: str) -> str:
     return f"{name} {est} [{r.lo:.{digits}f}, {r.hi:.{digits}f}]"
 
 
-def sentence(t: dict, runs=None, brief: bool = False) -> str:
+def sentence(t: Tables, runs=None, brief: bool = False) -> str:
     """The controls of the ``runs`` the table shows (all runs where None); ``brief`` (the main page):
     their ranges and any that fails, each run's own intervals one link away (speed.md)."""
-    c = t.get("controls", pd.DataFrame())
+    c = t.controls
     if runs is not None and len(c):
         c = c[c.run_id.isin(set(runs))]
     if c.empty:
@@ -60,13 +61,13 @@ def sentence(t: dict, runs=None, brief: bool = False) -> str:
     )
 
 
-def short(t: dict, runs) -> str:
+def short(t: Tables, runs) -> str:
     """The TL;DR's controls: how many hold, and how often one run's own interval missed (speed.md)."""
-    c = t.get("controls", pd.DataFrame())
+    c = t.controls
     c = c[c.run_id.isin(set(runs))] if len(c) else c
     if c.empty:
         return ""
-    pooled = t.get("pooled_controls", pd.DataFrame())
+    pooled = t.pooled_controls
     bad = pooled[pooled.fail_p < 0.05] if len(pooled) and "fail_p" in pooled else pooled.iloc[0:0]
     miss = "; ".join(
         f"{r.control} {r.runs_failed} of {r.runs_judged} on {str(r.machine).split(',')[0]}" for r in bad.itertuples()
@@ -93,10 +94,10 @@ def offset_clause(rows: pd.DataFrame) -> str:
     )
 
 
-def too_many_misses(t: dict) -> list[str]:
+def too_many_misses(t: Tables) -> list[str]:
     """Per pooled control whose runs failed more often than their 95% allows (``coverage_verdict``), one clause
     naming each machine where it did."""
-    pooled = t.get("pooled_controls", pd.DataFrame())
+    pooled = t.pooled_controls
     bad = pooled[pooled.fail_p < 0.05] if len(pooled) and "fail_p" in pooled else pooled.iloc[0:0]
     out = []
     for (orders, name), rows in bad.groupby(["orders", "control"], sort=False):
@@ -126,11 +127,11 @@ POOLED_ORDERS = {  # how a pooled sentence names its runs' order design (``speed
 }
 
 
-def pooled_sentences(t: dict) -> list[str]:
+def pooled_sentences(t: Tables) -> list[str]:
     """Per machine and order design with two runs or more, the controls of every run pooled
     (``runcontrols.pooled_controls``): how often and by how much the first-named copy took longer, and
     whether that lean is beyond chance.  ABBA runs first: theirs is the harness's measure."""
-    pooled = t.get("pooled_controls", pd.DataFrame())
+    pooled = t.pooled_controls
     out = []
     groups = pooled[pooled.runs > 1].groupby(["machine", "orders"], sort=True) if len(pooled) else []
     for (machine, orders), g in sorted(groups, key=lambda kg: (kg[0][0], kg[0][1] != speedstats.ABBA)):

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..results.costcurve import SEED, Curve
+from . import analysis
 
 
 def forwards(steps: pd.DataFrame) -> pd.Series:
@@ -154,3 +155,29 @@ def projection(c: Counts, draft: tuple[Curve, np.ndarray] | None, target: tuple[
 
 
 __all__ = ["counts", "StepCounts", "projection", "forwards"]
+
+
+# the linear (r, m) model of a cost curve (``hardware``'s module docstring)
+def speedup(a: pd.DataFrame, r: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """[configs, len(r), len(m)] modelled speedups (module docstring)."""
+    E, F_, K, S, V = (a[c].to_numpy(float)[:, None, None] for c in "EFKSV")
+    rr, mm = r[None, :, None], m[None, None, :]
+    return E / (rr * (F_ + mm * (K - F_)) + S + mm * (V - S))
+
+
+def best_at(a: pd.DataFrame, r: float, m: float) -> dict:
+    """The modelled best configuration of ``a`` at one (r, m), with its speedup."""
+    s = speedup(a, np.array([r]), np.array([m]))[:, 0, 0]
+    i = int(np.argmax(s))
+    return {**a.iloc[i].to_dict(), "modelled": float(s[i])}
+
+
+def label(r: dict) -> str:
+    """'eagle2 N=16', 'merged:chain N=4': the shape without its parameters (a merged tree's
+    model part kept), and the budget."""
+    shape = str(r["shape"])
+    if (built := analysis.built_label(r)) is not None:  # a cost-aware Sequoia: the tree it built
+        return f"{shape} {built}"
+    name, _, args = shape.partition("(")
+    part = [a.split("=", 1)[1] for a in args.rstrip(")").split(", ") if a.startswith("shape=")]
+    return f"{name}{':' + part[0] if part else ''} N={int(r['budget'])}"

@@ -3,31 +3,9 @@ results/default_run.json (study.tools.budget's record) and results/acceptance_ch
 
 from __future__ import annotations
 
-import json
-import os
-
 import pandas as pd
 
 from ..results.acceptcheck import mine, others, verdict
-
-
-def read(results: str) -> dict | None:
-    """The last default run's record, None where absent (or not yet finished: no ``covered``); a file that is
-    there but unreadable is refused in one line naming it and the fix (never reported as absent)."""
-    path = os.path.join(results, "default_run.json")
-    if not os.path.exists(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            rec = json.load(f)
-    except (OSError, ValueError) as e:
-        rec = e
-    if not isinstance(rec, dict):
-        why = f"{type(rec).__name__}: {str(rec)[:80]}" if isinstance(rec, Exception) else "not a JSON object"
-        raise ValueError(
-            f"{path}: unreadable ({why}); rerun `bash run_all.sh` (its last step writes it) or `git checkout {path}`"
-        )
-    return rec if rec.get("covered") else None
 
 
 def sentence(rec: dict | None, check: pd.DataFrame | None, brief: bool = False) -> str:

@@ -1,13 +1,15 @@
 """The findings table: the computed claims of REPORT.md's analysis, identities, speed, gap, hardware
 and comparisons sections as rows (id, section, sentence, numbers), built in one place (`frame`) from
-the tables of `tables.compute`; a section prints its rows as bullets (`sentences`).  `numbers` holds the values a sentence rests on.  Imports analysis, tables, hardware
-(the phase diagram's modelled best) and phrases (the wording of a group, a speed, a claim)."""
+the tables of `tables.compute`; a section prints its rows as bullets (`sentences`).  `numbers` holds the values a sentence rests on.  Imports
+shared modules only: analysis, compare (Holm's level), costmodel (the linear model's best at a machine's point), tables
+and phrases (the wording of a group, a speed, a claim)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from . import analysis, fixed, hardware, tables
+from . import analysis, compare, costmodel, tables
+from .context import Inputs, Tables
 from .phrases import claim_word, speed, where
 
 COLUMNS = ["id", "section", "sentence", "numbers"]
@@ -17,19 +19,19 @@ def claim(section: str, key: str, sentence: str, **numbers) -> dict:
     return dict(id=f"{section}:{key}", section=section, sentence=sentence, numbers=numbers)
 
 
-def frame(t: dict, data: dict) -> pd.DataFrame:
+def frame(t: Tables, data: Inputs) -> pd.DataFrame:
     """Every computed claim, in the order its section prints them."""
     rows = [
-        *answer_claims(t["answer"]),
-        *cap_claims(t["rows"]),
-        *cross_claims(t["cross"]),
-        calibration_claim(t["calib"]),
-        *identity_claims(t["idents"]),
-        *comparison_claims(t["comparisons"], analysis.role_names(t["df"]), token_level_rules(t["df"])),
-        *speed_claims(t["live"]),
-        *gap_claims(t["gap"]),
-        *machine_claims(t["points"], data.get("envs") or {}),
-        *phase_claims(t["phase"], t["points"]),
+        *answer_claims(t.answer),
+        *cap_claims(t.rows),
+        *cross_claims(t.cross),
+        calibration_claim(t.calib),
+        *identity_claims(t.idents),
+        *comparison_claims(t.comparisons, analysis.role_names(t.df), token_level_rules(t.df)),
+        *speed_claims(t.live),
+        *gap_claims(t.gap),
+        *machine_claims(t.points, data.envs or {}),
+        *phase_claims(t.phase, t.points),
     ]
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -124,8 +126,8 @@ def token_level_rules(df: pd.DataFrame) -> set | None:
 
 
 def comparison_claims(comp: pd.DataFrame | None, names: dict, token_level: set | None = None) -> list[dict]:
-    """How many comparisons of the fixed list clear zero after Holm's adjustment (`fixed.sentence`)."""
-    line = fixed.sentence(comp, names, token_level)
+    """How many comparisons of the fixed list clear zero after Holm's adjustment (`comparisons_sentence`)."""
+    line = comparisons_sentence(comp, names, token_level)
     return [] if line is None or comp is None else [claim("comparisons", "fixed", line, m=len(comp))]
 
 
@@ -242,11 +244,65 @@ def phase_claims(a: pd.DataFrame, points: pd.DataFrame) -> list[dict]:
         return out
     for (pair, ds), g in a.groupby(["pair", "dataset"], sort=True):
         for pt in points[points.pair == pair].to_dict("records"):
-            b = hardware.best_at(g.reset_index(drop=True), pt["r"], pt["m"])
+            b = costmodel.best_at(g.reset_index(drop=True), pt["r"], pt["m"])
             sentence = (
                 f"{pair} on {ds}: this {pt.get('device', '')} {pt['dtype']} curve sits at r = {pt['r']:.2f}, "
-                f"m = {pt['m']:.3f}; the linear model's best there is {hardware.label(b)} ({b['modelled']:.2f}×)."
+                f"m = {pt['m']:.3f}; the linear model's best there is {costmodel.label(b)} ({b['modelled']:.2f}×)."
             )
             key = f"{pair}/{ds}/{pt.get('device', '')}/{pt['dtype']}"
             out.append(claim("phase", key, sentence, r=pt["r"], m=pt["m"], modelled=b["modelled"]))
     return out
+
+
+def comparisons_scope(comp: pd.DataFrame) -> str:
+    """What the comparisons rest on: pairs, datasets, trees, temperatures, prompts and the metric."""
+    trees = sorted({(str(r.tree), int(r.budget)) for r in comp.itertuples()}, key=lambda tb: (tb[1], tb[0]))
+    temps = ", ".join(f"{t:g}" for t in sorted(set(comp.temperature.astype(float))))
+    lo, hi = int(comp.n_prompts.min()), int(comp.n_prompts.max())
+    return (
+        f"They rest on {', '.join(sorted(set(comp.pair.astype(str))))} only, on "
+        f"{', '.join(sorted(set(comp.dataset.astype(str))))}, with the trees "
+        f"{', '.join(f'{t} N={b}' for t, b in trees)}, at T = {temps}, on {lo}{'' if lo == hi else f'–{hi}'} prompts, "
+        "and compare tokens per step (acceptance), not timed speed."
+    )
+
+
+def comparisons_sentence(comp: pd.DataFrame | None, names: dict, token_level: set | None = None) -> str | None:
+    """How many comparisons of the fixed list clear zero after Holm's adjustment, per rule in each
+    direction and neither (the nulls with the positives), which lossless alternative to the
+    token-level rules (``token_level``) clears zero above its baseline, and what they rest on."""
+    if comp is None or comp.empty:
+        return None
+    head = (
+        f"Of the {len(comp)} comparisons fixed in advance (each rule at T>0 against its strongest token-level "
+        f"baseline, each lossy rule against {names['tree']} on trees ({names['chain']} on "
+        f"chains) and against {names[analysis.LOSSY_BASELINE]}; Holm-adjusted, family-wise {compare.ALPHA:.0%}), "
+        f"{int(comp.clears_zero.sum())} clear zero. Per rule, above zero / below zero / neither"
+    )
+    up, down = comp.clears_zero & (comp["diff"] > 0), comp.clears_zero & (comp["diff"] < 0)
+
+    def counts(rules) -> str:
+        return ", ".join(
+            f"{v} {int((up & (comp.verify == v)).sum())} / {int((down & (comp.verify == v)).sum())} / "
+            f"{int(((comp.verify == v) & ~comp.clears_zero).sum())}"
+            for v in rules
+        )
+
+    lossless = comp.lossless.map(analysis.is_lossless)
+    parts = [
+        f"lossless rules: {counts(sorted(set(comp.verify[lossless])))}" if lossless.any() else "",
+        f"lossy rules: {counts(sorted(set(comp.verify[~lossless])))}" if (~lossless).any() else "",
+    ]
+    out = head + ": " + "; ".join(p for p in parts if p) + "."
+    alt = comp[lossless & ~comp.verify.isin(token_level or set()) & comp.against.astype(str).str.contains("baseline")]
+    if token_level is not None and len(alt):
+        per = ", ".join(f"{v} {int((up & (comp.verify == v))[alt.index].sum())} of {int((alt.verify == v).sum())}"
+                        for v in sorted(set(alt.verify)))  # fmt: skip
+        n_up = int(up[alt.index].sum())
+        lead = (
+            "No comparison of a lossless alternative to the token-level rules clears"
+            if n_up == 0
+            else f"{n_up} of the {len(alt)} comparisons of a lossless alternative to the token-level rules clear"
+        )
+        out += f" {lead} zero above its baseline ({per})."
+    return out + " " + comparisons_scope(comp)

@@ -34,8 +34,9 @@ import numpy as np
 import pandas as pd
 
 from . import analysis, compare, tables
+from .analysis import is_lossless
+from .compare import ALPHA
 
-ALPHA = 0.05
 KEYS = analysis.GROUP + ["tree", "tree_params", "budget", "temperature"]
 BASELINE, BEST, NAIVE = "baseline", "best lossless", "naive"
 COLUMNS = (  # one string, split on spaces
@@ -43,10 +44,6 @@ COLUMNS = (  # one string, split on spaces
     " baseline_verify same_trees config_hash baseline_hash n_prompts tokens_per_step"
     " baseline_tokens_per_step diff diff_lo diff_hi p_value holm_p holm_alpha adj_lo adj_hi clears_zero"
 ).split()
-
-
-def is_lossless(v) -> bool:
-    return str(v).strip().lower() in ("true", "1", "1.0")
 
 
 def is_lossy(r: dict) -> bool:
@@ -154,57 +151,3 @@ def comparisons(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
 def csv_frame(comp: pd.DataFrame) -> pd.DataFrame:
     """results/comparisons.csv: `COLUMNS` (the `paired` objects left out)."""
     return comp.reindex(columns=COLUMNS)
-
-
-def scope(comp: pd.DataFrame) -> str:
-    """What the comparisons rest on: pairs, datasets, trees, temperatures, prompts and the metric."""
-    trees = sorted({(str(r.tree), int(r.budget)) for r in comp.itertuples()}, key=lambda tb: (tb[1], tb[0]))
-    temps = ", ".join(f"{t:g}" for t in sorted(set(comp.temperature.astype(float))))
-    lo, hi = int(comp.n_prompts.min()), int(comp.n_prompts.max())
-    return (
-        f"They rest on {', '.join(sorted(set(comp.pair.astype(str))))} only, on "
-        f"{', '.join(sorted(set(comp.dataset.astype(str))))}, with the trees "
-        f"{', '.join(f'{t} N={b}' for t, b in trees)}, at T = {temps}, on {lo}{'' if lo == hi else f'–{hi}'} prompts, "
-        "and compare tokens per step (acceptance), not timed speed."
-    )
-
-
-def sentence(comp: pd.DataFrame | None, names: dict, token_level: set | None = None) -> str | None:
-    """How many comparisons of the fixed list clear zero after Holm's adjustment, per rule in each
-    direction and neither (the nulls with the positives), which lossless alternative to the
-    token-level rules (``token_level``) clears zero above its baseline, and what they rest on."""
-    if comp is None or comp.empty:
-        return None
-    head = (
-        f"Of the {len(comp)} comparisons fixed in advance (each rule at T>0 against its strongest token-level "
-        f"baseline, each lossy rule against {names['tree']} on trees ({names['chain']} on "
-        f"chains) and against {names[analysis.LOSSY_BASELINE]}; Holm-adjusted, family-wise {ALPHA:.0%}), "
-        f"{int(comp.clears_zero.sum())} clear zero. Per rule, above zero / below zero / neither"
-    )
-    up, down = comp.clears_zero & (comp["diff"] > 0), comp.clears_zero & (comp["diff"] < 0)
-
-    def counts(rules) -> str:
-        return ", ".join(
-            f"{v} {int((up & (comp.verify == v)).sum())} / {int((down & (comp.verify == v)).sum())} / "
-            f"{int(((comp.verify == v) & ~comp.clears_zero).sum())}"
-            for v in rules
-        )
-
-    lossless = comp.lossless.map(is_lossless)
-    parts = [
-        f"lossless rules: {counts(sorted(set(comp.verify[lossless])))}" if lossless.any() else "",
-        f"lossy rules: {counts(sorted(set(comp.verify[~lossless])))}" if (~lossless).any() else "",
-    ]
-    out = head + ": " + "; ".join(p for p in parts if p) + "."
-    alt = comp[lossless & ~comp.verify.isin(token_level or set()) & comp.against.astype(str).str.contains("baseline")]
-    if token_level is not None and len(alt):
-        per = ", ".join(f"{v} {int((up & (comp.verify == v))[alt.index].sum())} of {int((alt.verify == v).sum())}"
-                        for v in sorted(set(alt.verify)))  # fmt: skip
-        n_up = int(up[alt.index].sum())
-        lead = (
-            "No comparison of a lossless alternative to the token-level rules clears"
-            if n_up == 0
-            else f"{n_up} of the {len(alt)} comparisons of a lossless alternative to the token-level rules clear"
-        )
-        out += f" {lead} zero above its baseline ({per})."
-    return out + " " + scope(comp)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import analysis, findings, fixed, phrases, tables
+from . import analysis, compare, findings, fixed, phrases, tables
+from .context import Ctx
 from .markdown import table
 
 
@@ -24,7 +25,7 @@ def p_text(p) -> str:
 
 def level(r) -> str:
     """The adjusted interval's confidence level, '1 − α/97'."""
-    return f"1 − α/{round(fixed.ALPHA / r['holm_alpha'])}"
+    return f"1 − α/{round(compare.ALPHA / r['holm_alpha'])}"
 
 
 COLS = [
@@ -44,10 +45,10 @@ COLS = [
 ]
 
 
-def section(ctx) -> str:
+def section(ctx: Ctx) -> str:
     """The lead finding and one table per group and temperature (the template holds the note)."""
-    comp = ctx["t"]["comparisons"]
-    out = [c["sentence"] for c in findings.comparison_claims(comp, analysis.role_names(ctx["t"]["df"]))] or [""]
+    comp = ctx.t.comparisons
+    out = [c["sentence"] for c in findings.comparison_claims(comp, analysis.role_names(ctx.t.df))] or [""]
     if (comp.n_prompts < tables.MIN_CI).any():
         out.append(f"A comparison on fewer than {tables.MIN_CI} shared prompts counts in m with p = 1 and no interval.")
     for key, g in comp.groupby(analysis.GROUP + ["engine", "temperature"], sort=True, dropna=False):

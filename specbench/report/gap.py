@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from . import analysis, figures, findings
+from .context import Ctx
 from .markdown import bullets, fig_links, md_table
 
 
@@ -132,13 +133,13 @@ def fig_gap(rows: pd.DataFrame, min_budgets: int = 3) -> figures.Fig | None:
     return figures.page_panels(groups, "gap_to_optimum.png", draw, caption, cols=3, h=2.8, ncol=3, extra=extra)
 
 
-def section(ctx) -> str:
-    rows = ctx["t"]["gap"]
+def section(ctx: Ctx) -> str:
+    rows = ctx.t.gap
     if rows.empty:
         return "_No results/gap_to_optimum.csv rows (greedy static shapes with a calibrated acceptance vector)._"
     return "\n\n".join(
         [
-            bullets(findings.sentences(ctx["t"]["findings"], "gap"), ""),
+            bullets(findings.sentences(ctx.t.findings, "gap"), ""),
             "Each cell: measured tokens_per_step (share of the DP "
             "prediction for the best tree; DP prediction for the shape itself).",
             md_table(*pivot(rows)),

@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from ..results import costcurve, costtable
-from . import analysis, costmodel
+from . import costmodel
+from .costmodel import label, speedup
 
 RS = np.logspace(-2, 0.5, 55)  # draft-to-target cost ratio (above 1: a draft slower than the target)
 MS = np.logspace(-3, 0, 49)  # marginal cost per query token, in one-token forwards
@@ -102,13 +103,6 @@ def per_width(rows: pd.DataFrame, counted: costmodel.StepCounts | None, costs: p
     return pd.DataFrame(out)
 
 
-def speedup(a: pd.DataFrame, r: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """[configs, len(r), len(m)] modelled speedups (module docstring)."""
-    E, F_, K, S, V = (a[c].to_numpy(float)[:, None, None] for c in "EFKSV")
-    rr, mm = r[None, :, None], m[None, None, :]
-    return E / (rr * (F_ + mm * (K - F_)) + S + mm * (V - S))
-
-
 def machine_points(costs: pd.DataFrame | None) -> pd.DataFrame:
     """Per (pair, dtype, device) with draft and target curves: r and m (module docstring)."""
     if costs is None or costs.empty:
@@ -162,24 +156,6 @@ def other_sentence(pts: pd.DataFrame) -> str:
         "Other machines' cost curves, kept apart (a default run's on another machine: its own live runs are set "
         "against them, speed.md; the projections here read the study's): " + "; ".join(each) + "."
     )
-
-
-def best_at(a: pd.DataFrame, r: float, m: float) -> dict:
-    """The modelled best configuration of ``a`` at one (r, m), with its speedup."""
-    s = speedup(a, np.array([r]), np.array([m]))[:, 0, 0]
-    i = int(np.argmax(s))
-    return {**a.iloc[i].to_dict(), "modelled": float(s[i])}
-
-
-def label(r: dict) -> str:
-    """'eagle2 N=16', 'merged:chain N=4': the shape without its parameters (a merged tree's
-    model part kept), and the budget."""
-    shape = str(r["shape"])
-    if (built := analysis.built_label(r)) is not None:  # a cost-aware Sequoia: the tree it built
-        return f"{shape} {built}"
-    name, _, args = shape.partition("(")
-    part = [a.split("=", 1)[1] for a in args.rstrip(")").split(", ") if a.startswith("shape=")]
-    return f"{name}{':' + part[0] if part else ''} N={int(r['budget'])}"
 
 
 def schedule_sentences(sched: pd.DataFrame, covered=frozenset()) -> list[str]:

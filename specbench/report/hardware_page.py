@@ -13,6 +13,7 @@ from matplotlib.patches import Patch
 from scipy import ndimage
 
 from . import figures, findings, palette, tldr
+from .context import Ctx
 from .hardware import MS, RS, label, other_sentence, speedup
 from .markdown import bullets, fig_links
 
@@ -185,11 +186,11 @@ CAPTION = (
 )
 
 
-def section(ctx) -> str:
-    t, data = ctx["t"], ctx["data"]
+def section(ctx: Ctx) -> str:
+    t, data = ctx.t, ctx.data
     rec = tldr.recommended(t)
-    others = [x for x in [other_sentence(t.get("other_points"))] if x]
-    others += tldr.hardware_sentence(t, rec, data.get("envs") or {}, data.get("costs")) if len(rec) else []
-    found = [bullets(findings.sentences(ctx["t"]["findings"], "machines") + others, "")]
-    found += [bullets(findings.sentences(ctx["t"]["findings"], "phase"), "")]
+    others = [x for x in [other_sentence(t.other_points)] if x]
+    others += tldr.hardware_sentence(t, rec, data.envs or {}, data.costs) if len(rec) else []
+    found = [bullets(findings.sentences(ctx.t.findings, "machines") + others, "")]
+    found += [bullets(findings.sentences(ctx.t.findings, "phase"), "")]
     return "\n\n".join(found + fig_links(ctx, "phase_diagram.png"))

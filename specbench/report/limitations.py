@@ -8,12 +8,13 @@ import pandas as pd
 
 from ..results import speedstats
 from . import defaultrun, findings, machines, phrases, tables
+from .context import Ctx, Inputs, Tables
 from .markdown import bullets, span
 
 
-def sizes(t: dict, data: dict) -> list[str]:
+def sizes(t: Tables, data: Inputs) -> list[str]:
     """The limits of the sample: sizes, the length cap, calibration, the machine, the default run."""
-    rows = t["rows"]
+    rows = t.rows
     out = []
     if "n_prompts" in rows and len(rows):
         small = rows[rows.n_prompts < tables.MIN_RANKED]
@@ -21,7 +22,7 @@ def sizes(t: dict, data: dict) -> list[str]:
             f"{len(small)} of {len(rows)} configurations ran fewer than {tables.MIN_RANKED} prompts (smallest "
             f"{int(rows.n_prompts.min())}); their orderings are exploratory."
         )
-    if len(ans := t["answer"]) and "n_prompts" in rows:
+    if len(ans := t.answer) and "n_prompts" in rows:
         out.append(
             f"{int(ans.claim.map(tables.is_ranked).sum())} of {len(ans)} answer rows (per pair, dataset and shape, "
             f"the fastest budget) carry a ranked claim (≥ {tables.MIN_RANKED} prompts, ≤ {tables.MAX_CUT:.0%} of steps "
@@ -34,18 +35,18 @@ def sizes(t: dict, data: dict) -> list[str]:
             f"and {int((rows.cut > tables.MAX_CUT).sum())} configurations lose more than {tables.MAX_CUT:.0%} of their "
             "steps to that cap."
         )
-    out.append(findings.calibration_claim(t["calib"])["sentence"])
+    out.append(findings.calibration_claim(t.calib)["sentence"])
     out += [timing_machines(t, data)]
-    out.append(defaultrun.sentence(data.get("default_run"), data.get("acceptance_check"), brief=True))
-    if t["live"].empty or t["live"].measured.isna().all():
+    out.append(defaultrun.sentence(data.default_run, data.acceptance_check, brief=True))
+    if t.live.empty or t.live.measured.isna().all():
         out.append("No live configuration has a matching baseline: every speedup is projected.")
     return out
 
 
-def timing_machines(t: dict, data: dict) -> str:
+def timing_machines(t: Tables, data: Inputs) -> str:
     """Which machines the timings come from, computed from the rows: the benchmark's per machine class (its
     pair × dataset keys), and the cost curves' machine; never 'every' or 'only' unless the rows say so."""
-    m = t.get("measured", pd.DataFrame())
+    m = t.measured
     parts = []
     if len(m):
         m = m.assign(cls=m.machine.map(machines.machine_class))
@@ -57,7 +58,7 @@ def timing_machines(t: dict, data: dict) -> str:
         if parts
         else ("No speed benchmark has run")
     )
-    costs = phrases.cost_machine(data.get("env"), data.get("costs"), short=True)
+    costs = phrases.cost_machine(data.env, data.costs, short=True)
     return (
         f"{where}; the projections read the cost curves of {costs or 'no machine'}, and transfer to other hardware "
         "only through re-measured forward costs."
@@ -88,24 +89,22 @@ def outputs_sentence(bench: pd.DataFrame | None, margins: pd.DataFrame | None) -
     )
 
 
-def limits(t: dict, data: dict) -> list[str]:
+def limits(t: Tables, data: Inputs) -> list[str]:
     """The limits of the evidence: the sample's (``sizes``), then which pairs, trees and temperatures
     the rules' conclusions and the live checks cover."""
     out = sizes(t, data)
-    out += [s for s in [outputs_sentence(data.get("bench"), data.get("margins"))] if s]
-    comp = t.get("comparisons")
+    out += [s for s in [outputs_sentence(data.bench, data.margins)] if s]
+    comp = t.comparisons
     if comp is not None and len(comp):
         out.append("The verification rules' conclusions are narrow: their finding above ends with what they rest on.")
-    bench = speedstats.answer_first(t.get("measured", pd.DataFrame()))
-    live, what = (
-        (bench, "The interleaved benchmark timed") if len(bench) else (t["live"], "Live speed was measured for")
-    )
+    bench = speedstats.answer_first(t.measured)
+    live, what = (bench, "The interleaved benchmark timed") if len(bench) else (t.live, "Live speed was measured for")
     if len(live):
         b1 = live[live.batch_size.astype(float) == 1] if "batch_size" in live else live
         pairs = sorted(set(b1.pair.astype(str)))
         cells = len(b1[["pair", "dataset"]].drop_duplicates())
         out.append(
-            f"{what} {len(pairs)} of {t['rows'].pair.nunique()} pairs at batch 1 ({cells} pair × dataset, on "
+            f"{what} {len(pairs)} of {t.rows.pair.nunique()} pairs at batch 1 ({cells} pair × dataset, on "
             f"{', '.join(sorted(set(b1.dataset.astype(str))))}), with {span(b1.n_prompts, '.0f')} prompts of "
             f"{span(b1.max_new_tokens, '.0f')} new tokens per run, on "
             f"{'; '.join(sorted(set(b1.machine.map(machines.machine_class) if 'machine' in b1 else b1.device)))}; "
@@ -114,6 +113,6 @@ def limits(t: dict, data: dict) -> list[str]:
     return out
 
 
-def section(ctx) -> str:
+def section(ctx: Ctx) -> str:
     """The limits of the evidence (the bookkeeping is on the setup page)."""
-    return bullets(limits(ctx["t"], ctx["data"]), "none recorded")
+    return bullets(limits(ctx.t, ctx.data), "none recorded")

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..results import llamaaccept
 from . import figures, machines, palette
+from .context import Ctx, Inputs
 from .markdown import fig_links, span, table
 
 FIG = "llamacpp_agreement.png"
@@ -40,9 +41,9 @@ def setting(r) -> str:
     return f"{int(r['n_max'])}/{float(r['p_min']):g}"
 
 
-def frame(data: dict, spec_type: str = llamaaccept.DRAFT_SIMPLE) -> pd.DataFrame:
+def frame(data: Inputs, spec_type: str = llamaaccept.DRAFT_SIMPLE) -> pd.DataFrame:
     """The agreement table's settings of one llama.cpp type (empty where none)."""
-    a = llamaaccept.agreement(data.get("accept_llamacpp"))
+    a = llamaaccept.agreement(data.accept_llamacpp)
     return a if a.empty else a[a.spec_type == spec_type].reset_index(drop=True)
 
 
@@ -53,7 +54,7 @@ def of(a: pd.DataFrame, r: dict) -> pd.DataFrame:
     return a[(a.pair == r["pair"]) & (a.dataset == r["dataset"]) & (a.machine_id.astype(str) == str(r["machine_id"]))]
 
 
-def cell(data: dict, r: dict) -> str:
+def cell(data: Inputs, r: dict) -> str:
     """The TL;DR's *replay agrees* cell, '31 of 32': settings whose paired interval of the difference holds 0, or
     'not run'."""
     g = of(frame(data), r)
@@ -78,9 +79,9 @@ def key_line(g: pd.DataFrame) -> str:
     )
 
 
-def section(ctx) -> str:
+def section(ctx: Ctx) -> str:
     """speed.md's *Acceptance against specbench's replay* subsection, or '' without rows."""
-    a, ng = frame(ctx["data"]), frame(ctx["data"], NGRAM)
+    a, ng = frame(ctx.data), frame(ctx.data, NGRAM)
     if a.empty and ng.empty:
         return ""
     lead = (
@@ -131,7 +132,7 @@ def ngram_part(ng: pd.DataFrame, cols: list) -> list[str]:
     return [text, lines(ng), table(ng.to_dict("records"), ng_cols[:6] + own + ng_cols[6:])]
 
 
-def fig_agreement(data: dict) -> figures.Fig | None:
+def fig_agreement(data: Inputs) -> figures.Fig | None:
     """Accepted draft tokens per draft against n_max (ngram-simple: its M), one series per p_min (ngram-simple: per
     N): llama.cpp (solid) and specbench's replay (dashed, hollow), specbench's own ngram chain dotted; one panel per
     machine, pair, dataset and llama.cpp type; None without rows."""

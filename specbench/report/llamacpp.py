@@ -5,7 +5,7 @@ One function per number, read by the TL;DR's table (``brief``), speed.md's *llam
 and the figure (``fig_acceptance``):
 
 * ``keys``: per llama.cpp run at batch 1 (machine, pair, dataset): the fastest candidate with an interval, its
-  paired speedup and 95% interval (``t["measured"]``: ``speedstats.answers``, the number speed.md's measured
+  paired speedup and 95% interval (``t.measured``: ``speedstats.answers``, the number speed.md's measured
   table shows), the candidates that tie it, whether it pays (else the answer is plain decoding) and the controls;
 * ``plain``: llama.cpp's plain tokens/s ÷ specbench's on the same prompts and machine at equal max_new_tokens
   (``results.engines.plain_ratio``);
@@ -24,6 +24,7 @@ import pandas as pd
 from ..results import engines, llamaproject, speedstats
 from ..results.columns import tree_params
 from . import figures, llamaagree, machines, palette
+from .context import Ctx, Inputs, Tables
 from .llamaagree import LLAMA_LOOKS, setting
 from .markdown import fig_links, span, table
 
@@ -31,9 +32,9 @@ ENGINE = llamaproject.ENGINE
 FIG = "llamacpp_acceptance.png"
 
 
-def runs(t: dict) -> pd.DataFrame:
-    """``t["measured"]``'s llama.cpp rows of answer runs at batch 1, each with its n_max and p_min."""
-    m = t.get("measured", pd.DataFrame())
+def runs(t: Tables) -> pd.DataFrame:
+    """``t.measured``'s llama.cpp rows of answer runs at batch 1, each with its n_max and p_min."""
+    m = t.measured
     if m is None or m.empty or "engine" not in m:
         return pd.DataFrame()
     m = speedstats.answer_first(m[(m.engine == ENGINE) & (m.batch_size.astype(int) == 1)])
@@ -41,7 +42,7 @@ def runs(t: dict) -> pd.DataFrame:
     return m.assign(n_max=[int(p.get("n_max", 0)) for p in params], p_min=[float(p.get("p_min", 0)) for p in params])
 
 
-def keys(t: dict) -> pd.DataFrame:
+def keys(t: Tables) -> pd.DataFrame:
     """One row per llama.cpp run (module docstring): its fastest candidate (``machines.fastest``), ``ties`` (the
     others tying it), ``pays``, ``controls_hold``, the machine's class; sorted by machine, pair and dataset."""
     m = runs(t)
@@ -75,9 +76,9 @@ def plain(bench: pd.DataFrame | None, r: dict) -> dict | None:
     return {**row, "at_other": not row["_same"]}
 
 
-def projection(data: dict) -> pd.DataFrame:
+def projection(data: Inputs) -> pd.DataFrame:
     """specbench's projection per llama.cpp candidate beside its measured speedup (``llamaproject.compare``)."""
-    return llamaproject.compare(data.get("bench"), data.get("accept_llamacpp"), data.get("costs_llamacpp"))
+    return llamaproject.compare(data.bench, data.accept_llamacpp, data.costs_llamacpp)
 
 
 def picked(proj: pd.DataFrame, r: dict) -> dict | None:
@@ -89,17 +90,17 @@ def picked(proj: pd.DataFrame, r: dict) -> dict | None:
     return None if g.empty else g.sort_values(["projected", "n_max"], ascending=[False, True]).iloc[0].to_dict()
 
 
-def candidates(t: dict, data: dict) -> pd.DataFrame:
+def candidates(t: Tables, data: Inputs) -> pd.DataFrame:
     """Every llama.cpp candidate of ``runs`` with its acceptance per step and per drafted token, specbench's chain
     N = n_max acceptance per step (with its interval) and the token-identical share (module docstring)."""
     m = runs(t)
     if m.empty:
         return m
-    bench = speedstats.with_engine(data["bench"])
+    bench = speedstats.with_engine(data.bench)
     bench = bench[bench.engine == ENGINE]
     out = []
     for r in m.to_dict("records"):
-        chain = llamaproject.chain_row(data["summary"], r["pair"], r["dataset"], r["n_max"])
+        chain = llamaproject.chain_row(data.summary, r["pair"], r["dataset"], r["n_max"])
         mine = bench[(bench.candidate == r["candidate"]) & (bench.pair == r["pair"]) & (bench.dataset == r["dataset"])]
         mine = mine[
             (mine.machine_id.astype(str) == str(r["machine_id"])) & (mine.max_new_tokens == r["max_new_tokens"])
@@ -156,13 +157,13 @@ def controls(r) -> str:
     return "hold" if r["controls_hold"] else "fail"
 
 
-def brief(ctx) -> str:
+def brief(ctx: Ctx) -> str:
     """The TL;DR's llama.cpp table with its one-line lead, or '' without llama.cpp benchmark rows."""
-    t, data = ctx["t"], ctx["data"]
+    t, data = ctx.t, ctx.data
     k = keys(t)
     if k.empty:
         return ""
-    proj, bench = projection(data), data.get("bench")
+    proj, bench = projection(data), data.bench
     cols = [("machine", lambda r: r["cls"])] * (k.cls.nunique() > 1) + [
         ("pair/dataset", lambda r: f"{r['pair']}/{r['dataset']}"),
         ("fastest n_max/p_min +ties [95% CI]", best_cell),
@@ -209,7 +210,7 @@ def projected_cell(proj: pd.DataFrame, r: dict) -> str:
     return f"{ends or f'{p.projected:.2f}'}×{ci} ({p.error:+.0%})"
 
 
-def projection_line(t: dict, proj: pd.DataFrame) -> str:
+def projection_line(t: Tables, proj: pd.DataFrame) -> str:
     """'specbench's projection against the measured speedup: error −1% to +12% (median +5%) over 8 candidates; its
     pick is the measured fastest or ties it in 2 of 2 pair/datasets.', or '' where nothing is projected."""
     p = proj[proj.projected.notna()] if len(proj) else proj
@@ -238,10 +239,10 @@ def plain_lines(k: pd.DataFrame, bench: pd.DataFrame | None) -> list[str]:
     return out
 
 
-def section(ctx) -> str:
+def section(ctx: Ctx) -> str:
     """speed.md's llama.cpp section: every candidate (``candidates``), the plain ratio and the figure; '' without
     llama.cpp benchmark rows."""
-    t, data = ctx["t"], ctx["data"]
+    t, data = ctx.t, ctx.data
     c = candidates(t, data)
     if c.empty:
         return ""
@@ -269,16 +270,16 @@ def section(ctx) -> str:
         "decodes equal to llama.cpp's plain decoding of the same prompt and round."
     )
     plain_text = "Plain decoding, both engines (tokens/s on the prompts both decoded, same machine and length):"
-    lines = "\n".join(f"- {s}" for s in plain_lines(keys(t), data.get("bench")))
+    lines = "\n".join(f"- {s}" for s in plain_lines(keys(t), data.bench))
     parts = [lead, table(c.to_dict("records"), cols), projection_line(t, proj), plain_text + "\n\n" + lines]
     return "\n\n".join([x for x in parts if x] + fig_links(ctx, FIG))
 
 
-def fig_acceptance(t: dict, data: dict) -> figures.Fig | None:
+def fig_acceptance(t: Tables, data: Inputs) -> figures.Fig | None:
     """Accepted draft tokens per step against n_max: llama.cpp's candidates (one series per p_min) beside
     specbench's chain N = n_max replay (its 95% interval), one panel per machine, pair and dataset (at most
     ``figures.MAX_PANELS``); None without llama.cpp benchmark rows."""
-    c = candidates(t, data) if data.get("bench") is not None else pd.DataFrame()
+    c = candidates(t, data) if data.bench is not None else pd.DataFrame()
     if c.empty:
         return None
     c = c.assign(panel=[f"{r.pair} · {r.dataset}" for r in c.itertuples()])

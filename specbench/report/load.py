@@ -24,7 +24,8 @@ from ..core.atomic import recover
 from ..results import costcurve, costtable
 from ..results import files as result_files
 from ..results.files import OUTPUTS_FILE, STEPS_FILE, read_csv
-from . import analysis, defaultrun
+from . import analysis
+from .context import Inputs
 
 COLLECT = "regenerate it with `python -m specbench.collect`"
 OPTIONAL_CSV = {
@@ -124,7 +125,38 @@ def _vectors(results: str) -> pd.DataFrame | None:
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
-def load(results: str) -> dict:
+def _environments(results: str) -> dict:
+    """device -> its environment (environment.json: the study's machine; environment-cuda.json ...)."""
+    envs = {}
+    for env_path in sorted(glob.glob(os.path.join(results, "environment*.json"))):
+        try:
+            env = json.load(open(env_path, encoding="utf-8"))
+        except json.JSONDecodeError:
+            raise InputError(f"{env_path} is not complete JSON; rerun `bash run_all.sh` or delete it") from None
+        envs[os.path.basename(env_path)[len("environment-") : -len(".json")] or "cpu"] = env
+    return envs
+
+
+def read_default_run(results: str) -> dict | None:
+    """The last default run's record, None where absent (or not yet finished: no ``covered``); a file that is
+    there but unreadable is refused in one line naming it and the fix (never reported as absent)."""
+    path = os.path.join(results, "default_run.json")
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            rec = json.load(f)
+    except (OSError, ValueError) as e:
+        rec = e
+    if not isinstance(rec, dict):
+        why = f"{type(rec).__name__}: {str(rec)[:80]}" if isinstance(rec, Exception) else "not a JSON object"
+        raise ValueError(
+            f"{path}: unreadable ({why}); rerun `bash run_all.sh` (its last step writes it) or `git checkout {path}`"
+        )
+    return rec if rec.get("covered") else None
+
+
+def load(results: str) -> Inputs:
     """Every input of the report, validated, with pairs labelled (`analysis.pair_labels`)."""
     recover(results, clean=False)  # a collect killed while publishing: its files all new (study.job.collect)
     path = os.path.join(results, "summary.csv")
@@ -136,13 +168,7 @@ def load(results: str) -> dict:
     steps = read_checked(steps_path)
     if steps is not None:
         check_steps(steps_path, steps, summary)
-    envs = {}  # device -> its environment (environment.json: the study's machine; environment-cuda.json ...)
-    for env_path in sorted(glob.glob(os.path.join(results, "environment*.json"))):
-        try:
-            env = json.load(open(env_path, encoding="utf-8"))
-        except json.JSONDecodeError:
-            raise InputError(f"{env_path} is not complete JSON; rerun `bash run_all.sh` or delete it") from None
-        envs[os.path.basename(env_path)[len("environment-") : -len(".json")] or "cpu"] = env
+    envs = _environments(results)
     labels = analysis.pair_labels(summary)
     summary = analysis.relabel_pairs(summary, labels)
     by_hash = dict(zip(summary.config_hash.astype(str), summary.pair))
@@ -150,10 +176,10 @@ def load(results: str) -> dict:
     data = {k: read_checked(os.path.join(results, f), by_definition.get(k, read_csv)) for k, f in OPTIONAL_CSV.items()}
     for key in ("lossless_check", "lossless_control", "bench", "bench_steps"):
         data[key] = analysis.relabel_pairs(data[key], labels)
-    costs = data["costs"]
+    costs = data.pop("costs")
     own = None if costs is None else costcurve.of_engine(costs)  # specbench's forwards: llama.cpp's apart
-    return dict(
-        data,
+    return Inputs(
+        **data,
         costs=costcurve.one_per_curve(own),  # the study's curves: one machine's per pair and dtype
         costs_all=own,  # every machine's: each live run is set against its own machine's curve
         costs_llamacpp=None if costs is None else costcurve.of_engine(costs, "llamacpp"),  # llama.cpp's (#84)
@@ -163,6 +189,6 @@ def load(results: str) -> dict:
         vector=analysis.relabel_pairs(_vectors(results), labels),
         env=envs.get("cpu"),
         envs=envs,
-        default_run=defaultrun.read(results),
+        default_run=read_default_run(results),
         results=results,
     )

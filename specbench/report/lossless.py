@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..results.power import draws_for_power, power_tv
 from . import analysis, compare, speedup
+from .context import Ctx
 from .markdown import bullets, md_table
 
 LOSSLESS_ALGEBRA = (
@@ -206,16 +207,16 @@ def control_sentences(control: pd.DataFrame | None) -> list[str]:
     ]
 
 
-def section(ctx) -> str:
-    t, d = ctx["t"], ctx["data"]
+def section(ctx: Ctx) -> str:
+    t, d = ctx.t, ctx.data
     return lossless_section(
-        t["lossless"],
-        d["lossless_check"],
-        bool(d["outputs"]),
-        not analysis.baselines(d["summary"]).empty,
-        d["margins"],
-        d["lossless_control"],
-        set(d["summary"].pair_id.astype(str)) if "pair_id" in d["summary"] else None,
+        t.lossless,
+        d.lossless_check,
+        bool(d.outputs),
+        not analysis.baselines(d.summary).empty,
+        d.margins,
+        d.lossless_control,
+        set(d.summary.pair_id.astype(str)) if "pair_id" in d.summary else None,
     )
 
 

@@ -1,5 +1,5 @@
 """The TL;DR's first table: the answer per machine class and engine (CPU model with its vector capability,
-or GPU; dtype; engine), from every benchmark key measured there at batch 1 (``t["measured"]``:
+or GPU; dtype; engine), from every benchmark key measured there at batch 1 (``t.measured``:
 ``results.speedstats.answers``).  Where no tree is resolved faster than plain decoding on a machine, its
 answer is plain decoding, with its best tree's interval; keys whose controls failed, or with too few
 prompts for an interval, are counted apart and never stand in for keys whose controls hold."""
@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..results import speedstats
+from .context import Tables
 from .markdown import table
 
 DTYPE = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}
@@ -107,9 +108,9 @@ COLUMNS = [
 ]
 
 
-def section(t: dict) -> str:
+def section(t: Tables) -> str:
     """The machine-first table with its one-line lead, or '' without benchmark runs."""
-    c = classes(t.get("measured", pd.DataFrame()))
+    c = classes(t.measured)
     if c.empty:
         return ""
     lead = (

@@ -14,6 +14,7 @@ import pandas as pd
 
 from . import findings, machines
 from .acceptance import NAME, tradeoff_sentence
+from .context import Ctx, Tables
 from .markdown import bullets, fig_links
 
 MAX_WORDS = 2500  # REPORT.md by `wc -w`, image-only and link-only lines excluded
@@ -35,15 +36,15 @@ def _finding(title: str, lines: list[str], figs: list[str]) -> str:
     return "\n\n".join([f"### {title}", *[x for x in lines if x], *figs])
 
 
-def acceptance(ctx) -> str | None:
-    t = ctx["t"]
-    line = tradeoff_sentence(t["rows"], t["sums"], t["pair"])
+def acceptance(ctx: Ctx) -> str | None:
+    t = ctx.t
+    line = tradeoff_sentence(t.rows, t.sums, t.pair)
     return line and _finding("Acceptance falls with the budget; accepted length grows", [line],
                              fig_links(ctx, NAME))  # fmt: skip
 
 
-def speed(ctx) -> str | None:
-    live = ctx["t"]["live"]
+def speed(ctx: Ctx) -> str | None:
+    live = ctx.t.live
     both = live[live.projected.notna()] if len(live) and "projected" in live else live.iloc[:0]
     if both.empty:
         return None
@@ -66,15 +67,15 @@ def speed(ctx) -> str | None:
                     fig_links(ctx, "speed_measured_vs_projected.png", "projected_speedup.png"))  # fmt: skip
 
 
-def hardware_line(t: dict) -> str | None:
+def hardware_line(t: Tables) -> str | None:
     """Per measured machine and dtype: at its own cost curve, every forward priced at its measured width
     (``hardware.per_width``), in how many pair × dataset the modelled best is a tree (above 1×) and its range,
     beside what the secant model (the phase diagram's) claims there; a win that the benchmark on the same
     machine refutes (``machines.classes``: no tree resolved faster) is not counted."""
-    pw = t.get("per_width", pd.DataFrame())
+    pw = t.per_width
     if pw is None or pw.empty:
         return None
-    refuted = machines.refuted(t.get("measured", pd.DataFrame()))
+    refuted = machines.refuted(t.measured)
     parts = []
     for (m, dtype), g in pw.assign(_m=pw.machine.map(machines.machine_class)).groupby(["_m", "dtype"], sort=True):
         won = g.best > 1
@@ -94,20 +95,20 @@ def hardware_line(t: dict) -> str | None:
     )
 
 
-def hardware_finding(ctx) -> str | None:
-    line = hardware_line(ctx["t"])
+def hardware_finding(ctx: Ctx) -> str | None:
+    line = hardware_line(ctx.t)
     return line and _finding("Which tree on which hardware (modelled)", [line], fig_links(ctx, "phase_diagram.png"))
 
 
-def rules(ctx) -> str | None:
-    lines = findings.sentences(ctx["t"]["findings"], "comparisons")
+def rules(ctx: Ctx) -> str | None:
+    lines = findings.sentences(ctx.t.findings, "comparisons")
     if not lines:
         return None
     return _finding("Verification rules: what clears zero, and what does not", lines,
                               fig_links(ctx, "mode_gains.png"))  # fmt: skip
 
 
-def section(ctx) -> str:
+def section(ctx: Ctx) -> str:
     """The findings, numbered, each with its figure."""
     found = [f for f in (acceptance(ctx), speed(ctx), hardware_finding(ctx), rules(ctx)) if f]
     if not found:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
+from .context import Ctx
+
 
 def md_table(rows: list[list], headers: list[str]) -> str:
     if not rows:
@@ -37,9 +39,9 @@ def bullets(lines: list[str], empty: str) -> str:
     return "\n".join(f"- {s}" for s in lines) if lines else f"_{empty}_"
 
 
-def fig_links(ctx, *names) -> list[str]:
-    """The links to those of ``names`` that were made (``ctx["figs"]``), each by ``ctx["link"]``."""
-    return [ctx["link"](n) for n in names if n in ctx["figs"]]
+def fig_links(ctx: Ctx, *names) -> list[str]:
+    """The links to those of ``names`` that were made (``ctx.figs``), each by ``ctx.link``."""
+    return [ctx.link(n) for n in names if n in ctx.figs]
 
 
 def figure_link(fig, rel: str) -> str:

@@ -10,17 +10,18 @@ import pandas as pd
 
 from ..results import costcurve, speedstats
 from . import benchcheck, controls, phrases
+from .context import Tables
 from .markdown import span, table
 
 
-def shown(t: dict, every: bool = False) -> pd.DataFrame:
-    """One row per benchmark run at batch 1 (``t["measured"]``): the configuration shown, its
+def shown(t: Tables, every: bool = False) -> pd.DataFrame:
+    """One row per benchmark run at batch 1 (``t.measured``): the configuration shown, its
     ties' names, its verdict and the full replay's acceptance of the same tree and budget; only each
-    pair and dataset's run on the machine whose curves the study's projections read (``t["cost_study"]``),
-    else on a machine that measured a curve of its own (``t["cost_machines"]``: the projection is checked
+    pair and dataset's run on the machine whose curves the study's projections read (``t.cost_study``),
+    else on a machine that measured a curve of its own (``t.cost_machines``: the projection is checked
     there), then the largest (the most prompts timed; the latest among equals: run ids start with their
     time), unless ``every``: a default run's few prompts, or another machine's run, never hide the study's."""
-    m = t.get("measured", pd.DataFrame())
+    m = t.measured
     if m.empty:
         return m
     m = speedstats.answer_first(m[m.batch_size.astype(int) == 1])
@@ -28,7 +29,7 @@ def shown(t: dict, every: bool = False) -> pd.DataFrame:
         m = m[speedstats.with_engine(m).engine == speedstats.SPECBENCH]
         if m.empty:
             return m
-        key = costcurve.run_order(m, t.get("cost_study", t.get("cost_machines", {})), t.get("cost_machines", {}))
+        key = costcurve.run_order(m, t.cost_study, t.cost_machines)
         m = m[[k == b for k, b in zip(key, m.assign(_k=key).groupby(["pair", "dataset"])._k.transform("max"))]]
     out = []
     for _run, g in m.groupby("run_id", sort=False):
@@ -38,13 +39,13 @@ def shown(t: dict, every: bool = False) -> pd.DataFrame:
         r["n_ties"] = len(others)
         r["ties"] = ", ".join(f"{c} {s:.2f}×" for c, s in zip(others.candidate, others.speedup)) or "none"
         r["verdict"] = verdict(r)
-        out.append({**r, **replay_metrics(t.get("rows", pd.DataFrame()), r)})
+        out.append({**r, **replay_metrics(t.rows, r)})
     return pd.DataFrame(out).sort_values(["pair", "dataset"], kind="mergesort").reset_index(drop=True)
 
 
-def runs_at_batch1(t: dict) -> int:
+def runs_at_batch1(t: Tables) -> int:
     """How many benchmark runs at batch 1 there are (what ``shown(t, every=True)`` lists)."""
-    m = t.get("measured", pd.DataFrame())
+    m = t.measured
     return 0 if m.empty else int(speedstats.answer_first(m[m.batch_size.astype(int) == 1]).run_id.nunique())
 
 
@@ -202,20 +203,20 @@ def error_sentence(speed: pd.DataFrame) -> str:
     )
 
 
-def on_cost_machine(rows: pd.DataFrame, t: dict) -> pd.DataFrame:
+def on_cost_machine(rows: pd.DataFrame, t: Tables) -> pd.DataFrame:
     """``rows`` (with pair and machine_id) timed on the machine their pair's cost curve was measured on
-    (``t["cost_machines"]``: ``results.costcurve.machines`` of results/costs.csv)."""
+    (``t.cost_machines``: ``results.costcurve.machines`` of results/costs.csv)."""
     if rows is None or rows.empty:
         return pd.DataFrame() if rows is None else rows
-    return rows[costcurve.at_home(rows, t.get("cost_machines", {}))]
+    return rows[costcurve.at_home(rows, t.cost_machines)]
 
 
-def projection_check(t: dict) -> str:
+def projection_check(t: Tables) -> str:
     """The projection against the benchmark's measured speedups, only where the pair's cost curve was
     measured on the machine that timed them (each cost row's ``machine_id``); otherwise it says none is
-    compared, and why.  Each candidate is projected from its own timed steps (``t["bench_check"]``,
+    compared, and why.  Each candidate is projected from its own timed steps (``t.bench_check``,
     ``benchcheck``) where the run's steps are at hand, else from the replay of the same tree and budget."""
-    m, speed = t.get("measured", pd.DataFrame()), t.get("speed", pd.DataFrame())
+    m, speed = t.measured, t.speed
     if m.empty or speed is None or speed.empty:
         return ""
     m = speedstats.answer_first(m[m.batch_size.astype(int) == 1])  # the projection is batch 1's
@@ -226,7 +227,7 @@ def projection_check(t: dict) -> str:
             "(results/costs.csv) names the machine that timed it (a row's `machine_id`), and a speedup is "
             "never formed across machines."
         )
-    own = answering(on_cost_machine(t.get("bench_check", pd.DataFrame()), t))
+    own = answering(on_cost_machine(t.bench_check, t))
     if len(own):
         live = live_errors(speed)
         every = pd.concat([live.error.astype(float), own.error], ignore_index=True)
@@ -235,7 +236,7 @@ def projection_check(t: dict) -> str:
             f"{benchcheck.spread(own.error)}, over {len(own)} configurations{host_clause(own, t)}; all {len(every)} live batch-1 "
             f"ones: {benchcheck.spread(every)}; by term: speed.md."
         )
-    study = m[costcurve.at_home(m, t.get("cost_study", t.get("cost_machines", {})))]  # the replay's curves' machine
+    study = m[costcurve.at_home(m, t.cost_study)]  # the replay's curves' machine
     both = study.merge(benchcheck.replayed(speed), on=benchcheck.KEY, how="inner")
     if both.empty:
         return ""
@@ -247,10 +248,10 @@ def projection_check(t: dict) -> str:
     )
 
 
-def host_clause(own: pd.DataFrame, t: dict) -> str:
+def host_clause(own: pd.DataFrame, t: Tables) -> str:
     """Of ``own`` (benchmark rows on their cost curve's machine id), the error of those timed on the very
-    host that measured the curve (``t["cost_hosts"]``, ``inputs.machine.host``), or that no row says so."""
-    same = own[costcurve.at_home(own, t.get("cost_hosts", {}), "host")]
+    host that measured the curve (``t.cost_hosts``, ``inputs.machine.host``), or that no row says so."""
+    same = own[costcurve.at_home(own, t.cost_hosts, "host")]
     if len(same):
         return f" ({len(same)} timed on the host that measured the costs: {benchcheck.spread(same.error)})"
     return (
@@ -266,13 +267,13 @@ def live_errors(speed: pd.DataFrame | None) -> pd.DataFrame:
     return speed[(speed.engine == "live") & (speed.batch_size.astype(int) == 1) & speed.error.notna()]
 
 
-def bench_detail(t: dict) -> list[str]:
+def bench_detail(t: Tables) -> list[str]:
     """speed.md's account of the benchmark against the model (``benchcheck.sentences``), on the costs' machine,
     then each random-weight run's (``benchcheck.timing_only_sentences``: a GPU's, timing steps alone)."""
-    checked = on_cost_machine(t.get("bench_check", pd.DataFrame()), t)
+    checked = on_cost_machine(t.bench_check, t)
     own = answering(checked)
-    out = benchcheck.sentences(own, live_errors(t.get("speed"))) if len(own) else []
-    return out + benchcheck.timing_only_sentences(checked, t.get("controls", pd.DataFrame()))
+    out = benchcheck.sentences(own, live_errors(t.speed)) if len(own) else []
+    return out + benchcheck.timing_only_sentences(checked, t.controls)
 
 
 def answering(df: pd.DataFrame) -> pd.DataFrame:
@@ -280,7 +281,7 @@ def answering(df: pd.DataFrame) -> pd.DataFrame:
     return df[~speedstats.random_weights(df)]
 
 
-def section(t: dict, every: bool = False, brief: bool = False, short: bool = False) -> list[str]:
+def section(t: Tables, every: bool = False, brief: bool = False, short: bool = False) -> list[str]:
     """The measured table with its lead and the controls, or nothing without a benchmark run: each
     pair and dataset's largest run (``shown``; every run, ``every``: speed.md); the machine of each row where the
     runs name more than one, and where other runs were left out, where they are; ``brief``: the TL;DR's

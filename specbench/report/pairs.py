@@ -10,6 +10,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from . import analysis, figures, matrix
+from .context import Ctx
 from .markdown import fig_links, md_table
 
 
@@ -94,8 +95,8 @@ def cross_table(g: pd.DataFrame) -> str:
     return md_table(rows, ["shape", "shared prompts"] + pairs)
 
 
-def section(ctx) -> str:
-    c, out = ctx["t"]["cross"], []
+def section(ctx: Ctx) -> str:
+    c, out = ctx.t.cross, []
     for (ds, dt, mnt, tgt), g in analysis.groups(c, ["dataset", "dtype", "max_new_tokens", "target"]):
         out.append(f"**{ds} ({dt}, {int(mnt)} new tokens), target {tgt}**\n\n" + cross_table(g))
     return "\n\n".join(out + matrix.render(c) + fig_links(ctx, "accept_length_hist.png"))

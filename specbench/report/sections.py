@@ -11,6 +11,8 @@ rule).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import jinja2
 
 from . import (
@@ -22,7 +24,6 @@ from . import (
     bookkeeping,
     compare,
     findings,
-    fixed,
     fixed_page,
     gap,
     hardware_page,
@@ -40,6 +41,7 @@ from . import (
     tldr,
     verification,
 )
+from .context import Ctx
 from .hardware import MARGINAL_AT
 from .markdown import bullets
 from .tree_attention import section as attention
@@ -74,34 +76,34 @@ TEMPLATE = jinja2.Environment(
 ).get_template("report.md.j2")
 
 
-def render(ctx, link_for, tables_rel: str) -> tuple[str, dict[str, str]]:
+def render(ctx: Ctx, link_for, tables_rel: str) -> tuple[str, dict[str, str]]:
     """(REPORT.md, {page: its markdown}) from the template: ``link_for(page)`` links a figure from
     where the text lands (``page`` None: REPORT.md); ``tables_rel`` is the tables folder seen from
     REPORT.md."""
 
     def body(name: str, page: str | None = None) -> str:
-        return RENDER[name]({**ctx, "link": link_for(page)})
+        return RENDER[name](replace(ctx, link=link_for(page)))
 
-    t = ctx["t"]
+    t = ctx.t
 
     def claims(section: str, empty: str) -> str:
-        return bullets(findings.sentences(t["findings"], section), empty)
+        return bullets(findings.sentences(t.findings, section), empty)
 
     module = TEMPLATE.make_module(
         dict(
             body=body,
             claims=claims,
             t=t,
-            no_steps=ctx["data"]["steps"] is None,
-            machine=phrases.cost_machine(ctx["data"].get("env"), ctx["data"].get("costs")),
+            no_steps=ctx.data.steps is None,
+            machine=phrases.cost_machine(ctx.data.env, ctx.data.costs),
             marginal_at=MARGINAL_AT,
-            roles=analysis.role_names(t["df"]),
+            roles=analysis.role_names(t.df),
             n_paired=compare.N_PAIRED,
-            alpha=fixed.ALPHA,
+            alpha=compare.ALPHA,
             tables_rel=tables_rel,
             index=mainpage.index(tables_rel),
             draft_cost_rule=" ".join(
-                x for x in (speedup.DRAFT_COST_RULE, speedup.one_token(ctx["data"]["costs"], t.get("speed"))) if x
+                x for x in (speedup.DRAFT_COST_RULE, speedup.one_token(ctx.data.costs, t.speed)) if x
             ),
             min_ranked=tables.MIN_RANKED,
             min_ci=tables.MIN_CI,

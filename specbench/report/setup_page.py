@@ -8,6 +8,7 @@ import json
 
 from ..results import costcurve
 from . import defaultrun
+from .context import Ctx
 from .markdown import md_table, table
 from .runtimes import run_times
 
@@ -33,21 +34,21 @@ PAIR_COLS = [
 ]
 
 
-def section(ctx) -> str:
-    t, data = ctx["t"], ctx["data"]
+def section(ctx: Ctx) -> str:
+    t, data = ctx.t, ctx.data
     out = [
         "**Pairs.** One row per pair and dtype (a pair run in two dtypes is two model conversions):\n\n"
-        + table(t["setup"].to_dict("records"), PAIR_COLS)
+        + table(t.setup.to_dict("records"), PAIR_COLS)
     ]
-    if (t["setup"].quant == "not recorded").any():
+    if (t.setup.quant == "not recorded").any():
         out.append(
             "_The GGUF weight quantisation of the embedded models is not recorded in results/ (summary.csv "
             "has no `draft_quant` / `target_quant` columns), so it is not stated here._"
         )
-    env = data["env"]
+    env = data.env
     if env:
         items = [(k, v) for k, v in sorted(env.items()) if k not in ENV_PER_PAIR]
-        study = costcurve.study_name(data.get("costs"))
+        study = costcurve.study_name(data.costs)
         whose = f"; the projections read the cost curves of {study}" if study else ""
         out.append(
             "**Machine and libraries** (results/environment.json: the machine of the last forward-cost run, which "
@@ -58,7 +59,7 @@ def section(ctx) -> str:
         )
     else:
         out.append("_results/environment.json is absent: hardware and library versions were not recorded._")
-    s = data["summary"]
+    s = data.summary
     common = [c for c in ("max_new_tokens", "device", "seed") if c in s]
     if common:
         out.append(
@@ -67,7 +68,7 @@ def section(ctx) -> str:
                 [[c, ", ".join(map(str, sorted(s[c].astype(str).unique())))] for c in common], ["setting", "values"]
             )
         )
-    shapes = t["df"].drop_duplicates("shape").sort_values("shape")[["shape", "tree", "tree_params"]]
+    shapes = t.df.drop_duplicates("shape").sort_values("shape")[["shape", "tree", "tree_params"]]
     if len(shapes):
         out.append(
             "**Shapes.**\n\n"
@@ -76,8 +77,8 @@ def section(ctx) -> str:
                 ["label", "tree", "tree_params"],
             )
         )
-    out.append(run_times(data.get("run_times"), data.get("costs")))
-    out.append(defaultrun.sentence(data.get("default_run"), data.get("acceptance_check")))
+    out.append(run_times(data.run_times, data.costs))
+    out.append(defaultrun.sentence(data.default_run, data.acceptance_check))
     cmds = (env or {}).get("commands") or DEFAULT_COMMANDS
     out.append("**Commands.**\n\n```\n" + "\n".join(cmds) + "\n```")
     return "\n\n".join(out)

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from . import analysis, controls, figures, findings, measured, palette
+from .context import Ctx
 from .markdown import bullets, fig_links, table
 from .speedup import served_sentences
 
@@ -87,24 +88,24 @@ LIVE_COLS = [
 ]
 
 
-def section(ctx) -> str:
-    live = ctx["t"]["live"]
-    lines = served_sentences(ctx["data"].get("served"), ctx["t"]["rows"])
+def section(ctx: Ctx) -> str:
+    live = ctx.t.live
+    lines = served_sentences(ctx.data.served, ctx.t.rows)
     served = [bullets(lines, "")] if lines else []
     if live.empty:
         return "\n\n".join(served)
-    error = measured.error_sentence(ctx["t"].get("speed", pd.DataFrame()))  # the main page: Finding 2's
+    error = measured.error_sentence(ctx.t.speed)  # the main page: Finding 2's
     found = bullets(
-        [error][: bool(error)] + findings.sentences(ctx["t"]["findings"], "speed") + measured.bench_detail(ctx["t"]),
+        [error][: bool(error)] + findings.sentences(ctx.t.findings, "speed") + measured.bench_detail(ctx.t),
         "",
     )
     checked = live[live.projected.notna()] if "projected" in live else live  # batch B > 1: under Batch size
     note = f"The {len(live) - len(checked)} live runs without a projection (batch B > 1) are under *Batch size*."
     if checked.empty:
         return "\n\n".join(["_No live run has a projection (results/steps.csv.gz or costs missing)._", *served])
-    runs = measured.section(ctx["t"], every=True)
+    runs = measured.section(ctx.t, every=True)
     bench = ["Every run of the interleaved benchmark at batch 1, each on the machine named:", *runs] if runs else []
-    bench += controls.pooled_sentences(ctx["t"]) if runs else []
+    bench += controls.pooled_sentences(ctx.t) if runs else []
     return "\n\n".join(
         [*bench, table(checked.to_dict("records"), LIVE_COLS), *[note][: len(checked) < len(live)], found, *served]
         + fig_links(ctx, "speed_measured_vs_projected.png")

@@ -17,7 +17,8 @@ import pandas as pd
 
 from ..results import costcurve, ranking, runcontrols, schedule
 from ..results.ranking import MAX_CUT, MIN_CI, MIN_RANKED  # noqa: F401 (the report's sections print them)
-from . import across, analysis, benchcheck, compare, costmodel, hardware, lossless, onerun, speedup
+from . import across, analysis, compare, costmodel, speedup
+from .context import Inputs, Tables
 
 DERIVED = "costed on a derived basis"  # its steps lack the drafter's scored tokens (costmodel.basis)
 ENGINE_WORDS = {
@@ -326,28 +327,27 @@ def setup_pairs(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def compute(data: dict) -> dict:
-    """Every table of the report from the loaded inputs (`load.load`)."""
-    summary, steps = data["summary"], data["steps"]
+def compute(data: Inputs) -> Tables:
+    """The shared tables of the report from the loaded inputs (`load.load`); the sections' own tables
+    are added by ``build.compute`` (this module imports no section)."""
+    summary, steps = data.summary, data.steps
     df = analysis.with_built(analysis.prepare(summary), steps)
     sums = prompt_sums(steps)
     counted = costmodel.StepCounts(steps) if steps is not None else None  # shared: projection, phase diagram
-    bench = runcontrols.tables(data.get("bench"))
+    bench = runcontrols.tables(data.bench)  # {} where no benchmark ran: its tables are empty frames
+    measured = bench.get("measured", pd.DataFrame())
     speed = speedup.with_benchmark(  # the benchmark's pooled estimate beside each row: the one number per key
-        speedup.speedup_table(df, summary, steps, data["costs"], counted),
-        bench.get("measured"),
-        costcurve.machines(data["costs"]),
+        speedup.speedup_table(df, summary, steps, data.costs, counted),
+        measured,
+        costcurve.machines(data.costs),
     )
-    calib = calibration(df, sums, data.get("vector"))
+    calib = calibration(df, sums, data.vector)
     idents = identities(df, steps)
     rows = annotate(df, steps, speed, calib, idents)
-    return dict(
+    return Tables(
         df=df,
         rows=rows,
-        phase=hardware.aggregates(rows, steps, data["costs"], counted),
-        points=hardware.machine_points(data["costs"]),
-        other_points=hardware.other_points(data.get("costs_all"), data["costs"]),
-        per_width=hardware.per_width(rows, counted, data.get("costs_all", data["costs"])),
+        counted=counted,
         schedule=schedule.schedule(rows),
         sums=sums,
         speed=speed,
@@ -359,19 +359,10 @@ def compute(data: dict) -> dict:
         live=live_rows(rows),
         setup=setup_pairs(summary),
         chain_diffs=analysis.vs_chain(df, sums),
-        lossless=lossless.lossless_table(df, summary, data["outputs"]),
         pair=analysis.main_pair(df),
-        least=onerun.least(summary, counted, data["costs"]),
         **bench,
-        bench_schedule=schedule.schedule(bench.get("measured"), schedule.BENCHMARK),
-        cost_machines=costcurve.machines(data.get("costs_all", data["costs"])),
-        cost_hosts=costcurve.machines(data.get("costs_all", data["costs"]), "host"),
-        cost_study=costcurve.machines(data["costs"]),  # the machine whose curves the study's projections read
-        bench_check=benchcheck.table(
-            bench.get("measured"),
-            data.get("bench"),
-            data.get("bench_steps"),
-            data.get("costs_all", data["costs"]),
-            speed,
-        ),
+        bench_schedule=schedule.schedule(measured, schedule.BENCHMARK),
+        cost_machines=costcurve.machines(data.costs_all),
+        cost_hosts=costcurve.machines(data.costs_all, "host"),
+        cost_study=costcurve.machines(data.costs),  # the machine whose curves the study's projections read
     )

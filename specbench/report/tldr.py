@@ -1,7 +1,7 @@
 """The TL;DR (docs/report.md, "REPORT.md, in this order"): per pair and dataset the tree to use on
 this machine at batch 1, its speedup, acceptance rate and acceptance length with their intervals,
 and where the answer moves with batch size (the interleaved benchmark's schedule, `results.schedule`, in a
-few words: `short_stop`) and with another machine's cost curve (`hardware.best_at` on its measured
+few words: `short_stop`) and with another machine's cost curve (`costmodel.best_at` on its measured
 point); every number read from `tables.compute`."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ..results import costtable, schedule
-from . import analysis, benchcheck, hardware, llamacpp, machines, measured, phrases, tables
+from . import analysis, benchcheck, costmodel, llamacpp, machines, measured, phrases, tables
+from .context import Ctx, Tables
 from .markdown import span
 
 
@@ -18,10 +19,10 @@ def label(r: dict, shapes: set[str]) -> str:
     (the pair's recommended shapes) has the same name; the tokens it drafts where fewer than N; a
     cost-aware Sequoia by the tree it built ('sequoia(cost-aware) 3 nodes, depth 2 (N ≤ 64)')."""
     if analysis.built_label(r) is not None:
-        return hardware.label(r)
-    name = hardware.label({**r, "budget": 0})
-    same = {s for s in shapes if hardware.label({"shape": s, "budget": 0}) == name}
-    text = hardware.label(r) if len(same) < 2 else f"{r['shape']} N={int(r['budget'])}"
+        return costmodel.label(r)
+    name = costmodel.label({**r, "budget": 0})
+    same = {s for s in shapes if costmodel.label({"shape": s, "budget": 0}) == name}
+    text = costmodel.label(r) if len(same) < 2 else f"{r['shape']} N={int(r['budget'])}"
     return text + (f" ({d:.1f} drafted per step)" if (d := drafted(r)) < 0.95 * int(r["budget"]) else "")
 
 
@@ -68,10 +69,10 @@ def speed_cell(r: dict) -> str:
     return cell + (f", {r['verdict']}" if r["verdict"] else "")
 
 
-def points(t: dict, dtypes: set, here: bool = False) -> pd.DataFrame:
+def points(t: Tables, dtypes: set, here: bool = False) -> pd.DataFrame:
     """The measured machine points (costs.csv's), one per device and pair: the answer's dtype's
     (``dtypes``); this machine's (``here``) or the others'."""
-    pts = t.get("points", pd.DataFrame())
+    pts = t.points
     if "device" not in pts:
         return pd.DataFrame(columns=["device", "pair"])
     pts = pts[(pts.device == "cpu") == here]
@@ -79,11 +80,11 @@ def points(t: dict, dtypes: set, here: bool = False) -> pd.DataFrame:
     return pts.drop_duplicates(["device", "pair"])
 
 
-def modelled(t: dict, r: dict, pt: dict) -> dict | None:
+def modelled(t: Tables, r: dict, pt: dict) -> dict | None:
     """The linear model's best configuration of r's pair and dataset at the machine point pt."""
-    a = t.get("phase", pd.DataFrame())
+    a = t.phase
     g = a[(a.pair == r["pair"]) & (a.dataset == r["dataset"])] if len(a) else a
-    return hardware.best_at(g.reset_index(drop=True), pt["r"], pt["m"]) if len(g) else None
+    return costmodel.best_at(g.reset_index(drop=True), pt["r"], pt["m"]) if len(g) else None
 
 
 def note(r: dict) -> str:
@@ -95,13 +96,13 @@ def note(r: dict) -> str:
     return "".join(f" ({w})" for w in where + ([] if tables.is_ranked(r["claim"]) else [r["claim"]]))
 
 
-def projected_only(t: dict) -> pd.DataFrame:
+def projected_only(t: Tables) -> pd.DataFrame:
     """The answer rows ranked by projection alone (a single live run's reading ranks nothing: the
     measured answer is the interleaved benchmark's), for the pairs and datasets it has not timed."""
-    ans = t["answer"]
+    ans = t.answer
     if ans.empty:
         return ans
-    done = {(r.pair, r.dataset) for r in measured.shown(t).itertuples()} if "measured" in t else set()
+    done = {(r.pair, r.dataset) for r in measured.shown(t).itertuples()}
     ans = ans[[(p, d) not in done for p, d in zip(ans.pair, ans.dataset)]]
     if "bracket" in ans:  # a grid with one budget brackets nothing: no TL;DR row from it
         ans = ans[ans.bracket.astype(str) != "one budget tried"]
@@ -109,7 +110,7 @@ def projected_only(t: dict) -> pd.DataFrame:
     return ans[ans.speed.notna()] if "projected" in ans else ans
 
 
-def recommended(t: dict) -> pd.DataFrame:
+def recommended(t: Tables) -> pd.DataFrame:
     """Per pair (the pair with the most answer rows first) and dataset without a benchmark run: the
     fastest answer row by projection (`projected_only`, `phrases.fastest_per_dataset`: ranked rows
     where any), with its short label and its speed cell."""
@@ -144,7 +145,7 @@ def repeat_spread(costs: pd.DataFrame | None, dev: str, dtypes: set) -> str:
     )
 
 
-def hardware_sentence(t: dict, rec: pd.DataFrame, envs: dict, costs: pd.DataFrame | None = None) -> list[str]:
+def hardware_sentence(t: Tables, rec: pd.DataFrame, envs: dict, costs: pd.DataFrame | None = None) -> list[str]:
     """Per other measured machine: its curve against this one's (its repeats' spread), the modelled best
     there, and what a speed benchmark on random weights measured there (``benchcheck.timing_only_sentences``)."""
     out, dtypes = [], set(rec.dtype) if "dtype" in rec else set()
@@ -160,9 +161,9 @@ def hardware_sentence(t: dict, rec: pd.DataFrame, envs: dict, costs: pd.DataFram
         best_s = ", ".join(
             f"{p} {span(v)}×" + (" (plain decoding: speculation loses)" if max(v) <= 1 else "") for p, v in best.items()
         )
-        bench = benchcheck.timing_only(t.get("bench_check", pd.DataFrame()))
+        bench = benchcheck.timing_only(t.bench_check)
         bench = bench[bench.device.astype(str) == dev] if len(bench) else bench
-        live = benchcheck.timing_only_sentences(bench, t.get("controls", pd.DataFrame()), brief=True)
+        live = benchcheck.timing_only_sentences(bench, t.controls, brief=True)
         out.append(
             f"On {machine(dev, envs)}, {', '.join(sorted(set(g.weights)))} weights, HF eager forwards "
             f"(launch-bound: the harness's), {repeat_spread(costs, dev, dtypes)}: an extra "
@@ -193,16 +194,16 @@ def short_stop(rows: pd.DataFrame) -> str:
     return f"no gain resolved from B = {x}" + (f", loses from B = {int(later.batch_size)}" if later is not None else "")
 
 
-def section(ctx) -> str:
+def section(ctx: Ctx) -> str:
     """The machine first (``machines``), then the study machine's answer per pair and dataset
     (``measured``, brief), then where it moves: batch size (one clause per schedule), the pairs and
     datasets projected only; the rest is a link away."""
-    t = ctx["t"]
+    t = ctx.t
     llama = llamacpp.brief(ctx)  # with llama.cpp's table, the words its lead and last bullet say are left out
     rec, meas = recommended(t), measured.section(t, brief=True, short=bool(llama))
     if rec.empty and not meas:
         return "_No greedy configuration has a speed (measured or projected), so there is no answer._"
-    bench = t.get("bench_schedule", pd.DataFrame())
+    bench = t.bench_schedule
     sched = [f"{k[0]}/{k[1]} {short_stop(rows)}" for k, rows in schedule.settings(bench)]
     lines = [f"Batch size: {'; '.join(sched)} (speed.md)."] if sched else []
     lines += [projected_sentence(rec)] if len(rec) else []

@@ -10,6 +10,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from . import analysis, figures, phrases
+from .context import Ctx
 from .markdown import fig_links, table
 
 T_MARKERS = ("o", "s", "^", "D", "v")  # by temperature, lowest first: the rule's colour tells rules apart
@@ -122,8 +123,8 @@ MODE_COLS = [
 ]
 
 
-def section(ctx) -> str:
-    g, out = ctx["t"]["modes"], []
+def section(ctx: Ctx) -> str:
+    g, out = ctx.t.modes, []
     for key, grp in analysis.groups(g, analysis.GROUP + ["temperature"]):
         grp = grp.sort_values(["lossless_b", "tree", "budget", "mode"], ascending=[False, True, True, True])
         out.append(

@@ -7,6 +7,7 @@ import pandas as pd
 
 from ...attention.heatmap import machines
 from .. import analysis
+from ..context import Ctx
 from ..markdown import md_table
 from . import stats, text
 
@@ -156,10 +157,10 @@ def markdown(att: pd.DataFrame | None, again: pd.DataFrame | None, links: dict[s
     return "\n\n".join(p for p in parts if p)
 
 
-def section(ctx) -> str:
+def section(ctx: Ctx) -> str:
     """The subsection on the analysis page (``sections.RENDER["attention"]``), its figures linked where made."""
     return markdown(
-        ctx["data"]["attention"],
-        ctx["data"].get("attention_recheck"),
-        {n: ctx["link"](n) for n in FIGURES if n in ctx["figs"]},
+        ctx.data.attention,
+        ctx.data.attention_recheck,
+        {n: ctx.link(n) for n in FIGURES if n in ctx.figs},
     )
