@@ -360,6 +360,7 @@ def test_tldr_quotes_each_pairs_ranked_study_per_dataset_before_an_exploratory_m
             {**row, "pair": "aside", "dataset": "he", "shape": "chain", "speed": 0.8, "claim": "exploratory (8 < 32)"},
         ]
     )
+    ans = ans.assign(projected=ans.speed, bracket="interior")  # columns every answer table has (tables.answer)
     text = tldr.section(Ctx(t=Tables(answer=ans), data=Inputs(env={"cpu": "X", "cores": 2})))
     assert (
         "Not benchmarked, projected: main/he chain N=4 1.50× [1.20, 1.80]; main/mt sequoia N=4 1.10× [0.90, 1.80], "

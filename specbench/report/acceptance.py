@@ -163,7 +163,7 @@ def draw_metric(ax, series: list, metric: str) -> None:
         ax.plot(x, s[metric], ms=4, lw=1.2, mfc="none", mew=1.1, label=label, **look)
         lo, hi = band(s, metric)
         ax.fill_between(x, lo, hi, color=look["color"], alpha=0.15, lw=0)
-        cut = (s.cut > tables.MAX_CUT).to_numpy() if "cut" in s else np.zeros(len(s), bool)
+        cut = (s.cut > tables.MAX_CUT).to_numpy()
         ax.plot(x[cut], s[metric].to_numpy()[cut], ls="none", marker="o", ms=10, mfc="none", mec=look["color"])
     log2_axis(ax, np.concatenate([s.x.to_numpy(float) for _l, _k, s in series]))
     ax.set_xlabel("draft tokens per step (tree built)")

@@ -65,7 +65,7 @@ def live_budgets(rows: pd.DataFrame, r: dict) -> str:
 def bracket_sentences(ans: pd.DataFrame, rows: pd.DataFrame | None = None) -> list[str]:
     """How many answer rows' best budget sits at an edge of the budgets tried, per pair; a live
     check's edge names the replayed grid's best for the same shape (``tables.replayed_best``) and its bracket."""
-    if ans.empty or "bracket" not in ans:
+    if ans.empty:
         return []
     kind = ans.bracket.astype(str).map(lambda b: "at an edge" if b.startswith("edge") else b)
     counts = ", ".join(f"{n} {k}" for k, n in kind.value_counts().sort_index().items())

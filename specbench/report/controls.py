@@ -68,7 +68,7 @@ def short(t: Tables, runs) -> str:
     if c.empty:
         return ""
     pooled = t.pooled_controls
-    bad = pooled[pooled.fail_p < 0.05] if len(pooled) and "fail_p" in pooled else pooled.iloc[0:0]
+    bad = pooled[pooled.fail_p < 0.05] if len(pooled) else pooled.iloc[0:0]
     miss = "; ".join(
         f"{r.control} {r.runs_failed} of {r.runs_judged} on {str(r.machine).split(',')[0]}" for r in bad.itertuples()
     )
@@ -98,7 +98,7 @@ def too_many_misses(t: Tables) -> list[str]:
     """Per pooled control whose runs failed more often than their 95% allows (``coverage_verdict``), one clause
     naming each machine where it did."""
     pooled = t.pooled_controls
-    bad = pooled[pooled.fail_p < 0.05] if len(pooled) and "fail_p" in pooled else pooled.iloc[0:0]
+    bad = pooled[pooled.fail_p < 0.05] if len(pooled) else pooled.iloc[0:0]
     out = []
     for (orders, name), rows in bad.groupby(["orders", "control"], sort=False):
         on = " and ".join(

@@ -28,7 +28,7 @@ def sizes(t: Tables, data: Inputs) -> list[str]:
             f"the fastest budget) carry a ranked claim (≥ {tables.MIN_RANKED} prompts, ≤ {tables.MAX_CUT:.0%} of steps "
             f"cut by max_new_tokens); the largest prompt set is {int(rows.n_prompts.max())}."
         )
-    if "max_new_tokens" in rows and len(rows):
+    if len(rows):
         caps = ", ".join(str(int(x)) for x in sorted(rows.max_new_tokens.unique()))
         out.append(
             f"Generations stop at max_new_tokens = {caps}; a large tree can finish a prompt in a few steps, "

@@ -45,7 +45,7 @@ def acceptance(ctx: Ctx) -> str | None:
 
 def speed(ctx: Ctx) -> str | None:
     live = ctx.t.live
-    both = live[live.projected.notna()] if len(live) and "projected" in live else live.iloc[:0]
+    both = live[live.projected.notna()] if len(live) else live.iloc[:0]
     if both.empty:
         return None
     err = both.error.abs()

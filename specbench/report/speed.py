@@ -99,7 +99,7 @@ def section(ctx: Ctx) -> str:
         [error][: bool(error)] + findings.sentences(ctx.t.findings, "speed") + measured.bench_detail(ctx.t),
         "",
     )
-    checked = live[live.projected.notna()] if "projected" in live else live  # batch B > 1: under Batch size
+    checked = live[live.projected.notna()]  # batch B > 1: under Batch size
     note = f"The {len(live) - len(checked)} live runs without a projection (batch B > 1) are under *Batch size*."
     if checked.empty:
         return "\n\n".join(["_No live run has a projection (results/steps.csv.gz or costs missing)._", *served])

@@ -48,8 +48,9 @@ def prompt_sums(steps: pd.DataFrame | None) -> pd.DataFrame:
 
 def cut_share(steps: pd.DataFrame | None, summary: pd.DataFrame) -> pd.Series:
     """Per configuration: the share of its steps cut by max_new_tokens, i.e. steps that reached the
-    cap and emitted fewer than accepted + 1 tokens (the bonus, or accepted tokens, lost to the cap)."""
-    if steps is None or steps.empty or "max_new_tokens" not in summary:
+    cap and emitted fewer than accepted + 1 tokens (the bonus, or accepted tokens, lost to the cap).
+    ``summary``: its rows with ``max_new_tokens`` (``analysis.prepare`` gives a row without one 0)."""
+    if steps is None or steps.empty:
         return pd.Series(dtype=float)
     cap = summary.set_index("config_hash").max_new_tokens.astype(float)
     order = [c for c in ("config_hash", "prompt_id", "step") if c in steps]
@@ -268,7 +269,7 @@ def replayed_best(ans: pd.DataFrame) -> dict[tuple, dict]:
     among the replayed answer rows of that key, the longest run's (most ``max_new_tokens``; a tie:
     the first in ``ans``'s order), whatever its budget and bracket; the caller reads both (an optimum
     only where its bracket is in ``BRACKETED``)."""
-    if ans.empty or "engine" not in ans:
+    if ans.empty:
         return {}
     replay = ans[ans.engine == "replay"].sort_values("max_new_tokens", ascending=False, kind="mergesort")
     keys = [tuple(k) for k in replay[LIVE_KEY].astype(str).to_numpy()]

@@ -104,10 +104,9 @@ def projected_only(t: Tables) -> pd.DataFrame:
         return ans
     done = {(r.pair, r.dataset) for r in measured.shown(t).itertuples()}
     ans = ans[[(p, d) not in done for p, d in zip(ans.pair, ans.dataset)]]
-    if "bracket" in ans:  # a grid with one budget brackets nothing: no TL;DR row from it
-        ans = ans[ans.bracket.astype(str) != "one budget tried"]
-    ans = ans.assign(speed=ans.projected if "projected" in ans else ans.speed, speed_basis="projected")
-    return ans[ans.speed.notna()] if "projected" in ans else ans
+    ans = ans[ans.bracket.astype(str) != "one budget tried"]  # a grid with one budget brackets nothing: no row
+    ans = ans.assign(speed=ans.projected, speed_basis="projected")
+    return ans[ans.speed.notna()]
 
 
 def recommended(t: Tables) -> pd.DataFrame:
