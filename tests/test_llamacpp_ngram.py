@@ -14,6 +14,7 @@ import pytest
 from specbench.drafting.ngram import continuations
 from specbench.engine import ngramwalk
 from specbench.report import llamaagree
+from specbench.report.context import Ctx, Inputs
 from specbench.results.llamaaccept import agreement
 from specbench.study.job.jobspec import ConfigError
 from specbench.study.tools import accept_llamacpp, accept_ngram
@@ -117,7 +118,7 @@ def test_rows_compare_llamacpps_rule_and_show_specbenchs_own_chain_beside_it():
     ng = a[a.spec_type == "ngram-simple"].iloc[0]
     assert ng["diff"] == 0 and ng.agree and ng.prompts == 12 and ng.chain == ng.chain and ng.drafts_chain > 0
     assert set(a.spec_type) == {"ngram-simple", "draft-simple"}  # the old row read as draft-simple's
-    text = llamaagree.section({"data": {"accept_llamacpp": rows}, "figs": {}, "link": str})
+    text = llamaagree.section(Ctx(data=Inputs(accept_llamacpp=rows)))
     assert "| N 2, M 4 |" in text and "specbench ngram chain" in text
-    assert llamaagree.cell({"accept_llamacpp": rows}, {"pair": "p", "dataset": "d", "machine_id": "m"}) == "1 of 1"
-    assert llamaagree.fig_agreement({"accept_llamacpp": rows}) is not None
+    assert llamaagree.cell(Inputs(accept_llamacpp=rows), {"pair": "p", "dataset": "d", "machine_id": "m"}) == "1 of 1"
+    assert llamaagree.fig_agreement(Inputs(accept_llamacpp=rows)) is not None
