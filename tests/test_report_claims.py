@@ -114,6 +114,7 @@ def test_cut_share_and_capped_budgets_are_never_ranked():
         shape="chain",
         tokens_per_step=1.0,
         speed_basis="projected",
+        engine="replay",  # prepared rows always name theirs (analysis.prepare)
     )
     rows = pd.DataFrame(
         [

@@ -576,6 +576,7 @@ def answer_row(**kw):
         speed_basis="projected",
         claim="ranked",
         shape="chain",
+        bracket="interior",  # every answer row has its bracket (tables.answer)
         cost_basis="scored",
     )
     return {**base, **kw}
