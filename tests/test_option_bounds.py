@@ -192,6 +192,8 @@ CASES = {
         ["hydra.run.dir={tmp}/speed.csv"],
         "hydra.run.dir=",
     ),
+    "report out a folder": ("specbench.report", ["--out", "{tmp}"], "--out="),
+    "report figures under a file": ("specbench.report", ["--figures", "{tmp}/speed.csv/f"], "--figures="),
     "lossless modes none": ("specbench.study.tools.lossless", ["--modes", ","], "--modes="),
     "export results_dir a file": (
         "specbench.export",
