@@ -193,6 +193,7 @@ CASES = {
         "hydra.run.dir=",
     ),
     "report out a folder": ("specbench.report", ["--out", "{tmp}"], "--out="),
+    "report results a file": ("specbench.report", ["--results", "{tmp}/speed.csv"], "--results="),
     "report figures under a file": ("specbench.report", ["--figures", "{tmp}/speed.csv/f"], "--figures="),
     "lossless modes none": ("specbench.study.tools.lossless", ["--modes", ","], "--modes="),
     "export results_dir a file": (

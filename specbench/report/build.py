@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from ..core.args import Parser, check_out, check_writable
+from ..core.args import Parser, check_out, check_writable, refuse
 from ..core.atomic import lock, os_line, replace_together, write_file
 from ..results.files import csv_writer
 from . import (
@@ -146,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--figures", default=None, help="figure folder (default RESULTS/figures)")
     args = ap.parse_args(argv)
     fig_dir = args.figures or os.path.join(args.results, "figures")
+    if os.path.exists(args.results) and not os.path.isdir(args.results):
+        refuse(f"--results={args.results}: is a file; give the folder that holds summary.csv (e.g. --results results)")
     check_out(args.out, "--out")  # where it writes, checked before minutes of building (one line, exit 2)
     check_writable("--figures", fig_dir, fig_dir)
     here = os.path.dirname(os.path.abspath(args.out))
