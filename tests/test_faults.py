@@ -290,13 +290,17 @@ def test_the_report_on_a_disk_it_cannot_write_is_one_line_and_replaces_nothing(
         bad, unchanged = (out if where.startswith("REPORT") else figs), tmp_path
     else:
         before = old_report(mnt)
-        fill(mnt, leave_pages=0 if where == "a full disk" else 8)  # 8 pages: a few figures fit
+        fill(mnt, leave_pages=0 if where == "a full disk" else 24)  # 24 pages: past the up-front probe, a few figures
         out, figs, bad, unchanged = mnt / "REPORT.md", mnt / "figures", mnt, mnt
     r = run_report(tmp_path, "--results", report_results, "--out", str(out), "--figures", str(figs))
     lines = r.stderr.strip().splitlines()
-    assert r.returncode == 1 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
-    assert lines[0].startswith("error: ") and str(bad) in lines[0], lines[0]
-    reason = "Read-only file system" if "read-only" in where else "No space left on device"
-    assert reason in lines[0] and "point --out / --figures at a writable folder" in lines[0], lines[0]
+    assert len(lines) == 1 and "Traceback" not in r.stderr and str(bad) in lines[0], r.stderr[-3000:]
+    if where == "a nearly full disk":  # room for the up-front check (core.args.PROBE_BYTES), not for the report
+        assert r.returncode == 1 and lines[0].startswith("error: "), lines[0]
+        assert "No space left on device" in lines[0] and "point --out / --figures at a writable folder" in lines[0]
+    else:  # refused before the report is built: the key, the folder and why (exit 2: a refused input)
+        key = "--figures=" if where.startswith("figures") else "--out="
+        reason = "is not writable" if "read-only" in where else "No space left on device"
+        assert r.returncode == 2 and lines[0].startswith(f"specbench: error: {key}") and reason in lines[0], lines[0]
     after = {p: p.read_bytes() for p in unchanged.rglob("*") if p.is_file() and p.name not in (".fill",)}
     assert after == before  # the old report and figures, nothing else (no temp files)
