@@ -45,9 +45,9 @@ def test_the_walk_over_teacher_forced_marks_gives_the_live_loops_steps(
             for budget in (1, 3, 8):
                 live, records = live_steps(draft, tiny_target, prompt, budget, p_min, n)
                 assert live == replay.pmin_walk(marks, budget, p_min), (text, p_min, budget)
-                sizes = replay.pmin_sizes(marks, budget, p_min)  # the drafted length: bracketed, exact where seen
-                assert all(lo <= r.tree_size <= hi <= room for (lo, hi, room), r in zip(sizes, records)), text
-                assert all(r.tree_size == lo for (lo, hi, _), r in zip(sizes, records) if p_min == 0 or lo == hi)
+                steps = replay.pmin_steps(marks, budget, p_min)  # the drafted length: bracketed, exact where seen
+                assert all(s.least <= r.tree_size <= s.most <= s.room for s, r in zip(steps, records)), text
+                assert all(r.tree_size == s.least for s, r in zip(steps, records) if p_min == 0 or s.least == s.most)
                 assert all(r.tree_depth == r.tree_size <= budget for r in records)  # a chain of at most n_max
 
 
@@ -69,6 +69,11 @@ def test_n_min_drops_a_short_chain(tiny_draft, tiny_target, tiny_tokenizer):
     assert all(r.tree_size == 0 or r.tree_size >= 3 for r in records)
 
 
+def sizes(*args, **kw) -> list[tuple[int, int, int]]:
+    """``replay.pmin_steps``' (least, most, room) per step."""
+    return [(s.least, s.most, s.room) for s in replay.pmin_steps(*args, **kw)]
+
+
 def test_the_llamacpp_walk_drafts_after_the_first_token_and_leaves_one_to_predict():
     sure = [(0, 1.0)] * 10  # every token the draft's sure best
     assert replay.pmin_walk(sure, 16, 0.5) == [(True, 10)]  # one step: all of c (the live loop stops at the length)
@@ -76,11 +81,11 @@ def test_the_llamacpp_walk_drafts_after_the_first_token_and_leaves_one_to_predic
     assert steps == [(False, 0), (True, 8)]  # the prompt's forward gives token 0; a draft leaves 1 token
     assert replay.pmin_walk([(0, 0.4)] * 5, 4, 0.5) == [(False, 0)] * 5  # never sure: never drafts
     assert replay.pmin_walk([(0, 0.9), (1, 0.9), (2, 0.9)], 4, 0.5) == [(True, 1), (True, 0)]
-    assert replay.pmin_sizes([(0, 0.9), (1, 0.9), (2, 0.9)], 4, 0.5) == [(2, 4, 4), (1, 4, 4)]  # rejected: a+1..room
-    assert replay.pmin_sizes([(0, 0.9), (0, 0.3), (2, 0.9)], 4, 0.5) == [(1, 1, 4), (1, 4, 4)]  # unsure: exact
-    assert replay.pmin_sizes([(0, 0.9), (1, 0.9), (2, 0.9)], 4, 0.0) == [(4, 4, 4), (4, 4, 4)]  # p_min 0: n_max
-    assert replay.pmin_sizes(sure, 16, 0.5, start=1, reserve=1) == [(0, 0, 0), (8, 8, 8)]
-    assert replay.pmin_sizes([(0, 0.4)], 4, 0.5) == [(0, 0, 4)]  # unsure at once: may draft, drafts nothing
+    assert sizes([(0, 0.9), (1, 0.9), (2, 0.9)], 4, 0.5) == [(2, 4, 4), (1, 4, 4)]  # rejected: a+1..room
+    assert sizes([(0, 0.9), (0, 0.3), (2, 0.9)], 4, 0.5) == [(1, 1, 4), (1, 4, 4)]  # unsure: exact
+    assert sizes([(0, 0.9), (1, 0.9), (2, 0.9)], 4, 0.0) == [(4, 4, 4), (4, 4, 4)]  # p_min 0: n_max
+    assert sizes(sure, 16, 0.5, start=1, reserve=1) == [(0, 0, 0), (8, 8, 8)]
+    assert sizes([(0, 0.4)], 4, 0.5) == [(0, 0, 4)]  # unsure at once: may draft, drafts nothing
     # llama.cpp's draft() samples once per drafted token, plus the one below p_min where it stopped short
     assert [replay.draft_samples(d, r) for d, r in ((0, 4), (2, 4), (4, 4), (0, 0))] == [1, 3, 4, 0]
 

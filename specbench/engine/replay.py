@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 
@@ -201,28 +202,53 @@ def pmin_marks(top_k: int = 10):
     return measure
 
 
+class PminStep(NamedTuple):
+    """One step of ``pmin_steps``: whether it drafted, the tokens accepted, the least and the most it drafted,
+    and its room (the most it may draft; 0 where it may not)."""
+
+    drafts: bool
+    accepted: int
+    least: int
+    most: int
+    room: int
+
+
 def pmin_walk(marks: Sequence[tuple[int, float]], n_max: int, p_min: float, start: int = 0, reserve: int = 0):
-    """The steps of a greedy decode of c (``len(marks)`` tokens) with ``tree=pmin_chain`` (n_min <= 1):
-    per step (drafted, accepted).  A step at t drafts while the draft's share >= p_min, at most n_max
-    tokens; it accepts while c[t + i] is the draft's best (rank 0) and emits one more (fewer at the end
-    of c).  Along c the draft's state is c's, so this is exact; past a rejected token the chain's length
-    is not known here, hence n_min <= 1 (``pmin_sizes`` bounds it).  llama.cpp: ``start=1`` (its first
-    token comes from the prompt's forward) and ``reserve=1`` (a draft leaves one token of n_predict:
-    server's ``get_n_draft_max``)."""
-    return [(drafts, a) for _, drafts, a, _ in _pmin_steps(marks, n_max, p_min, start, reserve)]
+    """``pmin_steps`` as the live loop records them: per step (drafted, accepted)."""
+    return [(s.drafts, s.accepted) for s in pmin_steps(marks, n_max, p_min, start, reserve)]
 
 
-def pmin_sizes(marks: Sequence[tuple[int, float]], n_max: int, p_min: float, start: int = 0, reserve: int = 0):
-    """``pmin_walk``'s steps, per step (the least and the most it drafted, its room: the most it may draft, 0
-    where it may not): exact where the chain stopped at an unsure token (share < p_min) or at its room; past a
-    rejected token (the draft's best is not c's) the chain drafted that token and then went on along its own
-    tokens, unseen here: at least a + 1, at most its room (exactly its room at p_min 0, where no share stops
-    it).  A chain of d < room sampled d + 1 tokens (the last one below p_min): ``draft_samples``."""
-    out = []
-    for room, drafts, a, why in _pmin_steps(marks, n_max, p_min, start, reserve):
-        unseen = why in ("rejected", "end")
-        least = 0 if not drafts else room if why == "room" or (unseen and p_min <= 0) else a + (why == "rejected")
-        out.append((least, room if drafts and unseen else least, room))
+def pmin_steps(
+    marks: Sequence[tuple[int, float]], n_max: int, p_min: float, start: int = 0, reserve: int = 0
+) -> list[PminStep]:
+    """The steps of a greedy decode of c (``len(marks)`` tokens) with ``tree=pmin_chain`` (n_min <= 1).  A
+    step at t drafts while the draft's share >= p_min, at most n_max tokens; it accepts while c[t + i] is the
+    draft's best (rank 0) and emits one more (fewer at the end of c).  Along c the draft's state is c's, so
+    this is exact up to a chain's first rejected token; past it (the draft's best is not c's) the chain
+    drafted that token and went on along its own tokens, unseen here, hence n_min <= 1 and a drafted length
+    of at least a + 1, at most its room (exactly its room at p_min 0, where no share stops it; as after c's
+    end).  Exact where the chain stopped at an unsure token (share < p_min) or at its room.  llama.cpp:
+    ``start=1`` (its first token comes from the prompt's forward) and ``reserve=1`` (a draft leaves one token
+    of n_predict: server's ``get_n_draft_max``)."""
+    n, t, out = len(marks), 0, []
+    while t < n:
+        room = max(0 if t < start else min(n_max, n - t - reserve) if reserve else n_max, 0)
+        if room == 0 or marks[t][1] < p_min:
+            out.append(PminStep(False, 0, 0, 0, room))
+            t += 1
+            continue
+        a = 0
+        while a < room and t + a < n and marks[t + a][1] >= p_min and marks[t + a][0] == 0:
+            a += 1
+        emitted = min(a + 1, n - t)
+        if a == room or p_min <= 0:  # the chain ran to its room (no share stops it at p_min 0)
+            least = most = room
+        elif t + a < n and marks[t + a][1] < p_min:  # stopped before its first unsure token
+            least = most = a
+        else:  # rejected at t + a (drafted it, the rest unseen), or c ended
+            least, most = a + (t + a < n), room
+        out.append(PminStep(True, min(a, emitted), least, most, room))
+        t += emitted
     return out
 
 
@@ -231,26 +257,6 @@ def draft_samples(drafted: int, room: int) -> int:
     ``room`` (``common/speculative.cpp``, ``draft()``): one per token it sampled, the one below p_min included,
     none where it may not draft."""
     return drafted + (drafted < room)
-
-
-def _pmin_steps(marks, n_max: int, p_min: float, start: int, reserve: int):
-    """Per step of the walk: (room: the most it may draft, 0 where it may not; whether it drafted; accepted;
-    why the chain stopped: ``room``, ``unsure`` (share < p_min), ``rejected`` (c's token not the draft's best)
-    or ``end`` (c ended: what it drafted past c is unseen, as after a rejection))."""
-    n, t = len(marks), 0
-    while t < n:
-        room = 0 if t < start else min(n_max, n - t - reserve) if reserve else n_max
-        if room <= 0 or marks[t][1] < p_min:
-            yield max(room, 0), False, 0, "room" if room <= 0 else "unsure"
-            t += 1
-            continue
-        a = 0
-        while a < room and t + a < n and marks[t + a][1] >= p_min and marks[t + a][0] == 0:
-            a += 1
-        why = "room" if a == room else "end" if t + a == n else "unsure" if marks[t + a][1] < p_min else "rejected"
-        emitted = min(a + 1, n - t)
-        yield room, True, min(a, emitted), why
-        t += emitted
 
 
 def draft_sequence(vocab, head: Sequence[int], cont: Sequence[int]) -> tuple[list[int], list[int]]:

@@ -3,7 +3,7 @@
 A llama.cpp candidate ``draft n_max=N p_min=P`` (``study.tools.speed_llamacpp``) drafts a chain of at most N
 tokens, stopping before the first token whose share of the draft's top-10 softmax is below P.  specbench's
 acceptance of that very rule is its replay on the same pair and dataset (results/acceptance_llamacpp.csv,
-``engine=specbench``: ``replay.pmin_walk`` and ``pmin_sizes``; per prompt its tokens T, accepted A, drafting
+``engine=specbench``: ``replay.pmin_steps``; per prompt its tokens T, accepted A, drafting
 steps S, drafted D and the draft's samples F, the last two known as a bracket: exact up to a chain's first
 rejected token, at most N past it).  A step of llama.cpp's server (``tools/server/server-context.cpp`` and
 ``common/speculative.cpp`` of the vendored source) costs: the draft's drafting loop, one one-token forward per

@@ -23,7 +23,7 @@ Keys: ``llamacpp_n_max`` (default [1,2,3,4,6,8,12,16]), ``llamacpp_p_min`` (defa
 of the newest such run derived again, no server).  Bad values are refused in one line before a model loads.
 
 ``drafted``/``drafted_max``: llama.cpp's ``timings.draft_n`` (both); specbench's replay knows a chain's length up
-to its first rejected token only (``replay.pmin_sizes``): the least and the most the rule can have drafted;
+to its first rejected token only (``replay.pmin_steps``): the least and the most the rule can have drafted;
 ``draft_samples``/``draft_samples_max`` (specbench only): the draft's one-token forwards of llama.cpp's drafting
 loop at those two ends (``replay.draft_samples``), what ``results.llamaproject`` prices.
 
@@ -126,23 +126,20 @@ def llamacpp_rows(models: dict, cands: Sequence[Setting], prompts: list, n: int,
 
 
 def specbench_rows(job, cands: list[Candidate], prompts) -> list[dict]:
-    """specbench's replay of every setting over its target's greedy continuations (EOS ignored, as llama.cpp's)."""
-    ctx = context(job)
-    pair = ctx.load_pair()
-    key, _ = ctx.cache_keys(identity.job_identity(job), frozenset())
-    ids = [pr.ids for pr in prompts]
-    conts = replay.cached_continuations(ctx.store(), pair.target, key, ids, job.continuation_batch)
-    marks = replay.teacher_forced(pair.draft, ids, conts, replay.pmin_marks(10))
+    """specbench's replay of every setting over its target's greedy continuations (EOS ignored, as llama.cpp's):
+    ``replay.pmin_steps`` per prompt, its drafted bracket and the draft's samples at both ends."""
+    pair = context(job).load_pair()
+    conts = accept_ngram.continuations(job, prompts, pair)
+    marks = replay.teacher_forced(pair.draft, [pr.ids for pr in prompts], conts, replay.pmin_marks(10))
     rows = []
     for c in cands:
         for pr, m in zip(prompts, marks):
-            steps = replay.pmin_walk(m, c.n_max, c.p_min, start=1, reserve=1)
-            sizes = replay.pmin_sizes(m, c.n_max, c.p_min, start=1, reserve=1)
-            ends = {k: sum(s[i] for s in sizes) for i, k in enumerate(("drafted", "drafted_max"))}
-            samples = {f"draft_samples{k}": sum(replay.draft_samples(s[i], s[2]) for s in sizes)
-                       for i, k in enumerate(("", "_max"))}  # fmt: skip
-            rows.append({**c.params, "prompt_id": pr.id, "tokens": len(m), "drafts": sum(d for d, _ in steps),
-                         **ends, **samples, "accepted": sum(a for _, a in steps), "same_tokens": ""})  # fmt: skip
+            steps = replay.pmin_steps(m, c.n_max, c.p_min, start=1, reserve=1)
+            rows.append({**c.params, "prompt_id": pr.id, "tokens": len(m), "drafts": sum(s.drafts for s in steps),
+                         "drafted": sum(s.least for s in steps), "drafted_max": sum(s.most for s in steps),
+                         "draft_samples": sum(replay.draft_samples(s.least, s.room) for s in steps),
+                         "draft_samples_max": sum(replay.draft_samples(s.most, s.room) for s in steps),
+                         "accepted": sum(s.accepted for s in steps), "same_tokens": ""})  # fmt: skip
     return rows
 
 

@@ -106,12 +106,14 @@ def settings_of(rows) -> list[NgramSetting]:
     return [NgramSetting(int(r.size_n), int(r.n_max)) for r in ng.itertuples()]
 
 
-def continuations(job, prompts) -> list[list[int]]:
-    """specbench's target's cached greedy continuation of every prompt (computed where missing)."""
+def continuations(job, prompts, pair=None) -> list[list[int]]:
+    """specbench's target's cached greedy continuation of every prompt (computed where missing; ``pair``: the
+    job's pair where the caller loaded it already)."""
     ctx = context(job)
     key, _ = ctx.cache_keys(identity.job_identity(job), frozenset())
     ids = [pr.ids for pr in prompts]
-    conts = replay.cached_continuations(ctx.store(), ctx.load_pair().target, key, ids, job.continuation_batch)
+    target = (pair or ctx.load_pair()).target
+    conts = replay.cached_continuations(ctx.store(), target, key, ids, job.continuation_batch)
     return [[int(t) for t in c] for c in conts]
 
 
