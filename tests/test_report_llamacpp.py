@@ -129,6 +129,7 @@ def test_speed_md_lists_every_candidate_with_acceptance_beside_specbenchs_chain_
     line = re.search(r"error ([+-]\d+)% to ([+-]\d+)% \(median [+-]\d+%\) over 1 candidates; its pick is the "
                      r"measured fastest or ties it in 1 of 1 pair/datasets\.", text)  # fmt: skip
     assert line and line[1] == line[2]  # one candidate projected: 4/0, the fastest
+    assert "Projected from the acceptance run's 12 prompts × 128 tokens, measured on 12 × 128." in text
     assert "| none (no curve or replay) |" in text and "on the same 12 prompts (specbench bfloat16)" in text
 
 

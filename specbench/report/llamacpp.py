@@ -222,10 +222,14 @@ def projection_line(t: Tables, proj: pd.DataFrame) -> str:
         g = m[(m.run_id == r["run_id"]) & m.tie] if pick is not None else m.iloc[:0]
         hits.append(pick is not None and (pick["candidate"] == r["candidate"] or pick["candidate"] in set(g.candidate)))
     e = p.error
+    scale = f"{span(p.replay_prompts, '.0f')} prompts × {span(p.replay_tokens, '.0f')} tokens"
+    bench = f"{span(p.prompts, '.0f')} × {span(p.tokens, '.0f')}"
+    same = (p.replay_prompts == p.prompts).all() and (p.replay_tokens == p.tokens).all()
     return (
         f"specbench's projection against the measured speedup: error {e.min():+.0%} to {e.max():+.0%} (median "
         f"{e.median():+.0%}) over {len(p)} candidates; its pick is the measured fastest or ties it in {sum(hits)} of "
-        f"{len(hits)} pair/datasets."
+        f"{len(hits)} pair/datasets. Projected from the acceptance run's {scale}, measured on {bench}"
+        + ("." if same else ": other prompts and lengths, so not a paired comparison.")
     )
 
 

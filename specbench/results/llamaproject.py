@@ -21,7 +21,8 @@ between its measured sizes).  ``projected_lo``/``projected_hi``: at the most and
 have drafted (equal at P = 0, where every chain is N long); ``ci_lo``/``ci_hi``: the 95% paired percentile
 interval over prompts (``metrics.paired_bootstrap``, none under ``llamaaccept.MIN_PROMPTS``) of the two ends.
 ``projected``: their mean, what the pick ranks.  ``compare`` sets each beside the measured speedup of the same
-candidate (``speedstats.answers`` of the llama.cpp rows), error = projected ÷ measured − 1.  Left out: the
+candidate (``speedstats.answers`` of the llama.cpp rows), error = projected ÷ measured − 1, with the prompts and
+tokens of both (the acceptance run's and the benchmark's: not the same prompts or length unless both ran them).  Left out: the
 draft's forward of the prompt (a speculative server pays it, plain decoding does not).
 """
 
@@ -119,5 +120,7 @@ def compare(speed: pd.DataFrame, accept: pd.DataFrame | None, costs: pd.DataFram
         proj = projected(replay if priced else pd.DataFrame(), draft, target)  # type: ignore[arg-type]
         out.append({"pair": r.pair, "dataset": r.dataset, "machine": r.machine, "candidate": r.candidate,
                     "n_max": n_max, "p_min": p_min, "measured": r.speedup, "lo": r.lo, "hi": r.hi,
-                    "replay_prompts": len(replay), **proj, "error": proj["projected"] / r.speedup - 1})  # fmt: skip
+                    "prompts": int(r.n_prompts), "tokens": int(r.max_new_tokens), "replay_prompts": len(replay),
+                    "replay_tokens": int(replay.tokens.max()) if len(replay) else 0,
+                    **proj, "error": proj["projected"] / r.speedup - 1})  # fmt: skip
     return pd.DataFrame(out)
