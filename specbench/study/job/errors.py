@@ -11,22 +11,26 @@ class ConfigError(ValueError):
 
 
 # typed reads: every failure names its key
-def as_int(value, key: str, minimum: int | None = None, fix: str = "", most: int = 2**40) -> int:  # torch seeds < 2**63
+# ``need``: what the value must be, said in place of the range (``speed_until``: a Unix time in seconds)
+def as_int(
+    value, key: str, minimum: int | None = None, fix: str = "", most: int = 2**40, need: str = ""
+) -> int:  # torch seeds < 2**63
     ok = isinstance(value, int) and not isinstance(value, bool)
     if isinstance(value, float) and value.is_integer():
         value, ok = int(value), True
     if not ok or (minimum is not None and value < minimum) or value > most:
-        need = "an integer" + (f" >= {minimum}" if minimum is not None else "") + f" and <= {most}"
+        need = need or "an integer" + (f" >= {minimum}" if minimum is not None else "") + f" and <= {most}"
         raise ConfigError(f"{key}={value!r}: must be {need}{'; ' + fix if fix else ''}")
     return value
 
 
-def as_float(value, key: str, lo: float, hi: float | None, fix: str) -> float:
+def as_float(value, key: str, lo: float, hi: float | None, fix: str, above: bool = False, need: str = "") -> float:
+    """A number in [``lo``, ``hi``] (``lo`` excluded with ``above``; ``hi`` None: no upper bound), never NaN."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{key}={value!r}: must be a number; {fix}")
-    if value < lo or (hi is not None and value > hi) or value != value:
-        rng = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise ConfigError(f"{key}={value!r}: must be {rng}; {fix}")
+        raise ConfigError(f"{key}={value!r}: must be {need or 'a number'}; {fix}")
+    if (value <= lo if above else value < lo) or (hi is not None and value > hi) or value != value:
+        rng = f"in {'(' if above else '['}{lo}, {hi}]" if hi is not None else f"{'>' if above else '>='} {lo}"
+        raise ConfigError(f"{key}={value!r}: must be {need or rng}; {fix}")
     return float(value)
 
 
@@ -36,11 +40,11 @@ def as_bool(value, key: str) -> bool:
     return value
 
 
-def as_names(value, key: str) -> tuple:
-    """A list of distinct names (a single name or null allowed)."""
+def as_names(value, key: str, what: str = "mode names", fix: str = "") -> tuple:
+    """A list of distinct names (a single name or null allowed); ``what`` they name, ``fix`` the example."""
     items = [] if value is None else [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(x, str) and x for x in items) or len(set(items)) != len(items):
-        raise ConfigError(f"{key}={value!r}: must be a list of distinct mode names, e.g. {key}=[block]")
+        raise ConfigError(f"{key}={value!r}: must be a list of distinct {what}, {fix or f'e.g. {key}=[block]'}")
     return tuple(items)
 
 

@@ -51,43 +51,25 @@ from ...engine import replay
 from ...inputs import llamacpp, machine
 from ...results.files import read_csv
 from ...results.upsert import replace_rows, upsert
-from ..job import argv, identity, jobfiles
+from ..job import argv, identity, jobfiles, toolopts
 from ..job.context import context
-from ..job.errors import as_bool, as_float, as_int
 from ..job.jobspec import ConfigError, from_config, resolved
 from . import accept_ngram
 from .llamaserver import LlamaServer, ServerError
 from .speed_llamacpp import Candidate, base_row, models_of
 
 FILE = "acceptance_llamacpp.csv"
-KEYS = ("results_dir",) + tuple(
-    f"llamacpp_{k}" for k in ("n_max", "p_min", "n_min", "target", "draft", "ctx", "replay_only", "ngram", "threads")
-)
-N_MAX, P_MIN = (1, 2, 3, 4, 6, 8, 12, 16), (0.0, 0.5, 0.75, 0.9)
+KEYS = toolopts.keys("accept_llamacpp")
+N_MAX, P_MIN = (tuple(toolopts.OPTIONS[k].default) for k in ("llamacpp_n_max", "llamacpp_p_min"))
 POLL = ("--poll", "0")  # llama.cpp's threads wait without spinning
 Setting = Candidate | accept_ngram.NgramSetting  # a server's speculative settings
 DRAFTS = re.compile(r"^llamacpp:spec_decode_num_drafts_total\s+(\S+)$", re.M)
 
 
 def grid(extra: dict) -> list[Candidate]:
-    """Every (n_max, p_min) of ``llamacpp_n_max`` x ``llamacpp_p_min``, checked (one line naming the key)."""
-
-    def listed(key: str, default) -> list:
-        given = extra.get(key, list(default))
-        items = list(given) if isinstance(given, (list, tuple)) else [given]
-        if not items or len(set(items)) < len(items):
-            raise ConfigError(f"{key}={given!r}: give a list of distinct values, e.g. +{key}={list(default)}")
-        return items
-
-    n_min = as_int(extra.get("llamacpp_n_min", 0), "llamacpp_n_min", 0, "the replay is exact for 0 or 1", 1)
-    n_maxes = [
-        as_int(v, "llamacpp_n_max", max(1, n_min), "a draft length, e.g. 4", 64)
-        for v in listed("llamacpp_n_max", N_MAX)
-    ]
-    p_mins = [
-        as_float(v, "llamacpp_p_min", 0.0, 1.0, "a probability, e.g. 0.75") for v in listed("llamacpp_p_min", P_MIN)
-    ]
-    return [Candidate(f"n_max={n} p_min={p:g}", n, p, n_min) for n in n_maxes for p in p_mins]
+    """Every (n_max, p_min) of ``llamacpp_n_max`` x ``llamacpp_p_min``, checked (``toolopts.draft_grid``: one line
+    naming the key)."""
+    return [Candidate(f"n_max={n} p_min={p:g}", n, p, n_min) for n, p, n_min in toolopts.draft_grid(extra)]
 
 
 def drafts(server: LlamaServer) -> int:
@@ -193,11 +175,9 @@ def main(cfg: DictConfig) -> None:
         job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
         ngram, out = accept_ngram.wanted(job), str(job.extra.get("results_dir", "results"))
         cands = accept_ngram.grid(job.extra) if ngram else grid(job.extra)
-        cores = os.cpu_count() or 1
-        threads = as_int(
-            job.extra.get("llamacpp_threads", cores), "llamacpp_threads", 1, "e.g. 1 on a busy machine", 1024
-        )
-        if as_bool(job.extra.get("llamacpp_replay_only", False), "llamacpp_replay_only"):
+        toolopts.check(job.extra, "accept_llamacpp")
+        threads = toolopts.value(job.extra, "llamacpp_threads", os.cpu_count() or 1)
+        if toolopts.value(job.extra, "llamacpp_replay_only"):
             rows = rereplay(job, out)
             write(out, rows)
             print(f"specbench: replayed specbench's side of run {rows[0]['run_id']} again ({out}/{FILE})")
@@ -213,7 +193,7 @@ def main(cfg: DictConfig) -> None:
             cands,
             [(p.id, list(p.ids)) for p in prompts],
             job.max_new_tokens,
-            int(job.extra.get("llamacpp_ctx", 4096)),
+            toolopts.value(job.extra, "llamacpp_ctx"),
             threads,
         )
         sb = replayed(job, cands, prompts)

@@ -25,14 +25,11 @@ from dataclasses import dataclass
 from functools import partial
 
 from ...engine import ngramwalk, replay
-from ..job import identity
+from ..job import identity, toolopts
 from ..job.context import context
-from ..job.jobspec import ConfigError
 
 SPEC_TYPE = "ngram-simple"
 NGRAM = ("1/4", "1/8", "2/4", "2/8", "2/16", "4/4", "4/8", "4/16", "12/48")  # 12/48: llama.cpp's defaults
-MOST = 1024  # llama.cpp's bound on size N and M (common/arg.cpp)
-DRAFT_KEYS = ("llamacpp_n_max", "llamacpp_p_min", "llamacpp_n_min")
 COLUMNS = {"spec_type", "size_n", "drafter"}  # acceptance_llamacpp.csv's columns of an n-gram setting
 
 
@@ -68,34 +65,14 @@ def wanted(job) -> bool:
 
 
 def parse(item) -> NgramSetting:
-    """'2/8' -> size N 2, M 8; a ConfigError naming the key otherwise."""
-    n, _, m = str(item).partition("/")
-    try:
-        size_n, size_m = int(n), int(m)
-    except ValueError:
-        size_n, size_m = 0, 0
-    if not 1 <= size_n <= size_m <= MOST:
-        raise ConfigError(
-            f"llamacpp_ngram: {item!r} is not N/M with 1 <= N <= M <= {MOST} (ngram-simple never drafts with M < N; "
-            "e.g. '+llamacpp_ngram=[2/4,4/8]')"
-        )
-    return NgramSetting(size_n, size_m)
+    """'2/8' -> size N 2, M 8 (``toolopts.n_m``); a ConfigError naming the key otherwise."""
+    return NgramSetting(*toolopts.n_m(item))
 
 
 def grid(extra: dict) -> list[NgramSetting]:
-    """Every ``llamacpp_ngram`` setting, checked in one line; the draft grid's keys are refused beside it."""
-    given = [k for k in DRAFT_KEYS if k in extra]
-    if given:
-        raise ConfigError(
-            f"{given[0]}: a draft-simple key, but this run measures llama.cpp's n-gram settings (llamacpp_ngram given, "
-            "or a pair without a draft model)"
-        )
-    items = extra.get("llamacpp_ngram", list(NGRAM))
-    items = list(items) if isinstance(items, (list, tuple)) else [items]
-    out = [parse(i) for i in items]
-    if not out or len(set(out)) < len(out):
-        raise ConfigError(f"llamacpp_ngram={items!r}: give a list of distinct N/M, e.g. +llamacpp_ngram=[2/4,4/8]")
-    return out
+    """Every ``llamacpp_ngram`` setting, checked in one line; the draft grid's keys are refused beside it
+    (``toolopts.ngram_grid``)."""
+    return [NgramSetting(n, m) for n, m in toolopts.ngram_grid(extra, NGRAM)]
 
 
 def settings_of(rows) -> list[NgramSetting]:

@@ -63,16 +63,17 @@ from ...results import costtable
 from ...results.costtable import CURVE, ROW
 from ...results.upsert import key_text, replace_rows, upsert
 from ...trees.policies import shape_paths
-from ..job import argv
+from ..job import argv, toolopts
 from ..job.checks import validate
 from ..job.context import context, new_drafters
-from ..job.errors import ConfigError, as_int
+from ..job.errors import ConfigError
 from ..job.jobspec import JobSpec, from_config, resolved
 from ..job.launch import pair_config
 from .sizes import COST_SIZES, cost_sizes
 
 SIZES = COST_SIZES  # every draft frontier and verify width of the dense budget grid (sizes.py)
-KV_LENS = (128, 512)  # the study's contexts lie between (prompts of ~50-400 tokens + 128 new)
+# the study's contexts lie between (prompts of ~50-400 tokens + 128 new)
+KV_LENS = tuple(toolopts.OPTIONS["costs_kv_lens"].default)
 
 
 def token_range(model) -> tuple[int, int]:
@@ -277,40 +278,25 @@ def check_positions(jobs: list[JobSpec], kv_lens: list[int], sizes=SIZES) -> Non
 
 
 def sizes_of(job: JobSpec) -> tuple[int, ...]:
-    """``costs_max_tokens`` (default none: every width of ``SIZES``): the widths measured, refused in one line
-    when not an integer >= 1."""
-    most = job.extra.get("costs_max_tokens")
-    fix = "or null for every width (e.g. +costs_max_tokens=17)"
-    return cost_sizes(None if most is None else as_int(most, "costs_max_tokens", 1, fix))
-
-
-def given_list(opts: dict, key: str, default: list) -> list:
-    """``opts[key]`` (``default`` where not given); an empty list is refused: it would measure the default silently."""
-    if opts.get(key) is not None and not opts[key]:
-        raise ConfigError(f"{key}=[]: names none; leave it out (default {','.join(map(str, default))}) or list some")
-    return list(opts.get(key) or default)
+    """``costs_max_tokens`` (default none: every width of ``SIZES``): the widths measured (``toolopts``: refused in
+    one line when not an integer >= 1)."""
+    return cost_sizes(toolopts.value(job.extra, "costs_max_tokens"))
 
 
 def settings(job: JobSpec) -> tuple[str, int, list[int], list[JobSpec]]:
     """(results_dir, repeats, kv_lens, [the job of each (pair, dtype) measured]) from the job
-    spec's own keys (``JobSpec.extra``), refused in one line when out of range (no model load)."""
+    spec's own keys (``JobSpec.extra``, read by ``toolopts``: refused in one line, no model load)."""
     opts = job.extra
-    out = str(opts.get("results_dir", "results"))
-    repeats, raw = opts.get("costs_repeats", 7), opts.get("costs_kv_lens", list(KV_LENS))
-    kv_lens = list(raw) if isinstance(raw, (list, tuple)) else [raw]
-    if not kv_lens:
-        raise ConfigError("costs_kv_lens=[]: give one KV length or more (e.g. '+costs_kv_lens=[128,512]')")
-    for key, value in [("costs_repeats", repeats)] + [("costs_kv_lens", k) for k in kv_lens]:
-        most = 10**4 if key == "costs_repeats" else 10**9  # a KV length: bounded by the models' positions below
-        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
-            raise ConfigError(f"{key}={value!r}: must be an integer in [1, {most}] (e.g. '+costs_kv_lens=[128,512]')")
+    toolopts.check(opts, "costs")
+    out, repeats = str(toolopts.value(opts, "results_dir")), toolopts.value(opts, "costs_repeats")
+    kv_lens = toolopts.value(opts, "costs_kv_lens")
     jobs = []
-    for name in given_list(opts, "costs_pairs", [job.pair.name]):
+    for name in toolopts.value(opts, "costs_pairs", [job.pair.name]):
         try:
             pair_cfg = job.pair.as_dict() if name == job.pair.name else pair_config(name)
         except ValueError as e:
             raise ConfigError(f"costs_pairs: {e}") from None
-        for dtype in given_list(opts, "costs_dtypes", [job.dtype]):
+        for dtype in toolopts.value(opts, "costs_dtypes", [job.dtype]):
             one = from_config({**job.to_dict(), "pair": pair_cfg, "dtype": dtype})
             validate(one)  # dtype, device, pair: the job spec's checks
             jobs.append(one)
@@ -378,15 +364,7 @@ def env_file(device: str) -> str:
     return "environment.json" if device == "cpu" else f"environment-{device}.json"
 
 
-KEYS = (
-    "results_dir",
-    "costs_repeats",
-    "costs_kv_lens",
-    "costs_pairs",
-    "costs_dtypes",
-    "costs_merge",
-    "costs_max_tokens",
-)
+KEYS = toolopts.keys("costs")
 
 
 def refuse(line: str) -> NoReturn:

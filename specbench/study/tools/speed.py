@@ -50,14 +50,14 @@ from ...inputs import machine
 from ...results import schedule, schemas, speedstats
 from ...results.files import read_csv
 from ...results.upsert import replace_rows, upsert_all
-from ..job import argv, checks, identity, jobfiles, launch
+from ..job import argv, checks, identity, jobfiles, launch, toolopts
 from ..job.context import DecodePlan, context
 from ..job.jobspec import ConfigError, JobSpec, from_config, resolved
 from . import speedloop, validate
 from .sizes import WARM_TOKENS
 from .speedloop import MIN_UNITS, deadline, more, round_limits, unit_orders  # noqa: F401 (the module's own names)
 
-KEYS = ("results_dir", "speed_candidates", "speed_rounds", "speed_max_rounds", "speed_until", "speed_merge")
+KEYS = toolopts.keys("speed")
 FILE, STEPS = "speed.csv", "speed_steps.csv.gz"
 SPEED_MERGE_FIX = "give the speed.csv a speed benchmark wrote (its speed_steps.csv.gz beside it)"
 # the run's own columns, from plain decoding's row keys (a candidate adds its tree and hash)
@@ -74,17 +74,6 @@ class Candidate:
     job: JobSpec
     ident: identity.Identity
     plan: DecodePlan
-
-
-def parse(item) -> tuple[str, int]:
-    """'chain/4' -> ('chain', 4), 'merged:binary/4' -> ('merged:binary', 4) (``launch.compose_tree``);
-    a ConfigError naming the key otherwise."""
-    tree, _, budget = str(item).partition("/")
-    if not tree or not budget.isdigit() or int(budget) < 1:
-        raise ConfigError(
-            f"speed_candidates: {item!r} is not TREE/BUDGET (e.g. '+speed_candidates=[chain/4,binary/3]')"
-        )
-    return tree, int(budget)
 
 
 def roster_of(job: JobSpec) -> str:
@@ -122,18 +111,11 @@ def schedule_trees(job: JobSpec) -> list[tuple[str, int]]:
 def wanted(job: JobSpec) -> list[tuple[str, int]]:
     """The candidate trees: ``speed_candidates`` as given, ``auto`` from the projections, or
     ``schedule`` (the batch-size schedule's: ``schedule_trees``)."""
-    given = job.extra.get("speed_candidates", "auto")
+    given = toolopts.tree_candidates(job.extra)
+    if not isinstance(given, str):
+        return given
     if given == schedule.ROSTER:
         return schedule_trees(job)
-    if given != "auto":
-        items = list(given) if isinstance(given, (list, tuple)) else [given]
-        if not items:
-            raise ConfigError("speed_candidates: empty; give auto or a list of TREE/BUDGET")
-        parsed = [parse(i) for i in items]
-        twice = [f"{t}/{b}" for k, (t, b) in enumerate(parsed) if (t, b) in parsed[:k]]
-        if twice:
-            raise ConfigError(f"speed_candidates: {twice[0]} is listed twice; give each TREE/BUDGET once")
-        return parsed
     path = os.path.join(str(job.extra.get("results_dir", "results")), "speedup.csv")
     if not os.path.isfile(path):
         raise ConfigError(f"speed_candidates=auto: {path} not found; run the report first or list TREE/BUDGET")
@@ -288,9 +270,8 @@ def summary(rows: list[dict], spread=speedstats.harness.NONE) -> str:
 
 
 def settings(job: JobSpec, cfg: DictConfig) -> tuple[str, list[Candidate]]:
-    """(results folder, candidates), every key checked before any model loads."""
-    round_limits(job)
-    deadline(job)
+    """(results folder, candidates), every key checked before any model loads (``toolopts.check``)."""
+    toolopts.check(job.extra, "speed")
     return str(job.extra.get("results_dir", "results")), roster(job, cfg)
 
 

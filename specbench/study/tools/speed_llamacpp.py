@@ -48,7 +48,7 @@ from omegaconf import DictConfig
 from ... import CONF_DIR
 from ...inputs import llamacpp, machine
 from ...results import speedstats
-from ..job import argv, identity, jobfiles
+from ..job import argv, identity, jobfiles, toolopts
 from ..job.context import context
 from ..job.jobspec import ConfigError, from_config, resolved
 from . import speed, speedloop
@@ -56,10 +56,8 @@ from .llamaserver import LlamaServer, ServerError
 from .sizes import WARM_TOKENS
 
 ENGINE, DTYPE = "llamacpp", "gguf"
-KEYS = ("results_dir", "speed_rounds", "speed_max_rounds", "speed_until") + tuple(
-    f"llamacpp_{k}" for k in ("candidates", "n_min", "target", "draft", "prompts", "ctx")
-)
-PROMPTS = ("ids", "text")
+KEYS = toolopts.keys("speed_llamacpp")
+PROMPTS = toolopts.OPTIONS["llamacpp_prompts"].words
 
 
 @dataclass(frozen=True)
@@ -84,31 +82,16 @@ class Candidate:
 
 
 def parse(item, n_min: int) -> Candidate:
-    """'4/0.75' -> draft-simple n_max 4, p_min 0.75; a ConfigError naming the key otherwise."""
-    n, _, p = str(item).partition("/")
-    try:
-        n_max, p_min = int(n), float(p)
-    except ValueError:
-        n_max, p_min = 0, -1.0
-    if n_max < 1 or not 0 <= p_min <= 1 or n_min > n_max:
-        raise ConfigError(
-            f"llamacpp_candidates: {item!r} is not N_MAX/P_MIN with N_MAX >= max(1, llamacpp_n_min={n_min}) and "
-            "0 <= P_MIN <= 1 (e.g. '+llamacpp_candidates=[4/0.75,8/0.75]')"
-        )
+    """'4/0.75' -> draft-simple n_max 4, p_min 0.75 (``toolopts.n_max_p_min``); a ConfigError naming the key otherwise."""
+    n_max, p_min = toolopts.n_max_p_min(item, n_min)
     return Candidate(f"draft n_max={n_max} p_min={p_min:g}", n_max, p_min, n_min)
 
 
 def roster(extra: dict) -> list[Candidate]:
     """Plain decoding, its A/A copy, every candidate of ``llamacpp_candidates``, and the first one's twin (none
-    where the list is empty: plain decoding and its A/A copy alone)."""
-    n_min = extra.get("llamacpp_n_min", 0)
-    if not isinstance(n_min, int) or isinstance(n_min, bool) or n_min < 0:
-        raise ConfigError(f"llamacpp_n_min={n_min!r}: must be an integer >= 0 (e.g. +llamacpp_n_min=0)")
-    given = extra.get("llamacpp_candidates", ["4/0.75"])
-    items = list(given) if isinstance(given, (list, tuple)) else [given]
-    cands = [parse(i, n_min) for i in items]
-    if len({c.name for c in cands}) < len(cands):
-        raise ConfigError("llamacpp_candidates: one N_MAX/P_MIN listed twice; give each once")
+    where the list is empty: plain decoding and its A/A copy alone); the keys read by ``toolopts``."""
+    n_min, given = toolopts.draft_candidates(extra)
+    cands = [Candidate(f"draft n_max={n} p_min={p:g}", n, p, n_min) for n, p in given]
     if not cands:  # plain decoding alone (its tokens/s beside specbench's: ``results.engines``)
         return [Candidate(speedstats.PLAIN), Candidate(speedstats.PLAIN_AA)]
     twin = Candidate(cands[0].name + speedstats.TWIN_SUFFIX, cands[0].n_max, cands[0].p_min, n_min)
@@ -229,9 +212,7 @@ def models_of(job, roles=("target", "draft")) -> dict:
 
 def prompts_of(job) -> list[tuple]:
     """(prompt id, token ids or text) of the job's prompts (``llamacpp_prompts``), loaded as speed.py loads them."""
-    how = job.extra.get("llamacpp_prompts", "ids")
-    if how not in PROMPTS:
-        raise ConfigError(f"llamacpp_prompts={how!r}: give one of {', '.join(PROMPTS)}")
+    how = toolopts.value(job.extra, "llamacpp_prompts")
     ctx = context(job)
     return [(p.id, list(p.ids) if how == "ids" else p.text) for p in ctx.prompts(ctx.tokenizer())]
 
@@ -240,15 +221,14 @@ def prompts_of(job) -> list[tuple]:
 def main(cfg: DictConfig) -> None:
     try:
         job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
-        speedloop.round_limits(job)
-        speedloop.deadline(job)
+        toolopts.check(job.extra, "speed_llamacpp")
         cands, out = roster(job.extra), str(job.extra.get("results_dir", "results"))
         why = llamacpp.unavailable()
         if why:
             raise ConfigError(why)
         models, prompts = models_of(job), prompts_of(job)
         base = base_row(job, identity.job_identity(job), jobfiles.new_run_id())
-        rows = bench(job, prompts, cands, models, base, int(job.extra.get("llamacpp_ctx", 4096)))
+        rows = bench(job, prompts, cands, models, base, toolopts.value(job.extra, "llamacpp_ctx"))
     except Stopped as e:  # the finished units kept, then the one line
         if e.rows:
             write(out, e.rows)

@@ -7,7 +7,8 @@ candidates in ``unit_orders`` (ABBA), ``speed_rounds`` rounds (``auto``: until t
 interval lies within 1 +- 3%, at most ``speed_max_rounds``), no unit started past ``speed_until``
 once ``MIN_UNITS`` have run.  ``one_unit(order, unit, where)`` decodes one unit with every
 candidate in ``order`` and returns (its rows, anything else to keep, e.g. step frames); ``where`` is
-{round, unit}.  The keys are read from ``job.extra``; bad values are a ``ConfigError`` naming the key.
+{round, unit}.  The keys are read from ``job.extra`` by ``study.job.toolopts`` (a bad value: a ``ConfigError``
+naming the key).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import pandas as pd
 from tqdm import tqdm
 
 from ...results import speedstats
-from ..job.jobspec import ConfigError, JobSpec
+from ..job import toolopts
+from ..job.jobspec import JobSpec
 
 MIN_UNITS = 2  # timed before a deadline may stop the run: a paired interval needs two
 
@@ -45,35 +47,16 @@ def more(unit_s: list[float], until: float | None, now: float) -> bool:
 
 
 def deadline(job: JobSpec) -> float | None:
-    """``speed_until``: a Unix time, or None."""
-    value = job.extra.get("speed_until")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigError(f"speed_until={value!r}: must be a Unix time in seconds (e.g. +speed_until=$(date +%s))")
-    return float(value)
-
-
-MAX_ROUNDS = 1000  # rounds of every candidate over every prompt: past this a typo, not a benchmark
-
-
-def _rounds(job: JobSpec, key: str, default: int) -> int:
-    value = job.extra.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_ROUNDS:
-        raise ConfigError(
-            f"{key}={value!r}: must be an integer >= 1 and <= {MAX_ROUNDS} (e.g. +{key}=2)"
-            + ", or auto" * (key == "speed_rounds")
-        )
-    return value
+    """``speed_until``: a Unix time, or None (``toolopts``)."""
+    return toolopts.value(job.extra, "speed_until")
 
 
 def round_limits(job: JobSpec) -> tuple[int, int]:
-    """(rounds always run, the most run): ``speed_rounds=N`` is (N, N); ``auto`` is (1, speed_max_rounds)."""
-    most = _rounds(job, "speed_max_rounds", 3)
-    if job.extra.get("speed_rounds") == "auto":
-        return 1, most
-    n = _rounds(job, "speed_rounds", 1)
-    return n, n
+    """(rounds always run, the most run): ``speed_rounds=N`` is (N, N); ``auto`` is (1, speed_max_rounds)
+    (both read by ``toolopts``)."""
+    most = toolopts.value(job.extra, "speed_max_rounds")
+    n = toolopts.value(job.extra, "speed_rounds")
+    return (1, most) if n == "auto" else (n, n)
 
 
 def interleave(job: JobSpec, units: list, cands: list, one_unit: Callable, run_id: str, desc: str = "speed"):
