@@ -20,7 +20,7 @@ import os
 
 import pandas as pd
 
-from ..core import readers
+from ..results.files import read_attention
 from ..results.upsert import key_text, replace_rows
 from ..study.job.errors import as_int
 from .heatmap import machines
@@ -140,16 +140,10 @@ def merge_rows(old: pd.DataFrame, new: pd.DataFrame, key: list[str]) -> pd.DataF
     return replace_rows(old, new[~(failed(new) & key_text(new, key).isin(good_old))], key)
 
 
-ATTENTION_FIX = "give the attention.csv a run wrote (git checkout results/attention.csv), or rerun with merge=false"
-
-
 def read_existing(path, key: list[str]) -> pd.DataFrame:
     """The CSV a run merges into (``merge=true``) or redraws (``grid=none``), checked before anything is
-    measured (``core.readers``): a cut, binary or foreign file is one line naming ``out_csv``."""
-    df = readers.table(path, [*key, "median_s"], ATTENTION_FIX, "out_csv")
-    if not pd.api.types.is_numeric_dtype(df["median_s"]):
-        raise readers.TableError(f"out_csv={path}: column median_s holds a value that is not a number; {ATTENTION_FIX}")
-    return df
+    measured (``results.files.read_attention``): a cut, binary or foreign file is one line naming ``out_csv``."""
+    return read_attention(path, key)
 
 
 def all_failed(new: pd.DataFrame) -> str | None:

@@ -6,7 +6,8 @@ types (``COLUMNS``, checked by ``core.readers``: ``COSTS`` a costs.csv merged in
 model's cost curve needs, ``COSTS_MERGE`` another machine's costs.csv), the columns read as text
 (``TEXT``), its keys (``CURVE``: one machine's curve of a pair, dtype and device; ``ROW``: one point of
 it; the widths compared as numbers, ``WIDTHS``), and how a row without a device is read: on the CPU
-(``DEVICE``; costs.csv before the column timed the CPU alone), by ``devices`` and ``read``.
+(``DEVICE``; costs.csv before the column timed the CPU alone), by ``devices`` and ``read``; ``read_checked``
+is ``read`` after ``core.readers``' checks against one of the kinds (what every command reads it with).
 
 Imports pandas and ``core.readers``.
 """
@@ -14,9 +15,11 @@ Imports pandas and ``core.readers``.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pandas as pd
 
+from ..core import readers
 from ..core.readers import Col, Kind
 
 FIX = "give a costs.csv that python -m specbench.study.tools.costs wrote"
@@ -75,3 +78,9 @@ def read(path: str | os.PathLike) -> pd.DataFrame:
     """The costs.csv at ``path`` as every reader gets it: ``TEXT`` as text, a missing device ``DEVICE``."""
     costs = pd.read_csv(path, dtype=dict.fromkeys(TEXT, str))
     return costs.assign(device=devices(costs))
+
+
+def read_checked(path: str | os.PathLike, kind: Kind = COSTS, key: str = "", fix: str | None = None) -> pd.DataFrame:
+    """``read`` after the checks of ``kind`` (``core.readers``: a ``TableError`` in one line naming ``key``, the
+    file and ``fix``, the kind's own where none is given)."""
+    return readers.read(path, kind if fix is None else replace(kind, fix=fix), key, reader=read)

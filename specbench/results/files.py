@@ -1,7 +1,10 @@
 """The results files' readers and writers: the specbench CSV (summary, steps, calibration and the
 collected tables; identifier columns kept as text, gzip where the name ends in .gz) and the outputs
 file (a job's outputs.jsonl, results/outputs.jsonl.gz), each read by one function here; the collected
-folder's checks (``check_summary``, ``check_steps``), which the report and collect's ``--out`` share.
+folder's checks (``check_summary``, ``check_steps``), which the report and collect's ``--out`` share; and
+the checked read of each other results file a command reads (its kind is ``results.schemas``'): speed.csv and
+speed_steps.csv.gz (``read_speed``, ``read_speed_steps``), speedup.csv (``read_speedup``), served.csv
+(``read_served``), attention.csv (``read_attention``) and run_times.csv (``read_run_times``).
 
 Writers return a function of the temp file, for ``core.atomic``'s journalled writes (one file:
 ``write_csv``; several as one unit: ``core.atomic.atomic_write_many``).  Imports pandas and core
@@ -16,11 +19,23 @@ from collections.abc import Iterator, Sequence
 
 import pandas as pd
 
+from ..core import readers
 from ..core.atomic import atomic_write, gzip_bytes, gzipped, open_text
 from ..core.jsonl import json_objects
-from ..core.readers import Col, TableError, check_cells
+from ..core.readers import Col, Kind, TableError, check_cells
 from .columns import TEXT_COLUMNS
-from .schemas import COLLECT_FIX
+from .schemas import (
+    ATTENTION_COLUMNS,
+    ATTENTION_FIX,
+    COLLECT_FIX,
+    RUN_TIMES,
+    SERVED_COLUMNS,
+    SERVED_FIX,
+    SPEED_COLUMNS,
+    SPEED_FIX,
+    SPEED_STEPS_COLUMNS,
+    SPEEDUP,
+)
 
 # the collected results/ folder keeps its two large tables gzipped (`csv_writer`, `open_text`)
 STEPS_FILE = "steps.csv.gz"
@@ -30,6 +45,43 @@ OUTPUTS_FILE = "outputs.jsonl.gz"
 def read_csv(path: str) -> pd.DataFrame:
     """A specbench CSV (summary, steps, calibration) with identifier columns kept as text."""
     return pd.read_csv(path, dtype=TEXT_COLUMNS, keep_default_na=False, na_values=[""])
+
+
+# --------------------------------------------------------------------------
+# the other results files' checked reads: every command reads each of them here, parsed as the report parses
+# it (``read_csv``), or a ``core.readers.TableError``: one line naming ``key`` (the option), the file and the fix
+# --------------------------------------------------------------------------
+def read_speed(path: str, key: str = "results_dir", fix: str = SPEED_FIX) -> pd.DataFrame:
+    """results/speed.csv (the interleaved benchmark's runs; ``+speed_merge``'s, timed elsewhere)."""
+    return readers.table(path, SPEED_COLUMNS, fix, key, read_csv)
+
+
+def read_speed_steps(path: str, key: str = "results_dir", fix: str = SPEED_FIX) -> pd.DataFrame:
+    """The speed_steps.csv.gz beside a speed.csv (large and gzipped: no row-by-row scan)."""
+    return readers.table(path, SPEED_STEPS_COLUMNS, fix, key, read_csv, scan=False)
+
+
+def read_speedup(path: str, key: str = "results_dir", kind: Kind = SPEEDUP) -> pd.DataFrame:
+    """The report's speedup.csv checked against ``kind`` (``SPEEDUP``; export's recommend=true: ``SPEEDUP_ROWS``)."""
+    return readers.read(path, kind, key, read_csv)
+
+
+def read_served(path: str, key: str = "--out") -> pd.DataFrame:
+    """A served.csv (``study.serving.import_metrics``' rows)."""
+    return readers.table(path, SERVED_COLUMNS, SERVED_FIX, key, read_csv)
+
+
+def read_attention(path: str, point: Sequence[str], key: str = "out_csv") -> pd.DataFrame:
+    """An attention.csv with its ``point`` columns (the benchmark's key) and a numeric median_s."""
+    df = readers.table(path, [*point, *ATTENTION_COLUMNS], ATTENTION_FIX, key, read_csv)
+    if not pd.api.types.is_numeric_dtype(df["median_s"]):
+        raise TableError(f"{key}={path}: column median_s holds a value that is not a number; {ATTENTION_FIX}")
+    return df
+
+
+def read_run_times(path: str, key: str = "--out") -> pd.DataFrame:
+    """A run_times.csv as ``study.tools.ceiling`` writes it (``RUN_TIMES``: every column, no (run, step) twice)."""
+    return readers.read(path, RUN_TIMES, key, read_csv)
 
 
 def csv_writer(df: pd.DataFrame):

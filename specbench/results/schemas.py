@@ -1,9 +1,12 @@
 """The results files' declared kinds (``core.readers.Kind``: columns, types, ranges) that commands check
 them against: ``SPEEDUP`` and ``SPEEDUP_ROWS`` (the report's speedup.csv; what export's recommend=true reads
 of it), ``VECTOR`` (acceptance_vector.csv, ``study.tools.calibrate``), ``SUMMARY`` (a collected summary.csv as
-export reads it), ``SPEED_COLUMNS`` (speed.csv), ``SUMMARY_COUNTS`` and ``STEP_COUNTS`` (what collect checks
-of each row it merges), and the fixes a refusal names (``COLLECT_FIX``, ``SPEED_FIX``).  costs.csv's are
-``results.costtable``'s.  Imports ``core.readers``.
+export reads it), ``SPEED_COLUMNS`` (speed.csv; ``SPEED_STEPS_COLUMNS``: speed_steps.csv.gz), ``SERVED_COLUMNS``
+and ``SERVED_KEY`` (served.csv, ``study.serving.import_metrics``), ``ATTENTION_COLUMNS`` (attention.csv),
+``RUN_TIMES`` (run_times.csv, ``study.tools.ceiling``), ``SUMMARY_COUNTS`` and ``STEP_COUNTS`` (what collect
+checks of each row it merges), and the fixes a refusal names (``COLLECT_FIX``, ``SPEED_FIX``, ...).  costs.csv's
+are ``results.costtable``'s; each file's checked read is ``results.files``' (``read_speed``, ...).  Imports
+``core.readers``.
 """
 
 from __future__ import annotations
@@ -76,3 +79,35 @@ SUMMARY_COUNTS = {  # what collect checks of each summary row it merges (and kee
     **{c: Col("float", lo=0, empty=True) for c in ("acceptance_length", "tokens_per_step")},
 }
 STEP_COUNTS = {c: _COUNT for c in ("step", "emitted", "accepted", "tree_size", "tree_depth")}  # of each job's steps
+SPEED_STEPS_COLUMNS = ("run_id", "candidate", "step")  # what +speed_merge reads of speed_steps.csv.gz
+
+# served.csv: a server's measurements (python -m specbench.import_metrics), one row per key
+SERVED_COLUMNS = [
+    "engine", "config_hash", "pair", "dataset", "tree", "budget", "n_requests", "n_steps", "acceptance_rate",
+    "acceptance_length", "tokens_per_step", "tokens_per_step_per_request", "marginal_acceptance", "source",
+]  # fmt: skip
+SERVED_KEY = ["engine", "pair", "dataset", "tree", "budget"]
+SERVED_FIX = "give --out a served.csv that python -m specbench.import_metrics wrote (or a new file)"
+
+# attention.csv: the tree-attention benchmark's timings (python -m specbench.attention_bench), a row per point
+# and implementation on one machine (its key is the benchmark's: attention.bench.KEY)
+ATTENTION_COLUMNS = ("median_s",)  # what a merge or a redraw reads beside the key
+ATTENTION_FIX = "give the attention.csv a run wrote (git checkout results/attention.csv), or rerun with merge=false"
+
+# run_times.csv: each run_all.sh step's wall time beside its compute ceiling (python -m specbench.study.tools.ceiling)
+RUN_TIMES_COLUMNS = ["run", "step", "seconds", "forwards", "tokens", "ceiling_s", "ratio", "forward_s", "in_forwards"]
+RUN_TIMES_COLUMNS += ["busiest", "tokens_per_forward", "unrated", "machine", "machine_id", "chain"]
+RUN_TIMES_TEXT = ("run", "step", "busiest", "unrated", "machine", "machine_id", "chain")
+RUN_TIMES = Kind(  # --out as ceiling writes it, read as strictly as collect reads its --out: a column added since
+    # a row was written is blank in it (kept so), a column this version does not write is refused
+    "results/run_times.csv (study.tools.ceiling)",
+    {
+        c: Col("str", empty=c not in ("run", "step"), optional=c not in ("run", "step"))
+        if c in RUN_TIMES_TEXT
+        else Col("float", lo=0, empty=c != "seconds", optional=c != "seconds")
+        for c in RUN_TIMES_COLUMNS
+    },
+    "repair it (git checkout results/run_times.csv) or point --out at another file (its other runs are kept from it)",
+    key=("run", "step"),
+    closed=True,
+)

@@ -30,7 +30,7 @@ import pandas as pd
 from ...core import readers
 from ...core.atomic import command, lock, os_line, write_text
 from ...results import costcurve, costtable, ranking, schedule, schemas
-from ...results.files import STEPS_FILE, read_csv
+from ...results.files import STEPS_FILE, read_csv, read_speed, read_speedup
 from ...results.speedstats import answer_first, answers
 from ...trees.policies import make_policy, policy_spec
 from ..job import identity
@@ -156,7 +156,7 @@ def recommended(results: str, given: dict) -> str:
     ``MIN_RANKED`` prompts where there are any; optionally of one ``tree``)."""
     if "pair" not in given or "dataset" not in given:
         raise ValueError("recommend=true needs pair=NAME and dataset=NAME (the recommendation's pair and data)")
-    speed = readers.read(os.path.join(results, "speedup.csv"), schemas.SPEEDUP_ROWS, "results_dir")
+    speed = read_speedup(os.path.join(results, "speedup.csv"), kind=schemas.SPEEDUP_ROWS)
     b = int(given.get("batch_size", 1))  # a replayed row stands for batch 1 (its batch_size is replay's)
     at_b = (speed.batch_size.astype(int) == b) & (speed.engine == "live") | ((speed.engine == "replay") & (b == 1))
     rows = speed[
@@ -186,7 +186,7 @@ def benchmark_rows(results: str, pair: str, dataset: str, batch: int) -> pd.Data
     path = os.path.join(results, "speed.csv")
     if not os.path.isfile(path):
         return pd.DataFrame()
-    a = answer_first(answers(readers.table(path, schemas.SPEED_COLUMNS, schemas.SPEED_FIX, "results_dir")))
+    a = answer_first(answers(read_speed(path)))
     a = a[(a.pair == pair) & (a.dataset == dataset) & (a.batch_size.astype(int) == batch)] if len(a) else a
     if a.empty:
         return a
@@ -285,12 +285,12 @@ def batch_schedule(results: str, choice: Choice) -> list[tuple[int, int]] | None
     runs); None without either."""
     bench = os.path.join(results, "speed.csv")
     if os.path.isfile(bench):
-        speed = readers.table(bench, schemas.SPEED_COLUMNS, schemas.SPEED_FIX, "results_dir")
+        speed = read_speed(bench)
         found = schedule.draft_lengths(speed, choice.pair, schedule.BENCHMARK)
         if found:
             return found
     path = os.path.join(results, "speedup.csv")
-    live = readers.read(path, schemas.SPEEDUP, "results_dir") if os.path.exists(path) else None
+    live = read_speedup(path) if os.path.exists(path) else None
     return schedule.draft_lengths(live, choice.pair, schedule.LIVE)
 
 

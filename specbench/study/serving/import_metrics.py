@@ -51,15 +51,13 @@ from ...core import readers
 from ...core.args import Parser, number
 from ...core.atomic import os_line, write_file
 from ...core.jsonl import json_objects
+from ...results.files import read_served
+from ...results.schemas import SERVED_COLUMNS, SERVED_KEY
 from ...results.upsert import replace_rows, upsert
 from ..job.argv import check_out, fail
 from . import llamacpp_metrics
 
-COLUMNS = [
-    "engine", "config_hash", "pair", "dataset", "tree", "budget", "n_requests", "n_steps", "acceptance_rate",
-    "acceptance_length", "tokens_per_step", "tokens_per_step_per_request", "marginal_acceptance", "source",
-]  # fmt: skip
-KEY = ["engine", "pair", "dataset", "tree", "budget"]
+COLUMNS, KEY = SERVED_COLUMNS, SERVED_KEY  # served.csv's (results.schemas)
 VLLM = "vllm:spec_decode_num_"
 LLAMACPP = "llamacpp:spec_decode_num_"
 SGLANG_GAUGES = ("sglang:spec_accept_length", "sglang:spec_accept_rate")
@@ -311,15 +309,6 @@ def row(args) -> dict:
     out = {"engine": args.engine, "config_hash": "", "pair": args.pair, "dataset": args.dataset, "tree": args.tree,
            "budget": int(budget), "source": os.path.abspath(args.file), **got}  # fmt: skip
     return {c: out.get(c, math.nan) for c in COLUMNS}
-
-
-SERVED_FIX = "give --out a served.csv that python -m specbench.import_metrics wrote (or a new file)"
-
-
-def read_served(out: str) -> pd.DataFrame:
-    """The served.csv a row is merged into, read through ``core.readers`` (a cut, binary or foreign
-    one is refused in one line)."""
-    return readers.table(out, COLUMNS, SERVED_FIX, "--out")
 
 
 def merged(old: pd.DataFrame | None, new: dict) -> pd.DataFrame:

@@ -30,24 +30,11 @@ from ...core.args import Parser, check_out, refuse
 from ...core.atomic import os_line
 from ...results import costtable, record
 from ...results.costcurve import CEILING, Curve, curves, one_per_curve
+from ...results.files import read_run_times
+from ...results.schemas import RUN_TIMES_COLUMNS
 from ...results.upsert import replace_rows, upsert
 
-COLUMNS = ["run", "step", "seconds", "forwards", "tokens", "ceiling_s", "ratio", "forward_s", "in_forwards"]
-COLUMNS += ["busiest", "tokens_per_forward", "unrated", "machine", "machine_id", "chain"]
-TEXT = ("run", "step", "busiest", "unrated", "machine", "machine_id", "chain")
-RUN_TIMES = readers.Kind(  # --out as this command writes it, read as strictly as collect reads its --out: a column
-    # added since a row was written is blank in it (kept so), a column this version does not write is refused
-    "results/run_times.csv (study.tools.ceiling)",
-    {
-        c: readers.Col("str", empty=c not in ("run", "step"), optional=c not in ("run", "step"))
-        if c in TEXT
-        else readers.Col("float", lo=0, empty=c != "seconds", optional=c != "seconds")
-        for c in COLUMNS
-    },
-    "repair it (git checkout results/run_times.csv) or point --out at another file (its other runs are kept from it)",
-    key=("run", "step"),
-    closed=True,
-)
+COLUMNS = RUN_TIMES_COLUMNS  # run_times.csv's (results.schemas.RUN_TIMES)
 
 
 def step_row(seconds: float, fwd: pd.DataFrame, by_model: dict[str, Curve]) -> dict:
@@ -114,8 +101,9 @@ def keep_other_runs(out: pd.DataFrame, old: pd.DataFrame | None) -> pd.DataFrame
 
 
 def read_out(path: str) -> pd.DataFrame:
-    """``--out`` as written here (every column, numbers in range, no (run, step) twice) or a ``TableError``."""
-    return readers.read(path, RUN_TIMES, "--out")
+    """``--out`` as written here (every column, numbers in range, no (run, step) twice) or a ``TableError``
+    (``results.files.read_run_times``)."""
+    return read_run_times(path)
 
 
 def times_writer(df: pd.DataFrame):
@@ -138,7 +126,7 @@ def main(argv=None) -> None:
     try:
         times = readers.read(a.times, readers.STEP_TIMES, "--times")
         fwd = readers.read(a.forwards, readers.FORWARDS, "--forwards")
-        costs = readers.read(a.costs, costtable.CURVES, "--costs", reader=costtable.read)
+        costs = costtable.read_checked(a.costs, costtable.CURVES, "--costs")
         new = ceilings(times, fwd, costs, machine)
         out = upsert(a.out, lambda old: keep_other_runs(new, old), read_out, times_writer)
     except readers.TableError as e:

@@ -259,7 +259,7 @@ def read_old(path: str) -> pd.DataFrame | None:
     readers.check_text(path, fix)
     old = costtable.read(path)
     if {"pair", "dtype", "samples"} <= set(old.columns):
-        return readers.read(path, readers.Kind("a costs.csv", costtable.COLUMNS, fix), reader=costtable.read)
+        return costtable.read_checked(path, fix=fix)
     return old
 
 
@@ -340,9 +340,7 @@ def merge_file(out: str, path: str) -> None:
     other row is kept), with the environment-<device>.json beside it; no model loads.  A ``TableError`` when the file is not such a table (``core.readers``:
     missing, cut, binary, wrong columns, a seconds value not a number > 0), a ``ConfigError`` when
     it holds CPU rows, a point twice or a curve cut mid-way (``check_merge``) (``main``: one line, exit 2)."""
-    new = readers.read(
-        path, costtable.COSTS_MERGE, "costs_merge", reader=costtable.read
-    )  # columns, seconds > 0, whole lines
+    new = costtable.read_checked(path, costtable.COSTS_MERGE, "costs_merge")  # columns, seconds > 0, whole lines
     if (new.device == "cpu").any():
         raise ConfigError(
             f"costs_merge={path}: holds cpu rows; give another device's costs.csv (this machine's CPU is measured here)"

@@ -47,8 +47,8 @@ from ... import CONF_DIR
 from ...core import readers
 from ...core.registry import UnknownName
 from ...inputs import machine
-from ...results import schedule, schemas, speedstats
-from ...results.files import read_csv
+from ...results import schedule, speedstats
+from ...results.files import read_speed, read_speed_steps, read_speedup
 from ...results.upsert import replace_rows, upsert_all
 from ..job import argv, checks, identity, jobfiles, launch, toolopts
 from ..job.context import DecodePlan, context
@@ -95,12 +95,8 @@ def schedule_trees(job: JobSpec) -> list[tuple[str, int]]:
     out = str(job.extra.get("results_dir", "results"))
     try:
         bench_path, proj_path = os.path.join(out, FILE), os.path.join(out, "speedup.csv")
-        bench = (
-            readers.table(bench_path, schemas.SPEED_COLUMNS, schemas.SPEED_FIX, "results_dir")
-            if os.path.isfile(bench_path)
-            else None
-        )
-        proj = read_csv(proj_path) if os.path.isfile(proj_path) else None
+        bench = read_speed(bench_path) if os.path.isfile(bench_path) else None
+        proj = read_speedup(proj_path) if os.path.isfile(proj_path) else None
         return validate.schedule_picks(bench, proj, job.pair.name, job.dataset.name, job.dtype, machine_here(job))
     except (ValueError, AttributeError, KeyError) as e:
         raise ConfigError(
@@ -120,7 +116,7 @@ def wanted(job: JobSpec) -> list[tuple[str, int]]:
     if not os.path.isfile(path):
         raise ConfigError(f"speed_candidates=auto: {path} not found; run the report first or list TREE/BUDGET")
     try:
-        return validate.speed_picks(read_csv(path), job.pair.name, job.dataset.name)
+        return validate.speed_picks(read_speedup(path), job.pair.name, job.dataset.name)
     except (ValueError, AttributeError, KeyError) as e:
         raise ConfigError(f"speed_candidates=auto: {e}") from None
 
@@ -233,11 +229,11 @@ def merge(out: str, path: str) -> str:
     speed_steps.csv.gz beside it) appended to ``out``'s, those whose run id ``out`` already holds left
     out (merging twice changes nothing); no model loads.  A ``TableError`` (one line) when either
     file is not such a table."""
-    new = readers.table(path, schemas.SPEED_COLUMNS, SPEED_MERGE_FIX, "speed_merge")
+    new = read_speed(path, "speed_merge", SPEED_MERGE_FIX)
     steps_path = os.path.join(os.path.dirname(path), STEPS)
-    new_steps = readers.table(steps_path, ["run_id", "candidate", "step"], SPEED_MERGE_FIX, "speed_merge", scan=False)
+    new_steps = read_speed_steps(steps_path, "speed_merge", SPEED_MERGE_FIX)
     have = os.path.join(out, FILE)
-    seen = set(read_csv(have).run_id.astype(str)) if os.path.isfile(have) else set()
+    seen = set(read_speed(have).run_id.astype(str)) if os.path.isfile(have) else set()
     new, new_steps = new[~new.run_id.astype(str).isin(seen)], new_steps[~new_steps.run_id.astype(str).isin(seen)]
     if len(new):
         append(out, new, new_steps)
@@ -247,8 +243,8 @@ def merge(out: str, path: str) -> str:
 def append(out: str, new: pd.DataFrame, new_steps: pd.DataFrame) -> None:
     """``new`` runs and their steps added to ``out``'s speed.csv and speed_steps.csv.gz as one unit, read and
     written under the folder's lock (``results.upsert``; a run's rows keyed by its run id)."""
-    tables = {os.path.join(out, name): (partial(replace_rows, new=df, key=["run_id"]), read_csv)
-              for name, df in ((FILE, new), (STEPS, new_steps))}  # fmt: skip
+    tables = {os.path.join(out, name): (partial(replace_rows, new=df, key=["run_id"]), read)
+              for name, df, read in ((FILE, new, read_speed), (STEPS, new_steps, read_speed_steps))}  # fmt: skip
     upsert_all(tables)
 
 
@@ -297,7 +293,7 @@ def main(cfg: DictConfig) -> None:
     rows, steps = bench(job, pair, prompts, cands, base)
     write(out, rows, steps)
     print(f"specbench: wrote {len(rows)} rows to {out}/{FILE} ({base['machine']})")
-    spread = speedstats.spreads(read_csv(os.path.join(out, FILE)))
+    spread = speedstats.spreads(read_speed(os.path.join(out, FILE)))
     print(summary(rows, speedstats.judged_by(spread, pd.DataFrame(rows).head(1))))
 
 

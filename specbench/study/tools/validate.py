@@ -20,11 +20,10 @@ import sys
 
 import pandas as pd
 
-from ...core import readers
 from ...core.args import Parser
-from ...results import ranking, schedule, schemas, speedstats
+from ...results import ranking, schedule, speedstats
 from ...results.columns import cost_aware, tree_label
-from ...results.files import read_csv
+from ...results.files import read_speedup
 from ...results.plan import SCHEDULE_CHAINS
 from ...trees.policies import policy_spec
 
@@ -175,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.top < 0:
             raise ValueError(f"--top={args.top}: must be >= 0")
-        speed = readers.read(args.speedup, schemas.SPEEDUP, "--speedup", reader=read_csv)  # cut, binary, garbled
+        speed = read_speedup(args.speedup, "--speedup")  # cut, binary, garbled
         pairs = named("--pairs", args.pairs, speed.pair, args.speedup)
         lines = jobs(speed, pairs, named("--datasets", args.datasets, speed.dataset, args.speedup), args.top)
     except ValueError as e:
