@@ -173,7 +173,7 @@ def write(out: str, rows: list[dict]) -> None:
 def main(cfg: DictConfig) -> None:
     try:
         job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
-        ngram, out = accept_ngram.wanted(job), str(job.extra.get("results_dir", "results"))
+        ngram, out = accept_ngram.wanted(job), toolopts.value(job.extra, "results_dir")
         cands = accept_ngram.grid(job.extra) if ngram else grid(job.extra)
         toolopts.check(job.extra, "accept_llamacpp")
         threads = toolopts.value(job.extra, "llamacpp_threads", os.cpu_count() or 1)

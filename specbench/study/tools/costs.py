@@ -308,8 +308,8 @@ def main(cfg: DictConfig) -> None:
     try:  # costs measure forwards: the tree group plays no part
         job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
         out, repeats, kv_lens, jobs = settings(job)
-        if job.extra.get("costs_merge"):
-            merge_file(out, str(job.extra["costs_merge"]))
+        if merge := toolopts.value(job.extra, "costs_merge"):
+            merge_file(out, merge)
             return
         sizes = sizes_of(job)
         check_positions(jobs, kv_lens, sizes)

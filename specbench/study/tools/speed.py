@@ -78,7 +78,7 @@ class Candidate:
 
 def roster_of(job: JobSpec) -> str:
     """The run's ``roster`` column: ``schedule`` for a batch-size schedule run, else ``answer``."""
-    return schedule.ROSTER if job.extra.get("speed_candidates") == schedule.ROSTER else schedule.ANSWER
+    return schedule.ROSTER if toolopts.value(job.extra, "speed_candidates") == schedule.ROSTER else schedule.ANSWER
 
 
 def machine_here(job: JobSpec) -> str | None:
@@ -92,7 +92,7 @@ def machine_here(job: JobSpec) -> str | None:
 def schedule_trees(job: JobSpec) -> list[tuple[str, int]]:
     """``speed_candidates=schedule``: the batch-size schedule's trees (``validate.schedule_picks``) from
     ``results_dir``/speed.csv (the batch-1 answer) and speedup.csv (the projections), either may be absent."""
-    out = str(job.extra.get("results_dir", "results"))
+    out = toolopts.value(job.extra, "results_dir")
     try:
         bench_path, proj_path = os.path.join(out, FILE), os.path.join(out, "speedup.csv")
         bench = read_speed(bench_path) if os.path.isfile(bench_path) else None
@@ -112,7 +112,7 @@ def wanted(job: JobSpec) -> list[tuple[str, int]]:
         return given
     if given == schedule.ROSTER:
         return schedule_trees(job)
-    path = os.path.join(str(job.extra.get("results_dir", "results")), "speedup.csv")
+    path = os.path.join(toolopts.value(job.extra, "results_dir"), "speedup.csv")
     if not os.path.isfile(path):
         raise ConfigError(f"speed_candidates=auto: {path} not found; run the report first or list TREE/BUDGET")
     try:
@@ -268,15 +268,15 @@ def summary(rows: list[dict], spread=speedstats.harness.NONE) -> str:
 def settings(job: JobSpec, cfg: DictConfig) -> tuple[str, list[Candidate]]:
     """(results folder, candidates), every key checked before any model loads (``toolopts.check``)."""
     toolopts.check(job.extra, "speed")
-    return str(job.extra.get("results_dir", "results")), roster(job, cfg)
+    return toolopts.value(job.extra, "results_dir"), roster(job, cfg)
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
     try:
         job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
-        if job.extra.get("speed_merge"):
-            print(merge(str(job.extra.get("results_dir", "results")), str(job.extra["speed_merge"])))
+        if given := toolopts.value(job.extra, "speed_merge"):
+            print(merge(toolopts.value(job.extra, "results_dir"), given))
             return
         out, cands = settings(job, cfg)
         ctx = context(cands[-1].job)

@@ -196,7 +196,7 @@ def models_of(job, roles=("target", "draft")) -> dict:
     (assembled)."""
     out = {}
     for role in roles:
-        spec, given = getattr(job.pair, role), job.extra.get(f"llamacpp_{role}")
+        spec, given = getattr(job.pair, role), toolopts.value(job.extra, f"llamacpp_{role}")
         if given:
             if not os.path.isfile(str(given)):
                 raise ConfigError(f"llamacpp_{role}={given}: no such file; give a GGUF file")
@@ -222,7 +222,7 @@ def main(cfg: DictConfig) -> None:
     try:
         job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
         toolopts.check(job.extra, "speed_llamacpp")
-        cands, out = roster(job.extra), str(job.extra.get("results_dir", "results"))
+        cands, out = roster(job.extra), toolopts.value(job.extra, "results_dir")
         why = llamacpp.unavailable()
         if why:
             raise ConfigError(why)
