@@ -1,7 +1,9 @@
 """The acceptance-sample check's results (results/acceptance_check.csv, written by ``study.tools.recheck``
-compare): the columns it compares per step (``COLUMNS``), each machine's rows (``mine``, ``others``) and its
-ONE line, PASS or FAIL naming what differs (``verdict``), which the recheck command prints, the default run's
-printout (``study.tools.planview``) and the report (``report.defaultrun``) state.  pandas and scipy; no torch.
+compare): the columns it compares per step (``COLUMNS``), the configuration columns a row repeats (``SAME``),
+its kind (``CHECK``) and checked read (``read``), each machine's rows (``mine``, ``others``) and its ONE line, PASS
+or FAIL naming what differs (``verdict``), which the recheck command prints, the default run's printout
+(``study.tools.planview``) and the report (``report.defaultrun``) state.  pandas, scipy and ``core.readers``; no
+torch.
 """
 
 from __future__ import annotations
@@ -9,9 +11,30 @@ from __future__ import annotations
 import pandas as pd
 from scipy import stats
 
+from ..core import readers
+from ..core.readers import Col, Kind
+from .files import read_csv
 from .plan import plural
 
 COLUMNS = ("tree_size", "tree_depth", "accepted", "emitted", "accept_path")  # per step, besides its count
+SAME = ("pair", "tree", "tree_params", "budget", "verify", "temperature", "dataset", "seed", "max_new_tokens", "dtype")
+CHECK = Kind(  # the file as ``compare`` writes it, read as strictly as collect reads its --out (a column this
+    # version does not write is refused: rewriting would drop it; a row naming no machine is an older file's)
+    "results/acceptance_check.csv (study.tools.recheck compare)",
+    {c: Col("str", empty=c == "config_hash") for c in ("config_hash", *SAME, "prompt_id", "found", "identical")}
+    | {c: Col("int", lo=0) for c in ("steps", "committed_steps", "emitted", "committed_emitted")}
+    | {c: Col("float", lo=0, empty=True) for c in ("committed_batch", "batch", "same_prefix_steps")}
+    | {f"same_{c}": Col("str") for c in COLUMNS}
+    | {c: Col("str", empty=True, optional=True) for c in ("machine_id", "machine")},
+    "repair it (git checkout results/acceptance_check.csv) or point --out at another file (other machines' checks are kept from it)",
+    key=("machine_id", "config_hash", *SAME, "batch", "prompt_id"),
+    closed=True,
+)
+
+
+def read(path: str, key: str = "") -> pd.DataFrame:
+    """An acceptance_check.csv checked against ``CHECK`` (a ``core.readers.TableError``: one line naming ``key``)."""
+    return readers.read(path, CHECK, key, read_csv)
 
 
 def verdict(check: pd.DataFrame, brief: bool = False) -> str:

@@ -4,7 +4,9 @@ file (a job's outputs.jsonl, results/outputs.jsonl.gz), each read by one functio
 folder's checks (``check_summary``, ``check_steps``), which the report and collect's ``--out`` share; and
 the checked read of each other results file a command reads (its kind is ``results.schemas``'): speed.csv and
 speed_steps.csv.gz (``read_speed``, ``read_speed_steps``), speedup.csv (``read_speedup``), served.csv
-(``read_served``), attention.csv (``read_attention``) and run_times.csv (``read_run_times``).
+(``read_served``), attention.csv (``read_attention``), run_times.csv (``read_run_times``), an
+acceptance_vector.csv (``read_vector``, ``vector_rows``) and, a configuration's rows, summary.csv and
+steps.csv.gz (``read_summary``, ``read_steps``).
 
 Writers return a function of the temp file, for ``core.atomic``'s journalled writes (one file:
 ``write_csv``; several as one unit: ``core.atomic.atomic_write_many``).  Imports pandas and core
@@ -13,6 +15,7 @@ Writers return a function of the temp file, for ``core.atomic``'s journalled wri
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -35,6 +38,8 @@ from .schemas import (
     SPEED_FIX,
     SPEED_STEPS_COLUMNS,
     SPEEDUP,
+    SUMMARY,
+    VECTOR,
 )
 
 # the collected results/ folder keeps its two large tables gzipped (`csv_writer`, `open_text`)
@@ -51,6 +56,29 @@ def read_csv(path: str) -> pd.DataFrame:
 # the other results files' checked reads: every command reads each of them here, parsed as the report parses
 # it (``read_csv``), or a ``core.readers.TableError``: one line naming ``key`` (the option), the file and the fix
 # --------------------------------------------------------------------------
+def read_summary(path: str, key: str = "results_dir", kind: Kind = SUMMARY) -> pd.DataFrame:
+    """A collected summary.csv checked against ``kind`` (``SUMMARY``: export's; ``SUMMARY_DIVERGENCE``: margins')."""
+    return readers.read(path, kind, key, read_csv)
+
+
+def read_steps(path: str, columns: Sequence[str], key: str = "results_dir", fix: str = COLLECT_FIX) -> pd.DataFrame:
+    """A collected steps.csv.gz with the ``columns`` a command reads (large and gzipped: no row-by-row scan)."""
+    return readers.table(path, columns, fix, key, read_csv, scan=False)
+
+
+def read_vector(path: str, key: str = "") -> pd.DataFrame:
+    """An acceptance_vector.csv (``VECTOR``: a rank or p_accept out of range refused)."""
+    return readers.read(path, VECTOR, key, read_csv)
+
+
+def vector_rows(path: str, key: str = "") -> tuple[dict, ...]:
+    """An acceptance_vector.csv checked as ``read_vector`` checks it, its rows as text (Sequoia's DP parses
+    each number itself)."""
+    readers.check(path, VECTOR, key)
+    with open(path, newline="", encoding="utf-8") as f:
+        return tuple(csv.DictReader(f))
+
+
 def read_speed(path: str, key: str = "results_dir", fix: str = SPEED_FIX) -> pd.DataFrame:
     """results/speed.csv (the interleaved benchmark's runs; ``+speed_merge``'s, timed elsewhere)."""
     return readers.table(path, SPEED_COLUMNS, fix, key, read_csv)

@@ -1,7 +1,7 @@
 """The results files' declared kinds (``core.readers.Kind``: columns, types, ranges) that commands check
 them against: ``SPEEDUP`` and ``SPEEDUP_ROWS`` (the report's speedup.csv; what export's recommend=true reads
 of it), ``VECTOR`` (acceptance_vector.csv, ``study.tools.calibrate``), ``SUMMARY`` (a collected summary.csv as
-export reads it), ``SPEED_COLUMNS`` (speed.csv; ``SPEED_STEPS_COLUMNS``: speed_steps.csv.gz), ``SERVED_COLUMNS``
+export reads it; ``SUMMARY_DIVERGENCE``: as margins does), ``SPEED_COLUMNS`` (speed.csv; ``SPEED_STEPS_COLUMNS``: speed_steps.csv.gz), ``SERVED_COLUMNS``
 and ``SERVED_KEY`` (served.csv, ``study.serving.import_metrics``), ``ATTENTION_COLUMNS`` (attention.csv),
 ``RUN_TIMES`` (run_times.csv, ``study.tools.ceiling``), ``SUMMARY_COUNTS`` and ``STEP_COUNTS`` (what collect
 checks of each row it merges), and the fixes a refusal names (``COLLECT_FIX``, ``SPEED_FIX``, ...).  costs.csv's
@@ -56,6 +56,16 @@ SUMMARY = Kind(  # a collected summary.csv, as export and margins read its rows
         "tree_params": Col("str", empty=True),
         "budget": Col("int", lo=0),
         "temperature": Col("float", lo=0),
+    },
+    COLLECT_FIX,
+)
+SUMMARY_DIVERGENCE = Kind(  # what study.tools.margins reads of a collected summary.csv
+    "a collected summary.csv",
+    {
+        **{c: Col("str") for c in ("config_hash", "pair", "verify", "tree", "dataset", "dtype")},
+        "pair_id": Col("str", empty=True, optional=True),
+        "temperature": Col("float", lo=0),
+        "max_new_tokens": Col("int", lo=1),
     },
     COLLECT_FIX,
 )

@@ -22,7 +22,6 @@ ranks here are 0-based).  The tree of N draft tokens is G_D[N + 1] - 1.
 
 from __future__ import annotations
 
-import csv
 import functools
 import math
 import os
@@ -33,10 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core import readers
 from ..core.tree import RankPath, sort_paths
-from ..results import schemas
 from ..results.costcurve import AT_CONTEXT, read
+from ..results.files import vector_rows
 from .base import Params, optional, positive, static_shape
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,11 +163,9 @@ def _resolve(path: str | os.PathLike) -> Path:
 
 @functools.lru_cache(maxsize=8)
 def _read_rows(file: str, mtime_ns: int) -> tuple[dict, ...]:
-    """The rows of an acceptance_vector.csv, checked first (``results.schemas.VECTOR``: a cut, binary
+    """The rows of an acceptance_vector.csv, checked first (``results.files.vector_rows``: a cut, binary
     or garbled file, a rank or p_accept out of range, is one ValueError naming it)."""
-    readers.check(file, schemas.VECTOR, "tree.vector")
-    with open(file, newline="", encoding="utf-8") as f:
-        return tuple(csv.DictReader(f))
+    return vector_rows(file, "tree.vector")
 
 
 def load_vector(

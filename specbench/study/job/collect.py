@@ -39,9 +39,8 @@ import pandas as pd
 from ...core import readers
 from ...core.args import Parser, check_writable, refuse
 from ...core.atomic import atomic_write_many, lock, os_line, recover
-from ...results import schemas
 from ...results.acceptance import acceptance_lengths, acceptance_matrix
-from ...results.files import OUTPUTS_FILE, STEPS_FILE, csv_writer, jsonl_text, read_csv, text_writer
+from ...results.files import OUTPUTS_FILE, STEPS_FILE, csv_writer, jsonl_text, read_vector, text_writer
 from .jobrows import LEGACY, CollectError, JobRows, other_runs, read_collected, read_job
 from .optimum import gap_to_optimum
 
@@ -173,10 +172,9 @@ def read_vectors(out: str) -> pd.DataFrame | None:
     parts = []
     for f in sorted(glob.glob(os.path.join(out, "acceptance_vector*.csv"))):
         try:
-            readers.check(f, schemas.VECTOR)
+            parts.append(read_vector(f))
         except readers.TableError as e:
             raise CollectError(str(e)) from None
-        parts.append(read_csv(f))
     return pd.concat(parts, ignore_index=True) if parts else None
 
 

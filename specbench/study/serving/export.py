@@ -30,7 +30,7 @@ import pandas as pd
 from ...core import readers
 from ...core.atomic import command, lock, os_line, write_text
 from ...results import costcurve, costtable, ranking, schedule, schemas
-from ...results.files import STEPS_FILE, read_csv, read_speed, read_speedup
+from ...results.files import STEPS_FILE, read_speed, read_speedup, read_steps, read_summary
 from ...results.speedstats import answer_first, answers
 from ...trees.policies import make_policy, policy_spec
 from ..job import identity
@@ -103,7 +103,7 @@ def _plain(v):
 def summary_row(results: str, chash: str) -> pd.Series:
     """The summary row of ``chash`` in ``results`` (one line when absent, or when the file is missing, cut,
     binary or lacks a column it needs: ``core.readers``)."""
-    summary = readers.read(os.path.join(results, "summary.csv"), schemas.SUMMARY, "results_dir", read_csv)
+    summary = read_summary(os.path.join(results, "summary.csv"))
     rows = summary[summary.config_hash.astype(str) == chash]
     if rows.empty:
         raise ValueError(
@@ -117,7 +117,7 @@ def committed(results: str, chash: str) -> tuple[pd.Series, pd.DataFrame]:
     file is missing, cut, binary or lacks a column it needs: ``core.readers``)."""
     row = summary_row(results, chash)
     path = os.path.join(results, STEPS_FILE)
-    steps = readers.table(path, STEP_COLUMNS, schemas.COLLECT_FIX, "results_dir", read_csv, scan=False)
+    steps = read_steps(path, STEP_COLUMNS)
     steps = steps[steps.config_hash.astype(str) == chash]
     for c in ("accepted", "tree_depth"):
         if not pd.api.types.is_numeric_dtype(steps[c]) or steps[c].isna().any() or (steps[c] < 0).any():

@@ -56,14 +56,13 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from ...core import readers
 from ...core.args import Parser, number, refuse
 from ...core.sampling import choose_children, probs
 from ...core.tree import DraftTree
 from ...drafting.drafters import DRAFTERS
 from ...engine.loop import continuations, prompt_seed
 from ...inputs.models import eos_ids
-from ...results import schemas
+from ...results.files import read_vector
 from ...results.upsert import read_text, replace_rows, upsert
 from ...verify.modespec import ModeSpec
 from ..job import checks, identity
@@ -245,7 +244,7 @@ def main(argv=None) -> None:
                 "verify=greedy (sampling modes need a draft model of the target's vocabulary)"
             )
         if out.exists():  # its rows are kept: a cut or garbled one is refused before the measuring
-            readers.check(out, schemas.VECTOR, "--out")
+            read_vector(str(out), "--out")
         ident = identity.job_identity(job)
         ctx = context(job)
         prompts = calibration_prompts(ctx)

@@ -24,7 +24,7 @@ import pandas as pd
 from ...core import readers
 from ...core.args import Parser, refuse
 from ...results import schemas
-from ...results.files import OUTPUTS_FILE, read_csv, read_outputs, write_csv
+from ...results.files import OUTPUTS_FILE, read_outputs, read_summary, write_csv
 from ...results.metrics import first_divergence
 
 COLUMNS = [
@@ -43,16 +43,6 @@ COLUMNS = [
     "top2_margin",
 ]
 MATCH = ["pair_id", "dataset", "dtype", "max_new_tokens"]
-SUMMARY = readers.Kind(  # what it reads of summary.csv
-    "a collected summary.csv",
-    {
-        **{c: readers.Col("str") for c in ("config_hash", "pair", "verify", "tree", "dataset", "dtype")},
-        "pair_id": readers.Col("str", empty=True, optional=True),
-        "temperature": readers.Col("float", lo=0),
-        "max_new_tokens": readers.Col("int", lo=1),
-    },
-    schemas.COLLECT_FIX,
-)
 
 
 def divergences(summary: pd.DataFrame, outputs: dict) -> list[dict]:
@@ -149,7 +139,7 @@ def main(argv=None) -> None:
     outputs_path = os.path.join(args.results, OUTPUTS_FILE)
     fix = schemas.COLLECT_FIX
     try:  # a missing, binary, cut or garbled input: one line naming it, exit 2, nothing written
-        summary = readers.read(summary_path, SUMMARY, "--results", read_csv)
+        summary = read_summary(summary_path, "--results", schemas.SUMMARY_DIVERGENCE)
         readers.check_file(outputs_path, fix, "--results")  # JSON lines: not a CSV
         rows = divergences(summary, read_outputs(outputs_path, fix))
         done, notes = measure(rows) if rows else ([], [])

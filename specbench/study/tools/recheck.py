@@ -47,8 +47,8 @@ import pandas as pd
 from ...core import readers
 from ...core.args import Parser, check_out, refuse
 from ...core.atomic import os_line
-from ...results import schemas
-from ...results.acceptcheck import COLUMNS, verdict
+from ...results import acceptcheck, schemas
+from ...results.acceptcheck import COLUMNS, SAME, verdict
 from ...results.columns import tree_params
 from ...results.files import read_csv
 from ...results.upsert import replace_rows, upsert
@@ -56,22 +56,8 @@ from .ceiling import read_machine
 from .sizes import STRATA, continuation_key, models, params, run_prompts  # noqa: F401  (run_prompts: its API)
 
 BUDGET = 4  # the budget sampled where a configuration has several: shapes differ there, and replay's cost hardly does
-SAME = ("pair", "tree", "tree_params", "budget", "verify", "temperature", "dataset", "seed", "max_new_tokens", "dtype")
 KEY = (*SAME, "engine", "batch_size")  # a re-derived row's committed one: the same configuration, engine and batch
 NEEDS = (*KEY, *COLUMNS, "prompt_id", "step")  # a re-derived steps.csv's columns that the comparison reads
-_COL = readers.Col
-CHECK = readers.Kind(  # --out as ``compare`` writes it, read as strictly as collect reads its --out (a column this
-    # version does not write is refused: rewriting would drop it; a row naming no machine is an older file's)
-    "results/acceptance_check.csv (study.tools.recheck compare)",
-    {c: _COL("str", empty=c == "config_hash") for c in ("config_hash", *SAME, "prompt_id", "found", "identical")}
-    | {c: _COL("int", lo=0) for c in ("steps", "committed_steps", "emitted", "committed_emitted")}
-    | {c: _COL("float", lo=0, empty=True) for c in ("committed_batch", "batch", "same_prefix_steps")}
-    | {f"same_{c}": _COL("str") for c in COLUMNS}
-    | {c: _COL("str", empty=True, optional=True) for c in ("machine_id", "machine")},
-    "repair it (git checkout results/acceptance_check.csv) or point --out at another file (other machines' checks are kept from it)",
-    key=("machine_id", "config_hash", *SAME, "batch", "prompt_id"),
-    closed=True,
-)
 
 
 def sample_file(results: str) -> str:
@@ -267,8 +253,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def read_out(path: str) -> pd.DataFrame | None:
-    """``--out`` as ``compare`` writes it (``CHECK``), None where there is none; a ``TableError`` otherwise."""
-    return readers.read(path, CHECK, "--out", read_csv) if os.path.exists(path) else None
+    """``--out`` as ``compare`` writes it (``results.acceptcheck.read``), None where there is none; a ``TableError``
+    otherwise."""
+    return acceptcheck.read(path, "--out") if os.path.exists(path) else None
 
 
 def where(rec: dict | None) -> dict:
