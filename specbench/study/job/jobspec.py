@@ -33,15 +33,25 @@ from ...inputs.models import DTYPES, SOURCES, WEIGHTS, ref_key
 from ...trees.base import POSITIVE, RANK_PATHS
 from ...trees.policies import POLICIES, param_checks
 from ...verify.modes import get_mode
-from .errors import ConfigError, as_bool, as_choice, as_float, as_int, as_names
+from .errors import ConfigError, as_bool, as_float, as_int, as_names
 from .plugins import import_plugins
 from .schema import unknown_key
+from .toolopts import Option, read
 
 ENGINES = ("live", "replay", "auto")
 MAX_PROMPTS = 100_000  # dataset.limit: past any prompt set a study decodes (100,000 prompts are weeks on a CPU)
 MAX_BUDGET = 4096  # draft tokens in one tree: far past any model's useful tree, short of a static shape's memory
 GROUPS = ("pair", "tree", "verify", "dataset")
 OPTIONAL = {"replay_cache": None}  # top-level keys config.yaml leaves out (set with +key=VALUE)
+# the top-level keys' kinds and ranges (their defaults: conf/config.yaml's, ``DEFAULTS``); dtype after ``resolve_dtype``
+TOP: dict[str, Option] = {
+    "max_new_tokens": Option("int", lo=1, hi=1 << 20, fix="e.g. max_new_tokens=64"),
+    "seed": Option("int", lo=0, fix="e.g. seed=0"),
+    "dtype": Option("choice", words=tuple(DTYPES)),
+    "engine": Option("choice", words=ENGINES),
+    "batch_size": Option("int", lo=1, hi=4096, fix="prompts per target forward, e.g. batch_size=1"),
+    **{k: Option("bool") for k in ("resume", "progress", "exact_continuations")},
+}
 
 
 def _defaults() -> dict[str, Any]:
@@ -356,22 +366,17 @@ def from_config(cfg) -> JobSpec:
     d = resolved(cfg)
     plugins = import_plugins(d.get("plugins"))  # before any registry name is read (study/job/plugins.py)
     top = {**DEFAULTS, **{k: d[k] for k in DEFAULTS if k in d and d[k] is not None}}
+    groups: dict[str, Any] = {"pair": _pair(d), "tree": _tree(d), "verify": _verify(d), "dataset": _dataset(d)}
+    typed: dict[str, Any] = {}
+    for key, option in TOP.items():  # in the table's order: the first bad key is the one refused
+        given = resolve_dtype(top[key], str(top["device"]), top["replay_cache"]) if key == "dtype" else top[key]
+        typed[key] = read(option, given, key)
     return JobSpec(
-        pair=_pair(d),
-        tree=_tree(d),
-        verify=_verify(d),
-        dataset=_dataset(d),
-        max_new_tokens=as_int(top["max_new_tokens"], "max_new_tokens", 1, "e.g. max_new_tokens=64", 1 << 20),
-        seed=as_int(top["seed"], "seed", 0, "e.g. seed=0"),
+        **groups,
+        **typed,
         device=str(top["device"]),
-        dtype=as_choice(resolve_dtype(top["dtype"], str(top["device"]), top["replay_cache"]), "dtype", DTYPES),
-        engine=as_choice(top["engine"], "engine", ENGINES),
-        batch_size=as_int(top["batch_size"], "batch_size", 1, "prompts per target forward, e.g. batch_size=1", 4096),
-        resume=as_bool(top["resume"], "resume"),
         out_root=str(top["out_root"]),
-        progress=as_bool(top["progress"], "progress"),
         replay_cache=None if top["replay_cache"] is None else str(top["replay_cache"]),
-        exact_continuations=as_bool(top["exact_continuations"], "exact_continuations"),
         plugins=plugins,
         extra={k: v for k, v in d.items() if k not in DEFAULTS and k not in GROUPS},
     )

@@ -6,6 +6,7 @@ inside a list's items (``tree_candidates``, ``draft_grid``, ``draft_candidates``
 Which tool takes which keys is ``TOOLS`` (``keys(tool)``: what ``argv.check_argv`` accepts as ``+`` keys);
 ``check(extra, tool)`` reads every key a tool takes, so a bad value is refused before any model loads or server
 starts.  The values are read, never written back: ``JobSpec.extra`` stays as given (the config hash covers it).
+``Option`` and ``read`` also declare and read the job's own top-level keys (``jobspec.TOP``).
 
 Imports: ``study.job.errors`` only.
 """
@@ -93,7 +94,8 @@ def keys(tool: str) -> tuple[str, ...]:
     return TOOLS[tool]
 
 
-def _one(o: Option, value, key: str):
+def read(o: Option, value, key: str):
+    """One value of option ``o`` (a list's item, or a scalar), read by its kind with ``errors``' typed reads."""
     if isinstance(value, str) and value in o.words and o.kind != "choice":
         return value
     if o.kind == "int":
@@ -120,11 +122,11 @@ def value(extra: dict, key: str, default: Any = None):
             raise ConfigError(f"{key}=[]: {o.empty}; leave it out or list some ({o.fix})")
         return list(as_names(given, key, "names", o.fix))
     if not o.many:
-        return _one(o, given, key)
+        return read(o, given, key)
     items = list(given) if isinstance(given, (list, tuple)) else [given]
     if not items and o.empty is not None:
         raise ConfigError(f"{key}={given!r}: {o.empty or 'give a list of distinct values'}; {o.fix}".rstrip("; "))
-    return [_one(o, v, key) for v in items]
+    return [read(o, v, key) for v in items]
 
 
 def check(extra: dict, tool: str) -> None:
