@@ -46,13 +46,12 @@ from ..study.job.argv import check_dirs, check_keys, run_hydra, top_keys
 from ..trees.policies import shape_paths
 from . import heatmap
 from . import impls as ai
-from .config import all_failed, check_impls, check_slice, merge_rows, read_existing, validate
+from .config import GRID_AXES, all_failed, check_grid, merge_rows, read_existing, validate
 from .heatmap import machines, one_machine
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 POINT = ["level", "batch", "kv_len", "tree_size", "shape", "dtype"]
 KEY = POINT + ["impl"]
-GRID_AXES = ("batch", "kv_len", "tree_size", "shape", "dtype")
 COLORS = {"fused": "C0", "flex": "C1", "flex_compiled": "C2", "sequential": "C3"}
 
 
@@ -60,23 +59,11 @@ COLORS = {"fused": "C0", "flex": "C1", "flex_compiled": "C2", "sequential": "C3"
 # grid
 # --------------------------------------------------------------------------
 def grid_points(cfg: DictConfig) -> dict[tuple, list[str]]:
-    """{(batch, kv_len, tree_size, shape, dtype): [impl, ...]} for cfg.grid."""
-    grids = cfg.grids
-    if cfg.grid not in grids:
-        raise ValueError(
-            f"grid={cfg.grid} is unknown; valid: {', '.join(grids)} (or add a list of slices under grids.<name>)"
-        )
+    """{(batch, kv_len, tree_size, shape, dtype): [impl, ...]} for cfg.grid (checked first: ``config.check_grid``)."""
+    check_grid(cfg, ai.IMPLS.get, DTYPES, lambda shape: tree_parents(shape, 1))
     points: dict[tuple, list[str]] = {}
-    check_impls("impls", list(cfg.impls), ai.IMPLS.get)  # the default list, also where every slice names its own
-    for sl in grids[cfg.grid]:
-        missing = [a for a in GRID_AXES if a not in sl]
-        if missing:
-            raise ValueError(f"grids.{cfg.grid}: a slice lacks {missing}; every slice needs {GRID_AXES}")
+    for sl in cfg.grids[cfg.grid]:
         impls = list(sl.get("impls") or cfg.impls)
-        check_impls(f"grids.{cfg.grid}.impls", impls, ai.IMPLS.get)
-        check_slice(cfg.grid, sl, DTYPES)
-        for shape in sl.shape:
-            tree_parents(shape, 1)  # an unknown or non-static shape: one line naming it
         for pt in itertools.product(*(list(sl[a]) for a in GRID_AXES)):
             have = points.setdefault(tuple(pt), [])
             have += [i for i in impls if i not in have]

@@ -11,6 +11,8 @@ machine that timed the most rows), except that a failed measurement (``note`` st
 with ``failed``) never replaces a good one.  ``all_failed(new)``: the one line
 for a run in which nothing was measured (the CSV is then left as it is).
 ``read_existing(path, key)``: the CSV a run merges into or redraws, checked before any timing.
+``check_grid(cfg, ...)``: the grid's slices (their axes, implementations and shapes; ``check_slice``,
+``check_impls``), checked by ``bench.grid_points`` before any timing: every check of the config is here.
 """
 
 from __future__ import annotations
@@ -155,6 +157,29 @@ def all_failed(new: pd.DataFrame) -> str | None:
             f"all {len(new)} measurements failed (first: {first}); results left as they were: fix the cause and rerun"
         )
     return None
+
+
+GRID_AXES = ("batch", "kv_len", "tree_size", "shape", "dtype")  # every slice's axes
+
+
+def check_grid(cfg, known, dtypes, shape) -> None:
+    """The grid ``cfg.grid`` names and each of its slices, before anything is measured: the grid known, the default
+    and each slice's implementations (``check_impls``), each slice's axes present and their values
+    (``check_slice``), each shape a static one (``shape(name)`` raises the registry's one line)."""
+    grids = cfg.grids
+    if cfg.grid not in grids:
+        raise ValueError(
+            f"grid={cfg.grid} is unknown; valid: {', '.join(grids)} (or add a list of slices under grids.<name>)"
+        )
+    check_impls("impls", list(cfg.impls), known)  # the default list, also where every slice names its own
+    for sl in grids[cfg.grid]:
+        missing = [a for a in GRID_AXES if a not in sl]
+        if missing:
+            raise ValueError(f"grids.{cfg.grid}: a slice lacks {missing}; every slice needs {GRID_AXES}")
+        check_impls(f"grids.{cfg.grid}.impls", list(sl.get("impls") or cfg.impls), known)
+        check_slice(cfg.grid, sl, dtypes)
+        for name in sl.shape:
+            shape(name)
 
 
 def check_slice(grid: str, sl, dtypes) -> None:
