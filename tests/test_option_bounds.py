@@ -50,6 +50,11 @@ CASES = {
     "lossless tv nan": ("specbench.study.tools.lossless", ["--tv", "nan"], "--tv"),
     "lossless temperature inf": ("specbench.study.tools.lossless", ["--temperature", "inf"], "--temperature"),
     "lossless max-bins abc": ("specbench.study.tools.lossless", ["--max-bins", "abc"], "--max-bins"),
+    # #86: a flag's whole range is its parser type's (no second check after parsing)
+    "lossless tv 1": ("specbench.study.tools.lossless", ["--tv", "1"], "--tv: '1' is not a finite number > 0 and < 1"),
+    "lossless max-bins 1": ("specbench.study.tools.lossless", ["--max-bins", "1"], "--max-bins: '1'"),
+    "validate top -1": ("specbench.study.tools.validate", ["--speedup", SPEEDUP, "--top", "-1"], "--top: '-1'"),
+    "calibrate ranks 0": ("specbench.study.tools.calibrate", ["--ranks", "0"], "--ranks: '0'"),
     # python -m specbench.inputs.machine
     "machine device bogus": ("specbench.inputs.machine", ["--device", "bogus"], "--device"),
     "machine device cuda": ("specbench.inputs.machine", ["--device", "cuda:99"], "--device"),

@@ -37,13 +37,19 @@ def refuse(line: str) -> NoReturn:
 
 
 def number(
-    kind: type = float, lo: float | None = None, hi: float | None = None, above: bool = False, allow: tuple = ()
+    kind: type = float,
+    lo: float | None = None,
+    hi: float | None = None,
+    above: bool = False,
+    allow: tuple = (),
+    below: bool = False,
 ) -> Callable[[str], object]:
     """An argparse ``type``: a finite ``kind`` (int: a whole number) in [``lo``, ``hi``] (``lo`` excluded with
-    ``above``), or one of the words ``allow``; else argparse's one line names the flag and this range."""
+    ``above``, ``hi`` with ``below``), or one of the words ``allow``; else argparse's one line names the flag and
+    this range."""
     show = (lambda v: str(int(v))) if kind is int else (lambda v: f"{v:g}")
     rng = [f"> {show(lo)}" if above else f">= {show(lo)}"] if lo is not None else []
-    rng += [f"<= {show(hi)}"] if hi is not None else []
+    rng += [f"< {show(hi)}" if below else f"<= {show(hi)}"] if hi is not None else []
     want = ("an integer" if kind is int else "a finite number") + (" " + " and ".join(rng) if rng else "")
     want += "".join(f" or {w}" for w in allow)
 
@@ -55,7 +61,8 @@ def number(
         except ValueError:
             x = math.nan
         low = lo is not None and (x <= lo if above else x < lo)
-        if not math.isfinite(x) or (kind is int and not x.is_integer()) or low or (hi is not None and x > hi):
+        high = hi is not None and (x >= hi if below else x > hi)
+        if not math.isfinite(x) or (kind is int and not x.is_integer()) or low or high:
             raise argparse.ArgumentTypeError(f"{text!r} is not {want}")
         return int(x) if kind is int else x
 

@@ -158,15 +158,20 @@ def parse_args(argv):
     )
     ap.add_argument("--control", default="ratio,typical", help="lossy rules run as positive controls ('' = none)")
     ap.add_argument(
-        "--tv", type=number(float, 0, 1, above=True), default=0.02, help="first-token TV the check must detect"
+        "--tv",
+        type=number(float, 0, 1, above=True, below=True),
+        default=0.02,
+        help="first-token TV the check must detect",
     )
     ap.add_argument(
         "--power",
-        type=number(float, 0, 1, above=True),
+        type=number(float, 0, 1, above=True, below=True),
         default=0.9,
         help="probability of detecting it (sets --draws auto)",
     )
-    ap.add_argument("--alpha", type=number(float, 0, 1, above=True), default=0.01, help="level of each χ² test")
+    ap.add_argument(
+        "--alpha", type=number(float, 0, 1, above=True, below=True), default=0.01, help="level of each χ² test"
+    )
     ap.add_argument(
         "--max-bins", type=number(int, 2, 1000), default=8, help="χ² bins: the likeliest tokens plus one rest bin"
     )
@@ -211,22 +216,8 @@ def check_trees(args, overrides) -> dict:
 
 
 def check_args(args) -> tuple[int, list[ModeVariant], list[ModeVariant]]:
-    """(N, modes, controls) from the arguments, each mode parsed once, or a one-line ValueError."""
-    if args.max_bins < 2:
-        raise ValueError(f"--max-bins={args.max_bins}: must be >= 2")
-    for flag, value, ok, want in (
-        ("--batch", args.batch, args.batch >= 1, ">= 1"),
-        ("--chain-budget", args.chain_budget, args.chain_budget >= 1, ">= 1"),
-        ("--tree-budget", args.tree_budget, args.tree_budget >= 1, ">= 1"),
-        ("--temperature", args.temperature, args.temperature > 0, "> 0 (the check samples)"),
-        ("--top-p", args.top_p, 0 < args.top_p <= 1, "in (0, 1]"),
-        ("--tv", args.tv, 0 < args.tv < 1, "in (0, 1)"),
-        ("--alpha", args.alpha, 0 < args.alpha < 1, "in (0, 1)"),
-        ("--power", args.power, 0 < args.power < 1, "in (0, 1)"),
-        ("--prefix-search", args.prefix_search, args.prefix_search >= 0, ">= 0"),
-    ):
-        if not ok:
-            raise ValueError(f"{flag}={value}: must be {want}")
+    """(N, modes, controls) from the arguments (each flag's range is its parser type's, ``parse_args``), each mode
+    parsed once, or a one-line ValueError."""
     n = draws_for_power(args.max_bins - 1, args.tv, args.alpha, args.power) if args.draws == "auto" else int(args.draws)
     if n < 1:
         raise ValueError(f"--draws={args.draws}: must be >= 1 or auto")

@@ -20,7 +20,7 @@ import sys
 
 import pandas as pd
 
-from ...core.args import Parser
+from ...core.args import Parser, number
 from ...results import ranking, schedule, speedstats
 from ...results.columns import cost_aware, tree_label
 from ...results.files import read_speedup
@@ -169,11 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--speedup", default="results/speedup.csv", help="the report's speedup.csv")
     ap.add_argument("--pairs", default="qwen_coder,smollm_qwen,ngram_qwen")
     ap.add_argument("--datasets", default="humaneval,mt_bench")
-    ap.add_argument("--top", type=int, default=3, help="the overall best this many, besides each static shape's")
+    ap.add_argument(
+        "--top", type=number(int, 0), default=3, help="the overall best this many, besides each static shape's"
+    )
     args = ap.parse_args(argv)
     try:
-        if args.top < 0:
-            raise ValueError(f"--top={args.top}: must be >= 0")
         speed = read_speedup(args.speedup, "--speedup")  # cut, binary, garbled
         pairs = named("--pairs", args.pairs, speed.pair, args.speedup)
         lines = jobs(speed, pairs, named("--datasets", args.datasets, speed.dataset, args.speedup), args.top)
