@@ -294,8 +294,6 @@ def row(args) -> dict:
         raise ValueError(f"{args.file}: {e.strerror or e}; {fix}") from None
     got = READERS[args.engine](text, args.file)
     seen = got.pop("budget_seen", None)
-    if args.budget is not None and args.budget < 1:
-        raise ValueError(f"--budget {args.budget}: give the draft tokens per step, >= 1 (e.g. --budget 4)")
     if args.budget and seen and args.budget != seen:
         raise ValueError(f"{args.file}: counts {seen} draft positions, --budget says {args.budget}; drop --budget "
                          "(vLLM's is counted) or give the dump of the server that drafted that many")  # fmt: skip
