@@ -93,3 +93,23 @@ def test_an_integral_float_is_read_as_its_integer_as_the_study_reads_one():
     assert toolopts.value({"speed_rounds": "auto"}, "speed_rounds") == "auto"
     with pytest.raises(ConfigError, match="speed_until=0: must be a Unix time"):
         toolopts.value({"speed_until": 0}, "speed_until")
+
+
+def _range_checks(tree: ast.AST) -> list[int]:
+    """Lines comparing a parsed flag (``args.X`` / ``a.X``) with a number: a second range check after parsing."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            flag = any(isinstance(s, ast.Attribute) and getattr(s.value, "id", "") in ("args", "a") for s in sides)
+            num = any(isinstance(s, ast.Constant) and type(s.value) in (int, float) for s in sides)
+            if flag and num:
+                out.append(node.lineno)
+    return out
+
+
+def test_a_flags_range_is_its_parser_types_alone():
+    """A flag command's range is ``core.args.number``'s, in its parser (one line naming the flag, exit 2): no
+    module of the study compares a parsed flag with a number again."""
+    found = [f"{rel}:{n}" for rel, tree in _modules() if rel.startswith("study/") for n in _range_checks(tree)]
+    assert not found, f"give the flag's range to its parser type (core.args.number) instead: {found}"

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...core.args import listed, number
 from ...inputs import llamacpp, machine
 from ..job.launch import pair_config
 from .costs import KV_LENS, write_costs
@@ -92,20 +93,14 @@ def parse_args(argv: list[str] | None):
         prog="python -m specbench.study.tools.costs_llamacpp", description=__doc__.splitlines()[0]
     )
     ap.add_argument("--pair", default="qwen_coder")
-    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)), help="forward widths k (comma-separated)")
-    ap.add_argument("--kv", default=",".join(map(str, KV_LENS)), help="KV depths d (comma-separated)")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--tokens", default=TOKENS, type=listed(number(int, 1)), help="forward widths k (comma-separated)")
+    ap.add_argument("--kv", default=KV_LENS, type=listed(number(int, 0)), help="KV depths d (comma-separated)")
+    ap.add_argument("--repeats", type=number(int, 1), default=5)
     ap.add_argument("--results", default="results")
     ap.add_argument("--target", help="the target's GGUF (default: the pair's embedded model)")
     ap.add_argument("--draft", help="the draft's GGUF (default: the pair's embedded model)")
     args = ap.parse_args(argv)
-    try:
-        args.tokens = [int(x) for x in args.tokens.split(",")]
-        args.kv = [int(x) for x in args.kv.split(",")]
-    except ValueError:
-        ap.error("--tokens and --kv: comma-separated integers (e.g. --tokens 1,2,4 --kv 128,512)")
-    if min(args.tokens) < 1 or min(args.kv) < 0 or args.repeats < 1:
-        ap.error("--tokens >= 1, --kv >= 0, --repeats >= 1")
+    args.tokens, args.kv = list(args.tokens), list(args.kv)  # a default is a tuple
     return args
 
 
