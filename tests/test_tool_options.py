@@ -1,6 +1,12 @@
 """Issue 86 item 4: the study tools' own ``+`` keys are validated in one place, ``study/job/toolopts.py`` (a declared
 table read with ``study/job/errors.py``'s typed reads): no other module reads such a key from a job's ``extra`` or
-calls a typed read for it, every tool's keys are the table's, and each declared bound refuses in one line."""
+calls a typed read for it, every tool's keys are the table's, and each declared bound refuses in one line; a flag
+command's range is its parser type's alone.
+
+The counts these tests hold at zero, per module, at any checkout (the issue's before -> after)::
+
+    .venv/bin/python tests/test_tool_options.py [REPO]
+"""
 
 from __future__ import annotations
 
@@ -17,9 +23,9 @@ READS = {"as_int", "as_float", "as_bool", "as_choice", "as_names"}
 OWNERS = {"study/job/toolopts.py", "study/job/errors.py"}
 
 
-def _modules():
-    for path in sorted(PKG.rglob("*.py")):
-        rel = path.relative_to(PKG).as_posix()
+def _modules(pkg: pathlib.Path = PKG):
+    for path in sorted(pkg.rglob("*.py")):
+        rel = path.relative_to(pkg).as_posix()
         if rel not in OWNERS:
             yield rel, ast.parse(path.read_text(encoding="utf-8"))
 
@@ -40,25 +46,38 @@ def _is_extra(node: ast.AST) -> bool:
     )
 
 
+def _extra_reads(tree: ast.AST) -> list[int]:
+    """Lines reading a study tool's key from a job's ``extra`` (``.get``, ``[...]``) by name."""
+    out = []
+    for node in ast.walk(tree):
+        get = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+        if get and _is_extra(node.func.value) and node.args and _names_key(node.args[0]):
+            out.append(node.lineno)
+        if isinstance(node, ast.Subscript) and _is_extra(node.value) and _names_key(node.slice):
+            out.append(node.lineno)
+    return out
+
+
+def _typed_reads(tree: ast.AST) -> list[int]:
+    """Lines calling one of ``study.job.errors``' typed reads."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in READS
+    ]
+
+
 def test_no_module_but_toolopts_reads_a_tool_key_from_extra():
-    found = []
-    for rel, tree in _modules():
-        for node in ast.walk(tree):
-            get = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
-            if get and _is_extra(node.func.value) and node.args and _names_key(node.args[0]):
-                found.append(f"{rel}:{node.lineno}")
-            if isinstance(node, ast.Subscript) and _is_extra(node.value) and _names_key(node.slice):
-                found.append(f"{rel}:{node.lineno}")
+    found = [f"{rel}:{n}" for rel, tree in _modules() for n in _extra_reads(tree)]
     assert not found, f"read a study tool's key through study.job.toolopts.value instead: {found}"
 
 
 def test_the_tools_call_no_typed_read_of_their_own():
     found = [
-        f"{rel}:{node.lineno}"
+        f"{rel}:{n}"
         for rel, tree in _modules()
         if rel.startswith(("study/tools/", "study/serving/"))
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in READS
+        for n in _typed_reads(tree)
     ]
     assert not found, f"declare the key in study.job.toolopts.OPTIONS instead: {found}"
 
@@ -113,3 +132,24 @@ def test_a_flags_range_is_its_parser_types_alone():
     module of the study compares a parsed flag with a number again."""
     found = [f"{rel}:{n}" for rel, tree in _modules() if rel.startswith("study/") for n in _range_checks(tree)]
     assert not found, f"give the flag's range to its parser type (core.args.number) instead: {found}"
+
+
+def inventory(repo: pathlib.Path) -> dict[str, tuple[int, int, int]]:
+    """Per module of ``repo``'s specbench/study (the owners included): (typed reads, reads of a tool key from
+    ``extra``, a parsed flag compared with a number), where any is not zero."""
+    out = {}
+    for rel, tree in _modules(repo / "specbench" / "study"):
+        got = (len(_typed_reads(tree)), len(_extra_reads(tree)), len(_range_checks(tree)))
+        if any(got):
+            out[rel] = got
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+
+    OWNERS.clear()  # count the owners too
+    found = inventory(pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else PKG.parent))
+    for rel, (typed, extra, flags) in found.items():
+        print(f"{rel}: {typed} typed reads, {extra} reads of a tool key from extra, {flags} flag range re-checks")
+    print("total:", *(sum(v[i] for v in found.values()) for i in range(3)), "in", len(found), "modules")
