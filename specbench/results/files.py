@@ -25,7 +25,7 @@ import pandas as pd
 from ..core import readers
 from ..core.atomic import atomic_write, gzip_bytes, gzipped, open_text
 from ..core.jsonl import json_objects
-from ..core.readers import Col, Kind, TableError, check_cells
+from ..core.readers import Kind, TableError, check_cells
 from .columns import TEXT_COLUMNS
 from .schemas import (
     ATTENTION_COLUMNS,
@@ -39,6 +39,7 @@ from .schemas import (
     SPEED_STEPS_COLUMNS,
     SPEEDUP,
     SUMMARY,
+    SUMMARY_CELLS,
     VECTOR,
 )
 
@@ -183,13 +184,6 @@ SUMMARY_REQUIRED = (
     "tokens_per_step",
 )
 SUMMARY_KEYS = SUMMARY_REQUIRED[:6]  # identifier cells that may not be empty
-SUMMARY_NUMBERS = {
-    "budget": Col("int", lo=0),
-    "acceptance_rate": Col("float", lo=0, hi=1, empty=True),
-    **{c: Col("float", lo=0, empty=True) for c in ("acceptance_length", "tokens_per_step")},
-    **{c: Col("int", lo=0, empty=True, optional=True) for c in ("n_steps", "new_tokens", "n_prompts")},
-    "temperature": Col("float", lo=0, empty=True, optional=True),
-}
 
 
 def check_summary(path: str, summary: pd.DataFrame, fix: str, required: Sequence[str] = SUMMARY_REQUIRED) -> None:
@@ -201,7 +195,7 @@ def check_summary(path: str, summary: pd.DataFrame, fix: str, required: Sequence
     empty = [c for c in SUMMARY_KEYS if c in required and summary[c].isna().any()]
     if empty:
         raise TableError(f"{path} has rows with an empty {empty[0]}; {fix}")
-    check_cells(summary, SUMMARY_NUMBERS, path, fix)
+    check_cells(summary, SUMMARY_CELLS, path, fix)
     dup = summary.config_hash[summary.config_hash.duplicated()]
     if len(dup):
         raise TableError(f"{path} lists configuration {dup.iloc[0]} twice; {fix}")

@@ -3,8 +3,8 @@ them against: ``SPEEDUP`` and ``SPEEDUP_ROWS`` (the report's speedup.csv; what e
 of it), ``VECTOR`` (acceptance_vector.csv, ``study.tools.calibrate``), ``SUMMARY`` (a collected summary.csv as
 export reads it; ``SUMMARY_DIVERGENCE``: as margins does), ``SPEED_COLUMNS`` (speed.csv; ``SPEED_STEPS_COLUMNS``: speed_steps.csv.gz), ``SERVED_COLUMNS``
 and ``SERVED_KEY`` (served.csv, ``study.serving.import_metrics``), ``ATTENTION_COLUMNS`` (attention.csv),
-``RUN_TIMES`` (run_times.csv, ``study.tools.ceiling``), ``SUMMARY_COUNTS`` and ``STEP_COUNTS`` (what collect
-checks of each row it merges), and the fixes a refusal names (``COLLECT_FIX``, ``SPEED_FIX``, ...).  costs.csv's
+``RUN_TIMES`` (run_times.csv, ``study.tools.ceiling``), ``SUMMARY_CELLS`` (a summary.csv's cells, as the report and
+collect check them) and ``STEP_COUNTS`` (what collect checks of each job's steps), and the fixes a refusal names (``COLLECT_FIX``, ``SPEED_FIX``, ...).  costs.csv's
 are ``results.costtable``'s; each file's checked read is ``results.files``' (``read_speed``, ...).  Imports
 ``core.readers``.
 """
@@ -82,8 +82,10 @@ SPEED_COLUMNS = (
     "tokens",
 )
 _COUNT = Col("int", lo=0, empty=True)
-SUMMARY_COUNTS = {  # what collect checks of each summary row it merges (and keeps): counts, rates in range
-    **{c: _COUNT for c in ("budget", "n_steps", "new_tokens", "n_prompts", "max_new_tokens", "batch_size", "seed")},
+SUMMARY_CELLS = {  # THE cells of a summary.csv: what the report (``files.check_summary``) and collect (each job's
+    # row it merges, and --out's) check of it: counts, rates in range, a budget in every row
+    "budget": Col("int", lo=0),
+    **{c: _COUNT for c in ("n_steps", "new_tokens", "n_prompts", "max_new_tokens", "batch_size", "seed")},
     "temperature": Col("float", lo=0, empty=True),
     "acceptance_rate": Col("float", lo=0, hi=1, empty=True),
     **{c: Col("float", lo=0, empty=True) for c in ("acceptance_length", "tokens_per_step")},

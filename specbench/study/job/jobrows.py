@@ -75,18 +75,22 @@ def _complete(path: str, fix: str = FIX) -> None:
 
 
 def _csv(path: str, fix: str = FIX, cells: bool = True) -> pd.DataFrame:
-    """A job's (or --out's) CSV, whole, parsed and keyed by config_hash, its counts checked cell by
-    cell (not with ``cells=False``: --out's large steps table), or a one-line CollectError."""
+    """A job's (or --out's) CSV, whole, parsed and keyed by config_hash, its rows each with the header's fields
+    and its cells checked (``results.schemas.SUMMARY_CELLS``, ``STEP_COUNTS``) as the report checks results/ (not
+    with ``cells=False``: --out's large steps table, whose parse and step counts are checked), or a one-line
+    CollectError (a ``TableError``)."""
     if not os.path.exists(path):
         raise CollectError(f"{path} is missing: {fix}")
     _complete(path, fix)
+    if cells:
+        readers.check_text(path, fix)  # every row its header's fields (a row cut short would parse as blanks)
     try:
         df = read_csv(path)
     except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, OSError) as e:
         raise CollectError(f"{path} cannot be read ({str(e).splitlines()[0]}): {fix}") from None
     if "config_hash" not in df.columns:
         raise CollectError(f"{path} lacks the column config_hash (a garbled or foreign file): {fix}")
-    declared = schemas.SUMMARY_COUNTS if os.path.basename(path).startswith("summary") else schemas.STEP_COUNTS
+    declared = schemas.SUMMARY_CELLS if os.path.basename(path).startswith("summary") else schemas.STEP_COUNTS
     readers.check_cells(df, declared if cells else {}, path, fix)  # a TableError: one line, as a CollectError
     return df
 
