@@ -5,6 +5,7 @@ differed."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -92,3 +93,29 @@ def test_the_tldrs_exploratory_pick_prefers_the_rows_of_enough_prompts():
     assert pick["shape"] == "sequoia"  # was chain N=1: the faster projection on 8 prompts
     ranked = ans.assign(claim="ranked", n_prompts=32)
     assert phrases.fastest_per_dataset(ranked)[0]["shape"] == "chain"  # both ranked: the faster, as before
+
+
+def test_best_index_picks_per_grid_point_what_best_picks_there():
+    """The linear model's best at a point and per cell of the phase diagram (``best_index``): per column of a
+    grid of criteria, the row ``best`` would pick with that column as its criterion (the cap, the prompts,
+    then the value, its ties by tokens per step, budget and tree; NaN last)."""
+    r = rows(("chain", 2, 0, 2.0, 32), ("binary", 2, 0, 2.5, 32), ("kary", 1, 0, 2.5, 32), ("wide", 9, 0, 9.0, 64))
+    r["cut"] = [0.0, 0.0, 0.0, 0.5]  # wide N=9 is not admitted: it ranks last whatever its value
+    rng = np.random.default_rng(0)
+    grid = rng.choice([0.5, 1.0, 1.5, np.nan], size=(len(r), 7, 5))  # many exact ties
+    got = ranking.best_index(r, grid)
+    assert got.shape == (7, 5)
+    for i in range(7):
+        for j in range(5):
+            top = ranking.best(r.assign(projected=grid[:, i, j]), "projected")
+            assert r.iloc[got[i, j]].config_hash == top.config_hash
+    one = ranking.best_index(r.drop(columns=["cut", "n_prompts", "tokens_per_step"]), np.array([1.0, 2.0, 2.0, 0.5]))
+    assert int(one) == 2  # a tie at 2.0: the smaller budget (kary N=1), as np.argmax's first would not
+
+
+def test_the_gap_and_the_live_schedule_rank_by_the_one_ranking():
+    """The best static shape per budget against the DP (``fraction``) and the live schedule's best per B
+    (``measured``) are ``best``'s picks."""
+    r = rows(("chain", 2, 0, 2.0, 32), ("binary", 2, 0, 2.5, 32)).assign(fraction=[0.9, 0.9], measured=[1.1, 1.2])
+    assert ranking.best(r, "fraction").tree == "binary"  # a tie: the more tokens per step
+    assert ranking.best(r, "measured").tree == "binary"

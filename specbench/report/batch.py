@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..results import schedule, speedstats
+from ..results import ranking, schedule, speedstats
 from . import analysis, controls, figures, phrases
 from .context import Ctx, Tables
 from .markdown import fig_links, table
@@ -264,7 +264,7 @@ def section(ctx: Ctx) -> str:
     for k, g in analysis.groups(sched, ["pair", "dataset", "dtype", "max_new_tokens", "n_prompts"]):
         rows = []
         for b, gb in g.groupby("batch_size", sort=True):
-            top = gb.sort_values(["measured", "budget"], ascending=[False, True]).iloc[0]
+            top = ranking.order(gb, "measured").iloc[0]  # ranking.best of a non-empty B
             rows.append(
                 dict(
                     B=b,

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..results import ranking
 from ..results.costcurve import SEED, Curve
 from . import analysis
 
@@ -168,7 +169,7 @@ def speedup(a: pd.DataFrame, r: np.ndarray, m: np.ndarray) -> np.ndarray:
 def best_at(a: pd.DataFrame, r: float, m: float) -> dict:
     """The modelled best configuration of ``a`` at one (r, m), with its speedup."""
     s = speedup(a, np.array([r]), np.array([m]))[:, 0, 0]
-    i = int(np.argmax(s))
+    i = int(ranking.best_index(a, s))  # the one ranking's pick, the modelled speedup its criterion
     return {**a.iloc[i].to_dict(), "modelled": float(s[i])}
 
 

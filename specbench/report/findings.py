@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..results import ranking
 from . import analysis, compare, costmodel, tables
 from .context import Inputs, Tables
 from .phrases import claim_word, speed, where
@@ -186,10 +187,9 @@ def gap_claims(rows: pd.DataFrame) -> list[dict]:
     """Per pair and dataset: the best static shape per budget as a share of the DP's prediction."""
     out: list[dict] = []
     for (pair, dataset), g in analysis.groups(rows, ["pair", "dataset"]):
-        best = g.sort_values(["budget", "fraction"], ascending=[True, False], kind="mergesort")
+        best = [ranking.order(gb, "fraction").iloc[0] for _b, gb in g.groupby("budget", sort=True)]  # ranking.best
         parts = [
-            f"N={int(r.budget)}: {r.shape} {r.fraction:.0%} of {analysis.fmt(r.optimum, 2)}"
-            for r in best.drop_duplicates("budget").itertuples()
+            f"N={int(r['budget'])}: {r['shape']} {r['fraction']:.0%} of {analysis.fmt(r['optimum'], 2)}" for r in best
         ]
         over, short = g[g.tokens_per_step > g.optimum], g[g.model_gap > 0]
         worst = g.loc[g.model_gap.idxmax()]

@@ -12,6 +12,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from scipy import ndimage
 
+from ..results import ranking
 from . import figures, findings, palette, tldr
 from .context import Ctx
 from .hardware import MS, RS, label, other_sentence, speedup
@@ -49,7 +50,7 @@ def _hatch(shape: str) -> str | None:
 def _regions(g: pd.DataFrame):
     """(code [r, m], names, colours): the modelled best configuration per cell, -1 where plain decoding wins."""
     sp = speedup(g, RS, MS)
-    best = sp.argmax(axis=0)
+    best = ranking.best_index(g, sp)  # per cell, the one ranking's pick (the modelled speedup its criterion)
     plain = sp.max(axis=0) <= 1.0
     names = sorted({label(g.iloc[i]) for i in np.unique(best[~plain])},
                    key=lambda n: (n.split(" N=")[0], int(n.split("N=")[1])))  # fmt: skip

@@ -59,7 +59,7 @@ def classes(measured: pd.DataFrame) -> pd.DataFrame:
         k.groupby(["cls", "dtype", "engine", "weights"], sort=True) if len(k) else []
     ):
         ok = best[best.controls_hold & best.lo.notna()]
-        top = ok.sort_values(["lo", "speedup"], ascending=False).iloc[0].to_dict() if len(ok) else None
+        top = speedstats.surest(best)
         out.append(dict(
             machine=cls, dtype=dtype, engine=engine, weights=weights, keys=len(best), ranked=len(ok),
             pays=int(ok.pays.sum()), failed=int((~best.controls_hold & best.lo.notna()).sum()),

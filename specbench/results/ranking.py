@@ -1,7 +1,9 @@
 """Which configuration is the best: the evidence rules' constants and the one ranking every "best"
-reads (the report's answer and the TL;DR's pick per dataset, the live-timing picks of
-``study.tools.validate``, the batch-size schedule's binary tree and draft length, and
-``study.serving.export``'s ``recommend=true``).  Pandas only.
+reads (the report's answer and the TL;DR's pick per dataset, the live batch-size schedule's best per B, the
+best static shape per budget against the DP, the linear model's best at a machine's point and per cell of the
+phase diagram (``best_index``: a grid of criteria at once), the live-timing picks of ``study.tools.validate``,
+the batch-size schedule's binary tree and draft length, and ``study.serving.export``'s ``recommend=true``).
+Pandas and numpy.
 
 A configuration ranks first where a ranked claim may rest on it (``admitted``: at most ``MAX_CUT``
 of its steps cut by max_new_tokens, where the rows carry ``cut``; ``enough``: at least ``MIN_RANKED``
@@ -26,6 +28,7 @@ RULES = {  # the criterion each rule ranks by (higher is better)
     "projected": "projected",  # the cost model's projected speedup
     "measured": "measured",  # a live run's measured speedup
     "tokens_per_step": "tokens_per_step",  # acceptance alone (no speed)
+    "fraction": "fraction",  # the share of the Sequoia DP's predicted tokens per step (the gap to the optimum)
 }
 
 
@@ -63,3 +66,17 @@ def order(rows: pd.DataFrame, rule: str = "speed") -> pd.DataFrame:
 def best(rows: pd.DataFrame, rule: str = "speed") -> pd.Series | None:
     """The best row of ``rows`` by ``rule`` (``order``), or None without rows."""
     return None if rows.empty else order(rows, rule).iloc[0]
+
+
+def best_index(rows: pd.DataFrame, values: np.ndarray) -> np.ndarray:
+    """Per column of ``values`` (``[len(rows), ...]``: each row's criterion at each point of a grid, higher is
+    better, NaN last), the position in ``rows`` of the row ``best`` would pick were that its criterion: of the
+    rows that rank first (``admitted``, ``enough``), the highest value, its ties by ``order``'s later keys."""
+    values = np.asarray(values, dtype=float)
+    first = (admitted(rows).to_numpy(int) * 2 + enough(rows).to_numpy(int)).reshape(-1, *[1] * (values.ndim - 1))
+    v = np.where(np.isnan(values) | (first < first.max()), -np.inf, values)
+    later = order(rows.assign(_pos=np.arange(len(rows)), speed=0.0), "speed")  # the keys after the criterion
+    rank = np.empty(len(rows), dtype=float)
+    rank[later._pos.to_numpy()] = np.arange(len(rows))
+    rank = rank.reshape(-1, *[1] * (values.ndim - 1))
+    return np.argmin(np.where(v == v.max(axis=0), rank, np.inf), axis=0)

@@ -357,6 +357,14 @@ def answer_first(a: pd.DataFrame) -> pd.DataFrame:
     return a[~random_weights(a)] if len(a) else a
 
 
+def surest(keys: pd.DataFrame) -> dict | None:
+    """Of benchmark keys' rows (each key's fastest), the best across keys: among those ranked (controls hold,
+    an interval) the highest lower end of the interval, then the faster; None where none is ranked (the
+    TL;DR's answer per machine class: a tree only where that interval is above 1x)."""
+    ok = keys[keys.controls_hold & keys.lo.notna()]
+    return ok.sort_values(["lo", "speedup"], ascending=False).iloc[0].to_dict() if len(ok) else None
+
+
 def order_design(run: pd.DataFrame) -> str:
     """``ABBA`` when every second unit of the run (in time order) decoded the candidates in the reverse of
     the unit before's order (``study.tools.speed.unit_orders``), else ``UNBALANCED``: each unit in one
