@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..results import costcurve, costtable
+from ..results import costcurve, costtable, ranking
 from . import costmodel
 from .costmodel import label, speedup
 
@@ -93,9 +93,10 @@ def per_width(rows: pd.DataFrame, counted: costmodel.StepCounts | None, costs: p
             made = [(r, c) for r in kd.to_dict("records") if (c := counted.get(r["config_hash"])) is not None]
             if not made:
                 continue
-            priced = [(c.emitted.sum() * t1 / width_priced(c, tc, dc), label(r)) for r, c in made]
+            priced = np.array([c.emitted.sum() * t1 / width_priced(c, tc, dc) for _r, c in made])
             sums = pd.DataFrame([totals(c, dc is None) for _r, c in made])
-            s, name = max(priced)
+            i = int(ranking.best_index(pd.DataFrame([r for r, _c in made]), priced))  # the one ranking's pick
+            s, name = priced[i], label(made[i][0])
             out.append(dict(machine=str(g.machine.iloc[0]) if "machine" in g else "", dtype=dtype, device=device,
                             weights=str(g.weights.fillna("pretrained").iloc[0]) if "weights" in g else "pretrained",
                             pair=pair, dataset=ds, best=s, best_label=name,
