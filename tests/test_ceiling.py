@@ -14,6 +14,7 @@ import torch
 from specbench.core import forwards
 from specbench.drafting.layerskip import layer_view
 from specbench.report.runtimes import run_times
+from specbench.results.optional import filled
 from specbench.study.tools.ceiling import ceilings, main
 from test_hydra import ROOT, job_args
 
@@ -147,7 +148,7 @@ def test_the_cli_writes_run_times_and_the_report_names_each_step_below_its_ceili
 
 def test_runs_from_before_the_counts_say_they_have_no_ceiling():
     times = pd.DataFrame({"run": [1], "step": ["study: sweep=reference"], "seconds": [60]})
-    text = run_times(times)
+    text = run_times(filled(times, "run_times.csv"))  # as the report reads it
     assert "No step has a ceiling: these runs predate the forward counts" in text
     assert "| step | seconds | minutes |" in text  # no empty ceiling columns
 
@@ -170,7 +171,8 @@ def test_a_view_made_before_its_target_is_counted_counts_once_and_apart():
 
 def test_counted_steps_without_a_named_cost_curve_say_so():
     times = pd.DataFrame({"run": [1], "step": ["study: x"], "seconds": [60], "forwards": [12], "ratio": [float("nan")]})
-    assert "No step has a ceiling: 1 step counted forwards, but results/costs.csv names none" in run_times(times)
+    text = run_times(filled(times, "run_times.csv"))
+    assert "No step has a ceiling: 1 step counted forwards, but results/costs.csv names none" in text
 
 
 def test_one_runs_least_time_is_batch_one_wall_plus_the_other_live_decodes_at_their_widest_rate():
@@ -188,7 +190,7 @@ def test_one_runs_least_time_is_batch_one_wall_plus_the_other_live_decodes_at_th
     steps = pd.DataFrame(  # two steps of wide: trees of 3 and 1 draft tokens, draft forwards of 1+2 and 1 tokens
         [("wide", "a", 3, 2, "1.2", 4), ("wide", "b", 1, 1, "1", 2), ("paired", "a", 3, 2, "1.2", 4)],
         columns=["config_hash", "prompt_id", "tree_size", "tree_depth", "scored", "emitted"],
-    )
+    ).pipe(filled, "steps.csv.gz")  # as the report reads it
     costs = pd.DataFrame(  # target: 0.01 s a token at its widest (128); draft: 0.001
         [
             (role, n, s, kv)

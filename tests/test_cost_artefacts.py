@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from specbench.report import analysis, measured, speedup, tables
+from specbench.results.optional import filled
 from test_speed_model import TREES, config, costs, steps, t_target
 
 AWARE = json.dumps({"costs": "results/costs.csv", "cost_pair": "p", "cost_dtype": "float32", "depth": 12})
@@ -74,7 +75,7 @@ def test_no_ranked_row_is_costed_on_a_derived_basis():
     got = speedup.projected_speedup(df, steps("ng", [("a", 3, 3, 2, "", 0.004)]), costs(draft=False)).iloc[0]
     assert got.cost_basis == "lookup"
     got = speedup.projected_speedup(
-        pd.DataFrame([config("h", 4)]), steps("h", TREES).drop(columns="scored"), costs()
+        pd.DataFrame([config("h", 4)]), filled(steps("h", TREES).drop(columns="scored"), "steps.csv.gz"), costs()
     ).iloc[0]
     assert got.cost_basis == "derived"
 

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from specbench.results import costcurve as cc
+from specbench.results.optional import filled
 
 
 def _row(pair, role, model, kv, n, seconds, samples="", dtype="bfloat16", device="cpu"):
@@ -126,7 +127,7 @@ def test_another_machines_curve_is_stated_apart_on_the_hardware_page():
     other = COSTS[COSTS.pair == "a"].assign(
         machine_id="intel", machine="CPU B (AVX512), 2 cores", seconds=lambda c: 2 * c.seconds
     )
-    every = pd.concat([COSTS.assign(machine_id="amd", machine="CPU A"), other], ignore_index=True)
+    every = filled(pd.concat([COSTS.assign(machine_id="amd", machine="CPU A"), other], ignore_index=True), "costs.csv")
     pts = hardware.other_points(every, cc.one_per_curve(every))
     assert list(zip(pts.pair, pts.machine_id)) == [("a", "intel")]
     text = hardware.other_sentence(pts)

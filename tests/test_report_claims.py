@@ -28,6 +28,7 @@ from specbench.report import (
 )
 from specbench.report.context import Ctx, Inputs, Tables  # noqa: E402
 from specbench.results.files import STEPS_FILE, read_csv  # noqa: E402
+from specbench.results.optional import filled  # noqa: E402
 from test_report import run_report  # noqa: E402  (the one report subprocess helper)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,7 +141,8 @@ def test_calibration_prompts_disjoint_from_scored_prompts():
     assert tables.claim(40, 0.0, tables.calibration_issue(few)) == "not ranked: acceptance vector from 2 prompts < 16"
     inside = tables.calibration(df, sums, vec("c1;q2"))
     assert inside.calibration.iloc[0] == "in-sample (1 shared)"
-    assert tables.calibration(df, sums, vec("c1").drop(columns="prompt_ids")).calibration.iloc[0] == "not recorded"
+    old = filled(vec("c1").drop(columns="prompt_ids"), "acceptance_vector.csv")  # as the report reads it
+    assert tables.calibration(df, sums, old).calibration.iloc[0] == "not recorded"
     assert tables.claim(40, 0.0, tables.calibration_issue(inside.calibration.iloc[0])).startswith("not ranked")
     assert tables.claim(40, 0.0, tables.calibration_issue("not recorded")).startswith("not ranked")
     assert tables.calibration_issue("disjoint") is None

@@ -100,7 +100,7 @@ def advanced_look(shape: str, _s=None) -> dict:
 
 def _target(g: pd.DataFrame) -> str:
     """The rows' target model ('' where summary.csv does not name it)."""
-    return str(g["target"].iloc[0]) if "target" in g and len(g) else ""
+    return "" if g.empty or pd.isna(g["target"].iloc[0]) else str(g["target"].iloc[0])  # NaN: not recorded
 
 
 def panel_sets(groups, pair: str) -> tuple[list[tuple[str, list]], list[str]]:
@@ -225,7 +225,7 @@ def tradeoff_sentence(rows: pd.DataFrame, sums, pair) -> str | None:
     shapes = sorted(g["shape"].unique(), key=lambda s: (s != "chain", s))
     s = g[g["shape"] == shapes[0]]
     lo, hi = s.budget.min(), s.budget.max()
-    over = f" (95% intervals over its {int(s.n_prompts.min())} prompts)" if "n_prompts" in s else ""
+    over = f" (95% intervals over its {int(s.n_prompts.min())} prompts)" if s.n_prompts.notna().any() else ""
     return (
         f"The trade-off: a larger budget lowers the acceptance rate and raises the acceptance length. {p}'s "
         f"{shapes[0]} on {d} accepts {_at(s, 'acceptance_rate', lo)} of its draft tokens at N={int(lo)} and "
@@ -257,7 +257,7 @@ def position_acceptance(steps: pd.DataFrame, hashes) -> pd.DataFrame:
 def fig_alpha(rows, sums, steps, pair, budget: int = 16) -> figures.Fig | None:
     """At N = `budget`, or the largest budget below it that the main sweep ran."""
     groups = figures.main_groups(rows, sums, pair)
-    if not groups or steps is None or "tree_depth" not in steps:
+    if not groups or steps is None or steps.tree_depth.isna().all():  # NaN: not recorded (results.optional)
         return None
     ran = sorted({int(b) for _, g in groups for b in g.budget})
     budget = max([b for b in ran if b <= budget] or ran[:1])
@@ -292,8 +292,8 @@ def fig_alpha(rows, sums, steps, pair, budget: int = 16) -> figures.Fig | None:
 def current_vectors(vector: pd.DataFrame, summary: pd.DataFrame | None) -> tuple[pd.DataFrame, int]:
     """The greedy vectors of the pair identities summary.csv holds now (by ``pair_id``: a model folder
     changed in place leaves its old vectors under the same name), and how many vectors were left out."""
-    v = vector[vector.temperature.astype(float) == 0] if "temperature" in vector else vector
-    if summary is None or "pair_id" not in v or "pair_id" not in summary:
+    v = vector[vector.temperature.astype(float) == 0]  # 0 where not recorded (results.optional)
+    if summary is None or vector.pair_id.isna().all() or summary.pair_id.isna().all():  # NaN: not recorded
         return v, 0
     now = v.pair_id.astype(str).isin(set(summary.pair_id.astype(str)))
     return v[now], v[~now].groupby(["pair_id", "dataset"]).ngroups
@@ -306,7 +306,7 @@ def fig_acceptance_vector(vector: pd.DataFrame | None, summary: pd.DataFrame | N
         return None
     v, stale = current_vectors(vector, summary)
     target = pd.Series(dtype=str)
-    if summary is not None and "target" in summary:
+    if summary is not None:  # target NaN where not recorded: "target not recorded" below
         target = summary.drop_duplicates("pair").set_index("pair").target
     v = v.assign(target=v.pair.map(target).fillna("target not recorded"))
     rows = v.groupby("target").dataset.nunique().sort_values(ascending=False, kind="mergesort")  # a row per target

@@ -44,12 +44,10 @@ def cross_pair(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
 def sibling_orders(df: pd.DataFrame) -> dict:
     """{config_hash: the order a rule tries siblings in} from a `sibling_order` column or a
     `sibling_order` key of `verify_params` (mss: random as in SpecInfer, or storage order)."""
-    if "sibling_order" in df:
+    if df.sibling_order.notna().any():  # both NaN where not recorded (results.optional)
         return {h: o for h, o in zip(df.config_hash, df.sibling_order) if isinstance(o, str) and o}
-    if "verify_params" in df:
-        got = {h: analysis.params_of(p).get("sibling_order") for h, p in zip(df.config_hash, df.verify_params)}
-        return {h: o for h, o in got.items() if o}
-    return {}
+    got = {h: analysis.params_of(p).get("sibling_order") for h, p in zip(df.config_hash, df.verify_params)}
+    return {h: o for h, o in got.items() if o}
 
 
 def modes(df: pd.DataFrame, sums: pd.DataFrame, fps: pd.Series) -> pd.DataFrame:

@@ -56,9 +56,7 @@ def pair_keys(df: pd.DataFrame) -> pd.Series:
     """A row's pair identity: its ``pair_id`` (draft + target content), else (rows collected
     before pair ids) its pair name."""
     name = df["pair"].astype(str)
-    if "pair_id" not in df:
-        return name
-    pid = df["pair_id"]
+    pid = df["pair_id"]  # NaN where not recorded (results.optional): the name
     return pid.where(pid.notna() & (pid.astype(str) != ""), name).astype(str)
 
 
@@ -83,12 +81,11 @@ def pair_labels(df: pd.DataFrame) -> dict[str, str]:
 def relabel_pairs(df: pd.DataFrame | None, labels: dict[str, str], by_hash: dict | None = None):
     """``df`` with its ``pair`` column set from ``labels`` (through ``pair_id``, or through the
     config hash with ``by_hash`` for files without one, such as steps.csv)."""
-    if df is None or "pair" not in df or not labels:
+    if df is None or not labels:
         return df
     out = df.copy()
-    if "pair_name" not in out:  # the config name stays: files keyed by it (costs.csv) are read by it
-        out["pair_name"] = out["pair"]
-    if by_hash is not None and "config_hash" in out and "pair_id" not in out:
+    out["pair_name"] = out["pair"]  # the config name stays: files keyed by it (costs.csv) are read by it
+    if by_hash is not None and out.pair_id.isna().all():  # a steps.csv from before pair ids
         out["pair"] = out["config_hash"].astype(str).map(by_hash).fillna(out["pair"])
     else:
         out["pair"] = pair_keys(out).map(labels).fillna(out["pair"])
@@ -191,7 +188,7 @@ def role_names(df: pd.DataFrame) -> dict[str, str]:
     """{"chain" / "tree" / LOSSY_BASELINE: the mode(s) the rows declare the baseline of it}, for prose."""
     out = {}
     for what in ("chain", "tree", LOSSY_BASELINE):
-        names = sorted(set(with_role(df, "baseline_of", what).verify.astype(str))) if "baseline_of" in df else []
+        names = sorted(set(with_role(df, "baseline_of", what).verify.astype(str)))
         out[what] = " / ".join(names) or f"its {what} baseline"
     return out
 
@@ -234,8 +231,8 @@ def prepare(summary: pd.DataFrame) -> pd.DataFrame:
 
 def baselines(summary: pd.DataFrame) -> pd.DataFrame:
     """Plain-decoding rows (tree none, budget 0), with label columns."""
-    if "tree" not in summary or "budget" not in summary:
-        return summary.iloc[0:0]
+    if summary.columns.empty:  # no summary at all (a context built without one)
+        return summary
     df = _with_defaults(summary)
     return df[df.tree.isin(BASELINE_TREES) | (df.budget <= 0)].sort_values("config_hash", kind="mergesort")
 
@@ -384,7 +381,7 @@ def mode_gains(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     if len(out):
         key_of = dict(zip(df.config_hash, df.pair_key))
         out["same_trees"] = [key_of.get(h) == k for h, k in zip(out.ref_hash, out.pair_key)]
-        ea = dict(zip(df.config_hash, df.get("expected_accepted", pd.Series(np.nan, index=df.index))))
+        ea = dict(zip(df.config_hash, df.expected_accepted))  # NaN where not recorded (results.optional)
         out["exact_gain"] = [
             ea.get(a, np.nan) - ea.get(b, np.nan) if same else np.nan
             for a, b, same in zip(out.config_hash, out.ref_hash, out.same_trees)

@@ -122,7 +122,7 @@ def table(
     replay's projection of the same tree and budget (``replay_projected``, ``replay_tokens_per_step``)."""
     if measured is None or bench is None or steps is None or costs is None:
         return pd.DataFrame()
-    if measured.empty or bench.empty or costs.empty or "step" not in steps:
+    if measured.empty or bench.empty or costs.empty or steps.step.isna().all():  # NaN: not recorded
         return pd.DataFrame()
     m = measured[measured.batch_size.astype(int) == 1]
     pooled, curves, out = runs_of(bench), Curves(costs), []
@@ -209,7 +209,7 @@ def sentences(df: pd.DataFrame, live: pd.DataFrame | None = None) -> list[str]:
             f"{span(gap * 100, '.0f')}% above those of the decodes the benchmark timed."
         )
     out.append(term_sentence(df))
-    if live is not None and len(live) and "error" in live:
+    if live is not None and len(live):  # measured.live_errors' rows carry error
         e = pd.concat([live.error.astype(float), df.error], ignore_index=True).dropna()
         out.append(
             f"Over every live batch-1 configuration, the benchmark's included ({len(live)} live runs and "

@@ -2,7 +2,8 @@
 (what ``build.compute`` derived from them) and ``Ctx`` (what a section's ``section(ctx)`` is given).
 
 Frozen dataclasses, one typed field per table.  An optional input file that is absent is ``None`` in
-``Inputs`` (a section that needs it says so); a table that has no rows is an empty frame in ``Tables``
+``Inputs`` (a section that needs it says so), and one that is there has every optional column the report
+reads (``results.optional``: filled by ``load``); a table that has no rows is an empty frame in ``Tables``
 (the interleaved benchmark's ``measured``, ``controls``, ``pooled_controls`` and ``spreads`` where no
 benchmark ran), so a section asks ``.empty`` and never whether a key exists.  Every field has a default,
 so a test builds the part of a context its section reads.

@@ -79,7 +79,7 @@ def short(t: Tables, runs) -> str:
 def offset_clause(rows: pd.DataFrame) -> str:
     """', with the run effect ...': the between-run spread (``results.harness``) the ranked ``rows``
     (``speedstats.answers``) carry, where a machine's reruns estimated one; '' where none did."""
-    if "run_effect" not in rows:
+    if rows.empty:  # speedstats.answers' rows carry the run effect
         return ""
     est = rows[rows.run_effect_df.fillna(0) > 0]
     if est.empty:

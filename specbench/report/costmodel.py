@@ -33,7 +33,7 @@ from . import analysis
 
 def forwards(steps: pd.DataFrame) -> pd.Series:
     """Per step, the query tokens of each draft forward (a tuple; empty without a model)."""
-    has = steps.scored.notna() if "scored" in steps else pd.Series(False, index=steps.index)
+    has = steps.scored.notna()  # NaN: steps from before ``scored`` (results.optional)
     out = pd.Series([()] * len(steps), index=steps.index, dtype=object)
     if has.any():  # each distinct ``scored`` string parsed once
         parsed = {s: tuple(int(x) for x in s.split(".")) if s else () for s in steps.scored[has].unique()}
@@ -81,8 +81,7 @@ def counts(g: pd.DataFrame) -> Counts:
     verify = np.zeros((len(prompts), len(v_sizes)))
     np.add.at(verify, (pid, np.searchsorted(v_sizes, v)), 1)
     lookup = np.zeros(len(prompts))
-    if "draft_s" in g:
-        np.add.at(lookup, pid, g.draft_s.astype(float).fillna(0).to_numpy())
+    np.add.at(lookup, pid, g.draft_s.astype(float).fillna(0).to_numpy())
     return Counts(
         emitted=np.bincount(pid, g.emitted.astype(float), len(prompts)),
         draft_sizes=d_sizes,
@@ -91,7 +90,7 @@ def counts(g: pd.DataFrame) -> Counts:
         verify=verify,
         lookup=lookup,
         steps=np.bincount(pid, minlength=len(prompts)).astype(float),
-        derived="scored" not in g or bool(g.scored.isna().any()),
+        derived=bool(g.scored.isna().any()),
     )
 
 

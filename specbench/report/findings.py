@@ -121,7 +121,7 @@ def calibration_claim(calib: pd.DataFrame) -> dict:
 
 def token_level_rules(df: pd.DataFrame) -> set | None:
     """The rules the rows declare token-level (`token_level_on`); None where no row says."""
-    if "token_level_on" not in df or df.token_level_on.isna().all():
+    if df.token_level_on.isna().all():  # analysis.prepare's rows carry it ("" where not described)
         return None
     return set(df.loc[df.token_level_on.notna(), "verify"].astype(str))
 

@@ -92,7 +92,7 @@ NEEDED = ("pair", "tree", "budget", "dataset", "verify", "n_prompts", "max_new_t
 def status(summary: pd.DataFrame) -> pd.DataFrame:
     """One row per floor: name, cells, missing, minutes the missing cells would take and decodes left
     unpriced (`shortfall`; no rows when summary.csv lacks a column the floors need)."""
-    if not set(NEEDED) <= set(summary.columns):
+    if not set(NEEDED) <= set(summary.columns) or summary.n_prompts.isna().all():  # NaN: not recorded
         return pd.DataFrame(columns=["floor", "cells", "missing", "minutes", "unpriced"])
     rows = []
     for f in FLOORS:

@@ -82,7 +82,7 @@ def per_width(rows: pd.DataFrame, counted: costmodel.StepCounts | None, costs: p
     keep = rows[(rows.engine == "replay") & (rows.temperature == 0) & (rows.budget.astype(int) > 0)]
     out = []
     costs = costs.assign(device=costtable.devices(costs))
-    ids = costs.machine_id.fillna("").astype(str) if "machine_id" in costs else pd.Series("", index=costs.index)
+    ids = costs.machine_id.fillna("").astype(str)  # costs.csv's machine, machine_id, weights: NaN where not recorded
     for (_mid, pair, dtype, device), g in costs.groupby([ids, "pair", "dtype", "device"], sort=True):
         tc, dc = (costcurve.curve(g, costcurve.AT_CONTEXT, pair, role, dtype, device) for role in ("target", "draft"))
         if tc is None:
@@ -97,8 +97,8 @@ def per_width(rows: pd.DataFrame, counted: costmodel.StepCounts | None, costs: p
             sums = pd.DataFrame([totals(c, dc is None) for _r, c in made])
             i = int(ranking.best_index(pd.DataFrame([r for r, _c in made]), priced))  # the one ranking's pick
             s, name = priced[i], label(made[i][0])
-            out.append(dict(machine=str(g.machine.iloc[0]) if "machine" in g else "", dtype=dtype, device=device,
-                            weights=str(g.weights.fillna("pretrained").iloc[0]) if "weights" in g else "pretrained",
+            out.append(dict(machine=str(g.machine.fillna("").iloc[0]), dtype=dtype, device=device,
+                            weights=str(g.weights.fillna("pretrained").iloc[0]),
                             pair=pair, dataset=ds, best=s, best_label=name,
                             secant=float(speedup(sums, np.array([r_]), np.array([m_])).max())))  # fmt: skip
     return pd.DataFrame(out)
@@ -125,8 +125,8 @@ def machine_points(costs: pd.DataFrame | None) -> pd.DataFrame:
                 "t1": t1,
                 "t_max": float(t.at(t.sizes[-1])),
                 "n_max": int(t.sizes[-1]),
-                "weights": "random" if "weights" in g and (g.weights == "random").any() else "pretrained",
-                "machine": " / ".join(sorted(set(g.machine.dropna().astype(str)))) if "machine" in g else "",
+                "weights": "random" if (g.weights == "random").any() else "pretrained",
+                "machine": " / ".join(sorted(set(g.machine.dropna().astype(str)))),
             }
         )
     return pd.DataFrame(out)
@@ -138,7 +138,7 @@ def other_points(every: pd.DataFrame | None, study: pd.DataFrame | None) -> pd.D
     if every is None or study is None or every.empty:
         return pd.DataFrame()
     rest = every.drop(index=study.index)
-    ids = rest.machine_id.fillna("").astype(str) if "machine_id" in rest else pd.Series("", index=rest.index)
+    ids = rest.machine_id.fillna("").astype(str)
     parts = [machine_points(g).assign(machine_id=m) for m, g in rest.groupby(ids, sort=True)]
     parts = [p for p in parts if len(p)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()

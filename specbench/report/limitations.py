@@ -16,13 +16,14 @@ def sizes(t: Tables, data: Inputs) -> list[str]:
     """The limits of the sample: sizes, the length cap, calibration, the machine, the default run."""
     rows = t.rows
     out = []
-    if "n_prompts" in rows and len(rows):
+    counted = len(rows) and rows.n_prompts.notna().any()  # NaN: not recorded (results.optional)
+    if counted:
         small = rows[rows.n_prompts < tables.MIN_RANKED]
         out.append(
             f"{len(small)} of {len(rows)} configurations ran fewer than {tables.MIN_RANKED} prompts (smallest "
             f"{int(rows.n_prompts.min())}); their orderings are exploratory."
         )
-    if len(ans := t.answer) and "n_prompts" in rows:
+    if len(ans := t.answer) and counted:
         out.append(
             f"{int(ans.claim.map(tables.is_ranked).sum())} of {len(ans)} answer rows (per pair, dataset and shape, "
             f"the fastest budget) carry a ranked claim (≥ {tables.MIN_RANKED} prompts, ≤ {tables.MAX_CUT:.0%} of steps "
@@ -69,14 +70,14 @@ def outputs_sentence(bench: pd.DataFrame | None, margins: pd.DataFrame | None) -
     """Per dtype, the share of the benchmark's speculative decodes whose tokens equal plain decoding's of the
     same unit and round (speed.csv's ``same_tokens``), and, where recorded (divergence_margins.csv), the
     earliest divergence and the largest top-2 logit margin at one; float32 must be 100% or this says where not."""
-    if bench is None or bench.empty or "same_tokens" not in bench:
+    if bench is None or bench.empty or bench.same_tokens.isna().all():  # NaN: not recorded (results.optional)
         return ""
     spec = bench[(bench.budget.astype(int) > 0) & bench.same_tokens.notna()]
     parts = []
     for dtype, g in spec.groupby("dtype", sort=True):
         same = g.same_tokens.astype(str).str.lower().eq("true")
         text = f"{dtype} {int(same.sum())} of {len(g)} ({same.mean():.1%})"
-        m = margins[margins.dtype == dtype] if margins is not None and "dtype" in margins else None
+        m = margins[margins.dtype == dtype] if margins is not None else None
         if m is not None and len(m):
             text += f"; earliest divergence at token {int(m.position.min())}, largest top-2 margin {m.top2_margin.max():.3f}"
         if dtype == "float32" and not same.all():
@@ -100,7 +101,7 @@ def limits(t: Tables, data: Inputs) -> list[str]:
     bench = speedstats.answer_first(t.measured)
     live, what = (bench, "The interleaved benchmark timed") if len(bench) else (t.live, "Live speed was measured for")
     if len(live):
-        b1 = live[live.batch_size.astype(float) == 1] if "batch_size" in live else live
+        b1 = live[live.batch_size.astype(float) == 1]
         pairs = sorted(set(b1.pair.astype(str)))
         cells = len(b1[["pair", "dataset"]].drop_duplicates())
         out.append(

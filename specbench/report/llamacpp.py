@@ -35,7 +35,7 @@ FIG = "llamacpp_acceptance.png"
 def runs(t: Tables) -> pd.DataFrame:
     """``t.measured``'s llama.cpp rows of answer runs at batch 1, each with its n_max and p_min."""
     m = t.measured
-    if m is None or m.empty or "engine" not in m:
+    if m is None or m.empty:  # speedstats.answers' rows name their engine
         return pd.DataFrame()
     m = speedstats.answer_first(m[(m.engine == ENGINE) & (m.batch_size.astype(int) == 1)])
     params = [tree_params(p) for p in m.tree_params]
@@ -105,7 +105,7 @@ def candidates(t: Tables, data: Inputs) -> pd.DataFrame:
         mine = mine[
             (mine.machine_id.astype(str) == str(r["machine_id"])) & (mine.max_new_tokens == r["max_new_tokens"])
         ]
-        same = mine.same_tokens.astype(str).str.lower().eq("true") if "same_tokens" in mine else pd.Series(dtype=bool)
+        same = mine.same_tokens.astype(str).str.lower().eq("true")
         out.append({**r, "same": int(same.sum()), "decodes": len(same),
                     **{f"chain_{k}": (float("nan") if chain is None else float(chain[f"acceptance_length{k}"]))
                        for k in ("", "_lo", "_hi")}})  # fmt: skip

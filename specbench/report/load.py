@@ -8,7 +8,9 @@ Every refusal is an `InputError`: one line that names the file and the fix.  Che
   equals summary.csv's ``n_steps`` (a half-copied or stale steps.csv is refused);
 - outputs.jsonl.gz (optional): every line a JSON object with config_hash, prompt_id and token_ids
   (read once, by ``results.files.read_outputs``).
-A missing optional file is no error: the sections that need it say so.
+A missing optional file is no error: the sections that need it say so.  A missing optional column is
+decided here, once (``results.optional.filled``: NaN or its documented default), so no section asks
+whether a column exists.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..core.atomic import recover
 from ..results import costcurve, costtable
 from ..results import files as result_files
 from ..results.files import OUTPUTS_FILE, STEPS_FILE, read_csv
+from ..results.optional import filled
 from . import analysis
 from .context import Inputs
 
@@ -87,10 +90,12 @@ def check_complete(path: str) -> None:
 
 
 def read_checked(path: str, reader=read_csv) -> pd.DataFrame | None:
+    """The file at ``path`` (None where absent), checked whole, with the optional columns it lacks filled
+    (``results.optional``: each decided here, once)."""
     if not os.path.isfile(path):
         return None
     check_complete(path)
-    return reader(path)
+    return filled(reader(path), path)
 
 
 def check_summary(path: str, summary: pd.DataFrame) -> None:
@@ -162,8 +167,10 @@ def load(results: str) -> Inputs:
     path = os.path.join(results, "summary.csv")
     if not os.path.isfile(path):
         raise InputError(f"{path} not found; run `python -m specbench.collect` first (or pass --results DIR)")
-    summary = read_checked(path)
+    check_complete(path)
+    summary = read_csv(path)
     check_summary(path, summary)
+    summary = filled(summary, path)  # checked as written, then its optional columns decided (results.optional)
     steps_path = os.path.join(results, STEPS_FILE)
     steps = read_checked(steps_path)
     if steps is not None:

@@ -26,7 +26,7 @@ def machine_class(machine: str) -> str:
 
 def fastest(g: pd.DataFrame) -> pd.Series:
     """A key's fastest candidate with an interval (``ranked``'s first row), else its first."""
-    has = g[g["interval"]] if "interval" in g else g
+    has = g[g["interval"]]  # speedstats.answers' rows: whether each has an interval
     return (has if len(has) else g).iloc[0]
 
 
@@ -44,8 +44,8 @@ def keys(measured: pd.DataFrame | None, with_random: bool = False) -> pd.DataFra
     best = pd.DataFrame([fastest(g) for _r, g in m.groupby("run_id", sort=True)])
     return best.assign(
         cls=best.machine.map(machine_class),
-        engine=best["engine"].fillna(ENGINE) if "engine" in best else ENGINE,
-        weights=best["weights"].fillna("pretrained") if "weights" in best else "pretrained",
+        engine=best["engine"].fillna(ENGINE),  # speedstats.answers' rows name both
+        weights=best["weights"].fillna("pretrained"),
     )
 
 

@@ -175,7 +175,7 @@ def error_sentence(speed: pd.DataFrame) -> str:
     """The projection's error (projected ÷ measured - 1) over every live batch-1 configuration with
     both, median absolute and worst, from speedup.csv: with each prompt's measured prefill counted
     (``error``, ``speedup.with_prefill``), and on decoding alone (``error_decode``) where recorded."""
-    if speed is None or speed.empty or "error" not in speed:
+    if speed is None or speed.empty:  # speedup.speed_table's rows carry error, error_decode and prefill_s
         return ""
     live = speed[(speed.batch_size.astype(int) == 1) & speed.error.notna()]
     if live.empty:
@@ -187,10 +187,10 @@ def error_sentence(speed: pd.DataFrame) -> str:
 
     decode = (
         f"; on decoding alone (prefill left out, as the projections in the tables are) {spread('error_decode')}"
-        if "error_decode" in live and live.error_decode.notna().all()
+        if live.error_decode.notna().all()
         else ""
     )
-    pre = live.prefill_s.dropna() if "prefill_s" in live else pd.Series(dtype=float)
+    pre = live.prefill_s.dropna()
     counted = (
         f", counting each prompt's prefill as the plain run measured it ({pre.min():.2f}–{pre.max():.2f} s of "
         "target forward per prompt; the draft's: speed.md)"
@@ -262,7 +262,7 @@ def host_clause(own: pd.DataFrame, t: Tables) -> str:
 
 def live_errors(speed: pd.DataFrame | None) -> pd.DataFrame:
     """speedup.csv's live batch-1 rows with their own error (prefill counted)."""
-    if speed is None or speed.empty or "error" not in speed:
+    if speed is None or speed.empty:
         return pd.DataFrame(columns=["error"])
     return speed[(speed.engine == "live") & (speed.batch_size.astype(int) == 1) & speed.error.notna()]
 

@@ -28,7 +28,7 @@ def fig_accept_hist(cross: pd.DataFrame, rows: pd.DataFrame) -> figures.Fig | No
     """Acceptance-length histograms (accept_hist) at the cross-pair setting most pairs share (per
     dataset and dtype: the shape most pairs ran, its middle budget): small multiples, one panel per
     pair in its palette colour, one hatch per dataset."""
-    if cross.empty or "accept_hist" not in rows:
+    if cross.empty or rows.accept_hist.isna().all():  # NaN: not recorded (results.optional)
         return None
     hist = dict(zip(rows.config_hash, rows.accept_hist))
     picks = []

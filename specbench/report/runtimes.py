@@ -22,12 +22,8 @@ def run_times(times: pd.DataFrame | None, costs: pd.DataFrame | None = None) -> 
     each model's widest forward on its ``costcurve.CEILING`` curve of ``costs``)."""
     if times is None or times.empty:
         return "_results/run_times.csv is absent: the steps' wall times of `bash run_all.sh` were not recorded._"
-    ids = (
-        times.machine_id.astype(object).fillna("").astype(str)
-        if "machine_id" in times
-        else pd.Series("", index=times.index)
-    )
-    latest = ids[times.run.astype(str) == times.run.astype(str).max()].iloc[0] if "run" in times else ""
+    ids = times.machine_id.astype(object).fillna("").astype(str)  # NaN where not recorded (results.optional)
+    latest = ids[times.run.astype(str) == times.run.astype(str).max()].iloc[0]
     order = [latest, *sorted(set(ids) - {latest})]  # the latest run's machine first, each machine its own table
     return "\n\n".join(_machine_table(times[ids == m], costs, m) for m in order)
 
@@ -37,10 +33,8 @@ def chains(times: pd.DataFrame) -> pd.Series:
     before it was recorded: a run that names its machine is its own (each was a whole default run); the
     runs that name none are one chain, as they were reported."""
     run = pd.to_numeric(times.run, errors="coerce").astype("Int64").astype(str)
-    named = times.machine_id.notna() if "machine_id" in times else pd.Series(False, index=times.index)
+    named = times.machine_id.notna()
     legacy = run.where(named, "")
-    if "chain" not in times:
-        return legacy
     chain = pd.to_numeric(times.chain, errors="coerce")
     return chain.astype("Int64").astype(str).where(chain.notna(), legacy)
 
@@ -48,15 +42,15 @@ def chains(times: pd.DataFrame) -> pd.Series:
 def _machine_table(times: pd.DataFrame, costs: pd.DataFrame | None, machine_id: str) -> str:
     """One machine's latest chain of runs (per step the run that did its work), named by the machine (or as
     not recorded), and the machine's earlier chains' totals."""
-    name = times.machine.dropna().astype(str).iloc[0] if "machine" in times and times.machine.notna().any() else ""
+    name = times.machine.dropna().astype(str).iloc[0] if times.machine.notna().any() else ""
     where = f"on {name}" if name else "on a machine its rows do not name (runs from before they recorded it)"
-    if machine_id and costs is not None and "machine_id" in costs:
+    if machine_id and costs is not None:
         costs = costcurve.of_machine(costs, machine_id)
     chain = chains(times)
-    latest = chain[pd.to_numeric(times.run, errors="coerce").idxmax()] if "run" in times else ""
+    latest = chain[pd.to_numeric(times.run, errors="coerce").idxmax()]
     earlier = _earlier(times[chain != latest], chain[chain != latest])
     times = times[chain == latest]
-    runs = times.run.nunique() if "run" in times else 1
+    runs = times.run.nunique()
     per = times.loc[times.groupby("step", sort=False).seconds.idxmax()].reset_index(drop=True)
     per = per.reindex(columns=[*per.columns, *(c for c in CEILING if c not in per)])
     setup = per.step.astype(str).str.startswith(SETUP_STEP)

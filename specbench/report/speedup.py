@@ -132,7 +132,7 @@ def match_baseline(base: pd.DataFrame, r, keys=BASELINE_MATCH) -> dict | None:
 def measured_speedup(df: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     """Live configs with tokens_per_s beside their live baseline: measured = ratio of tokens_per_s."""
     base = analysis.baselines(summary)
-    if base.empty or "tokens_per_s" not in df or "engine" not in df:
+    if base.empty:  # tokens_per_s: NaN where summary.csv does not record it (results.optional)
         return pd.DataFrame()
     base = base[(base.engine == "live") & base.tokens_per_s.notna()]
     rows = []
@@ -222,7 +222,7 @@ def prefill_seconds(steps: pd.DataFrame | None, hashes) -> pd.Series:
     """Per plain-decoding run (config_hash): the target's prefill per prompt as that run measured it, the
     mean over prompts of its first step's verify seconds (the prompt's forward) less the median of its
     later steps' (one token each)."""
-    if steps is None or "verify_s" not in steps or "step" not in steps:
+    if steps is None:  # verify_s, step: NaN where not recorded (results.optional)
         return pd.Series(dtype=float)
     b = steps[steps.config_hash.isin(set(hashes)) & steps.verify_s.notna()]
     first, later = b[b.step == 0], b[b.step > 0]
@@ -237,7 +237,7 @@ def with_prefill(out: pd.DataFrame, steps: pd.DataFrame | None, costs: pd.DataFr
     Nothing is fitted: both terms are measured forward times."""
     out = out.assign(prefill_s=np.nan, projected_request=out.projected)
     live = (out.engine == "live") & (out.batch_size.fillna(1).astype(int) == 1) & out.projected.notna()
-    if "baseline_hash" not in out or costs is None or not live.any():
+    if costs is None or not live.any():  # out: speed_table's, with each row's baseline_hash
         return out
     pre = prefill_seconds(steps, out.baseline_hash[live].dropna())
     # each (pair, role, dtype, device) curve built once: many rows share one
@@ -280,7 +280,7 @@ def with_benchmark(table: pd.DataFrame, measured: pd.DataFrame | None, study: di
     (``results.speedstats.answers``: the one number every page shows), blank where the benchmark has none.
     ``measured`` stays a single live run's reading, without an interval."""
     m = measured if measured is not None else pd.DataFrame()
-    if m.empty or table.empty or "tree_params" not in m:
+    if m.empty or table.empty:  # speedstats.answers' rows and speed_table's both carry tree_params
         return table.assign(**{c: float("nan") for c in BENCH_COLUMNS})
     m = m[
         np.asarray(costcurve.at_home(m, study), bool) & m["interval"].astype(bool) & (m.tree_params.astype(str) == "{}")
@@ -290,7 +290,7 @@ def with_benchmark(table: pd.DataFrame, measured: pd.DataFrame | None, study: di
     m = m.sort_values("run_id").drop_duplicates(BENCH_KEY, keep="last")
     keys = {k: table[k].astype(str) for k in BENCH_KEY}
     right = m[BENCH_KEY + BENCH_COLUMNS].astype({k: str for k in BENCH_KEY})
-    plain = table.tree_params.astype(str) == "{}" if "tree_params" in table else True
+    plain = table.tree_params.astype(str) == "{}"
     out = table.assign(**keys).merge(right, on=BENCH_KEY, how="left")
     out.loc[~pd.Series(plain, index=out.index), BENCH_COLUMNS] = float("nan")
     return out.assign(**{k: table[k].to_numpy() for k in BENCH_KEY})

@@ -112,8 +112,8 @@ def identities(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
         return pd.DataFrame()
     d = df.assign(fp=df.config_hash.map(fp)).dropna(subset=["fp"])
     rows = []
-    size = "tree_budget" if "tree_budget" in d else "budget"  # a cost-aware Sequoia: the size it built
-    for _, g in d.groupby(analysis.GROUP + ["temperature", size, "fp"], sort=True):
+    # tree_budget (analysis.with_built): a cost-aware Sequoia's built size, else its budget
+    for _, g in d.groupby(analysis.GROUP + ["temperature", "tree_budget", "fp"], sort=True):
         if g.config_hash.nunique() < 2:
             continue
         g = g.sort_values(["tree", "verify", "shape", "config_hash"], kind="mergesort")
@@ -146,12 +146,13 @@ def calibration(df: pd.DataFrame, sums: pd.DataFrame, vector: pd.DataFrame | Non
     rows = []
     for r in df[df.tree == "sequoia"].to_dict("records"):
         p = analysis.params_of(r.get("tree_params"))
-        ds, pid = str(p.get("calib_dataset", r["dataset"])), str(p.get("calib_pair_id", r.get("pair_id", "")))
+        own = r["pair_id"] if pd.notna(r["pair_id"]) else ""  # NaN: not recorded (results.optional)
+        ds, pid = str(p.get("calib_dataset", r["dataset"])), str(p.get("calib_pair_id", own))
         scored = set(compare.prompts_of(sums, r["config_hash"]))
         calib = None
-        if vector is not None and "prompt_ids" in vector:
+        if vector is not None and vector.prompt_ids.notna().any():  # NaN: not recorded (results.optional)
             v = vector[vector.dataset.astype(str) == ds]
-            if "pair_id" in v and pid:
+            if pid and vector.pair_id.notna().any():  # the files record pair ids
                 v = v[v.pair_id.astype(str) == pid]
             calib = {x for cell in v.prompt_ids.dropna().astype(str) for x in cell.split(";") if x} or None
         shared = len(calib & scored) if calib is not None else None
@@ -310,7 +311,7 @@ def setup_pairs(summary: pd.DataFrame) -> pd.DataFrame:
         ]
         prompts = (
             "; ".join(f"{ds} {int(x.n_prompts.max())}" for ds, x in g.groupby("dataset", sort=True))
-            if "n_prompts" in g
+            if g.n_prompts.notna().any()  # NaN: summary.csv from before it was recorded (results.optional)
             else "not recorded"
         )
         rows.append(
@@ -318,7 +319,7 @@ def setup_pairs(summary: pd.DataFrame) -> pd.DataFrame:
                 pair=pair,
                 dtype=dtype,
                 draft=g.get("draft", pd.Series(["?"])).iloc[0],
-                target=g.get("target", pd.Series(["?"])).iloc[0],
+                target=g.target.fillna("?").iloc[0],  # NaN: not recorded (results.optional)
                 engines="; ".join(engine_words(e) for e in sorted(g.engine.astype(str).unique())),
                 quant="; ".join(quant) if quant else "not recorded",
                 prompts=prompts,

@@ -73,10 +73,10 @@ def points(t: Tables, dtypes: set, here: bool = False) -> pd.DataFrame:
     """The measured machine points (costs.csv's), one per device and pair: the answer's dtype's
     (``dtypes``); this machine's (``here``) or the others'."""
     pts = t.points
-    if "device" not in pts:
+    if pts.empty:  # no cost curves (hardware.machine_points: every row has its device and dtype)
         return pd.DataFrame(columns=["device", "pair"])
     pts = pts[(pts.device == "cpu") == here]
-    pts = pts[pts.dtype.isin(dtypes)] if dtypes and "dtype" in pts else pts
+    pts = pts[pts.dtype.isin(dtypes)] if dtypes else pts
     return pts.drop_duplicates(["device", "pair"])
 
 
@@ -135,7 +135,7 @@ def repeat_spread(costs: pd.DataFrame | None, dev: str, dtypes: set) -> str:
     """'cost points of 11 repeats each, IQR a median 35% of the median (up to 80%)'."""
     c = costs[costtable.devices(costs).astype(str) == dev] if costs is not None else pd.DataFrame()
     c = c[c.dtype.isin(dtypes)] if dtypes and len(c) else c
-    if c.empty or "seconds_q75" not in c:
+    if c.empty or c.seconds_q75.isna().all():  # costs.csv before spreads were recorded (results.optional)
         return "each cost point timed once"
     rel = (c.seconds_q75 - c.seconds_q25) / c.seconds
     return (
@@ -147,7 +147,7 @@ def repeat_spread(costs: pd.DataFrame | None, dev: str, dtypes: set) -> str:
 def hardware_sentence(t: Tables, rec: pd.DataFrame, envs: dict, costs: pd.DataFrame | None = None) -> list[str]:
     """Per other measured machine: its curve against this one's (its repeats' spread), the modelled best
     there, and what a speed benchmark on random weights measured there (``benchcheck.timing_only_sentences``)."""
-    out, dtypes = [], set(rec.dtype) if "dtype" in rec else set()
+    out, dtypes = [], set(rec.dtype) if len(rec) else set()  # recommended: answer rows, each with its dtype
     cpu = points(t, dtypes, here=True)
     for dev, g in points(t, dtypes).groupby("device", sort=True):
         here = cpu[cpu.pair.isin(g.pair)].set_index("pair")

@@ -75,7 +75,7 @@ def fig_mode_gains(gains: pd.DataFrame) -> figures.Fig | None:
 
 
 def fig_lossy(gains: pd.DataFrame) -> figures.Fig | None:
-    if gains.empty or "first_token_tv" not in gains:
+    if gains.empty:  # its rows' first_token_tv: NaN where summary.csv does not record it (results.optional)
         return None
     lossy = gains[~gains.lossless_b & gains.first_token_tv.notna()]
     if lossy.empty:

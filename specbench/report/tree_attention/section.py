@@ -102,8 +102,8 @@ def recheck(w: pd.DataFrame, again: pd.DataFrame | None) -> str:
         "attention.csv are timing noise of its multi-threaded run on a shared machine, not a property of the "
         "kernels; read attention.csv's ratios to within that noise."
     )
-    thr = int(k.threads.iloc[0]) if "threads" in k else 1
-    t0 = int(w.get("threads", pd.Series([0])).iloc[0]) if "threads" in w else None
+    thr = int(k.threads.iloc[0])  # attention_threads1.csv: 1 where not recorded (results.optional)
+    t0 = int(w.threads.iloc[0])  # attention.csv's: 0 where not recorded
     return (
         f"**Re-measured with {thr} torch thread** (results/attention_threads1.csv, "
         f"{int(k.repeats.min()) if 'repeats' in k else '?'}+ repeats per point, batch 1; fused / sequential ms "
@@ -132,8 +132,7 @@ def markdown(att: pd.DataFrame | None, again: pd.DataFrame | None, links: dict[s
     if kern.empty:
         return "_results/attention.csv is absent: run `python -m specbench.attention_bench`._"
     w = wide(kern)
-    if "threads" in kern:
-        w["threads"] = int(kern.threads.iloc[0])
+    w["threads"] = int(kern.threads.iloc[0])
     cells = stats.fused_cells(kern)
     sp = stats.speedups(kern, cells)
     mv = stats.model_view(att)

@@ -24,16 +24,16 @@ def kernels(att: pd.DataFrame | None) -> pd.DataFrame:
     """The kernel-level rows of results/attention.csv (empty where it is absent or lacks timings)."""
     if att is None or att.empty or not {"impl", "median_s"} <= set(att.columns):
         return pd.DataFrame()
-    return one_machine(att[att.level == "kernel"] if "level" in att else att)
+    return one_machine(att[att.level == "kernel"])  # a file without levels: kernel rows (results.optional)
 
 
 def roof_frac(k: pd.DataFrame) -> tuple[pd.Series | None, str]:
     """Each row's fraction of its roofline and where the roof comes from (None: not recorded)."""
-    if "roofline_frac" in k and k.roofline_frac.notna().any():
+    if k.roofline_frac.notna().any():
         return k.roofline_frac, "max(bytes moved ÷ measured copy bandwidth, FLOPs ÷ measured matmul peak)"
-    if "bw_frac" in k and k.bw_frac.notna().any():
+    if k.bw_frac.notna().any():
         return k.bw_frac, "bytes moved ÷ measured copy bandwidth"
-    if {"bytes_moved", "bandwidth_gbs"} <= set(k):
+    if k.bytes_moved.notna().any() and k.bandwidth_gbs.notna().any():  # NaN where not recorded
         return k.bytes_moved / (k.bandwidth_gbs * 1e9) / k.median_s, "bytes moved ÷ measured copy bandwidth"
     return None, ""
 
@@ -47,8 +47,8 @@ def fused_cells(kern: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     roof, _ = roof_frac(f)
     f["roof"] = roof if roof is not None else np.nan
-    f["rel_iqr"] = f["iqr_s"] / f.median_s if "iqr_s" in f else np.nan
-    f["reps"] = f["repeats"] if "repeats" in f else np.nan
+    f["rel_iqr"] = f["iqr_s"] / f.median_s
+    f["reps"] = f["repeats"]
     g = f.groupby(CELL, sort=True)
     out = g.agg(
         fused_ms=("median_s", "median"),
@@ -72,12 +72,11 @@ def speedups(kern: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     w = kern.pivot_table(index=CELL + ["shape"], columns="impl", values="median_s", aggfunc="median")
     sp = (w.sequential / w.fused).dropna().rename("speedup").reset_index()
-    if {"n_branches", "branch_tokens", "nodes"} <= set(kern):
-        geo = kern[kern.impl == "fused"].drop_duplicates(CELL + ["shape"])
-        geo = geo[CELL + ["shape", "n_branches", "branch_tokens", "nodes"]]
-        sp = sp.merge(geo, on=CELL + ["shape"], how="left")
-        sp["reread"] = (sp.n_branches * sp.kv_len + sp.branch_tokens) / (sp.kv_len + sp.nodes)
-        sp["recompute"] = sp.branch_tokens / sp.nodes
+    geo = kern[kern.impl == "fused"].drop_duplicates(CELL + ["shape"])  # NaN where not recorded
+    geo = geo[CELL + ["shape", "n_branches", "branch_tokens", "nodes"]]
+    sp = sp.merge(geo, on=CELL + ["shape"], how="left")
+    sp["reread"] = (sp.n_branches * sp.kv_len + sp.branch_tokens) / (sp.kv_len + sp.nodes)
+    sp["recompute"] = sp.branch_tokens / sp.nodes
     if not cells.empty:
         sp = sp.merge(cells[CELL + ["spread"]], on=CELL, how="left")
         sp["noise"] = np.maximum(sp.speedup, 1 / sp.speedup) <= sp.spread
@@ -102,14 +101,14 @@ def axis_effects(cells: pd.DataFrame) -> dict[str, tuple[float, float, int, int]
 
 def model_view(att: pd.DataFrame | None) -> pd.DataFrame:
     """The real model's rows, one per shape: tree (one forward) and per-branch seconds, their ratio."""
-    if att is None or "level" not in att or not (att.level == "model").any():
+    if att is None or not (att.level == "model").any():
         return pd.DataFrame()
     m = one_machine(att[att.level == "model"])
     w = m.pivot_table(index="shape", columns="impl", values="median_s", aggfunc="median")
     if not {"model_tree", "model_branches"} <= set(w):
         return pd.DataFrame()
-    keep = [c for c in ("kv_len", "tree_size", "dtype", "nodes", "n_branches", "branch_tokens", "repeats", "note")]
-    info = m.drop_duplicates("shape").set_index("shape")[[c for c in keep if c in m]]
+    keep = ["kv_len", "tree_size", "dtype", "nodes", "n_branches", "branch_tokens", "repeats", "note"]
+    info = m.drop_duplicates("shape").set_index("shape")[keep]
     out = info.join(w[["model_tree", "model_branches"]]).reset_index()
     out["ratio"] = out.model_branches / out.model_tree
     return out.dropna(subset=["ratio"]).sort_values("shape").reset_index(drop=True)

@@ -47,11 +47,10 @@ def roof_sentence(kern: pd.DataFrame, cells: pd.DataFrame) -> str:
     if roof is None or cells.roof.isna().all():
         return "_No roofline is recorded (attention.csv lacks roofline_frac, bw_frac and bytes_moved)._"
     machine = ""
-    if "bandwidth_gbs" in f and f.bandwidth_gbs.notna().any():
+    if f.bandwidth_gbs.notna().any():
         machine = f"{f.bandwidth_gbs.median():.1f} GB/s copy bandwidth"
-        if "peak_gflops" in f:
-            peaks = f.groupby("dtype").peak_gflops.median().dropna()
-            machine += "".join(f", {dt} matmul {v:.0f} GFLOP/s" for dt, v in peaks.items())
+        peaks = f.groupby("dtype").peak_gflops.median().dropna()
+        machine += "".join(f", {dt} matmul {v:.0f} GFLOP/s" for dt, v in peaks.items())
         machine = f" ({machine}; columns bandwidth_gbs, peak_gflops)"
     by_dt = [
         f"{dt} a median {pct(g.roof.median())} ({pct(g.roof.min())}–{pct(g.roof.max())}; "
@@ -107,7 +106,7 @@ def spread_sentence(cells: pd.DataFrame, sp: pd.DataFrame) -> str:
         f"{int(worst.kv_len)}, N={int(worst.tree_size)}): the run-to-run drift of this shared machine, not the "
         "repeats' IQR, is the noise, and every ratio below is read against that spread of its own cell."
     )
-    if sp.empty or "noise" not in sp or "n_branches" not in sp:
+    if sp.empty or sp.n_branches.isna().all():  # no tree geometry recorded
         return text
     br = sp[sp.n_branches > 1]
     out = br[~br.noise]
@@ -132,7 +131,7 @@ def _moves(a: float, b: float) -> str:
 
 
 def why_sentence(kern: pd.DataFrame, sp: pd.DataFrame) -> str:
-    if sp.empty or "reread" not in sp:
+    if sp.empty:
         return ""
     br = sp[sp.n_branches > 1]
     if len(br) < 3:
@@ -202,10 +201,10 @@ def model_text(mv: pd.DataFrame, sp: pd.DataFrame) -> str:
         str(x)
         for x in (
             r0.get("note", ""),
-            f"KV {int(r0['kv_len'])}" if "kv_len" in mv else "",
-            f"N={int(r0['tree_size'])}" if "tree_size" in mv else "",
+            f"KV {int(r0['kv_len'])}",
+            f"N={int(r0['tree_size'])}",
             r0.get("dtype", ""),
-            f"{int(r0['repeats'])} repeats" if "repeats" in mv else "",
+            f"{int(r0['repeats'])} repeats" if pd.notna(r0["repeats"]) else "",
         )
         if x
     )
