@@ -32,7 +32,7 @@ from specbench.inputs import llamacpp
 from specbench.inputs.data import as_spec
 from specbench.inputs.datasets import DATASETS
 from specbench.inputs.machine import identity
-from specbench.results.files import read_csv
+from specbench.results.files import read_speed
 from specbench.study.job.launch import pair_config
 from specbench.study.tools.llamaserver import LlamaServer
 
@@ -43,7 +43,7 @@ def load() -> str:
 
 
 def committed_plain(args, machine_id: str) -> pd.DataFrame:
-    s = read_csv(args.results)
+    s = read_speed(args.results, strict=False)  # as it read it: parsed alone (a measurement script)
     rows = s[(s.machine_id == machine_id) & (s.pair == args.pair) & (s.dataset == args.dataset)]
     rows = rows[(rows.candidate == "plain") & (rows.batch_size == 1)]
     if rows.empty:

@@ -168,7 +168,7 @@ def load(results: str) -> Inputs:
     if not os.path.isfile(path):
         raise InputError(f"{path} not found; run `python -m specbench.collect` first (or pass --results DIR)")
     check_complete(path)
-    summary = read_csv(path)
+    summary = result_files.read_summary(path, strict=False)  # parsed, then checked as collect's --out is
     check_summary(path, summary)
     summary = filled(summary, path)  # checked as written, then its optional columns decided (results.optional)
     steps_path = os.path.join(results, STEPS_FILE)

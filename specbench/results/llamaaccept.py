@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .files import read_csv
 from .metrics import paired_bootstrap
 
 FILE = "acceptance_llamacpp.csv"
@@ -30,6 +31,12 @@ SETTING = ["spec_type", "size_n", "n_max", "p_min", "n_min"]
 DRAFT_SIMPLE, OWN = "draft-simple", "ngram"  # the spec_type of rows without one; specbench's own drafter
 MIN_PROMPTS = 10  # as the fixed comparisons: no interval from fewer
 N_BOOT = 10_000
+
+
+def read(path: str) -> pd.DataFrame:
+    """acceptance_llamacpp.csv as its tool reads it (``study.tools.accept_llamacpp``: a rerun's rows, and under
+    the lock before its rows are merged in): the specbench CSV (``files.read_csv``), identifier columns as text."""
+    return read_csv(path)
 
 
 def newest(rows: pd.DataFrame) -> pd.DataFrame:

@@ -49,7 +49,7 @@ from omegaconf import DictConfig
 from ... import CONF_DIR
 from ...engine import replay
 from ...inputs import llamacpp, machine
-from ...results.files import read_csv
+from ...results import llamaaccept
 from ...results.upsert import replace_rows, upsert
 from ..job import argv, identity, jobfiles, toolopts
 from ..job.context import context
@@ -131,7 +131,7 @@ def rereplay(job, out: str) -> list[dict]:
     are): the replay is deterministic, so a change to it needs no server.  Refused in one line where no such
     run exists or its prompts are not this job's."""
     path = os.path.join(out, FILE)
-    rows = read_csv(path) if os.path.exists(path) else pd.DataFrame()
+    rows = llamaaccept.read(path) if os.path.exists(path) else pd.DataFrame()
     me, label = machine.identity("cpu")["machine_id"], identity.job_identity(job).dataset_label or job.dataset.name
     if len(rows):
         rows = rows[(rows.machine_id.astype(str) == str(me)) & (rows.pair == job.pair.name)
@@ -166,7 +166,7 @@ def replayed(job, cands: list, prompts) -> list[dict]:
 
 def write(out: str, rows: list[dict]) -> None:
     """The run's rows into ``out``/acceptance_llamacpp.csv, every other run's kept (read strictly first)."""
-    upsert(os.path.join(out, FILE), partial(replace_rows, new=pd.DataFrame(rows), key=["run_id"]), read_csv)
+    upsert(os.path.join(out, FILE), partial(replace_rows, new=pd.DataFrame(rows), key=["run_id"]), llamaaccept.read)
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")

@@ -267,13 +267,13 @@ TINY_UNITS = [("local", "smoke", ["chain/2", "binary/2"])]
 def answer_units(results_dir: str) -> list[tuple[str, str, list[str]]]:
     """UNITS with their benchmark candidates (``study.tools.validate.speed_picks`` on the committed
     projections); a pair x dataset without a projection is left out."""
-    from ...results.files import read_csv  # start-up: pandas, for the plan only; the shell calls `get` many times
+    from ...results.files import read_speedup  # start-up: pandas, for the plan only; the shell calls `get` many times
     from . import validate  # heavy: torch (the tree registry), only for the real profile
 
     path = os.path.join(results_dir, "speedup.csv")
     if not os.path.isfile(path):
         refuse(f"--results: {path} not found; run python -m specbench.report first")
-    speed = read_csv(path)
+    speed = read_speedup(path, strict=False)  # lenient: speed_picks takes what it finds
     out = []
     for pair, ds in UNITS:
         try:
@@ -321,13 +321,13 @@ def recorded_steps(results_dir: str, machine_id, steps: tuple[str, ...]) -> tupl
     """Per step prefix (``COLLECT_STEP``, ``REPORT_STEP``), the median seconds of this machine's recorded steps
     whose message starts with it in results/run_times.csv (a step skipped by its marker records 0 and is left
     out), None where it has none; the file read once."""
-    from ...results.files import read_csv  # start-up: pandas, for the plan only; the shell calls `get` many times
+    from ...results.files import read_run_times  # start-up: pandas, for the plan only; the shell calls `get` often
 
     path = os.path.join(results_dir, "run_times.csv")
     if not machine_id or not os.path.isfile(path):
         return tuple(None for _ in steps)
     try:
-        t = read_csv(path)
+        t = read_run_times(path, strict=False)  # lenient: a file without the columns is no record
     except (OSError, ValueError) as e:  # a cut or garbled file (pandas' parser errors are ValueErrors)
         refuse(f"--results: {path}: not a readable run-times CSV ({type(e).__name__}); restore it: git checkout {path}")
     if not {"machine_id", "step", "seconds"} <= set(t.columns):

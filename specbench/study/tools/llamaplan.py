@@ -145,13 +145,14 @@ def inputs(prof: Profile, rec: dict, dtype: str, results_dir: str, units, gguf: 
     return Llama(pair, dataset, tok, tok, prompt, points, "specbench's plain decoding here (a bound: none measured)")
 
 
-def _mine(path: str, mid: str, pair: str, need: set):
-    """This machine's llama.cpp rows of ``pair`` in ``path``; None where none (or the file lacks ``need``)."""
-    from ...results.files import read_csv  # start-up: pandas, for the plan only
+def _mine(path: str, mid: str, pair: str, need: set, costs: bool = False):
+    """This machine's llama.cpp rows of ``pair`` in ``path``, speed.csv (costs.csv with ``costs``) read by its
+    definition's lenient read (no schema check: the columns checked here); None where none (or the file lacks ``need``)."""
+    from ...results import costtable, files  # start-up: pandas, for the plan only
 
     if not os.path.isfile(path):
         return None
-    t = read_csv(path)
+    t = costtable.read_checked(path, strict=False) if costs else files.read_speed(path, strict=False)
     if not need | {"engine", "machine_id", "pair"} <= set(t.columns):
         return None
     t = t[(t.engine.astype(str) == "llamacpp") & (t.machine_id.astype(str) == mid) & (t.pair.astype(str) == pair)]
@@ -178,7 +179,7 @@ def _speed(path: str, mid: str, pair: str, tokens: int) -> tuple[float, float] |
 def _curve(path: str, mid: str, pair: str, prof: Profile) -> dict | None:
     """Route 2's seconds from this machine's llama.cpp cost curve: t1, d1 (1-token forwards at the deepest KV), the
     prompt's, and the points costs_llamacpp measures; None without both roles' 1-token points."""
-    c = _mine(path, mid, pair, {"role", "kv_len", "n_tokens", "seconds"})
+    c = _mine(path, mid, pair, {"role", "kv_len", "n_tokens", "seconds"}, costs=True)
     if c is None:
         return None
     deep = c[c.kv_len == c.kv_len.max()]

@@ -50,7 +50,7 @@ from ...core.atomic import os_line
 from ...results import acceptcheck, schemas
 from ...results.acceptcheck import COLUMNS, SAME, verdict
 from ...results.columns import tree_params
-from ...results.files import read_csv
+from ...results.files import read_csv, read_steps, read_summary
 from ...results.upsert import replace_rows, upsert
 from .ceiling import read_machine
 from .sizes import STRATA, continuation_key, models, params, run_prompts  # noqa: F401  (run_prompts: its API)
@@ -100,7 +100,7 @@ def cost_rank(rows: pd.DataFrame) -> pd.DataFrame:
 
 def sample(path: str) -> pd.DataFrame:
     """The fixed stratified sample of ``path``'s greedy rows (see the module docstring)."""
-    rows = cost_rank(greedy(read_csv(path)))
+    rows = cost_rank(greedy(read_summary(path, strict=False)))  # checked as text by sample_file
     seen: set = set()
     conts: set = set()
     picked = []
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     check_out(args.out, "--out")
     try:
         read_out(args.out)  # a garbled destination: refused before the comparison's work (and again under the lock)
-        check = compare(read_csv(path), read_csv(steps_path), args.runs)
+        check = compare(read_summary(path, strict=False), read_steps(steps_path, strict=False), args.runs)
         if not check.empty:
             check = check.assign(**where(machine))
             upsert(args.out, lambda old: kept_beside(old, check), read_out)

@@ -38,7 +38,7 @@ from collections import defaultdict
 import pandas as pd
 
 from ...core.args import Parser, refuse
-from ...results.files import output_rows, read_csv, read_outputs
+from ...results.files import output_rows, read_csv, read_outputs, read_summary
 from .recheck import cost_rank, greedy, job_line, sample_file
 
 RUN = ("target", "dataset", "batch_size", "n_prompts", "max_new_tokens", "dtype")  # a batched run
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         if name == "stale":
             p.add_argument("--runs", required=True, help="the folder the reference jobs wrote")
     args = ap.parse_args(argv)
-    summary = read_csv(sample_file(args.results))
+    summary = read_summary(sample_file(args.results), strict=False)  # checked as text by sample_file
     if args.cmd == "references":
         print("\n".join(references(summary, args.cache)))
         return 0
