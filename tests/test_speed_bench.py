@@ -257,7 +257,7 @@ def test_runs_whose_orders_let_an_order_effect_stand_are_pooled_apart():
     same = {"plain": 2.0, ss.PLAIN_AA: 2.0, "binary N=3": 1.2, "binary N=3 (twin)": 1.2}
     abba = [table(same, noise=0.01, seed=i, run=f"a{i}") for i in range(6)]
     old = [table({**same, "binary N=3": 1.2 * 1.02}, noise=0.01, seed=i, run=f"o{i}", abba=False) for i in range(6)]
-    assert {ss.order_design(r) for r in abba} == {ss.ABBA} and {ss.order_design(r) for r in old} == {ss.UNBALANCED}
+    assert {rc.order_design(r) for r in abba} == {ss.ABBA} and {rc.order_design(r) for r in old} == {ss.UNBALANCED}
     p = rc.pooled_controls(pd.concat(abba + old, ignore_index=True)).set_index(["orders", "control"])
     assert p.lo[ss.ABBA, "twin"] < 0 < p.hi[ss.ABBA, "twin"] and p.lo[ss.UNBALANCED, "twin"] > 0
     first, earlier = controls.pooled_sentences(Tables(pooled_controls=p.reset_index()))

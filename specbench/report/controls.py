@@ -118,7 +118,7 @@ POOLED_NAMES = {
 }
 
 
-POOLED_ORDERS = {  # how a pooled sentence names its runs' order design (``speedstats.order_design``)
+POOLED_ORDERS = {  # how a pooled sentence names its runs' order design (``runcontrols.order_design``)
     speedstats.ABBA: "in ABBA orders",
     speedstats.UNBALANCED: (
         "before ABBA orders, each unit in one random order, so an order effect within a unit does not cancel "

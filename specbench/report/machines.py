@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..results import speedstats
+from ..results import ranking, speedstats
 from .context import Tables
 from .markdown import table
 
@@ -59,7 +59,7 @@ def classes(measured: pd.DataFrame) -> pd.DataFrame:
         k.groupby(["cls", "dtype", "engine", "weights"], sort=True) if len(k) else []
     ):
         ok = best[best.controls_hold & best.lo.notna()]
-        top = speedstats.surest(best)
+        top = ranking.surest(best)
         out.append(dict(
             machine=cls, dtype=dtype, engine=engine, weights=weights, keys=len(best), ranked=len(ok),
             pays=int(ok.pays.sum()), failed=int((~best.controls_hold & best.lo.notna()).sum()),

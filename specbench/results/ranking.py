@@ -12,7 +12,8 @@ missing value last), then by more tokens per step, then the smaller budget, then
 rows equal on all of these keep their order.
 
 The interleaved benchmark's answer among candidates with intervals (the ties, the pick rule) is
-``speedstats``'s, not this.
+``speedstats``'s, not this; across its keys' answers, the best by the interval's lower end is ``surest`` (the
+TL;DR's answer per machine class).
 """
 
 from __future__ import annotations
@@ -80,3 +81,11 @@ def best_index(rows: pd.DataFrame, values: np.ndarray) -> np.ndarray:
     rank[later._pos.to_numpy()] = np.arange(len(rows))
     rank = rank.reshape(-1, *[1] * (values.ndim - 1))
     return np.argmin(np.where(v == v.max(axis=0), rank, np.inf), axis=0)
+
+
+def surest(keys: pd.DataFrame) -> dict | None:
+    """Of benchmark keys' rows (each key's fastest), the best across keys: among those ranked (controls hold,
+    an interval) the highest lower end of the interval, then the faster; None where none is ranked (the
+    TL;DR's answer per machine class: a tree only where that interval is above 1x)."""
+    ok = keys[keys.controls_hold & keys.lo.notna()]
+    return ok.sort_values(["lo", "speedup"], ascending=False).iloc[0].to_dict() if len(ok) else None

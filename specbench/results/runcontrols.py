@@ -4,7 +4,8 @@ One run's controls (``speedstats.controls``) see only what varies between its un
 run of one machine they show two things one run cannot: a lean of a few percent that the first-named
 copy keeps in every run (``pooled_controls``: a binomial test over units and runs, and a t interval
 over runs), and how often a run's own interval missed its control (``_misses``: the binomial count
-that the run effect of ``results.harness`` adds to every interval).  ``tables`` assembles the report's measured
+that the run effect of ``results.harness`` adds to every interval), from each run's own controls and order
+design (``own_controls``, ``order_design``: ABBA or not).  ``tables`` assembles the report's measured
 answer, its controls and these, computing the runs' own controls once.
 """
 
@@ -15,18 +16,43 @@ import pandas as pd
 from scipy import stats
 
 from .speedstats import (
+    ABBA,
     LEVEL,
+    UNBALANCED,
     answers,
     control_pairs,
-    order_design,
-    own_controls,
+    controls,
     random_weights,
     run_controls,
     spreads,
     t_half,
+    unit_sums,
 )
 
 CONTROL_OF = {"speedup": "A/A", "difference": "twin"}  # a ``controls`` row's kind -> ``speedstats.control_pairs``' name
+
+
+def order_design(run: pd.DataFrame) -> str:
+    """``ABBA`` when every second unit of the run (in time order) decoded the candidates in the reverse of
+    the unit before's order (``study.tools.speed.unit_orders``), else ``UNBALANCED``: each unit in one
+    random order (runs before ABBA), so an order effect within a unit does not cancel, and runs of one
+    seed repeated one sequence of orders."""
+    if "order" not in run or run.order.isna().any():
+        return UNBALANCED
+    seqs = [tuple(u.sort_values("order").candidate) for _, u in run.groupby(["round", "unit"], sort=True)]
+    pairs = list(zip(seqs[::2], seqs[1::2]))
+    return ABBA if pairs and all(b == a[::-1] for a, b in pairs) else UNBALANCED
+
+
+def own_controls(speed: pd.DataFrame) -> list[tuple]:
+    """Every pretrained run's own controls (``controls`` on its units alone, no run effect): (machine,
+    machine_id, run id, order design, control): how often one run's interval misses its control."""
+    speed = speed[~random_weights(speed)]
+    out = []
+    for (machine, mid, run_id), run in speed.groupby(["machine", "machine_id", "run_id"], sort=True):
+        design = order_design(run)
+        out += [(machine, str(mid), str(run_id), design, c) for c in controls(unit_sums(run))]
+    return out
 
 
 def pooled_controls(speed: pd.DataFrame, level: float = LEVEL, own: list[tuple] | None = None) -> pd.DataFrame:

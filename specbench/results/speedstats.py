@@ -36,7 +36,7 @@ PLAIN = "plain"  # the baseline candidate: tree=none
 PLAIN_AA = "plain (A/A)"  # plain decoding again, as a candidate: the A/A control
 TWIN_SUFFIX = " (twin)"  # an identical tree under a second name: the identical-tree control
 RUN = ["run_id"]  # one benchmark process: its candidates, units and rounds
-ABBA, UNBALANCED = "ABBA", "unbalanced"  # a run's order design (``order_design``)
+ABBA, UNBALANCED = "ABBA", "unbalanced"  # a run's order design (``runcontrols.order_design``)
 ANSWER = "answer"  # the roster of a run without one (``results.schedule``'s schedule runs say ``schedule``)
 SPECBENCH = "specbench"  # the engine of rows from before the ``engine`` column: specbench's own loop
 LEVEL = 0.95
@@ -355,37 +355,6 @@ def answer_first(a: pd.DataFrame) -> pd.DataFrame:
     they answer nothing): the TL;DR's and export's answers.  A schedule run's rows are pooled into their key's
     (``latest_runs``), so a key has one estimate whichever roster timed it."""
     return a[~random_weights(a)] if len(a) else a
-
-
-def surest(keys: pd.DataFrame) -> dict | None:
-    """Of benchmark keys' rows (each key's fastest), the best across keys: among those ranked (controls hold,
-    an interval) the highest lower end of the interval, then the faster; None where none is ranked (the
-    TL;DR's answer per machine class: a tree only where that interval is above 1x)."""
-    ok = keys[keys.controls_hold & keys.lo.notna()]
-    return ok.sort_values(["lo", "speedup"], ascending=False).iloc[0].to_dict() if len(ok) else None
-
-
-def order_design(run: pd.DataFrame) -> str:
-    """``ABBA`` when every second unit of the run (in time order) decoded the candidates in the reverse of
-    the unit before's order (``study.tools.speed.unit_orders``), else ``UNBALANCED``: each unit in one
-    random order (runs before ABBA), so an order effect within a unit does not cancel, and runs of one
-    seed repeated one sequence of orders."""
-    if "order" not in run or run.order.isna().any():
-        return UNBALANCED
-    seqs = [tuple(u.sort_values("order").candidate) for _, u in run.groupby(["round", "unit"], sort=True)]
-    pairs = list(zip(seqs[::2], seqs[1::2]))
-    return ABBA if pairs and all(b == a[::-1] for a, b in pairs) else UNBALANCED
-
-
-def own_controls(speed: pd.DataFrame) -> list[tuple]:
-    """Every pretrained run's own controls (``controls`` on its units alone, no run effect): (machine,
-    machine_id, run id, order design, control): how often one run's interval misses its control."""
-    speed = speed[~random_weights(speed)]
-    out = []
-    for (machine, mid, run_id), run in speed.groupby(["machine", "machine_id", "run_id"], sort=True):
-        design = order_design(run)
-        out += [(machine, str(mid), str(run_id), design, c) for c in controls(unit_sums(run))]
-    return out
 
 
 RERUN_UNITS = 3  # a run's units from which its within-run variance enters the run effect's estimate
