@@ -106,7 +106,7 @@ def recheck(w: pd.DataFrame, again: pd.DataFrame | None) -> str:
     t0 = int(w.threads.iloc[0])  # attention.csv's: 0 where not recorded
     return (
         f"**Re-measured with {thr} torch thread** (results/attention_threads1.csv, "
-        f"{int(k.repeats.min()) if 'repeats' in k else '?'}+ repeats per point, batch 1; fused / sequential ms "
+        f"{int(k.repeats.min()) if k.repeats.notna().any() else '?'}+ repeats per point, batch 1; fused / sequential ms "
         f"and their ratio):\n\n"
         + md_table(rows, ["shape", "dtype", "KV", "N", "attention.csv", "one thread"])
         + (f"\n\n(attention.csv ran {t0} threads.)" if t0 else "")
