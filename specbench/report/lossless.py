@@ -168,7 +168,7 @@ def _check_table(check: pd.DataFrame, want) -> str:
 
 def power_sentences(check: pd.DataFrame) -> list[str]:
     """What the checks can detect: the power bound of ``results.power`` at each run's N and bins."""
-    if check.power.isna().all():  # NaN: checks from before the power bound (results.optional)
+    if "power" not in check or check.power.isna().all():  # its table shows the columns a file has
         return []
     g = check[check.power.notna()]
     out = []
@@ -289,7 +289,7 @@ def lossless_check_sentences(check: pd.DataFrame) -> list[str]:
             f"; empirical TV {analysis.fmt(g.tv.astype(float).mean(), 4)} "
             f"against {analysis.fmt(g.tv_null.astype(float).mean(), 4)}"
             " for exact sampling at the same N"
-            if g.tv_null.notna().any()
+            if "tv_null" in g and g.tv_null.notna().any()
             else ""
         )
         out.append(
