@@ -218,3 +218,18 @@ def test_one_engines_reruns_never_set_anothers_run_effect():
     assert {"m0|llamacpp", "*|llamacpp"} <= set(both) and both["m0|llamacpp"].tau > 0
     assert ss.judged_by(both, theirs) == both["m0|llamacpp"] and ss.judged_by(both, mine) == alone["m0"]
     assert ss.judged_by({harness.POOLED: both["m0|llamacpp"]}, theirs) == harness.NONE  # never specbench's pooled
+
+
+def test_a_destination_speed_csv_that_is_not_one_is_refused_before_any_server_starts(tmp_path):
+    """speed_llamacpp reads its destination as strictly as its append will, first: exit 2, one line, kept."""
+    import subprocess
+    import sys
+
+    (tmp_path / "speed.csv").write_text("run_id,speedup\nr1,1.5\n")
+    before = (tmp_path / "speed.csv").read_bytes()
+    cmd = [sys.executable, "-m", "specbench.study.tools.speed_llamacpp", f"+results_dir={tmp_path}"]
+    p = subprocess.run([*cmd, f"hydra.run.dir={tmp_path}/h"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr
+    line = p.stderr.strip().splitlines()[-1]
+    assert line.startswith("specbench.study.tools.speed_llamacpp: results_dir=") and "speed.csv" in line, line
+    assert (tmp_path / "speed.csv").read_bytes() == before

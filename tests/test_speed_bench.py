@@ -445,6 +445,18 @@ def test_the_benchmark_times_every_candidate_interleaved_with_its_controls(tmp_p
     assert bad.returncode == 2 and bad.stderr.strip().startswith("specbench.study.tools.speed: speed_merge")
 
 
+def test_a_destination_speed_csv_that_is_not_one_is_refused_before_the_benchmark_and_kept(tmp_path, tiny_pair_dirs):
+    """The folder's speed.csv is read as strictly as the append will read it, before any model loads: a file
+    that is not the benchmark's table exits 2 in one line naming the key, and stays as it was."""
+    (tmp_path / "speed.csv").write_text("run_id,speedup\nr1,1.5\n")
+    before = (tmp_path / "speed.csv").read_bytes()
+    p = speed_cmd(tmp_path, tiny_pair_dirs, "+speed_candidates=[chain/2]", "+speed_rounds=1")
+    assert p.returncode == 2, p.stderr
+    line = p.stderr.strip().splitlines()[-1]
+    assert line.startswith("specbench.study.tools.speed: ") and "results_dir" in line and "speed.csv" in line, line
+    assert (tmp_path / "speed.csv").read_bytes() == before and not (tmp_path / "speed_steps.csv.gz").exists()
+
+
 def test_the_warm_up_decodes_a_few_tokens_of_each_candidate_not_a_whole_decode():
     from specbench.study.tools import budget, speed
     from specbench.study.tools.sizes import WARM_TOKENS

@@ -266,9 +266,20 @@ def summary(rows: list[dict], spread=speedstats.harness.NONE) -> str:
 
 
 def settings(job: JobSpec, cfg: DictConfig) -> tuple[str, list[Candidate]]:
-    """(results folder, candidates), every key checked before any model loads (``toolopts.check``)."""
+    """(results folder, candidates), every key checked before any model loads (``toolopts.check``), and the
+    destination too (``check_destination``: refused before the benchmark runs, not after it, its rows lost)."""
     toolopts.check(job.extra, "speed")
-    return toolopts.value(job.extra, "results_dir"), roster(job, cfg)
+    out = toolopts.value(job.extra, "results_dir")
+    check_destination(out)
+    return out, roster(job, cfg)
+
+
+def check_destination(out: str) -> None:
+    """``out``'s speed.csv and speed_steps.csv.gz, where there, read as strictly as ``append`` reads them
+    (a ``TableError`` naming the file and the key), before any model loads or server starts."""
+    for name, read in ((FILE, read_speed), (STEPS, read_speed_steps)):
+        if os.path.isfile(path := os.path.join(out, name)):
+            read(path)
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")

@@ -223,6 +223,7 @@ def main(cfg: DictConfig) -> None:
         job = from_config({**resolved(cfg), "tree": {"name": "none", "budget": 0}})
         toolopts.check(job.extra, "speed_llamacpp")
         cands, out = roster(job.extra), toolopts.value(job.extra, "results_dir")
+        speed.check_destination(out)  # read as strictly as write's append, before any server starts
         why = llamacpp.unavailable()
         if why:
             raise ConfigError(why)
