@@ -13,11 +13,10 @@ if ! .venv/bin/python -m specbench.inputs.embedded status; then
 fi
 # -n auto --dist loadgroup (pytest-xdist): one worker per core; the tests that load the installed models
 # share one worker (tests/conftest.py), so each real model is loaded once; -rs: one line per skip reason;
-# --no-loadscope-reorder: work units go out in conftest's order (the real group and the slow tests first);
 # --durations=15: the slowest tests, last (where the suite's 15 minutes go).  --fast (first argument): the
 # edit-test loop's tier, the tests marked `slow` (tests/conftest.py's SLOW), `real` and `slurm` left out.
 if [ "${1:-}" = "--fast" ]; then
   shift
-  exec .venv/bin/python -m pytest -q -rs --durations=15 -n auto --dist loadgroup --no-loadscope-reorder -m "not slow and not real and not slurm" "$@"
+  exec .venv/bin/python -m pytest -q -rs --durations=15 -n auto --dist loadgroup -m "not slow and not real and not slurm" "$@"
 fi
-exec .venv/bin/python -m pytest -q -rs --durations=15 -n auto --dist loadgroup --no-loadscope-reorder "$@"
+exec .venv/bin/python -m pytest -q -rs --durations=15 -n auto --dist loadgroup "$@"

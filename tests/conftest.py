@@ -256,9 +256,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("slurm"))
         elif SHARED_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
-    # longest first: scripts/test.sh's --no-loadscope-reorder hands the work units out in this order, so the
-    # real group (one worker's model loads) and the slow tests start at once and the last units taken are short
-    items.sort(key=lambda it: 0 if it.get_closest_marker("real") else 1 if it.get_closest_marker("slow") else 2)
 
 
 @pytest.fixture(autouse=True)
