@@ -15,6 +15,7 @@ from specbench.report import speedup
 from specbench.report.tables import bracket
 from specbench.results import costcurve
 from specbench.results.costcurve import kv_weights
+from specbench.results.optional import filled
 
 
 def t_draft(n):
@@ -121,7 +122,7 @@ def test_a_drafter_without_a_model_is_charged_its_measured_lookup():
 
 
 def test_steps_without_scored_are_charged_a_derived_frontier_and_say_so():
-    st = steps("h", TREES).drop(columns="scored")
+    st = filled(steps("h", TREES).drop(columns="scored"), "steps.csv.gz")  # an older steps.csv.gz, as read
     got = speedup.projected_speedup(pd.DataFrame([config("h", 4)]), st, costs()).iloc[0]
     derived = [("a", 3, 3, 2, "1.1.1", 0), ("b", 5, 2, 4, "1.3", 0)]  # depth forwards of ceil(N/D)
     assert got.cost_basis == "derived" and got.projected == pytest.approx(by_hand(derived))
@@ -169,7 +170,7 @@ def test_a_replayed_configuration_is_ranked_by_its_live_twins_measurement():
     live = config("live", 4, engine="live", tokens_per_s=3.0)
     base = config("base", 0, tree="none", engine="live", tokens_per_s=2.0)
     df = pd.DataFrame([rep, live, base]).assign(mode="greedy", shape="chain", lossless=True)
-    st = pd.concat([steps("rep", TREES), steps("live", TREES)])
+    st = filled(pd.concat([steps("rep", TREES), steps("live", TREES)]), "steps.csv.gz")  # as the report reads it
     table = speedup.speedup_table(df, df, st, costs()).set_index("config_hash")
     assert table.loc["live", "measured"] == pytest.approx(1.5)
     assert table.loc["rep", "measured"] == pytest.approx(1.5) and table.loc["rep", "measured_hash"] == "live"

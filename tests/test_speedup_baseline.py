@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from specbench.report import lossless, speedup
+from specbench.results.optional import filled
 
 ROW = dict(
     pair="qwen_coder",
@@ -63,11 +64,14 @@ def test_a_batched_live_row_keeps_its_measured_speedup_and_gets_no_batch_1_proje
         ]
     )
     df = summary[summary.tree != "none"]
-    steps = pd.DataFrame(
-        [
-            dict(config_hash=h, prompt_id="p", tree_size=4, tree_depth=4, emitted=2, scored="1.1.1.1")
-            for h in ("chain1", "chain8", "chain32")
-        ]
+    steps = filled(  # as the report reads steps.csv.gz
+        pd.DataFrame(
+            [
+                dict(config_hash=h, prompt_id="p", tree_size=4, tree_depth=4, emitted=2, scored="1.1.1.1")
+                for h in ("chain1", "chain8", "chain32")
+            ]
+        ),
+        "steps.csv.gz",
     )
     got = speedup.speedup_table(df, summary, steps, costs).set_index("config_hash")
     assert got.loc["chain1", "projected"] > 0 and got.loc["chain1", "measured"] == 1.5
