@@ -13,7 +13,7 @@ from scipy import stats
 
 from ..core import readers
 from ..core.readers import Col, Kind
-from .files import read_csv
+from .files import lenient, read_csv
 from .plan import plural
 
 COLUMNS = ("tree_size", "tree_depth", "accepted", "emitted", "accept_path")  # per step, besides its count
@@ -32,11 +32,10 @@ CHECK = Kind(  # the file as ``compare`` writes it, read as strictly as collect 
 )
 
 
-def read(path: str, key: str = "", strict: bool = True) -> pd.DataFrame:
+@lenient
+def read(path: str, key: str = "") -> pd.DataFrame:
     """An acceptance_check.csv checked against ``CHECK`` (a ``core.readers.TableError``: one line naming ``key``);
     ``strict=False``: parsed alone, unchecked (the plan's record, ``study.tools.planview``: no schema check)."""
-    if not strict:
-        return read_csv(path)
     return readers.read(path, CHECK, key, read_csv)
 
 

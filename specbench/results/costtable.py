@@ -9,7 +9,7 @@ it; the widths compared as numbers, ``WIDTHS``), and how a row without a device 
 (``DEVICE``; costs.csv before the column timed the CPU alone), by ``devices`` and ``read``; ``read_checked``
 is ``read`` after ``core.readers``' checks against one of the kinds (what every command reads it with).
 
-Imports pandas, ``core.readers`` and ``results.files`` (``read_csv``: ``read_checked``'s lenient mode).
+Imports pandas, ``core.readers`` and ``results.files`` (``lenient``: ``read_checked``'s lenient mode).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..core import readers
 from ..core.readers import Col, Kind
-from .files import read_csv
+from .files import lenient
 
 FIX = "give a costs.csv that python -m specbench.study.tools.costs wrote"
 DEVICE = "cpu"  # the device of a row that names none
@@ -81,13 +81,10 @@ def read(path: str | os.PathLike) -> pd.DataFrame:
     return costs.assign(device=devices(costs))
 
 
-def read_checked(
-    path: str | os.PathLike, kind: Kind = COSTS, key: str = "", fix: str | None = None, strict: bool = True
-) -> pd.DataFrame:
+@lenient
+def read_checked(path: str | os.PathLike, kind: Kind = COSTS, key: str = "", fix: str | None = None) -> pd.DataFrame:
     """``read`` after the checks of ``kind`` (``core.readers``: a ``TableError`` in one line naming ``key``, the
     file and ``fix``, the kind's own where none is given); ``strict=False``: the plan's lenient read
     (``study.tools.llamaplan``: it takes the columns it finds, else falls back), the file parsed alone as the specbench CSV
     (``files.read_csv``), unchecked."""
-    if not strict:
-        return read_csv(os.fspath(path))
     return readers.read(path, kind if fix is None else replace(kind, fix=fix), key, reader=read)

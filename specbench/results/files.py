@@ -6,9 +6,10 @@ the checked read of each other results file a command reads (its kind is ``resul
 speed_steps.csv.gz (``read_speed``, ``read_speed_steps``), speedup.csv (``read_speedup``), served.csv
 (``read_served``), attention.csv (``read_attention``), run_times.csv (``read_run_times``), an
 acceptance_vector.csv (``read_vector``, ``vector_rows``) and, a configuration's rows, summary.csv and
-steps.csv.gz (``read_summary``, ``read_steps``).  ``strict=False`` is each one's lenient mode, for the plans,
-``study.tools.recheck``'s sample and ``study.tools.stale``: the file parsed alone (``read_csv``), no schema
-check; the caller takes the columns it finds (a plan falls back where they are missing).
+steps.csv.gz (``read_summary``, ``read_steps``).  ``strict=False`` is each one's lenient mode (``lenient``, the
+one place it is decided), for the plans, ``study.tools.recheck``'s sample and ``study.tools.stale``: the file
+parsed alone (``read_csv``), no schema check; the caller takes the columns it finds (a plan falls back where
+they are missing).
 
 Writers return a function of the temp file, for ``core.atomic``'s journalled writes (one file:
 ``write_csv``; several as one unit: ``core.atomic.atomic_write_many``).  Imports pandas and core
@@ -18,9 +19,10 @@ Writers return a function of the temp file, for ``core.atomic``'s journalled wri
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pandas as pd
 
@@ -55,23 +57,32 @@ def read_csv(path: str) -> pd.DataFrame:
     return pd.read_csv(path, dtype=TEXT_COLUMNS, keep_default_na=False, na_values=[""])
 
 
+def lenient(read: Callable[..., pd.DataFrame]) -> Callable[..., pd.DataFrame]:
+    """``read`` with its lenient mode, ``strict=False``: the file parsed alone (``read_csv``), no schema check
+    (the plans, ``study.tools.recheck``'s sample, ``study.tools.stale``: the caller takes the columns it finds)."""
+
+    @functools.wraps(read)
+    def either(path, *args, strict: bool = True, **kwargs) -> pd.DataFrame:
+        return read(path, *args, **kwargs) if strict else read_csv(os.fspath(path))
+
+    return either
+
+
 # --------------------------------------------------------------------------
 # the other results files' checked reads: every command reads each of them here, parsed as the report parses
 # it (``read_csv``), or a ``core.readers.TableError``: one line naming ``key`` (the option), the file and the fix
 # --------------------------------------------------------------------------
-def read_summary(path: str, key: str = "results_dir", kind: Kind = SUMMARY, strict: bool = True) -> pd.DataFrame:
+@lenient
+def read_summary(path: str, key: str = "results_dir", kind: Kind = SUMMARY) -> pd.DataFrame:
     """A collected summary.csv checked against ``kind`` (``SUMMARY``: export's; ``SUMMARY_DIVERGENCE``: margins')."""
-    if not strict:
-        return read_csv(path)
     return readers.read(path, kind, key, read_csv)
 
 
+@lenient
 def read_steps(
-    path: str, columns: Sequence[str] = (), key: str = "results_dir", fix: str = COLLECT_FIX, strict: bool = True
+    path: str, columns: Sequence[str] = (), key: str = "results_dir", fix: str = COLLECT_FIX
 ) -> pd.DataFrame:
     """A collected steps.csv.gz with the ``columns`` a command reads (large and gzipped: no row-by-row scan)."""
-    if not strict:
-        return read_csv(path)
     return readers.table(path, columns, fix, key, read_csv, scan=False)
 
 
@@ -88,10 +99,9 @@ def vector_rows(path: str, key: str = "") -> tuple[dict, ...]:
         return tuple(csv.DictReader(f))
 
 
-def read_speed(path: str, key: str = "results_dir", fix: str = SPEED_FIX, strict: bool = True) -> pd.DataFrame:
+@lenient
+def read_speed(path: str, key: str = "results_dir", fix: str = SPEED_FIX) -> pd.DataFrame:
     """results/speed.csv (the interleaved benchmark's runs; ``+speed_merge``'s, timed elsewhere)."""
-    if not strict:
-        return read_csv(path)
     return readers.table(path, SPEED_COLUMNS, fix, key, read_csv)
 
 
@@ -100,10 +110,9 @@ def read_speed_steps(path: str, key: str = "results_dir", fix: str = SPEED_FIX) 
     return readers.table(path, SPEED_STEPS_COLUMNS, fix, key, read_csv, scan=False)
 
 
-def read_speedup(path: str, key: str = "results_dir", kind: Kind = SPEEDUP, strict: bool = True) -> pd.DataFrame:
+@lenient
+def read_speedup(path: str, key: str = "results_dir", kind: Kind = SPEEDUP) -> pd.DataFrame:
     """The report's speedup.csv checked against ``kind`` (``SPEEDUP``; export's recommend=true: ``SPEEDUP_ROWS``)."""
-    if not strict:
-        return read_csv(path)
     return readers.read(path, kind, key, read_csv)
 
 
@@ -120,10 +129,9 @@ def read_attention(path: str, point: Sequence[str], key: str = "out_csv") -> pd.
     return df
 
 
-def read_run_times(path: str, key: str = "--out", strict: bool = True) -> pd.DataFrame:
+@lenient
+def read_run_times(path: str, key: str = "--out") -> pd.DataFrame:
     """A run_times.csv as ``study.tools.ceiling`` writes it (``RUN_TIMES``: every column, no (run, step) twice)."""
-    if not strict:
-        return read_csv(path)
     return readers.read(path, RUN_TIMES, key, read_csv)
 
 
