@@ -51,7 +51,7 @@ def _regions(g: pd.DataFrame):
     """(code [r, m], names, colours): the modelled best configuration per cell, -1 where plain decoding wins."""
     sp = speedup(g, RS, MS)
     best = ranking.best_index(g, sp)  # per cell, the one ranking's pick (the modelled speedup its criterion)
-    plain = sp.max(axis=0) <= 1.0
+    plain = np.take_along_axis(sp, best[None], axis=0)[0] <= 1.0  # the pick's own speedup, not the grid's max
     names = sorted({label(g.iloc[i]) for i in np.unique(best[~plain])},
                    key=lambda n: (n.split(" N=")[0], int(n.split("N=")[1])))  # fmt: skip
     code = np.vectorize(lambda i: names.index(label(g.iloc[i])) if label(g.iloc[i]) in names else -1)(best)
