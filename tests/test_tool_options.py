@@ -114,6 +114,22 @@ def test_an_integral_float_is_read_as_its_integer_as_the_study_reads_one():
         toolopts.value({"speed_until": 0}, "speed_until")
 
 
+@pytest.mark.parametrize(
+    "tool,extra,message",
+    [
+        ("speed", {"speed_candidates": ["chain/4", "chain/4"]}, "listed twice"),
+        ("speed_llamacpp", {"llamacpp_candidates": ["4/0.5", "4/0.5"]}, "listed twice"),
+        ("accept_llamacpp", {"llamacpp_n_max": [4, 4]}, "llamacpp_n_max"),
+        ("accept_llamacpp", {"llamacpp_ngram": ["2/4", "2/4"]}, "distinct N/M"),
+    ],
+)
+def test_check_runs_each_tools_rules_between_list_items(tool, extra, message):
+    """``toolopts.check`` is each tool's whole check: the rules between a list's items too (the draft grid's
+    included, which accept_llamacpp's check skipped until its main parsed the grid itself)."""
+    with pytest.raises(ConfigError, match=message):
+        toolopts.check(extra, tool)
+
+
 def _range_checks(tree: ast.AST) -> list[int]:
     """Lines comparing a parsed flag (``args.X`` / ``a.X``) with a number: a second range check after parsing."""
     out = []

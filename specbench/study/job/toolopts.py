@@ -137,8 +137,8 @@ def check(extra: dict, tool: str) -> None:
         tree_candidates(extra)
     elif tool == "speed_llamacpp":
         draft_candidates(extra)
-    elif tool == "accept_llamacpp" and "llamacpp_ngram" in extra:
-        ngram_grid(extra)
+    elif tool == "accept_llamacpp":  # the n-gram grid where given, else the draft grid
+        ngram_grid(extra) if "llamacpp_ngram" in extra else draft_grid(extra)
 
 
 def tree_candidates(extra: dict) -> str | list[tuple[str, int]]:
