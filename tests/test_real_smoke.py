@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
+from conftest import real_target_greedy
 from specbench.inputs import embedded, models
 
 pytestmark = [
@@ -31,23 +31,17 @@ def pair_cfg():
     return OmegaConf.load(PAIR_YAML)
 
 
-def test_real_pair_loads_and_generates(pair_cfg):
-    p = models.load_pair(pair_cfg, dtype="float32", device="cpu")
+def test_real_pair_loads_and_generates(pair_cfg, real_fp32, real_greedy):
+    """The pair loads (one vocabulary, one tokenizer) and its target generates text: its own greedy
+    continuation of the HumanEval prompt (``real_greedy``, which the lossless tests compare against)."""
+    p, _ = real_fp32  # models.load_pair(pair_cfg, "float32", "cpu")
     assert p.draft is not None and p.target is not None
     assert p.draft.config.vocab_size == p.target.config.vocab_size == 151936
     # the draft's own tokenizer agrees with the target's (raises otherwise)
     models.check_same_tokenizer(models.load_tokenizer(pair_cfg.draft), p.tokenizer, p.draft_name, p.target_name)
-    ids = p.tokenizer("def fibonacci(n):", return_tensors="pt").input_ids
-    with torch.no_grad():
-        out = p.target.generate(
-            ids,
-            attention_mask=torch.ones_like(ids),
-            max_new_tokens=8,
-            do_sample=False,
-            pad_token_id=p.tokenizer.eos_token_id,
-        )
-    text = p.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
-    assert out.shape[1] > ids.shape[1] and text.strip()
+    out = real_greedy[0]
+    text = p.tokenizer.decode(out, skip_special_tokens=True)
+    assert len(out) > 0 and text.strip()
 
 
 def _decode(pair, prompt, tree, verify, n, seed=0):
@@ -68,24 +62,10 @@ def real_fp32(pair_cfg):
 
 @pytest.fixture(scope="module")
 def real_greedy(real_fp32):
-    """The target's own greedy continuation (32 tokens) of each prompt, computed once for every tree."""
-    from specbench.api import eos_ids
-
+    """The target's own greedy continuation (32 tokens) of each prompt, computed once for every tree
+    (and shared with test_pairs' real tests, whose target is the same: ``real_target_greedy``)."""
     pair, prompts = real_fp32
-    refs = []
-    for pr in prompts:
-        ids = torch.tensor([pr.ids])
-        with torch.no_grad():  # the target's plain greedy decode
-            ref = pair.target.generate(
-                ids,
-                attention_mask=torch.ones_like(ids),
-                max_new_tokens=32,
-                do_sample=False,
-                eos_token_id=sorted(eos_ids(pair)),
-                pad_token_id=pair.tokenizer.pad_token_id,
-            )
-        refs.append(ref[0, ids.shape[1] :].tolist())
-    return refs
+    return [real_target_greedy(pair, pr.ids, 32) for pr in prompts]
 
 
 @pytest.mark.parametrize("tree", [{"name": "chain", "budget": 4}, {"name": "binary", "budget": 8}])
