@@ -76,6 +76,42 @@ def test_the_ceilings_destination_is_read_strictly(tmp_path, capsys, case):
     assert f"--out={out}" in line and needle in line, line
 
 
+def _added(p):  # another version's file with a column this one does not write (a renamed one: reported missing)
+    pd.read_csv(p, dtype=str, keep_default_na=False).assign(added_column="x").to_csv(p, index=False)
+
+
+LOSSLESS_DAMAGE = {**DAMAGE, "another version's column": (_added, "added_column would be dropped")}
+
+
+@pytest.mark.parametrize("name", ["lossless_check.csv", "lossless_control.csv"])
+@pytest.mark.parametrize("case", sorted(DAMAGE))
+def test_the_lossless_checks_destinations_are_read_strictly_before_any_model_loads(tmp_path, capsys, case, name):
+    """Issue 86: lossless_check.csv and lossless_control.csv are read by their definitions (results.schemas'
+    LOSSLESS_CHECK / LOSSLESS_CONTROL) before the models load (a target path that is no model: never read)."""
+    from specbench.study.tools import lossless
+
+    damage, needle = LOSSLESS_DAMAGE[case]
+    res = tmp_path / "res"
+    res.mkdir()
+    for f in ("lossless_check.csv", "lossless_control.csv"):
+        shutil.copy(os.path.join(ROOT, "results", f), res / f)
+    damage(res / name)
+    before = {f: (res / f).read_bytes() for f in os.listdir(res)}
+    argv = [f"--out={res / 'lossless_check.csv'}", "pair=local", f"pair.draft.path={tmp_path}"]
+    with pytest.raises(SystemExit) as e:
+        lossless.main([*argv, f"pair.target.path={tmp_path}", "dataset=smoke", "device=cpu", "dtype=float32"])
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert e.value.code == 2 and len(lines) == 1 and f"{res / name}" in lines[0] and needle in lines[0], lines
+    assert {f: (res / f).read_bytes() for f in os.listdir(res)} == before  # nothing written
+
+
+def test_the_committed_lossless_files_read_as_written():
+    from specbench.results import files, schemas
+
+    assert len(files.read_lossless(os.path.join(ROOT, "results", "lossless_check.csv")))
+    assert len(files.read_lossless(os.path.join(ROOT, "results", "lossless_control.csv"), schemas.LOSSLESS_CONTROL))
+
+
 # Issue 85 item 3: an OSError's line names the file, the actual problem and the fix that works: an input that
 # cannot be read is not told to free space or move the output (core.atomic.os_line)
 OS_CASES = {  # (errno, the path, its line's problem and fix)

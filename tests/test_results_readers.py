@@ -17,14 +17,13 @@ NOT_RESULTS = {  # file -> the reads of inputs that are not results files, and w
     "specbench/study/tools/ceiling.py": 2,  # run_all.sh's step_times.csv and its forward counts (core.readers' kinds)
 }
 
-PARSER = {  # file -> its uses of results.files.read_csv (23 at 70ff94d, 10 now), and what it parses
+PARSER = {  # file -> its uses of results.files.read_csv (23 at 70ff94d, 8 now), and what it parses
     "scripts/bench_engine.py": 2,  # the jobs' own summary.csv and steps.csv it just ran (job folders)
     "scripts/bench_live.py": 1,  # the live jobs' summary.csv (job folders)
     "specbench/study/job/jobrows.py": 1,  # collect's reader of a job's CSVs and of --out's (its own checks)
     "specbench/study/tools/recheck.py": 1,  # a re-derived job's steps.csv (job folders)
     "specbench/study/tools/stale.py": 1,  # a reference job's summary.csv (job folders)
     "specbench/report/load.py": 2,  # read_checked's reader of the optional files without a read of their own
-    "specbench/study/tools/lossless.py": 2,  # its upsert's reader of lossless_check.csv and lossless_control.csv
 }
 
 

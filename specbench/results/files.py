@@ -3,7 +3,8 @@ collected tables; identifier columns kept as text, gzip where the name ends in .
 file (a job's outputs.jsonl, results/outputs.jsonl.gz), each read by one function here; the collected
 folder's checks (``check_summary``, ``check_steps``), which the report and collect's ``--out`` share; and
 the checked read of each other results file a command reads (its kind is ``results.schemas``'): speed.csv and
-speed_steps.csv.gz (``read_speed``, ``read_speed_steps``), speedup.csv (``read_speedup``), served.csv
+speed_steps.csv.gz (``read_speed``, ``read_speed_steps``), speedup.csv (``read_speedup``), lossless_check.csv
+and lossless_control.csv (``read_lossless``), served.csv
 (``read_served``), attention.csv (``read_attention``), run_times.csv (``read_run_times``), an
 acceptance_vector.csv (``read_vector``, ``vector_rows``) and, a configuration's rows, summary.csv and
 steps.csv.gz (``read_summary``, ``read_steps``).  ``strict=False`` is each one's lenient mode (``lenient``, the
@@ -35,6 +36,7 @@ from .schemas import (
     ATTENTION_COLUMNS,
     ATTENTION_FIX,
     COLLECT_FIX,
+    LOSSLESS_CHECK,
     RUN_TIMES,
     SERVED_COLUMNS,
     SERVED_FIX,
@@ -133,6 +135,12 @@ def read_attention(path: str, point: Sequence[str], key: str = "out_csv") -> pd.
 def read_run_times(path: str, key: str = "--out") -> pd.DataFrame:
     """A run_times.csv as ``study.tools.ceiling`` writes it (``RUN_TIMES``: every column, no (run, step) twice)."""
     return readers.read(path, RUN_TIMES, key, read_csv)
+
+
+def read_lossless(path: str, kind: Kind = LOSSLESS_CHECK, key: str = "--out") -> pd.DataFrame:
+    """A lossless_check.csv (``LOSSLESS_CHECK``; its controls: ``LOSSLESS_CONTROL``) as
+    ``study.tools.lossless`` writes it: every cell typed, no check twice, no column it does not write."""
+    return readers.read(path, kind, key, read_csv)
 
 
 def csv_writer(df: pd.DataFrame):

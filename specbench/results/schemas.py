@@ -3,7 +3,8 @@ them against: ``SPEEDUP`` and ``SPEEDUP_ROWS`` (the report's speedup.csv; what e
 of it), ``VECTOR`` (acceptance_vector.csv, ``study.tools.calibrate``), ``SUMMARY`` (a collected summary.csv as
 export reads it; ``SUMMARY_DIVERGENCE``: as margins does), ``SPEED_COLUMNS`` (speed.csv; ``SPEED_STEPS_COLUMNS``: speed_steps.csv.gz), ``SERVED_COLUMNS``
 and ``SERVED_KEY`` (served.csv, ``study.serving.import_metrics``), ``ATTENTION_COLUMNS`` (attention.csv),
-``RUN_TIMES`` (run_times.csv, ``study.tools.ceiling``), ``SUMMARY_CELLS`` (a summary.csv's cells, as the report and
+``RUN_TIMES`` (run_times.csv, ``study.tools.ceiling``), ``LOSSLESS_CHECK`` and ``LOSSLESS_CONTROL`` (lossless_check.csv
+and lossless_control.csv, ``study.tools.lossless``), ``SUMMARY_CELLS`` (a summary.csv's cells, as the report and
 collect check them) and ``STEP_COUNTS`` (what collect checks of each job's steps), and the fixes a refusal names (``COLLECT_FIX``, ``SPEED_FIX``, ...).  costs.csv's
 are ``results.costtable``'s; each file's checked read is ``results.files``' (``read_speed``, ...).  Imports
 ``core.readers``.
@@ -121,5 +122,50 @@ RUN_TIMES = Kind(  # --out as ceiling writes it, read as strictly as collect rea
     },
     "repair it (git checkout results/run_times.csv) or point --out at another file (its other runs are kept from it)",
     key=("run", "step"),
+    closed=True,
+)
+
+# lossless_check.csv and lossless_control.csv: the χ² checks of the lossless rules through the real drafter and
+# their lossy controls (python -m specbench.study.tools.lossless), a row per (configuration, prefix, rule)
+LOSSLESS_COLUMNS = ["pair", "pair_id", "draft", "target", "dataset", "prefix_id", "prefix_tokens", "verify"]
+LOSSLESS_COLUMNS += ["child_rule", "sibling_order", "tree", "budget", "temperature", "top_p", "dtype", "seed"]
+LOSSLESS_COLUMNS += ["n_draws", "n_bins", "chi2", "chi2_p", "tv", "tv_null", "p_max", "tv_target", "alpha", "power"]
+LOSSLESS_COLUMNS += ["target_forwards", "wall_s"]
+LOSSLESS_CONTROL_COLUMNS = LOSSLESS_COLUMNS + ["exact_tv", "rejected"]
+# a check's identity: the columns that name what ran, not what it measured (a run at another N adds its rows)
+LOSSLESS_KEY = [
+    c for c in LOSSLESS_COLUMNS[: LOSSLESS_COLUMNS.index("n_bins")] if c not in ("pair", "draft", "target", "dtype")
+]
+LOSSLESS_NUMBERS = ("prefix_tokens", "budget", "temperature", "top_p", "seed", "n_draws")  # a CSV reads 1.0 back as 1
+LOSSLESS_FIX = (
+    "regenerate it with `python -m specbench.study.tools.lossless` (or git checkout it), or give another --out"
+)
+_LOSSLESS_TEXT = ("pair", "pair_id", "draft", "target", "dataset", "prefix_id", "verify", "child_rule", "sibling_order")
+_LOSSLESS_INTS = ("prefix_tokens", "budget", "seed", "n_draws")
+_LOSSLESS_LATER = ("pair_id", "chi2_p", "tv_null", "power")  # columns an older file may lack (results.optional)
+
+
+def _lossless_col(c: str) -> Col:
+    if c in (*_LOSSLESS_TEXT, "tree", "dtype", "rejected"):
+        return Col("str", empty=c == "sibling_order", optional=c in _LOSSLESS_LATER)
+    if c in _LOSSLESS_INTS:
+        return Col("int", lo=0)
+    if c in ("temperature", "top_p"):
+        return Col("float", lo=0)
+    return Col("float", empty=True, optional=c in _LOSSLESS_LATER)  # what it measured: blank where not measured
+
+
+LOSSLESS_CHECK = Kind(  # as the tool writes it: a column it does not write is refused (its merge would drop it)
+    "a lossless_check.csv",
+    {c: _lossless_col(c) for c in LOSSLESS_COLUMNS},
+    LOSSLESS_FIX,
+    key=tuple(LOSSLESS_KEY),
+    closed=True,
+)
+LOSSLESS_CONTROL = Kind(
+    "a lossless_control.csv",
+    {c: _lossless_col(c) for c in LOSSLESS_CONTROL_COLUMNS},
+    LOSSLESS_FIX,
+    key=tuple(LOSSLESS_KEY),
     closed=True,
 )

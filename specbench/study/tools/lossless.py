@@ -61,14 +61,23 @@ replication beside them.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
 from ...core.args import Parser, listed, number
-from ...results.files import read_csv
+from ...core.readers import TableError
+from ...results.files import read_lossless
 from ...results.power import draws_for_power
+from ...results.schemas import (
+    LOSSLESS_COLUMNS,
+    LOSSLESS_CONTROL,
+    LOSSLESS_CONTROL_COLUMNS,
+    LOSSLESS_KEY,
+    LOSSLESS_NUMBERS,
+)
 from ...results.upsert import key_text, replace_rows, upsert_all
 from ...verify.modes import get_mode
 from ...verify.modespec import MODES
@@ -81,40 +90,8 @@ from .lossless_check import check_prompt, informative_prefix
 from .lossless_variant import ModeVariant
 
 ROOT = Path(__file__).resolve().parents[3]
-COLUMNS = [
-    "pair",
-    "pair_id",
-    "draft",
-    "target",
-    "dataset",
-    "prefix_id",
-    "prefix_tokens",
-    "verify",
-    "child_rule",
-    "sibling_order",
-    "tree",
-    "budget",
-    "temperature",
-    "top_p",
-    "dtype",
-    "seed",
-    "n_draws",
-    "n_bins",
-    "chi2",
-    "chi2_p",
-    "tv",
-    "tv_null",
-    "p_max",
-    "tv_target",
-    "alpha",
-    "power",
-    "target_forwards",
-    "wall_s",
-]
-CONTROL_COLUMNS = COLUMNS + ["exact_tv", "rejected"]
-# a check's identity: the columns that name what ran, not what it measured (a run at another N adds its rows)
-REPLACE_KEY = [c for c in COLUMNS[: COLUMNS.index("n_bins")] if c not in ("pair", "draft", "target", "dtype")]
-NUMERIC_KEY = ("prefix_tokens", "budget", "temperature", "top_p", "seed", "n_draws")  # a CSV reads 1.0 back as 1
+COLUMNS, CONTROL_COLUMNS = LOSSLESS_COLUMNS, LOSSLESS_CONTROL_COLUMNS  # results.schemas: the files' definitions
+REPLACE_KEY, NUMERIC_KEY = LOSSLESS_KEY, LOSSLESS_NUMBERS
 
 
 def sampling_modes() -> list[str]:
@@ -245,6 +222,29 @@ def merged(old: pd.DataFrame | None, rows: list[dict], keys: dict, columns: list
     return table.sort_values(["pair_id", "dataset", "prefix_id", "verify"], kind="mergesort")
 
 
+def control_file(out: Path) -> str:
+    return str(out.with_name("lossless_control.csv"))
+
+
+def read_check(path: str) -> pd.DataFrame:
+    return read_lossless(path)  # LOSSLESS_CHECK
+
+
+def read_control(path: str) -> pd.DataFrame:
+    return read_lossless(path, LOSSLESS_CONTROL)
+
+
+def check_destination(out: Path) -> None:
+    """``--out`` and its controls' file beside it, where there, read as strictly as the merge reads them, before
+    any model loads: a file the tool did not write is one line, exit 2, and kept."""
+    for path, read in ((str(out), read_check), (control_file(out), read_control)):
+        if os.path.isfile(path):
+            try:
+                read(path)
+            except TableError as e:
+                fail(str(e))
+
+
 def main(argv=None) -> None:
     args, overrides = parse_args(argv)
 
@@ -256,6 +256,7 @@ def main(argv=None) -> None:
     job = checked_job(overrides)  # as run checks it: one line, no model yet
     trees = check_trees(args, overrides)
     check_out(str(out), "--out")
+    check_destination(out)
     try:
         ident = identity.job_identity(job)
         ctx = context(job)
@@ -286,11 +287,10 @@ def main(argv=None) -> None:
     }
     lossy = {m.name for m in controls}
     check = [r for r in rows if r["verify"] not in lossy]
-    tables = {str(out): (lambda old: merged(old, check, keys, COLUMNS), read_csv)}
+    tables = {str(out): (lambda old: merged(old, check, keys, COLUMNS), read_check)}
     if controls:  # the check and its controls replaced together (one unit, one writer: results.upsert)
         lossy_rows = [r for r in rows if r["verify"] in lossy]
-        control = str(out.with_name("lossless_control.csv"))
-        tables[control] = (lambda old: merged(old, lossy_rows, keys, CONTROL_COLUMNS), read_csv)
+        tables[control_file(out)] = (lambda old: merged(old, lossy_rows, keys, CONTROL_COLUMNS), read_control)
     upsert_all(tables)
     print(f"specbench: lossless check ({len(rows)} rows, {n} draws each) -> {out}")
 
