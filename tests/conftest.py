@@ -116,6 +116,20 @@ def tiny_pair_dirs(tmp_path_factory, tiny_tokenizer, tiny_target, tiny_draft):
 
 
 @pytest.fixture(scope="session")
+def two_sweeps(tiny_pair_dirs, tmp_path_factory):
+    """Two finished sweeps (2 configurations each) of the tiny pair, read (never written) by the kill tests of
+    test_reliability and test_publish_kill: one worker runs them all (SESSION_SHARED), so it is built once."""
+    from test_hydra import job_args, specbench
+
+    root = tmp_path_factory.mktemp("sweeps")
+    for name, trees in (("a", "chain,binary"), ("b", "kary,topk_wide")):
+        args = job_args(tiny_pair_dirs, root / "outputs", "-m", f"tree={trees}", "tree.budget=2")
+        r = specbench(*args, f"hydra.sweep.dir={root / name}")
+        assert r.returncode == 0, r.stderr[-2000:]
+    return root
+
+
+@pytest.fixture(scope="session")
 def tiny_other_tokenizer_dir(tmp_path_factory):
     """A model folder whose tokenizer differs from the tiny pair's."""
     d = tmp_path_factory.mktemp("other_tok")
@@ -251,7 +265,8 @@ def report_figures(path) -> list:
 
 # module-scoped fixtures that take seconds to build (a sweep, a rendered report, a table of
 # exact laws): the tests that use one share a worker, so it is built once, not once per worker
-SHARED_FIXTURES = {"two_sweeps", "basic_rows", "table", "sweep", "built", "big", "rendered_once", "tiny_runs"}
+SHARED_FIXTURES = {"basic_rows", "table", "sweep", "built", "big", "rendered_once", "tiny_runs"}
+SESSION_SHARED = {"two_sweeps"}  # session-scoped, used by several modules: all its tests share one worker
 
 
 # the tests left out of the fast tier (`bash scripts/test.sh --fast`: `-m "not slow"`), by node id prefix: each
@@ -275,8 +290,8 @@ SLOW = (
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (scripts/test.sh runs ``-n auto --dist loadgroup``) the tests that load
     the installed models share one worker, so each real model is loaded and held once; so do the SLURM
-    tests (two workers would start two local clusters on one port) and a module's tests that use one of its
-    ``SHARED_FIXTURES``."""
+    tests (two workers would start two local clusters on one port), a module's tests that use one of its
+    ``SHARED_FIXTURES`` and all the tests that use one of the ``SESSION_SHARED`` fixtures."""
     for item in items:
         if item.nodeid.startswith(SLOW):
             item.add_marker(pytest.mark.slow)
@@ -284,6 +299,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("real"))
         elif item.get_closest_marker("slurm"):  # one local cluster (scripts/slurm_local.sh: one port) at a time
             item.add_marker(pytest.mark.xdist_group("slurm"))
+        elif SESSION_SHARED & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group(min(SESSION_SHARED & set(item.fixturenames))))
         elif SHARED_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 

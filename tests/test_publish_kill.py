@@ -9,7 +9,7 @@ import os
 import shutil
 
 from mounts import ro_mount  # noqa: F401  (fixture)
-from test_reliability import COLLECT, REPORT, killed_at, snapshot, two_sweeps  # noqa: F401  (fixture)
+from test_reliability import COLLECT, REPORT, killed_at, snapshot
 
 REPORT_FILES = ("speedup.csv", "comparisons.csv")
 

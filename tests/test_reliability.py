@@ -3,7 +3,8 @@ their outputs as one unit that a kill at any rename leaves old or new (after the
 every reader runs); two collects into one --out never lose rows (#39).
 
 Kills are injected, not timed: a subprocess whose ``os.replace`` / ``os.rename`` ends the
-process (``os._exit``, as SIGKILL would: no cleanup runs) at its k-th call, for every k.
+process (``os._exit``, as SIGKILL would: no cleanup runs) at its k-th call, for every k
+(tests/killing.py).
 """
 
 from __future__ import annotations
@@ -17,29 +18,21 @@ import sys
 
 import pytest
 
+import forkserver
 from mounts import ro_mount  # noqa: F401  (fixture)
 from specbench.core.atomic import recover
 from test_hydra import ROOT, job_args, specbench
 
-KILL = """
-import os, sys
-K, n = int(sys.argv[1]), [0]
-def killing(orig):
-    def f(*a, **kw):
-        n[0] += 1
-        if n[0] == K:
-            os._exit(137)
-        return orig(*a, **kw)
-    return f
-os.replace, os.rename = killing(os.replace), killing(os.rename)
-sys.argv = sys.argv[1:]
-"""
+KILLING = ("-m", "killing")  # tests/killing.py: python -m killing K CODE ARGS
+KILLED_ENV = {"PYTHONPATH": os.path.join(ROOT, "tests") + os.pathsep + ROOT}
+PRELOAD = ("specbench.report.build", "specbench.study.job.collect")  # what the codes below import
 
 
 def killed_at(k: int, code: str, *args) -> int:
-    """Run ``code`` with its k-th rename killing the process (k = 0: never); its exit status."""
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tests") + os.pathsep + ROOT)
-    r = subprocess.run([sys.executable, "-c", KILL + code, str(k), *args], env=env, capture_output=True, text=True)
+    """Run ``code`` with its k-th rename killing the process (k = 0: never); its exit status.  Forked
+    from a server that has imported PRELOAD (forkserver.py): a report's imports are most of its time."""
+    env = dict(os.environ, **KILLED_ENV)
+    r = forkserver.run(["killing", k, code, *args], cwd=os.getcwd(), env=env, timeout=600, preload=PRELOAD)
     assert r.returncode in (0, 137), r.stderr[-2000:]
     return r.returncode
 
@@ -107,25 +100,6 @@ def test_a_failing_sweep_rerun_keeps_every_finished_job(tiny_pair_dirs, tmp_path
 # --------------------------------------------------------------------------
 # publishing as one unit, killed at every rename
 # --------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def two_sweeps(tiny_pair_dirs, tmp_path_factory):
-    """Two finished sweeps (2 configurations each) of the tiny pair."""
-    root = tmp_path_factory.mktemp("sweeps")
-    for name, trees in (("a", "chain,binary"), ("b", "kary,topk_wide")):
-        r = specbench(
-            *job_args(
-                tiny_pair_dirs,
-                root / "outputs",
-                "-m",
-                f"tree={trees}",
-                "tree.budget=2",
-                f"hydra.sweep.dir={root / name}",
-            )  # fmt: skip
-        )
-        assert r.returncode == 0, r.stderr[-2000:]
-    return root
-
-
 COLLECT = "from specbench.study.job import collect; collect.main(sys.argv[1:])"
 
 
@@ -227,13 +201,13 @@ def test_concurrent_collects_with_random_kills_lose_no_rows(two_sweeps, tmp_path
     ref = tmp_path / "ref"
     killed_at(0, COLLECT, a, b, "--out", str(ref))
     want = collected(ref)
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tests") + os.pathsep + ROOT)
+    env = dict(os.environ, **KILLED_ENV)
     rng = random.Random(0)
     for trial in range(3):
         out = tmp_path / f"t{trial}"
         procs = [
             subprocess.Popen(
-                [sys.executable, "-c", KILL + COLLECT, str(rng.choice([0, 0, 2, 3, 4])), *dirs, "--out", str(out)],
+                [sys.executable, *KILLING, str(rng.choice([0, 0, 2, 3, 4])), COLLECT, *dirs, "--out", str(out)],
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
@@ -349,12 +323,12 @@ def test_concurrent_reports_with_random_kills_end_as_one_clean_report(two_sweeps
     args = lambda d: ["--results", str(d / "results"), "--out", str(d / "REPORT.md")]  # noqa: E731
     killed_at(0, REPORT, *args(ref))
     want = snapshot(ref)
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tests") + os.pathsep + ROOT)
+    env = dict(os.environ, **KILLED_ENV)
     run = tmp_path / "run"
     shutil.copytree(res, run / "results")
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", KILL + REPORT, str(k), *args(run)],
+            [sys.executable, *KILLING, str(k), REPORT, *args(run)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -401,14 +401,18 @@ def test_a_merged_drafters_candidates_keep_their_inner_shape():
 # the command, on the tiny pair
 # --------------------------------------------------------------------------
 def speed_cmd(tmp_path, dirs, *extra):
-    import subprocess
-    import sys
+    """``python -m specbench.study.tools.speed`` on the tiny pair, forked from an interpreter that has
+    imported what it imports (forkserver.py: the imports are most of a small benchmark's time)."""
+    import os
 
+    import forkserver
     from conftest import tiny_pair_overrides
+    from test_hydra import JOB_MODULES
 
-    args = [sys.executable, "-m", "specbench.study.tools.speed", *tiny_pair_overrides(dirs), "dataset=smoke"]
-    args += ["dataset.limit=3", "max_new_tokens=6", f"+results_dir={tmp_path}", f"hydra.run.dir={tmp_path}/h", *extra]
-    return subprocess.run(args, capture_output=True, text=True, timeout=300)
+    args = ["specbench.study.tools.speed", *tiny_pair_overrides(dirs), "dataset=smoke", "dataset.limit=3"]
+    args += ["max_new_tokens=6", f"+results_dir={tmp_path}", f"hydra.run.dir={tmp_path}/h", *extra]
+    preload = (*JOB_MODULES, "specbench.study.tools.speedloop", "specbench.study.tools.validate")  # speed's own
+    return forkserver.run(args, cwd=os.getcwd(), env=dict(os.environ), timeout=300, preload=preload)
 
 
 def test_the_benchmark_times_every_candidate_interleaved_with_its_controls(tmp_path, tiny_pair_dirs):
