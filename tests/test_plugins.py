@@ -9,8 +9,6 @@ every job's config hash as it was."""
 import glob
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -18,11 +16,13 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
+import forkserver
 from conftest import report_text
 from specbench.report import build
 from specbench.results.files import read_csv
 from specbench.study.job import collect, identity, jobspec
 from specbench.study.job.launch import compose
+from test_hydra import JOB_MODULES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,9 +110,9 @@ def plugin_run(tmp_path, *args):
         TOKENIZERS_PARALLELISM="false",
         PYTHONPATH=os.pathsep.join([str(tmp_path / "code"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
     )
-    return subprocess.run(
-        [sys.executable, "-m", "specbench.run", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
-    )
+    # forked from an interpreter that has imported a job's modules, not the plugin (forkserver.py): one server per
+    # test (its PYTHONPATH), so a test's several commands import torch and the rest once
+    return forkserver.run(["specbench.run", *args], cwd=ROOT, env=env, timeout=600, preload=JOB_MODULES)
 
 
 @pytest.fixture
