@@ -8,13 +8,14 @@ import itertools
 import os
 import shlex
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
+import forkserver
 from conftest import ROOT, tiny_pair_overrides
 from specbench.study.tools import recheck
+from test_hydra import JOB_MODULES
 
 PAIRS = {  # pair: (target, frontier rule)
     "qwen_coder": ("qwen2.5-coder-1.5b-instruct", "topk"),
@@ -203,9 +204,14 @@ def test_compare_refuses_a_runs_folder_that_is_not_one(tmp_path, capsys):
     assert not (tmp_path / "c.csv").exists()
 
 
-def _run(args: list[str]) -> subprocess.CompletedProcess:
+def _cmd(args: list[str]) -> subprocess.CompletedProcess:
+    """``python -m ARGS``, forked from an interpreter that has imported a job's modules (forkserver.py)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-    r = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return forkserver.run(args, cwd=ROOT, env=env, timeout=600, preload=JOB_MODULES)
+
+
+def _run(args: list[str]) -> subprocess.CompletedProcess:
+    r = _cmd(args)
     assert r.returncode == 0, (r.stdout[-1500:], r.stderr[-3000:])
     return r
 
@@ -239,7 +245,7 @@ def test_the_tiny_pair_is_re_derived_identically_at_batch_2_and_a_changed_commit
     line = _run(cmp).stdout.strip()
     assert line.startswith("acceptance-sample check: FAIL: 1 of 2 prompts differ") and "tree_depth" in line
     # the plan's --only: a hash outside the sample is refused in one line, exit 2
-    r = subprocess.run([sys.executable, "-m", *args, "--only", "nope"], cwd=ROOT, capture_output=True, text=True)
+    r = _cmd([*args, "--only", "nope"])
     assert r.returncode == 2 and "--only" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
