@@ -12,7 +12,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from conftest import CORPUS, build_model, decode_one, greedy_reference, noisy_copy, real_target_greedy
+from conftest import CORPUS, REAL_PROMPTS, build_model, decode_one, greedy_reference, noisy_copy, real_target_greedy
 from specbench.drafting.crossvocab import TLIDrafter, VocabMap, scheme, token_bytes
 from specbench.drafting.drafters import DRAFTERS
 from specbench.drafting.layerskip import LayerSkipDrafter, describe, layer_view, resolve_layers
@@ -583,9 +583,9 @@ REAL_PAIRS = {
 @pytest.mark.real
 @pytest.mark.parametrize("name", sorted(REAL_PAIRS))
 def test_real_new_pair_greedy_is_lossless(name):
-    """One HumanEval prompt, 12 tokens, binary/8 in fp32: the pair's drafter through the one
-    loop gives the target's own greedy tokens and accepts some drafts.  Every pair's target is
-    the same 1.5B model, so its greedy reference is computed once (``real_target_greedy``)."""
+    """One short code prompt (``REAL_PROMPTS``), 12 tokens, binary/8 in fp32: the pair's drafter
+    through the one loop gives the target's own greedy tokens and accepts some drafts.  Every pair's
+    target is the same 1.5B model, so its greedy reference is computed once (``real_target_greedy``)."""
     from specbench.api import decode_prompts
     from specbench.inputs import data, models
     from specbench.study.job.launch import pair_config
@@ -593,7 +593,7 @@ def test_real_new_pair_greedy_is_lossless(name):
     if not embedded.installed(REAL_PAIRS[name]):
         pytest.skip(f"{name}: embedded models {REAL_PAIRS[name]} not installed (bash scripts/setup.sh)")
     pair = models.load_pair(pair_config(name), "float32", "cpu")
-    pr = data.load_prompts(data.DatasetSpec.of({"name": "humaneval", "limit": 1}), pair.tokenizer)[0]
+    pr = data.load_prompts(data.DatasetSpec.of(REAL_PROMPTS), pair.tokenizer)[0]
     done = decode_prompts(pair, [pr], {"name": "binary", "budget": 8}, {"name": "greedy"}, 12)[0]
     assert done.tokens == real_target_greedy(pair, pr.ids, 12)
     assert sum(r.accepted for r in done.records) > 0

@@ -260,7 +260,7 @@ def test_real_mss_smoke(tmp_path):
         "tree=binary",
         "tree.budget=8",
         "dataset=humaneval",
-        "dataset.limit=1",  # the CLI path; test_real_smoke checks the law on 32 tokens
+        "dataset.limit=1",  # the CLI path; test_real_smoke checks the law through the API
         "max_new_tokens=12",
         "dtype=float32",
         "engine=live",
