@@ -246,15 +246,9 @@ def test_export_takes_the_draft_lengths_from_the_benchmark(tmp_path):
 # the command at batch_size=2, on the tiny pair
 # --------------------------------------------------------------------------
 def test_the_schedule_benchmark_at_batch_size_2_through_the_real_loop(tmp_path, tiny_pair_dirs):
-    import subprocess
-    import sys
+    from test_speed_bench import speed_cmd  # forked from a server that has imported the benchmark's modules
 
-    from conftest import tiny_pair_overrides
-
-    args = [sys.executable, "-m", "specbench.study.tools.speed", *tiny_pair_overrides(tiny_pair_dirs), "dataset=smoke"]
-    args += ["dataset.limit=3", "max_new_tokens=6", "batch_size=2", "+speed_candidates=schedule"]
-    args += [f"+results_dir={tmp_path}", f"hydra.run.dir={tmp_path}/h"]
-    p = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    p = speed_cmd(tmp_path, tiny_pair_dirs, "batch_size=2", "+speed_candidates=schedule")
     assert p.returncode == 0, p.stderr
     df = pd.read_csv(tmp_path / "speed.csv")
     names = ["plain", ss.PLAIN_AA, *[f"chain N={n}" for n in validate.CHAINS], "binary N=3", "chain N=1 (twin)"]
