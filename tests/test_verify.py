@@ -259,7 +259,7 @@ def test_real_mss_smoke(tmp_path):
         "verify.draft_temperature=1.0",
         "tree=binary",
         "tree.budget=8",
-        "dataset=humaneval",
+        "dataset=smoke",  # a 13-token prompt: the 1.5B target's fp32 prefill of a HumanEval one is most of a run
         "dataset.limit=1",  # the CLI path; test_real_smoke checks the law through the API
         "max_new_tokens=12",
         "dtype=float32",
