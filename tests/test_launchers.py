@@ -35,8 +35,9 @@ def test_launchers_give_the_basic_launchers_rows(tiny_pair_dirs, tmp_path, basic
 def test_slurm_preset_composes(tiny_pair_dirs, tmp_path):
     import sys
 
-    r = run([sys.executable, "-m", "specbench.run", "hydra/launcher=slurm", "hydra.launcher.partition=gpu", "--cfg",
-             "hydra", "--package", "hydra.launcher"], timeout=300)  # fmt: skip  (forked, as the sweeps above; exit 0)
+    # forked from the server the sweeps above started; run asserts exit 0
+    cmd = ["specbench.run", "hydra/launcher=slurm", "hydra.launcher.partition=gpu", "--cfg", "hydra"]
+    r = run([sys.executable, "-m", *cmd, "--package", "hydra.launcher"], timeout=300)
     assert "SlurmLauncher" in r.stdout and "partition: gpu" in r.stdout
 
 
