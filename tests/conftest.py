@@ -164,7 +164,7 @@ def greedy_reference(target, prompt_ids, n: int, eos: int = 0) -> list[int]:
 # prefill is compute-bound on one thread (~5 s for the 118-token first HumanEval prompt, ~0.6 s here),
 # and every decode and reference pays it; what the tests check does not depend on the prompt's length.
 REAL_PROMPTS = {"name": "smoke", "limit": 1}
-REAL_GREEDY_TOKENS = 32  # the longest target greedy reference a real test compares against
+REAL_GREEDY_TOKENS = 16  # the longest target greedy reference a real test compares against
 _REAL_GREEDY: dict = {}
 
 
