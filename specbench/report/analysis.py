@@ -330,12 +330,13 @@ def _same(df: pd.DataFrame, r: dict, keys) -> pd.DataFrame:
 def vs_chain(df: pd.DataFrame, sums: pd.DataFrame) -> pd.DataFrame:
     """Every T=0 non-chain configuration against chain at the same budget (same group and mode)."""
     keys = GROUP + ["mode", "budget"]
-    chains = df[df.tree == "chain"]  # selected once, not once per row
+    chains = df[df.tree == "chain"]
+    by_key = dict(tuple(chains.groupby(keys, sort=False))) if len(chains) else {}  # grouped once, not per row
     return versus(
         df,
         sums,
         lambda d: d[(d.temperature == 0) & (d.tree != "chain")],
-        lambda d, r: _same(chains, r, keys),
+        lambda d, r: by_key.get(tuple(r[k] for k in keys), chains.iloc[:0]),
     )
 
 

@@ -68,11 +68,11 @@ def terms(cand: pd.DataFrame, plain: pd.DataFrame, target, draft) -> dict:
     return out
 
 
-def one(r: dict, rows: pd.DataFrame, steps: pd.DataFrame, curves: Curves) -> dict | None:
+def one(r: dict, rows: pd.DataFrame, steps: dict[str, pd.DataFrame], curves: Curves) -> dict | None:
     """One ranked candidate (``r``, a row of ``speedstats.answers``) of its pooled runs' ``rows`` and
-    ``steps``: its projection from those steps, with prefill counted, beside its measured speedup."""
-    cand, plain = steps[steps.candidate == r["candidate"]], steps[steps.candidate == speedstats.PLAIN]
-    if cand.empty or plain.empty:
+    ``steps`` (by candidate): its projection from those steps, with prefill counted, beside its measured speedup."""
+    cand, plain = steps.get(r["candidate"]), steps.get(speedstats.PLAIN)
+    if cand is None or plain is None:
         return None
     name = str(cand.get("pair_name", cand.pair).iloc[0])  # costs.csv is keyed by config name
     where = (str(r["dtype"]), str(r.get("device") or "cpu"), str(r.get("machine_id") or ""))
@@ -126,9 +126,13 @@ def table(
         return pd.DataFrame()
     m = measured[measured.batch_size.astype(int) == 1]
     pooled, curves, out = runs_of(bench), Curves(costs), []
+    parts: dict[frozenset, tuple[pd.DataFrame, dict]] = {}  # pooled runs -> rows, steps by candidate: selected once
     for r in m.to_dict("records"):
-        runs = pooled.get(str(r["run_id"]), {r["run_id"]})
-        got = one(r, bench[bench.run_id.isin(runs)], steps[steps.run_id.isin(runs)], curves)
+        runs = frozenset(pooled.get(str(r["run_id"]), {r["run_id"]}))
+        if runs not in parts:
+            mine = steps[steps.run_id.isin(runs)]
+            parts[runs] = (bench[bench.run_id.isin(runs)], dict(tuple(mine.groupby("candidate", sort=False))))
+        got = one(r, *parts[runs], curves)
         if got is not None:
             out.append(got)
     if not out:

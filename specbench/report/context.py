@@ -11,6 +11,7 @@ so a test builds the part of a context its section reads.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -21,6 +22,20 @@ from .costmodel import StepCounts
 
 def _frame() -> pd.DataFrame:
     return pd.DataFrame()
+
+
+def once(f: Callable[..., pd.DataFrame]) -> Callable[..., pd.DataFrame]:
+    """``f`` (a pure function of frames) remembering its last arguments, by identity, and its result: a
+    table that several sections derive from the same inputs is computed once; each caller gets a copy."""
+    last: list = []
+
+    @functools.wraps(f)
+    def remembered(*args):
+        if not (last and len(last[0]) == len(args) and all(a is b for a, b in zip(last[0], args))):
+            last[:] = [args, f(*args)]
+        return last[1].copy()
+
+    return remembered
 
 
 @dataclass(frozen=True)

@@ -33,15 +33,14 @@ from . import analysis
 
 def forwards(steps: pd.DataFrame) -> pd.Series:
     """Per step, the query tokens of each draft forward (a tuple; empty without a model)."""
-    has = steps.scored.notna()  # NaN: steps from before ``scored`` (results.optional)
-    out = pd.Series([()] * len(steps), index=steps.index, dtype=object)
-    if has.any():  # each distinct ``scored`` string parsed once
-        parsed = {s: tuple(int(x) for x in s.split(".")) if s else () for s in steps.scored[has].unique()}
-        out[has] = steps.scored[has].map(parsed)
-    old = steps[~has]
-    if len(old):
-        out[~has] = [derived_frontier(d, n) for d, n in zip(old.tree_depth.astype(int), old.tree_size.astype(int))]
-    return out
+    cells = steps.scored.to_numpy(object)
+    has = steps.scored.notna().to_numpy()  # NaN: steps from before ``scored`` (results.optional)
+    parsed = {s: tuple(int(x) for x in s.split(".")) if s else () for s in set(cells[has])}  # each parsed once
+    if has.all():
+        return pd.Series([parsed[s] for s in cells], index=steps.index, dtype=object)
+    depth, size = steps.tree_depth.to_numpy(), steps.tree_size.to_numpy()
+    out = [parsed[s] if h else derived_frontier(int(d), int(n)) for s, h, d, n in zip(cells, has, depth, size)]
+    return pd.Series(out, index=steps.index, dtype=object)
 
 
 def derived_frontier(depth: int, size: int) -> tuple[int, ...]:
@@ -148,7 +147,9 @@ def projection(c: Counts, draft: tuple[Curve, np.ndarray] | None, target: tuple[
     }
     rng = np.random.default_rng(SEED)
     n = len(c.emitted)
-    w = np.array([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(1, len(base))], float)
+    picks = rng.integers(0, n, (len(base) - 1, n))  # the stream of one draw of n per resample, drawn at once
+    w = np.bincount((picks + n * np.arange(len(picks))[:, None]).ravel(), minlength=picks.size).reshape(picks.shape)
+    w = w.astype(float)  # w[b, p]: how often resample b drew prompt p
     reps = (w @ c.emitted) * base[1:] / np.einsum("rp,pr->r", w, total[:, 1:])
     out["projected_lo"], out["projected_hi"] = np.percentile(reps, [2.5, 97.5])
     return out

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..results import llamaaccept
 from . import figures, machines, palette
-from .context import Ctx, Inputs
+from .context import Ctx, Inputs, once
 from .markdown import fig_links, span, table
 
 FIG = "llamacpp_agreement.png"
@@ -41,9 +41,12 @@ def setting(r) -> str:
     return f"{int(r['n_max'])}/{float(r['p_min']):g}"
 
 
+agreement = once(llamaaccept.agreement)  # bootstrapped once: the TL;DR, the section and its figure read it
+
+
 def frame(data: Inputs, spec_type: str = llamaaccept.DRAFT_SIMPLE) -> pd.DataFrame:
     """The agreement table's settings of one llama.cpp type (empty where none)."""
-    a = llamaaccept.agreement(data.accept_llamacpp)
+    a = agreement(data.accept_llamacpp)
     return a if a.empty else a[a.spec_type == spec_type].reset_index(drop=True)
 
 

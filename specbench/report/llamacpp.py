@@ -24,7 +24,7 @@ import pandas as pd
 from ..results import engines, llamaproject, speedstats
 from ..results.columns import tree_params
 from . import figures, llamaagree, machines, palette
-from .context import Ctx, Inputs, Tables
+from .context import Ctx, Inputs, Tables, once
 from .llamaagree import LLAMA_LOOKS, setting
 from .markdown import fig_links, span, table
 
@@ -76,9 +76,12 @@ def plain(bench: pd.DataFrame | None, r: dict) -> dict | None:
     return {**row, "at_other": not row["_same"]}
 
 
+_compare = once(llamaproject.compare)  # computed once: the TL;DR and the section read it
+
+
 def projection(data: Inputs) -> pd.DataFrame:
     """specbench's projection per llama.cpp candidate beside its measured speedup (``llamaproject.compare``)."""
-    return llamaproject.compare(data.bench, data.accept_llamacpp, data.costs_llamacpp)
+    return _compare(data.bench, data.accept_llamacpp, data.costs_llamacpp)
 
 
 def picked(proj: pd.DataFrame, r: dict) -> dict | None:

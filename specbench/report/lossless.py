@@ -226,9 +226,9 @@ def lossless_table(df: pd.DataFrame, summary: pd.DataFrame, outputs: dict) -> pd
     base = base[(base.verify.astype(str) == "greedy") & (base.temperature.astype(float) == 0)] if len(base) else base
     if not outputs or base.empty:
         return pd.DataFrame()
-    rows = []
+    rows, match = [], speedup.baseline_matcher(base, speedup.OUTPUT_MATCH)
     for r in df[(df.verify == "greedy") & (df.temperature == 0)].to_dict("records"):
-        b = speedup.match_baseline(base, r, speedup.OUTPUT_MATCH)
+        b = match(r)
         if b is None:
             continue
         eq = compare.output_equality(outputs, r["config_hash"], b["config_hash"])

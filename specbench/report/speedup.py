@@ -120,13 +120,25 @@ def projected_speedup(
     return pd.DataFrame(rows)
 
 
+def baseline_matcher(base: pd.DataFrame, keys=BASELINE_MATCH):
+    """``match_baseline`` of ``base`` for many rows: its ``keys`` read as text once (a loop over a
+    summary's rows filtered the frame once per key and row)."""
+    text = {k: base[k].astype(str).to_numpy() for k in keys if k in base}
+
+    def match(r) -> dict | None:
+        m = np.ones(len(base), bool)
+        for k, col in text.items():
+            if k in r:
+                m &= col == str(r[k])
+        hit = np.flatnonzero(m)
+        return base.iloc[hit[0]].to_dict() if len(hit) else None
+
+    return match
+
+
 def match_baseline(base: pd.DataFrame, r, keys=BASELINE_MATCH) -> dict | None:
     """The baseline row (lowest hash on ties) with the same ``keys`` as r, or None."""
-    m = base
-    for k in keys:
-        if k in base and k in r:
-            m = m[m[k].astype(str) == str(r[k])]
-    return None if m.empty else m.iloc[0].to_dict()
+    return baseline_matcher(base, keys)(r)
 
 
 def measured_speedup(df: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
@@ -135,9 +147,9 @@ def measured_speedup(df: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     if base.empty:  # tokens_per_s: NaN where summary.csv does not record it (results.optional)
         return pd.DataFrame()
     base = base[(base.engine == "live") & base.tokens_per_s.notna()]
-    rows = []
+    rows, match = [], baseline_matcher(base)
     for r in df[(df.engine == "live") & df.tokens_per_s.notna()].to_dict("records"):
-        b = match_baseline(base, r)
+        b = match(r)
         if b is not None:
             rows.append(
                 {

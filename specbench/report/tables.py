@@ -104,10 +104,11 @@ def record_fingerprints(steps: pd.DataFrame | None) -> pd.Series:
     )
 
 
-def identities(df: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
+def identities(df: pd.DataFrame, steps: pd.DataFrame | None, fp: pd.Series | None = None) -> pd.DataFrame:
     """Pairs of configurations of one group, mode and budget with identical step records on every
-    prompt: (config_hash, same_as) with both rows' labels; the first by shape name is the reference."""
-    fp = record_fingerprints(steps)
+    prompt: (config_hash, same_as) with both rows' labels; the first by shape name is the reference.
+    ``fp``: ``record_fingerprints(steps)``, where the caller has them (hashing every step is slow)."""
+    fp = record_fingerprints(steps) if fp is None else fp
     if fp.empty:
         return pd.DataFrame()
     d = df.assign(fp=df.config_hash.map(fp)).dropna(subset=["fp"])
@@ -344,7 +345,8 @@ def compute(data: Inputs) -> Tables:
         costcurve.machines(data.costs),
     )
     calib = calibration(df, sums, data.vector)
-    idents = identities(df, steps)
+    fingerprints = record_fingerprints(steps)  # shared: identities, modes
+    idents = identities(df, steps, fingerprints)
     rows = annotate(df, steps, speed, calib, idents)
     return Tables(
         df=df,
@@ -357,7 +359,7 @@ def compute(data: Inputs) -> Tables:
         idents=idents,
         answer=answer(rows),
         cross=across.cross_pair(df, sums),
-        modes=across.modes(df, sums, record_fingerprints(steps)),
+        modes=across.modes(df, sums, fingerprints),
         live=live_rows(rows),
         setup=setup_pairs(summary),
         chain_diffs=analysis.vs_chain(df, sums),

@@ -102,11 +102,16 @@ class Curve:
         each (what ``rng.choice(x, len(x))`` draws); the medians and weighted sums are taken at once."""
         rng = np.random.default_rng(SEED)
         flat = [x for row in self.samples for x in row]
-        picks = [[x[rng.integers(0, len(x), len(x))] for x in flat] for _ in range(boot)]
+        lens = np.array([len(x) for x in flat], int)
+        starts = np.cumsum(lens) - lens
+        # every replicate's draws for every point at once: the same stream as one call per point and replicate
+        picks = np.tile(np.repeat(starts, lens), boot) + rng.integers(0, np.tile(np.repeat(lens, lens), boot))
+        picked = np.concatenate(flat).astype(float)[picks].reshape(boot, -1)
         meds = np.empty((boot, len(flat)))
-        for n in {len(x) for x in flat}:  # points with n repeats: one median over [boot, points, n]
-            at = [i for i, x in enumerate(flat) if len(x) == n]
-            meds[:, at] = np.median(np.array([[p[i] for i in at] for p in picks]), axis=-1)
+        for n in set(lens.tolist()):  # points with n repeats: one median over [boot, points, n]
+            at = np.flatnonzero(lens == n)
+            cols = (starts[at][:, None] + np.arange(n)).ravel()
+            meds[:, at] = np.median(picked[:, cols].reshape(boot, len(at), n), axis=-1)
         per_kv = meds.reshape(boot, len(self.samples), len(self.weights))
         out = np.zeros((boot, len(self.samples)))
         for j, w in enumerate(self.weights):  # sum(w * med) in values' order
@@ -166,9 +171,10 @@ def _curve(c: pd.DataFrame, rule: Rule) -> Curve | None:
     weights = kv_weights(sorted(set(kv)), rule.kv) if rule.kv is not None else {int(kv.min()): 1.0}
     c = c.assign(kv=kv)
     sizes = sorted(set(c.n_tokens.astype(int)) & set.intersection(*(set(c[c.kv == k].n_tokens) for k in weights)))
+    points = dict(tuple(c.groupby(["kv", "n_tokens"], sort=False)))  # grouped once, not masked per point
     rows = []
     for n in sizes:
-        at = [c[(c.kv == k) & (c.n_tokens == n)] for k in weights]
+        at = [points[(k, n)] for k in weights]
         rows.append(tuple(g.seconds.to_numpy(float) if rule.per == "model" else repeats(g.iloc[0]) for g in at))
     return Curve(np.array(sizes, float), tuple(rows), tuple(weights.values()), rule.linear_beyond)
 
